@@ -1,0 +1,264 @@
+/*
+ * NAME
+ *   complete - delivery completion, feedback, dead destinations, timers and message
+ *   finishing (after Postfix nqmgr qmgr_deliver.c, qmgr_entry.c, qmgr_queue.c,
+ *   qmgr_active.c; spec §4.5, §6, §8)
+ * DESCRIPTION
+ *   reportDelivery() applies one delivery agent's answer for a busy entry: status "ok",
+ *   "defer" or "crash", with an optional site failure (the destination status of §6.1).
+ *   A site failure gives negative feedback and may kill the destination, whose todo entries
+ *   are then deferred at once; a non-crash answer without site failure gives positive
+ *   feedback (and revives a dead destination). Reports are idempotent: an unknown or
+ *   already-finished entry id is ignored and reported as such.
+ *
+ *   entryDone() disposes of an entry (busy or todo): counters, slot hand-back (§7.2), the
+ *   rate-delay suspension (§6.6), blocker release, peer and queue clean-up, and finishing the
+ *   message when its last entry is gone (§8): read more, or decide expiry / warning /
+ *   back-off, or done.
+ *
+ *   runTimers() handles every timer due at `now`: dead-destination revival, rate-delay
+ *   resume, transport revival and rate unlock, policy wake-ups and idle-queue expiry.
+ *   failTransport() marks a transport's delivery service unusable (§6.5). flush() revives
+ *   all dead destinations and transports, as `postqueue -f` does.
+ * INVARIANTS
+ *   Feedback is applied only to live destinations; dead ones ignore in-flight failures.
+ *   A message leaves the core exactly once, with exactly one of the effects message-done,
+ *   message-deferred or message-expired.
+ * ERRORS
+ *   None for expected input; InvariantError on corrupt state.
+ */
+import { refillMessage } from "./assign";
+import { onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
+import { freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
+import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
+import { releasePolicies } from "./policy";
+import { addTimer, blockerUpdate, deleteQueue, freePeer, queueIdle, unlinkTodo, updateReady } from "./queue";
+import { decideAfterAttempt } from "./retry-policy";
+import { popDueTimer } from "./timer-heap";
+
+/** A destination-level failure reported by the delivery agent (spec §6.1). */
+export interface SiteFailure {
+  dsnStatus: string;
+  reason: string;
+}
+
+/** A delivery agent's answer for one entry. */
+export interface DeliveryReport {
+  status: "ok" | "defer" | "crash";
+  siteFailure?: SiteFailure | null;
+}
+
+/** Result of applying a report. */
+export type ReportResult = { kind: "applied" } | { kind: "unknown-entry" };
+
+/** Applies a delivery report for a busy entry (spec §4.5). */
+export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport, now: number): ReportResult {
+  q.now = now;
+  const e = q.busy.get(entryId);
+  if (!e) return { kind: "unknown-entry" };
+  const queue = e.peer.queue;
+  const t = queue.transport;
+  const m = e.peer.job.message;
+  const site = report.siteFailure ?? null;
+  if (report.status !== "ok") {
+    m.deferred = true;
+    if (site && queue.window > 0) {
+      if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
+      updateReady(queue);
+    }
+  }
+  if (report.status !== "crash") {
+    transportAlive(q, t);
+    if (!site && queue.window >= 0) {
+      const wasDead = queue.window === 0;
+      onPositiveFeedback(queue, queue.busyCount, t.p);
+      if (wasDead) queueRevived(q, queue);
+      updateReady(queue);
+    }
+  }
+  entryDone(q, e, now);
+  return { kind: "applied" };
+}
+
+/** A destination just died: remember why, arm revival, defer its todo entries (§6.4). */
+function queueDied(q: Qmgr, queue: Queue, reason: string, now: number): void {
+  const t = queue.transport;
+  queue.dsn = reason;
+  queue.timerAt = now + q.cfg.global.minimalBackoffTime;
+  addTimer(q, queue.timerAt, "queue", t.name, queue.name);
+  q.effects.push({ kind: "destination", transport: t.name, queue: queue.name, event: "dead", until: queue.timerAt, reason });
+  deferAllTodo(q, queue, reason, now);
+}
+
+function queueRevived(q: Qmgr, queue: Queue): void {
+  queue.timerAt = 0;
+  queue.dsn = null;
+  q.effects.push({ kind: "destination", transport: queue.transport.name, queue: queue.name, event: "revived" });
+}
+
+/** Defers every todo entry of a queue without an attempt. */
+export function deferAllTodo(q: Qmgr, queue: Queue, reason: string, now: number): void {
+  const t = queue.transport;
+  for (let e = queue.todoHead; e; e = queue.todoHead) {
+    const m = e.peer.job.message;
+    m.deferred = true;
+    q.effects.push({ kind: "deferred", messageId: m.id, rcpts: e.rcpts, reason, transport: t.name, nexthop: queue.nexthop });
+    entryDone(q, e, now);
+  }
+}
+
+function transportAlive(q: Qmgr, t: Transport): void {
+  if (!t.dead) return;
+  t.dead = false;
+  t.deadUntil = 0;
+  q.effects.push({ kind: "transport", transport: t.name, event: "revived" });
+}
+
+/** Disposes of an entry, busy or todo, and of whatever it leaves empty. */
+export function entryDone(q: Qmgr, e: Entry, now: number): void {
+  const peer = e.peer;
+  const job = peer.job;
+  const queue = peer.queue;
+  const t = queue.transport;
+  const m = job.message;
+  const wasBusy = e.busy;
+  if (wasBusy) {
+    e.busy = false;
+    queue.busyCount -= 1;
+    t.busyCount -= 1;
+    q.busy.delete(e.id);
+    queue.lastDone = now;
+    if (releasePolicies(e.charged)) for (const other of q.transports.values()) releaseBlockers(other);
+    e.charged = null;
+  } else {
+    unlinkTodo(e);
+    job.selectedEntries += 1; // disposed of while todo: counts as handed out
+  }
+  const n = e.rcpts.length;
+  job.rcptCount -= n;
+  m.rcptCount -= n;
+  q.rcptCount -= n;
+  returnSlots(job, m);
+  if (wasBusy && t.p.destinationRateDelay > 0) suspendQueue(q, queue, now);
+  if (queue.window !== -1) blockerUpdate(queue);
+  updateReady(queue);
+  peer.refcount -= 1;
+  if (peer.refcount === 0) freePeer(peer);
+  if (queue.todoCount === 0 && queue.busyCount === 0) queueEmpty(q, queue, now);
+  m.refcount -= 1;
+  if (m.refcount === 0) finishMessage(q, m, now);
+}
+
+/** Slot hand-back from entryDone (spec §7.2). */
+function returnSlots(job: Entry["peer"]["job"], m: Message): void {
+  for (const other of m.jobs) {
+    if (other === job || other.rcptCount >= other.rcptLimit) continue;
+    if (other.stackLevel < 0 || !m.hasUnread) moveLimits(other);
+  }
+  if (!m.hasUnread) moveLimits(job);
+}
+
+/** Rate delay: after each delivery the destination pauses (window -1) for the delay (§6.6). */
+function suspendQueue(q: Qmgr, queue: Queue, now: number): void {
+  const t = queue.transport;
+  if (queue.window === 0) {
+    reviveWindow(queue, queue.busyCount, t.p);
+    queueRevived(q, queue);
+  }
+  queue.window = -1;
+  queue.timerAt = now + t.p.destinationRateDelay;
+  addTimer(q, queue.timerAt, "queue", t.name, queue.name);
+}
+
+/** An empty queue: kept while dead (unless memory is short), else idle or forgotten. */
+function queueEmpty(q: Qmgr, queue: Queue, now: number): void {
+  if (queue.window === 0 && q.queueCount > 2 * q.cfg.global.messageRecipientLimit) {
+    reviveWindow(queue, 0, queue.transport.p);
+    queueRevived(q, queue);
+  }
+  if (queue.window > 0) queueIdle(q, queue, now);
+}
+
+/** The message's last in-core entry is gone: read more, or leave the active queue (§8). */
+function finishMessage(q: Qmgr, m: Message, now: number): void {
+  while (m.hasUnread && m.refcount === 0) refillMessage(q, m, now);
+  if (m.refcount > 0) return;
+  for (const j of [...m.jobs]) freeJob(j);
+  m.jobs = [];
+  q.messages.delete(m.id);
+  if (!m.deferred) {
+    q.effects.push({ kind: "message-done", messageId: m.id });
+    return;
+  }
+  const d = decideAfterAttempt(m, now, q.cfg.global);
+  if (d.kind === "expired") q.effects.push({ kind: "message-expired", messageId: m.id });
+  else q.effects.push({ kind: "message-deferred", messageId: m.id, nextAttemptAt: d.nextAttemptAt, warn: d.warn, warnTime: d.warnTime });
+}
+
+/** The delivery service of a transport is unusable: suspend it and defer its work (§6.5). */
+export function failTransport(q: Qmgr, t: Transport, reason: string, now: number): void {
+  q.now = now;
+  if (!t.dead) {
+    t.dead = true;
+    t.deadUntil = now + q.cfg.global.transportRetryTime;
+    addTimer(q, t.deadUntil, "transport", t.name, "");
+    q.effects.push({ kind: "transport", transport: t.name, event: "dead", until: t.deadUntil });
+  }
+  for (const queue of [...t.queues.values()]) deferAllTodo(q, queue, reason, now);
+}
+
+/** Revives every dead destination and transport (postqueue -f). */
+export function flush(q: Qmgr, now: number): void {
+  q.now = now;
+  for (const t of q.transports.values()) {
+    transportAlive(q, t);
+    for (const queue of [...t.queues.values()]) {
+      if (queue.window !== 0) continue;
+      reviveWindow(queue, queue.busyCount, t.p);
+      queueRevived(q, queue);
+      updateReady(queue);
+      if (queue.todoCount === 0 && queue.busyCount === 0) queueIdle(q, queue, now);
+    }
+    releaseBlockers(t);
+  }
+}
+
+/** Handles every timer due at `now`. */
+export function runTimers(q: Qmgr, now: number): void {
+  q.now = now;
+  for (let tm = popDueTimer(q.timers, now); tm; tm = popDueTimer(q.timers, now)) {
+    const t = q.transports.get(tm.transport);
+    if (tm.kind === "policy") {
+      const c = q.policies.get(tm.ref);
+      if (c && c.wakeAt === tm.at) c.wakeAt = 0;
+      for (const other of q.transports.values()) releaseBlockers(other);
+      continue;
+    }
+    if (!t) continue;
+    if (tm.kind === "transport") {
+      if (t.dead && t.deadUntil === tm.at) transportAlive(q, t);
+      if (t.rateLockedUntil === tm.at) t.rateLockedUntil = 0;
+      continue;
+    }
+    const queue = t.queues.get(tm.ref);
+    if (!queue) continue;
+    if (tm.kind === "idle") {
+      if (queue.idleSince >= 0 && queue.idleSince + q.cfg.global.destinationIdleMemory === tm.at) deleteQueue(q, queue);
+      continue;
+    }
+    if (queue.timerAt !== tm.at || queue.window > 0) continue;
+    if (queue.window === 0) {
+      reviveWindow(queue, queue.busyCount, t.p);
+      queueRevived(q, queue);
+    } else {
+      queue.window = 1; // rate delay forces the limit to 1
+      queue.timerAt = 0;
+      blockerUpdate(queue);
+    }
+    updateReady(queue);
+    if (queue.todoCount === 0 && queue.busyCount === 0) queueIdle(q, queue, now);
+  }
+}
+
+/** Re-exported for the facade. */
+export { isBlocker };

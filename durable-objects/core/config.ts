@@ -1,0 +1,317 @@
+/*
+ * NAME
+ *   config - scheduler parameters with Postfix's names, defaults and bounds (spec §1)
+ * DESCRIPTION
+ *   parseSchedulerConfig() validates a configuration object strictly and resolves it into a
+ *   SchedulerConfig: global (main.cf-level) parameters plus per-transport values, where each
+ *   transport's value is its override if given, else the global default_* value.
+ *
+ *   Input uses Postfix's parameter names. Globals: `default_destination_concurrency_limit`,
+ *   `qmgr_message_active_limit`, `minimal_backoff_time`, … Per transport, under
+ *   `transports.<name>`, the override suffix without the leading underscore:
+ *   `destination_concurrency_limit`, `delivery_slot_cost`, … (Postfix writes these as
+ *   `<name>_destination_concurrency_limit` in main.cf.) Times accept seconds as a number or
+ *   a string with a unit: "300s", "5m", "4h", "5d", "1w". Feedback accepts "x", "x/y",
+ *   "x/concurrency" and "x/sqrt_concurrency" (the last is the relay's, spec §12.1).
+ *
+ *   Relay-only parameters (spec §12): `destination_idle_memory` (default 600 s; 0 behaves
+ *   like Postfix) and per-transport `process_limit` (default 100).
+ * INVARIANTS
+ *   Every numeric value is an integer within its bounds; qmgr_message_recipient_limit is
+ *   raised to qmgr_message_active_limit if smaller, as Postfix does at start-up;
+ *   initial concurrency is clipped to a non-zero concurrency limit; a non-zero
+ *   destination_rate_delay forces the concurrency limit to 1.
+ * ERRORS
+ *   Returns { ok: false, errors } with one "path: problem" line per bad value; unknown keys
+ *   are errors (no silent typos).
+ */
+import { z } from "zod";
+import { parseFeedback, type Feedback } from "./feedback";
+import { initialWindow } from "./destination-window";
+import type { RetryParams } from "./retry-policy";
+
+const UNIT_SEC: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
+const DURATION = /^(\d+)\s*([smhdw]?)$/;
+
+/** Parses "300s", "5d", 300 … into whole seconds, or null. */
+export function parseDurationSec(v: number | string): number | null {
+  if (typeof v === "number") return Number.isInteger(v) && v >= 0 ? v : null;
+  const m = DURATION.exec(v.trim());
+  if (!m) return null;
+  return Number(m[1]) * (UNIT_SEC[m[2] || "s"] ?? 1);
+}
+
+const int = (min: number, max = 2 ** 31 - 1) => z.number().int().min(min).max(max);
+const duration = (minSec: number, maxSec = 100 * 86400) =>
+  z.union([z.number(), z.string()]).transform((v, ctx) => {
+    const sec = parseDurationSec(v);
+    if (sec === null) {
+      ctx.addIssue({ code: "custom", message: `"${v}" is not a duration (e.g. 300, "300s", "5m", "4h", "5d")` });
+      return z.NEVER;
+    }
+    if (sec < minSec || sec > maxSec) {
+      ctx.addIssue({ code: "custom", message: `${sec}s is outside [${minSec}s, ${maxSec}s]` });
+      return z.NEVER;
+    }
+    return sec;
+  });
+const feedback = z.string().transform((v, ctx) => {
+  const r = parseFeedback(v, "relay");
+  if (!r.ok) {
+    ctx.addIssue({ code: "custom", message: r.error });
+    return z.NEVER;
+  }
+  return r.feedback;
+});
+
+/** Per-transport parameter schemas (suffix names), shared by the global defaults. */
+const transportFields = {
+  initial_destination_concurrency: int(1),
+  destination_concurrency_limit: int(0),
+  destination_recipient_limit: int(0),
+  destination_concurrency_positive_feedback: feedback,
+  destination_concurrency_negative_feedback: feedback,
+  destination_concurrency_failed_cohort_limit: int(0),
+  destination_rate_delay: duration(0),
+  transport_rate_delay: duration(0),
+  delivery_slot_cost: int(0),
+  delivery_slot_loan: int(0),
+  delivery_slot_discount: int(0, 100),
+  minimum_delivery_slots: int(0),
+  recipient_limit: int(0),
+  extra_recipient_limit: int(0),
+  recipient_refill_limit: int(1),
+  recipient_refill_delay: duration(1),
+  process_limit: int(1),
+};
+
+const transportSchema = z.strictObject(transportFields).partial();
+
+const globalSchema = z
+  .strictObject({
+    initial_destination_concurrency: int(1),
+    default_destination_concurrency_limit: int(0),
+    default_destination_recipient_limit: int(0),
+    default_destination_concurrency_positive_feedback: feedback,
+    default_destination_concurrency_negative_feedback: feedback,
+    default_destination_concurrency_failed_cohort_limit: int(0),
+    default_destination_rate_delay: duration(0),
+    default_transport_rate_delay: duration(0),
+    default_delivery_slot_cost: int(0),
+    default_delivery_slot_loan: int(0),
+    default_delivery_slot_discount: int(0, 100),
+    default_minimum_delivery_slots: int(0),
+    default_recipient_limit: int(0),
+    default_extra_recipient_limit: int(0),
+    default_recipient_refill_limit: int(1),
+    default_recipient_refill_delay: duration(1),
+    default_process_limit: int(1),
+    qmgr_message_active_limit: int(1),
+    qmgr_message_recipient_limit: int(1),
+    qmgr_message_recipient_minimum: int(1),
+    queue_run_delay: duration(1),
+    minimal_backoff_time: duration(1),
+    maximal_backoff_time: duration(1),
+    maximal_queue_lifetime: duration(0),
+    bounce_queue_lifetime: duration(0),
+    delay_warning_time: duration(0),
+    transport_retry_time: duration(1),
+    destination_idle_memory: duration(0),
+    recipient_delimiter: z.string().max(8).regex(/^[^@\s]*$/, "must not contain @ or spaces"),
+    defer_transports: z.array(z.string().min(1)),
+    transports: z.record(z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/i, "bad transport name"), transportSchema),
+  })
+  .partial();
+
+/** Raw configuration input (Postfix parameter names). */
+export type SchedulerConfigInput = z.input<typeof globalSchema>;
+
+/** Resolved per-transport parameters (seconds, counts; Postfix names in comments). */
+export interface TransportParams {
+  name: string;
+  /** initial_destination_concurrency clipped to the limit; default 5. */
+  initialConcurrency: number;
+  /** destination_concurrency_limit; 0 = unlimited; default 20; forced to 1 by a rate delay. */
+  concurrencyLimit: number;
+  /** destination_recipient_limit; 0 = unlimited; 1 = per-recipient queues; default 50. */
+  recipientLimit: number;
+  /** destination_concurrency_positive_feedback; default "1". */
+  positiveFeedback: Feedback;
+  /** destination_concurrency_negative_feedback; default "1". */
+  negativeFeedback: Feedback;
+  /** destination_concurrency_failed_cohort_limit; 0 disables dead detection; default 1. */
+  failedCohortLimit: number;
+  /** destination_rate_delay, seconds; default 0. */
+  destinationRateDelay: number;
+  /** transport_rate_delay, seconds; default 0. */
+  transportRateDelay: number;
+  /** delivery_slot_cost k; preemption off when < 2; default 5. */
+  slotCost: number;
+  /** delivery_slot_loan; default 3. */
+  slotLoan: number;
+  /** delivery_slot_discount, percent; default 50. */
+  slotDiscount: number;
+  /** minimum_delivery_slots; default 3. */
+  minSlots: number;
+  /** recipient_limit: the transport's recipient slot pool; default 20000. */
+  rcptPool: number;
+  /** extra_recipient_limit: extra pool for preempting jobs; default 1000. */
+  extraRcptPool: number;
+  /** recipient_refill_limit; default 100. */
+  refillLimit: number;
+  /** recipient_refill_delay, seconds; default 5. */
+  refillDelay: number;
+  /** process_limit: entries in flight at most (relay, spec §12.2); default 100. */
+  processLimit: number;
+}
+
+/** Resolved global parameters. */
+export interface GlobalParams extends RetryParams {
+  /** qmgr_message_active_limit; default 20000. */
+  messageActiveLimit: number;
+  /** qmgr_message_recipient_limit (raised to the active limit); default 20000. */
+  messageRecipientLimit: number;
+  /** qmgr_message_recipient_minimum; default 10. */
+  messageRecipientMinimum: number;
+  /** queue_run_delay, seconds; default 300 (Postfix timing tables only). */
+  queueRunDelay: number;
+  /** transport_retry_time, seconds; default 60. */
+  transportRetryTime: number;
+  /** destination_idle_memory, seconds (relay, spec §12.4); default 600; 0 = Postfix. */
+  destinationIdleMemory: number;
+  /** recipient_delimiter; default "" (none). */
+  recipientDelimiter: string;
+  /** defer_transports; default none. */
+  deferTransports: string[];
+}
+
+/** A fully resolved configuration. */
+export interface SchedulerConfig {
+  global: GlobalParams;
+  /** Resolved parameters for transports named in the input. */
+  transports: Record<string, TransportParams>;
+  /** The defaults every other transport gets (name filled in on use). */
+  transportDefaults: Omit<TransportParams, "name">;
+}
+
+/** Postfix's defaults, in input form. */
+export const DEFAULTS = {
+  initial_destination_concurrency: 5,
+  default_destination_concurrency_limit: 20,
+  default_destination_recipient_limit: 50,
+  default_destination_concurrency_positive_feedback: "1",
+  default_destination_concurrency_negative_feedback: "1",
+  default_destination_concurrency_failed_cohort_limit: 1,
+  default_destination_rate_delay: 0,
+  default_transport_rate_delay: 0,
+  default_delivery_slot_cost: 5,
+  default_delivery_slot_loan: 3,
+  default_delivery_slot_discount: 50,
+  default_minimum_delivery_slots: 3,
+  default_recipient_limit: 20000,
+  default_extra_recipient_limit: 1000,
+  default_recipient_refill_limit: 100,
+  default_recipient_refill_delay: 5,
+  default_process_limit: 100,
+  qmgr_message_active_limit: 20000,
+  qmgr_message_recipient_limit: 20000,
+  qmgr_message_recipient_minimum: 10,
+  queue_run_delay: 300,
+  minimal_backoff_time: 300,
+  maximal_backoff_time: 4000,
+  maximal_queue_lifetime: 432000,
+  bounce_queue_lifetime: 432000,
+  delay_warning_time: 0,
+  transport_retry_time: 60,
+  destination_idle_memory: 600,
+  recipient_delimiter: "",
+  defer_transports: [] as string[],
+} as const;
+
+/** Result of parsing a configuration. */
+export type ConfigResult = { ok: true; config: SchedulerConfig } | { ok: false; errors: string[] };
+
+/** Validates and resolves a configuration (see the module header). */
+export function parseSchedulerConfig(input: unknown): ConfigResult {
+  const parsed = globalSchema.safeParse(input ?? {});
+  if (!parsed.success) {
+    return { ok: false, errors: parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`) };
+  }
+  const defaults = globalSchema.parse(DEFAULTS);
+  const g = { ...defaults, ...parsed.data } as Required<z.output<typeof globalSchema>>;
+  const global: GlobalParams = {
+    messageActiveLimit: g.qmgr_message_active_limit,
+    messageRecipientLimit: Math.max(g.qmgr_message_recipient_limit, g.qmgr_message_active_limit),
+    messageRecipientMinimum: g.qmgr_message_recipient_minimum,
+    queueRunDelay: g.queue_run_delay,
+    minimalBackoffTime: g.minimal_backoff_time,
+    maximalBackoffTime: g.maximal_backoff_time,
+    maximalQueueLifetime: g.maximal_queue_lifetime,
+    bounceQueueLifetime: g.bounce_queue_lifetime,
+    delayWarningTime: g.delay_warning_time,
+    transportRetryTime: g.transport_retry_time,
+    destinationIdleMemory: g.destination_idle_memory,
+    recipientDelimiter: g.recipient_delimiter,
+    deferTransports: g.defer_transports,
+  };
+  const base: z.output<typeof transportSchema> = {
+    initial_destination_concurrency: g.initial_destination_concurrency,
+    destination_concurrency_limit: g.default_destination_concurrency_limit,
+    destination_recipient_limit: g.default_destination_recipient_limit,
+    destination_concurrency_positive_feedback: g.default_destination_concurrency_positive_feedback,
+    destination_concurrency_negative_feedback: g.default_destination_concurrency_negative_feedback,
+    destination_concurrency_failed_cohort_limit: g.default_destination_concurrency_failed_cohort_limit,
+    destination_rate_delay: g.default_destination_rate_delay,
+    transport_rate_delay: g.default_transport_rate_delay,
+    delivery_slot_cost: g.default_delivery_slot_cost,
+    delivery_slot_loan: g.default_delivery_slot_loan,
+    delivery_slot_discount: g.default_delivery_slot_discount,
+    minimum_delivery_slots: g.default_minimum_delivery_slots,
+    recipient_limit: g.default_recipient_limit,
+    extra_recipient_limit: g.default_extra_recipient_limit,
+    recipient_refill_limit: g.default_recipient_refill_limit,
+    recipient_refill_delay: g.default_recipient_refill_delay,
+    process_limit: g.default_process_limit,
+  };
+  const transports: Record<string, TransportParams> = {};
+  for (const [name, over] of Object.entries(g.transports ?? {})) {
+    transports[name] = { name, ...resolveTransport({ ...base, ...over }) };
+  }
+  return { ok: true, config: { global, transports, transportDefaults: resolveTransport(base) } };
+}
+
+function resolveTransport(t: z.output<typeof transportSchema>): Omit<TransportParams, "name"> {
+  const rateDelay = t.destination_rate_delay!;
+  const limit = rateDelay > 0 ? 1 : t.destination_concurrency_limit!;
+  return {
+    initialConcurrency: initialWindow(t.initial_destination_concurrency!, limit),
+    concurrencyLimit: limit,
+    recipientLimit: t.destination_recipient_limit!,
+    positiveFeedback: t.destination_concurrency_positive_feedback!,
+    negativeFeedback: t.destination_concurrency_negative_feedback!,
+    failedCohortLimit: t.destination_concurrency_failed_cohort_limit!,
+    destinationRateDelay: rateDelay,
+    transportRateDelay: t.transport_rate_delay!,
+    slotCost: t.delivery_slot_cost!,
+    slotLoan: t.delivery_slot_loan!,
+    slotDiscount: t.delivery_slot_discount!,
+    minSlots: t.minimum_delivery_slots!,
+    rcptPool: t.recipient_limit!,
+    extraRcptPool: t.extra_recipient_limit!,
+    refillLimit: t.recipient_refill_limit!,
+    refillDelay: t.recipient_refill_delay!,
+    processLimit: t.process_limit!,
+  };
+}
+
+/** The parameters of a transport: its own if configured, else the defaults. */
+export function transportParams(cfg: SchedulerConfig, name: string): TransportParams {
+  return cfg.transports[name] ?? { name, ...cfg.transportDefaults };
+}
+
+/** Parses a configuration that must be valid (tests, defaults); throws with every error otherwise. */
+export function mustParseSchedulerConfig(input: unknown): SchedulerConfig {
+  const r = parseSchedulerConfig(input);
+  if (!r.ok) throw new Error(`invalid scheduler configuration:\n${r.errors.join("\n")}`);
+  return r.config;
+}

@@ -1,0 +1,22 @@
+/*
+ * NAME
+ *   core - the relay's pure scheduling core (Postfix nqmgr + Postfix 2.5 feedback + pickup
+ *   policies)
+ * DESCRIPTION
+ *   The single import point for shells. Nothing under this directory uses a Workers API,
+ *   reads a clock, does I/O or uses randomness: time is always an argument, whole seconds.
+ */
+export * from "./config";
+export * from "./feedback";
+export * from "./destination-window";
+export * from "./retry-policy";
+export * from "./policy";
+export * from "./errors";
+export type * from "./model";
+export { obtainTransport, readBatchLimit, hasActiveRoom, READ_CAP, type MessageIntake } from "./assign";
+export { selectEntry, dispatch, transportReady } from "./select";
+export { reportDelivery, failTransport, flush, type DeliveryReport, type SiteFailure, type ReportResult } from "./complete";
+export { findCandidate, tryPreempt } from "./preempt";
+export { hasEntries, maxEntries, isBlocker } from "./job-list";
+export { snapshotQmgr, restoreQmgr, type QmgrSnapshot } from "./snapshot";
+export * from "./scheduler";

@@ -1,0 +1,258 @@
+/*
+ * NAME
+ *   model - the in-core objects of the queue manager (after Postfix qmgr.h)
+ * DESCRIPTION
+ *   The scheduler's working state is an object graph, mutated in place by the core's
+ *   functions exactly as Postfix mutates its structures: messages, transports, queues
+ *   (destinations), jobs (message × transport), peers (job × queue) and entries (delivery
+ *   requests). Lists are intrusive and doubly linked so that every list operation the
+ *   algorithm needs is O(1). snapshot.ts turns the graph into plain JSON data and back.
+ *
+ *   RecipientSource is the port through which the core reads a message's recipients (the
+ *   queue file in Postfix). It is synchronous, as a Durable Object's SQLite is; the core
+ *   itself does no I/O.
+ * INVARIANTS
+ *   See each field. The jobs on a transport's schedList and timeList are exactly the linked
+ *   jobs (stackLevel ≥ 0). An entry is on its peer's todo list iff it is todo. A peer exists
+ *   iff it has entries (todo or busy). message.rcptLimit = minimum + Σ job.rcptLimit.
+ */
+import type { SchedulerConfig, TransportParams } from "./config";
+import type { Feedback } from "./feedback";
+import type { WindowState } from "./destination-window";
+
+/** A recipient as the classify stage resolved it. Extra fields are carried through untouched. */
+export interface ResolvedRecipient {
+  /** The recipient address (used for per-recipient queue names). */
+  address: string;
+  /** Transport name, e.g. "smtp" or "relay". */
+  transport: string;
+  /** Nexthop (destination), e.g. "example.com" or "[smtp.example.net]:587". */
+  nexthop: string;
+  /** Optional pickup-policy keys (spec §12.6): egress source and destination site. */
+  egress?: string;
+  site?: string;
+}
+
+/** One read of a message's recipients. */
+export interface RecipientBatch<R extends ResolvedRecipient = ResolvedRecipient> {
+  rcpts: R[];
+  /** Where the next read starts. */
+  nextOffset: number;
+  /** Upper bound of recipients not yet read after this batch (0 = fully read). */
+  unread: number;
+}
+
+/** The queue-file port: reads up to `limit` recipients of a message from `offset`. */
+export interface RecipientSource<R extends ResolvedRecipient = ResolvedRecipient> {
+  read(messageId: string, offset: number, limit: number): RecipientBatch<R>;
+}
+
+/** A message in the active queue (Postfix QMGR_MESSAGE). */
+export interface Message {
+  id: string;
+  /** When it entered the active queue this time (job order, preemption score). */
+  queuedTime: number;
+  /** Arrival time, for back-off and expiry (null = unknown). */
+  createTime: number | null;
+  nullSender: boolean;
+  /** One recipient per entry (VERP). */
+  singleRcpt: boolean;
+  /** Pickup-policy tenant key (spec §12.6), or null. */
+  tenant: string | null;
+  /** 1 = considered before 0 (spec §12.6). */
+  priority: number;
+  /** Next read offset in the source. */
+  rcptOffset: number;
+  /** Recipients remain unread in the source. */
+  hasUnread: boolean;
+  /** True once the first batch was read. */
+  wasRead: boolean;
+  /** Upper bound of unread recipients. */
+  rcptUnread: number;
+  /** Recipients in core. */
+  rcptCount: number;
+  /** Recipient slots the message may hold. */
+  rcptLimit: number;
+  /** Entries (todo + busy) referencing this message. */
+  refcount: number;
+  /** Time of the last read. */
+  refillTime: number;
+  /** Some recipient was deferred in this pass. */
+  deferred: boolean;
+  /** >0: time of the one delay warning; -1: sent; 0: none. */
+  warnTime: number;
+  /** Jobs of this message, at most one per transport. */
+  jobs: Job[];
+}
+
+/** One transport: a delivery service with its own job lists (Postfix QMGR_TRANSPORT). */
+export interface Transport {
+  name: string;
+  p: TransportParams;
+  /** Delivery service unusable until deadUntil (transport_retry_time). */
+  dead: boolean;
+  deadUntil: number;
+  /** With a transport rate delay: no new allocation until the timer fires. */
+  rateLockedUntil: number;
+  queues: Map<string, Queue>;
+  schedHead: Job | null;
+  schedTail: Job | null;
+  timeHead: Job | null;
+  timeTail: Job | null;
+  current: Job | null;
+  nextUnread: Job | null;
+  /** Free recipient slots; within [-extraRcptPool, rcptPool]. */
+  rcptUnused: number;
+  /** Odd, starts at 1, bumped by 2 to release every blocker at once. */
+  blockerTag: number;
+  candCache: Job | null;
+  candCacheCurrent: Job | null;
+  candCacheTime: number;
+  /** Entries in flight on this transport (the process limit applies). */
+  busyCount: number;
+  /** Σ over ready queues of min(window - busy, todo): "is there enough work" (spec §4.1). */
+  readyTotal: number;
+  /** Jobs by message id, for lookups of retired jobs too. */
+  jobsByMessage: Map<string, Job>;
+}
+
+/** A destination queue of a transport (Postfix QMGR_QUEUE). */
+export interface Queue extends WindowState {
+  name: string;
+  nexthop: string;
+  transport: Transport;
+  todoHead: Entry | null;
+  todoTail: Entry | null;
+  todoCount: number;
+  busyCount: number;
+  /** This queue's current share of transport.readyTotal. */
+  readyShare: number;
+  /** Reason while dead. */
+  dsn: string | null;
+  /** Dead: revival time; suspended (rate delay): resume time; else 0. */
+  timerAt: number;
+  blockerTag: number;
+  /** Time of the last delivery completion (0 = never). */
+  lastDone: number;
+  /** Idle (empty) since; kept for destination_idle_memory (spec §12.4); -1 = in use. */
+  idleSince: number;
+  egress: string | null;
+  site: string | null;
+}
+
+/** A message × transport pair (Postfix QMGR_JOB). */
+export interface Job {
+  message: Message;
+  transport: Transport;
+  peerHead: Peer | null;
+  peerTail: Peer | null;
+  peerByQueue: Map<Queue, Peer>;
+  readEntries: number;
+  selectedEntries: number;
+  slotsAvailable: number;
+  slotsUsed: number;
+  /** -1 unlinked (new or retired), 0 ordinary, n > 0 preempting n deep. */
+  stackLevel: number;
+  stackParent: Job | null;
+  stackChildren: Job[];
+  blockerTag: number;
+  rcptCount: number;
+  rcptLimit: number;
+  schedPrev: Job | null;
+  schedNext: Job | null;
+  timePrev: Job | null;
+  timeNext: Job | null;
+}
+
+/** A job × queue pair: that message's todo entries for that destination, FIFO. */
+export interface Peer {
+  job: Job;
+  queue: Queue;
+  todoHead: Entry | null;
+  todoTail: Entry | null;
+  /** Entries (todo + busy) of this peer. */
+  refcount: number;
+  prev: Peer | null;
+  next: Peer | null;
+}
+
+/** One delivery request: 1..recipient-limit recipients of one message for one queue. */
+export interface Entry<R extends ResolvedRecipient = ResolvedRecipient> {
+  id: number;
+  peer: Peer;
+  rcpts: R[];
+  busy: boolean;
+  /** Peer todo list links. */
+  pPrev: Entry | null;
+  pNext: Entry | null;
+  /** Queue todo list links. */
+  qPrev: Entry | null;
+  qNext: Entry | null;
+  /** Policy counters this entry holds while busy. */
+  charged: PolicyCounter[] | null;
+}
+
+/** A pickup-policy rule for one key (spec §12.6). */
+export interface PolicyRule {
+  /** At most this many entries in flight with this key. */
+  concurrency?: number;
+  /** At most `count` selections per `perSec` seconds (token bucket, burst = count). */
+  rate?: { count: number; perSec: number };
+  /** Nothing with this key is selected before this time (seconds). */
+  suspendedUntil?: number;
+}
+
+/** Live counters of one policy key. */
+export interface PolicyCounter {
+  key: string;
+  rule: PolicyRule;
+  inflight: number;
+  tokens: number;
+  tokensAt: number;
+  /** Time of the pending wake-up timer for this key (0 = none). */
+  wakeAt: number;
+}
+
+/** A timer the shell must honour by calling tick() at or after `at`. */
+export interface Timer {
+  at: number;
+  seq: number;
+  kind: "queue" | "transport" | "policy" | "idle";
+  transport: string;
+  /** Queue name (queue, idle) or policy key (policy). */
+  ref: string;
+}
+
+/** Something the shell must do or record; drained after each call. */
+export type Effect =
+  | { kind: "deferred"; messageId: string; rcpts: ResolvedRecipient[]; reason: string; transport: string; nexthop: string }
+  | { kind: "message-done"; messageId: string }
+  | { kind: "message-deferred"; messageId: string; nextAttemptAt: number; warn: boolean; warnTime: number }
+  | { kind: "message-expired"; messageId: string }
+  | { kind: "destination"; transport: string; queue: string; event: "dead" | "revived" | "suspended" | "resumed"; until?: number; reason?: string }
+  | { kind: "transport"; transport: string; event: "dead" | "revived"; until?: number };
+
+/** The whole in-core state of the queue manager. */
+export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
+  cfg: SchedulerConfig;
+  source: RecipientSource<R>;
+  /** Message ids in core, with the message. */
+  messages: Map<string, Message>;
+  transports: Map<string, Transport>;
+  /** Recipients in core, all messages. */
+  rcptCount: number;
+  /** Queue objects in core, all transports. */
+  queueCount: number;
+  nextEntryId: number;
+  /** Busy entries by id (reports arrive by id). */
+  busy: Map<number, Entry<R>>;
+  timers: Timer[];
+  timerSeq: number;
+  policies: Map<string, PolicyCounter>;
+  effects: Effect[];
+  /** The last clock reading given to the core (whole seconds). */
+  now: number;
+}
+
+/** Re-exported so callers need only this module for the state's vocabulary. */
+export type { Feedback, TransportParams, WindowState };

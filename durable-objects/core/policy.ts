@@ -1,0 +1,123 @@
+/*
+ * NAME
+ *   policy - Halon-style pickup policies on top of the destination window (spec §12.6)
+ * DESCRIPTION
+ *   An entry may carry policy keys: its message's tenant ("tenant:<id>"), its queue's egress
+ *   source ("egress:<id>") and destination site ("site:<id>"). Each key may have a rule: a
+ *   concurrency cap, a rate (count per interval, as a token bucket whose burst is the count)
+ *   and a suspension with an expiry. A peer is selectable only while every key it carries has
+ *   room. With no rules configured nothing here runs, and selection is exactly Postfix's.
+ *
+ *   setPolicy()/clearPolicy() change rules; policyKeysOf() lists an entry's keys;
+ *   policyBlock() says whether (and why, and until when) a set of keys blocks selection;
+ *   chargePolicies() and releasePolicies() count an entry in and out of flight.
+ *   parseRate() reads "100/h"-style rates and formatRate() prints them back identically.
+ * INVARIANTS
+ *   0 ≤ tokens ≤ rate.count; inflight counts only entries charged after the rule existed.
+ * ERRORS
+ *   parseRate returns null for a malformed rate.
+ */
+import type { PolicyCounter, PolicyRule, Qmgr } from "./model";
+
+const RATE = /^(\d+)\s*\/\s*(\d*)\s*([smhd])$/;
+const UNIT_SEC: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+
+/** Parses "100/h", "10/30s", "5/m" into a rate; null if malformed. */
+export function parseRate(spec: string): { count: number; perSec: number } | null {
+  const m = RATE.exec(spec.trim());
+  if (!m) return null;
+  const count = Number(m[1]);
+  const mult = m[2] === "" ? 1 : Number(m[2]);
+  const perSec = mult * (UNIT_SEC[m[3]!] ?? 1);
+  return count > 0 && perSec > 0 ? { count, perSec } : null;
+}
+
+/** Prints a rate back in the form parseRate reads. */
+export function formatRate(r: { count: number; perSec: number }): string {
+  for (const [u, sec] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]] as const) {
+    if (r.perSec % sec === 0) return r.perSec === sec ? `${r.count}/${u}` : `${r.count}/${r.perSec / sec}${u}`;
+  }
+  return `${r.count}/${r.perSec}s`;
+}
+
+/** Installs or replaces the rule of a key (e.g. "tenant:acme"). */
+export function setPolicy(q: Qmgr, key: string, rule: PolicyRule, now: number): void {
+  const old = q.policies.get(key);
+  const tokens = rule.rate ? Math.min(old?.rule.rate ? old.tokens : rule.rate.count, rule.rate.count) : 0;
+  q.policies.set(key, { key, rule, inflight: old?.inflight ?? 0, tokens, tokensAt: now, wakeAt: 0 });
+}
+
+/** Removes the rule of a key. */
+export function clearPolicy(q: Qmgr, key: string): void {
+  q.policies.delete(key);
+}
+
+/** Refills a counter's token bucket up to `now`. */
+function refill(c: PolicyCounter, now: number): void {
+  const r = c.rule.rate;
+  if (!r || now <= c.tokensAt) return;
+  c.tokens = Math.min(r.count, c.tokens + ((now - c.tokensAt) * r.count) / r.perSec);
+  c.tokensAt = now;
+}
+
+/** Why a key blocks selection, and until when (null = until something finishes). */
+export interface PolicyBlock {
+  key: string;
+  reason: "suspended" | "concurrency" | "rate";
+  until: number | null;
+}
+
+/** The first key that blocks selection now, or null if all have room. */
+export function policyBlock(q: Qmgr, keys: readonly string[], now: number): PolicyBlock | null {
+  for (const key of keys) {
+    const c = q.policies.get(key);
+    if (!c) continue;
+    const r = c.rule;
+    if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil };
+    if (r.concurrency !== undefined && c.inflight >= r.concurrency) return { key, reason: "concurrency", until: null };
+    if (r.rate) {
+      refill(c, now);
+      if (c.tokens < 1) {
+        const waitSec = Math.ceil(((1 - c.tokens) * r.rate.perSec) / r.rate.count);
+        return { key, reason: "rate", until: now + Math.max(1, waitSec) };
+      }
+    }
+  }
+  return null;
+}
+
+/** Counts an entry into flight for every ruled key; returns the counters charged. */
+export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): PolicyCounter[] | null {
+  let charged: PolicyCounter[] | null = null;
+  for (const key of keys) {
+    const c = q.policies.get(key);
+    if (!c) continue;
+    c.inflight += 1;
+    if (c.rule.rate) {
+      refill(c, now);
+      c.tokens -= 1;
+    }
+    (charged ??= []).push(c);
+  }
+  return charged;
+}
+
+/** Counts an entry out of flight; true if a concurrency cap gained room. */
+export function releasePolicies(charged: PolicyCounter[] | null): boolean {
+  if (!charged) return false;
+  let freed = false;
+  for (const c of charged) {
+    if (c.inflight > 0) c.inflight -= 1;
+    if (c.rule.concurrency !== undefined && c.inflight === c.rule.concurrency - 1) freed = true;
+  }
+  return freed;
+}
+
+/** The policy keys of an entry of a message (tenant) for a queue (egress, site). */
+export function policyKeysOf(tenant: string | null, egress: string | null, site: string | null): string[] {
+  const keys: string[] = [];
+  if (tenant !== null) keys.push(`tenant:${tenant}`);
+  if (egress !== null) keys.push(`egress:${egress}`);
+  if (site !== null) keys.push(`site:${site}`);
+  return keys;
+}

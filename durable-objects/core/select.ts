@@ -1,0 +1,139 @@
+/*
+ * NAME
+ *   select - entry selection for a transport (after Postfix nqmgr qmgr_job_entry_select,
+ *   qmgr_job_peer_select, qmgr_peer_select; spec §4)
+ * DESCRIPTION
+ *   selectEntry() picks the next delivery request of a transport: preemption first, then
+ *   from the current job towards the tail, skipping blockers; within a job, peers in round
+ *   robin, oldest entry of the chosen peer. Jobs with in-core entries but no destination
+ *   room become blockers (and tag their queues); jobs with nothing left are retired.
+ *   pickPeer() may read more recipients of the job's message (refill, §4.3, §7.3).
+ *
+ *   dispatch() is the relay's agent loop (spec §12.2): while the transport has fewer than
+ *   process_limit entries in flight, is alive, not rate-locked, and has enough ready work,
+ *   select. With pickup policies (§12.6) a peer is also skipped while any of its policy keys
+ *   has no room.
+ * INVARIANTS
+ *   A selected entry is busy and in q.busy. No queue ever has more busy entries than its
+ *   window. No transport has more than process_limit busy entries.
+ * ERRORS
+ *   InvariantError on a peer chosen without a todo entry.
+ */
+import { invariant } from "./errors";
+import { hasEntries, isBlocker, retireJob } from "./job-list";
+import type { Entry, Job, Peer, Qmgr, Transport } from "./model";
+import { chargePolicies, policyBlock, policyKeysOf } from "./policy";
+import { tryPreempt } from "./preempt";
+import { addTimer, rotatePeerToTail, selectTodo } from "./queue";
+import { refillMessage } from "./assign";
+
+/** The policy keys of a peer's entries. */
+export function peerPolicyKeys(peer: Peer): string[] {
+  return policyKeysOf(peer.job.message.tenant, peer.queue.egress, peer.queue.site);
+}
+
+/** True if the peer's destination has room and its policies allow a selection now. */
+function peerHasRoom(q: Qmgr, peer: Peer, now: number): boolean {
+  const queue = peer.queue;
+  if (!(queue.window > queue.busyCount) || peer.todoHead === null) return false;
+  if (q.policies.size === 0) return true;
+  const block = policyBlock(q, peerPolicyKeys(peer), now);
+  if (block === null) return true;
+  // A rate or a suspension frees up by itself; wake the scheduler then.
+  const c = q.policies.get(block.key);
+  if (block.until !== null && c && c.wakeAt !== block.until) {
+    c.wakeAt = block.until;
+    addTimer(q, block.until, "policy", queue.transport.name, block.key);
+  }
+  return false;
+}
+
+/** The first peer with room, rotated to the back (round robin). */
+function roundRobin(q: Qmgr, job: Job, now: number): Peer | null {
+  for (let p = job.peerHead; p; p = p.next) {
+    if (peerHasRoom(q, p, now)) {
+      rotatePeerToTail(p);
+      return p;
+    }
+  }
+  return null;
+}
+
+/** Picks a peer of the job, reading more recipients when the refill rules say so. */
+function pickPeer(q: Qmgr, t: Transport, job: Job, now: number): Peer | null {
+  const m = job.message;
+  if (
+    m.hasUnread &&
+    m.refcount > 0 &&
+    (m.rcptLimit - m.rcptCount >= t.p.refillLimit || (m.rcptLimit > m.rcptCount && now - m.refillTime >= t.p.refillDelay))
+  ) {
+    refillMessage(q, m, now);
+  }
+  if (hasEntries(job)) {
+    const p = roundRobin(q, job, now);
+    if (p) return p;
+  }
+  if (m.hasUnread && m.refcount > 0 && m.rcptLimit > m.rcptCount) {
+    refillMessage(q, m, now); // last chance before the job counts as blocked or stalled
+    if (hasEntries(job)) return roundRobin(q, job, now);
+  }
+  return null;
+}
+
+/** Selects the next entry of a transport, or null (spec §4.2). */
+export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
+  let job = t.current;
+  if (!job) return null;
+  if (t.p.slotCost >= 2) job = tryPreempt(t, job, now);
+  while (job) {
+    const after: Job | null = job.schedNext;
+    if (isBlocker(job)) {
+      job = after;
+      continue;
+    }
+    const peer = pickPeer(q, t, job, now);
+    if (peer) {
+      const e = peer.todoHead;
+      invariant(e !== null, "selectEntry", "peer without todo entry");
+      selectTodo(q, e);
+      if (q.policies.size > 0) e.charged = chargePolicies(q, peerPolicyKeys(peer), now);
+      job.selectedEntries += 1;
+      job.slotsAvailable += 1;
+      job.slotsUsed += 1;
+      if (job !== t.candCacheCurrent) t.candCacheCurrent = null;
+      t.current = job;
+      if (!hasEntries(job) && !job.message.hasUnread) retireJob(job);
+      return e;
+    }
+    if (hasEntries(job)) {
+      job.blockerTag = t.blockerTag;
+      for (let p = job.peerHead; p; p = p.next) if (p.todoHead) p.queue.blockerTag = t.blockerTag;
+    } else {
+      retireJob(job); // stalled: nothing in core and nothing readable
+    }
+    job = after;
+  }
+  t.current = null;
+  return null;
+}
+
+/** True if the transport may start another delivery now (spec §4.1, §12.2). */
+export function transportReady(t: Transport, now: number): boolean {
+  return !t.dead && now >= t.rateLockedUntil && t.busyCount < t.p.processLimit && t.readyTotal >= 1;
+}
+
+/** Selects up to `max` entries for delivery on one transport (the relay's agent loop). */
+export function dispatch(q: Qmgr, t: Transport, now: number, max = Infinity): Entry[] {
+  q.now = now;
+  const out: Entry[] = [];
+  while (out.length < max && transportReady(t, now)) {
+    const e = selectEntry(q, t, now);
+    if (!e) break;
+    out.push(e);
+    if (t.p.transportRateDelay > 0) {
+      t.rateLockedUntil = now + t.p.transportRateDelay;
+      addTimer(q, t.rateLockedUntil, "transport", t.name, "");
+    }
+  }
+  return out;
+}

@@ -1,0 +1,58 @@
+/**
+ * The Transport DO's backlog in its SQLite, exposed to the core as a synchronous
+ * RecipientSource (the "queue file"): recipients are read by message and offset.
+ */
+import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core";
+
+/** A stored recipient: the resolution the classify stage made, plus its index. */
+export interface StoredRecipient extends ResolvedRecipient {
+  idx: number;
+}
+
+/** Creates the backlog tables if missing (schema version 1). */
+export function migrateBacklog(sql: SqlStorage): void {
+  sql.exec(`CREATE TABLE IF NOT EXISTS rcpt (
+    message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
+    transport TEXT NOT NULL, nexthop TEXT NOT NULL, egress TEXT, site TEXT,
+    PRIMARY KEY (message_id, idx)) WITHOUT ROWID`);
+  sql.exec(`CREATE TABLE IF NOT EXISTS core_state (id INTEGER PRIMARY KEY CHECK (id = 1), snapshot TEXT NOT NULL)`);
+}
+
+/** Stores a message's recipients; idempotent by (message, index). */
+export function storeRecipients(sql: SqlStorage, messageId: string, rcpts: ResolvedRecipient[]): void {
+  rcpts.forEach((r, idx) => {
+    sql.exec(
+      "INSERT OR IGNORE INTO rcpt (message_id, idx, address, transport, nexthop, egress, site) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      messageId, idx, r.address, r.transport, r.nexthop, r.egress ?? null, r.site ?? null,
+    );
+  });
+}
+
+/** The backlog as the core's recipient source. */
+export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
+  constructor(private readonly sql: SqlStorage) {}
+
+  read(messageId: string, offset: number, limit: number): RecipientBatch<StoredRecipient> {
+    const rows = this.sql
+      .exec<{ idx: number; address: string; transport: string; nexthop: string; egress: string | null; site: string | null }>(
+        "SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+        messageId, offset, limit,
+      )
+      .toArray();
+    const rcpts = rows.map((r) => ({ idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }));
+    const nextOffset = rows.length > 0 ? rows[rows.length - 1]!.idx + 1 : offset;
+    const left = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND idx >= ?", messageId, nextOffset).one().n;
+    return { rcpts, nextOffset, unread: left };
+  }
+}
+
+/** Saves the core's snapshot. */
+export function saveSnapshot(sql: SqlStorage, snapshot: unknown): void {
+  sql.exec("INSERT OR REPLACE INTO core_state (id, snapshot) VALUES (1, ?)", JSON.stringify(snapshot));
+}
+
+/** Loads the core's snapshot, or null. */
+export function loadSnapshot<T>(sql: SqlStorage): T | null {
+  const row = sql.exec<{ snapshot: string }>("SELECT snapshot FROM core_state WHERE id = 1").toArray()[0];
+  return row ? (JSON.parse(row.snapshot) as T) : null;
+}
