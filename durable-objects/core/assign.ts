@@ -23,6 +23,7 @@ import { transportParams } from "./config";
 import { invariant } from "./errors";
 import { invalidateCandidateCache, isBlocker, moveLimits, obtainJob } from "./job-list";
 import type { Effect, Message, Qmgr, ResolvedRecipient, Transport } from "./model";
+import { finishMessage } from "./complete";
 import { createEntry, obtainPeer, obtainQueue, queueName } from "./queue";
 import { initialWarnTime } from "./retry-policy";
 
@@ -58,6 +59,7 @@ export function obtainTransport(q: Qmgr, name: string): Transport {
     p,
     dead: false,
     deadUntil: 0,
+    pending: 0,
     rateLockedUntil: 0,
     queues: new Map(),
     schedHead: null,
@@ -76,6 +78,7 @@ export function obtainTransport(q: Qmgr, name: string): Transport {
     jobsByMessage: new Map(),
   };
   q.transports.set(name, t);
+  q.transportOrder.unshift(t);
   return t;
 }
 
@@ -118,6 +121,9 @@ export function enqueueMessage(q: Qmgr, intake: MessageIntake, now: number): Mes
   };
   q.messages.set(m.id, m);
   if (m.hasUnread) refillMessage(q, m, now);
+  // Everything deferred at resolve time (dead destinations), or nothing to read: the message
+  // leaves the active queue at once, as Postfix's qmgr_active_done does after allocation.
+  if (m.refcount === 0) finishMessage(q, m, now);
   return m;
 }
 

@@ -180,7 +180,7 @@ function queueEmpty(q: Qmgr, queue: Queue, now: number): void {
 }
 
 /** The message's last in-core entry is gone: read more, or leave the active queue (§8). */
-function finishMessage(q: Qmgr, m: Message, now: number): void {
+export function finishMessage(q: Qmgr, m: Message, now: number): void {
   while (m.hasUnread && m.refcount === 0) refillMessage(q, m, now);
   if (m.refcount > 0) return;
   for (const j of [...m.jobs]) freeJob(j);

@@ -92,6 +92,8 @@ export interface Transport {
   /** Delivery service unusable until deadUntil (transport_retry_time). */
   dead: boolean;
   deadUntil: number;
+  /** Outstanding agent requests (Postfix keeps at most 2; the relay selects synchronously: 0). */
+  pending: number;
   /** With a transport rate delay: no new allocation until the timer fires. */
   rateLockedUntil: number;
   queues: Map<string, Queue>;
@@ -239,6 +241,8 @@ export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
   /** Message ids in core, with the message. */
   messages: Map<string, Message>;
   transports: Map<string, Transport>;
+  /** Transport round-robin order: new ones at the front, a chosen one rotated to the back. */
+  transportOrder: Transport[];
   /** Recipients in core, all messages. */
   rcptCount: number;
   /** Queue objects in core, all transports. */

@@ -20,15 +20,31 @@
  *   InvariantError if the search returns the current job or a stack parent.
  */
 import { invariant } from "./errors";
-import { hasEntries, invalidateCandidateCache, isBlocker, maxEntries, popJob, schedInsertAfter, schedRemove } from "./job-list";
+import { invalidateCandidateCache, isBlocker, maxEntries, popJob, schedInsertAfter, schedRemove } from "./job-list";
 import type { Job, Transport } from "./model";
+
+/** Slots `cur` can still accumulate: floor((in-core unselected + counter) / cost) (U1). */
+export function maxCandidateSlots(cur: Job, slotCost: number): number {
+  return Math.trunc((cur.readEntries - cur.selectedEntries + cur.slotsAvailable) / slotCost);
+}
+
+/** Whether accumulated whole slots plus the loan cover (100 - discount)% of `expected` (U2). */
+export function preemptAffordable(slotsAvailable: number, expected: number, p: { slotCost: number; slotLoan: number; slotDiscount: number }): boolean {
+  const loanFactor = 100 - p.slotDiscount;
+  return Math.trunc(slotsAvailable / p.slotCost) + p.slotLoan >= (expected * loanFactor) / 100.0;
+}
+
+/** Extra recipient slots a preempting unread job receives from the pool (§7.4, M1). */
+export function extraGrant(extraRcptPool: number, rcptUnused: number): number {
+  return Math.trunc((extraRcptPool + rcptUnused + 1) / 2);
+}
 
 /** Finds the best job to preempt `cur` with, memoised per (current job, second). */
 export function findCandidate(t: Transport, cur: Job, now: number): Job | null {
   if (t.candCacheCurrent === cur && (t.candCacheTime === now || t.candCache === null)) return t.candCache;
   // In-core remaining entries plus the counter: selecting from `cur` leaves this unchanged,
   // which is why a cached "none" stays valid across seconds.
-  const maxSlots = Math.trunc((cur.readEntries - cur.selectedEntries + cur.slotsAvailable) / t.p.slotCost);
+  const maxSlots = maxCandidateSlots(cur, t.p.slotCost);
   let best: Job | null = null;
   let bestScore = 0.0;
   if (maxSlots > 0) {
@@ -66,9 +82,8 @@ export function tryPreempt(t: Transport, cur: Job, now: number): Job {
   invariant(cand.stackChildren.length === 0, "tryPreempt", "candidate is a stack parent");
   invariant(cand.stackLevel >= 0, "tryPreempt", "candidate not linked");
   const expected = maxEntries(cand) - cand.selectedEntries;
-  const loanFactor = 100 - t.p.slotDiscount;
   // The loan only lets preemption happen earlier; the full price is paid below either way.
-  if (Math.trunc(cur.slotsAvailable / t.p.slotCost) + t.p.slotLoan < (expected * loanFactor) / 100.0) return cur;
+  if (!preemptAffordable(cur.slotsAvailable, expected, t.p)) return cur;
   if (cand.stackLevel > 0) popJob(cand);
   schedRemove(t, cand);
   schedInsertAfter(t, cur.schedPrev, cand);
@@ -82,13 +97,10 @@ export function tryPreempt(t: Transport, cur: Job, now: number): Job {
   cur.slotsAvailable -= expected * t.p.slotCost;
   cand.slotsUsed = -expected;
   if (cand.message.hasUnread) {
-    const extra = Math.trunc((t.p.extraRcptPool + t.rcptUnused + 1) / 2);
+    const extra = extraGrant(t.p.extraRcptPool, t.rcptUnused);
     cand.rcptLimit += extra;
     cand.message.rcptLimit += extra;
     t.rcptUnused -= extra;
   }
   return cand;
 }
-
-/** Re-exported for callers that only need the job predicates. */
-export { hasEntries };

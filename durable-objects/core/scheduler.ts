@@ -20,15 +20,15 @@
  */
 import { enqueueMessage, hasActiveRoom, type MessageIntake } from "./assign";
 import type { SchedulerConfig } from "./config";
-import type { Effect, Entry, Message, Qmgr, RecipientSource, ResolvedRecipient } from "./model";
+import type { Effect, Entry, Message, Qmgr, RecipientSource, ResolvedRecipient, Transport } from "./model";
 import { policyBlock } from "./policy";
-import { dispatch, peerPolicyKeys } from "./select";
+import { dispatch, peerPolicyKeys, selectTransport } from "./select";
 import { runTimers } from "./complete";
 import { peekTimerAt } from "./timer-heap";
 
 /** An empty queue manager. */
 export function createQmgr<R extends ResolvedRecipient>(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
-  return { cfg, source, messages: new Map(), transports: new Map(), rcptCount: 0, queueCount: 0, nextEntryId: 1, busy: new Map(), timers: [], timerSeq: 0, policies: new Map(), effects: [], now: 0 };
+  return { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: 0, queueCount: 0, nextEntryId: 1, busy: new Map(), timers: [], timerSeq: 0, policies: new Map(), effects: [], now: 0 };
 }
 
 /** Admits a message to the active queue, or returns null when it is full. */
@@ -38,12 +38,20 @@ export function admitMessage(q: Qmgr, intake: MessageIntake, now: number): Messa
   return enqueueMessage(q, intake, now);
 }
 
-/** Runs the agent loop on every transport; at most `max` entries in all. */
+/**
+ * Runs the agent loop: transports in round robin (spec §4.1), one selection per turn, until
+ * none can start another delivery or `max` entries were selected.
+ */
 export function dispatchAll<R extends ResolvedRecipient>(q: Qmgr<R>, now: number, max = Infinity): Entry<R>[] {
+  q.now = now;
   const out: Entry<R>[] = [];
-  for (const t of [...q.transports.values()]) {
-    if (out.length >= max) break;
-    for (const e of dispatch(q, t, now, max - out.length)) out.push(e as Entry<R>);
+  const idle = new Set<Transport>(); // ready work but nothing selectable: its blockers wait for a release
+  while (out.length < max) {
+    const t = selectTransport(q, now, idle);
+    if (!t) break;
+    const got = dispatch(q, t, now, 1);
+    if (got.length === 0) idle.add(t);
+    else out.push(got[0] as Entry<R>);
   }
   return out;
 }

@@ -119,7 +119,30 @@ export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
 
 /** True if the transport may start another delivery now (spec §4.1, §12.2). */
 export function transportReady(t: Transport, now: number): boolean {
-  return !t.dead && now >= t.rateLockedUntil && t.busyCount < t.p.processLimit && t.readyTotal >= 1;
+  return (
+    !t.dead &&
+    now >= t.rateLockedUntil &&
+    t.pending < 2 &&
+    t.busyCount + t.pending < t.p.processLimit &&
+    // Postfix's "is there enough work": Σ min(window - busy, todo) ≥ pending + 1, kept as a sum.
+    t.readyTotal >= t.pending + 1
+  );
+}
+
+/**
+ * Chooses the next transport in round robin (spec §4.1, §2.3): the first ready one is rotated
+ * to the back. Transports in `skip` are passed over.
+ */
+export function selectTransport(q: Qmgr, now: number, skip?: ReadonlySet<Transport>): Transport | null {
+  const order = q.transportOrder;
+  for (let i = 0; i < order.length; i++) {
+    const t = order[i]!;
+    if (skip?.has(t) || !transportReady(t, now)) continue;
+    order.splice(i, 1);
+    order.push(t);
+    return t;
+  }
+  return null;
 }
 
 /** Selects up to `max` entries for delivery on one transport (the relay's agent loop). */

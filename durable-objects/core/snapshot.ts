@@ -34,6 +34,7 @@ type JobSnap = Omit<Job, "message" | "transport" | "peerHead" | "peerTail" | "pe
 };
 interface TransportSnap {
   name: string;
+  pending: number;
   dead: boolean;
   deadUntil: number;
   rateLockedUntil: number;
@@ -60,6 +61,7 @@ export interface QmgrSnapshot<R extends ResolvedRecipient = ResolvedRecipient> {
   rcptCount: number;
   messages: MessageSnap[];
   transports: TransportSnap[];
+  transportOrder: string[];
   entries: EntrySnap<R>[];
   timers: Timer[];
   policies: Omit<PolicyCounter, never>[];
@@ -101,7 +103,7 @@ function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): T
     jobs.push({ ...rest, message: message.id, stackParent: mid(stackParent), stackChildren: stackChildren.map((c) => c.message.id), peers });
   }
   return {
-    name: t.name, dead: t.dead, deadUntil: t.deadUntil, rateLockedUntil: t.rateLockedUntil, rcptUnused: t.rcptUnused, blockerTag: t.blockerTag,
+    name: t.name, pending: t.pending, dead: t.dead, deadUntil: t.deadUntil, rateLockedUntil: t.rateLockedUntil, rcptUnused: t.rcptUnused, blockerTag: t.blockerTag,
     candCache: mid(t.candCache), candCacheCurrent: mid(t.candCacheCurrent), candCacheTime: t.candCacheTime, current: mid(t.current), nextUnread: mid(t.nextUnread),
     sched: listIds(t.schedHead, (j) => j.schedNext), time: listIds(t.timeHead, (j) => j.timeNext), queues, jobs,
   };
@@ -114,7 +116,8 @@ export function snapshotQmgr<R extends ResolvedRecipient>(q: Qmgr<R>): QmgrSnaps
   for (const e of q.busy.values()) entries.push(snapEntry(e));
   const messages = [...q.messages.values()].map((m) => ({ ...m, jobs: m.jobs.map((j) => j.transport.name) }));
   const policies = [...q.policies.values()].map((c) => ({ ...c, rule: structuredCloneRule(c.rule) }));
-  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies };
+  const transportOrder = q.transportOrder.map((t) => t.name);
+  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, transportOrder, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies };
 }
 
 function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
@@ -124,12 +127,13 @@ function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */
 export function restoreQmgr<R extends ResolvedRecipient>(s: QmgrSnapshot<R>, cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
   invariant(s.v === 1, "restoreQmgr", `unknown snapshot version ${String(s.v)}`);
-  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, policies: new Map(), effects: [], now: s.now };
+  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, policies: new Map(), effects: [], now: s.now };
   for (const ms of s.messages) q.messages.set(ms.id, { ...ms, jobs: [] });
   for (const c of s.policies) q.policies.set(c.key, { ...c, rule: structuredCloneRule(c.rule) });
   const entryById = new Map(s.entries.map((e) => [e.id, e]));
   for (const ts of s.transports) restoreTransport(q, ts, entryById);
   for (const es of s.entries) if (es.busy) restoreBusy(q, es);
+  q.transportOrder = s.transportOrder.map((n) => must(q.transports.get(n), `transport ${n}`));
   for (const ms of s.messages) {
     const m = q.messages.get(ms.id)!;
     for (const tn of ms.jobs) m.jobs.push(must(q.transports.get(tn)?.jobsByMessage.get(m.id), `job ${m.id}/${tn}`));
@@ -145,7 +149,7 @@ function must<T>(v: T | undefined | null, what: string): T {
 function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: TransportSnap, entryById: Map<number, EntrySnap<R>>): void {
   const t = obtainTransport(q, ts.name);
   const todoById = new Map<number, Entry>();
-  Object.assign(t, { dead: ts.dead, deadUntil: ts.deadUntil, rateLockedUntil: ts.rateLockedUntil, rcptUnused: ts.rcptUnused, blockerTag: ts.blockerTag, candCacheTime: ts.candCacheTime });
+  Object.assign(t, { pending: ts.pending, dead: ts.dead, deadUntil: ts.deadUntil, rateLockedUntil: ts.rateLockedUntil, rcptUnused: ts.rcptUnused, blockerTag: ts.blockerTag, candCacheTime: ts.candCacheTime });
   for (const qs of ts.queues) {
     const { todo: _todo, ...rest } = qs;
     t.queues.set(qs.name, { ...rest, transport: t, todoHead: null, todoTail: null, readyShare: 0 });
@@ -214,4 +218,5 @@ function restoreBusy<R extends ResolvedRecipient>(q: Qmgr<R>, es: EntrySnap<R>):
   const peer = must(j.peerByQueue.get(queue), `peer ${es.message}/${es.queue}`);
   const charged = es.charged ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined) : null;
   q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, busy: true, pPrev: null, pNext: null, qPrev: null, qNext: null, charged });
+  j.transport.busyCount += 1; // derived: the transport's busy entries
 }
