@@ -1,0 +1,276 @@
+/*
+ * NAME
+ *   session - sans-I/O ESMTP client state machine (handshake part)
+ *
+ * SUMMARY
+ *   Events in, actions out. Mirrors the connection half of Postfix's
+ *   smtp_proto.c (smtp_helo, STARTTLS, SASL); transaction.ts does MAIL,
+ *   RCPT, DATA and RSET; outcome.ts ends the session. No I/O, no clock.
+ *
+ * DESCRIPTION
+ *   startSession(cfg, messages) returns the initial state and a connect
+ *   action. The adapter opens the connection (racing cfg's connect timeout)
+ *   and reports {kind:"connected"} or {kind:"failed"}.
+ *
+ *   advanceSession(state, event, cfg) returns the next state and the actions
+ *   to carry out in order. state.wait names the step being waited on and the
+ *   timeout that applies (Postfix's smtp_*_timeout); when it expires the
+ *   adapter reports {kind:"timeout"}. The last action of a session is
+ *   {kind:"done", outcome}.
+ *
+ *   The handshake: greeting; EHLO, or HELO when EHLO is refused; STARTTLS
+ *   when offered and the policy allows (re-EHLO after the handshake, RFC
+ *   3207); AUTH PLAIN or LOGIN when credentials are configured; then the
+ *   transactions, one per message, with RSET between them, then QUIT.
+ *
+ *   isSessionDone(state) says whether the outcome is final.
+ *
+ * INVARIANTS
+ *   advanceSession never mutates its input state. Every message and every
+ *   recipient gets exactly one result. A site failure is reported only for a
+ *   soft failure while connecting, at the greeting, at EHLO/HELO (421 or HELO
+ *   4xx), when mandatory TLS fails, or for a lost connection, timeout or
+ *   protocol error before any transaction completed (scheduler.md §6.1).
+ *
+ * ERRORS
+ *   Expected failures are results. InvariantError means the caller broke
+ *   the contract: duplicate message ids, or an event the phase cannot have
+ *   (e.g. "tls-established" when no STARTTLS was asked for).
+ */
+
+import { formatAuthLoginToken, chooseAuthMechanism, formatAuthPlain, formatEhlo, formatHelo } from "./commands";
+import type { SessionConfig } from "./config";
+import { createEmptyCapabilities, parseEhloReply } from "./ehlo";
+import { InvariantError, createNetworkFailure, createProtocolFailure } from "./errors";
+import { abortSession, endQuitWait, failConnection, softenDsn } from "./outcome";
+import { deriveEnhancedCode, formatReply, type SmtpReply } from "./reply";
+import { cloneState, buildTemplate, waitIn, type SessionState, type SessionStep } from "./state";
+import { beginTransaction, onTransactionEvent } from "./transaction";
+import type { MessageEnvelope, SessionAction, SessionEvent } from "./types";
+
+/** Creates the state for delivering `messages` in one session and asks to connect. */
+export function startSession(cfg: SessionConfig, messages: readonly MessageEnvelope[]): SessionStep {
+  if (new Set(messages.map((m) => m.id)).size !== messages.length) {
+    throw new InvariantError("message ids in one session must be unique");
+  }
+  const state: SessionState = {
+    v: 1,
+    phase: "connecting",
+    wait: null,
+    tls: false,
+    tlsFallback: false,
+    tlsUnconfirmed: false,
+    esmtp: false,
+    caps: createEmptyCapabilities(),
+    authenticated: false,
+    messages: [...messages],
+    nextMessage: 0,
+    txn: null,
+    results: messages.map(() => null),
+    completedTransactions: 0,
+    needsRset: false,
+    outcome: null,
+  };
+  if (messages.length === 0) {
+    state.phase = "done";
+    state.outcome = { siteFailure: null, transactions: [], remoteHost: cfg.remoteHost, tls: false };
+    return { state, actions: [{ kind: "done", outcome: state.outcome }] };
+  }
+  waitIn(state, "connect", cfg);
+  const secureTransport = cfg.implicitTls ? "on" : cfg.tlsPolicy === "off" ? "off" : "starttls";
+  return { state, actions: [{ kind: "connect", secureTransport }] };
+}
+
+/** Says whether the session has its final outcome. */
+export function isSessionDone(state: SessionState): boolean {
+  return state.phase === "done";
+}
+
+/** Applies one event and returns the next state and actions. */
+export function advanceSession(state: SessionState, event: SessionEvent, cfg: SessionConfig): SessionStep {
+  if (state.phase === "done") return { state, actions: [] };
+  const s = cloneState(state);
+  return { state: s, actions: dispatch(s, event, cfg) };
+}
+
+/** Routes an event to the handler for the current phase. */
+function dispatch(s: SessionState, event: SessionEvent, cfg: SessionConfig): SessionAction[] {
+  switch (event.kind) {
+    case "failed":
+      return failConnection(s, cfg, event.failure, false);
+    case "timeout":
+      return failConnection(s, cfg, createNetworkFailure("timeout"), true);
+    case "connected":
+      expectPhase(s, "connecting", event.kind);
+      s.tls = cfg.implicitTls;
+      s.phase = "greeting";
+      waitIn(s, "greeting", cfg);
+      return [];
+    case "tls-established":
+      expectPhase(s, "tls-handshake", event.kind);
+      s.tls = true;
+      s.tlsUnconfirmed = true;
+      s.caps = createEmptyCapabilities();
+      return sendHello(s, cfg, "ehlo");
+    case "body-sent":
+      expectPhase(s, "body", event.kind);
+      return onTransactionEvent(s, event, cfg);
+    case "reply":
+      s.tlsUnconfirmed = false;
+      return onReply(s, event.reply, cfg);
+  }
+}
+
+/** Throws InvariantError when the adapter reports an event the phase cannot have. */
+function expectPhase(s: SessionState, phase: SessionState["phase"], kind: string): void {
+  if (s.phase !== phase) throw new InvariantError(`event ${kind} in phase ${s.phase}`);
+}
+
+/** Handles a server reply according to the phase. */
+function onReply(s: SessionState, reply: SmtpReply, cfg: SessionConfig): SessionAction[] {
+  switch (s.phase) {
+    case "greeting":
+      return reply.code < 300 ? sendHello(s, cfg, "ehlo") : rejectGreeting(s, cfg, reply);
+    case "ehlo":
+      return onEhloReply(s, reply, cfg);
+    case "helo":
+      return onHeloReply(s, reply, cfg);
+    case "starttls":
+      return onStarttlsReply(s, reply, cfg);
+    case "auth-plain":
+    case "auth-login-user":
+    case "auth-login-pass":
+    case "auth-login-result":
+      return onAuthReply(s, reply, cfg);
+    case "quit":
+      return endQuitWait(s);
+    case "rset":
+    case "envelope":
+    case "dot":
+      return onTransactionEvent(s, { kind: "reply", reply }, cfg);
+    default:
+      return failConnection(s, cfg, createProtocolFailure(`unexpected reply "${formatReply(reply)}"`), false);
+  }
+}
+
+/** Sends EHLO or HELO. */
+function sendHello(s: SessionState, cfg: SessionConfig, which: "ehlo" | "helo"): SessionAction[] {
+  s.phase = which;
+  waitIn(s, which, cfg);
+  return [{ kind: "send", data: which === "ehlo" ? formatEhlo(cfg.heloName) : formatHelo(cfg.heloName) }];
+}
+
+/** A non-2xx greeting: a site failure, with 5xx treated as 4xx (smtp_skip_5xx_greeting). */
+function rejectGreeting(s: SessionState, cfg: SessionConfig, reply: SmtpReply): SessionAction[] {
+  return refuseSession(s, cfg, reply, `host ${cfg.remoteHost} refused to talk to me`, true);
+}
+
+/** EHLO: 2xx reads the extensions, 421 is a site failure, anything else falls back to HELO. */
+function onEhloReply(s: SessionState, reply: SmtpReply, cfg: SessionConfig): SessionAction[] {
+  if (reply.code === 421) return refuseSession(s, cfg, reply, `host ${cfg.remoteHost} refused EHLO`, true);
+  if (reply.code >= 300) return sendHello(s, cfg, "helo");
+  s.esmtp = true;
+  s.caps = parseEhloReply(reply);
+  return afterHello(s, cfg);
+}
+
+/** HELO: 2xx continues without extensions; 4xx is a site failure; 5xx bounces (hard). */
+function onHeloReply(s: SessionState, reply: SmtpReply, cfg: SessionConfig): SessionAction[] {
+  if (reply.code < 300) {
+    s.esmtp = false;
+    s.caps = createEmptyCapabilities();
+    return afterHello(s, cfg);
+  }
+  const reason = `host ${cfg.remoteHost} refused to talk to me`;
+  if (reply.code >= 500) return refuseSession(s, cfg, reply, reason, false, "bounced");
+  return refuseSession(s, cfg, reply, reason, true);
+}
+
+/** After a successful EHLO/HELO: STARTTLS, then AUTH, then the first transaction. */
+function afterHello(s: SessionState, cfg: SessionConfig): SessionAction[] {
+  if (!s.tls && cfg.tlsPolicy !== "off" && !s.tlsFallback && s.caps.startTls) {
+    s.phase = "starttls";
+    waitIn(s, "starttls", cfg);
+    return [{ kind: "send", data: "STARTTLS\r\n" }];
+  }
+  if (!s.tls && cfg.tlsPolicy === "required") {
+    const reason = `TLS is required, but was not offered by host ${cfg.remoteHost}`;
+    return refuseLocally(s, cfg, "4.7.4", reason, true);
+  }
+  if (cfg.credentials && !s.authenticated) return startAuth(s, cfg);
+  return beginTransaction(s, cfg);
+}
+
+/** STARTTLS reply: 220 starts the handshake; a refusal fails under "required", else goes on in plaintext. */
+function onStarttlsReply(s: SessionState, reply: SmtpReply, cfg: SessionConfig): SessionAction[] {
+  if (reply.code < 300) {
+    s.phase = "tls-handshake";
+    waitIn(s, "tls-handshake", cfg);
+    return [{ kind: "starttls" }];
+  }
+  if (cfg.tlsPolicy === "required" || reply.code === 421) {
+    const reason = `TLS is required, but host ${cfg.remoteHost} refused to start TLS`;
+    return refuseSession(s, cfg, reply, reason, true);
+  }
+  s.tlsFallback = true;
+  return afterHello(s, cfg);
+}
+
+/** Starts AUTH with the best offered mechanism, or gives up clearly. */
+function startAuth(s: SessionState, cfg: SessionConfig): SessionAction[] {
+  if (!s.tls && !cfg.allowPlaintextAuth) {
+    return refuseLocally(s, cfg, "4.7.0", `refusing to send credentials to ${cfg.remoteHost} without TLS`, false);
+  }
+  const mech = chooseAuthMechanism(s.caps.authMechanisms);
+  const creds = cfg.credentials;
+  if (!mech || !creds) {
+    const offered = s.caps.authMechanisms.join(" ") || "none";
+    const reason = `SASL authentication is configured, but host ${cfg.remoteHost} offers no usable mechanism (offered: ${offered})`;
+    return refuseLocally(s, cfg, "4.7.0", reason, false);
+  }
+  waitIn(s, "auth", cfg);
+  s.phase = mech === "PLAIN" ? "auth-plain" : "auth-login-user";
+  return [{ kind: "send", data: mech === "PLAIN" ? formatAuthPlain(creds) : "AUTH LOGIN\r\n" }];
+}
+
+/** AUTH replies: 334 continues LOGIN, 235 finishes; anything else defers (soft bounce). */
+function onAuthReply(s: SessionState, reply: SmtpReply, cfg: SessionConfig): SessionAction[] {
+  const creds = cfg.credentials;
+  const phase = s.phase;
+  if (creds && reply.code === 334 && (phase === "auth-login-user" || phase === "auth-login-pass")) {
+    s.phase = phase === "auth-login-user" ? "auth-login-pass" : "auth-login-result";
+    const answer = phase === "auth-login-user" ? creds.username : creds.password;
+    return [{ kind: "send", data: formatAuthLoginToken(answer) }];
+  }
+  if (reply.code >= 200 && reply.code < 300 && (phase === "auth-plain" || phase === "auth-login-result")) {
+    s.authenticated = true;
+    return beginTransaction(s, cfg);
+  }
+  // Postfix's smtp_sasl_auth_soft_bounce: an AUTH failure defers, it does not bounce.
+  return refuseSession(s, cfg, reply, `SASL authentication failed; server ${cfg.remoteHost} said`, false);
+}
+
+/** Ends the session because the server refused it; every open recipient gets the reply. */
+function refuseSession(
+  s: SessionState,
+  cfg: SessionConfig,
+  reply: SmtpReply,
+  reason: string,
+  site: boolean,
+  status: "deferred" | "bounced" = "deferred",
+): SessionAction[] {
+  const text = `${reason}: ${formatReply(reply)}`;
+  const template = { ...buildTemplate(reply, status), text };
+  const dsn = reply.enhanced ?? deriveEnhancedCode(reply.code);
+  const siteFailure = site ? { dsnStatus: softenDsn(dsn), reason: text } : null;
+  const quit = reply.code !== 421;
+  const rest = { ...template, status };
+  return abortSession(s, cfg, { current: template, rest, siteFailure, quit, possibleDuplicate: false });
+}
+
+/** Ends the session for a reason decided here (TLS or AUTH policy); always deferred. */
+function refuseLocally(s: SessionState, cfg: SessionConfig, dsn: string, reason: string, site: boolean): SessionAction[] {
+  const template = { code: 450, enhanced: dsn, text: reason, status: "deferred" as const, source: "local" as const };
+  const siteFailure = site ? { dsnStatus: dsn, reason } : null;
+  return abortSession(s, cfg, { current: template, rest: template, siteFailure, quit: true, possibleDuplicate: false });
+}

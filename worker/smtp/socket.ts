@@ -1,0 +1,282 @@
+/*
+ * NAME
+ *   socket - cloudflare:sockets adapter for the sans-I/O SMTP client
+ *
+ * SUMMARY
+ *   Carries out the actions of worker/smtp/core/session.ts on a TCP socket
+ *   and feeds back what happened. It decides nothing: every protocol choice
+ *   is the core's.
+ *
+ * DESCRIPTION
+ *   deliverSession(request) opens a connection (through request.connect, by
+ *   default cloudflare:sockets' connect), runs one SMTP session for all of
+ *   request.messages, and resolves with the core's SessionOutcome. It never
+ *   rejects for network, TLS, protocol or body-read failures: those become
+ *   SmtpFailure values that the core turns into results.
+ *
+ *   Every wait (connect, each reply, the TLS handshake, each body write) is
+ *   raced against the timeout the core names in state.wait. close() is never
+ *   awaited (workerd can hang in close after STARTTLS). startTls() returns a
+ *   new socket; the old one is dropped. Bodies are read from a
+ *   ReadableStream<Uint8Array> (an R2 object body) through the dot-stuffer.
+ *
+ * ERRORS
+ *   Rejects only with InvariantError (a bug in the core or this adapter).
+ */
+
+import { connect as cloudflareConnect } from "cloudflare:sockets";
+import type { SessionConfig } from "./core/config";
+import { createDotStuffer, finishDotStuffing, stuffChunk } from "./core/dot-stuff";
+import { InvariantError, createLocalFailure, createNetworkFailure, createProtocolFailure } from "./core/errors";
+import { createReplyParser, feedReplyParser, hasBufferedInput, type SmtpReply } from "./core/reply";
+import { advanceSession, isSessionDone, startSession } from "./core/session";
+import type { SessionState } from "./core/state";
+import type { MessageEnvelope, SecureTransport, SessionAction, SessionEvent, SessionOutcome } from "./core/types";
+
+/** The part of a cloudflare:sockets Socket this adapter uses. */
+export interface SmtpSocket {
+  readonly readable: ReadableStream<Uint8Array>;
+  readonly writable: WritableStream<Uint8Array>;
+  readonly opened: Promise<unknown>;
+  close(): Promise<void>;
+  startTls(options?: { expectedServerHostname?: string }): SmtpSocket;
+}
+
+/** A socket factory with cloudflare:sockets' connect() signature. */
+export type ConnectSocket = (
+  address: { hostname: string; port: number },
+  options: { secureTransport: SecureTransport; allowHalfOpen: boolean },
+) => SmtpSocket;
+
+/** One session's worth of work. */
+export interface SmtpDeliveryRequest {
+  hostname: string;
+  port: number;
+  /** Session settings; config.remoteHost is what results report. */
+  config: SessionConfig;
+  messages: MessageEnvelope[];
+  /** Returns the raw (un-stuffed) body of a message. */
+  openBody: (messageId: string) => ReadableStream<Uint8Array> | Promise<ReadableStream<Uint8Array>>;
+  /** Name the server certificate must match. Default: hostname. */
+  tlsServerName?: string;
+  /** Socket factory. Default: connect from cloudflare:sockets. */
+  connect?: ConnectSocket;
+}
+
+/** Runs one SMTP session and resolves with its outcome (see header). */
+export async function deliverSession(request: SmtpDeliveryRequest): Promise<SessionOutcome> {
+  const cfg = request.config;
+  const conn = new SmtpConnection(request);
+  let step = startSession(cfg, request.messages);
+  try {
+    for (;;) {
+      const event = await perform(step.actions, step.state, conn, request);
+      if (isSessionDone(step.state)) {
+        if (!step.state.outcome) throw new InvariantError("session done without outcome");
+        return step.state.outcome;
+      }
+      const next = event ?? (await conn.nextReply(computeWaitMs(step.state, cfg)));
+      step = advanceSession(step.state, next, cfg);
+    }
+  } finally {
+    conn.close();
+  }
+}
+
+/** Carries out actions in order; returns the event one of them produced, if any. */
+async function perform(
+  actions: SessionAction[],
+  state: SessionState,
+  conn: SmtpConnection,
+  request: SmtpDeliveryRequest,
+): Promise<SessionEvent | null> {
+  const ms = computeWaitMs(state, request.config);
+  for (const action of actions) {
+    switch (action.kind) {
+      case "connect":
+        return conn.open(action.secureTransport, ms);
+      case "send": {
+        const failed = await conn.send(action.data, ms);
+        if (failed) return failed;
+        break;
+      }
+      case "starttls":
+        return conn.startTls(ms);
+      case "stream-body":
+        return conn.streamBody(() => request.openBody(action.messageId), ms);
+      case "close":
+        conn.close();
+        break;
+      case "done":
+        break;
+    }
+  }
+  return null;
+}
+
+/** Milliseconds the adapter may wait in the current step. */
+function computeWaitMs(state: SessionState, cfg: SessionConfig): number {
+  return (state.wait?.timeoutSec ?? cfg.timeouts.quitTimeoutSec) * 1000;
+}
+
+const TIMED_OUT = Symbol("timed out");
+
+/** Resolves with the promise's value, or TIMED_OUT after `ms`; rejects as the promise does. */
+function raceTimeout<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(() => resolve(TIMED_OUT), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Text of an unknown thrown value. */
+function describeError(e: unknown): string {
+  return e instanceof Error ? e.message || e.name : String(e);
+}
+
+/** One TCP (then maybe TLS) connection with its reply parser. */
+class SmtpConnection {
+  private socket: SmtpSocket | null = null;
+  private reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  private writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
+  private parser = createReplyParser();
+  private replies: SmtpReply[] = [];
+  private readonly encoder = new TextEncoder();
+
+  constructor(private readonly request: SmtpDeliveryRequest) {}
+
+  /** Connects and waits until the socket is open. */
+  async open(secureTransport: SecureTransport, ms: number): Promise<SessionEvent> {
+    this.close();
+    this.parser = createReplyParser();
+    this.replies = [];
+    const { hostname, port } = this.request;
+    const connect = this.request.connect ?? cloudflareConnect;
+    try {
+      const socket = connect({ hostname, port }, { secureTransport, allowHalfOpen: false });
+      this.socket = socket;
+      return await this.attach(socket, ms, () => ({ kind: "connected" }));
+    } catch (e) {
+      return { kind: "failed", failure: createNetworkFailure(describeError(e), "4.4.1") };
+    }
+  }
+
+  /** Waits for `opened`, then takes the reader and writer of a socket. */
+  private async attach(socket: SmtpSocket, ms: number, ok: () => SessionEvent): Promise<SessionEvent> {
+    const opened = await raceTimeout(socket.opened, ms);
+    if (opened === TIMED_OUT) return { kind: "timeout" };
+    this.reader = socket.readable.getReader();
+    this.writer = socket.writable.getWriter();
+    return ok();
+  }
+
+  /** Writes command text; returns a failure event, or null when written. */
+  async send(text: string, ms: number): Promise<SessionEvent | null> {
+    return this.write(this.encoder.encode(text), ms);
+  }
+
+  /** Writes bytes, raced against the step timeout. */
+  private async write(bytes: Uint8Array, ms: number): Promise<SessionEvent | null> {
+    if (!this.writer) return { kind: "failed", failure: createNetworkFailure("not connected") };
+    try {
+      const done = await raceTimeout(this.writer.write(bytes), ms);
+      return done === TIMED_OUT ? { kind: "timeout" } : null;
+    } catch (e) {
+      return { kind: "failed", failure: createNetworkFailure(describeError(e)) };
+    }
+  }
+
+  /** Returns the next complete reply, reading more bytes as needed. */
+  async nextReply(ms: number): Promise<SessionEvent> {
+    while (this.replies.length === 0) {
+      if (this.parser.error) return { kind: "failed", failure: createProtocolFailure(this.parser.error.text) };
+      if (!this.reader) return { kind: "failed", failure: createNetworkFailure("not connected") };
+      let chunk: ReadableStreamReadResult<Uint8Array> | typeof TIMED_OUT;
+      try {
+        chunk = await raceTimeout(this.reader.read(), ms);
+      } catch (e) {
+        return { kind: "failed", failure: createNetworkFailure(describeError(e)) };
+      }
+      if (chunk === TIMED_OUT) return { kind: "timeout" };
+      if (chunk.done) return { kind: "failed", failure: createNetworkFailure("connection closed by server") };
+      const fed = feedReplyParser(this.parser, chunk.value);
+      this.parser = fed.parser;
+      this.replies.push(...fed.replies);
+    }
+    const reply = this.replies.shift() as SmtpReply;
+    return { kind: "reply", reply };
+  }
+
+  /** Upgrades to TLS: the old socket is given up and a new one takes its place. */
+  async startTls(ms: number): Promise<SessionEvent> {
+    if (!this.socket) return { kind: "failed", failure: createNetworkFailure("not connected") };
+    if (hasBufferedInput(this.parser) || this.replies.length > 0) {
+      // Plaintext that arrived after the 220 could be injected commands (CVE-2011-0411 class).
+      return { kind: "failed", failure: createProtocolFailure("data received after the STARTTLS reply") };
+    }
+    try {
+      this.reader?.releaseLock();
+      this.writer?.releaseLock();
+      this.reader = null;
+      this.writer = null;
+      const tlsSocket = this.socket.startTls({
+        expectedServerHostname: this.request.tlsServerName ?? this.request.hostname,
+      });
+      this.socket = tlsSocket;
+      return await this.attach(tlsSocket, ms, () => ({ kind: "tls-established" }));
+    } catch (e) {
+      return { kind: "failed", failure: createNetworkFailure(`TLS handshake failed: ${describeError(e)}`, "4.7.5") };
+    }
+  }
+
+  /** Streams a body through the dot-stuffer and writes the terminator. */
+  async streamBody(
+    open: () => ReadableStream<Uint8Array> | Promise<ReadableStream<Uint8Array>>,
+    ms: number,
+  ): Promise<SessionEvent> {
+    let body: ReadableStreamDefaultReader<Uint8Array>;
+    try {
+      body = (await open()).getReader();
+    } catch (e) {
+      return { kind: "failed", failure: createLocalFailure(`cannot read message body: ${describeError(e)}`) };
+    }
+    const event = await this.pumpBody(body, ms);
+    if (event.kind !== "body-sent") void body.cancel().catch(() => undefined);
+    return event;
+  }
+
+  /** Copies body chunks to the socket, dot-stuffed, each read and write raced against `ms`. */
+  private async pumpBody(body: ReadableStreamDefaultReader<Uint8Array>, ms: number): Promise<SessionEvent> {
+    let stuffer = createDotStuffer();
+    for (;;) {
+      let chunk: ReadableStreamReadResult<Uint8Array> | typeof TIMED_OUT;
+      try {
+        chunk = await raceTimeout(body.read(), ms);
+      } catch (e) {
+        return { kind: "failed", failure: createLocalFailure(`cannot read message body: ${describeError(e)}`) };
+      }
+      if (chunk === TIMED_OUT) return { kind: "failed", failure: createLocalFailure("timed out reading message body") };
+      if (chunk.done) break;
+      const stuffed = stuffChunk(stuffer, chunk.value);
+      stuffer = stuffed.state;
+      const failed = stuffed.bytes.length > 0 ? await this.write(stuffed.bytes, ms) : null;
+      if (failed) return failed;
+    }
+    return (await this.write(finishDotStuffing(stuffer), ms)) ?? { kind: "body-sent" };
+  }
+
+  /** Closes without waiting (fire and forget); safe to call more than once. */
+  close(): void {
+    const socket = this.socket;
+    this.socket = null;
+    this.reader = null;
+    this.writer = null;
+    if (!socket) return;
+    try {
+      void socket.close().catch(() => undefined);
+    } catch {
+      // A socket that throws on close is closed enough.
+    }
+  }
+}
