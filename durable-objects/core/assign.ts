@@ -185,9 +185,9 @@ export function assignRecipients<R extends ResolvedRecipient>(q: Qmgr, m: Messag
     const job = obtainJob(m, t);
     const peer = obtainPeer(job, queue);
     const limit = t.p.recipientLimit;
-    let e = peer.todoTail;
-    if (m.singleRcpt || e === null || (limit !== 0 && e.rcpts.length >= limit)) e = createEntry(q, peer);
-    e.rcpts.push(r);
+    const e = peer.todoTail;
+    if (m.singleRcpt || e === null || (limit !== 0 && e.rcpts.length >= limit)) createEntry(q, peer, r);
+    else e.rcpts.push(r);
     job.rcptCount += 1;
     m.rcptCount += 1;
     q.rcptCount += 1;

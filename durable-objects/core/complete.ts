@@ -32,7 +32,7 @@ import { onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destinat
 import { freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { releasePolicies } from "./policy";
-import { addTimer, blockerUpdate, deleteQueue, freePeer, queueIdle, unlinkTodo, updateReady } from "./queue";
+import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
 import { popDueTimer } from "./timer-heap";
 
@@ -99,7 +99,7 @@ function queueRevived(q: Qmgr, queue: Queue): void {
 /** Defers every todo entry of a queue without an attempt. */
 export function deferAllTodo(q: Qmgr, queue: Queue, reason: string, now: number): void {
   const t = queue.transport;
-  for (let e = queue.todoHead; e; e = queue.todoHead) {
+  for (const e of todoEntriesOf(queue)) {
     const m = e.peer.job.message;
     m.deferred = true;
     q.effects.push({ kind: "deferred", messageId: m.id, rcpts: e.rcpts, reason, transport: t.name, nexthop: queue.nexthop });
@@ -228,6 +228,10 @@ export function runTimers(q: Qmgr, now: number): void {
   q.now = now;
   for (let tm = popDueTimer(q.timers, now); tm; tm = popDueTimer(q.timers, now)) {
     const t = q.transports.get(tm.transport);
+    if (tm.kind === "idle") {
+      if (q.idleTimerAt === tm.at) expireIdle(q, now);
+      continue;
+    }
     if (tm.kind === "policy") {
       const c = q.policies.get(tm.ref);
       if (c && c.wakeAt === tm.at) c.wakeAt = 0;
@@ -242,10 +246,6 @@ export function runTimers(q: Qmgr, now: number): void {
     }
     const queue = t.queues.get(tm.ref);
     if (!queue) continue;
-    if (tm.kind === "idle") {
-      if (queue.idleSince >= 0 && queue.idleSince + q.cfg.global.destinationIdleMemory === tm.at) deleteQueue(q, queue);
-      continue;
-    }
     if (queue.timerAt !== tm.at || queue.window > 0) continue;
     if (queue.window === 0) {
       reviveWindow(queue, queue.busyCount, t.p);

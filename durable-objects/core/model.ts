@@ -123,8 +123,7 @@ export interface Queue extends WindowState {
   name: string;
   nexthop: string;
   transport: Transport;
-  todoHead: Entry | null;
-  todoTail: Entry | null;
+  /** Todo entries of this queue (they sit on their peers' lists). */
   todoCount: number;
   busyCount: number;
   /** This queue's current share of transport.readyTotal. */
@@ -138,6 +137,9 @@ export interface Queue extends WindowState {
   lastDone: number;
   /** Idle (empty) since; kept for destination_idle_memory (spec §12.4); -1 = in use. */
   idleSince: number;
+  /** Links on the idle list (oldest first). */
+  idlePrev: Queue | null;
+  idleNext: Queue | null;
   egress: string | null;
   site: string | null;
 }
@@ -187,9 +189,6 @@ export interface Entry<R extends ResolvedRecipient = ResolvedRecipient> {
   /** Peer todo list links. */
   pPrev: Entry | null;
   pNext: Entry | null;
-  /** Queue todo list links. */
-  qPrev: Entry | null;
-  qNext: Entry | null;
   /** Policy counters this entry holds while busy. */
   charged: PolicyCounter[] | null;
 }
@@ -220,6 +219,7 @@ export interface Timer {
   at: number;
   seq: number;
   kind: "queue" | "transport" | "policy" | "idle";
+  /** Transport name ("" for the idle list). */
   transport: string;
   /** Queue name (queue, idle) or policy key (policy). */
   ref: string;
@@ -252,6 +252,11 @@ export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
   busy: Map<number, Entry<R>>;
   timers: Timer[];
   timerSeq: number;
+  /** Idle queues of all transports, oldest first; one timer serves the head. */
+  idleHead: Queue | null;
+  idleTail: Queue | null;
+  /** Time of the pending idle-list timer (0 = none). */
+  idleTimerAt: number;
   policies: Map<string, PolicyCounter>;
   effects: Effect[];
   /** The last clock reading given to the core (whole seconds). */

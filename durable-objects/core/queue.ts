@@ -7,21 +7,25 @@
  *   of 1 the recipient itself (localpart without extension @ nexthop, spec §3.3).
  *   obtainQueue() finds or creates it; an idle queue remembered for destination_idle_memory
  *   (spec §12.4) is reused with its learned window, or reset once that time has passed.
- *   queueIdle() forgets an empty ready queue (Postfix) or keeps it idle (relay).
+ *   queueIdle() forgets an empty ready queue (Postfix) or puts it on the idle list (relay);
+ *   expireIdle() forgets idle queues whose memory ran out. The idle list is ordered by idle
+ *   time, which only grows, so one timer at its head serves it in O(1) per queue.
  *   updateReady() keeps transport.readyTotal = Σ min(window - busy, todo) over ready queues,
  *   the "is there enough work" test of spec §4.1, in O(1) per change.
  *   blockerUpdate() releases the transport's blockers when a tagged queue gains room (§4.4).
- *   createEntry(), selectTodo() and unlinkTodo() maintain the entry lists; obtainPeer() and
- *   freePeer() the peer lists; rotatePeerToTail() is the round-robin step.
+ *   createEntry(), selectTodo() and unlinkTodo() maintain the peers' todo lists; obtainPeer()
+ *   and freePeer() the jobs' peer lists; rotatePeerToTail() is the round-robin step.
+ *   forEachTodo() visits a queue's todo entries (rare: a destination's death), by job.
  *   addTimer() schedules a timer on the heap.
  * INVARIANTS
- *   An entry is on its peer's and its queue's todo lists iff it is todo. readyShare is the
- *   queue's current term of readyTotal.
+ *   An entry is on its peer's todo list iff it is todo; queue.todoCount counts them.
+ *   readyShare is the queue's current term of readyTotal. A queue is on the idle list iff
+ *   idleSince ≥ 0.
  * ERRORS
- *   InvariantError on list corruption or an entry created for a dead queue.
+ *   InvariantError on an entry created for a dead queue or a busy entry unlinked as todo.
  */
 import { createWindowState } from "./destination-window";
-import { invariant } from "./errors";
+import { InvariantError } from "./errors";
 import { releaseBlockers } from "./job-list";
 import type { Entry, Job, Peer, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
 import { pushTimer } from "./timer-heap";
@@ -61,20 +65,19 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
   const found = t.queues.get(name);
   if (found) {
     if (found.idleSince >= 0) {
-      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0) {
-        Object.assign(found, createWindowState(t.p));
-      }
-      found.idleSince = -1;
+      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0) Object.assign(found, createWindowState(t.p));
+      idleUnlink(q, found);
     }
     return found;
   }
   const queue: Queue = {
-    ...createWindowState(t.p),
+    window: t.p.initialConcurrency,
+    success: 0,
+    failure: 0,
+    failCohorts: 0,
     name,
     nexthop: r.nexthop,
     transport: t,
-    todoHead: null,
-    todoTail: null,
     todoCount: 0,
     busyCount: 0,
     readyShare: 0,
@@ -83,6 +86,8 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
     blockerTag: 0,
     lastDone: 0,
     idleSince: -1,
+    idlePrev: null,
+    idleNext: null,
     egress: r.egress ?? null,
     site: r.site ?? null,
   };
@@ -93,7 +98,8 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
 
 /** Deletes a queue object. */
 export function deleteQueue(q: Qmgr, queue: Queue): void {
-  invariant(queue.todoCount === 0 && queue.busyCount === 0, "deleteQueue", `queue ${queue.name} in use`);
+  if (queue.todoCount !== 0 || queue.busyCount !== 0) throw new InvariantError("deleteQueue", `queue ${queue.name} in use`);
+  if (queue.idleSince >= 0) idleUnlink(q, queue);
   updateReady(queue);
   if (queue.transport.queues.get(queue.name) === queue) {
     queue.transport.queues.delete(queue.name);
@@ -101,15 +107,44 @@ export function deleteQueue(q: Qmgr, queue: Queue): void {
   }
 }
 
+function idleUnlink(q: Qmgr, queue: Queue): void {
+  if (queue.idlePrev) queue.idlePrev.idleNext = queue.idleNext;
+  else q.idleHead = queue.idleNext;
+  if (queue.idleNext) queue.idleNext.idlePrev = queue.idlePrev;
+  else q.idleTail = queue.idlePrev;
+  queue.idlePrev = queue.idleNext = null;
+  queue.idleSince = -1;
+}
+
+/** Arms the idle-list timer for the head if none is pending. */
+function armIdleTimer(q: Qmgr): void {
+  const head = q.idleHead;
+  if (!head || q.idleTimerAt !== 0) return;
+  q.idleTimerAt = head.idleSince + q.cfg.global.destinationIdleMemory;
+  addTimer(q, q.idleTimerAt, "idle", "", "");
+}
+
 /** An empty ready queue: forgotten (Postfix) or remembered while idle (spec §12.4). */
 export function queueIdle(q: Qmgr, queue: Queue, now: number): void {
-  const mem = q.cfg.global.destinationIdleMemory;
-  if (mem <= 0) {
+  if (q.cfg.global.destinationIdleMemory <= 0) {
     deleteQueue(q, queue);
     return;
   }
+  if (queue.idleSince >= 0) idleUnlink(q, queue);
   queue.idleSince = now;
-  addTimer(q, now + mem, "idle", queue.transport.name, queue.name);
+  queue.idlePrev = q.idleTail;
+  if (q.idleTail) q.idleTail.idleNext = queue;
+  else q.idleHead = queue;
+  q.idleTail = queue;
+  armIdleTimer(q);
+}
+
+/** Forgets idle queues whose memory ran out by `now`; re-arms for the next one. */
+export function expireIdle(q: Qmgr, now: number): void {
+  q.idleTimerAt = 0;
+  const mem = q.cfg.global.destinationIdleMemory;
+  for (let head = q.idleHead; head && head.idleSince + mem <= now; head = q.idleHead) deleteQueue(q, head);
+  armIdleTimer(q);
 }
 
 /** Releases the transport's blockers if this tagged queue has room and work (spec §4.4). */
@@ -156,17 +191,18 @@ export function rotatePeerToTail(peer: Peer): void {
   job.peerTail = peer;
 }
 
-/** Creates an empty todo entry at the tail of its peer's and queue's lists. */
-export function createEntry(q: Qmgr, peer: Peer): Entry {
+/**
+ * Creates a todo entry holding its first recipient, at the tail of its peer's list. (The
+ * one-element array literal is sized exactly; an empty array grown by push would reserve 17
+ * slots, which at a million entries is most of the scheduler's memory.)
+ */
+export function createEntry(q: Qmgr, peer: Peer, first: ResolvedRecipient): Entry {
   const queue = peer.queue;
-  invariant(queue.window !== 0, "createEntry", `dead queue ${queue.name}`);
-  const e: Entry = { id: q.nextEntryId++, peer, rcpts: [], busy: false, pPrev: peer.todoTail, pNext: null, qPrev: queue.todoTail, qNext: null, charged: null };
+  if (queue.window === 0) throw new InvariantError("createEntry", `dead queue ${queue.name}`);
+  const e: Entry = { id: q.nextEntryId++, peer, rcpts: [first], busy: false, pPrev: peer.todoTail, pNext: null, charged: null };
   if (peer.todoTail) peer.todoTail.pNext = e;
   else peer.todoHead = e;
   peer.todoTail = e;
-  if (queue.todoTail) queue.todoTail.qNext = e;
-  else queue.todoHead = e;
-  queue.todoTail = e;
   queue.todoCount += 1;
   peer.refcount += 1;
   peer.job.readEntries += 1;
@@ -175,21 +211,16 @@ export function createEntry(q: Qmgr, peer: Peer): Entry {
   return e;
 }
 
-/** Takes a todo entry off its peer's and queue's todo lists. */
+/** Takes a todo entry off its peer's todo list. */
 export function unlinkTodo(e: Entry): void {
   const peer = e.peer;
-  const queue = peer.queue;
-  invariant(!e.busy, "unlinkTodo", `entry ${e.id} is busy`);
+  if (e.busy) throw new InvariantError("unlinkTodo", `entry ${e.id} is busy`);
   if (e.pPrev) e.pPrev.pNext = e.pNext;
   else peer.todoHead = e.pNext;
   if (e.pNext) e.pNext.pPrev = e.pPrev;
   else peer.todoTail = e.pPrev;
-  if (e.qPrev) e.qPrev.qNext = e.qNext;
-  else queue.todoHead = e.qNext;
-  if (e.qNext) e.qNext.qPrev = e.qPrev;
-  else queue.todoTail = e.qPrev;
-  e.pPrev = e.pNext = e.qPrev = e.qNext = null;
-  queue.todoCount -= 1;
+  e.pPrev = e.pNext = null;
+  peer.queue.todoCount -= 1;
 }
 
 /** Moves a todo entry to busy (handed to a delivery agent). */
@@ -201,4 +232,15 @@ export function selectTodo(q: Qmgr, e: Entry): void {
   queue.transport.busyCount += 1;
   q.busy.set(e.id, e);
   updateReady(queue);
+}
+
+/** The todo entries of a queue, job by job (for a destination's death: rare, O(jobs)). */
+export function todoEntriesOf(queue: Queue): Entry[] {
+  const out: Entry[] = [];
+  if (queue.todoCount === 0) return out;
+  for (const job of queue.transport.jobsByMessage.values()) {
+    const peer = job.peerByQueue.get(queue);
+    for (let e = peer ? peer.todoHead : null; e; e = e.pNext) out.push(e);
+  }
+  return out;
 }

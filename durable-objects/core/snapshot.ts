@@ -24,7 +24,7 @@ import type { Entry, Job, Message, PolicyCounter, Qmgr, Queue, RecipientSource, 
 import { updateReady } from "./queue";
 
 type MessageSnap = Omit<Message, "jobs"> & { jobs: string[] };
-type QueueSnap = Omit<Queue, "transport" | "todoHead" | "todoTail" | "readyShare"> & { todo: number[] };
+type QueueSnap = Omit<Queue, "transport" | "readyShare" | "idlePrev" | "idleNext">;
 interface PeerSnap { queue: string; todo: number[]; refcount: number }
 type JobSnap = Omit<Job, "message" | "transport" | "peerHead" | "peerTail" | "peerByQueue" | "stackParent" | "stackChildren" | "schedPrev" | "schedNext" | "timePrev" | "timeNext"> & {
   message: string;
@@ -65,6 +65,9 @@ export interface QmgrSnapshot<R extends ResolvedRecipient = ResolvedRecipient> {
   entries: EntrySnap<R>[];
   timers: Timer[];
   policies: Omit<PolicyCounter, never>[];
+  /** The idle list, oldest first, as [transport, queue] names; and its pending timer. */
+  idle: [string, string][];
+  idleTimerAt: number;
 }
 
 const mid = (j: Job | null): string | null => (j ? j.message.id : null);
@@ -83,20 +86,18 @@ function snapEntry<R extends ResolvedRecipient>(e: Entry): EntrySnap<R> {
 function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): TransportSnap {
   const queues: QueueSnap[] = [];
   for (const queue of t.queues.values()) {
-    const { transport: _t, todoHead, todoTail: _tt, readyShare: _r, ...rest } = queue;
-    const todo: number[] = [];
-    for (let e = todoHead; e; e = e.qNext) {
-      todo.push(e.id);
-      entries.push(snapEntry(e));
-    }
-    queues.push({ ...rest, todo });
+    const { transport: _t, readyShare: _r, idlePrev: _p, idleNext: _n, ...rest } = queue;
+    queues.push(rest);
   }
   const jobs: JobSnap[] = [];
   for (const j of t.jobsByMessage.values()) {
     const peers: PeerSnap[] = [];
     for (let p = j.peerHead; p; p = p.next) {
       const todo: number[] = [];
-      for (let e = p.todoHead; e; e = e.pNext) todo.push(e.id);
+      for (let e = p.todoHead; e; e = e.pNext) {
+        todo.push(e.id);
+        entries.push(snapEntry(e));
+      }
       peers.push({ queue: p.queue.name, todo, refcount: p.refcount });
     }
     const { message, transport: _t, peerHead: _ph, peerTail: _pt, peerByQueue: _pb, stackParent, stackChildren, schedPrev: _a, schedNext: _b, timePrev: _c, timeNext: _d, ...rest } = j;
@@ -117,7 +118,9 @@ export function snapshotQmgr<R extends ResolvedRecipient>(q: Qmgr<R>): QmgrSnaps
   const messages = [...q.messages.values()].map((m) => ({ ...m, jobs: m.jobs.map((j) => j.transport.name) }));
   const policies = [...q.policies.values()].map((c) => ({ ...c, rule: structuredCloneRule(c.rule) }));
   const transportOrder = q.transportOrder.map((t) => t.name);
-  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, transportOrder, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies };
+  const idle: [string, string][] = [];
+  for (let queue = q.idleHead; queue; queue = queue.idleNext) idle.push([queue.transport.name, queue.name]);
+  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, transportOrder, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies, idle, idleTimerAt: q.idleTimerAt };
 }
 
 function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
@@ -127,13 +130,20 @@ function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */
 export function restoreQmgr<R extends ResolvedRecipient>(s: QmgrSnapshot<R>, cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
   invariant(s.v === 1, "restoreQmgr", `unknown snapshot version ${String(s.v)}`);
-  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, policies: new Map(), effects: [], now: s.now };
+  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, idleHead: null, idleTail: null, idleTimerAt: s.idleTimerAt, policies: new Map(), effects: [], now: s.now };
   for (const ms of s.messages) q.messages.set(ms.id, { ...ms, jobs: [] });
   for (const c of s.policies) q.policies.set(c.key, { ...c, rule: structuredCloneRule(c.rule) });
   const entryById = new Map(s.entries.map((e) => [e.id, e]));
   for (const ts of s.transports) restoreTransport(q, ts, entryById);
   for (const es of s.entries) if (es.busy) restoreBusy(q, es);
   q.transportOrder = s.transportOrder.map((n) => must(q.transports.get(n), `transport ${n}`));
+  for (const [tn, qn] of s.idle) {
+    const queue = must(q.transports.get(tn)?.queues.get(qn), `idle queue ${tn}/${qn}`);
+    queue.idlePrev = q.idleTail;
+    if (q.idleTail) q.idleTail.idleNext = queue;
+    else q.idleHead = queue;
+    q.idleTail = queue;
+  }
   for (const ms of s.messages) {
     const m = q.messages.get(ms.id)!;
     for (const tn of ms.jobs) m.jobs.push(must(q.transports.get(tn)?.jobsByMessage.get(m.id), `job ${m.id}/${tn}`));
@@ -151,8 +161,7 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
   const todoById = new Map<number, Entry>();
   Object.assign(t, { pending: ts.pending, dead: ts.dead, deadUntil: ts.deadUntil, rateLockedUntil: ts.rateLockedUntil, rcptUnused: ts.rcptUnused, blockerTag: ts.blockerTag, candCacheTime: ts.candCacheTime });
   for (const qs of ts.queues) {
-    const { todo: _todo, ...rest } = qs;
-    t.queues.set(qs.name, { ...rest, transport: t, todoHead: null, todoTail: null, readyShare: 0 });
+    t.queues.set(qs.name, { ...qs, transport: t, readyShare: 0, idlePrev: null, idleNext: null });
     q.queueCount += 1;
   }
   for (const js of ts.jobs) {
@@ -170,19 +179,7 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
   }
   linkList(ts.sched.map((id) => job(id)!), (a, b) => ((a.schedNext = b), b && (b.schedPrev = a)), (h, tl) => ((t.schedHead = h), (t.schedTail = tl)));
   linkList(ts.time.map((id) => job(id)!), (a, b) => ((a.timeNext = b), b && (b.timePrev = a)), (h, tl) => ((t.timeHead = h), (t.timeTail = tl)));
-  for (const qs of ts.queues) {
-    const queue = t.queues.get(qs.name)!;
-    let prev: Entry | null = null;
-    for (const id of qs.todo) {
-      const e = must(todoById.get(id), `todo entry ${id}`);
-      e.qPrev = prev;
-      if (prev) prev.qNext = e;
-      else queue.todoHead = e;
-      prev = e;
-    }
-    queue.todoTail = prev;
-    updateReady(queue);
-  }
+  for (const queue of t.queues.values()) updateReady(queue);
   t.current = job(ts.current);
   t.nextUnread = job(ts.nextUnread);
   t.candCache = job(ts.candCache);
@@ -204,7 +201,7 @@ function restorePeer<R extends ResolvedRecipient>(j: Job, ps: PeerSnap, entryByI
   j.peerByQueue.set(queue, peer);
   for (const id of ps.todo) {
     const es = must(entryById.get(id), `entry ${id}`);
-    const e: Entry = { id, peer, rcpts: es.rcpts, busy: false, pPrev: peer.todoTail, pNext: null, qPrev: null, qNext: null, charged: null };
+    const e: Entry = { id, peer, rcpts: es.rcpts, busy: false, pPrev: peer.todoTail, pNext: null, charged: null };
     if (peer.todoTail) peer.todoTail.pNext = e;
     else peer.todoHead = e;
     peer.todoTail = e;
@@ -217,6 +214,6 @@ function restoreBusy<R extends ResolvedRecipient>(q: Qmgr<R>, es: EntrySnap<R>):
   const queue = must(j.transport.queues.get(es.queue), `queue ${es.queue}`);
   const peer = must(j.peerByQueue.get(queue), `peer ${es.message}/${es.queue}`);
   const charged = es.charged ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined) : null;
-  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, busy: true, pPrev: null, pNext: null, qPrev: null, qNext: null, charged });
+  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, busy: true, pPrev: null, pNext: null, charged });
   j.transport.busyCount += 1; // derived: the transport's busy entries
 }

@@ -4,7 +4,8 @@ import worker from "../../worker";
 
 async function call(path: string, init?: RequestInit) {
   const ctx = createExecutionContext();
-  const res = await worker.fetch(new Request(`http://relay.test${path}`, init), env, ctx);
+  const req = new Request(`http://relay.test${path}`, init) as Request<unknown, IncomingRequestCfProperties>;
+  const res = await worker.fetch(req, env, ctx);
   await waitOnExecutionContext(ctx);
   return res;
 }
