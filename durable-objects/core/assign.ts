@@ -21,7 +21,7 @@
 import type { TransportParams } from "./config";
 import { transportParams } from "./config";
 import { invariant } from "./errors";
-import { invalidateCandidateCache, isBlocker, moveLimits, obtainJob } from "./job-list";
+import { bumpCandidates, invalidateCandidateCache, isBlocker, moveLimits, obtainJob } from "./job-list";
 import type { Effect, Message, Qmgr, ResolvedRecipient, Transport } from "./model";
 import { finishMessage } from "./complete";
 import { createEntry, obtainPeer, obtainQueue, queueName } from "./queue";
@@ -73,6 +73,11 @@ export function obtainTransport(q: Qmgr, name: string): Transport {
     candCache: null,
     candCacheCurrent: null,
     candCacheTime: 0,
+    candEpoch: 0,
+    noCandEpoch: -1,
+    noCandFrom: null,
+    noCandSlots: 0,
+    noCandPrio: 0,
     busyCount: 0,
     readyTotal: 0,
     jobsByMessage: new Map(),
@@ -139,6 +144,7 @@ export function refillMessage(q: Qmgr, m: Message, now: number): void {
   m.refillTime = now;
   assignRecipients(q, m, batch.rcpts, now);
   for (const j of m.jobs) {
+    bumpCandidates(j.transport); // fewer unread recipients: a job's remaining need may shrink
     if (j.stackLevel >= 0 && j.selectedEntries < j.readEntries && !isBlocker(j)) invalidateCandidateCache(j.transport);
   }
   if (!m.hasUnread) for (const j of m.jobs) moveLimits(j);
@@ -172,6 +178,7 @@ function cmp(a: string, b: string): number {
 
 /** Assigns recipients to entries (spec §3.4), deferring those that cannot go now. */
 export function assignRecipients<R extends ResolvedRecipient>(q: Qmgr, m: Message, rcpts: R[], now: number): void {
+  const batch = ++q.batchSeq;
   for (const { r, t, queue: qname } of sortBatch(q, rcpts)) {
     if (t.dead || q.cfg.global.deferTransports.includes(t.name)) {
       deferAtResolve(q, m, r, t.name, r.nexthop, t.dead ? "transport unavailable" : "transport is in defer_transports");
@@ -183,7 +190,7 @@ export function assignRecipients<R extends ResolvedRecipient>(q: Qmgr, m: Messag
       continue;
     }
     const job = obtainJob(m, t);
-    const peer = obtainPeer(job, queue);
+    const peer = obtainPeer(job, queue, batch);
     const limit = t.p.recipientLimit;
     const e = peer.todoTail;
     if (m.singleRcpt || e === null || (limit !== 0 && e.rcpts.length >= limit)) createEntry(q, peer, r);

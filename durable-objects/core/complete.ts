@@ -29,7 +29,7 @@
  */
 import { refillMessage } from "./assign";
 import { onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
-import { freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
+import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { releasePolicies } from "./policy";
 import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
@@ -121,18 +121,19 @@ export function entryDone(q: Qmgr, e: Entry, now: number): void {
   const queue = peer.queue;
   const t = queue.transport;
   const m = job.message;
-  const wasBusy = e.busy;
+  const charged = e.flight;
+  const wasBusy = charged !== null;
   if (wasBusy) {
-    e.busy = false;
+    e.flight = null;
     queue.busyCount -= 1;
     t.busyCount -= 1;
     q.busy.delete(e.id);
     queue.lastDone = now;
-    if (releasePolicies(e.charged)) for (const other of q.transports.values()) releaseBlockers(other);
-    e.charged = null;
+    if (charged.length > 0 && releasePolicies(charged)) for (const other of q.transports.values()) releaseBlockers(other);
   } else {
     unlinkTodo(e);
     job.selectedEntries += 1; // disposed of while todo: counts as handed out
+    bumpCandidates(t);
   }
   const n = e.rcpts.length;
   job.rcptCount -= n;

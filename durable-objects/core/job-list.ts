@@ -29,6 +29,11 @@ export function invalidateCandidateCache(t: Transport): void {
   t.candCacheCurrent = null;
 }
 
+/** Some job may have become eligible as a candidate: the no-candidate memo is stale. */
+export function bumpCandidates(t: Transport): void {
+  t.candEpoch += 1;
+}
+
 /** True while the job is marked as blocked by its destinations' windows. */
 export function isBlocker(j: Job): boolean {
   return j.blockerTag === j.transport.blockerTag;
@@ -46,6 +51,7 @@ export function maxEntries(j: Job): number {
 
 /** Releases every blocker job and queue of the transport and restarts at the list head. */
 export function releaseBlockers(t: Transport): void {
+  bumpCandidates(t);
   t.blockerTag += 2;
   t.current = t.schedHead;
   invalidateCandidateCache(t);
@@ -98,7 +104,8 @@ function timeRemove(t: Transport, j: Job): void {
 
 /** Links a new or retired job on both lists and gives it the free slots (spec §2.2, §7.2). */
 export function linkJob(t: Transport, j: Job): void {
-  invariant(j.stackLevel < 0, "linkJob", `already linked (level ${j.stackLevel})`);
+  invariant(j.stackLevel < 0, "linkJob", "already linked");
+  bumpCandidates(t);
   let current = t.current;
   let prev = t.schedTail;
   for (; prev; prev = prev.schedPrev) {
@@ -175,6 +182,7 @@ export function popJob(j: Job): void {
   parentGone(j, parent);
   j.stackLevel = 0;
   invalidateCandidateCache(t);
+  bumpCandidates(t);
 }
 
 /** Takes a level-0 job off both lists; its children become orphans. */
@@ -185,6 +193,8 @@ export function unlinkJob(j: Job): void {
   parentGone(j, null);
   if (t.current === j) t.current = j.schedNext;
   if (j === t.candCache || j === t.candCacheCurrent) invalidateCandidateCache(t);
+  // "Nothing after noCandFrom qualifies" stays true of its predecessor once it is gone.
+  if (j === t.noCandFrom) t.noCandFrom = j.schedPrev;
   schedRemove(t, j);
   timeRemove(t, j);
   j.stackLevel = -1;
@@ -214,7 +224,8 @@ function createJob(m: Message, t: Transport): Job {
     transport: t,
     peerHead: null,
     peerTail: null,
-    peerByQueue: new Map(),
+    peerByQueue: null,
+    peerBatch: -1,
     readEntries: 0,
     selectedEntries: 0,
     slotsAvailable: 0,
@@ -242,6 +253,7 @@ export function obtainJob(m: Message, t: Transport): Job {
   // New recipients may make it a candidate, and no longer a blocker. A non-blocker may now
   // sit behind blockers, so the current pointer must restart from the head.
   invalidateCandidateCache(t);
+  bumpCandidates(t);
   if (isBlocker(j)) {
     j.blockerTag = 0;
     t.current = t.schedHead;

@@ -110,6 +110,17 @@ export interface Transport {
   candCache: Job | null;
   candCacheCurrent: Job | null;
   candCacheTime: number;
+  /**
+   * A second memo for the candidate search (not in Postfix, same results): bumped by every
+   * event that could make a job newly eligible — linking, revival, blocker release, pops,
+   * preemption, reads, todo disposal, selection past the current job.
+   */
+  candEpoch: number;
+  /** At noCandEpoch, no job after noCandFrom (null: the head, so none at all) needed ≤ noCandSlots at priority ≥ noCandPrio. */
+  noCandEpoch: number;
+  noCandFrom: Job | null;
+  noCandSlots: number;
+  noCandPrio: number;
   /** Entries in flight on this transport (the process limit applies). */
   busyCount: number;
   /** Σ over ready queues of min(window - busy, todo): "is there enough work" (spec §4.1). */
@@ -150,7 +161,14 @@ export interface Job {
   transport: Transport;
   peerHead: Peer | null;
   peerTail: Peer | null;
-  peerByQueue: Map<Queue, Peer>;
+  /**
+   * Peer lookup by queue, built only once a job gets recipients in a second batch: within
+   * one batch recipients arrive sorted by queue, so the job's last peer is the only one a
+   * recipient can join (saves a map entry per peer for the common single-batch job).
+   */
+  peerByQueue: Map<Queue, Peer> | null;
+  /** The assignment batch that created this job's peers (see peerByQueue). */
+  peerBatch: number;
   readEntries: number;
   selectedEntries: number;
   slotsAvailable: number;
@@ -185,12 +203,11 @@ export interface Entry<R extends ResolvedRecipient = ResolvedRecipient> {
   id: number;
   peer: Peer;
   rcpts: R[];
-  busy: boolean;
   /** Peer todo list links. */
   pPrev: Entry | null;
   pNext: Entry | null;
-  /** Policy counters this entry holds while busy. */
-  charged: PolicyCounter[] | null;
+  /** null while todo; while busy, the policy counters it holds (often the shared empty list). */
+  flight: readonly PolicyCounter[] | null;
 }
 
 /** A pickup-policy rule for one key (spec §12.6). */
@@ -248,6 +265,8 @@ export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
   /** Queue objects in core, all transports. */
   queueCount: number;
   nextEntryId: number;
+  /** Assignment batches so far (see Job.peerBatch). */
+  batchSeq: number;
   /** Busy entries by id (reports arrive by id). */
   busy: Map<number, Entry<R>>;
   timers: Timer[];
@@ -259,6 +278,8 @@ export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
   idleTimerAt: number;
   policies: Map<string, PolicyCounter>;
   effects: Effect[];
+  /** Use the no-candidate memo (default true; false gives Postfix's plain scan, for tests). */
+  candidateShortcut: boolean;
   /** The last clock reading given to the core (whole seconds). */
   now: number;
 }

@@ -103,7 +103,7 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
 }
 
 /** Counts an entry out of flight; true if a concurrency cap gained room. */
-export function releasePolicies(charged: PolicyCounter[] | null): boolean {
+export function releasePolicies(charged: readonly PolicyCounter[] | null): boolean {
   if (!charged) return false;
   let freed = false;
   for (const c of charged) {

@@ -20,7 +20,7 @@
  *   InvariantError if the search returns the current job or a stack parent.
  */
 import { invariant } from "./errors";
-import { invalidateCandidateCache, isBlocker, maxEntries, popJob, schedInsertAfter, schedRemove } from "./job-list";
+import { bumpCandidates, invalidateCandidateCache, isBlocker, maxEntries, popJob, schedInsertAfter, schedRemove } from "./job-list";
 import type { Job, Transport } from "./model";
 
 /** Slots `cur` can still accumulate: floor((in-core unselected + counter) / cost) (U1). */
@@ -39,15 +39,27 @@ export function extraGrant(extraRcptPool: number, rcptUnused: number): number {
   return Math.trunc((extraRcptPool + rcptUnused + 1) / 2);
 }
 
+/**
+ * True if the no-candidate memo proves the scan from `cur` would find nothing: since it was
+ * taken nothing made a job eligible (epoch), `cur` is at or right after the job it was
+ * taken from (so the scan range is a subset), and the slots and priority are no looser.
+ */
+function knownNoCandidate(t: Transport, cur: Job, maxSlots: number, shortcut: boolean): boolean {
+  if (!shortcut || t.noCandEpoch !== t.candEpoch || maxSlots > t.noCandSlots) return false;
+  if (cur.message.priority < t.noCandPrio) return false;
+  const from = t.noCandFrom;
+  return from === null || cur === from || cur.schedPrev === from;
+}
+
 /** Finds the best job to preempt `cur` with, memoised per (current job, second). */
-export function findCandidate(t: Transport, cur: Job, now: number): Job | null {
+export function findCandidate(t: Transport, cur: Job, now: number, shortcut = true): Job | null {
   if (t.candCacheCurrent === cur && (t.candCacheTime === now || t.candCache === null)) return t.candCache;
   // In-core remaining entries plus the counter: selecting from `cur` leaves this unchanged,
   // which is why a cached "none" stays valid across seconds.
   const maxSlots = maxCandidateSlots(cur, t.p.slotCost);
   let best: Job | null = null;
   let bestScore = 0.0;
-  if (maxSlots > 0) {
+  if (maxSlots > 0 && !knownNoCandidate(t, cur, maxSlots, shortcut)) {
     const prio = cur.message.priority;
     for (let j = cur.schedNext; j; j = j.schedNext) {
       if (j.stackChildren.length > 0 || isBlocker(j) || j.message.priority < prio) continue;
@@ -65,6 +77,12 @@ export function findCandidate(t: Transport, cur: Job, now: number): Job | null {
       // are out of time order, hence the level test.
       if (delay <= bestScore && j.stackLevel === 0) break;
     }
+    if (best === null) {
+      t.noCandEpoch = t.candEpoch;
+      t.noCandFrom = cur;
+      t.noCandSlots = maxSlots;
+      t.noCandPrio = cur.message.priority;
+    }
   }
   t.candCache = best;
   t.candCacheCurrent = cur;
@@ -73,10 +91,10 @@ export function findCandidate(t: Transport, cur: Job, now: number): Job | null {
 }
 
 /** Preempts `cur` if a candidate is affordable; returns the job selection starts from. */
-export function tryPreempt(t: Transport, cur: Job, now: number): Job {
+export function tryPreempt(t: Transport, cur: Job, now: number, shortcut = true): Job {
   if (cur.slotsAvailable <= 0) return cur;
   if (maxEntries(cur) < t.p.minSlots * t.p.slotCost) return cur;
-  const cand = findCandidate(t, cur, now);
+  const cand = findCandidate(t, cur, now, shortcut);
   if (!cand) return cur;
   invariant(cand !== cur, "tryPreempt", "attempt to preempt itself");
   invariant(cand.stackChildren.length === 0, "tryPreempt", "candidate is a stack parent");
@@ -85,6 +103,7 @@ export function tryPreempt(t: Transport, cur: Job, now: number): Job {
   // The loan only lets preemption happen earlier; the full price is paid below either way.
   if (!preemptAffordable(cur.slotsAvailable, expected, t.p)) return cur;
   if (cand.stackLevel > 0) popJob(cand);
+  bumpCandidates(t);
   schedRemove(t, cand);
   schedInsertAfter(t, cur.schedPrev, cand);
   cand.stackParent = cur;

@@ -27,7 +27,7 @@
 import { createWindowState } from "./destination-window";
 import { InvariantError } from "./errors";
 import { releaseBlockers } from "./job-list";
-import type { Entry, Job, Peer, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
+import type { Entry, Job, Peer, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
 import { pushTimer } from "./timer-heap";
 
 /** The queue name of a recipient on a transport (spec §3.3). */
@@ -155,15 +155,46 @@ export function blockerUpdate(queue: Queue): void {
   if (queue.window > queue.busyCount || queue.window === 0) queue.blockerTag = 0;
 }
 
-/** Finds or creates the peer of (job, queue), appended to the job's peer list. */
-export function obtainPeer(job: Job, queue: Queue): Peer {
-  let peer = job.peerByQueue.get(queue);
-  if (peer) return peer;
-  peer = { job, queue, todoHead: null, todoTail: null, refcount: 0, prev: job.peerTail, next: null };
+/** The shared "busy, holding no policy counters" marker. */
+export const NO_CHARGES: readonly PolicyCounter[] = Object.freeze([]);
+
+/** True while the entry is handed to a delivery agent. */
+export function isBusy(e: Entry): boolean {
+  return e.flight !== null;
+}
+
+/** The job's live peer for a queue, if any (map if built, else a scan of its peer list). */
+export function findPeer(job: Job, queue: Queue): Peer | undefined {
+  if (job.peerByQueue) return job.peerByQueue.get(queue);
+  for (let p = job.peerHead; p; p = p.next) if (p.queue === queue) return p;
+  return undefined;
+}
+
+/** Finds or creates the peer of (job, queue) during assignment batch `batch`. */
+export function obtainPeer(job: Job, queue: Queue, batch: number): Peer {
+  if (!job.peerByQueue) {
+    if (job.peerHead === null) job.peerBatch = batch;
+    if (job.peerBatch === batch) {
+      // Same batch: recipients come sorted by queue, so only the last peer can match.
+      const last = job.peerTail;
+      if (last && last.queue === queue) return last;
+      return appendPeer(job, queue);
+    }
+    job.peerByQueue = new Map();
+    for (let p = job.peerHead; p; p = p.next) job.peerByQueue.set(p.queue, p);
+  }
+  const found = job.peerByQueue.get(queue);
+  if (found) return found;
+  const peer = appendPeer(job, queue);
+  job.peerByQueue.set(queue, peer);
+  return peer;
+}
+
+function appendPeer(job: Job, queue: Queue): Peer {
+  const peer: Peer = { job, queue, todoHead: null, todoTail: null, refcount: 0, prev: job.peerTail, next: null };
   if (job.peerTail) job.peerTail.next = peer;
   else job.peerHead = peer;
   job.peerTail = peer;
-  job.peerByQueue.set(queue, peer);
   return peer;
 }
 
@@ -175,7 +206,7 @@ export function freePeer(peer: Peer): void {
   if (peer.next) peer.next.prev = peer.prev;
   else job.peerTail = peer.prev;
   peer.prev = peer.next = null;
-  job.peerByQueue.delete(peer.queue);
+  job.peerByQueue?.delete(peer.queue);
 }
 
 /** Moves a chosen peer to the back of its job's peer list (round robin). */
@@ -199,7 +230,7 @@ export function rotatePeerToTail(peer: Peer): void {
 export function createEntry(q: Qmgr, peer: Peer, first: ResolvedRecipient): Entry {
   const queue = peer.queue;
   if (queue.window === 0) throw new InvariantError("createEntry", `dead queue ${queue.name}`);
-  const e: Entry = { id: q.nextEntryId++, peer, rcpts: [first], busy: false, pPrev: peer.todoTail, pNext: null, charged: null };
+  const e: Entry = { id: q.nextEntryId++, peer, rcpts: [first], pPrev: peer.todoTail, pNext: null, flight: null };
   if (peer.todoTail) peer.todoTail.pNext = e;
   else peer.todoHead = e;
   peer.todoTail = e;
@@ -214,7 +245,7 @@ export function createEntry(q: Qmgr, peer: Peer, first: ResolvedRecipient): Entr
 /** Takes a todo entry off its peer's todo list. */
 export function unlinkTodo(e: Entry): void {
   const peer = e.peer;
-  if (e.busy) throw new InvariantError("unlinkTodo", `entry ${e.id} is busy`);
+  if (e.flight !== null) throw new InvariantError("unlinkTodo", `entry ${e.id} is busy`);
   if (e.pPrev) e.pPrev.pNext = e.pNext;
   else peer.todoHead = e.pNext;
   if (e.pNext) e.pNext.pPrev = e.pPrev;
@@ -227,7 +258,7 @@ export function unlinkTodo(e: Entry): void {
 export function selectTodo(q: Qmgr, e: Entry): void {
   unlinkTodo(e);
   const queue = e.peer.queue;
-  e.busy = true;
+  e.flight = NO_CHARGES;
   queue.busyCount += 1;
   queue.transport.busyCount += 1;
   q.busy.set(e.id, e);
@@ -239,7 +270,7 @@ export function todoEntriesOf(queue: Queue): Entry[] {
   const out: Entry[] = [];
   if (queue.todoCount === 0) return out;
   for (const job of queue.transport.jobsByMessage.values()) {
-    const peer = job.peerByQueue.get(queue);
+    const peer = findPeer(job, queue);
     for (let e = peer ? peer.todoHead : null; e; e = e.pNext) out.push(e);
   }
   return out;

@@ -28,7 +28,7 @@ import { peekTimerAt } from "./timer-heap";
 
 /** An empty queue manager. */
 export function createQmgr<R extends ResolvedRecipient>(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
-  return { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: 0, queueCount: 0, nextEntryId: 1, busy: new Map(), timers: [], timerSeq: 0, idleHead: null, idleTail: null, idleTimerAt: 0, policies: new Map(), effects: [], now: 0 };
+  return { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: 0, queueCount: 0, nextEntryId: 1, batchSeq: 0, busy: new Map(), timers: [], timerSeq: 0, idleHead: null, idleTail: null, idleTimerAt: 0, policies: new Map(), effects: [], candidateShortcut: true, now: 0 };
 }
 
 /** Admits a message to the active queue, or returns null when it is full. */

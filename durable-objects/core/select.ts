@@ -20,7 +20,7 @@
  *   InvariantError on a peer chosen without a todo entry.
  */
 import { invariant } from "./errors";
-import { hasEntries, isBlocker, retireJob } from "./job-list";
+import { bumpCandidates, hasEntries, isBlocker, retireJob } from "./job-list";
 import type { Entry, Job, Peer, Qmgr, Transport } from "./model";
 import { chargePolicies, policyBlock, policyKeysOf } from "./policy";
 import { tryPreempt } from "./preempt";
@@ -84,7 +84,8 @@ function pickPeer(q: Qmgr, t: Transport, job: Job, now: number): Peer | null {
 export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
   let job = t.current;
   if (!job) return null;
-  if (t.p.slotCost >= 2) job = tryPreempt(t, job, now);
+  if (t.p.slotCost >= 2) job = tryPreempt(t, job, now, q.candidateShortcut);
+  const start = job;
   while (job) {
     const after: Job | null = job.schedNext;
     if (isBlocker(job)) {
@@ -96,11 +97,12 @@ export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
       const e = peer.todoHead;
       invariant(e !== null, "selectEntry", "peer without todo entry");
       selectTodo(q, e);
-      if (q.policies.size > 0) e.charged = chargePolicies(q, peerPolicyKeys(peer), now);
+      if (q.policies.size > 0) e.flight = chargePolicies(q, peerPolicyKeys(peer), now) ?? e.flight;
       job.selectedEntries += 1;
       job.slotsAvailable += 1;
       job.slotsUsed += 1;
       if (job !== t.candCacheCurrent) t.candCacheCurrent = null;
+      if (job !== start) bumpCandidates(t);
       t.current = job;
       if (!hasEntries(job) && !job.message.hasUnread) retireJob(job);
       return e;

@@ -21,7 +21,7 @@ import { obtainTransport } from "./assign";
 import type { SchedulerConfig } from "./config";
 import { invariant } from "./errors";
 import type { Entry, Job, Message, PolicyCounter, Qmgr, Queue, RecipientSource, ResolvedRecipient, Timer, Transport } from "./model";
-import { updateReady } from "./queue";
+import { NO_CHARGES, findPeer, updateReady } from "./queue";
 
 type MessageSnap = Omit<Message, "jobs"> & { jobs: string[] };
 type QueueSnap = Omit<Queue, "transport" | "readyShare" | "idlePrev" | "idleNext">;
@@ -57,6 +57,7 @@ export interface QmgrSnapshot<R extends ResolvedRecipient = ResolvedRecipient> {
   v: 1;
   now: number;
   nextEntryId: number;
+  batchSeq: number;
   timerSeq: number;
   rcptCount: number;
   messages: MessageSnap[];
@@ -80,7 +81,8 @@ function listIds(head: Job | null, next: (j: Job) => Job | null): string[] {
 
 function snapEntry<R extends ResolvedRecipient>(e: Entry): EntrySnap<R> {
   const queue = e.peer.queue;
-  return { id: e.id, transport: queue.transport.name, message: e.peer.job.message.id, queue: queue.name, rcpts: e.rcpts as R[], busy: e.busy, charged: e.charged ? e.charged.map((c) => c.key) : null };
+  const busy = e.flight !== null;
+  return { id: e.id, transport: queue.transport.name, message: e.peer.job.message.id, queue: queue.name, rcpts: e.rcpts as R[], busy, charged: busy && e.flight!.length > 0 ? e.flight!.map((c) => c.key) : null };
 }
 
 function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): TransportSnap {
@@ -120,7 +122,7 @@ export function snapshotQmgr<R extends ResolvedRecipient>(q: Qmgr<R>): QmgrSnaps
   const transportOrder = q.transportOrder.map((t) => t.name);
   const idle: [string, string][] = [];
   for (let queue = q.idleHead; queue; queue = queue.idleNext) idle.push([queue.transport.name, queue.name]);
-  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, transportOrder, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies, idle, idleTimerAt: q.idleTimerAt };
+  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, batchSeq: q.batchSeq, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, transportOrder, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies, idle, idleTimerAt: q.idleTimerAt };
 }
 
 function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
@@ -130,7 +132,7 @@ function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */
 export function restoreQmgr<R extends ResolvedRecipient>(s: QmgrSnapshot<R>, cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
   invariant(s.v === 1, "restoreQmgr", `unknown snapshot version ${String(s.v)}`);
-  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, idleHead: null, idleTail: null, idleTimerAt: s.idleTimerAt, policies: new Map(), effects: [], now: s.now };
+  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, batchSeq: s.batchSeq, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, idleHead: null, idleTail: null, idleTimerAt: s.idleTimerAt, policies: new Map(), effects: [], candidateShortcut: true, now: s.now };
   for (const ms of s.messages) q.messages.set(ms.id, { ...ms, jobs: [] });
   for (const c of s.policies) q.policies.set(c.key, { ...c, rule: structuredCloneRule(c.rule) });
   const entryById = new Map(s.entries.map((e) => [e.id, e]));
@@ -167,7 +169,7 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
   for (const js of ts.jobs) {
     const { message, stackParent: _p, stackChildren: _c, peers: _peers, ...rest } = js;
     const m = must(q.messages.get(message), `message ${message}`);
-    const job: Job = { ...rest, message: m, transport: t, peerHead: null, peerTail: null, peerByQueue: new Map(), stackParent: null, stackChildren: [], schedPrev: null, schedNext: null, timePrev: null, timeNext: null };
+    const job: Job = { ...rest, message: m, transport: t, peerHead: null, peerTail: null, peerByQueue: null, stackParent: null, stackChildren: [], schedPrev: null, schedNext: null, timePrev: null, timeNext: null };
     t.jobsByMessage.set(message, job);
   }
   const job = (id: string | null): Job | null => (id === null ? null : must(t.jobsByMessage.get(id), `job ${id}`));
@@ -198,10 +200,9 @@ function restorePeer<R extends ResolvedRecipient>(j: Job, ps: PeerSnap, entryByI
   if (j.peerTail) j.peerTail.next = peer;
   else j.peerHead = peer;
   j.peerTail = peer;
-  j.peerByQueue.set(queue, peer);
   for (const id of ps.todo) {
     const es = must(entryById.get(id), `entry ${id}`);
-    const e: Entry = { id, peer, rcpts: es.rcpts, busy: false, pPrev: peer.todoTail, pNext: null, charged: null };
+    const e: Entry = { id, peer, rcpts: es.rcpts, pPrev: peer.todoTail, pNext: null, flight: null };
     if (peer.todoTail) peer.todoTail.pNext = e;
     else peer.todoHead = e;
     peer.todoTail = e;
@@ -212,8 +213,8 @@ function restorePeer<R extends ResolvedRecipient>(j: Job, ps: PeerSnap, entryByI
 function restoreBusy<R extends ResolvedRecipient>(q: Qmgr<R>, es: EntrySnap<R>): void {
   const j = must(q.transports.get(es.transport)?.jobsByMessage.get(es.message), `job ${es.message}/${es.transport}`);
   const queue = must(j.transport.queues.get(es.queue), `queue ${es.queue}`);
-  const peer = must(j.peerByQueue.get(queue), `peer ${es.message}/${es.queue}`);
-  const charged = es.charged ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined) : null;
-  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, busy: true, pPrev: null, pNext: null, charged });
+  const peer = must(findPeer(j, queue), `peer ${es.message}/${es.queue}`);
+  const charged = es.charged ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined) : [];
+  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, pPrev: null, pNext: null, flight: charged.length > 0 ? charged : NO_CHARGES });
   j.transport.busyCount += 1; // derived: the transport's busy entries
 }

@@ -54,7 +54,7 @@ function runChecked(s: Scenario): Runner {
 describe("scheduling core properties (fast-check)", () => {
   it(`no destination ever has more entries in flight than its window, and in-core recipients stay within the §7.5 bound (${RUNS} scenarios)`, () => {
     fc.assert(fc.property(scenarioArb({ failures: true }), (s) => void runChecked(s)), { numRuns: RUNS });
-  });
+  }, 600_000);
 
   it(`no entry is selected twice and none is lost: each recipient is selected or deferred exactly once (${RUNS} scenarios)`, () => {
     fc.assert(
@@ -79,7 +79,7 @@ describe("scheduling core properties (fast-check)", () => {
       }),
       { numRuns: RUNS },
     );
-  });
+  }, 600_000);
 
   it(`with no failures every entry is eventually selected and every message is done (${RUNS} scenarios)`, () => {
     fc.assert(
@@ -93,7 +93,7 @@ describe("scheduling core properties (fast-check)", () => {
       }),
       { numRuns: RUNS },
     );
-  });
+  }, 600_000);
 
   it(`snapshot and restore mid-run gives identical future selections (${RUNS} scenarios)`, () => {
     fc.assert(
@@ -118,7 +118,25 @@ describe("scheduling core properties (fast-check)", () => {
       }),
       { numRuns: RUNS },
     );
-  });
+  }, 600_000);
+
+  it(`the relay's no-candidate memo never changes a selection: same trace as Postfix's plain scan (${RUNS} scenarios)`, () => {
+    fc.assert(
+      fc.property(scenarioArb({ failures: true }), (s) => {
+        const fast = Runner.fresh(s);
+        const plain = Runner.fresh(s);
+        plain.q.candidateShortcut = false;
+        for (const op of s.ops) {
+          fast.apply(op);
+          plain.apply(op);
+        }
+        fast.drain();
+        plain.drain();
+        expect(fast.trace.events).toEqual(plain.trace.events);
+      }),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
 
   it(`without blockers a preempted job's delivery is stretched by at most k/(k−1) (${RUNS} scenarios)`, () => {
     fc.assert(
@@ -168,5 +186,5 @@ describe("scheduling core properties (fast-check)", () => {
       ),
       { numRuns: RUNS },
     );
-  });
+  }, 600_000);
 });
