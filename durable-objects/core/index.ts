@@ -21,3 +21,4 @@ export { hasEntries, maxEntries, isBlocker, obtainJob, popJob } from "./job-list
 export { enqueueMessage, refillMessage } from "./assign";
 export { snapshotQmgr, restoreQmgr, type QmgrSnapshot } from "./snapshot";
 export * from "./scheduler";
+export { runCommand, type Command, type CommandResult } from "./commands";

@@ -1,0 +1,74 @@
+/*
+ * NAME
+ *   commands - the scheduler's inputs as data, for journaling and replay
+ * DESCRIPTION
+ *   Every change to the queue manager comes from one of a few commands, each carrying its
+ *   own clock reading. runCommand() applies one and returns what it produced. Because the
+ *   core is deterministic (no clock, no randomness, no I/O but the recipient source, which
+ *   shells keep append-only), a snapshot plus the commands applied since reproduces the state
+ *   exactly: a Durable Object journals each command (small) and snapshots now and then
+ *   (large), instead of rewriting its whole state on every call.
+ * INVARIANTS
+ *   runCommand(restore(snapshot), c1..cn) is observationally equal to the live state after
+ *   c1..cn, given the same recipient source contents.
+ * ERRORS
+ *   None for expected input; InvariantError for corrupt state.
+ */
+import type { MessageIntake } from "./assign";
+import { failTransport, flush, reportDelivery, type DeliveryReport, type ReportResult } from "./complete";
+import type { Effect, Entry, PolicyRule, Qmgr, ResolvedRecipient } from "./model";
+import { clearPolicy, setPolicy } from "./policy";
+import { admitMessage, dispatchAll, drainEffects, tick } from "./scheduler";
+import { obtainTransport } from "./assign";
+
+/** One input to the queue manager, with the clock reading it ran at (whole seconds). */
+export type Command =
+  | { kind: "admit"; now: number; intake: MessageIntake }
+  | { kind: "dispatch"; now: number; max: number }
+  | { kind: "report"; now: number; entryId: number; report: DeliveryReport }
+  | { kind: "tick"; now: number }
+  | { kind: "set-policy"; now: number; key: string; rule: PolicyRule | null }
+  | { kind: "flush"; now: number }
+  | { kind: "fail-transport"; now: number; transport: string; reason: string };
+
+/** What a command produced. */
+export interface CommandResult<R extends ResolvedRecipient = ResolvedRecipient> {
+  /** Entries selected for delivery (dispatch). */
+  entries: Entry<R>[];
+  /** admit: whether the message entered the active queue; report: whether it applied. */
+  accepted: boolean;
+  effects: Effect[];
+}
+
+/** Applies one command to the queue manager. */
+export function runCommand<R extends ResolvedRecipient>(q: Qmgr<R>, c: Command): CommandResult<R> {
+  let entries: Entry<R>[] = [];
+  let accepted = true;
+  switch (c.kind) {
+    case "admit":
+      accepted = admitMessage(q, c.intake, c.now) !== null;
+      break;
+    case "dispatch":
+      entries = dispatchAll(q, c.now, c.max);
+      break;
+    case "report": {
+      const r: ReportResult = reportDelivery(q, c.entryId, c.report, c.now);
+      accepted = r.kind === "applied";
+      break;
+    }
+    case "tick":
+      tick(q, c.now);
+      break;
+    case "set-policy":
+      if (c.rule) setPolicy(q, c.key, c.rule, c.now);
+      else clearPolicy(q, c.key);
+      break;
+    case "flush":
+      flush(q, c.now);
+      break;
+    case "fail-transport":
+      failTransport(q, obtainTransport(q, c.transport), c.reason, c.now);
+      break;
+  }
+  return { entries, accepted, effects: drainEffects(q) };
+}
