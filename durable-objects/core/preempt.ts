@@ -13,6 +13,13 @@
  *
  *   With priorities (spec §12.6) a job never preempts a job of higher priority; with one
  *   priority this is exactly Postfix.
+ *
+ *   A second memo, the relay's own, avoids rescanning the rest of the list each time the
+ *   current job changes: after a scan finds nothing, a scan starting at the same job or its
+ *   successor, with no more slots and no lower priority, is known to find nothing too — as
+ *   long as nothing has since made any job eligible (transport.candEpoch, bumped by linking,
+ *   revival, blocker release, pops, preemption, reads, todo disposal and selection past the
+ *   current job). Its answers equal the plain scan's; a property test checks exactly that.
  * INVARIANTS
  *   A stack parent is never a candidate; neither is a blocker. Preemption never happens while
  *   the current job's counter is ≤ 0 or when it can never accumulate minSlots × cost.
