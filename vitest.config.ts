@@ -7,6 +7,9 @@ process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
 
 const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-pool-workers");
 const migrations = await readD1Migrations("./migrations");
+// A throw-away Ed25519 DKIM key for the domain signed.test, so the accept path's signing runs.
+const { generateKeyPairSync } = await import("node:crypto");
+const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString();
 
 export default defineConfig({
   test: {
@@ -23,7 +26,14 @@ export default defineConfig({
           cloudflareTest({
             wrangler: { configPath: "./wrangler.toml" },
             miniflare: {
-              bindings: { TEST_MIGRATIONS: migrations, COHORT_ENV: "test" },
+              // Small limits and a 1 s sweeper grace period, so the limits and the crash recovery
+              // can be exercised quickly; the queue consumer runs without batching delay.
+              bindings: {
+                TEST_MIGRATIONS: migrations, COHORT_ENV: "test",
+                MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
+                DKIM_KEYS: JSON.stringify([{ domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey }]),
+              },
+              queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 } },
             },
           }),
         ],
@@ -31,6 +41,16 @@ export default defineConfig({
           name: "workers",
           include: ["test/integration/**/*.test.ts"],
           setupFiles: ["test/integration/apply-migrations.ts"],
+        },
+      },
+      {
+        test: {
+          // The README's examples against a real `wrangler dev` (started and stopped by the tests).
+          name: "e2e",
+          environment: "node",
+          include: ["test/e2e/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
         },
       },
     ],

@@ -23,7 +23,7 @@ import {
   type ResolvedRecipient,
   type SchedulerConfig,
 } from "./core";
-import { loadSnapshot, migrateBacklog, saveSnapshot, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
+import { loadSnapshot, migrateBacklog, recordAdmission, saveSnapshot, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
 
 /** A message handed to the transport: its id, arrival time and resolved recipients. */
 export interface AdmitRequest {
@@ -58,12 +58,13 @@ export class TransportQueue extends DurableObject<Env> {
     });
   }
 
-  /** Admits a message (idempotent by message id); returns the effects it caused. */
+  /** Admits a message (idempotent by message and recipient, also after it left the core); returns the effects it caused. */
   async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[] }> {
     const now = nowSec();
-    if (this.qmgr.messages.has(req.id)) return { admitted: true, effects: [] };
+    if (this.qmgr.messages.has(req.id) || wasAdmitted(this.ctx.storage.sql, req.id, req.rcpts)) return { admitted: true, effects: [] };
     storeRecipients(this.ctx.storage.sql, req.id, req.rcpts);
     const m = admitMessage(this.qmgr, { id: req.id, createTime: req.createTime, tenant: req.tenant ?? null, priority: req.priority ?? 0, rcptTotal: req.rcpts.length }, now);
+    if (m !== null) recordAdmission(this.ctx.storage.sql, req.id, req.rcpts);
     return { admitted: m !== null, effects: await this.persist() };
   }
 

@@ -1,10 +1,25 @@
+/**
+ * The Worker entry: HTTP API, the classify queue consumer, the sweeper cron, and the Durable
+ * Object classes.
+ */
 import { createApp } from "./api/app";
+import { handleClassifyBatch } from "./consumers/classify";
+import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
+export { Outbox } from "../durable-objects/outbox";
 
 const app = createApp();
 
+/** Wakes every Outbox shard's sweeper (orphans can exist in a shard that never got an envelope). */
+async function wakeSweepers(env: Env): Promise<void> {
+  const n = shardCount(env.OUTBOX_SHARDS);
+  await Promise.all(Array.from({ length: n }, (_, s) => env.OUTBOX.getByName(outboxName(s)).ensureSweep(s)));
+}
+
 export default {
   fetch: (request, env, ctx) => app.fetch(request, env, ctx),
+  queue: (batch, env, _ctx) => handleClassifyBatch(batch, env),
+  scheduled: (_controller, env, ctx) => ctx.waitUntil(wakeSweepers(env)),
 } satisfies ExportedHandler<Env>;

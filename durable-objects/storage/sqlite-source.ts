@@ -16,6 +16,22 @@ export function migrateBacklog(sql: SqlStorage): void {
     transport TEXT NOT NULL, nexthop TEXT NOT NULL, egress TEXT, site TEXT,
     PRIMARY KEY (message_id, idx)) WITHOUT ROWID`);
   sql.exec(`CREATE TABLE IF NOT EXISTS core_state (id INTEGER PRIMARY KEY CHECK (id = 1), snapshot TEXT NOT NULL)`);
+  sql.exec(`CREATE TABLE IF NOT EXISTS admitted (message_id TEXT NOT NULL, address TEXT NOT NULL,
+    PRIMARY KEY (message_id, address)) WITHOUT ROWID`);
+}
+
+/**
+ * True when any of these recipients of the message was admitted here before (a repeated RPC,
+ * even after the message left the core). The classify stage admits a message's recipients for
+ * one transport in a single call, so the set repeats exactly.
+ */
+export function wasAdmitted(sql: SqlStorage, messageId: string, rcpts: ResolvedRecipient[]): boolean {
+  return rcpts.some((r) => sql.exec("SELECT 1 FROM admitted WHERE message_id = ? AND address = ?", messageId, r.address).toArray().length > 0);
+}
+
+/** Records the admission of a message's recipients. */
+export function recordAdmission(sql: SqlStorage, messageId: string, rcpts: ResolvedRecipient[]): void {
+  for (const r of rcpts) sql.exec("INSERT OR IGNORE INTO admitted (message_id, address) VALUES (?, ?)", messageId, r.address);
 }
 
 /** Stores a message's recipients; idempotent by (message, index). */

@@ -1,11 +1,31 @@
+/**
+ * The HTTP API: a Hono app with Resend's error shape on every failure.
+ *
+ * DESCRIPTION
+ *   createApp()  GET /health (no key), /emails (routes/emails.ts) and /relay (routes/relay.ts)
+ *                behind `Authorization: Bearer <key>`; one onError and one notFound build every
+ *                error body through errors.ts.
+ *
+ * ERRORS
+ *   Unknown errors are logged with the request id and answered as a bare 500
+ *   internal_server_error; no stack trace or secret ever reaches a response.
+ */
 import { Hono } from "hono";
+import { KeyCache, requireApiKey } from "./auth";
 import { isApiError, toErrorBody } from "./errors";
+import { emailRoutes } from "./routes/emails";
+import { relayRoutes } from "./routes/relay";
 
-export type Vars = { requestId: string };
+/** Per-request variables. */
+export type Vars = { requestId: string; tenant: string };
+
+/** The Hono environment of every route. */
+export type AppEnv = { Bindings: Env; Variables: Vars };
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
 export function createApp() {
-  const app = new Hono<{ Bindings: Env; Variables: Vars }>();
+  const app = new Hono<AppEnv>();
+  const auth = requireApiKey(new KeyCache());
 
   app.use("*", async (c, next) => {
     c.set("requestId", crypto.randomUUID());
@@ -13,6 +33,11 @@ export function createApp() {
   });
 
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));
+
+  // "/x/*" also matches "/x" itself.
+  for (const prefix of ["/emails/*", "/relay/*"]) app.use(prefix, auth);
+  app.route("/emails", emailRoutes());
+  app.route("/relay", relayRoutes());
 
   app.notFound((c) => c.json(toErrorBody(404, "not_found", "The requested endpoint was not found."), 404));
 

@@ -1,0 +1,199 @@
+/**
+ * Outbox: the queue directory. One Durable Object per shard holds each message's authoritative
+ * record (envelope, recipients and their states, idempotency records), like qmail's queue files.
+ *
+ * DESCRIPTION
+ *   accept            one transactionSync stores every envelope of a request, its recipients
+ *                     (`incoming`) and its idempotency record; the bodies are already in R2.
+ *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
+ *   view              the message for GET /emails/:id (null for another tenant's message).
+ *   beginClassify / decide / markAdmitted / ackEvents   the classify consumer's side (see
+ *                     worker/consumers/classify.ts); results only ever move `incoming` recipients.
+ *   cancel/reschedule scheduled messages that are not yet due.
+ *   recordOutcome     the delivery stage's per-recipient reports; when every recipient is final
+ *                     the message is done and its body is deleted from R2.
+ *   ensureSweep/alarm the sweeper: after OUTBOX_GRACE_SECONDS it re-triggers classification of
+ *                     messages that never got classified or whose events never reached the D1
+ *                     index, triggers scheduled messages when due,
+ *                     deletes orphan bodies and finished messages' bodies.
+ *
+ * INVARIANTS
+ *   Every state change is written before anything is sent (queue, R2 delete), and every message
+ *   that changed is handed to the classify queue, whose consumer keeps the D1 index in step.
+ */
+import { DurableObject } from "cloudflare:workers";
+import { shardOf } from "./storage/outbox-ids";
+import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
+import {
+  applyOutcome, cancelMessage, claimClassifyWork, deleteEvents, dueForClassify,
+  insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
+} from "./storage/outbox-store";
+import { deleteDoneBodies, hasOpenWork, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
+import type {
+  AcceptRequest, ClassifyResult, ClassifyWork, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
+} from "./storage/outbox-types";
+
+/** The body of a classify queue message: which message to classify or re-index. */
+export interface ClassifyJob {
+  id: string;
+}
+
+/** Result of accept: stored, or what the idempotency key said instead. */
+export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
+
+/** Result of cancel and reschedule. */
+export type ChangeResult = "ok" | "not_found" | "not_scheduled";
+
+export class Outbox extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    ctx.blockConcurrencyWhile(async () => migrateOutbox(this.sql));
+  }
+
+  /** Reserves an Idempotency-Key for a request about to write its bodies. */
+  async reserve(tenant: string, claim: IdempotencyClaim, token: string): Promise<IdempotencyResult> {
+    const r = this.ctx.storage.transactionSync(() => reserveIdempotency(this.sql, tenant, claim, token, Date.now()));
+    await this.armSweep(Date.now());
+    return r;
+  }
+
+  /** Releases a reservation whose request failed before accept. */
+  async release(tenant: string, key: string, token: string): Promise<void> {
+    releaseIdempotency(this.sql, tenant, key, token);
+  }
+
+  /** Stores a request's messages and idempotency record atomically. */
+  async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
+    const now = Date.now();
+    // A body older than the grace period may already have been swept as an orphan.
+    if (req.messages.some((m) => m.createdAt < now - this.graceMs())) return { kind: "stale" };
+    const result = this.ctx.storage.transactionSync((): AcceptResult => {
+      if (req.idempotency) {
+        const seen = checkIdempotency(this.sql, req.tenant, req.idempotency, now, token);
+        if (seen.kind !== "fresh") return seen;
+        completeIdempotency(this.sql, req.tenant, req.idempotency, req.response, now);
+      }
+      for (const m of req.messages) insertMessage(this.sql, req.tenant, m);
+      const first = req.messages[0];
+      if (first) rememberShard(this.sql, shardOf(first.id));
+      return { kind: "accepted" };
+    });
+    if (result.kind === "accepted") await this.armSweep(now);
+    return result;
+  }
+
+  /** The message for its tenant, or null (unknown, or another tenant's). */
+  async view(id: string, tenant: string): Promise<MessageView | null> {
+    const v = readView(this.sql, id, Date.now());
+    return v && v.tenant === tenant ? v : null;
+  }
+
+  /** The classify consumer's first step: due work (if any) and the state to index. */
+  async beginClassify(id: string): Promise<{ work: ClassifyWork | null; sync: SyncState | null }> {
+    const now = Date.now();
+    return { work: claimClassifyWork(this.sql, id, now), sync: this.syncState(id, now) };
+  }
+
+  /** Records decisions for undecided recipients; returns the admission plan (decided, incoming). */
+  async decide(id: string, results: ClassifyResult[]): Promise<ClassifyWork | null> {
+    const now = Date.now();
+    this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
+    await this.afterChange(now);
+    return claimClassifyWork(this.sql, id, now);
+  }
+
+  /** Marks admitted recipients ready (idempotent) and returns the state to index. */
+  async markAdmitted(id: string, idxs: number[]): Promise<SyncState | null> {
+    const now = Date.now();
+    this.ctx.storage.transactionSync(() => markReady(this.sql, id, idxs, now));
+    return this.syncState(id, now);
+  }
+
+  /** Forgets events the consumer has written to D1. */
+  async ackEvents(id: string, uptoSeq: number): Promise<void> {
+    deleteEvents(this.sql, id, uptoSeq);
+  }
+
+  /** Cancels a scheduled message that is not yet due. */
+  async cancel(id: string, tenant: string): Promise<ChangeResult> {
+    const now = Date.now();
+    if (!(await this.view(id, tenant))) return "not_found";
+    if (!this.ctx.storage.transactionSync(() => cancelMessage(this.sql, id, now))) return "not_scheduled";
+    await this.afterChange(now, [id]);
+    return "ok";
+  }
+
+  /** Moves a scheduled message that is not yet due to `atMs` (now or past: send at once). */
+  async reschedule(id: string, tenant: string, atMs: number): Promise<ChangeResult> {
+    const now = Date.now();
+    if (!(await this.view(id, tenant))) return "not_found";
+    if (!this.ctx.storage.transactionSync(() => rescheduleMessage(this.sql, id, atMs, now))) return "not_scheduled";
+    await this.afterChange(now, [id]);
+    return "ok";
+  }
+
+  /** Records delivery outcomes for a message's recipients; returns how many applied. */
+  async recordOutcome(id: string, reports: OutcomeReport[]): Promise<{ applied: number; done: boolean }> {
+    const now = Date.now();
+    const applied = this.ctx.storage.transactionSync(() => reports.filter((r) => applyOutcome(this.sql, id, r, now)).length);
+    if (applied > 0) await this.afterChange(now, [id]);
+    return { applied, done: readView(this.sql, id, now)?.state === "done" };
+  }
+
+  /** Makes sure the sweeper will run (the cron calls this for every shard). */
+  async ensureSweep(shard: number): Promise<void> {
+    rememberShard(this.sql, shard);
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + this.graceMs());
+  }
+
+  /** The sweeper. */
+  override async alarm(): Promise<void> {
+    const now = Date.now();
+    const due = dueForClassify(this.sql, now, this.graceMs(), 500);
+    markClassifySent(this.sql, due, now);
+    await this.enqueue([...new Set([...due, ...unindexed(this.sql, now, this.graceMs(), 500)])]);
+    const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, this.graceMs());
+    await deleteDoneBodies(this.sql, this.env.BODIES);
+    purgeFinished(this.sql, now, retentionMs(this.env));
+    if (hasOpenWork(this.sql) || orphans.listed > 0) await this.armSweep(now, true);
+  }
+
+  /** After a change: hand changed messages to the index, delete finished bodies, re-arm. */
+  private async afterChange(now: number, changed: string[] = []): Promise<void> {
+    await deleteDoneBodies(this.sql, this.env.BODIES);
+    markClassifySent(this.sql, dueForClassify(this.sql, now, 0, 100).filter((id) => changed.includes(id)), now);
+    await this.enqueue(changed);
+    await this.armSweep(now);
+  }
+
+  private async enqueue(ids: string[]): Promise<void> {
+    for (let i = 0; i < ids.length; i += 100) {
+      await this.env.CLASSIFY.sendBatch(ids.slice(i, i + 100).map((id) => ({ body: { id } satisfies ClassifyJob, contentType: "json" as const })));
+    }
+  }
+
+  /** Arms the alarm at the next scheduled message or one grace period from now, whichever is first. */
+  private async armSweep(now: number, replace = false): Promise<void> {
+    const next = Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(this.graceMs(), 1000));
+    const cur = replace ? null : await this.ctx.storage.getAlarm();
+    if (cur === null || next < cur) await this.ctx.storage.setAlarm(next);
+  }
+
+  private syncState(id: string, now: number): SyncState | null {
+    const view = readView(this.sql, id, now);
+    return view ? { view, events: readEvents(this.sql, id) } : null;
+  }
+
+  private graceMs(): number {
+    const s = Number(this.env.OUTBOX_GRACE_SECONDS);
+    return (Number.isFinite(s) && s >= 0 ? s : 300) * 1000;
+  }
+}
+
+function retentionMs(env: Env): number {
+  const d = Number(env.MESSAGE_RETENTION_DAYS);
+  return (Number.isFinite(d) && d >= 0 ? d : 30) * 86_400_000;
+}

@@ -1,0 +1,67 @@
+/**
+ * Message ids and Outbox shards.
+ *
+ * DESCRIPTION
+ *   A message id is a UUID (version 4 layout, so Resend clients accept it) whose first two hex
+ *   digits are the number of its Outbox shard. The id alone therefore names its shard, and the
+ *   shard count can change without moving anything: old ids keep their shard number.
+ *   Bodies live in R2 at `mess/<id>`, so `mess/<hh>` lists one shard's bodies.
+ *
+ * INVARIANTS
+ *   0 ≤ shard < 256; shardOf(newMessageId(s)) === s.
+ */
+
+/** The largest supported shard count (two hex digits). */
+export const MAX_SHARDS = 256;
+
+const ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Parses a shard count from config: an integer 1–256, default 8. */
+export function shardCount(raw: string | undefined): number {
+  const n = Number(raw ?? "8");
+  return Number.isInteger(n) && n >= 1 && n <= MAX_SHARDS ? n : 8;
+}
+
+/** A new message id in `shard`. */
+export function newMessageId(shard: number): string {
+  return shardHex(shard) + crypto.randomUUID().slice(2);
+}
+
+/** The two-hex-digit prefix of a shard's ids and body keys. */
+export function shardHex(shard: number): string {
+  if (!Number.isInteger(shard) || shard < 0 || shard >= MAX_SHARDS) throw new RangeError(`shard ${shard} out of range`);
+  return shard.toString(16).padStart(2, "0");
+}
+
+/** True when `id` has the shape of a message id. */
+export function isMessageId(id: string): boolean {
+  return ID_RE.test(id);
+}
+
+/** The shard a message id names. */
+export function shardOf(id: string): number {
+  return parseInt(id.slice(0, 2), 16);
+}
+
+/** The Durable Object name of a shard. */
+export function outboxName(shard: number): string {
+  return `outbox-${shardHex(shard)}`;
+}
+
+/** The R2 key of a message body. */
+export function bodyKey(id: string): string {
+  return `mess/${id}`;
+}
+
+/** A random shard, for requests without an idempotency key. */
+export function randomShard(count: number): number {
+  const b = new Uint32Array(1);
+  crypto.getRandomValues(b);
+  return (b[0] as number) % count;
+}
+
+/** The shard for an idempotency key: every retry of a request reaches the same record. */
+export async function shardForKey(tenant: string, key: string, count: number): Promise<number> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${tenant}\n${key}`));
+  return new DataView(digest).getUint32(0) % count;
+}

@@ -1,0 +1,92 @@
+/**
+ * The Outbox's SQLite schema (version 1) and its idempotency records.
+ *
+ * DESCRIPTION
+ *   migrateOutbox       creates the tables if missing: message (envelope + summary), rcpt (the
+ *                       recipient state machine), event (transitions not yet forwarded to D1),
+ *                       idem (Idempotency-Key records) and meta (sweeper cursor).
+ *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
+ *                       mismatch, or a request still in flight.
+ *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
+ *   completeIdempotency stores the response for 24 h (same transaction as the envelope).
+ *   releaseIdempotency  drops a reservation whose request failed, so the key can be used again.
+ *
+ * INVARIANTS
+ *   A key's record belongs to (tenant, key). A finished record is kept 24 h from its creation; a
+ *   reservation only RESERVATION_MS, so a crashed request never blocks its key for long.
+ */
+import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "./outbox-types";
+
+/** How long a key is remembered (Resend: 24 h). */
+export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+/** How long an in-flight reservation holds its key. */
+export const RESERVATION_MS = 120 * 1000;
+
+const TABLES = [
+  `CREATE TABLE IF NOT EXISTS message (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at INTEGER NOT NULL,
+    scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
+    mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
+    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0)`,
+  "CREATE INDEX IF NOT EXISTS message_unclassified ON message (unclassified, scheduled_at)",
+  "CREATE INDEX IF NOT EXISTS message_done ON message (state, body_deleted, done_at)",
+  `CREATE TABLE IF NOT EXISTS rcpt (message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
+    status TEXT NOT NULL, transport TEXT, nexthop TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER, last_response TEXT, blocked_by TEXT, updated_at INTEGER NOT NULL,
+    PRIMARY KEY (message_id, idx)) WITHOUT ROWID`,
+  `CREATE TABLE IF NOT EXISTS event (seq INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL,
+    tenant TEXT NOT NULL, type TEXT NOT NULL, recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL)`,
+  "CREATE INDEX IF NOT EXISTS event_by_message ON event (message_id, seq)",
+  `CREATE TABLE IF NOT EXISTS idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL,
+    state TEXT NOT NULL, token TEXT, status INTEGER, body TEXT, created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL, PRIMARY KEY (tenant, key)) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS idem_expiry ON idem (expires_at)",
+  "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+];
+
+/** Creates the Outbox tables if missing. */
+export function migrateOutbox(sql: SqlStorage): void {
+  for (const t of TABLES) sql.exec(t);
+}
+
+type IdemRow = { hash: string; state: string; token: string | null; status: number | null; body: string | null; expires_at: number };
+
+/**
+ * What `claim` means at `nowMs`. A reservation holding `ownToken` is the caller's own and
+ * counts as fresh.
+ */
+export function checkIdempotency(sql: SqlStorage, tenant: string, claim: IdempotencyClaim, nowMs: number, ownToken?: string): IdempotencyResult {
+  const row = sql.exec<IdemRow>("SELECT hash, state, token, status, body, expires_at FROM idem WHERE tenant = ? AND key = ?", tenant, claim.key).toArray()[0];
+  if (!row || row.expires_at <= nowMs) return { kind: "fresh" };
+  if (row.hash !== claim.hash) return { kind: "mismatch" };
+  if (row.state === "pending") return ownToken !== undefined && row.token === ownToken ? { kind: "fresh" } : { kind: "in_flight" };
+  return { kind: "replay", response: { status: row.status ?? 200, body: JSON.parse(row.body ?? "null") } };
+}
+
+/** Reserves a fresh key for RESERVATION_MS under `token`; returns what the key meant. */
+export function reserveIdempotency(sql: SqlStorage, tenant: string, claim: IdempotencyClaim, token: string, nowMs: number): IdempotencyResult {
+  const seen = checkIdempotency(sql, tenant, claim, nowMs);
+  if (seen.kind !== "fresh") return seen;
+  sql.exec(
+    "INSERT OR REPLACE INTO idem (tenant, key, hash, state, token, created_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+    tenant, claim.key, claim.hash, token, nowMs, nowMs + RESERVATION_MS,
+  );
+  return seen;
+}
+
+/** Records the finished response under the key for IDEMPOTENCY_TTL_MS. */
+export function completeIdempotency(sql: SqlStorage, tenant: string, claim: IdempotencyClaim, response: StoredResponse, nowMs: number): void {
+  sql.exec(
+    "INSERT OR REPLACE INTO idem (tenant, key, hash, state, token, status, body, created_at, expires_at) VALUES (?, ?, ?, 'done', NULL, ?, ?, ?, ?)",
+    tenant, claim.key, claim.hash, response.status, JSON.stringify(response.body), nowMs, nowMs + IDEMPOTENCY_TTL_MS,
+  );
+}
+
+/** Drops the caller's reservation (only its own, and only while pending). */
+export function releaseIdempotency(sql: SqlStorage, tenant: string, key: string, token: string): void {
+  sql.exec("DELETE FROM idem WHERE tenant = ? AND key = ? AND state = 'pending' AND token = ?", tenant, key, token);
+}
+
+/** Deletes expired idempotency records. */
+export function purgeIdempotency(sql: SqlStorage, nowMs: number): void {
+  sql.exec("DELETE FROM idem WHERE expires_at <= ?", nowMs);
+}

@@ -1,0 +1,219 @@
+/**
+ * The Outbox's queue directory in its SQLite: messages, recipients and their transitions.
+ *
+ * DESCRIPTION
+ *   insertMessage        stores one accepted envelope with its recipients `incoming`, and its
+ *                        accept events. Callers run it inside transactionSync with the
+ *                        idempotency record, so accept is all or nothing.
+ *   readView / readEvents / deleteEvents   what the status API and the index sync read.
+ *   claimClassifyWork    a due, open message's still-`incoming` recipients and their decisions.
+ *   recordDecisions      the classify stage's resolution, stored before admission; suppressed
+ *                        recipients end `suppressed`.
+ *   markReady            incoming → ready once admitted. Both only ever move `incoming`
+ *                        recipients, so a repeated classification changes nothing.
+ *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
+ *   applyOutcome         the delivery stage's report for one recipient.
+ *   finishIfDone         marks a message done once every recipient is final.
+ *   dueForClassify / unindexed / markClassifySent   the sweeper's re-trigger lists: messages
+ *                        never classified, and messages whose events never reached D1.
+ *
+ * INVARIANTS
+ *   A final recipient never changes again. Every status change writes one event row in the
+ *   same transaction. A message is `done` exactly when all its recipients are final.
+ */
+import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
+
+type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string };
+type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
+
+const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
+
+/** Appends a transition to the event table. */
+export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"> & { data: object }): void {
+  sql.exec(
+    "INSERT INTO event (message_id, tenant, type, recipient, created_at, data) VALUES (?, ?, ?, ?, ?, ?)",
+    e.message_id, e.tenant, e.type, e.recipient, e.created_at, JSON.stringify(e.data),
+  );
+}
+
+/** Stores an accepted message and its recipients (all `incoming`). */
+export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage): void {
+  sql.exec(
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary),
+  );
+  m.rcptTo.forEach((address, idx) => {
+    sql.exec("INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)", m.id, idx, address, m.createdAt);
+  });
+  const base = { message_id: m.id, tenant, recipient: null, created_at: m.createdAt };
+  recordEvent(sql, { ...base, type: "email.accepted", data: { recipients: m.rcptTo.length, size: m.size } });
+  if (m.scheduledAt !== null) recordEvent(sql, { ...base, type: "email.scheduled", data: { scheduled_at: m.scheduledAt } });
+}
+
+function readMessage(sql: SqlStorage, id: string): MessageRow | undefined {
+  return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from FROM message WHERE id = ?", id).toArray()[0];
+}
+
+/** The message as the status API shows it, or null. */
+export function readView(sql: SqlStorage, id: string, nowMs: number): MessageView | null {
+  const m = readMessage(sql, id);
+  if (!m) return null;
+  const waiting = m.scheduled_at !== null && m.scheduled_at > nowMs;
+  const rows = sql.exec<RcptRow>(
+    "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx", id,
+  ).toArray();
+  const recipients: RcptView[] = rows.map((r) => ({
+    idx: r.idx, email: r.address, status: r.status, transport: r.transport, nexthop: r.nexthop, attempts: r.attempts,
+    next_attempt_at: r.next_attempt_at, last_response: r.last_response,
+    blocked_by: r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
+  }));
+  return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients };
+}
+
+/** The message's events not yet forwarded to D1, oldest first. */
+export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
+  return sql.exec<{ seq: number; message_id: string; tenant: string; type: string; recipient: string | null; created_at: number; data: string }>(
+    "SELECT seq, message_id, tenant, type, recipient, created_at, data FROM event WHERE message_id = ? ORDER BY seq", id,
+  ).toArray();
+}
+
+/** Forgets forwarded events up to and including `uptoSeq`. */
+export function deleteEvents(sql: SqlStorage, id: string, uptoSeq: number): void {
+  sql.exec("DELETE FROM event WHERE message_id = ? AND seq <= ?", id, uptoSeq);
+}
+
+/** A due, open message's still-incoming recipients with any recorded decision, or null. */
+export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): ClassifyWork | null {
+  const m = readMessage(sql, id);
+  if (!m || m.state !== "open" || (m.scheduled_at !== null && m.scheduled_at > nowMs)) return null;
+  const rcpts = sql.exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
+    "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' ORDER BY idx", id,
+  ).toArray();
+  return rcpts.length === 0 ? null : { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts };
+}
+
+/**
+ * Records the classify stage's decisions for undecided incoming recipients: suppressed ones end
+ * `suppressed`; the rest keep `incoming` with their rewritten address, transport and nexthop, so
+ * a retry admits exactly the same recipients to the same transports (qmail writes info/ and
+ * remote/ before it deletes todo/).
+ */
+export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyResult[], nowMs: number): void {
+  const m = readMessage(sql, id);
+  if (!m) return;
+  for (const r of results) {
+    if (r.status === "ready") {
+      sql.exec(
+        "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+        r.address, r.transport, r.nexthop, nowMs, id, r.idx,
+      );
+      continue;
+    }
+    const cur = sql.exec(
+      "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+      r.address, nowMs, id, r.idx,
+    );
+    if (cur.rowsWritten > 0) recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.suppressed", recipient: r.address, created_at: nowMs, data: { reason: r.reason } });
+  }
+  updateUnclassified(sql, id);
+  finishIfDone(sql, id, nowMs);
+}
+
+/** incoming → ready for decided recipients admitted to their Transport DO; returns how many moved. */
+export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: number): number {
+  const m = readMessage(sql, id);
+  if (!m) return 0;
+  let changed = 0;
+  for (const idx of idxs) {
+    const row = sql.exec<{ address: string; transport: string; nexthop: string }>(
+      "UPDATE rcpt SET status = 'ready', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NOT NULL RETURNING address, transport, nexthop",
+      nowMs, id, idx,
+    ).toArray()[0];
+    if (!row) continue;
+    changed++;
+    recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: row.address, created_at: nowMs, data: { transport: row.transport, nexthop: row.nexthop } });
+  }
+  updateUnclassified(sql, id);
+  return changed;
+}
+
+function updateUnclassified(sql: SqlStorage, id: string): void {
+  sql.exec("UPDATE message SET unclassified = EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming') WHERE id = ?1", id);
+}
+
+/** Cancels a scheduled message that is not yet due: every incoming recipient ends `cancelled`. */
+export function cancelMessage(sql: SqlStorage, id: string, nowMs: number): boolean {
+  const m = readMessage(sql, id);
+  if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
+  sql.exec("UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND status = 'incoming'", nowMs, id);
+  recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.canceled", recipient: null, created_at: nowMs, data: {} });
+  updateUnclassified(sql, id);
+  finishIfDone(sql, id, nowMs);
+  return true;
+}
+
+/** Moves a scheduled message that is not yet due to `atMs`. */
+export function rescheduleMessage(sql: SqlStorage, id: string, atMs: number, nowMs: number): boolean {
+  const m = readMessage(sql, id);
+  if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
+  sql.exec("UPDATE message SET scheduled_at = ?, classify_sent_at = NULL WHERE id = ?", atMs, id);
+  recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.scheduled", recipient: null, created_at: nowMs, data: { scheduled_at: atMs } });
+  return true;
+}
+
+const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
+  active: null, deferred: "email.delivery_delayed", delivered: "email.delivered", bounced: "email.bounced", expired: "email.failed",
+};
+
+/** Applies a delivery outcome; stale (older attempt) or post-final reports change nothing. */
+export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number): boolean {
+  const m = readMessage(sql, id);
+  const cur = sql.exec<{ status: RcptStatus; attempts: number; address: string }>("SELECT status, attempts, address FROM rcpt WHERE message_id = ? AND idx = ?", id, r.idx).toArray()[0];
+  if (!m || !cur || cur.status === "incoming" || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) return false;
+  sql.exec(
+    "UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+    r.status, Math.max(cur.attempts, r.attempt), r.status === "deferred" ? r.nextAttemptAt ?? null : null,
+    r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, id, r.idx,
+  );
+  const type = OUTCOME_EVENT[r.status];
+  if (type !== null) {
+    recordEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) } });
+  }
+  finishIfDone(sql, id, nowMs);
+  return true;
+}
+
+/** Marks the message done when every recipient is final; true if it just finished. */
+export function finishIfDone(sql: SqlStorage, id: string, nowMs: number): boolean {
+  const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
+  if (open > 0) return false;
+  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0 WHERE id = ? AND state = 'open'", nowMs, id).rowsWritten > 0;
+}
+
+/** Open messages whose classification is due and was not triggered within `graceMs`. */
+export function dueForClassify(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
+  return sql.exec<{ id: string }>(
+    `SELECT id FROM message WHERE unclassified = 1 AND state = 'open' AND (
+       (scheduled_at IS NULL AND COALESCE(classify_sent_at, created_at) <= ?1)
+       OR (scheduled_at IS NOT NULL AND scheduled_at <= ?2
+           AND (classify_sent_at IS NULL OR classify_sent_at < scheduled_at OR classify_sent_at <= ?1)))
+     ORDER BY created_at LIMIT ?3`,
+    nowMs - graceMs, nowMs, limit,
+  ).toArray().map((r) => r.id);
+}
+
+/** Messages with events older than `graceMs` still not forwarded to D1 (their index is behind). */
+export function unindexed(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
+  return sql.exec<{ message_id: string }>("SELECT DISTINCT message_id FROM event WHERE created_at <= ? LIMIT ?", nowMs - graceMs, limit)
+    .toArray().map((r) => r.message_id);
+}
+
+/** Records that classification of `ids` was triggered at `nowMs`. */
+export function markClassifySent(sql: SqlStorage, ids: string[], nowMs: number): void {
+  for (const id of ids) sql.exec("UPDATE message SET classify_sent_at = ? WHERE id = ?", nowMs, id);
+}
+
+/** The earliest future scheduled time among unclassified messages, or null. */
+export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
+  return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
+}

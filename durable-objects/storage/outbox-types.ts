@@ -1,0 +1,143 @@
+/**
+ * The Outbox's records as its RPC methods take and return them (plain, structured-cloneable).
+ *
+ * DESCRIPTION
+ *   RcptStatus and FINAL_STATUSES are the recipient state machine (architecture.md):
+ *   incoming → ready → active → delivered | bounced | expired | suppressed | cancelled, and
+ *   active ↔ deferred (with next_attempt_at). NewMessage is what the API hands over on accept,
+ *   MessageView what GET /emails/:id and the index are built from, OutboxEvent a recorded
+ *   transition waiting to be forwarded to D1.
+ */
+
+/** A recipient's state. */
+export type RcptStatus =
+  | "incoming" | "ready" | "active" | "deferred"
+  | "delivered" | "bounced" | "expired" | "suppressed" | "cancelled";
+
+/** States a recipient never leaves. */
+export const FINAL_STATUSES: readonly RcptStatus[] = ["delivered", "bounced", "expired", "suppressed", "cancelled"];
+
+/** The Resend-visible fields of a message, kept for GET /emails/:id and the index. */
+export interface MessageSummary {
+  from: string;
+  to: string[];
+  cc: string[] | null;
+  bcc: string[] | null;
+  reply_to: string[] | null;
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+  tags: { name: string; value: string }[] | null;
+  /** The Message-ID header, angle brackets included. */
+  message_id: string;
+}
+
+/** A message to store on accept (its body is already in R2). */
+export interface NewMessage {
+  id: string;
+  createdAt: number;
+  /** Epoch ms, or null to send at once. */
+  scheduledAt: number | null;
+  mailFrom: string;
+  rcptTo: string[];
+  size: number;
+  summary: MessageSummary;
+}
+
+/** An idempotency key and the hash of the request it guards. */
+export interface IdempotencyClaim {
+  key: string;
+  hash: string;
+}
+
+/** The response a request produced, replayed for a retry with the same key. */
+export interface StoredResponse {
+  status: number;
+  /** The JSON body, as text (replayed byte for byte). */
+  body: string;
+}
+
+/** Accept: the whole request's messages, and its idempotency record, in one transaction. */
+export interface AcceptRequest {
+  tenant: string;
+  idempotency: IdempotencyClaim | null;
+  messages: NewMessage[];
+  response: StoredResponse;
+}
+
+/** Outcome of reserving or using an idempotency key. */
+export type IdempotencyResult =
+  | { kind: "fresh" }
+  | { kind: "replay"; response: StoredResponse }
+  | { kind: "mismatch" }
+  | { kind: "in_flight" };
+
+/** A recipient as the status API shows it. */
+export interface RcptView {
+  idx: number;
+  email: string;
+  status: RcptStatus;
+  transport: string | null;
+  nexthop: string | null;
+  attempts: number;
+  next_attempt_at: number | null;
+  /** The last SMTP response as JSON text, or null. */
+  last_response: string | null;
+  blocked_by: string | null;
+  updated_at: number;
+}
+
+/** A message as the status API and the index see it. */
+export interface MessageView {
+  id: string;
+  tenant: string;
+  created_at: number;
+  scheduled_at: number | null;
+  state: "open" | "done";
+  summary: MessageSummary;
+  recipients: RcptView[];
+}
+
+/** A recorded transition, to be forwarded to D1's event log. */
+export interface OutboxEvent {
+  seq: number;
+  message_id: string;
+  tenant: string;
+  type: string;
+  recipient: string | null;
+  created_at: number;
+  /** Event details as JSON text. */
+  data: string;
+}
+
+/** What the index sync needs: the message and its unforwarded events. */
+export interface SyncState {
+  view: MessageView;
+  events: OutboxEvent[];
+}
+
+/** Work for the classify stage: the message's still-incoming recipients. */
+export interface ClassifyWork {
+  id: string;
+  tenant: string;
+  createdAt: number;
+  mailFrom: string;
+  /** transport/nexthop are set once the recipient's decision was recorded. */
+  rcpts: { idx: number; address: string; transport: string | null; nexthop: string | null }[];
+}
+
+/** The classify stage's decision for one recipient. */
+export type ClassifyResult =
+  | { idx: number; address: string; status: "ready"; transport: string; nexthop: string }
+  | { idx: number; address: string; status: "suppressed"; reason: string };
+
+/** An outcome reported by the delivery stage for one recipient. */
+export interface OutcomeReport {
+  idx: number;
+  status: "active" | "deferred" | "delivered" | "bounced" | "expired";
+  /** The delivery attempt this report is about (reports for older attempts are ignored). */
+  attempt: number;
+  nextAttemptAt?: number | null;
+  response?: { code?: number; enhanced?: string; text?: string; mx?: string; tls?: boolean } | null;
+  blockedBy?: string | null;
+}

@@ -1,0 +1,135 @@
+/** Crash safety of the accept path: a stop at each step, then the sweeper (Outbox alarm) and retries; nothing accepted is lost, nothing admitted twice. */
+import { createExecutionContext, createScheduledController, env, runDurableObjectAlarm, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newMessageId, outboxName } from "../../durable-objects/storage/outbox-ids";
+import type { NewMessage } from "../../durable-objects/storage/outbox-types";
+import worker from "../../worker";
+import { BatchLookups } from "../../worker/consumers/lookups";
+import { admitPlan, classifyMessage, decideMessage } from "../../worker/consumers/classify-message";
+import { eventually, getEmail, newKey, settle } from "./helpers";
+
+const SHARD = 2;
+const outbox = () => env.OUTBOX.getByName(outboxName(SHARD));
+const transport = () => env.TRANSPORT_QUEUE.getByName("crash");
+const lookups = new BatchLookups(env.DB);
+let key: string;
+
+beforeAll(async () => {
+  key = await newKey("acme");
+  await env.DB.batch([
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('crash', NULL)"),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, '*.crash.test', 'crash')"),
+  ]);
+});
+afterAll(() => settle());
+
+/** An envelope as the API would have stored it, for `rcpts` on the crash transport. */
+function message(rcpts: string[], createdAt = Date.now()): NewMessage {
+  return {
+    id: newMessageId(SHARD), createdAt, scheduledAt: null, mailFrom: "a@acme.test", rcptTo: rcpts, size: 20,
+    summary: { from: "a@acme.test", to: rcpts, cc: null, bcc: null, reply_to: null, subject: "crash", html: null, text: "t", tags: null, message_id: "<c@acme.test>" },
+  };
+}
+
+/** The API's accept path, stopped right after the envelope commit (no classify enqueue). */
+async function acceptWithoutQueue(m: NewMessage): Promise<void> {
+  await env.BODIES.put(`mess/${m.id}`, "From: a@acme.test\r\n\r\nbody\r\n");
+  expect(await outbox().accept({ tenant: "acme", idempotency: null, messages: [m], response: { status: 200, body: "{}" } })).toEqual({ kind: "accepted" });
+}
+
+/** Waits past the grace period and runs the sweeper (the Outbox alarm). */
+async function sweep(): Promise<void> {
+  await new Promise((r) => setTimeout(r, 1100));
+  await outbox().ensureSweep(SHARD);
+  await runDurableObjectAlarm(outbox());
+}
+
+async function statuses(id: string): Promise<string[]> {
+  return (await getEmail(key, id)).body.recipients.map((r) => r.status);
+}
+
+function admittedRows(id: string): Promise<number> {
+  return runInDurableObject(transport(), (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admitted WHERE message_id = ?", id).one().n);
+}
+
+/** Delivers everything the crash transport has selected, so messages leave its core. */
+async function deliverAll(): Promise<string[]> {
+  const { entries } = await transport().dispatch(1000);
+  for (const e of entries) await transport().report(e.entryId, { status: "ok" });
+  return entries.map((e) => e.messageId);
+}
+
+describe("crash safety of the accept path", () => {
+  it("stop between body write and envelope: the sweeper deletes the orphan after the grace period, and only it", async () => {
+    const orphan = newMessageId(SHARD);
+    await env.BODIES.put(`mess/${orphan}`, "From: a@acme.test\r\n\r\norphan\r\n");
+    const kept = message(["keep@x.crash.test"]);
+    await acceptWithoutQueue(kept);
+    await outbox().ensureSweep(SHARD);
+    await runDurableObjectAlarm(outbox());
+    expect(await env.BODIES.head(`mess/${orphan}`)).not.toBeNull(); // within the grace period: maybe in flight
+    await sweep();
+    await eventually(async () => ((await env.BODIES.head(`mess/${orphan}`)) === null ? true : undefined));
+    expect(await env.BODIES.head(`mess/${kept.id}`)).not.toBeNull();
+  });
+
+  it("refuses an envelope whose body is older than the grace period (it may have been swept)", async () => {
+    const late = message(["late@x.crash.test"], Date.now() - 5000);
+    expect(await outbox().accept({ tenant: "acme", idempotency: null, messages: [late], response: { status: 200, body: "{}" } })).toEqual({ kind: "stale" });
+  });
+
+  it("the cron wakes every shard's sweeper, also shards that never got an envelope", async () => {
+    const ctx = createExecutionContext();
+    await worker.scheduled(createScheduledController({ cron: "*/10 * * * *", scheduledTime: Date.now() }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(await runDurableObjectAlarm(env.OUTBOX.getByName(outboxName(3)))).toBe(true);
+  });
+
+  it("stop between envelope commit and classification: the sweeper re-queues it and it is classified once", async () => {
+    const m = message(["a@one.crash.test", "b@two.crash.test"]);
+    await acceptWithoutQueue(m);
+    expect(await statuses(m.id)).toEqual(["incoming", "incoming"]);
+    await sweep();
+    await eventually(async () => ((await statuses(m.id)).every((s) => s === "ready") ? true : undefined));
+    expect(await admittedRows(m.id)).toBe(2);
+  });
+
+  it("stop between classification and admission: decisions are reused, every recipient admitted exactly once", async () => {
+    const m = message(["c@one.crash.test", "d@two.crash.test"]);
+    await acceptWithoutQueue(m);
+    const { plan } = await decideMessage(env, m.id, lookups); // decided, then the consumer stops
+    expect(plan?.rcpts.map((r) => r.transport)).toEqual(["crash", "crash"]);
+    expect(await admittedRows(m.id)).toBe(0);
+    await sweep();
+    await eventually(async () => ((await statuses(m.id)).every((s) => s === "ready") ? true : undefined));
+    expect(await admittedRows(m.id)).toBe(2);
+  });
+
+  it("stop between admission and marking ready, after the transport already delivered: nothing is admitted twice", async () => {
+    const m = message(["e@one.crash.test", "f@two.crash.test"]);
+    await acceptWithoutQueue(m);
+    const { plan } = await decideMessage(env, m.id, lookups);
+    await admitPlan(env, plan!); // admitted, then the consumer stops before marking ready
+    expect(await deliverAll()).toContain(m.id); // the message is delivered and leaves the transport's core
+    await sweep();
+    await eventually(async () => ((await statuses(m.id)).every((s) => s === "ready") ? true : undefined));
+    expect(await admittedRows(m.id)).toBe(2);
+    expect(await deliverAll()).not.toContain(m.id); // re-admission would have put it back in core
+  });
+
+  it("concurrent redeliveries of one classification admit each recipient once and record one event each", async () => {
+    const m = message(["g@one.crash.test", "h@two.crash.test", "i@three.crash.test"]);
+    await acceptWithoutQueue(m);
+    await Promise.all(Array.from({ length: 5 }, () => classifyMessage(env, m.id, lookups)));
+    expect(await statuses(m.id)).toEqual(["ready", "ready", "ready"]);
+    expect(await admittedRows(m.id)).toBe(3);
+    const queued = await runInDurableObject(outbox(), (_o, state) =>
+      state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ? AND type = 'email.queued'", m.id).one().n);
+    expect(queued).toBe(3);
+    // Nothing forwarded these events to D1 (no consumer ran): the sweeper re-queues the message.
+    await sweep();
+    await settle();
+    const d1 = await env.DB.prepare("SELECT count(*) AS n FROM events WHERE email_id = ? AND type = 'email.queued'").bind(m.id).first<{ n: number }>();
+    expect(d1?.n).toBe(3);
+  }, 20_000);
+});

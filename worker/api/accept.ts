@@ -1,0 +1,103 @@
+/**
+ * The accept path: Idempotency-Key, bodies to R2, envelopes to the Outbox, then the classify queue.
+ *
+ * DESCRIPTION
+ *   idempotencyOf(c, tenant, rawBody)  the validated Idempotency-Key header with the request hash,
+ *                                      or null; a bad key is 400 invalid_idempotency_key.
+ *   replayIfKnown                      a finished request's stored response for a retry, or null;
+ *                                      409s for a different payload or a request in flight.
+ *   storeAndQueue                      the qmail order: every body to R2 (`mess/<id>`) first, then
+ *                                      one Outbox transaction with the envelopes and the
+ *                                      idempotency record, then the classify queue. The response
+ *                                      is stored with the key, so a retry gets it byte for byte.
+ *
+ * INVARIANTS
+ *   Nothing is acknowledged before its envelope is committed. A stop after the body write leaves an
+ *   orphan the sweeper deletes; a stop after the commit leaves a message the sweeper re-queues.
+ *
+ * ERRORS
+ *   ApiError 400 invalid_idempotency_key, 409 invalid_idempotent_request,
+ *   409 concurrent_idempotent_requests, 500 application_error when accept took too long.
+ */
+import type { Context } from "hono";
+import { bodyKey, outboxName } from "../../durable-objects/storage/outbox-ids";
+import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../durable-objects/storage/outbox-types";
+import type { ClassifyJob } from "../../durable-objects/outbox";
+import { ApiError } from "./errors";
+import type { PreparedMessage } from "./prepare";
+import { IdempotencyKeySchema } from "./schemas";
+
+/** A request's idempotency claim and the token reserving it. */
+export interface Idempotency {
+  claim: IdempotencyClaim;
+  token: string;
+}
+
+/** What storeAndQueue needs. */
+export interface AcceptInput {
+  tenant: string;
+  shard: number;
+  idempotency: Idempotency | null;
+  prepared: PreparedMessage[];
+  response: StoredResponse;
+}
+
+async function sha256Hex(text: string): Promise<string> {
+  const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The request's Idempotency-Key claim, or null when the header is absent. */
+export async function idempotencyOf(c: Context, rawBody: string): Promise<Idempotency | null> {
+  const key = c.req.header("idempotency-key");
+  if (key === undefined) return null;
+  if (!IdempotencyKeySchema.safeParse(key).success) {
+    throw new ApiError(400, "invalid_idempotency_key", "The Idempotency-Key must be 1–256 printable ASCII characters without spaces.");
+  }
+  const hash = await sha256Hex(`${c.req.method} ${c.req.path}\n${rawBody}`);
+  return { claim: { key, hash }, token: crypto.randomUUID() };
+}
+
+/** The stored response for a finished request with this key, or an ApiError for a conflict. */
+function resolveSeen(r: Exclude<IdempotencyResult, { kind: "fresh" }>): StoredResponse {
+  if (r.kind === "replay") return r.response;
+  if (r.kind === "mismatch") {
+    throw new ApiError(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload. Change your idempotency key or payload.");
+  }
+  throw new ApiError(409, "concurrent_idempotent_requests", "Same idempotency key used while original request is still in progress. Try the request again later.");
+}
+
+/** Stores the prepared messages and queues them for classification; returns the response to send. */
+export async function storeAndQueue(env: Env, input: AcceptInput): Promise<StoredResponse> {
+  const outbox = env.OUTBOX.getByName(outboxName(input.shard));
+  const idem = input.idempotency;
+  if (idem) {
+    const seen = await outbox.reserve(input.tenant, idem.claim, idem.token);
+    if (seen.kind !== "fresh") return resolveSeen(seen);
+  }
+  try {
+    await Promise.all(input.prepared.map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })));
+    const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages: input.prepared.map((p) => p.record), response: input.response }, idem?.token);
+    if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
+    if (res.kind !== "accepted") return resolveSeen(res);
+  } catch (e) {
+    if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
+    throw e;
+  }
+  await queueForClassify(env, input.prepared.map((p) => p.record.id));
+  return input.response;
+}
+
+/** The HTTP response for a stored (or replayed) response. */
+export function jsonResponse(r: StoredResponse): Response {
+  return new Response(r.body, { status: r.status, headers: { "content-type": "application/json" } });
+}
+
+/** Hands new messages to the classify queue; a failure is only logged (the sweeper re-queues). */
+async function queueForClassify(env: Env, ids: string[]): Promise<void> {
+  try {
+    await env.CLASSIFY.sendBatch(ids.map((id) => ({ body: { id } satisfies ClassifyJob, contentType: "json" as const })));
+  } catch (e) {
+    console.error(JSON.stringify({ error: "classify enqueue failed; the Outbox sweeper will retry", ids, detail: e instanceof Error ? e.message : String(e) }));
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Resend's email object, built from the Outbox record (GET /emails/:id) or the D1 index (GET /emails).
+ *
+ * DESCRIPTION
+ *   lastEventOf(statuses, scheduled)  Resend's `last_event` from the recipients' states:
+ *                                     scheduled, queued, delivery_delayed, canceled, suppressed,
+ *                                     delivered, bounced or failed.
+ *   emailObject(view)                 the Resend shape plus the additive `recipients[]`
+ *                                     (email, status, attempts, next_attempt_at, last_response,
+ *                                     blocked_by) and `message_id`.
+ *   iso(ms)                           epoch ms → ISO 8601, null-safe.
+ */
+import type { MessageView, RcptStatus } from "../../durable-objects/storage/outbox-types";
+
+/** Epoch ms as ISO 8601 (null stays null). */
+export function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+/** Resend's `last_event` for a message whose recipients are in `statuses`. */
+export function lastEventOf(statuses: RcptStatus[], scheduled: boolean): string {
+  const all = (s: RcptStatus) => statuses.length > 0 && statuses.every((x) => x === s);
+  if (all("cancelled")) return "canceled";
+  if (all("suppressed")) return "suppressed";
+  if (statuses.includes("incoming") && scheduled) return "scheduled";
+  if (statuses.includes("deferred")) return "delivery_delayed";
+  if (statuses.some((s) => s === "incoming" || s === "ready" || s === "active")) return "queued";
+  if (statuses.includes("bounced")) return "bounced";
+  if (statuses.includes("expired")) return "failed";
+  return "delivered";
+}
+
+/** The GET /emails/:id body. */
+export function emailObject(v: MessageView, nowMs: number) {
+  const s = v.summary;
+  const scheduled = v.scheduled_at !== null && v.scheduled_at > nowMs;
+  return {
+    object: "email",
+    id: v.id,
+    from: s.from,
+    to: s.to,
+    cc: s.cc,
+    bcc: s.bcc,
+    reply_to: s.reply_to,
+    subject: s.subject,
+    html: s.html,
+    text: s.text,
+    tags: s.tags,
+    message_id: s.message_id,
+    created_at: iso(v.created_at),
+    scheduled_at: iso(v.scheduled_at),
+    last_event: lastEventOf(v.recipients.map((r) => r.status), scheduled),
+    recipients: v.recipients.map((r) => ({
+      email: r.email,
+      status: r.status,
+      attempts: r.attempts,
+      next_attempt_at: iso(r.next_attempt_at),
+      last_response: r.last_response === null ? null : (JSON.parse(r.last_response) as object),
+      blocked_by: r.blocked_by,
+    })),
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * Turns a validated send request into a message ready to store: composed, signed, measured.
+ *
+ * DESCRIPTION
+ *   prepareEmail(env, input, ctx)  compose (worker/mail) → recipient limit → `scheduled_at` →
+ *                                  DKIM (when configured) → size limit. Returns the R2 body and
+ *                                  the Outbox record (NewMessage).
+ *   mailError(e)                   a MailInputError as the API's 422 ApiError (other errors pass).
+ *   keepText                       html/text kept for GET /emails/:id only up to SUMMARY_TEXT_BYTES.
+ *
+ * ERRORS
+ *   ApiError 422 (validation_error, invalid_from_address, invalid_attachment, …) naming the field;
+ *   413 validation_error when the composed message exceeds MAX_MESSAGE_BYTES.
+ */
+import { newMessageId } from "../../durable-objects/storage/outbox-ids";
+import type { MessageSummary, NewMessage } from "../../durable-objects/storage/outbox-types";
+import { compose, isMailInputError } from "../mail";
+import { ApiError } from "./errors";
+import { parseScheduledAt, type Limits } from "./limits";
+import type { SendEmail } from "./schemas";
+import { signIfConfigured } from "./signing";
+
+/** A message ready for R2 (`body`) and the Outbox (`record`). */
+export interface PreparedMessage {
+  body: string | Uint8Array;
+  record: NewMessage;
+}
+
+/** Where and when the request is being accepted. */
+export interface PrepareContext {
+  shard: number;
+  nowMs: number;
+  limits: Limits;
+}
+
+/** html and text are kept for the status API up to this many bytes together (the body has them all). */
+export const SUMMARY_TEXT_BYTES = 256 * 1024;
+
+/** Converts composer input errors into the API's error. */
+export function mailError(e: unknown): unknown {
+  return isMailInputError(e) ? new ApiError(422, e.errorName, e.message) : e;
+}
+
+/** A string list from Resend's `string | string[]`. */
+export function listOf(v: string | string[] | undefined): string[] | null {
+  return v === undefined ? null : typeof v === "string" ? [v] : v;
+}
+
+/** html and text for the summary, or null when they are too large to keep beside the envelope. */
+export function keepText(html: string | undefined, text: string | undefined): { html: string | null; text: string | null } {
+  const size = (html?.length ?? 0) + (text?.length ?? 0);
+  return size * 3 <= SUMMARY_TEXT_BYTES ? { html: html ?? null, text: text ?? null } : { html: null, text: null };
+}
+
+/** Checks the envelope against the limits. */
+export function checkEnvelope(rcptCount: number, size: number, limits: Limits): void {
+  if (rcptCount > limits.maxRecipients) {
+    throw new ApiError(422, "validation_error", `Too many recipients: ${rcptCount} (to + cc + bcc); the limit is ${limits.maxRecipients}.`);
+  }
+  if (size > limits.maxMessageBytes) {
+    throw new ApiError(413, "validation_error", `The message is ${size} bytes; the limit is ${limits.maxMessageBytes} bytes.`);
+  }
+}
+
+/** Composes, signs and measures one send request. */
+export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareContext): Promise<PreparedMessage> {
+  const id = newMessageId(ctx.shard);
+  const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
+  let composed;
+  try {
+    composed = compose(input, { now: new Date(ctx.nowMs), messageId: id });
+  } catch (e) {
+    throw mailError(e);
+  }
+  checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
+  const body = await signIfConfigured(env, composed.raw, composed.envelope.mailFrom);
+  checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
+  const summary: MessageSummary = {
+    from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
+    subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
+  };
+  const record: NewMessage = {
+    id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
+    mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size: body.length, summary,
+  };
+  return { body, record };
+}

@@ -1,0 +1,105 @@
+/**
+ * Prepares an already composed RFC 5322 message (POST /relay/messages/raw) for the queue.
+ *
+ * DESCRIPTION
+ *   prepareRaw(env, input, ctx)  decodes the message (UTF-8 text or base64 octets), normalises
+ *                                line ends to CRLF, checks the header section (present, lines ≤
+ *                                998 octets, a From field), parses it with postal-mime, validates
+ *                                the envelope (MAIL FROM, RCPT TO, de-duplicated), adds Date and
+ *                                Message-ID when missing (as a submission server does, RFC 6409
+ *                                §8), DKIM-signs when configured, and applies the size and
+ *                                recipient limits.
+ *
+ * ERRORS
+ *   ApiError 422 validation_error naming `message`, `mail_from` or `rcpt_to[i]`; 413 when too large.
+ */
+import PostalMime from "postal-mime";
+import { newMessageId } from "../../durable-objects/storage/outbox-ids";
+import type { NewMessage } from "../../durable-objects/storage/outbox-types";
+import { formatDate, parseMailbox, signDkim } from "../mail";
+import { ApiError } from "./errors";
+import { parseScheduledAt } from "./limits";
+import { checkEnvelope, keepText, mailError, type PrepareContext, type PreparedMessage } from "./prepare";
+import type { RawMessage } from "./schemas";
+import { signersFor } from "./signing";
+
+const bad = (issue: string) => new ApiError(422, "validation_error", `\`message\` ${issue}`);
+
+/** The message as a "binary string" (one char per octet) with CRLF line ends. */
+function decodeMessage(input: RawMessage): string {
+  let bytes: Uint8Array;
+  if (input.encoding === "base64") {
+    try {
+      bytes = Uint8Array.from(atob(input.message.replace(/\s+/g, "")), (c) => c.charCodeAt(0));
+    } catch {
+      throw bad("is not valid base64");
+    }
+  } else {
+    bytes = new TextEncoder().encode(input.message);
+  }
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  bin = bin.replace(/\r?\n/g, "\r\n");
+  return bin.endsWith("\r\n") ? bin : bin + "\r\n";
+}
+
+/** Validates the header section; returns the names of the fields present (lower case). */
+function checkHeader(bin: string): Set<string> {
+  const end = bin.indexOf("\r\n\r\n");
+  const head = end < 0 ? bin : bin.slice(0, end + 2);
+  const names = new Set<string>();
+  head.split("\r\n").slice(0, -1).forEach((line, i) => {
+    if (line.length > 998) throw bad(`header line ${i + 1} is longer than 998 octets`);
+    if (/^[ \t]/.test(line)) {
+      if (i === 0) throw bad("starts with a continuation line");
+      return;
+    }
+    const m = /^([\x21-\x39\x3b-\x7e]+):/.exec(line);
+    if (!m) throw bad(`header line ${i + 1} is not a header field`);
+    names.add(m[1]!.toLowerCase());
+  });
+  if (!names.has("from")) throw bad("has no From header field");
+  return names;
+}
+
+function toBytes(bin: string): Uint8Array {
+  return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+}
+
+/** Parses, validates and completes one raw submission. */
+export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContext): Promise<PreparedMessage> {
+  const id = newMessageId(ctx.shard);
+  let mailFrom: string;
+  let rcptTo: string[];
+  try {
+    mailFrom = input.mail_from === "" ? "" : parseMailbox("mail_from", input.mail_from).address;
+    const list = typeof input.rcpt_to === "string" ? [input.rcpt_to] : input.rcpt_to;
+    rcptTo = [...new Set(list.map((r, i) => parseMailbox(`rcpt_to[${i}]`, r).address))];
+  } catch (e) {
+    throw mailError(e);
+  }
+  let bin = decodeMessage(input);
+  const names = checkHeader(bin);
+  const parsed = await PostalMime.parse(toBytes(bin)).catch(() => { throw bad("could not be parsed as RFC 5322/MIME"); });
+  const domain = (parsed.from?.address ?? mailFrom).split("@").pop() || "localhost";
+  const messageId = parsed.messageId ?? `<${id}@${domain}>`;
+  const added = [names.has("date") ? "" : `Date: ${formatDate(new Date(ctx.nowMs))}\r\n`, names.has("message-id") ? "" : `Message-ID: ${messageId}\r\n`].join("");
+  bin = added + bin;
+  let body = toBytes(bin);
+  checkEnvelope(rcptTo.length, body.length, ctx.limits);
+  const signers = signersFor(env, domain.toLowerCase());
+  if (signers.length > 0) body = await signDkim(body, signers);
+  checkEnvelope(rcptTo.length, body.length, ctx.limits);
+  const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
+  const addrs = (l: { address?: string }[] | undefined) => (l ?? []).flatMap((a) => (a.address ? [a.address] : []));
+  const record: NewMessage = {
+    id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null, mailFrom, rcptTo, size: body.length,
+    summary: {
+      from: parsed.from?.address ? (parsed.from.name ? `${parsed.from.name} <${parsed.from.address}>` : parsed.from.address) : mailFrom,
+      to: addrs(parsed.to), cc: parsed.cc ? addrs(parsed.cc) : null, bcc: rcptTo.filter((r) => ![...addrs(parsed.to), ...addrs(parsed.cc)].includes(r)),
+      reply_to: parsed.replyTo ? addrs(parsed.replyTo) : null, subject: parsed.subject ?? null, ...keepText(parsed.html, parsed.text),
+      tags: input.tags ?? null, message_id: messageId,
+    },
+  };
+  return { body, record };
+}

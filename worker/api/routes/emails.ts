@@ -1,0 +1,144 @@
+/**
+ * Resend's email endpoints: send, batch, retrieve, list, reschedule, cancel.
+ *
+ * DESCRIPTION
+ *   POST /emails              one message → 200 { id }.
+ *   POST /emails/batch        1–100 messages (attachments allowed) → 200 { data: [{ id }] };
+ *                             `x-batch-validation: permissive` stores the valid ones and adds
+ *                             `errors: [{ index, message }]`; strict (default) stores none if any
+ *                             is invalid. An Idempotency-Key covers the whole batch.
+ *   GET /emails/:id           Resend's email object plus `recipients[]` (from the Outbox).
+ *   GET /emails               { object: "list", has_more, data } from the D1 index (eventually
+ *                             consistent: a message appears once the classify consumer indexed it).
+ *   PATCH /emails/:id         { scheduled_at } for a scheduled message not yet due.
+ *   POST /emails/:id/cancel   cancels a scheduled message not yet due.
+ *
+ * ERRORS
+ *   Resend's error bodies: 400/422 for bad input, 404 not_found (also for another tenant's
+ *   message), 405 method_not_allowed, 409 idempotency conflicts, 413 too large.
+ */
+import { Hono, type Context } from "hono";
+import { isMessageId, randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
+import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../accept";
+import { parseInput, readJson, requestLimitBytes } from "../body";
+import { emailObject, iso } from "../email-view";
+import { ApiError, isApiError } from "../errors";
+import { limitsOf, parseScheduledAt } from "../limits";
+import { prepareEmail, type PreparedMessage } from "../prepare";
+import { BatchSchema, BatchValidationSchema, ListQuerySchema, SendEmailSchema, UpdateEmailSchema } from "../schemas";
+import { listMessages, type IndexedMessage } from "../../db/messages";
+import { outboxOf } from "../../consumers/classify-message";
+import type { AppEnv } from "../app";
+
+const notFound = () => new ApiError(404, "not_found", "Email not found.");
+const methodNotAllowed = () => { throw new ApiError(405, "method_not_allowed", "Method not allowed."); };
+
+/** The shard for a request: the key's shard when idempotent (retries meet their record), else random. */
+async function shardFor(tenant: string, idem: Idempotency | null, shards: number): Promise<number> {
+  return idem ? shardForKey(tenant, idem.claim.key, shards) : randomShard(shards);
+}
+
+/** The Outbox view of an email of this tenant, or 404. */
+async function viewOr404(c: Context<AppEnv>, id: string) {
+  if (!isMessageId(id)) throw notFound();
+  const view = await outboxOf(c.env, id).view(id, c.get("tenant"));
+  if (!view) throw notFound();
+  return view;
+}
+
+function listItem(m: IndexedMessage) {
+  const parse = (s: string | null) => (s === null ? null : (JSON.parse(s) as string[]));
+  return {
+    id: m.id, to: parse(m.to_json), from: m.from_addr, created_at: iso(m.created_at), subject: m.subject,
+    bcc: parse(m.bcc_json), cc: parse(m.cc_json), reply_to: parse(m.reply_to_json), last_event: m.last_event, scheduled_at: iso(m.scheduled_at),
+  };
+}
+
+/** Prepares every batch item; collects per-index errors instead of throwing. */
+async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number) {
+  const limits = limitsOf(c.env);
+  const ok: PreparedMessage[] = [];
+  const errors: { index: number; message: string; error: ApiError }[] = [];
+  for (const [index, item] of items.entries()) {
+    try {
+      ok.push(await prepareEmail(c.env, parseInput(SendEmailSchema, item), { shard, nowMs: Date.now(), limits }));
+    } catch (e) {
+      if (!isApiError(e)) throw e;
+      errors.push({ index, message: e.message, error: e });
+    }
+  }
+  return { ok, errors };
+}
+
+/** POST /emails and POST /emails/batch. */
+function addSendRoutes(r: Hono<AppEnv>): void {
+  r.post("/", async (c) => {
+    const limits = limitsOf(c.env);
+    const { raw, value } = await readJson(c, requestLimitBytes(limits));
+    const idem = await idempotencyOf(c, raw);
+    const input = parseInput(SendEmailSchema, value);
+    const tenant = c.get("tenant");
+    const shard = await shardFor(tenant, idem, limits.shards);
+    const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits });
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
+    return jsonResponse(res);
+  });
+
+  r.post("/batch", async (c) => {
+    const limits = limitsOf(c.env);
+    const mode = parseInput(BatchValidationSchema, c.req.header("x-batch-validation") || undefined, "Header `x-batch-validation`:");
+    const { raw, value } = await readJson(c, requestLimitBytes(limits));
+    const idem = await idempotencyOf(c, raw);
+    const items = parseInput(BatchSchema, value, "Batch:");
+    const tenant = c.get("tenant");
+    const shard = await shardFor(tenant, idem, limits.shards);
+    const { ok, errors } = await prepareBatch(c, items, shard);
+    const first = errors[0];
+    if (first && mode === "strict") throw new ApiError(first.error.statusCode, first.error.errorName, `[${first.index}] ${first.message}`);
+    const body = { data: ok.map((p) => ({ id: p.record.id })), ...(mode === "permissive" ? { errors: errors.map(({ index, message }) => ({ index, message })) } : {}) };
+    if (ok.length === 0) return c.json(body, 200);
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: ok, response: { status: 200, body: JSON.stringify(body) } });
+    return jsonResponse(res);
+  });
+}
+
+/** GET /emails, GET /emails/:id, PATCH /emails/:id and POST /emails/:id/cancel. */
+function addStatusRoutes(r: Hono<AppEnv>): void {
+  r.get("/", async (c) => {
+    const q = parseInput(ListQuerySchema, c.req.query());
+    const page = await listMessages(c.env.DB, c.get("tenant"), q);
+    if (!page) throw new ApiError(422, "validation_error", `\`${q.after !== undefined ? "after" : "before"}\` is not the id of one of your emails.`);
+    return c.json({ object: "list", has_more: page.hasMore, data: page.data.map(listItem) });
+  });
+
+  r.get("/:id", async (c) => c.json(emailObject(await viewOr404(c, c.req.param("id")), Date.now())));
+
+  r.patch("/:id", async (c) => {
+    const id = c.req.param("id");
+    await viewOr404(c, id);
+    const { value } = await readJson(c, 64 * 1024);
+    const atMs = parseScheduledAt(parseInput(UpdateEmailSchema, value).scheduled_at, Date.now());
+    const res = await outboxOf(c.env, id).reschedule(id, c.get("tenant"), atMs);
+    if (res === "not_found") throw notFound();
+    if (res === "not_scheduled") throw new ApiError(422, "validation_error", "Only a scheduled email that is not yet due can be rescheduled.");
+    return c.json({ object: "email", id });
+  });
+
+  r.post("/:id/cancel", async (c) => {
+    const id = c.req.param("id");
+    await viewOr404(c, id);
+    const res = await outboxOf(c.env, id).cancel(id, c.get("tenant"));
+    if (res === "not_found") throw notFound();
+    if (res === "not_scheduled") throw new ApiError(422, "validation_error", "Only a scheduled email that is not yet due can be canceled.");
+    return c.json({ object: "email", id });
+  });
+}
+
+/** The /emails routes (mounted behind the API key middleware). */
+export function emailRoutes() {
+  const r = new Hono<AppEnv>();
+  addSendRoutes(r);
+  addStatusRoutes(r);
+  for (const path of ["/", "/batch", "/:id", "/:id/cancel"]) r.all(path, methodNotAllowed);
+  return r;
+}

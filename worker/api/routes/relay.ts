@@ -1,0 +1,44 @@
+/**
+ * Relay-specific endpoints (under /relay/, so Resend SDKs never trip on them).
+ *
+ * DESCRIPTION
+ *   POST /relay/messages/raw  an already composed RFC 5322 message with its SMTP envelope:
+ *                             { mail_from, rcpt_to: string | string[], message, encoding?:
+ *                             "utf8" | "base64", tags?, scheduled_at? } → 200 { id }. The message
+ *                             is parsed and validated (see ../raw.ts) and then takes the same
+ *                             path as POST /emails, Idempotency-Key included.
+ *
+ * ERRORS
+ *   As POST /emails.
+ */
+import { Hono } from "hono";
+import { randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
+import { idempotencyOf, jsonResponse, storeAndQueue } from "../accept";
+import type { AppEnv } from "../app";
+import { parseInput, readJson, requestLimitBytes } from "../body";
+import { ApiError } from "../errors";
+import { limitsOf } from "../limits";
+import { prepareRaw } from "../raw";
+import { RawMessageSchema } from "../schemas";
+
+/** The /relay routes (mounted behind the API key middleware). */
+export function relayRoutes() {
+  const r = new Hono<AppEnv>();
+
+  r.post("/messages/raw", async (c) => {
+    const limits = limitsOf(c.env);
+    const { raw, value } = await readJson(c, requestLimitBytes(limits));
+    const idem = await idempotencyOf(c, raw);
+    const input = parseInput(RawMessageSchema, value);
+    const tenant = c.get("tenant");
+    const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : randomShard(limits.shards);
+    const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits });
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
+    return jsonResponse(res);
+  });
+
+  r.all("/messages/raw", () => {
+    throw new ApiError(405, "method_not_allowed", "Method not allowed.");
+  });
+  return r;
+}

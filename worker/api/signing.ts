@@ -1,0 +1,48 @@
+/**
+ * DKIM signing configuration for the accept path.
+ *
+ * DESCRIPTION
+ *   signersFor(env, domain)  the DKIM signers configured for a sender domain, from the secret
+ *                            DKIM_KEYS: a JSON array of { domain, selector, algorithm
+ *                            ("rsa-sha256" | "ed25519-sha256"), private_key (PKCS#8 PEM or base64
+ *                            Ed25519 seed) }. Several entries for one domain sign with each
+ *                            (e.g. RSA and Ed25519). No secret, or no entry: no signature.
+ *   signIfConfigured         signs a composed message for its From domain when keys exist.
+ *
+ * ERRORS
+ *   A malformed DKIM_KEYS is an operator error: it is logged (without the keys) and the message
+ *   goes out unsigned rather than being refused.
+ */
+import { signDkim, type DkimAlgorithm, type DkimSigner } from "../mail";
+
+/** The optional secret holding DKIM keys. */
+type DkimEnv = { DKIM_KEYS?: string };
+
+type KeyEntry = { domain: string; selector: string; algorithm: DkimAlgorithm; private_key: string };
+
+function parseKeys(raw: string | undefined): KeyEntry[] {
+  if (!raw) return [];
+  try {
+    const v: unknown = JSON.parse(raw);
+    if (!Array.isArray(v)) throw new Error("not an array");
+    return v.filter((e): e is KeyEntry =>
+      typeof e === "object" && e !== null && typeof e.domain === "string" && typeof e.selector === "string" &&
+      (e.algorithm === "rsa-sha256" || e.algorithm === "ed25519-sha256") && typeof e.private_key === "string");
+  } catch (e) {
+    console.error(JSON.stringify({ error: "DKIM_KEYS is not valid JSON array of keys", detail: e instanceof Error ? e.message : "?" }));
+    return [];
+  }
+}
+
+/** The signers configured for `domain` (lower-case ASCII). */
+export function signersFor(env: Env, domain: string): DkimSigner[] {
+  return parseKeys((env as unknown as DkimEnv).DKIM_KEYS)
+    .filter((k) => k.domain.toLowerCase() === domain)
+    .map((k) => ({ domain: k.domain.toLowerCase(), selector: k.selector, algorithm: k.algorithm, privateKey: k.private_key, signTime: new Date() }));
+}
+
+/** Signs `raw` for the sender domain of `mailFrom` when keys are configured. */
+export async function signIfConfigured(env: Env, raw: string, fromAddress: string): Promise<string> {
+  const signers = signersFor(env, fromAddress.slice(fromAddress.lastIndexOf("@") + 1).toLowerCase());
+  return signers.length > 0 ? signDkim(raw, signers) : raw;
+}

@@ -1,0 +1,62 @@
+/**
+ * D1 look-ups of the classify stage, shared by all messages of one queue batch.
+ *
+ * DESCRIPTION
+ *   Lookups              what classification reads: routing, and which addresses are suppressed.
+ *   BatchLookups(db)     reads routing once per batch, and coalesces the suppression checks that
+ *                        the batch's messages ask for within one turn of the event loop into one
+ *                        query per tenant (chunked to D1's parameter limit), DataLoader style.
+ *                        D1 is single-threaded; one query per message was the consumer's
+ *                        largest cost.
+ */
+import { loadRouting, suppressedAmong, type Routing } from "../db/routing";
+
+/** The classify stage's reads. */
+export interface Lookups {
+  routing(): Promise<Routing>;
+  /** The addresses (lower-cased) among `addresses` suppressed for `tenant`. */
+  suppressed(tenant: string, addresses: string[]): Promise<Set<string>>;
+}
+
+type Waiter = { addresses: string[]; resolve: (s: Set<string>) => void; reject: (e: unknown) => void };
+
+/** Batch-scoped look-ups. */
+export class BatchLookups implements Lookups {
+  private routingP: Promise<Routing> | null = null;
+  private waiting = new Map<string, Waiter[]>();
+  private scheduled = false;
+
+  constructor(private readonly db: D1Database, private readonly nowMs: () => number = Date.now) {}
+
+  /** Routing, read once per batch. */
+  routing(): Promise<Routing> {
+    return (this.routingP ??= loadRouting(this.db));
+  }
+
+  /** Suppressed addresses, coalesced with the other requests of this turn. */
+  suppressed(tenant: string, addresses: string[]): Promise<Set<string>> {
+    return new Promise((resolve, reject) => {
+      const list = this.waiting.get(tenant) ?? [];
+      list.push({ addresses, resolve, reject });
+      this.waiting.set(tenant, list);
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setTimeout(() => void this.flush(), 0);
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const waiting = this.waiting;
+    this.waiting = new Map();
+    this.scheduled = false;
+    await Promise.all([...waiting].map(async ([tenant, waiters]) => {
+      try {
+        const hit = await suppressedAmong(this.db, tenant, waiters.flatMap((w) => w.addresses), this.nowMs());
+        for (const w of waiters) w.resolve(new Set(w.addresses.map((a) => a.toLowerCase()).filter((a) => hit.has(a))));
+      } catch (e) {
+        for (const w of waiters) w.reject(e);
+      }
+    }));
+  }
+}
