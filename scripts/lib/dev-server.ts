@@ -1,0 +1,93 @@
+/**
+ * Starts `wrangler dev` on a private state directory and free loopback ports, for the e2e tests
+ * and bench:accept; stops it (its whole process group) and removes the state afterwards.
+ *
+ * DESCRIPTION
+ *   startDevServer({ tenant })  applies the migrations to a fresh temp state, creates an API key
+ *                               for `tenant`, starts wrangler dev on 127.0.0.1 (HTTP and
+ *                               inspector ports chosen free), waits for GET /health → 200.
+ *                               Returns { url, key, state, stop }.
+ *   freePort()                  a free TCP port on 127.0.0.1.
+ *
+ * ERRORS
+ *   Rejects (after stopping what it started) when wrangler exits early or /health does not
+ *   answer within 60 s; wrangler's log is included.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { createKey, WRANGLER_ENV } from "./keys";
+
+const run = promisify(execFile);
+
+/** A running dev server. */
+export interface DevServer {
+  url: string;
+  key: string;
+  /** The server's local state directory (wrangler --persist-to). */
+  state: string;
+  stop: () => Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function stopGroup(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.pid === undefined) return resolve();
+    const kill = (sig: NodeJS.Signals) => { try { process.kill(-child.pid!, sig); } catch { /* already gone */ } };
+    const timer = setTimeout(() => kill("SIGKILL"), 5000);
+    child.once("exit", () => { clearTimeout(timer); resolve(); });
+    kill("SIGTERM");
+  });
+}
+
+async function waitHealthy(url: string, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}\n${log()}`);
+    try {
+      if ((await fetch(`${url}/health`)).status === 200) return;
+    } catch { /* not listening yet */ }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`wrangler dev did not answer /health within 60 s\n${log()}`);
+}
+
+/** Starts a private wrangler dev and returns its URL, an API key and a stop function. */
+export async function startDevServer(opts: { tenant: string }): Promise<DevServer> {
+  const state = await mkdtemp(join(tmpdir(), "cohort-dev-"));
+  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV });
+  const key = await createKey({ tenant: opts.tenant, name: "dev-server", persistTo: state });
+  const [port, inspector] = [await freePort(), await freePort()];
+  const child = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+    "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn"], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); };
+  child.stdout?.on("data", append);
+  child.stderr?.on("data", append);
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    await stopGroup(child);
+    await rm(state, { recursive: true, force: true });
+  };
+  try {
+    await waitHealthy(url, child, () => output);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { url, key, state, stop };
+}

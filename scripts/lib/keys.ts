@@ -1,0 +1,50 @@
+/**
+ * Creating API keys in a D1 database through wrangler (used by key:create, dev-key, the e2e
+ * tests and bench:accept).
+ *
+ * DESCRIPTION
+ *   storeKey({ key, tenant, name, persistTo, remote })  inserts the tenant (if new) and the key's
+ *                                SHA-256 with `wrangler d1 execute DB`; the key itself never
+ *                                reaches wrangler, a file or a log.
+ *   createKey(opts)              a new random key, stored as above; returns it.
+ *
+ * ERRORS
+ *   Throws with wrangler's output when the command fails (e.g. migrations not applied).
+ */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { generateApiKey, hashApiKey, insertKeySql } from "../../worker/db/api-keys";
+
+const run = promisify(execFile);
+
+/** Where and for whom to store a key. */
+export interface KeyOptions {
+  tenant: string;
+  name?: string;
+  /** Local state directory (wrangler --persist-to); default $COHORT_STATE_DIR or .wrangler/state. */
+  persistTo?: string;
+  /** Write to the deployed database instead of the local one. */
+  remote?: boolean;
+}
+
+/** The environment wrangler runs with: no telemetry, no cf.json fetch. */
+export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", NO_COLOR: "1" };
+
+/** Stores `key` (hashed) for the tenant. */
+export async function storeKey(key: string, opts: KeyOptions): Promise<void> {
+  const sql = insertKeySql(opts.tenant, await hashApiKey(key), opts.name ?? "", Date.now());
+  const where = opts.remote ? ["--remote"] : ["--local", "--persist-to", opts.persistTo ?? process.env.COHORT_STATE_DIR ?? ".wrangler/state"];
+  try {
+    await run("npx", ["wrangler", "d1", "execute", "DB", ...where, "--command", sql], { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
+  } catch (e) {
+    const out = e as { stdout?: string; stderr?: string };
+    throw new Error(`wrangler d1 execute failed (are the migrations applied? npm run db:migrate:local)\n${out.stdout ?? ""}${out.stderr ?? ""}`);
+  }
+}
+
+/** Creates and stores a new key; returns it. */
+export async function createKey(opts: KeyOptions): Promise<string> {
+  const key = generateApiKey();
+  await storeKey(key, opts);
+  return key;
+}
