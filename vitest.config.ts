@@ -31,6 +31,8 @@ export default defineConfig({
               bindings: {
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test",
                 MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
+                // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots.
+                TRANSPORT_CHECKPOINT_EVERY: "7",
                 DKIM_KEYS: JSON.stringify([{ domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey }]),
               },
               queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 } },

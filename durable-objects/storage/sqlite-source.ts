@@ -15,7 +15,7 @@ export function migrateBacklog(sql: SqlStorage): void {
     message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
     transport TEXT NOT NULL, nexthop TEXT NOT NULL, egress TEXT, site TEXT,
     PRIMARY KEY (message_id, idx)) WITHOUT ROWID`);
-  sql.exec(`CREATE TABLE IF NOT EXISTS core_state (id INTEGER PRIMARY KEY CHECK (id = 1), snapshot TEXT NOT NULL)`);
+  sql.exec(`CREATE TABLE IF NOT EXISTS finished (message_id TEXT PRIMARY KEY) WITHOUT ROWID`);
   sql.exec(`CREATE TABLE IF NOT EXISTS admitted (message_id TEXT NOT NULL, address TEXT NOT NULL,
     PRIMARY KEY (message_id, address)) WITHOUT ROWID`);
 }
@@ -62,13 +62,13 @@ export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
   }
 }
 
-/** Saves the core's snapshot. */
-export function saveSnapshot(sql: SqlStorage, snapshot: unknown): void {
-  sql.exec("INSERT OR REPLACE INTO core_state (id, snapshot) VALUES (1, ?)", JSON.stringify(snapshot));
+/** Remembers that a message left the core for good (done or expired). */
+export function noteFinished(sql: SqlStorage, messageId: string): void {
+  sql.exec("INSERT OR IGNORE INTO finished (message_id) VALUES (?)", messageId);
 }
 
-/** Loads the core's snapshot, or null. */
-export function loadSnapshot<T>(sql: SqlStorage): T | null {
-  const row = sql.exec<{ snapshot: string }>("SELECT snapshot FROM core_state WHERE id = 1").toArray()[0];
-  return row ? (JSON.parse(row.snapshot) as T) : null;
+/** Drops the backlog rows of finished messages (call only right after a checkpoint). */
+export function forgetFinished(sql: SqlStorage): void {
+  sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT message_id FROM finished)");
+  sql.exec("DELETE FROM finished");
 }
