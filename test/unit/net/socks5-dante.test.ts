@@ -2,7 +2,6 @@
 // no-auth and with RFC 1929 username/password. worker/smtp/socket.ts delivers to an
 // smtp-server sink through worker/net/socks5.ts, STARTTLS verified against the target name.
 
-import { readFileSync } from "node:fs";
 import net, { type AddressInfo } from "node:net";
 import { SMTPServer, type SMTPServerOptions } from "smtp-server";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
@@ -12,6 +11,7 @@ import type { MessageEnvelope, SessionOutcome } from "../../../worker/smtp/core/
 import { deliverSession } from "../../../worker/smtp/socket";
 import { createNodeConnect } from "../smtp/node-driver";
 import { DANTE_USER, startDante, type DanteServer } from "./dante";
+import { TEST_CERT, TEST_KEY } from "../../fixtures/smtp/tls";
 
 vi.mock("cloudflare:sockets", () => ({
   connect: () => {
@@ -19,9 +19,6 @@ vi.mock("cloudflare:sockets", () => ({
   },
 }));
 
-const FIXTURES = new URL("../../fixtures/smtp/", import.meta.url);
-const CERT = readFileSync(new URL("localhost-cert.pem", FIXTURES), "utf8");
-const KEY = readFileSync(new URL("localhost-key.pem", FIXTURES), "utf8");
 const BLOCKED_PORT = 9;
 
 let noAuth: DanteServer;
@@ -55,8 +52,8 @@ async function startSink(options: SMTPServerOptions = {}): Promise<{ port: numbe
     disableReverseLookup: true,
     authOptional: true,
     closeTimeout: 50,
-    key: KEY,
-    cert: CERT,
+    key: TEST_KEY,
+    cert: TEST_CERT,
     onData: (stream, session, callback) => {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
@@ -102,7 +99,7 @@ interface ViaArgs {
 /** Delivers MESSAGE to localhost:port through the proxy; returns the outcome and what was dialled. */
 async function deliverVia(args: ViaArgs): Promise<{ outcome: SessionOutcome; dialled: string[] }> {
   const dialled: string[] = [];
-  const node = createNodeConnect({ ca: CERT });
+  const node = createNodeConnect({ ca: TEST_CERT });
   const connect = createSocks5Connect({
     hostname: "127.0.0.1",
     port: args.proxy.port,

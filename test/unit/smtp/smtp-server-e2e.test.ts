@@ -1,7 +1,6 @@
 // End to end: worker/smtp/socket.ts (with the pure core inside) against a real SMTP
 // server nobody here wrote (smtp-server from npm), through the Node socket driver.
 
-import { readFileSync } from "node:fs";
 import net, { type AddressInfo } from "node:net";
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -9,6 +8,7 @@ import { createSessionConfig, type SessionConfigInput } from "../../../worker/sm
 import type { MessageEnvelope, SessionOutcome } from "../../../worker/smtp/core/types";
 import { deliverSession } from "../../../worker/smtp/socket";
 import { createNodeConnect } from "./node-driver";
+import { TEST_CERT, TEST_KEY } from "../../fixtures/smtp/tls";
 
 // The adapter must take its sockets from the injected factory, never from the platform.
 vi.mock("cloudflare:sockets", () => ({
@@ -17,9 +17,6 @@ vi.mock("cloudflare:sockets", () => ({
   },
 }));
 
-const FIXTURES = new URL("../../fixtures/smtp/", import.meta.url);
-const CERT = readFileSync(new URL("localhost-cert.pem", FIXTURES), "utf8");
-const KEY = readFileSync(new URL("localhost-key.pem", FIXTURES), "utf8");
 
 interface Received {
   mailFrom: string;
@@ -55,8 +52,8 @@ async function startServer(options: SMTPServerOptions = {}): Promise<TestServer>
     authOptional: true,
     hideENHANCEDSTATUSCODES: false,
     closeTimeout: 50,
-    key: KEY,
-    cert: CERT,
+    key: TEST_KEY,
+    cert: TEST_CERT,
     onData: (stream, session, callback) => {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
@@ -132,7 +129,7 @@ async function deliver(args: DeliverArgs): Promise<{ outcome: SessionOutcome; wr
     messages: args.messages,
     openBody: (id) => streamOf(args.bodies[id] ?? Buffer.alloc(0), args.chunkSize),
     connect: createNodeConnect({
-      ...(args.trustFixture === false ? {} : { ca: CERT }),
+      ...(args.trustFixture === false ? {} : { ca: TEST_CERT }),
       onWrite: (w) => writes.push(w),
     }),
   });
