@@ -1,87 +1,84 @@
 /**
- * DestinationQueue: one Durable Object per (transport, nexthop). It runs the core's Postfix
- * 2.5 feedback and dead detection on every delivery report and answers with the window and
- * dead-until time, which the Transport DO mirrors. An alarm revives a dead destination.
+ * DestinationQueue: one Durable Object per (transport, nexthop), or per MX site. A thin shell
+ * over core/destination.ts: it reads the clock once per call, applies the report, stores the
+ * record and the history line, arms the revival alarm when the destination dies, and answers
+ * with the window and the dead-until time, which the Transport DO mirrors. It keeps the last
+ * 500 feedback events for the dashboard.
  */
 import { DurableObject } from "cloudflare:workers";
 import {
-  createWindowState,
+  applyDestinationReport,
+  createDestination,
   mustParseSchedulerConfig,
-  onNegativeFeedback,
-  onPositiveFeedback,
-  reviveWindow,
+  reviveDestination,
   transportParams,
-  type TransportParams,
-  type WindowState,
+  type DestinationEvent,
+  type DestinationParams,
+  type DestinationRecord,
+  type DestinationReport,
+  type SchedulerConfig,
 } from "./core";
 
-/** The stored state of a destination (version 1). */
-export interface DestinationRecord extends WindowState {
-  v: 1;
-  transport: string;
-  deadUntil: number;
-  reason: string | null;
-}
+/** How many feedback events a destination keeps. */
+export const HISTORY_LIMIT = 500;
 
-/** One delivery report as the destination sees it. */
-export interface DestinationReport {
-  transport: string;
-  /** Deliveries in flight, counting the one reported. */
-  busy: number;
-  siteFailure: { dsnStatus: string; reason: string } | null;
-}
+export type { DestinationRecord, DestinationReport };
 
 export class DestinationQueue extends DurableObject<Env> {
-  private state: DestinationRecord | null = null;
+  private record: DestinationRecord | null = null;
+  private readonly cfg: SchedulerConfig = mustParseSchedulerConfig({});
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ctx.blockConcurrencyWhile(async () => {
-      ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");
-      const row = ctx.storage.sql.exec<{ state: string }>("SELECT state FROM dest WHERE id = 1").toArray()[0];
-      this.state = row ? (JSON.parse(row.state) as DestinationRecord) : null;
+      const sql = ctx.storage.sql;
+      sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");
+      sql.exec("CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL)");
+      const row = sql.exec<{ state: string }>("SELECT state FROM dest WHERE id = 1").toArray()[0];
+      this.record = row ? (JSON.parse(row.state) as DestinationRecord) : null;
     });
   }
 
-  /** Applies a report; returns the window and when the destination comes back if dead. */
-  async report(r: DestinationReport): Promise<{ window: number; deadUntil: number }> {
+  /** Applies a delivery report; answers the window and, if dead, when it comes back. */
+  async report(r: DestinationReport & { transport: string }): Promise<{ window: number; deadUntil: number }> {
     const now = Math.floor(Date.now() / 1000);
     const p = this.params(r.transport);
-    const s = this.state ?? { v: 1 as const, transport: r.transport, ...createWindowState(p), deadUntil: 0, reason: null };
-    if (r.siteFailure) {
-      if (s.window > 0 && onNegativeFeedback(s, p) === "died") {
-        s.deadUntil = now + mustParseSchedulerConfig({}).global.minimalBackoffTime;
-        s.reason = r.siteFailure.reason;
-        await this.ctx.storage.setAlarm(s.deadUntil * 1000);
-      }
-    } else if (onPositiveFeedback(s, r.busy, p) === "revived") {
-      s.deadUntil = 0;
-      s.reason = null;
-    }
-    this.save(s);
-    return { window: s.window, deadUntil: s.deadUntil };
+    const step = applyDestinationReport(this.record ?? createDestination(r.transport, p), r, now, p);
+    this.save(step.record, step.event);
+    if (step.alarmAt !== null) await this.ctx.storage.setAlarm(step.alarmAt * 1000);
+    return step.answer;
   }
 
-  /** The current record, or null if this destination has no history. */
-  async get(): Promise<DestinationRecord | null> {
-    return this.state;
+  /** The record (null if never reported) and the history, oldest first. */
+  async get(): Promise<{ record: DestinationRecord | null; history: DestinationEvent[] }> {
+    const rows = this.ctx.storage.sql.exec<{ event: string }>("SELECT event FROM history ORDER BY seq").toArray();
+    return { record: this.record, history: rows.map((r) => JSON.parse(r.event) as DestinationEvent) };
+  }
+
+  /** Revives a dead destination now (postqueue -f). */
+  async flush(): Promise<{ window: number; deadUntil: number } | null> {
+    if (!this.record) return null;
+    this.save(reviveDestination(this.record, this.params(this.record.transport)), null);
+    await this.ctx.storage.deleteAlarm();
+    return { window: this.record.window, deadUntil: this.record.deadUntil };
   }
 
   override async alarm(): Promise<void> {
-    const s = this.state;
-    if (!s || s.window !== 0) return;
-    reviveWindow(s, 0, this.params(s.transport));
-    s.deadUntil = 0;
-    s.reason = null;
-    this.save(s);
+    if (this.record) this.save(reviveDestination(this.record, this.params(this.record.transport)), null);
   }
 
-  private params(transport: string): TransportParams {
-    return transportParams(mustParseSchedulerConfig({}), transport);
+  private params(transport: string): DestinationParams {
+    const t = transportParams(this.cfg, transport);
+    return { ...t, deadTimeSec: this.cfg.global.minimalBackoffTime, idleMemorySec: this.cfg.global.destinationIdleMemory };
   }
 
-  private save(s: DestinationRecord): void {
-    this.state = s;
-    this.ctx.storage.sql.exec("INSERT OR REPLACE INTO dest (id, state) VALUES (1, ?)", JSON.stringify(s));
+  /** Stores the record and a history line, keeping the last HISTORY_LIMIT lines. */
+  private save(rec: DestinationRecord, event: DestinationEvent | null): void {
+    const sql = this.ctx.storage.sql;
+    this.record = rec;
+    sql.exec("INSERT OR REPLACE INTO dest (id, state) VALUES (1, ?)", JSON.stringify(rec));
+    if (!event) return;
+    const seq = sql.exec<{ seq: number }>("INSERT INTO history (event) VALUES (?) RETURNING seq", JSON.stringify(event)).one().seq;
+    sql.exec("DELETE FROM history WHERE seq <= ?", seq - HISTORY_LIMIT);
   }
 }

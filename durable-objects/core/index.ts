@@ -9,6 +9,7 @@
 export * from "./config";
 export * from "./feedback";
 export * from "./destination-window";
+export * from "./destination";
 export * from "./retry-policy";
 export * from "./policy";
 export * from "./errors";

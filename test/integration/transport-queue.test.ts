@@ -84,6 +84,6 @@ describe("DestinationQueue Durable Object", () => {
     expect(dead.window).toBe(0);
     expect(dead.deadUntil).toBeGreaterThan(0);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
-    expect(await stub.get()).toMatchObject({ window: 5, deadUntil: 0, failCohorts: 0 });
+    expect((await stub.get()).record).toMatchObject({ window: 5, deadUntil: 0, failCohorts: 0 });
   });
 });

@@ -1,0 +1,40 @@
+import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { HISTORY_LIMIT } from "../../durable-objects/destination-queue";
+
+const fail = { dsnStatus: "4.4.1", reason: "connection refused" };
+
+describe("DestinationQueue Durable Object", () => {
+  it("keeps the last 500 feedback events, oldest first", async () => {
+    const stub = env.DESTINATION_QUEUE.getByName("smtp:history.example");
+    for (let i = 0; i < HISTORY_LIMIT + 20; i++) await stub.report({ transport: "smtp", busy: 1, siteFailure: null });
+    const { record, history } = await stub.get();
+    expect(history).toHaveLength(HISTORY_LIMIT);
+    expect(history.every((h) => h.kind === "success")).toBe(true);
+    expect(record?.window).toBe(6); // the safety rule: busy 1 + initial 5
+  });
+
+  it("ignores site failures while dead, revives on an in-flight success with window = busy, and a flush revives at once", async () => {
+    const stub = env.DESTINATION_QUEUE.getByName("smtp:flaky.example");
+    for (const busy of [5, 3, 2]) await stub.report({ transport: "smtp", busy, siteFailure: fail });
+    const dead = await stub.report({ transport: "smtp", busy: 4, siteFailure: fail });
+    expect(dead.window).toBe(0);
+    expect((await stub.get()).history.at(-1)).toMatchObject({ kind: "site_failure", outcome: "ignored" });
+    expect(await stub.report({ transport: "smtp", busy: 4, siteFailure: null })).toEqual({ window: 4, deadUntil: 0 });
+    for (const busy of [4, 3, 2]) await stub.report({ transport: "smtp", busy, siteFailure: fail });
+    expect((await stub.get()).record?.window).toBe(0);
+    expect(await stub.flush()).toEqual({ window: 5, deadUntil: 0 });
+    expect(await runDurableObjectAlarm(stub)).toBe(false); // the revival alarm was cancelled
+  });
+
+  it("answers dead-until, and its alarm revives the destination at the initial window", async () => {
+    const stub = env.DESTINATION_QUEUE.getByName("smtp:down.example");
+    let answer = { window: 5, deadUntil: 0 };
+    for (const busy of [5, 3, 2]) answer = await stub.report({ transport: "smtp", busy, siteFailure: fail });
+    const now = Math.floor(Date.now() / 1000);
+    expect(answer.window).toBe(0);
+    expect(answer.deadUntil).toBeGreaterThanOrEqual(now + 299);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect((await stub.get()).record).toMatchObject({ window: 5, deadUntil: 0, reason: null });
+  });
+});

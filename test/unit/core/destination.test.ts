@@ -1,0 +1,30 @@
+import { describe, expect, it } from "vitest";
+import { applyDestinationReport, createDestination, mustParseSchedulerConfig, reviveDestination, transportParams, type DestinationParams } from "../../../durable-objects/core";
+
+const cfg = mustParseSchedulerConfig({});
+const p: DestinationParams = { ...transportParams(cfg, "smtp"), deadTimeSec: 300, idleMemorySec: 600 };
+const fail = { dsnStatus: "4.4.1", reason: "refused" };
+
+describe("destination record (the Destination DO's core)", () => {
+  it("runs Postfix feedback without mutating its input: 3 site failures from 5 kill it for minimal_backoff_time", () => {
+    let rec = createDestination("smtp", p);
+    const frozen = Object.freeze({ ...rec });
+    const first = applyDestinationReport(frozen, { busy: 5, siteFailure: fail }, 100, p);
+    expect(frozen.window).toBe(5);
+    expect(first.answer).toEqual({ window: 3, deadUntil: 0 });
+    rec = applyDestinationReport(first.record, { busy: 3, siteFailure: fail }, 101, p).record;
+    const dead = applyDestinationReport(rec, { busy: 2, siteFailure: fail }, 102, p);
+    expect(dead.answer).toEqual({ window: 0, deadUntil: 402 });
+    expect(dead.alarmAt).toBe(402);
+    expect(dead.event).toMatchObject({ kind: "site_failure", outcome: "died", window: 0 });
+    expect(reviveDestination(dead.record, p)).toMatchObject({ window: 5, deadUntil: 0, reason: null, failCohorts: 0 });
+  });
+
+  it("forgets the learned window after destination_idle_memory unused, and keeps it before", () => {
+    let rec = createDestination("smtp", p);
+    for (let i = 0; i < 3; i++) rec = applyDestinationReport(rec, { busy: 5 + i, siteFailure: null }, 10, p).record;
+    expect(rec.window).toBe(8);
+    expect(applyDestinationReport(rec, { busy: 1, siteFailure: null }, 10 + 599, p).record.window).toBe(8);
+    expect(applyDestinationReport(rec, { busy: 1, siteFailure: null }, 10 + 600, p).record.window).toBe(6);
+  });
+});
