@@ -1,0 +1,195 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { eventId } from "../../../worker/webhooks/core/event-id";
+import {
+  buildEvent,
+  DEFAULT_EVENT_CONFIG,
+  EMAIL_EVENT_TYPES,
+  eventForTransition,
+  INITIAL_DELAY_NOTICE,
+  toFeedItem,
+  WebhookInvariantError,
+  type DelayNoticeState,
+  type DeliveryDetails,
+  type EmailEventType,
+  type EventConfig,
+  type MessageInfo,
+  type RecipientState,
+  type RecipientTransition,
+} from "../../../worker/webhooks/core/events";
+
+const NOW = 1_700_000_000_000;
+const MESSAGE: MessageInfo = {
+  emailId: "4ef9a417-02e9-4d39-ad75-9611e0fcc33c",
+  createdAtMs: NOW - 60_000,
+  from: "Acme <onboarding@acme.example>",
+  to: ["a@example.net", "b@example.org"],
+  subject: "Welcome",
+  messageId: "<4ef9a417@acme.example>",
+  tags: { category: "welcome" },
+};
+const BOUNCE: DeliveryDetails = {
+  smtpCode: 550,
+  enhancedCode: "5.1.1",
+  response: "550 5.1.1 The email account that you tried to reach does not exist",
+  mx: "mx1.example.net",
+  tls: true,
+};
+const DEFER: DeliveryDetails = { smtpCode: 451, enhancedCode: "4.4.1", response: "connection timed out", mx: "mx1.example.net", tls: null };
+const OK: DeliveryDetails = { smtpCode: 250, enhancedCode: "2.0.0", response: "250 2.0.0 OK queued", mx: "mx1.example.net", tls: true };
+
+function transition(from: RecipientState, to: RecipientState, extra: Partial<RecipientTransition> = {}): RecipientTransition {
+  return { message: MESSAGE, recipient: "a@example.net", from, to, attempt: 1, ...extra };
+}
+
+describe("eventForTransition: which event", () => {
+  it.each<{ name: string; from: RecipientState; to: RecipientState; delivery?: DeliveryDetails; want: EmailEventType | null; terminal?: boolean }>([
+    { name: "accepted (incoming → ready) is sent", from: "incoming", to: "ready", want: "email.sent", terminal: false },
+    { name: "incoming → active is sent", from: "incoming", to: "active", want: "email.sent", terminal: false },
+    { name: "active → delivered", from: "active", to: "delivered", delivery: OK, want: "email.delivered", terminal: true },
+    { name: "active → bounced", from: "active", to: "bounced", delivery: BOUNCE, want: "email.bounced", terminal: true },
+    { name: "deferred → expired is failed", from: "deferred", to: "expired", want: "email.failed", terminal: true },
+    { name: "active → failed (internal error)", from: "active", to: "failed", want: "email.failed", terminal: true },
+    { name: "incoming → suppressed", from: "incoming", to: "suppressed", want: "email.suppressed", terminal: true },
+    { name: "ready → cancelled", from: "ready", to: "cancelled", want: "email.canceled", terminal: true },
+    { name: "active → deferred (first) is delayed", from: "active", to: "deferred", delivery: DEFER, want: "email.delivery_delayed", terminal: false },
+    { name: "ready → active is silent", from: "ready", to: "active", want: null },
+    { name: "deferred → ready is silent", from: "deferred", to: "ready", want: null },
+    { name: "deferred → active is silent", from: "deferred", to: "active", want: null },
+    { name: "no change is silent", from: "active", to: "active", want: null },
+  ])("$name", ({ from, to, delivery, want, terminal }) => {
+    const { event } = eventForTransition(INITIAL_DELAY_NOTICE, transition(from, to, delivery ? { delivery } : {}), NOW);
+    expect(event?.envelope.type ?? null).toBe(want);
+    if (event) expect(event.envelope.data.terminal).toBe(terminal);
+  });
+
+  it.each<RecipientState>(["delivered", "bounced", "expired", "suppressed", "cancelled", "failed"])(
+    "throws an invariant error when leaving terminal state %s",
+    (from) => {
+      expect(() => eventForTransition(INITIAL_DELAY_NOTICE, transition(from, "active"), NOW)).toThrow(WebhookInvariantError);
+    },
+  );
+});
+
+describe("envelope", () => {
+  it("has Resend's shape plus the relay's additive fields", () => {
+    const { event } = eventForTransition(INITIAL_DELAY_NOTICE, transition("active", "bounced", { delivery: BOUNCE, attempt: 3 }), NOW);
+    expect(event?.envelope).toEqual({
+      type: "email.bounced",
+      created_at: "2023-11-14T22:13:20.000Z",
+      data: {
+        email_id: MESSAGE.emailId,
+        created_at: "2023-11-14T22:12:20.000Z",
+        from: MESSAGE.from,
+        to: ["a@example.net", "b@example.org"],
+        subject: "Welcome",
+        message_id: "<4ef9a417@acme.example>",
+        tags: { category: "welcome" },
+        recipient: "a@example.net",
+        attempt: 3,
+        terminal: true,
+        delivery: { smtp_code: 550, enhanced_code: "5.1.1", response: BOUNCE.response, mx: "mx1.example.net", tls: true },
+        classification: "invalid_recipient",
+        bounce: { type: "Permanent", subType: "invalid_recipient", message: BOUNCE.response },
+      },
+    });
+  });
+
+  it.each<{ name: string; t: RecipientTransition; want: unknown }>([
+    { name: "expiry is classified expired", t: transition("deferred", "expired", { delivery: DEFER }), want: { classification: "expired", failed: { reason: "expired" } } },
+    { name: "internal error keeps its reason", t: transition("active", "failed", { reason: "render error" }), want: { classification: null, failed: { reason: "render error" } } },
+    { name: "suppression carries its type", t: transition("incoming", "suppressed", { reason: "hard_bounce" }), want: { classification: null, suppressed: { type: "hard_bounce", message: "" } } },
+    { name: "a deferral is classified", t: transition("active", "deferred", { delivery: DEFER }), want: { classification: "timeout", terminal: false } },
+    { name: "delivered has no classification", t: transition("active", "delivered", { delivery: OK }), want: { classification: null, terminal: true } },
+    { name: "bounce without SMTP detail is unknown", t: transition("active", "bounced"), want: { classification: "unknown", delivery: null } },
+  ])("$name", ({ t, want }) => {
+    const { event } = eventForTransition(INITIAL_DELAY_NOTICE, t, NOW);
+    expect(event?.envelope.data).toMatchObject(want as object);
+  });
+
+  it("omits message_id when there is none and copies tags", () => {
+    const tags = { a: "1" };
+    const ev = buildEvent({ type: "email.sent", message: { ...MESSAGE, messageId: null, tags }, recipient: "a@example.net", attempt: 0, nowMs: NOW });
+    expect("message_id" in ev.envelope.data).toBe(false);
+    expect(ev.envelope.data.tags).toEqual(tags);
+    expect(ev.envelope.data.tags).not.toBe(tags);
+  });
+
+  it("feed items are the envelope plus the same id", () => {
+    const ev = buildEvent({ type: "email.delivered", message: MESSAGE, recipient: "a@example.net", attempt: 1, nowMs: NOW, delivery: OK });
+    expect(toFeedItem(ev)).toEqual({ id: ev.id, ...ev.envelope });
+  });
+
+  it("covers all seven event types", () => {
+    expect([...EMAIL_EVENT_TYPES].sort()).toEqual(
+      ["email.bounced", "email.canceled", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed"],
+    );
+  });
+});
+
+describe("event ids", () => {
+  it("are deterministic from (email id, recipient, attempt, type)", () => {
+    const t = transition("active", "bounced", { delivery: BOUNCE, attempt: 2 });
+    const a = eventForTransition(INITIAL_DELAY_NOTICE, t, NOW).event;
+    const b = eventForTransition(INITIAL_DELAY_NOTICE, t, NOW + 99_000).event;
+    expect(a?.id).toBe(b?.id);
+    expect(a?.id).toBe(eventId({ emailId: MESSAGE.emailId, recipient: "a@example.net", attempt: 2, type: "email.bounced" }));
+    expect(a?.id).toMatch(/^evt_[0-9a-f]{32}$/);
+  });
+
+  it("use a supplied id when given", () => {
+    const { event } = eventForTransition(INITIAL_DELAY_NOTICE, transition("active", "delivered", { id: "msg_supplied" }), NOW);
+    expect(event?.id).toBe("msg_supplied");
+  });
+
+  it.each([
+    { name: "recipient", other: { recipient: "b@example.net" } },
+    { name: "attempt", other: { attempt: 2 } },
+    { name: "type", other: { type: "email.delivered" } },
+    { name: "email id", other: { emailId: "other" } },
+    { name: "field boundary", other: { emailId: "4ef9a417-02e9-4d39-ad75-9611e0fcc33ca@example.net", recipient: "" } },
+  ])("differ when the $name differs", ({ other }) => {
+    const base = { emailId: MESSAGE.emailId, recipient: "a@example.net", attempt: 1, type: "email.bounced" };
+    expect(eventId({ ...base, ...other })).not.toBe(eventId(base));
+  });
+
+  it("do not collide over random identities", () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.tuple(fc.string(), fc.string(), fc.nat(20)), { minLength: 2, maxLength: 50, selector: (x) => JSON.stringify(x) }), (ids) => {
+        const out = ids.map(([e, r, a]) => eventId({ emailId: e, recipient: r, attempt: a, type: "email.sent" }));
+        expect(new Set(out).size).toBe(out.length);
+      }),
+    );
+  });
+});
+
+describe("delivery_delayed repetition", () => {
+  /** Runs n deferrals, dt ms apart, and returns the 1-based deferrals that produced an event. */
+  function notices(n: number, dtMs: number, cfg: EventConfig): number[] {
+    let notice: DelayNoticeState = INITIAL_DELAY_NOTICE;
+    const out: number[] = [];
+    for (let i = 1; i <= n; i++) {
+      const r = eventForTransition(notice, transition("active", "deferred", { delivery: DEFER, attempt: i }), NOW + i * dtMs, cfg);
+      notice = r.notice;
+      if (r.event) out.push(i);
+    }
+    return out;
+  }
+
+  it.each([
+    { name: "default: first deferral only", cfg: DEFAULT_EVENT_CONFIG, dt: 60_000, want: [1] },
+    { name: "every 3rd deferral", cfg: { delayedEveryNth: 3, delayedMinIntervalMs: 0 }, dt: 60_000, want: [1, 4, 7, 10] },
+    { name: "every deferral", cfg: { delayedEveryNth: 1, delayedMinIntervalMs: 0 }, dt: 60_000, want: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] },
+    { name: "at least 3 min apart", cfg: { delayedEveryNth: 0, delayedMinIntervalMs: 180_000 }, dt: 60_000, want: [1, 4, 7, 10] },
+    { name: "either condition", cfg: { delayedEveryNth: 5, delayedMinIntervalMs: 240_000 }, dt: 60_000, want: [1, 5, 6, 10] },
+  ])("$name", ({ cfg, dt, want }) => {
+    expect(notices(10, dt, cfg)).toEqual(want);
+  });
+
+  it("counts deferrals in the notice state, which round-trips through JSON", () => {
+    let notice: DelayNoticeState = INITIAL_DELAY_NOTICE;
+    for (let i = 1; i <= 3; i++) notice = eventForTransition(notice, transition("active", "deferred", { attempt: i }), NOW + i).notice;
+    expect(notice).toEqual({ v: 1, deferrals: 3, lastNoticeMs: NOW + 1 });
+    expect(JSON.parse(JSON.stringify(notice))).toEqual(notice);
+  });
+});

@@ -1,0 +1,23 @@
+/*
+ * NAME
+ *   index - the pure core of delivery-status callbacks
+ *
+ * DESCRIPTION
+ *   Re-exports events (envelopes and transitions), event-id, classify (bounce
+ *   categories), retry (webhook retry decisions), endpoint-health (per-endpoint
+ *   window and dead periods), ssrf and ip-address (endpoint guard).
+ *
+ * INVARIANTS
+ *   Nothing here reads the clock, draws randomness or does I/O.
+ *
+ * ERRORS
+ *   See each module.
+ */
+
+export * from "./classify";
+export * from "./endpoint-health";
+export * from "./event-id";
+export * from "./events";
+export * from "./ip-address";
+export * from "./retry";
+export * from "./ssrf";
