@@ -23,3 +23,4 @@ export { enqueueMessage, refillMessage } from "./assign";
 export { snapshotQmgr, restoreQmgr, type QmgrSnapshot } from "./snapshot";
 export * from "./scheduler";
 export { runCommand, type Command, type CommandResult } from "./commands";
+export * from "./inspect";
