@@ -3,7 +3,9 @@
  *   policy - Halon-style pickup policies on top of the destination window (spec §12.6)
  * DESCRIPTION
  *   An entry may carry policy keys: its message's tenant ("tenant:<id>"), its queue's egress
- *   source ("egress:<id>") and destination site ("site:<id>"). Each key may have a rule: a
+ *   source ("egress:<id>") and destination site ("site:<id>"), and always its transport
+ *   ("transport:<name>") and destination ("dest:<transport>/<queue>"), so that an operator can
+ *   cap or suspend any of them for a while. Each key may have a rule: a
  *   concurrency cap, a rate (count per interval, as a token bucket whose burst is the count)
  *   and a suspension with an expiry. A peer is selectable only while every key it carries has
  *   room. With no rules configured nothing here runs, and selection is exactly Postfix's.
@@ -113,9 +115,9 @@ export function releasePolicies(charged: readonly PolicyCounter[] | null): boole
   return freed;
 }
 
-/** The policy keys of an entry of a message (tenant) for a queue (egress, site). */
-export function policyKeysOf(tenant: string | null, egress: string | null, site: string | null): string[] {
-  const keys: string[] = [];
+/** The policy keys of an entry of a message (tenant) for a queue (transport, destination, egress, site). */
+export function policyKeysOf(tenant: string | null, transport: string, queue: string, egress: string | null, site: string | null): string[] {
+  const keys: string[] = [`transport:${transport}`, `dest:${transport}/${queue}`];
   if (tenant !== null) keys.push(`tenant:${tenant}`);
   if (egress !== null) keys.push(`egress:${egress}`);
   if (site !== null) keys.push(`site:${site}`);

@@ -29,7 +29,8 @@ import { refillMessage } from "./assign";
 
 /** The policy keys of a peer's entries. */
 export function peerPolicyKeys(peer: Peer): string[] {
-  return policyKeysOf(peer.job.message.tenant, peer.queue.egress, peer.queue.site);
+  const queue = peer.queue;
+  return policyKeysOf(peer.job.message.tenant, queue.transport.name, queue.name, queue.egress, queue.site);
 }
 
 /** True if the peer's destination has room and its policies allow a selection now. */

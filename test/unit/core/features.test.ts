@@ -159,3 +159,24 @@ describe("relay departures from Postfix (spec §12)", () => {
     expect(t.dead).toBe(false);
   });
 });
+
+describe("operator suspensions through policy keys", () => {
+  it("suspends one destination for an hour while others keep flowing, then resumes it on time", () => {
+    const { q, src } = makeQmgr({});
+    src.files.set("m", [...rcpts(2, "held.example"), ...rcpts(2, "open.example", "smtp", 2)]);
+    admitMessage(q, { id: "m", createTime: 0, rcptTotal: 4, singleRcpt: true }, 0);
+    setPolicy(q, "dest:smtp/held.example", { suspendedUntil: 3600 }, 0);
+    expect(dispatchAll(q, 0).map((e) => e.peer.queue.name)).toEqual(["open.example", "open.example"]);
+    expect(nextWakeupAt(q)).toBe(3600);
+    tick(q, 3600);
+    expect(dispatchAll(q, 3600).map((e) => e.peer.queue.name)).toEqual(["held.example", "held.example"]);
+  });
+
+  it("caps a whole transport's concurrency", () => {
+    const { q, src } = makeQmgr({ default_destination_recipient_limit: 1 });
+    src.files.set("m", [...rcpts(3, "a.example"), ...rcpts(3, "b.example", "smtp", 3)]);
+    admitMessage(q, { id: "m", createTime: 0, rcptTotal: 6 }, 0);
+    setPolicy(q, "transport:smtp", { concurrency: 2 }, 0);
+    expect(dispatchAll(q, 0)).toHaveLength(2);
+  });
+});
