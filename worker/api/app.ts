@@ -2,9 +2,10 @@
  * The HTTP API: a Hono app with Resend's error shape on every failure.
  *
  * DESCRIPTION
- *   createApp()  GET /health (no key), /emails (routes/emails.ts) and /relay (routes/relay.ts)
- *                behind `Authorization: Bearer <key>`; one onError and one notFound build every
- *                error body through errors.ts.
+ *   createApp()  GET /health (no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
+ *                routes/suppressions.ts),
+ *                /webhooks (routes/webhooks.ts) and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
+ *                onError and one notFound build every error body through errors.ts.
  *
  * ERRORS
  *   Unknown errors are logged with the request id and answered as a bare 500
@@ -13,8 +14,11 @@
 import { Hono } from "hono";
 import { KeyCache, requireApiKey } from "./auth";
 import { isApiError, toErrorBody } from "./errors";
+import { openApiDocument } from "./openapi";
 import { emailRoutes } from "./routes/emails";
 import { relayRoutes } from "./routes/relay";
+import { suppressionRoutes } from "./routes/suppressions";
+import { webhookRoutes } from "./routes/webhooks";
 
 /** Per-request variables. */
 export type Vars = { requestId: string; tenant: string };
@@ -35,9 +39,12 @@ export function createApp() {
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));
 
   // "/x/*" also matches "/x" itself.
-  for (const prefix of ["/emails/*", "/relay/*"]) app.use(prefix, auth);
+  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/openapi.json"]) app.use(prefix, auth);
+  app.get("/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/emails", emailRoutes());
+  app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay", relayRoutes());
+  app.route("/webhooks", webhookRoutes());
 
   app.notFound((c) => c.json(toErrorBody(404, "not_found", "The requested endpoint was not found."), 404));
 

@@ -105,3 +105,37 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
   }
   return cur;
 }
+
+/** The event types a webhook endpoint can subscribe to (the ones this relay emits). */
+const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled"]);
+
+/** POST /webhooks (Resend's shape). */
+export const CreateWebhookSchema = z.object({ endpoint: z.string().min(1).max(2048), events: z.array(WebhookEventSchema).min(1) });
+
+/** PATCH /webhooks/:id. */
+export const UpdateWebhookSchema = z.object({
+  endpoint: z.string().min(1).max(2048).optional(),
+  events: z.array(WebhookEventSchema).min(1).optional(),
+  status: z.enum(["enabled", "disabled"]).optional(),
+});
+
+/** GET /webhooks query. */
+export const WebhookListQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().optional(),
+  before: z.string().optional(),
+});
+
+/** GET /relay/suppressions query. */
+export const SuppressionListQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(50),
+  after: z.string().optional(),
+  address: z.string().optional(),
+});
+
+/** POST /relay/suppressions. */
+export const AddSuppressionSchema = z.object({
+  address: z.string().min(3).max(320),
+  reason: z.string().min(1).max(64).default("manual"),
+  expires_at: z.string().min(1).optional(),
+});

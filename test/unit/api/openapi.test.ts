@@ -1,0 +1,24 @@
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { describe, expect, it } from "vitest";
+import { openApiDocument, ROUTES } from "../../../worker/api/openapi";
+
+describe("the OpenAPI document", () => {
+  it("is a valid OpenAPI 3.1 document according to an independent validator", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(openApiDocument());
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe("3.1");
+    // The validator does reject a broken document (so this test can fail).
+    const broken = await new Validator().validate({ ...openApiDocument(), info: undefined });
+    expect(broken.valid).toBe(false);
+  });
+
+  it("describes request bodies with the zod schemas that validate them", () => {
+    const doc = openApiDocument() as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { required?: string[]; properties?: object } }> } }>> };
+    const send = doc.paths["/emails"]!.post!.requestBody!.content["application/json"]!.schema;
+    expect(send.required).toEqual(["from", "to", "subject"]);
+    expect(Object.keys(send.properties ?? {})).toEqual(expect.arrayContaining(["cc", "bcc", "reply_to", "html", "text", "headers", "attachments", "tags", "scheduled_at"]));
+    expect(ROUTES.filter((r) => r.auth === false).map((r) => r.path)).toEqual(["/health"]);
+  });
+});

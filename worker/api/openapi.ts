@@ -1,0 +1,131 @@
+/**
+ * The OpenAPI 3.1 document of the HTTP API, generated from the zod schemas that validate the
+ * requests (schemas.ts) plus zod schemas of the responses declared here.
+ *
+ * DESCRIPTION
+ *   ROUTES            one row per operation: method, path, summary, request body / query
+ *                     schema, and responses. A test checks it against the app's real routes,
+ *                     both ways, so a route cannot be added without documenting it.
+ *   openApiDocument() builds the document (OpenAPI 3.1, whose schemas are JSON Schema
+ *                     2020-12 — what z.toJSONSchema produces).
+ *
+ * INVARIANTS
+ *   Every operation but GET /health requires `Authorization: Bearer <key>`; every error
+ *   response uses Resend's body {statusCode, name, message}.
+ */
+import { z } from "zod";
+import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
+
+const ErrorBody = z.object({ statusCode: z.number().int(), name: z.string(), message: z.string() });
+const IdBody = z.object({ id: z.string() });
+const BatchBody = z.object({ data: z.array(IdBody), errors: z.array(z.object({ index: z.number().int(), message: z.string() })).optional() });
+const RecipientView = z.object({
+  email: z.string(),
+  status: z.enum(["incoming", "ready", "active", "deferred", "delivered", "bounced", "expired", "suppressed", "cancelled"]),
+  attempts: z.number().int(),
+  next_attempt_at: z.string().nullable(),
+  last_response: z.object({ code: z.number().int(), enhanced: z.string().nullable(), text: z.string(), mx: z.string().nullable(), tls: z.boolean() }).partial().nullable(),
+  blocked_by: z.string().nullable(),
+});
+const EmailBody = z.object({
+  object: z.literal("email"),
+  id: z.string(),
+  from: z.string(),
+  to: z.array(z.string()),
+  cc: z.array(z.string()).nullable(),
+  bcc: z.array(z.string()).nullable(),
+  reply_to: z.array(z.string()).nullable(),
+  subject: z.string(),
+  html: z.string().nullable(),
+  text: z.string().nullable(),
+  tags: z.array(z.object({ name: z.string(), value: z.string() })).nullable(),
+  message_id: z.string().nullable(),
+  created_at: z.string().nullable(),
+  scheduled_at: z.string().nullable(),
+  last_event: z.string(),
+  recipients: z.array(RecipientView),
+});
+const ListBody = z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(EmailBody.omit({ recipients: true }).partial().extend({ id: z.string() })) });
+const Health = z.object({ ok: z.boolean(), service: z.string() });
+const Suppression = z.object({ object: z.literal("suppression"), address: z.string(), reason: z.string(), created_at: z.string(), expires_at: z.string().nullable() });
+const WebhookRef = z.object({ object: z.literal("webhook"), id: z.string() });
+const WebhookSecret = WebhookRef.extend({ signing_secret: z.string().describe("whsec_…; shown only here") });
+const WebhookView = WebhookRef.extend({ created_at: z.string(), status: z.enum(["enabled", "disabled"]), endpoint: z.string(), events: z.array(z.string()).nullable() });
+
+type Schema = z.ZodType;
+interface Operation {
+  method: "get" | "post" | "patch" | "delete";
+  path: string;
+  summary: string;
+  operationId: string;
+  auth: boolean;
+  body?: Schema;
+  query?: z.ZodObject;
+  headers?: { name: string; schema: Schema; description: string }[];
+  ok: { status: number; schema: Schema };
+  errors: number[];
+}
+
+const idempotency = { name: "Idempotency-Key", schema: IdempotencyKeySchema, description: "Repeat-safe submission: kept 24 h; same key and payload answers the first response." };
+
+/** Every operation of the API. */
+export const ROUTES: Operation[] = [
+  { method: "get", path: "/health", summary: "Liveness (no API key)", operationId: "health", auth: false, ok: { status: 200, schema: Health }, errors: [] },
+  { method: "post", path: "/emails", summary: "Send an email (Resend-compatible)", operationId: "sendEmail", auth: true, body: SendEmailSchema, headers: [idempotency], ok: { status: 200, schema: IdBody }, errors: [400, 401, 409, 413, 422] },
+  { method: "post", path: "/emails/batch", summary: "Send up to 100 emails", operationId: "sendBatch", auth: true, body: z.array(SendEmailSchema).min(1).max(100), headers: [idempotency, { name: "x-batch-validation", schema: BatchValidationSchema, description: "strict (all or nothing) or permissive (per item)." }], ok: { status: 200, schema: BatchBody }, errors: [400, 401, 409, 413, 422] },
+  { method: "get", path: "/emails", summary: "List emails, newest first (cursor pagination)", operationId: "listEmails", auth: true, query: ListQuerySchema as unknown as z.ZodObject, ok: { status: 200, schema: ListBody }, errors: [401, 422] },
+  { method: "get", path: "/emails/{id}", summary: "An email with its recipients' states", operationId: "getEmail", auth: true, ok: { status: 200, schema: EmailBody }, errors: [401, 404] },
+  { method: "patch", path: "/emails/{id}", summary: "Reschedule a scheduled email", operationId: "updateEmail", auth: true, body: UpdateEmailSchema, ok: { status: 200, schema: z.object({ object: z.literal("email"), id: z.string() }) }, errors: [400, 401, 404, 422] },
+  { method: "post", path: "/emails/{id}/cancel", summary: "Cancel a scheduled email", operationId: "cancelEmail", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("email"), id: z.string() }) }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/messages/raw", summary: "Relay an already composed RFC 5322 message", operationId: "sendRaw", auth: true, body: RawMessageSchema, headers: [idempotency], ok: { status: 200, schema: IdBody }, errors: [400, 401, 409, 413, 422] },
+  { method: "get", path: "/relay/suppressions", summary: "The tenant's suppressed addresses", operationId: "listSuppressions", auth: true, query: SuppressionListQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(Suppression) }) }, errors: [401, 422] },
+  { method: "post", path: "/relay/suppressions", summary: "Suppress an address (manually), optionally until a date", operationId: "addSuppression", auth: true, body: AddSuppressionSchema, ok: { status: 201, schema: Suppression }, errors: [400, 401, 422] },
+  { method: "delete", path: "/relay/suppressions/{address}", summary: "Remove a suppression", operationId: "removeSuppression", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("suppression"), address: z.string(), deleted: z.boolean() }) }, errors: [401, 404, 422] },
+  { method: "post", path: "/webhooks", summary: "Create a webhook endpoint (its signing secret is shown once)", operationId: "createWebhook", auth: true, body: CreateWebhookSchema, ok: { status: 201, schema: WebhookSecret }, errors: [400, 401, 422] },
+  { method: "get", path: "/webhooks", summary: "List webhook endpoints", operationId: "listWebhooks", auth: true, query: WebhookListQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(WebhookView) }) }, errors: [401, 422] },
+  { method: "get", path: "/webhooks/{id}", summary: "A webhook endpoint", operationId: "getWebhook", auth: true, ok: { status: 200, schema: WebhookView }, errors: [401, 404] },
+  { method: "patch", path: "/webhooks/{id}", summary: "Change a webhook endpoint's URL, events or status", operationId: "updateWebhook", auth: true, body: UpdateWebhookSchema, ok: { status: 200, schema: WebhookRef }, errors: [400, 401, 404, 422] },
+  { method: "delete", path: "/webhooks/{id}", summary: "Delete a webhook endpoint", operationId: "deleteWebhook", auth: true, ok: { status: 200, schema: WebhookRef.extend({ deleted: z.boolean() }) }, errors: [401, 404] },
+  { method: "post", path: "/webhooks/{id}/signing-secret/rotate", summary: "Rotate the signing secret (the old one signs too for 24 h)", operationId: "rotateWebhookSecret", auth: true, ok: { status: 200, schema: WebhookSecret }, errors: [401, 404] },
+  { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
+];
+
+function jsonSchema(s: Schema): Record<string, unknown> {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(s, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  return rest;
+}
+
+const json = (s: Schema) => ({ "application/json": { schema: jsonSchema(s) } });
+
+function operationOf(op: Operation) {
+  const parameters: Record<string, unknown>[] = [];
+  for (const m of op.path.matchAll(/\{(\w+)\}/g)) parameters.push({ name: m[1], in: "path", required: true, schema: { type: "string" } });
+  if (op.query) {
+    for (const [name, schema] of Object.entries(op.query.shape)) parameters.push({ name, in: "query", required: false, schema: jsonSchema(schema as Schema) });
+  }
+  for (const h of op.headers ?? []) parameters.push({ name: h.name, in: "header", required: false, description: h.description, schema: jsonSchema(h.schema) });
+  const responses: Record<string, unknown> = { [String(op.ok.status)]: { description: "Success", content: json(op.ok.schema) } };
+  for (const status of op.errors) responses[String(status)] = { description: "Error (Resend's error body)", content: json(ErrorBody) };
+  return {
+    operationId: op.operationId,
+    summary: op.summary,
+    ...(op.auth ? {} : { security: [] }),
+    ...(parameters.length ? { parameters } : {}),
+    ...(op.body ? { requestBody: { required: true, content: json(op.body) } } : {}),
+    responses,
+  };
+}
+
+/** The OpenAPI 3.1 document. */
+export function openApiDocument() {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of ROUTES) (paths[op.path] ??= {})[op.method] = operationOf(op);
+  return {
+    openapi: "3.1.0",
+    info: { title: "Cohort mail relay API", version: "0.1.0", description: "Resend-compatible sending API; relay-only endpoints live under /relay/." },
+    servers: [{ url: "http://127.0.0.1:8787", description: "npm start" }],
+    security: [{ bearer: [] }],
+    components: { securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "An API key (stored hashed)." } } },
+    paths,
+  };
+}

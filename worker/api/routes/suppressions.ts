@@ -1,0 +1,64 @@
+/**
+ * Suppressions of the caller's tenant, under /relay/suppressions.
+ *
+ * DESCRIPTION
+ *   GET    /relay/suppressions?limit=&after=&address=  live entries in address order
+ *                                                      → { object: "list", has_more, data }
+ *   POST   /relay/suppressions  { address, reason?, expires_at? } → 201 the entry (manual
+ *                               suppression; addresses are stored lower-case)
+ *   DELETE /relay/suppressions/:address  → { object: "suppression", address, deleted: true }
+ *   Entries for every tenant ('*') are not visible or removable through a tenant's key.
+ *
+ * ERRORS
+ *   422 validation_error for a bad address or date; 404 not_found for an unknown entry.
+ */
+import { Hono } from "hono";
+import { addSuppression, listSuppressions, removeSuppression, type SuppressionRow } from "../../db/suppressions";
+import type { AppEnv } from "../app";
+import { parseInput, readJson } from "../body";
+import { ApiError } from "../errors";
+import { AddSuppressionSchema, SuppressionListQuerySchema } from "../schemas";
+
+function view(r: SuppressionRow) {
+  return {
+    object: "suppression" as const,
+    address: r.address,
+    reason: r.reason,
+    created_at: new Date(r.created_at).toISOString(),
+    expires_at: r.expires_at === null ? null : new Date(r.expires_at).toISOString(),
+  };
+}
+
+function normalised(address: string): string {
+  const a = address.trim().toLowerCase();
+  if (!/^[^@\s]+@[^@\s]+$/.test(a)) throw new ApiError(422, "validation_error", "Invalid `address`: expected local@domain.");
+  return a;
+}
+
+/** The /relay/suppressions routes (mounted behind the API key middleware). */
+export function suppressionRoutes() {
+  const r = new Hono<AppEnv>();
+
+  r.get("/", async (c) => {
+    const q = parseInput(SuppressionListQuerySchema, c.req.query());
+    const page = await listSuppressions(c.env.DB, c.get("tenant"), { ...q, ...(q.address ? { address: normalised(q.address) } : {}) }, Date.now());
+    return c.json({ object: "list", has_more: page.hasMore, data: page.rows.map(view) });
+  });
+
+  r.post("/", async (c) => {
+    const body = parseInput(AddSuppressionSchema, (await readJson(c, 16 * 1024)).value);
+    const expires = body.expires_at === undefined ? null : Date.parse(body.expires_at);
+    if (expires !== null && !Number.isFinite(expires)) throw new ApiError(422, "validation_error", "Invalid `expires_at`: expected an ISO 8601 date.");
+    const row: SuppressionRow = { tenant_id: c.get("tenant"), address: normalised(body.address), reason: body.reason, created_at: Date.now(), expires_at: expires };
+    await addSuppression(c.env.DB, row);
+    return c.json(view(row), 201);
+  });
+
+  r.delete("/:address", async (c) => {
+    const address = normalised(decodeURIComponent(c.req.param("address")));
+    if (!(await removeSuppression(c.env.DB, c.get("tenant"), address))) throw new ApiError(404, "not_found", "Suppression not found.");
+    return c.json({ object: "suppression", address, deleted: true });
+  });
+
+  return r;
+}

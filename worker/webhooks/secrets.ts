@@ -1,0 +1,52 @@
+/**
+ * Webhook signing secrets at rest: `whsec_…` values encrypted with AES-256-GCM under the
+ * WEBHOOK_SECRETS_KEY secret (32 bytes, base64). The relay needs the plain secret to sign,
+ * so it cannot store a hash; it stores ciphertext and shows the secret only on create and
+ * rotate.
+ *
+ * DESCRIPTION
+ *   secretsKey(env)        the AES key: from WEBHOOK_SECRETS_KEY, or — only when COHORT_ENV is
+ *                          development or test — a fixed local key; otherwise an error.
+ *   sealSecret / openSecret  encrypt to "v1.<iv>.<ciphertext>" (base64) and back.
+ *
+ * ERRORS
+ *   Throws when the key is missing in production or a sealed value was tampered with; never
+ *   includes a secret in a message.
+ */
+
+const LOCAL_KEY_B64 = "Y29ob3J0LWxvY2FsLWRldmVsb3BtZW50LWtleSEhISE="; // 32 bytes, development and tests only
+
+function b64(bytes: Uint8Array): string {
+  let s = "";
+  for (const b of bytes) s += String.fromCharCode(b);
+  return btoa(s);
+}
+
+function unb64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+/** The AES-GCM key for sealing secrets. */
+export async function secretsKey(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }): Promise<CryptoKey> {
+  const local = env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
+  const raw = env.WEBHOOK_SECRETS_KEY ?? (local ? LOCAL_KEY_B64 : undefined);
+  if (!raw) throw new Error("WEBHOOK_SECRETS_KEY is not set (wrangler secret put WEBHOOK_SECRETS_KEY)");
+  const bytes = unb64(raw);
+  if (bytes.length !== 32) throw new Error("WEBHOOK_SECRETS_KEY must be 32 bytes, base64");
+  return crypto.subtle.importKey("raw", bytes, "AES-GCM", false, ["encrypt", "decrypt"]);
+}
+
+/** Encrypts a secret. */
+export async function sealSecret(key: CryptoKey, secret: string): Promise<string> {
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const ct = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv }, key, new TextEncoder().encode(secret)));
+  return `v1.${b64(iv)}.${b64(ct)}`;
+}
+
+/** Decrypts a sealed secret. */
+export async function openSecret(key: CryptoKey, sealed: string): Promise<string> {
+  const [v, iv, ct] = sealed.split(".");
+  if (v !== "v1" || !iv || !ct) throw new Error("unreadable sealed secret");
+  const pt = await crypto.subtle.decrypt({ name: "AES-GCM", iv: unb64(iv) }, key, unb64(ct));
+  return new TextDecoder().decode(pt);
+}
