@@ -33,6 +33,8 @@ export default defineConfig({
                 MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
                 // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots.
                 TRANSPORT_CHECKPOINT_EVERY: "7",
+                // The scheduler tests drive dispatch through the RPC themselves.
+                DISPATCH: "manual",
                 DKIM_KEYS: JSON.stringify([{ domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey }]),
               },
               queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 } },
@@ -42,7 +44,35 @@ export default defineConfig({
         test: {
           name: "workers",
           include: ["test/integration/**/*.test.ts"],
+          exclude: ["test/integration/delivery/**"],
           setupFiles: ["test/integration/apply-migrations.ts"],
+        },
+      },
+      {
+        // Delivery end to end: the Transport DO dispatches on its own ("auto") to the deliver
+        // consumer, which talks SMTP to a sink started by globalSetup.
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              // Back-off of 1–2 s, so retries and dead-destination revival happen within a test.
+              bindings: {
+                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
+                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+              },
+              queueConsumers: {
+                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
+                deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+              },
+            },
+          }),
+        ],
+        test: {
+          name: "delivery",
+          include: ["test/integration/delivery/**/*.test.ts"],
+          setupFiles: ["test/integration/apply-migrations.ts"],
+          globalSetup: ["test/integration/delivery/sink-setup.ts"],
+          testTimeout: 20_000,
         },
       },
       {

@@ -10,6 +10,7 @@
  *   beginClassify / decide / markAdmitted / ackEvents   the classify consumer's side (see
  *                     worker/consumers/classify.ts); results only ever move `incoming` recipients.
  *   cancel/reschedule scheduled messages that are not yet due.
+ *   envelope          what the delivery stage sends: envelope sender, size, recipients and states.
  *   recordOutcome     the delivery stage's per-recipient reports; when every recipient is final
  *                     the message is done and its body is deleted from R2.
  *   ensureSweep/alarm the sweeper: after OUTBOX_GRACE_SECONDS it re-triggers classification of
@@ -25,12 +26,12 @@ import { DurableObject } from "cloudflare:workers";
 import { shardOf } from "./storage/outbox-ids";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcome, cancelMessage, claimClassifyWork, deleteEvents, dueForClassify,
+  applyOutcome, cancelMessage, readEnvelope, claimClassifyWork, deleteEvents, dueForClassify,
   insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
 } from "./storage/outbox-store";
 import { deleteDoneBodies, hasOpenWork, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
 import type {
-  AcceptRequest, ClassifyResult, ClassifyWork, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
+  AcceptRequest, ClassifyResult, ClassifyWork, DeliveryEnvelope, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
 
 /** The body of a classify queue message: which message to classify or re-index. */
@@ -133,6 +134,11 @@ export class Outbox extends DurableObject<Env> {
     if (!this.ctx.storage.transactionSync(() => rescheduleMessage(this.sql, id, atMs, now))) return "not_scheduled";
     await this.afterChange(now, [id]);
     return "ok";
+  }
+
+  /** The message's envelope for delivery, or null when unknown. */
+  async envelope(id: string): Promise<DeliveryEnvelope | null> {
+    return readEnvelope(this.sql, id);
   }
 
   /** Records delivery outcomes for a message's recipients; returns how many applied. */

@@ -4,6 +4,18 @@
  * journal (which appends the command to the DO's SQLite in the same synchronous step, and
  * snapshots now and then), re-arms the alarm, and returns the core's decisions. After an
  * eviction the state is the last snapshot plus the journal replayed.
+ *
+ * DELIVERY LOOP (DISPATCH = "auto")
+ *   After every admit, report and alarm the shell dispatches what the core selects, records a
+ *   lease per entry (storage/delivery-state.ts) and sends the entries to the `deliver` queue.
+ *   The alarm fires at the earliest of the core's wake-up, a lease deadline and a retry due
+ *   time: an expired lease is reported as a crash (deferred, no feedback), and a deferred
+ *   message's not-yet-final recipients are admitted again as a new core message
+ *   (`<id>#<attempt>`). With DISPATCH = "manual" only the dispatch RPC selects.
+ *   SCHEDULER_CONFIG (JSON with Postfix's parameter names) overrides the core's defaults.
+ *   Outcomes the core decides on its own go to the message's Outbox: an expired attempt's open
+ *   recipients end `expired`; recipients deferred without an attempt (their destination died)
+ *   become `deferred` with blocked_by "destination_dead".
  */
 import { DurableObject } from "cloudflare:workers";
 import {
@@ -17,7 +29,12 @@ import {
   type ResolvedRecipient,
   type SchedulerConfig,
 } from "./core";
+import {
+  addLeases, coreIdOf, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
+  pendingRecipients, postponeRetry, readMeta, rememberMeta, scheduleRetry, takeLease,
+} from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
+import { isMessageId, outboxName, shardOf } from "./storage/outbox-ids";
 import { forgetFinished, migrateBacklog, noteFinished, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
 
 /** A message handed to the transport: its id, arrival time and resolved recipients. */
@@ -38,17 +55,53 @@ export interface DispatchedEntry {
   rcpts: StoredRecipient[];
 }
 
+/** The body of a `deliver` queue message: one dispatched entry with its lease. */
+export interface DeliverJob {
+  entryId: number;
+  /** The Outbox message id. */
+  messageId: string;
+  /** Delivery attempt of the message (1 for the first). */
+  attempt: number;
+  transport: string;
+  nexthop: string;
+  /** Recipients with their backlog index (reported back as final). */
+  rcpts: { idx: number; address: string }[];
+  /** Epoch seconds after which the transport treats the entry as crashed. */
+  leaseUntil: number;
+}
+
+/** An outcome the core decided without a delivery report, for the message's Outbox. */
+interface OutboxNote {
+  messageId: string;
+  attempt: number;
+  addresses: string[];
+  status: "expired" | "deferred";
+  text: string;
+  blockedBy: string | null;
+  /** Epoch ms. */
+  nextAttemptAt: number | null;
+}
+
+/** The answer to a delivery report: whether it applied, and what the core decided. */
+export interface ReportAnswer {
+  applied: boolean;
+  effects: Effect[];
+}
+
 export class TransportQueue extends DurableObject<Env> {
   private qmgr!: Qmgr<StoredRecipient>;
   private journal!: Journal<StoredRecipient>;
   private readonly cfg: SchedulerConfig;
+  /** Outcomes the core decided without a delivery report, still to be recorded in their Outbox. */
+  private notes: OutboxNote[] = [];
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.cfg = mustParseSchedulerConfig({});
+    this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);
+      migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
       const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500;
       this.journal = new Journal<StoredRecipient>(sql, every, () => forgetFinished(sql));
@@ -60,16 +113,77 @@ export class TransportQueue extends DurableObject<Env> {
   async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[] }> {
     const sql = this.ctx.storage.sql;
     if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id, req.rcpts)) return { admitted: true, effects: [] };
-    storeRecipients(sql, req.id, req.rcpts);
-    const intake = { id: req.id, createTime: req.createTime, tenant: req.tenant ?? null, priority: req.priority ?? 0, rcptTotal: req.rcpts.length };
-    const res = await this.run({ kind: "admit", now: nowSec(), intake });
-    if (res.accepted) recordAdmission(sql, req.id, req.rcpts);
-    return { admitted: res.accepted, effects: res.effects };
+    rememberMeta(sql, req.id, req.createTime, req.tenant ?? null, req.priority ?? 0);
+    const res = this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts);
+    await this.pump();
+    return res;
   }
 
   /** Selects up to `max` entries for delivery. */
   async dispatch(max = 100): Promise<{ entries: DispatchedEntry[]; effects: Effect[] }> {
-    const res = await this.run({ kind: "dispatch", now: nowSec(), max });
+    const res = this.dispatchCore(max);
+    await this.arm();
+    return res;
+  }
+
+  /**
+   * Applies a delivery report (idempotent by entry id). `finalIdx` names the entry's recipients
+   * (backlog index) that reached a final state; the others are retried with the message.
+   */
+  async report(entryId: number, report: DeliveryReport, finalIdx: number[] = []): Promise<ReportAnswer> {
+    const res = this.reportCore(entryId, report, finalIdx);
+    await this.pump();
+    return res;
+  }
+
+  /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
+  async leased(entryIds: number[]): Promise<number[]> {
+    return entryIds.filter((id) => hasLease(this.ctx.storage.sql, id));
+  }
+
+  /** Why each in-core recipient of a message waits (every attempt of it). */
+  async explain(messageId: string) {
+    const now = nowSec();
+    const ids = [...this.qmgr.messages.keys()].filter((id) => parseCoreId(id).messageId === messageId);
+    return ids.flatMap((id) => explainMessage(this.qmgr, id, now));
+  }
+
+  override async alarm(): Promise<void> {
+    const sql = this.ctx.storage.sql;
+    this.run({ kind: "tick", now: nowSec() });
+    for (const entryId of expiredLeases(sql, nowSec())) this.reportCore(entryId, { status: "crash" }, []);
+    for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
+    await this.pump();
+  }
+
+  /** Admits a new attempt of a deferred message with its not-yet-final recipients. */
+  private retry(coreId: string): void {
+    const sql = this.ctx.storage.sql;
+    const { messageId, attempt } = parseCoreId(coreId);
+    const meta = readMeta(sql, messageId);
+    const rcpts = pendingRecipients(sql, coreId).map(({ idx: _idx, ...r }) => r);
+    if (!meta || rcpts.length === 0) {
+      forgetAttempt(sql, coreId);
+      noteFinished(sql, coreId);
+      return;
+    }
+    const res = this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts);
+    if (!res.admitted) return postponeRetry(sql, coreId, nowSec() + 60); // active queue full
+    forgetAttempt(sql, coreId);
+    noteFinished(sql, coreId); // its backlog rows go at the next checkpoint
+  }
+
+  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[] } {
+    const sql = this.ctx.storage.sql;
+    storeRecipients(sql, id, rcpts);
+    const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length };
+    const res = this.run({ kind: "admit", now: nowSec(), intake });
+    if (res.accepted) recordAdmission(sql, id, rcpts);
+    return { admitted: res.accepted, effects: res.effects };
+  }
+
+  private dispatchCore(max: number): { entries: DispatchedEntry[]; effects: Effect[] } {
+    const res = this.run({ kind: "dispatch", now: nowSec(), max });
     const entries = res.entries.map((e) => ({
       entryId: e.id,
       messageId: e.peer.job.message.id,
@@ -80,29 +194,77 @@ export class TransportQueue extends DurableObject<Env> {
     return { entries, effects: res.effects };
   }
 
-  /** Applies a delivery report (idempotent by entry id). */
-  async report(entryId: number, report: DeliveryReport): Promise<{ applied: boolean; effects: Effect[] }> {
-    const res = await this.run({ kind: "report", now: nowSec(), entryId, report });
+  private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
+    const sql = this.ctx.storage.sql;
+    const coreId = takeLease(sql, entryId);
+    if (coreId !== null) markFinal(sql, coreId, finalIdx);
+    const res = this.run({ kind: "report", now: nowSec(), entryId, report });
     return { applied: res.accepted, effects: res.effects };
   }
 
-  /** Why each in-core recipient of a message waits. */
-  async explain(messageId: string) {
-    return explainMessage(this.qmgr, messageId, nowSec());
+  /** Records the outcomes the core decided on its own (expiry, deferral without attempt) in their Outbox. */
+  private async recordNotes(): Promise<void> {
+    const todo = this.notes.splice(0).filter((x) => isMessageId(x.messageId));
+    for (const x of todo) {
+      const outbox = this.env.OUTBOX.getByName(outboxName(shardOf(x.messageId)));
+      const envelope = await outbox.envelope(x.messageId);
+      const wanted = new Set(x.addresses.map((a) => a.toLowerCase()));
+      const reports = (envelope?.rcpts ?? []).filter((r) => wanted.has(r.address.toLowerCase()))
+        .map((r) => ({ idx: r.idx, status: x.status, attempt: x.attempt, nextAttemptAt: x.nextAttemptAt, response: { text: x.text }, blockedBy: x.blockedBy }));
+      if (reports.length > 0) await outbox.recordOutcome(x.messageId, reports).catch((e: unknown) => {
+        console.error(JSON.stringify({ error: "transport: recording an outcome in the Outbox failed", messageId: x.messageId, detail: String(e) }));
+      });
+    }
   }
 
-  override async alarm(): Promise<void> {
-    await this.run({ kind: "tick", now: nowSec() });
+  /** In auto mode: dispatches everything selectable to the deliver queue; then re-arms the alarm. */
+  private async pump(): Promise<void> {
+    await this.recordNotes();
+    if (this.env.DISPATCH === "auto") {
+      for (let round = 0; round < 10; round++) {
+        const { entries } = this.dispatchCore(100);
+        if (entries.length === 0) break;
+        const leaseUntil = nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900);
+        addLeases(this.ctx.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), leaseUntil);
+        await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, leaseUntil), contentType: "json" as const })));
+      }
+    }
+    await this.arm();
   }
 
-  /** Runs one command through the journal, notes finished messages, re-arms the alarm. */
-  private async run(cmd: Command) {
+  /** Runs one command through the journal and keeps the delivery bookkeeping in step. */
+  private run(cmd: Command) {
+    const sql = this.ctx.storage.sql;
     const res = this.journal.run(this.qmgr, cmd);
-    for (const e of res.effects) if (e.kind === "message-done" || e.kind === "message-expired") noteFinished(this.ctx.storage.sql, e.messageId);
-    const at = nextWakeupAt(this.qmgr);
-    if (at !== null) await this.ctx.storage.setAlarm(at * 1000);
+    for (const e of res.effects) {
+      if (e.kind === "message-expired") {
+        this.notes.push({ ...parseCoreId(e.messageId), addresses: pendingRecipients(sql, e.messageId).map((r) => r.address), status: "expired", text: "maximal_queue_lifetime exceeded", blockedBy: null, nextAttemptAt: null });
+      } else if (e.kind === "deferred") {
+        // Deferred without an attempt (its destination died): say so, with the retry time if known.
+        const retry = res.effects.find((d) => d.kind === "message-deferred" && d.messageId === e.messageId);
+        const nextAttemptAt = retry?.kind === "message-deferred" ? retry.nextAttemptAt * 1000 : null;
+        this.notes.push({ ...parseCoreId(e.messageId), addresses: e.rcpts.map((r) => r.address), status: "deferred", text: e.reason, blockedBy: "destination_dead", nextAttemptAt });
+      }
+      if (e.kind === "message-done" || e.kind === "message-expired") {
+        noteFinished(sql, e.messageId);
+        forgetAttempt(sql, e.messageId);
+      } else if (e.kind === "message-deferred") {
+        scheduleRetry(sql, e.messageId, e.nextAttemptAt);
+      }
+    }
     return res;
   }
+
+  /** Arms the alarm at the earliest core wake-up, lease deadline or retry. */
+  private async arm(): Promise<void> {
+    const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(this.ctx.storage.sql)].filter((t): t is number => t !== null);
+    if (times.length > 0) await this.ctx.storage.setAlarm(Math.min(...times) * 1000);
+  }
+}
+
+function toJob(e: DispatchedEntry, leaseUntil: number): DeliverJob {
+  const { messageId, attempt } = parseCoreId(e.messageId);
+  return { entryId: e.entryId, messageId, attempt, transport: e.transport, nexthop: e.nexthop, rcpts: e.rcpts.map((r) => ({ idx: r.idx, address: r.address })), leaseUntil };
 }
 
 function nowSec(): number {

@@ -12,6 +12,7 @@
  *   markReady            incoming → ready once admitted. Both only ever move `incoming`
  *                        recipients, so a repeated classification changes nothing.
  *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
+ *   readEnvelope         what the delivery stage sends (sender, size, recipients).
  *   applyOutcome         the delivery stage's report for one recipient.
  *   finishIfDone         marks a message done once every recipient is final.
  *   dueForClassify / unindexed / markClassifySent   the sweeper's re-trigger lists: messages
@@ -21,7 +22,7 @@
  *   A final recipient never changes again. Every status change writes one event row in the
  *   same transaction. A message is `done` exactly when all its recipients are final.
  */
-import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
+import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string };
 type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
@@ -164,6 +165,16 @@ export function rescheduleMessage(sql: SqlStorage, id: string, atMs: number, now
 const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
   active: null, deferred: "email.delivery_delayed", delivered: "email.delivered", bounced: "email.bounced", expired: "email.failed",
 };
+
+/** The message's envelope for delivery, or null when unknown. */
+export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
+  const m = sql.exec<{ mail_from: string; size: number }>("SELECT mail_from, size FROM message WHERE id = ?", id).toArray()[0];
+  if (!m) return null;
+  const rcpts = sql.exec<{ idx: number; address: string; status: RcptStatus; attempts: number }>(
+    "SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ? ORDER BY idx", id,
+  ).toArray();
+  return { id, mailFrom: m.mail_from, size: m.size, rcpts };
+}
 
 /** Applies a delivery outcome; stale (older attempt) or post-final reports change nothing. */
 export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number): boolean {

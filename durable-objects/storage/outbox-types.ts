@@ -141,3 +141,11 @@ export interface OutcomeReport {
   response?: { code?: number; enhanced?: string; text?: string; mx?: string; tls?: boolean } | null;
   blockedBy?: string | null;
 }
+
+/** What the delivery stage needs of a message: envelope sender, size and recipients. */
+export interface DeliveryEnvelope {
+  id: string;
+  mailFrom: string;
+  size: number;
+  rcpts: { idx: number; address: string; status: RcptStatus; attempts: number }[];
+}

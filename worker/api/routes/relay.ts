@@ -8,8 +8,14 @@
  *                             is parsed and validated (see ../raw.ts) and then takes the same
  *                             path as POST /emails, Idempotency-Key included.
  *
+ *   GET /relay/dev/mailbox    development and test only (COHORT_ENV): what the local SMTP
+ *                             catcher of `npm start` received, oldest first: { object: "list",
+ *                             data: [{ mail_from, rcpt_to, received_at, message }] }, read from
+ *                             the catcher's listing at DEV_MAILBOX_URL.
+ *
  * ERRORS
- *   As POST /emails.
+ *   As POST /emails. GET /relay/dev/mailbox: 404 outside development/test or without a
+ *   catcher configured, 502 application_error when the catcher does not answer.
  */
 import { Hono } from "hono";
 import { randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
@@ -35,6 +41,19 @@ export function relayRoutes() {
     const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
     return jsonResponse(res);
+  });
+
+  r.get("/dev/mailbox", async (c) => {
+    const url = c.env.DEV_MAILBOX_URL;
+    if (!["development", "test"].includes(c.env.COHORT_ENV) || !url) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
+    const res = await fetch(url).catch(() => null);
+    if (!res || !res.ok) throw new ApiError(502, "application_error", "The local SMTP catcher did not answer.");
+    const caught = await res.json<{ mailFrom: string; rcptTo: string[]; body: string; receivedAt: number }[]>();
+    const data = caught.map((m) => ({
+      mail_from: m.mailFrom, rcpt_to: m.rcptTo, received_at: new Date(m.receivedAt).toISOString(),
+      message: new TextDecoder().decode(Uint8Array.from(atob(m.body), (ch) => ch.charCodeAt(0))),
+    }));
+    return c.json({ object: "list", data });
   });
 
   r.all("/messages/raw", () => {

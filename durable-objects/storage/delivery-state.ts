@@ -1,0 +1,118 @@
+/**
+ * The Transport DO's delivery bookkeeping in its SQLite, beside the core's journal and backlog.
+ *
+ * DESCRIPTION
+ *   lease        one row per dispatched entry: which core message it belongs to and until when
+ *                the deliver consumer may report it; an expired lease is reported as a crash.
+ *   msg_meta     what a message was admitted with (create time, tenant, priority), so a later
+ *                attempt is admitted with the same arrival time (expiry counts from it).
+ *   final_rcpt   recipients (core message id, backlog index) that reached a final state.
+ *   retry_due    messages the core deferred, with the time their next attempt is due.
+ *
+ *   Each attempt of a message is its own core message (`<id>` for the first, `<id>#<n>` after),
+ *   with its own backlog rows, so journal replay always reads exactly the rows it read live.
+ *
+ * INVARIANTS
+ *   All writes are idempotent (INSERT OR IGNORE / OR REPLACE), so a repeated report changes
+ *   nothing twice.
+ */
+import type { StoredRecipient } from "./sqlite-source";
+
+/** An Outbox message id and the attempt number a core message id stands for. */
+export interface AttemptRef {
+  messageId: string;
+  attempt: number;
+}
+
+/** Creates the delivery tables if missing (schema version 1). */
+export function migrateDelivery(sql: SqlStorage): void {
+  sql.exec("CREATE TABLE IF NOT EXISTS lease (entry_id INTEGER PRIMARY KEY, core_id TEXT NOT NULL, until INTEGER NOT NULL)");
+  sql.exec("CREATE TABLE IF NOT EXISTS msg_meta (message_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID");
+  sql.exec("CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID");
+  sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
+}
+
+/** The core message id of an attempt. */
+export function coreIdOf(messageId: string, attempt: number): string {
+  return attempt <= 1 ? messageId : `${messageId}#${attempt}`;
+}
+
+/** Splits a core message id into the Outbox id and the attempt. */
+export function parseCoreId(coreId: string): AttemptRef {
+  const hash = coreId.lastIndexOf("#");
+  if (hash < 0) return { messageId: coreId, attempt: 1 };
+  return { messageId: coreId.slice(0, hash), attempt: Number(coreId.slice(hash + 1)) || 1 };
+}
+
+/** Records a lease per dispatched entry. */
+export function addLeases(sql: SqlStorage, leases: { entryId: number; coreId: string }[], until: number): void {
+  for (const l of leases) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until) VALUES (?, ?, ?)", l.entryId, l.coreId, until);
+}
+
+/** Removes a lease; returns the core message id it was for, or null if there was none. */
+export function takeLease(sql: SqlStorage, entryId: number): string | null {
+  const row = sql.exec<{ core_id: string }>("DELETE FROM lease WHERE entry_id = ? RETURNING core_id", entryId).toArray()[0];
+  return row ? row.core_id : null;
+}
+
+/** True while the entry is leased. */
+export function hasLease(sql: SqlStorage, entryId: number): boolean {
+  return sql.exec("SELECT 1 FROM lease WHERE entry_id = ?", entryId).toArray().length > 0;
+}
+
+/** Entry ids whose lease ran out at `now`. */
+export function expiredLeases(sql: SqlStorage, now: number): number[] {
+  return sql.exec<{ entry_id: number }>("SELECT entry_id FROM lease WHERE until <= ? ORDER BY until LIMIT 500", now).toArray().map((r) => r.entry_id);
+}
+
+/** Remembers what a message was first admitted with. */
+export function rememberMeta(sql: SqlStorage, messageId: string, createTime: number, tenant: string | null, priority: number): void {
+  sql.exec("INSERT OR IGNORE INTO msg_meta (message_id, create_time, tenant, priority) VALUES (?, ?, ?, ?)", messageId, createTime, tenant, priority);
+}
+
+/** What a message was first admitted with, or null. */
+export function readMeta(sql: SqlStorage, messageId: string): { createTime: number; tenant: string | null; priority: number } | null {
+  const row = sql.exec<{ create_time: number; tenant: string | null; priority: number }>(
+    "SELECT create_time, tenant, priority FROM msg_meta WHERE message_id = ?", messageId,
+  ).toArray()[0];
+  return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority } : null;
+}
+
+/** Marks recipients of a core message final. */
+export function markFinal(sql: SqlStorage, coreId: string, idxs: number[]): void {
+  for (const idx of idxs) sql.exec("INSERT OR IGNORE INTO final_rcpt (core_id, idx) VALUES (?, ?)", coreId, idx);
+}
+
+/** Schedules the next attempt of a deferred core message. */
+export function scheduleRetry(sql: SqlStorage, coreId: string, due: number): void {
+  sql.exec("INSERT OR REPLACE INTO retry_due (core_id, due) VALUES (?, ?)", coreId, due);
+}
+
+/** Core messages whose next attempt is due at `now`. */
+export function dueRetries(sql: SqlStorage, now: number): string[] {
+  return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", now).toArray().map((r) => r.core_id);
+}
+
+/** Postpones a retry (the active queue had no room). */
+export function postponeRetry(sql: SqlStorage, coreId: string, due: number): void {
+  sql.exec("UPDATE retry_due SET due = ? WHERE core_id = ?", due, coreId);
+}
+
+/** The recipients of a core message that are not final yet (backlog rows minus final ones). */
+export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] {
+  return sql.exec<{ idx: number; address: string; transport: string; nexthop: string; egress: string | null; site: string | null }>(
+    `SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ?1
+       AND idx NOT IN (SELECT idx FROM final_rcpt WHERE core_id = ?1) ORDER BY idx`, coreId,
+  ).toArray().map((r) => ({ idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }));
+}
+
+/** Forgets the bookkeeping of a core message that was retried or finished. */
+export function forgetAttempt(sql: SqlStorage, coreId: string): void {
+  sql.exec("DELETE FROM retry_due WHERE core_id = ?", coreId);
+  sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
+}
+
+/** The earliest lease deadline or retry due time, or null. */
+export function nextDeliveryDue(sql: SqlStorage): number | null {
+  return sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM (SELECT min(until) AS at FROM lease UNION ALL SELECT min(due) AS at FROM retry_due)").one().at;
+}

@@ -1,0 +1,31 @@
+/**
+ * `npm start`'s local mail catcher: starts the catch-all SMTP server (lib/smtp-catcher.ts) on
+ * 127.0.0.1 — SMTP on 2526 and its HTTP listing on 2527 when free, else any free ports — then
+ * runs `npm run dev` with SMARTHOST pointing the default transport at it and DEV_MAILBOX_URL
+ * pointing GET /relay/dev/mailbox at its listing. Stops the catcher when wrangler exits, and
+ * passes SIGINT/SIGTERM on to wrangler.
+ */
+import { spawn } from "node:child_process";
+import { startCatcher, type Catcher } from "./lib/smtp-catcher";
+
+const SMTP_PORT = 2526;
+const HTTP_PORT = 2527;
+
+/** The catcher on the fixed dev ports, or on free ones when those are taken. */
+async function start(): Promise<Catcher> {
+  try {
+    return await startCatcher({ smtpPort: SMTP_PORT, httpPort: HTTP_PORT });
+  } catch {
+    return startCatcher();
+  }
+}
+
+const catcher = await start();
+const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
+const mailbox = `http://127.0.0.1:${catcher.httpPort}/messages`;
+console.log(`\n  Local SMTP catcher: ${smarthost} (mail to any address lands here)\n  See what arrived: GET http://127.0.0.1:8787/relay/dev/mailbox\n`);
+const child = spawn("npm", ["run", "dev", "--", "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:${mailbox}`], { stdio: "inherit" });
+for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
+child.on("exit", (code) => {
+  void catcher.close().finally(() => process.exit(code ?? 0));
+});

@@ -1,0 +1,31 @@
+/**
+ * The delivery stage's D1 writes: the index rows and events of every message a batch touched,
+ * in one D1 batch, then each Outbox is told which events are written.
+ *
+ * DESCRIPTION
+ *   indexMessages(env, ids)   best effort: on failure nothing is lost, because the Outbox also
+ *                             hands every changed message to the classify queue, whose
+ *                             consumer writes the same rows (idempotently) later.
+ */
+import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import { lastEventOf } from "../api/email-view";
+import { eventStatements } from "../db/events";
+import { indexStatements } from "../db/messages";
+import { outboxOf } from "./classify-message";
+
+/** Writes the index and events of `ids` in one D1 batch. */
+export async function indexMessages(env: Env, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  try {
+    const states = (await Promise.all(ids.map(async (id) => (await outboxOf(env, id).beginClassify(id)).sync))).filter((s): s is SyncState => s !== null);
+    const stmts = states.flatMap((s) => [...indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false)), ...eventStatements(env.DB, s.events)]);
+    if (stmts.length === 0) return;
+    await env.DB.batch(stmts);
+    await Promise.all(states.map(async (s) => {
+      const last = s.events[s.events.length - 1];
+      if (last) await outboxOf(env, s.view.id).ackEvents(s.view.id, last.seq);
+    }));
+  } catch (e) {
+    console.error(JSON.stringify({ error: "deliver: index write failed (the classify queue repeats it)", detail: e instanceof Error ? e.message : String(e) }));
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The `deliver` Queue consumer (the delivery agent): each message is one entry the Transport
+ * DO dispatched. The batch is grouped by nexthop, one SMTP session per group (at most 6
+ * sockets at once, the platform limit), and every entry's result goes to the Transport DO
+ * (report, with the site failure for concurrency feedback) and to its Outbox (per-recipient
+ * outcome); the D1 index and events of every message touched are written once, in one batch.
+ *
+ * DESCRIPTION
+ *   handleDeliverBatch(batch, env)   the queue handler. Decisions live in deliver-plan.ts, the
+ *                                    session in deliver-session.ts, the index in deliver-index.ts.
+ *
+ * INVARIANTS
+ *   Each message is acked or retried on its own; one bad message never fails the batch. Reports
+ *   are idempotent by entry id (Transport DO) and attempt (Outbox), so a redelivered message
+ *   changes nothing twice; an entry no longer leased is not sent again, and recipients final in
+ *   the Outbox are never sent again. An entry whose nexthop is not a relay (the `mx` kind, not wired yet)
+ *   is acked without a report: its lease runs out and the Transport DO retries it.
+ */
+import { coreIdOf } from "../../durable-objects/storage/delivery-state";
+import type { DeliverJob } from "../../durable-objects/transport-queue";
+import { outboxOf } from "./classify-message";
+import { indexMessages } from "./deliver-index";
+import { groupByNexthop, judgeEntry, parseJob, relayTarget } from "./deliver-plan";
+import { runSession, type SessionPart } from "./deliver-session";
+
+/** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
+const MAX_SOCKETS = 6;
+
+type Item = { msg: Message<unknown>; job: DeliverJob };
+
+function fail(msg: Message<unknown>, stage: string, e: unknown): void {
+  console.error(JSON.stringify({ error: `deliver ${stage} failed`, body: msg.body, detail: e instanceof Error ? e.message : String(e) }));
+  msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
+}
+
+/**
+ * Records one entry's outcome: final recipients first in its Outbox (authoritative; a final
+ * recipient is never sent again, also when this queue message is redelivered), then the report
+ * to its Transport DO, then the deferred recipients with the next attempt time the DO decided
+ * (known once the attempt's last entry is done). Returns the message id touched.
+ */
+async function finish(env: Env, part: SessionPart): Promise<string> {
+  const { job } = part;
+  const v = judgeEntry(job, part.matched, part.txn, part.site);
+  const outbox = outboxOf(env, job.messageId);
+  const finals = v.outcomes.filter((o) => o.status !== "deferred");
+  if (finals.length > 0) await outbox.recordOutcome(job.messageId, finals);
+  const report = { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) };
+  const answer = await env.TRANSPORT_QUEUE.getByName(job.transport).report(job.entryId, report, v.finalIdx);
+  // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
+  const coreId = coreIdOf(job.messageId, job.attempt);
+  const deferred = answer.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
+  const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
+  const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
+  if (later.length > 0) await outbox.recordOutcome(job.messageId, later);
+  return job.messageId;
+}
+
+/** Delivers one nexthop's entries in one session and records the results. */
+async function deliverGroup(env: Env, items: Item[]): Promise<string[]> {
+  const first = items[0]!;
+  const target = relayTarget(first.job.nexthop);
+  if (!target) {
+    for (const it of items) {
+      console.warn(JSON.stringify({ warning: "deliver: mx delivery is not wired; the lease will lapse", nexthop: it.job.nexthop, entryId: it.job.entryId }));
+      it.msg.ack();
+    }
+    return [];
+  }
+  let parts: SessionPart[];
+  try {
+    // Entries no longer leased were reported already (a redelivered queue message) or given up
+    // as crashed and retried as a new attempt: nothing to send.
+    const live = new Set(await env.TRANSPORT_QUEUE.getByName(first.job.transport).leased(items.map((i) => i.job.entryId)));
+    for (const it of items) if (!live.has(it.job.entryId)) it.msg.ack();
+    items = items.filter((i) => live.has(i.job.entryId));
+    if (items.length === 0) return [];
+    parts = await runSession(env, target, items.map((i) => i.job));
+  } catch (e) {
+    for (const it of items) fail(it.msg, "session", e);
+    return [];
+  }
+  const touched: string[] = [];
+  for (const [i, part] of parts.entries()) {
+    const msg = items[i]!.msg;
+    try {
+      touched.push(await finish(env, part));
+      msg.ack();
+    } catch (e) {
+      fail(msg, "report", e);
+    }
+  }
+  return touched;
+}
+
+/** Runs `tasks` with at most `limit` in flight. */
+async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const out: T[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      out[i] = await tasks[i]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return out;
+}
+
+/** The queue handler. */
+export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const items: Item[] = [];
+  for (const msg of batch.messages) {
+    const job = parseJob(msg.body);
+    if (job) items.push({ msg, job });
+    else {
+      console.error(JSON.stringify({ error: "deliver: malformed queue message", body: msg.body }));
+      msg.ack();
+    }
+  }
+  const touched = await pool(groupByNexthop(items).map((g) => () => deliverGroup(env, g)), MAX_SOCKETS);
+  await indexMessages(env, [...new Set(touched.flat())]);
+}
