@@ -24,9 +24,15 @@
 import { invariant } from "./errors";
 import type { Job, Message, Transport } from "./model";
 
-/** Forgets the memoised preemption candidate (Postfix RESET_CANDIDATE_CACHE). */
+/**
+ * Forgets the memoised preemption candidate (Postfix RESET_CANDIDATE_CACHE). Postfix resets
+ * only the current-job key; the candidate is cleared too so that it can never point at a job
+ * freed since (a snapshot would name a job that no longer exists). Unobservable otherwise: a
+ * memo whose key is null is never used.
+ */
 export function invalidateCandidateCache(t: Transport): void {
   t.candCacheCurrent = null;
+  t.candCache = null;
 }
 
 /** Some job may have become eligible as a candidate: the no-candidate memo is stale. */

@@ -20,7 +20,7 @@
  *   InvariantError on a peer chosen without a todo entry.
  */
 import { invariant } from "./errors";
-import { bumpCandidates, hasEntries, isBlocker, retireJob } from "./job-list";
+import { bumpCandidates, hasEntries, invalidateCandidateCache, isBlocker, retireJob } from "./job-list";
 import type { Entry, Job, Peer, Qmgr, Transport } from "./model";
 import { chargePolicies, policyBlock, policyKeysOf } from "./policy";
 import { tryPreempt } from "./preempt";
@@ -102,7 +102,7 @@ export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
       job.selectedEntries += 1;
       job.slotsAvailable += 1;
       job.slotsUsed += 1;
-      if (job !== t.candCacheCurrent) t.candCacheCurrent = null;
+      if (job !== t.candCacheCurrent) invalidateCandidateCache(t);
       if (job !== start) bumpCandidates(t);
       t.current = job;
       if (!hasEntries(job) && !job.message.hasUnread) retireJob(job);

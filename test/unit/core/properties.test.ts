@@ -95,7 +95,8 @@ describe("scheduling core properties (fast-check)", () => {
     );
   }, 600_000);
 
-  it(`snapshot and restore mid-run gives identical future selections (${RUNS} scenarios)`, () => {
+  // Seed 869336218 once found a snapshot naming a freed job (a stale candidate-memo pointer).
+  it.each([{ seed: undefined }, { seed: 869336218 }])(`snapshot and restore mid-run gives identical future selections (${RUNS} scenarios, seed $seed)`, ({ seed }) => {
     fc.assert(
       fc.property(scenarioArb({ failures: true }), fc.nat(), (s, cut) => {
         const at = cut % (s.ops.length + 1);
@@ -116,7 +117,7 @@ describe("scheduling core properties (fast-check)", () => {
         expect(b.trace.events).toEqual(a.trace.events.slice(mark));
         expect(JSON.stringify(snapshotQmgr(b.q))).toBe(JSON.stringify(snapshotQmgr(a.q)));
       }),
-      { numRuns: RUNS },
+      { numRuns: RUNS, ...(seed === undefined ? {} : { seed }) },
     );
   }, 600_000);
 
