@@ -51,21 +51,26 @@ export default defineConfig({
       {
         // Delivery end to end: the Transport DO dispatches on its own ("auto") to the deliver
         // consumer, which talks SMTP to a sink started by globalSetup.
+        // The `mx` kind resolves through the fixture DoH server and reaches every MX host on the
+        // sink's port through Dante (SOCKS5 with username/password); all are started by
+        // globalSetup and read here with inject.
         plugins: [
-          cloudflareTest({
+          cloudflareTest(({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
             miniflare: {
               // Back-off of 1–2 s, so retries and dead-destination revival happen within a test.
               bindings: {
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
                 SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+                DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort),
+                EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
               },
               queueConsumers: {
                 classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
                 deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
               },
             },
-          }),
+          })),
         ],
         test: {
           name: "delivery",

@@ -14,6 +14,7 @@
  *   judgeEntry(job, matched, txn, siteFailure)  the per-recipient outcome of one entry and the
  *                                    report for the Transport DO: 2xx delivered, 4xx deferred,
  *                                    5xx bounced; a recipient with no result is deferred.
+ *                                    `mx` and `tls` are reported when a remote host answered.
  */
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport } from "../../durable-objects/storage/outbox-types";
@@ -102,7 +103,9 @@ export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: Transac
       continue;
     }
     if (res.status !== "deferred") finalIdx.push(m.idx);
-    const response = { code: res.code, ...(res.enhanced ? { enhanced: res.enhanced } : {}), text: res.text, mx: txn!.remoteHost, tls: txn!.tls };
+    // No remote host: the result was decided before any connection (an MX lookup that failed).
+    const remote = txn!.remoteHost ? { mx: txn!.remoteHost, tls: txn!.tls } : {};
+    const response = { code: res.code, ...(res.enhanced ? { enhanced: res.enhanced } : {}), text: res.text, ...remote };
     outcomes.push({ idx: m.outboxIdx, status: res.status, attempt: job.attempt, response, blockedBy: null });
   }
   const status = outcomes.some((o) => o.status === "deferred") ? "defer" : "ok";

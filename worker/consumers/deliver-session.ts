@@ -7,16 +7,22 @@
  *                                  TLS policy (RELAY_TLS), implicit TLS (RELAY_IMPLICIT_TLS),
  *                                  AUTH from the secrets RELAY_USERNAME / RELAY_PASSWORD, and
  *                                  Postfix's default timeouts.
- *   runSession(env, target, items) reads each entry's envelope from its Outbox, sends the
- *                                  recipients not yet final there, and returns per entry what
- *                                  the session produced (deliverSession never rejects for
- *                                  network or protocol failures).
+ *   prepareJobs(env, jobs)         reads each entry's envelope from its Outbox and matches its
+ *                                  recipients (the ones final there are not sent again).
+ *   hasWork(prepared)              whether any prepared entry has a recipient to send.
+ *   unsentParts(prepared)          the parts of entries no session ran for.
+ *   runSession(env, target, prepared, options)  sends the recipients not yet final, and
+ *                                  returns per entry what the session produced (deliverSession
+ *                                  never rejects for network or protocol failures). options
+ *                                  name the session config, the socket factory and the TLS
+ *                                  name (the `mx` kind); the default is the relay kind's.
  */
 import { bodyKey } from "../../durable-objects/storage/outbox-ids";
+import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { createSessionConfig, type SessionConfig, type TlsPolicy } from "../smtp/core/config";
 import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/core/types";
-import { deliverSession } from "../smtp/socket";
+import { deliverSession, type ConnectSocket } from "../smtp/socket";
 import { outboxOf } from "./classify-message";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./deliver-plan";
 
@@ -26,6 +32,20 @@ export interface SessionPart {
   matched: MatchedRcpt[];
   txn: TransactionResult | undefined;
   site: SiteFailure | null;
+}
+
+/** An entry with its Outbox envelope and matched recipients, ready to send. */
+export interface PreparedJob {
+  job: DeliverJob;
+  envelope: DeliveryEnvelope | null;
+  matched: MatchedRcpt[];
+}
+
+/** How a session is run besides its target (defaults: the relay kind's). */
+export interface SessionOptions {
+  config?: SessionConfig;
+  connect?: ConnectSocket;
+  tlsServerName?: string;
 }
 
 type Secrets = { RELAY_USERNAME?: string; RELAY_PASSWORD?: string };
@@ -48,29 +68,50 @@ function missingBody(id: string): ReadableStream<Uint8Array> {
   return new ReadableStream({ start: (c) => c.error(new Error(`body of ${id} is missing`)) });
 }
 
-/** Runs one session for the jobs of one nexthop. */
-export async function runSession(env: Env, target: RelayTarget, jobs: DeliverJob[]): Promise<SessionPart[]> {
+/** Reads the envelopes of `jobs` and matches their recipients. */
+export async function prepareJobs(env: Env, jobs: DeliverJob[]): Promise<PreparedJob[]> {
   const envelopes = await Promise.all(jobs.map((j) => outboxOf(env, j.messageId).envelope(j.messageId)));
-  const parts = jobs.map((job, i) => ({ job, envelope: envelopes[i] ?? null, matched: sendableRcpts(job, envelopes[i] ?? null) }));
-  const messages: MessageEnvelope[] = parts.flatMap(({ job, envelope, matched }) => {
+  return jobs.map((job, i) => ({ job, envelope: envelopes[i] ?? null, matched: sendableRcpts(job, envelopes[i] ?? null) }));
+}
+
+/** The SMTP transactions of the prepared entries (one per entry with something to send). */
+function messagesOf(prepared: PreparedJob[]): MessageEnvelope[] {
+  return prepared.flatMap(({ job, envelope, matched }) => {
     const rcptTo = matched.filter((m) => !m.final).map((m) => m.address);
     if (!envelope || rcptTo.length === 0) return [];
     return [{ id: String(job.entryId), mailFrom: envelope.mailFrom, rcptTo, sizeBytes: envelope.size, eightBitMime: true, smtpUtf8: false }];
   });
-  if (messages.length === 0) return parts.map(({ job, matched }) => ({ job, matched, txn: undefined, site: null }));
-  const byEntry = new Map(jobs.map((j) => [String(j.entryId), j]));
+}
+
+/** Whether any prepared entry has a recipient to send. */
+export function hasWork(prepared: PreparedJob[]): boolean {
+  return messagesOf(prepared).length > 0;
+}
+
+/** The parts of entries that were not sent (no session ran). */
+export function unsentParts(prepared: PreparedJob[]): SessionPart[] {
+  return prepared.map(({ job, matched }) => ({ job, matched, txn: undefined, site: null }));
+}
+
+/** Runs one session for the prepared entries of one nexthop. */
+export async function runSession(env: Env, target: RelayTarget, prepared: PreparedJob[], options: SessionOptions = {}): Promise<SessionPart[]> {
+  const messages = messagesOf(prepared);
+  if (messages.length === 0) return unsentParts(prepared);
+  const byEntry = new Map(prepared.map(({ job }) => [String(job.entryId), job]));
   const outcome = await deliverSession({
     hostname: target.host,
     port: target.port,
-    config: sessionConfigOf(env, target),
+    config: options.config ?? sessionConfigOf(env, target),
     messages,
     openBody: async (id) => {
       const job = byEntry.get(id);
       const obj = job ? await env.BODIES.get(bodyKey(job.messageId)) : null;
       return obj ? obj.body : missingBody(id);
     },
+    ...(options.connect ? { connect: options.connect } : {}),
+    ...(options.tlsServerName ? { tlsServerName: options.tlsServerName } : {}),
   });
-  return parts.map(({ job, matched }) => ({
+  return prepared.map(({ job, matched }) => ({
     job, matched, txn: outcome.transactions.find((t) => t.messageId === String(job.entryId)), site: outcome.siteFailure,
   }));
 }

@@ -7,7 +7,8 @@
  *
  * DESCRIPTION
  *   handleDeliverBatch(batch, env)   the queue handler. Decisions live in deliver-plan.ts, the
- *                                    session in deliver-session.ts, the index in deliver-index.ts.
+ *                                    session in deliver-session.ts, the mx kind in deliver-mx.ts,
+ *                                    the index in deliver-index.ts.
  *
  * INVARIANTS
  *   Each message is acked or retried on its own; one bad message never fails the batch. Reports
@@ -21,7 +22,9 @@ import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { outboxOf } from "./classify-message";
 import { indexMessages } from "./deliver-index";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget } from "./deliver-plan";
-import { runSession, type SessionPart } from "./deliver-session";
+import type { MxResolution } from "../net/core/mx";
+import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
+import { hasWork, prepareJobs, runSession, unsentParts, type SessionPart } from "./deliver-session";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -56,26 +59,49 @@ async function finish(env: Env, part: SessionPart): Promise<string> {
   return job.messageId;
 }
 
-/** Delivers one nexthop's entries in one session and records the results. */
-async function deliverGroup(env: Env, items: Item[]): Promise<string[]> {
-  const first = items[0]!;
-  const target = relayTarget(first.job.nexthop);
-  if (!target) {
-    for (const it of items) {
-      console.warn(JSON.stringify({ warning: "deliver: mx delivery is not wired; the lease will lapse", nexthop: it.job.nexthop, entryId: it.job.entryId }));
-      it.msg.ack();
-    }
-    return [];
-  }
+/** The mx kind's settings and MX lookups of one invocation (created on first use). */
+interface MxContext {
+  settings: MxSettings;
+  lookup: MxLookup;
+}
+
+/** Acks the items whose entry is no longer leased; returns the others. */
+async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
+  // Entries no longer leased were reported already (a redelivered queue message) or given up
+  // as crashed and retried as a new attempt: nothing to send.
+  const live = new Set(await env.TRANSPORT_QUEUE.getByName(items[0]!.job.transport).leased(items.map((i) => i.job.entryId)));
+  for (const it of items) if (!live.has(it.job.entryId)) it.msg.ack();
+  return items.filter((i) => live.has(i.job.entryId));
+}
+
+/** A domain nexthop's MX lookup (the mx kind); null for a relay nexthop. */
+async function lookupFor(nexthop: string, mx: () => MxContext): Promise<MxResolution | null> {
+  return relayTarget(nexthop) ? null : mx().lookup(nexthop);
+}
+
+/** Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts. */
+async function sendGroup(env: Env, items: Item[], resolution: MxResolution | null, mx: () => MxContext): Promise<SessionPart[]> {
+  const nexthop = items[0]!.job.nexthop;
+  const prepared = await prepareJobs(env, items.map((i) => i.job));
+  const target = relayTarget(nexthop);
+  if (target) return runSession(env, target, prepared);
+  if (!resolution || !hasWork(prepared)) return unsentParts(prepared);
+  if (resolution.kind !== "hosts") return lookupFailureParts(prepared, resolution);
+  return runMxSessions(env, resolution.hosts, prepared, mx().settings);
+}
+
+/**
+ * Delivers one nexthop's entries in one session (per MX host tried) and records the results.
+ * The MX lookup runs before the lease check, so an entry whose lease was taken back while the
+ * resolver was slow is not sent.
+ */
+async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promise<string[]> {
   let parts: SessionPart[];
   try {
-    // Entries no longer leased were reported already (a redelivered queue message) or given up
-    // as crashed and retried as a new attempt: nothing to send.
-    const live = new Set(await env.TRANSPORT_QUEUE.getByName(first.job.transport).leased(items.map((i) => i.job.entryId)));
-    for (const it of items) if (!live.has(it.job.entryId)) it.msg.ack();
-    items = items.filter((i) => live.has(i.job.entryId));
+    const resolution = await lookupFor(items[0]!.job.nexthop, mx);
+    items = await liveItems(env, items);
     if (items.length === 0) return [];
-    parts = await runSession(env, target, items.map((i) => i.job));
+    parts = await sendGroup(env, items, resolution, mx);
   } catch (e) {
     for (const it of items) fail(it.msg, "session", e);
     return [];
@@ -118,6 +144,13 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
       msg.ack();
     }
   }
-  const touched = await pool(groupByNexthop(items).map((g) => () => deliverGroup(env, g)), MAX_SOCKETS);
+  let mx: MxContext | null = null;
+  const mxContext = (): MxContext => {
+    if (mx) return mx;
+    const settings = mxSettingsOf(env);
+    mx = { settings, lookup: createMxLookup(settings) };
+    return mx;
+  };
+  const touched = await pool(groupByNexthop(items).map((g) => () => deliverGroup(env, g, mxContext)), MAX_SOCKETS);
   await indexMessages(env, [...new Set(touched.flat())]);
 }

@@ -13,7 +13,8 @@ let key: string;
 beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
-    // `lapse.test` is a domain nexthop (the mx kind, not wired): its entries are never reported.
+    // `lapse.test` is a domain nexthop (the mx kind) that the fixture resolver answers only after
+    // a while (doh-server.ts): its entries stay leased and unreported meanwhile.
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('sink', ?), ('lapse', NULL)").bind(`[127.0.0.1]:${sink.smtpPort}`),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink'), (NULL, 'lapse.test', 'lapse')"),
   ]);

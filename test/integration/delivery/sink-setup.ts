@@ -1,16 +1,24 @@
 /**
  * globalSetup of the `delivery` test project (runs in Node): starts the scripted SMTP sink
  * (scripts/lib/smtp-catcher.ts, smtp-server from npm) on 127.0.0.1, port 0, and hands its SMTP
- * and HTTP listing ports to the tests with `provide`, plus a port nothing listens on. Everything
- * is stopped when the run ends.
+ * and HTTP listing ports to the tests with `provide`, plus a port nothing listens on; and the
+ * fixture DoH resolver (doh-server.ts), whose URL it provides as `doh`; and Dante (a real
+ * SOCKS5 server, test/unit/net/dante.ts) with RFC 1929 username/password, provided as `socks`,
+ * whose log the resolver serves at GET /log/socks. vitest.config.ts reads them for the project's
+ * bindings (MX_PORT, DOH_RESOLVER_URL, EGRESS and its credentials). Everything is stopped when
+ * the run ends.
  */
 import { createServer, type AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
 import { startCatcher } from "../../../scripts/lib/smtp-catcher";
+import { DANTE_USER, startDante } from "../../unit/net/dante";
+import { startDohServer } from "./doh-server";
 
 declare module "vitest" {
   export interface ProvidedContext {
     sink: { smtpPort: number; httpPort: number; closedPort: number };
+    doh: { url: string };
+    socks: { port: number; username: string; password: string };
   }
 }
 
@@ -26,9 +34,17 @@ function closedPort(): Promise<number> {
   });
 }
 
-/** Starts the sink; returns its teardown. */
+/** Starts the sink and the resolver; returns their teardown. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const catcher = await startCatcher({ scripted: true });
+  const dante = await startDante({ method: "username" });
+  const doh = await startDohServer({ socks: () => dante.log() });
   project.provide("sink", { smtpPort: catcher.smtpPort, httpPort: catcher.httpPort, closedPort: await closedPort() });
-  return () => catcher.close();
+  project.provide("doh", { url: doh.url });
+  project.provide("socks", { port: dante.port, ...DANTE_USER });
+  return async () => {
+    await doh.close();
+    await dante.stop();
+    await catcher.close();
+  };
 }

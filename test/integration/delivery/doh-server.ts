@@ -1,0 +1,90 @@
+/**
+ * A tiny DNS-over-HTTPS JSON resolver for the `delivery` test project (runs in Node, started by
+ * sink-setup.ts on 127.0.0.1, port 0). It answers GET /dns-query?name=&type= from fixed
+ * fixtures, so the `mx` transport kind can be driven through every lookup outcome:
+ *
+ *   mx-one.test     MX 10 localhost                        (the SMTP sink, on MX_PORT)
+ *   mx-two.test     MX 10 127.0.0.2, MX 20 localhost       (nothing listens on 127.0.0.2)
+ *   null-mx.test    MX 0 "."                               (RFC 7505 null MX)
+ *   nx.test         NXDOMAIN
+ *   servfail.test   SERVFAIL
+ *   hold.test, lapse.test   NXDOMAIN, but only after SLOW_MS: an entry to these stays leased
+ *                   and unreported that long (what the lease tests need), then bounces (so it
+ *                   does not come back and hold up the serial test queue again).
+ *   anything else   SERVFAIL
+ *
+ * Every query is counted by "name/type" (GET /queries lists the counts). GET /log/<name> returns
+ * the text of a log the caller registered (the SOCKS5 bridge's, so tests can see it was used).
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+type Answer = { Status: number; Answer?: { name: string; type: number; TTL: number; data: string }[]; Authority?: { name: string; type: number; TTL: number; data: string }[] };
+
+const MX = 15;
+const SOA = 6;
+const soa = (zone: string) => [{ name: `${zone}.`, type: SOA, TTL: 60, data: `ns.${zone}. hostmaster.${zone}. 1 3600 600 86400 60` }];
+const mx = (name: string, records: [number, string][]): Answer => ({ Status: 0, Answer: records.map(([pref, host]) => ({ name: `${name}.`, type: MX, TTL: 300, data: `${pref} ${host}` })) });
+
+/** How long the slow names take to answer, in ms (under the client's 5 s timeout). */
+export const SLOW_MS = 1_500;
+
+const FIXTURES: Record<string, Answer | "slow"> = {
+  "mx-one.test/MX": mx("mx-one.test", [[10, "localhost."]]),
+  "mx-two.test/MX": mx("mx-two.test", [[10, "127.0.0.2."], [20, "localhost."]]),
+  "null-mx.test/MX": mx("null-mx.test", [[0, "."]]),
+  "nx.test/MX": { Status: 3, Authority: soa("test") },
+  "servfail.test/MX": { Status: 2 },
+  "hold.test/MX": "slow",
+  "lapse.test/MX": "slow",
+};
+
+/** A running resolver. */
+export interface DohServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Logs the server can show at GET /log/<name>. */
+export type Logs = Record<string, () => string>;
+
+function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs): void {
+  const url = new URL(req.url ?? "/", "http://127.0.0.1");
+  if (url.pathname === "/queries") {
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(Object.fromEntries(counts)));
+    return;
+  }
+  const log = url.pathname.startsWith("/log/") ? logs[url.pathname.slice(5)] : undefined;
+  if (log) return void res.writeHead(200, { "content-type": "text/plain" }).end(log());
+  const key = `${(url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "")}/${url.searchParams.get("type") ?? ""}`;
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+  const fixture = FIXTURES[key] ?? { Status: 2 };
+  const reply = (body: Answer) => res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
+  if (fixture !== "slow") return void reply(fixture);
+  const timer = setTimeout(() => {
+    timers.delete(timer);
+    if (!res.destroyed) reply({ Status: 3, Authority: soa("test") });
+  }, SLOW_MS);
+  timers.add(timer);
+}
+
+/** Starts the resolver on 127.0.0.1, port 0. */
+export function startDohServer(logs: Logs = {}): Promise<DohServer> {
+  const counts = new Map<string, number>();
+  const timers = new Set<NodeJS.Timeout>();
+  const server = createServer((req, res) => answer(req, res, counts, timers, logs));
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      resolve({
+        url: `http://127.0.0.1:${port}/dns-query`,
+        close: () => new Promise<void>((done) => {
+          for (const t of timers) clearTimeout(t);
+          server.closeAllConnections();
+          server.close(() => done());
+        }),
+      });
+    });
+  });
+}
