@@ -8,9 +8,8 @@ import { beforeAll, describe, expect, inject, it } from "vitest";
 import { bodyKey } from "../../../durable-objects/storage/outbox-ids";
 import worker from "../../../worker";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
+import { caught as sinkMessages, recipientsWhen as waitRecipients, type Caught, type Rcpt } from "./observe";
 
-type Caught = { mailFrom: string; rcptTo: string[]; body: string };
-type Rcpt = { email: string; status: string; attempts: number; next_attempt_at: string | null; last_response: { code?: number; enhanced?: string; text?: string; mx?: string; tls?: boolean } | null };
 
 const sink = inject("sink");
 let key: string;
@@ -23,9 +22,7 @@ beforeAll(async () => {
   ]);
 });
 
-async function caught(): Promise<Caught[]> {
-  return (await fetch(`http://127.0.0.1:${sink.httpPort}/messages`)).json<Caught[]>();
-}
+const caught = () => sinkMessages(sink.httpPort);
 
 /** Waits until the sink has a message for `rcpt`. */
 function arrivalFor(rcpt: string, timeoutMs = 10_000): Promise<Caught> {
@@ -39,12 +36,7 @@ async function send(body: Record<string, unknown>): Promise<string> {
 }
 
 /** Waits until every recipient of the email satisfies `done`. */
-function recipientsWhen(id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs = 10_000): Promise<Rcpt[]> {
-  return eventually(async () => {
-    const rs = (await getEmail(key, id)).body.recipients as unknown as Rcpt[];
-    return rs.every(done) ? rs : undefined;
-  }, timeoutMs, what);
-}
+const recipientsWhen = (id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs?: number) => waitRecipients(key, id, done, what, timeoutMs);
 
 describe("delivery over SMTP to a relay (smarthost)", () => {
   it("POST /emails arrives at the sink with the envelope and the exact body bytes stored in R2", async () => {

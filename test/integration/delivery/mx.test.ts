@@ -8,10 +8,9 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { egressPathOf, mxSettingsOf } from "../../../worker/consumers/deliver-mx";
-import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
+import { callWithKey, email, eventually, newKey, settle } from "../helpers";
+import { caught as sinkMessages, recipientsWhen as waitRecipients, type Rcpt } from "./observe";
 
-type Caught = { mailFrom: string; rcptTo: string[] };
-type Rcpt = { email: string; status: string; attempts: number; next_attempt_at: string | null; last_response: { code?: number; enhanced?: string; text?: string; mx?: string; tls?: boolean } | null };
 type Queue = { window: number; dsn: string | null };
 
 const sink = inject("sink");
@@ -29,9 +28,7 @@ beforeAll(async () => {
   ]);
 });
 
-async function caught(): Promise<Caught[]> {
-  return (await fetch(`http://127.0.0.1:${sink.httpPort}/messages`)).json<Caught[]>();
-}
+const caught = () => sinkMessages(sink.httpPort);
 
 async function send(to: string[]): Promise<string> {
   const res = await callWithKey(key, "POST", "/emails", email({ to }));
@@ -40,12 +37,7 @@ async function send(to: string[]): Promise<string> {
 }
 
 /** Waits until every recipient of the email satisfies `done`. */
-function recipientsWhen(id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs = 10_000): Promise<Rcpt[]> {
-  return eventually(async () => {
-    const rs = (await getEmail(key, id)).body.recipients as unknown as Rcpt[];
-    return rs.every(done) ? rs : undefined;
-  }, timeoutMs, what);
-}
+const recipientsWhen = (id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs?: number) => waitRecipients(key, id, done, what, timeoutMs);
 
 /** The `mx` Transport DO's queue for a nexthop (null when it has none now). */
 function queueOf(nexthop: string): Promise<Queue | null> {
