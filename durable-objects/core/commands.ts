@@ -20,6 +20,7 @@ import type { Effect, Entry, PolicyRule, Qmgr, ResolvedRecipient } from "./model
 import { clearPolicy, setPolicy } from "./policy";
 import { admitMessage, dispatchAll, drainEffects, tick } from "./scheduler";
 import { obtainTransport } from "./assign";
+import { applyDestinationState, removeMessage, type DestinationVerdict } from "./control";
 
 /** One input to the queue manager, with the clock reading it ran at (whole seconds). */
 export type Command =
@@ -29,14 +30,18 @@ export type Command =
   | { kind: "tick"; now: number }
   | { kind: "set-policy"; now: number; key: string; rule: PolicyRule | null }
   | { kind: "flush"; now: number }
-  | { kind: "fail-transport"; now: number; transport: string; reason: string };
+  | { kind: "fail-transport"; now: number; transport: string; reason: string }
+  | { kind: "destination"; now: number; transport: string; queue: string; verdict: DestinationVerdict }
+  | { kind: "remove"; now: number; messageId: string };
 
 /** What a command produced. */
 export interface CommandResult<R extends ResolvedRecipient = ResolvedRecipient> {
   /** Entries selected for delivery (dispatch). */
   entries: Entry<R>[];
-  /** admit: whether the message entered the active queue; report: whether it applied. */
+  /** admit: whether the message entered the active queue; report/destination: whether it applied. */
   accepted: boolean;
+  /** remove: the recipients that were still waiting (todo). */
+  removed?: R[];
   effects: Effect[];
 }
 
@@ -69,6 +74,13 @@ export function runCommand<R extends ResolvedRecipient>(q: Qmgr<R>, c: Command):
     case "fail-transport":
       failTransport(q, obtainTransport(q, c.transport), c.reason, c.now);
       break;
+    case "destination":
+      accepted = applyDestinationState(q, c.transport, c.queue, c.verdict, c.now);
+      break;
+    case "remove": {
+      const removed = removeMessage(q, c.messageId, c.now);
+      return { entries, accepted: removed.length > 0, removed, effects: drainEffects(q) };
+    }
   }
   return { entries, accepted, effects: drainEffects(q) };
 }

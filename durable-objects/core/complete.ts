@@ -80,17 +80,17 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   return { kind: "applied" };
 }
 
-/** A destination just died: remember why, arm revival, defer its todo entries (§6.4). */
-function queueDied(q: Qmgr, queue: Queue, reason: string, now: number): void {
+/** A destination just died: remember why, arm revival (by default after minimal_backoff_time), defer its todo entries (§6.4). */
+export function queueDied(q: Qmgr, queue: Queue, reason: string, now: number, until = now + q.cfg.global.minimalBackoffTime): void {
   const t = queue.transport;
   queue.dsn = reason;
-  queue.timerAt = now + q.cfg.global.minimalBackoffTime;
+  queue.timerAt = until;
   addTimer(q, queue.timerAt, "queue", t.name, queue.name);
   q.effects.push({ kind: "destination", transport: t.name, queue: queue.name, event: "dead", until: queue.timerAt, reason });
   deferAllTodo(q, queue, reason, now);
 }
 
-function queueRevived(q: Qmgr, queue: Queue): void {
+export function queueRevived(q: Qmgr, queue: Queue): void {
   queue.timerAt = 0;
   queue.dsn = null;
   q.effects.push({ kind: "destination", transport: queue.transport.name, queue: queue.name, event: "revived" });
@@ -187,7 +187,7 @@ export function finishMessage(q: Qmgr, m: Message, now: number): void {
   for (const j of [...m.jobs]) freeJob(j);
   m.jobs = [];
   q.messages.delete(m.id);
-  if (!m.deferred) {
+  if (!m.deferred || m.removed) {
     q.effects.push({ kind: "message-done", messageId: m.id });
     return;
   }

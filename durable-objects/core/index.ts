@@ -24,3 +24,4 @@ export { snapshotQmgr, restoreQmgr, type QmgrSnapshot } from "./snapshot";
 export * from "./scheduler";
 export { runCommand, type Command, type CommandResult } from "./commands";
 export * from "./inspect";
+export { applyDestinationState, removeMessage, type DestinationVerdict } from "./control";

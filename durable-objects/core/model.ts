@@ -79,6 +79,8 @@ export interface Message {
   refillTime: number;
   /** Some recipient was deferred in this pass. */
   deferred: boolean;
+  /** Taken out of the queue by an operator (hold, cancel, requeue): it finishes as done once its in-flight entries complete. */
+  removed?: boolean;
   /** >0: time of the one delay warning; -1: sent; 0: none. */
   warnTime: number;
   /** Jobs of this message, at most one per transport. */

@@ -20,6 +20,7 @@
  *   parseRate returns null for a malformed rate.
  */
 import type { PolicyCounter, PolicyRule, Qmgr } from "./model";
+import { releaseBlockers } from "./job-list";
 
 const RATE = /^(\d+)\s*\/\s*(\d*)\s*([smhd])$/;
 const UNIT_SEC: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
@@ -47,11 +48,14 @@ export function setPolicy(q: Qmgr, key: string, rule: PolicyRule, now: number): 
   const old = q.policies.get(key);
   const tokens = rule.rate ? Math.min(old?.rule.rate ? old.tokens : rule.rate.count, rule.rate.count) : 0;
   q.policies.set(key, { key, rule, inflight: old?.inflight ?? 0, tokens, tokensAt: now, wakeAt: 0 });
+  // Jobs marked as blocked under the old rule are looked at again.
+  for (const t of q.transports.values()) releaseBlockers(t);
 }
 
 /** Removes the rule of a key. */
 export function clearPolicy(q: Qmgr, key: string): void {
   q.policies.delete(key);
+  for (const t of q.transports.values()) releaseBlockers(t);
 }
 
 /** Refills a counter's token bucket up to `now`. */

@@ -25,7 +25,8 @@ const RecipientView = z.object({
   attempts: z.number().int(),
   next_attempt_at: z.string().nullable(),
   last_response: z.object({ code: z.number().int(), enhanced: z.string().nullable(), text: z.string(), mx: z.string().nullable(), tls: z.boolean() }).partial().nullable(),
-  blocked_by: z.string().nullable(),
+  blocked_by: z.string().nullable().describe("Why it waits: in_flight, window_full, destination_dead, rate_delay, suspended, policy_concurrency, rate_limit, transport_dead, process_limit, queued, retry, scheduled, held, suppressed"),
+  blocked_until: z.string().nullable().describe("Until when it waits, when known"),
 });
 const EmailBody = z.object({
   object: z.literal("email"),

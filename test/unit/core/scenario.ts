@@ -6,11 +6,13 @@
 import fc from "fast-check";
 import {
   admitMessage,
+  applyDestinationState,
   createQmgr,
   dispatchAll,
   drainEffects,
   mustParseSchedulerConfig,
   nextWakeupAt,
+  removeMessage,
   reportDelivery,
   tick,
   type Effect,
@@ -31,7 +33,9 @@ export type Op =
   | { kind: "admit" }
   | { kind: "dispatch"; max: number }
   | { kind: "report"; pick: number; outcome: "ok" | "defer" | "site" | "crash" }
-  | { kind: "advance"; sec: number };
+  | { kind: "advance"; sec: number }
+  | { kind: "remove"; pick: number }
+  | { kind: "verdict"; pick: number; dead: boolean; window: number };
 
 export interface Scenario {
   config: SchedulerConfigInput;
@@ -74,8 +78,14 @@ export const messageArb = fc.record({
   singleRcpt: fc.boolean(),
 });
 
-export const opArb = (opts: { failures: boolean }) =>
+export const opArb = (opts: { failures: boolean; control?: boolean }) =>
   fc.oneof(
+    ...(opts.control
+      ? [
+          { arbitrary: fc.record({ kind: fc.constant("remove" as const), pick: fc.nat() }), weight: 1 },
+          { arbitrary: fc.record({ kind: fc.constant("verdict" as const), pick: fc.nat(), dead: fc.boolean(), window: fc.integer({ min: 1, max: 8 }) }), weight: 1 },
+        ]
+      : []),
     { arbitrary: fc.constant({ kind: "admit" as const }), weight: 2 },
     { arbitrary: fc.record({ kind: fc.constant("dispatch" as const), max: fc.integer({ min: 1, max: 20 }) }), weight: 4 },
     {
@@ -89,7 +99,7 @@ export const opArb = (opts: { failures: boolean }) =>
     { arbitrary: fc.record({ kind: fc.constant("advance" as const), sec: fc.integer({ min: 0, max: 400 }) }), weight: 1 },
   );
 
-export const scenarioArb = (opts: { failures: boolean }) =>
+export const scenarioArb = (opts: { failures: boolean; control?: boolean }) =>
   fc.record({ config: configArb(opts), messages: fc.array(messageArb, { minLength: 1, maxLength: 8 }), ops: fc.array(opArb(opts), { minLength: 1, maxLength: 120 }) });
 
 /** What a run observed, in order. */
@@ -105,6 +115,8 @@ export class Runner {
   admitted = 0;
   inflight: Entry<TestRcpt>[] = [];
   readonly trace: Trace = { events: [], dispatched: [], effects: [] };
+  /** Messages taken out (remove ops), with the waiting recipients each removal returned. */
+  readonly removed = new Map<string, TestRcpt[]>();
 
   constructor(readonly s: Scenario, readonly q: Qmgr<TestRcpt>, readonly src: ArraySource) {}
 
@@ -153,6 +165,20 @@ export class Runner {
         : { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "refused" } };
       const r = reportDelivery(this.q, e!.id, report, this.now);
       this.trace.events.push(`report ${e!.id} ${op.outcome} ${r.kind}`);
+    } else if (op.kind === "remove") {
+      const ids = [...this.q.messages.keys()];
+      if (ids.length === 0) return;
+      const id = ids[op.pick % ids.length]!;
+      const waiting = removeMessage(this.q, id, this.now);
+      this.removed.set(id, [...(this.removed.get(id) ?? []), ...waiting]);
+      this.trace.events.push(`remove ${id} ${waiting.map((r) => r.n).join(",")}`);
+    } else if (op.kind === "verdict") {
+      const queues = [...this.q.transports.values()].flatMap((t) => [...t.queues.values()]);
+      if (queues.length === 0) return;
+      const queue = queues[op.pick % queues.length]!;
+      const v = { window: op.window, deadUntil: op.dead ? this.now + 30 : 0, reason: "verdict" };
+      const changed = applyDestinationState(this.q, queue.transport.name, queue.name, v, this.now);
+      this.trace.events.push(`verdict ${queue.name} ${JSON.stringify(v)} ${changed}`);
     } else {
       this.now += op.sec;
       const at = nextWakeupAt(this.q);
