@@ -26,10 +26,12 @@ export type { DestinationRecord, DestinationReport };
 
 export class DestinationQueue extends DurableObject<Env> {
   private record: DestinationRecord | null = null;
-  private readonly cfg: SchedulerConfig = mustParseSchedulerConfig({});
+  private readonly cfg: SchedulerConfig;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    // The same parameters as the Transport DOs' cores, so both agree on every report.
+    this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");

@@ -19,7 +19,13 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import {
+  destinationsView,
   explainMessage,
+  queueShape,
+  type DestinationVerdict,
+  type DestinationView,
+  type PolicyRule,
+  type ShapeRow,
   mustParseSchedulerConfig,
   nextWakeupAt,
   type Command,
@@ -31,7 +37,7 @@ import {
 } from "./core";
 import {
   addLeases, coreIdOf, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
-  pendingRecipients, postponeRetry, readMeta, rememberMeta, scheduleRetry, takeLease,
+  pendingRecipients, postponeRetry, readMeta, rememberMeta, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
 import { isMessageId, outboxName, shardOf } from "./storage/outbox-ids";
@@ -86,6 +92,27 @@ interface OutboxNote {
 export interface ReportAnswer {
   applied: boolean;
   effects: Effect[];
+  /** The entry's destination queue and its deliveries in flight counting this one, for the Destination DO. */
+  destination: { queue: string; busy: number } | null;
+}
+
+/** What an operator sees of a transport (GET /relay/queue, /relay/destinations). */
+export interface TransportInspect {
+  transport: string;
+  /** Unix seconds. */
+  now: number;
+  inflight: number;
+  /** In-core recipients by destination and age (first row TOTAL); deferred ones wait outside the core, see `deferred`. */
+  qshape: ShapeRow[];
+  /** Recipients waiting for their next attempt, by destination and age, in the same shape. */
+  deferred: ShapeRow[];
+  destinations: DestinationView[];
+  policies: { key: string; rule: PolicyRule }[];
+}
+
+/** The Destination DO's name for one destination queue of a transport. */
+export function destinationName(transport: string, queue: string): string {
+  return `${transport}/${queue}`;
 }
 
 export class TransportQueue extends DurableObject<Env> {
@@ -148,6 +175,65 @@ export class TransportQueue extends DurableObject<Env> {
     return ids.flatMap((id) => explainMessage(this.qmgr, id, now));
   }
 
+  /** Aligns a destination queue with its Destination DO's verdict (the authority); true if it changed anything. */
+  async verdict(queue: string, v: DestinationVerdict): Promise<boolean> {
+    const transport = this.transportName();
+    if (transport === null) return false;
+    const changed = this.run({ kind: "destination", now: nowSec(), transport, queue, verdict: v }).accepted;
+    if (changed) await this.pump();
+    return changed;
+  }
+
+  /** The operator's view: qshape, deferred recipients, destinations and policies. */
+  async inspect(): Promise<TransportInspect> {
+    const now = nowSec();
+    const sql = this.ctx.storage.sql;
+    return {
+      transport: this.transportName() ?? "", now, inflight: this.qmgr.busy.size,
+      qshape: queueShape(this.qmgr, now), deferred: deferredShape(sql, now), destinations: destinationsView(this.qmgr),
+      policies: [...this.qmgr.policies.values()].map((c) => ({ key: c.key, rule: c.rule })),
+    };
+  }
+
+  /** postqueue -f: every deferred message is retried now and dead destinations (here and in their Destination DOs) revive. */
+  async flush(): Promise<void> {
+    const dead = destinationsView(this.qmgr).filter((d) => d.state === "dead");
+    await Promise.all(dead.map((d) => this.env.DESTINATION_QUEUE.getByName(destinationName(d.transport, d.queue)).flush()));
+    this.run({ kind: "flush", now: nowSec() });
+    flushRetries(this.ctx.storage.sql, nowSec());
+    await this.alarm();
+  }
+
+  /** Sets (or with null clears) a pickup policy: caps, rate, suspension until a time (unix seconds). */
+  async setPolicy(key: string, rule: PolicyRule | null): Promise<void> {
+    this.run({ kind: "set-policy", now: nowSec(), key, rule });
+    await this.pump();
+  }
+
+  /**
+   * Takes a message out (hold, cancel, requeue): every attempt of it leaves the core, entries in
+   * flight finish and report as usual, nothing is retried. Returns the backlog indexes of its
+   * recipients that were waiting (not in flight), and the last attempt number used.
+   */
+  async remove(messageId: string): Promise<{ waiting: number[]; attempt: number }> {
+    const sql = this.ctx.storage.sql;
+    const waiting: number[] = [];
+    let attempt = 0;
+    for (const coreId of [...this.qmgr.messages.keys()].filter((id) => parseCoreId(id).messageId === messageId)) {
+      attempt = Math.max(attempt, parseCoreId(coreId).attempt);
+      const res = this.run({ kind: "remove", now: nowSec(), messageId: coreId });
+      waiting.push(...(res.removed ?? []).map((r) => r.idx));
+    }
+    for (const coreId of retriesOf(sql, messageId)) {
+      attempt = Math.max(attempt, parseCoreId(coreId).attempt);
+      waiting.push(...pendingRecipients(sql, coreId).map((r) => r.idx));
+      forgetAttempt(sql, coreId);
+      noteFinished(sql, coreId);
+    }
+    await this.pump();
+    return { waiting: [...new Set(waiting)].sort((a, b) => a - b), attempt };
+  }
+
   override async alarm(): Promise<void> {
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
@@ -198,8 +284,10 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const coreId = takeLease(sql, entryId);
     if (coreId !== null) markFinal(sql, coreId, finalIdx);
+    const e = this.qmgr.busy.get(entryId);
+    const destination = e ? { queue: e.peer.queue.name, busy: e.peer.queue.busyCount } : null;
     const res = this.run({ kind: "report", now: nowSec(), entryId, report });
-    return { applied: res.accepted, effects: res.effects };
+    return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
   /** Records the outcomes the core decided on its own (expiry, deferral without attempt) in their Outbox. */
@@ -230,6 +318,11 @@ export class TransportQueue extends DurableObject<Env> {
       }
     }
     await this.arm();
+  }
+
+  /** The transport this DO schedules (its core holds one). */
+  private transportName(): string | null {
+    return this.qmgr.transports.keys().next().value ?? null;
   }
 
   /** Runs one command through the journal and keeps the delivery bookkeeping in step. */

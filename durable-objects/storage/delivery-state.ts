@@ -16,6 +16,7 @@
  *   All writes are idempotent (INSERT OR IGNORE / OR REPLACE), so a repeated report changes
  *   nothing twice.
  */
+import { QSHAPE_BUCKETS_MIN, type ShapeRow } from "../core";
 import type { StoredRecipient } from "./sqlite-source";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
@@ -115,4 +116,42 @@ export function forgetAttempt(sql: SqlStorage, coreId: string): void {
 /** The earliest lease deadline or retry due time, or null. */
 export function nextDeliveryDue(sql: SqlStorage): number | null {
   return sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM (SELECT min(until) AS at FROM lease UNION ALL SELECT min(due) AS at FROM retry_due)").one().at;
+}
+
+/** Makes every scheduled retry due now (postqueue -f). */
+export function flushRetries(sql: SqlStorage, now: number): void {
+  sql.exec("UPDATE retry_due SET due = ? WHERE due > ?", now, now);
+}
+
+/** The core message ids of a message's attempts waiting for a retry. */
+export function retriesOf(sql: SqlStorage, messageId: string): string[] {
+  return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId).toArray().map((r) => r.core_id);
+}
+
+/** Recipients waiting for a retry, by nexthop and message age, as qshape rows (TOTAL first). */
+export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
+  const rows = sql.exec<{ nexthop: string; create_time: number; n: number }>(
+    `SELECT r.nexthop AS nexthop, m.create_time AS create_time, count(*) AS n FROM retry_due d
+       JOIN rcpt r ON r.message_id = d.core_id
+       JOIN msg_meta m ON m.message_id = CASE WHEN instr(d.core_id, '#') > 0 THEN substr(d.core_id, 1, instr(d.core_id, '#') - 1) ELSE d.core_id END
+       WHERE r.idx NOT IN (SELECT idx FROM final_rcpt f WHERE f.core_id = d.core_id)
+       GROUP BY r.nexthop, m.create_time`,
+  ).toArray();
+  const width = QSHAPE_BUCKETS_MIN.length + 1;
+  const bucket = (ageMin: number) => {
+    const i = QSHAPE_BUCKETS_MIN.findIndex((l) => ageMin <= l);
+    return i < 0 ? QSHAPE_BUCKETS_MIN.length : i;
+  };
+  const total: ShapeRow = { destination: "TOTAL", total: 0, buckets: new Array<number>(width).fill(0) };
+  const by = new Map<string, ShapeRow>();
+  for (const r of rows) {
+    const row = by.get(r.nexthop) ?? { destination: r.nexthop, total: 0, buckets: new Array<number>(width).fill(0) };
+    by.set(r.nexthop, row);
+    const b = bucket(Math.max(0, now - r.create_time) / 60);
+    row.buckets[b]! += r.n;
+    row.total += r.n;
+    total.buckets[b]! += r.n;
+    total.total += r.n;
+  }
+  return [total, ...[...by.values()].sort((a, b) => b.total - a.total || (a.destination < b.destination ? -1 : 1))];
 }

@@ -7,7 +7,7 @@
  *                                     delivered, bounced or failed.
  *   emailObject(view)                 the Resend shape plus the additive `recipients[]`
  *                                     (email, status, attempts, next_attempt_at, last_response,
- *                                     blocked_by) and `message_id`.
+ *                                     blocked_by, blocked_until) and `message_id`.
  *   iso(ms)                           epoch ms → ISO 8601, null-safe.
  */
 import type { MessageView, RcptStatus } from "../../durable-objects/storage/outbox-types";
@@ -30,8 +30,8 @@ export function lastEventOf(statuses: RcptStatus[], scheduled: boolean): string 
   return "delivered";
 }
 
-/** The GET /emails/:id body. */
-export function emailObject(v: MessageView, nowMs: number) {
+/** The GET /emails/:id body; `waiting` (by lower-cased address) says why waiting recipients wait. */
+export function emailObject(v: MessageView, nowMs: number, waiting: Map<string, { blocked_by: string; blocked_until: number | null }> = new Map()) {
   const s = v.summary;
   const scheduled = v.scheduled_at !== null && v.scheduled_at > nowMs;
   return {
@@ -56,7 +56,8 @@ export function emailObject(v: MessageView, nowMs: number) {
       attempts: r.attempts,
       next_attempt_at: iso(r.next_attempt_at),
       last_response: r.last_response === null ? null : (JSON.parse(r.last_response) as object),
-      blocked_by: r.blocked_by,
+      blocked_by: waiting.get(r.email.toLowerCase())?.blocked_by ?? r.blocked_by,
+      blocked_until: iso(waiting.get(r.email.toLowerCase())?.blocked_until ?? null),
     })),
   };
 }

@@ -3,7 +3,9 @@
  * DO dispatched. The batch is grouped by nexthop, one SMTP session per group (at most 6
  * sockets at once, the platform limit), and every entry's result goes to the Transport DO
  * (report, with the site failure for concurrency feedback) and to its Outbox (per-recipient
- * outcome); the D1 index and events of every message touched are written once, in one batch.
+ * outcome); then each destination's reports go to its Destination DO, whose answer (window,
+ * dead until) the Transport DO applies; the D1 index and events of every message touched are
+ * written once, in one batch.
  *
  * DESCRIPTION
  *   handleDeliverBatch(batch, env)   the queue handler. Decisions live in deliver-plan.ts, the
@@ -18,7 +20,7 @@
  *   is acked without a report: its lease runs out and the Transport DO retries it.
  */
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
-import type { DeliverJob } from "../../durable-objects/transport-queue";
+import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
 import { outboxOf } from "./classify-message";
 import { indexMessages } from "./deliver-index";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget } from "./deliver-plan";
@@ -36,13 +38,21 @@ function fail(msg: Message<unknown>, stage: string, e: unknown): void {
   msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
 }
 
+/** What finishing one entry left for the Destination DO: the report as the destination sees it. */
+interface Finished {
+  messageId: string;
+  transport: string;
+  destination: { queue: string; busy: number } | null;
+  siteFailure: { dsnStatus: string; reason: string } | null;
+}
+
 /**
  * Records one entry's outcome: final recipients first in its Outbox (authoritative; a final
  * recipient is never sent again, also when this queue message is redelivered), then the report
  * to its Transport DO, then the deferred recipients with the next attempt time the DO decided
- * (known once the attempt's last entry is done). Returns the message id touched.
+ * (known once the attempt's last entry is done).
  */
-async function finish(env: Env, part: SessionPart): Promise<string> {
+async function finish(env: Env, part: SessionPart): Promise<Finished> {
   const { job } = part;
   const v = judgeEntry(job, part.matched, part.txn, part.site);
   const outbox = outboxOf(env, job.messageId);
@@ -56,7 +66,28 @@ async function finish(env: Env, part: SessionPart): Promise<string> {
   const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
   const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
   if (later.length > 0) await outbox.recordOutcome(job.messageId, later);
-  return job.messageId;
+  return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: report.siteFailure ?? null };
+}
+
+/**
+ * The Destination DOs are the authority on windows and dead state: each applied report goes to
+ * its destination's DO, in order, and the last answer per destination is applied by the
+ * Transport DO (normally it already agrees). Best effort: the outcomes are recorded already,
+ * and the next report carries the destination's state again.
+ */
+async function feedDestinations(env: Env, done: Finished[]): Promise<void> {
+  const last = new Map<string, { transport: string; queue: string; verdict: { window: number; deadUntil: number } }>();
+  try {
+    for (const f of done) {
+      if (!f.destination) continue;
+      const name = destinationName(f.transport, f.destination.queue);
+      const verdict = await env.DESTINATION_QUEUE.getByName(name).report({ transport: f.transport, busy: f.destination.busy, siteFailure: f.siteFailure });
+      last.set(name, { transport: f.transport, queue: f.destination.queue, verdict });
+    }
+    for (const d of last.values()) await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, d.verdict);
+  } catch (e) {
+    console.error(JSON.stringify({ error: "deliver: destination feedback failed", detail: e instanceof Error ? e.message : String(e) }));
+  }
 }
 
 /** The mx kind's settings and MX lookups of one invocation (created on first use). */
@@ -106,17 +137,18 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
     for (const it of items) fail(it.msg, "session", e);
     return [];
   }
-  const touched: string[] = [];
+  const done: Finished[] = [];
   for (const [i, part] of parts.entries()) {
     const msg = items[i]!.msg;
     try {
-      touched.push(await finish(env, part));
+      done.push(await finish(env, part));
       msg.ack();
     } catch (e) {
       fail(msg, "report", e);
     }
   }
-  return touched;
+  await feedDestinations(env, done);
+  return done.map((f) => f.messageId);
 }
 
 /** Runs `tasks` with at most `limit` in flight. */

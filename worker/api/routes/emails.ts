@@ -21,6 +21,7 @@ import { Hono, type Context } from "hono";
 import { isMessageId, randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
 import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../accept";
 import { parseInput, readJson, requestLimitBytes } from "../body";
+import { explainWaiting } from "../blocked";
 import { emailObject, iso } from "../email-view";
 import { ApiError, isApiError } from "../errors";
 import { limitsOf, parseScheduledAt } from "../limits";
@@ -111,7 +112,10 @@ function addStatusRoutes(r: Hono<AppEnv>): void {
     return c.json({ object: "list", has_more: page.hasMore, data: page.data.map(listItem) });
   });
 
-  r.get("/:id", async (c) => c.json(emailObject(await viewOr404(c, c.req.param("id")), Date.now())));
+  r.get("/:id", async (c) => {
+    const view = await viewOr404(c, c.req.param("id"));
+    return c.json(emailObject(view, Date.now(), await explainWaiting(c.env, view)));
+  });
 
   r.patch("/:id", async (c) => {
     const id = c.req.param("id");

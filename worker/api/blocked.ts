@@ -1,0 +1,60 @@
+/**
+ * Why each waiting recipient of a message waits, for GET /emails/:id: the Transport DOs explain
+ * their in-core entries (core/scheduler.ts explainMessage); recipients outside the core wait for
+ * their retry time, their scheduled time, or an operator's hold.
+ *
+ * DESCRIPTION
+ *   explainWaiting(env, view)  address (lower case) → {blocked_by, blocked_until (epoch ms|null)}
+ *                              for every recipient in `ready`, `active` or `deferred`. Best effort:
+ *                              a Transport DO that cannot answer leaves the Outbox's own
+ *                              blocked_by in place.
+ *   blockedLabel(b)            the stable code for a core reason: in_flight, window_full,
+ *                              destination_dead, rate_delay, suspended, policy_concurrency,
+ *                              rate_limit, transport_dead, process_limit, queued.
+ */
+import type { BlockedBy } from "../../durable-objects/core";
+import type { MessageView } from "../../durable-objects/storage/outbox-types";
+
+/** A waiting recipient's reason and until when (epoch ms, null when open-ended). */
+export interface Waiting {
+  blocked_by: string;
+  blocked_until: number | null;
+}
+
+/** The stable code and time of a core reason. */
+export function blockedLabel(b: BlockedBy): Waiting {
+  const at = (s: number | null) => (s && s > 0 ? s * 1000 : null);
+  switch (b.kind) {
+    case "concurrency": return { blocked_by: "window_full", blocked_until: null };
+    case "destination_dead": return { blocked_by: "destination_dead", blocked_until: at(b.until) };
+    case "rate_delay": return { blocked_by: "rate_delay", blocked_until: at(b.until) };
+    case "policy":
+      return { blocked_by: b.reason === "suspended" ? "suspended" : b.reason === "rate" ? "rate_limit" : "policy_concurrency", blocked_until: at(b.until) };
+    case "transport_dead": return { blocked_by: "transport_dead", blocked_until: at(b.until) };
+    default: return { blocked_by: b.kind, blocked_until: null };
+  }
+}
+
+const WAITING = new Set(["ready", "active", "deferred"]);
+
+/** Explains the message's waiting recipients, keyed by lower-cased address. */
+export async function explainWaiting(env: Env, view: MessageView): Promise<Map<string, Waiting>> {
+  const out = new Map<string, Waiting>();
+  const waiting = view.recipients.filter((r) => WAITING.has(r.status));
+  for (const r of waiting) {
+    // Outside the core: the retry time the Transport DO set, or what the Outbox recorded.
+    if (r.status === "deferred" && r.next_attempt_at !== null) out.set(r.email.toLowerCase(), { blocked_by: "retry", blocked_until: r.next_attempt_at });
+    else if (r.blocked_by) out.set(r.email.toLowerCase(), { blocked_by: r.blocked_by, blocked_until: null });
+  }
+  const transports = [...new Set(waiting.map((r) => r.transport).filter((t): t is string => t !== null))];
+  await Promise.all(transports.map(async (t) => {
+    try {
+      for (const x of await env.TRANSPORT_QUEUE.getByName(t).explain(view.id)) {
+        for (const r of x.rcpts) out.set(r.address.toLowerCase(), blockedLabel(x.blockedBy));
+      }
+    } catch (e) {
+      console.error(JSON.stringify({ error: "explain failed", transport: t, detail: e instanceof Error ? e.message : String(e) }));
+    }
+  }));
+  return out;
+}
