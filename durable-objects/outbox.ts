@@ -29,6 +29,7 @@ import {
   applyOutcome, cancelMessage, readEnvelope, claimClassifyWork, deleteEvents, dueForClassify,
   insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
 } from "./storage/outbox-store";
+import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, hasOpenWork, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
 import type {
   AcceptRequest, ClassifyResult, ClassifyWork, DeliveryEnvelope, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
@@ -51,7 +52,10 @@ export class Outbox extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    ctx.blockConcurrencyWhile(async () => migrateOutbox(this.sql));
+    ctx.blockConcurrencyWhile(async () => {
+      migrateOutbox(this.sql);
+      migrateDsn(this.sql);
+    });
   }
 
   /** Reserves an Idempotency-Key for a request about to write its bodies. */
@@ -144,9 +148,21 @@ export class Outbox extends DurableObject<Env> {
   /** Records delivery outcomes for a message's recipients; returns how many applied. */
   async recordOutcome(id: string, reports: OutcomeReport[]): Promise<{ applied: number; done: boolean }> {
     const now = Date.now();
-    const applied = this.ctx.storage.transactionSync(() => reports.filter((r) => applyOutcome(this.sql, id, r, now)).length);
+    const applied = this.ctx.storage.transactionSync(() => {
+      const ok = reports.filter((r) => applyOutcome(this.sql, id, r, now));
+      if (dsnEnabled(this.env)) planDsn(this.sql, id, ok, now);
+      return ok.length;
+    });
     if (applied > 0) await this.afterChange(now, [id]);
     return { applied, done: readView(this.sql, id, now)?.state === "done" };
+  }
+
+  /** The core's delay warning for recipients still being retried: a `delayed` notice when notices are on. */
+  async delayNotice(id: string, addresses: string[], reason: string, retryUntilMs: number | null): Promise<void> {
+    if (!dsnEnabled(this.env)) return;
+    const now = Date.now();
+    this.ctx.storage.transactionSync(() => planDelayNotice(this.sql, id, addresses, reason, retryUntilMs, now));
+    await this.afterChange(now);
   }
 
   /** Makes sure the sweeper will run (the cron calls this for every shard). */
@@ -161,18 +177,31 @@ export class Outbox extends DurableObject<Env> {
     const due = dueForClassify(this.sql, now, this.graceMs(), 500);
     markClassifySent(this.sql, due, now);
     await this.enqueue([...new Set([...due, ...unindexed(this.sql, now, this.graceMs(), 500)])]);
+    const notices = await this.sendNotices(now);
+    if (notices.length > 0) await this.enqueue(notices);
     const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, this.graceMs());
     await deleteDoneBodies(this.sql, this.env.BODIES);
     purgeFinished(this.sql, now, retentionMs(this.env));
     if (hasOpenWork(this.sql) || orphans.listed > 0) await this.armSweep(now, true);
   }
 
-  /** After a change: hand changed messages to the index, delete finished bodies, re-arm. */
+  /** After a change: send notices, hand changed messages to the index, delete finished bodies, re-arm. */
   private async afterChange(now: number, changed: string[] = []): Promise<void> {
+    changed = [...changed, ...(await this.sendNotices(now))];
     await deleteDoneBodies(this.sql, this.env.BODIES);
     markClassifySent(this.sql, dueForClassify(this.sql, now, 0, 100).filter((id) => changed.includes(id)), now);
     await this.enqueue(changed);
     await this.armSweep(now);
+  }
+
+  /** Composes and stores pending notices as new messages (see storage/outbox-dsn.ts); logs and keeps them on failure. */
+  private async sendNotices(now: number): Promise<string[]> {
+    try {
+      return await sendPendingDsns(this.ctx.storage, this.env.BODIES, this.env.HELO_NAME || "cohort.localhost", now);
+    } catch (e) {
+      console.error(JSON.stringify({ error: "outbox: sending a delivery status notice failed (kept for the sweeper)", detail: e instanceof Error ? e.message : String(e) }));
+      return [];
+    }
   }
 
   private async enqueue(ids: string[]): Promise<void> {

@@ -121,6 +121,8 @@ export class TransportQueue extends DurableObject<Env> {
   private readonly cfg: SchedulerConfig;
   /** Outcomes the core decided without a delivery report, still to be recorded in their Outbox. */
   private notes: OutboxNote[] = [];
+  /** Delay warnings (delay_warning_time) still to be handed to their Outbox. */
+  private warnings: { messageId: string; addresses: string[]; retryUntilMs: number | null }[] = [];
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -290,8 +292,20 @@ export class TransportQueue extends DurableObject<Env> {
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
+  /** A delay warning for a deferred attempt: its open recipients, retried until the queue lifetime ends. */
+  private warningOf(coreId: string): { messageId: string; addresses: string[]; retryUntilMs: number | null } {
+    const { messageId } = parseCoreId(coreId);
+    const meta = readMeta(this.ctx.storage.sql, messageId);
+    const addresses = pendingRecipients(this.ctx.storage.sql, coreId).map((r) => r.address);
+    return { messageId, addresses, retryUntilMs: meta ? (meta.createTime + this.cfg.global.maximalQueueLifetime) * 1000 : null };
+  }
+
   /** Records the outcomes the core decided on its own (expiry, deferral without attempt) in their Outbox. */
   private async recordNotes(): Promise<void> {
+    for (const w of this.warnings.splice(0).filter((x) => isMessageId(x.messageId))) {
+      await this.env.OUTBOX.getByName(outboxName(shardOf(w.messageId))).delayNotice(w.messageId, w.addresses, "delivery delayed; still being retried", w.retryUntilMs)
+        .catch((e: unknown) => console.error(JSON.stringify({ error: "transport: handing a delay warning to the Outbox failed", messageId: w.messageId, detail: String(e) })));
+    }
     const todo = this.notes.splice(0).filter((x) => isMessageId(x.messageId));
     for (const x of todo) {
       const outbox = this.env.OUTBOX.getByName(outboxName(shardOf(x.messageId)));
@@ -343,6 +357,7 @@ export class TransportQueue extends DurableObject<Env> {
         forgetAttempt(sql, e.messageId);
       } else if (e.kind === "message-deferred") {
         scheduleRetry(sql, e.messageId, e.nextAttemptAt);
+        if (e.warn) this.warnings.push(this.warningOf(e.messageId));
       }
     }
     return res;

@@ -55,7 +55,10 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
 
 /** Deletes the bodies of finished messages; returns the message ids whose bodies went. */
 export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, limit = 500): Promise<string[]> {
-  const ids = sql.exec<{ id: string }>("SELECT id FROM message WHERE state = 'done' AND body_deleted = 0 LIMIT ?", limit).toArray().map((r) => r.id);
+  // A message with a notice still to send keeps its body: the notice quotes its headers.
+  const ids = sql.exec<{ id: string }>(
+    "SELECT id FROM message WHERE state = 'done' AND body_deleted = 0 AND id NOT IN (SELECT message_id FROM dsn_pending) LIMIT ?", limit,
+  ).toArray().map((r) => r.id);
   if (ids.length === 0) return ids;
   await bucket.delete(ids.map(bodyKey));
   for (const id of ids) sql.exec("UPDATE message SET body_deleted = 1 WHERE id = ?", id);
@@ -76,6 +79,6 @@ export function purgeFinished(sql: SqlStorage, nowMs: number, retentionMs: numbe
 /** True while the shard holds open messages, unforwarded events or idempotency records. */
 export function hasOpenWork(sql: SqlStorage): boolean {
   const q = `SELECT (SELECT count(*) FROM message WHERE state = 'open' OR body_deleted = 0)
-           + (SELECT count(*) FROM event) + (SELECT count(*) FROM idem) AS n`;
+           + (SELECT count(*) FROM event) + (SELECT count(*) FROM idem) + (SELECT count(*) FROM dsn_pending) AS n`;
   return sql.exec<{ n: number }>(q).one().n > 0;
 }

@@ -42,9 +42,10 @@ export async function explainWaiting(env: Env, view: MessageView): Promise<Map<s
   const out = new Map<string, Waiting>();
   const waiting = view.recipients.filter((r) => WAITING.has(r.status));
   for (const r of waiting) {
-    // Outside the core: the retry time the Transport DO set, or what the Outbox recorded.
-    if (r.status === "deferred" && r.next_attempt_at !== null) out.set(r.email.toLowerCase(), { blocked_by: "retry", blocked_until: r.next_attempt_at });
-    else if (r.blocked_by) out.set(r.email.toLowerCase(), { blocked_by: r.blocked_by, blocked_until: null });
+    // Outside the core: what the Outbox recorded (e.g. destination_dead), else the retry, until the next attempt.
+    const until = r.status === "deferred" ? r.next_attempt_at : null;
+    if (r.blocked_by) out.set(r.email.toLowerCase(), { blocked_by: r.blocked_by, blocked_until: until });
+    else if (until !== null) out.set(r.email.toLowerCase(), { blocked_by: "retry", blocked_until: until });
   }
   const transports = [...new Set(waiting.map((r) => r.transport).filter((t): t is string => t !== null))];
   await Promise.all(transports.map(async (t) => {
