@@ -26,11 +26,13 @@ import { DurableObject } from "cloudflare:workers";
 import { shardOf } from "./storage/outbox-ids";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcome, cancelMessage, readEnvelope, claimClassifyWork, deleteEvents, dueForClassify,
+  applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueForClassify,
   insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
 } from "./storage/outbox-store";
+import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, hasOpenWork, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
+import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
   AcceptRequest, ClassifyResult, ClassifyWork, DeliveryEnvelope, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
@@ -42,6 +44,13 @@ export interface ClassifyJob {
 
 /** Result of accept: stored, or what the idempotency key said instead. */
 export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
+
+/** Result of hold, release, requeue and operator cancel. */
+export interface ControlResult {
+  result: "ok" | "not_found" | "not_open" | "not_held" | "already_held" | "no_match";
+  /** Recipients affected. */
+  recipients: number;
+}
 
 /** Result of cancel and reschedule. */
 export type ChangeResult = "ok" | "not_found" | "not_scheduled";
@@ -55,6 +64,7 @@ export class Outbox extends DurableObject<Env> {
     ctx.blockConcurrencyWhile(async () => {
       migrateOutbox(this.sql);
       migrateDsn(this.sql);
+      migrateControl(this.sql);
     });
   }
 
@@ -138,6 +148,66 @@ export class Outbox extends DurableObject<Env> {
     if (!this.ctx.storage.transactionSync(() => rescheduleMessage(this.sql, id, atMs, now))) return "not_scheduled";
     await this.afterChange(now, [id]);
     return "ok";
+  }
+
+  /**
+   * Hold (postsuper -h): the message leaves every Transport DO, in-flight deliveries finish, and
+   * nothing of it is admitted until release. `tenant` null: an operator, any tenant.
+   */
+  async holdMessage(id: string, tenant: string | null): Promise<ControlResult> {
+    const now = Date.now();
+    const v = readView(this.sql, id, now);
+    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
+    if (!this.ctx.storage.transactionSync(() => beginControl(this.sql, id, "hold", now))) return { result: v.state === "open" ? "already_held" : "not_open", recipients: 0 };
+    for (const t of openTransports(this.sql, id)) {
+      const r = await this.env.TRANSPORT_QUEUE.getByName(t).remove(id);
+      noteAttempt(this.sql, id, r.attempt);
+    }
+    await this.afterChange(now, [id]);
+    return { result: "ok", recipients: v.recipients.filter((r) => !FINAL_STATUSES.includes(r.status)).length };
+  }
+
+  /** Release (postsuper -H): a held message's open recipients are admitted again, as a new attempt. */
+  async releaseMessage(id: string, tenant: string | null): Promise<ControlResult> {
+    const now = Date.now();
+    const v = readView(this.sql, id, now);
+    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
+    if (controlOf(this.sql, id)?.action !== "hold") return { result: "not_held", recipients: 0 };
+    const n = this.ctx.storage.transactionSync(() => readmitMessage(this.sql, id, false, now));
+    await this.afterChange(now, [id]);
+    return { result: "ok", recipients: n };
+  }
+
+  /** Requeue (postsuper -r): the open recipients are taken out, routed again and admitted as a new attempt. */
+  async requeueMessage(id: string, tenant: string | null): Promise<ControlResult> {
+    const now = Date.now();
+    const v = readView(this.sql, id, now);
+    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
+    if (v.state !== "open") return { result: "not_open", recipients: 0 };
+    let used = 0;
+    for (const t of openTransports(this.sql, id)) used = Math.max(used, (await this.env.TRANSPORT_QUEUE.getByName(t).remove(id)).attempt);
+    const n = this.ctx.storage.transactionSync(() => readmitMessage(this.sql, id, true, now, used));
+    await this.afterChange(now, [id]);
+    return { result: "ok", recipients: n };
+  }
+
+  /**
+   * Cancels the message's recipients that are not final (only those at `domain` when given), with
+   * one email.canceled event each, scheduled or not. See storage/outbox-control.ts.
+   */
+  async cancelRecipients(id: string, tenant: string | null, domain: string | null = null): Promise<ControlResult> {
+    const now = Date.now();
+    const v = readView(this.sql, id, now);
+    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
+    const done = this.ctx.storage.transactionSync(() => {
+      const addresses = cancelRecipients(this.sql, id, domain, now);
+      for (const a of addresses) recordEvent(this.sql, { message_id: id, tenant: v.tenant, type: "email.canceled", recipient: a, created_at: now, data: { reason: "cancelled by an operator" } });
+      finishIfDone(this.sql, id, now);
+      return addresses.length;
+    });
+    if (done === 0) return { result: v.state === "open" ? "no_match" : "not_open", recipients: 0 };
+    await this.afterChange(now, [id]);
+    return { result: "ok", recipients: done };
   }
 
   /** The message's envelope for delivery, or null when unknown. */

@@ -142,7 +142,8 @@ export class TransportQueue extends DurableObject<Env> {
   async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[] }> {
     const sql = this.ctx.storage.sql;
     if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id, req.rcpts)) return { admitted: true, effects: [] };
-    rememberMeta(sql, req.id, req.createTime, req.tenant ?? null, req.priority ?? 0);
+    // Kept per Outbox message: a released or requeued message arrives as `<id>#<n>`, and its retries read this.
+    rememberMeta(sql, parseCoreId(req.id).messageId, req.createTime, req.tenant ?? null, req.priority ?? 0);
     const res = this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts);
     await this.pump();
     return res;
@@ -213,27 +214,27 @@ export class TransportQueue extends DurableObject<Env> {
   }
 
   /**
-   * Takes a message out (hold, cancel, requeue): every attempt of it leaves the core, entries in
-   * flight finish and report as usual, nothing is retried. Returns the backlog indexes of its
-   * recipients that were waiting (not in flight), and the last attempt number used.
+   * Takes a message out (hold, requeue): every attempt of it leaves the core, entries in flight
+   * finish and report as usual, nothing is retried. Returns the addresses that were waiting (not
+   * in flight) and the highest attempt number used, so a readmission can use a higher one.
    */
-  async remove(messageId: string): Promise<{ waiting: number[]; attempt: number }> {
+  async remove(messageId: string): Promise<{ waiting: string[]; attempt: number }> {
     const sql = this.ctx.storage.sql;
-    const waiting: number[] = [];
+    const waiting: string[] = [];
     let attempt = 0;
     for (const coreId of [...this.qmgr.messages.keys()].filter((id) => parseCoreId(id).messageId === messageId)) {
       attempt = Math.max(attempt, parseCoreId(coreId).attempt);
       const res = this.run({ kind: "remove", now: nowSec(), messageId: coreId });
-      waiting.push(...(res.removed ?? []).map((r) => r.idx));
+      waiting.push(...(res.removed ?? []).map((r) => r.address));
     }
     for (const coreId of retriesOf(sql, messageId)) {
       attempt = Math.max(attempt, parseCoreId(coreId).attempt);
-      waiting.push(...pendingRecipients(sql, coreId).map((r) => r.idx));
+      waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
       forgetAttempt(sql, coreId);
       noteFinished(sql, coreId);
     }
     await this.pump();
-    return { waiting: [...new Set(waiting)].sort((a, b) => a - b), attempt };
+    return { waiting: [...new Set(waiting)], attempt };
   }
 
   override async alarm(): Promise<void> {

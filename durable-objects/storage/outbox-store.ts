@@ -22,6 +22,7 @@
  *   A final recipient never changes again. Every status change writes one event row in the
  *   same transaction. A message is `done` exactly when all its recipients are final.
  */
+import { admissionId, controlOf, isReadmission } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string };
@@ -60,13 +61,14 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
   const m = readMessage(sql, id);
   if (!m) return null;
   const waiting = m.scheduled_at !== null && m.scheduled_at > nowMs;
+  const held = controlOf(sql, id)?.action === "hold";
   const rows = sql.exec<RcptRow>(
     "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx", id,
   ).toArray();
   const recipients: RcptView[] = rows.map((r) => ({
     idx: r.idx, email: r.address, status: r.status, transport: r.transport, nexthop: r.nexthop, attempts: r.attempts,
     next_attempt_at: r.next_attempt_at, last_response: r.last_response,
-    blocked_by: r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
+    blocked_by: held && !FINAL_STATUSES.includes(r.status) ? "held" : r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
   }));
   return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients };
 }
@@ -87,10 +89,13 @@ export function deleteEvents(sql: SqlStorage, id: string, uptoSeq: number): void
 export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): ClassifyWork | null {
   const m = readMessage(sql, id);
   if (!m || m.state !== "open" || (m.scheduled_at !== null && m.scheduled_at > nowMs)) return null;
+  if (controlOf(sql, id)?.action === "hold") return null; // held: nothing is admitted until released
   const rcpts = sql.exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
     "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' ORDER BY idx", id,
   ).toArray();
-  return rcpts.length === 0 ? null : { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts };
+  if (rcpts.length === 0) return null;
+  const admitId = admissionId(sql, id);
+  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}) };
 }
 
 /**
@@ -125,6 +130,7 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   const m = readMessage(sql, id);
   if (!m) return 0;
   let changed = 0;
+  const again = isReadmission(sql, id); // released or requeued: email.queued was said already
   for (const idx of idxs) {
     const row = sql.exec<{ address: string; transport: string; nexthop: string }>(
       "UPDATE rcpt SET status = 'ready', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NOT NULL RETURNING address, transport, nexthop",
@@ -132,7 +138,7 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
     ).toArray()[0];
     if (!row) continue;
     changed++;
-    recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: row.address, created_at: nowMs, data: { transport: row.transport, nexthop: row.nexthop } });
+    if (!again) recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: row.address, created_at: nowMs, data: { transport: row.transport, nexthop: row.nexthop } });
   }
   updateUnclassified(sql, id);
   return changed;

@@ -124,6 +124,8 @@ export interface ClassifyWork {
   mailFrom: string;
   /** transport/nexthop are set once the recipient's decision was recorded. */
   rcpts: { idx: number; address: string; transport: string | null; nexthop: string | null }[];
+  /** The core message id to admit under when it is not the message id: a released or requeued message's new attempt (`<id>#<n>`). */
+  admitId?: string;
 }
 
 /** The classify stage's decision for one recipient. */

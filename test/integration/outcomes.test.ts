@@ -29,7 +29,9 @@ describe("recording delivery outcomes in the Outbox", () => {
     expect(body.last_event).toBe("delivery_delayed");
     expect(body.recipients[0]).toEqual({
       email: "a@example.com", status: "deferred", attempts: 1, next_attempt_at: new Date(next).toISOString(),
-      last_response: { code: 451, enhanced: "4.7.1", text: "try later", mx: "mx.example.com" }, blocked_by: "rate",
+      // The recorded reason is "rate", but the recipient is still in the Transport DO's core here
+      // (these reports bypass it), and GET /emails/:id prefers the core's live reason.
+      last_response: { code: 451, enhanced: "4.7.1", text: "try later", mx: "mx.example.com" }, blocked_by: "queued", blocked_until: null,
     });
     const r = await outboxOf(id).recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 2, response: { code: 250, text: "ok" } }]);
     expect(r).toEqual({ applied: 1, done: false });

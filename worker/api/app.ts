@@ -15,6 +15,7 @@ import { Hono } from "hono";
 import { KeyCache, requireApiKey } from "./auth";
 import { isApiError, toErrorBody } from "./errors";
 import { openApiDocument } from "./openapi";
+import { controlRoutes } from "./routes/control";
 import { emailRoutes } from "./routes/emails";
 import { relayRoutes } from "./routes/relay";
 import { suppressionRoutes } from "./routes/suppressions";
@@ -43,6 +44,7 @@ export function createApp() {
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
+  app.route("/relay/messages", controlRoutes());
   app.route("/relay", relayRoutes());
   app.route("/webhooks", webhookRoutes());
 

@@ -14,8 +14,10 @@
  *   response uses Resend's body {statusCode, name, message}.
  */
 import { z } from "zod";
+import { CancelFilterSchema, CancelOneSchema } from "./control-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 
+const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
 const ErrorBody = z.object({ statusCode: z.number().int(), name: z.string(), message: z.string() });
 const IdBody = z.object({ id: z.string() });
 const BatchBody = z.object({ data: z.array(IdBody), errors: z.array(z.object({ index: z.number().int(), message: z.string() })).optional() });
@@ -89,6 +91,11 @@ export const ROUTES: Operation[] = [
   { method: "patch", path: "/webhooks/{id}", summary: "Change a webhook endpoint's URL, events or status", operationId: "updateWebhook", auth: true, body: UpdateWebhookSchema, ok: { status: 200, schema: WebhookRef }, errors: [400, 401, 404, 422] },
   { method: "delete", path: "/webhooks/{id}", summary: "Delete a webhook endpoint", operationId: "deleteWebhook", auth: true, ok: { status: 200, schema: WebhookRef.extend({ deleted: z.boolean() }) }, errors: [401, 404] },
   { method: "post", path: "/webhooks/{id}/signing-secret/rotate", summary: "Rotate the signing secret (the old one signs too for 24 h)", operationId: "rotateWebhookSecret", auth: true, ok: { status: 200, schema: WebhookSecret }, errors: [401, 404] },
+  { method: "post", path: "/relay/messages/{id}/hold", summary: "Hold an email: no delivery until released (postsuper -h)", operationId: "holdEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/messages/{id}/release", summary: "Release a held email (postsuper -H)", operationId: "releaseEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/messages/{id}/requeue", summary: "Route an email's open recipients again and requeue them (postsuper -r)", operationId: "requeueEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/messages/{id}/cancel", summary: "Cancel an email's open recipients (optionally only at one domain), scheduled or not", operationId: "cancelEmailRecipients", auth: true, body: CancelOneSchema, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/messages/cancel", summary: "Cancel open recipients by filter: domain, tag, tenant (operator keys)", operationId: "cancelByFilter", auth: true, body: CancelFilterSchema, ok: { status: 200, schema: z.object({ object: z.literal("cancellation"), messages: z.number().int(), recipients: z.number().int(), has_more: z.boolean() }) }, errors: [400, 401, 403, 422] },
   { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
 ];
 

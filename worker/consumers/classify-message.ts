@@ -70,7 +70,7 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<number[]>
   }
   await Promise.all([...byTransport].map(async ([transport, rcpts]) => {
     const r = await env.TRANSPORT_QUEUE.getByName(transport).admit({
-      id: plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant,
+      id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant,
       rcpts: rcpts.map(({ address, nexthop }) => ({ address, transport, nexthop })),
     });
     // No room in the transport's active queue: the recipients stay `incoming` and the queue retries.

@@ -1,0 +1,19 @@
+/**
+ * Request schemas of the message control routes (routes/control.ts), kept apart from the routes
+ * so the OpenAPI document can import them without the Workers runtime.
+ */
+import { z } from "zod";
+
+const Domain = z.string().min(1).max(253).regex(/^[^\s@]+$/, "must be a domain without @").transform((d) => d.toLowerCase());
+
+/** The body of POST /relay/messages/cancel. */
+export const CancelFilterSchema = z.object({
+  domain: Domain.optional(),
+  tag: z.object({ name: z.string().min(1).max(256), value: z.string().min(1).max(256) }).optional(),
+  tenant: z.string().min(1).max(128).optional(),
+  limit: z.number().int().min(1).max(1000).default(500),
+}).refine((f) => f.domain !== undefined || f.tag !== undefined || f.tenant !== undefined, { message: "give at least one of domain, tag, tenant" });
+
+/** The body of POST /relay/messages/:id/cancel (optional). */
+export const CancelOneSchema = z.object({ domain: Domain.optional() });
+

@@ -1,0 +1,106 @@
+/**
+ * Operator control of messages (Postfix's postsuper, over HTTP):
+ *
+ * DESCRIPTION
+ *   POST /relay/messages/:id/hold      takes the message out of delivery until released; its
+ *                                      waiting recipients show blocked_by "held".
+ *   POST /relay/messages/:id/release   admits its open recipients again (a new attempt).
+ *   POST /relay/messages/:id/requeue   routes its open recipients again and admits them.
+ *   POST /relay/messages/:id/cancel    cancels its open recipients, scheduled or not (Resend's
+ *                                      POST /emails/:id/cancel only cancels scheduled mail).
+ *   POST /relay/messages/cancel        cancels by filter: recipients at `domain`, messages with
+ *                                      tag `tag`, of `tenant` (operator keys) — at least one.
+ *                                      Found through the D1 index, so mail accepted in the
+ *                                      last moments may not be indexed yet; repeat to catch it.
+ *   Every cancelled recipient gets an email.canceled event. A tenant key acts on its own
+ *   tenant's mail; an operator key on every tenant's.
+ *
+ * ERRORS
+ *   404 not_found (unknown, or another tenant's), 422 validation_error for bad input and for a
+ *   state that does not allow it (done, not held, already held, nothing to cancel), as Resend
+ *   answers a cancel of mail that is not scheduled; 403 restricted_api_key for a tenant key
+ *   naming another tenant.
+ */
+import { Hono, type Context } from "hono";
+import type { z } from "zod";
+import { CancelFilterSchema, CancelOneSchema } from "../control-schemas";
+import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
+import type { ControlResult } from "../../../durable-objects/outbox";
+import { outboxOf } from "../../consumers/classify-message";
+import { parseInput, readJson } from "../body";
+import { ApiError } from "../errors";
+import type { AppEnv } from "../app";
+import { RoleCache, roleOf } from "./admin/operator";
+
+/** Largest request body these routes read. */
+const BODY_LIMIT = 16 * 1024;
+
+const MESSAGES = {
+  not_open: "The email is already done.",
+  not_held: "The email is not held.",
+  already_held: "The email is already held.",
+  no_match: "The email has no recipient left to cancel.",
+} as const;
+
+/** The tenant a key acts for: null (any) for an operator key. */
+async function scope(c: Context<AppEnv>, roles: RoleCache): Promise<string | null> {
+  return (await roleOf(c, roles)) === "operator" ? null : c.get("tenant");
+}
+
+function answer(c: Context<AppEnv>, id: string, action: string, r: ControlResult) {
+  if (r.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
+  if (r.result !== "ok") throw new ApiError(422, "validation_error", MESSAGES[r.result]);
+  return c.json({ object: "email", id, action, recipients: r.recipients });
+}
+
+/** Finds open messages matching a filter in the D1 index. */
+async function matching(db: D1Database, f: z.infer<typeof CancelFilterSchema>, tenant: string | null): Promise<{ id: string; tenant: string }[]> {
+  const where = ["r.status NOT IN ('delivered', 'bounced', 'expired', 'suppressed', 'cancelled')"];
+  const args: unknown[] = [];
+  let join = "";
+  if (f.tag) {
+    join = "JOIN message_tags t ON t.message_id = r.message_id AND t.name = ? AND t.value = ?";
+    args.push(f.tag.name, f.tag.value);
+  }
+  const t = tenant ?? f.tenant ?? null;
+  if (t !== null) { where.push("r.tenant_id = ?"); args.push(t); }
+  if (f.domain) { where.push("lower(r.address) LIKE ?"); args.push(`%@${f.domain.replace(/[%_]/g, "")}`); }
+  args.push(f.limit + 1);
+  const rows = await db.prepare(`SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients r ${join} WHERE ${where.join(" AND ")} LIMIT ?`)
+    .bind(...args).all<{ id: string; tenant: string }>();
+  return rows.results;
+}
+
+/** The message control routes, mounted at /relay/messages. */
+export function controlRoutes() {
+  const r = new Hono<AppEnv>();
+  const roles = new RoleCache();
+  const idOf = (c: Context<AppEnv>) => {
+    const id = c.req.param("id") ?? "";
+    if (!isMessageId(id)) throw new ApiError(404, "not_found", "Email not found.");
+    return id;
+  };
+  r.post("/cancel", async (c) => {
+    const f = parseInput(CancelFilterSchema, (await readJson(c, BODY_LIMIT)).value);
+    const tenant = await scope(c, roles);
+    if (tenant !== null && f.tenant !== undefined && f.tenant !== tenant) throw new ApiError(403, "restricted_api_key", "A tenant key can only cancel its own tenant's mail.");
+    const found = await matching(c.env.DB, f, tenant);
+    const page = found.slice(0, f.limit);
+    let recipients = 0;
+    let messages = 0;
+    for (const m of page) {
+      const res = await outboxOf(c.env, m.id).cancelRecipients(m.id, m.tenant, f.domain ?? null);
+      if (res.result === "ok") { messages++; recipients += res.recipients; }
+    }
+    return c.json({ object: "cancellation", messages, recipients, has_more: found.length > f.limit });
+  });
+  r.post("/:id/hold", async (c) => { const id = idOf(c); return answer(c, id, "hold", await outboxOf(c.env, id).holdMessage(id, await scope(c, roles))); });
+  r.post("/:id/release", async (c) => { const id = idOf(c); return answer(c, id, "release", await outboxOf(c.env, id).releaseMessage(id, await scope(c, roles))); });
+  r.post("/:id/requeue", async (c) => { const id = idOf(c); return answer(c, id, "requeue", await outboxOf(c.env, id).requeueMessage(id, await scope(c, roles))); });
+  r.post("/:id/cancel", async (c) => {
+    const id = idOf(c);
+    const body = (c.req.header("content-length") ?? "0") === "0" ? {} : parseInput(CancelOneSchema, (await readJson(c, BODY_LIMIT)).value);
+    return answer(c, id, "cancel", await outboxOf(c.env, id).cancelRecipients(id, await scope(c, roles), body.domain ?? null));
+  });
+  return r;
+}
