@@ -13,9 +13,16 @@
  *   message's not-yet-final recipients are admitted again as a new core message
  *   (`<id>#<attempt>`). With DISPATCH = "manual" only the dispatch RPC selects.
  *   SCHEDULER_CONFIG (JSON with Postfix's parameter names) overrides the core's defaults.
- *   Outcomes the core decides on its own go to the message's Outbox: an expired attempt's open
- *   recipients end `expired`; recipients deferred without an attempt (their destination died)
- *   become `deferred` with blocked_by "destination_dead".
+ *   Outcomes the core decides on its own go to the message's Outbox (storage/outbox-notes.ts):
+ *   an expired attempt's open recipients end `expired`; recipients deferred without an attempt
+ *   (their destination died) become `deferred` with blocked_by "destination_dead"; delay
+ *   warnings become delay notices.
+ *
+ * AUTHORITY AND OPERATORS
+ *   verdict() applies a Destination DO's answer (window, dead until) to the core's queue.
+ *   inspect() (qshape, deferred shape, destinations, policies), flush() (postqueue -f),
+ *   setPolicy() (caps, rates, suspensions with an expiry) and remove() (a message out of the
+ *   queue, for hold and requeue) serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
 import {
@@ -23,9 +30,7 @@ import {
   explainMessage,
   queueShape,
   type DestinationVerdict,
-  type DestinationView,
   type PolicyRule,
-  type ShapeRow,
   mustParseSchedulerConfig,
   nextWakeupAt,
   type Command,
@@ -40,89 +45,18 @@ import {
   pendingRecipients, postponeRetry, readMeta, rememberMeta, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
-import { isMessageId, outboxName, shardOf } from "./storage/outbox-ids";
+import { OutboxNotes } from "./storage/outbox-notes";
+import { toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect } from "./transport-types";
 import { forgetFinished, migrateBacklog, noteFinished, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
 
-/** A message handed to the transport: its id, arrival time and resolved recipients. */
-export interface AdmitRequest {
-  id: string;
-  createTime: number;
-  tenant?: string | null;
-  priority?: number;
-  rcpts: ResolvedRecipient[];
-}
-
-/** A selected delivery request, as handed to the delivery stage. */
-export interface DispatchedEntry {
-  entryId: number;
-  messageId: string;
-  transport: string;
-  nexthop: string;
-  rcpts: StoredRecipient[];
-}
-
-/** The body of a `deliver` queue message: one dispatched entry with its lease. */
-export interface DeliverJob {
-  entryId: number;
-  /** The Outbox message id. */
-  messageId: string;
-  /** Delivery attempt of the message (1 for the first). */
-  attempt: number;
-  transport: string;
-  nexthop: string;
-  /** Recipients with their backlog index (reported back as final). */
-  rcpts: { idx: number; address: string }[];
-  /** Epoch seconds after which the transport treats the entry as crashed. */
-  leaseUntil: number;
-}
-
-/** An outcome the core decided without a delivery report, for the message's Outbox. */
-interface OutboxNote {
-  messageId: string;
-  attempt: number;
-  addresses: string[];
-  status: "expired" | "deferred";
-  text: string;
-  blockedBy: string | null;
-  /** Epoch ms. */
-  nextAttemptAt: number | null;
-}
-
-/** The answer to a delivery report: whether it applied, and what the core decided. */
-export interface ReportAnswer {
-  applied: boolean;
-  effects: Effect[];
-  /** The entry's destination queue and its deliveries in flight counting this one, for the Destination DO. */
-  destination: { queue: string; busy: number } | null;
-}
-
-/** What an operator sees of a transport (GET /relay/queue, /relay/destinations). */
-export interface TransportInspect {
-  transport: string;
-  /** Unix seconds. */
-  now: number;
-  inflight: number;
-  /** In-core recipients by destination and age (first row TOTAL); deferred ones wait outside the core, see `deferred`. */
-  qshape: ShapeRow[];
-  /** Recipients waiting for their next attempt, by destination and age, in the same shape. */
-  deferred: ShapeRow[];
-  destinations: DestinationView[];
-  policies: { key: string; rule: PolicyRule }[];
-}
-
-/** The Destination DO's name for one destination queue of a transport. */
-export function destinationName(transport: string, queue: string): string {
-  return `${transport}/${queue}`;
-}
+export * from "./transport-types";
 
 export class TransportQueue extends DurableObject<Env> {
   private qmgr!: Qmgr<StoredRecipient>;
   private journal!: Journal<StoredRecipient>;
   private readonly cfg: SchedulerConfig;
-  /** Outcomes the core decided without a delivery report, still to be recorded in their Outbox. */
-  private notes: OutboxNote[] = [];
-  /** Delay warnings (delay_warning_time) still to be handed to their Outbox. */
-  private warnings: { messageId: string; addresses: string[]; retryUntilMs: number | null }[] = [];
+  /** Outcomes and delay warnings the core decided on its own, still to be handed to their Outbox. */
+  private readonly notes = new OutboxNotes();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -293,36 +227,9 @@ export class TransportQueue extends DurableObject<Env> {
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
-  /** A delay warning for a deferred attempt: its open recipients, retried until the queue lifetime ends. */
-  private warningOf(coreId: string): { messageId: string; addresses: string[]; retryUntilMs: number | null } {
-    const { messageId } = parseCoreId(coreId);
-    const meta = readMeta(this.ctx.storage.sql, messageId);
-    const addresses = pendingRecipients(this.ctx.storage.sql, coreId).map((r) => r.address);
-    return { messageId, addresses, retryUntilMs: meta ? (meta.createTime + this.cfg.global.maximalQueueLifetime) * 1000 : null };
-  }
-
-  /** Records the outcomes the core decided on its own (expiry, deferral without attempt) in their Outbox. */
-  private async recordNotes(): Promise<void> {
-    for (const w of this.warnings.splice(0).filter((x) => isMessageId(x.messageId))) {
-      await this.env.OUTBOX.getByName(outboxName(shardOf(w.messageId))).delayNotice(w.messageId, w.addresses, "delivery delayed; still being retried", w.retryUntilMs)
-        .catch((e: unknown) => console.error(JSON.stringify({ error: "transport: handing a delay warning to the Outbox failed", messageId: w.messageId, detail: String(e) })));
-    }
-    const todo = this.notes.splice(0).filter((x) => isMessageId(x.messageId));
-    for (const x of todo) {
-      const outbox = this.env.OUTBOX.getByName(outboxName(shardOf(x.messageId)));
-      const envelope = await outbox.envelope(x.messageId);
-      const wanted = new Set(x.addresses.map((a) => a.toLowerCase()));
-      const reports = (envelope?.rcpts ?? []).filter((r) => wanted.has(r.address.toLowerCase()))
-        .map((r) => ({ idx: r.idx, status: x.status, attempt: x.attempt, nextAttemptAt: x.nextAttemptAt, response: { text: x.text }, blockedBy: x.blockedBy }));
-      if (reports.length > 0) await outbox.recordOutcome(x.messageId, reports).catch((e: unknown) => {
-        console.error(JSON.stringify({ error: "transport: recording an outcome in the Outbox failed", messageId: x.messageId, detail: String(e) }));
-      });
-    }
-  }
-
   /** In auto mode: dispatches everything selectable to the deliver queue; then re-arms the alarm. */
   private async pump(): Promise<void> {
-    await this.recordNotes();
+    await this.notes.deliver(this.env);
     if (this.env.DISPATCH === "auto") {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);
@@ -344,21 +251,13 @@ export class TransportQueue extends DurableObject<Env> {
   private run(cmd: Command) {
     const sql = this.ctx.storage.sql;
     const res = this.journal.run(this.qmgr, cmd);
+    this.notes.collect(sql, res.effects, this.cfg.global.maximalQueueLifetime);
     for (const e of res.effects) {
-      if (e.kind === "message-expired") {
-        this.notes.push({ ...parseCoreId(e.messageId), addresses: pendingRecipients(sql, e.messageId).map((r) => r.address), status: "expired", text: "maximal_queue_lifetime exceeded", blockedBy: null, nextAttemptAt: null });
-      } else if (e.kind === "deferred") {
-        // Deferred without an attempt (its destination died): say so, with the retry time if known.
-        const retry = res.effects.find((d) => d.kind === "message-deferred" && d.messageId === e.messageId);
-        const nextAttemptAt = retry?.kind === "message-deferred" ? retry.nextAttemptAt * 1000 : null;
-        this.notes.push({ ...parseCoreId(e.messageId), addresses: e.rcpts.map((r) => r.address), status: "deferred", text: e.reason, blockedBy: "destination_dead", nextAttemptAt });
-      }
       if (e.kind === "message-done" || e.kind === "message-expired") {
         noteFinished(sql, e.messageId);
         forgetAttempt(sql, e.messageId);
       } else if (e.kind === "message-deferred") {
         scheduleRetry(sql, e.messageId, e.nextAttemptAt);
-        if (e.warn) this.warnings.push(this.warningOf(e.messageId));
       }
     }
     return res;
@@ -369,11 +268,6 @@ export class TransportQueue extends DurableObject<Env> {
     const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(this.ctx.storage.sql)].filter((t): t is number => t !== null);
     if (times.length > 0) await this.ctx.storage.setAlarm(Math.min(...times) * 1000);
   }
-}
-
-function toJob(e: DispatchedEntry, leaseUntil: number): DeliverJob {
-  const { messageId, attempt } = parseCoreId(e.messageId);
-  return { entryId: e.entryId, messageId, attempt, transport: e.transport, nexthop: e.nexthop, rcpts: e.rcpts.map((r) => ({ idx: r.idx, address: r.address })), leaseUntil };
 }
 
 function nowSec(): number {

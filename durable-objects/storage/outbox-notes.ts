@@ -1,0 +1,79 @@
+/**
+ * Outcomes a Transport DO's core decides without a delivery report, on their way to the
+ * message's Outbox: an expired attempt's open recipients (`expired`), recipients deferred without
+ * an attempt because their destination died (`deferred`, blocked_by destination_dead, with the
+ * retry time), and delay warnings (delay_warning_time) for the bounce-notice machinery.
+ *
+ * DESCRIPTION
+ *   collect(sql, effects, lifetimeSec)  turns one command's effects into notes (synchronously,
+ *                                       while the backlog rows they name are still there).
+ *   deliver(env)                        hands every note to its Outbox; failures are logged
+ *                                       (the Outbox sweeper and the next attempt recover).
+ */
+import type { Effect } from "../core";
+import { parseCoreId, pendingRecipients, readMeta } from "./delivery-state";
+import { isMessageId, outboxName, shardOf } from "./outbox-ids";
+
+/** An outcome for the message's Outbox. */
+interface OutboxNote {
+  messageId: string;
+  attempt: number;
+  addresses: string[];
+  status: "expired" | "deferred";
+  text: string;
+  blockedBy: string | null;
+  /** Epoch ms. */
+  nextAttemptAt: number | null;
+}
+
+/** A delay warning for a deferred attempt's open recipients. */
+interface DelayWarning {
+  messageId: string;
+  addresses: string[];
+  /** When the queue lifetime ends (epoch ms). */
+  retryUntilMs: number | null;
+}
+
+function logged(what: string, messageId: string) {
+  return (e: unknown) => console.error(JSON.stringify({ error: `transport: ${what} failed`, messageId, detail: String(e) }));
+}
+
+/** Notes waiting to be handed to their Outbox. */
+export class OutboxNotes {
+  private notes: OutboxNote[] = [];
+  private warnings: DelayWarning[] = [];
+
+  /** Records what one command's effects mean for the Outboxes. */
+  collect(sql: SqlStorage, effects: Effect[], lifetimeSec: number): void {
+    for (const e of effects) {
+      if (e.kind === "message-expired") {
+        this.notes.push({ ...parseCoreId(e.messageId), addresses: pendingRecipients(sql, e.messageId).map((r) => r.address), status: "expired", text: "maximal_queue_lifetime exceeded", blockedBy: null, nextAttemptAt: null });
+      } else if (e.kind === "deferred") {
+        // Deferred without an attempt (its destination died): say so, with the retry time if known.
+        const retry = effects.find((d) => d.kind === "message-deferred" && d.messageId === e.messageId);
+        const nextAttemptAt = retry?.kind === "message-deferred" ? retry.nextAttemptAt * 1000 : null;
+        this.notes.push({ ...parseCoreId(e.messageId), addresses: e.rcpts.map((r) => r.address), status: "deferred", text: e.reason, blockedBy: "destination_dead", nextAttemptAt });
+      } else if (e.kind === "message-deferred" && e.warn) {
+        const { messageId } = parseCoreId(e.messageId);
+        const meta = readMeta(sql, messageId);
+        this.warnings.push({ messageId, addresses: pendingRecipients(sql, e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
+      }
+    }
+  }
+
+  /** Hands every note to its Outbox. */
+  async deliver(env: Env): Promise<void> {
+    const outboxOf = (id: string) => env.OUTBOX.getByName(outboxName(shardOf(id)));
+    for (const w of this.warnings.splice(0).filter((x) => isMessageId(x.messageId))) {
+      await outboxOf(w.messageId).delayNotice(w.messageId, w.addresses, "delivery delayed; still being retried", w.retryUntilMs).catch(logged("handing a delay warning to the Outbox", w.messageId));
+    }
+    for (const x of this.notes.splice(0).filter((n) => isMessageId(n.messageId))) {
+      const outbox = outboxOf(x.messageId);
+      const envelope = await outbox.envelope(x.messageId);
+      const wanted = new Set(x.addresses.map((a) => a.toLowerCase()));
+      const reports = (envelope?.rcpts ?? []).filter((r) => wanted.has(r.address.toLowerCase()))
+        .map((r) => ({ idx: r.idx, status: x.status, attempt: x.attempt, nextAttemptAt: x.nextAttemptAt, response: { text: x.text }, blockedBy: x.blockedBy }));
+      if (reports.length > 0) await outbox.recordOutcome(x.messageId, reports).catch(logged("recording an outcome in the Outbox", x.messageId));
+    }
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * What the Transport DO exchanges with the rest of the relay: admission requests, dispatched
+ * entries and the `deliver` queue's job body, report answers, the operator's view, and the
+ * Destination DO naming. Re-exported by transport-queue.ts.
+ */
+import type { DestinationView, Effect, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
+import { parseCoreId } from "./storage/delivery-state";
+import type { StoredRecipient } from "./storage/sqlite-source";
+
+/** A message handed to the transport: its id, arrival time and resolved recipients. */
+export interface AdmitRequest {
+  id: string;
+  createTime: number;
+  tenant?: string | null;
+  priority?: number;
+  rcpts: ResolvedRecipient[];
+}
+
+/** A selected delivery request, as handed to the delivery stage. */
+export interface DispatchedEntry {
+  entryId: number;
+  messageId: string;
+  transport: string;
+  nexthop: string;
+  rcpts: StoredRecipient[];
+}
+
+/** The body of a `deliver` queue message: one dispatched entry with its lease. */
+export interface DeliverJob {
+  entryId: number;
+  /** The Outbox message id. */
+  messageId: string;
+  /** Delivery attempt of the message (1 for the first). */
+  attempt: number;
+  transport: string;
+  nexthop: string;
+  /** Recipients with their backlog index (reported back as final). */
+  rcpts: { idx: number; address: string }[];
+  /** Epoch seconds after which the transport treats the entry as crashed. */
+  leaseUntil: number;
+}
+
+/** The answer to a delivery report: whether it applied, and what the core decided. */
+export interface ReportAnswer {
+  applied: boolean;
+  effects: Effect[];
+  /** The entry's destination queue and its deliveries in flight counting this one, for the Destination DO. */
+  destination: { queue: string; busy: number } | null;
+}
+
+/** What an operator sees of a transport (GET /relay/queue, /relay/destinations). */
+export interface TransportInspect {
+  transport: string;
+  /** Unix seconds. */
+  now: number;
+  inflight: number;
+  /** In-core recipients by destination and age (first row TOTAL); deferred ones wait outside the core, see `deferred`. */
+  qshape: ShapeRow[];
+  /** Recipients waiting for their next attempt, by destination and age, in the same shape. */
+  deferred: ShapeRow[];
+  destinations: DestinationView[];
+  policies: { key: string; rule: PolicyRule }[];
+}
+
+/** The Destination DO's name for one destination queue of a transport. */
+export function destinationName(transport: string, queue: string): string {
+  return `${transport}/${queue}`;
+}
+
+/** The `deliver` queue body of a dispatched entry. */
+export function toJob(e: DispatchedEntry, leaseUntil: number): DeliverJob {
+  const { messageId, attempt } = parseCoreId(e.messageId);
+  return { entryId: e.entryId, messageId, attempt, transport: e.transport, nexthop: e.nexthop, rcpts: e.rcpts.map((r) => ({ idx: r.idx, address: r.address })), leaseUntil };
+}
+
