@@ -62,7 +62,7 @@ export default defineConfig({
               bindings: {
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
                 SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
-                DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on",
+                DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site",
                 EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
               },
               queueConsumers: {

@@ -72,17 +72,19 @@ async function finish(env: Env, part: SessionPart): Promise<Finished> {
 /**
  * The Destination DOs are the authority on windows and dead state: each applied report goes to
  * its destination's DO, in order, and the last answer per destination is applied by the
- * Transport DO (normally it already agrees). Best effort: the outcomes are recorded already,
- * and the next report carries the destination's state again.
+ * Transport DO (normally it already agrees). With DESTINATION_GROUPING = "site" an `mx`
+ * nexthop's DO is its MX site's (the sorted set of MX hosts), shared by every domain hosted
+ * there. Best effort: the outcomes are recorded already, and the next report carries the
+ * destination's state again.
  */
-async function feedDestinations(env: Env, done: Finished[]): Promise<void> {
+async function feedDestinations(env: Env, done: Finished[], site: string | null): Promise<void> {
   const last = new Map<string, { transport: string; queue: string; verdict: { window: number; deadUntil: number } }>();
   try {
     for (const f of done) {
       if (!f.destination) continue;
-      const name = destinationName(f.transport, f.destination.queue);
+      const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
       const verdict = await env.DESTINATION_QUEUE.getByName(name).report({ transport: f.transport, busy: f.destination.busy, siteFailure: f.siteFailure });
-      last.set(name, { transport: f.transport, queue: f.destination.queue, verdict });
+      last.set(`${f.transport}/${f.destination.queue}`, { transport: f.transport, queue: f.destination.queue, verdict });
     }
     for (const d of last.values()) await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, d.verdict);
   } catch (e) {
@@ -128,8 +130,10 @@ async function sendGroup(env: Env, items: Item[], resolution: MxResolution | nul
  */
 async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promise<string[]> {
   let parts: SessionPart[];
+  let site: string | null = null;
   try {
     const resolution = await lookupFor(items[0]!.job.nexthop, mx);
+    if (resolution?.kind === "hosts" && env.DESTINATION_GROUPING === "site") site = resolution.site;
     items = await liveItems(env, items);
     if (items.length === 0) return [];
     parts = await sendGroup(env, items, resolution, mx);
@@ -147,7 +151,7 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
       fail(msg, "report", e);
     }
   }
-  await feedDestinations(env, done);
+  await feedDestinations(env, done, site);
   return done.map((f) => f.messageId);
 }
 

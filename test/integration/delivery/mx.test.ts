@@ -69,6 +69,17 @@ describe("delivery to MX hosts (the mx transport kind)", () => {
     expect(socksLog).toMatch(new RegExp(`tcp/connect .*username%${inject("socks").username}@.* -> .* 127\\.0\\.0\\.1\\.${sink.smtpPort}\\b`));
   });
 
+  it("with DESTINATION_GROUPING=site (this project) the feedback goes to the MX site's Destination DO, shared by its domains", async () => {
+    const id = await send(["site-a@mx-one.test"]);
+    await recipientsWhen(id, (r) => r.status === "delivered", "delivered");
+    const site = await eventually(async () => {
+      const g = await env.DESTINATION_QUEUE.getByName("mx/site:localhost").get();
+      return g.history.length > 0 ? g : undefined;
+    }, 5000, "the site's DO to hear of it");
+    expect(site.record).toMatchObject({ transport: "mx", deadUntil: 0 });
+    expect((await env.DESTINATION_QUEUE.getByName("mx/mx-one.test").get()).history).toHaveLength(0);
+  });
+
   it("when the better MX host refuses the connection, the next one is tried in the same attempt", async () => {
     const id = await send(["carol@mx-two.test"]);
     const rs = await recipientsWhen(id, (r) => r.status === "delivered" || r.status === "deferred", "an outcome");
