@@ -12,7 +12,11 @@
  *   cancel/reschedule scheduled messages that are not yet due.
  *   envelope          what the delivery stage sends: envelope sender, size, recipients and states.
  *   recordOutcome     the delivery stage's per-recipient reports; when every recipient is final
- *                     the message is done and its body is deleted from R2.
+ *                     the message is done and its body is deleted from R2. With DSN_NOTICES on,
+ *                     bounced/expired recipients get a bounce notice (storage/outbox-dsn.ts);
+ *                     delayNotice() is the core's delay warning.
+ *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
+ *                     (postsuper -h/-H/-r/-d), see storage/outbox-control.ts.
  *   ensureSweep/alarm the sweeper: after OUTBOX_GRACE_SECONDS it re-triggers classification of
  *                     messages that never got classified or whose events never reached the D1
  *                     index, triggers scheduled messages when due,
