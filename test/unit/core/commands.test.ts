@@ -17,7 +17,7 @@ function commandsOf(s: Scenario, r: Runner): { commands: Command[]; results: str
     const res = runCommand(r.q, c);
     commands.push(c);
     for (const e of res.entries) inflight.push(e.id);
-    results.push(JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects }));
+    results.push(JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects, r: res.removed?.map((x) => x.n) }));
     return res;
   };
   for (const op of s.ops) {
@@ -33,15 +33,22 @@ function commandsOf(s: Scenario, r: Runner): { commands: Command[]; results: str
     } else if (op.kind === "advance") {
       now += op.sec;
       run({ kind: "tick", now });
+    } else if (op.kind === "remove") {
+      const ids = [...r.q.messages.keys()];
+      if (ids.length > 0) run({ kind: "remove", now, messageId: ids[op.pick % ids.length]! });
+    } else if (op.kind === "verdict") {
+      const queues = [...r.q.transports.values()].flatMap((t) => [...t.queues.values()]);
+      const queue = queues[op.pick % Math.max(queues.length, 1)];
+      if (queue) run({ kind: "destination", now, transport: queue.transport.name, queue: queue.name, verdict: { window: op.window, deadUntil: op.dead ? now + 30 : 0, reason: "verdict" } });
     }
   }
   return { commands, results };
 }
 
 describe("command journal", () => {
-  it(`replaying the journal since a snapshot reproduces the live state and every result (${RUNS} scenarios)`, () => {
+  it(`replaying the journal since a snapshot reproduces the live state and every result, with removals and Destination DO verdicts mixed in (${RUNS} scenarios)`, () => {
     fc.assert(
-      fc.property(scenarioArb({ failures: true }), fc.nat(), (s, cut) => {
+      fc.property(scenarioArb({ failures: true, control: true }), fc.nat(), (s, cut) => {
         const live = Runner.fresh(s);
         const { commands, results } = commandsOf(s, live);
         // Rebuild: snapshot after `at` commands (from a second live run), then replay the rest.
@@ -52,7 +59,7 @@ describe("command journal", () => {
         const restored = restoreQmgr(snap, mustParseSchedulerConfig(s.config), twin.src);
         const replayed = commands.slice(at).map((c) => {
           const res = runCommand(restored, JSON.parse(JSON.stringify(c)) as Command);
-          return JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects });
+          return JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects, r: res.removed?.map((x) => x.n) });
         });
         expect(replayed).toEqual(results.slice(at));
         expect(JSON.stringify(snapshotQmgr(restored))).toBe(JSON.stringify(snapshotQmgr(live.q)));
