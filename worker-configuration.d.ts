@@ -31,6 +31,7 @@ declare namespace Cloudflare {
 		DEV_MAILBOX_URL: string;
 		DSN_NOTICES: string;
 		DESTINATION_GROUPING: string;
+		SMTP_TIMEOUTS: string;
 		TRANSPORT_QUEUE: DurableObjectNamespace<import("./worker/index").TransportQueue>;
 		DESTINATION_QUEUE: DurableObjectNamespace<import("./worker/index").DestinationQueue>;
 		OUTBOX: DurableObjectNamespace<import("./worker/index").Outbox>;
@@ -41,5 +42,5 @@ type StringifyValues<EnvType extends Record<string, unknown>> = {
 	[Binding in keyof EnvType]: EnvType[Binding] extends string ? EnvType[Binding] : string;
 };
 declare namespace NodeJS {
-	interface ProcessEnv extends StringifyValues<Pick<Cloudflare.Env, "COHORT_ENV" | "OUTBOX_SHARDS" | "OUTBOX_GRACE_SECONDS" | "MESSAGE_RETENTION_DAYS" | "MAX_MESSAGE_BYTES" | "MAX_RECIPIENTS" | "DEFAULT_TRANSPORT" | "TRANSPORT_CHECKPOINT_EVERY" | "SMARTHOST" | "DISPATCH" | "SCHEDULER_CONFIG" | "DELIVERY_LEASE_SECONDS" | "HELO_NAME" | "RELAY_TLS" | "RELAY_IMPLICIT_TLS" | "DOH_RESOLVER_URL" | "MX_PORT" | "EGRESS" | "DEV_MAILBOX_URL" | "DSN_NOTICES" | "DESTINATION_GROUPING">> {}
+	interface ProcessEnv extends StringifyValues<Pick<Cloudflare.Env, "COHORT_ENV" | "OUTBOX_SHARDS" | "OUTBOX_GRACE_SECONDS" | "MESSAGE_RETENTION_DAYS" | "MAX_MESSAGE_BYTES" | "MAX_RECIPIENTS" | "DEFAULT_TRANSPORT" | "TRANSPORT_CHECKPOINT_EVERY" | "SMARTHOST" | "DISPATCH" | "SCHEDULER_CONFIG" | "DELIVERY_LEASE_SECONDS" | "HELO_NAME" | "RELAY_TLS" | "RELAY_IMPLICIT_TLS" | "DOH_RESOLVER_URL" | "MX_PORT" | "EGRESS" | "DEV_MAILBOX_URL" | "DSN_NOTICES" | "DESTINATION_GROUPING" | "SMTP_TIMEOUTS">> {}
 }

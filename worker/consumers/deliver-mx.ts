@@ -29,6 +29,7 @@ import { createEgressConnect, type EgressPath } from "../net/socks5";
 import { DEFAULT_DOH_URL, resolveMx } from "../net/mx";
 import type { MxHost, MxResolution } from "../net/core/mx";
 import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
+import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { TransactionResult } from "../smtp/core/types";
 import type { ConnectSocket } from "../smtp/socket";
 import { runSession, unsentParts, type PreparedJob, type SessionPart } from "./deliver-session";
@@ -83,7 +84,7 @@ export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLoo
 
 /** Session settings for one MX host: no AUTH, opportunistic STARTTLS. */
 function mxConfigOf(env: Env, host: string): SessionConfig {
-  return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: "opportunistic", credentials: null });
+  return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: "opportunistic", credentials: null, timeouts: smtpTimeoutsOf(env) });
 }
 
 /** Tries the hosts in order; the first without a site failure decides (see header). */

@@ -21,6 +21,7 @@ import { bodyKey } from "../../durable-objects/storage/outbox-ids";
 import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { createSessionConfig, type SessionConfig, type TlsPolicy } from "../smtp/core/config";
+import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/core/types";
 import { deliverSession, type ConnectSocket } from "../smtp/socket";
 import { outboxOf } from "./classify-message";
@@ -61,6 +62,7 @@ export function sessionConfigOf(env: Env, target: RelayTarget): SessionConfig {
     implicitTls: env.RELAY_IMPLICIT_TLS === "true",
     tlsPolicy: policy satisfies TlsPolicy,
     credentials,
+    timeouts: smtpTimeoutsOf(env),
   });
 }
 

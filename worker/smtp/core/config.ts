@@ -175,3 +175,38 @@ export function selectTimeout(step: SmtpStep, t: SmtpTimeouts): number {
       return t.quitTimeoutSec;
   }
 }
+
+/** Postfix's parameter name of each timeout, for configuration (SMTP_TIMEOUTS). */
+export const TIMEOUT_PARAMS: Readonly<Record<string, keyof SmtpTimeouts>> = Object.freeze({
+  smtp_connect_timeout: "connectTimeoutSec",
+  smtp_helo_timeout: "heloTimeoutSec",
+  smtp_starttls_timeout: "starttlsTimeoutSec",
+  smtp_mail_timeout: "mailTimeoutSec",
+  smtp_rcpt_timeout: "rcptTimeoutSec",
+  smtp_data_init_timeout: "dataInitTimeoutSec",
+  smtp_data_xfer_timeout: "dataXferTimeoutSec",
+  smtp_data_done_timeout: "dataDoneTimeoutSec",
+  smtp_rset_timeout: "rsetTimeoutSec",
+  smtp_quit_timeout: "quitTimeoutSec",
+});
+
+const UNIT_SEC: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600 };
+
+/**
+ * Timeouts from an object with Postfix's names and values in seconds, or Postfix time strings
+ * ("30s", "5m", "1h"), e.g. {"smtp_helo_timeout": "10s"}. Unknown names and values that are not
+ * positive throw RangeError, naming the parameter.
+ */
+export function parseSmtpTimeouts(input: unknown): Partial<SmtpTimeouts> {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) throw new RangeError("SMTP timeouts must be a JSON object");
+  const out: Partial<SmtpTimeouts> = {};
+  for (const [name, raw] of Object.entries(input)) {
+    const key = TIMEOUT_PARAMS[name];
+    if (!key) throw new RangeError(`unknown SMTP timeout parameter ${name}`);
+    const m = typeof raw === "number" ? [String(raw), String(raw), "s"] : typeof raw === "string" ? /^(\d+(?:\.\d+)?)([smh]?)$/.exec(raw.trim()) : null;
+    const sec = m ? Number(m[1]) * UNIT_SEC[m[2] || "s"]! : NaN;
+    if (!(sec > 0) || !Number.isFinite(sec)) throw new RangeError(`${name} must be a positive time, got ${JSON.stringify(raw)}`);
+    out[key] = sec;
+  }
+  return out;
+}
