@@ -43,7 +43,8 @@ describe("the classify consumer", () => {
     const body = await classified(key, id);
     expect(body.recipients.map((r) => [r.email, r.status, r.blocked_by])).toEqual([
       ["gone@example.com", "suppressed", "suppressed"], ["Everyone-Hates@example.com", "suppressed", "suppressed"],
-      ["was-soft@example.com", "ready", null], ["fine@example.com", "ready", null],
+      // Admitted and selectable (dispatch is manual in this project): the core says "queued".
+      ["was-soft@example.com", "ready", "queued"], ["fine@example.com", "ready", "queued"],
     ]);
     expect(await admittedIn("smtp", id)).toEqual(["fine@example.com", "was-soft@example.com"]);
     await settle();
