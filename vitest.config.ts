@@ -82,6 +82,17 @@ export default defineConfig({
       },
       {
         test: {
+          // The operator dashboard in Debian's Chromium (playwright-core) against a `wrangler dev`
+          // with real traffic; screenshots go to test-artifacts/.
+          name: "browser",
+          environment: "node",
+          include: ["test/browser/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 180_000,
+        },
+      },
+      {
+        test: {
           // The README's examples against a real `wrangler dev` (started and stopped by the tests).
           name: "e2e",
           environment: "node",

@@ -3,9 +3,10 @@
  * tests and bench:accept).
  *
  * DESCRIPTION
- *   storeKey({ key, tenant, name, persistTo, remote })  inserts the tenant (if new) and the key's
- *                                SHA-256 with `wrangler d1 execute DB`; the key itself never
- *                                reaches wrangler, a file or a log.
+ *   storeKey({ key, tenant, name, persistTo, remote, role })  inserts the tenant (if new) and the
+ *                                key's SHA-256 (with role "operator" when asked) with
+ *                                `wrangler d1 execute DB`; the key itself never reaches
+ *                                wrangler, a file or a log.
  *   createKey(opts)              a new random key, stored as above; returns it.
  *
  * ERRORS
@@ -14,6 +15,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { generateApiKey, hashApiKey, insertKeySql } from "../../worker/db/api-keys";
+import { keyRoleSql, type KeyRole } from "../../worker/db/admin";
 
 const run = promisify(execFile);
 
@@ -25,6 +27,8 @@ export interface KeyOptions {
   persistTo?: string;
   /** Write to the deployed database instead of the local one. */
   remote?: boolean;
+  /** "operator" keys may also use the admin API (/relay/queue, …); default "tenant". */
+  role?: KeyRole;
 }
 
 /** The environment wrangler runs with: no telemetry, no cf.json fetch. */
@@ -32,7 +36,8 @@ export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", CL
 
 /** Stores `key` (hashed) for the tenant. */
 export async function storeKey(key: string, opts: KeyOptions): Promise<void> {
-  const sql = insertKeySql(opts.tenant, await hashApiKey(key), opts.name ?? "", Date.now());
+  const hash = await hashApiKey(key);
+  const sql = insertKeySql(opts.tenant, hash, opts.name ?? "", Date.now()) + (opts.role === "operator" ? ` ${keyRoleSql(hash, "operator")}` : "");
   const where = opts.remote ? ["--remote"] : ["--local", "--persist-to", opts.persistTo ?? process.env.COHORT_STATE_DIR ?? ".wrangler/state"];
   try {
     await run("npx", ["wrangler", "d1", "execute", "DB", ...where, "--command", sql], { env: WRANGLER_ENV, maxBuffer: 16 << 20 });

@@ -18,6 +18,8 @@ import { openApiDocument } from "./openapi";
 import { controlRoutes } from "./routes/control";
 import { emailRoutes } from "./routes/emails";
 import { relayRoutes } from "./routes/relay";
+import { adminRoutes } from "./routes/admin";
+import { dashboardAssets } from "../dashboard/serve";
 import { suppressionRoutes } from "./routes/suppressions";
 import { webhookRoutes } from "./routes/webhooks";
 
@@ -39,6 +41,8 @@ export function createApp() {
 
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));
 
+  // The dashboard's static files need no key (they hold no data; the page asks for one).
+  app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
   for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/openapi.json"]) app.use(prefix, auth);
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
@@ -46,6 +50,7 @@ export function createApp() {
   app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay/messages", controlRoutes());
   app.route("/relay", relayRoutes());
+  app.route("/relay", adminRoutes());
   app.route("/webhooks", webhookRoutes());
 
   app.notFound((c) => c.json(toErrorBody(404, "not_found", "The requested endpoint was not found."), 404));

@@ -16,6 +16,7 @@
 import { z } from "zod";
 import { CancelFilterSchema, CancelOneSchema } from "./control-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
+import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
 const ErrorBody = z.object({ statusCode: z.number().int(), name: z.string(), message: z.string() });
@@ -96,6 +97,17 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/messages/{id}/requeue", summary: "Route an email's open recipients again and requeue them (postsuper -r)", operationId: "requeueEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/{id}/cancel", summary: "Cancel an email's open recipients (optionally only at one domain), scheduled or not", operationId: "cancelEmailRecipients", auth: true, body: CancelOneSchema, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/cancel", summary: "Cancel open recipients by filter: domain, tag, tenant (operator keys)", operationId: "cancelByFilter", auth: true, body: CancelFilterSchema, ok: { status: 200, schema: z.object({ object: z.literal("cancellation"), messages: z.number().int(), recipients: z.number().int(), has_more: z.boolean() }) }, errors: [400, 401, 403, 422] },
+  { method: "get", path: "/relay/queue", summary: "Operator: qshape by destination and age, counts by state/transport/destination, age percentiles", operationId: "adminQueue", auth: true, ok: { status: 200, schema: Admin.queue }, errors: [401, 403] },
+  { method: "get", path: "/relay/destinations", summary: "Operator: every destination queue (window, busy, limit, dead-until, last response)", operationId: "adminDestinations", auth: true, ok: { status: 200, schema: Admin.destinations }, errors: [401, 403] },
+  { method: "get", path: "/relay/destinations/{transport}/{queue}", summary: "Operator: one destination with its feedback history (window over time)", operationId: "adminDestination", auth: true, ok: { status: 200, schema: Admin.destination }, errors: [401, 403, 404] },
+  { method: "post", path: "/relay/flush", summary: "Operator: retry deferred mail now and revive dead destinations (postqueue -f)", operationId: "adminFlush", auth: true, body: FlushSchema, ok: { status: 200, schema: Admin.flush }, errors: [400, 401, 403, 404, 422] },
+  { method: "post", path: "/relay/suspensions", summary: "Operator: suspend a destination, tenant or transport for a TTL", operationId: "adminSuspend", auth: true, body: SuspendSchema, ok: { status: 201, schema: Admin.suspension }, errors: [400, 401, 403, 404, 422] },
+  { method: "get", path: "/relay/suspensions", summary: "Operator: suspensions in force", operationId: "adminSuspensions", auth: true, ok: { status: 200, schema: Admin.suspensions }, errors: [401, 403] },
+  { method: "delete", path: "/relay/suspensions/{target}/{name}", summary: "Operator: resume a suspended destination, tenant or transport", operationId: "adminResume", auth: true, query: ResumeQuerySchema, ok: { status: 200, schema: Admin.resumed }, errors: [401, 403, 404, 422] },
+  { method: "get", path: "/relay/stats", summary: "Operator: delivered/bounced/deferred/failed per minute over a window", operationId: "adminStats", auth: true, query: StatsQuerySchema, ok: { status: 200, schema: Admin.stats }, errors: [401, 403, 422] },
+  { method: "get", path: "/relay/messages", summary: "Search messages by id, address, tag and state (a tenant key: its own mail)", operationId: "searchMessages", auth: true, query: SearchQuerySchema, ok: { status: 200, schema: Admin.search }, errors: [401, 404, 422] },
+  { method: "get", path: "/relay/messages/{id}", summary: "A message with its recipients and its event timeline", operationId: "getMessageDetail", auth: true, ok: { status: 200, schema: EmailBody.extend({ tenant: z.string(), events: Admin.messageEvents }) }, errors: [401, 404] },
+  { method: "get", path: "/relay/messages/{id}/events", summary: "A message's event timeline (attempts, SMTP responses)", operationId: "messageEvents", auth: true, query: EventsQuerySchema, ok: { status: 200, schema: Admin.events }, errors: [401, 404, 422] },
   { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
 ];
 

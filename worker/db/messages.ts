@@ -4,7 +4,8 @@
  * DESCRIPTION
  *   indexStatements(db, view, lastEvent)   two upserts: the message row and its recipient rows; a
  *                                          row only moves forward (an older snapshot applied late
- *                                          never overwrites a newer one).
+ *                                          never overwrites a newer one); plus the message's tags
+ *                                          (message_tags, for the admin search) when it has any.
  *   listMessages(db, tenant, query)        one page of the tenant's messages, newest first,
  *                                          with cursors `after` (older than) / `before` (newer than).
  *
@@ -64,7 +65,17 @@ export function indexStatements(db: D1Database, v: MessageView, lastEvent: strin
      WHERE excluded.updated_at >= recipients.updated_at`,
   ).bind(v.id, v.tenant, JSON.stringify(v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) =>
     ({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }))));
-  return [message, rcpts];
+  return [message, rcpts, ...tagStatements(db, v)];
+}
+
+/** The message's tags for search (migration 0005); none when it has no tags. */
+function tagStatements(db: D1Database, v: MessageView): D1PreparedStatement[] {
+  const tags = v.summary.tags ?? [];
+  if (tags.length === 0) return [];
+  return [db.prepare(
+    `INSERT OR IGNORE INTO message_tags (message_id, tenant_id, name, value)
+     SELECT ?1, ?2, json_extract(j.value, '$.name'), json_extract(j.value, '$.value') FROM json_each(?3) AS j`,
+  ).bind(v.id, v.tenant, JSON.stringify(tags.map(({ name, value }) => ({ name, value }))))];
 }
 
 const COLUMNS = "id, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, created_at, scheduled_at, last_event";

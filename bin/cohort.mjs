@@ -1,0 +1,265 @@
+#!/usr/bin/env node
+// @ts-check
+/**
+ * cohort — the relay's command line: queue summary, flush, suspend/resume, send a test
+ * message, tail events, show a message. Plain ESM on Node 20 built-ins (fetch, util.parseArgs);
+ * no build step.
+ *
+ * USAGE
+ *   npx cohort <command> [options]      (--url / COHORT_URL, --key / COHORT_API_KEY)
+ *   queue                               qshape of the active and deferred queues, counts by state
+ *   flush [--transport T]               retry deferred mail now, revive dead destinations
+ *   suspend <destination|tenant|transport> <name> --ttl 1h [--transport T]
+ *   resume  <destination|tenant|transport> <name> [--transport T]
+ *   suspensions                         suspensions in force
+ *   send --from A --to B [--to C] --subject S (--text T | --html H) [--tag name:value]
+ *   tail [--type email.delivered,…] [--after evt_…] [--interval 2] [--count N] [--once]
+ *   show <email id>                     recipients and the event timeline
+ *   --json prints the API's JSON (tail: one event per line).
+ *
+ * EXIT STATUS
+ *   0 success; 1 the relay answered an error or could not be reached (the message says which);
+ *   2 bad usage.
+ */
+import { realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+const HELP = `usage: cohort <command> [options]
+
+commands:
+  queue                                    queue summary (qshape by destination and age)
+  flush [--transport T]                    retry deferred mail now and revive dead destinations
+  suspend <target> <name> --ttl 1h [--transport T]
+                                           target: destination | tenant | transport
+  resume <target> <name> [--transport T]   end a suspension
+  suspensions                              list suspensions in force
+  send --from A --to B --subject S --text T [--html H] [--tag name:value]
+  tail [--type T[,T…]] [--after evt_…] [--interval s] [--count N] [--once]
+  show <email id>                          a message's recipients and timeline
+
+options:
+  --url URL      relay base URL (default $COHORT_URL, else http://127.0.0.1:8787)
+  --key KEY      API key (default $COHORT_API_KEY)
+  --json         machine-readable output
+  -h, --help     this help
+`;
+
+class UsageError extends Error {}
+
+class ApiError extends Error {
+  /** @param {number} status @param {string} name @param {string} message */
+  constructor(status, name, message) {
+    super(message);
+    this.status = status;
+    this.code = name;
+  }
+}
+
+/** Parses "90", "90s", "15m", "1h", "2d" into seconds. */
+export function parseTtl(text) {
+  const m = /^(\d+)\s*([smhd]?)$/.exec(String(text).trim());
+  if (!m) throw new UsageError(`bad --ttl ${JSON.stringify(text)}: expected e.g. 90s, 15m, 1h or 2d`);
+  const n = Number(m[1]) * ({ "": 1, s: 1, m: 60, h: 3600, d: 86400 })[m[2] ?? ""];
+  if (n <= 0) throw new UsageError("--ttl must be positive");
+  return n;
+}
+
+/** A client for one relay and key. */
+function client(url, key) {
+  return async function call(method, path, body) {
+    let res;
+    try {
+      res = await fetch(new URL(path, url), {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new ApiError(0, "unreachable", `cannot reach ${url}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`);
+    }
+    const text = await res.text();
+    let json;
+    try { json = text ? JSON.parse(text) : null; } catch { json = null; }
+    if (!res.ok) throw new ApiError(res.status, json?.name ?? "http_error", json?.message ?? `HTTP ${res.status}`);
+    return json;
+  };
+}
+
+/** Formats rows as an aligned text table (numbers right-aligned). */
+function textTable(head, rows) {
+  const all = [head, ...rows].map((r) => r.map((c) => (c === null || c === undefined ? "-" : String(c))));
+  const widths = head.map((_, i) => Math.max(...all.map((r) => r[i].length)));
+  return all.map((r) => r.map((c, i) => (i > 0 && /^-?\d+$/.test(c) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd()).join("\n");
+}
+
+function ageText(sec) {
+  if (sec < 60) return `${sec}s`;
+  if (sec < 3600) return `${Math.floor(sec / 60)}m${String(sec % 60).padStart(2, "0")}s`;
+  return `${Math.floor(sec / 3600)}h${String(Math.floor((sec % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+function qshapeText(title, rows, buckets) {
+  const head = ["", "T", ...buckets.map(String), `${buckets[buckets.length - 1]}+`];
+  return `${title}\n${textTable(head, rows.map((r) => [r.transport ? `${r.transport}/${r.destination}` : r.destination, r.total, ...r.buckets]))}`;
+}
+
+function queueText(q) {
+  const states = Object.entries(q.counts.by_state).map(([s, n]) => `${s}=${n}`).join(" ") || "(none)";
+  const ages = q.open.age_percentiles.map((p) => `p${p.p}=${ageText(p.age_seconds)}`).join(" ") || "-";
+  return [
+    qshapeText("active queue (minutes since arrival):", q.qshape, q.buckets_min),
+    "",
+    qshapeText("deferred queue:", q.deferred, q.buckets_min),
+    "",
+    `recipients: total=${q.counts.total} ${states}`,
+    `not yet final: ${q.open.count} (age ${ages})`,
+    `transports: ${q.transports.map((t) => `${t.transport} in-core=${t.in_core} deferred=${t.deferred} inflight=${t.inflight}`).join("; ")}`,
+  ].join("\n");
+}
+
+function responseText(r) {
+  if (!r) return "";
+  // The reply text often starts with the enhanced code already.
+  const enhanced = r.enhanced && !String(r.text ?? "").startsWith(r.enhanced) ? r.enhanced : null;
+  return [r.code, enhanced, r.text].filter((x) => x !== null && x !== undefined && x !== "").join(" ") + (r.mx ? ` (${r.mx})` : "");
+}
+
+function showText(m) {
+  const lines = [`${m.id}  tenant=${m.tenant}  last_event=${m.last_event}`, `from ${m.from}  subject ${JSON.stringify(m.subject)}  created ${m.created_at}`, "", "recipients:"];
+  lines.push(textTable(["address", "status", "attempts", "next attempt", "blocked by", "last response"],
+    m.recipients.map((r) => [r.email, r.status, r.attempts, r.next_attempt_at, r.blocked_by, responseText(r.last_response)])));
+  lines.push("", "timeline:");
+  for (const e of m.events) {
+    const d = e.data ?? {};
+    lines.push(`  ${e.created_at}  ${e.type}${e.recipient ? `  ${e.recipient}` : ""}${d.attempt ? `  attempt ${d.attempt}` : ""}${d.response ? `  ${responseText(d.response)}` : ""}`);
+  }
+  return lines.join("\n");
+}
+
+function eventLine(e) {
+  const d = e.data ?? {};
+  const who = d.recipient ?? (Array.isArray(d.to) ? d.to.join(",") : "");
+  const reply = d.delivery ? `  ${[d.delivery.smtp_code, d.delivery.response].filter((x) => x !== null && x !== undefined && x !== "").join(" ")}` : "";
+  return `${e.created_at}  ${e.type.padEnd(22)}  ${d.email_id ?? ""}  ${who}${reply}`.trimEnd();
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs one command; returns the exit status. */
+export async function main(argv, out = process.stdout, env = process.env) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      url: { type: "string" }, key: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
+      transport: { type: "string" }, ttl: { type: "string" },
+      from: { type: "string" }, to: { type: "string", multiple: true }, subject: { type: "string" }, text: { type: "string" }, html: { type: "string" }, tag: { type: "string", multiple: true },
+      type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
+    },
+  });
+  const [command, ...args] = positionals;
+  if (values.help || !command) {
+    out.write(HELP);
+    return command || values.help ? 0 : 2;
+  }
+  const url = values.url ?? env.COHORT_URL ?? "http://127.0.0.1:8787";
+  const key = values.key ?? env.COHORT_API_KEY;
+  if (!key) throw new UsageError("no API key: pass --key or set COHORT_API_KEY");
+  const call = client(url, key);
+  const print = (json, text) => out.write(`${values.json ? JSON.stringify(json) : text}\n`);
+
+  switch (command) {
+    case "queue": {
+      const q = await call("GET", "/relay/queue");
+      print(q, queueText(q));
+      return 0;
+    }
+    case "flush": {
+      const r = await call("POST", "/relay/flush", values.transport ? { transport: values.transport } : {});
+      print(r, `flushed ${r.transports.join(", ")}; revived ${r.revived.length} dead destination(s)${r.revived.length ? `: ${r.revived.map((d) => `${d.transport}/${d.queue}`).join(", ")}` : ""}`);
+      return 0;
+    }
+    case "suspend": {
+      const [target, name] = args;
+      if (!target || !name || !values.ttl) throw new UsageError("usage: cohort suspend <destination|tenant|transport> <name> --ttl 1h [--transport T]");
+      const r = await call("POST", "/relay/suspensions", { target, name, ttl_seconds: parseTtl(values.ttl), ...(values.transport ? { transport: values.transport } : {}) });
+      print(r, `suspended ${r.key} until ${r.until} (in ${r.transports.join(", ")})`);
+      return 0;
+    }
+    case "resume": {
+      const [target, name] = args;
+      if (!target || !name) throw new UsageError("usage: cohort resume <destination|tenant|transport> <name> [--transport T]");
+      const qs = values.transport ? `?transport=${encodeURIComponent(values.transport)}` : "";
+      const r = await call("DELETE", `/relay/suspensions/${encodeURIComponent(target)}/${encodeURIComponent(name)}${qs}`);
+      print(r, `resumed ${r.key}`);
+      return 0;
+    }
+    case "suspensions": {
+      const r = await call("GET", "/relay/suspensions");
+      print(r, r.data.length ? textTable(["key", "until", "transports"], r.data.map((s) => [s.key, s.until, s.transports.join(",")])) : "no suspensions");
+      return 0;
+    }
+    case "send": {
+      if (!values.from || !values.to?.length || values.subject === undefined || (values.text === undefined && values.html === undefined)) {
+        throw new UsageError("usage: cohort send --from A --to B --subject S (--text T | --html H) [--tag name:value]");
+      }
+      const tags = (values.tag ?? []).map((t) => {
+        const [name, value] = t.split(":");
+        if (!name || !value) throw new UsageError(`bad --tag ${JSON.stringify(t)}: expected name:value`);
+        return { name, value };
+      });
+      const body = { from: values.from, to: values.to, subject: values.subject, ...(values.text !== undefined ? { text: values.text } : {}), ...(values.html !== undefined ? { html: values.html } : {}), ...(tags.length ? { tags } : {}) };
+      const r = await call("POST", "/emails", body);
+      print(r, r.id);
+      return 0;
+    }
+    case "tail": {
+      let after = values.after;
+      const max = values.count === undefined ? Infinity : Number(values.count);
+      const interval = Math.max(0.1, Number(values.interval)) * 1000;
+      let seen = 0;
+      for (;;) {
+        const qs = new URLSearchParams({ limit: values.limit ?? "100", ...(after ? { after } : {}), ...(values.type ? { type: values.type } : {}) });
+        const page = await call("GET", `/relay/events?${qs}`);
+        for (const e of page.data) {
+          out.write(`${values.json ? JSON.stringify(e) : eventLine(e)}\n`);
+          after = e.id;
+          if (++seen >= max) return 0;
+        }
+        if (values.once && !page.has_more) return 0;
+        if (!page.has_more) await sleep(interval);
+      }
+    }
+    case "show": {
+      const [id] = args;
+      if (!id) throw new UsageError("usage: cohort show <email id>");
+      const m = await call("GET", `/relay/messages/${encodeURIComponent(id)}`);
+      print(m, showText(m));
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(command)} (cohort --help lists them)`);
+  }
+}
+
+/** Runs the CLI and exits with its status. */
+async function run() {
+  try {
+    process.exitCode = await main(process.argv.slice(2));
+  } catch (e) {
+    if (e instanceof UsageError || (e instanceof Error && "code" in e && String(e.code).startsWith("ERR_PARSE_ARGS"))) {
+      process.stderr.write(`cohort: ${e.message}\n`);
+      process.exitCode = 2;
+    } else if (e instanceof ApiError) {
+      process.stderr.write(`cohort: ${e.status ? `${e.code} (HTTP ${e.status}): ` : ""}${e.message}\n`);
+      process.exitCode = 1;
+    } else {
+      process.stderr.write(`cohort: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exitCode = 1;
+    }
+  }
+}
+
+// Run when executed (bin or `node bin/cohort.mjs`), not when imported by a test.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) await run();

@@ -1,0 +1,120 @@
+/**
+ * A local relay carrying real mail, for the CLI and browser tests: `wrangler dev` of a bundle
+ * built at start (so concurrent source edits cannot restart it mid-test) on a fresh state and
+ * free loopback ports, delivering (default transport, SMARTHOST) to the scripted SMTP
+ * catcher (scripts/lib/smtp-catcher.ts: `reject-…` → 550 bounce, `tempfail-…` → 451 deferral).
+ *
+ * DESCRIPTION
+ *   startRelay()   applies the migrations, creates an operator key (tenant "ops") and a tenant
+ *                  key (tenant "acme"), starts the catcher and wrangler dev, waits for /health.
+ *                  Returns { url, operatorKey, tenantKey, smarthost, catcher, stop }.
+ *   api(relay, key, method, path, body?)  one JSON call; throws on a non-2xx answer.
+ *   waitFor(probe, ms, what)  polls until probe() answers something other than undefined.
+ *
+ * ERRORS
+ *   startRelay() rejects (after stopping what it started) when wrangler exits early or /health
+ *   does not answer within 90 s; wrangler's log is included.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { freePort } from "../../scripts/lib/dev-server";
+import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
+import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
+
+const run = promisify(execFile);
+const ROOT = new URL("../..", import.meta.url).pathname;
+
+/** A running relay. */
+export interface Relay {
+  url: string;
+  operatorKey: string;
+  tenantKey: string;
+  /** The default transport's nexthop, "[127.0.0.1]:<port>" (the destination queue's name). */
+  smarthost: string;
+  catcher: Catcher;
+  /** The tail of wrangler's output (for failure messages). */
+  log: () => string;
+  stop: () => Promise<void>;
+}
+
+function stopGroup(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.pid === undefined) return resolve();
+    const kill = (sig: NodeJS.Signals) => { try { process.kill(-child.pid!, sig); } catch { /* gone */ } };
+    const timer = setTimeout(() => kill("SIGKILL"), 5000);
+    child.once("exit", () => { clearTimeout(timer); resolve(); });
+    kill("SIGTERM");
+  });
+}
+
+/** Starts the relay (see header). */
+export async function startRelay(): Promise<Relay> {
+  const state = await mkdtemp(join(tmpdir(), "cohort-ops-"));
+  const catcher = await startCatcher({ scripted: true });
+  let child: ChildProcess | null = null;
+  let log = "";
+  const stop = async () => {
+    if (child) await stopGroup(child);
+    await catcher.close();
+    await rm(state, { recursive: true, force: true });
+  };
+  try {
+    await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV, cwd: ROOT });
+    const operatorKey = await createKey({ tenant: "ops", name: "operator", persistTo: state, role: "operator" });
+    const tenantKey = await createKey({ tenant: "acme", name: "tenant", persistTo: state });
+    // Bundle once and serve that bundle, so edits to the source tree while the tests run do not
+    // make wrangler rebuild and restart the worker under them.
+    const bundle = join(state, "bundle");
+    await run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", bundle], { env: WRANGLER_ENV, cwd: ROOT, maxBuffer: 16 << 20 });
+    const [port, inspector] = [await freePort(), await freePort()];
+    const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
+    child = spawn("npx", ["wrangler", "dev", join(bundle, "index.js"), "--no-bundle", "--config", "wrangler.toml", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", state,
+      "--show-interactive-dev-session=false", "--log-level", "warn", "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:http://127.0.0.1:${catcher.httpPort}/messages`],
+    { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const append = (b: Buffer) => { log = (log + b.toString()).slice(-20_000); };
+    child.stdout?.on("data", append);
+    child.stderr?.on("data", append);
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor(async () => {
+      if (child?.exitCode !== null) throw new Error(`wrangler dev exited with ${child?.exitCode}\n${log}`);
+      return (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) ? true : undefined;
+    }, 90_000, `wrangler dev /health\n${log}`);
+    return { url, operatorKey, tenantKey, smarthost, catcher, log: () => log, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/** One JSON API call; throws with the body on a non-2xx answer. */
+export async function api<T = any>(relay: Relay, key: string, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${relay.url}${path}`, {
+    method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path} → ${res.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+/** Polls `probe` every 250 ms until it answers something other than undefined. */
+export async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Waits until every recipient of the email is in one of `states`; returns GET /relay/messages/:id. */
+export function recipientsIn(relay: Relay, key: string, id: string, states: string[], timeoutMs = 30_000) {
+  return waitFor(async () => {
+    const m = await api<{ recipients: { email: string; status: string }[]; events: { type: string }[] }>(relay, key, "GET", `/relay/messages/${id}`).catch(() => undefined);
+    return m && m.recipients.length > 0 && m.recipients.every((r) => states.includes(r.status)) ? m : undefined;
+  }, timeoutMs, `recipients of ${id} in ${states.join("|")}`);
+}

@@ -1,0 +1,130 @@
+/**
+ * `npx cohort` against a local relay that delivers real mail to the scripted SMTP catcher:
+ * send, show, queue, suspend/resume, flush, tail, and the error paths (exit status and message).
+ */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { api, recipientsIn, startRelay, type Relay } from "../browser/relay";
+
+const exec = promisify(execFile);
+const ROOT = new URL("../..", import.meta.url).pathname;
+// npm's own warnings (e.g. about the machine's npmrc) would mix into the CLI's stderr.
+const QUIET = { ...process.env, NPM_CONFIG_LOGLEVEL: "error", NO_COLOR: "1" };
+
+let relay: Relay;
+
+/** Runs `npx cohort …` with the relay's URL and a key in the environment. */
+async function cohort(args: string[], key = relay.operatorKey): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await exec("npx", ["cohort", ...args], { cwd: ROOT, env: { ...QUIET, COHORT_URL: relay.url, COHORT_API_KEY: key } });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const x = e as { code: number; stdout: string; stderr: string };
+    return { code: x.code, stdout: x.stdout, stderr: x.stderr };
+  }
+}
+
+beforeAll(async () => {
+  relay = await startRelay();
+}, 120_000);
+afterAll(async () => {
+  await relay?.stop();
+});
+
+describe("npx cohort", () => {
+  let delivered: string;
+
+  it("sends a test message and shows it delivered, with the SMTP response in the timeline", async () => {
+    const sent = await cohort(["send", "--from", "Ops <ops@acme.test>", "--to", "ann@example.test", "--subject", "CLI test", "--text", "hello", "--tag", "source:cli"], relay.tenantKey);
+    expect(sent).toMatchObject({ code: 0, stderr: expect.not.stringContaining("cohort:") });
+    delivered = sent.stdout.trim();
+    expect(delivered).toMatch(/^[0-9a-f]{2}/);
+    await recipientsIn(relay, relay.tenantKey, delivered, ["delivered"]);
+    expect(relay.catcher.messages.some((m) => m.rcptTo.includes("ann@example.test"))).toBe(true);
+
+    const shown = await cohort(["show", delivered], relay.tenantKey);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain("ann@example.test");
+    expect(shown.stdout).toMatch(/ann@example\.test\s+delivered\s+1/);
+    expect(shown.stdout).toContain("email.delivered");
+    expect(shown.stdout).toMatch(/email\.delivered.*250/);
+    const json = JSON.parse((await cohort(["show", delivered, "--json"], relay.tenantKey)).stdout);
+    expect(json).toMatchObject({ id: delivered, tenant: "acme", recipients: [{ email: "ann@example.test", status: "delivered" }] });
+  });
+
+  it("prints the queue summary as a qshape table, and --json equal to GET /relay/queue's counts", async () => {
+    const human = await cohort(["queue"]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toContain("active queue");
+    expect(human.stdout).toContain("deferred queue");
+    expect(human.stdout).toMatch(/TOTAL\s+\d+/);
+    expect(human.stdout).toMatch(/recipients: total=\d+ .*delivered=\d+/);
+    const json = JSON.parse((await cohort(["queue", "--json"])).stdout);
+    const direct = await api(relay, relay.operatorKey, "GET", "/relay/queue");
+    expect(json.counts).toEqual(direct.counts);
+    expect(json.qshape[0].destination).toBe("TOTAL");
+  });
+
+  it("suspends the destination: new mail waits; resume lets it go", async () => {
+    const s = await cohort(["suspend", "destination", relay.smarthost, "--ttl", "1h"]);
+    expect(s).toMatchObject({ code: 0 });
+    expect(s.stdout).toContain(`suspended dest:smtp/${relay.smarthost} until`);
+    expect((await cohort(["suspensions"])).stdout).toContain(`dest:smtp/${relay.smarthost}`);
+
+    const id = (await cohort(["send", "--from", "ops@acme.test", "--to", "held@example.test", "--subject", "held", "--text", "x"], relay.tenantKey)).stdout.trim();
+    await recipientsIn(relay, relay.tenantKey, id, ["ready", "active"]);
+    await new Promise((r) => setTimeout(r, 2000));
+    const held = await api(relay, relay.tenantKey, "GET", `/relay/messages/${id}`);
+    expect(held.recipients[0].status).not.toBe("delivered");
+    expect(relay.catcher.messages.some((m) => m.rcptTo.includes("held@example.test"))).toBe(false);
+
+    const r = await cohort(["resume", "destination", relay.smarthost]);
+    expect(r).toMatchObject({ code: 0, stdout: `resumed dest:smtp/${relay.smarthost}\n` });
+    await recipientsIn(relay, relay.tenantKey, id, ["delivered"], 20_000);
+  });
+
+  it("flushes: a deferred recipient is retried at once, long before its back-off", async () => {
+    const id = (await cohort(["send", "--from", "ops@acme.test", "--to", "tempfail-1@example.test", "--subject", "later", "--text", "x"], relay.tenantKey)).stdout.trim();
+    const deferred = await recipientsIn(relay, relay.tenantKey, id, ["deferred"]);
+    expect(deferred.recipients[0]!.status).toBe("deferred");
+    const f = await cohort(["flush"]);
+    expect(f).toMatchObject({ code: 0 });
+    expect(f.stdout).toMatch(/^flushed smtp; revived 0 dead destination\(s\)/);
+    // The catcher accepts the second RCPT from this address: delivered well inside the default 300 s back-off.
+    await recipientsIn(relay, relay.tenantKey, id, ["delivered"], 20_000);
+  });
+
+  it("tails events: each line is an event, --json one object per line, --type filters", async () => {
+    const all = await cohort(["tail", "--once"], relay.tenantKey);
+    expect(all.code).toBe(0);
+    const lines = all.stdout.trim().split("\n");
+    expect(lines.some((l) => /email\.delivered/.test(l))).toBe(true);
+    const json = await cohort(["tail", "--once", "--json", "--type", "email.delivered"], relay.tenantKey);
+    const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { id: string; type: string });
+    expect(events.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(events.map((e) => e.type))).toEqual(new Set(["email.delivered"]));
+    // --count stops after that many events; --after continues from an id.
+    const two = await cohort(["tail", "--count", "2", "--json"], relay.tenantKey);
+    const [first, second] = two.stdout.trim().split("\n").map((l) => JSON.parse(l) as { id: string });
+    const next = await cohort(["tail", "--count", "1", "--json", "--after", first!.id], relay.tenantKey);
+    expect(JSON.parse(next.stdout.trim()).id).toBe(second!.id);
+  });
+
+  it("fails clearly: tenant key on an operator command, bad key, unreachable relay, bad usage", async () => {
+    const restricted = await cohort(["queue"], relay.tenantKey);
+    expect(restricted.code).toBe(1);
+    expect(restricted.stderr).toMatch(/^cohort: restricted_api_key \(HTTP 403\): .*operator key/);
+    const bad = await cohort(["queue"], "co_not_a_real_key");
+    expect(bad).toMatchObject({ code: 1, stderr: "cohort: invalid_api_key (HTTP 403): API key is invalid.\n" });
+    const missing = await cohort(["show", "00000000-0000-0000-0000-000000000000"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("not_found (HTTP 404)");
+    const down = await exec("npx", ["cohort", "queue", "--url", "http://127.0.0.1:9", "--key", "x"], { cwd: ROOT, env: QUIET }).catch((e: { code: number; stderr: string }) => e);
+    expect(down).toMatchObject({ code: 1, stderr: expect.stringContaining("cannot reach http://127.0.0.1:9") });
+    expect((await cohort(["frobnicate"])).code).toBe(2);
+    expect((await cohort(["suspend", "tenant", "acme", "--ttl", "soon"])).stderr).toContain("bad --ttl");
+    const notSuspended = await cohort(["resume", "tenant", "nobody"]);
+    expect(notSuspended).toMatchObject({ code: 1, stderr: expect.stringContaining("not_found (HTTP 404)") });
+  });
+});

@@ -1,0 +1,26 @@
+/**
+ * The admin API under /relay/ (issue 6): message search for every key, the queue, destination,
+ * flush, suspension and stats routes for operator keys only. See queue.ts and messages.ts.
+ */
+import { Hono } from "hono";
+import type { AppEnv } from "../../app";
+import { messageRoutes } from "./messages";
+import { RoleCache, requireOperator } from "./operator";
+import { queueRoutes } from "./queue";
+
+/** The operator-only path prefixes (under /relay). */
+export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats"] as const;
+
+/** The admin routes, mounted at /relay behind the API key middleware. */
+export function adminRoutes() {
+  const r = new Hono<AppEnv>();
+  const roles = new RoleCache();
+  const operator = requireOperator(roles);
+  for (const p of OPERATOR_PATHS) {
+    r.use(p, operator);
+    r.use(`${p}/*`, operator);
+  }
+  r.route("/", queueRoutes());
+  r.route("/", messageRoutes(roles));
+  return r;
+}

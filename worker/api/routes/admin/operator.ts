@@ -1,0 +1,62 @@
+/**
+ * The operator role: which keys may use the admin routes.
+ *
+ * DESCRIPTION
+ *   RoleCache        key hash → role for `ttlMs` (30 s) in this isolate, like auth.ts's KeyCache.
+ *   roleOf(c, cache) the role of the request's key ('tenant' | 'operator').
+ *   requireOperator(cache)  Hono middleware: runs after requireApiKey (the key is known to be live)
+ *                    and answers 403 restricted_api_key for a tenant key.
+ *
+ * INVARIANTS
+ *   Only the key's hash is kept or compared; the key is never logged.
+ */
+import type { Context, MiddlewareHandler } from "hono";
+import { hashApiKey } from "../../../db/api-keys";
+import { roleForKey, type KeyRole } from "../../../db/admin";
+import type { AppEnv } from "../../app";
+import { ApiError } from "../../errors";
+
+/** A small time-bounded map from key hash to role. */
+export class RoleCache {
+  private readonly entries = new Map<string, { role: KeyRole; expiresAt: number }>();
+
+  constructor(private readonly ttlMs = 30_000, private readonly maxEntries = 1000) {}
+
+  /** The cached role, or undefined. */
+  get(hash: string, nowMs: number): KeyRole | undefined {
+    const e = this.entries.get(hash);
+    if (e && e.expiresAt > nowMs) return e.role;
+    if (e) this.entries.delete(hash);
+    return undefined;
+  }
+
+  /** Caches a role, evicting the oldest entry when full. */
+  set(hash: string, role: KeyRole, nowMs: number): void {
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+    this.entries.set(hash, { role, expiresAt: nowMs + this.ttlMs });
+  }
+}
+
+/** The role of the request's (already authenticated) key. */
+export async function roleOf(c: Context<AppEnv>, cache: RoleCache): Promise<KeyRole> {
+  const key = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1];
+  if (!key) return "tenant";
+  const hash = await hashApiKey(key);
+  const now = Date.now();
+  let role = cache.get(hash, now);
+  if (role === undefined) {
+    role = (await roleForKey(c.env.DB, hash)) ?? "tenant";
+    cache.set(hash, role, now);
+  }
+  return role;
+}
+
+/** 403 unless the key is an operator key. */
+export function requireOperator(cache: RoleCache): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    if ((await roleOf(c, cache)) !== "operator") {
+      throw new ApiError(403, "restricted_api_key", "This API key is restricted to its tenant's mail; the admin API needs an operator key (npm run key:create -- --operator).");
+    }
+    await next();
+  };
+}

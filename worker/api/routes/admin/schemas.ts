@@ -1,0 +1,98 @@
+/**
+ * Request schemas (zod) of the admin API under /relay/: they validate the input and generate
+ * the OpenAPI document's parameters (openapi.ts ROUTES).
+ *
+ * DESCRIPTION
+ *   FlushSchema           POST /relay/flush: { transport? } (every transport when absent).
+ *   SuspendSchema         POST /relay/suspensions: { target, transport?, name, ttl_seconds }.
+ *   ResumeQuerySchema     DELETE /relay/suspensions/:target/:name?transport=.
+ *   SearchQuerySchema     GET /relay/messages: id, address, tag (name or name:value), state,
+ *                         tenant (operators only), limit 1–100 (default 20), after.
+ *   StatsQuerySchema      GET /relay/stats: window in minutes 1–1440 (default 60).
+ *   EventsQuerySchema     GET /relay/messages/:id/events: limit 1–1000 (default 500).
+ */
+import { z } from "zod";
+
+const Name = z.string().min(1).max(255).regex(/^\S+$/, "must not contain spaces");
+
+/** POST /relay/flush. */
+export const FlushSchema = z.object({ transport: Name.optional() });
+
+/** What a suspension applies to. */
+export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport"]);
+
+/** POST /relay/suspensions. */
+export const SuspendSchema = z.object({
+  target: SuspensionTargetSchema,
+  transport: Name.optional().describe("destination: its transport (default DEFAULT_TRANSPORT)"),
+  name: Name.describe("destination queue (nexthop), tenant id or transport name"),
+  ttl_seconds: z.number().int().min(1).max(30 * 86_400),
+});
+
+/** DELETE /relay/suspensions/:target/:name query. */
+export const ResumeQuerySchema = z.object({ transport: Name.optional() });
+
+/** The recipient states search accepts. */
+export const StateSchema = z.enum(["incoming", "ready", "active", "deferred", "delivered", "bounced", "expired", "suppressed", "cancelled"]);
+
+/** GET /relay/messages. */
+export const SearchQuerySchema = z.object({
+  id: z.string().min(1).max(64).optional(),
+  address: z.string().min(3).max(320).optional(),
+  tag: z.string().regex(/^[A-Za-z0-9_-]{1,256}(:[A-Za-z0-9_-]{1,256})?$/, "must be name or name:value").optional(),
+  state: StateSchema.optional(),
+  tenant: z.string().min(1).max(64).optional().describe("operators only: one tenant"),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  after: z.string().min(1).max(64).optional(),
+});
+
+/** GET /relay/stats. */
+export const StatsQuerySchema = z.object({ window: z.coerce.number().int().min(1).max(1440).default(60) });
+
+/** GET /relay/messages/:id/events. */
+export const EventsQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(500) });
+
+// Response shapes, for the OpenAPI document (openapi.ts ROUTES).
+const Iso = z.string().describe("ISO 8601");
+const Counts = z.record(z.string(), z.number().int());
+const Group = z.object({ transport: z.string().nullable(), destination: z.string().nullable().optional(), total: z.number().int(), states: Counts });
+const ShapeRow = z.object({ transport: z.string(), destination: z.string(), total: z.number().int(), buckets: z.array(z.number().int()) });
+const Destination = z.object({
+  object: z.literal("destination"), transport: z.string(), queue: z.string(), nexthop: z.string(),
+  state: z.enum(["ready", "dead", "suspended", "idle"]), window: z.number().nullable(), busy: z.number().int(), todo: z.number().int(), limit: z.number().int(),
+  dead_until: Iso.nullable().optional(), suspended_until: Iso.nullable().optional(), last_response: z.string().nullable().optional(),
+}).passthrough();
+const Suspension = z.object({ object: z.literal("suspension"), target: SuspensionTargetSchema, transport: z.string().nullable(), name: z.string(), key: z.string(), until: Iso.nullable(), transports: z.array(z.string()) });
+const Event = z.object({ object: z.literal("event"), seq: z.number().int(), type: z.string(), recipient: z.string().nullable(), created_at: Iso, data: z.unknown() });
+
+/** Response bodies of the admin routes. */
+export const AdminResponses = {
+  queue: z.object({
+    object: z.literal("queue"), generated_at: Iso, buckets_min: z.array(z.number().int()).describe("upper bounds of the age buckets; the last bucket is open-ended"),
+    qshape: z.array(ShapeRow).describe("active queue (in core), TOTAL first"), deferred: z.array(ShapeRow).describe("deferred queue, TOTAL first"),
+    transports: z.array(z.object({ transport: z.string(), inflight: z.number().int(), in_core: z.number().int(), deferred: z.number().int(), destinations: z.number().int() })),
+    counts: z.object({ total: z.number().int(), by_state: Counts, by_transport: z.array(Group), by_destination: z.array(Group) }),
+    open: z.object({ count: z.number().int(), age_percentiles: z.array(z.object({ p: z.number(), age_seconds: z.number() })) }),
+  }),
+  destinations: z.object({ object: z.literal("list"), data: z.array(Destination) }),
+  destination: Destination.extend({
+    record: z.object({ window: z.number(), dead_until: Iso.nullable(), reason: z.string().nullable(), last_report_at: Iso.nullable() }).passthrough().nullable(),
+    history: z.array(z.object({ at: Iso, kind: z.string(), outcome: z.string(), window: z.number(), busy: z.number().int(), reason: z.string().nullable() })),
+  }),
+  flush: z.object({ object: z.literal("flush"), transports: z.array(z.string()), revived: z.array(z.object({ transport: z.string(), queue: z.string() })) }),
+  suspension: Suspension,
+  suspensions: z.object({ object: z.literal("list"), data: z.array(Suspension) }),
+  resumed: z.object({ object: z.literal("suspension"), target: SuspensionTargetSchema, transport: z.string().nullable(), name: z.string(), key: z.string(), deleted: z.boolean() }),
+  stats: z.object({
+    object: z.literal("stats"), window_minutes: z.number().int(), from: Iso, to: Iso,
+    totals: z.object({ delivered: z.number().int(), bounced: z.number().int(), deferred: z.number().int(), failed: z.number().int() }),
+    series: z.array(z.object({ at: Iso, delivered: z.number().int(), bounced: z.number().int(), deferred: z.number().int(), failed: z.number().int() })),
+  }),
+  search: z.object({
+    object: z.literal("list"), has_more: z.boolean(),
+    data: z.array(z.object({ object: z.literal("email"), id: z.string(), tenant: z.string(), from: z.string(), subject: z.string().nullable(), created_at: Iso, last_event: z.string(),
+      recipients: z.array(z.object({ email: z.string(), status: StateSchema, attempts: z.number().int(), transport: z.string().nullable(), nexthop: z.string().nullable() })) })),
+  }),
+  events: z.object({ object: z.literal("list"), data: z.array(Event) }),
+  messageEvents: z.array(Event),
+};

@@ -1,0 +1,160 @@
+/**
+ * D1 queries of the operator surface (admin API under /relay/, dashboard, CLI).
+ *
+ * DESCRIPTION
+ *   roleForKey(db, hash)           the role ('tenant' | 'operator') of a live key hash, or null.
+ *   setKeyRole(db, hash, role)     changes a key's role (tests; scripts use keyRoleSql).
+ *   keyRoleSql(hash, role)         the same as SQL text, for `wrangler d1 execute --command`.
+ *   transportNames(db)             names in the `transports` table.
+ *   stateCounts(db)                recipients grouped by (status, transport, nexthop), all tenants.
+ *   openAges(db, nowMs, ps)        the count of not-yet-final recipients and their age
+ *                                  percentiles (ms since their message was accepted).
+ *   searchMessages(db, q)          messages by id, address, tag and state, newest first, with
+ *                                  their recipients' states; tenant-scoped unless q.tenant is null.
+ *   tenantOfMessage(db, id)        the tenant of an indexed message, or null.
+ *   messageEvents(db, id, tenant)  the message's events, oldest first.
+ *   throughputRows(db, from, to)   event counts per (minute, type) in [from, to) ms.
+ *
+ * INVARIANTS
+ *   No SQL is built from input: every value is bound. Search with q.tenant set never returns
+ *   another tenant's rows.
+ */
+import { percentileRanks, THROUGHPUT_TYPES, type StateCountRow } from "../dashboard/core/operator-views";
+
+/** A key's role. */
+export type KeyRole = "tenant" | "operator";
+
+/** Recipient states that are not final. */
+export const OPEN_STATES = ["incoming", "ready", "active", "deferred"] as const;
+
+/** The role of a live key, or null for an unknown or revoked key. */
+export async function roleForKey(db: D1Database, keyHash: string): Promise<KeyRole | null> {
+  const row = await db.prepare("SELECT role FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL").bind(keyHash).first<{ role: KeyRole }>();
+  return row?.role ?? null;
+}
+
+/** Sets a key's role. */
+export async function setKeyRole(db: D1Database, keyHash: string, role: KeyRole): Promise<void> {
+  await db.prepare("UPDATE api_keys SET role = ? WHERE key_hash = ?").bind(role, keyHash).run();
+}
+
+/** SQL setting a key's role (hash and role are checked, so the text is safe to run). */
+export function keyRoleSql(keyHash: string, role: KeyRole): string {
+  if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError("key hash must be hex SHA-256");
+  if (role !== "tenant" && role !== "operator") throw new RangeError(`unknown role ${JSON.stringify(role)}`);
+  return `UPDATE api_keys SET role = '${role}' WHERE key_hash = '${keyHash}';`;
+}
+
+/** Transport names configured in D1. */
+export async function transportNames(db: D1Database): Promise<string[]> {
+  return (await db.prepare("SELECT name FROM transports ORDER BY name").all<{ name: string }>()).results.map((r) => r.name);
+}
+
+/** Recipient counts by (status, transport, nexthop) over every tenant. */
+export async function stateCounts(db: D1Database): Promise<StateCountRow[]> {
+  return (await db.prepare("SELECT status, transport, nexthop, count(*) AS n FROM recipients GROUP BY status, transport, nexthop").all<StateCountRow>()).results;
+}
+
+const OPEN_SQL = OPEN_STATES.map((s) => `'${s}'`).join(", ");
+
+/** How many recipients are not final, and percentiles of their age in ms. */
+export async function openAges(db: D1Database, nowMs: number, ps: readonly number[]): Promise<{ count: number; percentiles: { p: number; age_ms: number }[] }> {
+  const count = (await db.prepare(`SELECT count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL})`).first<{ n: number }>())?.n ?? 0;
+  const ranks = percentileRanks(count, ps);
+  if (ranks.length === 0) return { count, percentiles: [] };
+  // Youngest first: the rank-th youngest recipient's age is the percentile.
+  const stmt = db.prepare(
+    `SELECT ?1 - m.created_at AS age FROM recipients r JOIN messages m ON m.id = r.message_id
+     WHERE r.status IN (${OPEN_SQL}) ORDER BY m.created_at DESC LIMIT 1 OFFSET ?2`,
+  );
+  const rows = await db.batch<{ age: number }>(ranks.map((r) => stmt.bind(nowMs, r.rank)));
+  return { count, percentiles: ranks.map((r, i) => ({ p: r.p, age_ms: Math.max(0, rows[i]?.results[0]?.age ?? 0) })) };
+}
+
+/** A message search. */
+export interface SearchQuery {
+  /** Restrict to this tenant; null = every tenant (operators). */
+  tenant: string | null;
+  id?: string | undefined;
+  address?: string | undefined;
+  tag?: { name: string; value: string | null } | undefined;
+  state?: string | undefined;
+  limit: number;
+  /** Cursor: an email id; answers messages older than it. */
+  after?: string | undefined;
+}
+
+/** A search hit. */
+export interface SearchHit {
+  id: string;
+  tenant_id: string;
+  from_addr: string;
+  subject: string | null;
+  created_at: number;
+  last_event: string;
+  recipients: { address: string; status: string; attempts: number; transport: string | null; nexthop: string | null }[];
+}
+
+/** One page of matching messages (newest first); null when the cursor is not a visible message. */
+export async function searchMessages(db: D1Database, q: SearchQuery): Promise<{ data: SearchHit[]; hasMore: boolean } | null> {
+  const where: string[] = [];
+  const args: unknown[] = [];
+  const add = (sql: string, ...v: unknown[]) => { where.push(sql); args.push(...v); };
+  if (q.tenant !== null) add("m.tenant_id = ?", q.tenant);
+  if (q.id) add("m.id = ?", q.id);
+  if (q.address || q.state) {
+    const parts = ["r.message_id = m.id"];
+    const rargs: unknown[] = [];
+    if (q.address) { parts.push("r.address = ? COLLATE NOCASE"); rargs.push(q.address); }
+    if (q.state) { parts.push("r.status = ?"); rargs.push(q.state); }
+    add(`EXISTS (SELECT 1 FROM recipients r WHERE ${parts.join(" AND ")})`, ...rargs);
+  }
+  if (q.tag) {
+    if (q.tag.value === null) add("EXISTS (SELECT 1 FROM message_tags t WHERE t.message_id = m.id AND t.name = ?)", q.tag.name);
+    else add("EXISTS (SELECT 1 FROM message_tags t WHERE t.message_id = m.id AND t.name = ? AND t.value = ?)", q.tag.name, q.tag.value);
+  }
+  if (q.after) {
+    const c = await db.prepare(`SELECT created_at, id FROM messages m WHERE id = ?${q.tenant !== null ? " AND tenant_id = ?" : ""}`)
+      .bind(...(q.tenant !== null ? [q.after, q.tenant] : [q.after])).first<{ created_at: number; id: string }>();
+    if (!c) return null;
+    add("(m.created_at, m.id) < (?, ?)", c.created_at, c.id);
+  }
+  const sql = `SELECT m.id, m.tenant_id, m.from_addr, m.subject, m.created_at, m.last_event FROM messages m
+    ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY m.created_at DESC, m.id DESC LIMIT ?`;
+  const rows = (await db.prepare(sql).bind(...args, q.limit + 1).all<Omit<SearchHit, "recipients">>()).results;
+  const page = rows.slice(0, q.limit);
+  const rcpts = page.length === 0 ? [] : (await db.prepare(
+    `SELECT message_id, address, status, attempts, transport, nexthop FROM recipients WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY message_id, idx`,
+  ).bind(JSON.stringify(page.map((m) => m.id))).all<SearchHit["recipients"][number] & { message_id: string }>()).results;
+  const data = page.map((m) => ({ ...m, recipients: rcpts.filter((r) => r.message_id === m.id).map(({ message_id: _m, ...r }) => r) }));
+  return { data, hasMore: rows.length > q.limit };
+}
+
+/** The tenant of an indexed message, or null. */
+export async function tenantOfMessage(db: D1Database, id: string): Promise<string | null> {
+  return (await db.prepare("SELECT tenant_id FROM messages WHERE id = ?").bind(id).first<{ tenant_id: string }>())?.tenant_id ?? null;
+}
+
+/** A stored event of one message. */
+export interface MessageEvent {
+  seq: number;
+  type: string;
+  recipient: string | null;
+  created_at: number;
+  data: string;
+}
+
+/** A message's events, oldest first (at most `limit`). */
+export async function messageEvents(db: D1Database, id: string, tenant: string, limit = 500): Promise<MessageEvent[]> {
+  return (await db.prepare("SELECT seq, type, recipient, created_at, data FROM events WHERE email_id = ? AND tenant_id = ? ORDER BY created_at, seq LIMIT ?")
+    .bind(id, tenant, limit).all<MessageEvent>()).results;
+}
+
+/** Event counts per (minute, type) for the outcome types of the throughput chart. */
+export async function throughputRows(db: D1Database, fromMs: number, toMs: number): Promise<{ minute: number; type: string; n: number }[]> {
+  const types = Object.values(THROUGHPUT_TYPES);
+  return (await db.prepare(
+    `SELECT created_at / 60000 AS minute, type, count(*) AS n FROM events
+     WHERE created_at >= ? AND created_at < ? AND type IN (${types.map(() => "?").join(", ")}) GROUP BY minute, type`,
+  ).bind(fromMs, toMs, ...types).all<{ minute: number; type: string; n: number }>()).results;
+}
