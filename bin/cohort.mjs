@@ -15,6 +15,9 @@
  *   send --from A --to B [--to C] --subject S (--text T | --html H) [--tag name:value]
  *   tail [--type email.delivered,…] [--after evt_…] [--interval 2] [--count N] [--once]
  *   show <email id>                     recipients and the event timeline
+ *   hold | release | requeue <email id>  postsuper -h / -H / -r
+ *   cancel <email id> [--domain D]      cancel its open recipients (only those at D)
+ *   cancel --domain D | --tag name:value | --tenant T   cancel by filter
  *   --json prints the API's JSON (tail: one event per line).
  *
  * EXIT STATUS
@@ -37,6 +40,12 @@ commands:
   send --from A --to B --subject S --text T [--html H] [--tag name:value]
   tail [--type T[,T…]] [--after evt_…] [--interval s] [--count N] [--once]
   show <email id>                          a message's recipients and timeline
+  hold <email id>                          keep it from delivery until released (postsuper -h)
+  release <email id>                       deliver a held message again (postsuper -H)
+  requeue <email id>                       route its open recipients again (postsuper -r)
+  cancel <email id> [--domain D]           cancel its open recipients (only those at D)
+  cancel [--domain D] [--tag name:value] [--tenant T]
+                                           cancel open recipients by filter (at least one)
 
 options:
   --url URL      relay base URL (default $COHORT_URL, else http://127.0.0.1:8787)
@@ -155,6 +164,7 @@ export async function main(argv, out = process.stdout, env = process.env) {
       url: { type: "string" }, key: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
       transport: { type: "string" }, ttl: { type: "string" },
       from: { type: "string" }, to: { type: "string", multiple: true }, subject: { type: "string" }, text: { type: "string" }, html: { type: "string" }, tag: { type: "string", multiple: true },
+      domain: { type: "string" }, tenant: { type: "string" },
       type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
     },
   });
@@ -236,6 +246,31 @@ export async function main(argv, out = process.stdout, env = process.env) {
       if (!id) throw new UsageError("usage: cohort show <email id>");
       const m = await call("GET", `/relay/messages/${encodeURIComponent(id)}`);
       print(m, showText(m));
+      return 0;
+    }
+    case "hold":
+    case "release":
+    case "requeue": {
+      const [id] = args;
+      if (!id) throw new UsageError(`usage: cohort ${command} <email id>`);
+      const r = await call("POST", `/relay/messages/${encodeURIComponent(id)}/${command}`);
+      print(r, `${command}: ${r.id} (${r.recipients} recipient(s))`);
+      return 0;
+    }
+    case "cancel": {
+      const [id] = args;
+      if (id) {
+        const r = await call("POST", `/relay/messages/${encodeURIComponent(id)}/cancel`, values.domain ? { domain: values.domain } : {});
+        print(r, `cancelled ${r.recipients} recipient(s) of ${r.id}`);
+        return 0;
+      }
+      const tag = values.tag?.[0];
+      const [tagName, tagValue] = tag ? tag.split(":") : [];
+      if (tag && (!tagName || !tagValue)) throw new UsageError(`bad --tag ${JSON.stringify(tag)}: expected name:value`);
+      if (!values.domain && !tag && !values.tenant) throw new UsageError("usage: cohort cancel <email id> | cohort cancel [--domain D] [--tag name:value] [--tenant T]");
+      const body = { ...(values.domain ? { domain: values.domain } : {}), ...(tag ? { tag: { name: tagName, value: tagValue } } : {}), ...(values.tenant ? { tenant: values.tenant } : {}) };
+      const r = await call("POST", "/relay/messages/cancel", body);
+      print(r, `cancelled ${r.recipients} recipient(s) in ${r.messages} message(s)${r.has_more ? " (more match: run it again)" : ""}`);
       return 0;
     }
     default:

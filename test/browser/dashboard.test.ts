@@ -150,4 +150,23 @@ describe("the operator dashboard", () => {
     expect(await page.getByTestId("suppression-row").first().textContent()).toContain("blocked@example.test");
     await shot("suppressions");
   });
+
+  it("holds and releases a deferred message from its page, as the API then reports", async () => {
+    await view("messages");
+    await page.fill('[data-testid="search-form"] input[name="tag"]', "");
+    await page.fill('[data-testid="search-form"] input[name="address"]', "tempfail-d@example.test");
+    await page.click('[data-testid="search-form"] button[type="submit"]');
+    await page.getByTestId("message-row").first().locator("a").click();
+    await page.getByTestId("action-hold").click();
+    const blockedCell = () => page.getByTestId("recipient-row").first().locator("td").nth(5);
+    await page.waitForFunction(() => String((globalThis as any).document.querySelector('[data-testid="recipient-row"] td:nth-child(6)')?.textContent) === "held");
+    const held = await api<{ recipients: { blocked_by: string }[] }>(relay, relay.tenantKey, "GET", `/emails/${ids.deferred}`);
+    expect(held.recipients[0]!.blocked_by).toBe("held");
+    expect(await blockedCell().textContent()).toBe("held");
+    await shot("message-held");
+    await page.getByTestId("action-release").click();
+    await page.waitForFunction(() => String((globalThis as any).document.querySelector('[data-testid="recipient-row"] td:nth-child(6)')?.textContent) !== "held");
+    const released = await api<{ recipients: { blocked_by: string | null }[] }>(relay, relay.tenantKey, "GET", `/emails/${ids.deferred}`);
+    expect(released.recipients[0]!.blocked_by).not.toBe("held");
+  });
 });

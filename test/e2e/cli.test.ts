@@ -111,6 +111,29 @@ describe("npx cohort", () => {
     expect(JSON.parse(next.stdout.trim()).id).toBe(second!.id);
   });
 
+  it("holds, releases, requeues and cancels a message; cancels by domain", async () => {
+    const at = new Date(Date.now() + 3600_000).toISOString();
+    const sent = await api(relay, relay.tenantKey, "POST", "/emails", { from: "ops@acme.test", to: ["later@cli-later.test", "x@cli-other.test"], subject: "later", text: "x", scheduled_at: at });
+    const id = sent.id as string;
+    expect(await cohort(["hold", id], relay.tenantKey)).toMatchObject({ code: 0, stdout: `hold: ${id} (2 recipient(s))\n` });
+    expect((await api(relay, relay.tenantKey, "GET", `/emails/${id}`)).recipients.map((r: { blocked_by: string }) => r.blocked_by)).toEqual(["held", "held"]);
+    expect(await cohort(["hold", id], relay.tenantKey)).toMatchObject({ code: 1, stderr: expect.stringContaining("already held") });
+    expect(await cohort(["release", id], relay.tenantKey)).toMatchObject({ code: 0, stdout: `release: ${id} (2 recipient(s))\n` });
+    expect(await cohort(["requeue", id, "--json"], relay.tenantKey)).toMatchObject({ code: 0 });
+    const one = await cohort(["cancel", id, "--domain", "cli-other.test"], relay.tenantKey);
+    expect(one).toMatchObject({ code: 0, stdout: `cancelled 1 recipient(s) of ${id}\n` });
+    const statuses = (await api(relay, relay.tenantKey, "GET", `/emails/${id}`)).recipients.map((r: { status: string }) => r.status);
+    expect(statuses).toEqual(["incoming", "cancelled"]);
+    expect(await cohort(["cancel"], relay.tenantKey)).toMatchObject({ code: 2 });
+    // By filter, through the D1 index (which follows the Outbox shortly).
+    let filtered = { code: -1, stdout: "", stderr: "" };
+    for (let i = 0; i < 20 && !filtered.stdout.includes("cancelled 1 recipient(s) in 1 message(s)"); i++) {
+      filtered = await cohort(["cancel", "--domain", "cli-later.test"], relay.tenantKey);
+      if (!filtered.stdout.includes("in 1 message")) await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(filtered).toMatchObject({ code: 0, stdout: "cancelled 1 recipient(s) in 1 message(s)\n" });
+  });
+
   it("fails clearly: tenant key on an operator command, bad key, unreachable relay, bad usage", async () => {
     const restricted = await cohort(["queue"], relay.tenantKey);
     expect(restricted.code).toBe(1);

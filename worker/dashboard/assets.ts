@@ -327,8 +327,17 @@ async function showMessage(where, id) {
     where.replaceChildren(
       el("h2", {}, "Message " + m.id),
       el("p", {}, "Tenant ", el("b", {}, m.tenant), " · from ", m.from, " · subject ", el("b", {}, m.subject || ""), " · last event ", el("b", { "data-testid": "message-last-event" }, m.last_event)),
-      // Message actions (hold, release, requeue, cancel) are added here when the API offers them.
-      el("div", { id: "message-actions", class: "toolbar", "data-testid": "message-actions" }),
+      // Operator actions (postsuper -h / -H / -r / -d); the page shows the message again after each.
+      el("div", { id: "message-actions", class: "toolbar", "data-testid": "message-actions" },
+        ["hold", "release", "requeue", "cancel"].map((action) => el("button", {
+          type: "button", "data-testid": "action-" + action,
+          onclick: async () => {
+            try {
+              await api("/relay/messages/" + encodeURIComponent(m.id) + "/" + action, { method: "POST", body: "{}" });
+              await showMessage(where, id);
+            } catch (e) { showError(where, e); }
+          },
+        }, action[0].toUpperCase() + action.slice(1)))),
       el("h3", {}, "Recipients"),
       table(["recipient", "status", "attempts", "next attempt", "last response", "blocked by"], m.recipients.map((r) => el("tr", { "data-testid": "recipient-row" },
         el("td", {}, r.email), el("td", {}, r.status), el("td", { class: "num" }, r.attempts), el("td", {}, fmtTime(r.next_attempt_at)), el("td", { class: "resp" }, resp(r.last_response)), el("td", {}, r.blocked_by || "—"))), "recipients"),
