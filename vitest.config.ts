@@ -44,7 +44,7 @@ export default defineConfig({
         test: {
           name: "workers",
           include: ["test/integration/**/*.test.ts"],
-          exclude: ["test/integration/delivery/**"],
+          exclude: ["test/integration/delivery/**", "test/integration/webhooks/**"],
           setupFiles: ["test/integration/apply-migrations.ts"],
         },
       },
@@ -78,6 +78,39 @@ export default defineConfig({
           setupFiles: ["test/integration/apply-migrations.ts"],
           globalSetup: ["test/integration/delivery/sink-setup.ts"],
           testTimeout: 20_000,
+        },
+      },
+      {
+        // Webhooks end to end: mail flows to the scripted SMTP sink (auto dispatch), events are
+        // published to the `webhooks` queue and POSTed to real HTTP receivers on loopback; the
+        // sink and the receivers' control API are started by webhooks/setup.ts. The retry
+        // schedule and endpoint back-off run at 1/10 000 of production (5 min → 30 ms; queue
+        // delays round up to whole seconds), so the whole schedule fits in a test.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
+                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+                SMARTHOST: `[127.0.0.1]:${inject("webhookSink").smtpPort}`, RELAY_TLS: "off",
+                WEBHOOK_RETRY_SCALE: "0.0001", WEBHOOK_TIMEOUT_MS: "5000",
+              },
+              queueConsumers: {
+                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
+                deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+                webhooks: { maxBatchTimeout: 0, maxBatchSize: 50 },
+                "webhooks-slow": { maxBatchTimeout: 0, maxBatchSize: 50 },
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "webhooks",
+          include: ["test/integration/webhooks/**/*.test.ts"],
+          setupFiles: ["test/integration/apply-migrations.ts"],
+          globalSetup: ["test/integration/webhooks/setup.ts"],
+          testTimeout: 60_000,
         },
       },
       {

@@ -10,6 +10,8 @@ declare namespace Cloudflare {
 		DB: D1Database;
 		CLASSIFY: Queue;
 		DELIVER: Queue;
+		WEBHOOKS: Queue;
+		WEBHOOKS_SLOW: Queue;
 		COHORT_ENV: string;
 		OUTBOX_SHARDS: string;
 		OUTBOX_GRACE_SECONDS: string;
@@ -29,6 +31,10 @@ declare namespace Cloudflare {
 		MX_PORT: string;
 		EGRESS: string;
 		DEV_MAILBOX_URL: string;
+		WEBHOOK_DELAYED_EVERY_NTH: string;
+		WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS: string;
+		WEBHOOK_RETRY_SCALE: string;
+		WEBHOOK_TIMEOUT_MS: string;
 		DSN_NOTICES: string;
 		DESTINATION_GROUPING: string;
 		SMTP_TIMEOUTS: string;

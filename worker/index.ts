@@ -1,10 +1,11 @@
 /**
- * The Worker entry: HTTP API, the classify and deliver queue consumers, the sweeper cron, and the Durable
+ * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the sweeper cron, and the Durable
  * Object classes.
  */
 import { createApp } from "./api/app";
 import { handleClassifyBatch } from "./consumers/classify";
 import { handleDeliverBatch } from "./consumers/deliver";
+import { handleWebhooksBatch } from "./consumers/webhooks";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
@@ -21,6 +22,7 @@ async function wakeSweepers(env: Env): Promise<void> {
 
 export default {
   fetch: (request, env, ctx) => app.fetch(request, env, ctx),
-  queue: (batch, env, _ctx) => (batch.queue === "deliver" ? handleDeliverBatch(batch, env) : handleClassifyBatch(batch, env)),
+  queue: (batch, env, _ctx) => (batch.queue === "webhooks" || batch.queue === "webhooks-slow" ? handleWebhooksBatch(batch, env)
+    : batch.queue === "deliver" ? handleDeliverBatch(batch, env) : handleClassifyBatch(batch, env)),
   scheduled: (_controller, env, ctx) => ctx.waitUntil(wakeSweepers(env)),
 } satisfies ExportedHandler<Env>;

@@ -3,7 +3,7 @@
  *
  * DESCRIPTION
  *   createApp()  GET /health (no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
- *                routes/suppressions.ts),
+ *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
  *                /webhooks (routes/webhooks.ts) and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
@@ -17,6 +17,7 @@ import { isApiError, toErrorBody } from "./errors";
 import { openApiDocument } from "./openapi";
 import { controlRoutes } from "./routes/control";
 import { emailRoutes } from "./routes/emails";
+import { eventRoutes, webhookDeliveryRoutes } from "./routes/events";
 import { relayRoutes } from "./routes/relay";
 import { adminRoutes } from "./routes/admin";
 import { dashboardAssets } from "../dashboard/serve";
@@ -49,6 +50,8 @@ export function createApp() {
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay/messages", controlRoutes());
+  app.route("/relay/events", eventRoutes());
+  app.route("/relay/webhooks", webhookDeliveryRoutes());
   app.route("/relay", relayRoutes());
   app.route("/relay", adminRoutes());
   app.route("/webhooks", webhookRoutes());

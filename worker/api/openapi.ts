@@ -16,6 +16,7 @@
 import { z } from "zod";
 import { CancelFilterSchema, CancelOneSchema } from "./control-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
+import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
@@ -55,6 +56,8 @@ const Suppression = z.object({ object: z.literal("suppression"), address: z.stri
 const WebhookRef = z.object({ object: z.literal("webhook"), id: z.string() });
 const WebhookSecret = WebhookRef.extend({ signing_secret: z.string().describe("whsec_…; shown only here") });
 const WebhookView = WebhookRef.extend({ created_at: z.string(), status: z.enum(["enabled", "disabled"]), endpoint: z.string(), events: z.array(z.string()).nullable() });
+const FeedEvent = z.object({ id: z.string().describe("= the webhook-id of the push"), type: z.string(), created_at: z.string(), data: z.object({ email_id: z.string(), recipient: z.string() }).passthrough() });
+const DeadLetter = z.object({ object: z.literal("dead_letter"), event_id: z.string(), type: z.string(), attempts: z.number().int(), reason: z.string(), dead_lettered_at: z.string(), replayed_at: z.string().nullable() });
 
 type Schema = z.ZodType;
 interface Operation {
@@ -91,6 +94,9 @@ export const ROUTES: Operation[] = [
   { method: "get", path: "/webhooks/{id}", summary: "A webhook endpoint", operationId: "getWebhook", auth: true, ok: { status: 200, schema: WebhookView }, errors: [401, 404] },
   { method: "patch", path: "/webhooks/{id}", summary: "Change a webhook endpoint's URL, events or status", operationId: "updateWebhook", auth: true, body: UpdateWebhookSchema, ok: { status: 200, schema: WebhookRef }, errors: [400, 401, 404, 422] },
   { method: "delete", path: "/webhooks/{id}", summary: "Delete a webhook endpoint", operationId: "deleteWebhook", auth: true, ok: { status: 200, schema: WebhookRef.extend({ deleted: z.boolean() }) }, errors: [401, 404] },
+  { method: "get", path: "/relay/events", summary: "The event feed: the envelopes pushed to webhooks, oldest first after an event id", operationId: "listEvents", auth: true, query: EventFeedQuerySchema as unknown as z.ZodObject, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(FeedEvent) }) }, errors: [401, 422] },
+  { method: "get", path: "/relay/webhooks/{id}/dead-letters", summary: "Deliveries to a webhook endpoint that used up the retry schedule", operationId: "listWebhookDeadLetters", auth: true, query: DeadLetterQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(DeadLetter) }) }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/webhooks/{id}/replay", summary: "Re-send the events of a time or event id range to a webhook endpoint (same webhook-id)", operationId: "replayWebhook", auth: true, body: ReplaySchema, ok: { status: 202, schema: z.object({ object: z.literal("replay"), webhook_id: z.string(), enqueued: z.number().int(), has_more: z.boolean(), last_event_id: z.string().nullable() }) }, errors: [400, 401, 404, 422] },
   { method: "post", path: "/webhooks/{id}/signing-secret/rotate", summary: "Rotate the signing secret (the old one signs too for 24 h)", operationId: "rotateWebhookSecret", auth: true, ok: { status: 200, schema: WebhookSecret }, errors: [401, 404] },
   { method: "post", path: "/relay/messages/{id}/hold", summary: "Hold an email: no delivery until released (postsuper -h)", operationId: "holdEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/{id}/release", summary: "Release a held email (postsuper -H)", operationId: "releaseEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },

@@ -23,6 +23,7 @@ import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { eventStatements } from "../db/events";
 import { indexStatements } from "../db/messages";
+import { publishEvents } from "../webhooks/publish";
 import { classifyMessage, outboxOf } from "./classify-message";
 import { BatchLookups, type Lookups } from "./lookups";
 
@@ -65,6 +66,7 @@ async function indexAll(env: Env, done: Done[]): Promise<void> {
   });
   try {
     await env.DB.batch(stmts);
+    await publishEvents(env, done.map((d) => d.state));
   } catch (e) {
     for (const d of done) fail(d.msg, "index", e);
     return;

@@ -11,6 +11,7 @@ import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { eventStatements } from "../db/events";
 import { indexStatements } from "../db/messages";
+import { publishEvents } from "../webhooks/publish";
 import { outboxOf } from "./classify-message";
 
 /** Writes the index and events of `ids` in one D1 batch. */
@@ -21,6 +22,7 @@ export async function indexMessages(env: Env, ids: string[]): Promise<void> {
     const stmts = states.flatMap((s) => [...indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false)), ...eventStatements(env.DB, s.events)]);
     if (stmts.length === 0) return;
     await env.DB.batch(stmts);
+    await publishEvents(env, states);
     await Promise.all(states.map(async (s) => {
       const last = s.events[s.events.length - 1];
       if (last) await outboxOf(env, s.view.id).ackEvents(s.view.id, last.seq);

@@ -5,7 +5,9 @@
  * DESCRIPTION
  *   Re-exports events (envelopes and transitions), event-id, classify (bounce
  *   categories), retry (webhook retry decisions), endpoint-health (per-endpoint
- *   window and dead periods), ssrf and ip-address (endpoint guard).
+ *   window and dead periods), ssrf and ip-address (endpoint guard),
+ *   publication (internal rows to pushed envelopes), suppression-policy
+ *   (bounce to suppression) and webhook-config (the vars).
  *
  * INVARIANTS
  *   Nothing here reads the clock, draws randomness or does I/O.
@@ -21,3 +23,6 @@ export * from "./events";
 export * from "./ip-address";
 export * from "./retry";
 export * from "./ssrf";
+export * from "./publication";
+export * from "./suppression-policy";
+export * from "./webhook-config";

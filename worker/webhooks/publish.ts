@@ -1,0 +1,120 @@
+/**
+ * Publishing delivery-status events: called right after the D1 batch that forwarded a batch of
+ * messages' Outbox events succeeded (consumers/deliver-index.ts and consumers/classify.ts), and
+ * before the Outboxes are told the events are written.
+ *
+ * DESCRIPTION
+ *   publishEvents(env, states)  turns the messages' new internal rows into Resend envelopes
+ *       (core/publication.ts; delivery_delayed per WEBHOOK_DELAYED_* against the stored notice
+ *       state), then in ONE D1 batch: stores the envelopes in event_feed (idempotent by event
+ *       id = webhook-id; this is the pull feed), stores the notice states, adds suppressions for
+ *       hard bounces (core/suppression-policy.ts), claims the stored rows for the queue
+ *       (event_feed.enqueued_at) and reads the tenants' enabled endpoints. Then it enqueues one `webhooks` message per (endpoint,
+ *       event) the endpoint's filter takes, carrying the stored body.
+ *
+ *   Why one queue message per (endpoint, event) rather than per event with fan-out in the
+ *   consumer: each delivery then has its own attempt count, delay and dead letter, a retry
+ *   re-sends only to the endpoint that failed, a 410 or an outage of one endpoint never holds
+ *   another's copy, and the consumer's per-endpoint health applies to whole messages.
+ *
+ * INVARIANTS
+ *   What is pushed is read back from event_feed, so pushes and the feed carry the same bytes.
+ *   A repeated call (the classify retry path, a redelivered queue message) stores nothing twice.
+ *   Two concurrent publications of the same events (the delivery and the classify path) enqueue
+ *   them once: only the claimer does. A claim is released when the enqueue fails, and lapses
+ *   after CLAIM_LEASE_MS, so a publication repeated because the first one died re-enqueues
+ *   under the same webhook-ids (receivers dedupe on webhook-id).
+ *   Nothing is acked to the Outbox before this returns, so a failure here repeats it later.
+ *
+ * ERRORS
+ *   Throws on a D1 or queue failure; the caller's existing failure path retries the batch.
+ */
+import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import { feedClaimStatement, feedInsertStatements, releaseFeedClaims, type FeedRow } from "../db/events";
+import { enabledEndpointsStatement, noticeUpsertStatement, readNotices, suppressionUpsertStatement, toPublishEndpoint, type SuppressionInsert } from "../db/webhook-publication";
+import type { MessageInfo } from "./core/events";
+import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "./core/publication";
+import { suppressionFor } from "./core/suppression-policy";
+import { parseWebhookConfig, type WebhookVars } from "./core/webhook-config";
+import { enqueueJobs, makeJob } from "./jobs";
+
+/** How long a claim on events for the queue holds before a repeated publication may take it, ms. */
+const CLAIM_LEASE_MS = 10_000;
+
+function messageInfo(s: SyncState): MessageInfo {
+  const sum = s.view.summary;
+  return {
+    emailId: s.view.id,
+    createdAtMs: s.view.created_at,
+    from: sum.from,
+    to: sum.to,
+    subject: sum.subject ?? "",
+    messageId: sum.message_id,
+    tags: Object.fromEntries((sum.tags ?? []).map((t) => [t.name, t.value])),
+  };
+}
+
+function parseData(text: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(text);
+    return v !== null && typeof v === "object" ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+function toSource(s: SyncState): SourceMessage {
+  return {
+    message: messageInfo(s),
+    tenant: s.view.tenant,
+    cancelledRecipients: s.view.recipients.filter((r) => r.status === "cancelled").map((r) => r.email),
+    events: s.events.map((e) => ({ seq: e.seq, type: e.type, recipient: e.recipient, createdAtMs: e.created_at, data: parseData(e.data) })),
+  };
+}
+
+/** Stored notice states of every recipient with a deferral among the rows. */
+async function noticesFor(db: D1Database, sources: SourceMessage[]): Promise<Map<string, NoticeRecord>> {
+  const keys = sources.flatMap((m) => m.events.filter((e) => e.type === "email.delivery_delayed" && e.recipient !== null).map((e) => ({ emailId: m.message.emailId, recipient: e.recipient as string })));
+  const rows = await readNotices(db, keys);
+  return new Map(rows.map((n) => [noticeKey(n.emailId, n.recipient), n]));
+}
+
+function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
+  return events.flatMap((e) => {
+    if (e.type !== "email.bounced") return [];
+    const s = suppressionFor(JSON.parse(e.body) as { type: string; data: { recipient: string; classification: string | null } }, e.createdAtMs);
+    return s === null ? [] : [{ tenant_id: e.tenant, address: s.address, reason: s.reason, created_at: e.createdAtMs, expires_at: s.expiresAtMs }];
+  });
+}
+
+/** Publishes the new events of `states` (see the header). */
+export async function publishEvents(env: Env, states: readonly SyncState[]): Promise<void> {
+  const sources = states.filter((s) => s.events.length > 0).map(toSource);
+  if (sources.length === 0) return;
+  const cfg = parseWebhookConfig(env as unknown as WebhookVars);
+  const plan = planPublication(sources, await noticesFor(env.DB, sources), cfg.events);
+  const ids = [...plan.events.map((e) => e.id), ...plan.recheck];
+  if (ids.length === 0 && plan.notices.length === 0) return;
+  const nowMs = Date.now();
+  const suppressions = suppressionsOf(plan.events);
+  const tenants = [...new Set(sources.map((s) => s.tenant))];
+  const stmts = [
+    ...feedInsertStatements(env.DB, plan.events),
+    ...(plan.notices.length > 0 ? [noticeUpsertStatement(env.DB, plan.notices)] : []),
+    ...(suppressions.length > 0 ? [suppressionUpsertStatement(env.DB, suppressions)] : []),
+    feedClaimStatement(env.DB, ids, nowMs, CLAIM_LEASE_MS),
+    enabledEndpointsStatement(env.DB, tenants),
+  ];
+  const results = await env.DB.batch(stmts);
+  const rows = (results[results.length - 2]?.results ?? []) as FeedRow[];
+  const endpoints = ((results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]).map(toPublishEndpoint);
+  const jobs = rows.flatMap((row) => endpoints
+    .filter((ep) => ep.tenant_id === row.tenant_id && endpointWants(ep.events, row.type))
+    .map((ep) => ({ job: makeJob(row.tenant_id, ep.id, { id: row.event_id, type: row.type, body: row.body }) })));
+  try {
+    if (jobs.length > 0) await enqueueJobs(env.WEBHOOKS, jobs);
+  } catch (e) {
+    await releaseFeedClaims(env.DB, rows.map((r) => r.event_id), nowMs).catch(() => undefined);
+    throw e;
+  }
+}
