@@ -1,9 +1,26 @@
 import { defineConfig } from "vitest/config";
+import { readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** A CA bundle file with the extra CAs already configured (if any) plus the test CA. */
+function withTestCa(extra: string | undefined): string {
+  let bundle = "";
+  try {
+    bundle = extra ? readFileSync(extra, "utf8") : "";
+  } catch { /* an unreadable bundle adds nothing */ }
+  const file = join(tmpdir(), `cohort-test-ca-${process.getuid?.() ?? 0}.pem`);
+  writeFileSync(file, `${bundle}\n${readFileSync(new URL("./test/fixtures/tls/ca.pem", import.meta.url), "utf8")}`);
+  return file;
+}
 
 // Trust for STARTTLS tests comes from NODE_EXTRA_CA_CERTS, which miniflare reads once at
 // import time, so it must be set before the pool is loaded.
 process.env.WRANGLER_SEND_METRICS ??= "false";
 process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
+// The delivery-tls project's test CA (test/fixtures/tls/README.md) is added to the extra CAs
+// workerd trusts, so STARTTLS to a certificate it signed verifies, and a self-signed one does not.
+process.env.NODE_EXTRA_CA_CERTS = withTestCa(process.env.NODE_EXTRA_CA_CERTS);
 
 const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-pool-workers");
 const migrations = await readD1Migrations("./migrations");
@@ -61,7 +78,9 @@ export default defineConfig({
               // Back-off of 1–2 s, so retries and dead-destination revival happen within a test.
               bindings: {
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
-                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+                // The "limited" transport (concurrency.test.ts) learns with Postfix's classic 1/concurrency
+                // positive feedback, as in the seed README's limiter experiment.
+                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
                 DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site",
                 EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
               },
@@ -75,8 +94,36 @@ export default defineConfig({
         test: {
           name: "delivery",
           include: ["test/integration/delivery/**/*.test.ts"],
+          exclude: ["test/integration/delivery/tls/**"],
           setupFiles: ["test/integration/apply-migrations.ts"],
           globalSetup: ["test/integration/delivery/sink-setup.ts"],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        // STARTTLS and AUTH to a smarthost (the relay kind): TLS required, credentials as the
+        // RELAY_USERNAME / RELAY_PASSWORD bindings; the servers are started by tls/tls-setup.ts.
+        plugins: [
+          cloudflareTest(() => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
+                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+                RELAY_TLS: "required", RELAY_USERNAME: "cohort", RELAY_PASSWORD: "s3cret-pass",
+              },
+              queueConsumers: {
+                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
+                deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "delivery-tls",
+          include: ["test/integration/delivery/tls/**/*.test.ts"],
+          setupFiles: ["test/integration/apply-migrations.ts"],
+          globalSetup: ["test/integration/delivery/tls/tls-setup.ts"],
           testTimeout: 20_000,
         },
       },

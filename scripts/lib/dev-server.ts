@@ -3,9 +3,11 @@
  * and bench:accept; stops it (its whole process group) and removes the state afterwards.
  *
  * DESCRIPTION
- *   startDevServer({ tenant })  applies the migrations to a fresh temp state, creates an API key
- *                               for `tenant`, starts wrangler dev on 127.0.0.1 (HTTP and
- *                               inspector ports chosen free), waits for GET /health → 200.
+ *   startDevServer({ tenant, vars })  applies the migrations to a fresh temp state, creates an
+ *                               API key for `tenant`, starts wrangler dev on 127.0.0.1 (HTTP and
+ *                               inspector ports chosen free; `vars` override wrangler.toml's
+ *                               [vars] with --var; `frozen` serves a bundle built once at the
+ *                               start, see frozenBundle), waits for GET /health → 200.
  *                               Returns { url, key, state, stop }.
  *   freePort()                  a free TCP port on 127.0.0.1.
  *
@@ -14,7 +16,7 @@
  *   answer within 60 s; wrangler's log is included.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -66,14 +68,33 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => string):
   throw new Error(`wrangler dev did not answer /health within 60 s\n${log()}`);
 }
 
+/**
+ * Bundles the Worker once into `<state>/bundle` and returns a copy of wrangler.toml that serves
+ * that bundle unbundled: wrangler dev then watches only the copy, so edits to the source tree
+ * during a long run (other people working in it) cannot restart the Worker mid-run.
+ */
+async function frozenBundle(state: string): Promise<string> {
+  const dir = join(state, "bundle");
+  await run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", dir], { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
+  const toml = (await readFile("wrangler.toml", "utf8")).replace(/^main = .*$/m, 'main = "index.js"\nno_bundle = true');
+  const path = join(dir, "wrangler.toml");
+  await writeFile(path, toml);
+  return path;
+}
+
 /** Starts a private wrangler dev and returns its URL, an API key and a stop function. */
-export async function startDevServer(opts: { tenant: string }): Promise<DevServer> {
+export async function startDevServer(opts: { tenant: string; vars?: Record<string, string>; frozen?: boolean }): Promise<DevServer> {
   const state = await mkdtemp(join(tmpdir(), "cohort-dev-"));
   await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV });
   const key = await createKey({ tenant: opts.tenant, name: "dev-server", persistTo: state });
+  const config = opts.frozen ? ["-c", await frozenBundle(state).catch(async (e: unknown) => {
+    await rm(state, { recursive: true, force: true });
+    throw e;
+  })] : [];
   const [port, inspector] = [await freePort(), await freePort()];
-  const child = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-    "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn"], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("npx", ["wrangler", "dev", ...config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+    "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn",
+    ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); };
   child.stdout?.on("data", append);

@@ -1,7 +1,7 @@
 /** The delivery stage's pure decisions (worker/consumers/deliver-plan.ts). */
 import { describe, expect, it } from "vitest";
 import type { DeliverJob } from "../../../durable-objects/transport-queue";
-import { groupByNexthop, judgeEntry, parseJob, relayTarget, sendableRcpts } from "../../../worker/consumers/deliver-plan";
+import { groupByNexthop, judgeEntry, parseJob, relayTarget, sendableRcpts, splitForSessions } from "../../../worker/consumers/deliver-plan";
 import type { TransactionResult } from "../../../worker/smtp/core/types";
 
 const job: DeliverJob = {
@@ -32,6 +32,16 @@ describe("parseJob and groupByNexthop", () => {
   it("groups by transport and nexthop, keeping order", () => {
     const items = [{ job }, { job: { ...job, entryId: 8, nexthop: "[other]:25" } }, { job: { ...job, entryId: 9 } }, { job: { ...job, entryId: 10, transport: "t2" } }];
     expect(groupByNexthop(items).map((g) => g.map((i) => i.job.entryId))).toEqual([[7, 9], [8], [10]]);
+  });
+
+  it("spreads a group over its share of the 6 sockets, evenly and in order", () => {
+    const range = (a: number, n: number) => Array.from({ length: n }, (_, i) => a + i);
+    expect(splitForSessions([range(0, 10)], 6)).toEqual([[0, 1], [2, 3], [4, 5], [6, 7], [8], [9]]);
+    expect(splitForSessions([range(0, 3)], 6)).toEqual([[0], [1], [2]]);
+    expect(splitForSessions([range(0, 5), range(10, 5)], 6)).toEqual([[0, 1], [2, 3], [4], [10, 11], [12, 13], [14]]);
+    // More groups than sockets: one session each (the pool runs 6 at a time).
+    expect(splitForSessions(range(0, 8).map((g) => [g * 10, g * 10 + 1]), 6)).toHaveLength(8);
+    expect(splitForSessions([], 6)).toEqual([]);
   });
 });
 

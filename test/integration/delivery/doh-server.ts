@@ -5,6 +5,8 @@
  *
  *   mx-one.test     MX 10 localhost                        (the SMTP sink, on MX_PORT)
  *   mx-two.test     MX 10 127.0.0.2, MX 20 localhost       (nothing listens on 127.0.0.2)
+ *   mx-greet.test   MX 10 127.0.0.3, MX 20 localhost       (127.0.0.3 greets with 554)
+ *   loopback-mx.test  MX 10 127.0.0.1                      (test/e2e/postfix: Postfix on MX_PORT)
  *   null-mx.test    MX 0 "."                               (RFC 7505 null MX)
  *   nx.test         NXDOMAIN
  *   servfail.test   SERVFAIL
@@ -32,6 +34,8 @@ export const SLOW_MS = 1_500;
 const FIXTURES: Record<string, Answer | "slow"> = {
   "mx-one.test/MX": mx("mx-one.test", [[10, "localhost."]]),
   "mx-two.test/MX": mx("mx-two.test", [[10, "127.0.0.2."], [20, "localhost."]]),
+  "mx-greet.test/MX": mx("mx-greet.test", [[10, "127.0.0.3."], [20, "localhost."]]),
+  "loopback-mx.test/MX": mx("loopback-mx.test", [[10, "127.0.0.1."]]),
   "null-mx.test/MX": mx("null-mx.test", [[0, "."]]),
   "nx.test/MX": { Status: 3, Authority: soa("test") },
   "servfail.test/MX": { Status: 2 },

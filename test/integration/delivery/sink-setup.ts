@@ -5,20 +5,24 @@
  * fixture DoH resolver (doh-server.ts), whose URL it provides as `doh`; and Dante (a real
  * SOCKS5 server, test/unit/net/dante.ts) with RFC 1929 username/password, provided as `socks`,
  * whose log the resolver serves at GET /log/socks. vitest.config.ts reads them for the project's
- * bindings (MX_PORT, DOH_RESOLVER_URL, EGRESS and its credentials). Everything is stopped when
- * the run ends.
+ * bindings (MX_PORT, DOH_RESOLVER_URL, EGRESS and its credentials). The scripted servers of
+ * scripted-sinks.ts (a 5-session limit, a drop in DATA, a slow sink, a 554 greeting) are provided
+ * as `scripted`. Everything is stopped when the run ends.
  */
 import { createServer, type AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
 import { startCatcher } from "../../../scripts/lib/smtp-catcher";
 import { DANTE_USER, startDante } from "../../unit/net/dante";
 import { startDohServer } from "./doh-server";
+import { startScriptedSinks } from "./scripted-sinks";
 
 declare module "vitest" {
   export interface ProvidedContext {
     sink: { smtpPort: number; httpPort: number; closedPort: number };
     doh: { url: string };
     socks: { port: number; username: string; password: string };
+    /** The scripted servers of scripted-sinks.ts: ports by name, and where their stats are read. */
+    scripted: { ports: Record<string, number>; statsUrl: string };
   }
 }
 
@@ -39,10 +43,21 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const catcher = await startCatcher({ scripted: true });
   const dante = await startDante({ method: "username" });
   const doh = await startDohServer({ socks: () => dante.log() });
+  // limited: 5 sessions, then 421; drop: connection lost in DATA once per recipient set; slow:
+  // 40 ms per message (eviction mid-run); greet554: the first MX host of mx-greet.test, on the
+  // sink's port (MX_PORT) at another loopback address.
+  const scripted = await startScriptedSinks([
+    { name: "limited", maxClients: 5, dataDelayMs: 150 },
+    { name: "drop", dropFirstData: true },
+    { name: "slow", dataDelayMs: 40 },
+    { name: "greet554", host: "127.0.0.3", port: catcher.smtpPort, greeting554: true },
+  ]);
   project.provide("sink", { smtpPort: catcher.smtpPort, httpPort: catcher.httpPort, closedPort: await closedPort() });
   project.provide("doh", { url: doh.url });
   project.provide("socks", { port: dante.port, ...DANTE_USER });
+  project.provide("scripted", { ports: scripted.ports, statsUrl: scripted.statsUrl });
   return async () => {
+    await scripted.close();
     await doh.close();
     await dante.stop();
     await catcher.close();

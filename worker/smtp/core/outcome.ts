@@ -132,6 +132,8 @@ export function failConnection(
   if (step === "tls-handshake" && cfg.tlsPolicy === "opportunistic" && !s.tlsFallback) {
     return reconnectWithoutTls(s, cfg);
   }
+  // A handshake that failed never encrypted anything: the results must not say TLS was used.
+  if (step === "tls-handshake") s.tls = false;
   const reason = describeFailure(cfg.remoteHost, step, failure, timedOut);
   const template: ResultTemplate = {
     code: failure.code,
