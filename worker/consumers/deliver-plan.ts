@@ -77,6 +77,29 @@ export function groupByNexthop<T extends { job: DeliverJob }>(items: T[]): T[][]
   return [...groups.values()];
 }
 
+/**
+ * Splits nexthop groups into SMTP sessions: the Transport DO dispatched each entry as one
+ * delivery in flight (its window counts them, like Postfix's delivery agents), so a group gets up
+ * to its share of the invocation's sockets, floor(maxSockets / groups) and at least one, and its
+ * entries are spread evenly over them (each session still carries several entries with RSET
+ * between when there are more entries than sessions). Order within a group is kept.
+ */
+export function splitForSessions<T>(groups: T[][], maxSockets: number): T[][] {
+  const share = Math.max(1, Math.floor(maxSockets / Math.max(1, groups.length)));
+  return groups.flatMap((g) => {
+    const n = Math.min(share, g.length);
+    const base = Math.floor(g.length / n);
+    const extra = g.length % n;
+    const out: T[][] = [];
+    for (let i = 0, at = 0; i < n; i++) {
+      const size = base + (i < extra ? 1 : 0);
+      out.push(g.slice(at, at + size));
+      at += size;
+    }
+    return out;
+  });
+}
+
 /** Matches the job's recipients to the Outbox's by address (each Outbox recipient once). */
 export function sendableRcpts(job: DeliverJob, env: DeliveryEnvelope | null): MatchedRcpt[] {
   const used = new Set<number>();

@@ -1,9 +1,10 @@
 /**
  * The `deliver` Queue consumer (the delivery agent): each message is one entry the Transport
- * DO dispatched. The batch is grouped by nexthop, one SMTP session per group (at most 6
- * sockets at once, the platform limit), and every entry's result goes to the Transport DO
- * (report, with the site failure for concurrency feedback) and to its Outbox (per-recipient
- * outcome); then each destination's reports go to its Destination DO, whose answer (window,
+ * DO dispatched. The batch is grouped by nexthop and each group spread over up to its share of
+ * the 6 sockets an invocation may hold (the platform limit), each session carrying several
+ * entries with RSET between when there are more entries than sessions. Every entry's result
+ * goes to the Transport DO (report, with the site failure for concurrency feedback) and to its
+ * Outbox (per-recipient outcome); then each destination's reports go to its Destination DO, whose answer (window,
  * dead until) the Transport DO applies; the D1 index and events of every message touched are
  * written once, in one batch.
  *
@@ -23,7 +24,7 @@ import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
 import { outboxOf } from "./classify-message";
 import { indexMessages } from "./deliver-index";
-import { groupByNexthop, judgeEntry, parseJob, relayTarget } from "./deliver-plan";
+import { groupByNexthop, judgeEntry, parseJob, relayTarget, splitForSessions } from "./deliver-plan";
 import type { MxResolution } from "../net/core/mx";
 import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
 import { hasWork, prepareJobs, runSession, unsentParts, type SessionPart } from "./deliver-session";
@@ -187,6 +188,7 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
     mx = { settings, lookup: createMxLookup(settings) };
     return mx;
   };
-  const touched = await pool(groupByNexthop(items).map((g) => () => deliverGroup(env, g, mxContext)), MAX_SOCKETS);
+  const sessions = splitForSessions(groupByNexthop(items), MAX_SOCKETS);
+  const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext)), MAX_SOCKETS);
   await indexMessages(env, [...new Set(touched.flat())]);
 }
