@@ -20,7 +20,8 @@
  *   A message's body is not deleted while it has a pending notice (deleteDoneBodies skips it),
  *   so the original headers are still there to quote. A crash after the body write and before
  *   the transaction leaves an orphan body (the sweeper deletes it) and the row, which is sent
- *   again: at least once, and never for a null-sender message.
+ *   again: at least once, and never for a null-sender message. A notice that cannot be composed
+ *   (a sender no 7-bit message can reach) is logged and dropped, so it never blocks the others.
  */
 import { composeDsn, shouldBounce, type DsnRecipient } from "../../worker/mail/dsn";
 import { bodyKey, newMessageId, shardOf } from "./outbox-ids";
@@ -104,10 +105,19 @@ export async function sendPendingDsns(
       continue;
     }
     const id = newMessageId(shardOf(p.message_id));
-    const text = composeDsn({
-      heloName, mailFrom: m.mail_from, envelopeId: p.message_id, arrivalMs: m.created_at, nowMs, token: `${p.message_id}.${p.seq}`,
-      recipients: JSON.parse(p.rcpts) as DsnRecipient[], originalHeaders: await headerBlock(bucket, p.message_id),
-    });
+    let text: string;
+    try {
+      text = composeDsn({
+        heloName, mailFrom: m.mail_from, envelopeId: p.message_id, arrivalMs: m.created_at, nowMs, token: `${p.message_id}.${p.seq}`,
+        recipients: JSON.parse(p.rcpts) as DsnRecipient[], originalHeaders: await headerBlock(bucket, p.message_id),
+      });
+    } catch (e) {
+      // A notice that cannot be composed (e.g. a sender no 7-bit message can reach) never will be:
+      // drop it rather than let it block every later notice of the shard.
+      console.error(JSON.stringify({ error: "outbox: a delivery status notice cannot be composed; dropped", messageId: p.message_id, detail: e instanceof Error ? e.message : String(e) }));
+      sql.exec("DELETE FROM dsn_pending WHERE seq = ?", p.seq);
+      continue;
+    }
     const bytes = new TextEncoder().encode(text);
     await bucket.put(bodyKey(id), bytes);
     const subject = /^Subject: (.*)$/m.exec(text)?.[1]?.trim() ?? "Delivery Status Notification";

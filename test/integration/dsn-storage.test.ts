@@ -70,4 +70,19 @@ describe("delivery status notices in the Outbox", () => {
     expect(kept.deleted).not.toContain(normal);
     expect(await env.BODIES.head(bodyKey(normal))).not.toBeNull();
   });
+
+  it("a notice that cannot be composed (a sender with a non-ASCII local part) is dropped, not kept to block the others", async () => {
+    // The API refuses such senders; an older record (or another path) could still hold one.
+    const bad = await accepted(email({ from: "john@acme.test", to: ["x@example.com"] }));
+    const now = Date.now();
+    const out = await runInDurableObject(stub(bad), async (_o, state) => {
+      const sql = state.storage.sql;
+      sql.exec("UPDATE message SET mail_from = 'jöhn@acme.test' WHERE id = ?", bad);
+      planDsn(sql, bad, [{ idx: 0, status: "bounced", attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } }], now);
+      const planned = sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bad).one().n;
+      const sent = await sendPendingDsns(state.storage, env.BODIES, "relay.test", now);
+      return { planned, sent, left: sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bad).one().n };
+    });
+    expect(out).toEqual({ planned: 1, sent: [], left: 0 });
+  });
 });
