@@ -16,27 +16,10 @@
 import type { MiddlewareHandler } from "hono";
 import { hashApiKey, tenantForKey } from "../db/api-keys";
 import { ApiError } from "./errors";
+import { TtlCache } from "../lib/ttl-cache";
 
-/** A small time-bounded map from key hash to tenant. */
-export class KeyCache {
-  private readonly entries = new Map<string, { tenant: string; expiresAt: number }>();
-
-  constructor(private readonly ttlMs = 30_000, private readonly maxEntries = 1000) {}
-
-  /** The cached tenant for a key hash, or undefined. */
-  get(hash: string, nowMs: number): string | undefined {
-    const e = this.entries.get(hash);
-    if (e && e.expiresAt > nowMs) return e.tenant;
-    if (e) this.entries.delete(hash);
-    return undefined;
-  }
-
-  /** Caches a tenant for a key hash, evicting the oldest entry when full. */
-  set(hash: string, tenant: string, nowMs: number): void {
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
-    this.entries.set(hash, { tenant, expiresAt: nowMs + this.ttlMs });
-  }
-}
+/** Key hash → tenant (see TtlCache). */
+export class KeyCache extends TtlCache<string> {}
 
 /** Authenticates the request and sets the `tenant` variable. */
 export function requireApiKey(cache: KeyCache): MiddlewareHandler<{ Bindings: Env; Variables: { tenant: string } }> {

@@ -27,6 +27,7 @@ import { indexMessages } from "./deliver-index";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget, splitForSessions } from "./deliver-plan";
 import type { MxResolution } from "../net/core/mx";
 import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
+import { pool } from "../lib/pool";
 import { hasWork, prepareJobs, runSession, unsentParts, type SessionPart } from "./deliver-session";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
@@ -154,20 +155,6 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
   }
   await feedDestinations(env, done, site);
   return done.map((f) => f.messageId);
-}
-
-/** Runs `tasks` with at most `limit` in flight. */
-async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
-  const out: T[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      out[i] = await tasks[i]!();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
-  return out;
 }
 
 /** The queue handler. */

@@ -17,6 +17,7 @@
  * Errors
  *   Rejects on a non-2xx answer, with the status and body.
  */
+import { pool } from "../../../worker/lib/pool";
 
 /** Where the relay answers and with which key. */
 export interface RelayApi {
@@ -47,20 +48,6 @@ async function call(relay: RelayApi, method: string, path: string, body?: unknow
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
   return JSON.parse(text) as unknown;
-}
-
-/** Runs `tasks` with at most `limit` at once, keeping the order of results. */
-async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
-  const out: T[] = new Array<T>(tasks.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      out[i] = await tasks[i]!();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
-  return out;
 }
 
 /** Submits the messages in batches of 100; returns their ids in order. */

@@ -15,27 +15,10 @@ import { hashApiKey } from "../../../db/api-keys";
 import { roleForKey, type KeyRole } from "../../../db/admin";
 import type { AppEnv } from "../../app";
 import { ApiError } from "../../errors";
+import { TtlCache } from "../../../lib/ttl-cache";
 
-/** A small time-bounded map from key hash to role. */
-export class RoleCache {
-  private readonly entries = new Map<string, { role: KeyRole; expiresAt: number }>();
-
-  constructor(private readonly ttlMs = 30_000, private readonly maxEntries = 1000) {}
-
-  /** The cached role, or undefined. */
-  get(hash: string, nowMs: number): KeyRole | undefined {
-    const e = this.entries.get(hash);
-    if (e && e.expiresAt > nowMs) return e.role;
-    if (e) this.entries.delete(hash);
-    return undefined;
-  }
-
-  /** Caches a role, evicting the oldest entry when full. */
-  set(hash: string, role: KeyRole, nowMs: number): void {
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
-    this.entries.set(hash, { role, expiresAt: nowMs + this.ttlMs });
-  }
-}
+/** Key hash → role (see TtlCache). */
+export class RoleCache extends TtlCache<KeyRole> {}
 
 /** The role of the request's (already authenticated) key. */
 export async function roleOf(c: Context<AppEnv>, cache: RoleCache): Promise<KeyRole> {
