@@ -219,15 +219,20 @@ export class Outbox extends DurableObject<Env> {
     return readEnvelope(this.sql, id);
   }
 
-  /** Records delivery outcomes for a message's recipients; returns how many applied. */
-  async recordOutcome(id: string, reports: OutcomeReport[]): Promise<{ applied: number; done: boolean }> {
+  /**
+   * Records delivery outcomes for a message's recipients; returns how many applied. With
+   * `indexedByCaller` (the deliver consumer, which writes the D1 index and events of its whole
+   * batch itself) the message is not also handed to the classify queue for indexing; if the
+   * caller's write fails, the sweeper finds the unforwarded events after the grace period.
+   */
+  async recordOutcome(id: string, reports: OutcomeReport[], indexedByCaller = false): Promise<{ applied: number; done: boolean }> {
     const now = Date.now();
     const applied = this.ctx.storage.transactionSync(() => {
       const ok = reports.filter((r) => applyOutcome(this.sql, id, r, now));
       if (dsnEnabled(this.env)) planDsn(this.sql, id, ok, now);
       return ok.length;
     });
-    if (applied > 0) await this.afterChange(now, [id]);
+    if (applied > 0) await this.afterChange(now, indexedByCaller ? [] : [id]);
     return { applied, done: readView(this.sql, id, now)?.state === "done" };
   }
 

@@ -3,9 +3,11 @@
  * in one D1 batch, then each Outbox is told which events are written.
  *
  * DESCRIPTION
- *   indexMessages(env, ids)   best effort: on failure nothing is lost, because the Outbox also
- *                             hands every changed message to the classify queue, whose
- *                             consumer writes the same rows (idempotently) later.
+ *   indexMessages(env, ids)   the only index write for delivery outcomes (the Outbox does not
+ *                             also queue them, see Outbox.recordOutcome). On failure the ids go
+ *                             to the classify queue, whose consumer writes the same rows
+ *                             (idempotently); were that to fail too, the Outbox sweeper finds
+ *                             the unforwarded events after its grace period. Nothing is lost.
  */
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
@@ -28,6 +30,9 @@ export async function indexMessages(env: Env, ids: string[]): Promise<void> {
       if (last) await outboxOf(env, s.view.id).ackEvents(s.view.id, last.seq);
     }));
   } catch (e) {
-    console.error(JSON.stringify({ error: "deliver: index write failed (the classify queue repeats it)", detail: e instanceof Error ? e.message : String(e) }));
+    console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));
+    await env.CLASSIFY.sendBatch(ids.map((id) => ({ body: { id }, contentType: "json" as const }))).catch((err: unknown) => {
+      console.error(JSON.stringify({ error: "deliver: queueing the index write failed (the Outbox sweeper repeats it)", detail: String(err) }));
+    });
   }
 }

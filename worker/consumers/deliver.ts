@@ -59,7 +59,7 @@ async function finish(env: Env, part: SessionPart): Promise<Finished> {
   const v = judgeEntry(job, part.matched, part.txn, part.site);
   const outbox = outboxOf(env, job.messageId);
   const finals = v.outcomes.filter((o) => o.status !== "deferred");
-  if (finals.length > 0) await outbox.recordOutcome(job.messageId, finals);
+  if (finals.length > 0) await outbox.recordOutcome(job.messageId, finals, true);
   const report = { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) };
   const answer = await env.TRANSPORT_QUEUE.getByName(job.transport).report(job.entryId, report, v.finalIdx);
   // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
@@ -67,7 +67,7 @@ async function finish(env: Env, part: SessionPart): Promise<Finished> {
   const deferred = answer.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
   const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
   const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
-  if (later.length > 0) await outbox.recordOutcome(job.messageId, later);
+  if (later.length > 0) await outbox.recordOutcome(job.messageId, later, true);
   return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: report.siteFailure ?? null };
 }
 
@@ -143,16 +143,19 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
     for (const it of items) fail(it.msg, "session", e);
     return [];
   }
-  const done: Finished[] = [];
-  for (const [i, part] of parts.entries()) {
+  // The entries' records are independent (each its own Outbox message and lease): in parallel.
+  const finished = await Promise.all(parts.map(async (part, i): Promise<Finished | null> => {
     const msg = items[i]!.msg;
     try {
-      done.push(await finish(env, part));
+      const f = await finish(env, part);
       msg.ack();
+      return f;
     } catch (e) {
       fail(msg, "report", e);
+      return null;
     }
-  }
+  }));
+  const done = finished.filter((f): f is Finished => f !== null);
   await feedDestinations(env, done, site);
   return done.map((f) => f.messageId);
 }
