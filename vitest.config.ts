@@ -80,7 +80,8 @@ export default defineConfig({
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
                 // The "limited" transport (concurrency.test.ts) learns with Postfix's classic 1/concurrency
                 // positive feedback, as in the seed README's limiter experiment.
-                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
+                // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
+                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
                 DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site",
                 EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
               },

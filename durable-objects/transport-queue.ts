@@ -5,6 +5,12 @@
  * snapshots now and then), re-arms the alarm, and returns the core's decisions. After an
  * eviction the state is the last snapshot plus the journal replayed.
  *
+ * ADMISSION
+ *   admit() always takes a message durably: into the core when the active queue has room
+ *   (qmgr_message_active_limit), else into the incoming queue in its SQLite, from which every
+ *   pump moves messages in arrival order as room frees (Postfix's incoming → active). A burst
+ *   therefore never bounces back to the classify stage as "no room".
+ *
  * DELIVERY LOOP (DISPATCH = "auto")
  *   After every admit, report and alarm the shell dispatches what the core selects, records a
  *   lease per entry (storage/delivery-state.ts) and sends the entries to the `deliver` queue.
@@ -26,6 +32,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import {
+  hasActiveRoom,
   destinationsView,
   explainMessage,
   queueShape,
@@ -42,11 +49,11 @@ import {
 } from "./core";
 import {
   addLeases, coreIdOf, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
-  pendingRecipients, postponeRetry, readMeta, rememberMeta, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
+  pendingRecipients, readMeta, addIncoming, dropIncoming, incomingCount, incomingOf, oldestIncoming, rememberMeta, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
 import { OutboxNotes } from "./storage/outbox-notes";
-import { toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect } from "./transport-types";
+import { toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { forgetFinished, migrateBacklog, noteFinished, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
 
 export * from "./transport-types";
@@ -105,11 +112,13 @@ export class TransportQueue extends DurableObject<Env> {
     return entryIds.filter((id) => hasLease(this.ctx.storage.sql, id));
   }
 
-  /** Why each in-core recipient of a message waits (every attempt of it). */
-  async explain(messageId: string) {
+  /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
+  async explain(messageId: string): Promise<{ entryId: number; rcpts: ResolvedRecipient[]; blockedBy: WaitReason }[]> {
     const now = nowSec();
+    const sql = this.ctx.storage.sql;
     const ids = [...this.qmgr.messages.keys()].filter((id) => parseCoreId(id).messageId === messageId);
-    return ids.flatMap((id) => explainMessage(this.qmgr, id, now));
+    const queued = incomingOf(sql, messageId).map((coreId) => ({ entryId: -1, rcpts: pendingRecipients(sql, coreId), blockedBy: { kind: "active_queue_full" as const } }));
+    return [...ids.flatMap((id) => explainMessage(this.qmgr, id, now)), ...queued];
   }
 
   /** Aligns a destination queue with its Destination DO's verdict (the authority); true if it changed anything. */
@@ -126,7 +135,7 @@ export class TransportQueue extends DurableObject<Env> {
     const now = nowSec();
     const sql = this.ctx.storage.sql;
     return {
-      transport: this.transportName() ?? "", now, inflight: this.qmgr.busy.size,
+      transport: this.transportName() ?? "", now, inflight: this.qmgr.busy.size, incoming: incomingCount(sql),
       qshape: queueShape(this.qmgr, now), deferred: deferredShape(sql, now), destinations: destinationsView(this.qmgr),
       policies: [...this.qmgr.policies.values()].map((c) => ({ key: c.key, rule: c.rule })),
     };
@@ -161,6 +170,12 @@ export class TransportQueue extends DurableObject<Env> {
       const res = this.run({ kind: "remove", now: nowSec(), messageId: coreId });
       waiting.push(...(res.removed ?? []).map((r) => r.address));
     }
+    for (const coreId of incomingOf(sql, messageId)) {
+      attempt = Math.max(attempt, parseCoreId(coreId).attempt);
+      waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
+      dropIncoming(sql, coreId);
+      noteFinished(sql, coreId);
+    }
     for (const coreId of retriesOf(sql, messageId)) {
       attempt = Math.max(attempt, parseCoreId(coreId).attempt);
       waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
@@ -190,19 +205,42 @@ export class TransportQueue extends DurableObject<Env> {
       noteFinished(sql, coreId);
       return;
     }
-    const res = this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts);
-    if (!res.admitted) return postponeRetry(sql, coreId, nowSec() + 60); // active queue full
+    this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts);
     forgetAttempt(sql, coreId);
     noteFinished(sql, coreId); // its backlog rows go at the next checkpoint
   }
 
+  /**
+   * Takes a message: into the active queue (the core) when it has room and nobody waits before
+   * it, else into the incoming queue, from which pump() moves messages in arrival order as room
+   * frees (Postfix's incoming → active). Either way it is durably taken.
+   */
   private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[] } {
     const sql = this.ctx.storage.sql;
     storeRecipients(sql, id, rcpts);
+    recordAdmission(sql, id, rcpts);
     const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length };
-    const res = this.run({ kind: "admit", now: nowSec(), intake });
-    if (res.accepted) recordAdmission(sql, id, rcpts);
-    return { admitted: res.accepted, effects: res.effects };
+    if (hasActiveRoom(this.qmgr) && incomingCount(sql) === 0) {
+      const res = this.run({ kind: "admit", now: nowSec(), intake });
+      if (res.accepted) return { admitted: true, effects: res.effects };
+    }
+    addIncoming(sql, { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length });
+    return { admitted: true, effects: [] };
+  }
+
+  /** Moves messages from the incoming queue into the core while it has room. */
+  private admitIncoming(): void {
+    const sql = this.ctx.storage.sql;
+    while (hasActiveRoom(this.qmgr)) {
+      const next = oldestIncoming(sql, 50);
+      if (next.length === 0) return;
+      for (const m of next) {
+        if (!hasActiveRoom(this.qmgr)) return;
+        const intake = { id: m.coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcptTotal: m.rcptTotal };
+        if (!this.run({ kind: "admit", now: nowSec(), intake }).accepted) return;
+        dropIncoming(sql, m.coreId);
+      }
+    }
   }
 
   private dispatchCore(max: number): { entries: DispatchedEntry[]; effects: Effect[] } {
@@ -229,6 +267,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** In auto mode: dispatches everything selectable to the deliver queue; then re-arms the alarm. */
   private async pump(): Promise<void> {
+    this.admitIncoming();
     await this.notes.deliver(this.env);
     if (this.env.DISPATCH === "auto") {
       for (let round = 0; round < 10; round++) {

@@ -3,7 +3,10 @@
  * entries and the `deliver` queue's job body, report answers, the operator's view, and the
  * Destination DO naming. Re-exported by transport-queue.ts.
  */
-import type { DestinationView, Effect, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
+import type { BlockedBy, DestinationView, Effect, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
+
+/** Why a recipient waits: the core's reason, or the incoming queue (the active queue is full). */
+export type WaitReason = BlockedBy | { kind: "active_queue_full" };
 import { parseCoreId } from "./storage/delivery-state";
 import type { StoredRecipient } from "./storage/sqlite-source";
 
@@ -54,6 +57,8 @@ export interface TransportInspect {
   /** Unix seconds. */
   now: number;
   inflight: number;
+  /** Messages admitted and waiting for room in the active queue (qmgr_message_active_limit). */
+  incoming: number;
   /** In-core recipients by destination and age (first row TOTAL); deferred ones wait outside the core, see `deferred`. */
   qshape: ShapeRow[];
   /** Recipients waiting for their next attempt, by destination and age, in the same shape. */

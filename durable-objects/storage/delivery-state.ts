@@ -8,6 +8,9 @@
  *                attempt is admitted with the same arrival time (expiry counts from it).
  *   final_rcpt   recipients (core message id, backlog index) that reached a final state.
  *   retry_due    messages the core deferred, with the time their next attempt is due.
+ *   incoming     admitted messages waiting for room in the active queue (Postfix's incoming
+ *                queue: qmgr_message_active_limit bounds the core, not what is accepted), in
+ *                arrival order; their recipients are already in the backlog.
  *
  *   Each attempt of a message is its own core message (`<id>` for the first, `<id>#<n>` after),
  *   with its own backlog rows, so journal replay always reads exactly the rows it read live.
@@ -31,6 +34,43 @@ export function migrateDelivery(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS msg_meta (message_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
+  sql.exec("CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)");
+}
+
+/** A message waiting in the incoming queue. */
+export interface IncomingMessage {
+  coreId: string;
+  createTime: number;
+  tenant: string | null;
+  priority: number;
+  rcptTotal: number;
+}
+
+/** Queues an admitted message for the active queue (idempotent by core id). */
+export function addIncoming(sql: SqlStorage, m: IncomingMessage): void {
+  sql.exec("INSERT OR IGNORE INTO incoming (core_id, create_time, tenant, priority, rcpt_total) VALUES (?, ?, ?, ?, ?)", m.coreId, m.createTime, m.tenant, m.priority, m.rcptTotal);
+}
+
+/** The oldest messages waiting in the incoming queue. */
+export function oldestIncoming(sql: SqlStorage, limit: number): IncomingMessage[] {
+  return sql.exec<{ core_id: string; create_time: number; tenant: string | null; priority: number; rcpt_total: number }>(
+    "SELECT core_id, create_time, tenant, priority, rcpt_total FROM incoming ORDER BY seq LIMIT ?", limit,
+  ).toArray().map((r) => ({ coreId: r.core_id, createTime: r.create_time, tenant: r.tenant, priority: r.priority, rcptTotal: r.rcpt_total }));
+}
+
+/** Takes a message out of the incoming queue; true if it was there. */
+export function dropIncoming(sql: SqlStorage, coreId: string): boolean {
+  return sql.exec("DELETE FROM incoming WHERE core_id = ?", coreId).rowsWritten > 0;
+}
+
+/** Whether the message (any attempt) waits in the incoming queue, and how many do. */
+export function incomingOf(sql: SqlStorage, messageId: string): string[] {
+  return sql.exec<{ core_id: string }>("SELECT core_id FROM incoming WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId).toArray().map((r) => r.core_id);
+}
+
+/** How many messages wait in the incoming queue. */
+export function incomingCount(sql: SqlStorage): number {
+  return sql.exec<{ n: number }>("SELECT count(*) AS n FROM incoming").one().n;
 }
 
 /** The core message id of an attempt. */
@@ -92,11 +132,6 @@ export function scheduleRetry(sql: SqlStorage, coreId: string, due: number): voi
 /** Core messages whose next attempt is due at `now`. */
 export function dueRetries(sql: SqlStorage, now: number): string[] {
   return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", now).toArray().map((r) => r.core_id);
-}
-
-/** Postpones a retry (the active queue had no room). */
-export function postponeRetry(sql: SqlStorage, coreId: string, due: number): void {
-  sql.exec("UPDATE retry_due SET due = ? WHERE core_id = ?", due, coreId);
 }
 
 /** The recipients of a core message that are not final yet (backlog rows minus final ones). */

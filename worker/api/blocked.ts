@@ -10,9 +10,10 @@
  *                              blocked_by in place.
  *   blockedLabel(b)            the stable code for a core reason: in_flight, window_full,
  *                              destination_dead, rate_delay, suspended, policy_concurrency,
- *                              rate_limit, transport_dead, process_limit, queued.
+ *                              rate_limit, transport_dead, process_limit, queued, and
+ *                              active_queue_full (waiting in the Transport DO's incoming queue).
  */
-import type { BlockedBy } from "../../durable-objects/core";
+import type { WaitReason } from "../../durable-objects/transport-types";
 import type { MessageView } from "../../durable-objects/storage/outbox-types";
 
 /** A waiting recipient's reason and until when (epoch ms, null when open-ended). */
@@ -22,7 +23,7 @@ export interface Waiting {
 }
 
 /** The stable code and time of a core reason. */
-export function blockedLabel(b: BlockedBy): Waiting {
+export function blockedLabel(b: WaitReason): Waiting {
   const at = (s: number | null) => (s && s > 0 ? s * 1000 : null);
   switch (b.kind) {
     case "concurrency": return { blocked_by: "window_full", blocked_until: null };

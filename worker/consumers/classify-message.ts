@@ -9,8 +9,10 @@
  *                                    admission plan, or null when nothing is due.
  *   admitPlan(env, plan)             admits the plan's recipients to their Transport DOs, one
  *                                    call per transport (the RPC is idempotent by message and
- *                                    recipient); throws when a transport has no room, so the
- *                                    message is retried and its recipients stay `incoming`.
+ *                                    recipient). A Transport DO always takes the message (into its
+ *                                    incoming queue when the active queue is full); should one
+ *                                    ever refuse, this throws, the message is retried and its
+ *                                    recipients stay `incoming`.
  *   classifyMessage(env, id, lookups) all steps, then marks the admitted recipients `ready`;
  *                                    returns the state the index must reflect.
  *

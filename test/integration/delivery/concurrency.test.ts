@@ -2,7 +2,8 @@
  * Concurrency against a server that allows 5 sessions (smtp-server maxClients, "421 Too many
  * connected clients" beyond that, 150 ms per message; scripted-sinks.ts "limited"): 200 messages
  * to that one nexthop are all delivered exactly once, the server never sees more than 5 sessions,
- * and the destination window settles near 5. Each dispatched entry is one delivery in flight and
+ * and the destination window settles near 5. The active queue holds 20 messages here, so most of
+ * the burst waits in the Transport DO's incoming queue and moves in as room frees. Each dispatched entry is one delivery in flight and
  * the consumer spreads a batch over up to 6 sessions (the socket limit), so a window above 5
  * opens a sixth session, which is refused: a site failure, negative feedback. The "limited"
  * transport learns with 1/concurrency positive feedback (SCHEDULER_CONFIG of this project), the
@@ -54,11 +55,19 @@ describe("a server that allows 5 sessions and answers 421 beyond that", () => {
 
     // Sample the learned window while the run goes on.
     const windows: number[] = [];
+    let incomingPeak = 0;
+    let waitingShown = "";
     let running = true;
     const sampler = (async () => {
       while (running) {
         const w = await windowNow();
         if (w !== null) windows.push(w);
+        // qmgr_message_active_limit is 20 in this project: the burst waits in the incoming queue.
+        const incoming = (await env.TRANSPORT_QUEUE.getByName("limited").inspect()).incoming;
+        if (incoming > incomingPeak) {
+          incomingPeak = incoming;
+          waitingShown = (await getEmail(key, ids[ids.length - 1]!)).body.recipients[0]!.blocked_by ?? "";
+        }
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
@@ -77,6 +86,10 @@ describe("a server that allows 5 sessions and answers 421 beyond that", () => {
     const tail = windows.slice(-Math.max(1, Math.floor(windows.length / 3)));
     console.log(`limited sink: ${s.connections} connections, ${s.sessions} sessions, ${s.refused} refused with 421, at most ${s.maxConcurrent} at once; window samples: ${windows.length}, max ${Math.max(...windows)}, last third ${JSON.stringify([...new Set(tail)])}`);
     expect(s.maxConcurrent).toBeLessThanOrEqual(5);
+    // Durably taken, waiting for room in the active queue, and explained as such.
+    expect(incomingPeak).toBeGreaterThan(100);
+    expect(waitingShown).toBe("active_queue_full");
+    expect((await env.TRANSPORT_QUEUE.getByName("limited").inspect()).incoming).toBe(0);
     // Sessions beyond 5 were refused, and each refusal pulled the window down.
     expect(s.refused).toBeGreaterThan(0);
     const hist = (await env.DESTINATION_QUEUE.getByName(`limited/${NEXTHOP}`).get()).history;
