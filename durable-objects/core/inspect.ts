@@ -2,6 +2,8 @@
  * NAME
  *   inspect - read-only views of the in-core queue for operators (qshape, destinations)
  * DESCRIPTION
+ *   shapeOf() builds qshape rows from (destination, age, count) samples; the Transport DO uses it
+ *   for recipients waiting outside the core too.
  *   queueShape() counts in-core recipients by destination and message age, in the manner of
  *   Postfix's qshape(1): one row per destination (plus a TOTAL row first), one column per
  *   age bucket (minutes, doubling: 5, 10, 20, … and an overflow bucket), largest rows first.
@@ -31,11 +33,18 @@ function bucketOf(ageMin: number, limits: readonly number[]): number {
   return limits.length;
 }
 
-/** In-core recipients by destination and message age (qshape). */
-export function queueShape(q: Qmgr, now: number, limits: readonly number[] = QSHAPE_BUCKETS_MIN): ShapeRow[] {
+/** One count for qshape: `n` recipients for `destination`, of a message `ageSec` old. */
+export interface ShapeSample {
+  destination: string;
+  ageSec: number;
+  n: number;
+}
+
+/** qshape rows (TOTAL first, then largest first) from samples. */
+export function shapeOf(samples: Iterable<ShapeSample>, limits: readonly number[] = QSHAPE_BUCKETS_MIN): ShapeRow[] {
   const rows = new Map<string, ShapeRow>();
   const total: ShapeRow = { destination: "TOTAL", total: 0, buckets: new Array<number>(limits.length + 1).fill(0) };
-  const add = (destination: string, ageSec: number, n: number) => {
+  for (const { destination, ageSec, n } of samples) {
     let row = rows.get(destination);
     if (!row) rows.set(destination, (row = { destination, total: 0, buckets: new Array<number>(limits.length + 1).fill(0) }));
     const b = bucketOf(ageSec / 60, limits);
@@ -43,20 +52,28 @@ export function queueShape(q: Qmgr, now: number, limits: readonly number[] = QSH
     row.total += n;
     total.buckets[b]! += n;
     total.total += n;
-  };
+  }
+  return [total, ...[...rows.values()].sort((a, b) => b.total - a.total || (a.destination < b.destination ? -1 : 1))];
+}
+
+function* inCoreSamples(q: Qmgr, now: number): Generator<ShapeSample> {
   for (const m of q.messages.values()) {
-    const age = Math.max(0, now - (m.createTime ?? m.queuedTime));
+    const ageSec = Math.max(0, now - (m.createTime ?? m.queuedTime));
     for (const j of m.jobs) {
       for (let p = j.peerHead; p; p = p.next) {
-        for (let e = p.todoHead; e; e = e.pNext) add(p.queue.nexthop, age, e.rcpts.length);
+        for (let e = p.todoHead; e; e = e.pNext) yield { destination: p.queue.nexthop, ageSec, n: e.rcpts.length };
       }
     }
   }
   for (const e of q.busy.values()) {
     const m = e.peer.job.message;
-    add(e.peer.queue.nexthop, Math.max(0, now - (m.createTime ?? m.queuedTime)), e.rcpts.length);
+    yield { destination: e.peer.queue.nexthop, ageSec: Math.max(0, now - (m.createTime ?? m.queuedTime)), n: e.rcpts.length };
   }
-  return [total, ...[...rows.values()].sort((a, b) => b.total - a.total || (a.destination < b.destination ? -1 : 1))];
+}
+
+/** In-core recipients by destination and message age (qshape). */
+export function queueShape(q: Qmgr, now: number, limits: readonly number[] = QSHAPE_BUCKETS_MIN): ShapeRow[] {
+  return shapeOf(inCoreSamples(q, now), limits);
 }
 
 /** One destination queue as an operator sees it. */

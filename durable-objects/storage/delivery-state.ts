@@ -19,7 +19,7 @@
  *   All writes are idempotent (INSERT OR IGNORE / OR REPLACE), so a repeated report changes
  *   nothing twice.
  */
-import { QSHAPE_BUCKETS_MIN, type ShapeRow } from "../core";
+import { shapeOf, type ShapeRow } from "../core";
 import type { StoredRecipient } from "./sqlite-source";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
@@ -172,21 +172,5 @@ export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
        WHERE r.idx NOT IN (SELECT idx FROM final_rcpt f WHERE f.core_id = d.core_id)
        GROUP BY r.nexthop, m.create_time`,
   ).toArray();
-  const width = QSHAPE_BUCKETS_MIN.length + 1;
-  const bucket = (ageMin: number) => {
-    const i = QSHAPE_BUCKETS_MIN.findIndex((l) => ageMin <= l);
-    return i < 0 ? QSHAPE_BUCKETS_MIN.length : i;
-  };
-  const total: ShapeRow = { destination: "TOTAL", total: 0, buckets: new Array<number>(width).fill(0) };
-  const by = new Map<string, ShapeRow>();
-  for (const r of rows) {
-    const row = by.get(r.nexthop) ?? { destination: r.nexthop, total: 0, buckets: new Array<number>(width).fill(0) };
-    by.set(r.nexthop, row);
-    const b = bucket(Math.max(0, now - r.create_time) / 60);
-    row.buckets[b]! += r.n;
-    row.total += r.n;
-    total.buckets[b]! += r.n;
-    total.total += r.n;
-  }
-  return [total, ...[...by.values()].sort((a, b) => b.total - a.total || (a.destination < b.destination ? -1 : 1))];
+  return shapeOf(rows.map((r) => ({ destination: r.nexthop, ageSec: Math.max(0, now - r.create_time), n: r.n })));
 }
