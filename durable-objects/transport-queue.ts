@@ -170,15 +170,11 @@ export class TransportQueue extends DurableObject<Env> {
       const res = this.run({ kind: "remove", now: nowSec(), messageId: coreId });
       waiting.push(...(res.removed ?? []).map((r) => r.address));
     }
-    for (const coreId of incomingOf(sql, messageId)) {
+    // Outside the core: waiting for room (incoming) or for a retry.
+    for (const coreId of [...incomingOf(sql, messageId), ...retriesOf(sql, messageId)]) {
       attempt = Math.max(attempt, parseCoreId(coreId).attempt);
       waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
       dropIncoming(sql, coreId);
-      noteFinished(sql, coreId);
-    }
-    for (const coreId of retriesOf(sql, messageId)) {
-      attempt = Math.max(attempt, parseCoreId(coreId).attempt);
-      waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
       forgetAttempt(sql, coreId);
       noteFinished(sql, coreId);
     }

@@ -87,12 +87,6 @@ export function cancelRecipients(sql: SqlStorage, id: string, domain: string | n
   return rows.map((r) => r.address);
 }
 
-/** Whether the message has recipients that are not final (at `domain` when given). */
-export function hasOpenRecipients(sql: SqlStorage, id: string, domain: string | null): boolean {
-  const rows = sql.exec<{ address: string }>(`SELECT address FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).toArray();
-  return rows.some((r) => domain === null || r.address.toLowerCase().endsWith(`@${domain.toLowerCase()}`));
-}
-
 /** Release or requeue: open recipients become `incoming` for a new admission. Returns how many. */
 export function readmitMessage(sql: SqlStorage, id: string, reroute: boolean, nowMs: number, usedAttempt = 0): number {
   const ctl = controlOf(sql, id);

@@ -30,7 +30,7 @@ import { outboxOf } from "../../consumers/classify-message";
 import { parseInput, readJson } from "../body";
 import { ApiError } from "../errors";
 import type { AppEnv } from "../app";
-import { RoleCache, roleOf } from "./admin/operator";
+import { RoleCache, scopeOf } from "./admin/operator";
 
 /** Largest request body these routes read. */
 const BODY_LIMIT = 16 * 1024;
@@ -41,11 +41,6 @@ const MESSAGES = {
   already_held: "The email is already held.",
   no_match: "The email has no recipient left to cancel.",
 } as const;
-
-/** The tenant a key acts for: null (any) for an operator key. */
-async function scope(c: Context<AppEnv>, roles: RoleCache): Promise<string | null> {
-  return (await roleOf(c, roles)) === "operator" ? null : c.get("tenant");
-}
 
 function answer(c: Context<AppEnv>, id: string, action: string, r: ControlResult) {
   if (r.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
@@ -82,7 +77,7 @@ export function controlRoutes() {
   };
   r.post("/cancel", async (c) => {
     const f = parseInput(CancelFilterSchema, (await readJson(c, BODY_LIMIT)).value);
-    const tenant = await scope(c, roles);
+    const tenant = await scopeOf(c, roles);
     if (tenant !== null && f.tenant !== undefined && f.tenant !== tenant) throw new ApiError(403, "restricted_api_key", "A tenant key can only cancel its own tenant's mail.");
     const found = await matching(c.env.DB, f, tenant);
     const page = found.slice(0, f.limit);
@@ -94,13 +89,13 @@ export function controlRoutes() {
     }
     return c.json({ object: "cancellation", messages, recipients, has_more: found.length > f.limit });
   });
-  r.post("/:id/hold", async (c) => { const id = idOf(c); return answer(c, id, "hold", await outboxOf(c.env, id).holdMessage(id, await scope(c, roles))); });
-  r.post("/:id/release", async (c) => { const id = idOf(c); return answer(c, id, "release", await outboxOf(c.env, id).releaseMessage(id, await scope(c, roles))); });
-  r.post("/:id/requeue", async (c) => { const id = idOf(c); return answer(c, id, "requeue", await outboxOf(c.env, id).requeueMessage(id, await scope(c, roles))); });
+  r.post("/:id/hold", async (c) => { const id = idOf(c); return answer(c, id, "hold", await outboxOf(c.env, id).holdMessage(id, await scopeOf(c, roles))); });
+  r.post("/:id/release", async (c) => { const id = idOf(c); return answer(c, id, "release", await outboxOf(c.env, id).releaseMessage(id, await scopeOf(c, roles))); });
+  r.post("/:id/requeue", async (c) => { const id = idOf(c); return answer(c, id, "requeue", await outboxOf(c.env, id).requeueMessage(id, await scopeOf(c, roles))); });
   r.post("/:id/cancel", async (c) => {
     const id = idOf(c);
     const body = (c.req.header("content-length") ?? "0") === "0" ? {} : parseInput(CancelOneSchema, (await readJson(c, BODY_LIMIT)).value);
-    return answer(c, id, "cancel", await outboxOf(c.env, id).cancelRecipients(id, await scope(c, roles), body.domain ?? null));
+    return answer(c, id, "cancel", await outboxOf(c.env, id).cancelRecipients(id, await scopeOf(c, roles), body.domain ?? null));
   });
   return r;
 }

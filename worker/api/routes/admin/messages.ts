@@ -24,16 +24,12 @@ import type { AppEnv } from "../../app";
 import { parseInput } from "../../body";
 import { emailObject } from "../../email-view";
 import { ApiError } from "../../errors";
-import { roleOf, type RoleCache } from "./operator";
+import { scopeOf, type RoleCache } from "./operator";
 import { EventsQuerySchema, SearchQuerySchema } from "./schemas";
 
 const notFound = () => new ApiError(404, "not_found", "Email not found.");
 
 /** The tenant whose mail the request may see: its own, or null (all) for an operator. */
-async function scopeOf(c: Context<AppEnv>, cache: RoleCache): Promise<string | null> {
-  return (await roleOf(c, cache)) === "operator" ? null : c.get("tenant");
-}
-
 /** The tenant of a message the caller may see, or a 404. */
 async function visibleTenant(c: Context<AppEnv>, cache: RoleCache, id: string): Promise<string> {
   if (!isMessageId(id)) throw notFound();

@@ -4,6 +4,7 @@
  * DESCRIPTION
  *   RoleCache        key hash → role for `ttlMs` (30 s) in this isolate, like auth.ts's KeyCache.
  *   roleOf(c, cache) the role of the request's key ('tenant' | 'operator').
+ *   scopeOf(c, cache) the tenant the key acts on, null for an operator key (every tenant).
  *   requireOperator(cache)  Hono middleware: runs after requireApiKey (the key is known to be live)
  *                    and answers 403 restricted_api_key for a tenant key.
  *
@@ -32,6 +33,11 @@ export async function roleOf(c: Context<AppEnv>, cache: RoleCache): Promise<KeyR
     cache.set(hash, role, now);
   }
   return role;
+}
+
+/** The tenant whose mail the request's key acts on: null (every tenant) for an operator key. */
+export async function scopeOf(c: Context<AppEnv>, cache: RoleCache): Promise<string | null> {
+  return (await roleOf(c, cache)) === "operator" ? null : c.get("tenant");
 }
 
 /** 403 unless the key is an operator key. */
