@@ -28,6 +28,16 @@ const migrations = await readD1Migrations("./migrations");
 const { generateKeyPairSync } = await import("node:crypto");
 const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }).toString();
 
+// Shared by the projects where mail flows end to end (delivery, delivery-tls, webhooks): the
+// Transport DOs dispatch on their own, back-off is 1–2 s so retries and revivals happen within a
+// test, and the classify and deliver consumers run without batching delay.
+const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4" };
+const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
+const immediateConsumers = {
+  classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
+  deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+};
+
 export default defineConfig({
   test: {
     projects: [
@@ -77,17 +87,16 @@ export default defineConfig({
             miniflare: {
               // Back-off of 1–2 s, so retries and dead-destination revival happen within a test.
               bindings: {
-                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
+                ...autoDispatch,
                 // The "limited" transport (concurrency.test.ts) learns with Postfix's classic 1/concurrency
                 // positive feedback, as in the seed README's limiter experiment.
                 // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
-                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
+                SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
                 DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site",
                 EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
               },
               queueConsumers: {
-                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
-                deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+                ...immediateConsumers,
               },
             },
           })),
@@ -109,13 +118,12 @@ export default defineConfig({
             wrangler: { configPath: "./wrangler.toml" },
             miniflare: {
               bindings: {
-                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
-                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+                ...autoDispatch,
+                SCHEDULER_CONFIG: JSON.stringify(fastBackoff),
                 RELAY_TLS: "required", RELAY_USERNAME: "cohort", RELAY_PASSWORD: "s3cret-pass",
               },
               queueConsumers: {
-                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
-                deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+                ...immediateConsumers,
               },
             },
           })),
@@ -139,14 +147,13 @@ export default defineConfig({
             wrangler: { configPath: "./wrangler.toml" },
             miniflare: {
               bindings: {
-                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4",
-                SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+                ...autoDispatch,
+                SCHEDULER_CONFIG: JSON.stringify(fastBackoff),
                 SMARTHOST: `[127.0.0.1]:${inject("webhookSink").smtpPort}`, RELAY_TLS: "off",
                 WEBHOOK_RETRY_SCALE: "0.0001", WEBHOOK_TIMEOUT_MS: "5000",
               },
               queueConsumers: {
-                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
-                deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
+                ...immediateConsumers,
                 webhooks: { maxBatchTimeout: 0, maxBatchSize: 50 },
                 "webhooks-slow": { maxBatchTimeout: 0, maxBatchSize: 50 },
               },
