@@ -14,7 +14,7 @@
 import autocannon from "autocannon";
 import { parseArgs } from "node:util";
 import { compose } from "../worker/mail/compose";
-import { startDevServer, type DevServer } from "./lib/dev-server";
+import { startDevServer, type DevServer, devFetch } from "./lib/dev-server";
 
 const { values } = parseArgs({
   options: { duration: { type: "string", default: "10" }, connections: { type: "string", default: "10" }, json: { type: "boolean", default: false } },
@@ -42,10 +42,10 @@ type Case = { acceptPerS: number; p50: number; p99: number; total: number; faile
 async function classifyLag(server: DevServer, body: string): Promise<number | null> {
   const auth = { authorization: `Bearer ${server.key}` };
   const t0 = Date.now();
-  const res = await fetch(`${server.url}/emails`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body });
+  const res = await devFetch(`${server.url}/emails`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body });
   const { id } = (await res.json()) as { id: string };
   while (Date.now() - t0 < 120_000) {
-    const email = (await (await fetch(`${server.url}/emails/${id}`, { headers: auth })).json()) as { recipients: { status: string }[] };
+    const email = (await (await devFetch(`${server.url}/emails/${id}`, { headers: auth })).json()) as { recipients: { status: string }[] };
     if (email.recipients.every((r) => r.status !== "incoming")) return (Date.now() - t0) / 1000;
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -25,7 +25,7 @@ import { parseArgs } from "node:util";
 import { promisify } from "node:util";
 import { Webhook } from "standardwebhooks";
 import { startReceiver, type Receiver } from "../test/integration/webhooks/receiver";
-import { startDevServer, type DevServer } from "./lib/dev-server";
+import { startDevServer, type DevServer, devFetch } from "./lib/dev-server";
 import { WRANGLER_ENV } from "./lib/keys";
 import { startCatcher, type Catcher } from "./lib/smtp-catcher";
 
@@ -63,7 +63,7 @@ async function routeToCatcher(state: string, smtpPort: number): Promise<void> {
 }
 
 async function api<T>(s: DevServer, method: string, path: string, body: unknown): Promise<T> {
-  const res = await fetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await devFetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }

@@ -16,13 +16,14 @@
  *
  *   Accounting per recipient of every accepted message: delivered (at the sink), bounced
  *   (`reject-`, GET /emails/:id), other final, or unaccounted (a loss). Duplicates are copies
- *   beyond the first; one is "explained" when a kill fell between its first and its last copy
- *   (the entry was in flight at the kill), otherwise it is a failure.
+ *   beyond the first; one is "explained" when a kill overlaps the span of its copies (the entry
+ *   was in flight at the kill, see core/duplicates.ts), otherwise it is a failure.
  *
  * ERRORS
  *   A failed start is thrown; everything started is stopped.
  */
 import { startCatcher, type Catcher } from "../lib/smtp-catcher";
+import { explainedByKill, type KillSpan } from "./core/duplicates";
 import { FINAL, recipientsOf, request, sleep } from "./lib/api";
 import { headerOf, Ledger, rawOf } from "./lib/mail";
 import type { CampaignResult } from "./lib/report";
@@ -96,7 +97,9 @@ function summarise(statuses: number[]): string {
   return out.join(" ");
 }
 
-interface KillLog { atMs: number; pids: number; restartMs: number }
+/** A kill: `atMs` when it began (the process tree is listed first, which takes a moment),
+ * `killedMs` when every process of the tree was signalled and wrangler had exited. */
+interface KillLog extends KillSpan { pids: number; restartMs: number }
 
 async function killer(rt: Runtime, kills: number, seed: number, done: () => boolean, log: (l: string) => void): Promise<KillLog[]> {
   const rng = createRng(seed ^ 0x5eed);
@@ -107,7 +110,7 @@ async function killer(rt: Runtime, kills: number, seed: number, done: () => bool
     const pids = await rt.kill9();
     const t0 = Date.now();
     await rt.start();
-    out.push({ atMs, pids, restartMs: Date.now() - t0 });
+    out.push({ atMs, killedMs: t0, pids, restartMs: Date.now() - t0 });
     log(`  kill ${k + 1}/${kills}: SIGKILL to ${pids} processes; back after ${((Date.now() - t0) / 1000).toFixed(1)} s${done() ? " (during the drain)" : ""}`);
   }
   return out;
@@ -204,7 +207,7 @@ function tally(planned: Planned[], ids: Map<number, string>, ledger: Ledger, fin
       if (copies.length > 1) {
         t.dupCopies += copies.length - 1;
         const first = Math.min(...copies), last = Math.max(...copies);
-        if (killLog.some((k) => k.atMs >= first && k.atMs <= last)) t.dupExplained += copies.length - 1;
+        if (explainedByKill(copies, killLog)) t.dupExplained += copies.length - 1;
         else {
           // Seconds between the copies, and from the last kill before the first copy (a lease
           // that ran out, or a redelivered queue message, shows here).

@@ -147,10 +147,11 @@ async function sustain(rt: Runtime, sinks: Sinks, rate: number, seconds: number,
     const due = t0 + (sent / rate) * 1000;
     if (Date.now() < due) { await sleep(Math.min(50, due - Date.now())); continue; }
     if (inFlight >= 64) { await sleep(5); continue; }
-    const { body, rcpts, flap } = loadBody(counter.seq++, rng);
+    const seq = counter.seq++;
+    const { body, rcpts, flap } = loadBody(seq, rng);
     sent++;
     inFlight++;
-    posts.push(request(rt, "POST", "/emails", body).then((a) => {
+    posts.push(request(rt, "POST", "/emails", body, { "idempotency-key": `load-${seq}` }).then((a) => {
       inFlight--;
       if (a.status === 200) { ok++; counter.rcpts += rcpts; counter.flap += flap; }
       if (a.status === 0 || a.status >= 500) { fiveXx++; if (errors.length < 5) errors.push(`${a.status} after ${Math.round(a.ms)} ms: ${JSON.stringify(a.body).slice(0, 200)}`); }

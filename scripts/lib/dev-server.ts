@@ -10,6 +10,13 @@
  *                               start, see frozenBundle), waits for GET /health → 200.
  *                               Returns { url, key, state, stop }.
  *   freePort()                  a free TCP port on 127.0.0.1.
+ *   devFetch(url, init?, onReset?)  fetch() to a wrangler dev that sends a request again (up to 5
+ *                               times) when wrangler's ProxyWorker answers its own 503 "Your
+ *                               worker restarted mid-request": it lost a pooled connection to
+ *                               workerd that kj had just closed as idle (workers-sdk#14641),
+ *                               the request never reached the Worker and nothing restarted.
+ *                               `onReset` is called for each; every other answer is returned.
+ *   isDevProxyReset(status, text)  whether an answer is that 503.
  *
  * ERRORS
  *   Rejects (after stopping what it started) when wrangler exits early or /health does not
@@ -32,6 +39,24 @@ export interface DevServer {
   /** The server's local state directory (wrangler --persist-to). */
   state: string;
   stop: () => Promise<void>;
+}
+
+const DEV_PROXY_RESET = /^Your worker restarted mid-request/;
+
+/** Whether an answer is wrangler dev's ProxyWorker 503 for a lost connection to workerd. */
+export function isDevProxyReset(status: number, text: string): boolean {
+  return status === 503 && DEV_PROXY_RESET.test(text);
+}
+
+/** fetch() that sends again what wrangler dev's proxy dropped (see the header). */
+export async function devFetch(url: string, init: RequestInit = {}, onReset: () => void = () => undefined): Promise<Response> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(url, init);
+    if (res.status !== 503 || attempt >= 5) return res;
+    const text = await res.text();
+    if (!isDevProxyReset(res.status, text)) return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
+    onReset();
+  }
 }
 
 /** A free TCP port on 127.0.0.1. */

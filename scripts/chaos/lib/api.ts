@@ -4,6 +4,10 @@
  * DESCRIPTION
  *   request(rt, method, path, body?, headers?)  one API call → { status, body (parsed JSON or
  *                          text), ms }; a network error (the runtime was killed) → status 0.
+ *                          wrangler dev's own 503 for a connection its proxy lost (not an
+ *                          answer of the relay, see devFetch in scripts/lib/dev-server.ts) is
+ *                          sent again, up to 5 times, and counted in proxyResets.
+ *   proxyResets            how many requests were sent again that way (campaigns report it).
  *   recipientsOf(rt, id)   GET /emails/:id recipients[] (status, attempts, last_response…).
  *   eventsOf(rt, ids)      the events of those emails: from the pull feed GET /relay/events
  *                          when the runtime serves it, otherwise from the D1 `events` table.
@@ -11,6 +15,7 @@
  *   destinationsOf(rt)     GET /relay/destinations when served, else null ("not checked").
  *   FINAL                  recipient statuses that end a recipient's story.
  */
+import { devFetch } from "../../lib/dev-server";
 import type { Runtime } from "./runtime";
 
 /** An API answer. */
@@ -50,14 +55,17 @@ function normalise(type: string, emailId: string, recipient: string | null, data
 /** Recipient statuses that are final. */
 export const FINAL = new Set(["delivered", "bounced", "expired", "suppressed", "cancelled"]);
 
+/** Requests sent again after wrangler dev's ProxyWorker answered 503 for a lost connection. */
+export const proxyResets = { count: 0 };
+
 /** One API call; status 0 when the connection failed. */
 export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000): Promise<Answer> {
   const t0 = performance.now();
   try {
-    const res = await fetch(`${rt.url}${path}`, {
+    const res = await devFetch(`${rt.url}${path}`, {
       method, body, signal: AbortSignal.timeout(timeoutMs),
       headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
-    });
+    }, () => proxyResets.count++);
     const text = await res.text();
     let parsed: unknown = text;
     try { parsed = JSON.parse(text); } catch { /* not JSON */ }

@@ -17,11 +17,17 @@
  *     rssKb()             the summed RSS of the tree (kB), from /proc.
  *     sql(query)          runs SQL on the local D1 (wrangler d1 execute --json), rows back.
  *
+ * ENVIRONMENT
+ *   CHAOS_LOG_LEVEL       wrangler's --log-level (default warn; debug shows the ProxyWorker's
+ *                         answers and workerd's kj exceptions).
+ *   CHAOS_LOG_FILE        a file every line wrangler and workerd print is appended to.
+ *
  * ERRORS
  *   start() rejects when wrangler exits early or /health does not answer within 90 s; the tail
  *   of wrangler's log is included.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import { cp, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -176,10 +182,11 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const inspector = await freePort();
     output = "";
     const c = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-      "--persist-to", state, "--test-scheduled", "--show-interactive-dev-session=false", "--log-level", "warn", ...varArgs],
+      "--persist-to", state, "--test-scheduled", "--show-interactive-dev-session=false", "--log-level", process.env.CHAOS_LOG_LEVEL ?? "warn", ...varArgs],
       { cwd: src, env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     const append = (b: Buffer) => {
       const text = b.toString();
+      if (process.env.CHAOS_LOG_FILE) appendFileSync(process.env.CHAOS_LOG_FILE, text);
       output = (output + text).slice(-20_000);
       for (const line of text.split("\n")) if (/error|exception|uncaught/i.test(line)) errors.push(line.slice(0, 600));
       if (errors.length > 400) errors.splice(0, errors.length - 400);

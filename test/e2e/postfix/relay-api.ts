@@ -18,6 +18,7 @@
  *   Rejects on a non-2xx answer, with the status and body.
  */
 import { pool } from "../../../worker/lib/pool";
+import { devFetch } from "../../../scripts/lib/dev-server";
 
 /** Where the relay answers and with which key. */
 export interface RelayApi {
@@ -40,7 +41,7 @@ export function buildApiMessages(n: number, domain: string, run: string): ApiMes
 }
 
 async function call(relay: RelayApi, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${relay.url}${path}`, {
+  const res = await devFetch(`${relay.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${relay.key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
