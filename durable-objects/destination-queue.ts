@@ -43,12 +43,26 @@ export class DestinationQueue extends DurableObject<Env> {
 
   /** Applies a delivery report; answers the window and, if dead, when it comes back. */
   async report(r: DestinationReport & { transport: string }): Promise<{ window: number; deadUntil: number }> {
+    return this.reportMany([r]);
+  }
+
+  /**
+   * Applies several delivery reports in order (as many report() calls would) and answers the
+   * state after the last; one storage alarm, the last one asked for.
+   */
+  async reportMany(reports: (DestinationReport & { transport: string })[]): Promise<{ window: number; deadUntil: number }> {
     const now = Math.floor(Date.now() / 1000);
-    const p = this.params(r.transport);
-    const step = applyDestinationReport(this.record ?? createDestination(r.transport, p), r, now, p);
-    this.save(step.record, step.event);
-    if (step.alarmAt !== null) await this.ctx.storage.setAlarm(step.alarmAt * 1000);
-    return step.answer;
+    let answer = this.record ? { window: this.record.window, deadUntil: this.record.deadUntil } : { window: 0, deadUntil: 0 };
+    let alarmAt: number | null = null;
+    for (const r of reports) {
+      const p = this.params(r.transport);
+      const step = applyDestinationReport(this.record ?? createDestination(r.transport, p), r, now, p);
+      this.save(step.record, step.event);
+      if (step.alarmAt !== null) alarmAt = step.alarmAt;
+      answer = step.answer;
+    }
+    if (alarmAt !== null) await this.ctx.storage.setAlarm(alarmAt * 1000);
+    return answer;
   }
 
   /** The record (null if never reported) and the history, oldest first. */

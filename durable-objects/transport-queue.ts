@@ -107,6 +107,16 @@ export class TransportQueue extends DurableObject<Env> {
     return res;
   }
 
+  /**
+   * Applies several delivery reports (each exactly as report() would, in order) and dispatches
+   * once after the last: the delivery agent's answer for one session's entries.
+   */
+  async reportMany(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[]): Promise<ReportAnswer[]> {
+    const res = reports.map((r) => this.reportCore(r.entryId, r.report, r.finalIdx));
+    await this.pump();
+    return res;
+  }
+
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
   async leased(entryIds: number[]): Promise<number[]> {
     return entryIds.filter((id) => hasLease(this.ctx.storage.sql, id));

@@ -18,11 +18,15 @@
  *                               `onReset` is called for each; every other answer is returned.
  *   isDevProxyReset(status, text)  whether an answer is that 503.
  *
+ * ENVIRONMENT
+ *   DEV_LOG_FILE                a file every line wrangler and workerd print is appended to.
+ *
  * ERRORS
  *   Rejects (after stopping what it started) when wrangler exits early or /health does not
  *   answer within 60 s; wrangler's log is included.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -121,7 +125,7 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
     "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn",
     ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
-  const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); };
+  const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString()); };
   child.stdout?.on("data", append);
   child.stderr?.on("data", append);
   const url = `http://127.0.0.1:${port}`;

@@ -37,4 +37,16 @@ describe("DestinationQueue Durable Object", () => {
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     expect((await stub.get()).record).toMatchObject({ window: 5, deadUntil: 0, reason: null });
   });
+
+  it("applies a batch of reports exactly as the same reports one by one", async () => {
+    const reports = [5, 3, 2, 4].map((busy, i) => ({ transport: "smtp", busy, siteFailure: i === 3 ? null : fail }));
+    const one = env.DESTINATION_QUEUE.getByName("smtp:one-by-one.example");
+    let last = { window: 0, deadUntil: 0 };
+    for (const r of reports) last = await one.report(r);
+    const batch = env.DESTINATION_QUEUE.getByName("smtp:batched.example");
+    expect(await batch.reportMany(reports)).toEqual(last);
+    const [a, b] = [await one.get(), await batch.get()];
+    expect(b.record).toEqual(a.record);
+    expect(b.history.map((h) => ({ ...h, at: 0 }))).toEqual(a.history.map((h) => ({ ...h, at: 0 })));
+  });
 });

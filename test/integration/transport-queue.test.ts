@@ -28,6 +28,20 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     expect(again.applied).toBe(false); // reports are idempotent by entry id
   });
 
+  it("applies a batch of reports as the same reports one by one, idempotent by entry id", async () => {
+    const one = env.TRANSPORT_QUEUE.getByName("smtp-reports-one");
+    const many = env.TRANSPORT_QUEUE.getByName("smtp-reports-many");
+    for (const stub of [one, many]) await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(120, ["a.example", "b.example", "c.example"]) });
+    const [a, b] = [await one.dispatch(100), await many.dispatch(100)];
+    const outcome = (i: number) => (i === 1 ? { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "connection refused" } } : { status: "ok" as const });
+    const singly = [];
+    for (const [i, e] of a.entries.entries()) singly.push(await one.report(e.entryId, outcome(i)));
+    const batched = await many.reportMany(b.entries.map((e, i) => ({ entryId: e.entryId, report: outcome(i), finalIdx: [] })));
+    expect(batched.map((r) => ({ ...r, effects: r.effects.map((e) => e.kind) }))).toEqual(singly.map((r) => ({ ...r, effects: r.effects.map((e) => e.kind) })));
+    expect(await snapshotOf(many)).toEqual(await snapshotOf(one));
+    expect((await many.reportMany([{ entryId: b.entries[0]!.entryId, report: { status: "ok" }, finalIdx: [] }]))[0]!.applied).toBe(false);
+  });
+
   it("restores exactly the same core state after the object is evicted", async () => {
     const id = env.TRANSPORT_QUEUE.idFromName("smtp-evict");
     let stub = env.TRANSPORT_QUEUE.get(id);

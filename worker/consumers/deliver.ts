@@ -22,6 +22,7 @@
  */
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
+import type { ReportAnswer } from "../../durable-objects/transport-types";
 import { outboxOf } from "./classify-message";
 import { indexMessages } from "./deliver-index";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget, splitForSessions } from "./deliver-plan";
@@ -49,46 +50,81 @@ interface Finished {
 }
 
 /**
- * Records one entry's outcome: final recipients first in its Outbox (authoritative; a final
- * recipient is never sent again, also when this queue message is redelivered), then the report
- * to its Transport DO, then the deferred recipients with the next attempt time the DO decided
- * (known once the attempt's last entry is done).
+ * Records the outcomes of one session's entries: final recipients first, each in its Outbox
+ * (authoritative; a final recipient is never sent again, also when its queue message is
+ * redelivered), then one report of every recorded entry to their Transport DO (it dispatches
+ * once for all of them), then the deferred recipients with the next attempt time the DO decided
+ * (known once the attempt's last entry is done). Each queue message is acked once its entry is
+ * recorded, or retried on its own; returns what the Destination DOs need of the acked ones.
  */
-async function finish(env: Env, part: SessionPart): Promise<Finished> {
-  const { job } = part;
-  const v = judgeEntry(job, part.matched, part.txn, part.site);
-  const outbox = outboxOf(env, job.messageId);
-  const finals = v.outcomes.filter((o) => o.status !== "deferred");
-  if (finals.length > 0) await outbox.recordOutcome(job.messageId, finals, true);
-  const report = { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) };
-  const answer = await env.TRANSPORT_QUEUE.getByName(job.transport).report(job.entryId, report, v.finalIdx);
-  // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
-  const coreId = coreIdOf(job.messageId, job.attempt);
-  const deferred = answer.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
-  const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
-  const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
-  if (later.length > 0) await outbox.recordOutcome(job.messageId, later, true);
-  return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: report.siteFailure ?? null };
+async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise<Finished[]> {
+  const judged = parts.map((part, i) => ({ part, msg: items[i]!.msg, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
+  const recorded = await Promise.all(judged.map(async ({ part, msg, v }) => {
+    const finals = v.outcomes.filter((o) => o.status !== "deferred");
+    try {
+      if (finals.length > 0) await outboxOf(env, part.job.messageId).recordOutcome(part.job.messageId, finals, true);
+      return true;
+    } catch (e) {
+      fail(msg, "outcome", e);
+      return false;
+    }
+  }));
+  const open = judged.filter((_, i) => recorded[i]);
+  if (open.length === 0) return [];
+  const reports = open.map(({ part, v }) => ({
+    entryId: part.job.entryId,
+    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) },
+    finalIdx: v.finalIdx,
+  }));
+  let answers: ReportAnswer[];
+  try {
+    answers = await env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport).reportMany(reports);
+  } catch (e) {
+    for (const o of open) fail(o.msg, "report", e);
+    return [];
+  }
+  const finished = await Promise.all(open.map(async ({ part, msg, v }, i): Promise<Finished | null> => {
+    const { job } = part;
+    const answer = answers[i]!;
+    // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
+    const coreId = coreIdOf(job.messageId, job.attempt);
+    const deferred = answer.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
+    const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
+    const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
+    try {
+      if (later.length > 0) await outboxOf(env, job.messageId).recordOutcome(job.messageId, later, true);
+      msg.ack();
+    } catch (e) {
+      fail(msg, "report", e);
+      return null;
+    }
+    return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: reports[i]!.report.siteFailure ?? null };
+  }));
+  return finished.filter((f): f is Finished => f !== null);
 }
 
 /**
- * The Destination DOs are the authority on windows and dead state: each applied report goes to
- * its destination's DO, in order, and the last answer per destination is applied by the
- * Transport DO (normally it already agrees). With DESTINATION_GROUPING = "site" an `mx`
- * nexthop's DO is its MX site's (the sorted set of MX hosts), shared by every domain hosted
- * there. Best effort: the outcomes are recorded already, and the next report carries the
+ * The Destination DOs are the authority on windows and dead state: each destination's applied
+ * reports go to its DO in one call, in order, and its answer (the state after the last) is
+ * applied by the Transport DO (normally it already agrees). With DESTINATION_GROUPING = "site"
+ * an `mx` nexthop's DO is its MX site's (the sorted set of MX hosts), shared by every domain
+ * hosted there. Best effort: the outcomes are recorded already, and the next report carries the
  * destination's state again.
  */
 async function feedDestinations(env: Env, done: Finished[], site: string | null): Promise<void> {
-  const last = new Map<string, { transport: string; queue: string; verdict: { window: number; deadUntil: number } }>();
+  const byQueue = new Map<string, { name: string; transport: string; queue: string; reports: Finished[] }>();
+  for (const f of done) {
+    if (!f.destination) continue;
+    const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
+    const d = byQueue.get(`${f.transport}/${f.destination.queue}`) ?? { name, transport: f.transport, queue: f.destination.queue, reports: [] };
+    d.reports.push(f);
+    byQueue.set(`${f.transport}/${f.destination.queue}`, d);
+  }
   try {
-    for (const f of done) {
-      if (!f.destination) continue;
-      const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
-      const verdict = await env.DESTINATION_QUEUE.getByName(name).report({ transport: f.transport, busy: f.destination.busy, siteFailure: f.siteFailure });
-      last.set(`${f.transport}/${f.destination.queue}`, { transport: f.transport, queue: f.destination.queue, verdict });
+    for (const d of byQueue.values()) {
+      const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({ transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure })));
+      await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, verdict);
     }
-    for (const d of last.values()) await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, d.verdict);
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: destination feedback failed", detail: e instanceof Error ? e.message : String(e) }));
   }
@@ -143,19 +179,7 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
     for (const it of items) fail(it.msg, "session", e);
     return [];
   }
-  // The entries' records are independent (each its own Outbox message and lease): in parallel.
-  const finished = await Promise.all(parts.map(async (part, i): Promise<Finished | null> => {
-    const msg = items[i]!.msg;
-    try {
-      const f = await finish(env, part);
-      msg.ack();
-      return f;
-    } catch (e) {
-      fail(msg, "report", e);
-      return null;
-    }
-  }));
-  const done = finished.filter((f): f is Finished => f !== null);
+  const done = await finishAll(env, items, parts);
   await feedDestinations(env, done, site);
   return done.map((f) => f.messageId);
 }
