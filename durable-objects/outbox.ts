@@ -30,7 +30,7 @@ import { DurableObject } from "cloudflare:workers";
 import { shardOf } from "./storage/outbox-ids";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueForClassify,
+  applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong, dueForClassify,
   insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage } from "./storage/outbox-control";
@@ -120,7 +120,7 @@ export class Outbox extends DurableObject<Env> {
   async decide(id: string, results: ClassifyResult[]): Promise<ClassifyWork | null> {
     const now = Date.now();
     this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
-    await this.afterChange(now);
+    await this.afterChange(now, [id], []);
     return claimClassifyWork(this.sql, id, now);
   }
 
@@ -232,7 +232,7 @@ export class Outbox extends DurableObject<Env> {
       if (dsnEnabled(this.env)) planDsn(this.sql, id, ok, now);
       return ok.length;
     });
-    if (applied > 0) await this.afterChange(now, indexedByCaller ? [] : [id]);
+    if (applied > 0) await this.afterChange(now, [id], indexedByCaller ? [] : [id]);
     return { applied, done: readView(this.sql, id, now)?.state === "done" };
   }
 
@@ -241,7 +241,7 @@ export class Outbox extends DurableObject<Env> {
     if (!dsnEnabled(this.env)) return;
     const now = Date.now();
     this.ctx.storage.transactionSync(() => planDelayNotice(this.sql, id, addresses, reason, retryUntilMs, now));
-    await this.afterChange(now);
+    await this.afterChange(now, [], []);
   }
 
   /** Makes sure the sweeper will run (the cron calls this for every shard). */
@@ -264,11 +264,15 @@ export class Outbox extends DurableObject<Env> {
     if (hasOpenWork(this.sql) || orphans.listed > 0) await this.armSweep(now, true);
   }
 
-  /** After a change: send notices, hand changed messages to the index, delete finished bodies, re-arm. */
-  private async afterChange(now: number, changed: string[] = []): Promise<void> {
-    changed = [...changed, ...(await this.sendNotices(now))];
-    await deleteDoneBodies(this.sql, this.env.BODIES);
-    markClassifySent(this.sql, dueForClassify(this.sql, now, 0, 100).filter((id) => changed.includes(id)), now);
+  /**
+   * After a change to the `touched` messages: send notices, delete the bodies of those now done,
+   * hand `index` (and new notices) to the classify queue, re-arm. Only these messages are looked
+   * at, by key: the work per change does not grow with the shard's backlog (the sweeper scans).
+   */
+  private async afterChange(now: number, touched: string[], index: string[] = touched): Promise<void> {
+    const changed = [...index, ...(await this.sendNotices(now))];
+    await deleteDoneBodies(this.sql, this.env.BODIES, 500, touched);
+    markClassifySent(this.sql, dueAmong(this.sql, changed, now), now);
     await this.enqueue(changed);
     await this.armSweep(now);
   }

@@ -15,6 +15,7 @@
  *   readEnvelope         what the delivery stage sends (sender, size, recipients).
  *   applyOutcome         the delivery stage's report for one recipient.
  *   finishIfDone         marks a message done once every recipient is final.
+ *   dueAmong           which of some messages are due for classification now (after a change).
  *   dueForClassify / unindexed / markClassifySent   the sweeper's re-trigger lists: messages
  *                        never classified, and messages whose events never reached D1.
  *
@@ -207,16 +208,21 @@ export function finishIfDone(sql: SqlStorage, id: string, nowMs: number): boolea
   return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0 WHERE id = ? AND state = 'open'", nowMs, id).rowsWritten > 0;
 }
 
-/** Open messages whose classification is due and was not triggered within `graceMs`. */
-export function dueForClassify(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
-  return sql.exec<{ id: string }>(
-    `SELECT id FROM message WHERE unclassified = 1 AND state = 'open' AND (
+/** The condition "classification is due and was not triggered since ?1", for the two queries below. */
+const DUE_FOR_CLASSIFY = `unclassified = 1 AND state = 'open' AND (
        (scheduled_at IS NULL AND COALESCE(classify_sent_at, created_at) <= ?1)
        OR (scheduled_at IS NOT NULL AND scheduled_at <= ?2
-           AND (classify_sent_at IS NULL OR classify_sent_at < scheduled_at OR classify_sent_at <= ?1)))
-     ORDER BY created_at LIMIT ?3`,
-    nowMs - graceMs, nowMs, limit,
-  ).toArray().map((r) => r.id);
+           AND (classify_sent_at IS NULL OR classify_sent_at < scheduled_at OR classify_sent_at <= ?1)))`;
+
+/** Open messages whose classification is due and was not triggered within `graceMs`. */
+export function dueForClassify(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
+  return sql.exec<{ id: string }>(`SELECT id FROM message WHERE ${DUE_FOR_CLASSIFY} ORDER BY created_at LIMIT ?3`, nowMs - graceMs, nowMs, limit)
+    .toArray().map((r) => r.id);
+}
+
+/** Those of `ids` whose classification is due now (each looked up by its key, never a scan). */
+export function dueAmong(sql: SqlStorage, ids: readonly string[], nowMs: number): string[] {
+  return ids.filter((id) => sql.exec(`SELECT 1 FROM message WHERE id = ?3 AND ${DUE_FOR_CLASSIFY}`, nowMs, nowMs, id).toArray().length > 0);
 }
 
 /** Messages with events older than `graceMs` still not forwarded to D1 (their index is behind). */

@@ -6,7 +6,8 @@
  *                      cursor kept in `meta`) and deletes those older than the grace period that
  *                      have no envelope: a request that stopped between the body write and the
  *                      envelope commit (qmail's mess/ without todo/).
- *   deleteDoneBodies   deletes the bodies of messages whose recipients are all final.
+ *   deleteDoneBodies   deletes the bodies of messages whose recipients are all final (every
+ *                      such message, or only those `among` the given ids).
  *   purgeFinished      forgets finished messages past their retention, and expired idempotency
  *                      records.
  *   hasOpenWork        whether the shard still holds anything the sweeper must come back for.
@@ -54,11 +55,12 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
 }
 
 /** Deletes the bodies of finished messages; returns the message ids whose bodies went. */
-export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, limit = 500): Promise<string[]> {
+export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, limit = 500, among: readonly string[] | null = null): Promise<string[]> {
   // A message with a notice still to send keeps its body: the notice quotes its headers.
-  const ids = sql.exec<{ id: string }>(
-    "SELECT id FROM message WHERE state = 'done' AND body_deleted = 0 AND id NOT IN (SELECT message_id FROM dsn_pending) LIMIT ?", limit,
-  ).toArray().map((r) => r.id);
+  const DONE = "state = 'done' AND body_deleted = 0 AND id NOT IN (SELECT message_id FROM dsn_pending)";
+  const ids = among === null
+    ? sql.exec<{ id: string }>(`SELECT id FROM message WHERE ${DONE} LIMIT ?`, limit).toArray().map((r) => r.id)
+    : among.filter((id) => sql.exec(`SELECT 1 FROM message WHERE id = ? AND ${DONE}`, id).toArray().length > 0).slice(0, limit);
   if (ids.length === 0) return ids;
   await bucket.delete(ids.map(bodyKey));
   for (const id of ids) sql.exec("UPDATE message SET body_deleted = 1 WHERE id = ?", id);

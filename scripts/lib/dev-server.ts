@@ -8,7 +8,7 @@
  *                               inspector ports chosen free; `vars` override wrangler.toml's
  *                               [vars] with --var; `frozen` serves a bundle built once at the
  *                               start, see frozenBundle), waits for GET /health → 200.
- *                               Returns { url, key, state, stop }.
+ *                               Returns { url, key, state, inspector, stop }.
  *   freePort()                  a free TCP port on 127.0.0.1.
  *   devFetch(url, init?, onReset?)  fetch() to a wrangler dev that sends a request again (up to 5
  *                               times) when wrangler's ProxyWorker answers its own 503 "Your
@@ -42,6 +42,8 @@ export interface DevServer {
   key: string;
   /** The server's local state directory (wrangler --persist-to). */
   state: string;
+  /** wrangler's inspector port (Chrome DevTools Protocol, e.g. for CPU profiles). */
+  inspector: number;
   stop: () => Promise<void>;
 }
 
@@ -139,5 +141,5 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
     await stop();
     throw e;
   }
-  return { url, key, state, stop };
+  return { url, key, state, inspector, stop };
 }
