@@ -3,14 +3,18 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-/** A CA bundle file with the extra CAs already configured (if any) plus the test CA. */
+/**
+ * A CA bundle file with the extra CAs already configured (if any) plus the test CA and the one
+ * self-signed certificate the delivery-tls tests choose to trust (test/fixtures/tls/README.md).
+ */
 function withTestCa(extra: string | undefined): string {
   let bundle = "";
   try {
     bundle = extra ? readFileSync(extra, "utf8") : "";
   } catch { /* an unreadable bundle adds nothing */ }
   const file = join(tmpdir(), `cohort-test-ca-${process.getuid?.() ?? 0}.pem`);
-  writeFileSync(file, `${bundle}\n${readFileSync(new URL("./test/fixtures/tls/ca.pem", import.meta.url), "utf8")}`);
+  const fixture = (name: string) => readFileSync(new URL(`./test/fixtures/tls/${name}`, import.meta.url), "utf8");
+  writeFileSync(file, `${bundle}\n${fixture("ca.pem")}\n${fixture("pinned.pem")}`);
   return file;
 }
 
@@ -18,8 +22,9 @@ function withTestCa(extra: string | undefined): string {
 // import time, so it must be set before the pool is loaded.
 process.env.WRANGLER_SEND_METRICS ??= "false";
 process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
-// The delivery-tls project's test CA (test/fixtures/tls/README.md) is added to the extra CAs
-// workerd trusts, so STARTTLS to a certificate it signed verifies, and a self-signed one does not.
+// The delivery-tls project's test CA and its pinned self-signed certificate (test/fixtures/tls/
+// README.md) are added to the extra CAs workerd trusts, so STARTTLS to a certificate the CA
+// signed, or to that self-signed one, verifies; any other self-signed certificate does not.
 process.env.NODE_EXTRA_CA_CERTS = withTestCa(process.env.NODE_EXTRA_CA_CERTS);
 
 const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-pool-workers");

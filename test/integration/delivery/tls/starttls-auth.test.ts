@@ -9,11 +9,16 @@
  *   - a self-signed certificate in no trust store: verification fails, the recipient is deferred
  *     and the server never receives the message.
  *
+ *   - a self-signed certificate the test chose to trust (added to the runtime's trust store,
+ *     NODE_EXTRA_CA_CERTS in vitest.config.ts): delivered over TLS. That is the relaxed case
+ *     "when the test says so": verification still runs, against an anchor the test supplied.
+ *
  * Not covered, because workerd cannot do it: delivery with certificate verification switched
  * off. cloudflare:sockets' startTls() takes only expectedServerHostname; there is no option to
  * skip verification, so no RELAY_TLS_VERIFY setting can be honoured in this runtime (with
  * RELAY_TLS = "opportunistic" an unverifiable server is retried in plaintext instead, and then
- * AUTH is refused locally because credentials are never sent without TLS).
+ * AUTH is refused locally because credentials are never sent without TLS). On Cloudflare a
+ * Worker cannot add trust anchors either: there, only publicly trusted certificates verify.
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
@@ -21,7 +26,7 @@ import { callWithKey, email, newKey, settle } from "../../helpers";
 import { recipientsWhen as waitRecipients, type Rcpt } from "../observe";
 
 const sinks = inject("tlsSinks");
-const NAMES = ["trusted", "login", "wrongpw", "untrusted"] as const;
+const NAMES = ["trusted", "login", "wrongpw", "untrusted", "pinned"] as const;
 let key: string;
 
 type Stats = { connections: number; sessions: number; authFailures: number; messages: { mailFrom: string; rcptTo: string[]; user: string | null; secure: boolean }[] };
@@ -64,6 +69,14 @@ describe("STARTTLS with certificate verification", () => {
     expect(s.connections).toBeGreaterThanOrEqual(1);
     expect(s.messages).toEqual([]);
     expect(s.authFailures).toBe(0);
+  });
+
+  it("a self-signed certificate the test trusts: delivered over TLS after AUTH", async () => {
+    const id = await send("pia@pinned.test");
+    const [r] = await outcome(id);
+    expect(r).toMatchObject({ status: "delivered", attempts: 1, last_response: { code: 250, mx: "127.0.0.1", tls: true } });
+    const got = (await stats("pinned")).messages.filter((m) => m.rcptTo.includes("pia@pinned.test"));
+    expect(got).toMatchObject([{ rcptTo: ["pia@pinned.test"], user: "cohort", secure: true }]);
   });
 });
 

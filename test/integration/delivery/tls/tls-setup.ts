@@ -5,7 +5,9 @@
  *              (test/fixtures/tls), AUTH PLAIN and LOGIN with the project's credentials;
  *   login      the same, offering AUTH LOGIN only;
  *   wrongpw    the same certificate, but it expects another password (535 for ours);
- *   untrusted  a self-signed certificate that is in no trust store.
+ *   untrusted  a self-signed certificate that is in no trust store;
+ *   pinned     a self-signed certificate the tests chose to trust (vitest.config.ts adds it to
+ *              NODE_EXTRA_CA_CERTS): the only way to accept a self-signed certificate here.
  * Everything is stopped when the run ends.
  */
 import { readFileSync } from "node:fs";
@@ -31,6 +33,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     { name: "login", tls: trusted, auth: { ...RELAY_USER, methods: ["LOGIN"] } },
     { name: "wrongpw", tls: trusted, auth: { username: RELAY_USER.username, password: "another-password" } },
     { name: "untrusted", tls: { key: fixture("self-signed-key.pem"), cert: fixture("self-signed.pem") }, auth: RELAY_USER },
+    { name: "pinned", tls: { key: fixture("pinned-key.pem"), cert: fixture("pinned.pem") }, auth: RELAY_USER },
   ]);
   project.provide("tlsSinks", { ports: sinks.ports, statsUrl: sinks.statsUrl });
   return () => sinks.close();
