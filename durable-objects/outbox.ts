@@ -17,6 +17,7 @@
  *                     delayNotice() is the core's delay warning.
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
  *                     (postsuper -h/-H/-r/-d), see storage/outbox-control.ts.
+ *   complaint         a feedback-loop complaint about a delivered recipient (email.complained).
  *   ensureSweep/alarm the sweeper: after OUTBOX_GRACE_SECONDS it re-triggers classification of
  *                     messages that never got classified or whose events never reached the D1
  *                     index, triggers scheduled messages when due,
@@ -33,7 +34,7 @@ import {
   applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong, dueForClassify,
   insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
 } from "./storage/outbox-store";
-import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage } from "./storage/outbox-control";
+import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, hasOpenWork, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
 import { FINAL_STATUSES } from "./storage/outbox-types";
@@ -193,6 +194,24 @@ export class Outbox extends DurableObject<Env> {
     const n = this.ctx.storage.transactionSync(() => readmitMessage(this.sql, id, true, now, used));
     await this.afterChange(now, [id]);
     return { result: "ok", recipients: n };
+  }
+
+  /**
+   * A feedback-loop complaint about a delivered recipient: one email.complained event (which
+   * suppresses the address for the tenant until removed), once per recipient. See
+   * storage/outbox-control.ts.
+   */
+  async complaint(id: string, tenant: string | null, address: string, feedbackType: string): Promise<ComplaintResult | { result: "not_found" }> {
+    const now = Date.now();
+    const v = readView(this.sql, id, now);
+    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
+    const res = this.ctx.storage.transactionSync(() => {
+      const r = recordComplaint(this.sql, id, address, feedbackType, now);
+      if (r.result === "ok") recordEvent(this.sql, { message_id: id, tenant: v.tenant, type: "email.complained", recipient: r.address, created_at: now, data: { reason: feedbackType } });
+      return r;
+    });
+    if (res.result === "ok") await this.afterChange(now, [id]);
+    return res;
   }
 
   /**

@@ -17,6 +17,9 @@
  *                      send, because the delivery stage never sends to a recipient final in the
  *                      Outbox. A recipient whose SMTP transaction is already under way may still
  *                      be delivered; its record stays `cancelled`.
+ *   recordComplaint    a feedback-loop complaint about a delivered recipient, once per
+ *                      recipient: "ok" (the caller records the email.complained event),
+ *                      "duplicate", "no_recipient" (not one of the message's), "not_delivered".
  *   readmitMessage     release / requeue: every recipient that is not final becomes `incoming`
  *                      again (requeue also forgets its transport and nexthop, so routing runs
  *                      again), the next admission uses attempt max+1, and the control row goes.
@@ -37,6 +40,21 @@ export type ControlAction = "hold";
 export function migrateControl(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS control (message_id TEXT PRIMARY KEY, action TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS readmit (message_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL) WITHOUT ROWID");
+  sql.exec("CREATE TABLE IF NOT EXISTS complaint (message_id TEXT NOT NULL, idx INTEGER NOT NULL, feedback_type TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID");
+}
+
+/** What recordComplaint found. */
+export type ComplaintResult = { result: "ok"; address: string } | { result: "duplicate" | "no_recipient" | "not_delivered" };
+
+/** Records a complaint about the recipient `address` of message `id` (see the header). */
+export function recordComplaint(sql: SqlStorage, id: string, address: string, feedbackType: string, nowMs: number): ComplaintResult {
+  const want = address.trim().toLowerCase();
+  const r = sql.exec<{ idx: number; address: string; status: string }>("SELECT idx, address, status FROM rcpt WHERE message_id = ?", id)
+    .toArray().find((x) => x.address.toLowerCase() === want);
+  if (!r) return { result: "no_recipient" };
+  if (r.status !== "delivered") return { result: "not_delivered" };
+  const added = sql.exec("INSERT OR IGNORE INTO complaint (message_id, idx, feedback_type, at) VALUES (?, ?, ?, ?)", id, r.idx, feedbackType, nowMs).rowsWritten;
+  return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
 }
 
 /** The message's control row, or null. */

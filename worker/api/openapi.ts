@@ -14,7 +14,7 @@
  *   response uses Resend's body {statusCode, name, message}.
  */
 import { z } from "zod";
-import { CancelFilterSchema, CancelOneSchema } from "./control-schemas";
+import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./control-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
@@ -113,6 +113,7 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/messages/{id}/release", summary: "Release a held email (postsuper -H)", operationId: "releaseEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/{id}/requeue", summary: "Route an email's open recipients again and requeue them (postsuper -r)", operationId: "requeueEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/{id}/cancel", summary: "Cancel an email's open recipients (optionally only at one domain), scheduled or not", operationId: "cancelEmailRecipients", auth: true, body: CancelOneSchema, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
+  { method: "post", path: "/relay/messages/{id}/complaint", summary: "Report a feedback-loop complaint about a delivered recipient: email.complained, and the address is suppressed until removed", operationId: "reportComplaint", auth: true, body: ComplaintSchema, ok: { status: 200, schema: z.object({ object: z.literal("complaint"), email_id: z.string(), recipient: z.string(), feedback_type: z.string(), duplicate: z.boolean() }) }, errors: [400, 401, 404, 422] },
   { method: "post", path: "/relay/messages/cancel", summary: "Cancel open recipients by filter: domain, tag, tenant (operator keys)", operationId: "cancelByFilter", auth: true, body: CancelFilterSchema, ok: { status: 200, schema: z.object({ object: z.literal("cancellation"), messages: z.number().int(), recipients: z.number().int(), has_more: z.boolean() }) }, errors: [400, 401, 403, 422] },
   { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
 ];

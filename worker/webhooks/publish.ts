@@ -8,7 +8,7 @@
  *       (core/publication.ts; delivery_delayed per WEBHOOK_DELAYED_* against the stored notice
  *       state), then in ONE D1 batch: stores the envelopes in event_feed (idempotent by event
  *       id = webhook-id; this is the pull feed), stores the notice states, adds suppressions for
- *       hard bounces (core/suppression-policy.ts), claims the stored rows for the queue
+ *       hard bounces and complaints (core/suppression-policy.ts), claims the stored rows for the queue
  *       (event_feed.enqueued_at) and reads the tenants' enabled endpoints. Then it enqueues one `webhooks` message per (endpoint,
  *       event) the endpoint's filter takes, carrying the stored body.
  *
@@ -81,7 +81,7 @@ async function noticesFor(db: D1Database, sources: SourceMessage[]): Promise<Map
 
 function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
   return events.flatMap((e) => {
-    if (e.type !== "email.bounced") return [];
+    if (e.type !== "email.bounced" && e.type !== "email.complained") return [];
     const s = suppressionFor(JSON.parse(e.body) as { type: string; data: { recipient: string; classification: string | null } }, e.createdAtMs);
     return s === null ? [] : [{ tenant_id: e.tenant, address: s.address, reason: s.reason, created_at: e.createdAtMs, expires_at: s.expiresAtMs }];
   });

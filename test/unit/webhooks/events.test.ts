@@ -120,10 +120,16 @@ describe("envelope", () => {
     expect(toFeedItem(ev)).toEqual({ id: ev.id, ...ev.envelope });
   });
 
-  it("covers all seven event types", () => {
+  it("covers all eight event types", () => {
     expect([...EMAIL_EVENT_TYPES].sort()).toEqual(
-      ["email.bounced", "email.canceled", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed"],
+      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed"],
     );
+  });
+
+  it("a complaint carries its feedback type, is not terminal and has no classification", () => {
+    const ev = buildEvent({ type: "email.complained", message: MESSAGE, recipient: "a@example.net", attempt: 0, nowMs: NOW, reason: "fraud" });
+    expect(ev.envelope.data).toMatchObject({ recipient: "a@example.net", terminal: false, classification: null, delivery: null, complaint: { feedback_type: "fraud" } });
+    expect(buildEvent({ type: "email.complained", message: MESSAGE, recipient: "a@example.net", attempt: 0, nowMs: NOW }).envelope.data.complaint).toEqual({ feedback_type: "abuse" });
   });
 });
 

@@ -12,18 +12,23 @@
  *                                      tag `tag`, of `tenant` (operator keys) — at least one.
  *                                      Found through the D1 index, so mail accepted in the
  *                                      last moments may not be indexed yet; repeat to catch it.
+ *   POST /relay/messages/:id/complaint a feedback-loop complaint (ARF) about a delivered
+ *                                      recipient: one email.complained event, and the address
+ *                                      is suppressed for the tenant until removed; once per
+ *                                      recipient (a repeat answers duplicate: true).
  *   Every cancelled recipient gets an email.canceled event. A tenant key acts on its own
  *   tenant's mail; an operator key on every tenant's.
  *
  * ERRORS
  *   404 not_found (unknown, or another tenant's), 422 validation_error for bad input and for a
- *   state that does not allow it (done, not held, already held, nothing to cancel), as Resend
+ *   state that does not allow it (done, not held, already held, nothing to cancel, a complaint
+ *   about someone who is not a recipient or was not delivered to), as Resend
  *   answers a cancel of mail that is not scheduled; 403 restricted_api_key for a tenant key
  *   naming another tenant.
  */
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
-import { CancelFilterSchema, CancelOneSchema } from "../control-schemas";
+import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../control-schemas";
 import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
 import type { ControlResult } from "../../../durable-objects/outbox";
 import { outboxOf } from "../../consumers/classify-message";
@@ -96,6 +101,15 @@ export function controlRoutes() {
     const id = idOf(c);
     const body = (c.req.header("content-length") ?? "0") === "0" ? {} : parseInput(CancelOneSchema, (await readJson(c, BODY_LIMIT)).value);
     return answer(c, id, "cancel", await outboxOf(c.env, id).cancelRecipients(id, await scopeOf(c, roles), body.domain ?? null));
+  });
+  r.post("/:id/complaint", async (c) => {
+    const id = idOf(c);
+    const body = parseInput(ComplaintSchema, (await readJson(c, BODY_LIMIT)).value);
+    const res = await outboxOf(c.env, id).complaint(id, await scopeOf(c, roles), body.recipient, body.feedback_type);
+    if (res.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
+    if (res.result === "no_recipient") throw new ApiError(422, "validation_error", "The address is not a recipient of this email.");
+    if (res.result === "not_delivered") throw new ApiError(422, "validation_error", "The email was not delivered to this recipient.");
+    return c.json({ object: "complaint", email_id: id, recipient: body.recipient, feedback_type: body.feedback_type, duplicate: res.result === "duplicate" });
   });
   return r;
 }

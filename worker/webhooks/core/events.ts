@@ -19,6 +19,9 @@
  *     * -> failed (internal error)       email.failed    (failed.reason t.reason)
  *     * -> suppressed                    email.suppressed (+ suppressed{})
  *     * -> cancelled                     email.canceled
+ *   A complaint about a delivered recipient (feedback loop, not a state
+ *   transition) is email.complained, built by buildEvent with the ARF
+ *   Feedback-Type as its reason (data.complaint.feedback_type).
  *   Any other transition (ready -> active, deferred -> ready, ...) gives null.
  *   "failed" is the relay's terminal state for internal errors.
  *
@@ -55,7 +58,8 @@ export type EmailEventType =
   | "email.bounced"
   | "email.failed"
   | "email.suppressed"
-  | "email.canceled";
+  | "email.canceled"
+  | "email.complained";
 
 /** Every event type, for filters and validation. */
 export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
@@ -66,6 +70,7 @@ export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
   "email.failed",
   "email.suppressed",
   "email.canceled",
+  "email.complained",
 ];
 
 /** A recipient's state in the relay ("failed" = internal error). */
@@ -113,6 +118,8 @@ export interface EventData {
   bounce?: { type: "Permanent"; subType: BounceCategory; message: string };
   failed?: { reason: string };
   suppressed?: { type: string; message: string };
+  /** A complaint's ARF Feedback-Type (RFC 5965: abuse, fraud, virus, other). */
+  complaint?: { feedback_type: string };
 }
 
 /** The body pushed to webhooks: Resend's envelope. */
@@ -224,6 +231,7 @@ export function buildEvent(input: EventInput): BuiltEvent {
   }
   if (input.type === "email.failed") data.failed = { reason: input.reason ?? "internal error" };
   if (input.type === "email.suppressed") data.suppressed = { type: input.reason ?? "suppressed", message: delivery?.response ?? "" };
+  if (input.type === "email.complained") data.complaint = { feedback_type: input.reason ?? "abuse" };
   const id = input.id ?? eventId({ emailId: m.emailId, recipient: input.recipient, attempt: input.attempt, type: input.type });
   return { id, envelope: { type: input.type, created_at: new Date(input.nowMs).toISOString(), data } };
 }

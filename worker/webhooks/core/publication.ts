@@ -138,6 +138,7 @@ const DIRECT: Readonly<Record<string, EmailEventType>> = {
   "email.delivered": "email.delivered",
   "email.bounced": "email.bounced",
   "email.failed": "email.failed",
+  "email.complained": "email.complained",
 };
 
 /** Envelopes for a row that is not a deferral. */
@@ -149,9 +150,10 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
   }
   const type = DIRECT[row.type];
   if (type === undefined || row.recipient === null) return [];
-  const delivery = type === "email.sent" || type === "email.suppressed" ? null : deliveryFrom(row.data.response);
+  const noAttempt = type === "email.sent" || type === "email.suppressed" || type === "email.complained";
+  const delivery = noAttempt ? null : deliveryFrom(row.data.response);
   const reason = str(row.data.reason);
-  const attempt = type === "email.sent" || type === "email.suppressed" ? 0 : attemptOf(row.data);
+  const attempt = noAttempt ? 0 : attemptOf(row.data);
   return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason })];
 }
 

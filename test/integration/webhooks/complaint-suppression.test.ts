@@ -1,0 +1,56 @@
+/**
+ * A feedback-loop complaint about a delivered recipient (POST /relay/messages/:id/complaint):
+ * one email.complained event, pushed signed like every other and in the pull feed; the address
+ * is suppressed for its tenant until removed (no expiry), so the next send to it is
+ * email.suppressed. Once per recipient; only about a delivered recipient of the tenant's mail.
+ */
+import { describe, expect, it } from "vitest";
+import { callWithKey, newKey } from "../helpers";
+import { recipientsWhen } from "../delivery/observe";
+import { createEndpoint, envelopeOf, logWhen, newReceiver, readFeed, send } from "./hooks";
+
+type SuppressionList = { data: { address: string; reason: string; created_at: string; expires_at: string | null }[] };
+
+describe("complaints", () => {
+  it("a complaint about a delivered recipient is email.complained once, and suppresses the address until removed", async () => {
+    const key = await newKey("complaints");
+    const receiver = await newReceiver();
+    await createEndpoint(key, receiver.url, ["email.delivered", "email.complained", "email.suppressed"]);
+    const first = await send(key, { to: ["fay@sink.test", "gus@sink.test"] });
+    await recipientsWhen(key, first, (r) => r.status === "delivered", "delivery");
+
+    const complain = (body: unknown, k = key, id = first) => callWithKey(k, "POST", `/relay/messages/${id}/complaint`, body);
+    const res = await complain({ recipient: "FAY@sink.test", feedback_type: "abuse" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ object: "complaint", email_id: first, recipient: "FAY@sink.test", feedback_type: "abuse", duplicate: false });
+    const again = await complain({ recipient: "fay@sink.test" });
+    expect(await again.json()).toMatchObject({ duplicate: true });
+
+    const log = await logWhen(receiver, (l) => l.some((d) => envelopeOf(d).type === "email.complained"), "the complaint event");
+    const pushed = log.map(envelopeOf).filter((e) => e.type === "email.complained");
+    expect(pushed).toHaveLength(1);
+    expect(pushed[0]!.data).toMatchObject({ email_id: first, recipient: "fay@sink.test", terminal: false, complaint: { feedback_type: "abuse" } });
+    const feed = await readFeed(key, "&type=email.complained");
+    expect(feed.map((e) => e.data.recipient)).toEqual(["fay@sink.test"]);
+
+    const list = await (await callWithKey(key, "GET", "/relay/suppressions?address=fay@sink.test")).json<SuppressionList>();
+    expect(list.data).toEqual([expect.objectContaining({ address: "fay@sink.test", reason: "complaint", expires_at: null })]);
+    expect((await (await callWithKey(key, "GET", "/relay/suppressions?address=gus@sink.test")).json<SuppressionList>()).data).toEqual([]);
+
+    const second = await send(key, { to: "fay@sink.test" });
+    const rs = await recipientsWhen(key, second, (r) => r.status !== "incoming", "classification of the second send");
+    expect(rs[0]!.status).toBe("suppressed");
+  });
+
+  it("refuses a complaint about someone who is not a recipient, about mail not delivered, or about another tenant's mail", async () => {
+    const key = await newKey("complaints-refused");
+    const id = await send(key, { to: ["hal@sink.test", "reject-ivy@sink.test"] });
+    await recipientsWhen(key, id, (r) => r.status === "delivered" || r.status === "bounced", "the outcomes");
+    const complain = (body: unknown, k = key) => callWithKey(k, "POST", `/relay/messages/${id}/complaint`, body);
+    expect((await complain({ recipient: "stranger@sink.test" })).status).toBe(422);
+    expect((await complain({ recipient: "reject-ivy@sink.test" })).status).toBe(422);
+    expect((await complain({ recipient: "not an address" })).status).toBe(422);
+    expect((await complain({ recipient: "hal@sink.test", feedback_type: "not-spam" })).status).toBe(422);
+    expect((await complain({ recipient: "hal@sink.test" }, await newKey("someone-else"))).status).toBe(404);
+  });
+});
