@@ -15,6 +15,7 @@ import { Hono } from "hono";
 import { KeyCache, requireApiKey } from "./auth";
 import { isApiError, toErrorBody } from "./errors";
 import { openApiDocument } from "./openapi";
+import { complaintRoutes } from "./routes/complaints";
 import { controlRoutes } from "./routes/control";
 import { emailRoutes } from "./routes/emails";
 import { eventRoutes, webhookDeliveryRoutes } from "./routes/events";
@@ -50,6 +51,7 @@ export function createApp() {
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay/messages", controlRoutes());
+  app.route("/relay/complaints", complaintRoutes());
   app.route("/relay/events", eventRoutes());
   app.route("/relay/webhooks", webhookDeliveryRoutes());
   app.route("/relay", relayRoutes());

@@ -5,6 +5,7 @@
  *   requestLimitBytes(limits)  the largest accepted request body: MAX_MESSAGE_BYTES × 1.4 plus
  *                              64 KiB, room for a maximal message whose attachments travel as
  *                              base64 inside JSON.
+ *   readBody(c, maxBytes)      the body as bytes, within the limit.
  *   readJson(c, maxBytes)      the raw text and the parsed value.
  *   parseInput(schema, value)  zod validation with Resend's error names.
  *
@@ -27,13 +28,18 @@ function tooLarge(size: number, max: number): ApiError {
   return new ApiError(413, "validation_error", `The request body is ${size} bytes; the limit is ${max} bytes.`);
 }
 
-/** Reads and parses a JSON body of at most `maxBytes`. */
-export async function readJson(c: Context, maxBytes: number): Promise<{ raw: string; value: unknown }> {
+/** Reads a body of at most `maxBytes` (413 beyond). */
+export async function readBody(c: Context, maxBytes: number): Promise<ArrayBuffer> {
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > maxBytes) throw tooLarge(declared, maxBytes);
   const buf = await c.req.arrayBuffer();
   if (buf.byteLength > maxBytes) throw tooLarge(buf.byteLength, maxBytes);
-  const raw = new TextDecoder().decode(buf);
+  return buf;
+}
+
+/** Reads and parses a JSON body of at most `maxBytes`. */
+export async function readJson(c: Context, maxBytes: number): Promise<{ raw: string; value: unknown }> {
+  const raw = new TextDecoder().decode(await readBody(c, maxBytes));
   if (raw.trim() === "") throw new ApiError(400, "validation_error", "The request body is empty; expected a JSON object.");
   try {
     return { raw, value: JSON.parse(raw) };

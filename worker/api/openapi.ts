@@ -67,6 +67,8 @@ interface Operation {
   operationId: string;
   auth: boolean;
   body?: Schema;
+  /** A body that is not JSON: its media type (sent as a string). */
+  rawBody?: string;
   query?: z.ZodObject;
   headers?: { name: string; schema: Schema; description: string }[];
   ok: { status: number; schema: Schema };
@@ -114,6 +116,7 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/messages/{id}/requeue", summary: "Route an email's open recipients again and requeue them (postsuper -r)", operationId: "requeueEmail", auth: true, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/{id}/cancel", summary: "Cancel an email's open recipients (optionally only at one domain), scheduled or not", operationId: "cancelEmailRecipients", auth: true, body: CancelOneSchema, ok: { status: 200, schema: ControlBody }, errors: [401, 404, 422] },
   { method: "post", path: "/relay/messages/{id}/complaint", summary: "Report a feedback-loop complaint about a delivered recipient: email.complained, and the address is suppressed until removed", operationId: "reportComplaint", auth: true, body: ComplaintSchema, ok: { status: 200, schema: z.object({ object: z.literal("complaint"), email_id: z.string(), recipient: z.string(), feedback_type: z.string(), duplicate: z.boolean() }) }, errors: [400, 401, 404, 422] },
+  { method: "post", path: "/relay/complaints", summary: "Report a feedback-loop complaint as an ARF report (RFC 5965, the whole message as the body): email.complained for each delivered recipient it names, and the address suppressed until removed", operationId: "reportArf", auth: true, rawBody: "message/rfc822", ok: { status: 200, schema: z.object({ object: z.literal("complaint"), email_id: z.string(), feedback_type: z.string(), recipients: z.array(z.object({ recipient: z.string(), result: z.enum(["ok", "duplicate", "no_recipient", "not_delivered"]) })) }) }, errors: [401, 404, 413, 422] },
   { method: "post", path: "/relay/messages/cancel", summary: "Cancel open recipients by filter: domain, tag, tenant (operator keys)", operationId: "cancelByFilter", auth: true, body: CancelFilterSchema, ok: { status: 200, schema: z.object({ object: z.literal("cancellation"), messages: z.number().int(), recipients: z.number().int(), has_more: z.boolean() }) }, errors: [400, 401, 403, 422] },
   { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
 ];
@@ -140,6 +143,7 @@ function operationOf(op: Operation) {
     ...(op.auth ? {} : { security: [] }),
     ...(parameters.length ? { parameters } : {}),
     ...(op.body ? { requestBody: { required: true, content: json(op.body) } } : {}),
+    ...(op.rawBody ? { requestBody: { required: true, content: { [op.rawBody]: { schema: { type: "string" } } } } } : {}),
     responses,
   };
 }

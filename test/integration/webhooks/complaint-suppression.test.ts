@@ -3,9 +3,11 @@
  * one email.complained event, pushed signed like every other and in the pull feed; the address
  * is suppressed for its tenant until removed (no expiry), so the next send to it is
  * email.suppressed. Once per recipient; only about a delivered recipient of the tenant's mail.
+ * The same through POST /relay/complaints with an ARF report (RFC 5965) as a mailbox provider
+ * sends it, the original found by the Message-ID the relay gave it.
  */
 import { describe, expect, it } from "vitest";
-import { callWithKey, newKey } from "../helpers";
+import { callWithKey, eventually, newKey } from "../helpers";
 import { recipientsWhen } from "../delivery/observe";
 import { createEndpoint, envelopeOf, logWhen, newReceiver, readFeed, send } from "./hooks";
 
@@ -52,5 +54,36 @@ describe("complaints", () => {
     expect((await complain({ recipient: "not an address" })).status).toBe(422);
     expect((await complain({ recipient: "hal@sink.test", feedback_type: "not-spam" })).status).toBe(422);
     expect((await complain({ recipient: "hal@sink.test" }, await newKey("someone-else"))).status).toBe(404);
+  });
+
+  it("an ARF report names the original by its Message-ID and the recipient by Original-Rcpt-To", async () => {
+    const key = await newKey("complaints-arf");
+    const id = await send(key, { to: ["kim@sink.test", "lou@sink.test"] });
+    await recipientsWhen(key, id, (r) => r.status === "delivered", "delivery");
+    const messageId = (await (await callWithKey(key, "GET", `/relay/messages/${id}`)).json<{ message_id?: string }>()).message_id ?? `<${id}@acme.test>`;
+    const arf = (type: string, mid = messageId) => [
+      "From: <fbl@isp.example>", "To: <abuse@acme.test>", "Subject: Abuse report", "MIME-Version: 1.0",
+      'Content-Type: multipart/report; report-type=feedback-report; boundary="b1"', "",
+      "--b1", "Content-Type: text/plain", "", "An abuse report.", "",
+      "--b1", "Content-Type: message/feedback-report", "", `Feedback-Type: ${type}`, "User-Agent: FBL/1.0", "Version: 1", "Original-Rcpt-To: <kim@sink.test>", "",
+      "--b1", "Content-Type: text/rfc822-headers", "", "From: <no-reply@acme.test>", "To: <kim@sink.test>, <lou@sink.test>", `Message-ID: ${mid}`, "Subject: Hi", "",
+      "--b1--", "",
+    ].join("\r\n");
+    const post = (body: string, k = key) => callWithKey(k, "POST", "/relay/complaints", body, { "content-type": "message/rfc822" });
+
+    const res = await post(arf("abuse"));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ object: "complaint", email_id: id, feedback_type: "abuse", recipients: [{ recipient: "kim@sink.test", result: "ok" }] });
+    expect(await (await post(arf("abuse"))).json()).toMatchObject({ recipients: [{ recipient: "kim@sink.test", result: "duplicate" }] });
+    const list = await eventually(async () => {
+      const l = await (await callWithKey(key, "GET", "/relay/suppressions?address=kim@sink.test")).json<SuppressionList>();
+      return l.data.length > 0 ? l : undefined;
+    }, 10_000, "the complaint's suppression");
+    expect(list.data).toEqual([expect.objectContaining({ reason: "complaint", expires_at: null })]);
+
+    expect((await post(arf("not-spam"))).status).toBe(422);
+    expect((await post(arf("abuse", "<someone-elses@isp.example>"))).status).toBe(422);
+    expect((await post("Subject: not a report\r\n\r\nhello\r\n")).status).toBe(422);
+    expect((await post(arf("abuse"), await newKey("another-tenant"))).status).toBe(404);
   });
 });

@@ -1,0 +1,76 @@
+/**
+ * Feedback-loop reports (ARF, RFC 5965) about mail this relay sent.
+ *
+ * DESCRIPTION
+ *   POST /relay/complaints   the report as sent by the mailbox provider (the whole
+ *                            `multipart/report; report-type=feedback-report` message as the body,
+ *                            e.g. Content-Type: message/rfc822). The original is found by the
+ *                            Message-ID the relay gave it (`<email id@domain>`), its recipients by
+ *                            Original-Rcpt-To; each delivered one gets one email.complained and is
+ *                            suppressed for the tenant until removed, as with
+ *                            POST /relay/messages/:id/complaint. A tenant key reports about its own
+ *                            tenant's mail; an operator key (an FBL processor) about any tenant's.
+ *                            Answers { object: "complaint", email_id, feedback_type,
+ *                            recipients: [{ recipient, result: ok | duplicate | no_recipient |
+ *                            not_delivered }] }.
+ *
+ * ERRORS
+ *   413 above 1 MiB; 422 validation_error for a body that is not an ARF report, has no original
+ *   Message-ID or recipient, has a Message-ID the relay did not generate, a Feedback-Type that is
+ *   not a complaint (not-spam), or no recipient the complaint can apply to; 404 not_found for an
+ *   email that is unknown or another tenant's.
+ */
+import { Hono } from "hono";
+import PostalMime from "postal-mime";
+import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
+import { outboxOf } from "../../consumers/classify-message";
+import { emailIdOf, readArf, type ArfComplaint, type ReportPart } from "../../mail/arf";
+import type { AppEnv } from "../app";
+import { readBody } from "../body";
+import { ApiError } from "../errors";
+import { RoleCache, scopeOf } from "./admin/operator";
+
+/** Largest report read. */
+const REPORT_LIMIT = 1024 * 1024;
+
+/** Feedback-Types that are complaints (RFC 5965 §7.3); "not-spam" (RFC 6430) is not one. */
+const COMPLAINT_TYPES = new Set(["abuse", "fraud", "virus", "other"]);
+
+async function partsOf(bytes: ArrayBuffer): Promise<ReportPart[]> {
+  const parsed = await PostalMime.parse(bytes).catch(() => { throw new ApiError(422, "validation_error", "The report could not be parsed as a MIME message."); });
+  return parsed.attachments.map((a) => ({ mimeType: a.mimeType, text: typeof a.content === "string" ? a.content : new TextDecoder().decode(a.content) }));
+}
+
+function complaintOf(parts: ReportPart[]): ArfComplaint {
+  try {
+    return readArf(parts);
+  } catch (e) {
+    if (e instanceof Error && (e as { isArfError?: boolean }).isArfError) throw new ApiError(422, "validation_error", `Not a usable ARF report: ${e.message}.`);
+    throw e;
+  }
+}
+
+/** The feedback-report route, mounted at /relay/complaints. */
+export function complaintRoutes() {
+  const r = new Hono<AppEnv>();
+  const roles = new RoleCache();
+  r.post("/", async (c) => {
+    const arf = complaintOf(await partsOf(await readBody(c, REPORT_LIMIT)));
+    if (!COMPLAINT_TYPES.has(arf.feedbackType)) throw new ApiError(422, "validation_error", `Feedback-Type ${arf.feedbackType} is not a complaint.`);
+    const id = emailIdOf(arf.messageId, isMessageId);
+    if (id === null) throw new ApiError(422, "validation_error", "The original Message-ID is not one this relay generated.");
+    const tenant = await scopeOf(c, roles);
+    const outbox = outboxOf(c.env, id);
+    const recipients: { recipient: string; result: string }[] = [];
+    for (const recipient of arf.recipients) {
+      const res = await outbox.complaint(id, tenant, recipient, arf.feedbackType);
+      if (res.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
+      recipients.push({ recipient, result: res.result });
+    }
+    if (!recipients.some((x) => x.result === "ok" || x.result === "duplicate")) {
+      throw new ApiError(422, "validation_error", "No recipient of the report was delivered this email.");
+    }
+    return c.json({ object: "complaint", email_id: id, feedback_type: arf.feedbackType, recipients });
+  });
+  return r;
+}
