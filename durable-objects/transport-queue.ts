@@ -48,7 +48,7 @@ import {
   type SchedulerConfig,
 } from "./core";
 import {
-  addLeases, coreIdOf, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
+  addLeases, coreIdOf, markSent, unsentLeases, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
   pendingRecipients, readMeta, addIncoming, dropIncoming, incomingCount, incomingOf, oldestIncoming, rememberMeta, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
@@ -76,6 +76,11 @@ export class TransportQueue extends DurableObject<Env> {
       const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500;
       this.journal = new Journal<StoredRecipient>(sql, every, () => forgetFinished(sql));
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
+      // Jobs whose send was cut short by the end of the last run may never reach the queue: such
+      // entries are crashed now (deferred and retried) rather than after their whole lease.
+      const unsent = unsentLeases(sql);
+      for (const entryId of unsent) this.reportCore(entryId, { status: "crash" }, []);
+      if (unsent.length > 0) await this.pump();
     });
   }
 
@@ -282,6 +287,7 @@ export class TransportQueue extends DurableObject<Env> {
         const leaseUntil = nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900);
         addLeases(this.ctx.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), leaseUntil);
         await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, leaseUntil), contentType: "json" as const })));
+        markSent(this.ctx.storage.sql, entries.map((e) => e.entryId));
       }
     }
     await this.arm();

@@ -4,6 +4,9 @@
  * DESCRIPTION
  *   lease        one row per dispatched entry: which core message it belongs to and until when
  *                the deliver consumer may report it; an expired lease is reported as a crash.
+ *                `sent` says the queue took its job: a lease written but not marked sent was
+ *                lost with the object (evicted while sending), and is reported as a crash when
+ *                the object starts again instead of waiting out the lease.
  *   msg_meta     what a message was admitted with (create time, tenant, priority), so a later
  *                attempt is admitted with the same arrival time (expiry counts from it).
  *   final_rcpt   recipients (core message id, backlog index) that reached a final state.
@@ -31,6 +34,10 @@ export interface AttemptRef {
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS lease (entry_id INTEGER PRIMARY KEY, core_id TEXT NOT NULL, until INTEGER NOT NULL)");
+  // Leases written before `sent` existed were sent.
+  if (!sql.exec<{ name: string }>("PRAGMA table_info(lease)").toArray().some((c) => c.name === "sent")) {
+    sql.exec("ALTER TABLE lease ADD COLUMN sent INTEGER NOT NULL DEFAULT 1");
+  }
   sql.exec("CREATE TABLE IF NOT EXISTS msg_meta (message_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
@@ -87,7 +94,17 @@ export function parseCoreId(coreId: string): AttemptRef {
 
 /** Records a lease per dispatched entry. */
 export function addLeases(sql: SqlStorage, leases: { entryId: number; coreId: string }[], until: number): void {
-  for (const l of leases) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until) VALUES (?, ?, ?)", l.entryId, l.coreId, until);
+  for (const l of leases) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until, sent) VALUES (?, ?, ?, 0)", l.entryId, l.coreId, until);
+}
+
+/** Marks leases whose jobs the deliver queue took. */
+export function markSent(sql: SqlStorage, entryIds: readonly number[]): void {
+  for (const id of entryIds) sql.exec("UPDATE lease SET sent = 1 WHERE entry_id = ?", id);
+}
+
+/** Entry ids leased but never marked sent (the object stopped while sending their jobs). */
+export function unsentLeases(sql: SqlStorage): number[] {
+  return sql.exec<{ entry_id: number }>("SELECT entry_id FROM lease WHERE sent = 0").toArray().map((r) => r.entry_id);
 }
 
 /** Removes a lease; returns the core message id it was for, or null if there was none. */

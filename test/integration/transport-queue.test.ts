@@ -1,6 +1,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { snapshotQmgr } from "../../durable-objects/core";
+import { addLeases, markSent } from "../../durable-objects/storage/delivery-state";
 import type { TransportQueue } from "../../durable-objects/transport-queue";
 
 function rcpts(n: number, domains: string[]) {
@@ -99,5 +100,22 @@ describe("DestinationQueue Durable Object", () => {
     expect(dead.deadUntil).toBeGreaterThan(0);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     expect((await stub.get()).record).toMatchObject({ window: 5, deadUntil: 0, failCohorts: 0 });
+  });
+
+  it("after a restart, crashes the entries whose jobs were leased but never marked sent, and keeps the sent ones", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-unsent");
+    await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, ["a.example", "b.example"]) });
+    const { entries } = await stub.dispatch(10);
+    expect(entries).toHaveLength(2);
+    const [lost, sent] = entries as [typeof entries[0], typeof entries[0]];
+    // What pump() writes before and after the queue takes the jobs; the object then stops.
+    await runInDurableObject(stub, (_o, state) => {
+      addLeases(state.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), Math.floor(Date.now() / 1000) + 900);
+      markSent(state.storage.sql, [sent.entryId]);
+    });
+    await expect(runInDurableObject(stub, (_o, state) => state.abort("stopped while sending"))).rejects.toThrow("stopped while sending");
+    const again = env.TRANSPORT_QUEUE.getByName("smtp-unsent");
+    expect((await again.inspect()).inflight).toBe(1);
+    expect(await again.leased([lost.entryId, sent.entryId])).toEqual([sent.entryId]);
   });
 });

@@ -55,9 +55,11 @@ interface Finished {
  * redelivered), then one report of every recorded entry to their Transport DO (it dispatches
  * once for all of them), then the deferred recipients with the next attempt time the DO decided
  * (known once the attempt's last entry is done). Each queue message is acked once its entry is
- * recorded, or retried on its own; returns what the Destination DOs need of the acked ones.
+ * recorded, or retried on its own. Returns what the Destination DOs need of the acked ones, and
+ * the messages whose Outbox record changed (to index, also when their report failed: a
+ * redelivered job whose report did land finds nothing left to do and indexes nothing).
  */
-async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise<Finished[]> {
+async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise<{ finished: Finished[]; changed: string[] }> {
   const judged = parts.map((part, i) => ({ part, msg: items[i]!.msg, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
   const recorded = await Promise.all(judged.map(async ({ part, msg, v }) => {
     const finals = v.outcomes.filter((o) => o.status !== "deferred");
@@ -70,7 +72,8 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     }
   }));
   const open = judged.filter((_, i) => recorded[i]);
-  if (open.length === 0) return [];
+  const changed = open.filter(({ v }) => v.outcomes.some((o) => o.status !== "deferred")).map(({ part }) => part.job.messageId);
+  if (open.length === 0) return { finished: [], changed };
   const reports = open.map(({ part, v }) => ({
     entryId: part.job.entryId,
     report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) },
@@ -81,7 +84,7 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     answers = await env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport).reportMany(reports);
   } catch (e) {
     for (const o of open) fail(o.msg, "report", e);
-    return [];
+    return { finished: [], changed };
   }
   const finished = await Promise.all(open.map(async ({ part, msg, v }, i): Promise<Finished | null> => {
     const { job } = part;
@@ -100,7 +103,8 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     }
     return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: reports[i]!.report.siteFailure ?? null };
   }));
-  return finished.filter((f): f is Finished => f !== null);
+  const acked = finished.filter((f): f is Finished => f !== null);
+  return { finished: acked, changed: [...new Set([...changed, ...acked.map((f) => f.messageId)])] };
 }
 
 /**
@@ -179,9 +183,9 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
     for (const it of items) fail(it.msg, "session", e);
     return [];
   }
-  const done = await finishAll(env, items, parts);
-  await feedDestinations(env, done, site);
-  return done.map((f) => f.messageId);
+  const { finished, changed } = await finishAll(env, items, parts);
+  await feedDestinations(env, finished, site);
+  return changed;
 }
 
 /** The queue handler. */
