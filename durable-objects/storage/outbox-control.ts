@@ -17,6 +17,7 @@
  *                      send, because the delivery stage never sends to a recipient final in the
  *                      Outbox. A recipient whose SMTP transaction is already under way may still
  *                      be delivered; its record stays `cancelled`.
+ *   complainedOf       whether any recipient of the message complained.
  *   recordComplaint    a feedback-loop complaint about a delivered recipient, once per
  *                      recipient: "ok" (the caller records the email.complained event),
  *                      "duplicate", "no_recipient" (not one of the message's), "not_delivered".
@@ -45,6 +46,11 @@ export function migrateControl(sql: SqlStorage): void {
 
 /** What recordComplaint found. */
 export type ComplaintResult = { result: "ok"; address: string } | { result: "duplicate" | "no_recipient" | "not_delivered" };
+
+/** Whether a complaint was recorded about any recipient of the message. */
+export function complainedOf(sql: SqlStorage, id: string): boolean {
+  return sql.exec("SELECT 1 FROM complaint WHERE message_id = ? LIMIT 1", id).toArray().length > 0;
+}
 
 /** Records a complaint about the recipient `address` of message `id` (see the header). */
 export function recordComplaint(sql: SqlStorage, id: string, address: string, feedbackType: string, nowMs: number): ComplaintResult {

@@ -23,7 +23,7 @@
  *   A final recipient never changes again. Every status change writes one event row in the
  *   same transaction. A message is `done` exactly when all its recipients are final.
  */
-import { admissionId, controlOf, isReadmission } from "./outbox-control";
+import { admissionId, complainedOf, controlOf, isReadmission } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string };
@@ -71,7 +71,7 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
     next_attempt_at: r.next_attempt_at, last_response: r.last_response,
     blocked_by: held && !FINAL_STATUSES.includes(r.status) ? "held" : r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
   }));
-  return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients };
+  return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients, complained: complainedOf(sql, id) };
 }
 
 /** The message's events not yet forwarded to D1, oldest first. */

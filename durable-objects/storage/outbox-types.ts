@@ -96,6 +96,8 @@ export interface MessageView {
   state: "open" | "done";
   summary: MessageSummary;
   recipients: RcptView[];
+  /** A feedback-loop complaint was recorded about one of its recipients. */
+  complained?: boolean;
 }
 
 /** A recorded transition, to be forwarded to D1's event log. */

@@ -2,9 +2,10 @@
  * Resend's email object, built from the Outbox record (GET /emails/:id) or the D1 index (GET /emails).
  *
  * DESCRIPTION
- *   lastEventOf(statuses, scheduled)  Resend's `last_event` from the recipients' states:
- *                                     scheduled, queued, delivery_delayed, canceled, suppressed,
- *                                     delivered, bounced or failed.
+ *   lastEventOf(statuses, scheduled, complained)  Resend's `last_event` from the recipients'
+ *                                     states: scheduled, queued, delivery_delayed, canceled,
+ *                                     suppressed, delivered, bounced or failed; complained once
+ *                                     a recipient complained (it comes after its delivery).
  *   emailObject(view)                 the Resend shape plus the additive `recipients[]`
  *                                     (email, status, attempts, next_attempt_at, last_response,
  *                                     blocked_by, blocked_until) and `message_id`.
@@ -18,7 +19,8 @@ export function iso(ms: number | null): string | null {
 }
 
 /** Resend's `last_event` for a message whose recipients are in `statuses`. */
-export function lastEventOf(statuses: RcptStatus[], scheduled: boolean): string {
+export function lastEventOf(statuses: RcptStatus[], scheduled: boolean, complained = false): string {
+  if (complained) return "complained";
   const all = (s: RcptStatus) => statuses.length > 0 && statuses.every((x) => x === s);
   if (all("cancelled")) return "canceled";
   if (all("suppressed")) return "suppressed";
@@ -49,7 +51,7 @@ export function emailObject(v: MessageView, nowMs: number, waiting: Map<string, 
     message_id: s.message_id,
     created_at: iso(v.created_at),
     scheduled_at: iso(v.scheduled_at),
-    last_event: lastEventOf(v.recipients.map((r) => r.status), scheduled),
+    last_event: lastEventOf(v.recipients.map((r) => r.status), scheduled, v.complained === true),
     recipients: v.recipients.map((r) => ({
       email: r.email,
       status: r.status,

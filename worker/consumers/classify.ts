@@ -62,7 +62,7 @@ async function indexAll(env: Env, done: Done[]): Promise<void> {
   const now = Date.now();
   const stmts = done.flatMap(({ state }) => {
     const scheduled = state.view.scheduled_at !== null && state.view.scheduled_at > now;
-    return [...indexStatements(env.DB, state.view, lastEventOf(state.view.recipients.map((r) => r.status), scheduled)), ...eventStatements(env.DB, state.events)];
+    return [...indexStatements(env.DB, state.view, lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true)), ...eventStatements(env.DB, state.events)];
   });
   try {
     await env.DB.batch(stmts);

@@ -21,7 +21,7 @@ export async function indexMessages(env: Env, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
   try {
     const states = (await Promise.all(ids.map(async (id) => (await outboxOf(env, id).beginClassify(id)).sync))).filter((s): s is SyncState => s !== null);
-    const stmts = states.flatMap((s) => [...indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false)), ...eventStatements(env.DB, s.events)]);
+    const stmts = states.flatMap((s) => [...indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)), ...eventStatements(env.DB, s.events)]);
     if (stmts.length === 0) return;
     await env.DB.batch(stmts);
     await publishEvents(env, states);

@@ -34,6 +34,12 @@ describe("complaints", () => {
     expect(pushed[0]!.data).toMatchObject({ email_id: first, recipient: "fay@sink.test", terminal: false, complaint: { feedback_type: "abuse" } });
     const feed = await readFeed(key, "&type=email.complained");
     expect(feed.map((e) => e.data.recipient)).toEqual(["fay@sink.test"]);
+    // Resend's last_event, from the Outbox record and (once indexed) in the list.
+    expect((await (await callWithKey(key, "GET", `/emails/${first}`)).json<{ last_event: string }>()).last_event).toBe("complained");
+    await eventually(async () => {
+      const list = await (await callWithKey(key, "GET", "/emails?limit=10")).json<{ data: { id: string; last_event: string }[] }>();
+      return list.data.find((e) => e.id === first)?.last_event === "complained" ? true : undefined;
+    }, 10_000, "last_event complained in the index");
 
     const list = await (await callWithKey(key, "GET", "/relay/suppressions?address=fay@sink.test")).json<SuppressionList>();
     expect(list.data).toEqual([expect.objectContaining({ address: "fay@sink.test", reason: "complaint", expires_at: null })]);
