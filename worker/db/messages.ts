@@ -47,11 +47,12 @@ export function indexStatements(db: D1Database, v: MessageView, lastEvent: strin
   const version = versionOf(v);
   const s = v.summary;
   const message = db.prepare(
-    `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
+    `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at,
+       message_id = COALESCE(messages.message_id, excluded.message_id)
      WHERE excluded.updated_at >= messages.updated_at`,
-  ).bind(v.id, v.tenant, v.created_at, v.scheduled_at, s.from, JSON.stringify(s.to), json(s.cc), json(s.bcc), json(s.reply_to), s.subject, lastEvent, version);
+  ).bind(v.id, v.tenant, v.created_at, v.scheduled_at, s.from, JSON.stringify(s.to), json(s.cc), json(s.bcc), json(s.reply_to), s.subject, lastEvent, version, s.message_id ?? null);
   // One statement for all recipients (json_each), so a classify batch stays within D1's
   // per-invocation query limit.
   const rcpts = db.prepare(

@@ -87,6 +87,15 @@ describe("complaints", () => {
     }, 10_000, "the complaint's suppression");
     expect(list.data).toEqual([expect.objectContaining({ reason: "complaint", expires_at: null })]);
 
+    // A Message-ID the sender set is found through the index.
+    const custom = await send(key, { to: ["kim@sink.test", "mo@sink.test"], headers: { "Message-ID": "<order-42@shop.acme.test>" } });
+    await recipientsWhen(key, custom, (r) => r.status === "delivered" || r.status === "suppressed", "the outcomes");
+    const viaIndex = await eventually(async () => {
+      const r = await post(arf("fraud", "<order-42@shop.acme.test>").replace("Original-Rcpt-To: <kim@sink.test>", "Original-Rcpt-To: <mo@sink.test>"));
+      return r.status === 200 ? r.json() : undefined;
+    }, 10_000, "the custom Message-ID in the index");
+    expect(viaIndex).toEqual({ object: "complaint", email_id: custom, feedback_type: "fraud", recipients: [{ recipient: "mo@sink.test", result: "ok" }] });
+
     expect((await post(arf("not-spam"))).status).toBe(422);
     expect((await post(arf("abuse", "<someone-elses@isp.example>"))).status).toBe(422);
     expect((await post("Subject: not a report\r\n\r\nhello\r\n")).status).toBe(422);

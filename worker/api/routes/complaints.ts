@@ -5,7 +5,8 @@
  *   POST /relay/complaints   the report as sent by the mailbox provider (the whole
  *                            `multipart/report; report-type=feedback-report` message as the body,
  *                            e.g. Content-Type: message/rfc822). The original is found by the
- *                            Message-ID the relay gave it (`<email id@domain>`), its recipients by
+ *                            Message-ID the relay gave it (`<email id@domain>`), or else by its
+ *                            Message-ID in the D1 index (one the sender set), its recipients by
  *                            Original-Rcpt-To; each delivered one gets one email.complained and is
  *                            suppressed for the tenant until removed, as with
  *                            POST /relay/messages/:id/complaint. A tenant key reports about its own
@@ -16,7 +17,8 @@
  *
  * ERRORS
  *   413 above 1 MiB; 422 validation_error for a body that is not an ARF report, has no original
- *   Message-ID or recipient, has a Message-ID the relay did not generate, a Feedback-Type that is
+ *   Message-ID or recipient, a Message-ID that names no email (or several of an operator key's
+ *   tenants' — then ask with the email id), a Feedback-Type that is
  *   not a complaint (not-spam), or no recipient the complaint can apply to; 404 not_found for an
  *   email that is unknown or another tenant's.
  */
@@ -50,6 +52,16 @@ function complaintOf(parts: ReportPart[]): ArfComplaint {
   }
 }
 
+/** The email whose Message-ID header is `messageId` in the index (the tenant's, for a tenant key). */
+async function byHeader(db: D1Database, messageId: string, tenant: string | null): Promise<string> {
+  const rows = (await db.prepare(`SELECT id FROM messages WHERE message_id = ?${tenant === null ? "" : " AND tenant_id = ?"} LIMIT 2`)
+    .bind(...(tenant === null ? [messageId] : [messageId, tenant])).all<{ id: string }>()).results;
+  if (rows.length === 1) return rows[0]!.id;
+  throw new ApiError(422, "validation_error", rows.length === 0
+    ? "The original Message-ID names no email of this relay."
+    : "The original Message-ID names several emails; report with POST /relay/messages/:id/complaint.");
+}
+
 /** The feedback-report route, mounted at /relay/complaints. */
 export function complaintRoutes() {
   const r = new Hono<AppEnv>();
@@ -57,9 +69,8 @@ export function complaintRoutes() {
   r.post("/", async (c) => {
     const arf = complaintOf(await partsOf(await readBody(c, REPORT_LIMIT)));
     if (!COMPLAINT_TYPES.has(arf.feedbackType)) throw new ApiError(422, "validation_error", `Feedback-Type ${arf.feedbackType} is not a complaint.`);
-    const id = emailIdOf(arf.messageId, isMessageId);
-    if (id === null) throw new ApiError(422, "validation_error", "The original Message-ID is not one this relay generated.");
     const tenant = await scopeOf(c, roles);
+    const id = emailIdOf(arf.messageId, isMessageId) ?? await byHeader(c.env.DB, arf.messageId, tenant);
     const outbox = outboxOf(c.env, id);
     const recipients: { recipient: string; result: string }[] = [];
     for (const recipient of arf.recipients) {
