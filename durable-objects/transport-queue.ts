@@ -80,7 +80,8 @@ export class TransportQueue extends DurableObject<Env> {
       // entries are crashed now (deferred and retried) rather than after their whole lease.
       const unsent = unsentLeases(sql);
       for (const entryId of unsent) this.reportCore(entryId, { status: "crash" }, []);
-      if (unsent.length > 0) await this.pump();
+      // Their retries wake the alarm; nothing is sent from the constructor.
+      if (unsent.length > 0) await this.arm();
     });
   }
 
@@ -286,7 +287,15 @@ export class TransportQueue extends DurableObject<Env> {
         if (entries.length === 0) break;
         const leaseUntil = nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900);
         addLeases(this.ctx.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), leaseUntil);
-        await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, leaseUntil), contentType: "json" as const })));
+        try {
+          await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, leaseUntil), contentType: "json" as const })));
+        } catch (e) {
+          // The queue refused: these entries are crashed (deferred, retried) now, not leased for
+          // nothing. Should the jobs have been taken after all, the consumer finds no lease.
+          for (const en of entries) this.reportCore(en.entryId, { status: "crash" }, []);
+          await this.arm();
+          throw e;
+        }
         markSent(this.ctx.storage.sql, entries.map((e) => e.entryId));
       }
     }

@@ -118,4 +118,17 @@ describe("DestinationQueue Durable Object", () => {
     expect((await again.inspect()).inflight).toBe(1);
     expect(await again.leased([lost.entryId, sent.entryId])).toEqual([sent.entryId]);
   });
+
+  it("crashes the entries at once when the deliver queue refuses their jobs, instead of leasing them for nothing", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-queue-down");
+    await runInDurableObject(stub, (instance) => {
+      const o = instance as unknown as { env: Env };
+      o.env = { ...o.env, DISPATCH: "auto", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue };
+    });
+    await expect(stub.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) })).rejects.toThrow("queue down");
+    const view = await stub.inspect();
+    expect(view.inflight).toBe(0);
+    expect(await runInDurableObject(stub, (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM lease").one().n)).toBe(0);
+    expect(view.deferred.find((d) => d.destination === "TOTAL")?.total).toBe(2);
+  });
 });
