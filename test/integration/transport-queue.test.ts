@@ -121,14 +121,23 @@ describe("DestinationQueue Durable Object", () => {
 
   it("crashes the entries at once when the deliver queue refuses their jobs, instead of leasing them for nothing", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-queue-down");
-    await runInDurableObject(stub, (instance) => {
+    // Inside the object, so the refusal is caught here and the retry's alarm cannot run in between.
+    const out = await runInDurableObject(stub, async (instance, state) => {
       const o = instance as unknown as { env: Env };
-      o.env = { ...o.env, DISPATCH: "auto", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue };
+      const original = o.env;
+      o.env = { ...original, DISPATCH: "auto", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue };
+      let error = "";
+      try {
+        await instance.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) });
+      } catch (e) {
+        error = e instanceof Error ? e.message : String(e);
+      }
+      o.env = original;
+      await state.storage.deleteAlarm();
+      const count = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
+      return { error, leases: count("lease"), retries: count("retry_due") };
     });
-    await expect(stub.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) })).rejects.toThrow("queue down");
-    const view = await stub.inspect();
-    expect(view.inflight).toBe(0);
-    expect(await runInDurableObject(stub, (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM lease").one().n)).toBe(0);
-    expect(view.deferred.find((d) => d.destination === "TOTAL")?.total).toBe(2);
+    expect(out).toEqual({ error: "queue down", leases: 0, retries: 1 });
+    expect((await stub.inspect()).inflight).toBe(0);
   });
 });
