@@ -32,7 +32,7 @@ import { shardOf } from "./storage/outbox-ids";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
   applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong, dueForClassify,
-  insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readView, recordDecisions, rescheduleMessage, unindexed,
+  insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage, unindexed,
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
@@ -203,7 +203,7 @@ export class Outbox extends DurableObject<Env> {
    */
   async complaint(id: string, tenant: string | null, address: string, feedbackType: string): Promise<ComplaintResult | { result: "not_found" }> {
     const now = Date.now();
-    const v = readView(this.sql, id, now);
+    const v = readMessage(this.sql, id);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
     const res = this.ctx.storage.transactionSync(() => {
       const r = recordComplaint(this.sql, id, address, feedbackType, now);
@@ -252,7 +252,7 @@ export class Outbox extends DurableObject<Env> {
       return ok.length;
     });
     if (applied > 0) await this.afterChange(now, [id], indexedByCaller ? [] : [id]);
-    return { applied, done: readView(this.sql, id, now)?.state === "done" };
+    return { applied, done: readMessage(this.sql, id)?.state === "done" };
   }
 
   /** The core's delay warning for recipients still being retried: a `delayed` notice when notices are on. */

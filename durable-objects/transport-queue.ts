@@ -79,7 +79,7 @@ export class TransportQueue extends DurableObject<Env> {
       // Jobs whose send was cut short by the end of the last run may never reach the queue: such
       // entries are crashed now (deferred and retried) rather than after their whole lease.
       const unsent = unsentLeases(sql);
-      for (const entryId of unsent) this.reportCore(entryId, { status: "crash" }, []);
+      this.crash(unsent);
       // Their retries wake the alarm; nothing is sent from the constructor.
       if (unsent.length > 0) await this.arm();
     });
@@ -201,7 +201,7 @@ export class TransportQueue extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
-    for (const entryId of expiredLeases(sql, nowSec())) this.reportCore(entryId, { status: "crash" }, []);
+    this.crash(expiredLeases(sql, nowSec()));
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
     await this.pump();
   }
@@ -277,6 +277,11 @@ export class TransportQueue extends DurableObject<Env> {
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
+  /** Reports entries whose delivery agent is gone (lease out, or job never sent) as crashed: deferred, retried. */
+  private crash(entryIds: readonly number[]): void {
+    for (const entryId of entryIds) this.reportCore(entryId, { status: "crash" }, []);
+  }
+
   /** In auto mode: dispatches everything selectable to the deliver queue; then re-arms the alarm. */
   private async pump(): Promise<void> {
     this.admitIncoming();
@@ -292,7 +297,7 @@ export class TransportQueue extends DurableObject<Env> {
         } catch (e) {
           // The queue refused: these entries are crashed (deferred, retried) now, not leased for
           // nothing. Should the jobs have been taken after all, the consumer finds no lease.
-          for (const en of entries) this.reportCore(en.entryId, { status: "crash" }, []);
+          this.crash(entries.map((en) => en.entryId));
           await this.arm();
           throw e;
         }

@@ -12,6 +12,7 @@
  *   markReady            incoming → ready once admitted. Both only ever move `incoming`
  *                        recipients, so a repeated classification changes nothing.
  *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
+ *   readMessage          the message's own row (state, tenant, summary), without recipients.
  *   readEnvelope         what the delivery stage sends (sender, size, recipients).
  *   applyOutcome         the delivery stage's report for one recipient.
  *   finishIfDone         marks a message done once every recipient is final.
@@ -53,7 +54,8 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage): v
   if (m.scheduledAt !== null) recordEvent(sql, { ...base, type: "email.scheduled", data: { scheduled_at: m.scheduledAt } });
 }
 
-function readMessage(sql: SqlStorage, id: string): MessageRow | undefined {
+/** The message's own row (no recipients), or undefined. */
+export function readMessage(sql: SqlStorage, id: string): MessageRow | undefined {
   return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from FROM message WHERE id = ?", id).toArray()[0];
 }
 

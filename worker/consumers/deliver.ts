@@ -120,9 +120,10 @@ async function feedDestinations(env: Env, done: Finished[], site: string | null)
   for (const f of done) {
     if (!f.destination) continue;
     const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
-    const d = byQueue.get(`${f.transport}/${f.destination.queue}`) ?? { name, transport: f.transport, queue: f.destination.queue, reports: [] };
+    const key = `${f.transport}/${f.destination.queue}`;
+    const d = byQueue.get(key) ?? { name, transport: f.transport, queue: f.destination.queue, reports: [] };
     d.reports.push(f);
-    byQueue.set(`${f.transport}/${f.destination.queue}`, d);
+    byQueue.set(key, d);
   }
   try {
     for (const d of byQueue.values()) {
