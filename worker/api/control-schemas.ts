@@ -14,10 +14,13 @@ export const CancelFilterSchema = z.object({
   limit: z.number().int().min(1).max(1000).default(500),
 }).refine((f) => f.domain !== undefined || f.tag !== undefined || f.tenant !== undefined, { message: "give at least one of domain, tag, tenant" });
 
+/** ARF Feedback-Types that are complaints (RFC 5965 §7.3); "not-spam" (RFC 6430) is not one. */
+export const COMPLAINT_FEEDBACK_TYPES = ["abuse", "fraud", "virus", "other"] as const;
+
 /** The body of POST /relay/messages/:id/complaint: who complained, and the ARF Feedback-Type (RFC 5965). */
 export const ComplaintSchema = z.object({
   recipient: z.string().min(3).max(320).regex(/^[^\s@<>]+@[^\s@<>]+$/, "must be an email address"),
-  feedback_type: z.enum(["abuse", "fraud", "virus", "other"]).default("abuse"),
+  feedback_type: z.enum(COMPLAINT_FEEDBACK_TYPES).default("abuse"),
 });
 
 /** The body of POST /relay/messages/:id/cancel (optional). */

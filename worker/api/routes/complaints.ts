@@ -29,14 +29,14 @@ import { outboxOf } from "../../consumers/classify-message";
 import { emailIdOf, readArf, type ArfComplaint, type ReportPart } from "../../mail/arf";
 import type { AppEnv } from "../app";
 import { readBody } from "../body";
+import { COMPLAINT_FEEDBACK_TYPES } from "../control-schemas";
 import { ApiError } from "../errors";
 import { RoleCache, scopeOf } from "./admin/operator";
 
 /** Largest report read. */
 const REPORT_LIMIT = 1024 * 1024;
 
-/** Feedback-Types that are complaints (RFC 5965 §7.3); "not-spam" (RFC 6430) is not one. */
-const COMPLAINT_TYPES = new Set(["abuse", "fraud", "virus", "other"]);
+const COMPLAINT_TYPES = new Set<string>(COMPLAINT_FEEDBACK_TYPES);
 
 async function partsOf(bytes: ArrayBuffer): Promise<ReportPart[]> {
   const parsed = await PostalMime.parse(bytes).catch(() => { throw new ApiError(422, "validation_error", "The report could not be parsed as a MIME message."); });
