@@ -4,6 +4,10 @@
  * record and the history line, arms the revival alarm when the destination dies, and answers
  * with the window and the dead-until time, which the Transport DO mirrors. It keeps the last
  * 500 feedback events for the dashboard.
+ *
+ * The record and its history are one row (`dest`: state and history as JSON), written once per
+ * call: rows are billed one by one, and a report is one delivery. (The history had a table of
+ * its own, a row per event, before; it is carried over once.)
  */
 import { DurableObject } from "cloudflare:workers";
 import {
@@ -26,6 +30,7 @@ export type { DestinationRecord, DestinationReport };
 
 export class DestinationQueue extends DurableObject<Env> {
   private record: DestinationRecord | null = null;
+  private history: DestinationEvent[] = [];
   private readonly cfg: SchedulerConfig;
 
   constructor(ctx: DurableObjectState, env: Env) {
@@ -35,9 +40,18 @@ export class DestinationQueue extends DurableObject<Env> {
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");
-      sql.exec("CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL)");
-      const row = sql.exec<{ state: string }>("SELECT state FROM dest WHERE id = 1").toArray()[0];
+      if (!sql.exec<{ name: string }>("PRAGMA table_info(dest)").toArray().some((c) => c.name === "history")) {
+        sql.exec("ALTER TABLE dest ADD COLUMN history TEXT NOT NULL DEFAULT '[]'");
+      }
+      const row = sql.exec<{ state: string; history: string }>("SELECT state, history FROM dest WHERE id = 1").toArray()[0];
       this.record = row ? (JSON.parse(row.state) as DestinationRecord) : null;
+      this.history = row ? (JSON.parse(row.history) as DestinationEvent[]) : [];
+      if (sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").toArray().length > 0) {
+        const old = sql.exec<{ event: string }>("SELECT event FROM history ORDER BY seq").toArray().map((r) => JSON.parse(r.event) as DestinationEvent);
+        this.history = [...old, ...this.history].slice(-HISTORY_LIMIT);
+        if (this.record) this.store();
+        sql.exec("DROP TABLE history");
+      }
     });
   }
 
@@ -57,30 +71,33 @@ export class DestinationQueue extends DurableObject<Env> {
     for (const r of reports) {
       const p = this.params(r.transport);
       const step = applyDestinationReport(this.record ?? createDestination(r.transport, p), r, now, p);
-      this.save(step.record, step.event);
+      this.apply(step.record, step.event);
       if (step.alarmAt !== null) alarmAt = step.alarmAt;
       answer = step.answer;
     }
+    if (reports.length > 0) this.store();
     if (alarmAt !== null) await this.ctx.storage.setAlarm(alarmAt * 1000);
     return answer;
   }
 
   /** The record (null if never reported) and the history, oldest first. */
   async get(): Promise<{ record: DestinationRecord | null; history: DestinationEvent[] }> {
-    const rows = this.ctx.storage.sql.exec<{ event: string }>("SELECT event FROM history ORDER BY seq").toArray();
-    return { record: this.record, history: rows.map((r) => JSON.parse(r.event) as DestinationEvent) };
+    return { record: this.record, history: this.history };
   }
 
   /** Revives a dead destination now (postqueue -f). */
   async flush(): Promise<{ window: number; deadUntil: number } | null> {
     if (!this.record) return null;
-    this.save(reviveDestination(this.record, this.params(this.record.transport)), null);
+    this.apply(reviveDestination(this.record, this.params(this.record.transport)), null);
+    this.store();
     await this.ctx.storage.deleteAlarm();
     return { window: this.record.window, deadUntil: this.record.deadUntil };
   }
 
   override async alarm(): Promise<void> {
-    if (this.record) this.save(reviveDestination(this.record, this.params(this.record.transport)), null);
+    if (!this.record) return;
+    this.apply(reviveDestination(this.record, this.params(this.record.transport)), null);
+    this.store();
   }
 
   private params(transport: string): DestinationParams {
@@ -88,13 +105,19 @@ export class DestinationQueue extends DurableObject<Env> {
     return { ...t, deadTimeSec: this.cfg.global.minimalBackoffTime, idleMemorySec: this.cfg.global.destinationIdleMemory };
   }
 
-  /** Stores the record and a history line, keeping the last HISTORY_LIMIT lines. */
-  private save(rec: DestinationRecord, event: DestinationEvent | null): void {
-    const sql = this.ctx.storage.sql;
+  /** Takes the record and a history line, keeping the last HISTORY_LIMIT lines (in memory). */
+  private apply(rec: DestinationRecord, event: DestinationEvent | null): void {
     this.record = rec;
-    sql.exec("INSERT OR REPLACE INTO dest (id, state) VALUES (1, ?)", JSON.stringify(rec));
     if (!event) return;
-    const seq = sql.exec<{ seq: number }>("INSERT INTO history (event) VALUES (?) RETURNING seq", JSON.stringify(event)).one().seq;
-    sql.exec("DELETE FROM history WHERE seq <= ?", seq - HISTORY_LIMIT);
+    this.history.push(event);
+    if (this.history.length > HISTORY_LIMIT) this.history.splice(0, this.history.length - HISTORY_LIMIT);
+  }
+
+  /** Writes the record and its history: one row. */
+  private store(): void {
+    this.ctx.storage.sql.exec(
+      "INSERT INTO dest (id, state, history) VALUES (1, ?1, ?2) ON CONFLICT (id) DO UPDATE SET state = ?1, history = ?2",
+      JSON.stringify(this.record), JSON.stringify(this.history),
+    );
   }
 }

@@ -20,8 +20,9 @@
  *   complaint         a feedback-loop complaint about a delivered recipient (email.complained).
  *   ensureSweep/alarm the sweeper: after OUTBOX_GRACE_SECONDS it re-triggers classification of
  *                     messages that never got classified or whose events never reached the D1
- *                     index, triggers scheduled messages when due,
- *                     deletes orphan bodies and finished messages' bodies.
+ *                     index, triggers scheduled messages when due, deletes orphan bodies, and
+ *                     after MESSAGE_RETENTION_DAYS forgets finished messages (rows and bodies).
+ *                     It runs only while there is work for it (storage/outbox-sweep.ts).
  *
  * INVARIANTS
  *   Every state change is written before anything is sent (queue, R2 delete), and every message
@@ -36,7 +37,7 @@ import {
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
-import { deleteDoneBodies, hasOpenWork, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
+import { deleteDoneBodies, nextSweepAt, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
   AcceptRequest, ClassifyResult, ClassifyWork, DeliveryEnvelope, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
@@ -278,9 +279,12 @@ export class Outbox extends DurableObject<Env> {
     const notices = await this.sendNotices(now);
     if (notices.length > 0) await this.enqueue(notices);
     const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, this.graceMs());
-    await deleteDoneBodies(this.sql, this.env.BODIES);
-    purgeFinished(this.sql, now, retentionMs(this.env));
-    if (hasOpenWork(this.sql) || orphans.listed > 0) await this.armSweep(now, true);
+    const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs(this.env));
+    const next = nextSweepAt(this.sql, now, this.graceMs(), retentionMs(this.env));
+    // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
+    const again = orphans.listed > 0 || purged.length >= 500 ? now + this.graceMs() : null;
+    const at = Math.min(next ?? Infinity, again ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
+    if (Number.isFinite(at)) await this.ctx.storage.setAlarm(at);
   }
 
   /**
@@ -290,7 +294,7 @@ export class Outbox extends DurableObject<Env> {
    */
   private async afterChange(now: number, touched: string[], index: string[] = touched): Promise<void> {
     const changed = [...index, ...(await this.sendNotices(now))];
-    await deleteDoneBodies(this.sql, this.env.BODIES, 500, touched);
+    await deleteDoneBodies(this.sql, this.env.BODIES, touched, now);
     markClassifySent(this.sql, dueAmong(this.sql, changed, now), now);
     await this.enqueue(changed);
     await this.armSweep(now);
@@ -313,9 +317,9 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** Arms the alarm at the next scheduled message or one grace period from now, whichever is first. */
-  private async armSweep(now: number, replace = false): Promise<void> {
+  private async armSweep(now: number): Promise<void> {
     const next = Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(this.graceMs(), 1000));
-    const cur = replace ? null : await this.ctx.storage.getAlarm();
+    const cur = await this.ctx.storage.getAlarm();
     if (cur === null || next < cur) await this.ctx.storage.setAlarm(next);
   }
 

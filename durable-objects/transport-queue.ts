@@ -48,13 +48,13 @@ import {
   type SchedulerConfig,
 } from "./core";
 import {
-  addLeases, coreIdOf, markSent, unsentLeases, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
-  pendingRecipients, readMeta, addIncoming, dropIncoming, incomingCount, incomingOf, oldestIncoming, rememberMeta, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
+  addLeases, coreIdOf, unleased, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
+  pendingRecipients, addIncoming, dropIncoming, hasIncoming, incomingCount, incomingOf, oldestIncoming, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
 import { OutboxNotes } from "./storage/outbox-notes";
 import { toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
-import { forgetFinished, migrateBacklog, noteFinished, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
+import { forgetFinished, migrateBacklog, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
 
 export * from "./transport-types";
 
@@ -64,6 +64,12 @@ export class TransportQueue extends DurableObject<Env> {
   private readonly cfg: SchedulerConfig;
   /** Outcomes and delay warnings the core decided on its own, still to be handed to their Outbox. */
   private readonly notes = new OutboxNotes();
+  /** Entries whose jobs are being handed to the deliver queue right now (leased once it took them). */
+  private readonly sending = new Set<number>();
+  /** The alarm time last set (ms), so an unchanged one is not written again; null when unknown or fired. */
+  private alarmAt: number | null = null;
+  /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
+  private forgottenUpTo = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -74,11 +80,17 @@ export class TransportQueue extends DurableObject<Env> {
       migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
       const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500;
-      this.journal = new Journal<StoredRecipient>(sql, every, () => forgetFinished(sql));
+      this.journal = new Journal<StoredRecipient>(sql, every, () => {
+        const now = nowSec();
+        forgetFinished(sql, this.forgottenUpTo, now);
+        this.forgottenUpTo = now;
+      });
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
-      // Jobs whose send was cut short by the end of the last run may never reach the queue: such
-      // entries are crashed now (deferred and retried) rather than after their whole lease.
-      const unsent = unsentLeases(sql);
+      this.alarmAt = await ctx.storage.getAlarm();
+      // Jobs whose send was cut short by the end of the last run may never have reached the
+      // queue (no lease): such entries are crashed now (deferred and retried) rather than after
+      // a whole lease.
+      const unsent = unleased(sql, this.qmgr.busy.keys());
       this.crash(unsent);
       // Their retries wake the alarm; nothing is sent from the constructor.
       if (unsent.length > 0) await this.arm();
@@ -88,17 +100,16 @@ export class TransportQueue extends DurableObject<Env> {
   /** Admits a message (idempotent by message and recipient, also after it left the core); returns the effects it caused. */
   async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[] }> {
     const sql = this.ctx.storage.sql;
-    if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id, req.rcpts)) return { admitted: true, effects: [] };
-    // Kept per Outbox message: a released or requeued message arrives as `<id>#<n>`, and its retries read this.
-    rememberMeta(sql, parseCoreId(req.id).messageId, req.createTime, req.tenant ?? null, req.priority ?? 0);
+    if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id)) return { admitted: true, effects: [] };
     const res = this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts);
     await this.pump();
     return res;
   }
 
-  /** Selects up to `max` entries for delivery. */
+  /** Selects up to `max` entries for delivery; they are leased to the caller. */
   async dispatch(max = 100): Promise<{ entries: DispatchedEntry[]; effects: Effect[] }> {
     const res = this.dispatchCore(max);
+    addLeases(this.ctx.storage.sql, res.entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900));
     await this.arm();
     return res;
   }
@@ -125,7 +136,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
   async leased(entryIds: number[]): Promise<number[]> {
-    return entryIds.filter((id) => hasLease(this.ctx.storage.sql, id));
+    return entryIds.filter((id) => this.sending.has(id) || hasLease(this.ctx.storage.sql, id));
   }
 
   /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
@@ -143,6 +154,7 @@ export class TransportQueue extends DurableObject<Env> {
     if (transport === null) return false;
     const changed = this.run({ kind: "destination", now: nowSec(), transport, queue, verdict: v }).accepted;
     if (changed) await this.pump();
+    else this.journal.flush(this.qmgr);
     return changed;
   }
 
@@ -192,13 +204,14 @@ export class TransportQueue extends DurableObject<Env> {
       waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
       dropIncoming(sql, coreId);
       forgetAttempt(sql, coreId);
-      noteFinished(sql, coreId);
+      noteFinished(sql, coreId, nowSec());
     }
     await this.pump();
     return { waiting: [...new Set(waiting)], attempt };
   }
 
   override async alarm(): Promise<void> {
+    this.alarmAt = null;
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
     this.crash(expiredLeases(sql, nowSec()));
@@ -214,12 +227,12 @@ export class TransportQueue extends DurableObject<Env> {
     const rcpts = pendingRecipients(sql, coreId).map(({ idx: _idx, ...r }) => r);
     if (!meta || rcpts.length === 0) {
       forgetAttempt(sql, coreId);
-      noteFinished(sql, coreId);
+      noteFinished(sql, coreId, nowSec());
       return;
     }
     this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts);
     forgetAttempt(sql, coreId);
-    noteFinished(sql, coreId); // its backlog rows go at the next checkpoint
+    noteFinished(sql, coreId, nowSec()); // its backlog rows go at the next checkpoint
   }
 
   /**
@@ -230,9 +243,9 @@ export class TransportQueue extends DurableObject<Env> {
   private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[] } {
     const sql = this.ctx.storage.sql;
     storeRecipients(sql, id, rcpts);
-    recordAdmission(sql, id, rcpts);
+    recordAdmission(sql, id, { createTime, tenant, priority });
     const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length };
-    if (hasActiveRoom(this.qmgr) && incomingCount(sql) === 0) {
+    if (hasActiveRoom(this.qmgr) && !hasIncoming(sql)) {
       const res = this.run({ kind: "admit", now: nowSec(), intake });
       if (res.accepted) return { admitted: true, effects: res.effects };
     }
@@ -270,10 +283,12 @@ export class TransportQueue extends DurableObject<Env> {
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
     const sql = this.ctx.storage.sql;
     const coreId = takeLease(sql, entryId);
-    if (coreId !== null) markFinal(sql, coreId, finalIdx);
     const e = this.qmgr.busy.get(entryId);
     const destination = e ? { queue: e.peer.queue.name, busy: e.peer.queue.busyCount } : null;
-    const res = this.run({ kind: "report", now: nowSec(), entryId, report });
+    const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);
+    // Recipients final while the attempt goes on (or is retried); an attempt that ended needs no record.
+    const ended = res.effects.some((x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId);
+    if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
@@ -285,13 +300,15 @@ export class TransportQueue extends DurableObject<Env> {
   /** In auto mode: dispatches everything selectable to the deliver queue; then re-arms the alarm. */
   private async pump(): Promise<void> {
     this.admitIncoming();
+    this.journal.flush(this.qmgr);
     await this.notes.deliver(this.env);
     if (this.env.DISPATCH === "auto") {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
         const leaseUntil = nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900);
-        addLeases(this.ctx.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), leaseUntil);
+        this.journal.flush(this.qmgr);
+        for (const e of entries) this.sending.add(e.entryId);
         try {
           await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, leaseUntil), contentType: "json" as const })));
         } catch (e) {
@@ -300,8 +317,10 @@ export class TransportQueue extends DurableObject<Env> {
           this.crash(entries.map((en) => en.entryId));
           await this.arm();
           throw e;
+        } finally {
+          for (const e of entries) this.sending.delete(e.entryId);
         }
-        markSent(this.ctx.storage.sql, entries.map((e) => e.entryId));
+        addLeases(this.ctx.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), leaseUntil);
       }
     }
     await this.arm();
@@ -313,13 +332,13 @@ export class TransportQueue extends DurableObject<Env> {
   }
 
   /** Runs one command through the journal and keeps the delivery bookkeeping in step. */
-  private run(cmd: Command) {
+  private run(cmd: Command, finalNow: { coreId: string; idxs: number[] } | null = null) {
     const sql = this.ctx.storage.sql;
     const res = this.journal.run(this.qmgr, cmd);
-    this.notes.collect(sql, res.effects, this.cfg.global.maximalQueueLifetime);
+    this.notes.collect(sql, res.effects, this.cfg.global.maximalQueueLifetime, finalNow);
     for (const e of res.effects) {
       if (e.kind === "message-done" || e.kind === "message-expired") {
-        noteFinished(sql, e.messageId);
+        noteFinished(sql, e.messageId, cmd.now);
         forgetAttempt(sql, e.messageId);
       } else if (e.kind === "message-deferred") {
         scheduleRetry(sql, e.messageId, e.nextAttemptAt);
@@ -330,8 +349,13 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** Arms the alarm at the earliest core wake-up, lease deadline or retry. */
   private async arm(): Promise<void> {
+    this.journal.flush(this.qmgr);
     const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(this.ctx.storage.sql)].filter((t): t is number => t !== null);
-    if (times.length > 0) await this.ctx.storage.setAlarm(Math.min(...times) * 1000);
+    if (times.length === 0) return;
+    const at = Math.min(...times) * 1000;
+    if (at === this.alarmAt) return; // a setAlarm is a billed write
+    this.alarmAt = at;
+    await this.ctx.storage.setAlarm(at);
   }
 }
 

@@ -8,9 +8,13 @@
  *   shells keep append-only), a snapshot plus the commands applied since reproduces the state
  *   exactly: a Durable Object journals each command (small) and snapshots now and then
  *   (large), instead of rewriting its whole state on every call.
+ *   runJournaled() is runCommand() plus whether the command must be journaled: a dispatch
+ *   that selected nothing, a Destination DO verdict that agreed with the queue and a tick with
+ *   no timer due change nothing but the clock reading, so a shell need not store them.
  * INVARIANTS
  *   runCommand(restore(snapshot), c1..cn) is observationally equal to the live state after
- *   c1..cn, given the same recipient source contents.
+ *   c1..cn, given the same recipient source contents; leaving out the commands runJournaled()
+ *   calls unchanging keeps that true (the next command sets the clock reading again).
  * ERRORS
  *   None for expected input; InvariantError for corrupt state.
  */
@@ -18,7 +22,7 @@ import type { MessageIntake } from "./assign";
 import { failTransport, flush, reportDelivery, type DeliveryReport, type ReportResult } from "./complete";
 import type { Effect, Entry, PolicyRule, Qmgr, ResolvedRecipient } from "./model";
 import { clearPolicy, setPolicy } from "./policy";
-import { admitMessage, dispatchAll, drainEffects, tick } from "./scheduler";
+import { admitMessage, dispatchAll, drainEffects, nextWakeupAt, tick } from "./scheduler";
 import { obtainTransport } from "./assign";
 import { applyDestinationState, removeMessage, type DestinationVerdict } from "./control";
 
@@ -83,4 +87,15 @@ export function runCommand<R extends ResolvedRecipient>(q: Qmgr<R>, c: Command):
     }
   }
   return { entries, accepted, effects: drainEffects(q) };
+}
+
+/** runCommand(), and whether the command changed anything a replay needs (see the header). */
+export function runJournaled<R extends ResolvedRecipient>(q: Qmgr<R>, c: Command): CommandResult<R> & { changed: boolean } {
+  const due = nextWakeupAt(q);
+  const res = runCommand(q, c);
+  let changed = true;
+  if (c.kind === "dispatch") changed = res.entries.length > 0 || res.effects.length > 0;
+  else if (c.kind === "destination") changed = res.accepted || res.effects.length > 0;
+  else if (c.kind === "tick") changed = (due !== null && due <= c.now) || res.effects.length > 0;
+  return { ...res, changed };
 }

@@ -22,6 +22,6 @@ export { hasEntries, maxEntries, isBlocker, obtainJob, popJob } from "./job-list
 export { enqueueMessage, refillMessage } from "./assign";
 export { snapshotQmgr, restoreQmgr, type QmgrSnapshot } from "./snapshot";
 export * from "./scheduler";
-export { runCommand, type Command, type CommandResult } from "./commands";
+export { runCommand, runJournaled, type Command, type CommandResult } from "./commands";
 export * from "./inspect";
 export { applyDestinationState, removeMessage, type DestinationVerdict } from "./control";

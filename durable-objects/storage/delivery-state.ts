@@ -2,14 +2,14 @@
  * The Transport DO's delivery bookkeeping in its SQLite, beside the core's journal and backlog.
  *
  * DESCRIPTION
- *   lease        one row per dispatched entry: which core message it belongs to and until when
- *                the deliver consumer may report it; an expired lease is reported as a crash.
- *                `sent` says the queue took its job: a lease written but not marked sent was
- *                lost with the object (evicted while sending), and is reported as a crash when
- *                the object starts again instead of waiting out the lease.
- *   msg_meta     what a message was admitted with (create time, tenant, priority), so a later
- *                attempt is admitted with the same arrival time (expiry counts from it).
- *   final_rcpt   recipients (core message id, backlog index) that reached a final state.
+ *   lease        one row per dispatched entry whose job the deliver queue took: which core
+ *                message it belongs to and until when the deliver consumer may report it; an
+ *                expired lease is reported as a crash. It is written once the queue took the
+ *                job, so an entry in flight in the core without a lease was lost with the object
+ *                (evicted while sending) and is reported as a crash when the object starts again,
+ *                instead of waiting out a lease. (Leases of version 1 carry a `sent` flag, 1.)
+ *   final_rcpt   recipients (core message id, backlog index) that reached a final state while
+ *                others of the same attempt did not (an attempt that ends writes none).
  *   retry_due    messages the core deferred, with the time their next attempt is due.
  *   incoming     admitted messages waiting for room in the active queue (Postfix's incoming
  *                queue: qmgr_message_active_limit bounds the core, not what is accepted), in
@@ -17,6 +17,7 @@
  *
  *   Each attempt of a message is its own core message (`<id>` for the first, `<id>#<n>` after),
  *   with its own backlog rows, so journal replay always reads exactly the rows it read live.
+ *   What a message was admitted with is its admission record (storage/sqlite-source.ts).
  *
  * INVARIANTS
  *   All writes are idempotent (INSERT OR IGNORE / OR REPLACE), so a repeated report changes
@@ -38,9 +39,10 @@ export function migrateDelivery(sql: SqlStorage): void {
   if (!sql.exec<{ name: string }>("PRAGMA table_info(lease)").toArray().some((c) => c.name === "sent")) {
     sql.exec("ALTER TABLE lease ADD COLUMN sent INTEGER NOT NULL DEFAULT 1");
   }
-  sql.exec("CREATE TABLE IF NOT EXISTS msg_meta (message_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
+  // The next retry is found through this index, so the alarm's work does not grow with the backlog.
+  sql.exec("CREATE INDEX IF NOT EXISTS retry_due_by_due ON retry_due (due)");
   sql.exec("CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)");
 }
 
@@ -75,9 +77,14 @@ export function incomingOf(sql: SqlStorage, messageId: string): string[] {
   return sql.exec<{ core_id: string }>("SELECT core_id FROM incoming WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId).toArray().map((r) => r.core_id);
 }
 
-/** How many messages wait in the incoming queue. */
+/** How many messages wait in the incoming queue (the operator's view; it counts). */
 export function incomingCount(sql: SqlStorage): number {
   return sql.exec<{ n: number }>("SELECT count(*) AS n FROM incoming").one().n;
+}
+
+/** Whether any message waits in the incoming queue (one probe, for the admission path). */
+export function hasIncoming(sql: SqlStorage): boolean {
+  return sql.exec("SELECT 1 FROM incoming LIMIT 1").toArray().length > 0;
 }
 
 /** The core message id of an attempt. */
@@ -92,19 +99,14 @@ export function parseCoreId(coreId: string): AttemptRef {
   return { messageId: coreId.slice(0, hash), attempt: Number(coreId.slice(hash + 1)) || 1 };
 }
 
-/** Records a lease per dispatched entry. */
+/** Records a lease per dispatched entry whose job the deliver queue took. */
 export function addLeases(sql: SqlStorage, leases: { entryId: number; coreId: string }[], until: number): void {
-  for (const l of leases) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until, sent) VALUES (?, ?, ?, 0)", l.entryId, l.coreId, until);
+  for (const l of leases) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until, sent) VALUES (?, ?, ?, 1)", l.entryId, l.coreId, until);
 }
 
-/** Marks leases whose jobs the deliver queue took. */
-export function markSent(sql: SqlStorage, entryIds: readonly number[]): void {
-  for (const id of entryIds) sql.exec("UPDATE lease SET sent = 1 WHERE entry_id = ?", id);
-}
-
-/** Entry ids leased but never marked sent (the object stopped while sending their jobs). */
-export function unsentLeases(sql: SqlStorage): number[] {
-  return sql.exec<{ entry_id: number }>("SELECT entry_id FROM lease WHERE sent = 0").toArray().map((r) => r.entry_id);
+/** Of the entries in flight, those without a lease: their jobs may never have reached the queue. */
+export function unleased(sql: SqlStorage, entryIds: Iterable<number>): number[] {
+  return [...entryIds].filter((id) => !hasLease(sql, id));
 }
 
 /** Removes a lease; returns the core message id it was for, or null if there was none. */
@@ -118,22 +120,9 @@ export function hasLease(sql: SqlStorage, entryId: number): boolean {
   return sql.exec("SELECT 1 FROM lease WHERE entry_id = ?", entryId).toArray().length > 0;
 }
 
-/** Entry ids whose lease ran out at `now`. */
+/** Entry ids whose lease ran out at `now` (leases are entries in flight: at most process_limit). */
 export function expiredLeases(sql: SqlStorage, now: number): number[] {
   return sql.exec<{ entry_id: number }>("SELECT entry_id FROM lease WHERE until <= ? ORDER BY until LIMIT 500", now).toArray().map((r) => r.entry_id);
-}
-
-/** Remembers what a message was first admitted with. */
-export function rememberMeta(sql: SqlStorage, messageId: string, createTime: number, tenant: string | null, priority: number): void {
-  sql.exec("INSERT OR IGNORE INTO msg_meta (message_id, create_time, tenant, priority) VALUES (?, ?, ?, ?)", messageId, createTime, tenant, priority);
-}
-
-/** What a message was first admitted with, or null. */
-export function readMeta(sql: SqlStorage, messageId: string): { createTime: number; tenant: string | null; priority: number } | null {
-  const row = sql.exec<{ create_time: number; tenant: string | null; priority: number }>(
-    "SELECT create_time, tenant, priority FROM msg_meta WHERE message_id = ?", messageId,
-  ).toArray()[0];
-  return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority } : null;
 }
 
 /** Marks recipients of a core message final. */
@@ -165,9 +154,9 @@ export function forgetAttempt(sql: SqlStorage, coreId: string): void {
   sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
 }
 
-/** The earliest lease deadline or retry due time, or null. */
+/** The earliest lease deadline or retry due time, or null (retries through their index). */
 export function nextDeliveryDue(sql: SqlStorage): number | null {
-  return sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM (SELECT min(until) AS at FROM lease UNION ALL SELECT min(due) AS at FROM retry_due)").one().at;
+  return sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM (SELECT min(until) AS at FROM lease UNION ALL SELECT due AS at FROM (SELECT due FROM retry_due ORDER BY due LIMIT 1))").one().at;
 }
 
 /** Makes every scheduled retry due now (postqueue -f). */
@@ -185,7 +174,7 @@ export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
   const rows = sql.exec<{ nexthop: string; create_time: number; n: number }>(
     `SELECT r.nexthop AS nexthop, m.create_time AS create_time, count(*) AS n FROM retry_due d
        JOIN rcpt r ON r.message_id = d.core_id
-       JOIN msg_meta m ON m.message_id = CASE WHEN instr(d.core_id, '#') > 0 THEN substr(d.core_id, 1, instr(d.core_id, '#') - 1) ELSE d.core_id END
+       JOIN admission m ON m.core_id = d.core_id
        WHERE r.idx NOT IN (SELECT idx FROM final_rcpt f WHERE f.core_id = d.core_id)
        GROUP BY r.nexthop, m.create_time`,
   ).toArray();

@@ -2,15 +2,20 @@
  * The Transport DO's durable state as a snapshot plus a journal of commands.
  *
  * The scheduling core is deterministic, so instead of rewriting its whole state on every
- * call the shell appends the command it just ran (a few hundred bytes) to `journal`, and
- * every `checkpointEvery` commands writes a snapshot (split into chunks below the 2 MB value
- * limit) and drops the journal rows it covers. After an eviction or a crash, load() restores
- * the newest snapshot and replays the journal; a command's row is written in the same
- * synchronous block as the state change, so what the core did and what is stored never
- * disagree. The recipient backlog the core reads from must stay unchanged for replay: rows
- * of finished messages are deleted only at a checkpoint (see onCheckpoint).
+ * call the shell journals the commands it ran (a few hundred bytes each), and every
+ * `checkpointEvery` commands writes a snapshot (split into chunks below the 2 MB value limit)
+ * and drops the journal rows it covers. After an eviction or a crash, load() restores the
+ * newest snapshot and replays the journal. The recipient backlog the core reads from must stay
+ * unchanged for replay: rows of finished messages are deleted only at a checkpoint (see
+ * onCheckpoint).
+ *
+ * Rows are billed one by one, so run() only buffers a command and flush() writes everything
+ * buffered as ONE row (a JSON array). The shell flushes before every await and at the end of
+ * every call: a Durable Object commits its writes when it next awaits, so the row lands in the
+ * same commit as the state change and everything else the call wrote, exactly as a row per
+ * command would. Commands that change nothing (core runJournaled) are not journaled at all.
  */
-import { createQmgr, restoreQmgr, runCommand, snapshotQmgr, type Command, type Qmgr, type QmgrSnapshot, type RecipientSource, type ResolvedRecipient, type SchedulerConfig } from "../core";
+import { createQmgr, restoreQmgr, runCommand, runJournaled, snapshotQmgr, type Command, type Qmgr, type QmgrSnapshot, type RecipientSource, type ResolvedRecipient, type SchedulerConfig } from "../core";
 
 /** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
 const CHUNK_CHARS = 500_000;
@@ -26,6 +31,8 @@ export function migrateJournal(sql: SqlStorage): void {
 export class Journal<R extends ResolvedRecipient> {
   private seq = 0;
   private sinceCheckpoint = 0;
+  /** Commands run since the last flush, not yet stored. */
+  private buffered: Command[] = [];
 
   constructor(
     private readonly sql: SqlStorage,
@@ -46,25 +53,42 @@ export class Journal<R extends ResolvedRecipient> {
       q = createQmgr(cfg, source);
     }
     for (const row of this.sql.exec<{ seq: number; cmd: string }>("SELECT seq, cmd FROM journal WHERE seq > ? ORDER BY seq", this.seq)) {
-      runCommand(q, JSON.parse(row.cmd) as Command);
+      // A row is one command (older rows) or the array of commands one flush wrote.
+      const parsed = JSON.parse(row.cmd) as Command | Command[];
+      for (const c of Array.isArray(parsed) ? parsed : [parsed]) {
+        runCommand(q, c);
+        this.sinceCheckpoint += 1;
+      }
       this.seq = row.seq;
-      this.sinceCheckpoint += 1;
     }
     return q;
   }
 
-  /** Runs a command and journals it, checkpointing when due. */
+  /** Runs a command and buffers it for the journal when it changed anything; see flush(). */
   run(q: Qmgr<R>, cmd: Command) {
-    const result = runCommand(q, cmd);
-    this.seq += 1;
-    this.sql.exec("INSERT INTO journal (seq, cmd) VALUES (?, ?)", this.seq, JSON.stringify(cmd));
-    this.sinceCheckpoint += 1;
-    if (this.sinceCheckpoint >= this.checkpointEvery) this.checkpoint(q);
+    const result = runJournaled(q, cmd);
+    if (result.changed) {
+      this.buffered.push(cmd);
+      this.sinceCheckpoint += 1;
+    }
     return result;
   }
 
-  /** Writes a snapshot at the current sequence and drops the journal it covers. */
+  /** Writes the buffered commands as one journal row, or a checkpoint when one is due. */
+  flush(q: Qmgr<R>): void {
+    if (this.buffered.length === 0) return;
+    if (this.sinceCheckpoint >= this.checkpointEvery) {
+      this.checkpoint(q);
+      return;
+    }
+    this.seq += 1;
+    this.sql.exec("INSERT INTO journal (seq, cmd) VALUES (?, ?)", this.seq, JSON.stringify(this.buffered));
+    this.buffered = [];
+  }
+
+  /** Writes a snapshot at the current state (buffered commands included) and drops the journal it covers. */
   checkpoint(q: Qmgr<R>): void {
+    this.buffered = [];
     const text = JSON.stringify(snapshotQmgr(q));
     const parts = Math.max(1, Math.ceil(text.length / CHUNK_CHARS));
     this.sql.exec("DELETE FROM snapshot_chunk");
@@ -75,7 +99,7 @@ export class Journal<R extends ResolvedRecipient> {
     this.onCheckpoint(q);
   }
 
-  /** Commands journaled since the last checkpoint. */
+  /** Commands journaled (or buffered) since the last checkpoint. */
   get pending(): number {
     return this.sinceCheckpoint;
   }

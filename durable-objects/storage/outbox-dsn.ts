@@ -17,7 +17,8 @@
  *                     the classify queue: notices go through the same queue as all mail.
  *
  * INVARIANTS
- *   A message's body is not deleted while it has a pending notice (deleteDoneBodies skips it),
+ *   A message's body is not deleted while it has a pending notice (deleteDoneBodies skips it;
+ *   the notice deletes it once sent, when the message is done),
  *   so the original headers are still there to quote. A crash after the body write and before
  *   the transaction leaves an orphan body (the sweeper deletes it) and the row, which is sent
  *   again: at least once, and never for a null-sender message. A notice that cannot be composed
@@ -129,6 +130,9 @@ export async function sendPendingDsns(
       });
       sql.exec("DELETE FROM dsn_pending WHERE seq = ?", p.seq);
     });
+    // The original finished meanwhile and waits for no other notice: its body goes now.
+    const done = sql.exec("SELECT 1 FROM message WHERE id = ?1 AND state = 'done' AND id NOT IN (SELECT message_id FROM dsn_pending)", p.message_id).toArray().length > 0;
+    if (done) await bucket.delete(bodyKey(p.message_id));
     out.push(id);
   }
   return out;

@@ -11,7 +11,8 @@
  *                                       (the Outbox sweeper and the next attempt recover).
  */
 import type { Effect } from "../core";
-import { parseCoreId, pendingRecipients, readMeta } from "./delivery-state";
+import { parseCoreId, pendingRecipients } from "./delivery-state";
+import { readMeta } from "./sqlite-source";
 import { isMessageId, outboxName, shardOf } from "./outbox-ids";
 
 /** An outcome for the message's Outbox. */
@@ -43,11 +44,18 @@ export class OutboxNotes {
   private notes: OutboxNote[] = [];
   private warnings: DelayWarning[] = [];
 
-  /** Records what one command's effects mean for the Outboxes. */
-  collect(sql: SqlStorage, effects: Effect[], lifetimeSec: number): void {
+  /**
+   * Records what one command's effects mean for the Outboxes. `finalNow`: recipients the report
+   * being applied made final, not yet recorded as such (an attempt that ends records none).
+   */
+  collect(sql: SqlStorage, effects: Effect[], lifetimeSec: number, finalNow: { coreId: string; idxs: number[] } | null = null): void {
+    const pending = (coreId: string) => {
+      const done = finalNow?.coreId === coreId ? new Set(finalNow.idxs) : null;
+      return pendingRecipients(sql, coreId).filter((r) => !done?.has(r.idx));
+    };
     for (const e of effects) {
       if (e.kind === "message-expired") {
-        this.notes.push({ ...parseCoreId(e.messageId), addresses: pendingRecipients(sql, e.messageId).map((r) => r.address), status: "expired", text: "maximal_queue_lifetime exceeded", blockedBy: null, nextAttemptAt: null });
+        this.notes.push({ ...parseCoreId(e.messageId), addresses: pending(e.messageId).map((r) => r.address), status: "expired", text: "maximal_queue_lifetime exceeded", blockedBy: null, nextAttemptAt: null });
       } else if (e.kind === "deferred") {
         // Deferred without an attempt (its destination died): say so, with the retry time if known.
         const retry = effects.find((d) => d.kind === "message-deferred" && d.messageId === e.messageId);
@@ -56,7 +64,7 @@ export class OutboxNotes {
       } else if (e.kind === "message-deferred" && e.warn) {
         const { messageId } = parseCoreId(e.messageId);
         const meta = readMeta(sql, messageId);
-        this.warnings.push({ messageId, addresses: pendingRecipients(sql, e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
+        this.warnings.push({ messageId, addresses: pending(e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
       }
     }
   }

@@ -4,7 +4,13 @@
  * DESCRIPTION
  *   migrateOutbox       creates the tables if missing: message (envelope + summary), rcpt (the
  *                       recipient state machine), event (transitions not yet forwarded to D1),
- *                       idem (Idempotency-Key records) and meta (sweeper cursor).
+ *                       idem (Idempotency-Key records) and meta (sweeper cursor). Schema 2 keys
+ *                       message and event by their ids (no separate key index, no
+ *                       AUTOINCREMENT) and indexes message only where the sweeper looks:
+ *                       `message_unclassified` holds just the messages not yet classified, and
+ *                       `message_done` just the finished ones, by finish time (partial indexes:
+ *                       a message costs an index entry only while it is in one of them). Tables
+ *                       of schema 1 are rebuilt once.
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -22,20 +28,22 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 /** How long an in-flight reservation holds its key. */
 export const RESERVATION_MS = 120 * 1000;
 
-const TABLES = [
-  `CREATE TABLE IF NOT EXISTS message (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at INTEGER NOT NULL,
+const MESSAGE_COLUMNS = `id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at INTEGER NOT NULL,
     scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
     mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
-    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0)`,
-  "CREATE INDEX IF NOT EXISTS message_unclassified ON message (unclassified, scheduled_at)",
-  "CREATE INDEX IF NOT EXISTS message_done ON message (state, body_deleted, done_at)",
+    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0`;
+const EVENT_COLUMNS = `message_id TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL,
+    recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (message_id, seq)`;
+
+const TABLES = [
+  `CREATE TABLE IF NOT EXISTS message (${MESSAGE_COLUMNS}) WITHOUT ROWID`,
+  "CREATE INDEX IF NOT EXISTS message_unclassified ON message (scheduled_at, created_at) WHERE unclassified = 1",
+  "CREATE INDEX IF NOT EXISTS message_finished ON message (done_at) WHERE state = 'done'",
   `CREATE TABLE IF NOT EXISTS rcpt (message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
     status TEXT NOT NULL, transport TEXT, nexthop TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     next_attempt_at INTEGER, last_response TEXT, blocked_by TEXT, updated_at INTEGER NOT NULL,
     PRIMARY KEY (message_id, idx)) WITHOUT ROWID`,
-  `CREATE TABLE IF NOT EXISTS event (seq INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT NOT NULL,
-    tenant TEXT NOT NULL, type TEXT NOT NULL, recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL)`,
-  "CREATE INDEX IF NOT EXISTS event_by_message ON event (message_id, seq)",
+  `CREATE TABLE IF NOT EXISTS event (${EVENT_COLUMNS}) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL,
     state TEXT NOT NULL, token TEXT, status INTEGER, body TEXT, created_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL, PRIMARY KEY (tenant, key)) WITHOUT ROWID`,
@@ -43,8 +51,26 @@ const TABLES = [
   "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 ];
 
-/** Creates the Outbox tables if missing. */
+/** Creates the Outbox tables if missing, rebuilding schema-1 tables once. */
 export function migrateOutbox(sql: SqlStorage): void {
+  const ddl = (t: string) => sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", t).toArray()[0]?.sql ?? null;
+  const oldMessage = ddl("message");
+  if (oldMessage !== null && !/WITHOUT ROWID/i.test(oldMessage)) {
+    sql.exec("DROP INDEX IF EXISTS message_unclassified");
+    sql.exec("DROP INDEX IF EXISTS message_done");
+    sql.exec("ALTER TABLE message RENAME TO message_v1");
+    sql.exec(`CREATE TABLE message (${MESSAGE_COLUMNS}) WITHOUT ROWID`);
+    sql.exec("INSERT INTO message SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted FROM message_v1");
+    sql.exec("DROP TABLE message_v1");
+  }
+  const oldEvent = ddl("event");
+  if (oldEvent !== null && /AUTOINCREMENT/i.test(oldEvent)) {
+    sql.exec("DROP INDEX IF EXISTS event_by_message");
+    sql.exec("ALTER TABLE event RENAME TO event_v1");
+    sql.exec(`CREATE TABLE event (${EVENT_COLUMNS}) WITHOUT ROWID`);
+    sql.exec("INSERT INTO event SELECT message_id, seq, tenant, type, recipient, created_at, data FROM event_v1");
+    sql.exec("DROP TABLE event_v1");
+  }
   for (const t of TABLES) sql.exec(t);
 }
 

@@ -32,11 +32,16 @@ type RcptRow = { idx: number; address: string; status: RcptStatus; transport: st
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
-/** Appends a transition to the event table. */
+/**
+ * Appends a transition to the event table. Its `seq` orders the message's events and names
+ * each in D1 (`<id>:<seq>`), so it never repeats for a message, also after forwarded events were
+ * deleted: the event time in µs, or one more than the message's last, whichever is larger.
+ */
 export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"> & { data: object }): void {
+  const last = sql.exec<{ seq: number | null }>("SELECT max(seq) AS seq FROM event WHERE message_id = ?", e.message_id).one().seq ?? 0;
   sql.exec(
-    "INSERT INTO event (message_id, tenant, type, recipient, created_at, data) VALUES (?, ?, ?, ?, ?, ?)",
-    e.message_id, e.tenant, e.type, e.recipient, e.created_at, JSON.stringify(e.data),
+    "INSERT INTO event (message_id, seq, tenant, type, recipient, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    e.message_id, Math.max(last + 1, e.created_at * 1000), e.tenant, e.type, e.recipient, e.created_at, JSON.stringify(e.data),
   );
 }
 
@@ -147,8 +152,10 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   return changed;
 }
 
+/** Keeps message.unclassified in step with its recipients; writes (and moves the index) only on a change. */
 function updateUnclassified(sql: SqlStorage, id: string): void {
-  sql.exec("UPDATE message SET unclassified = EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming') WHERE id = ?1", id);
+  sql.exec(`UPDATE message SET unclassified = NOT unclassified WHERE id = ?1
+    AND unclassified != EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')`, id);
 }
 
 /** Cancels a scheduled message that is not yet due: every incoming recipient ends `cancelled`. */
@@ -203,11 +210,15 @@ export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowM
   return true;
 }
 
-/** Marks the message done when every recipient is final; true if it just finished. */
+/**
+ * Marks the message done when every recipient is final; true if it just finished. Its body is
+ * then due for deletion (see outbox-sweep.ts deleteDoneBodies), so body_deleted is set in the
+ * same write.
+ */
 export function finishIfDone(sql: SqlStorage, id: string, nowMs: number): boolean {
   const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
   if (open > 0) return false;
-  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0 WHERE id = ? AND state = 'open'", nowMs, id).rowsWritten > 0;
+  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, body_deleted = 1 WHERE id = ? AND state = 'open'", nowMs, id).rowsWritten > 0;
 }
 
 /** The condition "classification is due and was not triggered since ?1", for the two queries below. */

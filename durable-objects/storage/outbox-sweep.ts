@@ -6,16 +6,24 @@
  *                      cursor kept in `meta`) and deletes those older than the grace period that
  *                      have no envelope: a request that stopped between the body write and the
  *                      envelope commit (qmail's mess/ without todo/).
- *   deleteDoneBodies   deletes the bodies of messages whose recipients are all final (every
- *                      such message, or only those `among` the given ids).
- *   purgeFinished      forgets finished messages past their retention, and expired idempotency
- *                      records.
- *   hasOpenWork        whether the shard still holds anything the sweeper must come back for.
+ *   deleteDoneBodies   deletes the bodies of those `among` the given messages that finished at
+ *                      `nowMs` (in the change just made) and have no notice pending. Nothing
+ *                      is written: finishing marked the body for deletion (finishIfDone), a
+ *                      notice deletes its original's body once sent (outbox-dsn.ts), and the
+ *                      purge deletes it again, so a delete lost in a crash only delays it.
+ *   purgeFinished      forgets finished messages past their retention (every row they left in
+ *                      this shard, and their bodies), through the index of finished messages,
+ *                      at most `limit` per run; and expired idempotency records.
+ *   nextSweepAt        when the sweeper must run next: a grace period from now while anything
+ *                      waits for it (unclassified messages, unforwarded events, idempotency
+ *                      records, notices), else when the oldest finished message's retention
+ *                      ends; null when the shard is empty. Each is one probe of an index.
  *
  * INVARIANTS
  *   A body is only deleted when its message is done, or when it is older than the grace period
  *   and no envelope references it; accept refuses envelopes whose body is older than that, so a
- *   deleted orphan can never gain an envelope afterwards.
+ *   deleted orphan can never gain an envelope afterwards. Nothing the sweeper does per run grows
+ *   with the number of messages the shard retains.
  */
 import { purgeIdempotency } from "./outbox-schema";
 import { bodyKey, shardHex } from "./outbox-ids";
@@ -54,33 +62,36 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
   return { listed: page.objects.length, deleted };
 }
 
-/** Deletes the bodies of finished messages; returns the message ids whose bodies went. */
-export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, limit = 500, among: readonly string[] | null = null): Promise<string[]> {
+/** Deletes the bodies of the messages among `among` that finished at `nowMs`; returns their ids. */
+export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, among: readonly string[], nowMs: number): Promise<string[]> {
   // A message with a notice still to send keeps its body: the notice quotes its headers.
-  const DONE = "state = 'done' AND body_deleted = 0 AND id NOT IN (SELECT message_id FROM dsn_pending)";
-  const ids = among === null
-    ? sql.exec<{ id: string }>(`SELECT id FROM message WHERE ${DONE} LIMIT ?`, limit).toArray().map((r) => r.id)
-    : among.filter((id) => sql.exec(`SELECT 1 FROM message WHERE id = ? AND ${DONE}`, id).toArray().length > 0).slice(0, limit);
-  if (ids.length === 0) return ids;
-  await bucket.delete(ids.map(bodyKey));
-  for (const id of ids) sql.exec("UPDATE message SET body_deleted = 1 WHERE id = ?", id);
+  const ids = among.filter((id) => sql.exec(
+    "SELECT 1 FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)", id, nowMs,
+  ).toArray().length > 0);
+  if (ids.length > 0) await bucket.delete(ids.map(bodyKey));
   return ids;
 }
 
-/** Forgets finished messages older than `retentionMs` and expired idempotency records. */
-export function purgeFinished(sql: SqlStorage, nowMs: number, retentionMs: number): void {
-  const old = sql.exec<{ id: string }>("SELECT id FROM message WHERE state = 'done' AND body_deleted = 1 AND done_at <= ? LIMIT 500", nowMs - retentionMs).toArray();
-  for (const { id } of old) {
-    sql.exec("DELETE FROM rcpt WHERE message_id = ?", id);
-    sql.exec("DELETE FROM event WHERE message_id = ?", id);
+/** Forgets finished messages older than `retentionMs` (rows and bodies) and expired idempotency records. */
+export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: number, retentionMs: number, limit = 500): Promise<string[]> {
+  const old = sql.exec<{ id: string }>(
+    "SELECT id FROM message WHERE state = 'done' AND done_at <= ? AND id NOT IN (SELECT message_id FROM dsn_pending) ORDER BY done_at LIMIT ?",
+    nowMs - retentionMs, limit,
+  ).toArray().map((r) => r.id);
+  for (const id of old) {
+    for (const table of ["rcpt", "event", "control", "readmit", "complaint"]) sql.exec(`DELETE FROM ${table} WHERE message_id = ?`, id);
     sql.exec("DELETE FROM message WHERE id = ?", id);
   }
+  if (old.length > 0) await bucket.delete(old.map(bodyKey));
   purgeIdempotency(sql, nowMs);
+  return old;
 }
 
-/** True while the shard holds open messages, unforwarded events or idempotency records. */
-export function hasOpenWork(sql: SqlStorage): boolean {
-  const q = `SELECT (SELECT count(*) FROM message WHERE state = 'open' OR body_deleted = 0)
-           + (SELECT count(*) FROM event) + (SELECT count(*) FROM idem) + (SELECT count(*) FROM dsn_pending) AS n`;
-  return sql.exec<{ n: number }>(q).one().n > 0;
+/** When the sweeper must run next (see the header), or null. */
+export function nextSweepAt(sql: SqlStorage, nowMs: number, graceMs: number, retentionMs: number): number | null {
+  const waiting = ["SELECT 1 FROM message WHERE unclassified = 1 LIMIT 1", "SELECT 1 FROM event LIMIT 1", "SELECT 1 FROM idem LIMIT 1", "SELECT 1 FROM dsn_pending LIMIT 1"]
+    .some((q) => sql.exec(q).toArray().length > 0);
+  if (waiting) return nowMs + graceMs;
+  const first = sql.exec<{ at: number | null }>("SELECT min(done_at) AS at FROM message WHERE state = 'done'").one().at;
+  return first === null ? null : Math.max(first + retentionMs, nowMs + graceMs);
 }

@@ -9,29 +9,70 @@ export interface StoredRecipient extends ResolvedRecipient {
   idx: number;
 }
 
-/** Creates the backlog tables if missing (schema version 1). */
+/** What a message was admitted with: arrival time (expiry counts from it), tenant, priority. */
+export interface AdmissionMeta {
+  createTime: number;
+  tenant: string | null;
+  priority: number;
+}
+
+/**
+ * Creates the backlog tables if missing (schema version 2):
+ *   rcpt       the recipients of every core message (attempt), read by the core.
+ *   admission  one row per core message admitted here: the idempotency record of admit() and
+ *              the arrival time, tenant and priority its later attempts are admitted with.
+ *   finished   core messages that left for good, by time: their backlog rows go at the next
+ *              checkpoint, their admission rows after ADMISSION_TTL_SEC.
+ * Version 1 kept one `admitted` row per recipient, `msg_meta` per message and `finished` without
+ * a time; they are carried over once.
+ */
 export function migrateBacklog(sql: SqlStorage): void {
   sql.exec(`CREATE TABLE IF NOT EXISTS rcpt (
     message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
     transport TEXT NOT NULL, nexthop TEXT NOT NULL, egress TEXT, site TEXT,
     PRIMARY KEY (message_id, idx)) WITHOUT ROWID`);
-  sql.exec(`CREATE TABLE IF NOT EXISTS finished (message_id TEXT PRIMARY KEY) WITHOUT ROWID`);
-  sql.exec(`CREATE TABLE IF NOT EXISTS admitted (message_id TEXT NOT NULL, address TEXT NOT NULL,
-    PRIMARY KEY (message_id, address)) WITHOUT ROWID`);
+  const has = (t: string) => sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", t).toArray().length > 0;
+  if (has("finished") && !sql.exec<{ name: string }>("PRAGMA table_info(finished)").toArray().some((c) => c.name === "at")) {
+    sql.exec("ALTER TABLE finished RENAME TO finished_v1");
+  }
+  sql.exec("CREATE TABLE IF NOT EXISTS finished (at INTEGER NOT NULL, core_id TEXT NOT NULL, PRIMARY KEY (at, core_id)) WITHOUT ROWID");
+  sql.exec("CREATE TABLE IF NOT EXISTS admission (core_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID");
+  if (has("finished_v1")) {
+    sql.exec("INSERT OR IGNORE INTO finished (at, core_id) SELECT 0, message_id FROM finished_v1");
+    sql.exec("DROP TABLE finished_v1");
+  }
+  if (has("msg_meta")) {
+    sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority) SELECT message_id, create_time, tenant, priority FROM msg_meta");
+    if (has("admitted")) {
+      sql.exec(`INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority)
+        SELECT DISTINCT a.message_id, m.create_time, m.tenant, m.priority FROM admitted a JOIN msg_meta m
+          ON m.message_id = CASE WHEN instr(a.message_id, '#') > 0 THEN substr(a.message_id, 1, instr(a.message_id, '#') - 1) ELSE a.message_id END`);
+    }
+    sql.exec("DROP TABLE msg_meta");
+  }
+  if (has("admitted")) sql.exec("DROP TABLE admitted");
 }
 
-/**
- * True when any of these recipients of the message was admitted here before (a repeated RPC,
- * even after the message left the core). The classify stage admits a message's recipients for
- * one transport in a single call, so the set repeats exactly.
- */
-export function wasAdmitted(sql: SqlStorage, messageId: string, rcpts: ResolvedRecipient[]): boolean {
-  return rcpts.some((r) => sql.exec("SELECT 1 FROM admitted WHERE message_id = ? AND address = ?", messageId, r.address).toArray().length > 0);
+/** How long an admission record outlives its message, seconds: a repeated admit() within it changes nothing. */
+export const ADMISSION_TTL_SEC = 86_400;
+
+/** True when this core message was admitted here before (a repeated RPC, also after it left the core). */
+export function wasAdmitted(sql: SqlStorage, coreId: string): boolean {
+  return sql.exec("SELECT 1 FROM admission WHERE core_id = ?", coreId).toArray().length > 0;
 }
 
-/** Records the admission of a message's recipients. */
-export function recordAdmission(sql: SqlStorage, messageId: string, rcpts: ResolvedRecipient[]): void {
-  for (const r of rcpts) sql.exec("INSERT OR IGNORE INTO admitted (message_id, address) VALUES (?, ?)", messageId, r.address);
+/** Records the admission of a core message with what later attempts need. */
+export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMeta): void {
+  sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority) VALUES (?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority);
+}
+
+/** What a message (any of its attempts still recorded) was admitted with, or null. */
+export function readMeta(sql: SqlStorage, messageId: string): AdmissionMeta | null {
+  // Attempts are `<id>` and `<id>#<n>`: a range on the key ('$' follows '#').
+  const row = sql.exec<{ create_time: number; tenant: string | null; priority: number }>(
+    "SELECT create_time, tenant, priority FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$' LIMIT 1", messageId,
+  ).toArray()[0];
+  return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority } : null;
 }
 
 /** Stores a message's recipients; idempotent by (message, index). */
@@ -62,13 +103,21 @@ export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
   }
 }
 
-/** Remembers that a message left the core for good (done or expired). */
-export function noteFinished(sql: SqlStorage, messageId: string): void {
-  sql.exec("INSERT OR IGNORE INTO finished (message_id) VALUES (?)", messageId);
+/** Remembers that a core message left for good (done, expired, retried as a new attempt, removed). */
+export function noteFinished(sql: SqlStorage, coreId: string, now: number): void {
+  sql.exec("INSERT OR IGNORE INTO finished (at, core_id) VALUES (?, ?)", now, coreId);
 }
 
-/** Drops the backlog rows of finished messages (call only right after a checkpoint). */
-export function forgetFinished(sql: SqlStorage): void {
-  sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT message_id FROM finished)");
-  sql.exec("DELETE FROM finished");
+/**
+ * Drops the backlog rows of core messages finished at or after `since` (call only right after a
+ * checkpoint), and the admission and finished records older than ADMISSION_TTL_SEC, at most
+ * `limit` of them: both through the key of `finished`, never a scan of the backlog.
+ */
+export function forgetFinished(sql: SqlStorage, since: number, now: number, limit = 500): void {
+  sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT core_id FROM finished WHERE at >= ?)", since);
+  const old = sql.exec<{ at: number; core_id: string }>("SELECT at, core_id FROM finished WHERE at < ? ORDER BY at LIMIT ?", now - ADMISSION_TTL_SEC, limit).toArray();
+  for (const f of old) {
+    sql.exec("DELETE FROM admission WHERE core_id = ?", f.core_id);
+    sql.exec("DELETE FROM finished WHERE at = ? AND core_id = ?", f.at, f.core_id);
+  }
 }

@@ -19,7 +19,7 @@ afterAll(() => settle());
 
 function admittedIn(transport: string, id: string): Promise<string[]> {
   return runInDurableObject(env.TRANSPORT_QUEUE.getByName(transport), (_o, state) =>
-    state.storage.sql.exec<{ address: string }>("SELECT address FROM admitted WHERE message_id = ? ORDER BY address", id).toArray().map((r) => r.address));
+    state.storage.sql.exec<{ address: string }>("SELECT r.address FROM admission a JOIN rcpt r ON r.message_id = a.core_id WHERE a.core_id = ? ORDER BY r.address", id).toArray().map((r) => r.address));
 }
 
 async function send(body: Record<string, unknown>): Promise<string> {

@@ -12,7 +12,7 @@ describe("DestinationQueue Durable Object", () => {
     expect(history).toHaveLength(HISTORY_LIMIT);
     expect(history.every((h) => h.kind === "success")).toBe(true);
     expect(record?.window).toBe(6); // the safety rule: busy 1 + initial 5
-  });
+  }, 30_000); // 520 RPCs: seconds on a loaded machine
 
   it("ignores site failures while dead, revives on an in-flight success with window = busy, and a flush revives at once", async () => {
     const stub = env.DESTINATION_QUEUE.getByName("smtp:flaky.example");

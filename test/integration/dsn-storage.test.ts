@@ -62,8 +62,8 @@ describe("delivery status notices in the Outbox", () => {
     const kept = await runInDurableObject(stub(normal), async (_o, state) => {
       const sql = state.storage.sql;
       planDsn(sql, normal, [{ idx: 0, status: "expired", attempt: 3 }], now);
-      sql.exec("UPDATE message SET state = 'done' WHERE id = ?", normal);
-      const deleted = await deleteDoneBodies(sql, env.BODIES);
+      sql.exec("UPDATE message SET state = 'done', done_at = ? WHERE id = ?", now, normal);
+      const deleted = await deleteDoneBodies(sql, env.BODIES, [normal], now);
       const pending = sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", normal).one().n;
       sql.exec("DELETE FROM dsn_pending WHERE message_id = ?", normal); // leave the shard clean for the next test
       return { pending, deleted };
