@@ -192,11 +192,23 @@ export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | nu
   return { id, mailFrom: m.mail_from, size: m.size, rcpts };
 }
 
-/** Applies a delivery outcome; stale (older attempt) or post-final reports change nothing. */
+/**
+ * Applies a delivery outcome; stale (older attempt) or post-final reports change nothing. An
+ * `incoming` recipient whose decision is recorded may already be admitted, dispatched and
+ * delivered while the classify stage's markReady is still on its way: its outcome counts (with
+ * the email.queued markReady would have recorded first), and markReady then finds nothing to move.
+ * An undecided `incoming` recipient cannot have been admitted: its report is refused.
+ */
 export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number): boolean {
   const m = readMessage(sql, id);
-  const cur = sql.exec<{ status: RcptStatus; attempts: number; address: string }>("SELECT status, attempts, address FROM rcpt WHERE message_id = ? AND idx = ?", id, r.idx).toArray()[0];
-  if (!m || !cur || cur.status === "incoming" || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) return false;
+  const cur = sql.exec<{ status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null }>(
+    "SELECT status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ? AND idx = ?", id, r.idx,
+  ).toArray()[0];
+  if (!m || !cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) return false;
+  if (cur.status === "incoming") {
+    if (cur.transport === null) return false;
+    if (!isReadmission(sql, id)) recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } });
+  }
   sql.exec(
     "UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
     r.status, Math.max(cur.attempts, r.attempt), r.status === "deferred" ? r.nextAttemptAt ?? null : null,
@@ -206,6 +218,7 @@ export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowM
   if (type !== null) {
     recordEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) } });
   }
+  if (cur.status === "incoming") updateUnclassified(sql, id);
   finishIfDone(sql, id, nowMs);
   return true;
 }

@@ -121,6 +121,34 @@ describe("crash safety of the accept path", () => {
     expect(await deliverAll()).not.toContain(m.id); // re-admission would have put it back in core
   });
 
+  it("delivered before marking ready (the Outbox call held back): the outcome is kept, the message finishes and its body goes", async () => {
+    const m = message(["j@one.crash.test", "k@two.crash.test"]);
+    await acceptWithoutQueue(m);
+    const { plan } = await decideMessage(env, m.id, lookups);
+    await admitPlan(env, plan!);
+    // The transport dispatches at once and the delivery agent records what happened, as the
+    // deliver consumer does (outcomes in the Outbox first, then the report), while the classify
+    // consumer's markAdmitted has not reached the Outbox yet.
+    const { entries } = await transport().dispatch(1000);
+    const mine = entries.filter((e) => e.messageId === m.id);
+    expect(mine.flatMap((e) => e.rcpts.map((r) => r.address)).sort()).toEqual(["j@one.crash.test", "k@two.crash.test"]);
+    const done = await outbox().recordOutcome(m.id, [0, 1].map((idx) => ({ idx, status: "delivered" as const, attempt: 1, response: { code: 250, text: "ok" } })), true);
+    expect(done).toEqual({ applied: 2, done: true });
+    for (const e of mine) await transport().report(e.entryId, { status: "ok" }, e.rcpts.map((r) => r.idx));
+    // Now the held-back call lands, and the sweeper runs: nothing goes back.
+    await outbox().markAdmitted(m.id, [0, 1]);
+    const types = await runInDurableObject(outbox(), (_o, state) =>
+      state.storage.sql.exec<{ type: string }>("SELECT type FROM event WHERE message_id = ? ORDER BY seq", m.id).toArray().map((r) => r.type));
+    // Each recipient was queued (Resend's email.sent) before it was delivered, once.
+    expect(types.filter((t) => t === "email.queued")).toHaveLength(2);
+    expect(types.filter((t) => t === "email.delivered")).toHaveLength(2);
+    expect(types.indexOf("email.queued")).toBeLessThan(types.indexOf("email.delivered"));
+    await sweep();
+    expect(await statuses(m.id)).toEqual(["delivered", "delivered"]);
+    expect(await env.BODIES.head(`mess/${m.id}`)).toBeNull();
+    expect(await deliverAll()).not.toContain(m.id);
+  });
+
   it("concurrent redeliveries of one classification admit each recipient once and record one event each", async () => {
     const m = message(["g@one.crash.test", "h@two.crash.test", "i@three.crash.test"]);
     await acceptWithoutQueue(m);
