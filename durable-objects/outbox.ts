@@ -7,8 +7,10 @@
  *                     (`incoming`) and its idempotency record; the bodies are already in R2.
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
- *   beginClassify / decide / markAdmitted / ackEvents   the classify consumer's side (see
- *                     worker/consumers/classify.ts); results only ever move `incoming` recipients.
+ *   beginClassify / classify / ackEvents   the classify consumer's side (see
+ *                     worker/consumers/classify.ts): classify records its decisions and admits
+ *                     them to the Transport DOs itself (storage/outbox-admit.ts); results only
+ *                     ever move `incoming` recipients.
  *   cancel/reschedule scheduled messages that are not yet due.
  *   envelope          what the delivery stage sends: envelope sender, size, recipients and states.
  *   recordOutcome     the delivery stage's per-recipient reports; when every recipient is final
@@ -30,6 +32,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { shardOf } from "./storage/outbox-ids";
+import { admitPlan } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
   applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong, dueForClassify,
@@ -43,10 +46,13 @@ import type {
   AcceptRequest, ClassifyResult, ClassifyWork, DeliveryEnvelope, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
 
-/** The body of a classify queue message: which message to classify or re-index. */
-export interface ClassifyJob {
-  id: string;
-}
+/**
+ * The body of a classify queue message: one message to classify or re-index (`id`), or the
+ * messages of one accept request (`batch`), each with its tenant and recipients as accepted, so
+ * the consumer decides without asking the Outbox first. One queue message per request, not per
+ * message: queue operations are billed per message.
+ */
+export type ClassifyJob = { id: string } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
 
 /** Result of accept: stored, or what the idempotency key said instead. */
 export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
@@ -118,19 +124,23 @@ export class Outbox extends DurableObject<Env> {
     return { work: claimClassifyWork(this.sql, id, now), sync: this.syncState(id, now) };
   }
 
-  /** Records decisions for undecided recipients; returns the admission plan (decided, incoming). */
-  async decide(id: string, results: ClassifyResult[]): Promise<ClassifyWork | null> {
+  /**
+   * The classify stage's second step: records `results` (decisions for undecided recipients),
+   * then (with `admit`) admits the decided incoming recipients to their Transport DOs and marks
+   * them ready, in this one call. Returns the plan that was due and the state to index. A stop
+   * anywhere is repaired by calling it again: decisions are kept, admission is idempotent, and
+   * only `incoming` recipients move.
+   */
+  async classify(id: string, results: ClassifyResult[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null }> {
     const now = Date.now();
-    this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
+    if (results.length > 0) this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
+    const plan = claimClassifyWork(this.sql, id, now);
+    if (admit && plan) {
+      const idxs = await admitPlan(this.env, plan);
+      this.ctx.storage.transactionSync(() => markReady(this.sql, id, idxs, Date.now()));
+    }
     await this.afterChange(now, [id], []);
-    return claimClassifyWork(this.sql, id, now);
-  }
-
-  /** Marks admitted recipients ready (idempotent) and returns the state to index. */
-  async markAdmitted(id: string, idxs: number[]): Promise<SyncState | null> {
-    const now = Date.now();
-    this.ctx.storage.transactionSync(() => markReady(this.sql, id, idxs, now));
-    return this.syncState(id, now);
+    return { plan, sync: this.syncState(id, Date.now()) };
   }
 
   /** Forgets events the consumer has written to D1. */
@@ -242,10 +252,11 @@ export class Outbox extends DurableObject<Env> {
   /**
    * Records delivery outcomes for a message's recipients; returns how many applied. With
    * `indexedByCaller` (the deliver consumer, which writes the D1 index and events of its whole
-   * batch itself) the message is not also handed to the classify queue for indexing; if the
-   * caller's write fails, the sweeper finds the unforwarded events after the grace period.
+   * batch itself) the message is not also handed to the classify queue for indexing, and the
+   * answer carries the state to index; if the caller's write fails, the sweeper finds the
+   * unforwarded events after the grace period.
    */
-  async recordOutcome(id: string, reports: OutcomeReport[], indexedByCaller = false): Promise<{ applied: number; done: boolean }> {
+  async recordOutcome(id: string, reports: OutcomeReport[], indexedByCaller = false): Promise<{ applied: number; done: boolean; sync: SyncState | null }> {
     const now = Date.now();
     const applied = this.ctx.storage.transactionSync(() => {
       const ok = reports.filter((r) => applyOutcome(this.sql, id, r, now));
@@ -253,7 +264,9 @@ export class Outbox extends DurableObject<Env> {
       return ok.length;
     });
     if (applied > 0) await this.afterChange(now, [id], indexedByCaller ? [] : [id]);
-    return { applied, done: readMessage(this.sql, id)?.state === "done" };
+    // The caller that indexes gets the state to index with the answer (no second call to read it).
+    const sync = indexedByCaller && applied > 0 ? this.syncState(id, now) : null;
+    return { applied, done: readMessage(this.sql, id)?.state === "done", sync };
   }
 
   /** The core's delay warning for recipients still being retried: a `delayed` notice when notices are on. */

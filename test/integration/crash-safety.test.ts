@@ -128,15 +128,15 @@ describe("crash safety of the accept path", () => {
     await admitPlan(env, plan!);
     // The transport dispatches at once and the delivery agent records what happened, as the
     // deliver consumer does (outcomes in the Outbox first, then the report), while the classify
-    // consumer's markAdmitted has not reached the Outbox yet.
+    // consumer's call that marks them ready has not reached the Outbox yet.
     const { entries } = await transport().dispatch(1000);
     const mine = entries.filter((e) => e.messageId === m.id);
     expect(mine.flatMap((e) => e.rcpts.map((r) => r.address)).sort()).toEqual(["j@one.crash.test", "k@two.crash.test"]);
     const done = await outbox().recordOutcome(m.id, [0, 1].map((idx) => ({ idx, status: "delivered" as const, attempt: 1, response: { code: 250, text: "ok" } })), true);
-    expect(done).toEqual({ applied: 2, done: true });
+    expect(done).toMatchObject({ applied: 2, done: true });
     for (const e of mine) await transport().report(e.entryId, { status: "ok" }, e.rcpts.map((r) => r.idx));
     // Now the held-back call lands, and the sweeper runs: nothing goes back.
-    await outbox().markAdmitted(m.id, [0, 1]);
+    await outbox().classify(m.id, []);
     const types = await runInDurableObject(outbox(), (_o, state) =>
       state.storage.sql.exec<{ type: string }>("SELECT type FROM event WHERE message_id = ? ORDER BY seq", m.id).toArray().map((r) => r.type));
     // Each recipient was queued (Resend's email.sent) before it was delivered, once.

@@ -23,6 +23,7 @@ import type { Context } from "hono";
 import { bodyKey, outboxName } from "../../durable-objects/storage/outbox-ids";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../durable-objects/storage/outbox-types";
 import type { ClassifyJob } from "../../durable-objects/outbox";
+import type { NewMessage } from "../../durable-objects/storage/outbox-types";
 import { ApiError } from "./errors";
 import type { PreparedMessage } from "./prepare";
 import { IdempotencyKeySchema } from "./schemas";
@@ -84,7 +85,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;
   }
-  await queueForClassify(env, input.prepared.map((p) => p.record.id));
+  await queueForClassify(env, input.tenant, input.prepared.map((p) => p.record));
   return input.response;
 }
 
@@ -93,11 +94,37 @@ export function jsonResponse(r: StoredResponse): Response {
   return new Response(r.body, { status: r.status, headers: { "content-type": "application/json" } });
 }
 
-/** Hands new messages to the classify queue; a failure is only logged (the sweeper re-queues). */
-async function queueForClassify(env: Env, ids: string[]): Promise<void> {
+/** Bytes of one classify queue message at most: a queue operation is billed per 64 KB. */
+const CLASSIFY_JOB_BYTES = 60_000;
+
+/**
+ * Hands new messages to the classify queue, as few queue messages as fit (see ClassifyJob); a
+ * scheduled message carries no recipients (it is decided when due). A failure is only logged
+ * (the sweeper re-queues).
+ */
+async function queueForClassify(env: Env, tenant: string, records: NewMessage[]): Promise<void> {
+  const jobs: ClassifyJob[] = [];
+  let batch: { id: string; tenant: string; rcpts: string[] }[] = [];
+  let bytes = 0;
+  for (const r of records) {
+    if (r.scheduledAt !== null) {
+      jobs.push({ id: r.id });
+      continue;
+    }
+    const item = { id: r.id, tenant, rcpts: r.rcptTo };
+    const size = JSON.stringify(item).length;
+    if (batch.length > 0 && bytes + size > CLASSIFY_JOB_BYTES) {
+      jobs.push({ batch });
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(item);
+    bytes += size;
+  }
+  if (batch.length > 0) jobs.push({ batch });
   try {
-    await env.CLASSIFY.sendBatch(ids.map((id) => ({ body: { id } satisfies ClassifyJob, contentType: "json" as const })));
+    for (let i = 0; i < jobs.length; i += 100) await env.CLASSIFY.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body, contentType: "json" as const })));
   } catch (e) {
-    console.error(JSON.stringify({ error: "classify enqueue failed; the Outbox sweeper will retry", ids, detail: e instanceof Error ? e.message : String(e) }));
+    console.error(JSON.stringify({ error: "classify enqueue failed; the Outbox sweeper will retry", ids: records.map((r) => r.id), detail: e instanceof Error ? e.message : String(e) }));
   }
 }

@@ -1,24 +1,24 @@
 /**
- * Classification of one message, in three restartable steps (qmail-send's todo processing).
+ * Classification of one message (qmail-send's todo processing): resolve, record, admit.
  *
  * DESCRIPTION
- *   decideMessage(env, id, lookups)  reads the message's incoming recipients from its Outbox;
- *                                    for those without a recorded decision: rewrite, resolve,
- *                                    check suppressions, and record the decisions in the Outbox
- *                                    (suppressed recipients end `suppressed` there). Returns the
- *                                    admission plan, or null when nothing is due.
- *   admitPlan(env, plan)             admits the plan's recipients to their Transport DOs, one
- *                                    call per transport (the RPC is idempotent by message and
- *                                    recipient). A Transport DO always takes the message (into its
- *                                    incoming queue when the active queue is full); should one
- *                                    ever refuse, this throws, the message is retried and its
- *                                    recipients stay `incoming`.
- *   classifyMessage(env, id, lookups) all steps, then marks the admitted recipients `ready`;
- *                                    returns the state the index must reflect.
+ *   decide(env, work, lookups)       for the undecided recipients of `work`: rewrite, resolve
+ *                                    through the routes, check suppressions (lookups are per
+ *                                    batch). Pure of Outbox calls.
+ *   classifyMessage(env, id, lookups, work?)  reads the due work from the Outbox (unless the
+ *                                    queue message carried it), decides, and hands the
+ *                                    decisions to Outbox.classify, which records them, admits
+ *                                    the decided recipients to their Transport DOs
+ *                                    (storage/outbox-admit.ts) and marks them ready in that one
+ *                                    call. Returns the state the index must reflect.
+ *   decideMessage(env, id, lookups)  the first two steps only (decisions recorded, nothing
+ *                                    admitted); for crash tests.
  *
  * INVARIANTS
  *   A stop between any two steps is repaired by running classifyMessage again: decisions are
  *   read back rather than remade, admission is idempotent, and only `incoming` recipients move.
+ *   Work carried by the queue message is only a hint: the Outbox ignores decisions for
+ *   recipients that are no longer undecided and `incoming`.
  */
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import type { ClassifyResult, ClassifyWork, SyncState } from "../../durable-objects/storage/outbox-types";
@@ -42,8 +42,10 @@ function rewriteOrKeep(address: string): string {
   }
 }
 
-async function decide(env: Env, work: ClassifyWork, lookups: Lookups): Promise<ClassifyResult[]> {
+/** Decisions for the undecided recipients of `work`. */
+export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpts">, lookups: Lookups): Promise<ClassifyResult[]> {
   const undecided = work.rcpts.filter((r) => r.transport === null).map((r) => ({ idx: r.idx, address: rewriteOrKeep(r.address) }));
+  if (undecided.length === 0) return [];
   const [suppressed, routing] = await Promise.all([lookups.suppressed(work.tenant, undecided.map((r) => r.address)), lookups.routing()]);
   return undecided.map((r): ClassifyResult => {
     if (suppressed.has(r.address.toLowerCase())) return { ...r, status: "suppressed", reason: "on the suppression list" };
@@ -52,39 +54,23 @@ async function decide(env: Env, work: ClassifyWork, lookups: Lookups): Promise<C
 }
 
 /** Steps 1–2: the due work, with decisions recorded for every recipient; null when none is due. */
-export async function decideMessage(env: Env, id: string, lookups: Lookups): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; stale: boolean }> {
+export async function decideMessage(env: Env, id: string, lookups: Lookups): Promise<{ plan: ClassifyWork | null; sync: SyncState | null }> {
   const outbox = outboxOf(env, id);
   const { work, sync } = await outbox.beginClassify(id);
-  if (!work) return { plan: null, sync, stale: false };
-  if (work.rcpts.every((r) => r.transport !== null)) return { plan: work, sync, stale: true };
-  const plan = await outbox.decide(id, await decide(env, work, lookups));
-  return { plan, sync, stale: true };
-}
-
-/** Step 3: admits the plan's decided recipients, one RPC per transport; returns their indexes. */
-export async function admitPlan(env: Env, plan: ClassifyWork): Promise<number[]> {
-  const byTransport = new Map<string, { idx: number; address: string; transport: string; nexthop: string }[]>();
-  for (const r of plan.rcpts) {
-    if (r.transport === null || r.nexthop === null) continue;
-    const group = byTransport.get(r.transport) ?? [];
-    group.push({ idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop });
-    byTransport.set(r.transport, group);
-  }
-  await Promise.all([...byTransport].map(async ([transport, rcpts]) => {
-    const r = await env.TRANSPORT_QUEUE.getByName(transport).admit({
-      id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant,
-      rcpts: rcpts.map(({ address, nexthop }) => ({ address, transport, nexthop })),
-    });
-    // No room in the transport's active queue: the recipients stay `incoming` and the queue retries.
-    if (!r.admitted) throw new Error(`transport ${transport} has no room for message ${plan.id}`);
-  }));
-  return [...byTransport.values()].flat().map((r) => r.idx);
+  if (!work) return { plan: null, sync };
+  return outbox.classify(id, await decide(env, work, lookups), false);
 }
 
 /** Classifies a message completely; returns the state for the index (null if the message is unknown). */
-export async function classifyMessage(env: Env, id: string, lookups: Lookups): Promise<SyncState | null> {
-  const { plan, sync, stale } = await decideMessage(env, id, lookups);
-  if (!plan) return stale ? (await outboxOf(env, id).beginClassify(id)).sync : sync;
-  const admitted = await admitPlan(env, plan);
-  return outboxOf(env, id).markAdmitted(id, admitted);
+export async function classifyMessage(env: Env, id: string, lookups: Lookups, carried?: Pick<ClassifyWork, "tenant" | "rcpts">): Promise<SyncState | null> {
+  const outbox = outboxOf(env, id);
+  let work = carried ?? null;
+  if (!work) {
+    const begun = await outbox.beginClassify(id);
+    if (!begun.work) return begun.sync;
+    work = begun.work;
+  }
+  return (await outbox.classify(id, await decide(env, work, lookups))).sync;
 }
+
+export { admitPlan } from "../../durable-objects/storage/outbox-admit";

@@ -3,7 +3,8 @@
  * inside the scheduler, and keeps the D1 index and event log in step with the Outbox.
  *
  * DESCRIPTION
- *   handleClassifyBatch(batch, env)  for every message id: classify (see classify-message.ts)
+ *   handleClassifyBatch(batch, env)  for every message a queue message names (one, or an accept
+ *                                    request's batch, see ClassifyJob): classify (see classify-message.ts)
  *                                    when due, then write the message, recipient and event rows
  *                                    for the whole batch in one D1 batch, tell each Outbox which
  *                                    events are written, and ack. Routing and suppressions are
@@ -34,25 +35,41 @@ function retryDelay(attempts: number): number {
 }
 
 function fail(msg: Message<unknown>, stage: string, e: unknown): void {
-  console.error(JSON.stringify({ error: `classify ${stage} failed`, id: (msg.body as ClassifyJob | undefined)?.id, detail: e instanceof Error ? e.message : String(e) }));
+  console.error(JSON.stringify({ error: `classify ${stage} failed`, ids: itemsOf(msg.body)?.map((i) => i.id), detail: e instanceof Error ? e.message : String(e) }));
   msg.retry({ delaySeconds: retryDelay(msg.attempts) });
 }
 
-/** Classifies one queue message; returns its state to index, or null when it was acked already. */
-async function classifyOne(env: Env, msg: Message<unknown>, lookups: Lookups): Promise<Done | null> {
-  const id = (msg.body as Partial<ClassifyJob> | null)?.id;
-  if (typeof id !== "string" || !isMessageId(id)) {
+type Item = { id: string; work?: { tenant: string; rcpts: { idx: number; address: string; transport: null; nexthop: null }[] } };
+
+/** The messages a queue body names (see ClassifyJob), or null when it is malformed. */
+function itemsOf(body: unknown): Item[] | null {
+  const b = body as { id?: unknown; batch?: unknown } | null;
+  if (typeof b?.id === "string") return isMessageId(b.id) ? [{ id: b.id }] : null;
+  if (!Array.isArray(b?.batch)) return null;
+  const items: Item[] = [];
+  for (const x of b.batch as { id?: unknown; tenant?: unknown; rcpts?: unknown }[]) {
+    if (typeof x?.id !== "string" || !isMessageId(x.id) || typeof x.tenant !== "string" || !Array.isArray(x.rcpts) || !x.rcpts.every((r) => typeof r === "string")) return null;
+    items.push({ id: x.id, work: { tenant: x.tenant, rcpts: (x.rcpts as string[]).map((address, idx) => ({ idx, address, transport: null, nexthop: null })) } });
+  }
+  return items;
+}
+
+/** Classifies the messages of one queue message; returns their states to index (none when acked already or retried). */
+async function classifyOne(env: Env, msg: Message<unknown>, lookups: Lookups): Promise<Done[]> {
+  const items = itemsOf(msg.body);
+  if (items === null) {
     console.error(JSON.stringify({ error: "classify: malformed queue message", body: msg.body }));
     msg.ack();
-    return null;
+    return [];
   }
   try {
-    const state = await classifyMessage(env, id, lookups);
-    if (state === null) msg.ack(); // unknown (purged) message: nothing to do
-    return state === null ? null : { msg, state };
+    const states = await Promise.all(items.map((it) => classifyMessage(env, it.id, lookups, it.work)));
+    const done = states.filter((s): s is SyncState => s !== null).map((state) => ({ msg, state }));
+    if (done.length === 0) msg.ack(); // unknown (purged) messages: nothing to do
+    return done;
   } catch (e) {
     fail(msg, "message", e);
-    return null;
+    return [];
   }
 }
 
@@ -82,5 +99,5 @@ async function indexAll(env: Env, done: Done[]): Promise<void> {
 export async function handleClassifyBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const lookups = new BatchLookups(env.DB);
   const results = await Promise.all(batch.messages.map((m) => classifyOne(env, m, lookups)));
-  await indexAll(env, results.filter((r): r is Done => r !== null));
+  await indexAll(env, results.flat());
 }

@@ -3,8 +3,9 @@
  * in one D1 batch, then each Outbox is told which events are written.
  *
  * DESCRIPTION
- *   indexMessages(env, ids)   the only index write for delivery outcomes (the Outbox does not
- *                             also queue them, see Outbox.recordOutcome). On failure the ids go
+ *   indexMessages(env, states)  the only index write for delivery outcomes (the Outbox does not
+ *                             also queue them, see Outbox.recordOutcome, which answers with the
+ *                             state written here: no call to read it). On failure the ids go
  *                             to the classify queue, whose consumer writes the same rows
  *                             (idempotently); were that to fail too, the Outbox sweeper finds
  *                             the unforwarded events after its grace period. Nothing is lost.
@@ -16,11 +17,16 @@ import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { outboxOf } from "./classify-message";
 
-/** Writes the index and events of `ids` in one D1 batch. */
-export async function indexMessages(env: Env, ids: string[]): Promise<void> {
-  if (ids.length === 0) return;
+/** Two states of one message: `a`'s view with the events of both (by seq, once each). */
+export function mergeEvents(a: SyncState, b: SyncState): SyncState {
+  const bySeq = new Map([...b.events, ...a.events].map((e) => [e.seq, e]));
+  return { view: a.view, events: [...bySeq.values()].sort((x, y) => x.seq - y.seq) };
+}
+
+/** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch. */
+export async function indexMessages(env: Env, states: SyncState[]): Promise<void> {
+  if (states.length === 0) return;
   try {
-    const states = (await Promise.all(ids.map(async (id) => (await outboxOf(env, id).beginClassify(id)).sync))).filter((s): s is SyncState => s !== null);
     const stmts = states.flatMap((s) => [...indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)), ...eventStatements(env.DB, s.events)]);
     if (stmts.length === 0) return;
     await env.DB.batch(stmts);
@@ -31,7 +37,7 @@ export async function indexMessages(env: Env, ids: string[]): Promise<void> {
     }));
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));
-    await env.CLASSIFY.sendBatch(ids.map((id) => ({ body: { id }, contentType: "json" as const }))).catch((err: unknown) => {
+    await env.CLASSIFY.sendBatch(states.map((s) => ({ body: { id: s.view.id }, contentType: "json" as const }))).catch((err: unknown) => {
       console.error(JSON.stringify({ error: "deliver: queueing the index write failed (the Outbox sweeper repeats it)", detail: String(err) }));
     });
   }

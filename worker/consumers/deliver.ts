@@ -23,8 +23,10 @@
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
 import type { ReportAnswer } from "../../durable-objects/transport-types";
+import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { outboxOf } from "./classify-message";
-import { indexMessages } from "./deliver-index";
+import { indexMessages, mergeEvents } from "./deliver-index";
+import { versionOf } from "../db/messages";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget, splitForSessions } from "./deliver-plan";
 import type { MxResolution } from "../net/core/mx";
 import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
@@ -56,15 +58,18 @@ interface Finished {
  * once for all of them), then the deferred recipients with the next attempt time the DO decided
  * (known once the attempt's last entry is done). Each queue message is acked once its entry is
  * recorded, or retried on its own. Returns what the Destination DOs need of the acked ones, and
- * the messages whose Outbox record changed (to index, also when their report failed: a
- * redelivered job whose report did land finds nothing left to do and indexes nothing).
+ * the state to index of every message whose Outbox record changed (also when its report failed:
+ * a redelivered job whose report did land finds nothing left to do and indexes nothing); the
+ * Outbox answers each outcome with it.
  */
-async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise<{ finished: Finished[]; changed: string[] }> {
+async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise<{ finished: Finished[]; changed: SyncState[] }> {
   const judged = parts.map((part, i) => ({ part, msg: items[i]!.msg, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
+  const states = new Map<string, SyncState>();
+  const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
   const recorded = await Promise.all(judged.map(async ({ part, msg, v }) => {
     const finals = v.outcomes.filter((o) => o.status !== "deferred");
     try {
-      if (finals.length > 0) await outboxOf(env, part.job.messageId).recordOutcome(part.job.messageId, finals, true);
+      if (finals.length > 0) keep((await outboxOf(env, part.job.messageId).recordOutcome(part.job.messageId, finals, true)).sync);
       return true;
     } catch (e) {
       fail(msg, "outcome", e);
@@ -72,8 +77,8 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     }
   }));
   const open = judged.filter((_, i) => recorded[i]);
-  const changed = open.filter(({ v }) => v.outcomes.some((o) => o.status !== "deferred")).map(({ part }) => part.job.messageId);
-  if (open.length === 0) return { finished: [], changed };
+  const changed = () => [...states.values()];
+  if (open.length === 0) return { finished: [], changed: changed() };
   const reports = open.map(({ part, v }) => ({
     entryId: part.job.entryId,
     report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) },
@@ -84,7 +89,7 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     answers = await env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport).reportMany(reports);
   } catch (e) {
     for (const o of open) fail(o.msg, "report", e);
-    return { finished: [], changed };
+    return { finished: [], changed: changed() };
   }
   const finished = await Promise.all(open.map(async ({ part, msg, v }, i): Promise<Finished | null> => {
     const { job } = part;
@@ -95,7 +100,7 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
     const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
     try {
-      if (later.length > 0) await outboxOf(env, job.messageId).recordOutcome(job.messageId, later, true);
+      if (later.length > 0) keep((await outboxOf(env, job.messageId).recordOutcome(job.messageId, later, true)).sync);
       msg.ack();
     } catch (e) {
       fail(msg, "report", e);
@@ -103,8 +108,7 @@ async function finishAll(env: Env, items: Item[], parts: SessionPart[]): Promise
     }
     return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: reports[i]!.report.siteFailure ?? null };
   }));
-  const acked = finished.filter((f): f is Finished => f !== null);
-  return { finished: acked, changed: [...new Set([...changed, ...acked.map((f) => f.messageId)])] };
+  return { finished: finished.filter((f): f is Finished => f !== null), changed: changed() };
 }
 
 /**
@@ -171,7 +175,7 @@ async function sendGroup(env: Env, items: Item[], resolution: MxResolution | nul
  * The MX lookup runs before the lease check, so an entry whose lease was taken back while the
  * resolver was slow is not sent.
  */
-async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promise<string[]> {
+async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promise<SyncState[]> {
   let parts: SessionPart[];
   let site: string | null = null;
   try {
@@ -209,5 +213,11 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
   };
   const sessions = splitForSessions(groupByNexthop(items), MAX_SOCKETS);
   const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext)), MAX_SOCKETS);
-  await indexMessages(env, [...new Set(touched.flat())]);
+  // The latest state of each message (a message may span sessions; the Outbox answered each).
+  const latest = new Map<string, SyncState>();
+  for (const s of touched.flat()) {
+    const prev = latest.get(s.view.id);
+    if (!prev || versionOf(s.view) >= versionOf(prev.view)) latest.set(s.view.id, prev ? mergeEvents(s, prev) : s);
+  }
+  await indexMessages(env, [...latest.values()]);
 }
