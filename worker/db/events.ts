@@ -58,21 +58,27 @@ export interface LogRow {
 /** seq per ms of created_at: rows of one tenant created in the same ms share this room. */
 export const SEQ_PER_MS = 1000;
 
-/** Bytes of row JSON per insert statement. */
-export const LOG_CHUNK_BYTES = 48 * 1024;
+/**
+ * UTF-8 bytes of row JSON bound to one statement. D1 refuses a string or row above 2,000,000
+ * bytes (SQLITE_TOOBIG); a pushed envelope repeats the message's `to`, so the envelopes of a
+ * 400-recipient message can weigh 10 MB together.
+ */
+export const LOG_CHUNK_BYTES = 1_000_000;
 
 /** The least seq of a row created at `ms` or later. */
 export function seqFloor(ms: number): number {
   return Math.max(0, Math.floor(ms)) * SEQ_PER_MS;
 }
 
-/** Splits items into chunks whose JSON stays under `maxBytes` (an oversize item gets its own). */
+const utf8 = new TextEncoder();
+
+/** Splits items into chunks whose JSON stays under `maxBytes` of UTF-8 (an oversize item gets its own). */
 export function chunkByJson<T>(items: readonly T[], maxBytes: number): T[][] {
   const out: T[][] = [];
   let cur: T[] = [];
   let size = 2;
   for (const it of items) {
-    const n = JSON.stringify(it).length + 1;
+    const n = utf8.encode(JSON.stringify(it)).length + 1;
     if (cur.length > 0 && size + n > maxBytes) {
       out.push(cur);
       cur = [];

@@ -46,8 +46,8 @@ export function versionOf(v: MessageView): number {
   return Math.max(v.created_at, ...v.recipients.map((r) => r.updated_at));
 }
 
-/** Bytes of recipient JSON per upsert statement (D1's statement and parameter limits). */
-const RCPT_CHUNK_BYTES = 48 * 1024;
+/** UTF-8 bytes of recipient JSON per upsert statement (D1 refuses a string above 2,000,000 bytes). */
+const RCPT_CHUNK_BYTES = 1_000_000;
 
 /** The Message-ID to index: only one the sender set (the relay's own names the email already). */
 function headerToIndex(v: MessageView): string | null {
