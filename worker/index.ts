@@ -1,11 +1,12 @@
 /**
- * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the sweeper cron, and the Durable
- * Object classes.
+ * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the cron (the
+ * Outbox sweepers and D1 retention), and the Durable Object classes.
  */
 import { createApp } from "./api/app";
 import { handleClassifyBatch } from "./consumers/classify";
 import { handleDeliverBatch } from "./consumers/deliver";
 import { handleWebhooksBatch } from "./consumers/webhooks";
+import { purgeExpired } from "./db/retention";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
@@ -20,9 +21,22 @@ async function wakeSweepers(env: Env): Promise<void> {
   await Promise.all(Array.from({ length: n }, (_, s) => env.OUTBOX.getByName(outboxName(s)).ensureSweep(s)));
 }
 
+/** Deletes D1 rows past MESSAGE_RETENTION_DAYS (worker/db/retention.ts); a failure waits for the next run. */
+async function purgeD1(env: Env, nowMs: number): Promise<void> {
+  try {
+    const r = await purgeExpired(env.DB, nowMs, Number(env.MESSAGE_RETENTION_DAYS));
+    if (r.rows > 0 || r.truncated) console.log(JSON.stringify({ event: "d1 retention", ...r }));
+  } catch (e) {
+    console.error(JSON.stringify({ error: "d1 retention failed", detail: e instanceof Error ? e.message : String(e) }));
+  }
+}
+
 export default {
   fetch: (request, env, ctx) => app.fetch(request, env, ctx),
   queue: (batch, env, _ctx) => (batch.queue === "webhooks" || batch.queue === "webhooks-slow" ? handleWebhooksBatch(batch, env)
     : batch.queue === "deliver" ? handleDeliverBatch(batch, env) : handleClassifyBatch(batch, env)),
-  scheduled: (_controller, env, ctx) => ctx.waitUntil(wakeSweepers(env)),
+  scheduled: (controller, env, ctx) => {
+    ctx.waitUntil(wakeSweepers(env));
+    ctx.waitUntil(purgeD1(env, controller.scheduledTime));
+  },
 } satisfies ExportedHandler<Env>;

@@ -291,7 +291,7 @@ async function conclude(rt: Runtime, runs: Run[], o: FaultOptions, destinationsS
   const passed = verdicts.filter((v) => v.ok && !v.pending).length;
   return {
     campaign: "faults",
-    tried: `${runs.filter((r) => r.sc.fault !== "healthy").length} misbehaving sinks (${runs.filter((r) => r.sc.fault !== "healthy").map((r) => r.sc.fault).join(", ")}) and a healthy bystander; back-off 1–2 s; events from ${source === "feed" ? "GET /relay/events" : "the D1 events table (no pull feed yet)"}; site failures from ${destinationsServed ? "GET /relay/destinations/:transport/:queue history" : "— (no destinations route: not checked)"}`,
+    tried: `${runs.filter((r) => r.sc.fault !== "healthy").length} misbehaving sinks (${runs.filter((r) => r.sc.fault !== "healthy").map((r) => r.sc.fault).join(", ")}) and a healthy bystander; back-off 1–2 s; events from ${source === "feed" ? "GET /relay/events" : "the D1 event_log table (no pull feed yet)"}; site failures from ${destinationsServed ? "GET /relay/destinations/:transport/:queue history" : "— (no destinations route: not checked)"}`,
     result: failed.length === 0 ? "pass" : "fail",
     figures: `${passed}/${verdicts.length} as expected${verdicts.some((v) => v.pending) ? ` (+ greeting timeout in flight after ${GREETING_WAIT_QUICK_S} s; the 300 s timeout is not awaited in --quick)` : ""}; ${failed.length ? `failed: ${failed.map((v) => v.fault).join(", ")}` : "no failure"} (per fault below)`,
     table: ["| fault | what the sink did | result | observed |", "|---|---|---|---|",

@@ -236,7 +236,7 @@ describe("GET /relay/stats", () => {
     const minute = Math.floor(now / 60_000) * 60_000;
     const rows: [string, number][] = [["email.delivered", now], ["email.delivered", now], ["email.bounced", minute - 60_000], ["email.delivery_delayed", minute - 60_000], ["email.delivered", now - 3 * 3600_000]];
     for (const [i, [type, at]] of rows.entries()) {
-      await env.DB.prepare("INSERT INTO events (tenant_id, seq, source_key, type, email_id, recipient, created_at, data) VALUES ('stats', ?, ?, ?, 'm', 'r@x', ?, '{}')").bind(1000 + i, `stats:${i}`, type, at).run();
+      await env.DB.prepare("INSERT INTO event_log (tenant_id, seq, email_id, source_seq, type, recipient, created_at, data) VALUES ('stats', ?, 'm', ?, ?, 'r@x', ?, '{}')").bind(at * 1000 + i, i, type, at).run();
     }
     const s = await json<{ window_minutes: number; series: { at: string; delivered: number; bounced: number; deferred: number }[]; totals: Record<string, number> }>(await callWithKey(operator, "GET", "/relay/stats?window=10"));
     expect(s.window_minutes).toBe(10);

@@ -161,7 +161,7 @@ describe("crash safety of the accept path", () => {
     // Nothing forwarded these events to D1 (no consumer ran): the sweeper re-queues the message.
     await sweep();
     await settle();
-    const d1 = await env.DB.prepare("SELECT count(*) AS n FROM events WHERE email_id = ? AND type = 'email.queued'").bind(m.id).first<{ n: number }>();
+    const d1 = await env.DB.prepare("SELECT count(*) AS n FROM event_log WHERE email_id = ? AND type = 'email.queued' AND data IS NOT NULL").bind(m.id).first<{ n: number }>();
     expect(d1?.n).toBe(3);
   }, 20_000);
 });

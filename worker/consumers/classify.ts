@@ -22,7 +22,6 @@ import type { ClassifyJob } from "../../durable-objects/outbox";
 import { isMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
-import { eventStatements } from "../db/events";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { classifyMessage, outboxOf } from "./classify-message";
@@ -73,17 +72,16 @@ async function classifyOne(env: Env, msg: Message<unknown>, lookups: Lookups): P
   }
 }
 
-/** Writes the index and events of classified messages in one D1 batch, then acks them. */
+/** Writes the index and events of classified messages in one D1 batch (publishEvents), then acks them. */
 async function indexAll(env: Env, done: Done[]): Promise<void> {
   if (done.length === 0) return;
   const now = Date.now();
   const stmts = done.flatMap(({ state }) => {
     const scheduled = state.view.scheduled_at !== null && state.view.scheduled_at > now;
-    return [...indexStatements(env.DB, state.view, lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true)), ...eventStatements(env.DB, state.events)];
+    return indexStatements(env.DB, state.view, lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true));
   });
   try {
-    await env.DB.batch(stmts);
-    await publishEvents(env, done.map((d) => d.state));
+    await publishEvents(env, done.map((d) => d.state), stmts);
   } catch (e) {
     for (const d of done) fail(d.msg, "index", e);
     return;

@@ -12,7 +12,6 @@
  */
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
-import { eventStatements } from "../db/events";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { outboxOf } from "./classify-message";
@@ -23,14 +22,13 @@ export function mergeEvents(a: SyncState, b: SyncState): SyncState {
   return { view: a.view, events: [...bySeq.values()].sort((x, y) => x.seq - y.seq) };
 }
 
-/** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch. */
+/** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
 export async function indexMessages(env: Env, states: SyncState[]): Promise<void> {
   if (states.length === 0) return;
   try {
-    const stmts = states.flatMap((s) => [...indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)), ...eventStatements(env.DB, s.events)]);
+    const stmts = states.flatMap((s) => indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)));
     if (stmts.length === 0) return;
-    await env.DB.batch(stmts);
-    await publishEvents(env, states);
+    await publishEvents(env, states, stmts);
     await Promise.all(states.map(async (s) => {
       const last = s.events[s.events.length - 1];
       if (last) await outboxOf(env, s.view.id).ackEvents(s.view.id, last.seq);

@@ -19,6 +19,7 @@
  *   No SQL is built from input: every value is bound. Search with q.tenant set never returns
  *   another tenant's rows.
  */
+import { seqFloor } from "./events";
 import { percentileRanks, THROUGHPUT_TYPES, type StateCountRow } from "../dashboard/core/operator-views";
 
 /** A key's role. */
@@ -146,15 +147,22 @@ export interface MessageEvent {
 
 /** A message's events, oldest first (at most `limit`). */
 export async function messageEvents(db: D1Database, id: string, tenant: string, limit = 500): Promise<MessageEvent[]> {
-  return (await db.prepare("SELECT seq, type, recipient, created_at, data FROM events WHERE email_id = ? AND tenant_id = ? ORDER BY created_at, seq LIMIT ?")
+  return (await db.prepare("SELECT seq, type, recipient, created_at, data FROM event_log WHERE email_id = ? AND tenant_id = ? AND data IS NOT NULL ORDER BY created_at, seq LIMIT ?")
     .bind(id, tenant, limit).all<MessageEvent>()).results;
 }
 
-/** Event counts per (minute, type) for the outcome types of the throughput chart. */
+/**
+ * Event counts per (minute, type) for the outcome types of the throughput chart. The log has no
+ * time index: the tenants are enumerated through its primary key (one seek each) and each
+ * tenant's rows are read from the window's seq floor on.
+ */
 export async function throughputRows(db: D1Database, fromMs: number, toMs: number): Promise<{ minute: number; type: string; n: number }[]> {
   const types = Object.values(THROUGHPUT_TYPES);
   return (await db.prepare(
-    `SELECT created_at / 60000 AS minute, type, count(*) AS n FROM events
-     WHERE created_at >= ? AND created_at < ? AND type IN (${types.map(() => "?").join(", ")}) GROUP BY minute, type`,
-  ).bind(fromMs, toMs, ...types).all<{ minute: number; type: string; n: number }>()).results;
+    `WITH RECURSIVE t(id) AS (
+       SELECT (SELECT MIN(tenant_id) FROM event_log)
+       UNION ALL SELECT (SELECT MIN(tenant_id) FROM event_log WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
+     SELECT e.created_at / 60000 AS minute, e.type, count(*) AS n FROM t JOIN event_log e ON e.tenant_id = t.id AND e.seq >= ?3
+     WHERE e.created_at >= ?1 AND e.created_at < ?2 AND e.data IS NOT NULL AND e.type IN (${types.map((_, i) => `?${i + 4}`).join(", ")}) GROUP BY minute, e.type`,
+  ).bind(fromMs, toMs, seqFloor(fromMs), ...types).all<{ minute: number; type: string; n: number }>()).results;
 }

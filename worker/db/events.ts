@@ -1,29 +1,27 @@
 /**
- * The D1 event log: append-only, ids (`seq`) monotonic per tenant.
+ * The D1 event log (migrations/0007 `event_log`): one row per Outbox transition, carrying the
+ * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order.
  *
  * DESCRIPTION
- *   eventStatements(db, events)  one insert for a message's Outbox events. Their `seq` continues
- *                                from the tenant's maximum, read inside the statement (D1 runs
- *                                one statement at a time), so ids are monotonic per tenant; an
- *                                event already forwarded is ignored by its `source_key`
- *                                (`<email id>:<outbox seq>`), which can leave a gap, never a
- *                                repeat, however often the queue delivers it.
- *   listEvents(db, tenant, afterSeq, limit)  the tenant's internal events in order (tests).
- *
- *   The pushed envelopes (migrations/0004 `event_feed`, the pull feed):
- *   feedInsertStatements(db, events)  idempotent inserts (by event id = webhook-id) of planned
- *                                envelopes, `seq` continuing each tenant's maximum as above.
- *   feedClaimStatement(db, ids, nowMs, leaseMs)  claims those events for the queue and returns
- *                                the stored rows claimed (what is pushed); releaseFeedClaims
- *                                gives the claims up when the enqueue failed.
+ *   logInsertStatements(db, rows, nowMs)  idempotent inserts (by Outbox event and part) of a
+ *                                message's transitions and envelopes, `seq` continuing the
+ *                                tenant's maximum (read inside the statement: D1 runs one
+ *                                statement at a time) and never below created_at * 1000; they
+ *                                return the envelopes they inserted, claimed for the queue at
+ *                                `nowMs` (what is pushed). At most LOG_CHUNK_BYTES of rows per
+ *                                statement (D1's statement and parameter limits).
+ *   feedTakeoverStatement(db, ids, nowMs, leaseMs)  claims stored envelopes whose claim lapsed
+ *                                (a publication that died before enqueueing) and returns them;
+ *                                writes nothing when none lapsed. releaseFeedClaims gives claims
+ *                                up when the enqueue failed.
+ *   listEvents(db, tenant, afterSeq, limit)  the tenant's transitions in order (tests).
  *   feedSeqOf(db, tenant, id)    the tenant's seq of an event id, or null.
- *   listFeed(db, tenant, q)      a page after a seq, oldest first, optionally of some types.
- *   feedRange(db, tenant, q)     rows in a seq or time range, for replay.
+ *   listFeed(db, tenant, q)      a page of envelopes after a seq, oldest first, optionally of some types.
+ *   feedRange(db, tenant, q)     envelopes in a seq and time range, for replay.
+ *   seqFloor(ms)                 the least seq a row created at `ms` or later can have.
  */
-import type { OutboxEvent } from "../../durable-objects/storage/outbox-types";
-import type { PlannedEvent } from "../webhooks/core/publication";
 
-/** A stored event. */
+/** A stored transition. */
 export interface EventRow {
   tenant_id: string;
   seq: number;
@@ -34,87 +32,138 @@ export interface EventRow {
   data: string;
 }
 
-/** One idempotent insert for a message's Outbox events (all of one tenant). */
-export function eventStatements(db: D1Database, events: OutboxEvent[]): D1PreparedStatement[] {
-  const first = events[0];
-  if (!first) return [];
-  const rows = events.map((e) => ({ key: `${e.message_id}:${e.seq}`, type: e.type, email_id: e.message_id, recipient: e.recipient, created_at: e.created_at, data: e.data }));
-  return [db.prepare(
-    `INSERT OR IGNORE INTO events (tenant_id, seq, source_key, type, email_id, recipient, created_at, data)
-     SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE tenant_id = ?1) + j.key + 1,
-       json_extract(j.value, '$.key'), json_extract(j.value, '$.type'), json_extract(j.value, '$.email_id'),
-       json_extract(j.value, '$.recipient'), json_extract(j.value, '$.created_at'), json_extract(j.value, '$.data')
-     FROM json_each(?2) AS j`,
-  ).bind(first.tenant, JSON.stringify(rows))];
-}
-
-/** The tenant's events with seq > afterSeq, oldest first. */
-export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, limit = 100): Promise<EventRow[]> {
-  const r = await db.prepare("SELECT tenant_id, seq, type, email_id, recipient, created_at, data FROM events WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?")
-    .bind(tenant, afterSeq, limit).all<EventRow>();
-  return r.results;
-}
-
-/** A stored pushed envelope. */
+/** A stored pushed envelope (`type` is the envelope's type). */
 export interface FeedRow {
   tenant_id: string;
   seq: number;
   event_id: string;
   type: string;
-  email_id: string;
-  recipient: string | null;
-  created_at: number;
   body: string;
-  enqueued_at: number | null;
 }
 
-/** Idempotent inserts of planned envelopes, one statement per tenant. */
-export function feedInsertStatements(db: D1Database, events: readonly PlannedEvent[]): D1PreparedStatement[] {
-  const byTenant = new Map<string, PlannedEvent[]>();
-  for (const e of events) byTenant.set(e.tenant, [...(byTenant.get(e.tenant) ?? []), e]);
-  return [...byTenant].map(([tenant, list]) => db.prepare(
-    `INSERT OR IGNORE INTO event_feed (tenant_id, seq, event_id, type, email_id, recipient, created_at, body)
-     SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_feed WHERE tenant_id = ?1) + j.key + 1,
-       json_extract(j.value, '$.id'), json_extract(j.value, '$.type'), json_extract(j.value, '$.emailId'),
-       json_extract(j.value, '$.recipient'), json_extract(j.value, '$.createdAtMs'), json_extract(j.value, '$.body')
-     FROM json_each(?2) AS j`,
-  ).bind(tenant, JSON.stringify(list)));
+/** One row to log: a transition (part 0, with data) and/or an envelope. */
+export interface LogRow {
+  source_seq: number;
+  part: number;
+  type: string;
+  recipient: string | null;
+  created_at: number;
+  /** The transition's data; null on a row that only carries an envelope. */
+  data: string | null;
+  event_id: string | null;
+  event_type: string | null;
+  body: string | null;
+}
+
+/** seq per ms of created_at: rows of one tenant created in the same ms share this room. */
+export const SEQ_PER_MS = 1000;
+
+/**
+ * UTF-8 bytes of row JSON bound to one statement. D1 refuses a string or row above 2,000,000
+ * bytes (SQLITE_TOOBIG); a pushed envelope repeats the message's `to`, so the envelopes of a
+ * 400-recipient message can weigh 10 MB together.
+ */
+export const LOG_CHUNK_BYTES = 1_000_000;
+
+/** The least seq of a row created at `ms` or later. */
+export function seqFloor(ms: number): number {
+  return Math.max(0, Math.floor(ms)) * SEQ_PER_MS;
+}
+
+const utf8 = new TextEncoder();
+
+/** Splits items into chunks whose JSON stays under `maxBytes` of UTF-8 (an oversize item gets its own). */
+export function chunkByJson<T>(items: readonly T[], maxBytes: number): T[][] {
+  const out: T[][] = [];
+  let cur: T[] = [];
+  let size = 2;
+  for (const it of items) {
+    const n = utf8.encode(JSON.stringify(it)).length + 1;
+    if (cur.length > 0 && size + n > maxBytes) {
+      out.push(cur);
+      cur = [];
+      size = 2;
+    }
+    cur.push(it);
+    size += n;
+  }
+  if (cur.length > 0) out.push(cur);
+  return out;
+}
+
+const RETURNED = "tenant_id, seq, event_id, event_type AS type, body";
+
+/**
+ * Idempotent inserts of one message's rows. A row whose envelope id is already stored (another
+ * transition gave the same webhook-id) keeps its transition without the envelope.
+ */
+export function logInsertStatements(db: D1Database, tenant: string, emailId: string, rows: readonly LogRow[], nowMs: number): D1PreparedStatement[] {
+  return chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
+    const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
+    return db.prepare(
+      `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, enqueued_at)
+       SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?4) + r.k + 1, ?2, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
+         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?5)
+       FROM (SELECT j.key AS k, json_extract(j.value, '$.source_seq') AS source_seq, json_extract(j.value, '$.part') AS part, json_extract(j.value, '$.type') AS type,
+           json_extract(j.value, '$.recipient') AS recipient, json_extract(j.value, '$.created_at') AS created_at, json_extract(j.value, '$.data') AS data,
+           json_extract(j.value, '$.event_id') AS event_id, json_extract(j.value, '$.event_type') AS event_type, json_extract(j.value, '$.body') AS body,
+           EXISTS (SELECT 1 FROM event_log e WHERE e.event_id = json_extract(j.value, '$.event_id')) AS dup
+         FROM json_each(?3) AS j) AS r
+       WHERE NOT (r.dup AND r.data IS NULL)
+       RETURNING ${RETURNED}`,
+    ).bind(tenant, emailId, JSON.stringify(chunk), floor, nowMs);
+  });
 }
 
 /**
- * Claims the given events for the webhooks queue and returns the claimed rows: those never
- * claimed, or claimed more than `leaseMs` ago (a publication that died before its Outbox ack,
- * now repeated). Two concurrent publications of the same events thus enqueue them once.
+ * Claims stored envelopes whose claim is older than `leaseMs` (or was released) and returns
+ * them. The publication that inserted an envelope holds its claim from the insert, so in the
+ * normal case this matches nothing and writes nothing; two concurrent publications thus enqueue
+ * an event once.
  */
-export function feedClaimStatement(db: D1Database, ids: readonly string[], nowMs: number, leaseMs: number): D1PreparedStatement {
-  return db.prepare("UPDATE event_feed SET enqueued_at = ?2 WHERE event_id IN (SELECT value FROM json_each(?1)) AND (enqueued_at IS NULL OR enqueued_at < ?3) RETURNING *")
+export function feedTakeoverStatement(db: D1Database, ids: readonly string[], nowMs: number, leaseMs: number): D1PreparedStatement {
+  return db.prepare(`UPDATE event_log SET enqueued_at = ?2 WHERE event_id IN (SELECT value FROM json_each(?1)) AND (enqueued_at IS NULL OR enqueued_at < ?3) RETURNING ${RETURNED}`)
     .bind(JSON.stringify(ids), nowMs, nowMs - leaseMs);
 }
 
 /** Gives up claims (the enqueue failed), so a repeated publication enqueues them. */
 export async function releaseFeedClaims(db: D1Database, ids: readonly string[], claimedAtMs: number): Promise<void> {
-  await db.prepare("UPDATE event_feed SET enqueued_at = NULL WHERE event_id IN (SELECT value FROM json_each(?1)) AND enqueued_at = ?2").bind(JSON.stringify(ids), claimedAtMs).run();
+  await db.prepare("UPDATE event_log SET enqueued_at = NULL WHERE event_id IN (SELECT value FROM json_each(?1)) AND enqueued_at = ?2").bind(JSON.stringify(ids), claimedAtMs).run();
+}
+
+/** The tenant's transitions with seq > afterSeq, oldest first. */
+export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, limit = 100): Promise<EventRow[]> {
+  const r = await db.prepare("SELECT tenant_id, seq, type, email_id, recipient, created_at, data FROM event_log WHERE tenant_id = ? AND seq > ? AND data IS NOT NULL ORDER BY seq LIMIT ?")
+    .bind(tenant, afterSeq, limit).all<EventRow>();
+  return r.results;
 }
 
 /** The tenant's seq of an event id, or null when the tenant has no such event. */
 export async function feedSeqOf(db: D1Database, tenant: string, eventId: string): Promise<number | null> {
-  const r = await db.prepare("SELECT seq FROM event_feed WHERE tenant_id = ? AND event_id = ?").bind(tenant, eventId).first<{ seq: number }>();
+  const r = await db.prepare("SELECT seq FROM event_log WHERE event_id = ? AND tenant_id = ?").bind(eventId, tenant).first<{ seq: number }>();
   return r?.seq ?? null;
 }
 
-/** A page of the tenant's envelopes with seq > afterSeq, oldest first. */
+/**
+ * A page of the tenant's envelopes with seq > afterSeq, oldest first. A type filter walks the
+ * tenant's log in order and skips other types (no per-type index is written).
+ */
 export async function listFeed(db: D1Database, tenant: string, q: { afterSeq: number; limit: number; types?: readonly string[] }): Promise<{ rows: FeedRow[]; hasMore: boolean }> {
   const typed = q.types !== undefined && q.types.length > 0;
-  const sql = `SELECT * FROM event_feed WHERE tenant_id = ?1 AND seq > ?2${typed ? " AND type IN (SELECT value FROM json_each(?4))" : ""} ORDER BY seq LIMIT ?3`;
+  const sql = `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ?1 AND seq > ?2 AND event_id IS NOT NULL${typed ? " AND event_type IN (SELECT value FROM json_each(?4))" : ""} ORDER BY seq LIMIT ?3`;
   const stmt = typed ? db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1, JSON.stringify(q.types)) : db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1);
   const { results } = await stmt.all<FeedRow>();
   return { rows: results.slice(0, q.limit), hasMore: results.length > q.limit };
 }
 
-/** The tenant's envelopes in a seq range (exclusive after, inclusive until) and time range, oldest first. */
+/**
+ * The tenant's envelopes in a seq range (exclusive after, inclusive until) and time range,
+ * oldest first. The scan starts at the time range's seq floor.
+ */
 export async function feedRange(db: D1Database, tenant: string, q: { afterSeq: number; untilSeq: number; fromMs: number; toMs: number; limit: number }): Promise<FeedRow[]> {
+  const after = Math.max(q.afterSeq, seqFloor(q.fromMs) - 1);
   const { results } = await db.prepare(
-    "SELECT * FROM event_feed WHERE tenant_id = ? AND seq > ? AND seq <= ? AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?",
-  ).bind(tenant, q.afterSeq, q.untilSeq, q.fromMs, q.toMs, q.limit).all<FeedRow>();
+    `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ? AND seq > ? AND seq <= ? AND event_id IS NOT NULL AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?`,
+  ).bind(tenant, after, q.untilSeq, q.fromMs, q.toMs, q.limit).all<FeedRow>();
   return results;
 }

@@ -2,9 +2,10 @@
  * The D1 message and recipient index: kept in step with the Outbox, read for GET /emails.
  *
  * DESCRIPTION
- *   indexStatements(db, view, lastEvent)   two upserts: the message row and its recipient rows; a
- *                                          row only moves forward (an older snapshot applied late
- *                                          never overwrites a newer one); plus the message's tags
+ *   indexStatements(db, view, lastEvent)   upserts of the message row and its recipient rows (in
+ *                                          chunks); a row only moves forward (an older snapshot
+ *                                          applied late never overwrites a newer one) and is only
+ *                                          rewritten when a value changed; plus the message's tags
  *                                          (message_tags, for the admin search) when it has any.
  *   listMessages(db, tenant, query)        one page of the tenant's messages, newest first,
  *                                          with cursors `after` (older than) / `before` (newer than).
@@ -12,7 +13,10 @@
  * ERRORS
  *   listMessages returns null when the cursor is not one of the tenant's email ids.
  */
+import { isMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { MessageView } from "../../durable-objects/storage/outbox-types";
+import { emailIdOf } from "../mail/arf";
+import { chunkByJson } from "./events";
 
 /** A row of the message index as GET /emails lists it. */
 export interface IndexedMessage {
@@ -42,31 +46,47 @@ export function versionOf(v: MessageView): number {
   return Math.max(v.created_at, ...v.recipients.map((r) => r.updated_at));
 }
 
-/** Upserts for one message and its recipients. */
+/** UTF-8 bytes of recipient JSON per upsert statement (D1 refuses a string above 2,000,000 bytes). */
+const RCPT_CHUNK_BYTES = 1_000_000;
+
+/** The Message-ID to index: only one the sender set (the relay's own names the email already). */
+function headerToIndex(v: MessageView): string | null {
+  const mid = v.summary.message_id ?? null;
+  return mid === null || emailIdOf(mid, isMessageId) === v.id ? null : mid;
+}
+
+/**
+ * Upserts for one message and its recipients. An update writes only when something changed and
+ * never touches the indexed identity columns (tenant, address, Message-ID, created_at), so it
+ * rewrites no index entry but recipients_by_status when the state moves.
+ */
 export function indexStatements(db: D1Database, v: MessageView, lastEvent: string): D1PreparedStatement[] {
   const version = versionOf(v);
   const s = v.summary;
   const message = db.prepare(
     `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at,
-       message_id = COALESCE(messages.message_id, excluded.message_id)
-     WHERE excluded.updated_at >= messages.updated_at`,
-  ).bind(v.id, v.tenant, v.created_at, v.scheduled_at, s.from, JSON.stringify(s.to), json(s.cc), json(s.bcc), json(s.reply_to), s.subject, lastEvent, version, s.message_id ?? null);
-  // One statement for all recipients (json_each), so a classify batch stays within D1's
-  // per-invocation query limit.
-  const rcpts = db.prepare(
+     ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
+     WHERE excluded.updated_at >= messages.updated_at
+       AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
+  ).bind(v.id, v.tenant, v.created_at, v.scheduled_at, s.from, JSON.stringify(s.to), json(s.cc), json(s.bcc), json(s.reply_to), s.subject, lastEvent, version, headerToIndex(v));
+  // One statement per chunk of recipients (json_each), so a classify batch stays within D1's
+  // per-invocation query limit and a large message within its statement limits.
+  const rows = v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) =>
+    ({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }));
+  const rcpts = chunkByJson(rows, RCPT_CHUNK_BYTES).map((chunk) => db.prepare(
     `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
      SELECT ?1, json_extract(j.value, '$.idx'), ?2, json_extract(j.value, '$.email'), json_extract(j.value, '$.status'),
        json_extract(j.value, '$.transport'), json_extract(j.value, '$.nexthop'), json_extract(j.value, '$.attempts'),
        json_extract(j.value, '$.next_attempt_at'), json_extract(j.value, '$.updated_at')
      FROM json_each(?3) AS j WHERE true
-     ON CONFLICT (message_id, idx) DO UPDATE SET address = excluded.address, status = excluded.status, transport = excluded.transport,
+     ON CONFLICT (message_id, idx) DO UPDATE SET status = excluded.status, transport = excluded.transport,
        nexthop = excluded.nexthop, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at
-     WHERE excluded.updated_at >= recipients.updated_at`,
-  ).bind(v.id, v.tenant, JSON.stringify(v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) =>
-    ({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }))));
-  return [message, rcpts, ...tagStatements(db, v)];
+     WHERE excluded.updated_at >= recipients.updated_at
+       AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
+         OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at OR excluded.updated_at IS NOT recipients.updated_at)`,
+  ).bind(v.id, v.tenant, JSON.stringify(chunk)));
+  return [message, ...rcpts, ...tagStatements(db, v)];
 }
 
 /** The message's tags for search (migration 0005); none when it has no tags. */

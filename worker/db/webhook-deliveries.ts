@@ -54,7 +54,7 @@ export function healthUpsertStatement(db: D1Database, id: string, state: object,
 
 /** A stored envelope's body, or null. */
 export async function feedBodyOf(db: D1Database, eventId: string): Promise<string | null> {
-  const r = await db.prepare("SELECT body FROM event_feed WHERE event_id = ?").bind(eventId).first<{ body: string }>();
+  const r = await db.prepare("SELECT body FROM event_log WHERE event_id = ?").bind(eventId).first<{ body: string }>();
   return r?.body ?? null;
 }
 

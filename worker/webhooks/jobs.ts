@@ -3,7 +3,7 @@
  *
  * DESCRIPTION
  *   WebhookJob        { v, tenant, endpointId, eventId, type, attempt, notBeforeMs?, body? }.
- *                     `body` is the envelope's JSON text, exactly as stored in event_feed; it is
+ *                     `body` is the envelope's JSON text, exactly as stored in event_log; it is
  *                     left out when the message would exceed JOB_BODY_LIMIT_BYTES (Queues take
  *                     at most 128 KB per message), and the consumer then reads it from D1.
  *   makeJob(...)      a first-attempt job for an event.

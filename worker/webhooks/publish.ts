@@ -1,15 +1,16 @@
 /**
- * Publishing delivery-status events: called right after the D1 batch that forwarded a batch of
- * messages' Outbox events succeeded (consumers/deliver-index.ts and consumers/classify.ts), and
- * before the Outboxes are told the events are written.
+ * Writing a batch of messages' Outbox events to D1 and publishing them: called by the classify
+ * consumer (consumers/classify.ts) and the deliver consumer (consumers/deliver-index.ts) with
+ * the index upserts of the same messages, before the Outboxes are told the events are written.
  *
  * DESCRIPTION
- *   publishEvents(env, states)  turns the messages' new internal rows into Resend envelopes
- *       (core/publication.ts; delivery_delayed per WEBHOOK_DELAYED_* against the stored notice
- *       state), then in ONE D1 batch: stores the envelopes in event_feed (idempotent by event
- *       id = webhook-id; this is the pull feed), stores the notice states, adds suppressions for
- *       hard bounces and complaints (core/suppression-policy.ts), claims the stored rows for the queue
- *       (event_feed.enqueued_at) and reads the tenants' enabled endpoints. Then it enqueues one `webhooks` message per (endpoint,
+ *   publishEvents(env, states, indexStatements?)  turns the messages' new internal rows into
+ *       Resend envelopes (core/publication.ts; delivery_delayed per WEBHOOK_DELAYED_* against the
+ *       stored notice state), then in ONE D1 batch: the given index upserts, the event log rows
+ *       (db/events.ts: each transition with the envelope it gives, if any; idempotent by Outbox
+ *       event; this is also the pull feed), the notice states, suppressions for hard bounces
+ *       and complaints (core/suppression-policy.ts), a takeover of lapsed claims, and the
+ *       tenants' enabled endpoints. Then it enqueues one `webhooks` message per (endpoint,
  *       event) the endpoint's filter takes, carrying the stored body.
  *
  *   Why one queue message per (endpoint, event) rather than per event with fan-out in the
@@ -18,19 +19,22 @@
  *   another's copy, and the consumer's per-endpoint health applies to whole messages.
  *
  * INVARIANTS
- *   What is pushed is read back from event_feed, so pushes and the feed carry the same bytes.
- *   A repeated call (the classify retry path, a redelivered queue message) stores nothing twice.
+ *   What is pushed is read back from event_log (RETURNING), so pushes and the feed carry the
+ *   same bytes. A repeated call (the classify retry path, a redelivered queue message) stores
+ *   nothing twice.
  *   Two concurrent publications of the same events (the delivery and the classify path) enqueue
- *   them once: only the claimer does. A claim is released when the enqueue fails, and lapses
- *   after CLAIM_LEASE_MS, so a publication repeated because the first one died re-enqueues
- *   under the same webhook-ids (receivers dedupe on webhook-id).
+ *   them once: the one whose insert stored an envelope holds its claim (enqueued_at, set by the
+ *   insert itself, so no claim UPDATE is written per event); the other gets it only through the
+ *   takeover, after CLAIM_LEASE_MS or a release. A claim is released when the enqueue fails, and
+ *   lapses after CLAIM_LEASE_MS, so a publication repeated because the first one died
+ *   re-enqueues under the same webhook-ids (receivers dedupe on webhook-id).
  *   Nothing is acked to the Outbox before this returns, so a failure here repeats it later.
  *
  * ERRORS
  *   Throws on a D1 or queue failure; the caller's existing failure path retries the batch.
  */
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
-import { feedClaimStatement, feedInsertStatements, releaseFeedClaims, type FeedRow } from "../db/events";
+import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
 import { enabledEndpointsStatement, noticeUpsertStatement, readNotices, suppressionUpsertStatement, toPublishEndpoint, type SuppressionInsert } from "../db/webhook-publication";
 import type { MessageInfo } from "./core/events";
 import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "./core/publication";
@@ -87,26 +91,54 @@ function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
   });
 }
 
-/** Publishes the new events of `states` (see the header). */
-export async function publishEvents(env: Env, states: readonly SyncState[]): Promise<void> {
-  const sources = states.filter((s) => s.events.length > 0).map(toSource);
-  if (sources.length === 0) return;
+/** The log rows of one message: each transition with its first envelope, further envelopes on rows of their own. */
+function logRows(s: SyncState, planned: readonly PlannedEvent[], seen: Set<string>): LogRow[] {
+  const bySource = new Map<number, PlannedEvent[]>();
+  for (const e of planned) {
+    if (seen.has(e.id)) continue; // one envelope per webhook-id
+    seen.add(e.id);
+    bySource.set(e.sourceSeq, [...(bySource.get(e.sourceSeq) ?? []), e]);
+  }
+  return s.events.flatMap((ev) => {
+    const envs = bySource.get(ev.seq) ?? [];
+    const env = (e: PlannedEvent | undefined) => ({ event_id: e?.id ?? null, event_type: e?.type ?? null, body: e?.body ?? null });
+    return [
+      { source_seq: ev.seq, part: 0, type: ev.type, recipient: ev.recipient, created_at: ev.created_at, data: ev.data, ...env(envs[0]) },
+      ...envs.slice(1).map((e, i) => ({ source_seq: ev.seq, part: i + 1, type: e.type, recipient: e.recipient, created_at: e.createdAtMs, data: null, ...env(e) })),
+    ];
+  });
+}
+
+/** Writes and publishes the new events of `states` with the given index upserts (see the header). */
+export async function publishEvents(env: Env, states: readonly SyncState[], indexStatements: readonly D1PreparedStatement[] = []): Promise<void> {
+  const withEvents = states.filter((s) => s.events.length > 0);
+  const sources = withEvents.map(toSource);
+  if (sources.length === 0) {
+    if (indexStatements.length > 0) await env.DB.batch([...indexStatements]);
+    return;
+  }
   const cfg = parseWebhookConfig(env as unknown as WebhookVars);
   const plan = planPublication(sources, await noticesFor(env.DB, sources), cfg.events);
-  const ids = [...plan.events.map((e) => e.id), ...plan.recheck];
-  if (ids.length === 0 && plan.notices.length === 0) return;
   const nowMs = Date.now();
+  const seen = new Set<string>();
+  const inserts = withEvents.flatMap((s) => logInsertStatements(env.DB, s.view.tenant, s.view.id,
+    logRows(s, plan.events.filter((e) => e.emailId === s.view.id), seen), nowMs));
   const suppressions = suppressionsOf(plan.events);
   const tenants = [...new Set(sources.map((s) => s.tenant))];
+  const ids = [...plan.events.map((e) => e.id), ...plan.recheck];
+  const pushing = ids.length > 0;
   const stmts = [
-    ...feedInsertStatements(env.DB, plan.events),
+    ...indexStatements,
+    ...inserts,
     ...(plan.notices.length > 0 ? [noticeUpsertStatement(env.DB, plan.notices)] : []),
     ...(suppressions.length > 0 ? [suppressionUpsertStatement(env.DB, suppressions)] : []),
-    feedClaimStatement(env.DB, ids, nowMs, CLAIM_LEASE_MS),
-    enabledEndpointsStatement(env.DB, tenants),
+    ...(pushing ? [feedTakeoverStatement(env.DB, ids, nowMs, CLAIM_LEASE_MS), enabledEndpointsStatement(env.DB, tenants)] : []),
   ];
   const results = await env.DB.batch(stmts);
-  const rows = (results[results.length - 2]?.results ?? []) as FeedRow[];
+  if (!pushing) return;
+  const first = indexStatements.length;
+  const rows = [...results.slice(first, first + inserts.length), results[results.length - 2]]
+    .flatMap((r) => (r?.results ?? []) as FeedRow[]).filter((r) => r.event_id !== null);
   const endpoints = ((results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]).map(toPublishEndpoint);
   const jobs = rows.flatMap((row) => endpoints
     .filter((ep) => ep.tenant_id === row.tenant_id && endpointWants(ep.events, row.type))

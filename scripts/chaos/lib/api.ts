@@ -108,7 +108,7 @@ async function feedEvents(rt: Runtime, ids: Set<string>): Promise<ChaosEvent[]> 
 async function d1Events(rt: Runtime, ids: Set<string>): Promise<ChaosEvent[]> {
   const list = [...ids].map((i) => `'${i.replace(/'/g, "''")}'`).join(",");
   const rows = await rt.sql<{ type: string; email_id: string; recipient: string | null; data: string }>(
-    `SELECT type, email_id, recipient, data FROM events WHERE email_id IN (${list}) ORDER BY seq`);
+    `SELECT type, email_id, recipient, data FROM event_log WHERE email_id IN (${list}) AND data IS NOT NULL ORDER BY seq`);
   return rows.map((r) => {
     let data: Record<string, unknown> = {};
     try { data = JSON.parse(r.data) as Record<string, unknown>; } catch { /* keep empty */ }

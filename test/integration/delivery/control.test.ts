@@ -75,7 +75,7 @@ describe("cancel", () => {
     expect(await res.json()).toEqual({ object: "email", id, action: "cancel", recipients: 2 });
     expect((await getEmail(key, id)).body.recipients.map((r) => r.status)).toEqual(["cancelled", "cancelled"]);
     const events = await eventually(async () => {
-      const rows = (await env.DB.prepare("SELECT recipient FROM events WHERE email_id = ? AND type = 'email.canceled' ORDER BY recipient").bind(id).all<{ recipient: string }>()).results;
+      const rows = (await env.DB.prepare("SELECT recipient FROM event_log WHERE email_id = ? AND type = 'email.canceled' AND data IS NOT NULL ORDER BY recipient").bind(id).all<{ recipient: string }>()).results;
       return rows.length === 2 ? rows : undefined;
     }, 5000, "two email.canceled events in D1");
     expect(events.map((e) => e.recipient)).toEqual(["c-1@ctl-a.test", "c-2@ctl-b.test"]);

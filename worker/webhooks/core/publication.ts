@@ -11,8 +11,9 @@
  *   planPublication(messages, notices, cfg) walks each message's rows in
  *   Outbox order and returns:
  *     events   the envelopes to store and push, each with its id (the
- *              webhook-id), type, recipient, time and `body` (the JSON text
- *              that is stored, signed and sent, byte for byte);
+ *              webhook-id), type, recipient, time, `body` (the JSON text
+ *              that is stored, signed and sent, byte for byte) and the
+ *              Outbox seq of the row it comes from;
  *     notices  the changed notice states, to store;
  *     recheck  ids of deferral events counted by an earlier publication:
  *              whatever that one decided is in the store, so the shell
@@ -85,6 +86,8 @@ export interface PlannedEvent {
   createdAtMs: number;
   /** The envelope as JSON text: stored, signed and sent as is. */
   body: string;
+  /** The Outbox seq of the internal row it comes from. */
+  sourceSeq: number;
 }
 
 /** Result of planPublication. */
@@ -129,6 +132,7 @@ function planned(m: SourceMessage, row: SourceEvent, e: BuiltEvent): PlannedEven
     recipient: e.envelope.data.recipient,
     createdAtMs: row.createdAtMs,
     body: JSON.stringify(e.envelope),
+    sourceSeq: row.seq,
   };
 }
 

@@ -1,0 +1,91 @@
+/**
+ * What one email costs in D1 rows written (design/cost.md): a one-recipient message driven
+ * through accepted → queued → delivered as the consumers index it (the classify consumer, then
+ * the deliver consumer's indexMessages), with one webhook endpoint subscribed to every event.
+ * Every D1 result of those writes is summed (`meta.rows_written`; first() has no meta, so the
+ * counting wrapper reads it through all()). The budget below fails a regression.
+ */
+import { createExecutionContext, createMessageBatch, env, getQueueResult } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import worker from "../../worker";
+import { indexMessages } from "../../worker/consumers/deliver-index";
+
+/** D1 rows written by one 1-recipient message's happy path: 42 at 3da0cee, 16 since migration 0007. */
+const ROWS_WRITTEN_BUDGET = 16;
+
+/** A D1 binding that sums rows written/read of every statement run through it. */
+export function countingDb(db: D1Database): { db: D1Database; totals: { written: number; read: number; statements: number; log: string[] } } {
+  const totals = { written: 0, read: 0, statements: 0, log: [] as string[] };
+  const real = new WeakMap<object, D1PreparedStatement>();
+  const add = (meta: { rows_written?: number; rows_read?: number } | undefined, sql = "") => {
+    if (meta?.rows_written) totals.log.push(`${meta.rows_written}\t${sql.replace(/\s+/g, " ").slice(0, 90)}`);
+    totals.written += meta?.rows_written ?? 0;
+    totals.read += meta?.rows_read ?? 0;
+    totals.statements++;
+  };
+  const sqlOf = new WeakMap<object, string>();
+  const wrap = (stmt: D1PreparedStatement, sql: string): D1PreparedStatement => {
+    const w = {
+      bind: (...args: unknown[]) => wrap(stmt.bind(...args), sql),
+      run: async () => { const r = await stmt.run(); add(r.meta, sql); return r; },
+      all: async () => { const r = await stmt.all(); add(r.meta, sql); return r; },
+      raw: (o?: { columnNames?: boolean }) => stmt.raw(o as { columnNames: true }),
+      first: async (col?: string) => {
+        const r = await stmt.all<Record<string, unknown>>();
+        add(r.meta, sql);
+        const row = r.results[0];
+        return row === undefined ? null : col === undefined ? row : row[col];
+      },
+    } as unknown as D1PreparedStatement;
+    real.set(w as object, stmt);
+    sqlOf.set(w as object, sql);
+    return w;
+  };
+  const wrapped = {
+    prepare: (sql: string) => wrap(db.prepare(sql), sql),
+    batch: async (stmts: D1PreparedStatement[]) => {
+      const rs = await db.batch(stmts.map((s) => real.get(s as object) ?? s));
+      rs.forEach((r, i) => add(r.meta, sqlOf.get(stmts[i] as object)));
+      return rs;
+    },
+    exec: (sql: string) => db.exec(sql),
+    withSession: () => { throw new Error("not counted"); },
+    dump: () => db.dump(),
+  } as unknown as D1Database;
+  return { db: wrapped, totals };
+}
+
+describe("D1 rows written per message", () => {
+  it("a one-recipient email delivered at the first try, one webhook endpoint on every event", async () => {
+    const tenant = "cost";
+    await env.DB.prepare("INSERT INTO webhook_endpoints (id, tenant_id, endpoint, events, status, secret_enc, created_at, updated_at) VALUES ('we_cost', ?, 'https://hooks.example/cost', NULL, 'enabled', 'x', 0, 0)").bind(tenant).run();
+    const counted = countingDb(env.DB);
+    const jobs: unknown[] = [];
+    const webhooks = { send: async (b: unknown) => { jobs.push(b); }, sendBatch: async (bs: unknown[]) => { jobs.push(...bs); } } as unknown as Queue;
+    const cenv = { ...env, DB: counted.db, WEBHOOKS: webhooks, WEBHOOKS_SLOW: webhooks } as Env;
+
+    const id = `01${crypto.randomUUID().slice(2)}`;
+    const stub = env.OUTBOX.getByName(outboxName(shardOf(id)));
+    await stub.accept({ tenant, idempotency: null, response: { status: 200, body: "{}" }, messages: [{ id, createdAt: Date.now(), scheduledAt: null, mailFrom: "a@acme.test", rcptTo: ["r@example.com"], size: 10, summary: { from: "a@acme.test", to: ["r@example.com"], cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: `<${id}@acme.test>` } }] });
+
+    // The classify consumer: accepted + queued, the message and recipient rows.
+    const batch = createMessageBatch("classify", [{ id: "c1", timestamp: new Date(), attempts: 1, body: { id } }]);
+    const ctx = createExecutionContext();
+    await worker.queue(batch, cenv, ctx);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["c1"]);
+    const afterClassify = counted.totals.written;
+
+    // The deliver consumer: the outcome, then the index write of its batch.
+    const outcome = await stub.recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }], true);
+    await indexMessages(cenv, [outcome.sync!]);
+
+    const row = await env.DB.prepare("SELECT last_event FROM messages WHERE id = ?").bind(id).first<{ last_event: string }>();
+    expect(row?.last_event).toBe("delivered");
+    const types = jobs.map((j) => (j as { body: { type: string } }).body.type);
+    expect(types).toEqual(["email.sent", "email.delivered"]);
+    console.log(`D1 per 1-recipient message: ${counted.totals.written} rows written (classify ${afterClassify}, delivery ${counted.totals.written - afterClassify}), ${counted.totals.read} rows read, ${counted.totals.statements} statements`);
+    console.log(counted.totals.log.join("\n"));
+    expect(counted.totals.written).toBeLessThanOrEqual(ROWS_WRITTEN_BUDGET);
+  });
+});
