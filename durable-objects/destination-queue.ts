@@ -6,6 +6,7 @@
  * 500 feedback events for the dashboard.
  */
 import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
   applyDestinationReport,
   createDestination,
@@ -30,6 +31,7 @@ export class DestinationQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    ({ ctx, env } = meterObject(this, "DestinationQueue"));
     // The same parameters as the Transport DOs' cores, so both agree on every report.
     this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
     ctx.blockConcurrencyWhile(async () => {
@@ -80,6 +82,7 @@ export class DestinationQueue extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
+    meterAlarm("DestinationQueue");
     if (this.record) this.save(reviveDestination(this.record, this.params(this.record.transport)), null);
   }
 
@@ -96,5 +99,10 @@ export class DestinationQueue extends DurableObject<Env> {
     if (!event) return;
     const seq = sql.exec<{ seq: number }>("INSERT INTO history (event) VALUES (?) RETURNING seq", JSON.stringify(event)).one().seq;
     sql.exec("DELETE FROM history WHERE seq <= ?", seq - HISTORY_LIMIT);
+  }
+
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
   }
 }

@@ -28,6 +28,7 @@
  *   that changed is handed to the classify queue, whose consumer keeps the D1 index in step.
  */
 import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import { shardOf } from "./storage/outbox-ids";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
@@ -65,6 +66,7 @@ export class Outbox extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
     ctx.blockConcurrencyWhile(async () => {
       migrateOutbox(this.sql);
@@ -271,6 +273,7 @@ export class Outbox extends DurableObject<Env> {
 
   /** The sweeper. */
   override async alarm(): Promise<void> {
+    meterAlarm("Outbox");
     const now = Date.now();
     const due = dueForClassify(this.sql, now, this.graceMs(), 500);
     markClassifySent(this.sql, due, now);
@@ -327,6 +330,11 @@ export class Outbox extends DurableObject<Env> {
   private graceMs(): number {
     const s = Number(this.env.OUTBOX_GRACE_SECONDS);
     return (Number.isFinite(s) && s >= 0 ? s : 300) * 1000;
+  }
+
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
   }
 }
 

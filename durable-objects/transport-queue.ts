@@ -31,6 +31,7 @@
  *   queue, for hold and requeue) serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
   hasActiveRoom,
   destinationsView,
@@ -67,6 +68,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    ({ ctx, env } = meterObject(this, "TransportQueue"));
     this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
@@ -199,6 +201,7 @@ export class TransportQueue extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
+    meterAlarm("TransportQueue");
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
     this.crash(expiredLeases(sql, nowSec()));
@@ -332,6 +335,11 @@ export class TransportQueue extends DurableObject<Env> {
   private async arm(): Promise<void> {
     const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(this.ctx.storage.sql)].filter((t): t is number => t !== null);
     if (times.length > 0) await this.ctx.storage.setAlarm(Math.min(...times) * 1000);
+  }
+
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
   }
 }
 

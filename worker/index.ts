@@ -7,6 +7,7 @@ import { handleClassifyBatch } from "./consumers/classify";
 import { handleDeliverBatch } from "./consumers/deliver";
 import { handleWebhooksBatch } from "./consumers/webhooks";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
+import { meterFetch, meterQueue, meterScheduled } from "./lib/meter";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
@@ -21,8 +22,9 @@ async function wakeSweepers(env: Env): Promise<void> {
 }
 
 export default {
-  fetch: (request, env, ctx) => app.fetch(request, env, ctx),
-  queue: (batch, env, _ctx) => (batch.queue === "webhooks" || batch.queue === "webhooks-slow" ? handleWebhooksBatch(batch, env)
-    : batch.queue === "deliver" ? handleDeliverBatch(batch, env) : handleClassifyBatch(batch, env)),
-  scheduled: (_controller, env, ctx) => ctx.waitUntil(wakeSweepers(env)),
+  // Every entry runs with the metered env (worker/lib/meter.ts).
+  fetch: (request, env, ctx) => app.fetch(request, meterFetch(request, env), ctx),
+  queue: (batch, env, _ctx) => meterQueue(batch, env, (b, metered) => (b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
+    : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered))),
+  scheduled: (_controller, env, ctx) => ctx.waitUntil(wakeSweepers(meterScheduled(env))),
 } satisfies ExportedHandler<Env>;
