@@ -530,8 +530,8 @@ export function meterObject(obj: object, cls: DoClass): { ctx: DurableObjectStat
   const o = obj as { ctx: DurableObjectState; env: Env };
   const ctx = meterCtx(o.ctx, cls);
   const env = meterEnv(o.env);
-  Object.defineProperty(o, "ctx", { value: ctx, writable: false, enumerable: true, configurable: true });
-  Object.defineProperty(o, "env", { value: env, writable: false, enumerable: true, configurable: true });
+  Object.defineProperty(o, "ctx", { value: ctx, writable: true, enumerable: true, configurable: true });
+  Object.defineProperty(o, "env", { value: env, writable: true, enumerable: true, configurable: true });
   return { ctx, env };
 }
 
