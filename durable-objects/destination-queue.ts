@@ -10,6 +10,7 @@
  * its own, a row per event, before; it is carried over once.)
  */
 import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
   applyDestinationReport,
   createDestination,
@@ -35,6 +36,7 @@ export class DestinationQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    ({ ctx, env } = meterObject(this, "DestinationQueue"));
     // The same parameters as the Transport DOs' cores, so both agree on every report.
     this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
     ctx.blockConcurrencyWhile(async () => {
@@ -95,6 +97,7 @@ export class DestinationQueue extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
+    meterAlarm("DestinationQueue");
     if (!this.record) return;
     this.apply(reviveDestination(this.record, this.params(this.record.transport)), null);
     this.store();
@@ -119,5 +122,10 @@ export class DestinationQueue extends DurableObject<Env> {
       "INSERT INTO dest (id, state, history) VALUES (1, ?1, ?2) ON CONFLICT (id) DO UPDATE SET state = ?1, history = ?2",
       JSON.stringify(this.record), JSON.stringify(this.history),
     );
+  }
+
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
   }
 }

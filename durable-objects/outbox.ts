@@ -31,6 +31,7 @@
  *   that changed is handed to the classify queue, whose consumer keeps the D1 index in step.
  */
 import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import { shardOf } from "./storage/outbox-ids";
 import { admitPlan } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
@@ -40,38 +41,21 @@ import {
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
-import { deleteDoneBodies, nextSweepAt, purgeFinished, rememberShard, sweepOrphanBodies } from "./storage/outbox-sweep";
+import { deleteDoneBodies, graceMsOf, nextSweepAt, purgeFinished, rememberShard, retentionMs, sweepOrphanBodies } from "./storage/outbox-sweep";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
-  AcceptRequest, ClassifyResult, ClassifyWork, DeliveryEnvelope, IdempotencyClaim, IdempotencyResult, MessageView, OutcomeReport, SyncState,
+  AcceptRequest, AcceptResult, ChangeResult, ClassifyJob, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, IdempotencyClaim,
+  IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
 
-/**
- * The body of a classify queue message: one message to classify or re-index (`id`), or the
- * messages of one accept request (`batch`), each with its tenant and recipients as accepted, so
- * the consumer decides without asking the Outbox first. One queue message per request, not per
- * message: queue operations are billed per message.
- */
-export type ClassifyJob = { id: string } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
-
-/** Result of accept: stored, or what the idempotency key said instead. */
-export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
-
-/** Result of hold, release, requeue and operator cancel. */
-export interface ControlResult {
-  result: "ok" | "not_found" | "not_open" | "not_held" | "already_held" | "no_match";
-  /** Recipients affected. */
-  recipients: number;
-}
-
-/** Result of cancel and reschedule. */
-export type ChangeResult = "ok" | "not_found" | "not_scheduled";
+export type { AcceptResult, ChangeResult, ClassifyJob, ControlResult } from "./storage/outbox-types";
 
 export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
     ctx.blockConcurrencyWhile(async () => {
       migrateOutbox(this.sql);
@@ -285,6 +269,7 @@ export class Outbox extends DurableObject<Env> {
 
   /** The sweeper. */
   override async alarm(): Promise<void> {
+    meterAlarm("Outbox");
     const now = Date.now();
     const due = dueForClassify(this.sql, now, this.graceMs(), 500);
     markClassifySent(this.sql, due, now);
@@ -341,13 +326,10 @@ export class Outbox extends DurableObject<Env> {
     return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 
-  private graceMs(): number {
-    const s = Number(this.env.OUTBOX_GRACE_SECONDS);
-    return (Number.isFinite(s) && s >= 0 ? s : 300) * 1000;
-  }
-}
+  private graceMs(): number { return graceMsOf(this.env); }
 
-function retentionMs(env: Env): number {
-  const d = Number(env.MESSAGE_RETENTION_DAYS);
-  return (Number.isFinite(d) && d >= 0 ? d : 30) * 86_400_000;
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
+  }
 }

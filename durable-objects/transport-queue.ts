@@ -1,9 +1,11 @@
 /**
  * TransportQueue: one Durable Object per transport, a thin shell over the scheduling core.
- * Each RPC reads the clock once, turns its input into a core command, runs it through the
- * journal (which appends the command to the DO's SQLite in the same synchronous step, and
- * snapshots now and then), re-arms the alarm, and returns the core's decisions. After an
- * eviction the state is the last snapshot plus the journal replayed.
+ * Each RPC reads the clock once, turns its input into core commands, runs them through the
+ * journal (one row per call, written before the call's first await; commands that change
+ * nothing are not journaled; a snapshot now and then), re-arms the alarm, and returns the
+ * core's decisions. After an eviction the state is the last snapshot plus the journal replayed.
+ * Records of finished messages go at a checkpoint: the alarm takes one when they expire
+ * (storage/sqlite-source.ts admissionTtlSec) or the queue is idle.
  *
  * ADMISSION
  *   admit() always takes a message durably: into the core when the active queue has room
@@ -12,8 +14,8 @@
  *   therefore never bounces back to the classify stage as "no room".
  *
  * DELIVERY LOOP (DISPATCH = "auto")
- *   After every admit, report and alarm the shell dispatches what the core selects, records a
- *   lease per entry (storage/delivery-state.ts) and sends the entries to the `deliver` queue.
+ *   After every admit, report and alarm the shell dispatches what the core selects, sends the
+ *   entries to the `deliver` queue and leases each (storage/delivery-state.ts) once it took them.
  *   The alarm fires at the earliest of the core's wake-up, a lease deadline and a retry due
  *   time: an expired lease is reported as a crash (deferred, no feedback), and a deferred
  *   message's not-yet-final recipients are admitted again as a new core message
@@ -31,30 +33,20 @@
  *   queue, for hold and requeue) serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
-  hasActiveRoom,
-  destinationsView,
-  explainMessage,
-  queueShape,
-  type DestinationVerdict,
-  type PolicyRule,
-  mustParseSchedulerConfig,
-  nextWakeupAt,
-  type Command,
-  type DeliveryReport,
-  type Effect,
-  type Qmgr,
-  type ResolvedRecipient,
-  type SchedulerConfig,
+  hasActiveRoom, destinationsView, mustParseSchedulerConfig, nextWakeupAt,
+  type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
   addLeases, coreIdOf, unleased, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
-  pendingRecipients, addIncoming, dropIncoming, hasIncoming, incomingCount, incomingOf, oldestIncoming, scheduleRetry, takeLease, flushRetries, retriesOf, deferredShape,
+  pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, takeLease, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
 import { OutboxNotes } from "./storage/outbox-notes";
-import { toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
-import { forgetFinished, migrateBacklog, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
+import { toDispatched, toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
+import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
+import { explainWaits, inspectTransport } from "./storage/transport-views";
 
 export * from "./transport-types";
 
@@ -73,6 +65,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    ({ ctx, env } = meterObject(this, "TransportQueue"));
     this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
@@ -80,11 +73,7 @@ export class TransportQueue extends DurableObject<Env> {
       migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
       const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500;
-      this.journal = new Journal<StoredRecipient>(sql, every, () => {
-        const now = nowSec();
-        forgetFinished(sql, this.forgottenUpTo, now);
-        this.forgottenUpTo = now;
-      });
+      this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); });
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
       // Jobs whose send was cut short by the end of the last run may never have reached the
@@ -119,9 +108,7 @@ export class TransportQueue extends DurableObject<Env> {
    * (backlog index) that reached a final state; the others are retried with the message.
    */
   async report(entryId: number, report: DeliveryReport, finalIdx: number[] = []): Promise<ReportAnswer> {
-    const res = this.reportCore(entryId, report, finalIdx);
-    await this.pump();
-    return res;
+    return (await this.reportMany([{ entryId, report, finalIdx }]))[0]!;
   }
 
   /**
@@ -141,11 +128,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
   async explain(messageId: string): Promise<{ entryId: number; rcpts: ResolvedRecipient[]; blockedBy: WaitReason }[]> {
-    const now = nowSec();
-    const sql = this.ctx.storage.sql;
-    const ids = [...this.qmgr.messages.keys()].filter((id) => parseCoreId(id).messageId === messageId);
-    const queued = incomingOf(sql, messageId).map((coreId) => ({ entryId: -1, rcpts: pendingRecipients(sql, coreId), blockedBy: { kind: "active_queue_full" as const } }));
-    return [...ids.flatMap((id) => explainMessage(this.qmgr, id, now)), ...queued];
+    return explainWaits(this.qmgr, this.ctx.storage.sql, messageId, nowSec());
   }
 
   /** Aligns a destination queue with its Destination DO's verdict (the authority); true if it changed anything. */
@@ -160,13 +143,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The operator's view: qshape, deferred recipients, destinations and policies. */
   async inspect(): Promise<TransportInspect> {
-    const now = nowSec();
-    const sql = this.ctx.storage.sql;
-    return {
-      transport: this.transportName() ?? "", now, inflight: this.qmgr.busy.size, incoming: incomingCount(sql),
-      qshape: queueShape(this.qmgr, now), deferred: deferredShape(sql, now), destinations: destinationsView(this.qmgr),
-      policies: [...this.qmgr.policies.values()].map((c) => ({ key: c.key, rule: c.rule })),
-    };
+    return inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec());
   }
 
   /** postqueue -f: every deferred message is retried now and dead destinations (here and in their Destination DOs) revive. */
@@ -199,23 +176,21 @@ export class TransportQueue extends DurableObject<Env> {
       waiting.push(...(res.removed ?? []).map((r) => r.address));
     }
     // Outside the core: waiting for room (incoming) or for a retry.
-    for (const coreId of [...incomingOf(sql, messageId), ...retriesOf(sql, messageId)]) {
-      attempt = Math.max(attempt, parseCoreId(coreId).attempt);
-      waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
-      dropIncoming(sql, coreId);
-      forgetAttempt(sql, coreId);
-      noteFinished(sql, coreId, nowSec());
-    }
+    const outside = dropWaiting(sql, messageId, nowSec());
     await this.pump();
-    return { waiting: [...new Set(waiting)], attempt };
+    return { waiting: [...new Set([...waiting, ...outside.waiting])], attempt: Math.max(attempt, outside.attempt) };
   }
 
   override async alarm(): Promise<void> {
+    meterAlarm("TransportQueue");
     this.alarmAt = null;
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
     this.crash(expiredLeases(sql, nowSec()));
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
+    // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
+    const forget = nextForgetAt(sql, admissionTtlSec(this.env));
+    if ((forget !== null && forget <= nowSec()) || (this.qmgr.messages.size === 0 && this.journal.pending > 0)) this.journal.checkpoint(this.qmgr);
     await this.pump();
   }
 
@@ -270,14 +245,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   private dispatchCore(max: number): { entries: DispatchedEntry[]; effects: Effect[] } {
     const res = this.run({ kind: "dispatch", now: nowSec(), max });
-    const entries = res.entries.map((e) => ({
-      entryId: e.id,
-      messageId: e.peer.job.message.id,
-      transport: e.peer.queue.transport.name,
-      nexthop: e.peer.queue.nexthop,
-      rcpts: e.rcpts,
-    }));
-    return { entries, effects: res.effects };
+    return { entries: res.entries.map(toDispatched), effects: res.effects };
   }
 
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
@@ -350,12 +318,19 @@ export class TransportQueue extends DurableObject<Env> {
   /** Arms the alarm at the earliest core wake-up, lease deadline or retry. */
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
-    const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(this.ctx.storage.sql)].filter((t): t is number => t !== null);
+    const sql = this.ctx.storage.sql;
+    const idle = this.qmgr.messages.size === 0 && this.journal.pending > 0 ? nowSec() + 60 : null;
+    const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;
     if (at === this.alarmAt) return; // a setAlarm is a billed write
     this.alarmAt = at;
     await this.ctx.storage.setAlarm(at);
+  }
+
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
   }
 }
 

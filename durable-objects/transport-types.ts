@@ -3,7 +3,7 @@
  * entries and the `deliver` queue's job body, report answers, the operator's view, and the
  * Destination DO naming. Re-exported by transport-queue.ts.
  */
-import type { BlockedBy, DestinationView, Effect, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
+import type { BlockedBy, DestinationView, Effect, Entry, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
 
 /** Why a recipient waits: the core's reason, or the incoming queue (the active queue is full). */
 export type WaitReason = BlockedBy | { kind: "active_queue_full" };
@@ -70,6 +70,11 @@ export interface TransportInspect {
 /** The Destination DO's name for one destination queue of a transport. */
 export function destinationName(transport: string, queue: string): string {
   return `${transport}/${queue}`;
+}
+
+/** A core entry as handed to the delivery stage. */
+export function toDispatched(e: Entry<StoredRecipient>): DispatchedEntry {
+  return { entryId: e.id, messageId: e.peer.job.message.id, transport: e.peer.queue.transport.name, nexthop: e.peer.queue.nexthop, rcpts: e.rcpts };
 }
 
 /** The `deliver` queue body of a dispatched entry. */

@@ -8,6 +8,7 @@ import { handleDeliverBatch } from "./consumers/deliver";
 import { handleWebhooksBatch } from "./consumers/webhooks";
 import { purgeExpired } from "./db/retention";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
+import { meterFetch, meterQueue, meterScheduled } from "./lib/meter";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
@@ -32,11 +33,13 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
 }
 
 export default {
-  fetch: (request, env, ctx) => app.fetch(request, env, ctx),
-  queue: (batch, env, _ctx) => (batch.queue === "webhooks" || batch.queue === "webhooks-slow" ? handleWebhooksBatch(batch, env)
-    : batch.queue === "deliver" ? handleDeliverBatch(batch, env) : handleClassifyBatch(batch, env)),
+  // Every entry runs with the metered env (worker/lib/meter.ts).
+  fetch: (request, env, ctx) => app.fetch(request, meterFetch(request, env), ctx),
+  queue: (batch, env, _ctx) => meterQueue(batch, env, (b, metered) => (b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
+    : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered))),
   scheduled: (controller, env, ctx) => {
-    ctx.waitUntil(wakeSweepers(env));
-    ctx.waitUntil(purgeD1(env, controller.scheduledTime));
+    const metered = meterScheduled(env);
+    ctx.waitUntil(wakeSweepers(metered));
+    ctx.waitUntil(purgeD1(metered, controller.scheduledTime));
   },
 } satisfies ExportedHandler<Env>;

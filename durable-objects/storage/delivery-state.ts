@@ -24,7 +24,7 @@
  *   nothing twice.
  */
 import { shapeOf, type ShapeRow } from "../core";
-import type { StoredRecipient } from "./sqlite-source";
+import { noteFinished, type StoredRecipient } from "./sqlite-source";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
 export interface AttemptRef {
@@ -167,6 +167,23 @@ export function flushRetries(sql: SqlStorage, now: number): void {
 /** The core message ids of a message's attempts waiting for a retry. */
 export function retriesOf(sql: SqlStorage, messageId: string): string[] {
   return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId).toArray().map((r) => r.core_id);
+}
+
+/**
+ * Takes a message's attempts that wait outside the core (for room, or for a retry) out, for
+ * hold and requeue: returns their open addresses and the highest attempt number among them.
+ */
+export function dropWaiting(sql: SqlStorage, messageId: string, now: number): { waiting: string[]; attempt: number } {
+  const waiting: string[] = [];
+  let attempt = 0;
+  for (const coreId of [...incomingOf(sql, messageId), ...retriesOf(sql, messageId)]) {
+    attempt = Math.max(attempt, parseCoreId(coreId).attempt);
+    waiting.push(...pendingRecipients(sql, coreId).map((r) => r.address));
+    dropIncoming(sql, coreId);
+    forgetAttempt(sql, coreId);
+    noteFinished(sql, coreId, now);
+  }
+  return { waiting, attempt };
 }
 
 /** Recipients waiting for a retry, by nexthop and message age, as qshape rows (TOTAL first). */

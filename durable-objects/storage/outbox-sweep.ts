@@ -30,6 +30,18 @@ import { bodyKey, shardHex } from "./outbox-ids";
 
 const PAGE = 500;
 
+/** OUTBOX_GRACE_SECONDS in ms (default 300 s). */
+export function graceMsOf(env: { OUTBOX_GRACE_SECONDS?: string }): number {
+  const s = Number(env.OUTBOX_GRACE_SECONDS);
+  return (Number.isFinite(s) && s >= 0 ? s : 300) * 1000;
+}
+
+/** MESSAGE_RETENTION_DAYS in ms (default 30 days). */
+export function retentionMs(env: { MESSAGE_RETENTION_DAYS?: string }): number {
+  const d = Number(env.MESSAGE_RETENTION_DAYS);
+  return (Number.isFinite(d) && d >= 0 ? d : 30) * 86_400_000;
+}
+
 function getMeta(sql: SqlStorage, key: string): string | null {
   return sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value ?? null;
 }

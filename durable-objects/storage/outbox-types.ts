@@ -153,3 +153,24 @@ export interface DeliveryEnvelope {
   size: number;
   rcpts: { idx: number; address: string; status: RcptStatus; attempts: number }[];
 }
+
+/**
+ * The body of a classify queue message: one message to classify or re-index (`id`), or the
+ * messages of one accept request (`batch`), each with its tenant and recipients as accepted, so
+ * the consumer decides without asking the Outbox first. One queue message per request, not per
+ * message: queue operations are billed per message.
+ */
+export type ClassifyJob = { id: string } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
+
+/** Result of accept: stored, or what the idempotency key said instead. */
+export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
+
+/** Result of hold, release, requeue and operator cancel. */
+export interface ControlResult {
+  result: "ok" | "not_found" | "not_open" | "not_held" | "already_held" | "no_match";
+  /** Recipients affected. */
+  recipients: number;
+}
+
+/** Result of cancel and reschedule. */
+export type ChangeResult = "ok" | "not_found" | "not_scheduled";

@@ -22,7 +22,7 @@ export interface AdmissionMeta {
  *   admission  one row per core message admitted here: the idempotency record of admit() and
  *              the arrival time, tenant and priority its later attempts are admitted with.
  *   finished   core messages that left for good, by time: their backlog rows go at the next
- *              checkpoint, their admission rows after ADMISSION_TTL_SEC.
+ *              checkpoint, their admission rows after admissionTtlSec().
  * Version 1 kept one `admitted` row per recipient, `msg_meta` per message and `finished` without
  * a time; they are carried over once.
  */
@@ -53,8 +53,21 @@ export function migrateBacklog(sql: SqlStorage): void {
   if (has("admitted")) sql.exec("DROP TABLE admitted");
 }
 
-/** How long an admission record outlives its message, seconds: a repeated admit() within it changes nothing. */
-export const ADMISSION_TTL_SEC = 86_400;
+/**
+ * How long an admission record outlives its message, seconds: a repeated admit() within it
+ * changes nothing. A day (a classify retry comes within minutes), and never longer than
+ * MESSAGE_RETENTION_DAYS, after which a message leaves no row behind.
+ */
+export function admissionTtlSec(env: { MESSAGE_RETENTION_DAYS?: string }): number {
+  const days = Number(env.MESSAGE_RETENTION_DAYS);
+  return Math.min(86_400, Number.isFinite(days) && days >= 0 ? Math.ceil(days * 86_400) : 86_400);
+}
+
+/** When the oldest finished record's admission expires (unix s), or null: one probe of the key. */
+export function nextForgetAt(sql: SqlStorage, ttlSec: number): number | null {
+  const at = sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM finished").one().at;
+  return at === null ? null : at + ttlSec;
+}
 
 /** True when this core message was admitted here before (a repeated RPC, also after it left the core). */
 export function wasAdmitted(sql: SqlStorage, coreId: string): boolean {
@@ -110,14 +123,16 @@ export function noteFinished(sql: SqlStorage, coreId: string, now: number): void
 
 /**
  * Drops the backlog rows of core messages finished at or after `since` (call only right after a
- * checkpoint), and the admission and finished records older than ADMISSION_TTL_SEC, at most
- * `limit` of them: both through the key of `finished`, never a scan of the backlog.
+ * checkpoint), and the admission and finished records older than `ttlSec` (admissionTtlSec), at
+ * most `limit` of them: both through the key of `finished`, never a scan of the backlog.
+ * Returns `now`, the next call's `since`.
  */
-export function forgetFinished(sql: SqlStorage, since: number, now: number, limit = 500): void {
+export function forgetFinished(sql: SqlStorage, since: number, now: number, ttlSec: number, limit = 500): number {
   sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT core_id FROM finished WHERE at >= ?)", since);
-  const old = sql.exec<{ at: number; core_id: string }>("SELECT at, core_id FROM finished WHERE at < ? ORDER BY at LIMIT ?", now - ADMISSION_TTL_SEC, limit).toArray();
+  const old = sql.exec<{ at: number; core_id: string }>("SELECT at, core_id FROM finished WHERE at <= ? ORDER BY at LIMIT ?", now - ttlSec, limit).toArray();
   for (const f of old) {
     sql.exec("DELETE FROM admission WHERE core_id = ?", f.core_id);
     sql.exec("DELETE FROM finished WHERE at = ? AND core_id = ?", f.at, f.core_id);
   }
+  return now;
 }

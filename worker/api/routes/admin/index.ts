@@ -4,6 +4,7 @@
  */
 import { Hono } from "hono";
 import type { AppEnv } from "../../app";
+import { devRoutes } from "./dev";
 import { messageRoutes } from "./messages";
 import { RoleCache, requireOperator } from "./operator";
 import { queueRoutes } from "./queue";
@@ -20,6 +21,7 @@ export function adminRoutes() {
     r.use(p, operator);
     r.use(`${p}/*`, operator);
   }
+  r.route("/", devRoutes(roles));
   r.route("/", queueRoutes());
   r.route("/", messageRoutes(roles));
   return r;
