@@ -24,7 +24,8 @@
  *   tables (GET /relay/dev/rows): rows_left_after_retention.
  *   Prices: list prices, free allowances ignored; Workers CPU and DO duration are not counted.
  *   --budget: exits 1 when the 1rcpt case's rows_written or do_requests per message exceed
- *   scripts/cost-budget.json.
+ *   scripts/cost-budget.json, or when retention (if run) left any row behind. CI runs it on 200
+ *   messages.
  *
  * OUTPUT
  *   Tables per case; with --json the last line is one JSON object:
@@ -308,6 +309,8 @@ async function main(): Promise<number> {
   }
   console.log(`\n(${round((Date.now() - t0) / 1000, 0)} s in all)`);
   const over = values.budget ? checkBudget(out.cases["1rcpt"]) : [];
+  // Retention, when measured, must leave nothing behind.
+  if (values.budget && (out.rows_left_after_retention ?? 0) > 0) over.push(`rows left after retention ${out.rows_left_after_retention} > 0`);
   for (const o of over) console.log(`OVER BUDGET: ${o}`);
   if (values.json) console.log(JSON.stringify(out));
   return over.length > 0 ? 1 : 0;

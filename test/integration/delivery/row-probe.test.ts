@@ -3,7 +3,9 @@
  * dispatch, SMTP to the sink, outcomes, index, webhooks off), counted from every DO
  * `sql.exec` cursor (rowsWritten) and every D1 result's meta, by patching the runtime's
  * prototypes for the duration of the test. A probe for the lean data path: it prints the
- * figures and asserts a ceiling so that a regression fails.
+ * figures per object and per statement, and asserts a ceiling so that a regression fails: 23.8
+ * DO rows per message when it was set (46.75 at 3da0cee). `npm run bench:cost` is the referee for
+ * the whole bill (D1, queues, R2, retention); this shows where the DO rows come from.
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -57,7 +59,7 @@ async function indexedDelivered(ids: string[]): Promise<void> {
 }
 
 describe("rows written per one-recipient email", () => {
-  it("prints DO rows by object and query", async () => {
+  it("stays within 26 DO rows, printed by object and statement", async () => {
     await indexedDelivered(await send(2));
     cursors.length = 0;
     const n = 20;
@@ -73,6 +75,6 @@ describe("rows written per one-recipient email", () => {
     }
     console.log(JSON.stringify({ per_message: total / n, by: Object.fromEntries([...by].map(([k, v]) => [k, v / n])) }));
     console.log([...byQ].sort((a, b) => b[1] - a[1]).map(([q, v]) => `${(v / n).toFixed(2)}  ${q}`).join("\n"));
-    expect(total / n).toBeLessThan(1000);
+    expect(total / n).toBeLessThanOrEqual(26);
   }, 60_000);
 });
