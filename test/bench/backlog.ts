@@ -1,5 +1,6 @@
 /*
- * npm run bench:backlog [-- --messages N] [--backlog B] [--rcpts R] [--load-workers W] [--json]
+ * npm run bench:backlog [-- --messages N] [--backlog B] [--rcpts R] [--load-workers W]
+ *                        [--var NAME=value …] [--json]
  *
  * Delivery rate to a live destination with an empty queue, behind a large backlog waiting in the
  * same transport, and while another client submits as fast as it can: three phases in one run on
@@ -24,6 +25,8 @@
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
  *   (accept + classify + admit + dispatch + SMTP; the dispatch→report time inside the Transport DO
  *   cannot be seen from outside), mean/p50/p99 per phase.
+ *   --var overrides a wrangler.toml [vars] value for the whole run (e.g.
+ *   TRANSPORT_CHECKPOINT_EVERY=100000, to see whether a cost that grows with the backlog goes away).
  *   Prints tables; with --json the last line is
  *   {"backlog_rcpts":B,"delivery_per_s_empty":…,"delivery_per_s_backlog":…,
  *    "delivery_per_s_while_accepting":…,"backlog_ratio":…,"under_load_ratio":…, …extra keys}.
@@ -52,7 +55,7 @@ const STALL_MS = 90_000;
 const ADMIT_LIMIT_MS = 15 * 60_000;
 const TENANT = "bench-backlog";
 
-interface Cli { messages: number; backlog: number; rcpts: number; loadWorkers: number; json: boolean }
+interface Cli { messages: number; backlog: number; rcpts: number; loadWorkers: number; vars: Record<string, string>; json: boolean }
 
 interface Phase {
   name: string;
@@ -73,14 +76,21 @@ function parseCli(): Cli {
     options: {
       messages: { type: "string", default: "1000" }, backlog: { type: "string", default: "100000" },
       rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "10" }, json: { type: "boolean", default: false },
+      var: { type: "string", multiple: true, default: [] },
     },
   });
+  const vars: Record<string, string> = {};
+  for (const kv of values.var) {
+    const eq = kv.indexOf("=");
+    if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
+    vars[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
   const int = (name: string, v: string, min: number) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < min) throw new Error(`--${name} needs an integer >= ${min}`);
     return n;
   };
-  return { messages: int("messages", values.messages, 1), backlog: int("backlog", values.backlog, 0), rcpts: int("rcpts", values.rcpts, 1), loadWorkers: int("load-workers", values["load-workers"], 0), json: values.json };
+  return { messages: int("messages", values.messages, 1), backlog: int("backlog", values.backlog, 0), rcpts: int("rcpts", values.rcpts, 1), loadWorkers: int("load-workers", values["load-workers"], 0), vars, json: values.json };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -106,10 +116,10 @@ async function d1(state: string, sql: string): Promise<void> {
 }
 
 /** Starts the relay with the stuck route and its suspension (see the header). */
-async function startRelay(sink: Catcher): Promise<Relay> {
+async function startRelay(sink: Catcher, extra: Record<string, string>): Promise<Relay> {
   const stuckPort = await freePort();
   const stuck = `[127.0.0.1]:${stuckPort}`;
-  const dev = await startDevServer({ tenant: TENANT, frozen: true, vars: { SMARTHOST: `[127.0.0.1]:${sink.smtpPort}`, RELAY_TLS: "off", MAX_RECIPIENTS: "100" } });
+  const dev = await startDevServer({ tenant: TENANT, frozen: true, vars: { SMARTHOST: `[127.0.0.1]:${sink.smtpPort}`, RELAY_TLS: "off", MAX_RECIPIENTS: "100", ...extra } });
   try {
     await d1(dev.state, `INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('smtp', NULL); INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'stuck.test', 'smtp', '${stuck}');`);
     const operator = await createKey({ tenant: TENANT, name: "bench-operator", persistTo: dev.state, role: "operator" });
@@ -255,7 +265,7 @@ async function main(): Promise<void> {
   process.once("SIGTERM", onSignal);
   try {
     log(`bench:backlog: starting wrangler dev (sink 127.0.0.1:${sink.smtpPort})`);
-    relay = await startRelay(sink);
+    relay = await startRelay(sink, cli.vars);
     const runTag = Date.now().toString(36);
     await measureDelivery(relay, sink, "warm-up", WARMUP, `${runTag}w`);
     log(`  warm-up done; stuck destination ${relay.stuck} suspended`);
@@ -280,7 +290,7 @@ async function main(): Promise<void> {
 
     const backlogRatio = backlog.perS / empty.perS;
     const loadRatio = loaded.perS / empty.perS;
-    console.log(`bench:backlog: ${cli.messages} one-recipient messages to a live sink (catcher on 127.0.0.1:${sink.smtpPort}), one wrangler dev, transport smtp (relay kind), process_limit ${DEFAULTS.default_process_limit} (default)`);
+    console.log(`bench:backlog: ${cli.messages} one-recipient messages to a live sink (catcher on 127.0.0.1:${sink.smtpPort}), one wrangler dev, transport smtp (relay kind), process_limit ${DEFAULTS.default_process_limit} (default)${Object.keys(cli.vars).length > 0 ? `, --var ${JSON.stringify(cli.vars)}` : ""}`);
     console.log(`  backlog: ${cli.backlog} recipients (${cli.rcpts} per message) to ${relay.stuck}, suspended; accepted in ${fmt(build.submitMs / 1000)} s (${fmt(cli.backlog * 1000 / Math.max(1, build.submitMs), 0)} rcpts/s), ${build.admitted} in the index after ${fmt(build.admitMs / 1000)} s ${JSON.stringify(build.states)}; Transport DO: ${build.inCore} in core, ${build.deferred} deferred`);
     console.log(`  ${"phase".padEnd(18)} ${"messages".padStart(8)} ${"accept s".padStart(9)} ${"deliver s".padStart(10)} ${"deliveries/s".padStart(13)} ${"ratio".padStart(6)}   POST→sink ms: ${"mean".padStart(7)} ${"p50".padStart(7)} ${"p99".padStart(7)} ${"max".padStart(7)}`);
     for (const p of [empty, backlog, loaded]) {
@@ -305,6 +315,7 @@ async function main(): Promise<void> {
         backlog_submit_rcpts_per_s: Number((cli.backlog * 1000 / Math.max(1, build.submitMs)).toFixed(1)),
         backlog_admit_s: Number((build.admitMs / 1000).toFixed(1)),
         load_accept_per_s: Number((load.accepted * 1000 / Math.max(1, load.ms)).toFixed(1)),
+        ...(Object.keys(cli.vars).length > 0 ? { vars: cli.vars } : {}),
         post_to_sink_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), { mean: Math.round(p.latency.mean), p50: p.latency.p50, p99: p.latency.p99 }])),
       }));
     }
