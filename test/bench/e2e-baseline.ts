@@ -128,7 +128,7 @@ export async function measurePostfixBaseline(
 }
 
 /** Runs smtp-source against 127.0.0.1:port; rejects on a non-zero exit or after the timeout. */
-function runSmtpSource(
+export function runSmtpSource(
   port: number,
   o: { count: number; sessions: number; bodyBytes: number; timeoutMs: number },
 ): Promise<void> {
