@@ -8,6 +8,7 @@ import { handleDeliverBatch } from "./consumers/deliver";
 import { handleWebhooksBatch } from "./consumers/webhooks";
 import { purgeExpired } from "./db/retention";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
+import { retentionMs } from "../durable-objects/storage/outbox-sweep";
 import { meterFetch, meterQueue, meterScheduled } from "./lib/meter";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
@@ -25,7 +26,7 @@ async function wakeSweepers(env: Env): Promise<void> {
 /** Deletes D1 rows past MESSAGE_RETENTION_DAYS (worker/db/retention.ts); a failure waits for the next run. */
 async function purgeD1(env: Env, nowMs: number): Promise<void> {
   try {
-    const r = await purgeExpired(env.DB, nowMs, Number(env.MESSAGE_RETENTION_DAYS));
+    const r = await purgeExpired(env.DB, nowMs, retentionMs(env) / 86_400_000);
     if (r.rows > 0 || r.truncated) console.log(JSON.stringify({ event: "d1 retention", ...r }));
   } catch (e) {
     console.error(JSON.stringify({ error: "d1 retention failed", detail: e instanceof Error ? e.message : String(e) }));

@@ -3,6 +3,7 @@
  * RecipientSource (the "queue file"): recipients are read by message and offset.
  */
 import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core";
+import { retentionMs } from "./outbox-sweep";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
 export interface StoredRecipient extends ResolvedRecipient {
@@ -59,8 +60,7 @@ export function migrateBacklog(sql: SqlStorage): void {
  * MESSAGE_RETENTION_DAYS, after which a message leaves no row behind.
  */
 export function admissionTtlSec(env: { MESSAGE_RETENTION_DAYS?: string }): number {
-  const days = Number(env.MESSAGE_RETENTION_DAYS);
-  return Math.min(86_400, Number.isFinite(days) && days >= 0 ? Math.ceil(days * 86_400) : 86_400);
+  return Math.min(86_400, Math.ceil(retentionMs(env) / 1000));
 }
 
 /** When the oldest finished record's admission expires (unix s), or null: one probe of the key. */
