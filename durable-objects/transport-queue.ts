@@ -39,7 +39,7 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
-  addLeases, coreIdOf, unleased, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
+  addLeases, leaseUntil, coreIdOf, unleased, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
   pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, takeLease, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
@@ -98,7 +98,7 @@ export class TransportQueue extends DurableObject<Env> {
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
   async dispatch(max = 100): Promise<{ entries: DispatchedEntry[]; effects: Effect[] }> {
     const res = this.dispatchCore(max);
-    addLeases(this.ctx.storage.sql, res.entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900));
+    addLeases(this.ctx.storage.sql, res.entries, leaseUntil(this.env, nowSec()));
     await this.arm();
     return res;
   }
@@ -274,11 +274,11 @@ export class TransportQueue extends DurableObject<Env> {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
-        const leaseUntil = nowSec() + (Number(this.env.DELIVERY_LEASE_SECONDS) || 900);
+        const until = leaseUntil(this.env, nowSec());
         this.journal.flush(this.qmgr);
         for (const e of entries) this.sending.add(e.entryId);
         try {
-          await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, leaseUntil), contentType: "json" as const })));
+          await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
         } catch (e) {
           // The queue refused: these entries are crashed (deferred, retried) now, not leased for
           // nothing. Should the jobs have been taken after all, the consumer finds no lease.
@@ -288,7 +288,7 @@ export class TransportQueue extends DurableObject<Env> {
         } finally {
           for (const e of entries) this.sending.delete(e.entryId);
         }
-        addLeases(this.ctx.storage.sql, entries.map((e) => ({ entryId: e.entryId, coreId: e.messageId })), leaseUntil);
+        addLeases(this.ctx.storage.sql, entries, until);
       }
     }
     await this.arm();

@@ -99,9 +99,14 @@ export function parseCoreId(coreId: string): AttemptRef {
   return { messageId: coreId.slice(0, hash), attempt: Number(coreId.slice(hash + 1)) || 1 };
 }
 
-/** Records a lease per dispatched entry whose job the deliver queue took. */
-export function addLeases(sql: SqlStorage, leases: { entryId: number; coreId: string }[], until: number): void {
-  for (const l of leases) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until, sent) VALUES (?, ?, ?, 1)", l.entryId, l.coreId, until);
+/** When a lease taken at `now` (unix s) runs out: DELIVERY_LEASE_SECONDS later (default 900). */
+export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number): number {
+  return now + (Number(env.DELIVERY_LEASE_SECONDS) || 900);
+}
+
+/** Records a lease per dispatched entry (core message id `messageId`) whose job the deliver queue took. */
+export function addLeases(sql: SqlStorage, entries: readonly { entryId: number; messageId: string }[], until: number): void {
+  for (const e of entries) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until, sent) VALUES (?, ?, ?, 1)", e.entryId, e.messageId, until);
 }
 
 /** Of the entries in flight, those without a lease: their jobs may never have reached the queue. */
