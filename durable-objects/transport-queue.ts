@@ -190,7 +190,8 @@ export class TransportQueue extends DurableObject<Env> {
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
     // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
-    if ((forget !== null && forget <= nowSec()) || (this.qmgr.messages.size === 0 && this.journal.pending > 0)) this.journal.checkpoint(this.qmgr);
+    if (this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
+    else if (forget !== null && forget <= nowSec()) this.journal.checkpoint(this.qmgr);
     await this.pump();
   }
 
@@ -319,7 +320,7 @@ export class TransportQueue extends DurableObject<Env> {
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
-    const idle = this.qmgr.messages.size === 0 && this.journal.pending > 0 ? nowSec() + 60 : null;
+    const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
     const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;

@@ -21,7 +21,10 @@
  *   Retention: a last server with MESSAGE_RETENTION_DAYS=0.0001 (8.6 s) and OUTBOX_GRACE_SECONDS=2
  *   gets 200 one-recipient messages; after delivery and retention it wakes the sweepers
  *   (/cdn-cgi/handler/scheduled, --test-scheduled), waits, and counts the rows still held in message-scoped
- *   tables (GET /relay/dev/rows): rows_left_after_retention.
+ *   tables (GET /relay/dev/rows): rows_left_after_retention. The meter runs from the first accept to
+ *   the end, so lifetime_rows_written_per_message is a message's whole life, the deletes of
+ *   retention included (a delete is billed as a row written); a case's window ends at delivery and
+ *   does not include them.
  *   Prices: list prices, free allowances ignored; Workers CPU and DO duration are not counted.
  *   --budget: exits 1 when the 1rcpt case's rows_written or do_requests per message exceed
  *   scripts/cost-budget.json, or when retention (if run) left any row behind. CI runs it on 200
@@ -62,7 +65,7 @@ interface Snapshot {
   do_rows_read: number; do_rows_read_by_class: Counts; do_rows_written: number; do_rows_written_by_class: Counts;
   d1_rows_read: number; d1_rows_written: number; d1_statements: number;
   queue_ops: number; queue_ops_by_queue: Counts; queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts;
-  r2_class_a: number; r2_class_b: number; r2_deletes: number;
+  r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts;
 }
 
 interface Setup { server: DevServer; catcher: Catcher; receiver: Receiver }
@@ -170,6 +173,7 @@ interface CaseResult {
     worker_invocations_by_kind: Counts; do_requests_by_class: Counts; do_alarms_by_class: Counts;
     do_rows_written_by_class: Counts; do_rows_read_by_class: Counts; queue_ops_by_queue: Counts;
     queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts; d1_statements: number; r2_deletes: number;
+    rows_written_by_statement: Counts;
   };
 }
 
@@ -201,6 +205,8 @@ function summarise(def: CaseDef, snap: Snapshot, events: Counts, seconds: number
       do_rows_read_by_class: perN(snap.do_rows_read_by_class, def.messages), queue_ops_by_queue: perN(snap.queue_ops_by_queue, def.messages),
       queue_writes: perN(snap.queue_writes, def.messages), queue_reads: perN(snap.queue_reads, def.messages), queue_deletes: perN(snap.queue_deletes, def.messages),
       d1_statements: round(snap.d1_statements / def.messages), r2_deletes: round(snap.r2_deletes / def.messages),
+      rows_written_by_statement: Object.fromEntries(Object.entries(snap.rows_written_by_statement ?? {})
+        .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / def.messages)])),
     },
   };
   if (def.rcptsPer > 1) {
@@ -231,14 +237,17 @@ async function runCase(s: Setup, def: CaseDef): Promise<CaseResult> {
 const MESSAGE_TABLES = {
   d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices"],
   outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint"],
-  transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal"],
+  transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal", "journal_ring"],
 };
 
 interface Rows { d1: Counts; outbox: Record<string, Counts>; transport: Record<string, Counts>; destination: Record<string, Counts> }
 
-async function runRetention(n: number): Promise<{ total: number; messages: number; tables: Counts }> {
+async function runRetention(n: number): Promise<{ total: number; messages: number; tables: Counts; rowsWritten: number; byStatement: Counts }> {
   const s = await setup({ MESSAGE_RETENTION_DAYS: "0.0001", OUTBOX_GRACE_SECONDS: "2" });
   try {
+    // Counted from the first accept to the last purge: a message's whole life, its deletes included
+    // (and this server's start-up: its tables are created on first use).
+    await api(s.server, "POST", "/relay/dev/meter/reset");
     await sendAll(s.server, n, (i) => ({ path: "/emails", body: email(i, [`keep${i}@retention.example`]) }));
     await waitDone(s, n, "retention");
     await sleep(10_000); // MESSAGE_RETENTION_DAYS 0.0001 = 8.64 s after the last message finished
@@ -253,7 +262,10 @@ async function runRetention(n: number): Promise<{ total: number; messages: numbe
     for (const [kind, objs] of [["outbox", rows.outbox], ["transport", rows.transport]] as const) {
       for (const counts of Object.values(objs)) for (const t of MESSAGE_TABLES[kind]) tables[`${kind}.${t}`] = (tables[`${kind}.${t}`] ?? 0) + (counts[t] ?? 0);
     }
-    return { total: total(tables), messages: n, tables };
+    const spent = await api<Snapshot>(s.server, "GET", "/relay/dev/meter");
+    const byStatement = Object.fromEntries(Object.entries(spent.rows_written_by_statement ?? {}).filter(([k]) => /: DELETE /.test(k))
+      .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / n)]));
+    return { total: total(tables), messages: n, tables, rowsWritten: spent.do_rows_written + spent.d1_rows_written, byStatement };
   } finally {
     await teardown(s);
   }
@@ -269,6 +281,8 @@ function printCase(name: string, r: CaseResult): void {
   console.log(`               DO rows written by class ${JSON.stringify(b.do_rows_written_by_class)}; read ${JSON.stringify(b.do_rows_read_by_class)}`);
   console.log(`               queue ops by queue ${JSON.stringify(b.queue_ops_by_queue)} (writes ${JSON.stringify(b.queue_writes)}, reads ${JSON.stringify(b.queue_reads)}, deletes ${JSON.stringify(b.queue_deletes)})`);
   console.log(`               Worker invocations ${JSON.stringify(b.worker_invocations_by_kind)}; D1 statements ${b.d1_statements}; R2 deletes ${b.r2_deletes}`);
+  console.log(`  rows written per message, by statement:`);
+  for (const [k, v] of Object.entries(b.rows_written_by_statement)) if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
   console.log(`  $ per million messages: ${r.usd_per_million}${r.usd_per_million_rcpts !== undefined ? `; per million recipients: ${r.usd_per_million_rcpts}` : ""} (list prices; CPU and DO duration not counted)`);
 }
 
@@ -282,7 +296,8 @@ function checkBudget(r: CaseResult | undefined): string[] {
 
 async function main(): Promise<number> {
   const want = new Set(values.cases.split(",").map((c) => c.trim()).filter(Boolean));
-  const out: { cases: Record<string, CaseResult>; rows_left_after_retention?: number; rows_left_by_table?: Counts; retention_messages?: number } = { cases: {} };
+  const out: { cases: Record<string, CaseResult>; rows_left_after_retention?: number; rows_left_by_table?: Counts; retention_messages?: number;
+    lifetime_rows_written_per_message?: number } = { cases: {} };
   const t0 = Date.now();
   const defs = cases(Math.max(1, Number(values.messages))).filter((d) => want.has(d.name));
   if (defs.length > 0) {
@@ -303,9 +318,14 @@ async function main(): Promise<number> {
     out.rows_left_after_retention = ret.total;
     out.rows_left_by_table = ret.tables;
     out.retention_messages = ret.messages;
+    out.lifetime_rows_written_per_message = round(ret.rowsWritten / ret.messages);
     console.log(`\n== retention: ${ret.messages} one-recipient messages, MESSAGE_RETENTION_DAYS=0.0001, sweepers woken after retention`);
     for (const [t, n] of Object.entries(ret.tables)) console.log(`${t.padEnd(24)}${String(n).padStart(8)}`);
     console.log(`${"rows left".padEnd(24)}${String(ret.total).padStart(8)}  (${round(ret.total / ret.messages, 1)} per message)`);
+    // Deleting is billed as writing: a message's whole life, from accept to purge, costs more rows
+    // than a case's window shows, which ends when the mail is delivered.
+    console.log(`rows written per message over its whole life, deletes included: ${out.lifetime_rows_written_per_message}; of them deletes:`);
+    for (const [k, v] of Object.entries(ret.byStatement)) if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
   }
   console.log(`\n(${round((Date.now() - t0) / 1000, 0)} s in all)`);
   const over = values.budget ? checkBudget(out.cases["1rcpt"]) : [];

@@ -67,6 +67,7 @@ interface Registry {
   r2_class_b: Counts;
   r2_deletes: number;
   do_names: Record<string, Set<string>>;
+  rows_written_by_statement: Counts;
 }
 
 function fresh(): Registry {
@@ -74,6 +75,7 @@ function fresh(): Registry {
     worker_invocations: {}, do_requests: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
     d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
     r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
+    rows_written_by_statement: {},
   };
 }
 
@@ -118,6 +120,8 @@ export interface MeterSnapshot {
   r2_class_b_by_op: Counts;
   r2_deletes: number;
   do_names: Record<string, string[]>;
+  /** Rows written per statement: "<DO class or D1>: <the statement's first words>". */
+  rows_written_by_statement: Counts;
 }
 
 /** The counters as plain JSON. */
@@ -137,6 +141,7 @@ export function meterSnapshot(): MeterSnapshot {
     r2_class_a: sum(reg.r2_class_a), r2_class_a_by_op: copy(reg.r2_class_a), r2_class_b: sum(reg.r2_class_b), r2_class_b_by_op: copy(reg.r2_class_b),
     r2_deletes: reg.r2_deletes,
     do_names: Object.fromEntries(Object.entries(reg.do_names).map(([k, v]) => [k, [...v].sort()])),
+    rows_written_by_statement: copy(reg.rows_written_by_statement),
   };
 }
 
@@ -348,12 +353,19 @@ function meterR2(bucket: R2Bucket): R2Bucket {
 
 interface D1Meta { rows_read?: number; rows_written?: number }
 
-/** Adds the rows of one D1 result (its `meta`). */
-export function recordD1(meta: D1Meta | undefined): void {
+/** The key of a statement in rows_written_by_statement: its first words, whitespace folded. */
+function statementKey(owner: string, q: string): string {
+  return `${owner}: ${q.replace(/\s+/g, " ").trim().slice(0, 72)}`;
+}
+
+/** Adds the rows of one D1 result (its `meta`); `q` is the statement's text when known. */
+export function recordD1(meta: D1Meta | undefined, q = "?"): void {
   if (quiet > 0) return;
   reg.d1_statements++;
   reg.d1_rows_read += meta?.rows_read ?? 0;
-  reg.d1_rows_written += meta?.rows_written ?? 0;
+  const w = meta?.rows_written ?? 0;
+  reg.d1_rows_written += w;
+  if (w > 0) add(reg.rows_written_by_statement, statementKey("D1", q), w);
 }
 
 const RAW_STATEMENT = Symbol("cohort.meter.rawStatement");
@@ -361,23 +373,23 @@ const RAW_STATEMENT = Symbol("cohort.meter.rawStatement");
 class MeteredStatement {
   [RAW_STATEMENT]: D1PreparedStatement;
 
-  constructor(raw: D1PreparedStatement) {
+  constructor(raw: D1PreparedStatement, readonly query: string) {
     this[RAW_STATEMENT] = raw;
   }
 
   bind(...values: unknown[]): MeteredStatement {
-    return new MeteredStatement(this[RAW_STATEMENT].bind(...values));
+    return new MeteredStatement(this[RAW_STATEMENT].bind(...values), this.query);
   }
 
   async run<T = Record<string, unknown>>(): Promise<D1Result<T>> {
     const r = await this[RAW_STATEMENT].run<T>();
-    recordD1(r.meta);
+    recordD1(r.meta, this.query);
     return r;
   }
 
   async all<T = Record<string, unknown>>(): Promise<D1Result<T>> {
     const r = await this[RAW_STATEMENT].all<T>();
-    recordD1(r.meta);
+    recordD1(r.meta, this.query);
     return r;
   }
 
@@ -408,11 +420,11 @@ export function meterD1(db: D1Database): D1Database {
   return new Proxy(db, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
-      if (prop === "prepare") return (q: string) => new MeteredStatement(target.prepare(q));
+      if (prop === "prepare") return (q: string) => new MeteredStatement(target.prepare(q), q);
       if (prop === "batch") {
         return async (stmts: D1PreparedStatement[]) => {
           const rs = await target.batch(stmts.map(rawStatement));
-          for (const r of rs) recordD1(r.meta);
+          rs.forEach((r, i) => recordD1(r.meta, (stmts[i] as unknown as MeteredStatement).query ?? "?"));
           return rs;
         };
       }
@@ -444,7 +456,7 @@ export class MeteredCursor {
   private seenRead = 0;
   private seenWritten = 0;
 
-  constructor(private readonly cursor: CursorLike, private readonly cls: DoClass) {
+  constructor(private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?") {
     this.sync();
   }
 
@@ -453,6 +465,7 @@ export class MeteredCursor {
     const w = this.cursor.rowsWritten;
     add(reg.do_rows_read, this.cls, r - this.seenRead);
     add(reg.do_rows_written, this.cls, w - this.seenWritten);
+    if (w > this.seenWritten) add(reg.rows_written_by_statement, statementKey(this.cls, this.query), w - this.seenWritten);
     this.seenRead = r;
     this.seenWritten = w;
   }
@@ -502,7 +515,7 @@ export function meterSql(sql: SqlStorage, cls: DoClass): SqlStorage {
       if (prop === "exec") {
         return (q: string, ...b: unknown[]) => {
           add(reg.do_sql_statements, cls, 1);
-          return new MeteredCursor(target.exec(q, ...b) as unknown as CursorLike, cls);
+          return new MeteredCursor(target.exec(q, ...b) as unknown as CursorLike, cls, q);
         };
       }
       return bindTo(target, Reflect.get(target, prop, target));
