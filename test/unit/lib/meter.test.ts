@@ -86,6 +86,17 @@ describe("meter: D1", () => {
     expect(meterSnapshot()).toMatchObject({ d1_statements: 8, d1_rows_read: 16, d1_rows_written: 40 });
   });
 
+  it("attributes rows written to each statement, D1 and Durable Object alike, by its first words", async () => {
+    const db = meterD1(fakeD1([], { rows_read: 0, rows_written: 3 }));
+    await db.prepare("INSERT INTO a\n   (x) VALUES (?)").bind(1).run();
+    await db.batch([db.prepare("DELETE FROM b"), db.prepare("INSERT INTO a\n   (x) VALUES (?)").bind(2)]);
+    const { ctx } = fakeCtx(() => fakeCursor([], 2));
+    meterCtx(ctx, "Outbox").storage.sql.exec("UPDATE m SET s = 1");
+    expect(meterSnapshot().rows_written_by_statement).toEqual({
+      "D1: INSERT INTO a (x) VALUES (?)": 6, "D1: DELETE FROM b": 3, "Outbox: UPDATE m SET s = 1": 2,
+    });
+  });
+
   it("answers first() with null when there is no row", async () => {
     const db = meterD1(fakeD1([], { rows_read: 0, rows_written: 0 }));
     expect(await db.prepare("SELECT").first()).toBeNull();
