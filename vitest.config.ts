@@ -67,6 +67,9 @@ export default defineConfig({
                 TRANSPORT_CHECKPOINT_EVERY: "7",
                 // The scheduler tests drive dispatch through the RPC themselves.
                 DISPATCH: "manual",
+                // These tests look at bodies in R2; inline-body.test.ts covers bodies kept in the
+                // Outbox row (the default, used by the delivery and webhook projects end to end).
+                INLINE_BODY_BYTES: "0",
                 DKIM_KEYS: JSON.stringify([{ domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey }]),
               },
               queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 } },

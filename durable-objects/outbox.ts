@@ -243,8 +243,9 @@ export class Outbox extends DurableObject<Env> {
   async recordOutcome(id: string, reports: OutcomeReport[], indexedByCaller = false): Promise<{ applied: number; done: boolean; sync: SyncState | null }> {
     const now = Date.now();
     const applied = this.ctx.storage.transactionSync(() => {
-      const ok = reports.filter((r) => applyOutcome(this.sql, id, r, now));
-      if (dsnEnabled(this.env)) planDsn(this.sql, id, ok, now);
+      const dsn = dsnEnabled(this.env);
+      const ok = reports.filter((r) => applyOutcome(this.sql, id, r, now, dsn));
+      if (dsn) planDsn(this.sql, id, ok, now);
       return ok.length;
     });
     if (applied > 0) await this.afterChange(now, [id], indexedByCaller ? [] : [id]);

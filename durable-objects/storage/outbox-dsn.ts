@@ -81,11 +81,18 @@ export function planDelayNotice(sql: SqlStorage, id: string, addresses: string[]
   sql.exec("INSERT INTO dsn_pending (message_id, kind, rcpts, created_at) VALUES (?, 'delayed', ?, ?)", id, JSON.stringify(rcpts), nowMs);
 }
 
-/** The header block of a stored body (up to the first empty line). */
-async function headerBlock(bucket: R2Bucket, id: string): Promise<string> {
-  const obj = await bucket.get(bodyKey(id), { range: { offset: 0, length: HEADER_BYTES } });
-  if (!obj) return "";
-  const text = new TextDecoder().decode(await obj.arrayBuffer());
+/** The header block of a stored body (up to the first empty line), from the row or from R2. */
+async function headerBlock(sql: SqlStorage, bucket: R2Bucket, id: string): Promise<string> {
+  const row = sql.exec<{ body: string | ArrayBuffer | null; body_r2: number }>("SELECT body, body_r2 FROM message WHERE id = ?", id).toArray()[0];
+  let text: string;
+  if (row && row.body_r2 === 0) {
+    if (row.body === null) return "";
+    text = typeof row.body === "string" ? row.body.slice(0, HEADER_BYTES) : new TextDecoder().decode(row.body.slice(0, HEADER_BYTES));
+  } else {
+    const obj = await bucket.get(bodyKey(id), { range: { offset: 0, length: HEADER_BYTES } });
+    if (!obj) return "";
+    text = new TextDecoder().decode(await obj.arrayBuffer());
+  }
   const end = text.search(/\r?\n\r?\n/);
   return end >= 0 ? text.slice(0, end) : text;
 }
@@ -110,7 +117,7 @@ export async function sendPendingDsns(
     try {
       text = composeDsn({
         heloName, mailFrom: m.mail_from, envelopeId: p.message_id, arrivalMs: m.created_at, nowMs, token: `${p.message_id}.${p.seq}`,
-        recipients: JSON.parse(p.rcpts) as DsnRecipient[], originalHeaders: await headerBlock(bucket, p.message_id),
+        recipients: JSON.parse(p.rcpts) as DsnRecipient[], originalHeaders: await headerBlock(sql, bucket, p.message_id),
       });
     } catch (e) {
       // A notice that cannot be composed (e.g. a sender no 7-bit message can reach) never will be:
@@ -131,8 +138,9 @@ export async function sendPendingDsns(
       sql.exec("DELETE FROM dsn_pending WHERE seq = ?", p.seq);
     });
     // The original finished meanwhile and waits for no other notice: its body goes now.
-    const done = sql.exec("SELECT 1 FROM message WHERE id = ?1 AND state = 'done' AND id NOT IN (SELECT message_id FROM dsn_pending)", p.message_id).toArray().length > 0;
-    if (done) await bucket.delete(bodyKey(p.message_id));
+    const done = sql.exec<{ body_r2: number }>("SELECT body_r2 FROM message WHERE id = ?1 AND state = 'done' AND id NOT IN (SELECT message_id FROM dsn_pending)", p.message_id).toArray()[0];
+    if (done?.body_r2 === 0) sql.exec("UPDATE message SET body = NULL WHERE id = ? AND body IS NOT NULL", p.message_id);
+    else if (done) await bucket.delete(bodyKey(p.message_id));
     out.push(id);
   }
   return out;

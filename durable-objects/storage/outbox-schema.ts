@@ -10,7 +10,9 @@
  *                       `message_unclassified` holds just the messages not yet classified, and
  *                       `message_done` just the finished ones, by finish time (partial indexes:
  *                       a message costs an index entry only while it is in one of them). Tables
- *                       of schema 1 are rebuilt once.
+ *                       of schema 1 are rebuilt once. Schema 3 adds `body` (a small message's
+ *                       text, kept in its row until it finishes, instead of an R2 object) and
+ *                       `body_r2` (1 when the body is in R2).
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -31,7 +33,7 @@ export const RESERVATION_MS = 120 * 1000;
 const MESSAGE_COLUMNS = `id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at INTEGER NOT NULL,
     scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
     mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
-    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0`;
+    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0, body, body_r2 INTEGER NOT NULL DEFAULT 1`;
 const EVENT_COLUMNS = `message_id TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL,
     recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (message_id, seq)`;
 
@@ -60,7 +62,8 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec("DROP INDEX IF EXISTS message_done");
     sql.exec("ALTER TABLE message RENAME TO message_v1");
     sql.exec(`CREATE TABLE message (${MESSAGE_COLUMNS}) WITHOUT ROWID`);
-    sql.exec("INSERT INTO message SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted FROM message_v1");
+    sql.exec(`INSERT INTO message (id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted)
+      SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted FROM message_v1`);
     sql.exec("DROP TABLE message_v1");
   }
   const oldEvent = ddl("event");
@@ -70,6 +73,12 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec(`CREATE TABLE event (${EVENT_COLUMNS}) WITHOUT ROWID`);
     sql.exec("INSERT INTO event SELECT message_id, seq, tenant, type, recipient, created_at, data FROM event_v1");
     sql.exec("DROP TABLE event_v1");
+  }
+  // Schema 3: small bodies kept in the message row (`body`; `body_r2` 0) instead of R2.
+  const message = ddl("message");
+  if (message !== null && !/\bbody_r2\b/.test(message)) {
+    sql.exec("ALTER TABLE message ADD COLUMN body");
+    sql.exec("ALTER TABLE message ADD COLUMN body_r2 INTEGER NOT NULL DEFAULT 1");
   }
   for (const t of TABLES) sql.exec(t);
 }

@@ -45,11 +45,18 @@ export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"
   );
 }
 
+/** A body as SQLite stores it: text as TEXT, bytes as a BLOB (an ArrayBuffer); none as NULL. */
+function inlineBody(b: string | Uint8Array | undefined): string | ArrayBuffer | null {
+  if (b === undefined) return null;
+  if (typeof b === "string") return b;
+  return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+}
+
 /** Stores an accepted message and its recipients (all `incoming`). */
 export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage): void {
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary),
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary), inlineBody(m.body), m.body === undefined ? 1 : 0,
   );
   m.rcptTo.forEach((address, idx) => {
     sql.exec("INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)", m.id, idx, address, m.createdAt);
@@ -184,12 +191,13 @@ const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
 
 /** The message's envelope for delivery, or null when unknown. */
 export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
-  const m = sql.exec<{ mail_from: string; size: number }>("SELECT mail_from, size FROM message WHERE id = ?", id).toArray()[0];
+  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number }>(
+    "SELECT mail_from, size, body, body_r2 FROM message WHERE id = ?", id).toArray()[0];
   if (!m) return null;
   const rcpts = sql.exec<{ idx: number; address: string; status: RcptStatus; attempts: number }>(
     "SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ? ORDER BY idx", id,
   ).toArray();
-  return { id, mailFrom: m.mail_from, size: m.size, rcpts };
+  return { id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}) };
 }
 
 /**
@@ -199,7 +207,7 @@ export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | nu
  * the email.queued markReady would have recorded first), and markReady then finds nothing to move.
  * An undecided `incoming` recipient cannot have been admitted: its report is refused.
  */
-export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number): boolean {
+export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number, keepBody = false): boolean {
   const m = readMessage(sql, id);
   const cur = sql.exec<{ status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null }>(
     "SELECT status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ? AND idx = ?", id, r.idx,
@@ -219,19 +227,21 @@ export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowM
     recordEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) } });
   }
   if (cur.status === "incoming") updateUnclassified(sql, id);
-  finishIfDone(sql, id, nowMs);
+  finishIfDone(sql, id, nowMs, keepBody);
   return true;
 }
 
 /**
  * Marks the message done when every recipient is final; true if it just finished. Its body is
  * then due for deletion (see outbox-sweep.ts deleteDoneBodies), so body_deleted is set in the
- * same write.
+ * same write, and a body kept in the row goes in that write too, unless `keepBody` (a delivery
+ * status notice may still quote its headers; deleteDoneBodies clears it then).
  */
-export function finishIfDone(sql: SqlStorage, id: string, nowMs: number): boolean {
+export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
   const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
   if (open > 0) return false;
-  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, body_deleted = 1 WHERE id = ? AND state = 'open'", nowMs, id).rowsWritten > 0;
+  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
+    nowMs, keepBody ? 1 : 0, id).rowsWritten > 0;
 }
 
 /** The condition "classification is due and was not triggered since ?1", for the two queries below. */

@@ -77,24 +77,30 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
 /** Deletes the bodies of the messages among `among` that finished at `nowMs`; returns their ids. */
 export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, among: readonly string[], nowMs: number): Promise<string[]> {
   // A message with a notice still to send keeps its body: the notice quotes its headers.
-  const ids = among.filter((id) => sql.exec(
-    "SELECT 1 FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)", id, nowMs,
-  ).toArray().length > 0);
-  if (ids.length > 0) await bucket.delete(ids.map(bodyKey));
-  return ids;
+  const done = among.flatMap((id) => sql.exec<{ id: string; body_r2: number }>(
+    "SELECT id, body_r2 FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)", id, nowMs,
+  ).toArray());
+  // A body kept in the row normally went with the write that finished the message; one kept for
+  // a notice goes now (no row is written when it is already gone).
+  for (const m of done) if (m.body_r2 === 0) sql.exec("UPDATE message SET body = NULL WHERE id = ? AND body IS NOT NULL", m.id);
+  const inR2 = done.filter((m) => m.body_r2 === 1).map((m) => m.id);
+  if (inR2.length > 0) await bucket.delete(inR2.map(bodyKey));
+  return done.map((m) => m.id);
 }
 
 /** Forgets finished messages older than `retentionMs` (rows and bodies) and expired idempotency records. */
 export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: number, retentionMs: number, limit = 500): Promise<string[]> {
-  const old = sql.exec<{ id: string }>(
-    "SELECT id FROM message WHERE state = 'done' AND done_at <= ? AND id NOT IN (SELECT message_id FROM dsn_pending) ORDER BY done_at LIMIT ?",
+  const rows = sql.exec<{ id: string; body_r2: number }>(
+    "SELECT id, body_r2 FROM message WHERE state = 'done' AND done_at <= ? AND id NOT IN (SELECT message_id FROM dsn_pending) ORDER BY done_at LIMIT ?",
     nowMs - retentionMs, limit,
-  ).toArray().map((r) => r.id);
+  ).toArray();
+  const old = rows.map((r) => r.id);
   for (const id of old) {
     for (const table of ["rcpt", "event", "control", "readmit", "complaint"]) sql.exec(`DELETE FROM ${table} WHERE message_id = ?`, id);
     sql.exec("DELETE FROM message WHERE id = ?", id);
   }
-  if (old.length > 0) await bucket.delete(old.map(bodyKey));
+  const inR2 = rows.filter((r) => r.body_r2 === 1).map((r) => r.id);
+  if (inR2.length > 0) await bucket.delete(inR2.map(bodyKey));
   purgeIdempotency(sql, nowMs);
   return old;
 }

@@ -42,6 +42,8 @@ export interface NewMessage {
   rcptTo: string[];
   size: number;
   summary: MessageSummary;
+  /** The message text when it is small enough to keep in the Outbox row (INLINE_BODY_BYTES); else it is in R2. */
+  body?: string | Uint8Array;
 }
 
 /** An idempotency key and the hash of the request it guards. */
@@ -152,6 +154,8 @@ export interface DeliveryEnvelope {
   mailFrom: string;
   size: number;
   rcpts: { idx: number; address: string; status: RcptStatus; attempts: number }[];
+  /** The message text when it is kept in the Outbox (see NewMessage.body); absent: read it from R2. */
+  body?: string | ArrayBuffer;
 }
 
 /**

@@ -3,7 +3,7 @@
  * SELF, which slows down quadratically within a file), create API keys, poll with a deadline.
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
-import { outboxName, shardCount } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardCount, shardOf } from "../../durable-objects/storage/outbox-ids";
 import worker from "../../worker";
 import { insertApiKey } from "../../worker/db/api-keys";
 
@@ -77,4 +77,18 @@ export async function settle(timeoutMs = 15_000): Promise<void> {
     }
     return true;
   }, timeoutMs, "the classify queue to settle");
+}
+
+/** A stored message's exact bytes: kept in its Outbox row (small bodies) or in R2. */
+export async function storedBody(id: string): Promise<Uint8Array> {
+  const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
+  const inline = (await outbox.envelope(id))?.body;
+  if (inline !== undefined) return typeof inline === "string" ? new TextEncoder().encode(inline) : new Uint8Array(inline);
+  return new Uint8Array(await (await env.BODIES.get(`mess/${id}`))!.arrayBuffer());
+}
+
+/** Whether a message's body is gone: no R2 object, and none kept in its Outbox row. */
+export async function bodyGone(id: string): Promise<boolean> {
+  if ((await env.BODIES.head(`mess/${id}`)) !== null) return false;
+  return (await env.OUTBOX.getByName(outboxName(shardOf(id))).envelope(id))?.body === undefined;
 }

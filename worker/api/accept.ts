@@ -68,6 +68,21 @@ function resolveSeen(r: Exclude<IdempotencyResult, { kind: "fresh" }>): StoredRe
   throw new ApiError(409, "concurrent_idempotent_requests", "Same idempotency key used while original request is still in progress. Try the request again later.");
 }
 
+/** Largest body kept in the Outbox row instead of R2 (INLINE_BODY_BYTES; default 32 KiB, 0 for never). */
+export function inlineBodyBytes(env: Env): number {
+  const raw = (env as unknown as { INLINE_BODY_BYTES?: string }).INLINE_BODY_BYTES;
+  const n = raw === undefined || raw === "" ? 32_768 : Number(raw);
+  return Number.isFinite(n) && n >= 0 ? Math.min(n, 512 * 1024) : 32_768;
+}
+
+/** Whether a body's UTF-8 text is at most `limit` bytes. */
+function fitsInline(b: string | Uint8Array, limit: number): boolean {
+  if (typeof b !== "string") return b.byteLength <= limit;
+  // A UTF-16 unit is 1 to 3 bytes: encode only when the bounds do not decide.
+  if (b.length > limit) return false;
+  return b.length * 3 <= limit || new TextEncoder().encode(b).byteLength <= limit;
+}
+
 /** Stores the prepared messages and queues them for classification; returns the response to send. */
 export async function storeAndQueue(env: Env, input: AcceptInput): Promise<StoredResponse> {
   const outbox = env.OUTBOX.getByName(outboxName(input.shard));
@@ -77,8 +92,12 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     if (seen.kind !== "fresh") return resolveSeen(seen);
   }
   try {
-    await Promise.all(input.prepared.map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })));
-    const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages: input.prepared.map((p) => p.record), response: input.response }, idem?.token);
+    // Small bodies ride in the Outbox row (no R2 put now, no R2 get at delivery); the rest go to R2 first.
+    const limit = inlineBodyBytes(env);
+    const messages = input.prepared.map((p) => (fitsInline(p.body, limit) ? { ...p.record, body: p.body } : p.record));
+    await Promise.all(input.prepared.filter((_, i) => messages[i]!.body === undefined)
+      .map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })));
+    const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);
     if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
     if (res.kind !== "accepted") return resolveSeen(res);
   } catch (e) {

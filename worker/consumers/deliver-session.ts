@@ -66,6 +66,12 @@ export function sessionConfigOf(env: Env, target: RelayTarget): SessionConfig {
   });
 }
 
+/** A body kept in the Outbox row, as the stream the session reads. */
+function bytesStream(body: string | ArrayBuffer): ReadableStream<Uint8Array> {
+  const bytes = typeof body === "string" ? new TextEncoder().encode(body) : new Uint8Array(body);
+  return new ReadableStream({ start: (c) => { c.enqueue(bytes); c.close(); } });
+}
+
 function missingBody(id: string): ReadableStream<Uint8Array> {
   return new ReadableStream({ start: (c) => c.error(new Error(`body of ${id} is missing`)) });
 }
@@ -99,15 +105,16 @@ export function unsentParts(prepared: PreparedJob[]): SessionPart[] {
 export async function runSession(env: Env, target: RelayTarget, prepared: PreparedJob[], options: SessionOptions = {}): Promise<SessionPart[]> {
   const messages = messagesOf(prepared);
   if (messages.length === 0) return unsentParts(prepared);
-  const byEntry = new Map(prepared.map(({ job }) => [String(job.entryId), job]));
+  const byEntry = new Map(prepared.map(({ job, envelope }) => [String(job.entryId), { job, body: envelope?.body }]));
   const outcome = await deliverSession({
     hostname: target.host,
     port: target.port,
     config: options.config ?? sessionConfigOf(env, target),
     messages,
     openBody: async (id) => {
-      const job = byEntry.get(id);
-      const obj = job ? await env.BODIES.get(bodyKey(job.messageId)) : null;
+      const entry = byEntry.get(id);
+      if (entry?.body !== undefined) return bytesStream(entry.body);
+      const obj = entry ? await env.BODIES.get(bodyKey(entry.job.messageId)) : null;
       return obj ? obj.body : missingBody(id);
     },
     ...(options.connect ? { connect: options.connect } : {}),

@@ -5,9 +5,8 @@
  */
 import { createExecutionContext, createMessageBatch, env, getQueueResult, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { bodyKey } from "../../../durable-objects/storage/outbox-ids";
 import worker from "../../../worker";
-import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
+import { bodyGone, callWithKey, email, eventually, getEmail, newKey, settle, storedBody } from "../helpers";
 import { caught as sinkMessages, recipientsWhen as waitRecipients, type Caught, type Rcpt } from "./observe";
 
 
@@ -39,9 +38,9 @@ async function send(body: Record<string, unknown>): Promise<string> {
 const recipientsWhen = (id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs?: number) => waitRecipients(key, id, done, what, timeoutMs);
 
 describe("delivery over SMTP to a relay (smarthost)", () => {
-  it("POST /emails arrives at the sink with the envelope and the exact body bytes stored in R2", async () => {
+  it("POST /emails arrives at the sink with the envelope and the exact body bytes stored (in the Outbox row: a small body)", async () => {
     const id = await send({ from: "Acme <no-reply@acme.test>", to: ["ann@sink.test", "bob@sink.test"], subject: "Delivery", text: "Hello\n.dot line\nbye", scheduled_at: "in 2 seconds" });
-    const stored = new Uint8Array(await (await env.BODIES.get(bodyKey(id)))!.arrayBuffer());
+    const stored = await storedBody(id);
     const got = await arrivalFor("ann@sink.test");
     expect(got.mailFrom).toBe("no-reply@acme.test");
     expect(got.rcptTo).toEqual(["ann@sink.test", "bob@sink.test"]);
@@ -51,7 +50,7 @@ describe("delivery over SMTP to a relay (smarthost)", () => {
     expect(rs[0]!.last_response).toMatchObject({ code: 250, mx: "127.0.0.1", tls: false });
     expect(rs[0]!.attempts).toBe(1);
     // Done: the Outbox deleted the body, and the D1 index says delivered.
-    await eventually(async () => ((await env.BODIES.head(bodyKey(id))) === null ? true : undefined), 5000, "body deletion");
+    await eventually(async () => ((await bodyGone(id)) ? true : undefined), 5000, "body deletion");
     await eventually(async () => {
       const row = await env.DB.prepare("SELECT last_event FROM messages WHERE id = ?").bind(id).first<{ last_event: string }>();
       return row?.last_event === "delivered" ? true : undefined;

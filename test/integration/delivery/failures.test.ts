@@ -6,8 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { bodyKey } from "../../../durable-objects/storage/outbox-ids";
-import { callWithKey, email, eventually, newKey, settle } from "../helpers";
+import { callWithKey, email, eventually, newKey, settle, storedBody } from "../helpers";
 import { caught as sinkMessages, recipientsWhen as waitRecipients, type Rcpt } from "./observe";
 
 const scripted = inject("scripted");
@@ -41,7 +40,7 @@ describe("a connection dropped in the middle of DATA", () => {
     // A body of several KiB, with lines that need dot-stuffing, so the drop happens mid-stream.
     const text = Array.from({ length: 200 }, (_, i) => (i % 10 === 0 ? `.line ${i} starts with a dot` : `line ${i} of the body, long enough to matter`)).join("\n");
     const id = await send({ to: ["dana@drop.test"], subject: "Dropped once", text, scheduled_at: "in 2 seconds" });
-    const stored = new Uint8Array(await (await env.BODIES.get(bodyKey(id)))!.arrayBuffer());
+    const stored = await storedBody(id);
     const first = await recipientsWhen(id, (r) => r.status === "deferred" || r.status === "delivered", "the first attempt", 15_000);
     expect(first[0]).toMatchObject({ status: "deferred", attempts: 1 });
     expect(first[0]!.last_response?.enhanced).toMatch(/^4\./);
