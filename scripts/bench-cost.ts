@@ -211,6 +211,8 @@ function summarise(def: CaseDef, snap: Snapshot, events: Counts, seconds: number
   };
   if (def.rcptsPer > 1) {
     res.per_recipient = Object.fromEntries(Object.entries(totals).map(([k, v]) => [k, round(v / recipients)]));
+    // One transport's ceiling on Cloudflare is about 1,000 requests/s per object: recipients/s ≈ 1,000 / this.
+    res.per_recipient.transport_do_requests = round((snap.do_requests_by_class.TransportQueue ?? 0) / recipients);
     res.usd_per_million_rcpts = price(Object.fromEntries(Object.entries(totals).map(([k, v]) => [k, v / recipients])));
   }
   return res;
