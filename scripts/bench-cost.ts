@@ -279,6 +279,7 @@ function printCase(name: string, r: CaseResult): void {
   console.log(`${"".padEnd(20)}${"total".padStart(12)}${"per message".padStart(14)}${r.per_recipient ? "per rcpt".padStart(12) : ""}`);
   for (const k of keys) console.log(`${k.padEnd(20)}${String(r.totals[k]).padStart(12)}${String(r.per_message[k]).padStart(14)}${r.per_recipient ? String(r.per_recipient[k]).padStart(12) : ""}`);
   const b = r.breakdown;
+  if (r.per_recipient?.transport_do_requests !== undefined) console.log(`  Transport DO requests per recipient: ${r.per_recipient.transport_do_requests}`);
   console.log(`  per message: DO requests by class ${JSON.stringify(b.do_requests_by_class)} (alarms ${JSON.stringify(b.do_alarms_by_class)})`);
   console.log(`               DO rows written by class ${JSON.stringify(b.do_rows_written_by_class)}; read ${JSON.stringify(b.do_rows_read_by_class)}`);
   console.log(`               queue ops by queue ${JSON.stringify(b.queue_ops_by_queue)} (writes ${JSON.stringify(b.queue_writes)}, reads ${JSON.stringify(b.queue_reads)}, deletes ${JSON.stringify(b.queue_deletes)})`);
