@@ -5,8 +5,11 @@
  *   requestLimitBytes(limits)  the largest accepted request body: MAX_MESSAGE_BYTES × 1.4 plus
  *                              64 KiB, room for a maximal message whose attachments travel as
  *                              base64 inside JSON.
- *   readBody(c, maxBytes)      the body as bytes, within the limit.
+ *   readBody(c, maxBytes)      the body as bytes, within the limit, whatever its framing
+ *                              (Content-Length or chunked): the stream is read and cut off at the
+ *                              limit, so an oversized body is never held in full.
  *   readJson(c, maxBytes)      the raw text and the parsed value.
+ *   readOptionalJson(c, maxBytes)  as readJson, but an empty body (none sent) is `undefined`.
  *   parseInput(schema, value)  zod validation with Resend's error names.
  *
  * ERRORS
@@ -28,24 +31,50 @@ function tooLarge(size: number, max: number): ApiError {
   return new ApiError(413, "validation_error", `The request body is ${size} bytes; the limit is ${max} bytes.`);
 }
 
-/** Reads a body of at most `maxBytes` (413 beyond). */
+/** Reads a body of at most `maxBytes` (413 beyond), from its stream, whatever the framing. */
 export async function readBody(c: Context, maxBytes: number): Promise<ArrayBuffer> {
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > maxBytes) throw tooLarge(declared, maxBytes);
-  const buf = await c.req.arrayBuffer();
-  if (buf.byteLength > maxBytes) throw tooLarge(buf.byteLength, maxBytes);
-  return buf;
+  const stream = c.req.raw.body;
+  if (stream === null) return new ArrayBuffer(0);
+  const reader = stream.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(size, maxBytes);
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.byteLength; }
+  return out.buffer;
+}
+
+function parseJsonText(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch (e) {
+    throw new ApiError(400, "validation_error", `The request body is not valid JSON: ${e instanceof Error ? e.message : "parse error"}.`);
+  }
 }
 
 /** Reads and parses a JSON body of at most `maxBytes`. */
 export async function readJson(c: Context, maxBytes: number): Promise<{ raw: string; value: unknown }> {
   const raw = new TextDecoder().decode(await readBody(c, maxBytes));
   if (raw.trim() === "") throw new ApiError(400, "validation_error", "The request body is empty; expected a JSON object.");
-  try {
-    return { raw, value: JSON.parse(raw) };
-  } catch (e) {
-    throw new ApiError(400, "validation_error", `The request body is not valid JSON: ${e instanceof Error ? e.message : "parse error"}.`);
-  }
+  return { raw, value: parseJsonText(raw) };
+}
+
+/** Reads and parses a JSON body that may be absent: `undefined` when nothing (or only whitespace) was sent. */
+export async function readOptionalJson(c: Context, maxBytes: number): Promise<unknown> {
+  const raw = new TextDecoder().decode(await readBody(c, maxBytes));
+  return raw.trim() === "" ? undefined : parseJsonText(raw);
 }
 
 /** Validates `value` against a zod schema; a failure is a 422 naming the field (`prefix` first). */

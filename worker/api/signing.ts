@@ -29,7 +29,8 @@ function parseKeys(raw: string | undefined): KeyEntry[] {
       typeof e === "object" && e !== null && typeof e.domain === "string" && typeof e.selector === "string" &&
       (e.algorithm === "rsa-sha256" || e.algorithm === "ed25519-sha256") && typeof e.private_key === "string");
   } catch (e) {
-    console.error(JSON.stringify({ error: "DKIM_KEYS is not valid JSON array of keys", detail: e instanceof Error ? e.message : "?" }));
+    // Never the parser's message: it quotes the input, and the input is private keys.
+    console.error(JSON.stringify({ error: "DKIM_KEYS is not a JSON array of keys; messages go out unsigned", reason: e instanceof SyntaxError ? "not JSON" : "not an array", length: raw.length }));
     return [];
   }
 }

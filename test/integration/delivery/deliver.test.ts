@@ -6,6 +6,8 @@
 import { createExecutionContext, createMessageBatch, env, getQueueResult, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import worker from "../../../worker";
+import { hashApiKey } from "../../../worker/db/api-keys";
+import { setKeyRole } from "../../../worker/db/admin";
 import { bodyGone, callWithKey, email, eventually, getEmail, newKey, settle, storedBody } from "../helpers";
 import { caught as sinkMessages, recipientsWhen as waitRecipients, type Caught, type Rcpt } from "./observe";
 
@@ -119,16 +121,25 @@ describe("the deliver consumer with bad input", () => {
 });
 
 describe("GET /relay/dev/mailbox", () => {
-  async function mailbox(devEnv: Env): Promise<Response> {
+  async function mailbox(devEnv: Env, as = operatorKey): Promise<Response> {
     const ctx = createExecutionContext();
-    const req = new Request("http://relay.test/relay/dev/mailbox", { headers: { authorization: `Bearer ${key}` } }) as Request<unknown, IncomingRequestCfProperties>;
+    const req = new Request("http://relay.test/relay/dev/mailbox", { headers: { authorization: `Bearer ${as}` } }) as Request<unknown, IncomingRequestCfProperties>;
     const res = await worker.fetch(req, devEnv, ctx);
     await waitOnExecutionContext(ctx);
     return res;
   }
 
-  it("lists what the SMTP catcher received (development/test only)", async () => {
+  let operatorKey: string;
+  beforeAll(async () => {
+    operatorKey = await newKey("mailbox-operator");
+    await setKeyRole(env.DB, await hashApiKey(operatorKey), "operator");
+  });
+
+  it("lists what the SMTP catcher received (development/test only) to an operator key, and refuses a tenant key: it holds every tenant's mail", async () => {
     const url = `http://127.0.0.1:${sink.httpPort}/messages`;
+    const refused = await mailbox({ ...env, DEV_MAILBOX_URL: url }, key);
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ name: "restricted_api_key" });
     await send({ to: ["mailbox-frank@sink.test"], subject: "For the mailbox" });
     await arrivalFor("mailbox-frank@sink.test");
     const res = await mailbox({ ...env, DEV_MAILBOX_URL: url });

@@ -32,7 +32,7 @@ import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../control
 import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
 import type { ControlResult } from "../../../durable-objects/outbox";
 import { outboxOf } from "../../consumers/classify-message";
-import { parseInput, readJson } from "../body";
+import { parseInput, readJson, readOptionalJson } from "../body";
 import { ApiError } from "../errors";
 import type { AppEnv } from "../app";
 import { RoleCache, scopeOf } from "./admin/operator";
@@ -64,7 +64,9 @@ async function matching(db: D1Database, f: z.infer<typeof CancelFilterSchema>, t
   }
   const t = tenant ?? f.tenant ?? null;
   if (t !== null) { where.push("r.tenant_id = ?"); args.push(t); }
-  if (f.domain) { where.push("lower(r.address) LIKE ?"); args.push(`%@${f.domain.replace(/[%_]/g, "")}`); }
+  // An exact suffix compare, not LIKE: D1 refuses LIKE patterns over 50 bytes, and `_` or `%` in
+  // a name must not match other characters.
+  if (f.domain) { where.push("substr(lower(r.address), -length(?)) = ?"); args.push(`@${f.domain}`, `@${f.domain}`); }
   args.push(f.limit + 1);
   const rows = await db.prepare(`SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients r ${join} WHERE ${where.join(" AND ")} LIMIT ?`)
     .bind(...args).all<{ id: string; tenant: string }>();
@@ -99,7 +101,10 @@ export function controlRoutes() {
   r.post("/:id/requeue", async (c) => { const id = idOf(c); return answer(c, id, "requeue", await outboxOf(c.env, id).requeueMessage(id, await scopeOf(c, roles))); });
   r.post("/:id/cancel", async (c) => {
     const id = idOf(c);
-    const body = (c.req.header("content-length") ?? "0") === "0" ? {} : parseInput(CancelOneSchema, (await readJson(c, BODY_LIMIT)).value);
+    // The body decides what is cancelled, so it is read whatever its framing (chunked included);
+    // only a body that is truly empty means "every recipient".
+    const sent = await readOptionalJson(c, BODY_LIMIT);
+    const body = sent === undefined ? {} : parseInput(CancelOneSchema, sent);
     return answer(c, id, "cancel", await outboxOf(c.env, id).cancelRecipients(id, await scopeOf(c, roles), body.domain ?? null));
   });
   r.post("/:id/complaint", async (c) => {

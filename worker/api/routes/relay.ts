@@ -15,7 +15,8 @@
  *
  * ERRORS
  *   As POST /emails. GET /relay/dev/mailbox: 404 outside development/test or without a
- *   catcher configured, 502 application_error when the catcher does not answer.
+ *   catcher configured, 403 restricted_api_key for a tenant key (the catcher holds every
+ *   tenant's mail), 502 application_error when the catcher does not answer.
  */
 import { Hono } from "hono";
 import { randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
@@ -26,10 +27,12 @@ import { ApiError } from "../errors";
 import { limitsOf } from "../limits";
 import { prepareRaw } from "../raw";
 import { RawMessageSchema } from "../schemas";
+import { RoleCache, roleOf } from "./admin/operator";
 
 /** The /relay routes (mounted behind the API key middleware). */
 export function relayRoutes() {
   const r = new Hono<AppEnv>();
+  const roles = new RoleCache();
 
   r.post("/messages/raw", async (c) => {
     const limits = limitsOf(c.env);
@@ -46,6 +49,8 @@ export function relayRoutes() {
   r.get("/dev/mailbox", async (c) => {
     const url = c.env.DEV_MAILBOX_URL;
     if (!["development", "test"].includes(c.env.COHORT_ENV) || !url) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
+    // The catcher holds every tenant's mail: only an operator may read it.
+    if ((await roleOf(c, roles)) !== "operator") throw new ApiError(403, "restricted_api_key", "This endpoint needs an operator key.");
     const res = await fetch(url).catch(() => null);
     if (!res || !res.ok) throw new ApiError(502, "application_error", "The local SMTP catcher did not answer.");
     const caught = await res.json<{ mailFrom: string; rcptTo: string[]; body: string; receivedAt: number }[]>();

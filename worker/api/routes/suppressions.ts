@@ -31,7 +31,7 @@ function view(r: SuppressionRow) {
 
 function normalised(address: string): string {
   const a = address.trim().toLowerCase();
-  if (!/^[^@\s]+@[^@\s]+$/.test(a)) throw new ApiError(422, "validation_error", "Invalid `address`: expected local@domain.");
+  if (a.length > 320 || !/^[^@\s]+@[^@\s]+$/.test(a)) throw new ApiError(422, "validation_error", "Invalid `address`: expected local@domain.");
   return a;
 }
 
@@ -55,7 +55,9 @@ export function suppressionRoutes() {
   });
 
   r.delete("/:address", async (c) => {
-    const address = normalised(decodeURIComponent(c.req.param("address")));
+    // Hono has already decoded the path parameter once; decoding again would turn "%25" into a
+    // lone "%" and throw (a 500), or make "%2540" mean "@".
+    const address = normalised(c.req.param("address"));
     if (!(await removeSuppression(c.env.DB, c.get("tenant"), address))) throw new ApiError(404, "not_found", "Suppression not found.");
     return c.json({ object: "suppression", address, deleted: true });
   });

@@ -29,7 +29,7 @@ import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
 import { activeSuspensions, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
 import type { AppEnv } from "../../app";
-import { parseInput, readJson } from "../../body";
+import { parseInput, readJson, readOptionalJson } from "../../body";
 import { ApiError } from "../../errors";
 import { FlushSchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
 import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "./transports";
@@ -59,10 +59,7 @@ function destinationView(limit: (transport: string) => number, d: Inspection["de
 
 /** An optional JSON body: {} when empty. */
 async function optionalJson(c: Context<AppEnv>): Promise<unknown> {
-  const declared = c.req.header("content-length");
-  if (declared === "0") return {};
-  const text = await c.req.raw.clone().text();
-  return text.trim() === "" ? {} : (await readJson(c, 16 * 1024)).value;
+  return (await readOptionalJson(c, 16 * 1024)) ?? {};
 }
 
 /** Where a suspension lives: its policy key and the transports whose DO holds it. */
