@@ -45,6 +45,7 @@ import { decideAfterAttempt, parseRetryAfter, type HttpOutcome, type RetryDecisi
 import { parseWebhookConfig, type WebhookConfig, type WebhookVars } from "../webhooks/core/webhook-config";
 import { delaySecondsFor, enqueueJobs, isWebhookJob, type WebhookJob } from "../webhooks/jobs";
 import { guardTarget, postWebhook, signingSecrets } from "../webhooks/send";
+import { resolvedTarget } from "../webhooks/resolve-guard";
 
 /** A request slower than this marks its endpoint slow, ms. */
 const SLOW_MS = 2_000;
@@ -75,6 +76,13 @@ interface Lane {
 
 function log(error: string, fields: Record<string, unknown>): void {
   console.error(JSON.stringify({ error, ...fields }));
+}
+
+/** One line per failed attempt: which delivery, what came back, what happens next; never a stack or a body. */
+function logFailedAttempt(item: Item, outcome: HttpOutcome, d: RetryDecision): void {
+  const got = outcome.kind === "response" ? { status: outcome.status } : outcome.kind === "timeout" ? { error: "timeout" } : { error: "network", detail: (outcome.message ?? "").slice(0, 200) };
+  const next = d.kind === "retry" ? { next_attempt: d.nextAttempt, next_at: new Date(d.atMs).toISOString() } : { next: d.kind };
+  console.warn(JSON.stringify({ warning: "webhooks: attempt failed", endpoint: item.job.endpointId, event: item.job.eventId, attempt: item.job.attempt, ...got, ...next }));
 }
 
 function retryLater(item: Item, e: unknown): void {
@@ -141,6 +149,7 @@ async function attempt(lane: Lane, item: Item): Promise<void> {
     const nowMs = Date.now();
     lane.slowUntilMs = nowMs - startMs > SLOW_MS ? nowMs + SLOW_MARK_MS : null;
     const decision = decideAfterAttempt({ attempt: item.job.attempt, outcome, nowMs }, lane.cfg.retry);
+    if (decision.kind !== "delivered") logFailedAttempt(item, outcome, decision);
     lane.health = decision.kind === "delivered"
       ? onDeliverySuccess(lane.health, lane.cfg.health)
       : onDeliveryFailure(lane.health, nowMs, lane.cfg.health, throttleUntil(outcome, nowMs));
@@ -211,13 +220,25 @@ async function triage(env: Env, endpoint: EndpointRow | undefined, items: Item[]
 async function runLane(env: Env, cfg: WebhookConfig, slowLane: boolean, endpoint: EndpointRow | undefined, stored: unknown, items: Item[]): Promise<Lane | null> {
   const send = await triage(env, endpoint, items);
   if (!endpoint || send.length === 0) return null;
-  const refused = guardTarget(env, endpoint.endpoint);
+  // The URL, then every address its host name resolves to (DoH), before each send.
+  const resolved = guardTarget(env, endpoint.endpoint) ?? await resolvedTarget(env, endpoint.endpoint);
+  const refused = typeof resolved === "string" ? resolved : resolved.kind === "refused" ? resolved.reason : null;
   if (refused !== null) {
     await Promise.all(send.map((it) => deadLetter(env, it, refused).catch((e) => retryLater(it, e))));
     return null;
   }
   const { slowUntilMs, ...health } = healthOf(stored, cfg);
   const lane: Lane = { env, cfg, endpoint, health, slowUntilMs: slowUntilMs ?? null, slowLane, secrets: [], disabled: false };
+  if (typeof resolved !== "string" && resolved.kind === "unresolved") {
+    // As a network error of every item: retried on the usual schedule, counted as attempts.
+    const nowMs = Date.now();
+    await Promise.all(send.map((it) => {
+      const decision = decideAfterAttempt({ attempt: it.job.attempt, outcome: { kind: "network-error", message: resolved.reason }, nowMs }, cfg.retry);
+      logFailedAttempt(it, { kind: "network-error", message: resolved.reason }, decision);
+      return applyDecision(lane, it, decision).catch((e) => retryLater(it, e));
+    }));
+    return null;
+  }
   if (!slowLane && lane.slowUntilMs !== null && lane.slowUntilMs > Date.now()) {
     await forwardToSlowLane(env, send);
     return null;

@@ -19,9 +19,11 @@
  *
  *   classifyIp(s) parses either family and returns {family, range}, where
  *   range is "public" or the special range's name; IPv4-mapped,
- *   IPv4-compatible, NAT64 (64:ff9b::/96) and 6to4 (2002::/16) IPv6
- *   addresses are judged by the IPv4 address they embed. Returns null when
- *   s is not an IP literal.
+ *   IPv4-translated (::ffff:0:0/96), IPv4-compatible, NAT64 (64:ff9b::/96)
+ *   and 6to4 (2002::/16) IPv6 addresses are judged by the IPv4 address they
+ *   embed; the local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) is refused
+ *   whole, and Teredo (2001::/32) falls in 2001::/23. Returns null when s is
+ *   not an IP literal.
  *
  * INVARIANTS
  *   Every address in a range listed in IPV4_RANGES or IPV6_RANGES is
@@ -79,6 +81,9 @@ export const IPV6_RANGES: readonly (readonly [string, number, IpRange])[] = [
   ["fd00:ec2::254", 128, "metadata"],
   ["::", 128, "unspecified"],
   ["::1", 128, "loopback"],
+  // RFC 8215 local-use IPv4/IPv6 translation: the operator's own NAT64, so inside the network
+  // whatever IPv4 it carries (and where it carries it depends on the prefix length, RFC 6052).
+  ["64:ff9b:1::", 48, "reserved"],
   ["100::", 64, "reserved"],
   ["2001:db8::", 32, "documentation"],
   ["2001::", 23, "reserved"],
@@ -187,6 +192,8 @@ export function embeddedIpv4(g: readonly number[]): number | null {
   const v4 = (hi: number, lo: number) => at(hi) * 65536 + at(lo);
   const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
   if (zeros(0, 5) && at(5) === 0xffff) return v4(6, 7);
+  // IPv4-translated (SIIT, RFC 2765/6145): ::ffff:0:a.b.c.d.
+  if (zeros(0, 4) && at(4) === 0xffff && at(5) === 0) return v4(6, 7);
   if (zeros(0, 6) && (at(6) !== 0 || at(7) > 1)) return v4(6, 7);
   if (at(0) === 0x64 && at(1) === 0xff9b && zeros(2, 6)) return v4(6, 7);
   if (at(0) === 0x2002) return v4(1, 2);
