@@ -57,11 +57,28 @@ describe("POST /relay/messages/raw", () => {
     { name: "bad base64", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: "***", encoding: "base64" }, status: 422, error: "validation_error", message: /base64/ },
     { name: "a missing message", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com" }, status: 422, error: "missing_required_field", message: /message/ },
     { name: "51 recipients", body: { mail_from: "a@acme.test", rcpt_to: Array.from({ length: 51 }, (_, i) => `u${i}@example.com`), message: "From: a@acme.test\r\n\r\nhi" }, status: 422, error: "validation_error", message: /limit is 50/ },
-    { name: "a message over MAX_MESSAGE_BYTES", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: `From: a@acme.test\r\n\r\n${"z".repeat(210_000)}` }, status: 413, error: "validation_error", message: /limit/ },
+    { name: "a message over MAX_MESSAGE_BYTES", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: `From: a@acme.test\r\n\r\n${`${"z".repeat(98)}\r\n`.repeat(2_100)}` }, status: 413, error: "validation_error", message: /limit/ },
+    // Issue 12's probe: each of these was accepted.
+    { name: "an empty From", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: "From: \r\n\r\nhi" }, status: 422, error: "validation_error", message: /From field without a valid address/ },
+    { name: "two From fields", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: "From: a@acme.test\r\nFrom: ceo@other.test\r\n\r\nhi" }, status: 422, error: "validation_error", message: /more than one From/ },
+    { name: "a From that is not an address", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: "From: not an address\r\n\r\nhi" }, status: 422, error: "validation_error", message: /From field without a valid address/ },
+    { name: "a NUL octet", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: "From: a@acme.test\r\n\r\nhi\u0000there" }, status: 422, error: "validation_error", message: /NUL/ },
+    { name: "a body line over 998 octets", body: { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: `From: a@acme.test\r\n\r\n${"w".repeat(5000)}` }, status: 422, error: "validation_error", message: /998/ },
   ])("rejects $name with $status $error", async ({ body, status, error, message }) => {
     const res = await callWithKey(key, "POST", "/relay/messages/raw", body);
     expect(res.status).toBe(status);
     expect(await res.json()).toEqual({ statusCode: status, name: error, message: expect.stringMatching(message) });
+  });
+
+  it("removes Bcc and Resent-Bcc fields, folded lines included, as Postfix's cleanup does: the envelope still reaches every recipient", async () => {
+    const msg = "From: a@acme.test\r\nTo: b@example.com\r\nBcc: secret@example.org,\r\n  other@example.org\r\nResent-Bcc: x@example.org\r\nSubject: s\r\n\r\nhi\r\n";
+    const res = await callWithKey(key, "POST", "/relay/messages/raw", { mail_from: "a@acme.test", rcpt_to: ["b@example.com", "secret@example.org"], message: msg });
+    expect(res.status).toBe(200);
+    const { id } = await res.json<{ id: string }>();
+    const stored = await (await env.BODIES.get(`mess/${id}`))!.text();
+    expect(stored).not.toMatch(/bcc|secret|other@|x@example/i);
+    expect(stored).toMatch(/\r\nTo: b@example.com\r\nSubject: s\r\n\r\nhi\r\n$/);
+    expect((await classified(key, id)).recipients.map((r) => r.email)).toEqual(["b@example.com", "secret@example.org"]);
   });
 
   it("answers 405 for GET", async () => {

@@ -3,8 +3,10 @@
  *
  * DESCRIPTION
  *   prepareRaw(env, input, ctx)  decodes the message (UTF-8 text or base64 octets), normalises
- *                                line ends to CRLF, checks the header section (present, lines ≤
- *                                998 octets, a From field), parses it with postal-mime, validates
+ *                                line ends to CRLF, checks it as RFC 5322 requires (no NUL octet,
+ *                                no line over 998 octets, exactly one From field holding a valid
+ *                                address), removes Bcc and Resent-Bcc fields (as Postfix's cleanup
+ *                                does: the recipients are the envelope's), parses it with postal-mime, validates
  *                                the envelope (MAIL FROM, RCPT TO, de-duplicated), adds Date and
  *                                Message-ID when missing (as a submission server does, RFC 6409
  *                                §8), DKIM-signs when configured, and applies the size and
@@ -43,23 +45,43 @@ function decodeMessage(input: RawMessage): string {
   return bin.endsWith("\r\n") ? bin : bin + "\r\n";
 }
 
-/** Validates the header section; returns the names of the fields present (lower case). */
-function checkHeader(bin: string): Set<string> {
+/** Fields removed from a submitted header section: blind copies are the envelope's business. */
+const STRIPPED = new Set(["bcc", "resent-bcc"]);
+
+/**
+ * Validates the message as RFC 5322 requires (see header) and removes the STRIPPED fields;
+ * returns the message without them and the names of the fields present (lower case).
+ */
+function checkMessage(bin: string): { bin: string; names: Set<string> } {
+  if (bin.includes("\0")) throw bad("contains a NUL octet (RFC 5322 §2.1 allows none)");
+  const lines = bin.split("\r\n");
+  const long = lines.findIndex((l) => l.length > 998);
+  if (long >= 0) throw bad(`line ${long + 1} is longer than 998 octets (RFC 5322 §2.1.1)`);
   const end = bin.indexOf("\r\n\r\n");
   const head = end < 0 ? bin : bin.slice(0, end + 2);
   const names = new Set<string>();
+  const kept: string[] = [];
+  let from = 0;
+  let dropping = false;
   head.split("\r\n").slice(0, -1).forEach((line, i) => {
-    if (line.length > 998) throw bad(`header line ${i + 1} is longer than 998 octets`);
     if (/^[ \t]/.test(line)) {
       if (i === 0) throw bad("starts with a continuation line");
+      if (!dropping) kept.push(line);
       return;
     }
     const m = /^([\x21-\x39\x3b-\x7e]+):/.exec(line);
     if (!m) throw bad(`header line ${i + 1} is not a header field`);
-    names.add(m[1]!.toLowerCase());
+    const name = m[1]!.toLowerCase();
+    names.add(name);
+    if (name === "from") from++;
+    dropping = STRIPPED.has(name);
+    if (!dropping) kept.push(line);
   });
-  if (!names.has("from")) throw bad("has no From header field");
-  return names;
+  if (from === 0) throw bad("has no From header field");
+  if (from > 1) throw bad("has more than one From header field (RFC 5322 §3.6 allows one)");
+  for (const n of STRIPPED) names.delete(n);
+  const rest = end < 0 ? "" : bin.slice(end + 2);
+  return { bin: kept.map((l) => `${l}\r\n`).join("") + rest, names };
 }
 
 function toBytes(bin: string): Uint8Array {
@@ -78,9 +100,17 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   } catch (e) {
     throw mailError(e);
   }
-  let bin = decodeMessage(input);
-  const names = checkHeader(bin);
+  const checked = checkMessage(decodeMessage(input));
+  let bin = checked.bin;
+  const names = checked.names;
   const parsed = await PostalMime.parse(toBytes(bin)).catch(() => { throw bad("could not be parsed as RFC 5322/MIME"); });
+  // The From field must name a sender: one valid address (a group or a bare phrase is none).
+  try {
+    if (!parsed.from?.address) throw new Error("no address");
+    parseMailbox("message", parsed.from.address);
+  } catch {
+    throw bad("has a From field without a valid address");
+  }
   const domain = (parsed.from?.address ?? mailFrom).split("@").pop() || "localhost";
   const messageId = parsed.messageId ?? `<${id}@${domain}>`;
   const added = [names.has("date") ? "" : `Date: ${formatDate(new Date(ctx.nowMs))}\r\n`, names.has("message-id") ? "" : `Message-ID: ${messageId}\r\n`].join("");

@@ -19,8 +19,10 @@
  * INVARIANTS
  *   Rendered fields are 7-bit ASCII and contain no CR/LF except as CRLF + SP folds; no physical line
  *   exceeds 998 octets (tokens are bounded so this holds even when 78 cannot be met).
- *   Refused custom headers (REFUSED_HEADERS and every Content-*) are structural or come from a
- *   dedicated request field, so a caller can never change the MIME structure or add a hidden Bcc.
+ *   Refused custom headers (REFUSED_HEADERS, every Content-* and every Resent-*) are structural,
+ *   come from a dedicated request field, or name senders and recipients (Sender, Resent-From,
+ *   Resent-Bcc…), so a caller can never change the MIME structure, speak for another sender or
+ *   add a hidden Bcc.
  *
  * ERRORS
  *   MailInputError (422) naming the field for CR/LF/NUL, a bad header name, a refused header, a bad
@@ -41,6 +43,8 @@ export const REFUSED_HEADERS: ReadonlySet<string> = new Set([
   "from", "to", "cc", "bcc", "reply-to", "subject", "date", "mime-version",
   "dkim-signature", "arc-seal", "arc-message-signature", "arc-authentication-results",
   "authentication-results", "received", "return-path", "delivered-to",
+  // Who sent it is the verified From's business: no second sender, and no hidden copies.
+  "sender",
 ]);
 
 /** Custom header names that replace the generated field instead of being added (lower-case). */
@@ -177,7 +181,7 @@ export function checkCustomHeader(name: string, value: unknown): CustomHeader {
   if (typeof value !== "string") throw new MailInputError(field, "must be a string");
   assertHeaderSafe(field, value);
   const lower = name.toLowerCase();
-  if (REFUSED_HEADERS.has(lower) || lower.startsWith("content-")) {
+  if (REFUSED_HEADERS.has(lower) || lower.startsWith("content-") || lower.startsWith("resent-")) {
     throw new MailInputError(field, "cannot be set as a custom header (it is generated or has its own field)");
   }
   if (lower === "message-id" && !/^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$/.test(value.trim())) {

@@ -113,7 +113,9 @@ describe("compose", () => {
     expect(raw).toContain("List-Unsubscribe: <https://acme.com/u>\r\n");
   });
 
-  it.each(["Content-Type", "content-transfer-encoding", "MIME-Version", "Bcc", "DKIM-Signature", "From", "To", "Cc", "Subject", "Reply-To", "Date", "Content-Disposition", "Received", "Return-Path"])(
+  it.each(["Content-Type", "content-transfer-encoding", "MIME-Version", "Bcc", "DKIM-Signature", "From", "To", "Cc", "Subject", "Reply-To", "Date", "Content-Disposition", "Received", "Return-Path",
+    // Issue 12's probe: these passed as custom headers.
+    "Sender", "Resent-Bcc", "Resent-From", "resent-to", "Resent-Sender", "Resent-Message-ID"])(
     "refuses the structural or field-backed custom header %s",
     (name) => {
       const err = errorOf({ ...base, text: "t", headers: { [name]: "x" } });
