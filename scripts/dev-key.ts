@@ -11,7 +11,8 @@ export const DEV_KEY = "co_dev_local_development_key_0000";
 
 try {
   await storeKey(DEV_KEY, { tenant: "dev", name: "local development", role: "operator" });
-  console.log(`\n  Local operator API key (tenant "dev"): ${DEV_KEY}\n  Try: curl -H "Authorization: Bearer ${DEV_KEY}" http://127.0.0.1:8787/emails\n  Dashboard: http://127.0.0.1:8787/relay/dashboard\n`);
+  const base = `http://127.0.0.1:${process.env.PORT || 8787}`;
+  console.log(`\n  Local operator API key (tenant "dev"): ${DEV_KEY}\n  Try: curl -H "Authorization: Bearer ${DEV_KEY}" ${base}/emails\n  Dashboard: ${base}/relay/dashboard\n`);
 } catch (e) {
   console.error(e instanceof Error ? e.message : String(e));
   process.exit(1);

@@ -10,6 +10,7 @@ import { purgeExpired } from "./db/retention";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
 import { retentionMs } from "../durable-objects/storage/outbox-sweep";
 import { meterFetch, meterQueue, meterScheduled } from "./lib/meter";
+import { configProblems, notConfigured } from "./config-check";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
@@ -34,11 +35,26 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
 }
 
 export default {
-  // Every entry runs with the metered env (worker/lib/meter.ts).
-  fetch: (request, env, ctx) => app.fetch(request, meterFetch(request, env), ctx),
-  queue: (batch, env, _ctx) => meterQueue(batch, env, (b, metered) => (b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
-    : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered))),
+  // Every entry runs with the metered env (worker/lib/meter.ts), and none runs while a production
+  // secret is missing or malformed (config-check.ts): requests get a 503 naming it, queue batches
+  // are retried later, the cron waits.
+  fetch: (request, env, ctx) => {
+    const problems = configProblems(env);
+    if (problems.length > 0) return notConfigured(problems);
+    return app.fetch(request, meterFetch(request, env), ctx);
+  },
+  queue: (batch, env, _ctx) => {
+    const problems = configProblems(env);
+    if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
+    return meterQueue(batch, env, (b, metered) => (b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
+      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered)));
+  },
   scheduled: (controller, env, ctx) => {
+    const problems = configProblems(env);
+    if (problems.length > 0) {
+      console.error(JSON.stringify({ error: "the relay is not configured; the sweepers wait", problems }));
+      return;
+    }
     const metered = meterScheduled(env);
     ctx.waitUntil(wakeSweepers(metered));
     ctx.waitUntil(purgeD1(metered, controller.scheduledTime));

@@ -29,6 +29,8 @@ export interface KeyOptions {
   remote?: boolean;
   /** "operator" keys may also use the admin API (/relay/queue, …); default "tenant". */
   role?: KeyRole;
+  /** A wrangler environment (e.g. "production") for the database binding. */
+  env?: string;
 }
 
 /** The environment wrangler runs with: no telemetry, no cf.json fetch. */
@@ -38,7 +40,7 @@ export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", CL
 export async function storeKey(key: string, opts: KeyOptions): Promise<void> {
   const hash = await hashApiKey(key);
   const sql = insertKeySql(opts.tenant, hash, opts.name ?? "", Date.now()) + (opts.role === "operator" ? ` ${keyRoleSql(hash, "operator")}` : "");
-  const where = opts.remote ? ["--remote"] : ["--local", "--persist-to", opts.persistTo ?? process.env.COHORT_STATE_DIR ?? ".wrangler/state"];
+  const where = [...(opts.remote ? ["--remote"] : ["--local", "--persist-to", opts.persistTo ?? process.env.COHORT_STATE_DIR ?? ".wrangler/state"]), ...(opts.env ? ["--env", opts.env] : [])];
   try {
     await run("npx", ["wrangler", "d1", "execute", "DB", ...where, "--command", sql], { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
   } catch (e) {

@@ -148,7 +148,7 @@ describe("GET /relay/dev/mailbox", () => {
     const got = data.find((m) => m.rcpt_to.includes("mailbox-frank@sink.test"));
     expect(got?.mail_from).toBe("no-reply@acme.test");
     expect(got?.message).toContain("Subject: For the mailbox");
-    expect((await mailbox({ ...env, DEV_MAILBOX_URL: url, COHORT_ENV: "production" })).status).toBe(404);
+    expect((await mailbox({ ...env, DEV_MAILBOX_URL: url, COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: btoa("k".repeat(32)) } as Env)).status).toBe(404);
   });
 });
 

@@ -1,0 +1,54 @@
+/**
+ * Fail closed: what a production worker refuses to run without.
+ *
+ * DESCRIPTION
+ *   configProblems(env)  the problems with the deployment's secrets, by name only (never a value):
+ *                        outside COHORT_ENV development and test, WEBHOOK_SECRETS_KEY must be set
+ *                        and be 32 bytes of base64 (it seals webhook signing secrets at rest; the
+ *                        key written in the source serves development and tests only), and
+ *                        DKIM_KEYS, when set, must be a JSON array. Empty when all is well.
+ *   notConfigured(problems)  the 503 every request gets meanwhile (Resend's error shape).
+ *
+ * INVARIANTS
+ *   Development and test have no required secret (npm start runs on embedded defaults).
+ */
+
+type SecretsEnv = { COHORT_ENV: string; WEBHOOK_SECRETS_KEY?: string; DKIM_KEYS?: string };
+
+/** Whether `env` runs with development defaults (see header). */
+export function isLocal(env: { COHORT_ENV: string }): boolean {
+  return env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
+}
+
+function base64Bytes(text: string): number | null {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text.trim())) return null;
+  try {
+    return atob(text.trim()).length;
+  } catch {
+    return null;
+  }
+}
+
+/** The deployment's configuration problems (see header). */
+export function configProblems(env: Env): string[] {
+  const e = env as unknown as SecretsEnv;
+  if (isLocal(e)) return [];
+  const out: string[] = [];
+  if (!e.WEBHOOK_SECRETS_KEY) out.push("WEBHOOK_SECRETS_KEY is not set (npm run setup:cloudflare, or: wrangler secret put WEBHOOK_SECRETS_KEY --env production)");
+  else if (base64Bytes(e.WEBHOOK_SECRETS_KEY) !== 32) out.push("WEBHOOK_SECRETS_KEY must be 32 random bytes in base64 (openssl rand -base64 32)");
+  if (e.DKIM_KEYS) {
+    let ok = false;
+    try {
+      ok = Array.isArray(JSON.parse(e.DKIM_KEYS));
+    } catch {
+      ok = false;
+    }
+    if (!ok) out.push("DKIM_KEYS is set but is not a JSON array of keys");
+  }
+  return out;
+}
+
+/** The answer to every request while the deployment is misconfigured. */
+export function notConfigured(problems: string[]): Response {
+  return Response.json({ statusCode: 503, name: "application_error", message: `The relay is not configured: ${problems.join("; ")}.` }, { status: 503 });
+}
