@@ -63,7 +63,7 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage): v
   });
   const base = { message_id: m.id, tenant, recipient: null, created_at: m.createdAt };
   recordEvent(sql, { ...base, type: "email.accepted", data: { recipients: m.rcptTo.length, size: m.size } });
-  if (m.scheduledAt !== null) recordEvent(sql, { ...base, type: "email.scheduled", data: { scheduled_at: m.scheduledAt } });
+  if (m.scheduledAt !== null) recordEvent(sql, { ...base, type: "email.scheduled", data: { scheduled_at: new Date(m.scheduledAt).toISOString() } });
 }
 
 /** The message's own row (no recipients), or undefined. */
@@ -181,7 +181,7 @@ export function rescheduleMessage(sql: SqlStorage, id: string, atMs: number, now
   const m = readMessage(sql, id);
   if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
   sql.exec("UPDATE message SET scheduled_at = ?, classify_sent_at = NULL WHERE id = ?", atMs, id);
-  recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.scheduled", recipient: null, created_at: nowMs, data: { scheduled_at: atMs } });
+  recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.scheduled", recipient: null, created_at: nowMs, data: { scheduled_at: new Date(atMs).toISOString() } });
   return true;
 }
 

@@ -2,6 +2,7 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { listEvents } from "../../worker/db/events";
 import { callWithKey, classified, email, eventually, getEmail, newKey, settle } from "./helpers";
 
 let key: string;
@@ -99,6 +100,12 @@ describe("scheduled sending", () => {
     expect((await getEmail(key, id)).body.scheduled_at).toBe(later);
     await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 60_000).toISOString() });
     expect((await classified(key, id)).recipients[0]!.status).toBe("ready");
+    // The event log carries times as ISO 8601, as everything else does (issue 12: epoch ms here).
+    await settle();
+    const scheduled = (await listEvents(env.DB, "lister", 0, 10_000)).filter((e) => e.email_id === id && e.type === "email.scheduled");
+    expect(scheduled.map((e) => (JSON.parse(e.data) as { scheduled_at: unknown }).scheduled_at)).toEqual([
+      expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), later, expect.stringMatching(/Z$/),
+    ]);
   });
 
   it("rejects PATCH of a message that is not scheduled, and bad PATCH bodies", async () => {
