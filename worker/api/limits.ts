@@ -6,13 +6,14 @@
  *                          maxRecipients (MAX_RECIPIENTS, default 50),
  *                          shards (OUTBOX_SHARDS, default 8) }.
  *   parseScheduledAt     Resend's `scheduled_at`: ISO 8601 with a time zone, or natural language
- *                        "in N seconds|minutes|hours|days" → epoch ms.
+ *                        ("in 1 hour", "tomorrow at 9am", "Friday at 3pm ET"; when.ts) → epoch ms.
  *
  * ERRORS
  *   ApiError 422 validation_error for an unparsable or too distant `scheduled_at`.
  */
 import { shardCount } from "../../durable-objects/storage/outbox-ids";
 import { ApiError } from "./errors";
+import { parseWhen } from "./when";
 
 /** The accept path's limits. */
 export interface Limits {
@@ -41,18 +42,15 @@ export function limitsOf(env: Env): Limits {
   };
 }
 
-const UNIT_MS: Record<string, number> = { second: 1000, minute: 60_000, min: 60_000, hour: 3_600_000, day: 86_400_000 };
 const ISO_RE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/i;
 
 /** Parses `scheduled_at` relative to `nowMs`; returns epoch ms. */
 export function parseScheduledAt(value: string, nowMs: number, field = "scheduled_at"): number {
-  const rel = /^in (\d{1,6}) (second|minute|min|hour|day)s?$/i.exec(value.trim());
   let at: number;
-  if (rel) at = nowMs + Number(rel[1]) * (UNIT_MS[rel[2]!.toLowerCase()] ?? 0);
-  else if (ISO_RE.test(value.trim())) at = Date.parse(value.trim());
-  else at = Number.NaN;
+  if (ISO_RE.test(value.trim())) at = Date.parse(value.trim());
+  else at = parseWhen(value, nowMs) ?? Number.NaN;
   if (!Number.isFinite(at)) {
-    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) or "in 10 minutes".`);
+    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) or natural language ("in 10 minutes", "tomorrow at 9am", "Friday at 3pm ET"; UTC unless a zone is given).`);
   }
   if (at > nowMs + MAX_SCHEDULE_AHEAD_MS) throw new ApiError(422, "validation_error", `Invalid \`${field}\`: at most 30 days ahead.`);
   return at;
