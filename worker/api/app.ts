@@ -12,7 +12,10 @@
  *   internal_server_error; no stack trace or secret ever reaches a response.
  */
 import { Hono } from "hono";
-import { KeyCache, requireApiKey } from "./auth";
+import { requireApiKey } from "./auth";
+import type { KeyAccess } from "../db/domains";
+import { apiKeyRoutes } from "./routes/api-keys";
+import { domainRotationRoutes, domainRoutes } from "./routes/domains";
 import { isApiError, toErrorBody } from "./errors";
 import { openApiDocument } from "./openapi";
 import { complaintRoutes } from "./routes/complaints";
@@ -26,7 +29,7 @@ import { suppressionRoutes } from "./routes/suppressions";
 import { webhookRoutes } from "./routes/webhooks";
 
 /** Per-request variables. */
-export type Vars = { requestId: string; tenant: string };
+export type Vars = { requestId: string; tenant: string; key: KeyAccess };
 
 /** The Hono environment of every route. */
 export type AppEnv = { Bindings: Env; Variables: Vars };
@@ -34,7 +37,7 @@ export type AppEnv = { Bindings: Env; Variables: Vars };
 /** The HTTP API. Routes are added per resource with `app.route()`. */
 export function createApp() {
   const app = new Hono<AppEnv>();
-  const auth = requireApiKey(new KeyCache());
+  const auth = requireApiKey();
 
   app.use("*", async (c, next) => {
     c.set("requestId", crypto.randomUUID());
@@ -46,7 +49,7 @@ export function createApp() {
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/openapi.json"]) app.use(prefix, auth);
+  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/openapi.json"]) app.use(prefix, auth);
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
@@ -56,7 +59,10 @@ export function createApp() {
   app.route("/relay/webhooks", webhookDeliveryRoutes());
   app.route("/relay", relayRoutes());
   app.route("/relay", adminRoutes());
+  app.route("/relay", domainRotationRoutes());
   app.route("/webhooks", webhookRoutes());
+  app.route("/domains", domainRoutes());
+  app.route("/api-keys", apiKeyRoutes());
 
   app.notFound((c) => c.json(toErrorBody(404, "not_found", "The requested endpoint was not found."), 404));
 

@@ -1,42 +1,42 @@
 /**
- * API key authentication: `Authorization: Bearer <key>` → the key's tenant.
+ * API key authentication: `Authorization: Bearer <key>` → the key's tenant and what it may do.
  *
  * DESCRIPTION
- *   KeyCache        remembers key hash → tenant for `ttlMs` (default 30 s) in this isolate, so the
- *                   accept path does not read D1 for every request. A revoked key stops working
- *                   within that time.
- *   requireApiKey   Hono middleware that sets `tenant` or answers Resend's 401/403.
+ *   requireApiKey()  Hono middleware that looks the key's hash up in D1 on every request (one
+ *                    row read, by its unique index), so a revoked key is refused on its very next
+ *                    request in every isolate, and sets `tenant` and `key` (role, Resend
+ *                    permission, domain restriction). A `sending_access` key may only send:
+ *                    POST /emails, POST /emails/batch and POST /relay/messages/raw.
  *
  * INVARIANTS
- *   Only key hashes are kept in memory or compared; a key is never logged or returned.
+ *   Only key hashes are compared or stored; a key is never logged or returned.
  *
  * ERRORS
- *   401 missing_api_key (no or malformed header), 403 invalid_api_key (unknown or revoked key).
+ *   401 missing_api_key (no or malformed header), 403 invalid_api_key (unknown or revoked key),
+ *   401 restricted_api_key (a sending_access key anywhere but the send endpoints), as Resend.
  */
 import type { MiddlewareHandler } from "hono";
-import { hashApiKey, tenantForKey } from "../db/api-keys";
+import { hashApiKey } from "../db/api-keys";
+import { keyAccess, type KeyAccess } from "../db/domains";
 import { ApiError } from "./errors";
-import { TtlCache } from "../lib/ttl-cache";
 
-/** Key hash → tenant (see TtlCache). */
-export class KeyCache extends TtlCache<string> {}
+/** The endpoints a sending_access key may call. */
+const SEND_ONLY = new Set(["POST /emails", "POST /emails/batch", "POST /relay/messages/raw"]);
 
-/** Authenticates the request and sets the `tenant` variable. */
-export function requireApiKey(cache: KeyCache): MiddlewareHandler<{ Bindings: Env; Variables: { tenant: string } }> {
+/** Authenticates the request and sets the `tenant` and `key` variables. */
+export function requireApiKey(): MiddlewareHandler<{ Bindings: Env; Variables: { tenant: string; key: KeyAccess } }> {
   return async (c, next) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "");
     if (!m) {
       throw new ApiError(401, "missing_api_key", "Missing API key in the authorization header. Include the following header in the request: Authorization: Bearer YOUR_API_KEY");
     }
-    const hash = await hashApiKey(m[1]!);
-    const now = Date.now();
-    let tenant = cache.get(hash, now);
-    if (tenant === undefined) {
-      tenant = (await tenantForKey(c.env.DB, hash)) ?? undefined;
-      if (tenant === undefined) throw new ApiError(403, "invalid_api_key", "API key is invalid.");
-      cache.set(hash, tenant, now);
+    const access = await keyAccess(c.env.DB, await hashApiKey(m[1]!));
+    if (access === null) throw new ApiError(403, "invalid_api_key", "API key is invalid.");
+    if (access.permission === "sending_access" && !SEND_ONLY.has(`${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`)) {
+      throw new ApiError(401, "restricted_api_key", "This API key is restricted to only send emails.");
     }
-    c.set("tenant", tenant);
+    c.set("tenant", access.tenant);
+    c.set("key", access);
     await next();
   };
 }

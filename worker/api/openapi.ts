@@ -15,6 +15,7 @@
  */
 import { z } from "zod";
 import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./control-schemas";
+import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./domain-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
@@ -77,6 +78,10 @@ interface Operation {
 
 const idempotency = { name: "Idempotency-Key", schema: IdempotencyKeySchema, description: "Repeat-safe submission: kept 24 h; same key and payload answers the first response." };
 
+const DomainRecordBody = z.object({ record: z.string(), name: z.string(), type: z.string(), value: z.string(), ttl: z.string(), status: z.string(), priority: z.number().optional() });
+const DomainSummary = z.object({ id: z.string(), name: z.string(), status: z.string(), created_at: z.string(), region: z.string(), capabilities: z.object({ sending: z.string(), receiving: z.string() }), open_tracking: z.boolean(), click_tracking: z.boolean() });
+const DomainBody = DomainSummary.extend({ object: z.literal("domain").optional(), records: z.array(DomainRecordBody) });
+
 /** Every operation of the API. */
 export const ROUTES: Operation[] = [
   { method: "get", path: "/health", summary: "Liveness (no API key)", operationId: "health", auth: false, ok: { status: 200, schema: Health }, errors: [] },
@@ -94,6 +99,16 @@ export const ROUTES: Operation[] = [
   { method: "get", path: "/relay/suppressions", summary: "The tenant's suppressed addresses", operationId: "listSuppressions", auth: true, query: SuppressionListQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(Suppression) }) }, errors: [401, 422] },
   { method: "post", path: "/relay/suppressions", summary: "Suppress an address (manually), optionally until a date", operationId: "addSuppression", auth: true, body: AddSuppressionSchema, ok: { status: 201, schema: Suppression }, errors: [400, 401, 422] },
   { method: "delete", path: "/relay/suppressions/{address}", summary: "Remove a suppression", operationId: "removeSuppression", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("suppression"), address: z.string(), deleted: z.boolean() }) }, errors: [401, 404, 422] },
+  { method: "post", path: "/domains", summary: "Add a sending domain: its own DKIM key and the DNS records to publish (Resend-compatible)", operationId: "createDomain", auth: true, body: CreateDomainSchema, ok: { status: 201, schema: DomainBody }, errors: [400, 401, 409, 422] },
+  { method: "get", path: "/domains", summary: "List the tenant's sending domains", operationId: "listDomains", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(DomainSummary) }) }, errors: [401] },
+  { method: "get", path: "/domains/{id}", summary: "A sending domain with its records and their verification status", operationId: "getDomain", auth: true, ok: { status: 200, schema: DomainBody }, errors: [401, 404] },
+  { method: "patch", path: "/domains/{id}", summary: "Change a domain's tracking or TLS settings", operationId: "updateDomain", auth: true, body: UpdateDomainSchema, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string() }) }, errors: [400, 401, 404, 422] },
+  { method: "delete", path: "/domains/{id}", summary: "Remove a sending domain and its keys", operationId: "removeDomain", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string(), deleted: z.boolean() }) }, errors: [401, 404] },
+  { method: "post", path: "/domains/{id}/verify", summary: "Look the domain's records up now (DNS over HTTPS)", operationId: "verifyDomain", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string() }) }, errors: [401, 404] },
+  { method: "post", path: "/relay/domains/{id}/rotate-dkim", summary: "Publish a second DKIM selector; it signs once verified and the old one is retired", operationId: "rotateDomainKey", auth: true, ok: { status: 201, schema: z.object({}).passthrough() }, errors: [401, 404, 422] },
+  { method: "post", path: "/api-keys", summary: "Create an API key (the token is shown once)", operationId: "createApiKey", auth: true, body: CreateApiKeySchema, ok: { status: 201, schema: z.object({ id: z.string(), token: z.string() }) }, errors: [400, 401, 422] },
+  { method: "get", path: "/api-keys", summary: "List the tenant's API keys (without tokens)", operationId: "listApiKeys", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(z.object({ id: z.string(), name: z.string(), created_at: z.string(), last_used_at: z.string().nullable() })) }) }, errors: [401] },
+  { method: "delete", path: "/api-keys/{id}", summary: "Revoke an API key (refused from its next request)", operationId: "removeApiKey", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("api_key"), id: z.string(), deleted: z.boolean() }) }, errors: [401, 404] },
   { method: "post", path: "/webhooks", summary: "Create a webhook endpoint (its signing secret is shown once)", operationId: "createWebhook", auth: true, body: CreateWebhookSchema, ok: { status: 201, schema: WebhookSecret }, errors: [400, 401, 422] },
   { method: "get", path: "/webhooks", summary: "List webhook endpoints", operationId: "listWebhooks", auth: true, query: WebhookListQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(WebhookView) }) }, errors: [401, 422] },
   { method: "get", path: "/webhooks/{id}", summary: "A webhook endpoint", operationId: "getWebhook", auth: true, ok: { status: 200, schema: WebhookView }, errors: [401, 404] },

@@ -14,11 +14,11 @@
  */
 import { newMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { MessageSummary, NewMessage } from "../../durable-objects/storage/outbox-types";
-import { compose, isMailInputError } from "../mail";
+import { compose, isMailInputError, parseMailbox, signDkim } from "../mail";
+import type { SenderPolicy } from "../domains/sender";
 import { ApiError } from "./errors";
 import { parseScheduledAt, type Limits } from "./limits";
 import type { SendEmail } from "./schemas";
-import { signIfConfigured } from "./signing";
 
 /** A message ready for R2 (`body`) and the Outbox (`record`). */
 export interface PreparedMessage {
@@ -31,6 +31,8 @@ export interface PrepareContext {
   shard: number;
   nowMs: number;
   limits: Limits;
+  /** Who may send as which domain, and its DKIM signers (domains/sender.ts). */
+  sender: SenderPolicy;
 }
 
 /** html and text are kept for the status API up to this many bytes together (the body has them all). */
@@ -81,6 +83,15 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
     throw new ApiError(413, "validation_error", `The message would be at least ${least} bytes; the limit is ${ctx.limits.maxMessageBytes} bytes.`);
   }
   const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
+  let fromDomain: string;
+  try {
+    const from = parseMailbox("from", input.from).address;
+    fromDomain = from.slice(from.lastIndexOf("@") + 1);
+  } catch (e) {
+    throw mailError(e);
+  }
+  // The sender is checked before anything is composed: an unverified domain costs no CPU.
+  const signers = await ctx.sender.authorize(fromDomain);
   let composed;
   try {
     composed = compose(input, { now: new Date(ctx.nowMs), messageId: id });
@@ -88,7 +99,7 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
     throw mailError(e);
   }
   checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
-  const body = await signIfConfigured(env, composed.raw, composed.envelope.mailFrom);
+  const body = signers.length > 0 ? await signDkim(composed.raw, signers) : composed.raw;
   checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
   const summary: MessageSummary = {
     from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),

@@ -23,7 +23,6 @@ import { ApiError } from "./errors";
 import { parseScheduledAt } from "./limits";
 import { checkEnvelope, keepText, mailError, type PrepareContext, type PreparedMessage } from "./prepare";
 import type { RawMessage } from "./schemas";
-import { signersFor } from "./signing";
 
 const bad = (issue: string) => new ApiError(422, "validation_error", `\`message\` ${issue}`);
 
@@ -117,7 +116,9 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   bin = added + bin;
   let body = toBytes(bin);
   checkEnvelope(rcptTo.length, body.length, ctx.limits);
-  const signers = signersFor(env, domain.toLowerCase());
+  // The From domain signs; the envelope sender's domain must be the tenant's too (or null).
+  const signers = await ctx.sender.authorize(domain.toLowerCase());
+  if (mailFrom !== "") await ctx.sender.authorize(mailFrom.slice(mailFrom.lastIndexOf("@") + 1).toLowerCase());
   if (signers.length > 0) body = await signDkim(body, signers);
   checkEnvelope(rcptTo.length, body.length, ctx.limits);
   const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);

@@ -1,5 +1,6 @@
 /**
- * DKIM signing configuration for the accept path.
+ * The operator's DKIM keys (the DKIM_KEYS secret): the fallback of domains/sender.ts for the
+ * operator's own domains (and, under COHORT_ENV development or test, for any sender).
  *
  * DESCRIPTION
  *   signersFor(env, domain)  the DKIM signers configured for a sender domain, from the secret
@@ -7,13 +8,12 @@
  *                            ("rsa-sha256" | "ed25519-sha256"), private_key (PKCS#8 PEM or base64
  *                            Ed25519 seed) }. Several entries for one domain sign with each
  *                            (e.g. RSA and Ed25519). No secret, or no entry: no signature.
- *   signIfConfigured         signs a composed message for its From domain when keys exist.
  *
  * ERRORS
  *   A malformed DKIM_KEYS is an operator error: it is logged (without the keys) and the message
  *   goes out unsigned rather than being refused.
  */
-import { signDkim, type DkimAlgorithm, type DkimSigner } from "../mail";
+import type { DkimAlgorithm, DkimSigner } from "../mail";
 
 /** The optional secret holding DKIM keys. */
 type DkimEnv = { DKIM_KEYS?: string };
@@ -40,10 +40,4 @@ export function signersFor(env: Env, domain: string): DkimSigner[] {
   return parseKeys((env as unknown as DkimEnv).DKIM_KEYS)
     .filter((k) => k.domain.toLowerCase() === domain)
     .map((k) => ({ domain: k.domain.toLowerCase(), selector: k.selector, algorithm: k.algorithm, privateKey: k.private_key, signTime: new Date() }));
-}
-
-/** Signs `raw` for the sender domain of `mailFrom` when keys are configured. */
-export async function signIfConfigured(env: Env, raw: string, fromAddress: string): Promise<string> {
-  const signers = signersFor(env, fromAddress.slice(fromAddress.lastIndexOf("@") + 1).toLowerCase());
-  return signers.length > 0 ? signDkim(raw, signers) : raw;
 }

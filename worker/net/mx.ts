@@ -85,7 +85,7 @@ export function toAsciiDomain(domain: string): string | null {
 const TIMED_OUT = Symbol("timed out");
 
 /** Runs one DoH query; never rejects. */
-export async function queryDoh(name: string, type: MxQueryType, options: MxResolverOptions): Promise<DohEvent> {
+export async function queryDoh(name: string, type: MxQueryType | "TXT", options: MxResolverOptions): Promise<DohEvent> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_DOH_TIMEOUT_MS;
   const doFetch = options.fetch ?? globalThis.fetch;
   const url = new URL(options.resolverUrl ?? DEFAULT_DOH_URL);

@@ -30,6 +30,7 @@ import { BatchSchema, BatchValidationSchema, ListQuerySchema, SendEmailSchema, U
 import { listMessages, type IndexedMessage } from "../../db/messages";
 import { outboxOf } from "../../consumers/classify-message";
 import type { AppEnv } from "../app";
+import { SenderPolicy } from "../../domains/sender";
 
 const notFound = () => new ApiError(404, "not_found", "Email not found.");
 const methodNotAllowed = () => { throw new ApiError(405, "method_not_allowed", "Method not allowed."); };
@@ -56,13 +57,13 @@ function listItem(m: IndexedMessage) {
 }
 
 /** Prepares every batch item; collects per-index errors instead of throwing. */
-async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number) {
+async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number, sender: SenderPolicy) {
   const limits = limitsOf(c.env);
   const ok: PreparedMessage[] = [];
   const errors: { index: number; message: string; error: ApiError }[] = [];
   for (const [index, item] of items.entries()) {
     try {
-      ok.push(await prepareEmail(c.env, parseInput(SendEmailSchema, item), { shard, nowMs: Date.now(), limits }));
+      ok.push(await prepareEmail(c.env, parseInput(SendEmailSchema, item), { shard, nowMs: Date.now(), limits, sender }));
     } catch (e) {
       if (!isApiError(e)) throw e;
       errors.push({ index, message: e.message, error: e });
@@ -80,9 +81,10 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const input = parseInput(SendEmailSchema, value);
     const tenant = c.get("tenant");
     const shard = await shardFor(tenant, idem, limits.shards);
-    const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits });
+    const sender = new SenderPolicy(c.env, tenant, c.get("key"));
+    const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
-    return jsonResponse(res);
+    return sender.withNotice(jsonResponse(res));
   });
 
   r.post("/batch", async (c) => {
@@ -93,13 +95,14 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const items = parseInput(BatchSchema, value, "Batch:");
     const tenant = c.get("tenant");
     const shard = await shardFor(tenant, idem, limits.shards);
-    const { ok, errors } = await prepareBatch(c, items, shard);
+    const sender = new SenderPolicy(c.env, tenant, c.get("key"));
+    const { ok, errors } = await prepareBatch(c, items, shard, sender);
     const first = errors[0];
     if (first && mode === "strict") throw new ApiError(first.error.statusCode, first.error.errorName, `[${first.index}] ${first.message}`);
     const body = { data: ok.map((p) => ({ id: p.record.id })), ...(mode === "permissive" ? { errors: errors.map(({ index, message }) => ({ index, message })) } : {}) };
     if (ok.length === 0) return c.json(body, 200);
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: ok, response: { status: 200, body: JSON.stringify(body) } });
-    return jsonResponse(res);
+    return sender.withNotice(jsonResponse(res));
   });
 }
 

@@ -28,6 +28,7 @@ import { limitsOf } from "../limits";
 import { prepareRaw } from "../raw";
 import { RawMessageSchema } from "../schemas";
 import { RoleCache, roleOf } from "./admin/operator";
+import { SenderPolicy } from "../../domains/sender";
 
 /** The /relay routes (mounted behind the API key middleware). */
 export function relayRoutes() {
@@ -41,9 +42,10 @@ export function relayRoutes() {
     const input = parseInput(RawMessageSchema, value);
     const tenant = c.get("tenant");
     const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : randomShard(limits.shards);
-    const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits });
+    const sender = new SenderPolicy(c.env, tenant, c.get("key"));
+    const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
-    return jsonResponse(res);
+    return sender.withNotice(jsonResponse(res));
   });
 
   r.get("/dev/mailbox", async (c) => {

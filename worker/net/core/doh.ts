@@ -36,7 +36,7 @@
  */
 
 /** RR type numbers used here. */
-export const DNS_TYPE = Object.freeze({ A: 1, CNAME: 5, SOA: 6, MX: 15, AAAA: 28 });
+export const DNS_TYPE = Object.freeze({ A: 1, CNAME: 5, SOA: 6, MX: 15, TXT: 16, AAAA: 28 });
 
 /** RCODEs (DoH JSON "Status"). */
 export const DNS_STATUS = Object.freeze({ NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 });

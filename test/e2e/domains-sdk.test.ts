@@ -1,0 +1,120 @@
+/**
+ * The official `resend` SDK (6.38.0) drives Cohort's sending domains and API keys unchanged,
+ * against `wrangler dev` (issue 12): domains.create/list/get/verify/remove and
+ * apiKeys.create/list/remove. A DNS-over-HTTPS fixture answers nothing at first (verify: failed),
+ * then the records the relay asked to publish (verify: verified); mail from the domain then
+ * arrives signed with the domain's own key, and mailauth verifies the signature against the
+ * published record.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { dkimVerify } from "mailauth/lib/dkim/verify.js";
+import { Resend } from "resend";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startDevServer, type DevServer } from "../../scripts/lib/dev-server";
+import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
+
+/** name → TXT strings / MX hosts the fixture answers; everything else NXDOMAIN. */
+const zone = new Map<string, { TXT?: string[]; MX?: string[] }>();
+let doh: Server;
+let dohUrl: string;
+let server: DevServer;
+let catcher: Catcher;
+let resend: Resend;
+
+beforeAll(async () => {
+  doh = createServer((req, res) => {
+    const u = new URL(req.url ?? "/", "http://x");
+    const name = (u.searchParams.get("name") ?? "").replace(/\.$/, "").toLowerCase();
+    const type = u.searchParams.get("type") as "TXT" | "MX";
+    const data = zone.get(name)?.[type];
+    const body = data === undefined ? { Status: 3 } : {
+      Status: 0,
+      Answer: data.map((d) => ({ name: `${name}.`, type: type === "TXT" ? 16 : 15, TTL: 60, data: type === "TXT" ? `"${d}"` : `10 ${d}.` })),
+    };
+    res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
+  });
+  await new Promise<void>((r) => doh.listen(0, "127.0.0.1", r));
+  dohUrl = `http://127.0.0.1:${(doh.address() as AddressInfo).port}/dns-query`;
+  catcher = await startCatcher();
+  server = await startDevServer({
+    tenant: "sdk", role: "operator",
+    vars: { DOH_RESOLVER_URL: dohUrl, SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off" },
+  });
+  resend = new Resend(server.key, { baseUrl: server.url } as never);
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop();
+  await catcher?.close();
+  await new Promise<void>((r) => (doh ? doh.close(() => r()) : r()));
+});
+
+describe("the resend SDK against the relay", () => {
+  let domainId = "";
+  let records: { record: string; name: string; type: string; value: string; status: string }[] = [];
+
+  it("domains.create answers with the records to publish", async () => {
+    const { data, error } = await resend.domains.create({ name: "sdk-mail.test", customReturnPath: "bounce" });
+    expect(error).toBeNull();
+    expect(data).toMatchObject({ name: "sdk-mail.test", status: "not_started" });
+    domainId = data!.id;
+    records = data!.records as typeof records;
+    expect(records.map((r) => `${r.record}/${r.type}/${r.name}`).sort()).toEqual(["DKIM/TXT/cohort1._domainkey", "DMARC/TXT/_dmarc", "SPF/MX/bounce", "SPF/TXT/bounce"]);
+  });
+
+  it("domains.list and domains.get", async () => {
+    const list = await resend.domains.list();
+    expect(list.error).toBeNull();
+    expect(list.data!.data.map((d) => d.id)).toContain(domainId);
+    const got = await resend.domains.get(domainId);
+    expect(got.data).toMatchObject({ object: "domain", id: domainId, name: "sdk-mail.test" });
+  });
+
+  it("domains.verify: nothing published yet → failed; records published → verified", async () => {
+    expect((await resend.domains.verify(domainId)).data).toEqual({ object: "domain", id: domainId });
+    expect((await resend.domains.get(domainId)).data!.status).toBe("failed");
+    for (const r of records) {
+      const name = `${r.name}.sdk-mail.test`;
+      zone.set(name, { ...zone.get(name), [r.type]: [r.value] });
+    }
+    await resend.domains.verify(domainId);
+    const got = (await resend.domains.get(domainId)).data!;
+    expect(got.status).toBe("verified");
+    expect(got.records.map((r) => r.status)).toEqual(["verified", "verified", "verified", "verified"]);
+  });
+
+  it("mail from the verified domain is signed with its own key, and the signature verifies against the published record", async () => {
+    const sent = await resend.emails.send({ from: "Team <team@sdk-mail.test>", to: ["reader@example.com"], subject: "signed", text: "hello" });
+    expect(sent.error).toBeNull();
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && !catcher.messages.some((m) => m.rcptTo.includes("reader@example.com"))) await new Promise((r) => setTimeout(r, 200));
+    const msg = catcher.messages.find((m) => m.rcptTo.includes("reader@example.com"));
+    expect(msg).toBeDefined();
+    const resolver = async (name: string, type: string) => {
+      const txt = zone.get(name.toLowerCase())?.TXT;
+      if (type === "TXT" && txt) return [txt];
+      throw Object.assign(new Error(`NXDOMAIN ${name}`), { code: "ENOTFOUND" });
+    };
+    const result = await dkimVerify(Buffer.from(msg!.body, "base64"), { resolver: resolver as never });
+    expect(result.results.map((r) => ({ result: r.status.result, domain: r.signingDomain }))).toEqual([{ result: "pass", domain: "sdk-mail.test" }]);
+  });
+
+  it("apiKeys.create / list / remove: a removed key is refused on its next request", async () => {
+    const created = await resend.apiKeys.create({ name: "from-sdk", permission: "sending_access", domain_id: domainId });
+    expect(created.error).toBeNull();
+    const { id, token } = created.data!;
+    const listed = await resend.apiKeys.list();
+    expect(listed.data!.data.map((k) => k.id)).toContain(id);
+    const restricted = new Resend(token, { baseUrl: server.url } as never);
+    expect((await restricted.emails.send({ from: "a@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t" })).error).toBeNull();
+    expect((await restricted.domains.list()).error).toMatchObject({ name: "restricted_api_key" });
+    expect((await resend.apiKeys.remove(id)).data).toEqual({ object: "api_key", id, deleted: true });
+    expect((await restricted.emails.send({ from: "a@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t" })).error).toMatchObject({ name: "invalid_api_key" });
+  });
+
+  it("domains.remove", async () => {
+    expect((await resend.domains.remove(domainId)).data).toEqual({ object: "domain", id: domainId, deleted: true });
+    expect((await resend.domains.get(domainId)).error).toMatchObject({ name: "not_found" });
+  });
+});

@@ -1,0 +1,30 @@
+/**
+ * Request schemas of the /domains and /api-keys routes, kept apart from the routes so the OpenAPI
+ * document can import them without the Workers runtime.
+ */
+import { z } from "zod";
+
+const Label = z.string().min(1).max(63).regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/i, "must be a DNS label");
+export const CreateDomainSchema = z.object({
+  name: z.string().min(3).max(253).transform((s) => s.trim().toLowerCase().replace(/\.$/, ""))
+    .refine((s) => /^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/.test(s), "must be a domain name such as example.com"),
+  region: z.enum(["us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"]).optional(),
+  custom_return_path: Label.optional(),
+  open_tracking: z.boolean().optional(),
+  click_tracking: z.boolean().optional(),
+  tls: z.enum(["enforced", "opportunistic"]).optional(),
+  capabilities: z.object({ sending: z.enum(["enabled", "disabled"]).optional(), receiving: z.enum(["enabled", "disabled"]).optional() }).optional(),
+  tracking_subdomain: z.string().max(63).optional(),
+});
+export const UpdateDomainSchema = z.object({
+  open_tracking: z.boolean().optional(), click_tracking: z.boolean().optional(), tls: z.enum(["enforced", "opportunistic"]).optional(),
+  capabilities: z.object({ sending: z.enum(["enabled", "disabled"]).optional(), receiving: z.enum(["enabled", "disabled"]).optional() }).optional(),
+  tracking_subdomain: z.string().max(63).optional(),
+});
+
+export const CreateApiKeySchema = z.object({
+  name: z.string().trim().min(1).max(50),
+  permission: z.enum(["full_access", "sending_access"]).optional(),
+  domain_id: z.string().min(1).max(64).optional(),
+});
+

@@ -1,0 +1,115 @@
+/**
+ * Resend's domain endpoints: a tenant's sending domains with their own DKIM keys.
+ *
+ * DESCRIPTION
+ *   POST   /domains              { name, region?, custom_return_path?, open_tracking?, click_tracking?,
+ *                                tls? } → the domain with the DNS `records` to publish (DKIM TXT,
+ *                                SPF MX and TXT on the return path, a DMARC suggestion).
+ *   GET    /domains              { object: "list", has_more, data }.
+ *   GET    /domains/:id          { object: "domain", …, records } with each record's status.
+ *   PATCH  /domains/:id          { open_tracking?, click_tracking?, tls? } → { object, id }.
+ *   DELETE /domains/:id          { object, id, deleted: true }; its keys go with it.
+ *   POST   /domains/:id/verify   looks the records up (DoH) now → { object, id }; GET shows the
+ *                                statuses (not_started, pending, verified, failed, …).
+ *   POST   /relay/domains/:id/rotate-dkim  (relay extra) adds a second selector to publish; it
+ *                                signs once it verifies, and the old one is retired then.
+ *
+ * ERRORS
+ *   422 validation_error for a bad name or field; 409 validation_error when the name is already
+ *   claimed (by any tenant); 404 not_found for another tenant's id.
+ */
+import { Hono, type Context } from "hono";
+import { addKey, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain, type DomainRow } from "../../db/domains";
+import { recordsFor } from "../../domains/records";
+import { newDkimKey, recordOptions, verifyDomain } from "../../domains/service";
+import type { AppEnv } from "../app";
+import { parseInput, readJson } from "../body";
+import { ApiError } from "../errors";
+import { CreateDomainSchema, UpdateDomainSchema } from "../domain-schemas";
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const capabilities = { sending: "enabled", receiving: "disabled" } as const;
+
+function summary(d: DomainRow) {
+  return { id: d.id, name: d.name, status: d.status, created_at: iso(d.created_at), region: d.region, capabilities, open_tracking: d.open_tracking === 1, click_tracking: d.click_tracking === 1 };
+}
+
+function full(d: DomainRow) {
+  return { object: "domain" as const, ...summary(d), records: JSON.parse(d.records) as unknown[] };
+}
+
+async function mine(c: Context<AppEnv>): Promise<DomainRow> {
+  const d = await getDomain(c.env.DB, c.get("tenant"), c.req.param("id") ?? "");
+  if (!d) throw new ApiError(404, "not_found", "Domain not found.");
+  return d;
+}
+
+/** The /domains routes (mounted behind the API key middleware). */
+export function domainRoutes() {
+  const r = new Hono<AppEnv>();
+
+  r.post("/", async (c) => {
+    const input = parseInput(CreateDomainSchema, (await readJson(c, 16 * 1024)).value);
+    const now = Date.now();
+    const id = crypto.randomUUID();
+    const selector = "cohort1";
+    const key = await newDkimKey(c.env, id, selector, "active", now);
+    const records = recordsFor(input.name, recordOptions(c.env, selector, key.public_key, input.custom_return_path ?? "send"));
+    const row: DomainRow = {
+      id, tenant_id: c.get("tenant"), name: input.name, status: "not_started", region: input.region ?? "us-east-1",
+      return_path: input.custom_return_path ?? "send", open_tracking: Number(input.open_tracking ?? false), click_tracking: Number(input.click_tracking ?? false),
+      tls: input.tls ?? "opportunistic", records: JSON.stringify(records), created_at: now, verified_at: null,
+    };
+    if ((await insertDomain(c.env.DB, row, key)) === "taken") throw new ApiError(409, "validation_error", `The domain ${input.name} is already registered.`);
+    const { object: _object, ...body } = full(row);
+    return c.json(body, 201);
+  });
+
+  r.get("/", async (c) => {
+    const rows = await listDomains(c.env.DB, c.get("tenant"));
+    return c.json({ object: "list", has_more: false, data: rows.map(summary) });
+  });
+
+  r.get("/:id", async (c) => c.json(full(await mine(c))));
+
+  r.patch("/:id", async (c) => {
+    const d = await mine(c);
+    const input = parseInput(UpdateDomainSchema, (await readJson(c, 16 * 1024)).value);
+    await updateDomain(c.env.DB, d.tenant_id, d.id, input);
+    return c.json({ object: "domain", id: d.id });
+  });
+
+  r.delete("/:id", async (c) => {
+    const d = await mine(c);
+    await deleteDomain(c.env.DB, d.tenant_id, d.id);
+    return c.json({ object: "domain", id: d.id, deleted: true });
+  });
+
+  r.post("/:id/verify", async (c) => {
+    const d = await mine(c);
+    const keys = await domainKeys(c.env.DB, d.id);
+    const v = await verifyDomain(c.env, d, keys);
+    await saveVerification(c.env.DB, d.id, v.records, v.status, Date.now());
+    if (v.promote) await promoteKey(c.env.DB, d.id, v.promote);
+    return c.json({ object: "domain", id: d.id });
+  });
+  return r;
+}
+
+/** POST /relay/domains/:id/rotate-dkim: a second selector to publish (see header). */
+export function domainRotationRoutes() {
+  const r = new Hono<AppEnv>();
+  r.post("/domains/:id/rotate-dkim", async (c) => {
+    const d = await mine(c);
+    const keys = await domainKeys(c.env.DB, d.id);
+    if (keys.some((k) => k.state === "next")) throw new ApiError(422, "validation_error", "A rotation is already waiting for its record to verify.");
+    const n = Math.max(0, ...keys.map((k) => Number(/(\d+)$/.exec(k.selector)?.[1] ?? 0))) + 1;
+    const key = await newDkimKey(c.env, d.id, `cohort${n}`, "next", Date.now());
+    await addKey(c.env.DB, key);
+    const [dkim] = recordsFor(d.name, recordOptions(c.env, key.selector, key.public_key, d.return_path));
+    const records = [...(JSON.parse(d.records) as unknown[]), dkim];
+    await saveVerification(c.env.DB, d.id, records as never, d.status, Date.now());
+    return c.json({ object: "domain", id: d.id, selector: key.selector, record: dkim }, 201);
+  });
+  return r;
+}

@@ -1,0 +1,135 @@
+/**
+ * Sending domains and their DKIM keys in D1 (migrations/0008).
+ *
+ * DESCRIPTION
+ *   insertDomain(db, d, key)     a new domain with its first (active) key; "taken" when another
+ *                                tenant (or this one) already has the name.
+ *   listDomains / getDomain      a tenant's domains; another tenant's id is not found.
+ *   updateDomain(db, t, id, f)   tracking and TLS settings.
+ *   deleteDomain(db, t, id)      the domain and its keys.
+ *   saveVerification(db, id, records, status, nowMs)  per-record and domain status after a check.
+ *   domainKeys / addKey / setKeyStates  the keys of a domain, for rotation.
+ *   sendingDomains(db, tenant, names)  of `names`, the tenant's verified domains with their
+ *                                active key (sealed): what the accept path may sign with.
+ *   keyAccess(db, hash)          a live key's tenant, role, permission and domain restriction.
+ */
+import type { DomainRecord, DomainStatus } from "../domains/records";
+
+export interface DomainRow {
+  id: string;
+  tenant_id: string;
+  name: string;
+  status: DomainStatus;
+  region: string;
+  return_path: string;
+  open_tracking: number;
+  click_tracking: number;
+  tls: string;
+  records: string;
+  created_at: number;
+  verified_at: number | null;
+}
+
+export interface KeyRow {
+  domain_id: string;
+  selector: string;
+  algorithm: string;
+  public_key: string;
+  private_sealed: string;
+  state: "active" | "next" | "retired";
+  created_at: number;
+}
+
+/** Inserts a domain and its first key; "taken" when the name is already claimed. */
+export async function insertDomain(db: D1Database, d: DomainRow, key: KeyRow): Promise<"ok" | "taken"> {
+  try {
+    await db.batch([
+      db.prepare("INSERT INTO domains (id, tenant_id, name, status, region, return_path, open_tracking, click_tracking, tls, records, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(d.id, d.tenant_id, d.name, d.status, d.region, d.return_path, d.open_tracking, d.click_tracking, d.tls, d.records, d.created_at),
+      db.prepare("INSERT INTO domain_keys (domain_id, selector, algorithm, public_key, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(key.domain_id, key.selector, key.algorithm, key.public_key, key.private_sealed, key.state, key.created_at),
+    ]);
+    return "ok";
+  } catch (e) {
+    if (/UNIQUE constraint failed: domains\.name/i.test(String(e instanceof Error ? e.message : e))) return "taken";
+    throw e;
+  }
+}
+
+export async function listDomains(db: D1Database, tenant: string): Promise<DomainRow[]> {
+  return (await db.prepare("SELECT * FROM domains WHERE tenant_id = ? ORDER BY created_at DESC, id DESC").bind(tenant).all<DomainRow>()).results;
+}
+
+export async function getDomain(db: D1Database, tenant: string, id: string): Promise<DomainRow | null> {
+  return db.prepare("SELECT * FROM domains WHERE id = ? AND tenant_id = ?").bind(id, tenant).first<DomainRow>();
+}
+
+export async function updateDomain(db: D1Database, tenant: string, id: string, f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string }): Promise<boolean> {
+  const r = await db.prepare(`UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking), tls = COALESCE(?, tls)
+    WHERE id = ? AND tenant_id = ?`).bind(f.open_tracking === undefined ? null : Number(f.open_tracking), f.click_tracking === undefined ? null : Number(f.click_tracking), f.tls ?? null, id, tenant).run();
+  return (r.meta.changes ?? 0) > 0;
+}
+
+export async function deleteDomain(db: D1Database, tenant: string, id: string): Promise<boolean> {
+  const [gone] = await db.batch([
+    db.prepare("DELETE FROM domains WHERE id = ? AND tenant_id = ?").bind(id, tenant),
+    db.prepare("DELETE FROM domain_keys WHERE domain_id = ? AND NOT EXISTS (SELECT 1 FROM domains WHERE id = ?)").bind(id, id),
+  ]);
+  return (gone!.meta.changes ?? 0) > 0;
+}
+
+export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number): Promise<void> {
+  await db.prepare("UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END WHERE id = ?")
+    .bind(JSON.stringify(records), status, status, nowMs, id).run();
+}
+
+export async function domainKeys(db: D1Database, domainId: string): Promise<KeyRow[]> {
+  return (await db.prepare("SELECT * FROM domain_keys WHERE domain_id = ? ORDER BY created_at").bind(domainId).all<KeyRow>()).results;
+}
+
+export async function addKey(db: D1Database, key: KeyRow): Promise<void> {
+  await db.prepare("INSERT INTO domain_keys (domain_id, selector, algorithm, public_key, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+    .bind(key.domain_id, key.selector, key.algorithm, key.public_key, key.private_sealed, key.state, key.created_at).run();
+}
+
+/** Promotes `next` to active and retires the former active key, in one batch. */
+export async function promoteKey(db: D1Database, domainId: string, selector: string): Promise<void> {
+  await db.batch([
+    db.prepare("UPDATE domain_keys SET state = 'retired' WHERE domain_id = ? AND state = 'active'").bind(domainId),
+    db.prepare("UPDATE domain_keys SET state = 'active' WHERE domain_id = ? AND selector = ?").bind(domainId, selector),
+  ]);
+}
+
+/** A verified sending domain of the tenant with its active key. */
+export interface SendingDomain {
+  id: string;
+  name: string;
+  selector: string;
+  algorithm: string;
+  private_sealed: string;
+}
+
+export async function sendingDomains(db: D1Database, tenant: string, names: readonly string[]): Promise<SendingDomain[]> {
+  if (names.length === 0) return [];
+  return (await db.prepare(`SELECT d.id, d.name, k.selector, k.algorithm, k.private_sealed FROM domains d
+      JOIN domain_keys k ON k.domain_id = d.id AND k.state = 'active'
+      WHERE d.tenant_id = ? AND d.status = 'verified' AND d.name IN (SELECT value FROM json_each(?))`)
+    .bind(tenant, JSON.stringify(names)).all<SendingDomain>()).results;
+}
+
+/** What a live key may do. */
+export interface KeyAccess {
+  id: string;
+  tenant: string;
+  role: "tenant" | "operator";
+  permission: "full_access" | "sending_access";
+  domainId: string | null;
+  domainName: string | null;
+}
+
+export async function keyAccess(db: D1Database, keyHash: string): Promise<KeyAccess | null> {
+  const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name FROM api_keys k
+      LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`)
+    .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null }>();
+  return row ? { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name } : null;
+}

@@ -1,0 +1,74 @@
+/**
+ * Who may send as which domain, and with which DKIM key (the accept path's sender policy).
+ *
+ * DESCRIPTION
+ *   new SenderPolicy(env, tenant, key)  one per request.
+ *   authorize(domain)   the DKIM signers to use for mail from `domain`, or an ApiError:
+ *     - a sending_access key restricted to a domain sends only from it (401 restricted_api_key);
+ *     - a domain the tenant verified signs with its own active key (decrypted here; the private
+ *       key never leaves the worker);
+ *     - under COHORT_ENV development or test an unverified domain may send (signed with the
+ *       operator's DKIM_KEYS when they cover it); `unverified` lists them, and the response says
+ *       so in the Cohort-Unverified-Domains header;
+ *     - an operator key may send from a domain of the operator's DKIM_KEYS;
+ *     - anything else is 403 validation_error, Resend's "The … domain is not verified".
+ *   withNotice(res)     the response with the Cohort-Unverified-Domains header when any.
+ *
+ * INVARIANTS
+ *   In production a tenant's mail is signed only with a key of a domain it verified, never with
+ *   the operator's keys or another tenant's.
+ */
+import { sendingDomains, type KeyAccess } from "../db/domains";
+import type { DkimSigner } from "../mail";
+import { ApiError } from "../api/errors";
+import { signersFor } from "../api/signing";
+import { openSecret, secretsKey } from "../webhooks/secrets";
+import { isLocal } from "../config-check";
+
+export class SenderPolicy {
+  readonly unverified = new Set<string>();
+  private readonly seen = new Map<string, Promise<DkimSigner[]>>();
+
+  constructor(private readonly env: Env, private readonly tenant: string, private readonly key: KeyAccess | undefined) {}
+
+  /** See the header. `domain` is an ASCII domain (punycode), any case. */
+  authorize(domain: string): Promise<DkimSigner[]> {
+    const d = domain.toLowerCase();
+    let p = this.seen.get(d);
+    if (!p) {
+      p = this.decide(d);
+      this.seen.set(d, p);
+    }
+    return p;
+  }
+
+  private async decide(domain: string): Promise<DkimSigner[]> {
+    const key = this.key;
+    if (key?.permission === "sending_access" && key.domainId !== null && key.domainName !== domain) {
+      throw new ApiError(401, "restricted_api_key", `This API key may only send from ${key.domainName ?? "its domain (which no longer exists)"}.`);
+    }
+    const [own] = await sendingDomains(this.env.DB, this.tenant, [domain]);
+    if (own) {
+      const privateKey = await openSecret(await secretsKey(this.env), own.private_sealed);
+      return [{ domain, selector: own.selector, algorithm: own.algorithm as DkimSigner["algorithm"], privateKey, signTime: new Date() }];
+    }
+    if (isLocal(this.env)) {
+      this.unverified.add(domain);
+      return signersFor(this.env, domain);
+    }
+    if (key?.role === "operator") {
+      const operatorKeys = signersFor(this.env, domain);
+      if (operatorKeys.length > 0) return operatorKeys;
+    }
+    throw new ApiError(403, "validation_error", `The ${domain} domain is not verified. Please, add and verify your domain (POST /domains, then POST /domains/:id/verify).`);
+  }
+
+  /** `res` with the Cohort-Unverified-Domains header when unverified domains were let through. */
+  withNotice(res: Response): Response {
+    if (this.unverified.size === 0) return res;
+    const out = new Response(res.body, res);
+    out.headers.set("Cohort-Unverified-Domains", [...this.unverified].sort().join(", "));
+    out.headers.set("Cohort-Warning", "sent from a domain that is not verified: allowed only under COHORT_ENV development or test");
+    return out;
+  }
+}
