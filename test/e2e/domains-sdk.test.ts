@@ -100,6 +100,27 @@ describe("the resend SDK against the relay", () => {
     expect(result.results.map((r) => ({ result: r.status.result, domain: r.signingDomain }))).toEqual([{ result: "pass", domain: "sdk-mail.test" }]);
   });
 
+  it("rotates the DKIM key: a second selector to publish, signing with it once verified, the old record retired", async () => {
+    const res = await fetch(`${server.url}/relay/domains/${domainId}/rotate-dkim`, { method: "POST", headers: { authorization: `Bearer ${server.key}` } });
+    expect(res.status).toBe(201);
+    const { selector, record } = await res.json() as { selector: string; record: { name: string; value: string } };
+    expect(selector).toBe("cohort2");
+    // Until the new record is published and verified, the old key keeps signing.
+    await resend.domains.verify(domainId);
+    expect((await resend.domains.get(domainId)).data!.records.map((r) => r.name)).toContain("cohort2._domainkey");
+    zone.set(`${record.name}.sdk-mail.test`, { TXT: [record.value] });
+    await resend.domains.verify(domainId);
+    const names = (await resend.domains.get(domainId)).data!.records.map((r) => r.name);
+    expect(names).toContain("cohort2._domainkey");
+    expect(names).not.toContain("cohort1._domainkey");
+    catcher.messages.length = 0;
+    await resend.emails.send({ from: "team@sdk-mail.test", to: ["rotated@example.com"], subject: "rotated", text: "hi" });
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && !catcher.messages.some((m) => m.rcptTo.includes("rotated@example.com"))) await new Promise((r) => setTimeout(r, 200));
+    const text = Buffer.from(catcher.messages.find((m) => m.rcptTo.includes("rotated@example.com"))!.body, "base64").toString("latin1");
+    expect(text).toMatch(/\bs=cohort2;/);
+  });
+
   it("apiKeys.create / list / remove: a removed key is refused on its next request", async () => {
     const created = await resend.apiKeys.create({ name: "from-sdk", permission: "sending_access", domain_id: domainId });
     expect(created.error).toBeNull();
