@@ -134,6 +134,32 @@ describe("the resend SDK against the relay", () => {
     expect((await restricted.emails.send({ from: "a@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t" })).error).toMatchObject({ name: "invalid_api_key" });
   });
 
+  it("emails.send with an attachment by path: the relay fetches it (loopback http is allowed in development only)", async () => {
+    const bytes = Buffer.from("%PDF-1.4 fixture bytes\n");
+    const files = createServer((req, res) => {
+      if (req.url === "/files/invoice.pdf") res.writeHead(200, { "content-type": "application/pdf" }).end(bytes);
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => files.listen(0, "127.0.0.1", r));
+    const base = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
+    try {
+      catcher.messages.length = 0;
+      const sent = await resend.emails.send({ from: "team@sdk-mail.test", to: ["invoice@example.com"], subject: "invoice", text: "attached", attachments: [{ path: `${base}/files/invoice.pdf` }] });
+      expect(sent.error).toBeNull();
+      const missing = await resend.emails.send({ from: "team@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t", attachments: [{ path: `${base}/nope.pdf` }] });
+      expect(missing.error).toMatchObject({ name: "invalid_attachment", message: expect.stringMatching(/HTTP 404/) });
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && !catcher.messages.some((m) => m.rcptTo.includes("invoice@example.com"))) await new Promise((r) => setTimeout(r, 200));
+      const raw = Buffer.from(catcher.messages.find((m) => m.rcptTo.includes("invoice@example.com"))!.body, "base64");
+      const { default: PostalMime } = await import("postal-mime");
+      const parsed = await PostalMime.parse(raw);
+      expect(parsed.attachments.map((a) => ({ filename: a.filename, mimeType: a.mimeType }))).toEqual([{ filename: "invoice.pdf", mimeType: "application/pdf" }]);
+      expect(Buffer.from(parsed.attachments[0]!.content as ArrayBuffer)).toEqual(bytes);
+    } finally {
+      await new Promise<void>((r) => files.close(() => r()));
+    }
+  });
+
   it("domains.remove", async () => {
     expect((await resend.domains.remove(domainId)).data).toEqual({ object: "domain", id: domainId, deleted: true });
     expect((await resend.domains.get(domainId)).error).toMatchObject({ name: "not_found" });

@@ -16,6 +16,7 @@ import { newMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { MessageSummary, NewMessage } from "../../durable-objects/storage/outbox-types";
 import { compose, isMailInputError, parseMailbox, signDkim } from "../mail";
 import type { SenderPolicy } from "../domains/sender";
+import { fetchPathAttachments } from "./path-attachments";
 import { ApiError } from "./errors";
 import { parseScheduledAt, type Limits } from "./limits";
 import type { SendEmail } from "./schemas";
@@ -92,9 +93,10 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   }
   // The sender is checked before anything is composed: an unverified domain costs no CPU.
   const signers = await ctx.sender.authorize(fromDomain);
+  const attachments = await fetchPathAttachments(env, input.attachments, ctx.limits.maxMessageBytes);
   let composed;
   try {
-    composed = compose(input, { now: new Date(ctx.nowMs), messageId: id });
+    composed = compose({ ...input, attachments }, { now: new Date(ctx.nowMs), messageId: id });
   } catch (e) {
     throw mailError(e);
   }
