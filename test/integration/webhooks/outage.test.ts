@@ -5,13 +5,16 @@
  * off as a whole meanwhile.
  */
 import { env } from "cloudflare:test";
-import { expect, it } from "vitest";
+import { expect, it, vi } from "vitest";
 import { eventually, newKey } from "../helpers";
 import { createEndpoint, deliveredIds, logWhen, newReceiver, readFeed, send } from "./hooks";
 
 const sendMany = (key: string, from: number, n: number) => Promise.all(Array.from({ length: n }, (_, i) => send(key, { to: `user${from + i}@sink.test` })));
 
 it("delivers every event after an outage, duplicates under the same webhook-id", async () => {
+  // What the relay itself logs meanwhile: one structured line per failed attempt, no stack trace.
+  const lines: string[] = [];
+  const spies = (["log", "warn", "error"] as const).map((level) => vi.spyOn(console, level).mockImplementation((...a: unknown[]) => { lines.push(a.map(String).join(" ")); }));
   const key = await newKey("outage");
   const receiver = await newReceiver();
   const ep = await createEndpoint(key, receiver.url);
@@ -44,4 +47,9 @@ it("delivers every event after an outage, duplicates under the same webhook-id",
   }
   const dl = await env.DB.prepare("SELECT count(*) AS n FROM webhook_dead_letters WHERE endpoint_id = ?").bind(ep.id).first<{ n: number }>();
   expect(dl!.n).toBe(0);
+  for (const s of spies) s.mockRestore();
+  const failed = lines.filter((l) => l.includes("webhooks: attempt failed")).map((l) => JSON.parse(l) as Record<string, unknown>);
+  expect(failed.length).toBeGreaterThan(0);
+  for (const f of failed) expect(f).toMatchObject({ endpoint: ep.id, event: expect.stringMatching(/^evt_/), attempt: expect.any(Number), error: "network" });
+  expect(lines.filter((l) => /\n\s+at |Error: .*\n/.test(l))).toEqual([]); // no stack trace
 });
