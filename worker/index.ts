@@ -39,23 +39,24 @@ export default {
   // secret is missing or malformed (config-check.ts): requests get a 503 naming it, queue batches
   // are retried later, the cron waits.
   fetch: (request, env, ctx) => {
-    const problems = configProblems(env);
+    const metered = meterFetch(request, env);
+    const problems = configProblems(metered);
     if (problems.length > 0) return notConfigured(problems);
-    return app.fetch(request, meterFetch(request, env), ctx);
+    return app.fetch(request, metered, ctx);
   },
-  queue: (batch, env, _ctx) => {
-    const problems = configProblems(env);
+  queue: (batch, env, _ctx) => meterQueue(batch, env, (b, metered) => {
+    const problems = configProblems(metered);
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
-    return meterQueue(batch, env, (b, metered) => (b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
-      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered)));
-  },
+    return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
+      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered);
+  }),
   scheduled: (controller, env, ctx) => {
-    const problems = configProblems(env);
+    const metered = meterScheduled(env);
+    const problems = configProblems(metered);
     if (problems.length > 0) {
       console.error(JSON.stringify({ error: "the relay is not configured; the sweepers wait", problems }));
       return;
     }
-    const metered = meterScheduled(env);
     ctx.waitUntil(wakeSweepers(metered));
     ctx.waitUntil(purgeD1(metered, controller.scheduledTime));
   },
