@@ -30,9 +30,11 @@ export function requireApiKey(): MiddlewareHandler<{ Bindings: Env; Variables: {
     if (!m) {
       throw new ApiError(401, "missing_api_key", "Missing API key in the authorization header. Include the following header in the request: Authorization: Bearer YOUR_API_KEY");
     }
-    const access = await keyAccess(c.env.DB, await hashApiKey(m[1]!));
+    const sending = SEND_ONLY.has(`${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`);
+    // On the send endpoints the same query brings the tenant's verified domains (domains/sender.ts).
+    const access = await keyAccess(c.env.DB, await hashApiKey(m[1]!), sending);
     if (access === null) throw new ApiError(403, "invalid_api_key", "API key is invalid.");
-    if (access.permission === "sending_access" && !SEND_ONLY.has(`${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`)) {
+    if (access.permission === "sending_access" && !sending) {
       throw new ApiError(401, "restricted_api_key", "This API key is restricted to only send emails.");
     }
     c.set("tenant", access.tenant);

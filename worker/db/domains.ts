@@ -11,7 +11,10 @@
  *   domainKeys / addKey / setKeyStates  the keys of a domain, for rotation.
  *   sendingDomains(db, tenant, names)  of `names`, the tenant's verified domains with their
  *                                active key (sealed): what the accept path may sign with.
- *   keyAccess(db, hash)          a live key's tenant, role, permission and domain restriction.
+ *   keyAccess(db, hash, withDomains)  a live key's tenant, role, permission and domain restriction,
+ *                                and with `withDomains` (the send endpoints) the tenant's verified
+ *                                domains with their active selector, in the same query.
+ *   sealedKey(db, domainId, selector)  the sealed private key of one domain key.
  */
 import type { DomainRecord, DomainStatus } from "../domains/records";
 
@@ -117,6 +120,14 @@ export async function sendingDomains(db: D1Database, tenant: string, names: read
     .bind(tenant, JSON.stringify(names)).all<SendingDomain>()).results;
 }
 
+/** A verified domain of the key's tenant and its active DKIM selector. */
+export interface VerifiedDomain {
+  id: string;
+  name: string;
+  selector: string;
+  algorithm: string;
+}
+
 /** What a live key may do. */
 export interface KeyAccess {
   id: string;
@@ -125,11 +136,25 @@ export interface KeyAccess {
   permission: "full_access" | "sending_access";
   domainId: string | null;
   domainName: string | null;
+  /** The tenant's verified domains (send endpoints only; null when not asked for). */
+  verified: VerifiedDomain[] | null;
 }
 
-export async function keyAccess(db: D1Database, keyHash: string): Promise<KeyAccess | null> {
-  const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name FROM api_keys k
+export async function keyAccess(db: D1Database, keyHash: string, withDomains = false): Promise<KeyAccess | null> {
+  const domains = withDomains
+    ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm)) FROM domains vd
+         JOIN domain_keys vk ON vk.domain_id = vd.id AND vk.state = 'active' WHERE vd.tenant_id = k.tenant_id AND vd.status = 'verified')`
+    : "NULL";
+  const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified FROM api_keys k
       LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`)
-    .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null }>();
-  return row ? { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name } : null;
+    .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null }>();
+  if (!row) return null;
+  const verified = row.verified === null ? null
+    : (JSON.parse(row.verified) as [string, string, string, string][]).map(([id, name, selector, algorithm]) => ({ id, name, selector, algorithm }));
+  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified };
+}
+
+/** The sealed private key of one domain key, or null. */
+export async function sealedKey(db: D1Database, domainId: string, selector: string): Promise<string | null> {
+  return db.prepare("SELECT private_sealed FROM domain_keys WHERE domain_id = ? AND selector = ?").bind(domainId, selector).first<string>("private_sealed");
 }

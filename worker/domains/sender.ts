@@ -18,7 +18,10 @@
  *   In production a tenant's mail is signed only with a key of a domain it verified, never with
  *   the operator's keys or another tenant's.
  */
-import { sendingDomains, type KeyAccess } from "../db/domains";
+import { sealedKey, sendingDomains, type KeyAccess } from "../db/domains";
+
+/** Decrypted domain keys by "domainId/selector" (see privateKey). */
+const DECRYPTED = new Map<string, string>();
 import type { DkimSigner } from "../mail";
 import { ApiError } from "../api/errors";
 import { signersFor } from "../api/signing";
@@ -47,9 +50,10 @@ export class SenderPolicy {
     if (key?.permission === "sending_access" && key.domainId !== null && key.domainName !== domain) {
       throw new ApiError(401, "restricted_api_key", `This API key may only send from ${key.domainName ?? "its domain (which no longer exists)"}.`);
     }
-    const [own] = await sendingDomains(this.env.DB, this.tenant, [domain]);
+    const own = this.key?.verified ? this.key.verified.find((d) => d.name === domain)
+      : (await sendingDomains(this.env.DB, this.tenant, [domain]))[0];
     if (own) {
-      const privateKey = await openSecret(await secretsKey(this.env), own.private_sealed);
+      const privateKey = await this.privateKey(own.id, own.selector, "private_sealed" in own ? own.private_sealed as string : null);
       return [{ domain, selector: own.selector, algorithm: own.algorithm as DkimSigner["algorithm"], privateKey, signTime: new Date() }];
     }
     if (isLocal(this.env)) {
@@ -61,6 +65,22 @@ export class SenderPolicy {
       if (operatorKeys.length > 0) return operatorKeys;
     }
     throw new ApiError(403, "validation_error", `The ${domain} domain is not verified. Please, add and verify your domain (POST /domains, then POST /domains/:id/verify).`);
+  }
+
+  /**
+   * A domain key's private half, decrypted once per isolate: keyed by domain and selector, which
+   * the caller has just read as active, so a deleted domain or a retired key is never used.
+   */
+  private async privateKey(domainId: string, selector: string, sealed: string | null): Promise<string> {
+    const id = `${domainId}/${selector}`;
+    const hit = DECRYPTED.get(id);
+    if (hit !== undefined) return hit;
+    const s = sealed ?? await sealedKey(this.env.DB, domainId, selector);
+    if (s === null) throw new ApiError(403, "validation_error", "The domain's signing key is gone; verify the domain again.");
+    const pem = await openSecret(await secretsKey(this.env), s);
+    if (DECRYPTED.size >= 1000) DECRYPTED.clear();
+    DECRYPTED.set(id, pem);
+    return pem;
   }
 
   /** `res` with the Cohort-Unverified-Domains header when unverified domains were let through. */
