@@ -16,6 +16,8 @@ import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
 
 /** name → TXT strings / MX hosts the fixture answers; everything else NXDOMAIN. */
 const zone = new Map<string, { TXT?: string[]; MX?: string[] }>();
+/** While set, the fixture answers SERVFAIL to everything (a resolver outage). */
+let servfail = false;
 let doh: Server;
 let dohUrl: string;
 let server: DevServer;
@@ -28,7 +30,7 @@ beforeAll(async () => {
     const name = (u.searchParams.get("name") ?? "").replace(/\.$/, "").toLowerCase();
     const type = u.searchParams.get("type") as "TXT" | "MX";
     const data = zone.get(name)?.[type];
-    const body = data === undefined ? { Status: 3 } : {
+    const body = servfail ? { Status: 2 } : data === undefined ? { Status: 3 } : {
       Status: 0,
       Answer: data.map((d) => ({ name: `${name}.`, type: type === "TXT" ? 16 : 15, TTL: 60, data: type === "TXT" ? `"${d}"` : `10 ${d}.` })),
     };
@@ -100,14 +102,29 @@ describe("the resend SDK against the relay", () => {
     expect(result.results.map((r) => ({ result: r.status.result, domain: r.signingDomain }))).toEqual([{ result: "pass", domain: "sdk-mail.test" }]);
   });
 
+  it("a resolver outage during verify leaves a verified domain verified (the records say temporary_failure)", async () => {
+    servfail = true;
+    try {
+      await resend.domains.verify(domainId);
+    } finally {
+      servfail = false;
+    }
+    const got = (await resend.domains.get(domainId)).data!;
+    expect(got.status).toBe("verified");
+    expect(got.records.map((r) => r.status)).toEqual(["temporary_failure", "temporary_failure", "temporary_failure", "temporary_failure"]);
+  });
+
   it("rotates the DKIM key: a second selector to publish, signing with it once verified, the old record retired", async () => {
     const res = await fetch(`${server.url}/relay/domains/${domainId}/rotate-dkim`, { method: "POST", headers: { authorization: `Bearer ${server.key}` } });
     expect(res.status).toBe(201);
     const { selector, record } = await res.json() as { selector: string; record: { name: string; value: string } };
     expect(selector).toBe("cohort2");
-    // Until the new record is published and verified, the old key keeps signing.
+    // Until the new record is published and verified, the old key keeps signing, and the domain
+    // stays verified (its sending does not stop while the new record propagates).
     await resend.domains.verify(domainId);
-    expect((await resend.domains.get(domainId)).data!.records.map((r) => r.name)).toContain("cohort2._domainkey");
+    const waiting = (await resend.domains.get(domainId)).data!;
+    expect(waiting.records.map((r) => r.name)).toContain("cohort2._domainkey");
+    expect(waiting.status).toBe("verified");
     zone.set(`${record.name}.sdk-mail.test`, { TXT: [record.value] });
     await resend.domains.verify(domainId);
     const names = (await resend.domains.get(domainId)).data!.records.map((r) => r.name);

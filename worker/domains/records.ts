@@ -10,13 +10,18 @@
  *   judgeRecord(rec, found) a record's status from what DNS answered for its name: "verified"
  *                           when a matching value is there, "failed" when the name answered
  *                           without it, "temporary_failure" when the lookup itself failed.
- *   domainStatus(records)   the domain's status: "verified" when every required record (DKIM,
+ *   domainStatus(records, o?)  the domain's status: "verified" when every required record (DKIM,
  *                           SPF MX and TXT) is verified, "partially_verified" when some are,
  *                           "pending" while a lookup failed and none verified, else "failed".
+ *                           o.rotating: the name of a rotation's new DKIM record, which does not
+ *                           count until it verifies (the old selector signs meanwhile); o.previous:
+ *                           the status before this check, so that a verified domain whose lookups
+ *                           failed for a moment (none found missing) stays verified.
  *   txtValue(data)          a DoH TXT answer's text: its quoted strings joined.
  *
  * INVARIANTS
  *   The DMARC record is a suggestion: its status is reported, it never decides the domain's.
+ *   Only a record found missing or wrong demotes a verified domain (and stops its sending).
  */
 
 export type RecordStatus = "not_started" | "pending" | "verified" | "failed" | "temporary_failure";
@@ -85,11 +90,13 @@ export function judgeRecord(rec: DomainRecord, found: Found): RecordStatus {
 }
 
 /** The domain's status from its records' (see header). */
-export function domainStatus(records: readonly DomainRecord[]): DomainStatus {
-  const required = records.filter((r) => r.record !== "DMARC");
+export function domainStatus(records: readonly DomainRecord[], o: { rotating?: string; previous?: DomainStatus } = {}): DomainStatus {
+  const required = records.filter((r) => r.record !== "DMARC" && !(r.record === "DKIM" && r.name === o.rotating && r.status !== "verified"));
   if (required.every((r) => r.status === "not_started")) return "not_started";
   const ok = required.filter((r) => r.status === "verified").length;
   if (ok === required.length) return "verified";
+  const unknown = required.filter((r) => r.status === "temporary_failure" || r.status === "pending").length;
+  if (o.previous === "verified" && ok + unknown === required.length) return "verified";
   if (ok > 0) return "partially_verified";
-  return required.some((r) => r.status === "temporary_failure" || r.status === "pending") ? "pending" : "failed";
+  return unknown > 0 ? "pending" : "failed";
 }

@@ -9,7 +9,9 @@
  *                        RETURN_PATH_MX (default feedback.<HELO_NAME>) and SPF_RECORD.
  *   verifyDomain(env, row, keys)  looks every record up (DoH JSON at DOH_RESOLVER_URL), judges
  *                        each, and returns the records, the domain's status and the selector of a
- *                        rotation key that just verified (to promote), if any.
+ *                        rotation key that just verified (to promote), if any. A rotation's record
+ *                        not yet published, or a lookup that failed, leaves a verified domain
+ *                        verified (records.ts domainStatus).
  */
 import type { DomainRow, KeyRow } from "../db/domains";
 import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
@@ -68,5 +70,6 @@ export async function verifyDomain(env: Env, row: DomainRow, keys: KeyRow[]): Pr
   // Once the rotation's selector verifies, the old selector's record is no longer needed.
   const active = keys.find((k) => k.state === "active");
   const kept = nextOk && active ? checked.filter((r) => !(r.record === "DKIM" && r.name === `${active.selector}._domainkey`)) : checked;
-  return { records: kept, status: domainStatus(kept), promote: nextOk ? next!.selector : null };
+  const rotating = next !== undefined && !nextOk ? `${next.selector}._domainkey` : undefined;
+  return { records: kept, status: domainStatus(kept, { rotating, previous: row.status }), promote: nextOk ? next!.selector : null };
 }
