@@ -109,6 +109,38 @@ describe("sending only from verified domains (production)", () => {
     expect((await api(op, "POST", "/emails", email({ from: "x@signed.test" }))).status).toBe(200);
   });
 
+  it("a domain another tenant verified is never sent through a fallback: not in development, not with the operator's DKIM_KEYS", async () => {
+    // Tenant A verified mail.acme-a.test above: development lets unverified domains through, not A's.
+    const dev = await api(b, "POST", "/emails", email({ from: "ceo@mail.acme-a.test" }), development);
+    expect(dev.status).toBe(403);
+    expect(await dev.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/) });
+    const devRaw = await api(b, "POST", "/relay/messages/raw", { mail_from: "ceo@mail.acme-a.test", rcpt_to: "x@example.com", message: "From: b@b.test\r\n\r\nhi" }, development);
+    expect(devRaw.status).toBe(403);
+    // A tenant verified signed.test (a DKIM_KEYS domain): the operator's key no longer covers it,
+    // and the tenant's mail is signed with the tenant's own key, not the operator's.
+    const claimed = await (await api(a, "POST", "/domains", { name: "signed.test" })).json<{ id: string }>();
+    await markVerified(claimed.id);
+    const op = await newKey("operator-y");
+    await setKeyRole(env.DB, await hashApiKey(op), "operator");
+    expect((await api(op, "POST", "/emails", email({ from: "x@signed.test" }))).status).toBe(403);
+    expect((await api(op, "POST", "/emails", email({ from: "x@signed.test" }), development)).status).toBe(403);
+    const own = await api(a, "POST", "/emails", email({ from: "x@signed.test" }));
+    expect(own.status).toBe(200);
+    const text = new TextDecoder().decode(await storedBody((await own.json<{ id: string }>()).id));
+    const signatures = text.match(/^DKIM-Signature: [^]*?(?=\r\n[^ \t])/gm)!;
+    expect(signatures).toHaveLength(1);
+    expect(signatures[0]).toMatch(/\bd=signed\.test;/);
+    expect(signatures[0]).toMatch(/\bs=cohort1;/);
+  });
+
+  it("a deleted domain stops sending and signing on the next request", async () => {
+    const d = await (await api(a, "POST", "/domains", { name: "brief.acme-a.test" })).json<{ id: string }>();
+    await markVerified(d.id);
+    expect((await api(a, "POST", "/emails", email({ from: "x@brief.acme-a.test" }))).status).toBe(200);
+    await api(a, "DELETE", `/domains/${d.id}`);
+    expect((await api(a, "POST", "/emails", email({ from: "x@brief.acme-a.test" }))).status).toBe(403);
+  });
+
   it("in development an unverified domain may send, and the response says so", async () => {
     const res = await api(b, "POST", "/emails", email({ from: "dev@unverified.test" }), development);
     expect(res.status).toBe(200);

@@ -1,6 +1,7 @@
 /**
  * The operator's DKIM keys (the DKIM_KEYS secret): the fallback of domains/sender.ts for the
- * operator's own domains (and, under COHORT_ENV development or test, for any sender).
+ * operator's own domains (and, under COHORT_ENV development or test, for any sender), never for a
+ * domain a tenant has verified.
  *
  * DESCRIPTION
  *   signersFor(env, domain)  the DKIM signers configured for a sender domain, from the secret

@@ -15,6 +15,8 @@
  *                                and with `withDomains` (the send endpoints) the tenant's verified
  *                                domains with their active selector, in the same query.
  *   sealedKey(db, domainId, selector)  the sealed private key of one domain key.
+ *   verifiedElsewhere(db, tenant, name)  whether another tenant has verified `name` (one row
+ *                                read by the unique name).
  */
 import type { DomainRecord, DomainStatus } from "../domains/records";
 
@@ -157,4 +159,9 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
 /** The sealed private key of one domain key, or null. */
 export async function sealedKey(db: D1Database, domainId: string, selector: string): Promise<string | null> {
   return db.prepare("SELECT private_sealed FROM domain_keys WHERE domain_id = ? AND selector = ?").bind(domainId, selector).first<string>("private_sealed");
+}
+
+/** Whether a tenant other than `tenant` has verified the domain `name`. */
+export async function verifiedElsewhere(db: D1Database, tenant: string, name: string): Promise<boolean> {
+  return (await db.prepare("SELECT 1 AS x FROM domains WHERE name = ? AND tenant_id != ? AND status = 'verified'").bind(name, tenant).first<{ x: number }>()) !== null;
 }

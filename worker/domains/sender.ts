@@ -7,6 +7,7 @@
  *     - a sending_access key restricted to a domain sends only from it (401 restricted_api_key);
  *     - a domain the tenant verified signs with its own active key (decrypted here; the private
  *       key never leaves the worker);
+ *     - a domain another tenant verified is refused to everyone else, whatever follows;
  *     - under COHORT_ENV development or test an unverified domain may send (signed with the
  *       operator's DKIM_KEYS when they cover it); `unverified` lists them, and the response says
  *       so in the Cohort-Unverified-Domains header;
@@ -18,7 +19,7 @@
  *   In production a tenant's mail is signed only with a key of a domain it verified, never with
  *   the operator's keys or another tenant's.
  */
-import { sealedKey, sendingDomains, type KeyAccess } from "../db/domains";
+import { sealedKey, sendingDomains, verifiedElsewhere, type KeyAccess } from "../db/domains";
 
 /** Decrypted domain keys by "domainId/selector" (see privateKey). */
 const DECRYPTED = new Map<string, string>();
@@ -27,6 +28,11 @@ import { ApiError } from "../api/errors";
 import { signersFor } from "../api/signing";
 import { openSecret, secretsKey } from "../webhooks/secrets";
 import { isLocal } from "../config-check";
+
+/** Resend's 403 for a sender domain the tenant has not verified. */
+function notVerified(domain: string): ApiError {
+  return new ApiError(403, "validation_error", `The ${domain} domain is not verified. Please, add and verify your domain (POST /domains, then POST /domains/:id/verify).`);
+}
 
 export class SenderPolicy {
   readonly unverified = new Set<string>();
@@ -56,6 +62,10 @@ export class SenderPolicy {
       const privateKey = await this.privateKey(own.id, own.selector, "private_sealed" in own ? own.private_sealed as string : null);
       return [{ domain, selector: own.selector, algorithm: own.algorithm as DkimSigner["algorithm"], privateKey, signTime: new Date() }];
     }
+    // The fallbacks below (development, the operator's DKIM_KEYS) never cover a domain that
+    // another tenant proved it owns: one row read, only on these paths.
+    const fallback = isLocal(this.env) || key?.role === "operator";
+    if (fallback && await verifiedElsewhere(this.env.DB, this.tenant, domain)) throw notVerified(domain);
     if (isLocal(this.env)) {
       this.unverified.add(domain);
       return signersFor(this.env, domain);
@@ -64,7 +74,7 @@ export class SenderPolicy {
       const operatorKeys = signersFor(this.env, domain);
       if (operatorKeys.length > 0) return operatorKeys;
     }
-    throw new ApiError(403, "validation_error", `The ${domain} domain is not verified. Please, add and verify your domain (POST /domains, then POST /domains/:id/verify).`);
+    throw notVerified(domain);
   }
 
   /**
