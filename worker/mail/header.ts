@@ -95,15 +95,18 @@ export function unstructuredTokens(text: string): string[] {
 }
 
 /**
- * Renders `Name: tok tok …`, folding (CRLF SP) before a token when the line would pass 78 columns.
- * Empty tokens never start a continuation line (a whitespace-only line is obsolete syntax).
+ * Renders `Name: tok tok …`, folding (CRLF SP) before a token when the line would pass 78 columns,
+ * also before the first one (`Name:` alone on its line; a full 72-column encoded word after
+ * `Subject: ` would make 81). Empty tokens never start a continuation line (a whitespace-only
+ * line is obsolete syntax).
  */
 export function foldHeader(name: string, tokens: readonly string[]): string {
   const lines: string[] = [];
   let cur = `${name}:`;
   let hasToken = false;
   for (const tok of tokens) {
-    if (hasToken && tok !== "" && cur.length + 1 + tok.length > PREFERRED_LINE) {
+    // Before the first token only when that makes it fit (a long literal word stays after the name).
+    if (tok !== "" && cur.length + 1 + tok.length > PREFERRED_LINE && (hasToken || 1 + tok.length <= PREFERRED_LINE)) {
       lines.push(cur);
       cur = ` ${tok}`;
     } else {

@@ -92,6 +92,15 @@ describe("header encoding", () => {
     );
   });
 
+  it("folds before a first encoded word that would pass 78 columns after the field name (found by the property above)", () => {
+    const text = "א 👨‍👩‍👧ء👨‍👩‍👧\t\t";
+    const field = foldHeader("Subject", unstructuredTokens(text));
+    expect(field.startsWith("Subject:\r\n =?UTF-8?B?")).toBe(true);
+    for (const line of field.split("\r\n")) expect(line.length).toBeLessThanOrEqual(78);
+    expect(decodeWords(field.replace(/\r\n/g, "").slice("Subject: ".length))).toBe(text);
+    expect(foldHeader("Subject", ["x".repeat(100)])).toBe(`Subject: ${"x".repeat(100)}`); // nothing gained by folding
+  });
+
   it.each([
     { name: "short ASCII", value: "a.pdf", want: ['filename="a.pdf"'] },
     { name: "quotes and backslashes", value: 'a"b\\c', want: ['filename="a\\"b\\\\c"'] },
