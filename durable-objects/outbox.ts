@@ -20,15 +20,17 @@
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
  *                     (postsuper -h/-H/-r/-d), see storage/outbox-control.ts.
  *   complaint         a feedback-loop complaint about a delivered recipient (email.complained).
- *   ensureSweep/alarm the sweeper: after OUTBOX_GRACE_SECONDS it re-triggers classification of
- *                     messages that never got classified or whose events never reached the D1
- *                     index, triggers scheduled messages when due, deletes orphan bodies, and
- *                     after MESSAGE_RETENTION_DAYS forgets finished messages (rows and bodies).
- *                     It runs only while there is work for it (storage/outbox-sweep.ts).
+ *   ensureSweep/alarm the sweeper (storage/outbox-alarm.ts): after OUTBOX_GRACE_SECONDS it
+ *                     re-triggers classification of lost messages, triggers scheduled messages
+ *                     when due, deletes orphan bodies, forgets finished messages after
+ *                     MESSAGE_RETENTION_DAYS; and it forwards events that waited
+ *                     INDEX_LAG_SECONDS for the delivery stage's index write. It runs only
+ *                     while there is work for it.
  *
  * INVARIANTS
  *   Every state change is written before anything is sent (queue, R2 delete), and every message
- *   that changed is handed to the classify queue, whose consumer keeps the D1 index in step.
+ *   that changed reaches the D1 index: through the classify queue, or (admitted to an active
+ *   queue) with the delivery stage's write, or the sweeper's after INDEX_LAG_SECONDS.
  */
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
@@ -36,12 +38,13 @@ import { shardOf } from "./storage/outbox-ids";
 import { admitPlan } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong, dueForClassify,
-  insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage, unindexed,
+  applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
+  insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
-import { deleteDoneBodies, graceMsOf, nextSweepAt, purgeFinished, rememberShard, retentionMs, sweepOrphanBodies } from "./storage/outbox-sweep";
+import { deleteDoneBodies, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
+import { OutboxAlarm } from "./storage/outbox-alarm";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyJob, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, IdempotencyClaim,
@@ -52,11 +55,13 @@ export type { AcceptResult, ChangeResult, ClassifyJob, ControlResult } from "./s
 
 export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  private readonly sweeper: OutboxAlarm;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
+    this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => this.enqueue(ids), (now) => this.sendNotices(now));
     ctx.blockConcurrencyWhile(async () => {
       migrateOutbox(this.sql);
       migrateDsn(this.sql);
@@ -111,20 +116,26 @@ export class Outbox extends DurableObject<Env> {
   /**
    * The classify stage's second step: records `results` (decisions for undecided recipients),
    * then (with `admit`) admits the decided incoming recipients to their Transport DOs and marks
-   * them ready, in this one call. Returns the plan that was due and the state to index. A stop
+   * them ready, in this one call. Returns the plan that was due, the state to index, and
+   * `indexLater`: every admitted recipient is in a transport's active queue, so the delivery
+   * stage will index the message (these events included) soon. A stop
    * anywhere is repaired by calling it again: decisions are kept, admission is idempotent, and
    * only `incoming` recipients move.
    */
-  async classify(id: string, results: ClassifyResult[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null }> {
+  async classify(id: string, results: ClassifyResult[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean }> {
     const now = Date.now();
     if (results.length > 0) this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
     const plan = claimClassifyWork(this.sql, id, now);
+    let indexLater = false;
     if (admit && plan) {
-      const idxs = await admitPlan(this.env, plan);
-      this.ctx.storage.transactionSync(() => markReady(this.sql, id, idxs, Date.now()));
+      const admitted = await admitPlan(this.env, plan);
+      indexLater = admitted.active;
+      this.ctx.storage.transactionSync(() => markReady(this.sql, id, admitted.idxs, Date.now()));
     }
     await this.afterChange(now, [id], []);
-    return { plan, sync: this.syncState(id, Date.now()) };
+    // The delivery stage indexes it; the sweeper forwards its events should that not happen soon.
+    if (indexLater) await this.armAt(now + indexLagMsOf(this.env));
+    return { plan, sync: this.syncState(id, Date.now()), indexLater };
   }
 
   /** Forgets events the consumer has written to D1. */
@@ -268,22 +279,11 @@ export class Outbox extends DurableObject<Env> {
     if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + this.graceMs());
   }
 
-  /** The sweeper. */
+  /** The sweeper (storage/outbox-alarm.ts). */
   override async alarm(): Promise<void> {
     meterAlarm("Outbox");
-    const now = Date.now();
-    const due = dueForClassify(this.sql, now, this.graceMs(), 500);
-    markClassifySent(this.sql, due, now);
-    await this.enqueue([...new Set([...due, ...unindexed(this.sql, now, this.graceMs(), 500)])]);
-    const notices = await this.sendNotices(now);
-    if (notices.length > 0) await this.enqueue(notices);
-    const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, this.graceMs());
-    const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs(this.env));
-    const next = nextSweepAt(this.sql, now, this.graceMs(), retentionMs(this.env));
-    // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
-    const again = orphans.listed > 0 || purged.length >= 500 ? now + this.graceMs() : null;
-    const at = Math.min(next ?? Infinity, again ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
-    if (Number.isFinite(at)) await this.ctx.storage.setAlarm(at);
+    const at = await this.sweeper.run(Date.now());
+    if (at !== null) await this.ctx.storage.setAlarm(at);
   }
 
   /**
@@ -309,17 +309,23 @@ export class Outbox extends DurableObject<Env> {
     }
   }
 
+  /** Hands messages to the classify queue, 100 to a queue message (queue operations are billed per message). */
   private async enqueue(ids: string[]): Promise<void> {
     for (let i = 0; i < ids.length; i += 100) {
-      await this.env.CLASSIFY.sendBatch(ids.slice(i, i + 100).map((id) => ({ body: { id } satisfies ClassifyJob, contentType: "json" as const })));
+      const chunk = ids.slice(i, i + 100);
+      await this.env.CLASSIFY.send((chunk.length === 1 ? { id: chunk[0]! } : { ids: chunk }) satisfies ClassifyJob, { contentType: "json" });
     }
   }
 
   /** Arms the alarm at the next scheduled message or one grace period from now, whichever is first. */
   private async armSweep(now: number): Promise<void> {
-    const next = Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(this.graceMs(), 1000));
+    await this.armAt(Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(this.graceMs(), 1000)));
+  }
+
+  /** Moves the alarm earlier to `at` (a setAlarm is a billed write: only when it moves). */
+  private async armAt(at: number): Promise<void> {
     const cur = await this.ctx.storage.getAlarm();
-    if (cur === null || next < cur) await this.ctx.storage.setAlarm(next);
+    if (cur === null || at < cur) await this.ctx.storage.setAlarm(at);
   }
 
   private syncState(id: string, now: number): SyncState | null {

@@ -86,13 +86,17 @@ export class TransportQueue extends DurableObject<Env> {
     });
   }
 
-  /** Admits a message (idempotent by message and recipient, also after it left the core); returns the effects it caused. */
-  async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[] }> {
+  /**
+   * Admits a message (idempotent by message and recipient, also after it left the core); returns
+   * the effects it caused, and `active`: it went into the active queue (not the incoming one) of a
+   * transport that dispatches by itself, so the delivery stage will report on it soon.
+   */
+  async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[]; active: boolean }> {
     const sql = this.ctx.storage.sql;
-    if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id)) return { admitted: true, effects: [] };
+    if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id)) return { admitted: true, effects: [], active: false };
     const res = this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts);
     await this.pump();
-    return res;
+    return { ...res, active: res.active && this.env.DISPATCH === "auto" };
   }
 
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
@@ -216,17 +220,17 @@ export class TransportQueue extends DurableObject<Env> {
    * it, else into the incoming queue, from which pump() moves messages in arrival order as room
    * frees (Postfix's incoming → active). Either way it is durably taken.
    */
-  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[] } {
+  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[]; active: boolean } {
     const sql = this.ctx.storage.sql;
     storeRecipients(sql, id, rcpts);
     recordAdmission(sql, id, { createTime, tenant, priority });
     const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length };
     if (hasActiveRoom(this.qmgr) && !hasIncoming(sql)) {
       const res = this.run({ kind: "admit", now: nowSec(), intake });
-      if (res.accepted) return { admitted: true, effects: res.effects };
+      if (res.accepted) return { admitted: true, effects: res.effects, active: true };
     }
     addIncoming(sql, { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length });
-    return { admitted: true, effects: [] };
+    return { admitted: true, effects: [], active: false };
   }
 
   /** Moves messages from the incoming queue into the core while it has room. */

@@ -2,8 +2,8 @@
  * The Outbox's queue directory in its SQLite: messages, recipients and their transitions.
  *
  * DESCRIPTION
- *   insertMessage        stores one accepted envelope with its recipients `incoming`, and its
- *                        accept events. Callers run it inside transactionSync with the
+ *   insertMessage        stores one accepted envelope with its recipients `incoming` (and
+ *                        email.scheduled when it waits). Callers run it inside transactionSync with the
  *                        idempotency record, so accept is all or nothing.
  *   readView / readEvents / deleteEvents   what the status API and the index sync read.
  *   claimClassifyWork    a due, open message's still-`incoming` recipients and their decisions.
@@ -61,9 +61,9 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage): v
   m.rcptTo.forEach((address, idx) => {
     sql.exec("INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)", m.id, idx, address, m.createdAt);
   });
-  const base = { message_id: m.id, tenant, recipient: null, created_at: m.createdAt };
-  recordEvent(sql, { ...base, type: "email.accepted", data: { recipients: m.rcptTo.length, size: m.size } });
-  if (m.scheduledAt !== null) recordEvent(sql, { ...base, type: "email.scheduled", data: { scheduled_at: new Date(m.scheduledAt).toISOString() } });
+  // No email.accepted row: the message row says when it was accepted (the D1 timeline shows it
+  // from there), and an event row would cost an insert and a delete here and two rows in D1.
+  if (m.scheduledAt !== null) recordEvent(sql, { message_id: m.id, tenant, recipient: null, created_at: m.createdAt, type: "email.scheduled", data: { scheduled_at: new Date(m.scheduledAt).toISOString() } });
 }
 
 /** The message's own row (no recipients), or undefined. */

@@ -14,6 +14,10 @@
  *   purgeFinished      forgets finished messages past their retention (every row they left in
  *                      this shard, and their bodies), through the index of finished messages,
  *                      at most `limit` per run; and expired idempotency records.
+ *   indexLagMsOf       INDEX_LAG_SECONDS in ms (default 15 s): how long the events of a message
+ *                      whose index write was left to the delivery stage (Outbox.classify) may
+ *                      wait for it before the sweeper forwards them itself.
+ *   nextLagAt          when the oldest event not yet forwarded reaches that lag; null when none.
  *   nextSweepAt        when the sweeper must run next: a grace period from now while anything
  *                      waits for it (unclassified messages, unforwarded events, idempotency
  *                      records, notices), else when the oldest finished message's retention
@@ -34,6 +38,18 @@ const PAGE = 500;
 export function graceMsOf(env: { OUTBOX_GRACE_SECONDS?: string }): number {
   const s = Number(env.OUTBOX_GRACE_SECONDS);
   return (Number.isFinite(s) && s >= 0 ? s : 300) * 1000;
+}
+
+/** INDEX_LAG_SECONDS in ms (default 15 s; see the header). */
+export function indexLagMsOf(env: { INDEX_LAG_SECONDS?: string }): number {
+  const s = Number(env.INDEX_LAG_SECONDS);
+  return (env.INDEX_LAG_SECONDS !== undefined && env.INDEX_LAG_SECONDS !== "" && Number.isFinite(s) && s >= 0 ? s : 15) * 1000;
+}
+
+/** When the oldest unforwarded event is `lagMs` old (one read of the small event table), or null. */
+export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
+  const at = sql.exec<{ at: number | null }>("SELECT min(created_at) AS at FROM event").one().at;
+  return at === null ? null : at + lagMs;
 }
 
 /** MESSAGE_RETENTION_DAYS in ms (default 30 days). */

@@ -159,12 +159,13 @@ export interface DeliveryEnvelope {
 }
 
 /**
- * The body of a classify queue message: one message to classify or re-index (`id`), or the
- * messages of one accept request (`batch`), each with its tenant and recipients as accepted, so
- * the consumer decides without asking the Outbox first. One queue message per request, not per
+ * The body of a classify queue message: one message to classify or re-index (`id`), several
+ * (`ids`, at most 100: an Outbox's changes and its sweeper's re-triggers), or the messages of one
+ * accept request (`batch`), each with its tenant and recipients as accepted, so the consumer
+ * decides without asking the Outbox first. One queue message per request or sweep, not per
  * message: queue operations are billed per message.
  */
-export type ClassifyJob = { id: string } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
+export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
 
 /** Result of accept: stored, or what the idempotency key said instead. */
 export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;

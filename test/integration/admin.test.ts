@@ -303,6 +303,9 @@ describe("GET /relay/messages (search)", () => {
     expect(m.events.map((e) => e.type)).toEqual(expect.arrayContaining(["email.accepted", "email.queued"]));
     const own = await json<{ data: { type: string }[] }>(await callWithKey(acme, "GET", `/relay/messages/${acmeId}/events`));
     expect(own.data.map((e) => e.type)).toContain("email.accepted");
+    // email.accepted has no event row: the timeline takes it from the message row, first.
+    expect(m.events[0]).toMatchObject({ type: "email.accepted" });
+    expect((await env.DB.prepare("SELECT count(*) AS n FROM event_log WHERE email_id = ? AND type = 'email.accepted'").bind(globexId).first<{ n: number }>())?.n).toBe(0);
     expect((await callWithKey(operator, "GET", "/relay/messages/nope")).status).toBe(404);
   });
 });

@@ -10,7 +10,8 @@
  *                                    decisions to Outbox.classify, which records them, admits
  *                                    the decided recipients to their Transport DOs
  *                                    (storage/outbox-admit.ts) and marks them ready in that one
- *                                    call. Returns the state the index must reflect.
+ *                                    call. Returns the state the index must reflect, and
+ *                                    whether the delivery stage will write it instead.
  *   decideMessage(env, id, lookups)  the first two steps only (decisions recorded, nothing
  *                                    admitted); for crash tests.
  *
@@ -61,16 +62,20 @@ export async function decideMessage(env: Env, id: string, lookups: Lookups): Pro
   return outbox.classify(id, await decide(env, work, lookups), false);
 }
 
-/** Classifies a message completely; returns the state for the index (null if the message is unknown). */
-export async function classifyMessage(env: Env, id: string, lookups: Lookups, carried?: Pick<ClassifyWork, "tenant" | "rcpts">): Promise<SyncState | null> {
+/**
+ * Classifies a message completely; returns the state for the index (null if the message is
+ * unknown), and `indexLater` when the delivery stage will index it (see Outbox.classify).
+ */
+export async function classifyMessage(env: Env, id: string, lookups: Lookups, carried?: Pick<ClassifyWork, "tenant" | "rcpts">): Promise<{ sync: SyncState | null; indexLater: boolean }> {
   const outbox = outboxOf(env, id);
   let work = carried ?? null;
   if (!work) {
     const begun = await outbox.beginClassify(id);
-    if (!begun.work) return begun.sync;
+    if (!begun.work) return { sync: begun.sync, indexLater: false };
     work = begun.work;
   }
-  return (await outbox.classify(id, await decide(env, work, lookups))).sync;
+  const { sync, indexLater } = await outbox.classify(id, await decide(env, work, lookups));
+  return { sync, indexLater };
 }
 
 export { admitPlan } from "../../durable-objects/storage/outbox-admit";

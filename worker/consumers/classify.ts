@@ -9,6 +9,15 @@
  *                                    for the whole batch in one D1 batch, tell each Outbox which
  *                                    events are written, and ack. Routing and suppressions are
  *                                    read through BatchLookups (once per batch, coalesced).
+ *                                    A message whose every admitted recipient went into the
+ *                                    active queue of a self-dispatching transport is not written
+ *                                    here: the deliver consumer indexes it after the attempt,
+ *                                    this stage's events (email.queued, so email.sent) included,
+ *                                    in one write instead of two (the D1 rows of the message and
+ *                                    its recipients are written once, with their outcome).
+ *                                    Should no report come soon (a lost delivery agent, a
+ *                                    destination that waits), the Outbox sweeper forwards the
+ *                                    events after INDEX_LAG_SECONDS.
  *
  * INVARIANTS
  *   Each message is acked or retried on its own; one bad message never fails the batch. Every
@@ -42,8 +51,9 @@ type Item = { id: string; work?: { tenant: string; rcpts: { idx: number; address
 
 /** The messages a queue body names (see ClassifyJob), or null when it is malformed. */
 function itemsOf(body: unknown): Item[] | null {
-  const b = body as { id?: unknown; batch?: unknown } | null;
+  const b = body as { id?: unknown; ids?: unknown; batch?: unknown } | null;
   if (typeof b?.id === "string") return isMessageId(b.id) ? [{ id: b.id }] : null;
+  if (Array.isArray(b?.ids)) return b.ids.length > 0 && b.ids.every((id) => typeof id === "string" && isMessageId(id)) ? (b.ids as string[]).map((id) => ({ id })) : null;
   if (!Array.isArray(b?.batch)) return null;
   const items: Item[] = [];
   for (const x of b.batch as { id?: unknown; tenant?: unknown; rcpts?: unknown }[]) {
@@ -62,9 +72,11 @@ async function classifyOne(env: Env, msg: Message<unknown>, lookups: Lookups): P
     return [];
   }
   try {
-    const states = await Promise.all(items.map((it) => classifyMessage(env, it.id, lookups, it.work)));
-    const done = states.filter((s): s is SyncState => s !== null).map((state) => ({ msg, state }));
-    if (done.length === 0) msg.ack(); // unknown (purged) messages: nothing to do
+    const results = await Promise.all(items.map((it) => classifyMessage(env, it.id, lookups, it.work)));
+    // A message whose recipients all went into an active queue is indexed by the delivery stage
+    // moments later, with these events and its outcomes in one write (see the header).
+    const done = results.filter((r) => r.sync !== null && !r.indexLater).map((r) => ({ msg, state: r.sync as SyncState }));
+    if (done.length === 0) msg.ack(); // unknown (purged) or indexed later: nothing to write now
     return done;
   } catch (e) {
     fail(msg, "message", e);

@@ -145,10 +145,21 @@ export interface MessageEvent {
   data: string;
 }
 
-/** A message's events, oldest first (at most `limit`). */
+/**
+ * A message's events, oldest first (at most `limit`). The first, email.accepted, comes from the
+ * message's own index row (no event row is stored for it); rows logged before that change have
+ * one of their own and are shown instead.
+ */
 export async function messageEvents(db: D1Database, id: string, tenant: string, limit = 500): Promise<MessageEvent[]> {
-  return (await db.prepare("SELECT seq, type, recipient, created_at, data FROM event_log WHERE email_id = ? AND tenant_id = ? AND data IS NOT NULL ORDER BY created_at, seq LIMIT ?")
-    .bind(id, tenant, limit).all<MessageEvent>()).results;
+  return (await db.prepare(
+    `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
+       json_object('recipients', (SELECT count(*) FROM recipients WHERE message_id = m.id)) AS data
+     FROM messages m WHERE m.id = ?1 AND m.tenant_id = ?2
+       AND NOT EXISTS (SELECT 1 FROM event_log WHERE email_id = ?1 AND type = 'email.accepted')
+     UNION ALL
+     SELECT seq, type, recipient, created_at, data FROM event_log WHERE email_id = ?1 AND tenant_id = ?2 AND data IS NOT NULL
+     ORDER BY created_at, seq LIMIT ?3`,
+  ).bind(id, tenant, limit).all<MessageEvent>()).results;
 }
 
 /**

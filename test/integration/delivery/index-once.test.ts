@@ -1,0 +1,67 @@
+/**
+ * One D1 index write per message on the happy path (consumers/classify.ts): a message whose
+ * recipients go into an active queue is not indexed by the classify stage; the deliver consumer
+ * writes it once, with email.queued (email.sent) and the outcome. When no report comes (here the
+ * destination is suspended), the Outbox sweeper forwards the waiting events after
+ * INDEX_LAG_SECONDS (2 s in this project), so the index and email.sent are never held back for
+ * long.
+ */
+import { env } from "cloudflare:test";
+import { beforeAll, describe, expect, inject, it } from "vitest";
+import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
+import { recipientsWhen } from "./observe";
+
+const sink = inject("sink");
+let key: string;
+
+beforeAll(async () => {
+  key = await newKey("acme");
+  await env.DB.batch([
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('once', ?), ('lag', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`, `[127.0.0.1]:${sink.smtpPort}`),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'once.test', 'once'), (NULL, 'lag.test', 'lag')"),
+  ]);
+});
+
+async function send(to: string): Promise<string> {
+  const res = await callWithKey(key, "POST", "/emails", email({ to: [to], subject: "index once" }));
+  expect(res.status).toBe(200);
+  return (await res.json<{ id: string }>()).id;
+}
+
+const logged = async (id: string) => (await env.DB.prepare("SELECT type FROM event_log WHERE email_id = ? AND data IS NOT NULL ORDER BY seq").bind(id).all<{ type: string }>()).results.map((r) => r.type);
+const indexRow = (id: string) => env.DB.prepare("SELECT last_event FROM messages WHERE id = ?").bind(id).first<{ last_event: string }>();
+
+describe("the index of a message handed straight to delivery", () => {
+  it("is written by the delivery stage, with email.queued and email.delivered together", async () => {
+    const id = await send("a@once.test");
+    await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered");
+    const types = await eventually(async () => {
+      const t = await logged(id);
+      return t.length === 2 ? t : undefined;
+    }, 5000, "both events in D1");
+    expect(types).toEqual(["email.queued", "email.delivered"]);
+    expect((await indexRow(id))?.last_event).toBe("delivered");
+    const rcpt = await env.DB.prepare("SELECT status, transport FROM recipients WHERE message_id = ?").bind(id).first();
+    expect(rcpt).toEqual({ status: "delivered", transport: "once" });
+  });
+
+  it("is not written by the classify stage; when delivery waits, the sweeper forwards the events after the lag", async () => {
+    const transport = env.TRANSPORT_QUEUE.getByName("lag");
+    await transport.setPolicy("transport:lag", { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 });
+    try {
+      const id = await send("b@lag.test");
+      await recipientsWhen(key, id, (r) => r.status === "ready", "admitted", 5000);
+      // Classified and admitted, but nothing in D1 yet: the delivery stage was to write it.
+      expect(await indexRow(id)).toBeNull();
+      expect(await logged(id)).toEqual([]);
+      const t0 = Date.now();
+      const row = await eventually(async () => (await indexRow(id)) ?? undefined, 10_000, "indexed by the sweeper");
+      expect(Date.now() - t0).toBeGreaterThan(500); // not at once: after the lag
+      expect(row.last_event).toBe("queued");
+      expect(await logged(id)).toEqual(["email.queued"]);
+      expect((await getEmail(key, id)).body.recipients[0]!.status).toBe("ready");
+    } finally {
+      await transport.setPolicy("transport:lag", null);
+    }
+  });
+});
