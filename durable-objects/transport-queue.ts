@@ -257,8 +257,10 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const coreId = takeLease(sql, entryId);
     const e = this.qmgr.busy.get(entryId);
-    const destination = e ? { queue: e.peer.queue.name, busy: e.peer.queue.busyCount } : null;
+    const queue = e?.peer.queue;
+    const busy = queue?.busyCount ?? 0;
     const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);
+    const destination = queue ? { queue: queue.name, busy, window: queue.window } : null;
     // Recipients final while the attempt goes on (or is retried); an attempt that ended needs no record.
     const ended = res.effects.some((x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId);
     if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);

@@ -47,8 +47,12 @@ export interface DeliverJob {
 export interface ReportAnswer {
   applied: boolean;
   effects: Effect[];
-  /** The entry's destination queue and its deliveries in flight counting this one, for the Destination DO. */
-  destination: { queue: string; busy: number } | null;
+  /**
+   * The entry's destination queue and its deliveries in flight counting this one, for the
+   * Destination DO; `window` is the queue's window after this report (the delivery agent skips
+   * sending the Destination DO's verdict back when it says the same).
+   */
+  destination: { queue: string; busy: number; window: number } | null;
 }
 
 /** What an operator sees of a transport (GET /relay/queue, /relay/destinations). */

@@ -47,7 +47,7 @@ function fail(msg: Message<unknown>, stage: string, e: unknown): void {
 interface Finished {
   messageId: string;
   transport: string;
-  destination: { queue: string; busy: number } | null;
+  destination: { queue: string; busy: number; window: number } | null;
   siteFailure: { dsnStatus: string; reason: string } | null;
 }
 
@@ -132,6 +132,10 @@ async function feedDestinations(env: Env, done: Finished[], site: string | null)
   try {
     for (const d of byQueue.values()) {
       const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({ transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure })));
+      // The Transport DO ran the same feedback: when it ended at the same window (and the
+      // destination lives), the verdict would change nothing there; one DO request saved.
+      const last = d.reports[d.reports.length - 1]!.destination!;
+      if (verdict.deadUntil * 1000 <= Date.now() && last.window === verdict.window) continue;
       await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, verdict);
     }
   } catch (e) {
