@@ -15,7 +15,7 @@
  *
  * DELIVERY LOOP (DISPATCH = "auto")
  *   After every admit, report and alarm the shell dispatches what the core selects, sends the
- *   entries to the `deliver` queue and leases each (storage/delivery-state.ts) once it took them.
+ *   entries to the `deliver` queue and leases each (in memory, storage/leases.ts) once it took them.
  *   The alarm fires at the earliest of the core's wake-up, a lease deadline and a retry due
  *   time: an expired lease is reported as a crash (deferred, no feedback), and a deferred
  *   message's not-yet-final recipients are admitted again as a new core message
@@ -39,10 +39,11 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
-  addLeases, leaseUntil, coreIdOf, unleased, hasLease, dueRetries, expiredLeases, forgetAttempt, markFinal, migrateDelivery, nextDeliveryDue, parseCoreId,
-  pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, takeLease, flushRetries,
+  leaseUntil, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
+  pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
+import { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
 import { toDispatched, toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
@@ -53,6 +54,8 @@ export * from "./transport-types";
 export class TransportQueue extends DurableObject<Env> {
   private qmgr!: Qmgr<StoredRecipient>;
   private journal!: Journal<StoredRecipient>;
+  /** Dispatched entries the deliver consumer may still report (in memory, storage/leases.ts). */
+  private leases!: Leases;
   private readonly cfg: SchedulerConfig;
   /** Outcomes and delay warnings the core decided on its own, still to be handed to their Outbox. */
   private readonly notes = new OutboxNotes();
@@ -76,13 +79,10 @@ export class TransportQueue extends DurableObject<Env> {
       this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); });
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
-      // Jobs whose send was cut short by the end of the last run may never have reached the
-      // queue (no lease): such entries are crashed now (deferred and retried) rather than after
-      // a whole lease.
-      const unsent = unleased(sql, this.qmgr.busy.keys());
-      this.crash(unsent);
-      // Their retries wake the alarm; nothing is sent from the constructor.
-      if (unsent.length > 0) await this.arm();
+      // Every entry in flight is leased anew (storage/leases.ts): its job may be in the queue.
+      const inFlight = [...this.qmgr.busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
+      this.leases = Leases.restore(takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()));
+      if (inFlight.length > 0) await this.arm();
     });
   }
 
@@ -102,7 +102,7 @@ export class TransportQueue extends DurableObject<Env> {
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
   async dispatch(max = 100): Promise<{ entries: DispatchedEntry[]; effects: Effect[] }> {
     const res = this.dispatchCore(max);
-    addLeases(this.ctx.storage.sql, res.entries, leaseUntil(this.env, nowSec()));
+    this.leases.add(res.entries, leaseUntil(this.env, nowSec()));
     await this.arm();
     return res;
   }
@@ -127,7 +127,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
   async leased(entryIds: number[]): Promise<number[]> {
-    return entryIds.filter((id) => this.sending.has(id) || hasLease(this.ctx.storage.sql, id));
+    return entryIds.filter((id) => this.sending.has(id) || this.leases.has(id));
   }
 
   /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
@@ -190,7 +190,7 @@ export class TransportQueue extends DurableObject<Env> {
     this.alarmAt = null;
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
-    this.crash(expiredLeases(sql, nowSec()));
+    this.crash(this.leases.expired(nowSec()));
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
     // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
@@ -255,7 +255,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
     const sql = this.ctx.storage.sql;
-    const coreId = takeLease(sql, entryId);
+    const coreId = this.leases.take(entryId);
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
     const busy = queue?.busyCount ?? 0;
@@ -295,7 +295,7 @@ export class TransportQueue extends DurableObject<Env> {
         } finally {
           for (const e of entries) this.sending.delete(e.entryId);
         }
-        addLeases(this.ctx.storage.sql, entries, until);
+        this.leases.add(entries, until);
       }
     }
     await this.arm();
@@ -327,7 +327,7 @@ export class TransportQueue extends DurableObject<Env> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
     const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
-    const times = [nextWakeupAt(this.qmgr), nextDeliveryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle].filter((t): t is number => t !== null);
+    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;
     if (at === this.alarmAt) return; // a setAlarm is a billed write

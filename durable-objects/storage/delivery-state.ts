@@ -2,12 +2,9 @@
  * The Transport DO's delivery bookkeeping in its SQLite, beside the core's journal and backlog.
  *
  * DESCRIPTION
- *   lease        one row per dispatched entry whose job the deliver queue took: which core
- *                message it belongs to and until when the deliver consumer may report it; an
- *                expired lease is reported as a crash. It is written once the queue took the
- *                job, so an entry in flight in the core without a lease was lost with the object
- *                (evicted while sending) and is reported as a crash when the object starts again,
- *                instead of waiting out a lease. (Leases of version 1 carry a `sent` flag, 1.)
+ *   lease        (version 1, no longer written) one row per dispatched entry: leases are kept in
+ *                memory now (storage/leases.ts); takeLegacyLeases reads what a version-1
+ *                object left and drops the table.
  *   final_rcpt   recipients (core message id, backlog index) that reached a final state while
  *                others of the same attempt did not (an attempt that ends writes none).
  *   retry_due    messages the core deferred, with the time their next attempt is due.
@@ -34,11 +31,6 @@ export interface AttemptRef {
 
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
-  sql.exec("CREATE TABLE IF NOT EXISTS lease (entry_id INTEGER PRIMARY KEY, core_id TEXT NOT NULL, until INTEGER NOT NULL)");
-  // Leases written before `sent` existed were sent.
-  if (!sql.exec<{ name: string }>("PRAGMA table_info(lease)").toArray().some((c) => c.name === "sent")) {
-    sql.exec("ALTER TABLE lease ADD COLUMN sent INTEGER NOT NULL DEFAULT 1");
-  }
   sql.exec("CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
   // The next retry is found through this index, so the alarm's work does not grow with the backlog.
@@ -104,30 +96,12 @@ export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number
   return now + (Number(env.DELIVERY_LEASE_SECONDS) || 900);
 }
 
-/** Records a lease per dispatched entry (core message id `messageId`) whose job the deliver queue took. */
-export function addLeases(sql: SqlStorage, entries: readonly { entryId: number; messageId: string }[], until: number): void {
-  for (const e of entries) sql.exec("INSERT OR REPLACE INTO lease (entry_id, core_id, until, sent) VALUES (?, ?, ?, 1)", e.entryId, e.messageId, until);
-}
-
-/** Of the entries in flight, those without a lease: their jobs may never have reached the queue. */
-export function unleased(sql: SqlStorage, entryIds: Iterable<number>): number[] {
-  return [...entryIds].filter((id) => !hasLease(sql, id));
-}
-
-/** Removes a lease; returns the core message id it was for, or null if there was none. */
-export function takeLease(sql: SqlStorage, entryId: number): string | null {
-  const row = sql.exec<{ core_id: string }>("DELETE FROM lease WHERE entry_id = ? RETURNING core_id", entryId).toArray()[0];
-  return row ? row.core_id : null;
-}
-
-/** True while the entry is leased. */
-export function hasLease(sql: SqlStorage, entryId: number): boolean {
-  return sql.exec("SELECT 1 FROM lease WHERE entry_id = ?", entryId).toArray().length > 0;
-}
-
-/** Entry ids whose lease ran out at `now` (leases are entries in flight: at most process_limit). */
-export function expiredLeases(sql: SqlStorage, now: number): number[] {
-  return sql.exec<{ entry_id: number }>("SELECT entry_id FROM lease WHERE until <= ? ORDER BY until LIMIT 500", now).toArray().map((r) => r.entry_id);
+/** The leases a version-1 object kept in its `lease` table (dropped here), by entry id. */
+export function takeLegacyLeases(sql: SqlStorage): [number, { coreId: string; until: number }][] {
+  if (sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lease'").toArray().length === 0) return [];
+  const rows = sql.exec<{ entry_id: number; core_id: string; until: number }>("SELECT entry_id, core_id, until FROM lease").toArray();
+  sql.exec("DROP TABLE lease");
+  return rows.map((r) => [r.entry_id, { coreId: r.core_id, until: r.until }]);
 }
 
 /** Marks recipients of a core message final. */
@@ -159,9 +133,9 @@ export function forgetAttempt(sql: SqlStorage, coreId: string): void {
   sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
 }
 
-/** The earliest lease deadline or retry due time, or null (retries through their index). */
-export function nextDeliveryDue(sql: SqlStorage): number | null {
-  return sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM (SELECT min(until) AS at FROM lease UNION ALL SELECT due AS at FROM (SELECT due FROM retry_due ORDER BY due LIMIT 1))").one().at;
+/** The earliest retry due time, or null (through its index). */
+export function nextRetryDue(sql: SqlStorage): number | null {
+  return sql.exec<{ due: number }>("SELECT due FROM retry_due ORDER BY due LIMIT 1").toArray()[0]?.due ?? null;
 }
 
 /** Makes every scheduled retry due now (postqueue -f). */

@@ -2,6 +2,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { snapshotQmgr } from "../../durable-objects/core";
 import type { TransportQueue } from "../../durable-objects/transport-queue";
+import { expireLeases, leasesIn } from "./leases-probe";
 
 function rcpts(n: number, domains: string[]) {
   return Array.from({ length: n }, (_, i) => {
@@ -157,20 +158,41 @@ describe("DestinationQueue Durable Object", () => {
     expect((await stub.get()).record).toMatchObject({ window: 5, deadUntil: 0, failCohorts: 0 });
   });
 
-  it("after a restart, crashes the entries in flight whose jobs the queue never took (no lease), and keeps the leased ones", async () => {
+  it("after a restart, leases every entry in flight anew (its job may be in the queue): a late report applies, an unreported entry is crashed when that lease runs out", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-unsent");
     await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, ["a.example", "b.example"]) });
     const { entries } = await stub.dispatch(10);
     expect(entries).toHaveLength(2);
-    const [lost, sent] = entries as [typeof entries[0], typeof entries[0]];
-    // pump() leases an entry once the queue took its job: as if the object stopped while sending `lost`.
-    await runInDurableObject(stub, (_o, state) => {
-      state.storage.sql.exec("DELETE FROM lease WHERE entry_id = ?", lost.entryId);
-    });
-    await expect(runInDurableObject(stub, (_o, state) => state.abort("stopped while sending"))).rejects.toThrow("stopped while sending");
+    const [reported, lost] = entries as [typeof entries[0], typeof entries[0]];
+    await expect(runInDurableObject(stub, (_o, state) => state.abort("stopped"))).rejects.toThrow("stopped");
     const again = env.TRANSPORT_QUEUE.getByName("smtp-unsent");
-    expect((await again.inspect()).inflight).toBe(1);
-    expect(await again.leased([lost.entryId, sent.entryId])).toEqual([sent.entryId]);
+    expect((await again.inspect()).inflight).toBe(2);
+    expect(await again.leased([reported.entryId, lost.entryId])).toEqual([reported.entryId, lost.entryId]);
+    const leases = await leasesIn(again);
+    expect(leases.map((l) => l.core_id)).toEqual(["m1", "m1"]);
+    expect(Math.min(...leases.map((l) => l.until))).toBeGreaterThan(Date.now() / 1000 + 60); // DELIVERY_LEASE_SECONDS from the start
+    expect((await again.report(reported.entryId, { status: "ok" })).applied).toBe(true);
+    await expireLeases(again);
+    await runDurableObjectAlarm(again);
+    expect((await again.inspect()).inflight).toBe(0);
+    expect(await again.leased([lost.entryId])).toEqual([]);
+    // No lease is a row any more: nothing but the journal is written per dispatch.
+    expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
+  });
+
+  it("takes over the leases a version-1 object kept in its lease table, and drops the table", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-legacy-lease");
+    await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
+    const { entries } = await stub.dispatch(10);
+    const entryId = entries[0]!.entryId;
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("CREATE TABLE lease (entry_id INTEGER PRIMARY KEY, core_id TEXT NOT NULL, until INTEGER NOT NULL, sent INTEGER NOT NULL DEFAULT 1)");
+      state.storage.sql.exec("INSERT INTO lease (entry_id, core_id, until) VALUES (?, 'm1', 12345)", entryId);
+    });
+    await expect(runInDurableObject(stub, (_o, state) => state.abort("upgrade"))).rejects.toThrow("upgrade");
+    const again = env.TRANSPORT_QUEUE.getByName("smtp-legacy-lease");
+    expect(await leasesIn(again)).toEqual([{ entry_id: entryId, core_id: "m1", until: 12345 }]);
+    expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
   });
 
   it("crashes the entries at once when the deliver queue refuses their jobs, instead of leasing them for nothing", async () => {
@@ -189,7 +211,7 @@ describe("DestinationQueue Durable Object", () => {
       o.env = original;
       await state.storage.deleteAlarm();
       const count = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
-      return { error, leases: count("lease"), retries: count("retry_due") };
+      return { error, leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length, retries: count("retry_due") };
     });
     expect(out).toEqual({ error: "queue down", leases: 0, retries: 1 });
     expect((await stub.inspect()).inflight).toBe(0);

@@ -8,6 +8,7 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
+import { leasesIn } from "../leases-probe";
 
 const scripted = inject("scripted");
 const MESSAGES = 60;
@@ -27,10 +28,9 @@ async function arrived(): Promise<string[]> {
   return ((await (await fetch(`${scripted.statsUrl}/slow`)).json<Stats>()).messages).flatMap((m) => m.rcptTo);
 }
 
-/** Entries the Transport DO has dispatched and not yet seen reported (from its SQLite). */
-function leases(): Promise<number> {
-  return runInDurableObject(env.TRANSPORT_QUEUE.getByName("evict"), (_o, state) =>
-    state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM lease").one().n);
+/** Entries the Transport DO has dispatched and not yet seen reported (its leases). */
+async function leases(): Promise<number> {
+  return (await leasesIn(env.TRANSPORT_QUEUE.getByName("evict"))).length;
 }
 
 describe("the Transport DO aborted in the middle of a run", () => {

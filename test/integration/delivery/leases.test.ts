@@ -7,6 +7,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 import { outboxName, shardOf } from "../../../durable-objects/storage/outbox-ids";
+import { expireLeases, leasesIn } from "../leases-probe";
 
 const sink = inject("sink");
 let key: string;
@@ -28,8 +29,7 @@ async function send(to: string[]): Promise<string> {
 }
 
 function leasesOf(transport: string): Promise<{ entry_id: number; core_id: string; until: number }[]> {
-  return runInDurableObject(env.TRANSPORT_QUEUE.getByName(transport), (_o, state) =>
-    state.storage.sql.exec<{ entry_id: number; core_id: string; until: number }>("SELECT entry_id, core_id, until FROM lease").toArray());
+  return leasesIn(env.TRANSPORT_QUEUE.getByName(transport));
 }
 
 describe("leases", () => {
@@ -38,7 +38,7 @@ describe("leases", () => {
     const first = await eventually(async () => (await leasesOf("lapse")).find((l) => l.core_id === id), 10_000, "the first lease");
     expect(first.until).toBeGreaterThan(Date.now() / 1000 + 60); // DELIVERY_LEASE_SECONDS: 900
     const stub = env.TRANSPORT_QUEUE.getByName("lapse");
-    await runInDurableObject(stub, (_o, state) => { state.storage.sql.exec("UPDATE lease SET until = 0"); });
+    await expireLeases(stub);
     await runDurableObjectAlarm(stub);
     expect((await leasesOf("lapse")).some((l) => l.core_id === id)).toBe(false);
     // Deferred by the crash, retried after the back-off (1–2 s here) as core message `<id>#2`.
@@ -55,7 +55,7 @@ describe("expiry", () => {
     const stub = env.TRANSPORT_QUEUE.getByName("ancient");
     await stub.admit({ id, createTime: 1, rcpts: [{ address: "late@lapse.test", transport: "ancient", nexthop: "lapse.test" }] });
     await eventually(async () => ((await leasesOf("ancient")).length > 0 ? true : undefined), 10_000, "dispatch");
-    await runInDurableObject(stub, (_o, state) => { state.storage.sql.exec("UPDATE lease SET until = 0"); });
+    await expireLeases(stub);
     await runDurableObjectAlarm(stub);
     const r = await eventually(async () => {
       const rcpt = (await getEmail(key, id)).body.recipients[0] as unknown as { status: string; last_response: { text?: string } | null };
