@@ -46,7 +46,7 @@ import { Journal } from "./storage/journal";
 import { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
 import { toDispatched, toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
-import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, storeRecipients, type StoredRecipient } from "./storage/sqlite-source";
+import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
 
 export * from "./transport-types";
@@ -222,8 +222,7 @@ export class TransportQueue extends DurableObject<Env> {
    */
   private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[]; active: boolean } {
     const sql = this.ctx.storage.sql;
-    storeRecipients(sql, id, rcpts);
-    recordAdmission(sql, id, { createTime, tenant, priority });
+    recordAdmission(sql, id, { createTime, tenant, priority }, rcpts);
     const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length };
     if (hasActiveRoom(this.qmgr) && !hasIncoming(sql)) {
       const res = this.run({ kind: "admit", now: nowSec(), intake });

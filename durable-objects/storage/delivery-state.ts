@@ -21,7 +21,7 @@
  *   nothing twice.
  */
 import { shapeOf, type ShapeRow } from "../core";
-import { noteFinished, type StoredRecipient } from "./sqlite-source";
+import { noteFinished, recipientsFrom, type StoredRecipient } from "./sqlite-source";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
 export interface AttemptRef {
@@ -119,12 +119,10 @@ export function dueRetries(sql: SqlStorage, now: number): string[] {
   return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", now).toArray().map((r) => r.core_id);
 }
 
-/** The recipients of a core message that are not final yet (backlog rows minus final ones). */
+/** The recipients of a core message that are not final yet (its recipients minus final ones). */
 export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] {
-  return sql.exec<{ idx: number; address: string; transport: string; nexthop: string; egress: string | null; site: string | null }>(
-    `SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ?1
-       AND idx NOT IN (SELECT idx FROM final_rcpt WHERE core_id = ?1) ORDER BY idx`, coreId,
-  ).toArray().map((r) => ({ idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }));
+  const final = new Set(sql.exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId).toArray().map((r) => r.idx));
+  return recipientsFrom(sql, coreId, 0).filter((r) => !final.has(r.idx));
 }
 
 /** Forgets the bookkeeping of a core message that was retried or finished. */
@@ -167,11 +165,16 @@ export function dropWaiting(sql: SqlStorage, messageId: string, now: number): { 
 
 /** Recipients waiting for a retry, by nexthop and message age, as qshape rows (TOTAL first). */
 export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
+  // Recipients are rcpt rows, or JSON in the admission row (sqlite-source.ts recordAdmission).
   const rows = sql.exec<{ nexthop: string; create_time: number; n: number }>(
-    `SELECT r.nexthop AS nexthop, m.create_time AS create_time, count(*) AS n FROM retry_due d
-       JOIN rcpt r ON r.message_id = d.core_id
-       JOIN admission m ON m.core_id = d.core_id
-       WHERE r.idx NOT IN (SELECT idx FROM final_rcpt f WHERE f.core_id = d.core_id)
+    `WITH r AS (
+       SELECT d.core_id, r.idx, r.nexthop FROM retry_due d JOIN rcpt r ON r.message_id = d.core_id
+       UNION ALL
+       SELECT d.core_id, CAST(j.key AS INTEGER) AS idx, json_extract(j.value, '$.nexthop') AS nexthop
+         FROM retry_due d JOIN admission a ON a.core_id = d.core_id, json_each(a.rcpts) j WHERE a.rcpts IS NOT NULL)
+     SELECT r.nexthop AS nexthop, m.create_time AS create_time, count(*) AS n FROM r
+       JOIN admission m ON m.core_id = r.core_id
+       WHERE r.idx NOT IN (SELECT idx FROM final_rcpt f WHERE f.core_id = r.core_id)
        GROUP BY r.nexthop, m.create_time`,
   ).toArray();
   return shapeOf(rows.map((r) => ({ destination: r.nexthop, ageSec: Math.max(0, now - r.create_time), n: r.n })));

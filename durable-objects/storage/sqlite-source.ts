@@ -21,7 +21,9 @@ export interface AdmissionMeta {
  * Creates the backlog tables if missing (schema version 2):
  *   rcpt       the recipients of every core message (attempt), read by the core.
  *   admission  one row per core message admitted here: the idempotency record of admit() and
- *              the arrival time, tenant and priority its later attempts are admitted with.
+ *              the arrival time, tenant and priority its later attempts are admitted with; and
+ *              (`rcpts`, JSON) the recipients of a core message of at most INLINE_RCPTS, which
+ *              then have no rcpt rows (an insert and a delete each saved; version 3).
  *   finished   core messages that left for good, by time: their backlog rows go at the next
  *              checkpoint, their admission rows after admissionTtlSec().
  * Version 1 kept one `admitted` row per recipient, `msg_meta` per message and `finished` without
@@ -52,6 +54,33 @@ export function migrateBacklog(sql: SqlStorage): void {
     sql.exec("DROP TABLE msg_meta");
   }
   if (has("admitted")) sql.exec("DROP TABLE admitted");
+  if (!sql.exec<{ name: string }>("PRAGMA table_info(admission)").toArray().some((c) => c.name === "rcpts")) {
+    sql.exec("ALTER TABLE admission ADD COLUMN rcpts TEXT");
+  }
+}
+
+/** Core messages with at most this many recipients keep them in their admission row. */
+export const INLINE_RCPTS = 50;
+
+type RcptRow = { idx: number; address: string; transport: string; nexthop: string; egress: string | null; site: string | null };
+
+function toStored(r: RcptRow): StoredRecipient {
+  return { idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) };
+}
+
+/** The recipients kept in a core message's admission row, or null when they are rcpt rows. */
+function inlineRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] | null {
+  const text = sql.exec<{ rcpts: string | null }>("SELECT rcpts FROM admission WHERE core_id = ?", coreId).toArray()[0]?.rcpts ?? null;
+  if (text === null) return null;
+  return (JSON.parse(text) as ResolvedRecipient[]).map((r, idx) => ({ ...r, idx }));
+}
+
+/** A core message's recipients with idx ≥ offset, in order (admission row or rcpt rows). */
+export function recipientsFrom(sql: SqlStorage, coreId: string, offset: number, limit = -1): StoredRecipient[] {
+  const inline = inlineRecipients(sql, coreId);
+  if (inline !== null) return inline.slice(offset, limit < 0 ? undefined : offset + limit);
+  return sql.exec<RcptRow>("SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ? AND idx >= ? ORDER BY idx LIMIT ?", coreId, offset, limit)
+    .toArray().map(toStored);
 }
 
 /**
@@ -74,9 +103,15 @@ export function wasAdmitted(sql: SqlStorage, coreId: string): boolean {
   return sql.exec("SELECT 1 FROM admission WHERE core_id = ?", coreId).toArray().length > 0;
 }
 
-/** Records the admission of a core message with what later attempts need. */
-export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMeta): void {
-  sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority) VALUES (?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority);
+/**
+ * Records the admission of a core message with what later attempts need, and its recipients:
+ * in the admission row up to INLINE_RCPTS, else as rcpt rows. Idempotent.
+ */
+export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMeta, rcpts: readonly ResolvedRecipient[]): void {
+  const inline = rcpts.length <= INLINE_RCPTS;
+  if (!inline) storeRecipients(sql, coreId, rcpts);
+  const json = inline ? JSON.stringify(rcpts.map((r) => ({ address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }))) : null;
+  sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts) VALUES (?, ?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority, json);
 }
 
 /** What a message (any of its attempts still recorded) was admitted with, or null. */
@@ -88,8 +123,8 @@ export function readMeta(sql: SqlStorage, messageId: string): AdmissionMeta | nu
   return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority } : null;
 }
 
-/** Stores a message's recipients; idempotent by (message, index). */
-export function storeRecipients(sql: SqlStorage, messageId: string, rcpts: ResolvedRecipient[]): void {
+/** Stores a message's recipients as rcpt rows; idempotent by (message, index). */
+function storeRecipients(sql: SqlStorage, messageId: string, rcpts: readonly ResolvedRecipient[]): void {
   rcpts.forEach((r, idx) => {
     sql.exec(
       "INSERT OR IGNORE INTO rcpt (message_id, idx, address, transport, nexthop, egress, site) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -103,14 +138,14 @@ export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
   constructor(private readonly sql: SqlStorage) {}
 
   read(messageId: string, offset: number, limit: number): RecipientBatch<StoredRecipient> {
-    const rows = this.sql
-      .exec<{ idx: number; address: string; transport: string; nexthop: string; egress: string | null; site: string | null }>(
-        "SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
-        messageId, offset, limit,
-      )
-      .toArray();
-    const rcpts = rows.map((r) => ({ idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }));
-    const nextOffset = rows.length > 0 ? rows[rows.length - 1]!.idx + 1 : offset;
+    const inline = inlineRecipients(this.sql, messageId);
+    if (inline !== null) {
+      const rcpts = inline.slice(offset, offset + limit);
+      const nextOffset = rcpts.length > 0 ? rcpts[rcpts.length - 1]!.idx + 1 : offset;
+      return { rcpts, nextOffset, unread: Math.max(0, inline.length - nextOffset) };
+    }
+    const rcpts = recipientsFrom(this.sql, messageId, offset, limit);
+    const nextOffset = rcpts.length > 0 ? rcpts[rcpts.length - 1]!.idx + 1 : offset;
     const left = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND idx >= ?", messageId, nextOffset).one().n;
     return { rcpts, nextOffset, unread: left };
   }

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listEvents } from "../../worker/db/events";
 import worker from "../../worker";
 import { callWithKey, classified, email, eventually, getEmail, newKey, settle } from "./helpers";
+import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
 
 let key: string;
 beforeAll(async () => {
@@ -19,7 +20,7 @@ afterAll(() => settle());
 
 function admittedIn(transport: string, id: string): Promise<string[]> {
   return runInDurableObject(env.TRANSPORT_QUEUE.getByName(transport), (_o, state) =>
-    state.storage.sql.exec<{ address: string }>("SELECT r.address FROM admission a JOIN rcpt r ON r.message_id = a.core_id WHERE a.core_id = ? ORDER BY r.address", id).toArray().map((r) => r.address));
+    recipientsFrom(state.storage.sql, id, 0).map((r) => r.address).sort());
 }
 
 async function send(body: Record<string, unknown>): Promise<string> {

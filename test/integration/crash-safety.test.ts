@@ -7,6 +7,7 @@ import worker from "../../worker";
 import { BatchLookups } from "../../worker/consumers/lookups";
 import { admitPlan, classifyMessage, decideMessage } from "../../worker/consumers/classify-message";
 import { eventually, getEmail, newKey, settle } from "./helpers";
+import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
 
 const SHARD = 2;
 const outbox = () => env.OUTBOX.getByName(outboxName(SHARD));
@@ -52,7 +53,7 @@ async function statuses(id: string): Promise<string[]> {
 function admittedRows(id: string): Promise<{ admissions: number; rcpts: number }> {
   return runInDurableObject(transport(), (_o, state) => ({
     admissions: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission WHERE core_id = ?", id).one().n,
-    rcpts: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM rcpt WHERE message_id = ?", id).one().n,
+    rcpts: recipientsFrom(state.storage.sql, id, 0).length,
   }));
 }
 

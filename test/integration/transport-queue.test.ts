@@ -29,6 +29,30 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     expect(again.applied).toBe(false); // reports are idempotent by entry id
   });
 
+  it("keeps the recipients of a small message in its admission row (no rcpt rows), a large one's as rows; both read, deferred, shaped and retried alike", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-inline-rcpts");
+    const now = Math.floor(Date.now() / 1000);
+    await stub.admit({ id: "small", createTime: now, rcpts: rcpts(3, ["a.example"]) });
+    await stub.admit({ id: "large", createTime: now, rcpts: rcpts(60, ["a.example"]) });
+    const stored = await runInDurableObject(stub, (_o, state) => ({
+      rows: state.storage.sql.exec<{ message_id: string; n: number }>("SELECT message_id, count(*) AS n FROM rcpt GROUP BY message_id").toArray(),
+      inline: state.storage.sql.exec<{ core_id: string; n: number | null }>("SELECT core_id, json_array_length(rcpts) AS n FROM admission ORDER BY core_id").toArray(),
+    }));
+    expect(stored).toEqual({ rows: [{ message_id: "large", n: 60 }], inline: [{ core_id: "large", n: null }, { core_id: "small", n: 3 }] });
+    const { entries } = await stub.dispatch(100);
+    expect(entries.flatMap((e) => e.rcpts.map((r) => `${e.messageId}:${r.idx}:${r.address}`)).sort()).toEqual([
+      ...rcpts(60, ["a.example"]).map((r, i) => `large:${i}:${r.address}`), ...rcpts(3, ["a.example"]).map((r, i) => `small:${i}:${r.address}`),
+    ].sort());
+    for (const e of entries) await stub.report(e.entryId, { status: "defer" }, e.messageId === "small" ? [0] : []);
+    // Deferred: 2 of small (one final) and 60 of large wait for their retry.
+    expect((await stub.inspect()).deferred[0]).toMatchObject({ destination: "TOTAL", total: 62 });
+    await runInDurableObject(stub, (_o, state) => { state.storage.sql.exec("UPDATE retry_due SET due = 0"); });
+    await runDurableObjectAlarm(stub);
+    const retried = (await stub.dispatch(100)).entries;
+    expect(retried.filter((e) => e.messageId === "small#2").flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(rcpts(3, ["a.example"]).slice(1).map((r) => r.address));
+    expect(retried.filter((e) => e.messageId === "large#2").reduce((n, e) => n + e.rcpts.length, 0)).toBe(60);
+  });
+
   it("applies a batch of reports as the same reports one by one, idempotent by entry id", async () => {
     const one = env.TRANSPORT_QUEUE.getByName("smtp-reports-one");
     const many = env.TRANSPORT_QUEUE.getByName("smtp-reports-many");
