@@ -3,8 +3,11 @@
  * letters and per-endpoint health.
  *
  * DESCRIPTION
- *   handleWebhooksBatch(batch, env)  each message is one event for one endpoint
- *       (webhooks/jobs.ts). Messages are grouped by endpoint and every endpoint's lane runs
+ *   handleWebhooksBatch(batch, env)  each message is one event for one endpoint, or a bundle
+ *       of one publication's events for one endpoint (webhooks/jobs.ts), whose events are
+ *       handled each as a message of its own (webhook-bundles.ts: the bundle's queue message
+ *       is settled once all are; one that is retried leaves as a job of its own). Events are
+ *       grouped by endpoint and every endpoint's lane runs
  *       concurrently; inside a lane at most the endpoint's window (core/endpoint-health.ts) is
  *       in flight, each request with its own timeout (15 s). Per attempt (core/retry.ts):
  *         2xx                        ack;
@@ -43,7 +46,8 @@ import type { EndpointRow } from "../db/webhooks";
 import { acquireSlot, initialHealth, onDeliveryFailure, onDeliverySuccess, type EndpointHealth } from "../webhooks/core/endpoint-health";
 import { decideAfterAttempt, parseRetryAfter, type HttpOutcome, type RetryDecision } from "../webhooks/core/retry";
 import { parseWebhookConfig, type WebhookConfig, type WebhookVars } from "../webhooks/core/webhook-config";
-import { delaySecondsFor, enqueueJobs, isWebhookJob, type WebhookJob } from "../webhooks/jobs";
+import { delaySecondsFor, enqueueJobs, isWebhookBundle, isWebhookJob, type WebhookJob } from "../webhooks/jobs";
+import { BundleLedger, type JobMessage } from "./webhook-bundles";
 import { guardTarget, postWebhook, signingSecrets } from "../webhooks/send";
 import { resolvedTarget } from "../webhooks/resolve-guard";
 
@@ -56,7 +60,7 @@ const LANE_BUDGET_MS = 20_000;
 /** An arrival this much before its due time is re-delayed, ms. */
 const EARLY_SLACK_MS = 1_000;
 
-type Item = { msg: Message<unknown>; job: WebhookJob };
+type Item = { msg: JobMessage; job: WebhookJob };
 
 /** Endpoint health as stored: the core's state plus the slow mark. */
 type StoredHealth = EndpointHealth & { slowUntilMs?: number | null };
@@ -253,18 +257,21 @@ async function runLane(env: Env, cfg: WebhookConfig, slowLane: boolean, endpoint
   return lane;
 }
 
-/** Valid jobs grouped by endpoint; malformed bodies are acked and logged. */
-function groupJobs(batch: MessageBatch<unknown>): Map<string, Item[]> {
+/** Valid jobs (a bundle's events each on its own) grouped by endpoint; malformed bodies are acked and logged. */
+function groupJobs(batch: MessageBatch<unknown>, ledger: BundleLedger): Map<string, Item[]> {
   const groups = new Map<string, Item[]>();
   for (const msg of batch.messages) {
-    if (!isWebhookJob(msg.body)) {
+    const items: Item[] = isWebhookJob(msg.body) ? [{ msg, job: msg.body }] : isWebhookBundle(msg.body) ? ledger.expand(msg, msg.body) : [];
+    if (items.length === 0) {
       log("webhooks: malformed queue message", { id: msg.id });
       msg.ack();
       continue;
     }
-    const list = groups.get(msg.body.endpointId) ?? [];
-    list.push({ msg, job: msg.body });
-    groups.set(msg.body.endpointId, list);
+    for (const it of items) {
+      const list = groups.get(it.job.endpointId) ?? [];
+      list.push(it);
+      groups.set(it.job.endpointId, list);
+    }
   }
   return groups;
 }
@@ -279,7 +286,16 @@ async function storeHealth(env: Env, lanes: Lane[]): Promise<void> {
 export async function handleWebhooksBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const cfg = parseWebhookConfig(env as unknown as WebhookVars);
   const slowLane = batch.queue === "webhooks-slow";
-  const groups = groupJobs(batch);
+  const ledger = new BundleLedger();
+  try {
+    await deliverBatch(env, cfg, slowLane, groupJobs(batch, ledger));
+  } finally {
+    await ledger.settle(slowLane ? env.WEBHOOKS_SLOW : env.WEBHOOKS);
+  }
+}
+
+/** Delivers the grouped items of one batch, endpoint by endpoint, and stores the endpoints' health. */
+async function deliverBatch(env: Env, cfg: WebhookConfig, slowLane: boolean, groups: Map<string, Item[]>): Promise<void> {
   if (groups.size === 0) return;
   const ids = [...groups.keys()];
   let endpoints: Map<string, EndpointRow>;

@@ -1,7 +1,20 @@
 /**
- * The `webhooks` Queue's messages: one per (endpoint, event), and how they are sent.
+ * The `webhooks` Queue's messages: a bundle of one publication's events for one endpoint, or one
+ * (endpoint, event) job, and how they are sent.
  *
  * DESCRIPTION
+ *   WebhookBundle     { v: 2, tenant, endpointId, events: [{ eventId, type, body? }] }: what a
+ *                     publication enqueues, one per endpoint (split to stay within one 64 KB
+ *                     billed operation), first attempts only. A queue operation is billed per
+ *                     message: a one-recipient email's email.sent and email.delivered are one
+ *                     message, not two, and a ten-recipient email's twenty are one, not twenty.
+ *   makeBundles(jobs) the bundles of a list of first-attempt jobs: grouped by (tenant, endpoint)
+ *                     in order, each under BUNDLE_BYTES of JSON (a body that would pass
+ *                     JOB_BODY_LIMIT_BYTES is left out, as in a job).
+ *   jobsOfBundle(b)   the bundle's events as first-attempt jobs (how the consumer treats them:
+ *                     each event keeps its own attempts, delays and dead letter; a retry leaves
+ *                     the bundle as a job of its own).
+ *   isWebhookBundle(x) shape check.
  *   WebhookJob        { v, tenant, endpointId, eventId, type, attempt, notBeforeMs?, body? }.
  *                     `body` is the envelope's JSON text, exactly as stored in event_log; it is
  *                     left out when the message would exceed JOB_BODY_LIMIT_BYTES (Queues take
@@ -30,6 +43,17 @@ export interface WebhookJob {
   body?: string;
 }
 
+/** One publication's events for one endpoint, first attempts. */
+export interface WebhookBundle {
+  v: 2;
+  tenant: string;
+  endpointId: string;
+  events: { eventId: string; type: string; body?: string }[];
+}
+
+/** Largest JSON of a bundle: one billed queue operation (64 KB) with room for the envelope. */
+export const BUNDLE_BYTES = 60_000;
+
 /** Largest body carried inside a queue message, bytes. */
 export const JOB_BODY_LIMIT_BYTES = 100_000;
 /** Queues' longest delay, seconds. */
@@ -55,8 +79,8 @@ export function isWebhookJob(x: unknown): x is WebhookJob {
     && typeof j.eventId === "string" && typeof j.type === "string" && typeof j.attempt === "number" && j.attempt >= 1;
 }
 
-/** Sends jobs in batches within the Queues limits. */
-export async function enqueueJobs(queue: Queue, items: readonly { job: WebhookJob; delaySeconds?: number }[]): Promise<void> {
+/** Sends jobs (or bundles) in batches within the Queues limits. */
+export async function enqueueJobs(queue: Queue, items: readonly { job: WebhookJob | WebhookBundle; delaySeconds?: number }[]): Promise<void> {
   let chunk: MessageSendRequest[] = [];
   let bytes = 0;
   const flush = async () => {
@@ -71,4 +95,42 @@ export async function enqueueJobs(queue: Queue, items: readonly { job: WebhookJo
     bytes += size;
   }
   await flush();
+}
+
+const utf8 = new TextEncoder();
+
+/** Bundles of first-attempt jobs: per (tenant, endpoint), in order, each under BUNDLE_BYTES. */
+export function makeBundles(jobs: readonly WebhookJob[]): WebhookBundle[] {
+  const out: WebhookBundle[] = [];
+  const open = new Map<string, { bundle: WebhookBundle; bytes: number }>();
+  for (const j of jobs) {
+    const event = { eventId: j.eventId, type: j.type, ...(j.body !== undefined ? { body: j.body } : {}) };
+    let size = utf8.encode(JSON.stringify(event)).length + 1;
+    if (size > BUNDLE_BYTES - 200) {
+      delete event.body; // read from D1 by the consumer
+      size = utf8.encode(JSON.stringify(event)).length + 1;
+    }
+    const key = `${j.tenant}\u0000${j.endpointId}`;
+    let cur = open.get(key);
+    if (!cur || cur.bytes + size > BUNDLE_BYTES) {
+      cur = { bundle: { v: 2, tenant: j.tenant, endpointId: j.endpointId, events: [] }, bytes: utf8.encode(JSON.stringify({ v: 2, tenant: j.tenant, endpointId: j.endpointId, events: [] })).length };
+      open.set(key, cur);
+      out.push(cur.bundle);
+    }
+    cur.bundle.events.push(event);
+    cur.bytes += size;
+  }
+  return out;
+}
+
+/** The bundle's events as first-attempt jobs. */
+export function jobsOfBundle(b: WebhookBundle): WebhookJob[] {
+  return b.events.map((e) => ({ v: 1, tenant: b.tenant, endpointId: b.endpointId, eventId: e.eventId, type: e.type, attempt: 1, ...(e.body !== undefined ? { body: e.body } : {}) }));
+}
+
+/** Shape check of a bundle body. */
+export function isWebhookBundle(x: unknown): x is WebhookBundle {
+  const b = x as Partial<WebhookBundle> | null;
+  return typeof b === "object" && b !== null && b.v === 2 && typeof b.tenant === "string" && typeof b.endpointId === "string" && Array.isArray(b.events)
+    && b.events.length > 0 && b.events.every((e) => typeof e?.eventId === "string" && typeof e.type === "string" && (e.body === undefined || typeof e.body === "string"));
 }

@@ -10,13 +10,15 @@
  *       (db/events.ts: each transition with the envelope it gives, if any; idempotent by Outbox
  *       event; this is also the pull feed), the notice states, suppressions for hard bounces
  *       and complaints (core/suppression-policy.ts), a takeover of lapsed claims, and the
- *       tenants' enabled endpoints. Then it enqueues one `webhooks` message per (endpoint,
- *       event) the endpoint's filter takes, carrying the stored body.
+ *       tenants' enabled endpoints. Then it enqueues, per endpoint, one `webhooks` message
+ *       (a bundle, jobs.ts) with every event of this publication the endpoint's filter takes,
+ *       carrying the stored bodies.
  *
- *   Why one queue message per (endpoint, event) rather than per event with fan-out in the
- *   consumer: each delivery then has its own attempt count, delay and dead letter, a retry
- *   re-sends only to the endpoint that failed, a 410 or an outage of one endpoint never holds
- *   another's copy, and the consumer's per-endpoint health applies to whole messages.
+ *   Why per endpoint rather than per event with fan-out in the consumer: a 410 or an outage of
+ *   one endpoint never holds another's copy, and the consumer's per-endpoint health applies to
+ *   whole messages. Why bundles rather than one message per (endpoint, event): queue operations
+ *   are billed per message, three each. Each event of a bundle still has its own attempt
+ *   count, delay and dead letter: one that fails leaves the bundle as a job of its own.
  *
  * INVARIANTS
  *   What is pushed is read back from event_log (RETURNING), so pushes and the feed carry the
@@ -40,7 +42,7 @@ import type { MessageInfo } from "./core/events";
 import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "./core/publication";
 import { suppressionFor } from "./core/suppression-policy";
 import { parseWebhookConfig, type WebhookVars } from "./core/webhook-config";
-import { enqueueJobs, makeJob } from "./jobs";
+import { enqueueJobs, makeBundles, makeJob } from "./jobs";
 
 /** How long a claim on events for the queue holds before a repeated publication may take it, ms. */
 const CLAIM_LEASE_MS = 10_000;
@@ -142,9 +144,9 @@ export async function publishEvents(env: Env, states: readonly SyncState[], inde
   const endpoints = ((results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]).map(toPublishEndpoint);
   const jobs = rows.flatMap((row) => endpoints
     .filter((ep) => ep.tenant_id === row.tenant_id && endpointWants(ep.events, row.type))
-    .map((ep) => ({ job: makeJob(row.tenant_id, ep.id, { id: row.event_id, type: row.type, body: row.body }) })));
+    .map((ep) => makeJob(row.tenant_id, ep.id, { id: row.event_id, type: row.type, body: row.body })));
   try {
-    if (jobs.length > 0) await enqueueJobs(env.WEBHOOKS, jobs);
+    if (jobs.length > 0) await enqueueJobs(env.WEBHOOKS, makeBundles(jobs).map((job) => ({ job })));
   } catch (e) {
     await releaseFeedClaims(env.DB, rows.map((r) => r.event_id), nowMs).catch(() => undefined);
     throw e;
