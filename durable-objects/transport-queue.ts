@@ -39,7 +39,7 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
-  leaseUntil, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
+  leaseSeconds, leaseUntil, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
   pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
@@ -79,9 +79,10 @@ export class TransportQueue extends DurableObject<Env> {
       this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); });
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
-      // Every entry in flight is leased anew (storage/leases.ts): its job may be in the queue.
+      // Every entry in flight is leased until the stored horizon (storage/leases.ts): its job may
+      // be in the queue, and starting again must not extend that.
       const inFlight = [...this.qmgr.busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
-      this.leases = Leases.restore(takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()));
+      this.leases = Leases.restore(sql, takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()), Math.ceil(leaseSeconds(env) / 2));
       if (inFlight.length > 0) await this.arm();
     });
   }
@@ -281,6 +282,7 @@ export class TransportQueue extends DurableObject<Env> {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
         const until = leaseUntil(this.env, nowSec());
+        this.leases.cover(until); // before the jobs can reach the queue: a stop inside sendBatch leases them till then
         this.journal.flush(this.qmgr);
         for (const e of entries) this.sending.add(e.entryId);
         try {

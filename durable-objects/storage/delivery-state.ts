@@ -91,9 +91,14 @@ export function parseCoreId(coreId: string): AttemptRef {
   return { messageId: coreId.slice(0, hash), attempt: Number(coreId.slice(hash + 1)) || 1 };
 }
 
-/** When a lease taken at `now` (unix s) runs out: DELIVERY_LEASE_SECONDS later (default 900). */
+/** A delivery lease's length: DELIVERY_LEASE_SECONDS (default 900). */
+export function leaseSeconds(env: { DELIVERY_LEASE_SECONDS?: string }): number {
+  return Number(env.DELIVERY_LEASE_SECONDS) || 900;
+}
+
+/** When a lease taken at `now` (unix s) runs out. */
 export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number): number {
-  return now + (Number(env.DELIVERY_LEASE_SECONDS) || 900);
+  return now + leaseSeconds(env);
 }
 
 /** The leases a version-1 object kept in its `lease` table (dropped here), by entry id. */

@@ -3,10 +3,13 @@
  * consumer may still report, and until when.
  *
  * DESCRIPTION
- *   Leases.restore(legacy, inFlight, until)  after a start: the leases of the version-1 table
- *                     (storage/delivery-state.ts takeLegacyLeases), and a fresh one until `until`
- *                     for every other entry the core has in flight (restored from the journal).
- *   add(entries, until)   leases entries whose jobs the deliver queue took.
+ *   Leases.restore(sql, legacy, inFlight, fallback, slack)  after a start: the leases of the
+ *                     version-1 table (storage/delivery-state.ts takeLegacyLeases), and for every
+ *                     other entry the core has in flight (restored from the journal) a lease until
+ *                     the stored horizon (or `fallback`, stored, when there is none yet).
+ *   add(entries, until)   leases entries whose jobs the deliver queue took (cover() first).
+ *   cover(until)      moves the stored horizon past `until` (to until + slack) when it is not
+ *                     already there: one row write per `slack` seconds of dispatching at most.
  *   take(entryId)     ends a lease (the entry is reported); its core message id, or null.
  *   has(entryId)      whether the entry is leased.
  *   expired(now)      entries whose lease ran out (at most 500, oldest first).
@@ -15,14 +18,19 @@
  *
  * Why not rows: a lease row was one insert and one delete per delivery (2 of a message's ~33
  * rows written). A lease only says when an unreported entry counts as crashed. The entries
- * themselves are durable in the core's journal, so after a restart each entry in flight is simply
- * leased anew: one whose agent is gone is retried a lease later than it would have been, and one
- * whose job never reached the queue (the object stopped inside sendBatch) too, instead of at once.
- * Nothing is lost either way.
+ * themselves are durable in the core's journal, so after a start each entry in flight is leased
+ * until the horizon: a time no lease given before the stop runs past, kept in one row. The
+ * horizon is fixed in storage, not taken from the clock at the start: an object that is evicted
+ * and started again and again (its alarm, a probe) must not push its restored leases further each
+ * time, or an entry whose job was lost would never be crashed and retried. An entry whose agent
+ * is gone is retried at most `slack` seconds later than its own lease; one whose job never
+ * reached the queue (the object stopped inside sendBatch, after cover()) the same. Nothing is
+ * lost either way.
  *
  * INVARIANTS
  *   Every entry the core has in flight is leased (or being sent); entries are at most
- *   process_limit, so every operation here is bounded by it.
+ *   process_limit, so every operation here is bounded by it. No lease given since the stored
+ *   horizon was last moved runs past it.
  */
 
 export interface Lease {
@@ -33,15 +41,33 @@ export interface Lease {
 export class Leases {
   private readonly byEntry = new Map<number, Lease>();
 
-  static restore(legacy: Iterable<[number, Lease]>, inFlight: Iterable<[number, string]>, until: number): Leases {
-    const l = new Leases();
+  private constructor(private readonly sql: SqlStorage, private horizon: number | null, private readonly slack: number) {}
+
+  static restore(sql: SqlStorage, legacy: Iterable<[number, Lease]>, inFlight: Iterable<[number, string]>, fallback: number, slack: number): Leases {
+    sql.exec("CREATE TABLE IF NOT EXISTS lease_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL)");
+    const row = sql.exec<{ until: number }>("SELECT until FROM lease_horizon WHERE id = 0").toArray()[0];
+    const l = new Leases(sql, row?.until ?? null, slack);
     for (const [entryId, lease] of legacy) l.byEntry.set(entryId, lease);
-    for (const [entryId, coreId] of inFlight) if (!l.byEntry.has(entryId)) l.byEntry.set(entryId, { coreId, until });
+    for (const [entryId, coreId] of inFlight) {
+      if (l.byEntry.has(entryId)) continue;
+      if (l.horizon === null) l.store(fallback);
+      l.byEntry.set(entryId, { coreId, until: l.horizon! });
+    }
     return l;
   }
 
+  cover(until: number): void {
+    if (this.horizon === null || this.horizon < until) this.store(until + this.slack);
+  }
+
   add(entries: readonly { entryId: number; messageId: string }[], until: number): void {
+    if (entries.length > 0) this.cover(until);
     for (const e of entries) this.byEntry.set(e.entryId, { coreId: e.messageId, until });
+  }
+
+  private store(horizon: number): void {
+    this.horizon = horizon;
+    this.sql.exec("INSERT INTO lease_horizon (id, until) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET until = excluded.until", horizon);
   }
 
   take(entryId: number): string | null {

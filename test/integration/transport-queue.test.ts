@@ -204,6 +204,33 @@ describe("DestinationQueue Durable Object", () => {
     expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
   });
 
+  it("starting again and again does not extend a restored lease: an entry whose job was lost is crashed when the stored horizon passes", async () => {
+    // The crash campaign's stall: an object evicted between its alarms leased its lost entries
+    // anew at every start, so they never ran out and nothing was delivered again.
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-restarts");
+    await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
+    const { entries } = await stub.dispatch(10);
+    const entryId = entries[0]!.entryId;
+    const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-restarts"); // a stub is broken by its object's abort
+    const horizon = () => runInDurableObject(fresh(), (_o, state) => state.storage.sql.exec<{ until: number }>("SELECT until FROM lease_horizon").one().until);
+    const [first] = await leasesIn(stub);
+    expect(await horizon()).toBeGreaterThanOrEqual(first!.until); // no lease runs past it
+    const restart = async () => {
+      await expect(runInDurableObject(fresh(), (_o, state) => state.abort("evicted"))).rejects.toThrow("evicted");
+      return (await leasesIn(fresh()))[0]!.until;
+    };
+    const h = await horizon();
+    expect(await restart()).toBe(h);
+    expect(await restart()).toBe(h);
+    // Time passes beyond the horizon (moved back here), and the object starts once more.
+    await runInDurableObject(fresh(), (_o, state) => { state.storage.sql.exec("UPDATE lease_horizon SET until = ?", Math.floor(Date.now() / 1000) - 1); });
+    expect(await restart()).toBeLessThan(Date.now() / 1000);
+    await runDurableObjectAlarm(fresh());
+    const again = fresh();
+    expect(await again.leased([entryId])).toEqual([]);
+    expect((await again.inspect()).inflight).toBe(0);
+  });
+
   it("takes over the leases a version-1 object kept in its lease table, and drops the table", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-legacy-lease");
     await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
