@@ -7,7 +7,7 @@
  *                     (`incoming`) and its idempotency record; the bodies are already in R2.
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
- *   beginClassify / classify / ackEvents   the classify consumer's side (see
+ *   beginClassify / classify / ackEvents(Many)   the classify consumer's side (see
  *                     worker/consumers/classify.ts): classify records its decisions and admits
  *                     them to the Transport DOs itself (storage/outbox-admit.ts); results only
  *                     ever move `incoming` recipients.
@@ -141,6 +141,11 @@ export class Outbox extends DurableObject<Env> {
   /** Forgets events the consumer has written to D1. */
   async ackEvents(id: string, uptoSeq: number): Promise<void> {
     deleteEvents(this.sql, id, uptoSeq);
+  }
+
+  /** ackEvents for several messages of this shard in one request (the delivery stage's batch). */
+  async ackEventsMany(acks: { id: string; uptoSeq: number }[]): Promise<void> {
+    for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq);
   }
 
   /** Cancels a scheduled message that is not yet due. */

@@ -5,7 +5,7 @@
  * Every D1 result of those writes is summed (`meta.rows_written`; first() has no meta, so the
  * counting wrapper reads it through all()). The budget below fails a regression.
  */
-import { createExecutionContext, createMessageBatch, env, getQueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, env, getQueueResult, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import worker from "../../worker";
@@ -92,5 +92,33 @@ describe("D1 rows written per message", () => {
     console.log(`D1 per 1-recipient message: ${counted.totals.written} rows written (classify ${afterClassify}, delivery ${counted.totals.written - afterClassify}), ${counted.totals.read} rows read, ${counted.totals.statements} statements`);
     console.log(counted.totals.log.join("\n"));
     expect(counted.totals.written).toBeLessThanOrEqual(ROWS_WRITTEN_BUDGET);
+  });
+  it("the delivery stage acknowledges a batch's events with one Outbox request per shard, and every message's events are forgotten", async () => {
+    const tenant = "ack";
+    const webhooks = { send: async () => undefined, sendBatch: async () => undefined } as unknown as Queue;
+    const calls: string[] = [];
+    const outbox = { getByName: (name: string) => { const stub = env.OUTBOX.getByName(name); return new Proxy(stub, { get: (t, k) => { if (typeof k === "string" && k.startsWith("ack")) calls.push(`${name} ${k}`); return Reflect.get(t, k); } }); } } as unknown as Env["OUTBOX"];
+    const cenv = { ...env, OUTBOX: outbox, WEBHOOKS: webhooks, WEBHOOKS_SLOW: webhooks } as Env;
+    // Six messages in two shards (an id's first two hex digits name its shard).
+    const ids = ["00", "00", "00", "01", "01", "01"].map((shard) => `${shard}${crypto.randomUUID().slice(2)}`);
+    for (const id of ids) {
+      await env.OUTBOX.getByName(outboxName(shardOf(id))).accept({ tenant, idempotency: null, response: { status: 200, body: "{}" }, messages: [{ id, createdAt: Date.now(), scheduledAt: null, mailFrom: "a@acme.test", rcptTo: ["r@example.com"], size: 10, summary: { from: "a@acme.test", to: ["r@example.com"], cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: `<${id}@acme.test>` } }] });
+    }
+    const batch = createMessageBatch("classify", ids.map((id, i) => ({ id: `c${i}`, timestamp: new Date(), attempts: 1, body: { id } })));
+    const ctx = createExecutionContext();
+    await worker.queue(batch, cenv, ctx);
+    await getQueueResult(batch, ctx);
+    calls.length = 0;
+    const states = [];
+    for (const id of ids) {
+      const out = await env.OUTBOX.getByName(outboxName(shardOf(id))).recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }], true);
+      states.push(out.sync!);
+    }
+    await indexMessages(cenv, states);
+    expect(calls.sort()).toEqual([`${outboxName(0)} ackEventsMany`, `${outboxName(1)} ackEventsMany`]);
+    for (const id of ids) {
+      const left = await runInDurableObject(env.OUTBOX.getByName(outboxName(shardOf(id))), (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n);
+      expect(left).toBe(0);
+    }
   });
 });

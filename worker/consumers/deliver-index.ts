@@ -1,6 +1,6 @@
 /**
  * The delivery stage's D1 writes: the index rows and events of every message a batch touched,
- * in one D1 batch, then each Outbox is told which events are written.
+ * in one D1 batch, then each Outbox shard is told, in one request, which events are written.
  *
  * DESCRIPTION
  *   indexMessages(env, states)  the only index write for delivery outcomes (the Outbox does not
@@ -14,7 +14,7 @@ import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
-import { outboxOf } from "./classify-message";
+import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 
 /** Two states of one message: `a`'s view with the events of both (by seq, once each). */
 export function mergeEvents(a: SyncState, b: SyncState): SyncState {
@@ -29,10 +29,15 @@ export async function indexMessages(env: Env, states: SyncState[]): Promise<void
     const stmts = states.flatMap((s) => indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)));
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
-    await Promise.all(states.map(async (s) => {
+    // One request per Outbox shard the batch touched, not one per message.
+    const byShard = new Map<string, { id: string; uptoSeq: number }[]>();
+    for (const s of states) {
       const last = s.events[s.events.length - 1];
-      if (last) await outboxOf(env, s.view.id).ackEvents(s.view.id, last.seq);
-    }));
+      if (!last) continue;
+      const shard = outboxName(shardOf(s.view.id));
+      byShard.set(shard, [...(byShard.get(shard) ?? []), { id: s.view.id, uptoSeq: last.seq }]);
+    }
+    await Promise.all([...byShard].map(([shard, acks]) => env.OUTBOX.getByName(shard).ackEventsMany(acks)));
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));
     await env.CLASSIFY.sendBatch(states.map((s) => ({ body: { id: s.view.id }, contentType: "json" as const }))).catch((err: unknown) => {
