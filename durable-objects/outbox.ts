@@ -249,6 +249,11 @@ export class Outbox extends DurableObject<Env> {
     return readEnvelope(this.sql, id);
   }
 
+  /** envelope() for several messages of this shard in one request (a deliver batch's), in order. */
+  async envelopes(ids: string[]): Promise<(DeliveryEnvelope | null)[]> {
+    return ids.map((id) => readEnvelope(this.sql, id));
+  }
+
   /**
    * Records delivery outcomes for a message's recipients; returns how many applied. With
    * `indexedByCaller` (the deliver consumer, which writes the D1 index and events of its whole

@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import worker from "../../worker";
 import { indexMessages } from "../../worker/consumers/deliver-index";
+import { prepareJobs, readEnvelopes } from "../../worker/consumers/deliver-session";
 import { isWebhookBundle, jobsOfBundle } from "../../worker/webhooks/jobs";
 
 /** D1 rows written by one 1-recipient message's happy path: 42 at 3da0cee, 16 since migration 0007. */
@@ -120,5 +121,25 @@ describe("D1 rows written per message", () => {
       const left = await runInDurableObject(env.OUTBOX.getByName(outboxName(shardOf(id))), (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n);
       expect(left).toBe(0);
     }
+  });
+  it("the delivery stage reads a batch's envelopes with one Outbox request per shard, each job with its own message's; a session given them reads none", async () => {
+    const calls: string[] = [];
+    const outbox = { getByName: (name: string) => { const stub = env.OUTBOX.getByName(name); return new Proxy(stub, { get: (t, k) => { if (typeof k === "string" && k.startsWith("envelope")) calls.push(`${name} ${k}`); return Reflect.get(t, k); } }); } } as unknown as Env["OUTBOX"];
+    const ids = ["02", "02", "03"].map((shard) => `${shard}${crypto.randomUUID().slice(2)}`);
+    for (const id of ids) {
+      await env.OUTBOX.getByName(outboxName(shardOf(id))).accept({ tenant: "env", idempotency: null, response: { status: 200, body: "{}" }, messages: [{ id, createdAt: Date.now(), scheduledAt: null, mailFrom: `from-${id}@acme.test`, rcptTo: ["r@example.com"], size: 10, summary: { from: "a@acme.test", to: ["r@example.com"], cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: `<${id}@acme.test>` } }] });
+    }
+    // The first message twice (two entries of it), and one message no shard knows.
+    const unknown = `02${crypto.randomUUID().slice(2)}`;
+    const job = (messageId: string, entryId: number) => ({ entryId, messageId, attempt: 1, transport: "smtp", nexthop: "[127.0.0.1]:25", rcpts: [{ idx: 0, address: "r@example.com" }], leaseUntil: 0 });
+    const prepared = await prepareJobs({ ...env, OUTBOX: outbox } as Env, [job(ids[0]!, 1), job(ids[1]!, 2), job(ids[2]!, 3), job(ids[0]!, 4), job(unknown, 5)]);
+    expect(calls.sort()).toEqual([`${outboxName(2)} envelopes`, `${outboxName(3)} envelopes`]);
+    expect(prepared.map((p) => p.envelope?.mailFrom ?? null)).toEqual([`from-${ids[0]}@acme.test`, `from-${ids[1]}@acme.test`, `from-${ids[2]}@acme.test`, `from-${ids[0]}@acme.test`, null]);
+    // The batch reads them once (handleDeliverBatch); each session then matches without a request.
+    calls.length = 0;
+    const known = await readEnvelopes({ ...env, OUTBOX: outbox } as Env, ids);
+    const again = await prepareJobs({ ...env, OUTBOX: outbox } as Env, [job(ids[2]!, 3)], known);
+    expect(again[0]!.envelope?.mailFrom).toBe(`from-${ids[2]}@acme.test`);
+    expect(calls.sort()).toEqual([`${outboxName(2)} envelopes`, `${outboxName(3)} envelopes`]);
   });
 });

@@ -7,8 +7,10 @@
  *                                  TLS policy (RELAY_TLS), implicit TLS (RELAY_IMPLICIT_TLS),
  *                                  AUTH from the secrets RELAY_USERNAME / RELAY_PASSWORD, and
  *                                  Postfix's default timeouts.
- *   prepareJobs(env, jobs)         reads each entry's envelope from its Outbox and matches its
- *                                  recipients (the ones final there are not sent again).
+ *   readEnvelopes(env, ids)        the messages' envelopes, one request per Outbox shard.
+ *   prepareJobs(env, jobs, known)  matches the entries' recipients with their envelopes (read
+ *                                  for the batch, or here): the ones final there are not sent
+ *                                  again.
  *   hasWork(prepared)              whether any prepared entry has a recipient to send.
  *   unsentParts(prepared)          the parts of entries no session ran for.
  *   runSession(env, target, prepared, options)  sends the recipients not yet final, and
@@ -17,14 +19,13 @@
  *                                  name the session config, the socket factory and the TLS
  *                                  name (the `mx` kind); the default is the relay kind's.
  */
-import { bodyKey } from "../../durable-objects/storage/outbox-ids";
+import { bodyKey, outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { createSessionConfig, type SessionConfig, type TlsPolicy } from "../smtp/core/config";
 import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/core/types";
 import { deliverSession, type ConnectSocket } from "../smtp/socket";
-import { outboxOf } from "./classify-message";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./deliver-plan";
 
 /** What the session produced for one entry. */
@@ -76,10 +77,29 @@ function missingBody(id: string): ReadableStream<Uint8Array> {
   return new ReadableStream({ start: (c) => c.error(new Error(`body of ${id} is missing`)) });
 }
 
-/** Reads the envelopes of `jobs` and matches their recipients. */
-export async function prepareJobs(env: Env, jobs: DeliverJob[]): Promise<PreparedJob[]> {
-  const envelopes = await Promise.all(jobs.map((j) => outboxOf(env, j.messageId).envelope(j.messageId)));
-  return jobs.map((job, i) => ({ job, envelope: envelopes[i] ?? null, matched: sendableRcpts(job, envelopes[i] ?? null) }));
+/** The envelopes of messages `ids`, by id: one request per Outbox shard, each message once. */
+export async function readEnvelopes(env: Env, ids: string[]): Promise<Map<string, DeliveryEnvelope | null>> {
+  const byShard = new Map<string, string[]>();
+  for (const id of new Set(ids)) {
+    const shard = outboxName(shardOf(id));
+    byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
+  }
+  const found = new Map<string, DeliveryEnvelope | null>();
+  await Promise.all([...byShard].map(async ([shard, inShard]) => {
+    const envelopes = await env.OUTBOX.getByName(shard).envelopes(inShard);
+    inShard.forEach((id, i) => found.set(id, envelopes[i] ?? null));
+  }));
+  return found;
+}
+
+/** Matches the recipients of `jobs` with their envelopes (`known`: read for the whole batch already). */
+export async function prepareJobs(env: Env, jobs: DeliverJob[], known?: Map<string, DeliveryEnvelope | null>): Promise<PreparedJob[]> {
+  const missing = jobs.map((j) => j.messageId).filter((id) => !known?.has(id));
+  const read = missing.length > 0 ? await readEnvelopes(env, missing) : new Map<string, DeliveryEnvelope | null>();
+  return jobs.map((job) => {
+    const envelope = known?.get(job.messageId) ?? read.get(job.messageId) ?? null;
+    return { job, envelope, matched: sendableRcpts(job, envelope) };
+  });
 }
 
 /** The SMTP transactions of the prepared entries (one per entry with something to send). */

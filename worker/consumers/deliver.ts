@@ -23,7 +23,7 @@
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
 import type { ReportAnswer } from "../../durable-objects/transport-types";
-import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import type { DeliveryEnvelope, SyncState } from "../../durable-objects/storage/outbox-types";
 import { outboxOf } from "./classify-message";
 import { indexMessages, mergeEvents } from "./deliver-index";
 import { versionOf } from "../db/messages";
@@ -31,7 +31,7 @@ import { groupByNexthop, judgeEntry, parseJob, relayTarget, splitForSessions } f
 import type { MxResolution } from "../net/core/mx";
 import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
 import { pool } from "../lib/pool";
-import { hasWork, prepareJobs, runSession, unsentParts, type SessionPart } from "./deliver-session";
+import { hasWork, prepareJobs, readEnvelopes, runSession, unsentParts, type SessionPart } from "./deliver-session";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -164,9 +164,9 @@ async function lookupFor(nexthop: string, mx: () => MxContext): Promise<MxResolu
 }
 
 /** Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts. */
-async function sendGroup(env: Env, items: Item[], resolution: MxResolution | null, mx: () => MxContext): Promise<SessionPart[]> {
+async function sendGroup(env: Env, items: Item[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>): Promise<SessionPart[]> {
   const nexthop = items[0]!.job.nexthop;
-  const prepared = await prepareJobs(env, items.map((i) => i.job));
+  const prepared = await prepareJobs(env, items.map((i) => i.job), known);
   const target = relayTarget(nexthop);
   if (target) return runSession(env, target, prepared);
   if (!resolution || !hasWork(prepared)) return unsentParts(prepared);
@@ -179,7 +179,7 @@ async function sendGroup(env: Env, items: Item[], resolution: MxResolution | nul
  * The MX lookup runs before the lease check, so an entry whose lease was taken back while the
  * resolver was slow is not sent.
  */
-async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promise<SyncState[]> {
+async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>): Promise<SyncState[]> {
   let parts: SessionPart[];
   let site: string | null = null;
   try {
@@ -187,7 +187,7 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext): Promi
     if (resolution?.kind === "hosts" && env.DESTINATION_GROUPING === "site") site = resolution.site;
     items = await liveItems(env, items);
     if (items.length === 0) return [];
-    parts = await sendGroup(env, items, resolution, mx);
+    parts = await sendGroup(env, items, resolution, mx, known);
   } catch (e) {
     for (const it of items) fail(it.msg, "session", e);
     return [];
@@ -215,8 +215,11 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
     mx = { settings, lookup: createMxLookup(settings) };
     return mx;
   };
+  // Every envelope of the batch in one request per Outbox shard (not one per entry); should that
+  // fail, each session reads its own and fails alone.
+  const known = await readEnvelopes(env, items.map((i) => i.job.messageId)).catch(() => undefined);
   const sessions = splitForSessions(groupByNexthop(items), MAX_SOCKETS);
-  const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext)), MAX_SOCKETS);
+  const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext, known)), MAX_SOCKETS);
   // The latest state of each message (a message may span sessions; the Outbox answered each).
   const latest = new Map<string, SyncState>();
   for (const s of touched.flat()) {
