@@ -48,6 +48,18 @@ export function outboxName(shard: number): string {
   return `outbox-${shardHex(shard)}`;
 }
 
+/** `items` grouped by the Outbox (DO name) of their message id, in order: one request per shard. */
+export function byOutbox<T>(items: Iterable<T>, idOf: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const name = outboxName(shardOf(idOf(item)));
+    const list = groups.get(name);
+    if (list) list.push(item);
+    else groups.set(name, [item]);
+  }
+  return groups;
+}
+
 /** The R2 key of a message body. */
 export function bodyKey(id: string): string {
   return `mess/${id}`;

@@ -14,7 +14,7 @@ import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
-import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { byOutbox } from "../../durable-objects/storage/outbox-ids";
 
 /** Two states of one message: `a`'s view with the events of both (by seq, once each). */
 export function mergeEvents(a: SyncState, b: SyncState): SyncState {
@@ -30,14 +30,8 @@ export async function indexMessages(env: Env, states: SyncState[]): Promise<void
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
     // One request per Outbox shard the batch touched, not one per message.
-    const byShard = new Map<string, { id: string; uptoSeq: number }[]>();
-    for (const s of states) {
-      const last = s.events[s.events.length - 1];
-      if (!last) continue;
-      const shard = outboxName(shardOf(s.view.id));
-      byShard.set(shard, [...(byShard.get(shard) ?? []), { id: s.view.id, uptoSeq: last.seq }]);
-    }
-    await Promise.all([...byShard].map(([shard, acks]) => env.OUTBOX.getByName(shard).ackEventsMany(acks)));
+    const acks = states.flatMap((s) => { const last = s.events[s.events.length - 1]; return last ? [{ id: s.view.id, uptoSeq: last.seq }] : []; });
+    await Promise.all([...byOutbox(acks, (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard)));
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));
     await env.CLASSIFY.sendBatch(states.map((s) => ({ body: { id: s.view.id }, contentType: "json" as const }))).catch((err: unknown) => {

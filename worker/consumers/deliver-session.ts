@@ -19,7 +19,7 @@
  *                                  name the session config, the socket factory and the TLS
  *                                  name (the `mx` kind); the default is the relay kind's.
  */
-import { bodyKey, outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { bodyKey, byOutbox } from "../../durable-objects/storage/outbox-ids";
 import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { createSessionConfig, type SessionConfig, type TlsPolicy } from "../smtp/core/config";
@@ -79,14 +79,9 @@ function missingBody(id: string): ReadableStream<Uint8Array> {
 
 /** The envelopes of messages `ids`, by id: one request per Outbox shard, each message once. */
 export async function readEnvelopes(env: Env, ids: string[]): Promise<Map<string, DeliveryEnvelope | null>> {
-  const byShard = new Map<string, string[]>();
-  for (const id of new Set(ids)) {
-    const shard = outboxName(shardOf(id));
-    byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
-  }
   const found = new Map<string, DeliveryEnvelope | null>();
-  await Promise.all([...byShard].map(async ([shard, inShard]) => {
-    const envelopes = await env.OUTBOX.getByName(shard).envelopes(inShard);
+  await Promise.all([...byOutbox(new Set(ids), (id) => id)].map(async ([name, inShard]) => {
+    const envelopes = await env.OUTBOX.getByName(name).envelopes(inShard);
     inShard.forEach((id, i) => found.set(id, envelopes[i] ?? null));
   }));
   return found;
