@@ -10,6 +10,8 @@
  *                         yet. Returns a Runtime:
  *     start()             spawns wrangler dev (own process group, same HTTP port every time) and
  *                         waits for GET /health; then wakes the Outbox sweepers (/__scheduled).
+ *                         A port taken meanwhile ("Address already in use") is tried again: a new
+ *                         one before the first start (`url` follows), the same one after.
  *     kill9()             SIGKILL to every process of the tree (wrangler, esbuild, workerd),
  *                         each by pid, collected from /proc before the first signal.
  *     stop()              SIGTERM then SIGKILL; dispose() also removes the snapshot and state.
@@ -171,14 +173,32 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const key = await createKey({ tenant: opts.tenant, name: "chaos", persistTo: state });
   if (opts.routes.length > 0) await d1(src, state, routeSql(opts.routes));
   const operatorKey = await createOperatorKey(src, state, opts.tenant);
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
+  let port = await freePort();
+  let url = `http://127.0.0.1:${port}`;
+  let started = false;
   let child: ChildProcess | null = null;
   let output = "";
   const errors: string[] = [];
   const varArgs = Object.entries(opts.vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
 
+  // A port found free may be taken before wrangler binds it (by a sink listening on port 0, or as
+  // the inspector's): wrangler then exits with "Address already in use" and is started again, on
+  // a new port before the first start, on the same one (a restart keeps its URL) after a pause.
   const start = async () => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await startOnce();
+        started = true;
+        return;
+      } catch (e) {
+        if (attempt >= 5 || !/address already in use/i.test(e instanceof Error ? e.message : String(e))) throw e;
+        if (started) await new Promise((r) => setTimeout(r, 1000));
+        else { port = await freePort(); url = `http://127.0.0.1:${port}`; }
+      }
+    }
+  };
+
+  const startOnce = async () => {
     const inspector = await freePort();
     output = "";
     const c = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
@@ -238,7 +258,8 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   live.add(stop);
   return {
-    url, key, operatorKey, state, start, kill9, stop, rssKb, sql,
+    get url() { return url; },
+    key, operatorKey, state, start, kill9, stop, rssKb, sql,
     dispose: async () => { await stop(); live.delete(stop); await rm(root, { recursive: true, force: true }); },
     running: () => child !== null && child.exitCode === null && child.signalCode === null,
     log: () => output,
