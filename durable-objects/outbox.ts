@@ -35,11 +35,11 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import { shardOf } from "./storage/outbox-ids";
-import { admitPlan } from "./storage/outbox-admit";
+import { admitAll } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
   applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
-  insertMessage, markClassifySent, markReady, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
+  insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
@@ -81,7 +81,11 @@ export class Outbox extends DurableObject<Env> {
     releaseIdempotency(this.sql, tenant, key, token);
   }
 
-  /** Stores a request's messages and idempotency record atomically. */
+  /**
+   * Stores a request's messages and idempotency record atomically. Messages the accepting worker
+   * classified (`decisions`) are admitted to their Transport DOs in this request (admitAll); the
+   * classify queue gets only those to index now or whose admission failed.
+   */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
     const now = Date.now();
     // A body older than the grace period may already have been swept as an orphan.
@@ -92,12 +96,16 @@ export class Outbox extends DurableObject<Env> {
         if (seen.kind !== "fresh") return seen;
         completeIdempotency(this.sql, req.tenant, req.idempotency, req.response, now);
       }
-      for (const m of req.messages) insertMessage(this.sql, req.tenant, m);
+      for (const m of req.messages) insertMessage(this.sql, req.tenant, m, now);
       const first = req.messages[0];
       if (first) rememberShard(this.sql, shardOf(first.id));
       return { kind: "accepted" };
     });
-    if (result.kind === "accepted") await this.armSweep(now);
+    if (result.kind !== "accepted") return result;
+    const decided = req.messages.filter((m) => m.decisions !== undefined && m.scheduledAt === null).map((m) => m.id);
+    const { active } = await admitAll(this.ctx.storage, this.env, decided, now);
+    await this.afterChange(now, decided, decided.filter((id) => !active.has(id)));
+    if (active.size > 0) await this.armAt(now + indexLagMsOf(this.env));
     return result;
   }
 
@@ -128,9 +136,9 @@ export class Outbox extends DurableObject<Env> {
     const plan = claimClassifyWork(this.sql, id, now);
     let indexLater = false;
     if (admit && plan) {
-      const admitted = await admitPlan(this.env, plan);
-      indexLater = admitted.active;
-      this.ctx.storage.transactionSync(() => markReady(this.sql, id, admitted.idxs, Date.now()));
+      const { active, failed } = await admitAll(this.ctx.storage, this.env, [id], now);
+      if (failed.length > 0) throw new Error(`admission of ${id} failed; classify it again`);
+      indexLater = active.has(id);
     }
     await this.afterChange(now, [id], []);
     // The delivery stage indexes it; the sweeper forwards its events should that not happen soon.

@@ -11,7 +11,14 @@
  *                         carry this stage's events too). A Transport DO always takes
  *                         the message (into its incoming queue when its active queue is full);
  *                         should one ever refuse, this throws and the recipients stay `incoming`.
+ *   admitAll(storage, env, ids, nowMs)  for each of `ids` whose decided recipients are due
+ *                         (claimClassifyWork), admitPlan concurrently, then one transaction
+ *                         marks the admitted recipients ready (markReady). Returns the messages
+ *                         whose recipients all went into an active queue, and those whose
+ *                         admission failed (still `incoming` with their decisions: classifying
+ *                         them again admits the same recipients).
  */
+import { claimClassifyWork, markReady } from "./outbox-store";
 import type { ClassifyWork } from "./outbox-types";
 
 /** Admits the plan's decided recipients; returns their indexes, and whether all went into an active queue. */
@@ -32,4 +39,23 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
     return r.active === true;
   }));
   return { idxs: [...byTransport.values()].flat().map((r) => r.idx), active: answers.length > 0 && answers.every(Boolean) };
+}
+
+/** Admits the due decided recipients of `ids` and marks them ready; see the header. */
+export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number): Promise<{ active: Set<string>; failed: string[] }> {
+  const plans = ids.map((id) => claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
+  const settled = await Promise.allSettled(plans.map((p) => admitPlan(env, p)));
+  const active = new Set<string>();
+  const failed: string[] = [];
+  storage.transactionSync(() => settled.forEach((s, i) => {
+    const id = plans[i]!.id;
+    if (s.status === "rejected") {
+      failed.push(id);
+      console.error(JSON.stringify({ error: "outbox: admission failed (classified again)", id, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }));
+      return;
+    }
+    markReady(storage.sql, id, s.value.idxs, Date.now());
+    if (s.value.active) active.add(id);
+  }));
+  return { active, failed };
 }

@@ -2,9 +2,10 @@
  * The Outbox's queue directory in its SQLite: messages, recipients and their transitions.
  *
  * DESCRIPTION
- *   insertMessage        stores one accepted envelope with its recipients `incoming` (and
- *                        email.scheduled when it waits). Callers run it inside transactionSync with the
- *                        idempotency record, so accept is all or nothing.
+ *   insertMessage        stores one accepted envelope with its recipients `incoming`, decided
+ *                        when the accepting worker classified it (and email.scheduled when it
+ *                        waits). Callers run it inside transactionSync with the idempotency
+ *                        record, so accept is all or nothing.
  *   readView / readEvents / deleteEvents   what the status API and the index sync read.
  *   claimClassifyWork    a due, open message's still-`incoming` recipients and their decisions.
  *   recordDecisions      the classify stage's resolution, stored before admission; suppressed
@@ -52,18 +53,34 @@ function inlineBody(b: string | Uint8Array | undefined): string | ArrayBuffer | 
   return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
 }
 
-/** Stores an accepted message and its recipients (all `incoming`). */
-export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage): void {
+/**
+ * Stores an accepted message and its recipients: `incoming`, with the classify stage's decision
+ * when the accepting worker made it (`m.decisions`; a scheduled message is decided when due).
+ * A recipient decided `suppressed` ends so at once, with its event; a message with no open
+ * recipient left is not counted unclassified (no index entry) and finishes in this write.
+ */
+export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, nowMs = m.createdAt): void {
+  const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
+  const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary), inlineBody(m.body), m.body === undefined ? 1 : 0,
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary), inlineBody(m.body), m.body === undefined ? 1 : 0, open ? 1 : 0,
   );
   m.rcptTo.forEach((address, idx) => {
-    sql.exec("INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)", m.id, idx, address, m.createdAt);
+    const d = decided.get(idx);
+    if (d === undefined) {
+      sql.exec("INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)", m.id, idx, address, m.createdAt);
+    } else if (d.status === "ready") {
+      sql.exec("INSERT INTO rcpt (message_id, idx, address, status, transport, nexthop, updated_at) VALUES (?, ?, ?, 'incoming', ?, ?, ?)", m.id, idx, d.address, d.transport, d.nexthop, m.createdAt);
+    } else {
+      sql.exec("INSERT INTO rcpt (message_id, idx, address, status, blocked_by, updated_at) VALUES (?, ?, ?, 'suppressed', 'suppressed', ?)", m.id, idx, d.address, m.createdAt);
+      recordEvent(sql, { message_id: m.id, tenant, type: "email.suppressed", recipient: d.address, created_at: m.createdAt, data: { reason: d.reason } });
+    }
   });
   // No email.accepted row: the message row says when it was accepted (the D1 timeline shows it
   // from there), and an event row would cost an insert and a delete here and two rows in D1.
   if (m.scheduledAt !== null) recordEvent(sql, { message_id: m.id, tenant, recipient: null, created_at: m.createdAt, type: "email.scheduled", data: { scheduled_at: new Date(m.scheduledAt).toISOString() } });
+  if (!open) finishIfDone(sql, m.id, nowMs);
 }
 
 /** The message's own row (no recipients), or undefined. */

@@ -44,6 +44,12 @@ export interface NewMessage {
   summary: MessageSummary;
   /** The message text when it is small enough to keep in the Outbox row (INLINE_BODY_BYTES); else it is in R2. */
   body?: string | Uint8Array;
+  /**
+   * The classify stage's decisions, made by the accepting worker (one per recipient; absent when
+   * its look-ups failed, and ignored for a scheduled message): the Outbox stores them with the
+   * recipients and admits the message in the same request, with no classify queue message.
+   */
+  decisions?: ClassifyResult[];
 }
 
 /** An idempotency key and the hash of the request it guards. */

@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { call, callWithKey, classified, email, getEmail, newKey } from "./helpers";
+import { call, callWithKey, classified, email, getEmail, newKey, settle } from "./helpers";
 
 let key: string;
 beforeAll(async () => {
@@ -30,6 +30,7 @@ async function twoDomains(drop = "drop.example"): Promise<string> {
   const res = await callWithKey(key, "POST", "/emails", email({ to: ["keep@keep.example", `gone@${drop}`] }));
   const { id } = await res.json<{ id: string }>();
   await classified(key, id);
+  await settle(); // the cancel filter finds messages through the D1 index
   return id;
 }
 

@@ -1,14 +1,17 @@
 /**
- * The accept path: Idempotency-Key, bodies to R2, envelopes to the Outbox, then the classify queue.
+ * The accept path: Idempotency-Key, bodies to R2 and classification, envelopes to the Outbox.
  *
  * DESCRIPTION
  *   idempotencyOf(c, tenant, rawBody)  the validated Idempotency-Key header with the request hash,
  *                                      or null; a bad key is 400 invalid_idempotency_key.
  *   replayIfKnown                      a finished request's stored response for a retry, or null;
  *                                      409s for a different payload or a request in flight.
- *   storeAndQueue                      the qmail order: every body to R2 (`mess/<id>`) first, then
- *                                      one Outbox transaction with the envelopes and the
- *                                      idempotency record, then the classify queue. The response
+ *   storeAndQueue                      the qmail order: every body to R2 (`mess/<id>`) first (with
+ *                                      the classify stage's decisions, made meanwhile), then one
+ *                                      Outbox request: one transaction with the envelopes, their
+ *                                      decisions and the idempotency record, then admission to
+ *                                      the Transport DOs. Messages left undecided (scheduled, or
+ *                                      a failed look-up) go to the classify queue. The response
  *                                      is stored with the key, so a retry gets it byte for byte.
  *
  * INVARIANTS
@@ -24,6 +27,7 @@ import { bodyKey, outboxName } from "../../durable-objects/storage/outbox-ids";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../durable-objects/storage/outbox-types";
 import type { ClassifyJob } from "../../durable-objects/outbox";
 import type { NewMessage } from "../../durable-objects/storage/outbox-types";
+import { decideNew } from "../consumers/classify-message";
 import { ApiError } from "./errors";
 import type { PreparedMessage } from "./prepare";
 import { IdempotencyKeySchema } from "./schemas";
@@ -87,16 +91,25 @@ function fitsInline(b: string | Uint8Array, limit: number): boolean {
 export async function storeAndQueue(env: Env, input: AcceptInput): Promise<StoredResponse> {
   const outbox = env.OUTBOX.getByName(outboxName(input.shard));
   const idem = input.idempotency;
+  let undecided: NewMessage[] = input.prepared.map((p) => p.record);
   if (idem) {
     const seen = await outbox.reserve(input.tenant, idem.claim, idem.token);
     if (seen.kind !== "fresh") return resolveSeen(seen);
   }
   try {
     // Small bodies ride in the Outbox row (no R2 put now, no R2 get at delivery); the rest go to R2 first.
+    // The classify stage's decisions are made here, beside the body writes, so that the Outbox
+    // stores and admits each message in its accept request (no classify queue message).
     const limit = inlineBodyBytes(env);
-    const messages = input.prepared.map((p) => (fitsInline(p.body, limit) ? { ...p.record, body: p.body } : p.record));
-    await Promise.all(input.prepared.filter((_, i) => messages[i]!.body === undefined)
-      .map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })));
+    const [decisions] = await Promise.all([
+      decideNew(env, input.tenant, input.prepared.map((p) => p.record)),
+      ...input.prepared.filter((p) => !fitsInline(p.body, limit))
+        .map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })),
+    ]);
+    const messages = input.prepared.map((p, i): NewMessage => ({
+      ...p.record, ...(fitsInline(p.body, limit) ? { body: p.body } : {}), ...(decisions[i] ? { decisions: decisions[i] } : {}),
+    }));
+    undecided = messages.filter((m) => m.decisions === undefined);
     const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);
     if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
     if (res.kind !== "accepted") return resolveSeen(res);
@@ -104,7 +117,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;
   }
-  await queueForClassify(env, input.tenant, input.prepared.map((p) => p.record));
+  await queueForClassify(env, input.tenant, undecided);
   return input.response;
 }
 

@@ -12,6 +12,10 @@
  *                                    (storage/outbox-admit.ts) and marks them ready in that one
  *                                    call. Returns the state the index must reflect, and
  *                                    whether the delivery stage will write it instead.
+ *   decideNew(env, tenant, messages)  decide() for newly accepted messages, in the accepting
+ *                                    worker (the Outbox stores and admits them in its accept
+ *                                    request); null for a scheduled message (decided when due), and
+ *                                    for all when a look-up fails (the classify queue decides them).
  *   decideMessage(env, id, lookups)  the first two steps only (decisions recorded, nothing
  *                                    admitted); for crash tests.
  *
@@ -22,8 +26,8 @@
  *   recipients that are no longer undecided and `incoming`.
  */
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
-import type { ClassifyResult, ClassifyWork, SyncState } from "../../durable-objects/storage/outbox-types";
-import type { Lookups } from "./lookups";
+import type { ClassifyResult, ClassifyWork, NewMessage, SyncState } from "../../durable-objects/storage/outbox-types";
+import { BatchLookups, type Lookups } from "./lookups";
 import { resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
 
 /** The Outbox stub of a message. */
@@ -52,6 +56,18 @@ export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpt
     if (suppressed.has(r.address.toLowerCase())) return { ...r, status: "suppressed", reason: "on the suppression list" };
     return { ...r, status: "ready", ...resolveRecipient(r.address, work.tenant, routing, defaultsOf(env)) };
   });
+}
+
+/** Decisions for new messages at accept (see the header). */
+export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt">[]): Promise<(ClassifyResult[] | null)[]> {
+  const lookups = new BatchLookups(env.DB);
+  try {
+    return await Promise.all(messages.map((m) => m.scheduledAt !== null ? null
+      : decide(env, { tenant, rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })) }, lookups)));
+  } catch (e) {
+    console.error(JSON.stringify({ error: "classify at accept failed; the classify queue decides", detail: e instanceof Error ? e.message : String(e) }));
+    return messages.map(() => null);
+  }
 }
 
 /** Steps 1–2: the due work, with decisions recorded for every recipient; null when none is due. */

@@ -1,6 +1,9 @@
 /**
  * The `classify` Queue consumer (qmail-todo): classifies each message in its own stage, never
- * inside the scheduler, and keeps the D1 index and event log in step with the Outbox.
+ * inside the scheduler, and keeps the D1 index and event log in step with the Outbox. The
+ * accepting worker runs the same decisions first (worker/api/accept.ts, decideNew), so this
+ * queue takes only what it could not decide (a failed look-up), scheduled messages when due,
+ * the Outbox's messages to index, and the sweeper's re-triggers.
  *
  * DESCRIPTION
  *   handleClassifyBatch(batch, env)  for every message a queue message names (one, or an accept

@@ -1,0 +1,86 @@
+/**
+ * Classification at accept: the accepting worker decides (routes, suppressions) beside the body
+ * write, and the Outbox stores the decisions and admits the message to its Transport DO in its
+ * accept request. No classify queue message is sent for it; the queue still takes what could not
+ * be decided (a failed look-up) and scheduled messages.
+ */
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
+import worker from "../../worker";
+import { email, newKey, settle } from "./helpers";
+
+let key: string;
+beforeAll(async () => {
+  key = await newKey("acc");
+  await env.DB.prepare("INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES ('acc', 'gone@example.com', 'hard_bounce', ?1, NULL)").bind(Date.now()).run();
+});
+afterAll(() => settle());
+
+/** POSTs through the Worker with `over` replacing bindings; returns the answer and what the classify queue was sent. */
+async function post(path: string, body: unknown, over: Partial<Env> = {}): Promise<{ status: number; json: Record<string, unknown>; classify: unknown[] }> {
+  const classify: unknown[] = [];
+  // Records what the classify queue is sent, and passes it on (its consumer indexes and decides).
+  const queue = {
+    send: async (b: unknown, o?: QueueSendOptions) => { classify.push(b); await env.CLASSIFY.send(b, o); },
+    sendBatch: async (bs: MessageSendRequest[]) => { classify.push(...bs.map((b) => b.body)); await env.CLASSIFY.sendBatch(bs); },
+  } as unknown as Queue;
+  const ctx = createExecutionContext();
+  const req = new Request(`http://relay.test${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await worker.fetch(req as Request<unknown, IncomingRequestCfProperties>, { ...env, CLASSIFY: queue, ...over } as Env, ctx);
+  await waitOnExecutionContext(ctx);
+  return { status: res.status, json: await res.json(), classify };
+}
+
+/** The message's recipients as its Outbox holds them, read the moment the API answered. */
+function outboxRcpts(id: string): Promise<{ address: string; status: string; transport: string | null }[]> {
+  return runInDurableObject(env.OUTBOX.getByName(outboxName(shardOf(id))), (_o, state) =>
+    state.storage.sql.exec<{ address: string; status: string; transport: string | null }>("SELECT address, status, transport FROM rcpt WHERE message_id = ? ORDER BY idx", id).toArray());
+}
+
+describe("classification at accept", () => {
+  it("an email is decided, stored and admitted in the accept request, with no classify queue message", async () => {
+    const r = await post("/emails", email({ to: ["ann@example.com", "gone@example.com"] }));
+    expect(r.status).toBe(200);
+    const id = r.json.id as string;
+    expect(r.classify).toEqual([]);
+    expect(await outboxRcpts(id)).toEqual([
+      { address: "ann@example.com", status: "ready", transport: "smtp" },
+      { address: "gone@example.com", status: "suppressed", transport: null },
+    ]);
+    const admitted = await runInDurableObject(env.TRANSPORT_QUEUE.getByName("smtp"), (_o, state) => recipientsFrom(state.storage.sql, id, 0).map((x) => x.address));
+    expect(admitted).toEqual(["ann@example.com"]);
+  });
+
+  it("a batch of 100 is admitted in its one accept request", async () => {
+    const r = await post("/emails/batch", Array.from({ length: 100 }, (_, i) => email({ to: `b${i}@example.com` })));
+    expect(r.status).toBe(200);
+    expect(r.classify).toEqual([]);
+    const ids = (r.json.data as { id: string }[]).map((d) => d.id);
+    const states = await Promise.all(ids.map(async (id) => (await outboxRcpts(id))[0]?.status));
+    expect(new Set(states)).toEqual(new Set(["ready"]));
+  });
+
+  it("a message whose look-ups fail is stored undecided and handed to the classify queue", async () => {
+    // Authentication and the sender check read D1 too: only the classify stage's look-ups fail.
+    const db = new Proxy(env.DB, {
+      get: (t, p) => (p === "prepare"
+        ? (sql: string) => { if (/\broutes\b|\bsuppressions\b/.test(sql)) throw new Error("D1 is down"); return t.prepare(sql); }
+        : Reflect.get(t, p)),
+    });
+    const r = await post("/emails", email({ to: "carl@example.com" }), { DB: db });
+    expect(r.status).toBe(200);
+    const id = r.json.id as string;
+    expect(await outboxRcpts(id)).toEqual([{ address: "carl@example.com", status: "incoming", transport: null }]);
+    expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: ["carl@example.com"] }] }]);
+  });
+
+  it("a scheduled message is not decided before it is due", async () => {
+    const r = await post("/emails", email({ to: "later@example.com", scheduled_at: new Date(Date.now() + 3600_000).toISOString() }));
+    expect(r.status).toBe(200);
+    const id = r.json.id as string;
+    expect(await outboxRcpts(id)).toEqual([{ address: "later@example.com", status: "incoming", transport: null }]);
+    expect(r.classify).toEqual([{ id }]);
+  });
+});
