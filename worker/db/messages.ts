@@ -58,7 +58,7 @@ function headerToIndex(v: MessageView): string | null {
 /**
  * Upserts for one message and its recipients. An update writes only when something changed and
  * never touches the indexed identity columns (tenant, address, Message-ID, created_at), so it
- * rewrites no index entry but recipients_by_status when the state moves.
+ * rewrites no index entry but recipients_open (migration 0009) while the recipient is open.
  */
 export function indexStatements(db: D1Database, v: MessageView, lastEvent: string): D1PreparedStatement[] {
   const version = versionOf(v);
