@@ -1,5 +1,5 @@
 /**
- * npm run bench:cost [-- --messages N] [--cases 1rcpt,10rcpt,batch100] [--json] [--budget] [--no-retention]
+ * npm run bench:cost [-- --messages N] [--cases 1rcpt,10rcpt,batch100] [--var NAME=value …] [--json] [--budget] [--no-retention]
  *
  * What one email costs on Cloudflare, counted, not estimated: every billable operation the mail
  * causes end to end under `wrangler dev`, read from the meter (worker/lib/meter.ts) through
@@ -26,6 +26,8 @@
  *   retention included (a delete is billed as a row written); a case's window ends at delivery and
  *   does not include them.
  *   Prices: list prices, free allowances ignored; Workers CPU and DO duration are not counted.
+ *   --var overrides a wrangler.toml [vars] value for the whole run (e.g.
+ *   CLASSIFY_AT_ACCEPT_MAX_RCPTS=10), printed with the figures.
  *   --budget: exits 1 when any per-message figure of the 1rcpt case named there exceeds
  *   scripts/cost-budget.json, or when retention (if run) left any row behind. CI runs it on 200
  *   messages.
@@ -48,8 +50,16 @@ const { values } = parseArgs({
     budget: { type: "boolean", default: false },
     "no-retention": { type: "boolean", default: false },
     "retention-messages": { type: "string", default: "200" },
+    var: { type: "string", multiple: true, default: [] },
   },
 });
+
+/** --var NAME=value overrides of wrangler.toml [vars]. */
+const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
+  const eq = kv.indexOf("=");
+  if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
+  return [kv.slice(0, eq), kv.slice(eq + 1)];
+}));
 
 const CONCURRENCY = 10;
 const TIMEOUT_MS = 240_000;
@@ -84,7 +94,7 @@ async function setup(vars: Record<string, string> = {}): Promise<Setup> {
   const receiver = await startReceiver();
   const server = await startDevServer({
     tenant: "bench", role: "operator", frozen: true, testScheduled: true,
-    vars: { SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", COHORT_ENV: "development", ...vars },
+    vars: { SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", COHORT_ENV: "development", ...VARS, ...vars },
   }).catch(async (e: unknown) => { await catcher.close(); await receiver.close(); throw e; });
   const s = { server, catcher, receiver };
   running.push(s);
@@ -274,7 +284,7 @@ async function runRetention(n: number): Promise<{ total: number; messages: numbe
 }
 
 function printCase(name: string, r: CaseResult): void {
-  console.log(`\n== ${name}: ${r.messages} messages, ${r.recipients} recipients, ${r.seconds} s; events ${JSON.stringify(r.events)}`);
+  console.log(`\n== ${name}: ${r.messages} messages, ${r.recipients} recipients, ${r.seconds} s; events ${JSON.stringify(r.events)}${Object.keys(VARS).length > 0 ? `; --var ${JSON.stringify(VARS)}` : ""}`);
   const keys = Object.keys(r.totals);
   console.log(`${"".padEnd(20)}${"total".padStart(12)}${"per message".padStart(14)}${r.per_recipient ? "per rcpt".padStart(12) : ""}`);
   for (const k of keys) console.log(`${k.padEnd(20)}${String(r.totals[k]).padStart(12)}${String(r.per_message[k]).padStart(14)}${r.per_recipient ? String(r.per_recipient[k]).padStart(12) : ""}`);

@@ -1,5 +1,5 @@
 /**
- * Classification at accept: the accepting worker decides (routes, suppressions) beside the body
+ * Classification at accept (CLASSIFY_AT_ACCEPT_MAX_RCPTS, here 10): the accepting worker decides (routes, suppressions) beside the body
  * write, and the Outbox stores the decisions and admits the message to its Transport DO in its
  * accept request. No classify queue message is sent for it; the queue still takes what could not
  * be decided (a failed look-up) and scheduled messages.
@@ -16,19 +16,24 @@ beforeAll(async () => {
   key = await newKey("acc");
   await env.DB.prepare("INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES ('acc', 'gone@example.com', 'hard_bounce', ?1, NULL)").bind(Date.now()).run();
 });
-afterAll(() => settle());
 
-/** POSTs through the Worker with `over` replacing bindings; returns the answer and what the classify queue was sent. */
+const held: { body: unknown }[] = [];
+afterAll(async () => {
+  // What the stub queue held goes to the real one, whose consumer decides and indexes it.
+  if (held.length > 0) await env.CLASSIFY.sendBatch(held.splice(0) as MessageSendRequest[]);
+  await settle();
+});
+
+/** POSTs through the Worker with `over` replacing bindings; returns the answer and what the classify queue was sent (held until the file ends). */
 async function post(path: string, body: unknown, over: Partial<Env> = {}): Promise<{ status: number; json: Record<string, unknown>; classify: unknown[] }> {
   const classify: unknown[] = [];
-  // Records what the classify queue is sent, and passes it on (its consumer indexes and decides).
   const queue = {
-    send: async (b: unknown, o?: QueueSendOptions) => { classify.push(b); await env.CLASSIFY.send(b, o); },
-    sendBatch: async (bs: MessageSendRequest[]) => { classify.push(...bs.map((b) => b.body)); await env.CLASSIFY.sendBatch(bs); },
+    send: async (b: unknown) => { classify.push(b); held.push({ body: b }); },
+    sendBatch: async (bs: MessageSendRequest[]) => { classify.push(...bs.map((b) => b.body)); held.push(...bs); },
   } as unknown as Queue;
   const ctx = createExecutionContext();
   const req = new Request(`http://relay.test${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-  const res = await worker.fetch(req as Request<unknown, IncomingRequestCfProperties>, { ...env, CLASSIFY: queue, ...over } as Env, ctx);
+  const res = await worker.fetch(req as Request<unknown, IncomingRequestCfProperties>, { ...env, CLASSIFY: queue, CLASSIFY_AT_ACCEPT_MAX_RCPTS: "10", ...over } as Env, ctx);
   await waitOnExecutionContext(ctx);
   return { status: res.status, json: await res.json(), classify };
 }
@@ -74,6 +79,24 @@ describe("classification at accept", () => {
     const id = r.json.id as string;
     expect(await outboxRcpts(id)).toEqual([{ address: "carl@example.com", status: "incoming", transport: null }]);
     expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: ["carl@example.com"] }] }]);
+  });
+
+  it("a message of more recipients than CLASSIFY_AT_ACCEPT_MAX_RCPTS goes through the classify queue", async () => {
+    const to = Array.from({ length: 11 }, (_, i) => `many${i}@example.com`);
+    const r = await post("/emails", email({ to }));
+    expect(r.status).toBe(200);
+    const id = r.json.id as string;
+    expect((await outboxRcpts(id)).map((x) => x.status)).toEqual(to.map(() => "incoming"));
+    expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: to }] }]);
+    const ten = await post("/emails", email({ to: to.slice(0, 10) }));
+    expect(ten.classify).toEqual([]);
+  });
+
+  it("with CLASSIFY_AT_ACCEPT_MAX_RCPTS 0 (the default) every message goes through the classify queue", async () => {
+    const r = await post("/emails", email({ to: "dee@example.com" }), { CLASSIFY_AT_ACCEPT_MAX_RCPTS: "0" } as Partial<Env>);
+    const id = r.json.id as string;
+    expect(await outboxRcpts(id)).toEqual([{ address: "dee@example.com", status: "incoming", transport: null }]);
+    expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: ["dee@example.com"] }] }]);
   });
 
   it("a scheduled message is not decided before it is due", async () => {

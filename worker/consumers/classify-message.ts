@@ -14,8 +14,11 @@
  *                                    whether the delivery stage will write it instead.
  *   decideNew(env, tenant, messages)  decide() for newly accepted messages, in the accepting
  *                                    worker (the Outbox stores and admits them in its accept
- *                                    request); null for a scheduled message (decided when due), and
- *                                    for all when a look-up fails (the classify queue decides them).
+ *                                    request); null (the classify queue decides) for a scheduled
+ *                                    message (decided when due), for one of more than
+ *                                    CLASSIFY_AT_ACCEPT_MAX_RCPTS recipients (default 0: every
+ *                                    message; see wrangler.toml for the trade-off), and for all
+ *                                    when a look-up fails.
  *   decideMessage(env, id, lookups)  the first two steps only (decisions recorded, nothing
  *                                    admitted); for crash tests.
  *
@@ -58,11 +61,18 @@ export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpt
   });
 }
 
+/** Most recipients of a message classified at accept (CLASSIFY_AT_ACCEPT_MAX_RCPTS; default and anything invalid 0: never). */
+export function inlineRcptsOf(env: Env): number {
+  const n = Number((env.CLASSIFY_AT_ACCEPT_MAX_RCPTS as string | undefined) ?? 0);
+  return Number.isInteger(n) && n > 0 ? n : 0;
+}
+
 /** Decisions for new messages at accept (see the header). */
 export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt">[]): Promise<(ClassifyResult[] | null)[]> {
   const lookups = new BatchLookups(env.DB);
+  const max = inlineRcptsOf(env);
   try {
-    return await Promise.all(messages.map((m) => m.scheduledAt !== null ? null
+    return await Promise.all(messages.map((m) => m.scheduledAt !== null || m.rcptTo.length > max ? null
       : decide(env, { tenant, rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })) }, lookups)));
   } catch (e) {
     console.error(JSON.stringify({ error: "classify at accept failed; the classify queue decides", detail: e instanceof Error ? e.message : String(e) }));
