@@ -38,7 +38,7 @@ import { shardOf } from "./storage/outbox-ids";
 import { admitAll } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcome, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
+  applyOutcomes, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
   insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
@@ -273,7 +273,7 @@ export class Outbox extends DurableObject<Env> {
     const now = Date.now();
     const applied = this.ctx.storage.transactionSync(() => {
       const dsn = dsnEnabled(this.env);
-      const ok = reports.filter((r) => applyOutcome(this.sql, id, r, now, dsn));
+      const ok = applyOutcomes(this.sql, id, reports, now, dsn);
       if (dsn) planDsn(this.sql, id, ok, now);
       return ok.length;
     });

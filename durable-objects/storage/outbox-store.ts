@@ -39,11 +39,22 @@ const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
  * deleted: the event time in µs, or one more than the message's last, whichever is larger.
  */
 export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"> & { data: object }): void {
-  const last = sql.exec<{ seq: number | null }>("SELECT max(seq) AS seq FROM event WHERE message_id = ?", e.message_id).one().seq ?? 0;
+  insertEvent(sql, e, lastSeq(sql, e.message_id));
+}
+
+/** The message's largest event seq, or 0. */
+function lastSeq(sql: SqlStorage, id: string): number {
+  return sql.exec<{ seq: number | null }>("SELECT max(seq) AS seq FROM event WHERE message_id = ?", id).one().seq ?? 0;
+}
+
+/** recordEvent after `last` (the message's largest seq so far, known to the caller); returns the seq used. */
+function insertEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"> & { data: object }, last: number): number {
+  const seq = Math.max(last + 1, e.created_at * 1000);
   sql.exec(
     "INSERT INTO event (message_id, seq, tenant, type, recipient, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    e.message_id, Math.max(last + 1, e.created_at * 1000), e.tenant, e.type, e.recipient, e.created_at, JSON.stringify(e.data),
+    e.message_id, seq, e.tenant, e.type, e.recipient, e.created_at, JSON.stringify(e.data),
   );
+  return seq;
 }
 
 /** A body as SQLite stores it: text as TEXT, bytes as a BLOB (an ArrayBuffer); none as NULL. */
@@ -225,27 +236,48 @@ export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | nu
  * An undecided `incoming` recipient cannot have been admitted: its report is refused.
  */
 export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number, keepBody = false): boolean {
+  return applyOutcomes(sql, id, [r], nowMs, keepBody).length > 0;
+}
+
+type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null };
+
+/**
+ * applyOutcome for several reports on one message, in order; returns those that applied. The
+ * message, its recipients and its last event seq are read once, and whether it finished is
+ * checked once at the end, instead of for every report (a 50-recipient session's reports).
+ */
+export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): OutcomeReport[] {
   const m = readMessage(sql, id);
-  const cur = sql.exec<{ status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null }>(
-    "SELECT status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ? AND idx = ?", id, r.idx,
-  ).toArray()[0];
-  if (!m || !cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) return false;
-  if (cur.status === "incoming") {
-    if (cur.transport === null) return false;
-    if (!isReadmission(sql, id)) recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } });
+  if (!m || reports.length === 0) return [];
+  const rcpts = new Map(sql.exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id).toArray().map((r) => [r.idx, r]));
+  const again = isReadmission(sql, id);
+  let last = lastSeq(sql, id);
+  let wasIncoming = false;
+  const applied: OutcomeReport[] = [];
+  for (const r of reports) {
+    const cur = rcpts.get(r.idx);
+    if (!cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) continue;
+    if (cur.status === "incoming") {
+      if (cur.transport === null) continue;
+      wasIncoming = true;
+      if (!again) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } }, last);
+    }
+    const attempts = Math.max(cur.attempts, r.attempt);
+    sql.exec(
+      "UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+      r.status, attempts, r.status === "deferred" ? r.nextAttemptAt ?? null : null,
+      r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, id, r.idx,
+    );
+    rcpts.set(r.idx, { ...cur, status: r.status, attempts });
+    const type = OUTCOME_EVENT[r.status];
+    if (type !== null) {
+      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) } }, last);
+    }
+    applied.push(r);
   }
-  sql.exec(
-    "UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
-    r.status, Math.max(cur.attempts, r.attempt), r.status === "deferred" ? r.nextAttemptAt ?? null : null,
-    r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, id, r.idx,
-  );
-  const type = OUTCOME_EVENT[r.status];
-  if (type !== null) {
-    recordEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) } });
-  }
-  if (cur.status === "incoming") updateUnclassified(sql, id);
-  finishIfDone(sql, id, nowMs, keepBody);
-  return true;
+  if (wasIncoming) updateUnclassified(sql, id);
+  if (applied.length > 0) finishIfDone(sql, id, nowMs, keepBody);
+  return applied;
 }
 
 /**

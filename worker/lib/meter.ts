@@ -353,9 +353,18 @@ function meterR2(bucket: R2Bucket): R2Bucket {
 
 interface D1Meta { rows_read?: number; rows_written?: number }
 
-/** The key of a statement in rows_written_by_statement: its first words, whitespace folded. */
+const keys = new Map<string, Map<string, string>>();
+
+/** The key of a statement in rows_written_by_statement: its first words, whitespace folded (cached per text: a few hundred distinct ones). */
 function statementKey(owner: string, q: string): string {
-  return `${owner}: ${q.replace(/\s+/g, " ").trim().slice(0, 72)}`;
+  let byText = keys.get(owner);
+  if (byText === undefined) keys.set(owner, (byText = new Map()));
+  let v = byText.get(q);
+  if (v === undefined) {
+    v = `${owner}: ${q.replace(/\s+/g, " ").trim().slice(0, 72)}`;
+    if (byText.size < 1000) byText.set(q, v);
+  }
+  return v;
 }
 
 /** Adds the rows of one D1 result (its `meta`); `q` is the statement's text when known. */
