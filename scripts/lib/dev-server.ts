@@ -9,7 +9,9 @@
  *                               GET /__scheduled runs the cron handler) on 127.0.0.1 (HTTP and
  *                               inspector ports chosen free; `vars` override wrangler.toml's
  *                               [vars] with --var; `frozen` serves a bundle built once at the
- *                               start, see frozenBundle), waits for GET /health → 200.
+ *                               start, see frozenBundle), waits for GET /health → 200; starts
+ *                               again on new ports (up to 3 times) when a port it found free
+ *                               was taken before wrangler bound it ("Address already in use").
  *                               Returns { url, key, state, inspector, stop }.
  *   freePort()                  a free TCP port on 127.0.0.1.
  *   devFetch(url, init?, onReset?)  fetch() to a wrangler dev that sends a request again (up to 5
@@ -125,24 +127,30 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
     await rm(state, { recursive: true, force: true });
     throw e;
   })] : [];
-  const [port, inspector] = [await freePort(), await freePort()];
-  const child = spawn("npx", ["wrangler", "dev", ...config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-    "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn", ...(opts.testScheduled ? ["--test-scheduled"] : []),
-    ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString()); };
-  child.stdout?.on("data", append);
-  child.stderr?.on("data", append);
-  const url = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    await stopGroup(child);
-    await rm(state, { recursive: true, force: true });
-  };
-  try {
-    await waitHealthy(url, child, () => output);
-  } catch (e) {
-    await stop();
-    throw e;
+  // A port found free can be taken by another process before wrangler binds it: start again on
+  // new ports when that is why it failed (at most 3 times).
+  for (let attempt = 1; ; attempt++) {
+    const [port, inspector] = [await freePort(), await freePort()];
+    const child = spawn("npx", ["wrangler", "dev", ...config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+      "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn", ...(opts.testScheduled ? ["--test-scheduled"] : []),
+      ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString()); };
+    child.stdout?.on("data", append);
+    child.stderr?.on("data", append);
+    const url = `http://127.0.0.1:${port}`;
+    const stop = async () => {
+      await stopGroup(child);
+      await rm(state, { recursive: true, force: true });
+    };
+    try {
+      await waitHealthy(url, child, () => output);
+    } catch (e) {
+      await stopGroup(child);
+      if (attempt < 3 && /address already in use/i.test(output)) continue;
+      await rm(state, { recursive: true, force: true });
+      throw e;
+    }
+    return { url, key, state, inspector, stop };
   }
-  return { url, key, state, inspector, stop };
 }
