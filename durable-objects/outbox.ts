@@ -4,7 +4,8 @@
  *
  * DESCRIPTION
  *   accept            one transactionSync stores every envelope of a request, its recipients
- *                     (`incoming`) and its idempotency record; the bodies are already in R2.
+ *                     (`incoming`, decided when the API classified them: then admitted here too)
+ *                     and its idempotency record; the bodies are already in R2.
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
  *   beginClassify / classify / ackEvents(Many)   the classify consumer's side (see
@@ -81,11 +82,7 @@ export class Outbox extends DurableObject<Env> {
     releaseIdempotency(this.sql, tenant, key, token);
   }
 
-  /**
-   * Stores a request's messages and idempotency record atomically. Messages the accepting worker
-   * classified (`decisions`) are admitted to their Transport DOs in this request (admitAll); the
-   * classify queue gets only those to index now or whose admission failed.
-   */
+  /** Stores a request's messages and idempotency record atomically, then admits those the API classified (admitAll). */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
     const now = Date.now();
     // A body older than the grace period may already have been swept as an orphan.
@@ -122,24 +119,18 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /**
-   * The classify stage's second step: records `results` (decisions for undecided recipients),
-   * then (with `admit`) admits the decided incoming recipients to their Transport DOs and marks
-   * them ready, in this one call. Returns the plan that was due, the state to index, and
-   * `indexLater`: every admitted recipient is in a transport's active queue, so the delivery
-   * stage will index the message (these events included) soon. A stop
-   * anywhere is repaired by calling it again: decisions are kept, admission is idempotent, and
-   * only `incoming` recipients move.
+   * The classify stage's second step: records `results` (decisions for undecided recipients), then
+   * (with `admit`) admits the decided incoming recipients and marks them ready (admitAll). Returns
+   * the plan, the state to index, and `indexLater` (all in an active queue: the delivery stage
+   * indexes it). Calling it again repairs a stop anywhere: decisions are kept, admission is idempotent.
    */
   async classify(id: string, results: ClassifyResult[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean }> {
     const now = Date.now();
     if (results.length > 0) this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
     const plan = claimClassifyWork(this.sql, id, now);
-    let indexLater = false;
-    if (admit && plan) {
-      const { active, failed } = await admitAll(this.ctx.storage, this.env, [id], now);
-      if (failed.length > 0) throw new Error(`admission of ${id} failed; classify it again`);
-      indexLater = active.has(id);
-    }
+    const admitted = admit && plan ? await admitAll(this.ctx.storage, this.env, [id], now) : null;
+    if (admitted && admitted.failed.length > 0) throw new Error(`admission of ${id} failed; classify it again`);
+    const indexLater = admitted?.active.has(id) ?? false;
     await this.afterChange(now, [id], []);
     // The delivery stage indexes it; the sweeper forwards its events should that not happen soon.
     if (indexLater) await this.armAt(now + indexLagMsOf(this.env));
