@@ -101,13 +101,14 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     // The classify stage's decisions are made here, beside the body writes, so that the Outbox
     // stores and admits each message in its accept request (no classify queue message).
     const limit = inlineBodyBytes(env);
+    const inline = input.prepared.map((p) => fitsInline(p.body, limit));
     const [decisions] = await Promise.all([
       decideNew(env, input.tenant, input.prepared.map((p) => p.record)),
-      ...input.prepared.filter((p) => !fitsInline(p.body, limit))
+      ...input.prepared.filter((_, i) => !inline[i])
         .map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })),
     ]);
     const messages = input.prepared.map((p, i): NewMessage => ({
-      ...p.record, ...(fitsInline(p.body, limit) ? { body: p.body } : {}), ...(decisions[i] ? { decisions: decisions[i] } : {}),
+      ...p.record, ...(inline[i] ? { body: p.body } : {}), ...(decisions[i] ? { decisions: decisions[i] } : {}),
     }));
     undecided = messages.filter((m) => m.decisions === undefined);
     const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);

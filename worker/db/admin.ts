@@ -51,7 +51,8 @@ export async function transportNames(db: D1Database): Promise<string[]> {
   return (await db.prepare("SELECT name FROM transports ORDER BY name").all<{ name: string }>()).results.map((r) => r.name);
 }
 
-const OPEN_SQL = OPEN_STATES.map((s) => `'${s}'`).join(", ");
+/** OPEN_STATES as an SQL list, in the order of the partial index recipients_open (migration 0009). */
+export const OPEN_SQL = OPEN_STATES.map((s) => `'${s}'`).join(", ");
 
 /**
  * Recipient counts by (status, transport, nexthop) over every tenant: the open ones from the

@@ -32,7 +32,7 @@ import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../control
 import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
 import type { ControlResult } from "../../../durable-objects/outbox";
 import { outboxOf } from "../../consumers/classify-message";
-import { OPEN_STATES } from "../../db/admin";
+import { OPEN_SQL } from "../../db/admin";
 import { parseInput, readJson, readOptionalJson } from "../body";
 import { ApiError } from "../errors";
 import type { AppEnv } from "../app";
@@ -57,7 +57,7 @@ function answer(c: Context<AppEnv>, id: string, action: string, r: ControlResult
 /** Finds open messages matching a filter in the D1 index. */
 async function matching(db: D1Database, f: z.infer<typeof CancelFilterSchema>, tenant: string | null): Promise<{ id: string; tenant: string }[]> {
   // Open recipients, in the words of the partial index recipients_open (migration 0009).
-  const where = [`r.status IN (${OPEN_STATES.map((st) => `'${st}'`).join(", ")})`];
+  const where = [`r.status IN (${OPEN_SQL})`];
   const args: unknown[] = [];
   let join = "";
   if (f.tag) {
