@@ -14,6 +14,10 @@
  *   rejects for network, TLS, protocol or body-read failures: those become
  *   SmtpFailure values that the core turns into results.
  *
+ *   CachedSmtpSession keeps one connection open across batches (the core's
+ *   keepOpen session): send(messages, openBody) runs one batch and says
+ *   whether the connection stays open; close() sends QUIT.
+ *
  *   Every wait (connect, each reply, the TLS handshake, each body write) is
  *   raced against the timeout the core names in state.wait. close() is never
  *   awaited (workerd can hang in close after STARTTLS). startTls() returns a
@@ -29,7 +33,7 @@ import type { SessionConfig } from "./core/config";
 import { createDotStuffer, finishDotStuffing, stuffChunk } from "./core/dot-stuff";
 import { InvariantError, createLocalFailure, createNetworkFailure, createProtocolFailure } from "./core/errors";
 import { createReplyParser, feedReplyParser, hasBufferedInput, type SmtpReply } from "./core/reply";
-import { advanceSession, isSessionDone, startSession } from "./core/session";
+import { advanceSession, closeIdleSession, isSessionDone, isSessionIdle, resumeSession, startSession } from "./core/session";
 import type { SessionState } from "./core/state";
 import type { MessageEnvelope, SecureTransport, SessionAction, SessionEvent, SessionOutcome } from "./core/types";
 
@@ -83,6 +87,96 @@ export async function deliverSession(request: SmtpDeliveryRequest): Promise<Sess
   }
 }
 
+/** What one batch of a cached session produced. */
+export interface CachedBatch {
+  /** One result per message of the batch, in order. */
+  transactions: SessionOutcome["transactions"];
+  /** The session ended with a site failure (only before any transaction completed). */
+  siteFailure: SessionOutcome["siteFailure"];
+  /** The connection was cached and failed its reuse check: the batch was not sent, try a new one. */
+  staleCache: boolean;
+  /** The connection stays open for more (send again, or close). */
+  open: boolean;
+}
+
+/**
+ * One SMTP connection kept open across batches (Postfix's connection cache, smtp(8) with
+ * smtp_connection_cache_on_demand): the first send() connects and says EHLO, every later one
+ * sends RSET and the new transactions, close() sends QUIT. Batches run one at a time.
+ */
+export class CachedSmtpSession {
+  private state: SessionState | null = null;
+  private readonly conn: SmtpConnection;
+  private request: SmtpDeliveryRequest;
+  private ended = false;
+
+  constructor(target: Omit<SmtpDeliveryRequest, "messages" | "openBody">) {
+    this.request = { ...target, messages: [], openBody: () => Promise.reject(new Error("no batch")) };
+    this.conn = new SmtpConnection(this.request);
+  }
+
+  /** The connection can take another batch. */
+  get open(): boolean {
+    return !this.ended;
+  }
+
+  /** Sends `messages` over the connection (opening it on first use). */
+  async send(messages: MessageEnvelope[], openBody: SmtpDeliveryRequest["openBody"]): Promise<CachedBatch> {
+    if (this.ended) throw new InvariantError("send on a closed cached session");
+    this.request.openBody = openBody;
+    const cfg = this.request.config;
+    const from = this.state?.results.length ?? 0;
+    let step = this.state ? resumeSession(this.state, messages, cfg) : startSession(cfg, messages, { keepOpen: true });
+    try {
+      for (;;) {
+        const event = await perform(step.actions, step.state, this.conn, this.request);
+        if (isSessionDone(step.state) || isSessionIdle(step.state)) break;
+        step = advanceSession(step.state, event ?? (await this.conn.nextReply(computeWaitMs(step.state, cfg))), cfg);
+      }
+    } catch (e) {
+      this.ended = true;
+      this.conn.close();
+      throw e;
+    }
+    this.state = step.state;
+    const outcome = step.state.outcome;
+    if (outcome) {
+      this.ended = true;
+      this.conn.close();
+    }
+    return {
+      transactions: step.state.results.slice(from).map((r) => {
+        if (!r) throw new InvariantError("message undecided when the session rested");
+        return r;
+      }),
+      siteFailure: outcome?.siteFailure ?? null,
+      staleCache: outcome?.staleCache === true,
+      open: !this.ended,
+    };
+  }
+
+  /** QUIT and close, without waiting longer than the QUIT timeout; safe to call more than once. */
+  async close(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    const cfg = this.request.config;
+    try {
+      if (this.state && isSessionIdle(this.state)) {
+        let step = closeIdleSession(this.state, cfg);
+        for (;;) {
+          const event = await perform(step.actions, step.state, this.conn, this.request);
+          if (isSessionDone(step.state)) break;
+          step = advanceSession(step.state, event ?? (await this.conn.nextReply(computeWaitMs(step.state, cfg))), cfg);
+        }
+      }
+    } catch {
+      // A session that fails while saying goodbye is gone either way.
+    } finally {
+      this.conn.close();
+    }
+  }
+}
+
 /** Carries out actions in order; returns the event one of them produced, if any. */
 async function perform(
   actions: SessionAction[],
@@ -107,6 +201,7 @@ async function perform(
       case "close":
         conn.close();
         break;
+      case "idle":
       case "done":
         break;
     }

@@ -5,7 +5,7 @@
 import { createSessionConfig, type SessionConfigInput, type SmtpStep } from "../../../worker/smtp/core/config";
 import { createNetworkFailure, createProtocolFailure } from "../../../worker/smtp/core/errors";
 import { createReplyParser, feedReplyParser, type ReplyParser } from "../../../worker/smtp/core/reply";
-import { advanceSession, startSession } from "../../../worker/smtp/core/session";
+import { advanceSession, closeIdleSession, resumeSession, startSession } from "../../../worker/smtp/core/session";
 import type { SessionState } from "../../../worker/smtp/core/state";
 import type {
   MessageEnvelope,
@@ -78,6 +78,57 @@ export function runScripted(
       server.perform(action);
     }
     // A server with nothing to say makes the session wait until its timeout.
+    step = advanceSession(step.state, server.next() ?? { kind: "timeout" }, cfg);
+  }
+  throw new Error("session did not finish");
+}
+
+/** What a kept-open run produced: the results of each batch as it went idle, then the close. */
+export interface CachedRun extends ScriptedRun {
+  /** Per batch: the results of its messages, read when the session went idle (or ended). */
+  batches: SessionOutcome["transactions"][];
+}
+
+/**
+ * Runs a kept-open session (a cached connection): the first batch starts it, each further batch
+ * is sent with resumeSession once it is idle, then closeIdleSession ends it. Stops early when the
+ * session ends on its own (the remaining batches are not sent).
+ */
+export function runScriptedCached(
+  configInput: Partial<SessionConfigInput>,
+  batches: MessageEnvelope[][],
+  script: Script,
+): CachedRun {
+  const cfg = createSessionConfig({ heloName: "client.test", remoteHost: "mx.test[192.0.2.1]", ...configInput });
+  const server = new ScriptedServer(script);
+  const run = { sends: [] as string[], actions: [] as SessionAction[], waits: [] as ScriptedRun["waits"], batches: [] as SessionOutcome["transactions"][] };
+  let step = startSession(cfg, batches[0] ?? [], { keepOpen: true });
+  let next = 1;
+  let from = 0;
+  const take = (state: SessionState) => {
+    run.batches.push(state.results.slice(from).map((r) => r!));
+    from = state.results.length;
+  };
+  for (let guard = 0; guard < 10_000; guard++) {
+    deepFreeze(step.state);
+    if (step.state.wait) run.waits.push(step.state.wait);
+    let idle = false;
+    for (const action of step.actions) {
+      run.actions.push(action);
+      if (action.kind === "done") {
+        if (from < step.state.results.length) take(step.state);
+        return { ...run, outcome: action.outcome, state: step.state };
+      }
+      if (action.kind === "idle") idle = true;
+      if (action.kind === "send") run.sends.push(action.data);
+      server.perform(action);
+    }
+    if (idle) {
+      take(step.state);
+      const batch = batches[next++];
+      step = batch ? resumeSession(step.state, batch, cfg) : closeIdleSession(step.state, cfg);
+      continue;
+    }
     step = advanceSession(step.state, server.next() ?? { kind: "timeout" }, cfg);
   }
   throw new Error("session did not finish");

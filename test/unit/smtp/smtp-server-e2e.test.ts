@@ -6,7 +6,7 @@ import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createSessionConfig, type SessionConfigInput } from "../../../worker/smtp/core/config";
 import type { MessageEnvelope, SessionOutcome } from "../../../worker/smtp/core/types";
-import { deliverSession } from "../../../worker/smtp/socket";
+import { CachedSmtpSession, deliverSession } from "../../../worker/smtp/socket";
 import { createNodeConnect } from "./node-driver";
 import { TEST_CERT, TEST_KEY } from "../../fixtures/smtp/tls";
 
@@ -359,5 +359,51 @@ describe("connection loss against smtp-server", () => {
     expect(statuses(outcome)).toEqual([["delivered"], ["deferred"]]);
     expect(outcome.transactions.map((t) => t.possibleDuplicate)).toEqual([false, true]);
     expect(outcome.siteFailure).toBeNull();
+  });
+});
+
+describe("a cached connection against smtp-server", () => {
+  const target = (port: number, writes: string[]) => ({
+    hostname: "127.0.0.1",
+    port,
+    tlsServerName: "localhost",
+    config: createSessionConfig({ heloName: "client.test", remoteHost: `localhost[127.0.0.1]:${port}`, tlsPolicy: "off" }),
+    connect: createNodeConnect({ onWrite: (w) => writes.push(w) }),
+  });
+  const body = (id: string) => Buffer.from(`Subject: ${id}\r\n\r\nbody of ${id}\r\n`);
+  const open = (id: string) => streamOf(body(id));
+
+  it("three batches at different times go over one connection: one EHLO, RSET before each reuse, QUIT at the close", async () => {
+    const server = await startServer();
+    const writes: string[] = [];
+    const session = new CachedSmtpSession(target(server.port, writes));
+    const first = await session.send([message("a", ["a@x.test"], body("a"))], open);
+    await new Promise((r) => setTimeout(r, 50));
+    const second = await session.send([message("b", ["b@x.test"], body("b")), message("c", ["c@x.test"], body("c"))], open);
+    const third = await session.send([message("d", ["d@x.test"], body("d"))], open);
+    expect([first, second, third].map((b) => [b.open, b.staleCache, b.transactions.map((t) => t.recipients[0]!.status)])).toEqual([
+      [true, false, ["delivered"]], [true, false, ["delivered", "delivered"]], [true, false, ["delivered"]],
+    ]);
+    await session.close();
+    expect(session.open).toBe(false);
+    expect(new Set(server.received.map((r) => r.sessionId)).size).toBe(1);
+    expect(server.received.map((r) => r.rcptTo[0])).toEqual(["a@x.test", "b@x.test", "c@x.test", "d@x.test"]);
+    expect(writes.filter((w) => w.startsWith("EHLO"))).toHaveLength(1);
+    expect(writes.filter((w) => w === "RSET\r\n")).toHaveLength(3);
+    expect(writes.at(-1)).toBe("QUIT\r\n");
+  });
+
+  it("a cached connection the server closed while it was idle reports staleCache for the next batch, which was not delivered", async () => {
+    const server = await startServer();
+    const writes: string[] = [];
+    const session = new CachedSmtpSession(target(server.port, writes));
+    expect((await session.send([message("a", ["a@x.test"], body("a"))], open)).open).toBe(true);
+    for (const s of server.sockets.values()) s.destroy();
+    await new Promise((r) => setTimeout(r, 50));
+    const next = await session.send([message("b", ["b@x.test"], body("b"))], open);
+    expect(next).toMatchObject({ staleCache: true, open: false, siteFailure: null });
+    expect(next.transactions[0]!.recipients[0]!.status).toBe("deferred");
+    expect(server.received.map((r) => r.rcptTo[0])).toEqual(["a@x.test"]);
+    await expect(session.send([], open)).rejects.toThrow(/closed cached session/);
   });
 });

@@ -116,6 +116,7 @@ export function abortSession(s: SessionState, cfg: SessionConfig, end: SessionEn
     s.results[i] = buildTransactionResult(s, cfg, i, rcpt, false);
   });
   s.outcome = buildOutcome(s, cfg, end.siteFailure);
+  if (s.probing) s.outcome.staleCache = true;
   return closeWith(s, end.quit ? [{ kind: "send", data: "QUIT\r\n" }] : []);
 }
 

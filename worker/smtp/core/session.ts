@@ -25,6 +25,14 @@
  *
  *   isSessionDone(state) says whether the outcome is final.
  *
+ *   With startSession(cfg, messages, {keepOpen: true}) the session does not
+ *   QUIT after its last message: it goes idle (action "idle", every result
+ *   so far decided) and keeps the connection, as Postfix's connection cache
+ *   does. resumeSession(state, more, cfg) sends RSET, which checks that the
+ *   cached connection still works, then the new transactions;
+ *   closeIdleSession(state, cfg) sends QUIT. isSessionIdle(state) says
+ *   whether it waits for more.
+ *
  * INVARIANTS
  *   advanceSession never mutates its input state. Every message and every
  *   recipient gets exactly one result. A site failure is reported only for a
@@ -42,14 +50,18 @@ import { formatAuthLoginToken, chooseAuthMechanism, formatAuthPlain, formatEhlo,
 import type { SessionConfig } from "./config";
 import { createEmptyCapabilities, parseEhloReply } from "./ehlo";
 import { InvariantError, createNetworkFailure, createProtocolFailure } from "./errors";
-import { abortSession, endQuitWait, failConnection, softenDsn } from "./outcome";
+import { abortSession, endQuitWait, failConnection, finishSession, softenDsn } from "./outcome";
 import { deriveEnhancedCode, formatReply, type SmtpReply } from "./reply";
 import { cloneState, buildTemplate, waitIn, type SessionState, type SessionStep } from "./state";
 import { beginTransaction, onTransactionEvent } from "./transaction";
 import type { MessageEnvelope, SessionAction, SessionEvent } from "./types";
 
-/** Creates the state for delivering `messages` in one session and asks to connect. */
-export function startSession(cfg: SessionConfig, messages: readonly MessageEnvelope[]): SessionStep {
+/**
+ * Creates the state for delivering `messages` in one session and asks to connect. With
+ * `keepOpen` the session goes idle after its last message instead of QUIT (a cached
+ * connection): resumeSession sends more, closeIdleSession ends it.
+ */
+export function startSession(cfg: SessionConfig, messages: readonly MessageEnvelope[], options: { keepOpen?: boolean } = {}): SessionStep {
   if (new Set(messages.map((m) => m.id)).size !== messages.length) {
     throw new InvariantError("message ids in one session must be unique");
   }
@@ -69,6 +81,8 @@ export function startSession(cfg: SessionConfig, messages: readonly MessageEnvel
     results: messages.map(() => null),
     completedTransactions: 0,
     needsRset: false,
+    keepOpen: options.keepOpen === true,
+    probing: false,
     outcome: null,
   };
   if (messages.length === 0) {
@@ -84,6 +98,39 @@ export function startSession(cfg: SessionConfig, messages: readonly MessageEnvel
 /** Says whether the session has its final outcome. */
 export function isSessionDone(state: SessionState): boolean {
   return state.phase === "done";
+}
+
+/** Says whether a kept-open session has decided every message so far and waits for more. */
+export function isSessionIdle(state: SessionState): boolean {
+  return state.phase === "idle";
+}
+
+/**
+ * Sends more messages over an idle session (Postfix's connection cache): RSET first, which
+ * checks that the cached connection still works. Should that check fail, the outcome says
+ * staleCache and none of the new messages reached the server.
+ */
+export function resumeSession(state: SessionState, messages: readonly MessageEnvelope[], cfg: SessionConfig): SessionStep {
+  if (state.phase !== "idle") throw new InvariantError(`resume in phase ${state.phase}`);
+  const ids = new Set(state.messages.map((m) => m.id));
+  for (const m of messages) {
+    if (ids.has(m.id)) throw new InvariantError("message ids in one session must be unique");
+    ids.add(m.id);
+  }
+  const s = cloneState(state);
+  s.messages = [...s.messages, ...messages];
+  s.results = [...s.results, ...messages.map(() => null)];
+  s.needsRset = true;
+  s.probing = messages.length > 0;
+  return { state: s, actions: beginTransaction(s, cfg) };
+}
+
+/** Ends an idle session: QUIT, and the outcome of every message it carried. */
+export function closeIdleSession(state: SessionState, cfg: SessionConfig): SessionStep {
+  if (state.phase !== "idle") throw new InvariantError(`close in phase ${state.phase}`);
+  const s = cloneState(state);
+  s.keepOpen = false;
+  return { state: s, actions: finishSession(s, cfg) };
 }
 
 /** Applies one event and returns the next state and actions. */

@@ -23,6 +23,7 @@
  *
  * INVARIANTS
  *   phase "done" <=> outcome !== null && wait === null.
+ *   phase "idle": every message so far is decided, outcome === null, wait === null.
  *   txn !== null only while a transaction is being set up or sent.
  *   results[i] is null until message i is decided, and never changes after.
  *
@@ -61,6 +62,7 @@ export type SessionPhase =
   | "body"
   | "dot"
   | "quit"
+  | "idle"
   | "done";
 
 /** A reply the session still expects inside a transaction, in send order. */
@@ -112,6 +114,10 @@ export interface SessionState {
   completedTransactions: number;
   /** Commands of a transaction were sent since the last reset. */
   needsRset: boolean;
+  /** After the last message the connection stays open (phase "idle") instead of QUIT. */
+  keepOpen: boolean;
+  /** Resumed from idle and the RSET that checks the cached connection has not succeeded yet. */
+  probing: boolean;
   outcome: SessionOutcome | null;
 }
 

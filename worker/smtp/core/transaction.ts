@@ -93,7 +93,17 @@ export function beginTransaction(s: SessionState, cfg: SessionConfig): SessionAc
     waitIn(s, "rset", cfg);
     return [{ kind: "send", data: "RSET\r\n" }];
   }
+  if (s.keepOpen) return goIdle(s);
   return finishSession(s, cfg);
+}
+
+/** Every message so far is decided and the connection is kept for more (resumeSession). */
+function goIdle(s: SessionState): SessionAction[] {
+  s.phase = "idle";
+  s.wait = null;
+  s.txn = null;
+  s.probing = false;
+  return [{ kind: "idle" }];
 }
 
 /** Returns why a message cannot be sent to this server at all, or null. */
@@ -171,7 +181,10 @@ export function onTransactionEvent(s: SessionState, event: TransactionEvent, cfg
 
 /** RSET: 2xx sends the next envelope; anything else ends the session (the rest is deferred). */
 function onRsetReply(c: TxnContext, reply: SmtpReply): SessionAction[] {
-  if (reply.code < 300) return sendEnvelope(c);
+  if (reply.code < 300) {
+    c.s.probing = false;
+    return sendEnvelope(c);
+  }
   const t = { ...buildTemplate(reply, "deferred"), text: `RSET failed: ${formatReply(reply)}` };
   return abortSession(c.s, c.cfg, { current: t, rest: t, siteFailure: null, quit: true, possibleDuplicate: false });
 }

@@ -16,7 +16,8 @@
  *   a failure happened (an SmtpFailure value, see errors.ts).
  *
  *   SessionAction is what the core asks for: connect, send command text,
- *   start TLS, stream a body, close, and finally done with the outcome.
+ *   start TLS, stream a body, close, and finally done with the outcome (or,
+ *   for a session kept open, idle once its messages are decided).
  *
  *   SessionOutcome is the end result: one TransactionResult per message in
  *   input order, one RecipientResult per recipient in input order, and
@@ -94,6 +95,11 @@ export interface SessionOutcome {
   remoteHost: string;
   /** The session ended encrypted. */
   tls: boolean;
+  /**
+   * A cached connection failed its reuse check (the RSET before the first resumed message):
+   * nothing of the resumed messages reached the server, and they may go on a new connection.
+   */
+  staleCache?: boolean;
 }
 
 /** Which way the adapter should open the connection (cloudflare:sockets secureTransport). */
@@ -115,6 +121,8 @@ export type SessionAction =
   | { kind: "starttls" }
   | { kind: "stream-body"; messageId: string }
   | { kind: "close" }
+  /** A kept-open session finished its messages: the connection stays, resumeSession adds more. */
+  | { kind: "idle" }
   | { kind: "done"; outcome: SessionOutcome };
 
 /** What the session is waiting for and how long the adapter may wait. */
