@@ -44,6 +44,48 @@ const immediateConsumers = {
   deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
 };
 
+/**
+ * Delivery end to end, once per delivery agent (DELIVERY): the `deliver` queue consumer, and the
+ * DeliveryAgent objects. The same tests run against both.
+ */
+function deliveryProject(name: string, delivery: "queue" | "agents") {
+  return {
+    // Delivery end to end: the Transport DO dispatches on its own ("auto") to the deliver
+    // consumer, which talks SMTP to a sink started by globalSetup.
+    // The `mx` kind resolves through the fixture DoH server and reaches every MX host on the
+    // sink's port through Dante (SOCKS5 with username/password); all are started by
+    // globalSetup and read here with inject.
+    plugins: [
+      cloudflareTest(({ inject }) => ({
+        wrangler: { configPath: "./wrangler.toml" },
+        miniflare: {
+          // Back-off of 1–2 s, so retries and dead-destination revival happen within a test.
+          bindings: {
+            ...autoDispatch,
+            // The "limited" transport (concurrency.test.ts) learns with Postfix's classic 1/concurrency
+            // positive feedback, as in the seed README's limiter experiment.
+            // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
+            SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
+            DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery,
+            EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
+          },
+          queueConsumers: {
+            ...immediateConsumers,
+          },
+        },
+      })),
+    ],
+    test: {
+      name,
+      include: ["test/integration/delivery/**/*.test.ts"],
+      exclude: ["test/integration/delivery/tls/**"],
+      setupFiles: ["test/integration/apply-migrations.ts"],
+      globalSetup: ["test/integration/delivery/sink-setup.ts"],
+      testTimeout: 20_000,
+    },
+  };
+}
+
 export default defineConfig({
   test: {
     projects: [
@@ -84,41 +126,8 @@ export default defineConfig({
           setupFiles: ["test/integration/apply-migrations.ts"],
         },
       },
-      {
-        // Delivery end to end: the Transport DO dispatches on its own ("auto") to the deliver
-        // consumer, which talks SMTP to a sink started by globalSetup.
-        // The `mx` kind resolves through the fixture DoH server and reaches every MX host on the
-        // sink's port through Dante (SOCKS5 with username/password); all are started by
-        // globalSetup and read here with inject.
-        plugins: [
-          cloudflareTest(({ inject }) => ({
-            wrangler: { configPath: "./wrangler.toml" },
-            miniflare: {
-              // Back-off of 1–2 s, so retries and dead-destination revival happen within a test.
-              bindings: {
-                ...autoDispatch,
-                // The "limited" transport (concurrency.test.ts) learns with Postfix's classic 1/concurrency
-                // positive feedback, as in the seed README's limiter experiment.
-                // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
-                SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
-                DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site",
-                EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
-              },
-              queueConsumers: {
-                ...immediateConsumers,
-              },
-            },
-          })),
-        ],
-        test: {
-          name: "delivery",
-          include: ["test/integration/delivery/**/*.test.ts"],
-          exclude: ["test/integration/delivery/tls/**"],
-          setupFiles: ["test/integration/apply-migrations.ts"],
-          globalSetup: ["test/integration/delivery/sink-setup.ts"],
-          testTimeout: 20_000,
-        },
-      },
+      deliveryProject("delivery", "queue"),
+      deliveryProject("delivery-agents", "agents"),
       {
         // STARTTLS and AUTH to a smarthost (the relay kind): TLS required, credentials as the
         // RELAY_USERNAME / RELAY_PASSWORD bindings; the servers are started by tls/tls-setup.ts.

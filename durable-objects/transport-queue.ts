@@ -14,8 +14,9 @@
  *   therefore never bounces back to the classify stage as "no room".
  *
  * DELIVERY LOOP (DISPATCH = "auto")
- *   After every admit, report and alarm the shell dispatches what the core selects, sends the
- *   entries to the `deliver` queue and leases each (in memory, storage/leases.ts) once it took them.
+ *   After every admit, report and alarm the shell dispatches what the core selects, hands the
+ *   entries to the delivery agent (storage/handoff.ts: the `deliver` queue, or DeliveryAgent
+ *   objects with DELIVERY = "agents") and leases each (in memory, storage/leases.ts).
  *   The alarm fires at the earliest of the core's wake-up, a lease deadline and a retry due
  *   time: an expired lease is reported as a crash (deferred, no feedback), and a deferred
  *   message's not-yet-final recipients are admitted again as a new core message
@@ -45,9 +46,10 @@ import {
 import { Journal } from "./storage/journal";
 import { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
-import { toDispatched, toJob, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
+import { toDispatched, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
+import { Handoff } from "./storage/handoff";
 
 export * from "./transport-types";
 
@@ -59,8 +61,8 @@ export class TransportQueue extends DurableObject<Env> {
   private readonly cfg: SchedulerConfig;
   /** Outcomes and delay warnings the core decided on its own, still to be handed to their Outbox. */
   private readonly notes = new OutboxNotes();
-  /** Entries whose jobs are being handed to the deliver queue right now (leased once it took them). */
-  private readonly sending = new Set<number>();
+  /** Hands selected entries to the delivery agent (the deliver queue or DeliveryAgent objects). */
+  private readonly handoff: Handoff;
   /** The alarm time last set (ms), so an unchanged one is not written again; null when unknown or fired. */
   private alarmAt: number | null = null;
   /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
@@ -70,6 +72,7 @@ export class TransportQueue extends DurableObject<Env> {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "TransportQueue"));
     this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
+    this.handoff = new Handoff(env);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);
@@ -128,7 +131,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
   async leased(entryIds: number[]): Promise<number[]> {
-    return entryIds.filter((id) => this.sending.has(id) || this.leases.has(id));
+    return entryIds.filter((id) => this.handoff.pending(id) || this.leases.has(id));
   }
 
   /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
@@ -256,6 +259,7 @@ export class TransportQueue extends DurableObject<Env> {
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
     const sql = this.ctx.storage.sql;
     const coreId = this.leases.take(entryId);
+    this.handoff.release(entryId);
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
     const busy = queue?.busyCount ?? 0;
@@ -282,21 +286,17 @@ export class TransportQueue extends DurableObject<Env> {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
         const until = leaseUntil(this.env, nowSec());
-        this.leases.cover(until); // before the jobs can reach the queue: a stop inside sendBatch leases them till then
+        this.leases.cover(until); // before the jobs can reach an agent: a stop inside send leases them till then
         this.journal.flush(this.qmgr);
-        for (const e of entries) this.sending.add(e.entryId);
-        try {
-          await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
-        } catch (e) {
-          // The queue refused: these entries are crashed (deferred, retried) now, not leased for
-          // nothing. Should the jobs have been taken after all, the consumer finds no lease.
-          this.crash(entries.map((en) => en.entryId));
+        const { failed, error } = await this.handoff.send(entries, until);
+        // Not handed over: crashed (deferred, retried) now, not leased for nothing.
+        const lost = new Set(failed);
+        this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until);
+        if (lost.size > 0) {
+          this.crash(failed);
           await this.arm();
-          throw e;
-        } finally {
-          for (const e of entries) this.sending.delete(e.entryId);
+          if (this.env.DELIVERY !== "agents") throw error;
         }
-        this.leases.add(entries, until);
       }
     }
     await this.arm();

@@ -15,6 +15,7 @@ import { configProblems, notConfigured } from "./config-check";
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
 export { Outbox } from "../durable-objects/outbox";
+export { DeliveryAgent } from "../durable-objects/delivery-agent";
 
 const app = createApp();
 

@@ -119,8 +119,8 @@ describe("the meter boundary", () => {
   });
 
   it("finds each Durable Object class among the scanned files", () => {
-    const text = ["outbox", "transport-queue", "destination-queue"].map((f) => readFileSync(join(root, "durable-objects", `${f}.ts`), "utf8")).join("\n");
-    expect([...text.matchAll(/meterObject\(this, "(\w+)"\)/g)].map((m) => m[1])).toEqual(["Outbox", "TransportQueue", "DestinationQueue"]);
+    const text = ["outbox", "transport-queue", "destination-queue", "delivery-agent"].map((f) => readFileSync(join(root, "durable-objects", `${f}.ts`), "utf8")).join("\n");
+    expect([...text.matchAll(/meterObject\(this, "(\w+)"\)/g)].map((m) => m[1])).toEqual(["Outbox", "TransportQueue", "DestinationQueue", "DeliveryAgent"]);
   });
 
   const good = `

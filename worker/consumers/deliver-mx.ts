@@ -33,6 +33,7 @@ import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { TransactionResult } from "../smtp/core/types";
 import type { ConnectSocket } from "../smtp/socket";
 import { runSession, unsentParts, type PreparedJob, type SessionPart } from "./deliver-session";
+import type { SessionCache } from "./session-cache";
 
 /** The SMTP port of MX hosts (RFC 5321). */
 export const DEFAULT_MX_PORT = 25;
@@ -88,10 +89,10 @@ function mxConfigOf(env: Env, host: string): SessionConfig {
 }
 
 /** Tries the hosts in order; the first without a site failure decides (see header). */
-export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings): Promise<SessionPart[]> {
+export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache): Promise<SessionPart[]> {
   let last: SessionPart[] | null = null;
   for (const { host } of hosts) {
-    const options = { config: mxConfigOf(env, host), connect: settings.connect, tlsServerName: host };
+    const options = { config: mxConfigOf(env, host), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}) };
     const parts = await runSession(env, { host, port: settings.port }, prepared, options);
     const site = parts.find((p) => p.site)?.site;
     if (!site) return parts;

@@ -17,7 +17,9 @@
  *                                  returns per entry what the session produced (deliverSession
  *                                  never rejects for network or protocol failures). options
  *                                  name the session config, the socket factory and the TLS
- *                                  name (the `mx` kind); the default is the relay kind's.
+ *                                  name (the `mx` kind); the default is the relay kind's. With
+ *                                  options.cache the session comes from (and goes back to) the
+ *                                  delivery agent's connection cache.
  */
 import { bodyKey, byOutbox } from "../../durable-objects/storage/outbox-ids";
 import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
@@ -25,7 +27,8 @@ import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { createSessionConfig, type SessionConfig, type TlsPolicy } from "../smtp/core/config";
 import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/core/types";
-import { deliverSession, type ConnectSocket } from "../smtp/socket";
+import { CachedSmtpSession, deliverSession, type ConnectSocket } from "../smtp/socket";
+import type { SessionCache } from "./session-cache";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./deliver-plan";
 
 /** What the session produced for one entry. */
@@ -48,6 +51,8 @@ export interface SessionOptions {
   config?: SessionConfig;
   connect?: ConnectSocket;
   tlsServerName?: string;
+  /** The delivery agent's connection cache: the session is taken from it and left in it. */
+  cache?: SessionCache;
 }
 
 type Secrets = { RELAY_USERNAME?: string; RELAY_PASSWORD?: string };
@@ -121,20 +126,24 @@ export async function runSession(env: Env, target: RelayTarget, prepared: Prepar
   const messages = messagesOf(prepared);
   if (messages.length === 0) return unsentParts(prepared);
   const byEntry = new Map(prepared.map(({ job, envelope }) => [String(job.entryId), { job, body: envelope?.body }]));
-  const outcome = await deliverSession({
+  const openBody = async (id: string) => {
+    const entry = byEntry.get(id);
+    if (entry?.body !== undefined) return bytesStream(entry.body);
+    const obj = entry ? await env.BODIES.get(bodyKey(entry.job.messageId)) : null;
+    return obj ? obj.body : missingBody(id);
+  };
+  const request = {
     hostname: target.host,
     port: target.port,
     config: options.config ?? sessionConfigOf(env, target),
-    messages,
-    openBody: async (id) => {
-      const entry = byEntry.get(id);
-      if (entry?.body !== undefined) return bytesStream(entry.body);
-      const obj = entry ? await env.BODIES.get(bodyKey(entry.job.messageId)) : null;
-      return obj ? obj.body : missingBody(id);
-    },
     ...(options.connect ? { connect: options.connect } : {}),
     ...(options.tlsServerName ? { tlsServerName: options.tlsServerName } : {}),
-  });
+  };
+  const cache = options.cache;
+  const key = `${target.host}:${target.port}/${options.tlsServerName ?? ""}`;
+  const outcome = cache
+    ? await cache.run(key, () => new CachedSmtpSession(request), messages, openBody)
+    : await deliverSession({ ...request, messages, openBody });
   return prepared.map(({ job, matched }) => ({
     job, matched, txn: outcome.transactions.find((t) => t.messageId === String(job.entryId)), site: outcome.siteFailure,
   }));

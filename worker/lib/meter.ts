@@ -38,9 +38,9 @@
  */
 
 /** The Durable Object classes, as counted. */
-export type DoClass = "Outbox" | "TransportQueue" | "DestinationQueue";
+export type DoClass = "Outbox" | "TransportQueue" | "DestinationQueue" | "DeliveryAgent";
 
-const DO_BINDINGS: Record<string, DoClass> = { OUTBOX: "Outbox", TRANSPORT_QUEUE: "TransportQueue", DESTINATION_QUEUE: "DestinationQueue" };
+const DO_BINDINGS: Record<string, DoClass> = { OUTBOX: "Outbox", TRANSPORT_QUEUE: "TransportQueue", DESTINATION_QUEUE: "DestinationQueue", DELIVERY_AGENT: "DeliveryAgent" };
 const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow" };
 const D1_BINDINGS = ["DB"];
 const R2_BINDINGS = ["BODIES"];

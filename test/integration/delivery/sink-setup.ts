@@ -44,12 +44,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const dante = await startDante({ method: "username" });
   const doh = await startDohServer({ socks: () => dante.log() });
   // limited: 5 sessions, then 421; drop: connection lost in DATA once per recipient set; slow:
-  // 40 ms per message (eviction mid-run); greet554: the first MX host of mx-greet.test, on the
+  // 40 ms per message (eviction mid-run); cached: 20 ms per message (agents.test.ts); greet554: the first MX host of mx-greet.test, on the
   // sink's port (MX_PORT) at another loopback address.
   const scripted = await startScriptedSinks([
     { name: "limited", maxClients: 5, dataDelayMs: 150 },
     { name: "drop", dropFirstData: true },
     { name: "slow", dataDelayMs: 40 },
+    { name: "cached", dataDelayMs: 20 },
     { name: "greet554", host: "127.0.0.3", port: catcher.smtpPort, greeting554: true },
   ]);
   project.provide("sink", { smtpPort: catcher.smtpPort, httpPort: catcher.httpPort, closedPort: await closedPort() });

@@ -1,0 +1,97 @@
+/**
+ * How the Transport DO hands selected entries to a delivery agent (DELIVERY):
+ *   "queue"   the `deliver` queue, one message per entry; its consumer runs a batch's sessions.
+ *   "agents"  DeliveryAgent objects, one per transport, destination and slot: an entry goes to the
+ *             lowest slot of its destination with fewer than AGENT_SESSIONS entries, so each
+ *             starts its session at once and the window counts sessions, not queued jobs. One
+ *             RPC per agent per hand-off, however many entries it carries.
+ *
+ * DESCRIPTION
+ *   new Handoff(env)
+ *   send(entries, until)   hands the entries over; answers the ids that could not be handed over
+ *                          and the error (the caller reports them as crashed). An entry is
+ *                          `pending` while its hand-off runs.
+ *   pending(entryId)       whether the entry is being handed over now.
+ *   release(entryId)       the entry was reported (or crashed): its agent slot is free.
+ *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
+ *
+ * INVARIANTS
+ *   In memory only: after a restart the slots of entries still in flight are unknown, so an agent
+ *   may be given more than AGENT_SESSIONS entries for a while; it queues the extra ones.
+ */
+import { AGENT_SESSIONS } from "../../worker/consumers/agent";
+import { toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
+
+export function agentName(transport: string, nexthop: string, slot: number): string {
+  return `${transport}/${nexthop}#${slot}`;
+}
+
+export class Handoff {
+  private readonly handing = new Set<number>();
+  /** Entry → its agent (DELIVERY = "agents"), and entries per agent. */
+  private readonly agentOf = new Map<number, string>();
+  private readonly load = new Map<string, number>();
+
+  constructor(private readonly env: Env) {}
+
+  pending(entryId: number): boolean {
+    return this.handing.has(entryId);
+  }
+
+  async send(entries: DispatchedEntry[], until: number): Promise<{ failed: number[]; error?: unknown }> {
+    for (const e of entries) this.handing.add(e.entryId);
+    try {
+      if (this.env.DELIVERY !== "agents") {
+        try {
+          await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
+          return { failed: [] };
+        } catch (error) {
+          return { failed: entries.map((e) => e.entryId), error };
+        }
+      }
+      const byAgent = new Map<string, DeliverJob[]>();
+      for (const e of entries) {
+        const name = this.assign(e);
+        byAgent.set(name, [...(byAgent.get(name) ?? []), toJob(e, until)]);
+      }
+      const failed: number[] = [];
+      let error: unknown;
+      await Promise.all([...byAgent].map(async ([name, jobs]) => {
+        try {
+          await this.env.DELIVERY_AGENT.getByName(name).deliver(jobs);
+        } catch (e) {
+          error = e;
+          for (const j of jobs) {
+            failed.push(j.entryId);
+            this.release(j.entryId);
+          }
+        }
+      }));
+      return error === undefined ? { failed } : { failed, error };
+    } finally {
+      for (const e of entries) this.handing.delete(e.entryId);
+    }
+  }
+
+  release(entryId: number): void {
+    const name = this.agentOf.get(entryId);
+    if (name === undefined) return;
+    this.agentOf.delete(entryId);
+    const n = (this.load.get(name) ?? 1) - 1;
+    if (n > 0) this.load.set(name, n);
+    else this.load.delete(name);
+  }
+
+  /** The lowest slot of the entry's destination with room. */
+  private assign(e: DispatchedEntry): string {
+    for (let slot = 0; ; slot++) {
+      const name = agentName(e.transport, e.nexthop, slot);
+      const n = this.load.get(name) ?? 0;
+      if (n < AGENT_SESSIONS) {
+        this.load.set(name, n + 1);
+        this.agentOf.set(e.entryId, name);
+        return name;
+      }
+    }
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * The work of one delivery agent object (durable-objects/delivery-agent.ts, DELIVERY = "agents"):
+ * the Transport DO hands it entries of one destination directly, and each starts its SMTP
+ * transaction at once, over a cached connection when one is idle (session-cache.ts), instead of
+ * waiting in the `deliver` queue for a batch to fill. An agent runs at most AGENT_SESSIONS
+ * sessions at a time (a Durable Object may hold 6 outgoing connections; the rest are for its
+ * Outbox, Transport, Destination, D1 and R2 calls); the Transport DO gives each agent no more
+ * entries than that, so "in flight" means inside an SMTP session, as in Postfix.
+ *
+ * Calls are batched adaptively across the agent's sessions (worker/lib/coalesce.ts): envelopes
+ * are read, and finished entries recorded, reported and indexed, at once when the agent is
+ * quiet, and together when sessions finish while a call is out.
+ *
+ * DESCRIPTION
+ *   new AgentWork(env, keepAlive)   keepAlive(p) keeps the object alive until p settles.
+ *   take(jobs)                      starts the entries (returns at once).
+ *   idleSessions()                  cached connections held (tests and the dev view).
+ *
+ * INVARIANTS
+ *   Each entry is reported once by this agent (Transport reports are idempotent by entry id,
+ *   Outbox outcomes by attempt). An entry whose work fails before its outcome is recorded is left
+ *   to its lease: the Transport DO reports it as crashed when the lease runs out and retries it,
+ *   and recipients final in the Outbox are never sent again. A finish that fails is tried again
+ *   FINISH_TRIES times, 2^n seconds apart, then left to the lease.
+ */
+import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
+import type { DeliverJob } from "../../durable-objects/transport-types";
+import { Coalescer } from "../lib/coalesce";
+import { lookupFor, sendGroup, type MxContext } from "./deliver";
+import { finishAndIndex, type FinishItem } from "./deliver-finish";
+import { createMxLookup, mxSettingsOf } from "./deliver-mx";
+import { readEnvelopes, type SessionPart } from "./deliver-session";
+import { SessionCache } from "./session-cache";
+
+/** SMTP sessions one agent runs at a time. */
+export const AGENT_SESSIONS = 4;
+/** Times a failed finish is tried again before the entry is left to its lease. */
+const FINISH_TRIES = 5;
+/** How long MX answers are reused, ms. */
+const MX_TTL_MS = 60_000;
+
+interface Done {
+  job: DeliverJob;
+  part: SessionPart;
+  site: string | null;
+  tries: number;
+}
+
+export class AgentWork {
+  private readonly cache = new SessionCache();
+  private readonly envelopes: Coalescer<string, DeliveryEnvelope | null>;
+  private readonly finisher: Coalescer<Done, null>;
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  private mx: (MxContext & { at: number }) | null = null;
+
+  constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
+    this.envelopes = new Coalescer(async (ids) => {
+      const found = await readEnvelopes(env, [...new Set(ids)]);
+      return ids.map((id) => found.get(id) ?? null);
+    });
+    this.finisher = new Coalescer(async (done) => {
+      await this.finish(done);
+      return done.map(() => null);
+    });
+  }
+
+  /** Starts the entries; each runs on its own session slot. */
+  take(jobs: DeliverJob[]): void {
+    for (const job of jobs) this.keepAlive(this.run(job));
+  }
+
+  /** Cached connections held now. */
+  idleSessions(): number {
+    return this.cache.size();
+  }
+
+  private async run(job: DeliverJob): Promise<void> {
+    await this.acquire();
+    let done: Done;
+    try {
+      const resolution = await lookupFor(job.nexthop, () => this.mxContext());
+      const site = resolution?.kind === "hosts" && this.env.DESTINATION_GROUPING === "site" ? resolution.site : null;
+      const known = new Map([[job.messageId, await this.envelopes.add(job.messageId)]]);
+      const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache);
+      done = { job, part: part!, site, tries: 0 };
+    } catch (e) {
+      console.error(JSON.stringify({ error: "agent: delivery failed (left to its lease)", entryId: job.entryId, detail: e instanceof Error ? e.message : String(e) }));
+      return;
+    } finally {
+      this.release();
+    }
+    await this.finisher.add(done).catch((e: unknown) => this.again(done, "finish", e));
+  }
+
+  /** Records, reports and indexes finished entries, per destination site (usually one). */
+  private async finish(done: Done[]): Promise<void> {
+    const bySite = new Map<string | null, Done[]>();
+    for (const d of done) bySite.set(d.site, [...(bySite.get(d.site) ?? []), d]);
+    for (const [site, group] of bySite) {
+      const items: FinishItem[] = group.map((d) => ({ job: d.job, ack: () => undefined, retry: (stage, e) => this.again(d, stage, e) }));
+      await finishAndIndex(this.env, items, group.map((d) => d.part), site);
+    }
+  }
+
+  /** A finish that failed goes again later, FINISH_TRIES times at most. */
+  private again(d: Done, stage: string, e: unknown): void {
+    const detail = e instanceof Error ? e.message : String(e);
+    if (d.tries >= FINISH_TRIES) {
+      console.error(JSON.stringify({ error: `agent: ${stage} failed, left to the lease`, entryId: d.job.entryId, detail }));
+      return;
+    }
+    console.error(JSON.stringify({ error: `agent: ${stage} failed, tried again`, entryId: d.job.entryId, detail }));
+    const next = { ...d, tries: d.tries + 1 };
+    this.keepAlive(new Promise<void>((resolve) => setTimeout(() => {
+      this.finisher.add(next).catch((err: unknown) => this.again(next, "finish", err)).finally(resolve);
+    }, 1000 * 2 ** d.tries)));
+  }
+
+  private mxContext(): MxContext {
+    if (this.mx && Date.now() - this.mx.at < MX_TTL_MS) return this.mx;
+    const settings = mxSettingsOf(this.env);
+    this.mx = { settings, lookup: createMxLookup(settings), at: Date.now() };
+    return this.mx;
+  }
+
+  private async acquire(): Promise<void> {
+    if (this.active < AGENT_SESSIONS) {
+      this.active++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
+  }
+}

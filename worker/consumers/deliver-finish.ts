@@ -1,0 +1,140 @@
+/**
+ * Finishing delivered entries, for either delivery agent (the `deliver` queue consumer or the
+ * DeliveryAgent objects): each outcome recorded in its Outbox, one report per session to the
+ * Transport DO, the deferred recipients with the retry time it decided, then each destination's
+ * reports to its Destination DO. How an entry is acknowledged or retried is the caller's
+ * (FinishItem): a queue message, or an agent's own retry.
+ *
+ * DESCRIPTION
+ *   finishAll(env, items, parts)   records and reports; returns what the Destination DOs need and
+ *                                  the state to index of every message whose record changed.
+ *   feedDestinations(env, done, site)  the Destination DOs' feedback (best effort).
+ *   finishParts(env, items, parts, site)  both, then the D1 index of the changed messages.
+ */
+import { coreIdOf } from "../../durable-objects/storage/delivery-state";
+import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
+import type { ReportAnswer } from "../../durable-objects/transport-types";
+import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import { outboxOf } from "./classify-message";
+import { indexMessages } from "./deliver-index";
+import { judgeEntry } from "./deliver-plan";
+import type { SessionPart } from "./deliver-session";
+
+/** One entry being finished: acknowledged once recorded, or retried on its own. */
+export interface FinishItem {
+  job: DeliverJob;
+  ack(): void;
+  retry(stage: string, e: unknown): void;
+}
+
+/** What finishing one entry left for the Destination DO: the report as the destination sees it. */
+export interface Finished {
+  messageId: string;
+  transport: string;
+  destination: { queue: string; busy: number; window: number } | null;
+  siteFailure: { dsnStatus: string; reason: string } | null;
+}
+
+/**
+ * Records the outcomes of one session's entries: final recipients first, each in its Outbox
+ * (authoritative; a final recipient is never sent again, also when its queue message is
+ * redelivered), then one report of every recorded entry to their Transport DO (it dispatches
+ * once for all of them), then the deferred recipients with the next attempt time the DO decided
+ * (known once the attempt's last entry is done). Each queue message is acked once its entry is
+ * recorded, or retried on its own. Returns what the Destination DOs need of the acked ones, and
+ * the state to index of every message whose Outbox record changed (also when its report failed:
+ * a redelivered job whose report did land finds nothing left to do and indexes nothing); the
+ * Outbox answers each outcome with it.
+ */
+export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[]): Promise<{ finished: Finished[]; changed: SyncState[] }> {
+  const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
+  const states = new Map<string, SyncState>();
+  const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
+  const recorded = await Promise.all(judged.map(async ({ part, msg, v }) => {
+    const finals = v.outcomes.filter((o) => o.status !== "deferred");
+    try {
+      if (finals.length > 0) keep((await outboxOf(env, part.job.messageId).recordOutcome(part.job.messageId, finals, true)).sync);
+      return true;
+    } catch (e) {
+      msg.retry("outcome", e);
+      return false;
+    }
+  }));
+  const open = judged.filter((_, i) => recorded[i]);
+  const changed = () => [...states.values()];
+  if (open.length === 0) return { finished: [], changed: changed() };
+  const reports = open.map(({ part, v }) => ({
+    entryId: part.job.entryId,
+    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) },
+    finalIdx: v.finalIdx,
+  }));
+  let answers: ReportAnswer[];
+  try {
+    answers = await env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport).reportMany(reports);
+  } catch (e) {
+    for (const o of open) o.msg.retry("report", e);
+    return { finished: [], changed: changed() };
+  }
+  const finished = await Promise.all(open.map(async ({ part, msg, v }, i): Promise<Finished | null> => {
+    const { job } = part;
+    const answer = answers[i]!;
+    // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
+    const coreId = coreIdOf(job.messageId, job.attempt);
+    const deferred = answer.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
+    const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
+    const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
+    try {
+      if (later.length > 0) keep((await outboxOf(env, job.messageId).recordOutcome(job.messageId, later, true)).sync);
+      msg.ack();
+    } catch (e) {
+      msg.retry("report", e);
+      return null;
+    }
+    return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: reports[i]!.report.siteFailure ?? null };
+  }));
+  return { finished: finished.filter((f): f is Finished => f !== null), changed: changed() };
+}
+
+/**
+ * The Destination DOs are the authority on windows and dead state: each destination's applied
+ * reports go to its DO in one call, in order, and its answer (the state after the last) is
+ * applied by the Transport DO (normally it already agrees). With DESTINATION_GROUPING = "site"
+ * an `mx` nexthop's DO is its MX site's (the sorted set of MX hosts), shared by every domain
+ * hosted there. Best effort: the outcomes are recorded already, and the next report carries the
+ * destination's state again.
+ */
+export async function feedDestinations(env: Env, done: Finished[], site: string | null): Promise<void> {
+  const byQueue = new Map<string, { name: string; transport: string; queue: string; reports: Finished[] }>();
+  for (const f of done) {
+    if (!f.destination) continue;
+    const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
+    const key = `${f.transport}/${f.destination.queue}`;
+    const d = byQueue.get(key) ?? { name, transport: f.transport, queue: f.destination.queue, reports: [] };
+    d.reports.push(f);
+    byQueue.set(key, d);
+  }
+  try {
+    for (const d of byQueue.values()) {
+      const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({ transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure })));
+      // The Transport DO ran the same feedback: when it ended at the same window (and the
+      // destination lives), the verdict would change nothing there; one DO request saved.
+      const last = d.reports[d.reports.length - 1]!.destination!;
+      if (verdict.deadUntil * 1000 <= Date.now() && last.window === verdict.window) continue;
+      await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, verdict);
+    }
+  } catch (e) {
+    console.error(JSON.stringify({ error: "deliver: destination feedback failed", detail: e instanceof Error ? e.message : String(e) }));
+  }
+}
+
+/** Records, reports and feeds back the parts of one nexthop's entries, then indexes what changed. */
+export async function finishParts(env: Env, items: FinishItem[], parts: SessionPart[], site: string | null): Promise<SyncState[]> {
+  const { finished, changed } = await finishAll(env, items, parts);
+  await feedDestinations(env, finished, site);
+  return changed;
+}
+
+/** Indexes right away (the agent has no batch to wait for). */
+export async function finishAndIndex(env: Env, items: FinishItem[], parts: SessionPart[], site: string | null): Promise<void> {
+  await indexMessages(env, await finishParts(env, items, parts, site));
+}
