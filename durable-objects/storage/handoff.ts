@@ -1,10 +1,11 @@
 /**
  * How the Transport DO hands selected entries to a delivery agent (DELIVERY):
  *   "queue"   the `deliver` queue, one message per entry; its consumer runs a batch's sessions.
- *   "agents"  DeliveryAgent objects, one per transport, destination and slot: an entry goes to the
- *             lowest slot of its destination with fewer than AGENT_SESSIONS entries, so each
- *             starts its session at once and the window counts sessions, not queued jobs. One
- *             RPC per agent per hand-off, however many entries it carries.
+ *   "agents"  DeliveryAgent objects, one per transport, destination and slot: an entry goes to an
+ *             agent of its destination with fewer than AGENT_SESSIONS entries, preferring one
+ *             whose connection was just left idle (assign), so each starts its session at once
+ *             and the window counts sessions, not queued jobs. One RPC per agent per hand-off,
+ *             however many entries it carries.
  *
  * DESCRIPTION
  *   new Handoff(env)
@@ -20,6 +21,7 @@
  *   may be given more than AGENT_SESSIONS entries for a while; it queues the extra ones.
  */
 import { AGENT_SESSIONS } from "../../worker/consumers/agent";
+import { SESSION_IDLE_MS } from "../../worker/consumers/session-cache";
 import { toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
 
 export function agentName(transport: string, nexthop: string, slot: number): string {
@@ -28,11 +30,16 @@ export function agentName(transport: string, nexthop: string, slot: number): str
 
 export class Handoff {
   private readonly handing = new Set<number>();
-  /** Entry → its agent (DELIVERY = "agents"), and entries per agent. */
-  private readonly agentOf = new Map<number, string>();
+  /** Entry → its agent and destination (DELIVERY = "agents"), and entries per agent. */
+  private readonly agentOf = new Map<number, { name: string; dest: string }>();
   private readonly load = new Map<string, number>();
+  /**
+   * Per destination, the agents that finished an entry lately, most recent last, with the time
+   * (ms): each likely holds an idle cached connection, which the next entry should take.
+   */
+  private readonly warm = new Map<string, { name: string; at: number }[]>();
 
-  constructor(private readonly env: Env) {}
+  constructor(private readonly env: Env, private readonly now: () => number = Date.now) {}
 
   pending(entryId: number): boolean {
     return this.handing.has(entryId);
@@ -74,24 +81,44 @@ export class Handoff {
   }
 
   release(entryId: number): void {
-    const name = this.agentOf.get(entryId);
-    if (name === undefined) return;
+    const held = this.agentOf.get(entryId);
+    if (held === undefined) return;
     this.agentOf.delete(entryId);
-    const n = (this.load.get(name) ?? 1) - 1;
-    if (n > 0) this.load.set(name, n);
-    else this.load.delete(name);
+    const n = (this.load.get(held.name) ?? 1) - 1;
+    if (n > 0) this.load.set(held.name, n);
+    else this.load.delete(held.name);
+    const warm = (this.warm.get(held.dest) ?? []).filter((w) => this.now() - w.at < SESSION_IDLE_MS);
+    warm.push({ name: held.name, at: this.now() });
+    this.warm.set(held.dest, warm.slice(-4 * AGENT_SESSIONS));
   }
 
-  /** The lowest slot of the entry's destination with room. */
+  /**
+   * The agent for an entry: one that finished an entry of its destination within the last
+   * SESSION_IDLE_MS and has room (most recent first), since its connection waits idle in its
+   * cache; Postfix's smtp processes share one connection cache, and this gives agents the same
+   * effect (a new connection to a server at its session limit is refused). Else the lowest slot
+   * with room.
+   */
   private assign(e: DispatchedEntry): string {
-    for (let slot = 0; ; slot++) {
-      const name = agentName(e.transport, e.nexthop, slot);
-      const n = this.load.get(name) ?? 0;
-      if (n < AGENT_SESSIONS) {
-        this.load.set(name, n + 1);
-        this.agentOf.set(e.entryId, name);
-        return name;
+    const dest = `${e.transport}/${e.nexthop}`;
+    const warm = this.warm.get(dest) ?? [];
+    for (let i = warm.length - 1; i >= 0; i--) {
+      const w = warm[i]!;
+      if (this.now() - w.at >= SESSION_IDLE_MS) break;
+      if ((this.load.get(w.name) ?? 0) < AGENT_SESSIONS) {
+        warm.splice(i, 1);
+        return this.take(e, w.name, dest);
       }
     }
+    for (let slot = 0; ; slot++) {
+      const name = agentName(e.transport, e.nexthop, slot);
+      if ((this.load.get(name) ?? 0) < AGENT_SESSIONS) return this.take(e, name, dest);
+    }
+  }
+
+  private take(e: DispatchedEntry, name: string, dest: string): string {
+    this.load.set(name, (this.load.get(name) ?? 0) + 1);
+    this.agentOf.set(e.entryId, { name, dest });
+    return name;
   }
 }

@@ -8,8 +8,10 @@
  * entries than that, so "in flight" means inside an SMTP session, as in Postfix.
  *
  * Calls are batched adaptively across the agent's sessions (worker/lib/coalesce.ts): envelopes
- * are read, and finished entries recorded, reported and indexed, at once when the agent is
- * quiet, and together when sessions finish while a call is out.
+ * are read, and finished entries recorded and reported, at once when the agent is quiet, and
+ * together when sessions finish while a call is out. The Destination DOs' feedback and the D1
+ * index (with the webhook publication) are two more stages behind the reports, each batching
+ * what arrives while it runs, so a report never waits for them.
  *
  * DESCRIPTION
  *   new AgentWork(env, keepAlive)   keepAlive(p) keeps the object alive until p settles.
@@ -27,7 +29,9 @@ import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-type
 import type { DeliverJob } from "../../durable-objects/transport-types";
 import { Coalescer } from "../lib/coalesce";
 import { lookupFor, sendGroup, type MxContext } from "./deliver";
-import { finishAndIndex, type FinishItem } from "./deliver-finish";
+import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished } from "./deliver-finish";
+import { indexMessages } from "./deliver-index";
+import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { createMxLookup, mxSettingsOf } from "./deliver-mx";
 import { readEnvelopes, type SessionPart } from "./deliver-session";
 import { SessionCache } from "./session-cache";
@@ -50,6 +54,9 @@ export class AgentWork {
   private readonly cache = new SessionCache();
   private readonly envelopes: Coalescer<string, DeliveryEnvelope | null>;
   private readonly finisher: Coalescer<Done, null>;
+  /** The Destination DOs' feedback and the D1 index run behind the reports, in batches of their own. */
+  private readonly feedback: Coalescer<{ finished: Finished[]; site: string | null }, null>;
+  private readonly index: Coalescer<SyncState[], null>;
   private active = 0;
   private readonly waiting: (() => void)[] = [];
   private mx: (MxContext & { at: number }) | null = null;
@@ -62,6 +69,16 @@ export class AgentWork {
     this.finisher = new Coalescer(async (done) => {
       await this.finish(done);
       return done.map(() => null);
+    });
+    this.feedback = new Coalescer(async (batches) => {
+      const bySite = new Map<string | null, Finished[]>();
+      for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
+      for (const [site, finished] of bySite) await feedDestinations(env, finished, site);
+      return batches.map(() => null);
+    });
+    this.index = new Coalescer(async (batches) => {
+      await indexMessages(env, latestStates(batches.flat()));
+      return batches.map(() => null);
     });
   }
 
@@ -93,13 +110,19 @@ export class AgentWork {
     await this.finisher.add(done).catch((e: unknown) => this.again(done, "finish", e));
   }
 
-  /** Records, reports and indexes finished entries, per destination site (usually one). */
+  /**
+   * Records and reports finished entries (the Transport DO can dispatch again as soon as this
+   * returns); their destination feedback and index writes are handed to stages of their own.
+   */
   private async finish(done: Done[]): Promise<void> {
     const bySite = new Map<string | null, Done[]>();
     for (const d of done) bySite.set(d.site, [...(bySite.get(d.site) ?? []), d]);
     for (const [site, group] of bySite) {
       const items: FinishItem[] = group.map((d) => ({ job: d.job, ack: () => undefined, retry: (stage, e) => this.again(d, stage, e) }));
-      await finishAndIndex(this.env, items, group.map((d) => d.part), site);
+      const { finished, changed } = await finishAll(this.env, items, group.map((d) => d.part));
+      // Both never reject (each logs its own failure; the index hands its writes to the classify queue).
+      this.keepAlive(this.feedback.add({ finished, site }));
+      if (changed.length > 0) this.keepAlive(this.index.add(changed));
     }
   }
 

@@ -9,14 +9,16 @@
  *   finishAll(env, items, parts)   records and reports; returns what the Destination DOs need and
  *                                  the state to index of every message whose record changed.
  *   feedDestinations(env, done, site)  the Destination DOs' feedback (best effort).
- *   finishParts(env, items, parts, site)  both, then the D1 index of the changed messages.
+ *   finishParts(env, items, parts, site)  both; returns the states to index.
+ *   latestStates(states)           the latest state of each message, with the events of all.
  */
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
 import type { ReportAnswer } from "../../durable-objects/transport-types";
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { outboxOf } from "./classify-message";
-import { indexMessages } from "./deliver-index";
+import { mergeEvents } from "./deliver-index";
+import { versionOf } from "../db/messages";
 import { judgeEntry } from "./deliver-plan";
 import type { SessionPart } from "./deliver-session";
 
@@ -134,7 +136,12 @@ export async function finishParts(env: Env, items: FinishItem[], parts: SessionP
   return changed;
 }
 
-/** Indexes right away (the agent has no batch to wait for). */
-export async function finishAndIndex(env: Env, items: FinishItem[], parts: SessionPart[], site: string | null): Promise<void> {
-  await indexMessages(env, await finishParts(env, items, parts, site));
+/** The latest state of each message among `states` (a message may be in several; each answer has its events). */
+export function latestStates(states: SyncState[]): SyncState[] {
+  const latest = new Map<string, SyncState>();
+  for (const s of states) {
+    const prev = latest.get(s.view.id);
+    if (!prev || versionOf(s.view) >= versionOf(prev.view)) latest.set(s.view.id, prev ? mergeEvents(s, prev) : s);
+  }
+  return [...latest.values()];
 }

@@ -22,9 +22,8 @@
  */
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import type { DeliveryEnvelope, SyncState } from "../../durable-objects/storage/outbox-types";
-import { indexMessages, mergeEvents } from "./deliver-index";
-import { finishParts, type FinishItem } from "./deliver-finish";
-import { versionOf } from "../db/messages";
+import { indexMessages } from "./deliver-index";
+import { finishParts, latestStates, type FinishItem } from "./deliver-finish";
 import { groupByNexthop, parseJob, relayTarget, splitForSessions } from "./deliver-plan";
 import type { MxResolution } from "../net/core/mx";
 import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
@@ -126,10 +125,5 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
   const sessions = splitForSessions(groupByNexthop(items), MAX_SOCKETS);
   const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext, known)), MAX_SOCKETS);
   // The latest state of each message (a message may span sessions; the Outbox answered each).
-  const latest = new Map<string, SyncState>();
-  for (const s of touched.flat()) {
-    const prev = latest.get(s.view.id);
-    if (!prev || versionOf(s.view) >= versionOf(prev.view)) latest.set(s.view.id, prev ? mergeEvents(s, prev) : s);
-  }
-  await indexMessages(env, [...latest.values()]);
+  await indexMessages(env, latestStates(touched.flat()));
 }
