@@ -28,7 +28,7 @@
  *   None for expected input; InvariantError on corrupt state.
  */
 import { refillMessage } from "./assign";
-import { onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
+import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { releasePolicies } from "./policy";
@@ -64,6 +64,7 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     m.deferred = true;
     if (site && queue.window > 0) {
       if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
+      else if (isConcurrencyRefusal(site.reason)) learnCeiling(queue, queue.busyCount, now, t.p);
       updateReady(queue);
     }
   }
@@ -71,7 +72,7 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     transportAlive(q, t);
     if (!site && queue.window >= 0) {
       const wasDead = queue.window === 0;
-      onPositiveFeedback(queue, queue.busyCount, t.p);
+      onPositiveFeedback(queue, queue.busyCount, t.p, now);
       if (wasDead) queueRevived(q, queue);
       updateReady(queue);
     }

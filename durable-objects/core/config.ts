@@ -15,7 +15,9 @@
  *   "x/concurrency" and "x/sqrt_concurrency" (the last is the relay's, spec §12.1).
  *
  *   Relay-only parameters (spec §12): `destination_idle_memory` (default 600 s; 0 behaves
- *   like Postfix) and per-transport `process_limit` (default 100).
+ *   like Postfix), per-transport `process_limit` (default 100), and the learned session ceiling
+ *   (§12.7, destination-window.ts): `destination_concurrency_ceiling_memory` (0, the default,
+ *   behaves like Postfix) and `destination_concurrency_probe_delay` (default 60 s).
  * INVARIANTS
  *   Every numeric value is an integer within its bounds; qmgr_message_recipient_limit is
  *   raised to qmgr_message_active_limit if smaller, as Postfix does at start-up;
@@ -83,6 +85,8 @@ const transportFields = {
   recipient_refill_limit: int(1),
   recipient_refill_delay: duration(1),
   process_limit: int(1),
+  destination_concurrency_ceiling_memory: duration(0),
+  destination_concurrency_probe_delay: duration(1),
 };
 
 const transportSchema = z.strictObject(transportFields).partial();
@@ -106,6 +110,8 @@ const globalSchema = z
     default_recipient_refill_limit: int(1),
     default_recipient_refill_delay: duration(1),
     default_process_limit: int(1),
+    default_destination_concurrency_ceiling_memory: duration(0),
+    default_destination_concurrency_probe_delay: duration(1),
     qmgr_message_active_limit: int(1),
     qmgr_message_recipient_limit: int(1),
     qmgr_message_recipient_minimum: int(1),
@@ -163,6 +169,10 @@ export interface TransportParams {
   refillDelay: number;
   /** process_limit: entries in flight at most (relay, spec §12.2); default 100. */
   processLimit: number;
+  /** destination_concurrency_ceiling_memory, s (relay, §12.7): how long a learned session ceiling is kept; 0 = Postfix. */
+  ceilingMemory: number;
+  /** destination_concurrency_probe_delay, s (relay, §12.7): the first gap between probes past a ceiling. */
+  probeDelay: number;
 }
 
 /** Resolved global parameters. */
@@ -213,6 +223,8 @@ export const DEFAULTS = {
   default_recipient_refill_limit: 100,
   default_recipient_refill_delay: 5,
   default_process_limit: 100,
+  default_destination_concurrency_ceiling_memory: 0,
+  default_destination_concurrency_probe_delay: 60,
   qmgr_message_active_limit: 20000,
   qmgr_message_recipient_limit: 20000,
   qmgr_message_recipient_minimum: 10,
@@ -272,6 +284,8 @@ export function parseSchedulerConfig(input: unknown): ConfigResult {
     recipient_refill_limit: g.default_recipient_refill_limit,
     recipient_refill_delay: g.default_recipient_refill_delay,
     process_limit: g.default_process_limit,
+    destination_concurrency_ceiling_memory: g.default_destination_concurrency_ceiling_memory,
+    destination_concurrency_probe_delay: g.default_destination_concurrency_probe_delay,
   };
   const transports: Record<string, TransportParams> = {};
   for (const [name, over] of Object.entries(g.transports ?? {})) {
@@ -301,6 +315,8 @@ function resolveTransport(t: z.output<typeof transportSchema>): Omit<TransportPa
     refillLimit: t.recipient_refill_limit!,
     refillDelay: t.recipient_refill_delay!,
     processLimit: t.process_limit!,
+    ceilingMemory: t.destination_concurrency_ceiling_memory!,
+    probeDelay: t.destination_concurrency_probe_delay!,
   };
 }
 

@@ -13,6 +13,12 @@
  *   and may kill it. reviveWindow() brings a dead destination back (timer, flush, memory
  *   pressure). initialWindow() is the starting window, clipped to the limit.
  *
+ *   With destination_concurrency_ceiling_memory set (relay, §12.7), a concurrency refusal
+ *   (isConcurrencyRefusal) also teaches learnCeiling() the server's session limit: the window is
+ *   held at it, and opens one past it only now and then (a probe, on a gap that doubles while
+ *   probes are refused); a probe that gets through raises it; it is forgotten ceilingMemory
+ *   after the last refusal. Off (the default), nothing here differs from Postfix.
+ *
  *   The arithmetic is Postfix's code, in doubles and in the same expression order, including
  *   the f/2 and g/2 rounding margins (spec §10.1) so the F* vectors match bit for bit.
  * INVARIANTS
@@ -36,6 +42,26 @@ export interface WindowState {
   failure: number;
   /** Failed pseudo-cohorts since the last success: Σ 1/window (double). */
   failCohorts: number;
+  /** The learned session ceiling (relay, §12.7); absent while none is known or the option is off. */
+  ceiling?: Ceiling | null;
+}
+
+/**
+ * What a destination said about its session limit (relay extension, §12.7): the last time it
+ * refused one session more than it had, it had `limit` (the sessions in flight then, less the
+ * refused one).
+ */
+export interface Ceiling {
+  /** Sessions the server took at once when it refused one more (≥ 1). */
+  limit: number;
+  /** When a refusal last confirmed it (s); it is forgotten ceilingMemory after that. */
+  at: number;
+  /** Earliest time the window may open one past the limit, a probe (s). */
+  probeAt: number;
+  /** The current gap between probes (s); doubles while probes are refused. */
+  gap: number;
+  /** The latest report was a refusal: consecutive refusals are one cohort, whose least `busy` less one is the limit. */
+  refusing: boolean;
 }
 
 /** The per-transport parameters feedback needs. */
@@ -50,6 +76,10 @@ export interface WindowParams {
   negativeFeedback: Feedback;
   /** destination_concurrency_failed_cohort_limit; 0 disables dead detection (default 1). */
   failedCohortLimit: number;
+  /** destination_concurrency_ceiling_memory, s: how long a learned ceiling is kept; 0 or absent = Postfix (no ceiling). */
+  ceilingMemory?: number;
+  /** destination_concurrency_probe_delay, s: the first gap between probes past the ceiling. */
+  probeDelay?: number;
 }
 
 /** What a feedback step did, for logs and the dashboard. */
@@ -65,6 +95,76 @@ export function createWindowState(p: WindowParams): WindowState {
   return { window: p.initialConcurrency, success: 0, failure: 0, failCohorts: 0 };
 }
 
+/** The ceiling in force at `now`: null when the option is off, none was learned, or it expired (then it is dropped). */
+function activeCeiling(s: WindowState, now: number, p: WindowParams): Ceiling | null {
+  if (!p.ceilingMemory || !s.ceiling) return null;
+  if (now - s.ceiling.at >= p.ceilingMemory) {
+    s.ceiling = null;
+    return null;
+  }
+  return s.ceiling;
+}
+
+/**
+ * A success with a learned ceiling (§12.7): more sessions in flight than the limit means a probe
+ * got through (the limit rises to them, the probe gap starts over). At the limit the window
+ * holds, and nothing accumulates, until a probe is due; then it opens by exactly one. Returns
+ * null when Postfix's arithmetic decides (below the ceiling, or none).
+ */
+function holdAtCeiling(s: WindowState, busy: number, now: number, p: WindowParams): FeedbackOutcome | null {
+  const c = activeCeiling(s, now, p);
+  if (!c) return null;
+  c.refusing = false;
+  if (busy > c.limit) {
+    c.limit = busy;
+    c.gap = p.probeDelay ?? 60;
+    c.probeAt = now + c.gap;
+  }
+  if (s.window < c.limit) return null;
+  // Past the probe step (a window revived at the initial concurrency): back to the limit.
+  if (s.window > c.limit + 1) s.window = c.limit;
+  if (s.window > c.limit || now < c.probeAt) return "unchanged";
+  if (p.concurrencyLimit !== 0 && s.window >= p.concurrencyLimit) return "unchanged";
+  s.window = c.limit + 1;
+  s.success = 0;
+  s.failure = 0;
+  c.probeAt = now + c.gap;
+  return "opened";
+}
+
+/**
+ * Whether a site failure is the server refusing one session more than it allows: a 421 at the
+ * greeting, or "too many connections/sessions/clients" in the reply (§12.7).
+ */
+export function isConcurrencyRefusal(reason: string): boolean {
+  return /refused to talk to me: 421\b/.test(reason) || /too many (?:connections|connected clients|concurrent|simultaneous|sessions|clients)/i.test(reason);
+}
+
+/**
+ * Learns from a concurrency refusal, after its negative feedback (§12.7): the sessions in flight
+ * less the refused one are the server's limit; the window is held at it. A refused probe doubles
+ * the gap to the next one (at most ceilingMemory). Consecutive refusals (no success between) are
+ * one cohort: the refused sessions count in each other's `busy`, so the cohort's least is the limit.
+ */
+export function learnCeiling(s: WindowState, busy: number, now: number, p: WindowParams): void {
+  if (!p.ceilingMemory || s.window <= 0) return;
+  const c = activeCeiling(s, now, p);
+  const limit = Math.max(1, busy - 1);
+  if (c?.refusing) {
+    c.at = now;
+    c.limit = Math.min(c.limit, limit);
+    if (s.window > c.limit) s.window = c.limit;
+    return;
+  }
+  const base = p.probeDelay ?? 60;
+  const gap = c && busy > c.limit ? Math.min(c.gap * 2, p.ceilingMemory) : (c?.gap ?? base);
+  s.ceiling = { limit, at: now, probeAt: now + gap, gap, refusing: true };
+  if (s.window > limit) {
+    s.window = limit;
+    s.success = 0;
+  }
+}
+
 /** Brings a dead destination back: window = busy (if any) else initial; accumulators zeroed. */
 export function reviveWindow(s: WindowState, busy: number, p: WindowParams): void {
   s.window = busy > 0 ? busy : p.initialConcurrency;
@@ -77,12 +177,16 @@ export function reviveWindow(s: WindowState, busy: number, p: WindowParams): voi
  * Applies one completion without site failure. `busy` still counts the completing
  * delivery. A dead destination is revived at once.
  */
-export function onPositiveFeedback(s: WindowState, busy: number, p: WindowParams): FeedbackOutcome {
+export function onPositiveFeedback(s: WindowState, busy: number, p: WindowParams, now = 0): FeedbackOutcome {
   s.failCohorts = 0;
   if (s.window === 0) {
     reviveWindow(s, busy, p);
+    const c = activeCeiling(s, now, p);
+    if (c && s.window > c.limit) s.window = c.limit;
     return "revived";
   }
+  const held = holdAtCeiling(s, busy, now, p);
+  if (held !== null) return held;
   // At the limit nothing accumulates at all (spec §10.5).
   if (p.concurrencyLimit !== 0 && s.window >= p.concurrencyLimit) return "unchanged";
   // Safety rule: keep the window within initial concurrency of what is really in flight, so a

@@ -20,7 +20,7 @@
  * ERRORS
  *   None.
  */
-import { onNegativeFeedback, onPositiveFeedback, reviveWindow, type FeedbackOutcome, type WindowParams, type WindowState } from "./destination-window";
+import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, reviveWindow, type FeedbackOutcome, type WindowParams, type WindowState } from "./destination-window";
 
 /** A destination's stored record (version 1). */
 export interface DestinationRecord extends WindowState {
@@ -85,6 +85,10 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
   if (r.siteFailure) {
     if (s.window > 0) {
       outcome = onNegativeFeedback(s, p);
+      if (outcome !== "died" && isConcurrencyRefusal(r.siteFailure.reason)) {
+        s.ceiling = s.ceiling ? { ...s.ceiling } : s.ceiling;
+        learnCeiling(s, r.busy, now, p);
+      }
       if (outcome === "died") {
         s.deadUntil = now + p.deadTimeSec;
         s.reason = r.siteFailure.reason;
@@ -92,7 +96,8 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
       }
     } else outcome = "ignored";
   } else {
-    outcome = onPositiveFeedback(s, r.busy, p);
+    if (s.ceiling) s.ceiling = { ...s.ceiling };
+    outcome = onPositiveFeedback(s, r.busy, p, now);
     if (outcome === "revived") {
       s.deadUntil = 0;
       s.reason = null;
