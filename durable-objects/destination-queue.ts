@@ -10,11 +10,11 @@
  * its own, a row per event, before; it is carried over once.)
  */
 import { DurableObject } from "cloudflare:workers";
+import { schedulerConfigOf } from "./storage/scheduler-env";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
   applyDestinationReport,
   createDestination,
-  mustParseSchedulerConfig,
   reviveDestination,
   transportParams,
   type DestinationEvent,
@@ -38,7 +38,7 @@ export class DestinationQueue extends DurableObject<Env> {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "DestinationQueue"));
     // The same parameters as the Transport DOs' cores, so both agree on every report.
-    this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
+    this.cfg = schedulerConfigOf(env);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");

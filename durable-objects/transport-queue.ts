@@ -15,13 +15,12 @@
  *
  * DELIVERY LOOP (DISPATCH = "auto")
  *   After every admit, report and alarm the shell dispatches what the core selects, hands the
- *   entries to the delivery agent (storage/handoff.ts: the `deliver` queue, or DeliveryAgent
- *   objects with DELIVERY = "agents") and leases each (in memory, storage/leases.ts).
- *   The alarm fires at the earliest of the core's wake-up, a lease deadline and a retry due
- *   time: an expired lease is reported as a crash (deferred, no feedback), and a deferred
- *   message's not-yet-final recipients are admitted again as a new core message
- *   (`<id>#<attempt>`). With DISPATCH = "manual" only the dispatch RPC selects.
- *   SCHEDULER_CONFIG (JSON with Postfix's parameter names) overrides the core's defaults.
+ *   entries to the delivery agent (storage/handoff.ts: DeliveryAgent objects, or the `deliver`
+ *   queue) and leases each (in memory, storage/leases.ts). The alarm fires at the earliest of
+ *   the core's wake-up, a lease deadline and a retry due time: an expired lease is reported as a
+ *   crash (deferred, no feedback), and a deferred message's not-yet-final recipients are admitted
+ *   again as a new core message (`<id>#<attempt>`). With DISPATCH = "manual" only the dispatch
+ *   RPC selects. SCHEDULER_CONFIG overrides the core's defaults (storage/scheduler-env.ts).
  *   Outcomes the core decides on its own go to the message's Outbox (storage/outbox-notes.ts):
  *   an expired attempt's open recipients end `expired`; recipients deferred without an attempt
  *   (their destination died) become `deferred` with blocked_by "destination_dead"; delay
@@ -36,7 +35,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
-  hasActiveRoom, destinationsView, mustParseSchedulerConfig, nextWakeupAt,
+  hasActiveRoom, destinationsView, nextWakeupAt,
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
@@ -50,6 +49,7 @@ import { toDispatched, destinationName, type AdmitRequest, type DispatchedEntry,
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
 import { Handoff } from "./storage/handoff";
+import { schedulerConfigOf } from "./storage/scheduler-env";
 
 export * from "./transport-types";
 
@@ -71,7 +71,7 @@ export class TransportQueue extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "TransportQueue"));
-    this.cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
+    this.cfg = schedulerConfigOf(env);
     this.handoff = new Handoff(env);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;

@@ -16,8 +16,8 @@
  *
  *   Relay-only parameters (spec §12): `destination_idle_memory` (default 600 s; 0 behaves
  *   like Postfix), per-transport `process_limit` (default 100), and the learned session ceiling
- *   (§12.7, destination-window.ts): `destination_concurrency_ceiling_memory` (0, the default,
- *   behaves like Postfix) and `destination_concurrency_probe_delay` (default 60 s).
+ *   (§12.7, destination-window.ts): `destination_concurrency_ceiling_memory` (default 3600 s;
+ *   0 behaves like Postfix) and `destination_concurrency_probe_delay` (default 60 s).
  * INVARIANTS
  *   Every numeric value is an integer within its bounds; qmgr_message_recipient_limit is
  *   raised to qmgr_message_active_limit if smaller, as Postfix does at start-up;
@@ -169,7 +169,7 @@ export interface TransportParams {
   refillDelay: number;
   /** process_limit: entries in flight at most (relay, spec §12.2); default 100. */
   processLimit: number;
-  /** destination_concurrency_ceiling_memory, s (relay, §12.7): how long a learned session ceiling is kept; 0 = Postfix. */
+  /** destination_concurrency_ceiling_memory, s (relay, §12.7): how long a learned session ceiling is kept; default 3600; 0 = Postfix. */
   ceilingMemory: number;
   /** destination_concurrency_probe_delay, s (relay, §12.7): the first gap between probes past a ceiling. */
   probeDelay: number;
@@ -223,7 +223,7 @@ export const DEFAULTS = {
   default_recipient_refill_limit: 100,
   default_recipient_refill_delay: 5,
   default_process_limit: 100,
-  default_destination_concurrency_ceiling_memory: 0,
+  default_destination_concurrency_ceiling_memory: 3600,
   default_destination_concurrency_probe_delay: 60,
   qmgr_message_active_limit: 20000,
   qmgr_message_recipient_limit: 20000,

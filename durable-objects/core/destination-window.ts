@@ -17,7 +17,7 @@
  *   (isConcurrencyRefusal) also teaches learnCeiling() the server's session limit: the window is
  *   held at it, and opens one past it only now and then (a probe, on a gap that doubles while
  *   probes are refused); a probe that gets through raises it; it is forgotten ceilingMemory
- *   after the last refusal. Off (the default), nothing here differs from Postfix.
+ *   after the last refusal (the relay's default: 1 h). Off (0), nothing here differs from Postfix.
  *
  *   The arithmetic is Postfix's code, in doubles and in the same expression order, including
  *   the f/2 and g/2 rounding margins (spec §10.1) so the F* vectors match bit for bit.

@@ -4,8 +4,9 @@
  * DESCRIPTION
  *   Runs the simulator's scenarios against the REAL scheduling core and prints their
  *   results: `limiter` (concurrency feedback against a server with an active concurrency
- *   limiter, spec §6.7) and `bulk-small` (small-message latency behind a bulk job with and
- *   without preemption, spec §5). The models, arrivals and retry handling are described in
+ *   limiter, spec §6.7), `bulk-small` (small-message latency behind a bulk job with and
+ *   without preemption, spec §5) and `ceiling` (the relay's learned session ceiling, §12.7,
+ *   against fixed, rising and falling server limits). The models, arrivals and retry handling are described in
  *   test/bench/sim/*.ts. See usage() for the options.
  *
  *   With --json exactly one scenario must be named; the last line printed is then one JSON
@@ -18,9 +19,10 @@
  */
 import { BULK_SMALL_DEFAULTS, runBulkSmall } from "./sim/bulk-small";
 import { LIMITER_DEFAULTS, runLimiter } from "./sim/limiter";
+import { ceilingJson, formatCeiling, runCeiling } from "./sim/ceiling";
 import { bulkSmallJson, formatAudit, formatBulkSmall, formatLimiter, limiterJson } from "./sim/report";
 
-const SCENARIOS = ["limiter", "bulk-small"] as const;
+const SCENARIOS = ["limiter", "bulk-small", "ceiling"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 interface CliArgs {
@@ -32,13 +34,15 @@ interface CliArgs {
 
 function usage(): string {
   return [
-    "usage: npx tsx test/bench/sim.ts [limiter|bulk-small] [--json] [--seed N] [--reject-delay SEC] [--help]",
+    "usage: npx tsx test/bench/sim.ts [limiter|bulk-small|ceiling] [--json] [--seed N] [--reject-delay SEC] [--help]",
     "",
     "  limiter        2000 recipients to a server that accepts 5 sessions and answers 421 beyond that;",
     "                 feedback 1/N, 1/sqrt(N) and 1 compared with the seed README and spec §6.7",
     "  bulk-small     a 10,000-recipient message plus 200 single-recipient messages; small-message",
     "                 latency with preemption on (delivery_slot_cost 5) and off (0)",
-    "  (none)         run both scenarios, human-readable output only",
+    "  ceiling        6000 recipients to a server with a fixed, a rising and a falling session limit;",
+    "                 Postfix's feedback against the relay's learned session ceiling (relay §12.7)",
+    "  (none)         run every scenario, human-readable output only",
     "",
     "  --json         also print one JSON object as the LAST line; needs exactly one scenario",
     "  --seed N       seed of every random draw (integer, default 1); same seed, same output",
@@ -64,7 +68,7 @@ function parseArgs(argv: readonly string[]): CliArgs | string {
       if (!args.scenarios.includes(a as Scenario)) args.scenarios.push(a as Scenario);
     } else return `unknown argument "${a}"`;
   }
-  if (args.json && args.scenarios.length !== 1) return "--json needs exactly one scenario (limiter or bulk-small), so that the last line is that scenario's JSON object";
+  if (args.json && args.scenarios.length !== 1) return "--json needs exactly one scenario (limiter, bulk-small or ceiling), so that the last line is that scenario's JSON object";
   if (args.scenarios.length === 0) args.scenarios = [...SCENARIOS];
   return args;
 }
@@ -77,6 +81,12 @@ function runScenario(name: Scenario, args: CliArgs): { json: object; ok: boolean
     const audit = formatAudit(runs.map((r) => r.audit));
     for (const line of [...formatLimiter(runs, opts), ...audit.lines]) console.log(line);
     return { json: limiterJson(runs), ok: audit.ok };
+  }
+  if (name === "ceiling") {
+    const runs = runCeiling(args.seed);
+    const audit = formatAudit(runs.map((r) => r.audit));
+    for (const line of [...formatCeiling(runs), ...audit.lines]) console.log(line);
+    return { json: ceilingJson(runs), ok: audit.ok };
   }
   const rep = runBulkSmall({ ...BULK_SMALL_DEFAULTS, seed: args.seed });
   const audit = formatAudit([rep.on.audit, rep.off.audit]);

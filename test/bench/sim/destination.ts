@@ -35,6 +35,8 @@ export interface DestinationSpec {
   jitter: number;
   /** Sessions the server accepts at once; 0 = unlimited (default). */
   sessionLimit: number;
+  /** When set, the session limit at time t (seconds) instead of sessionLimit (a server that changes it). */
+  sessionLimitAt?: (t: number) => number;
   /** Seconds until an over-limit connection gets its 421; default 0 (at once). */
   rejectDelaySec: number;
   /** Probability that a connection attempt times out; default 0. */
@@ -92,7 +94,8 @@ export class DestinationServer {
     if (s.connectTimeoutProb > 0 && rng.next() < s.connectTimeoutProb) {
       return { outcome: "connect-timeout", endAt: at + s.connectTimeoutSec, report: TIMEOUT, holdsSession: false };
     }
-    if (s.sessionLimit > 0 && this.open >= s.sessionLimit) {
+    const limit = s.sessionLimitAt ? s.sessionLimitAt(at) : s.sessionLimit;
+    if (limit > 0 && this.open >= limit) {
       return { outcome: "rejected-421", endAt: at + s.rejectDelaySec, report: REJECT_421, holdsSession: false };
     }
     this.open += 1;

@@ -108,6 +108,8 @@ export function limiterConfig(feedback: string, retryDelaySec: number): Schedule
     default_destination_concurrency_positive_feedback: feedback,
     default_destination_concurrency_negative_feedback: feedback,
     default_destination_concurrency_failed_cohort_limit: 0,
+    // Postfix's feedback as the README measured it: without the relay's learned ceiling (§12.7; the ceiling scenario compares).
+    default_destination_concurrency_ceiling_memory: 0,
     minimal_backoff_time: retryDelaySec,
     maximal_backoff_time: retryDelaySec,
   };

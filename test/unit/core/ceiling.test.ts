@@ -1,6 +1,6 @@
 // The learned session ceiling (relay, §12.7, destination-window.ts): a concurrency refusal
 // teaches the destination the server's limit, the window holds there and probes past it on a
-// backing-off schedule; off (the default) it is Postfix's feedback, unchanged.
+// backing-off schedule (the relay's default, 1 h of memory); off (0) it is Postfix's feedback, unchanged.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -12,7 +12,7 @@ const params = (input: Record<string, unknown> = {}): DestinationParams => {
   const cfg = mustParseSchedulerConfig(input);
   return { ...transportParams(cfg, "smtp"), deadTimeSec: 300, idleMemorySec: 600 };
 };
-const postfix = params();
+const postfix = params({ default_destination_concurrency_ceiling_memory: 0 });
 const learning = params({ default_destination_concurrency_ceiling_memory: 3600, default_destination_concurrency_probe_delay: 60 });
 const REFUSAL = { dsnStatus: "4.7.0", reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connected clients" };
 const LOST = { dsnStatus: "4.4.2", reason: "lost connection with mx.test[192.0.2.1] while receiving the initial server greeting" };
@@ -55,7 +55,7 @@ describe("which site failures are concurrency refusals", () => {
 });
 
 describe("the learned ceiling", () => {
-  it("off (the default): a server that takes 5 sessions costs one refusal per cycle, as Postfix's arithmetic predicts", () => {
+  it("off (ceiling memory 0): a server that takes 5 sessions costs one refusal per cycle, as Postfix's arithmetic predicts", () => {
     const r = run(postfix, 600, () => 5);
     expect(r.rec.ceiling ?? null).toBeNull();
     expect(r.refused).toBeGreaterThan(250);
@@ -115,11 +115,15 @@ describe("the learned ceiling", () => {
     expect(rec.ceiling ?? null).toBeNull();
   });
 
+  it("the relay's default keeps a ceiling for an hour and probes after a minute", () => {
+    expect(params()).toMatchObject({ ceilingMemory: 3600, probeDelay: 60 });
+  });
+
   it("property: with the option off, every report sequence gives exactly Postfix's records; with it on, the window never passes the ceiling by more than the one probe step", () => {
     const report = fc.record({ busy: fc.integer({ min: 1, max: 25 }), kind: fc.constantFrom("ok", "refusal", "lost"), dt: fc.integer({ min: 0, max: 90 }) });
     fc.assert(fc.property(fc.array(report, { maxLength: 200 }), (reports) => {
       let plain = createDestination("smtp", postfix);
-      let off = createDestination("smtp", params({ default_destination_concurrency_probe_delay: 5 }));
+      let off = createDestination("smtp", params({ default_destination_concurrency_ceiling_memory: 0, default_destination_concurrency_probe_delay: 5 }));
       let on = createDestination("smtp", learning);
       let t = 1000;
       for (const r of reports) {

@@ -10,6 +10,7 @@ import { runSimulation, type SimMessage, type SimResult } from "../../bench/sim/
 import { EventQueue } from "../../bench/sim/event-queue";
 import { idealisedDeferFraction, LIMITER_DEFAULTS, readmeDeferFraction, runLimiter, runLimiterOnce, type LimiterFeedback, type LimiterRun } from "../../bench/sim/limiter";
 import { bulkSmallJson, limiterJson } from "../../bench/sim/report";
+import { ceilingJson, runCeiling, type CeilingRun } from "../../bench/sim/ceiling";
 import { createRng } from "../../bench/sim/rng";
 import { StepSeries, summarize } from "../../bench/sim/stats";
 
@@ -196,5 +197,42 @@ describe("simulator building blocks", () => {
     const r = runLimiterOnce("1/concurrency", { ...LIMITER_DEFAULTS, recipients: 200 });
     expect(r.firstPass.attempts).toBe(100);
     expect(r.audit.ok).toBe(true);
+  });
+});
+
+describe("ceiling scenario (the relay's learned session ceiling, §12.7)", () => {
+  let runs: CeilingRun[] = [];
+  const get = (c: CeilingRun["case"], ceiling: boolean) => runs.find((r) => r.case === c && r.ceiling === ceiling)!;
+  beforeAll(() => {
+    runs = runCeiling();
+  });
+
+  it("delivers every recipient exactly once in every case, with and without the ceiling", () => {
+    for (const r of runs) expect(r.audit.describeViolations()).toEqual([]);
+  });
+
+  it("a fixed limit: Postfix's feedback 1 is refused on a third of its attempts, the ceiling on under 1 %, and finishes sooner", () => {
+    expect(get("fixed", false).rejectedPct).toBeGreaterThan(25);
+    expect(get("fixed", true).rejectedPct).toBeLessThan(1);
+    expect(get("fixed", true).endSec).toBeLessThan(get("fixed", false).endSec);
+  });
+
+  it("a limit that rises from 5 to 10 is found by the probes within a bounded time", () => {
+    const after = get("rising", true).reachedNewLimitAfterSec;
+    expect(after).not.toBeNull();
+    // Five probe steps; the gap was at most 240 s when the limit rose (it doubles while refused), 60 s after each success.
+    expect(after!).toBeLessThanOrEqual(240 + 5 * 60 + 30);
+    expect(get("rising", true).rejectedPct).toBeLessThan(1);
+  });
+
+  it("a limit that falls from 10 to 3 is learned within seconds: a handful of 421s afterwards, against hundreds", () => {
+    expect(get("falling", true).rejectedAfterChange).toBeLessThanOrEqual(5);
+    expect(get("falling", false).rejectedAfterChange).toBeGreaterThan(100);
+  });
+
+  it("prints the JSON shape the CLI promises", () => {
+    const json = ceilingJson(runs) as { scenario: string; results: Record<string, unknown>[] };
+    expect(json.scenario).toBe("ceiling");
+    expect(json.results).toHaveLength(6);
   });
 });

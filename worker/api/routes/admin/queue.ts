@@ -24,7 +24,8 @@
  *   for an unknown transport, destination or suspension.
  */
 import { Hono, type Context } from "hono";
-import { mustParseSchedulerConfig, transportParams } from "../../../../durable-objects/core";
+import { transportParams, type Ceiling } from "../../../../durable-objects/core";
+import { schedulerConfigOf } from "../../../../durable-objects/storage/scheduler-env";
 import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
 import { activeSuspensions, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
@@ -40,8 +41,13 @@ export const AGE_PERCENTILES = [50, 90, 95, 99] as const;
 const iso = (sec: number | null) => (sec === null || sec <= 0 ? null : new Date(sec * 1000).toISOString());
 
 /** The destination_concurrency_limit of a transport (0 = unlimited), from SCHEDULER_CONFIG. */
+/** A learned session ceiling (relay §12.7) as the API shows it, or null. */
+function ceilingView(c: Ceiling | null | undefined) {
+  return c ? { limit: c.limit, learned_at: iso(c.at), next_probe_at: iso(c.probeAt), probe_gap_seconds: c.gap } : null;
+}
+
 function limitOf(env: Env): (transport: string) => number {
-  const cfg = mustParseSchedulerConfig(env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {});
+  const cfg = schedulerConfigOf(env);
   return (transport) => transportParams(cfg, transport).concurrencyLimit;
 }
 
@@ -107,7 +113,7 @@ export function queueRoutes() {
     const rec = dest.record;
     return c.json({
       ...(inCore ? destinationView(limitOf(c.env), inCore) : { object: "destination" as const, transport, queue, nexthop: queue, state: "idle", window: null, busy: 0, todo: 0, limit: limitOf(c.env)(transport) }),
-      record: rec === null ? null : { window: rec.window, dead_until: iso(rec.deadUntil), reason: rec.reason, last_report_at: iso(rec.lastReportAt), success: rec.success, failure: rec.failure, fail_cohorts: rec.failCohorts },
+      record: rec === null ? null : { window: rec.window, dead_until: iso(rec.deadUntil), reason: rec.reason, last_report_at: iso(rec.lastReportAt), success: rec.success, failure: rec.failure, fail_cohorts: rec.failCohorts, ceiling: ceilingView(rec.ceiling) },
       history: dest.history.map((h) => ({ at: new Date(h.at * 1000).toISOString(), kind: h.kind, outcome: h.outcome, window: h.window, busy: h.busy, reason: h.reason })),
     });
   });
