@@ -72,7 +72,7 @@ export class TransportQueue extends DurableObject<Env> {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "TransportQueue"));
     this.cfg = schedulerConfigOf(env);
-    this.handoff = new Handoff(env);
+    this.handoff = new Handoff(() => this.env);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);

@@ -8,7 +8,7 @@
  *             however many entries it carries.
  *
  * DESCRIPTION
- *   new Handoff(env)
+ *   new Handoff(env, now?)   env() is read at each hand-off; now() in ms.
  *   send(entries, until)   hands the entries over; answers the ids that could not be handed over
  *                          and the error (the caller reports them as crashed). An entry is
  *                          `pending` while its hand-off runs.
@@ -39,7 +39,8 @@ export class Handoff {
    */
   private readonly warm = new Map<string, { name: string; at: number }[]>();
 
-  constructor(private readonly env: Env, private readonly now: () => number = Date.now) {}
+  /** `env` is read at each hand-off (the object's env, which tests may swap). */
+  constructor(private readonly env: () => Env, private readonly now: () => number = Date.now) {}
 
   pending(entryId: number): boolean {
     return this.handing.has(entryId);
@@ -47,10 +48,11 @@ export class Handoff {
 
   async send(entries: DispatchedEntry[], until: number): Promise<{ failed: number[]; error?: unknown }> {
     for (const e of entries) this.handing.add(e.entryId);
+    const env = this.env();
     try {
-      if (this.env.DELIVERY !== "agents") {
+      if (env.DELIVERY !== "agents") {
         try {
-          await this.env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
+          await env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
           return { failed: [] };
         } catch (error) {
           return { failed: entries.map((e) => e.entryId), error };
@@ -65,7 +67,7 @@ export class Handoff {
       let error: unknown;
       await Promise.all([...byAgent].map(async ([name, jobs]) => {
         try {
-          await this.env.DELIVERY_AGENT.getByName(name).deliver(jobs);
+          await env.DELIVERY_AGENT.getByName(name).deliver(jobs);
         } catch (e) {
           error = e;
           for (const j of jobs) {

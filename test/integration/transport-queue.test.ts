@@ -252,7 +252,7 @@ describe("DestinationQueue Durable Object", () => {
     const out = await runInDurableObject(stub, async (instance, state) => {
       const o = instance as unknown as { env: Env };
       const original = o.env;
-      o.env = { ...original, DISPATCH: "auto", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue };
+      o.env = { ...original, DISPATCH: "auto", DELIVERY: "queue", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue };
       let error = "";
       try {
         await instance.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) });
@@ -265,6 +265,28 @@ describe("DestinationQueue Durable Object", () => {
       return { error, leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length, retries: count("retry_due") };
     });
     expect(out).toEqual({ error: "queue down", leases: 0, retries: 1 });
+    expect((await stub.inspect()).inflight).toBe(0);
+  });
+
+  it("crashes the entries at once when their delivery agent cannot be reached (DELIVERY = agents), without failing the admission", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-agents-down");
+    const out = await runInDurableObject(stub, async (instance, state) => {
+      const o = instance as unknown as { env: Env };
+      const original = o.env;
+      const down = { getByName: () => ({ deliver: async () => { throw new Error("agent gone"); } }) };
+      o.env = { ...original, DISPATCH: "auto", DELIVERY: "agents", DELIVERY_AGENT: down as unknown as Env["DELIVERY_AGENT"] };
+      let error = "";
+      try {
+        await instance.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) });
+      } catch (e) {
+        error = e instanceof Error ? e.message : String(e);
+      }
+      o.env = original;
+      await state.storage.deleteAlarm();
+      const count = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
+      return { error, leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length, retries: count("retry_due") };
+    });
+    expect(out).toEqual({ error: "", leases: 0, retries: 1 });
     expect((await stub.inspect()).inflight).toBe(0);
   });
 });
