@@ -45,7 +45,7 @@ import {
 import { Journal } from "./storage/journal";
 import { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
-import { toDispatched, destinationName, type AdmitRequest, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
+import { toDispatched, destinationName, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
 import { Handoff } from "./storage/handoff";
@@ -111,22 +111,20 @@ export class TransportQueue extends DurableObject<Env> {
     return res;
   }
 
-  /**
-   * Applies a delivery report (idempotent by entry id). `finalIdx` names the entry's recipients
-   * (backlog index) that reached a final state; the others are retried with the message.
-   */
+  /** One delivery report (idempotent by entry id); `finalIdx`: its recipients (backlog index) now final. */
   async report(entryId: number, report: DeliveryReport, finalIdx: number[] = []): Promise<ReportAnswer> {
     return (await this.reportMany([{ entryId, report, finalIdx }]))[0]!;
   }
 
-  /**
-   * Applies several delivery reports (each exactly as report() would, in order) and dispatches
-   * once after the last: the delivery agent's answer for one session's entries.
-   */
+  /** Several reports, each as report() would apply it, then one dispatch: a session's entries. */
   async reportMany(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[]): Promise<ReportAnswer[]> {
-    const res = reports.map((r) => this.reportCore(r.entryId, r.report, r.finalIdx));
-    await this.pump();
-    return res;
+    return (await this.reportAndTake(reports)).answers;
+  }
+
+  /** reportMany for DeliveryAgent `agent`: the entries the pump then gives it come back here, not in a call of their own. */
+  async reportAndTake(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[], agent?: string): Promise<{ answers: ReportAnswer[]; jobs: DeliverJob[] }> {
+    const answers = reports.map((r) => this.reportCore(r.entryId, r.report, r.finalIdx));
+    return { answers, jobs: await this.pump(agent) };
   }
 
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
@@ -276,8 +274,9 @@ export class TransportQueue extends DurableObject<Env> {
     for (const entryId of entryIds) this.reportCore(entryId, { status: "crash" }, []);
   }
 
-  /** In auto mode: dispatches everything selectable to the deliver queue; then re-arms the alarm. */
-  private async pump(): Promise<void> {
+  /** In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the alarm. */
+  private async pump(agent?: string): Promise<DeliverJob[]> {
+    const inline: DeliverJob[] = [];
     this.admitIncoming();
     this.journal.flush(this.qmgr);
     await this.notes.deliver(this.env);
@@ -288,9 +287,9 @@ export class TransportQueue extends DurableObject<Env> {
         const until = leaseUntil(this.env, nowSec());
         this.leases.cover(until); // before the jobs can reach an agent: a stop inside send leases them till then
         this.journal.flush(this.qmgr);
-        const { failed, error } = await this.handoff.send(entries, until);
-        // Not handed over: crashed (deferred, retried) now, not leased for nothing.
-        const lost = new Set(failed);
+        const { failed, error, inline: mine } = await this.handoff.send(entries, until, agent);
+        inline.push(...mine);
+        const lost = new Set(failed); // not handed over: crashed (deferred, retried) now, not leased for nothing
         this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until);
         if (lost.size > 0) {
           this.crash(failed);
@@ -300,6 +299,7 @@ export class TransportQueue extends DurableObject<Env> {
       }
     }
     await this.arm();
+    return inline;
   }
 
   /** The transport this DO schedules (its core holds one). */

@@ -41,6 +41,8 @@ export interface DeliverJob {
   rcpts: { idx: number; address: string }[];
   /** Epoch seconds after which the transport treats the entry as crashed. */
   leaseUntil: number;
+  /** The DeliveryAgent it was handed to (DELIVERY = "agents"), which reports with reportAndTake. */
+  agent?: string;
 }
 
 /** The answer to a delivery report: whether it applied, and what the core decided. */

@@ -9,8 +9,10 @@
  *
  * DESCRIPTION
  *   new Handoff(env, now?)   env() is read at each hand-off; now() in ms.
- *   send(entries, until)   hands the entries over; answers the ids that could not be handed over
- *                          and the error (the caller reports them as crashed). An entry is
+ *   send(entries, until, caller?)  hands the entries over; answers the ids that could not be
+ *                          handed over and the error (the caller reports them as crashed), and
+ *                          the jobs for `caller`, the agent whose report runs this hand-off: they
+ *                          go back with its answer (TransportQueue.reportAndTake). An entry is
  *                          `pending` while its hand-off runs.
  *   pending(entryId)       whether the entry is being handed over now.
  *   release(entryId)       the entry was reported (or crashed): its agent slot is free.
@@ -46,23 +48,26 @@ export class Handoff {
     return this.handing.has(entryId);
   }
 
-  async send(entries: DispatchedEntry[], until: number): Promise<{ failed: number[]; error?: unknown }> {
+  async send(entries: DispatchedEntry[], until: number, caller?: string): Promise<{ failed: number[]; error?: unknown; inline: DeliverJob[] }> {
     for (const e of entries) this.handing.add(e.entryId);
     const env = this.env();
     try {
       if (env.DELIVERY !== "agents") {
         try {
           await env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
-          return { failed: [] };
+          return { failed: [], inline: [] };
         } catch (error) {
-          return { failed: entries.map((e) => e.entryId), error };
+          return { failed: entries.map((e) => e.entryId), error, inline: [] };
         }
       }
       const byAgent = new Map<string, DeliverJob[]>();
       for (const e of entries) {
         const name = this.assign(e);
-        byAgent.set(name, [...(byAgent.get(name) ?? []), toJob(e, until)]);
+        byAgent.set(name, [...(byAgent.get(name) ?? []), { ...toJob(e, until), agent: name }]);
       }
+      // The calling agent's entries go back with its report's answer, not in a call of their own.
+      const inline = caller !== undefined ? (byAgent.get(caller) ?? []) : [];
+      if (caller !== undefined) byAgent.delete(caller);
       const failed: number[] = [];
       let error: unknown;
       await Promise.all([...byAgent].map(async ([name, jobs]) => {
@@ -76,7 +81,7 @@ export class Handoff {
           }
         }
       }));
-      return error === undefined ? { failed } : { failed, error };
+      return error === undefined ? { failed, inline } : { failed, error, inline };
     } finally {
       for (const e of entries) this.handing.delete(e.entryId);
     }

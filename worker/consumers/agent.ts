@@ -7,6 +7,9 @@
  * Outbox, Transport, Destination, D1 and R2 calls); the Transport DO gives each agent no more
  * entries than that, so "in flight" means inside an SMTP session, as in Postfix.
  *
+ * A report goes with reportAndTake: the Transport DO answers with the entries it gives this agent
+ * next, so under load an agent is fed by its own reports, with no call per hand-off.
+ *
  * Calls are batched adaptively across the agent's sessions (worker/lib/coalesce.ts): envelopes
  * are read, and finished entries recorded and reported, at once when the agent is quiet, and
  * together when sessions finish while a call is out. The Destination DOs' feedback and the D1
@@ -29,7 +32,7 @@ import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-type
 import type { DeliverJob } from "../../durable-objects/transport-types";
 import { Coalescer } from "../lib/coalesce";
 import { lookupFor, sendGroup, type MxContext } from "./deliver";
-import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished } from "./deliver-finish";
+import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished, type ReportVia } from "./deliver-finish";
 import { indexMessages } from "./deliver-index";
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { createMxLookup, mxSettingsOf } from "./deliver-mx";
@@ -40,6 +43,13 @@ import { SessionCache } from "./session-cache";
 export const AGENT_SESSIONS = 4;
 /** Times a failed finish is tried again before the entry is left to its lease. */
 const FINISH_TRIES = 5;
+/**
+ * How long the feedback and index stages wait for more before they write, ms: they are off the
+ * path that frees a session, so waiting costs only this much delay of the webhooks and the D1
+ * index, and saves a Destination DO request, a D1 batch, a webhook queue message and an Outbox
+ * acknowledgement per finish.
+ */
+const STAGE_LINGER_MS = 200;
 /** How long MX answers are reused, ms. */
 const MX_TTL_MS = 60_000;
 
@@ -75,11 +85,11 @@ export class AgentWork {
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
       for (const [site, finished] of bySite) await feedDestinations(env, finished, site);
       return batches.map(() => null);
-    });
+    }, STAGE_LINGER_MS);
     this.index = new Coalescer(async (batches) => {
       await indexMessages(env, latestStates(batches.flat()));
       return batches.map(() => null);
-    });
+    }, STAGE_LINGER_MS);
   }
 
   /** Starts the entries; each runs on its own session slot. */
@@ -119,7 +129,14 @@ export class AgentWork {
     for (const d of done) bySite.set(d.site, [...(bySite.get(d.site) ?? []), d]);
     for (const [site, group] of bySite) {
       const items: FinishItem[] = group.map((d) => ({ job: d.job, ack: () => undefined, retry: (stage, e) => this.again(d, stage, e) }));
-      const { finished, changed } = await finishAll(this.env, items, group.map((d) => d.part));
+      // The Transport DO answers with the entries it gives this agent next: no call of their own.
+      const agent = group[0]!.job.agent;
+      const report: ReportVia = async (transport, reports) => {
+        const { answers, jobs } = await transport.reportAndTake(reports, agent);
+        this.take(jobs);
+        return answers;
+      };
+      const { finished, changed } = await finishAll(this.env, items, group.map((d) => d.part), report);
       // Both never reject (each logs its own failure; the index hands its writes to the classify queue).
       this.keepAlive(this.feedback.add({ finished, site }));
       if (changed.length > 0) this.keepAlive(this.index.add(changed));

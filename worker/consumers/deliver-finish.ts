@@ -6,14 +6,16 @@
  * (FinishItem): a queue message, or an agent's own retry.
  *
  * DESCRIPTION
- *   finishAll(env, items, parts)   records and reports; returns what the Destination DOs need and
- *                                  the state to index of every message whose record changed.
+ *   finishAll(env, items, parts, report?)  records and reports (through `report` when given);
+ *                                  returns what the Destination DOs need and the state to index
+ *                                  of every message whose record changed.
  *   feedDestinations(env, done, site)  the Destination DOs' feedback (best effort).
  *   finishParts(env, items, parts, site)  both; returns the states to index.
  *   latestStates(states)           the latest state of each message, with the events of all.
  */
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
-import { destinationName, type DeliverJob } from "../../durable-objects/transport-queue";
+import { destinationName, type DeliverJob, type TransportQueue } from "../../durable-objects/transport-queue";
+import type { DeliveryReport } from "../../durable-objects/core";
 import type { ReportAnswer } from "../../durable-objects/transport-types";
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { outboxOf } from "./classify-message";
@@ -28,6 +30,12 @@ export interface FinishItem {
   ack(): void;
   retry(stage: string, e: unknown): void;
 }
+
+/** How the reports reach the Transport DO when not with reportMany (the agents' reportAndTake). */
+export type ReportVia = (
+  transport: DurableObjectStub<TransportQueue>,
+  reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[],
+) => Promise<ReportAnswer[]>;
 
 /** What finishing one entry left for the Destination DO: the report as the destination sees it. */
 export interface Finished {
@@ -48,7 +56,7 @@ export interface Finished {
  * a redelivered job whose report did land finds nothing left to do and indexes nothing); the
  * Outbox answers each outcome with it.
  */
-export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[]): Promise<{ finished: Finished[]; changed: SyncState[] }> {
+export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[], report?: ReportVia): Promise<{ finished: Finished[]; changed: SyncState[] }> {
   const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
   const states = new Map<string, SyncState>();
   const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
@@ -72,7 +80,8 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   }));
   let answers: ReportAnswer[];
   try {
-    answers = await env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport).reportMany(reports);
+    const transport = env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport);
+    answers = report ? await report(transport, reports) : await transport.reportMany(reports);
   } catch (e) {
     for (const o of open) o.msg.retry("report", e);
     return { finished: [], changed: changed() };

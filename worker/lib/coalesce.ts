@@ -1,18 +1,18 @@
 /**
  * Adaptive batching: items added while a flush runs wait for it and go together in the next one.
- * An item added when nothing runs is flushed at once, so an idle caller waits no longer than the
- * call itself; a busy one makes one call for many items (Nagle's idea, for RPCs). One flush at a
- * time.
+ * An item added when nothing runs is flushed at once (or after lingerMs, for a stage off the
+ * critical path that would rather batch), so an idle caller waits no longer than the call itself;
+ * a busy one makes one call for many items (Nagle's idea, for RPCs). One flush at a time.
  *
  * DESCRIPTION
- *   new Coalescer(flush)   flush(items) answers one result per item, in order.
+ *   new Coalescer(flush, lingerMs = 0)   flush(items) answers one result per item, in order.
  *   add(item)              resolves with the item's result (rejects as its flush did).
  */
 export class Coalescer<I, O> {
   private pending: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
 
-  constructor(private readonly flush: (items: I[]) => Promise<O[]>) {}
+  constructor(private readonly flush: (items: I[]) => Promise<O[]>, private readonly lingerMs = 0) {}
 
   add(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
@@ -25,6 +25,7 @@ export class Coalescer<I, O> {
     this.running = true;
     try {
       while (this.pending.length > 0) {
+        if (this.lingerMs > 0) await new Promise((r) => setTimeout(r, this.lingerMs));
         const batch = this.pending.splice(0);
         try {
           const out = await this.flush(batch.map((b) => b.item));
