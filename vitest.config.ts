@@ -41,6 +41,7 @@ const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
+  "classify-bulk": { maxBatchTimeout: 0, maxBatchSize: 100 },
   deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
 };
 
@@ -115,7 +116,7 @@ export default defineConfig({
                 INLINE_BODY_BYTES: "0",
                 DKIM_KEYS: JSON.stringify([{ domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey }]),
               },
-              queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 } },
+              queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 }, "classify-bulk": { maxBatchTimeout: 0, maxBatchSize: 100 } },
             },
           }),
         ],

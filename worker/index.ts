@@ -49,7 +49,7 @@ export default {
     const problems = configProblems(metered);
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
     return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
-      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered);
+      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered); // classify, classify-bulk
   }),
   scheduled: (controller, env, ctx) => {
     const metered = meterScheduled(env);

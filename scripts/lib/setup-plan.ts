@@ -19,8 +19,8 @@
 export const RESOURCES = {
   d1: "cohort",
   bucket: "cohort-bodies",
-  queues: ["classify", "deliver", "webhooks", "webhooks-slow"],
-  deadLetterQueues: ["classify-dlq", "deliver-dlq", "webhooks-dlq", "webhooks-slow-dlq"],
+  queues: ["classify", "classify-bulk", "deliver", "webhooks", "webhooks-slow"],
+  deadLetterQueues: ["classify-dlq", "classify-bulk-dlq", "deliver-dlq", "webhooks-dlq", "webhooks-slow-dlq"],
   secrets: ["WEBHOOK_SECRETS_KEY"],
 } as const;
 

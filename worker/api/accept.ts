@@ -131,11 +131,28 @@ export function jsonResponse(r: StoredResponse): Response {
 const CLASSIFY_JOB_BYTES = 60_000;
 
 /**
- * Hands new messages to the classify queue, as few queue messages as fit (see ClassifyJob); a
- * scheduled message carries no recipients (it is decided when due). A failure is only logged
- * (the sweeper re-queues).
+ * Hands new messages to the classify queues, as few queue messages as fit (see ClassifyJob), in
+ * two lanes by size (BULK_LANE_RCPTS); a scheduled message carries no recipients (it is decided
+ * when due). A failure is only logged (the sweeper re-queues).
  */
 async function queueForClassify(env: Env, tenant: string, records: NewMessage[]): Promise<void> {
+  const small = records.filter((r) => r.scheduledAt !== null || r.rcptTo.length <= BULK_LANE_RCPTS);
+  const bulk = records.filter((r) => !small.includes(r));
+  try {
+    await Promise.all([sendJobs(env.CLASSIFY, classifyJobs(tenant, small)), sendJobs(env.CLASSIFY_BULK, classifyJobs(tenant, bulk))]);
+  } catch (e) {
+    console.error(JSON.stringify({ error: "classify enqueue failed; the Outbox sweeper will retry", ids: records.map((r) => r.id), detail: e instanceof Error ? e.message : String(e) }));
+  }
+}
+
+/**
+ * Messages of more recipients than this are classified in the `classify-bulk` queue: two lanes,
+ * each with its own consumer, so a small message never waits behind a bulk job's classification.
+ */
+const BULK_LANE_RCPTS = 10;
+
+/** The records as few classify jobs as fit (see ClassifyJob). */
+function classifyJobs(tenant: string, records: NewMessage[]): ClassifyJob[] {
   const jobs: ClassifyJob[] = [];
   let batch: { id: string; tenant: string; rcpts: string[] }[] = [];
   let bytes = 0;
@@ -155,9 +172,9 @@ async function queueForClassify(env: Env, tenant: string, records: NewMessage[])
     bytes += size;
   }
   if (batch.length > 0) jobs.push({ batch });
-  try {
-    for (let i = 0; i < jobs.length; i += 100) await env.CLASSIFY.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body, contentType: "json" as const })));
-  } catch (e) {
-    console.error(JSON.stringify({ error: "classify enqueue failed; the Outbox sweeper will retry", ids: records.map((r) => r.id), detail: e instanceof Error ? e.message : String(e) }));
-  }
+  return jobs;
+}
+
+async function sendJobs(queue: Queue, jobs: ClassifyJob[]): Promise<void> {
+  for (let i = 0; i < jobs.length; i += 100) await queue.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body, contentType: "json" as const })));
 }

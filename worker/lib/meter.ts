@@ -41,7 +41,7 @@
 export type DoClass = "Outbox" | "TransportQueue" | "DestinationQueue" | "DeliveryAgent";
 
 const DO_BINDINGS: Record<string, DoClass> = { OUTBOX: "Outbox", TRANSPORT_QUEUE: "TransportQueue", DESTINATION_QUEUE: "DestinationQueue", DELIVERY_AGENT: "DeliveryAgent" };
-const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow" };
+const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", CLASSIFY_BULK: "classify-bulk", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow" };
 const D1_BINDINGS = ["DB"];
 const R2_BINDINGS = ["BODIES"];
 const QUEUE_OP_BYTES = 64 * 1024;
