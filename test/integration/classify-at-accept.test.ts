@@ -24,18 +24,24 @@ afterAll(async () => {
   await settle();
 });
 
-/** POSTs through the Worker with `over` replacing bindings; returns the answer and what the classify queue was sent (held until the file ends). */
-async function post(path: string, body: unknown, over: Partial<Env> = {}): Promise<{ status: number; json: Record<string, unknown>; classify: unknown[] }> {
+/**
+ * POSTs through the Worker with `over` replacing bindings; returns the answer and what the classify
+ * queue was sent, and its bulk lane (`classify-bulk`, messages of more than 10 recipients); both
+ * held until the file ends, then sent to the real classify queue.
+ */
+async function post(path: string, body: unknown, over: Partial<Env> = {}): Promise<{ status: number; json: Record<string, unknown>; classify: unknown[]; bulk: unknown[] }> {
   const classify: unknown[] = [];
-  const queue = {
-    send: async (b: unknown) => { classify.push(b); held.push({ body: b }); },
-    sendBatch: async (bs: MessageSendRequest[]) => { classify.push(...bs.map((b) => b.body)); held.push(...bs); },
-  } as unknown as Queue;
+  const bulk: unknown[] = [];
+  const stub = (into: unknown[]) => ({
+    send: async (b: unknown) => { into.push(b); held.push({ body: b }); },
+    sendBatch: async (bs: MessageSendRequest[]) => { into.push(...bs.map((b) => b.body)); held.push(...bs); },
+  } as unknown as Queue);
+  const queue = stub(classify);
   const ctx = createExecutionContext();
   const req = new Request(`http://relay.test${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-  const res = await worker.fetch(req as Request<unknown, IncomingRequestCfProperties>, { ...env, CLASSIFY: queue, CLASSIFY_AT_ACCEPT_MAX_RCPTS: "10", ...over } as Env, ctx);
+  const res = await worker.fetch(req as Request<unknown, IncomingRequestCfProperties>, { ...env, CLASSIFY: queue, CLASSIFY_BULK: stub(bulk), CLASSIFY_AT_ACCEPT_MAX_RCPTS: "10", ...over } as Env, ctx);
   await waitOnExecutionContext(ctx);
-  return { status: res.status, json: await res.json(), classify };
+  return { status: res.status, json: await res.json(), classify, bulk };
 }
 
 /** The message's recipients as its Outbox holds them, read the moment the API answered. */
@@ -81,13 +87,14 @@ describe("classification at accept", () => {
     expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: ["carl@example.com"] }] }]);
   });
 
-  it("a message of more recipients than CLASSIFY_AT_ACCEPT_MAX_RCPTS goes through the classify queue", async () => {
+  it("a message of more recipients than CLASSIFY_AT_ACCEPT_MAX_RCPTS goes through the classify queue's bulk lane", async () => {
     const to = Array.from({ length: 11 }, (_, i) => `many${i}@example.com`);
     const r = await post("/emails", email({ to }));
     expect(r.status).toBe(200);
     const id = r.json.id as string;
     expect((await outboxRcpts(id)).map((x) => x.status)).toEqual(to.map(() => "incoming"));
-    expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: to }] }]);
+    expect(r.bulk).toEqual([{ batch: [{ id, tenant: "acc", rcpts: to }] }]);
+    expect(r.classify).toEqual([]);
     const ten = await post("/emails", email({ to: to.slice(0, 10) }));
     expect(ten.classify).toEqual([]);
   });
@@ -97,6 +104,16 @@ describe("classification at accept", () => {
     const id = r.json.id as string;
     expect(await outboxRcpts(id)).toEqual([{ address: "dee@example.com", status: "incoming", transport: null }]);
     expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: ["dee@example.com"] }] }]);
+    expect(r.bulk).toEqual([]);
+  });
+
+  it("with classification at accept off, a request's small and large messages go to their own lanes", async () => {
+    const big = Array.from({ length: 11 }, (_, i) => `lane${i}@example.com`);
+    const r = await post("/emails/batch", [email({ to: "small@example.com" }), email({ to: big })], { CLASSIFY_AT_ACCEPT_MAX_RCPTS: "0" } as Partial<Env>);
+    expect(r.status).toBe(200);
+    const [small, large] = (r.json.data as { id: string }[]).map((d) => d.id);
+    expect(r.classify).toEqual([{ batch: [{ id: small, tenant: "acc", rcpts: ["small@example.com"] }] }]);
+    expect(r.bulk).toEqual([{ batch: [{ id: large, tenant: "acc", rcpts: big }] }]);
   });
 
   it("a scheduled message is not decided before it is due", async () => {
