@@ -246,13 +246,16 @@ describe("DestinationQueue Durable Object", () => {
     expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
   });
 
-  it("crashes the entries at once when the deliver queue refuses their jobs, instead of leasing them for nothing", async () => {
-    const stub = env.TRANSPORT_QUEUE.getByName("smtp-queue-down");
-    // Inside the object, so the refusal is caught here and the retry's alarm cannot run in between.
-    const out = await runInDurableObject(stub, async (instance, state) => {
+  /**
+   * Admits a two-recipient message with the object's env swapped for `over` (inside the object, so
+   * a failed hand-off is caught here and the retry's alarm cannot run in between); answers the
+   * error admit() threw, the leases held and the retries scheduled.
+   */
+  async function admitWith(stub: DurableObjectStub<TransportQueue>, over: Partial<Env>) {
+    return runInDurableObject(stub, async (instance, state) => {
       const o = instance as unknown as { env: Env };
       const original = o.env;
-      o.env = { ...original, DISPATCH: "auto", DELIVERY: "queue", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue };
+      o.env = { ...original, DISPATCH: "auto", ...over };
       let error = "";
       try {
         await instance.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) });
@@ -264,28 +267,19 @@ describe("DestinationQueue Durable Object", () => {
       const count = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
       return { error, leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length, retries: count("retry_due") };
     });
+  }
+
+  it("crashes the entries at once when the deliver queue refuses their jobs, instead of leasing them for nothing", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("smtp-queue-down");
+    const out = await admitWith(stub, { DELIVERY: "queue", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue });
     expect(out).toEqual({ error: "queue down", leases: 0, retries: 1 });
     expect((await stub.inspect()).inflight).toBe(0);
   });
 
   it("crashes the entries at once when their delivery agent cannot be reached (DELIVERY = agents), without failing the admission", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-agents-down");
-    const out = await runInDurableObject(stub, async (instance, state) => {
-      const o = instance as unknown as { env: Env };
-      const original = o.env;
-      const down = { getByName: () => ({ deliver: async () => { throw new Error("agent gone"); } }) };
-      o.env = { ...original, DISPATCH: "auto", DELIVERY: "agents", DELIVERY_AGENT: down as unknown as Env["DELIVERY_AGENT"] };
-      let error = "";
-      try {
-        await instance.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) });
-      } catch (e) {
-        error = e instanceof Error ? e.message : String(e);
-      }
-      o.env = original;
-      await state.storage.deleteAlarm();
-      const count = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
-      return { error, leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length, retries: count("retry_due") };
-    });
+    const down = { getByName: () => ({ deliver: async () => { throw new Error("agent gone"); } }) };
+    const out = await admitWith(stub, { DELIVERY: "agents", DELIVERY_AGENT: down as unknown as Env["DELIVERY_AGENT"] });
     expect(out).toEqual({ error: "", leases: 0, retries: 1 });
     expect((await stub.inspect()).inflight).toBe(0);
   });
