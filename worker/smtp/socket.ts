@@ -34,7 +34,7 @@ import { createDotStuffer, finishDotStuffing, stuffChunk } from "./core/dot-stuf
 import { InvariantError, createLocalFailure, createNetworkFailure, createProtocolFailure } from "./core/errors";
 import { createReplyParser, feedReplyParser, hasBufferedInput, type SmtpReply } from "./core/reply";
 import { advanceSession, closeIdleSession, isSessionDone, isSessionIdle, resumeSession, startSession } from "./core/session";
-import type { SessionState } from "./core/state";
+import type { SessionState, SessionStep } from "./core/state";
 import type { MessageEnvelope, SecureTransport, SessionAction, SessionEvent, SessionOutcome } from "./core/types";
 
 /** The part of a cloudflare:sockets Socket this adapter uses. */
@@ -71,17 +71,11 @@ export interface SmtpDeliveryRequest {
 export async function deliverSession(request: SmtpDeliveryRequest): Promise<SessionOutcome> {
   const cfg = request.config;
   const conn = new SmtpConnection(request);
-  let step = startSession(cfg, request.messages);
+  const step = startSession(cfg, request.messages);
   try {
-    for (;;) {
-      const event = await perform(step.actions, step.state, conn, request);
-      if (isSessionDone(step.state)) {
-        if (!step.state.outcome) throw new InvariantError("session done without outcome");
-        return step.state.outcome;
-      }
-      const next = event ?? (await conn.nextReply(computeWaitMs(step.state, cfg)));
-      step = advanceSession(step.state, next, cfg);
-    }
+    const done = await drive(step, conn, request);
+    if (!done.state.outcome) throw new InvariantError("session done without outcome");
+    return done.state.outcome;
   } finally {
     conn.close();
   }
@@ -128,11 +122,7 @@ export class CachedSmtpSession {
     const from = this.state?.results.length ?? 0;
     let step = this.state ? resumeSession(this.state, messages, cfg) : startSession(cfg, messages, { keepOpen: true });
     try {
-      for (;;) {
-        const event = await perform(step.actions, step.state, this.conn, this.request);
-        if (isSessionDone(step.state) || isSessionIdle(step.state)) break;
-        step = advanceSession(step.state, event ?? (await this.conn.nextReply(computeWaitMs(step.state, cfg))), cfg);
-      }
+      step = await drive(step, this.conn, this.request);
     } catch (e) {
       this.ended = true;
       this.conn.close();
@@ -162,18 +152,26 @@ export class CachedSmtpSession {
     const cfg = this.request.config;
     try {
       if (this.state && isSessionIdle(this.state)) {
-        let step = closeIdleSession(this.state, cfg);
-        for (;;) {
-          const event = await perform(step.actions, step.state, this.conn, this.request);
-          if (isSessionDone(step.state)) break;
-          step = advanceSession(step.state, event ?? (await this.conn.nextReply(computeWaitMs(step.state, cfg))), cfg);
-        }
+        await drive(closeIdleSession(this.state, cfg), this.conn, this.request);
       }
     } catch {
       // A session that fails while saying goodbye is gone either way.
     } finally {
       this.conn.close();
     }
+  }
+}
+
+/**
+ * Carries out each step's actions and feeds back the event they produced (or the next reply)
+ * until the session is done or, kept open, idle; returns that step.
+ */
+async function drive(step: SessionStep, conn: SmtpConnection, request: SmtpDeliveryRequest): Promise<SessionStep> {
+  const cfg = request.config;
+  for (;;) {
+    const event = await perform(step.actions, step.state, conn, request);
+    if (isSessionDone(step.state) || isSessionIdle(step.state)) return step;
+    step = advanceSession(step.state, event ?? (await conn.nextReply(computeWaitMs(step.state, cfg))), cfg);
   }
 }
 
