@@ -18,7 +18,7 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { proxyResets } from "./lib/api";
+import { lostConnections, proxyResets } from "./lib/api";
 import type { Fault } from "./lib/fault-sink";
 import { formatTable, mergeResults, type CampaignResult } from "./lib/report";
 import { stopAllRuntimes } from "./lib/runtime";
@@ -49,10 +49,16 @@ async function runOne(name: string): Promise<CampaignResult> {
   log(`\n== ${name} (seed ${SEED}) ==`);
   try {
     proxyResets.count = 0;
+    lostConnections.count = 0;
+    lostConnections.causes.clear();
     const r = await dispatch(name);
     if (proxyResets.count > 0) {
       r.figures += `; ${proxyResets.count} requests sent again after wrangler dev's proxy lost its connection (workers-sdk#14641)`;
       r.details = { ...r.details, proxy_resets: proxyResets.count };
+    }
+    if (lostConnections.count > 0) {
+      r.figures += `; ${lostConnections.count} POSTs sent again under their Idempotency-Key after the connection closed before an answer (${[...lostConnections.causes].join("; ")})`;
+      r.details = { ...r.details, lost_connections: lostConnections.count };
     }
     log(`== ${name}: ${r.result.toUpperCase()} in ${((Date.now() - t0) / 1000).toFixed(0)} s — ${r.figures}`);
     for (const f of r.failures) log(`   ✗ ${f}`);

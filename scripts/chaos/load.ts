@@ -23,7 +23,9 @@
  * ERRORS
  *   Everything started is stopped. The campaign fails when the latency ratio exceeds 2, when the
  *   sustained rate falls under 80 % of the ceiling, when a POST fails with 5xx, or when nothing
- *   arrives any more during the drain (delivery stalled).
+ *   arrives any more during the drain (delivery stalled). A sustained POST whose pooled
+ *   connection closed before any answer is sent again under its Idempotency-Key (at most
+ *   twice, reported with the cause); one that still has no answer fails the campaign.
  */
 import { startCatcher, type Catcher } from "../lib/smtp-catcher";
 import { request, sleep } from "./lib/api";
@@ -151,7 +153,7 @@ async function sustain(rt: Runtime, sinks: Sinks, rate: number, seconds: number,
     const { body, rcpts, flap } = loadBody(seq, rng);
     sent++;
     inFlight++;
-    posts.push(request(rt, "POST", "/emails", body, { "idempotency-key": `load-${seq}` }).then((a) => {
+    posts.push(request(rt, "POST", "/emails", body, { "idempotency-key": `load-${seq}` }, 30_000, true).then((a) => {
       inFlight--;
       if (a.status === 200) { ok++; counter.rcpts += rcpts; counter.flap += flap; }
       if (a.status === 0 || a.status >= 500) { fiveXx++; if (errors.length < 5) errors.push(`${a.status} after ${Math.round(a.ms)} ms: ${JSON.stringify(a.body).slice(0, 200)}`); }

@@ -8,6 +8,8 @@
  *                          answer of the relay, see devFetch in scripts/lib/dev-server.ts) is
  *                          sent again, up to 5 times, and counted in proxyResets.
  *   proxyResets            how many requests were sent again that way (campaigns report it).
+ *   lostConnections        requests with an Idempotency-Key sent again because their pooled
+ *                          connection closed before any answer (request's `resendLost`).
  *   recipientsOf(rt, id)   GET /emails/:id recipients[] (status, attempts, last_response…).
  *   eventsOf(rt, ids)      the events of those emails: from the pull feed GET /relay/events
  *                          when the runtime serves it, otherwise from the D1 `events` table.
@@ -58,21 +60,48 @@ export const FINAL = new Set(["delivered", "bounced", "expired", "suppressed", "
 /** Requests sent again after wrangler dev's ProxyWorker answered 503 for a lost connection. */
 export const proxyResets = { count: 0 };
 
-/** One API call; status 0 when the connection failed. */
-export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000): Promise<Answer> {
+/** POSTs sent again after the connection closed under them (see request's `resendLost`). */
+export const lostConnections = { count: 0, causes: new Set<string>() };
+
+const LOST = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
+
+/** Whether a fetch error is a connection that closed before any answer (not a refused one). */
+function lostConnection(e: unknown): string | null {
+  const c = (e as { cause?: { code?: string } } | null)?.cause;
+  return c?.code && LOST.has(c.code) ? networkError(e) : null;
+}
+
+/**
+ * One API call; status 0 when the connection failed. With `resendLost` (only for a request
+ * that carries an Idempotency-Key, so sending it again cannot duplicate anything), a request
+ * whose pooled connection closed before any answer is sent again, up to twice, as any client
+ * would; each is counted in lostConnections with its cause.
+ */
+export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000, resendLost = false): Promise<Answer> {
   const t0 = performance.now();
-  try {
-    const res = await devFetch(`${rt.url}${path}`, {
-      method, body, signal: AbortSignal.timeout(timeoutMs),
-      headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
-    }, () => proxyResets.count++);
-    const text = await res.text();
-    let parsed: unknown = text;
-    try { parsed = JSON.parse(text); } catch { /* not JSON */ }
-    return { status: res.status, body: parsed, ms: performance.now() - t0 };
-  } catch (e) {
-    return { status: 0, body: e instanceof Error ? e.message : String(e), ms: performance.now() - t0 };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const res = await devFetch(`${rt.url}${path}`, {
+        method, body, signal: AbortSignal.timeout(timeoutMs),
+        headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+      }, () => proxyResets.count++);
+      const text = await res.text();
+      let parsed: unknown = text;
+      try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+      return { status: res.status, body: parsed, ms: performance.now() - t0 };
+    } catch (e) {
+      const lost = resendLost && attempt < 2 ? lostConnection(e) : null;
+      if (lost) { lostConnections.count++; lostConnections.causes.add(lost); continue; }
+      return { status: 0, body: networkError(e), ms: performance.now() - t0 };
+    }
   }
+}
+
+/** A network error with its cause (undici's "fetch failed" says nothing without it). */
+export function networkError(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const c = e.cause as { code?: string; message?: string } | undefined;
+  return c ? `${e.message} (${[c.code, c.message].filter(Boolean).join(": ")})` : e.message;
 }
 
 /** The recipients of one email, or null when it cannot be read now. */
