@@ -1,5 +1,6 @@
 /**
  * npm run chaos [-- --quick] [--only crash|faults|fuzz|load[,…]] [--seed <n>] [--json] [--no-docs]
+ *                [--var NAME=value …]
  *
  * The reliability campaigns against a real local runtime (wrangler dev + workerd) and real SMTP
  * sinks: crash (kill -9 and restart), SMTP faults, API fuzz, sustained load with a flapping
@@ -14,6 +15,7 @@
  *   Prints a results table, writes it between the markers of docs/reliability.md (unless
  *   --no-docs), and with --json prints one summary object as the last stdout line:
  *   {"mode","seed","ok","campaigns":[{campaign,result,figures,failures,details}]}.
+ *   --var overrides a wrangler.toml [vars] value (and a campaign's own) in every runtime.
  *   Exit status 1 when a campaign failed.
  */
 import { readFile, writeFile } from "node:fs/promises";
@@ -21,7 +23,7 @@ import { parseArgs } from "node:util";
 import { lostConnections, proxyResets } from "./lib/api";
 import type { Fault } from "./lib/fault-sink";
 import { formatTable, mergeResults, type CampaignResult } from "./lib/report";
-import { stopAllRuntimes } from "./lib/runtime";
+import { overrideVars, stopAllRuntimes } from "./lib/runtime";
 
 const { values } = parseArgs({
   options: {
@@ -35,8 +37,14 @@ const { values } = parseArgs({
     requests: { type: "string" },
     "load-seconds": { type: "string" },
     faults: { type: "string" },
+    var: { type: "string", multiple: true, default: [] },
   },
 });
+for (const kv of values.var) {
+  const eq = kv.indexOf("=");
+  if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
+  overrideVars[kv.slice(0, eq)] = kv.slice(eq + 1);
+}
 
 const QUICK = values.quick;
 const SEED = Number(values.seed) >>> 0;

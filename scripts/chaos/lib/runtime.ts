@@ -160,6 +160,9 @@ async function createOperatorKey(cwd: string, state: string, tenant: string): Pr
 const live = new Set<() => Promise<void>>();
 
 /** Stops every runtime still running (on SIGINT/SIGTERM). */
+/** `--var` values of the chaos command, over every campaign's own (see index.ts). */
+export const overrideVars: Record<string, string> = {};
+
 export async function stopAllRuntimes(): Promise<void> {
   await Promise.all([...live].map((stop) => stop().catch(() => undefined)));
 }
@@ -179,7 +182,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   let child: ChildProcess | null = null;
   let output = "";
   const errors: string[] = [];
-  const varArgs = Object.entries(opts.vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
+  const varArgs = Object.entries({ ...opts.vars, ...overrideVars }).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
 
   // A port found free may be taken before wrangler binds it (by a sink listening on port 0, or as
   // the inspector's): wrangler then exits with "Address already in use" and is started again, on
