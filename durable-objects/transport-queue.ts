@@ -278,8 +278,7 @@ export class TransportQueue extends DurableObject<Env> {
   private async pump(agent?: string): Promise<DeliverJob[]> {
     const inline: DeliverJob[] = [];
     this.admitIncoming();
-    this.journal.flush(this.qmgr);
-    await this.notes.deliver(this.env);
+    if (this.notes.waiting) { this.journal.flush(this.qmgr); await this.notes.deliver(this.env); } // else one row below: this call's commands and its dispatch
     if (this.env.DISPATCH === "auto") {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);

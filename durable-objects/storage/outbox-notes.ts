@@ -7,6 +7,7 @@
  * DESCRIPTION
  *   collect(sql, effects, lifetimeSec)  turns one command's effects into notes (synchronously,
  *                                       while the backlog rows they name are still there).
+ *   waiting                             whether there is anything to deliver.
  *   deliver(env)                        hands every note to its Outbox; failures are logged
  *                                       (the Outbox sweeper and the next attempt recover).
  */
@@ -67,6 +68,11 @@ export class OutboxNotes {
         this.warnings.push({ messageId, addresses: pending(e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
       }
     }
+  }
+
+  /** Whether deliver() has anything to hand over (and so would await I/O). */
+  get waiting(): boolean {
+    return this.notes.length > 0 || this.warnings.length > 0;
   }
 
   /** Hands every note to its Outbox. */

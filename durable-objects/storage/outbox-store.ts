@@ -10,7 +10,8 @@
  *   claimClassifyWork    a due, open message's still-`incoming` recipients and their decisions.
  *   recordDecisions      the classify stage's resolution, stored before admission; suppressed
  *                        recipients end `suppressed`.
- *   markReady            incoming → ready once admitted. Both only ever move `incoming`
+ *   markReady            incoming → ready once admitted (the message's `unclassified` cleared;
+ *                        its decided recipients read as ready). Both only ever move `incoming`
  *                        recipients, so a repeated classification changes nothing.
  *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
  *   readMessage          the message's own row (state, tenant, summary), without recipients.
@@ -28,7 +29,7 @@
 import { admissionId, complainedOf, controlOf, isReadmission } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
-type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string };
+type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
 type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
@@ -96,7 +97,7 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
 
 /** The message's own row (no recipients), or undefined. */
 export function readMessage(sql: SqlStorage, id: string): MessageRow | undefined {
-  return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from FROM message WHERE id = ?", id).toArray()[0];
+  return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified FROM message WHERE id = ?", id).toArray()[0];
 }
 
 /** The message as the status API shows it, or null. */
@@ -109,11 +110,19 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
     "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx", id,
   ).toArray();
   const recipients: RcptView[] = rows.map((r) => ({
-    idx: r.idx, email: r.address, status: r.status, transport: r.transport, nexthop: r.nexthop, attempts: r.attempts,
+    idx: r.idx, email: r.address, status: isAdmitted(m, r) ? "ready" : r.status, transport: r.transport, nexthop: r.nexthop, attempts: r.attempts,
     next_attempt_at: r.next_attempt_at, last_response: r.last_response,
     blocked_by: held && !FINAL_STATUSES.includes(r.status) ? "held" : r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
   }));
   return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients, complained: complainedOf(sql, id) };
+}
+
+/**
+ * Whether a recipient stored `incoming` is in fact `ready`: decided, and its message admitted
+ * (markReady cleared `unclassified` instead of rewriting every recipient row).
+ */
+function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus; transport: string | null }): boolean {
+  return r.status === "incoming" && r.transport !== null && m.unclassified === 0;
 }
 
 /** The message's events not yet forwarded to D1, oldest first. */
@@ -131,7 +140,7 @@ export function deleteEvents(sql: SqlStorage, id: string, uptoSeq: number): void
 /** A due, open message's still-incoming recipients with any recorded decision, or null. */
 export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): ClassifyWork | null {
   const m = readMessage(sql, id);
-  if (!m || m.state !== "open" || (m.scheduled_at !== null && m.scheduled_at > nowMs)) return null;
+  if (!m || m.state !== "open" || m.unclassified === 0 || (m.scheduled_at !== null && m.scheduled_at > nowMs)) return null;
   if (controlOf(sql, id)?.action === "hold") return null; // held: nothing is admitted until released
   const rcpts = sql.exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
     "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' ORDER BY idx", id,
@@ -168,29 +177,35 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
   finishIfDone(sql, id, nowMs);
 }
 
-/** incoming → ready for decided recipients admitted to their Transport DO; returns how many moved. */
+/**
+ * incoming → ready for decided recipients admitted to their Transport DO; returns how many moved.
+ * No recipient row is rewritten: the message's `unclassified` goes to 0 (one row, which the
+ * index of unclassified messages needed anyway), and a decided `incoming` recipient of an
+ * admitted message reads as `ready` (readView). `idxs` is the whole plan of claimClassifyWork,
+ * so every decided recipient was admitted; an undecided one keeps the message unclassified.
+ */
 export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: number): number {
   const m = readMessage(sql, id);
-  if (!m) return 0;
-  let changed = 0;
+  if (!m || m.unclassified === 0) return 0;
+  const wanted = new Set(idxs);
   const again = isReadmission(sql, id); // released or requeued: email.queued was said already
-  for (const idx of idxs) {
-    const row = sql.exec<{ address: string; transport: string; nexthop: string }>(
-      "UPDATE rcpt SET status = 'ready', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NOT NULL RETURNING address, transport, nexthop",
-      nowMs, id, idx,
-    ).toArray()[0];
-    if (!row) continue;
-    changed++;
-    if (!again) recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: row.address, created_at: nowMs, data: { transport: row.transport, nexthop: row.nexthop } });
-  }
-  updateUnclassified(sql, id);
-  return changed;
+  const moved = sql.exec<{ idx: number; address: string; transport: string; nexthop: string }>(
+    "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx", id,
+  ).toArray().filter((r) => wanted.has(r.idx));
+  let last = lastSeq(sql, id);
+  if (!again) for (const r of moved) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: r.address, created_at: nowMs, data: { transport: r.transport, nexthop: r.nexthop } }, last);
+  sql.exec("UPDATE message SET unclassified = 0 WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)", id);
+  return moved.length;
 }
 
-/** Keeps message.unclassified in step with its recipients; writes (and moves the index) only on a change. */
+/**
+ * Clears message.unclassified once no recipient is left `incoming` (suppressed, cancelled or
+ * reported before markReady); writes (and moves the index) only on a change. It never sets it:
+ * a recipient becomes `incoming` again only by readmitMessage, which does, and a decided
+ * `incoming` recipient of an admitted message is `ready` (see isAdmitted).
+ */
 function updateUnclassified(sql: SqlStorage, id: string): void {
-  sql.exec(`UPDATE message SET unclassified = NOT unclassified WHERE id = ?1
-    AND unclassified != EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')`, id);
+  sql.exec("UPDATE message SET unclassified = 0 WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')", id);
 }
 
 /** Cancels a scheduled message that is not yet due: every incoming recipient ends `cancelled`. */
@@ -257,7 +272,7 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
   for (const r of reports) {
     const cur = rcpts.get(r.idx);
     if (!cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) continue;
-    if (cur.status === "incoming") {
+    if (cur.status === "incoming" && m.unclassified === 1) { // not yet marked ready (see below)
       if (cur.transport === null) continue;
       wasIncoming = true;
       if (!again) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } }, last);

@@ -7,6 +7,7 @@
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { readView } from "../../durable-objects/storage/outbox-store";
 import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
 import worker from "../../worker";
 import { email, newKey, settle } from "./helpers";
@@ -44,10 +45,10 @@ async function post(path: string, body: unknown, over: Partial<Env> = {}): Promi
   return { status: res.status, json: await res.json(), classify, bulk };
 }
 
-/** The message's recipients as its Outbox holds them, read the moment the API answered. */
+/** The message's recipients as its Outbox holds them (readView: a decided recipient of an admitted message is ready), read the moment the API answered. */
 function outboxRcpts(id: string): Promise<{ address: string; status: string; transport: string | null }[]> {
   return runInDurableObject(env.OUTBOX.getByName(outboxName(shardOf(id))), (_o, state) =>
-    state.storage.sql.exec<{ address: string; status: string; transport: string | null }>("SELECT address, status, transport FROM rcpt WHERE message_id = ? ORDER BY idx", id).toArray());
+    (readView(state.storage.sql, id, Date.now())?.recipients ?? []).map((r) => ({ address: r.email, status: r.status, transport: r.transport })));
 }
 
 describe("classification at accept", () => {
