@@ -8,13 +8,13 @@
  *                     and its idempotency record; the bodies are already in R2.
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
- *   beginClassify / classify / ackEvents(Many)   the classify consumer's side (see
+ *   beginClassify / classify / ackEventsMany   the classify consumer's side (see
  *                     worker/consumers/classify.ts): classify records its decisions and admits
  *                     them to the Transport DOs itself (storage/outbox-admit.ts); results only
  *                     ever move `incoming` recipients.
  *   cancel/reschedule scheduled messages that are not yet due.
- *   envelope          what the delivery stage sends: envelope sender, size, recipients and states.
- *   recordOutcome     the delivery stage's per-recipient reports; when every recipient is final
+ *   envelope(s)       what the delivery stage sends: envelope sender, size, recipients and states.
+ *   recordOutcome(s)  the delivery stage's per-recipient reports; when every recipient is final
  *                     the message is done and its body is deleted from R2. With DSN_NOTICES on,
  *                     bounced/expired recipients get a bounce notice (storage/outbox-dsn.ts);
  *                     delayNotice() is the core's delay warning.
@@ -137,12 +137,7 @@ export class Outbox extends DurableObject<Env> {
     return { plan, sync: this.syncState(id, Date.now()), indexLater };
   }
 
-  /** Forgets events the consumer has written to D1. */
-  async ackEvents(id: string, uptoSeq: number): Promise<void> {
-    deleteEvents(this.sql, id, uptoSeq);
-  }
-
-  /** ackEvents for several messages of this shard in one request (the delivery stage's batch). */
+  /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
   async ackEventsMany(acks: { id: string; uptoSeq: number }[]): Promise<void> {
     for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq);
   }
@@ -253,25 +248,30 @@ export class Outbox extends DurableObject<Env> {
     return ids.map((id) => readEnvelope(this.sql, id));
   }
 
-  /**
-   * Records delivery outcomes for a message's recipients; returns how many applied. With
-   * `indexedByCaller` (the deliver consumer, which writes the D1 index and events of its whole
-   * batch itself) the message is not also handed to the classify queue for indexing, and the
-   * answer carries the state to index; if the caller's write fails, the sweeper finds the
-   * unforwarded events after the grace period.
-   */
+  /** recordOutcomes for one message. */
   async recordOutcome(id: string, reports: OutcomeReport[], indexedByCaller = false): Promise<{ applied: number; done: boolean; sync: SyncState | null }> {
+    return (await this.recordOutcomes([{ id, reports }], indexedByCaller))[0]!;
+  }
+
+  /**
+   * Records delivery outcomes of several messages of this shard (a delivery batch's) in one
+   * transaction; returns how many applied to each. With `indexedByCaller` (the delivery stage,
+   * which writes the D1 index and events of its batch itself) the messages are not also handed
+   * to the classify queue for indexing, and each answer carries the state to index; should the
+   * caller's write fail, the sweeper forwards the events after the grace period.
+   */
+  async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
-    const applied = this.ctx.storage.transactionSync(() => {
-      const dsn = dsnEnabled(this.env);
+    const dsn = dsnEnabled(this.env);
+    const applied = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
       const ok = applyOutcomes(this.sql, id, reports, now, dsn);
       if (dsn) planDsn(this.sql, id, ok, now);
       return ok.length;
-    });
-    if (applied > 0) await this.afterChange(now, [id], indexedByCaller ? [] : [id]);
+    }));
+    const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
+    if (touched.length > 0) await this.afterChange(now, touched, indexedByCaller ? [] : touched);
     // The caller that indexes gets the state to index with the answer (no second call to read it).
-    const sync = indexedByCaller && applied > 0 ? this.syncState(id, now) : null;
-    return { applied, done: readMessage(this.sql, id)?.state === "done", sync };
+    return items.map(({ id }, i) => ({ applied: applied[i]!, done: readMessage(this.sql, id)?.state === "done", sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
   }
 
   /** The core's delay warning for recipients still being retried: a `delayed` notice when notices are on. */

@@ -71,7 +71,7 @@ const PRICES = { worker_invocations: 0.3, do_requests: 0.15, rows_written: 1.0, 
 type Counts = Record<string, number>;
 interface Snapshot {
   worker_invocations: number; worker_invocations_by_kind: Counts;
-  do_requests: number; do_requests_by_class: Counts; do_alarms_by_class: Counts;
+  do_requests: number; do_requests_by_class: Counts; do_requests_by_method?: Counts; do_alarms_by_class: Counts;
   do_rows_read: number; do_rows_read_by_class: Counts; do_rows_written: number; do_rows_written_by_class: Counts;
   d1_rows_read: number; d1_rows_written: number; d1_statements: number;
   queue_ops: number; queue_ops_by_queue: Counts; queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts;
@@ -180,7 +180,7 @@ interface CaseResult {
   usd_per_million: number;
   usd_per_million_rcpts?: number;
   breakdown: {
-    worker_invocations_by_kind: Counts; do_requests_by_class: Counts; do_alarms_by_class: Counts;
+    worker_invocations_by_kind: Counts; do_requests_by_class: Counts; do_requests_by_method: Counts; do_alarms_by_class: Counts;
     do_rows_written_by_class: Counts; do_rows_read_by_class: Counts; queue_ops_by_queue: Counts;
     queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts; d1_statements: number; r2_deletes: number;
     rows_written_by_statement: Counts;
@@ -210,7 +210,7 @@ function summarise(def: CaseDef, snap: Snapshot, events: Counts, seconds: number
   const res: CaseResult = {
     messages: def.messages, recipients, seconds: round(seconds, 1), events, totals, per_message, usd_per_million: price(exact),
     breakdown: {
-      worker_invocations_by_kind: perN(snap.worker_invocations_by_kind, def.messages), do_requests_by_class: perN(snap.do_requests_by_class, def.messages),
+      worker_invocations_by_kind: perN(snap.worker_invocations_by_kind, def.messages), do_requests_by_class: perN(snap.do_requests_by_class, def.messages), do_requests_by_method: perN(snap.do_requests_by_method ?? {}, def.messages),
       do_alarms_by_class: perN(snap.do_alarms_by_class, def.messages), do_rows_written_by_class: perN(snap.do_rows_written_by_class, def.messages),
       do_rows_read_by_class: perN(snap.do_rows_read_by_class, def.messages), queue_ops_by_queue: perN(snap.queue_ops_by_queue, def.messages),
       queue_writes: perN(snap.queue_writes, def.messages), queue_reads: perN(snap.queue_reads, def.messages), queue_deletes: perN(snap.queue_deletes, def.messages),
@@ -291,6 +291,7 @@ function printCase(name: string, r: CaseResult): void {
   const b = r.breakdown;
   if (r.per_recipient?.transport_do_requests !== undefined) console.log(`  Transport DO requests per recipient: ${r.per_recipient.transport_do_requests}`);
   console.log(`  per message: DO requests by class ${JSON.stringify(b.do_requests_by_class)} (alarms ${JSON.stringify(b.do_alarms_by_class)})`);
+  console.log(`               by method ${JSON.stringify(b.do_requests_by_method)}`);
   console.log(`               DO rows written by class ${JSON.stringify(b.do_rows_written_by_class)}; read ${JSON.stringify(b.do_rows_read_by_class)}`);
   console.log(`               queue ops by queue ${JSON.stringify(b.queue_ops_by_queue)} (writes ${JSON.stringify(b.queue_writes)}, reads ${JSON.stringify(b.queue_reads)}, deletes ${JSON.stringify(b.queue_deletes)})`);
   console.log(`               Worker invocations ${JSON.stringify(b.worker_invocations_by_kind)}; D1 statements ${b.d1_statements}; R2 deletes ${b.r2_deletes}`);

@@ -31,12 +31,12 @@
  *   queue body is acked and logged.
  */
 import type { ClassifyJob } from "../../durable-objects/outbox";
-import { isMessageId } from "../../durable-objects/storage/outbox-ids";
+import { byOutbox, isMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
-import { classifyMessage, outboxOf } from "./classify-message";
+import { classifyMessage } from "./classify-message";
 import { BatchLookups, type Lookups } from "./lookups";
 
 type Done = { msg: Message<unknown>; state: SyncState };
@@ -101,11 +101,10 @@ async function indexAll(env: Env, done: Done[]): Promise<void> {
     for (const d of done) fail(d.msg, "index", e);
     return;
   }
-  await Promise.all(done.map(async ({ msg, state }) => {
-    const last = state.events[state.events.length - 1];
-    if (last) await outboxOf(env, state.view.id).ackEvents(state.view.id, last.seq).catch(() => undefined);
-    msg.ack();
-  }));
+  // One request per Outbox shard forgets the written events (a lost ack only means the sweeper forwards them again, idempotently).
+  const acks = done.flatMap(({ state }) => state.events.length > 0 ? [{ id: state.view.id, uptoSeq: state.events[state.events.length - 1]!.seq }] : []);
+  await Promise.all([...byOutbox(acks, (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard).catch(() => undefined)));
+  for (const d of done) d.msg.ack();
 }
 
 /** The queue handler. */

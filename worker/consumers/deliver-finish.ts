@@ -17,8 +17,8 @@ import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob, type TransportQueue } from "../../durable-objects/transport-queue";
 import type { DeliveryReport } from "../../durable-objects/core";
 import type { ReportAnswer } from "../../durable-objects/transport-types";
-import type { SyncState } from "../../durable-objects/storage/outbox-types";
-import { outboxOf } from "./classify-message";
+import { byOutbox } from "../../durable-objects/storage/outbox-ids";
+import type { OutcomeReport, SyncState } from "../../durable-objects/storage/outbox-types";
 import { mergeEvents } from "./deliver-index";
 import { versionOf } from "../db/messages";
 import { judgeEntry } from "./deliver-plan";
@@ -60,16 +60,12 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
   const states = new Map<string, SyncState>();
   const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
-  const recorded = await Promise.all(judged.map(async ({ part, msg, v }) => {
-    const finals = v.outcomes.filter((o) => o.status !== "deferred");
-    try {
-      if (finals.length > 0) keep((await outboxOf(env, part.job.messageId).recordOutcome(part.job.messageId, finals, true)).sync);
-      return true;
-    } catch (e) {
-      msg.retry("outcome", e);
-      return false;
-    }
-  }));
+  const failedFinals = await recordAll(env, judged.map(({ part, v }) => ({ id: part.job.messageId, reports: v.outcomes.filter((o) => o.status !== "deferred") })), keep);
+  const recorded = judged.map(({ msg }, i) => {
+    const e = failedFinals.get(i);
+    if (e !== undefined) msg.retry("outcome", e);
+    return e === undefined;
+  });
   const open = judged.filter((_, i) => recorded[i]);
   const changed = () => [...states.values()];
   if (open.length === 0) return { finished: [], changed: changed() };
@@ -86,24 +82,41 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     for (const o of open) o.msg.retry("report", e);
     return { finished: [], changed: changed() };
   }
-  const finished = await Promise.all(open.map(async ({ part, msg, v }, i): Promise<Finished | null> => {
-    const { job } = part;
-    const answer = answers[i]!;
+  const later = open.map(({ part: { job }, v }, i) => {
     // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
     const coreId = coreIdOf(job.messageId, job.attempt);
-    const deferred = answer.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
+    const deferred = answers[i]!.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
-    const later = v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt }));
+    return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt })) };
+  });
+  const failedLater = await recordAll(env, later, keep);
+  const finished: Finished[] = [];
+  open.forEach(({ part: { job }, msg }, i) => {
+    const e = failedLater.get(i);
+    if (e !== undefined) return msg.retry("report", e);
+    msg.ack();
+    finished.push({ messageId: job.messageId, transport: job.transport, destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null });
+  });
+  return { finished, changed: changed() };
+}
+
+/**
+ * Records the items' outcomes (those with any), one Outbox.recordOutcomes request per shard for
+ * all of them; `keep` gets each state to index. Returns the error of each item (by index) whose
+ * shard's request failed.
+ */
+async function recordAll(env: Env, items: { id: string; reports: OutcomeReport[] }[], keep: (s: SyncState | null) => void): Promise<Map<number, unknown>> {
+  const failed = new Map<number, unknown>();
+  const withReports = items.map((item, i) => ({ ...item, i })).filter((x) => x.reports.length > 0);
+  await Promise.all([...byOutbox(withReports, (x) => x.id)].map(async ([name, inShard]) => {
     try {
-      if (later.length > 0) keep((await outboxOf(env, job.messageId).recordOutcome(job.messageId, later, true)).sync);
-      msg.ack();
+      const answers = await env.OUTBOX.getByName(name).recordOutcomes(inShard.map(({ id, reports }) => ({ id, reports })), true);
+      for (const a of answers) keep(a.sync);
     } catch (e) {
-      msg.retry("report", e);
-      return null;
+      for (const x of inShard) failed.set(x.i, e);
     }
-    return { messageId: job.messageId, transport: job.transport, destination: answer.destination, siteFailure: reports[i]!.report.siteFailure ?? null };
   }));
-  return { finished: finished.filter((f): f is Finished => f !== null), changed: changed() };
+  return failed;
 }
 
 /**

@@ -52,6 +52,7 @@ type Counts = Record<string, number>;
 interface Registry {
   worker_invocations: Counts;
   do_requests: Counts;
+  do_methods: Counts;
   do_alarms: Counts;
   do_rows_read: Counts;
   do_rows_written: Counts;
@@ -72,7 +73,7 @@ interface Registry {
 
 function fresh(): Registry {
   return {
-    worker_invocations: {}, do_requests: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
+    worker_invocations: {}, do_requests: {}, do_methods: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
     d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
     r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
     rows_written_by_statement: {},
@@ -99,6 +100,8 @@ export interface MeterSnapshot {
   worker_invocations_by_kind: Counts;
   do_requests: number;
   do_requests_by_class: Counts;
+  /** Requests per "<class>.<method>" (alarms as "<class>.alarm"). */
+  do_requests_by_method: Counts;
   do_alarms_by_class: Counts;
   do_rows_read: number;
   do_rows_read_by_class: Counts;
@@ -131,7 +134,7 @@ export function meterSnapshot(): MeterSnapshot {
   const copy = (c: Counts) => ({ ...c });
   return {
     worker_invocations: sum(reg.worker_invocations), worker_invocations_by_kind: copy(reg.worker_invocations),
-    do_requests: sum(reg.do_requests), do_requests_by_class: copy(reg.do_requests), do_alarms_by_class: copy(reg.do_alarms),
+    do_requests: sum(reg.do_requests), do_requests_by_class: copy(reg.do_requests), do_requests_by_method: copy(reg.do_methods), do_alarms_by_class: copy(reg.do_alarms),
     do_rows_read: sum(reg.do_rows_read), do_rows_read_by_class: copy(reg.do_rows_read),
     do_rows_written: sum(reg.do_rows_written), do_rows_written_by_class: copy(reg.do_rows_written),
     do_set_alarms_by_class: copy(reg.do_set_alarms), do_sql_statements_by_class: copy(reg.do_sql_statements),
@@ -298,6 +301,7 @@ export function meterStub<S extends object>(stub: S, cls: DoClass): S {
       if (typeof prop === "symbol" || prop === "then" || typeof v !== "function") return v;
       return (...args: unknown[]) => {
         add(reg.do_requests, cls, 1);
+        add(reg.do_methods, `${cls}.${prop}`, 1);
         return Reflect.apply(v as (...a: unknown[]) => unknown, target, args);
       };
     },
@@ -307,6 +311,7 @@ export function meterStub<S extends object>(stub: S, cls: DoClass): S {
 /** One DO request: an alarm() run of `cls`. */
 export function meterAlarm(cls: DoClass): void {
   add(reg.do_requests, cls, 1);
+  add(reg.do_methods, `${cls}.alarm`, 1);
   add(reg.do_alarms, cls, 1);
 }
 
