@@ -8,7 +8,7 @@
  *                     and its idempotency record; the bodies are already in R2.
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
- *   beginClassify / classify / ackEventsMany   the classify consumer's side (see
+ *   beginClassify / classify(Many) / ackEventsMany   the classify consumer's side (see
  *                     worker/consumers/classify.ts): classify records its decisions and admits
  *                     them to the Transport DOs itself (storage/outbox-admit.ts); results only
  *                     ever move `incoming` recipients.
@@ -44,11 +44,11 @@ import {
 } from "./storage/outbox-store";
 import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
-import { deleteDoneBodies, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
+import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
 import { OutboxAlarm } from "./storage/outbox-alarm";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
-  AcceptRequest, AcceptResult, ChangeResult, ClassifyJob, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, IdempotencyClaim,
+  AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, IdempotencyClaim,
   IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
 
@@ -62,12 +62,8 @@ export class Outbox extends DurableObject<Env> {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
-    this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => this.enqueue(ids), (now) => this.sendNotices(now));
-    ctx.blockConcurrencyWhile(async () => {
-      migrateOutbox(this.sql);
-      migrateDsn(this.sql);
-      migrateControl(this.sql);
-    });
+    this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
+    ctx.blockConcurrencyWhile(async () => { migrateOutbox(this.sql); migrateDsn(this.sql); migrateControl(this.sql); });
   }
 
   /** Reserves an Idempotency-Key for a request about to write its bodies. */
@@ -118,23 +114,30 @@ export class Outbox extends DurableObject<Env> {
     return { work: claimClassifyWork(this.sql, id, now), sync: this.syncState(id, now) };
   }
 
-  /**
-   * The classify stage's second step: records `results` (decisions for undecided recipients), then
-   * (with `admit`) admits the decided incoming recipients and marks them ready (admitAll). Returns
-   * the plan, the state to index, and `indexLater` (all in an active queue: the delivery stage
-   * indexes it). Calling it again repairs a stop anywhere: decisions are kept, admission is idempotent.
-   */
+  /** classifyMany for one message; throws when its admission failed (classifying it again repairs that). */
   async classify(id: string, results: ClassifyResult[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean }> {
+    const [r] = await this.classifyMany([{ id, results }], admit);
+    if (r!.failed) throw new Error(`admission of ${id} failed; classify it again`);
+    return r!;
+  }
+
+  /**
+   * The classify stage's second step for messages of this shard (a batch's): records each one's
+   * decisions, then (with `admit`) admits all decided incoming recipients, one request per
+   * transport, and marks them ready (admitAll). Returns for each the plan, the state to index,
+   * `indexLater` (all in an active queue: the delivery stage indexes it) and `failed` (admission
+   * failed). Calling it again repairs a stop anywhere: decisions are kept, admission is idempotent.
+   */
+  async classifyMany(items: { id: string; results: ClassifyResult[] }[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean; failed: boolean }[]> {
     const now = Date.now();
-    if (results.length > 0) this.ctx.storage.transactionSync(() => recordDecisions(this.sql, id, results, now));
-    const plan = claimClassifyWork(this.sql, id, now);
-    const admitted = admit && plan ? await admitAll(this.ctx.storage, this.env, [id], now) : null;
-    if (admitted && admitted.failed.length > 0) throw new Error(`admission of ${id} failed; classify it again`);
-    const indexLater = admitted?.active.has(id) ?? false;
-    await this.afterChange(now, [id], []);
-    // The delivery stage indexes it; the sweeper forwards its events should that not happen soon.
-    if (indexLater) await this.armAt(now + indexLagMsOf(this.env));
-    return { plan, sync: this.syncState(id, Date.now()), indexLater };
+    this.ctx.storage.transactionSync(() => { for (const x of items) if (x.results.length > 0) recordDecisions(this.sql, x.id, x.results, now); });
+    const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
+    const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
+    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now) : null;
+    await this.afterChange(now, items.map((x) => x.id), []);
+    // The delivery stage indexes those; the sweeper forwards their events should that not happen soon.
+    if (admitted && admitted.active.size > 0) await this.armAt(now + indexLagMsOf(this.env));
+    return items.map((x, i) => ({ plan: plans[i]!, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
@@ -243,8 +246,9 @@ export class Outbox extends DurableObject<Env> {
     return readEnvelope(this.sql, id);
   }
 
-  /** envelope() for several messages of this shard in one request (a deliver batch's), in order. */
-  async envelopes(ids: string[]): Promise<(DeliveryEnvelope | null)[]> {
+  /** envelope() for several messages of this shard in one request (a deliver batch's), in order; `acks` as ackEventsMany, riding along. */
+  async envelopes(ids: string[], acks: { id: string; uptoSeq: number }[] = []): Promise<(DeliveryEnvelope | null)[]> {
+    for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq);
     return ids.map((id) => readEnvelope(this.sql, id));
   }
 
@@ -260,9 +264,10 @@ export class Outbox extends DurableObject<Env> {
    * to the classify queue for indexing, and each answer carries the state to index; should the
    * caller's write fail, the sweeper forwards the events after the grace period.
    */
-  async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
+  async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: { id: string; uptoSeq: number }[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
     const dsn = dsnEnabled(this.env);
+    for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq); // ackEventsMany, riding along
     const applied = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
       const ok = applyOutcomes(this.sql, id, reports, now, dsn);
       if (dsn) planDsn(this.sql, id, ok, now);
@@ -304,7 +309,7 @@ export class Outbox extends DurableObject<Env> {
     const changed = [...index, ...(await this.sendNotices(now))];
     await deleteDoneBodies(this.sql, this.env.BODIES, touched, now);
     markClassifySent(this.sql, dueAmong(this.sql, changed, now), now);
-    await this.enqueue(changed);
+    await enqueueForClassify(this.env.CLASSIFY, changed);
     await this.armSweep(now);
   }
 
@@ -315,14 +320,6 @@ export class Outbox extends DurableObject<Env> {
     } catch (e) {
       console.error(JSON.stringify({ error: "outbox: sending a delivery status notice failed (kept for the sweeper)", detail: e instanceof Error ? e.message : String(e) }));
       return [];
-    }
-  }
-
-  /** Hands messages to the classify queue, 100 to a queue message (queue operations are billed per message). */
-  private async enqueue(ids: string[]): Promise<void> {
-    for (let i = 0; i < ids.length; i += 100) {
-      const chunk = ids.slice(i, i + 100);
-      await this.env.CLASSIFY.send((chunk.length === 1 ? { id: chunk[0]! } : { ids: chunk }) satisfies ClassifyJob, { contentType: "json" });
     }
   }
 

@@ -39,7 +39,7 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
-  leaseSeconds, leaseUntil, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
+  leaseSeconds, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
   pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
@@ -96,11 +96,16 @@ export class TransportQueue extends DurableObject<Env> {
    * transport that dispatches by itself, so the delivery stage will report on it soon.
    */
   async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[]; active: boolean }> {
-    const sql = this.ctx.storage.sql;
-    if (this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id)) return { admitted: true, effects: [], active: false };
-    const res = this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts);
+    return (await this.admitMany([req]))[0]!;
+  }
+
+  /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
+  async admitMany(reqs: AdmitRequest[]): Promise<{ admitted: boolean; effects: Effect[]; active: boolean }[]> {
+    const auto = this.env.DISPATCH === "auto", sql = this.ctx.storage.sql;
+    const answers = reqs.map((req) => this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id) ? { admitted: true, effects: [], active: false }
+      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts));
     await this.pump();
-    return { ...res, active: res.active && this.env.DISPATCH === "auto" };
+    return answers.map((a) => ({ ...a, active: a.active && auto }));
   }
 
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
@@ -339,8 +344,4 @@ export class TransportQueue extends DurableObject<Env> {
   async devRowCounts(): Promise<Record<string, number>> {
     return sqlRowCounts(this.ctx.storage.sql);
   }
-}
-
-function nowSec(): number {
-  return Math.floor(Date.now() / 1000);
 }

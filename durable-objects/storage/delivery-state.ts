@@ -96,6 +96,11 @@ export function leaseSeconds(env: { DELIVERY_LEASE_SECONDS?: string }): number {
   return Number(env.DELIVERY_LEASE_SECONDS) || 900;
 }
 
+/** The wall clock in unix seconds (the Transport DO's one clock read per call). */
+export function nowSec(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
 /** When a lease taken at `now` (unix s) runs out. */
 export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number): number {
   return now + leaseSeconds(env);

@@ -18,6 +18,8 @@
  *                      whose index write was left to the delivery stage (Outbox.classify) may
  *                      wait for it before the sweeper forwards them itself.
  *   nextLagAt          when the oldest event not yet forwarded reaches that lag; null when none.
+ *   enqueueForClassify hands messages to the classify queue (to classify or index them), 100
+ *                      to a queue message: queue operations are billed per message.
  *   nextSweepAt        when the sweeper must run next: a grace period from now while anything
  *                      waits for it (unclassified messages, unforwarded events, idempotency
  *                      records, notices), else when the oldest finished message's retention
@@ -31,8 +33,17 @@
  */
 import { purgeIdempotency } from "./outbox-schema";
 import { bodyKey, shardHex } from "./outbox-ids";
+import type { ClassifyJob } from "./outbox-types";
 
 const PAGE = 500;
+
+/** Hands messages to the classify queue, 100 to a queue message (see the header). */
+export async function enqueueForClassify(queue: Queue, ids: string[]): Promise<void> {
+  for (let i = 0; i < ids.length; i += 100) {
+    const chunk = ids.slice(i, i + 100);
+    await queue.send((chunk.length === 1 ? { id: chunk[0]! } : { ids: chunk }) satisfies ClassifyJob, { contentType: "json" });
+  }
+}
 
 /** OUTBOX_GRACE_SECONDS in ms (default 300 s). */
 export function graceMsOf(env: { OUTBOX_GRACE_SECONDS?: string }): number {

@@ -14,7 +14,9 @@
  * are read, and finished entries recorded and reported, at once when the agent is quiet, and
  * together when sessions finish while a call is out. The Destination DOs' feedback and the D1
  * index (with the webhook publication) are two more stages behind the reports, each batching
- * what arrives while it runs, so a report never waits for them.
+ * what arrives while it runs, so a report never waits for them. The index stage's acks to the
+ * Outbox (the events it may forget) ride on the agent's next envelope or outcome request to the
+ * same shard (pending-acks.ts), or go on their own after a second.
  *
  * DESCRIPTION
  *   new AgentWork(env, keepAlive)   keepAlive(p) keeps the object alive until p settles.
@@ -34,6 +36,7 @@ import { Coalescer } from "../lib/coalesce";
 import { lookupFor, sendGroup, type MxContext } from "./deliver";
 import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished, type ReportVia } from "./deliver-finish";
 import { indexMessages } from "./deliver-index";
+import { PendingAcks } from "./pending-acks";
 import type { SyncState } from "../../durable-objects/storage/outbox-types";
 import { createMxLookup, mxSettingsOf } from "./deliver-mx";
 import { readEnvelopes, type SessionPart } from "./deliver-session";
@@ -62,6 +65,8 @@ interface Done {
 
 export class AgentWork {
   private readonly cache = new SessionCache();
+  /** Event acks riding on this agent's next Outbox request to their shard (pending-acks.ts). */
+  private readonly acks: PendingAcks;
   private readonly envelopes: Coalescer<string, DeliveryEnvelope | null>;
   private readonly finisher: Coalescer<Done, null>;
   /** The Destination DOs' feedback and the D1 index run behind the reports, in batches of their own. */
@@ -72,8 +77,9 @@ export class AgentWork {
   private mx: (MxContext & { at: number }) | null = null;
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
+    this.acks = new PendingAcks(env, keepAlive);
     this.envelopes = new Coalescer(async (ids) => {
-      const found = await readEnvelopes(env, [...new Set(ids)]);
+      const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
       return ids.map((id) => found.get(id) ?? null);
     });
     this.finisher = new Coalescer(async (done) => {
@@ -87,7 +93,7 @@ export class AgentWork {
       return batches.map(() => null);
     }, STAGE_LINGER_MS);
     this.index = new Coalescer(async (batches) => {
-      await indexMessages(env, latestStates(batches.flat()));
+      await indexMessages(env, latestStates(batches.flat()), this.acks);
       return batches.map(() => null);
     }, STAGE_LINGER_MS);
   }
@@ -136,7 +142,7 @@ export class AgentWork {
         this.take(jobs);
         return answers;
       };
-      const { finished, changed } = await finishAll(this.env, items, group.map((d) => d.part), report);
+      const { finished, changed } = await finishAll(this.env, items, group.map((d) => d.part), report, this.acks);
       // Both never reject (each logs its own failure; the index hands its writes to the classify queue).
       this.keepAlive(this.feedback.add({ finished, site }));
       if (changed.length > 0) this.keepAlive(this.index.add(changed));

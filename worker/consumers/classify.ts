@@ -8,7 +8,9 @@
  * DESCRIPTION
  *   handleClassifyBatch(batch, env)  for every message a queue message names (one, or an accept
  *                                    request's batch, see ClassifyJob): classify (see classify-message.ts)
- *                                    when due, then write the message, recipient and event rows
+ *                                    when due, the work the batch carried with one
+ *                                    Outbox.classifyMany per shard (and so one admission request
+ *                                    per transport for the whole batch), then write the message, recipient and event rows
  *                                    for the whole batch in one D1 batch, tell each Outbox which
  *                                    events are written, and ack. Routing and suppressions are
  *                                    read through BatchLookups (once per batch, coalesced).
@@ -32,11 +34,11 @@
  */
 import type { ClassifyJob } from "../../durable-objects/outbox";
 import { byOutbox, isMessageId } from "../../durable-objects/storage/outbox-ids";
-import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import type { ClassifyResult, SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
-import { classifyMessage } from "./classify-message";
+import { classifyMessage, decide } from "./classify-message";
 import { BatchLookups, type Lookups } from "./lookups";
 
 type Done = { msg: Message<unknown>; state: SyncState };
@@ -66,25 +68,36 @@ function itemsOf(body: unknown): Item[] | null {
   return items;
 }
 
-/** Classifies the messages of one queue message; returns their states to index (none when acked already or retried). */
-async function classifyOne(env: Env, msg: Message<unknown>, lookups: Lookups): Promise<Done[]> {
-  const items = itemsOf(msg.body);
-  if (items === null) {
-    console.error(JSON.stringify({ error: "classify: malformed queue message", body: msg.body }));
-    msg.ack();
-    return [];
-  }
-  try {
-    const results = await Promise.all(items.map((it) => classifyMessage(env, it.id, lookups, it.work)));
-    // A message whose recipients all went into an active queue is indexed by the delivery stage
-    // moments later, with these events and its outcomes in one write (see the header).
-    const done = results.filter((r) => r.sync !== null && !r.indexLater).map((r) => ({ msg, state: r.sync as SyncState }));
-    if (done.length === 0) msg.ack(); // unknown (purged) or indexed later: nothing to write now
-    return done;
-  } catch (e) {
-    fail(msg, "message", e);
-    return [];
-  }
+type Classified = { sync: SyncState | null; indexLater: boolean };
+
+/**
+ * Classifies every item of a batch, settled in order: work a queue message carried is decided
+ * here and handed to its Outbox shard with the rest of the batch's in one classifyMany (which
+ * admits them with one request per transport); an item without (a re-trigger, a scheduled
+ * message) goes through classifyMessage on its own.
+ */
+async function classifyItems(env: Env, items: Item[], lookups: Lookups): Promise<PromiseSettledResult<Classified>[]> {
+  const out: PromiseSettledResult<Classified>[] = new Array(items.length);
+  const carried: { i: number; id: string; results: ClassifyResult[] }[] = [];
+  await Promise.all(items.map(async (it, i) => {
+    try {
+      if (it.work) carried.push({ i, id: it.id, results: await decide(env, it.work, lookups) });
+      else out[i] = { status: "fulfilled", value: await classifyMessage(env, it.id, lookups) };
+    } catch (reason) {
+      out[i] = { status: "rejected", reason };
+    }
+  }));
+  await Promise.all([...byOutbox(carried, (c) => c.id)].map(async ([name, inShard]) => {
+    try {
+      const answers = await env.OUTBOX.getByName(name).classifyMany(inShard.map(({ id, results }) => ({ id, results })));
+      answers.forEach((a, k) => {
+        out[inShard[k]!.i] = a.failed ? { status: "rejected", reason: new Error(`admission of ${a.plan?.id ?? "a message"} failed; classify it again`) } : { status: "fulfilled", value: a };
+      });
+    } catch (reason) {
+      for (const c of inShard) out[c.i] = { status: "rejected", reason };
+    }
+  }));
+  return out;
 }
 
 /** Writes the index and events of classified messages in one D1 batch (publishEvents), then acks them. */
@@ -107,9 +120,34 @@ async function indexAll(env: Env, done: Done[]): Promise<void> {
   for (const d of done) d.msg.ack();
 }
 
-/** The queue handler. */
+/**
+ * The queue handler: every item of the batch classified (classifyItems); a queue message whose
+ * items all succeeded is indexed (or acked when the delivery stage indexes it), the others retried.
+ */
 export async function handleClassifyBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const lookups = new BatchLookups(env.DB);
-  const results = await Promise.all(batch.messages.map((m) => classifyOne(env, m, lookups)));
-  await indexAll(env, results.flat());
+  const jobs = batch.messages.flatMap((msg) => {
+    const items = itemsOf(msg.body);
+    if (items !== null) return [{ msg, items }];
+    console.error(JSON.stringify({ error: "classify: malformed queue message", body: msg.body }));
+    msg.ack();
+    return [];
+  });
+  const settled = await classifyItems(env, jobs.flatMap((j) => j.items), lookups);
+  const done: Done[] = [];
+  let at = 0;
+  for (const { msg, items } of jobs) {
+    const mine = settled.slice(at, (at += items.length));
+    const bad = mine.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (bad) {
+      fail(msg, "message", bad.reason);
+      continue;
+    }
+    // A message whose recipients all went into an active queue is indexed by the delivery stage
+    // moments later, with these events and its outcomes in one write (see the header).
+    const states = mine.map((r) => (r as PromiseFulfilledResult<Classified>).value).filter((r) => r.sync !== null && !r.indexLater);
+    if (states.length === 0) msg.ack(); // unknown (purged) or indexed later: nothing to write now
+    done.push(...states.map((r) => ({ msg, state: r.sync as SyncState })));
+  }
+  await indexAll(env, done);
 }

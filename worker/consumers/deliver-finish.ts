@@ -6,7 +6,8 @@
  * (FinishItem): a queue message, or an agent's own retry.
  *
  * DESCRIPTION
- *   finishAll(env, items, parts, report?)  records and reports (through `report` when given);
+ *   finishAll(env, items, parts, report?, acks?)  records and reports (through `report` when
+ *                                  given; held event acks ride on the Outbox requests);
  *                                  returns what the Destination DOs need and the state to index
  *                                  of every message whose record changed.
  *   feedDestinations(env, done, site)  the Destination DOs' feedback (best effort).
@@ -23,6 +24,7 @@ import { mergeEvents } from "./deliver-index";
 import { versionOf } from "../db/messages";
 import { judgeEntry } from "./deliver-plan";
 import type { SessionPart } from "./deliver-session";
+import type { PendingAcks } from "./pending-acks";
 
 /** One entry being finished: acknowledged once recorded, or retried on its own. */
 export interface FinishItem {
@@ -56,11 +58,11 @@ export interface Finished {
  * a redelivered job whose report did land finds nothing left to do and indexes nothing); the
  * Outbox answers each outcome with it.
  */
-export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[], report?: ReportVia): Promise<{ finished: Finished[]; changed: SyncState[] }> {
+export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[], report?: ReportVia, acks?: PendingAcks): Promise<{ finished: Finished[]; changed: SyncState[] }> {
   const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
   const states = new Map<string, SyncState>();
   const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
-  const failedFinals = await recordAll(env, judged.map(({ part, v }) => ({ id: part.job.messageId, reports: v.outcomes.filter((o) => o.status !== "deferred") })), keep);
+  const failedFinals = await recordAll(env, judged.map(({ part, v }) => ({ id: part.job.messageId, reports: v.outcomes.filter((o) => o.status !== "deferred") })), keep, acks);
   const recorded = judged.map(({ msg }, i) => {
     const e = failedFinals.get(i);
     if (e !== undefined) msg.retry("outcome", e);
@@ -89,7 +91,7 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
     return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt })) };
   });
-  const failedLater = await recordAll(env, later, keep);
+  const failedLater = await recordAll(env, later, keep, acks);
   const finished: Finished[] = [];
   open.forEach(({ part: { job }, msg }, i) => {
     const e = failedLater.get(i);
@@ -102,15 +104,15 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
 
 /**
  * Records the items' outcomes (those with any), one Outbox.recordOutcomes request per shard for
- * all of them; `keep` gets each state to index. Returns the error of each item (by index) whose
- * shard's request failed.
+ * all of them (carrying the shard's held `acks`); `keep` gets each state to index. Returns the
+ * error of each item (by index) whose shard's request failed.
  */
-async function recordAll(env: Env, items: { id: string; reports: OutcomeReport[] }[], keep: (s: SyncState | null) => void): Promise<Map<number, unknown>> {
+async function recordAll(env: Env, items: { id: string; reports: OutcomeReport[] }[], keep: (s: SyncState | null) => void, acks?: PendingAcks): Promise<Map<number, unknown>> {
   const failed = new Map<number, unknown>();
   const withReports = items.map((item, i) => ({ ...item, i })).filter((x) => x.reports.length > 0);
   await Promise.all([...byOutbox(withReports, (x) => x.id)].map(async ([name, inShard]) => {
     try {
-      const answers = await env.OUTBOX.getByName(name).recordOutcomes(inShard.map(({ id, reports }) => ({ id, reports })), true);
+      const answers = await env.OUTBOX.getByName(name).recordOutcomes(inShard.map(({ id, reports }) => ({ id, reports })), true, acks?.take(name));
       for (const a of answers) keep(a.sync);
     } catch (e) {
       for (const x of inShard) failed.set(x.i, e);

@@ -15,6 +15,7 @@ import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { byOutbox } from "../../durable-objects/storage/outbox-ids";
+import type { PendingAcks } from "./pending-acks";
 
 /** Two states of one message: `a`'s view with the events of both (by seq, once each). */
 export function mergeEvents(a: SyncState, b: SyncState): SyncState {
@@ -23,14 +24,15 @@ export function mergeEvents(a: SyncState, b: SyncState): SyncState {
 }
 
 /** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
-export async function indexMessages(env: Env, states: SyncState[]): Promise<void> {
+export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
   try {
     const stmts = states.flatMap((s) => indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)));
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
-    // One request per Outbox shard the batch touched, not one per message.
+    // One request per Outbox shard the batch touched, not one per message; or held (`held`) to ride on the agent's next request.
     const acks = states.flatMap((s) => { const last = s.events[s.events.length - 1]; return last ? [{ id: s.view.id, uptoSeq: last.seq }] : []; });
+    if (held) return held.add(acks);
     await Promise.all([...byOutbox(acks, (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard)));
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));

@@ -30,6 +30,7 @@ import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/co
 import { CachedSmtpSession, deliverSession, type ConnectSocket } from "../smtp/socket";
 import type { SessionCache } from "./session-cache";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./deliver-plan";
+import type { PendingAcks } from "./pending-acks";
 
 /** What the session produced for one entry. */
 export interface SessionPart {
@@ -82,11 +83,11 @@ function missingBody(id: string): ReadableStream<Uint8Array> {
   return new ReadableStream({ start: (c) => c.error(new Error(`body of ${id} is missing`)) });
 }
 
-/** The envelopes of messages `ids`, by id: one request per Outbox shard, each message once. */
-export async function readEnvelopes(env: Env, ids: string[]): Promise<Map<string, DeliveryEnvelope | null>> {
+/** The envelopes of messages `ids`, by id: one request per Outbox shard, each message once (carrying the shard's held `acks`). */
+export async function readEnvelopes(env: Env, ids: string[], acks?: PendingAcks): Promise<Map<string, DeliveryEnvelope | null>> {
   const found = new Map<string, DeliveryEnvelope | null>();
   await Promise.all([...byOutbox(new Set(ids), (id) => id)].map(async ([name, inShard]) => {
-    const envelopes = await env.OUTBOX.getByName(name).envelopes(inShard);
+    const envelopes = await env.OUTBOX.getByName(name).envelopes(inShard, acks?.take(name));
     inShard.forEach((id, i) => found.set(id, envelopes[i] ?? null));
   }));
   return found;

@@ -16,10 +16,13 @@
  *                                up when the enqueue failed.
  *   listEvents(db, tenant, afterSeq, limit)  the tenant's transitions in order (tests).
  *   feedSeqOf(db, tenant, id)    the tenant's seq of an event id, or null.
+ *   feedBodyOf(db, id)           a stored envelope's body, or null.
+ *   Event ids are found through the index of their email's events (see BY_IDS).
  *   listFeed(db, tenant, q)      a page of envelopes after a seq, oldest first, optionally of some types.
  *   feedRange(db, tenant, q)     envelopes in a seq and time range, for replay.
  *   seqFloor(ms)                 the least seq a row created at `ms` or later can have.
  */
+import { emailOfEventId } from "../webhooks/core/event-id";
 
 /** A stored transition. */
 export interface EventRow {
@@ -95,7 +98,9 @@ const RETURNED = "tenant_id, seq, event_id, event_type AS type, body";
 
 /**
  * Idempotent inserts of one message's rows. A row whose envelope id is already stored (another
- * transition gave the same webhook-id) keeps its transition without the envelope.
+ * transition gave the same webhook-id) keeps its transition without the envelope. The email's
+ * stored ids are read once per statement (an uncorrelated IN builds one lookup table), through
+ * the index of its events: the log has no index of event ids (migration 0010).
  */
 export function logInsertStatements(db: D1Database, tenant: string, emailId: string, rows: readonly LogRow[], nowMs: number): D1PreparedStatement[] {
   return chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
@@ -107,7 +112,7 @@ export function logInsertStatements(db: D1Database, tenant: string, emailId: str
        FROM (SELECT j.key AS k, json_extract(j.value, '$.source_seq') AS source_seq, json_extract(j.value, '$.part') AS part, json_extract(j.value, '$.type') AS type,
            json_extract(j.value, '$.recipient') AS recipient, json_extract(j.value, '$.created_at') AS created_at, json_extract(j.value, '$.data') AS data,
            json_extract(j.value, '$.event_id') AS event_id, json_extract(j.value, '$.event_type') AS event_type, json_extract(j.value, '$.body') AS body,
-           EXISTS (SELECT 1 FROM event_log e WHERE e.event_id = json_extract(j.value, '$.event_id')) AS dup
+           json_extract(j.value, '$.event_id') IN (SELECT e.event_id FROM event_log e WHERE e.email_id = ?2 AND e.event_id IS NOT NULL) AS dup
          FROM json_each(?3) AS j) AS r
        WHERE NOT (r.dup AND r.data IS NULL)
        RETURNING ${RETURNED}`,
@@ -122,13 +127,37 @@ export function logInsertStatements(db: D1Database, tenant: string, emailId: str
  * an event once.
  */
 export function feedTakeoverStatement(db: D1Database, ids: readonly string[], nowMs: number, leaseMs: number): D1PreparedStatement {
-  return db.prepare(`UPDATE event_log SET enqueued_at = ?2 WHERE event_id IN (SELECT value FROM json_each(?1)) AND (enqueued_at IS NULL OR enqueued_at < ?3) RETURNING ${RETURNED}`)
-    .bind(JSON.stringify(ids), nowMs, nowMs - leaseMs);
+  return db.prepare(`UPDATE event_log SET enqueued_at = ?3 WHERE ${BY_IDS} AND (enqueued_at IS NULL OR enqueued_at < ?4) RETURNING ${RETURNED}`)
+    .bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), nowMs, nowMs - leaseMs);
 }
 
 /** Gives up claims (the enqueue failed), so a repeated publication enqueues them. */
 export async function releaseFeedClaims(db: D1Database, ids: readonly string[], claimedAtMs: number): Promise<void> {
-  await db.prepare("UPDATE event_log SET enqueued_at = NULL WHERE event_id IN (SELECT value FROM json_each(?1)) AND enqueued_at = ?2").bind(JSON.stringify(ids), claimedAtMs).run();
+  await db.prepare(`UPDATE event_log SET enqueued_at = NULL WHERE ${BY_IDS} AND enqueued_at = ?3`).bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), claimedAtMs).run();
+}
+
+/**
+ * Rows of the event ids bound as ?2 (JSON), found through their emails (?1, JSON) and the index
+ * of each email's events: event ids name their email (core/event-id.ts), and the log keeps no
+ * index of new event ids (migration 0010). The publications only ever hold ids of that form.
+ */
+const BY_IDS = "email_id IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2))";
+
+function emailsOf(ids: readonly string[]): string[] {
+  return [...new Set(ids.map(emailOfEventId).filter((e): e is string => e !== null))];
+}
+
+/** The WHERE clause (and its parameters) that finds an event id: by its email, or for an id of the earlier form by the partial index that keeps those. */
+function whereEventId(id: string): { where: string; binds: string[] } {
+  const email = emailOfEventId(id);
+  return email !== null ? { where: "email_id = ? AND event_id = ?", binds: [email, id] } : { where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
+}
+
+/** A stored envelope's body, or null. */
+export async function feedBodyOf(db: D1Database, eventId: string): Promise<string | null> {
+  const { where, binds } = whereEventId(eventId);
+  const r = await db.prepare(`SELECT body FROM event_log WHERE ${where}`).bind(...binds).first<{ body: string }>();
+  return r?.body ?? null;
 }
 
 /** The tenant's transitions with seq > afterSeq, oldest first. */
@@ -140,7 +169,9 @@ export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, l
 
 /** The tenant's seq of an event id, or null when the tenant has no such event. */
 export async function feedSeqOf(db: D1Database, tenant: string, eventId: string): Promise<number | null> {
-  const r = await db.prepare("SELECT seq FROM event_log WHERE event_id = ? AND tenant_id = ?").bind(eventId, tenant).first<{ seq: number }>();
+  const { where, binds } = whereEventId(eventId);
+  // `+tenant_id`: not the primary key's tenant prefix (every row of the tenant), the id's index.
+  const r = await db.prepare(`SELECT seq FROM event_log WHERE ${where} AND +tenant_id = ?`).bind(...binds, tenant).first<{ seq: number }>();
   return r?.seq ?? null;
 }
 

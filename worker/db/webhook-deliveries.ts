@@ -52,11 +52,7 @@ export function healthUpsertStatement(db: D1Database, id: string, state: object,
   return db.prepare("INSERT OR REPLACE INTO webhook_endpoint_health (endpoint_id, state, updated_at) VALUES (?, ?, ?)").bind(id, JSON.stringify(state), nowMs);
 }
 
-/** A stored envelope's body, or null. */
-export async function feedBodyOf(db: D1Database, eventId: string): Promise<string | null> {
-  const r = await db.prepare("SELECT body FROM event_log WHERE event_id = ?").bind(eventId).first<{ body: string }>();
-  return r?.body ?? null;
-}
+export { feedBodyOf } from "./events";
 
 /**
  * Dead-letters one delivery. An entry not yet replayed keeps its first reason (a duplicate queue

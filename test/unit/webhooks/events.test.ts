@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { eventId } from "../../../worker/webhooks/core/event-id";
+import { emailOfEventId, eventId, LEGACY_EVENT_ID } from "../../../worker/webhooks/core/event-id";
 import {
   buildEvent,
   DEFAULT_EVENT_CONFIG,
@@ -140,7 +140,17 @@ describe("event ids", () => {
     const b = eventForTransition(INITIAL_DELAY_NOTICE, t, NOW + 99_000).event;
     expect(a?.id).toBe(b?.id);
     expect(a?.id).toBe(eventId({ emailId: MESSAGE.emailId, recipient: "a@example.net", attempt: 2, type: "email.bounced" }));
-    expect(a?.id).toMatch(/^evt_[0-9a-f]{32}$/);
+    expect(a?.id).toBe(`evt_${MESSAGE.emailId}_${a!.id.slice(-16)}`);
+    expect(a?.id).toMatch(/^evt_[0-9a-f-]{36}_[0-9a-f]{16}$/);
+  });
+
+  it("name their email, and the earlier form (32 hex digits) names none", () => {
+    fc.assert(fc.property(fc.uuid(), fc.string(), fc.nat(20), (emailId, recipient, attempt) => {
+      expect(emailOfEventId(eventId({ emailId, recipient, attempt, type: "email.sent" }))).toBe(emailId);
+    }));
+    expect(emailOfEventId("evt_0123456789abcdef0123456789abcdef")).toBeNull();
+    expect(LEGACY_EVENT_ID.test("evt_0123456789abcdef0123456789abcdef")).toBe(true);
+    for (const bad of ["evt_", "evt__0123456789abcdef", "msg_x_0123456789abcdef", "evt_m1_0123", `evt_${MESSAGE.emailId}_0123456789ABCDEF`]) expect(emailOfEventId(bad)).toBeNull();
   });
 
   it("use a supplied id when given", () => {

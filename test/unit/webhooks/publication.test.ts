@@ -44,7 +44,7 @@ describe("planPublication", () => {
     expect(Object.keys(env)).toEqual(["type", "created_at", "data"]);
     expect(env.created_at).toBe(new Date(e.createdAtMs).toISOString());
     expect(env.data).toMatchObject({ email_id: MESSAGE.emailId, recipient: "y@example.net", attempt: 2, terminal: true, classification: "invalid_recipient", delivery: { smtp_code: 550, enhanced_code: "5.1.1", mx: "mx.example.net", tls: true } });
-    expect(e.id).toMatch(/^evt_[0-9a-f]{32}$/);
+    expect(e.id).toMatch(new RegExp(`^evt_${MESSAGE.emailId}_[0-9a-f]{16}$`));
   });
 
   it("gives the same ids and bytes when the same rows are planned again", () => {

@@ -26,14 +26,16 @@ import { getEndpoint } from "../../db/webhooks";
 import { EMAIL_EVENT_TYPES } from "../../webhooks/core/events";
 import { endpointWants } from "../../webhooks/core/publication";
 import { enqueueJobs, makeJob } from "../../webhooks/jobs";
+import { emailOfEventId, LEGACY_EVENT_ID } from "../../webhooks/core/event-id";
+import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
 import { ApiError } from "../errors";
 
-const EVENT_ID = /^evt_[0-9a-f]{32}$/;
 const REPLAY_LIMIT = 1000;
 
-const EventIdSchema = z.string().regex(EVENT_ID, "expected an event id (evt_ and 32 hex digits)");
+/** An event id: "evt_", the email id, "_" and 16 hex digits (core/event-id.ts), or the earlier form (evt_ and 32 hex digits). */
+const EventIdSchema = z.string().max(200).refine((id) => LEGACY_EVENT_ID.test(id) || (emailOfEventId(id) !== null && isMessageId(emailOfEventId(id)!)), "expected an event id (evt_, the email id, _ and 16 hex digits)");
 const TypeListSchema = z.string().transform((s) => s.split(",").map((t) => t.trim()).filter((t) => t !== ""))
   .pipe(z.array(z.enum(EMAIL_EVENT_TYPES as [string, ...string[]])).max(EMAIL_EVENT_TYPES.length));
 

@@ -8,17 +8,24 @@
  *   it is derived from the event's identity rather than drawn at random.
  *
  * DESCRIPTION
- *   eventId({emailId, recipient, attempt, type}) returns "evt_" followed by
- *   32 hex digits: two 64-bit FNV-1a hashes (different offset bases) over
- *   the length-prefixed fields, so ("a.b", "c") and ("a", "b.c") differ.
+ *   eventId({emailId, recipient, attempt, type}) returns "evt_", the email
+ *   id, "_" and 16 hex digits: a 64-bit FNV-1a hash over the
+ *   length-prefixed fields, so ("a.b", "c") and ("a", "b.c") differ. The
+ *   email id in it lets D1 find the event through the index of its email's
+ *   events (migration 0010), so the event log needs no index of event ids.
  *   Recipient addresses are hashed as given; callers pass the normalised
  *   address they store.
+ *
+ *   emailOfEventId(id) the email id an event id names, or null for an id
+ *   of the earlier form ("evt_" and 32 hex digits, two such hashes), which
+ *   events stored before migration 0010 keep.
  *
  *   fnv1a64(text, offsetBasis) is the hash itself, over UTF-16 code units
  *   (deterministic in every JavaScript runtime, no TextEncoder needed).
  *
  * INVARIANTS
- *   Same identity, same id; the id matches /^evt_[0-9a-f]{32}$/.
+ *   Same identity, same id; emailOfEventId(eventId(x)) === x.emailId for
+ *   an email id without "_" (every message id: hex digits and dashes).
  *
  * ERRORS
  *   None thrown.
@@ -34,9 +41,8 @@ export interface EventIdentity {
 
 const FNV_PRIME = 0x100000001b3n;
 const MASK_64 = 0xffffffffffffffffn;
-/** The standard 64-bit FNV offset basis, and a second one for the other half. */
+/** The standard 64-bit FNV offset basis. */
 const OFFSET_A = 0xcbf29ce484222325n;
-const OFFSET_B = 0x84222325cbf29ce4n;
 
 /** 64-bit FNV-1a over the UTF-16 code units of `text`. */
 export function fnv1a64(text: string, offsetBasis: bigint = OFFSET_A): bigint {
@@ -52,6 +58,15 @@ export function fnv1a64(text: string, offsetBasis: bigint = OFFSET_A): bigint {
 export function eventId(identity: EventIdentity): string {
   const fields = [identity.emailId, identity.recipient, String(identity.attempt), identity.type];
   const text = fields.map((f) => `${f.length}:${f}`).join("|");
-  const hex = (h: bigint) => h.toString(16).padStart(16, "0");
-  return `evt_${hex(fnv1a64(text, OFFSET_A))}${hex(fnv1a64(text, OFFSET_B))}`;
+  return `evt_${identity.emailId}_${fnv1a64(text, OFFSET_A).toString(16).padStart(16, "0")}`;
+}
+
+/** The earlier form of event ids (before migration 0010): no email id in them. */
+export const LEGACY_EVENT_ID = /^evt_[0-9a-f]{32}$/;
+
+/** The email id an event id names; null for an id of the earlier form (see the header). */
+export function emailOfEventId(id: string): string | null {
+  if (!id.startsWith("evt_") || LEGACY_EVENT_ID.test(id)) return null;
+  const cut = id.lastIndexOf("_");
+  return cut > 4 && /^[0-9a-f]{16}$/.test(id.slice(cut + 1)) ? id.slice(4, cut) : null;
 }

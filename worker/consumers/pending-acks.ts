@@ -1,0 +1,55 @@
+/**
+ * Acknowledgements of events written to D1 (Outbox.ackEventsMany: the Outbox may forget them),
+ * held per Outbox shard by a delivery agent so that they ride on its next request to that shard
+ * (envelopes, recordOutcomes) instead of a request of their own. Those still held after
+ * lingerMs go on their own, one request per shard.
+ *
+ * DESCRIPTION
+ *   new PendingAcks(env, keepAlive, lingerMs = ACK_LINGER_MS)
+ *   add(acks)        holds them (and arms the linger timer).
+ *   take(name)       the acks held for Outbox `name`, removed: the caller sends them along.
+ *
+ * INVARIANTS
+ *   An ack that is lost (its request failed, the agent was evicted) only means the Outbox keeps
+ *   the events a little longer: its sweeper forwards them to D1 again after INDEX_LAG_SECONDS,
+ *   and forwarding is idempotent. Nothing is ever acked before its D1 write succeeded.
+ */
+import { byOutbox } from "../../durable-objects/storage/outbox-ids";
+
+/** How long an ack waits for a request to ride on, ms. */
+export const ACK_LINGER_MS = 1000;
+
+/** One message's events forwarded up to and including `uptoSeq`. */
+export interface EventAck {
+  id: string;
+  uptoSeq: number;
+}
+
+export class PendingAcks {
+  private readonly byShard = new Map<string, EventAck[]>();
+  private armed = false;
+
+  constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void, private readonly lingerMs = ACK_LINGER_MS) {}
+
+  add(acks: EventAck[]): void {
+    for (const [name, inShard] of byOutbox(acks, (a) => a.id)) this.byShard.set(name, [...(this.byShard.get(name) ?? []), ...inShard]);
+    if (this.armed || this.byShard.size === 0) return;
+    this.armed = true;
+    this.keepAlive(new Promise<void>((resolve) => setTimeout(() => {
+      this.armed = false;
+      void this.flush().finally(resolve);
+    }, this.lingerMs)));
+  }
+
+  take(name: string): EventAck[] {
+    const acks = this.byShard.get(name) ?? [];
+    this.byShard.delete(name);
+    return acks;
+  }
+
+  private async flush(): Promise<void> {
+    const all = [...this.byShard];
+    this.byShard.clear();
+    await Promise.all(all.map(([name, acks]) => this.env.OUTBOX.getByName(name).ackEventsMany(acks).catch(() => undefined)));
+  }
+}
