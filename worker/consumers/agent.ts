@@ -77,7 +77,7 @@ export class AgentWork {
   private mx: (MxContext & { at: number }) | null = null;
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
-    this.acks = new PendingAcks(env, keepAlive);
+    this.acks = new PendingAcks(env, keepAlive, () => this.active > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
       return ids.map((id) => found.get(id) ?? null);

@@ -2,11 +2,12 @@
  * Acknowledgements of events written to D1 (Outbox.ackEventsMany: the Outbox may forget them),
  * held per Outbox shard by a delivery agent so that they ride on its next request to that shard
  * (envelopes, recordOutcomes) instead of a request of their own. Those still held after
- * lingerMs go on their own, one request per shard.
+ * lingerMs go on their own, one request per shard; and at once when the agent is idle (no
+ * session running), since then no request of its own is coming.
  *
  * DESCRIPTION
- *   new PendingAcks(env, keepAlive, lingerMs = ACK_LINGER_MS)
- *   add(acks)        holds them (and arms the linger timer).
+ *   new PendingAcks(env, keepAlive, busy, lingerMs = ACK_LINGER_MS)
+ *   add(acks)        holds them (and arms the linger timer), or sends them now when !busy().
  *   take(name)       the acks held for Outbox `name`, removed: the caller sends them along.
  *
  * INVARIANTS
@@ -29,11 +30,13 @@ export class PendingAcks {
   private readonly byShard = new Map<string, EventAck[]>();
   private armed = false;
 
-  constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void, private readonly lingerMs = ACK_LINGER_MS) {}
+  constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void, private readonly busy: () => boolean, private readonly lingerMs = ACK_LINGER_MS) {}
 
   add(acks: EventAck[]): void {
     for (const [name, inShard] of byOutbox(acks, (a) => a.id)) this.byShard.set(name, [...(this.byShard.get(name) ?? []), ...inShard]);
-    if (this.armed || this.byShard.size === 0) return;
+    if (this.byShard.size === 0) return;
+    if (!this.busy()) return this.keepAlive(this.flush());
+    if (this.armed) return;
     this.armed = true;
     this.keepAlive(new Promise<void>((resolve) => setTimeout(() => {
       this.armed = false;

@@ -18,7 +18,7 @@ describe("event acks riding on the next Outbox request", () => {
     const [a, b] = idsOfTwoShards();
     const { env, sent } = fakeEnv();
     const kept: Promise<unknown>[] = [];
-    const acks = new PendingAcks(env, (p) => kept.push(p), 20);
+    const acks = new PendingAcks(env, (p) => kept.push(p), () => true, 20);
     acks.add([{ id: a, uptoSeq: 3 }, { id: b, uptoSeq: 4 }]);
     acks.add([{ id: a, uptoSeq: 5 }]);
     expect(acks.take(outboxName(shardOf(a)))).toEqual([{ id: a, uptoSeq: 3 }, { id: a, uptoSeq: 5 }]);
@@ -32,7 +32,7 @@ describe("event acks riding on the next Outbox request", () => {
     const [a, b] = idsOfTwoShards();
     const { env, sent } = fakeEnv(true);
     const kept: Promise<unknown>[] = [];
-    const acks = new PendingAcks(env, (p) => kept.push(p), 10);
+    const acks = new PendingAcks(env, (p) => kept.push(p), () => true, 10);
     acks.add([{ id: a, uptoSeq: 1 }, { id: b, uptoSeq: 2 }, { id: a, uptoSeq: 3 }]);
     expect(kept).toHaveLength(1); // one timer for all
     await Promise.all(kept);
@@ -41,5 +41,19 @@ describe("event acks riding on the next Outbox request", () => {
     expect(kept).toHaveLength(2); // armed again after the flush
     await Promise.all(kept);
     expect(sent).toHaveLength(3);
+  });
+
+  it("sends at once when the agent is idle: no request of its own is coming", async () => {
+    const [a] = idsOfTwoShards();
+    const { env, sent } = fakeEnv();
+    const kept: Promise<unknown>[] = [];
+    let busy = false;
+    const acks = new PendingAcks(env, (p) => kept.push(p), () => busy, 60_000);
+    acks.add([{ id: a, uptoSeq: 1 }]);
+    await Promise.all(kept);
+    expect(sent).toEqual([{ name: outboxName(shardOf(a)), acks: [{ id: a, uptoSeq: 1 }] }]);
+    busy = true;
+    acks.add([{ id: a, uptoSeq: 2 }]);
+    expect(acks.take(outboxName(shardOf(a)))).toEqual([{ id: a, uptoSeq: 2 }]);
   });
 });
