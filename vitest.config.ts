@@ -107,8 +107,9 @@ export default defineConfig({
               bindings: {
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test",
                 MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
-                // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots.
-                TRANSPORT_CHECKPOINT_EVERY: "7",
+                // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots,
+                // and keep its ring small, so a test wraps it round.
+                TRANSPORT_CHECKPOINT_EVERY: "7", TRANSPORT_JOURNAL_RING: "1024",
                 // The scheduler tests drive dispatch through the RPC themselves.
                 DISPATCH: "manual",
                 // These tests look at bodies in R2; inline-body.test.ts covers bodies kept in the

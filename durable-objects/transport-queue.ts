@@ -78,8 +78,8 @@ export class TransportQueue extends DurableObject<Env> {
       migrateBacklog(sql);
       migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
-      const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500;
-      this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); });
+      const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500, ring = Number(env.TRANSPORT_JOURNAL_RING) || undefined;
+      this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); }, ring);
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
       // Every entry in flight is leased until the stored horizon (storage/leases.ts): its job may

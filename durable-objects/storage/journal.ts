@@ -2,8 +2,13 @@
  * The Transport DO's durable state as a snapshot plus a journal of commands.
  *
  * The scheduling core is deterministic, so instead of rewriting its whole state on every
- * call the shell journals the commands it ran (a few hundred bytes each), and every
- * `checkpointEvery` commands writes a snapshot (split into chunks below the 2 MB value limit).
+ * call the shell journals the commands it ran (a few hundred bytes each), and now and then
+ * writes a snapshot (split into chunks below the 2 MB value limit): after `checkpointEvery`
+ * commands while the snapshot is small (at most SMALL_SNAPSHOT_CHARS), and once the journal
+ * since the last snapshot has grown to half the snapshot's size when it is larger. A snapshot
+ * is the whole core, so with a large backlog (100,000 messages: about 28 M characters and a
+ * quarter of a second to serialise) a fixed interval would make every command's share of it
+ * grow with the backlog; tied to the journal's volume, it stays a constant share.
  * After an eviction or a crash, load() restores the newest snapshot and replays the journal
  * rows written after it. The recipient backlog the core reads from must stay
  * unchanged for replay: rows of finished messages are deleted only at a checkpoint (see
@@ -15,19 +20,24 @@
  * same commit as the state change and everything else the call wrote, exactly as a row per
  * command would. Commands that change nothing (core runJournaled) are not journaled at all.
  *
- * The journal is a ring of RING slots (slot = seq mod RING): a flush overwrites the slot's old
- * row, which is one row written, where an insert and a later delete were two. Rows at or below
- * the snapshot's seq are dead and skipped by load(); at most checkpointEvery (≤ RING) flushes
- * happen between two checkpoints, so a live row is never overwritten. clear() empties the ring
- * when the transport falls idle, so no command naming a finished message stays behind.
+ * The journal is a ring of `ring` slots (slot = seq mod ring, RING by default): a flush
+ * overwrites the slot's old row, which is one row written, where an insert and a later delete
+ * were two. Rows at or below the snapshot's seq are dead and skipped by load(); fewer than
+ * `ring` flushes happen between two checkpoints (one is forced before), so a live row is never
+ * overwritten. Rows written with another ring size (an upgrade) are folded into a snapshot at
+ * load. clear() empties the ring when the transport falls idle, so no command naming a
+ * finished message stays behind.
  */
 import { createQmgr, restoreQmgr, runCommand, runJournaled, snapshotQmgr, type Command, type Qmgr, type QmgrSnapshot, type RecipientSource, type ResolvedRecipient, type SchedulerConfig } from "../core";
 
 /** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
 const CHUNK_CHARS = 500_000;
 
-/** Slots of the journal ring; checkpointEvery is capped at this. */
-export const RING = 1024;
+/** Slots of the journal ring by default: the most flushes between two checkpoints, and so the most rows replayed at load. */
+export const RING = 16384;
+
+/** A snapshot up to this size is written every checkpointEvery commands; a larger one once the journal has half its size. */
+export const SMALL_SNAPSHOT_CHARS = 1_000_000;
 
 /** Creates the journal tables if missing (schema version 2: the ring; version 1's `journal` is read once, then dropped). */
 export function migrateJournal(sql: SqlStorage): void {
@@ -45,14 +55,20 @@ export class Journal<R extends ResolvedRecipient> {
   /** Commands run since the last flush, not yet stored. */
   private buffered: Command[] = [];
 
+  /** Flushes and characters journaled since the last checkpoint, and the size of that snapshot. */
+  private flushes = 0;
+  private journalChars = 0;
+  private snapshotChars = 0;
+
   private readonly checkpointEvery: number;
 
   constructor(
     private readonly sql: SqlStorage,
     checkpointEvery = 500,
     private readonly onCheckpoint: (q: Qmgr<R>) => void = () => {},
+    private readonly ring = RING,
   ) {
-    this.checkpointEvery = Math.min(Math.max(1, checkpointEvery), RING);
+    this.checkpointEvery = Math.max(1, checkpointEvery);
   }
 
   /** Restores the newest snapshot and replays the journal after it. */
@@ -62,15 +78,17 @@ export class Journal<R extends ResolvedRecipient> {
     let q: Qmgr<R>;
     if (meta) {
       const parts = this.sql.exec<{ data: string }>("SELECT data FROM snapshot_chunk WHERE part < ? ORDER BY part", meta.parts).toArray();
-      q = restoreQmgr(JSON.parse(parts.map((p) => p.data).join("")) as QmgrSnapshot<R>, cfg, source);
+      const text = parts.map((p) => p.data).join("");
+      this.snapshotChars = text.length;
+      q = restoreQmgr(JSON.parse(text) as QmgrSnapshot<R>, cfg, source);
       this.seq = meta.seq;
     } else {
       q = createQmgr(cfg, source);
     }
     const legacy = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'journal'").one().n > 0;
-    const rows = this.sql.exec<{ seq: number; cmd: string }>(legacy
-      ? "SELECT seq, cmd FROM journal WHERE seq > ?1 UNION ALL SELECT seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq"
-      : "SELECT seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq", this.seq).toArray();
+    const rows = this.sql.exec<{ slot: number; seq: number; cmd: string }>(legacy
+      ? "SELECT -1 AS slot, seq, cmd FROM journal WHERE seq > ?1 UNION ALL SELECT slot, seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq"
+      : "SELECT slot, seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq", this.seq).toArray();
     this.ringUsed = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM (SELECT 1 FROM journal_ring LIMIT 1)").one().n > 0;
     for (const row of rows) {
       // A row is one command (version 1's first rows) or the array of commands one flush wrote.
@@ -80,7 +98,11 @@ export class Journal<R extends ResolvedRecipient> {
         this.sinceCheckpoint += 1;
       }
       this.seq = row.seq;
+      this.flushes += 1;
+      this.journalChars += row.cmd.length;
     }
+    // Rows written with another ring size could be overwritten by this one's slots: fold them in now.
+    if (!legacy && rows.some((r) => r.slot !== r.seq % this.ring)) this.checkpoint(q);
     if (legacy) {
       // Version 1 kept rows by seq: fold them into a snapshot once, then the ring takes over.
       this.checkpoint(q);
@@ -102,15 +124,25 @@ export class Journal<R extends ResolvedRecipient> {
   /** Writes the buffered commands as one journal row, or a checkpoint when one is due. */
   flush(q: Qmgr<R>): void {
     if (this.buffered.length === 0) return;
-    if (this.sinceCheckpoint >= this.checkpointEvery) {
+    if (this.checkpointDue()) {
       this.checkpoint(q);
       return;
     }
     this.seq += 1;
+    const cmd = JSON.stringify(this.buffered);
     this.sql.exec("INSERT INTO journal_ring (slot, seq, cmd) VALUES (?1, ?2, ?3) ON CONFLICT (slot) DO UPDATE SET seq = ?2, cmd = ?3",
-      this.seq % RING, this.seq, JSON.stringify(this.buffered));
+      this.seq % this.ring, this.seq, cmd);
     this.buffered = [];
     this.ringUsed = true;
+    this.flushes += 1;
+    this.journalChars += cmd.length;
+  }
+
+  /** Whether the next flush is a checkpoint instead (see the header). */
+  private checkpointDue(): boolean {
+    if (this.flushes >= this.ring - 1) return true;
+    if (this.sinceCheckpoint < this.checkpointEvery) return false;
+    return this.snapshotChars <= SMALL_SNAPSHOT_CHARS || this.journalChars * 2 >= this.snapshotChars;
   }
 
   /** Writes a snapshot at the current state (buffered commands included); the ring rows it covers are dead from then on. */
@@ -122,6 +154,9 @@ export class Journal<R extends ResolvedRecipient> {
     for (let i = 0; i < parts; i++) this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?, ?)", i, text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS));
     this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts) VALUES (1, ?, ?)", this.seq, parts);
     this.sinceCheckpoint = 0;
+    this.flushes = 0;
+    this.journalChars = 0;
+    this.snapshotChars = text.length;
     this.onCheckpoint(q);
   }
 

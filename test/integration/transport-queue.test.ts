@@ -1,6 +1,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { snapshotQmgr } from "../../durable-objects/core";
+import { SMALL_SNAPSHOT_CHARS } from "../../durable-objects/storage/journal";
 import type { TransportQueue } from "../../durable-objects/transport-queue";
 import { expireLeases, leasesIn } from "./leases-probe";
 
@@ -125,6 +126,41 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     stub = env.TRANSPORT_QUEUE.get(id);
     expect(await snapshotOf(stub)).toBe(before);
   }, 60_000);
+
+  it("snapshots a large core only once the journal since the last has half its size, not every 7 commands", async () => {
+    const id = env.TRANSPORT_QUEUE.idFromName("smtp-large-core");
+    let stub = env.TRANSPORT_QUEUE.get(id);
+    const meta = () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ seq: number; size: number }>(
+      "SELECT seq, (SELECT sum(length(data)) FROM snapshot_chunk) AS size FROM snapshot_meta WHERE id = 1").one());
+    // About 800 messages of 10 recipients in one request: a snapshot above SMALL_SNAPSHOT_CHARS.
+    await stub.admitMany(Array.from({ length: 800 }, (_, i) => ({ id: `big${i}`, createTime: 1, rcpts: rcpts(10, ["p.example", "q.example"]) })));
+    await stub.admit({ id: "big-x", createTime: 1, rcpts: rcpts(1, ["p.example"]) }); // the checkpoint the 800 admits made due
+    const first = await meta();
+    expect(first.size).toBeGreaterThan(SMALL_SNAPSHOT_CHARS);
+    // 40 more calls, each a few commands (7 per checkpoint for small snapshots): no new snapshot.
+    for (let i = 0; i < 40; i++) await stub.admit({ id: `more${i}`, createTime: 1, rcpts: rcpts(1, ["p.example"]) });
+    expect((await meta()).seq).toBe(first.seq);
+    const before = await snapshotOf(stub);
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    stub = env.TRANSPORT_QUEUE.get(id);
+    expect(await snapshotOf(stub)).toBe(before);
+  }, 60_000);
+
+  it("folds journal rows written with another ring size into a snapshot when it starts", async () => {
+    const id = env.TRANSPORT_QUEUE.idFromName("smtp-ring-resize");
+    let stub = env.TRANSPORT_QUEUE.get(id);
+    for (let i = 0; i < 5; i++) await stub.admit({ id: `rs${i}`, createTime: 1, rcpts: rcpts(1, ["p.example"]) });
+    const before = await snapshotOf(stub);
+    // As if written with another ring size: live rows whose slot is not seq mod 1024.
+    const after = "seq > COALESCE((SELECT seq FROM snapshot_meta WHERE id = 1), 0)";
+    await runInDurableObject(stub, (_i, state) => state.storage.sql.exec(`UPDATE journal_ring SET slot = slot + 500 WHERE ${after}`));
+    const live = () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM journal_ring WHERE ${after}`).one().n);
+    expect(await live()).toBeGreaterThan(0);
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    stub = env.TRANSPORT_QUEUE.get(id);
+    expect(await snapshotOf(stub)).toBe(before);
+    expect(await live()).toBe(0);
+  });
 
   it("upgrades a version-1 journal (rows by seq): replays it, folds it into a snapshot and drops the table", async () => {
     const id = env.TRANSPORT_QUEUE.idFromName("smtp-legacy-journal");
