@@ -70,6 +70,7 @@ export function obtainTransport(q: Qmgr, name: string): Transport {
     nextUnread: null,
     rcptUnused: p.rcptPool,
     blockerTag: 1,
+    policyBlockerTag: 1,
     candCache: null,
     candCacheCurrent: null,
     candCacheTime: 0,

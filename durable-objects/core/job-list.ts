@@ -40,9 +40,9 @@ export function bumpCandidates(t: Transport): void {
   t.candEpoch += 1;
 }
 
-/** True while the job is marked as blocked by its destinations' windows. */
+/** True while the job is marked as blocked by its destinations' windows, or by pickup policies alone. */
 export function isBlocker(j: Job): boolean {
-  return j.blockerTag === j.transport.blockerTag;
+  return j.blockerTag === j.transport.blockerTag || j.policyBlockerTag === j.transport.policyBlockerTag;
 }
 
 /** Entries read in core but not yet selected remain. */
@@ -57,6 +57,15 @@ export function maxEntries(j: Job): number {
 
 /** Releases every blocker job and queue of the transport and restarts at the list head. */
 export function releaseBlockers(t: Transport): void {
+  t.policyBlockerTag += 2;
+  releaseWindowBlockers(t);
+}
+
+/**
+ * Releases the jobs blocked by windows (a queue gained room), not those held by pickup
+ * policies alone: no window makes those selectable, only a policy event (releaseBlockers).
+ */
+export function releaseWindowBlockers(t: Transport): void {
   bumpCandidates(t);
   t.blockerTag += 2;
   t.current = t.schedHead;
@@ -240,6 +249,7 @@ function createJob(m: Message, t: Transport): Job {
     stackParent: null,
     stackChildren: [],
     blockerTag: 0,
+    policyBlockerTag: 0,
     rcptCount: 0,
     rcptLimit: 0,
     schedPrev: null,
@@ -262,6 +272,7 @@ export function obtainJob(m: Message, t: Transport): Job {
   bumpCandidates(t);
   if (isBlocker(j)) {
     j.blockerTag = 0;
+    j.policyBlockerTag = 0;
     t.current = t.schedHead;
   }
   return j;

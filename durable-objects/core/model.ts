@@ -109,6 +109,13 @@ export interface Transport {
   rcptUnused: number;
   /** Odd, starts at 1, bumped by 2 to release every blocker at once. */
   blockerTag: number;
+  /**
+   * The same for jobs held back by pickup policies alone (every peer with entries suspended,
+   * capped or rate-limited): released only by a policy event, not when a window opens, so a
+   * policy-held backlog is not walked again after every delivery (relay addition; never set
+   * without policies).
+   */
+  policyBlockerTag: number;
   candCache: Job | null;
   candCacheCurrent: Job | null;
   candCacheTime: number;
@@ -180,6 +187,7 @@ export interface Job {
   stackParent: Job | null;
   stackChildren: Job[];
   blockerTag: number;
+  policyBlockerTag: number;
   rcptCount: number;
   rcptLimit: number;
   schedPrev: Job | null;

@@ -26,7 +26,7 @@
  */
 import { createWindowState } from "./destination-window";
 import { InvariantError } from "./errors";
-import { releaseBlockers } from "./job-list";
+import { releaseWindowBlockers } from "./job-list";
 import type { Entry, Job, Peer, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
 import { pushTimer } from "./timer-heap";
 
@@ -151,7 +151,7 @@ export function expireIdle(q: Qmgr, now: number): void {
 export function blockerUpdate(queue: Queue): void {
   const t = queue.transport;
   if (queue.blockerTag !== t.blockerTag) return;
-  if (queue.window > queue.busyCount && queue.todoCount > 0) releaseBlockers(t);
+  if (queue.window > queue.busyCount && queue.todoCount > 0) releaseWindowBlockers(t);
   if (queue.window > queue.busyCount || queue.window === 0) queue.blockerTag = 0;
 }
 

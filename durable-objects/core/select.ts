@@ -38,15 +38,31 @@ function peerHasRoom(q: Qmgr, peer: Peer, now: number): boolean {
   const queue = peer.queue;
   if (!(queue.window > queue.busyCount) || peer.todoHead === null) return false;
   if (q.policies.size === 0) return true;
+  return !policyHolds(q, peer, now);
+}
+
+/** Whether a pickup policy holds the peer back; a rate or a suspension frees up by itself, so the scheduler is woken then. */
+function policyHolds(q: Qmgr, peer: Peer, now: number): boolean {
   const block = policyBlock(q, peerPolicyKeys(peer), now);
-  if (block === null) return true;
-  // A rate or a suspension frees up by itself; wake the scheduler then.
+  if (block === null) return false;
   const c = q.policies.get(block.key);
   if (block.until !== null && c && c.wakeAt !== block.until) {
     c.wakeAt = block.until;
-    addTimer(q, block.until, "policy", queue.transport.name, block.key);
+    addTimer(q, block.until, "policy", peer.queue.transport.name, block.key);
   }
-  return false;
+  return true;
+}
+
+/** Whether every peer of the job with entries is held back by a pickup policy (then no window opening can help it). */
+function heldByPolicies(q: Qmgr, job: Job, now: number): boolean {
+  if (q.policies.size === 0) return false;
+  let any = false;
+  for (let p = job.peerHead; p; p = p.next) {
+    if (!p.todoHead) continue;
+    if (!policyHolds(q, p, now)) return false;
+    any = true;
+  }
+  return any;
 }
 
 /** The first peer with room, rotated to the back (round robin). */
@@ -108,7 +124,9 @@ export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
       if (!hasEntries(job) && !job.message.hasUnread) retireJob(job);
       return e;
     }
-    if (hasEntries(job)) {
+    if (hasEntries(job) && heldByPolicies(q, job, now)) {
+      job.policyBlockerTag = t.policyBlockerTag;
+    } else if (hasEntries(job)) {
       job.blockerTag = t.blockerTag;
       for (let p = job.peerHead; p; p = p.next) if (p.todoHead) p.queue.blockerTag = t.blockerTag;
     } else {

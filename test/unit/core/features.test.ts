@@ -1,12 +1,14 @@
 import { describe, expect, it } from "vitest";
 import {
   admitMessage,
+  clearPolicy,
   dispatchAll,
   drainEffects,
   explainMessage,
   failTransport,
   flush,
   formatRate,
+  isBlocker,
   nextWakeupAt,
   obtainTransport,
   parseRate,
@@ -170,6 +172,32 @@ describe("operator suspensions through policy keys", () => {
     expect(nextWakeupAt(q)).toBe(3600);
     tick(q, 3600);
     expect(dispatchAll(q, 3600).map((e) => e.peer.queue.name)).toEqual(["held.example", "held.example"]);
+  });
+
+  it("keeps a suspended backlog marked as blocked when another destination's window opens, and releases it with the policy", () => {
+    const { q, src } = makeQmgr({});
+    for (let i = 0; i < 20; i++) {
+      src.files.set(`h${i}`, rcpts(1, "held.example"));
+      admitMessage(q, { id: `h${i}`, createTime: 0, rcptTotal: 1 }, 0);
+    }
+    for (let i = 0; i < 8; i++) {
+      src.files.set(`o${i}`, rcpts(1, "open.example"));
+      admitMessage(q, { id: `o${i}`, createTime: 0, rcptTotal: 1 }, 0);
+    }
+    setPolicy(q, "dest:smtp/held.example", { suspendedUntil: 3600 }, 0);
+    const first = dispatchAll(q, 0);
+    expect(first.map((e) => e.peer.queue.name)).toEqual(Array(5).fill("open.example")); // the initial window
+    const held = [...q.transports.get("smtp")!.jobsByMessage.values()].filter((j) => j.message.id.startsWith("h"));
+    expect(held.every(isBlocker)).toBe(true);
+    // The open destination's window gains room: its blockers are released, the suspended jobs are
+    // not (no window lets them go), so the next selection does not walk them again.
+    reportDelivery(q, first[0]!.id, { status: "ok" }, 1);
+    expect(held.every(isBlocker)).toBe(true);
+    expect(dispatchAll(q, 1).map((e) => e.peer.queue.name)).toEqual(["open.example", "open.example"]);
+    // A policy event releases them.
+    clearPolicy(q, "dest:smtp/held.example");
+    expect(held.some(isBlocker)).toBe(false);
+    expect(dispatchAll(q, 2).filter((e) => e.peer.queue.name === "held.example").length).toBeGreaterThan(0);
   });
 
   it("caps a whole transport's concurrency", () => {
