@@ -48,7 +48,7 @@ import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, remember
 import { OutboxAlarm } from "./storage/outbox-alarm";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
-  AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, IdempotencyClaim,
+  AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, EventAck, IdempotencyClaim,
   IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
 
@@ -137,12 +137,12 @@ export class Outbox extends DurableObject<Env> {
     await this.afterChange(now, items.map((x) => x.id), []);
     // The delivery stage indexes those; the sweeper forwards their events should that not happen soon.
     if (admitted && admitted.active.size > 0) await this.armAt(now + indexLagMsOf(this.env));
-    return items.map((x, i) => ({ plan: plans[i]!, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
+    return items.map((x, i) => ({ plan: plans[i] ?? null, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
-  async ackEventsMany(acks: { id: string; uptoSeq: number }[]): Promise<void> {
-    for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq);
+  async ackEventsMany(acks: EventAck[]): Promise<void> {
+    deleteEvents(this.sql, acks);
   }
 
   /** Cancels a scheduled message that is not yet due. */
@@ -247,8 +247,8 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** envelope() for several messages of this shard in one request (a deliver batch's), in order; `acks` as ackEventsMany, riding along. */
-  async envelopes(ids: string[], acks: { id: string; uptoSeq: number }[] = []): Promise<(DeliveryEnvelope | null)[]> {
-    for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq);
+  async envelopes(ids: string[], acks: EventAck[] = []): Promise<(DeliveryEnvelope | null)[]> {
+    deleteEvents(this.sql, acks);
     return ids.map((id) => readEnvelope(this.sql, id));
   }
 
@@ -264,10 +264,10 @@ export class Outbox extends DurableObject<Env> {
    * to the classify queue for indexing, and each answer carries the state to index; should the
    * caller's write fail, the sweeper forwards the events after the grace period.
    */
-  async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: { id: string; uptoSeq: number }[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
+  async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: EventAck[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
     const dsn = dsnEnabled(this.env);
-    for (const a of acks) deleteEvents(this.sql, a.id, a.uptoSeq); // ackEventsMany, riding along
+    deleteEvents(this.sql, acks); // ackEventsMany, riding along
     const applied = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
       const ok = applyOutcomes(this.sql, id, reports, now, dsn);
       if (dsn) planDsn(this.sql, id, ok, now);

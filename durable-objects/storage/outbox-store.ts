@@ -27,7 +27,7 @@
  *   same transaction. A message is `done` exactly when all its recipients are final.
  */
 import { admissionId, complainedOf, controlOf, isReadmission } from "./outbox-control";
-import { FINAL_STATUSES, type ClassifyResult, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
+import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
 type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
@@ -132,9 +132,9 @@ export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
   ).toArray();
 }
 
-/** Forgets forwarded events up to and including `uptoSeq`. */
-export function deleteEvents(sql: SqlStorage, id: string, uptoSeq: number): void {
-  sql.exec("DELETE FROM event WHERE message_id = ? AND seq <= ?", id, uptoSeq);
+/** Forgets forwarded events, each message's up to and including its `uptoSeq`. */
+export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
+  for (const a of acks) sql.exec("DELETE FROM event WHERE message_id = ? AND seq <= ?", a.id, a.uptoSeq);
 }
 
 /** A due, open message's still-incoming recipients with any recorded decision, or null. */

@@ -171,6 +171,17 @@ export interface DeliveryEnvelope {
  * decides without asking the Outbox first. One queue message per request or sweep, not per
  * message: queue operations are billed per message.
  */
+/** Events forwarded to D1: a message's, up to and including `uptoSeq` (the Outbox may forget them). */
+export interface EventAck {
+  id: string;
+  uptoSeq: number;
+}
+
+/** The acks for the events of states just written to D1 (each message's last seq, if any). */
+export function eventAcksOf(states: readonly SyncState[]): EventAck[] {
+  return states.flatMap((s) => (s.events.length > 0 ? [{ id: s.view.id, uptoSeq: s.events[s.events.length - 1]!.seq }] : []));
+}
+
 export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
 
 /** Result of accept: stored, or what the idempotency key said instead. */

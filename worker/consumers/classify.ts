@@ -39,6 +39,7 @@ import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { classifyMessage, decide } from "./classify-message";
+import { ackWritten } from "./deliver-index";
 import { BatchLookups, type Lookups } from "./lookups";
 
 type Done = { msg: Message<unknown>; state: SyncState };
@@ -114,9 +115,8 @@ async function indexAll(env: Env, done: Done[]): Promise<void> {
     for (const d of done) fail(d.msg, "index", e);
     return;
   }
-  // One request per Outbox shard forgets the written events (a lost ack only means the sweeper forwards them again, idempotently).
-  const acks = done.flatMap(({ state }) => state.events.length > 0 ? [{ id: state.view.id, uptoSeq: state.events[state.events.length - 1]!.seq }] : []);
-  await Promise.all([...byOutbox(acks, (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard).catch(() => undefined)));
+  // A lost ack only means the sweeper forwards the events again, idempotently.
+  await ackWritten(env, done.map((d) => d.state)).catch(() => undefined);
   for (const d of done) d.msg.ack();
 }
 

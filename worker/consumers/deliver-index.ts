@@ -9,8 +9,10 @@
  *                             to the classify queue, whose consumer writes the same rows
  *                             (idempotently); were that to fail too, the Outbox sweeper finds
  *                             the unforwarded events after its grace period. Nothing is lost.
+ *   ackWritten(env, states)   one Outbox.ackEventsMany per shard for the events just written
+ *                             (the classify consumer's too).
  */
-import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import { eventAcksOf, type SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
@@ -23,6 +25,11 @@ export function mergeEvents(a: SyncState, b: SyncState): SyncState {
   return { view: a.view, events: [...bySeq.values()].sort((x, y) => x.seq - y.seq) };
 }
 
+/** Tells each Outbox shard, in one request, which events of `states` are written to D1. */
+export async function ackWritten(env: Env, states: readonly SyncState[]): Promise<void> {
+  await Promise.all([...byOutbox(eventAcksOf(states), (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard)));
+}
+
 /** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
 export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
@@ -30,10 +37,9 @@ export async function indexMessages(env: Env, states: SyncState[], held?: Pendin
     const stmts = states.flatMap((s) => indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)));
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
-    // One request per Outbox shard the batch touched, not one per message; or held (`held`) to ride on the agent's next request.
-    const acks = states.flatMap((s) => { const last = s.events[s.events.length - 1]; return last ? [{ id: s.view.id, uptoSeq: last.seq }] : []; });
-    if (held) return held.add(acks);
-    await Promise.all([...byOutbox(acks, (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard)));
+    // Held (`held`) to ride on the agent's next request, or sent now.
+    if (held) return held.add(eventAcksOf(states));
+    await ackWritten(env, states);
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));
     await env.CLASSIFY.sendBatch(states.map((s) => ({ body: { id: s.view.id }, contentType: "json" as const }))).catch((err: unknown) => {

@@ -16,15 +16,12 @@
  *   and forwarding is idempotent. Nothing is ever acked before its D1 write succeeded.
  */
 import { byOutbox } from "../../durable-objects/storage/outbox-ids";
+import type { EventAck } from "../../durable-objects/storage/outbox-types";
+
+export type { EventAck };
 
 /** How long an ack waits for a request to ride on, ms. */
 export const ACK_LINGER_MS = 1000;
-
-/** One message's events forwarded up to and including `uptoSeq`. */
-export interface EventAck {
-  id: string;
-  uptoSeq: number;
-}
 
 export class PendingAcks {
   private readonly byShard = new Map<string, EventAck[]>();
