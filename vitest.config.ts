@@ -35,9 +35,10 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 
 // Shared by the projects where mail flows end to end (delivery, delivery-tls, webhooks): the
 // Transport DOs dispatch on their own, back-off is 1–2 s so retries and revivals happen within a
-// test, and the classify and deliver consumers run without batching delay.
+// test, and the classify and deliver consumers and the Outbox's admission (ADMIT_BATCH_MS; the
+// workers project keeps the default window, classify-at-accept.test.ts) run without batching delay.
 // A message handed straight to delivery waits at most 2 s for the deliver consumer's index write.
-const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2" };
+const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0" };
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },

@@ -4,8 +4,9 @@
  *
  * DESCRIPTION
  *   accept            one transactionSync stores every envelope of a request, its recipients
- *                     (`incoming`, decided when the API classified them: then admitted here too)
- *                     and its idempotency record; the bodies are already in R2.
+ *                     (`incoming`, decided when the API classified them: then admitted here
+ *                     within ADMIT_BATCH_MS, with the shard's other accepts: AdmissionBatch) and
+ *                     its idempotency record; the bodies are already in R2.
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
  *   beginClassify / classify(Many) / ackEventsMany   the classify consumer's side (see
@@ -36,13 +37,13 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import { shardOf } from "./storage/outbox-ids";
-import { admitAll } from "./storage/outbox-admit";
+import { AdmissionBatch, admitAll, admitBatchMsOf } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcomes, cancelMessage, finishIfDone, recordEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
+  applyOutcomes, cancelMessage, cancelWithEvents, complainWithEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
   insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
-import { beginControl, cancelRecipients, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, recordComplaint, type ComplaintResult } from "./storage/outbox-control";
+import { beginControl, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
 import { OutboxAlarm } from "./storage/outbox-alarm";
@@ -57,12 +58,14 @@ export type { AcceptResult, ChangeResult, ClassifyJob, ControlResult } from "./s
 export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
+  private readonly admission: AdmissionBatch;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
     this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
+    this.admission = new AdmissionBatch(admitBatchMsOf(this.env), (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => { migrateOutbox(this.sql); migrateDsn(this.sql); migrateControl(this.sql); });
   }
 
@@ -78,7 +81,7 @@ export class Outbox extends DurableObject<Env> {
     releaseIdempotency(this.sql, tenant, key, token);
   }
 
-  /** Stores a request's messages and idempotency record atomically, then admits those the API classified (admitAll). */
+  /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch. */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
     const now = Date.now();
     // A body older than the grace period may already have been swept as an orphan.
@@ -95,11 +98,19 @@ export class Outbox extends DurableObject<Env> {
       return { kind: "accepted" };
     });
     if (result.kind !== "accepted") return result;
+    // Decided at accept: admitted with the next batch, or (none left open) finished now and indexed through the queue.
     const decided = req.messages.filter((m) => m.decisions !== undefined && m.scheduledAt === null).map((m) => m.id);
-    const { active } = await admitAll(this.ctx.storage, this.env, decided, now);
-    await this.afterChange(now, decided, decided.filter((id) => !active.has(id)));
-    if (active.size > 0) await this.armAt(now + indexLagMsOf(this.env));
+    const finished = decided.filter((id) => readMessage(this.sql, id)?.state === "done");
+    await this.admission.add(decided.filter((id) => !finished.includes(id)));
+    await this.afterChange(now, finished, finished);
     return result;
+  }
+
+  /** Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify queue for their index. */
+  private async admitAccepted(ids: string[]): Promise<void> {
+    const now = Date.now();
+    const { active } = await admitAll(this.ctx.storage, this.env, ids, now);
+    await this.afterChange(now, ids, ids.filter((id) => !active.has(id)), active.size > 0);
   }
 
   /** The message for its tenant, or null (unknown, or another tenant's). */
@@ -134,9 +145,7 @@ export class Outbox extends DurableObject<Env> {
     const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
     const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
     const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now) : null;
-    await this.afterChange(now, items.map((x) => x.id), []);
-    // The delivery stage indexes those; the sweeper forwards their events should that not happen soon.
-    if (admitted && admitted.active.size > 0) await this.armAt(now + indexLagMsOf(this.env));
+    await this.afterChange(now, items.map((x) => x.id), [], (admitted?.active.size ?? 0) > 0);
     return items.map((x, i) => ({ plan: plans[i] ?? null, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
   }
 
@@ -147,18 +156,18 @@ export class Outbox extends DurableObject<Env> {
 
   /** Cancels a scheduled message that is not yet due. */
   async cancel(id: string, tenant: string): Promise<ChangeResult> {
-    const now = Date.now();
-    if (!(await this.view(id, tenant))) return "not_found";
-    if (!this.ctx.storage.transactionSync(() => cancelMessage(this.sql, id, now))) return "not_scheduled";
-    await this.afterChange(now, [id]);
-    return "ok";
+    return this.changeScheduled(id, tenant, (now) => cancelMessage(this.sql, id, now));
   }
 
   /** Moves a scheduled message that is not yet due to `atMs` (now or past: send at once). */
   async reschedule(id: string, tenant: string, atMs: number): Promise<ChangeResult> {
+    return this.changeScheduled(id, tenant, (now) => rescheduleMessage(this.sql, id, atMs, now));
+  }
+
+  private async changeScheduled(id: string, tenant: string, change: (now: number) => boolean): Promise<ChangeResult> {
     const now = Date.now();
     if (!(await this.view(id, tenant))) return "not_found";
-    if (!this.ctx.storage.transactionSync(() => rescheduleMessage(this.sql, id, atMs, now))) return "not_scheduled";
+    if (!this.ctx.storage.transactionSync(() => change(now))) return "not_scheduled";
     await this.afterChange(now, [id]);
     return "ok";
   }
@@ -213,11 +222,7 @@ export class Outbox extends DurableObject<Env> {
     const now = Date.now();
     const v = readMessage(this.sql, id);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
-    const res = this.ctx.storage.transactionSync(() => {
-      const r = recordComplaint(this.sql, id, address, feedbackType, now);
-      if (r.result === "ok") recordEvent(this.sql, { message_id: id, tenant: v.tenant, type: "email.complained", recipient: r.address, created_at: now, data: { reason: feedbackType } });
-      return r;
-    });
+    const res = this.ctx.storage.transactionSync(() => complainWithEvent(this.sql, id, v.tenant, address, feedbackType, now));
     if (res.result === "ok") await this.afterChange(now, [id]);
     return res;
   }
@@ -230,12 +235,7 @@ export class Outbox extends DurableObject<Env> {
     const now = Date.now();
     const v = readView(this.sql, id, now);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
-    const done = this.ctx.storage.transactionSync(() => {
-      const addresses = cancelRecipients(this.sql, id, domain, now);
-      for (const a of addresses) recordEvent(this.sql, { message_id: id, tenant: v.tenant, type: "email.canceled", recipient: a, created_at: now, data: { reason: "cancelled by an operator" } });
-      finishIfDone(this.sql, id, now);
-      return addresses.length;
-    });
+    const done = this.ctx.storage.transactionSync(() => cancelWithEvents(this.sql, id, v.tenant, domain, now));
     if (done === 0) return { result: v.state === "open" ? "no_match" : "not_open", recipients: 0 };
     await this.afterChange(now, [id]);
     return { result: "ok", recipients: done };
@@ -302,15 +302,18 @@ export class Outbox extends DurableObject<Env> {
 
   /**
    * After a change to the `touched` messages: send notices, delete the bodies of those now done,
-   * hand `index` (and new notices) to the classify queue, re-arm. Only these messages are looked
-   * at, by key: the work per change does not grow with the shard's backlog (the sweeper scans).
+   * hand `index` (and new notices) to the classify queue, re-arm (with `lagging`, by the index lag:
+   * the delivery stage indexes messages admitted to an active queue; should it not do so soon, the
+   * sweeper forwards their events). Only these messages are looked at, by key: the work per change
+   * does not grow with the shard's backlog (the sweeper scans).
    */
-  private async afterChange(now: number, touched: string[], index: string[] = touched): Promise<void> {
+  private async afterChange(now: number, touched: string[], index: string[] = touched, lagging = false): Promise<void> {
     const changed = [...index, ...(await this.sendNotices(now))];
     await deleteDoneBodies(this.sql, this.env.BODIES, touched, now);
     markClassifySent(this.sql, dueAmong(this.sql, changed, now), now);
     await enqueueForClassify(this.env.CLASSIFY, changed);
     await this.armSweep(now);
+    if (lagging) await this.armAt(now + indexLagMsOf(this.env));
   }
 
   /** Composes and stores pending notices as new messages (see storage/outbox-dsn.ts); logs and keeps them on failure. */

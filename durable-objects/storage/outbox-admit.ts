@@ -19,6 +19,20 @@
  *                         whose recipients all went into an active queue, and those whose
  *                         admission failed (still `incoming` with their decisions: classifying
  *                         them again admits the same recipients).
+ *   AdmissionBatch        admission of accepted messages, coalesced over ADMIT_BATCH_MS: the
+ *                         Outbox answers an accept once the messages are stored, and admits
+ *                         every message of the shard accepted within the window with one
+ *                         admitAll (one Transport.admitMany per transport), as a queue consumer
+ *                         waits up to max_batch_timeout to fill a batch. Runs never overlap; a
+ *                         run takes at most ADMIT_BATCH_MAX messages, the rest wait for the next.
+ *                         ADMIT_BATCH_MS "0": each accept admits its own messages before it
+ *                         answers.
+ *
+ * INVARIANTS
+ *   The window only ever delays work that is already durable: a message waiting in it is stored
+ *   `incoming` with its decisions, and an Outbox that stops before admitting it (eviction, a
+ *   failed run) leaves it to the sweeper, which hands unclassified messages to the classify
+ *   queue after OUTBOX_GRACE_SECONDS; classifying admits the recorded decisions.
  */
 import { claimClassifyWork, markReady } from "./outbox-store";
 import type { ClassifyWork } from "./outbox-types";
@@ -91,4 +105,56 @@ export async function admitAll(storage: DurableObjectStorage, env: Env, ids: str
     if (s.value.active) active.add(id);
   }));
   return { active, failed };
+}
+
+/** Most messages one coalesced admission takes (the rest wait for the next run). */
+export const ADMIT_BATCH_MAX = 500;
+
+/** ADMIT_BATCH_MS: how long accepted messages wait to be admitted together (default 1000, 0: at once, at most 10000). */
+export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
+  const raw = env.ADMIT_BATCH_MS;
+  const n = raw === undefined || raw === "" ? 1000 : Number(raw);
+  return Number.isFinite(n) && n >= 0 ? Math.min(n, 10_000) : 1000;
+}
+
+/** Coalesced admission of accepted messages (see the header). */
+export class AdmissionBatch {
+  private readonly pending = new Set<string>();
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private running: Promise<void> = Promise.resolve();
+
+  /** `admit` admits and indexes the given messages; it runs for one batch at a time. */
+  constructor(private readonly delayMs: number, private readonly admit: (ids: string[]) => Promise<void>) {}
+
+  /** Messages waiting for the next run. */
+  get waiting(): number { return this.pending.size; }
+
+  /** Adds accepted messages; with no window, admits them before it returns. */
+  async add(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    if (this.delayMs === 0) return this.serially([...ids]);
+    for (const id of ids) this.pending.add(id);
+    this.arm(this.delayMs);
+  }
+
+  private arm(ms: number): void {
+    this.timer ??= setTimeout(() => { this.timer = null; void this.flush(); }, ms);
+  }
+
+  private async flush(): Promise<void> {
+    const ids = [...this.pending].slice(0, ADMIT_BATCH_MAX);
+    for (const id of ids) this.pending.delete(id);
+    try {
+      await this.serially(ids);
+    } catch (e) {
+      console.error(JSON.stringify({ error: "outbox: coalesced admission failed (the sweeper classifies them again)", messages: ids.length, detail: e instanceof Error ? e.message : String(e) }));
+    }
+    if (this.pending.size > 0) this.arm(0); // a full run left some behind
+  }
+
+  private serially(ids: string[]): Promise<void> {
+    const run = this.running.then(() => this.admit(ids));
+    this.running = run.catch(() => undefined);
+    return run;
+  }
 }

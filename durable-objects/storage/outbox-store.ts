@@ -26,7 +26,7 @@
  *   A final recipient never changes again. Every status change writes one event row in the
  *   same transaction. A message is `done` exactly when all its recipients are final.
  */
-import { admissionId, complainedOf, controlOf, isReadmission } from "./outbox-control";
+import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, type ComplaintResult } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
@@ -339,4 +339,19 @@ export function markClassifySent(sql: SqlStorage, ids: string[], nowMs: number):
 /** The earliest future scheduled time among unclassified messages, or null. */
 export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
   return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
+}
+
+/** recordComplaint, with its email.complained event when it was recorded. */
+export function complainWithEvent(sql: SqlStorage, id: string, tenant: string, address: string, feedbackType: string, nowMs: number): ComplaintResult {
+  const r = recordComplaint(sql, id, address, feedbackType, nowMs);
+  if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: feedbackType } });
+  return r;
+}
+
+/** cancelRecipients with one email.canceled event each, finishing the message if none is left open; returns how many. */
+export function cancelWithEvents(sql: SqlStorage, id: string, tenant: string, domain: string | null, nowMs: number): number {
+  const addresses = cancelRecipients(sql, id, domain, nowMs);
+  for (const a of addresses) recordEvent(sql, { message_id: id, tenant, type: "email.canceled", recipient: a, created_at: nowMs, data: { reason: "cancelled by an operator" } });
+  finishIfDone(sql, id, nowMs);
+  return addresses.length;
 }

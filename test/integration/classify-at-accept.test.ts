@@ -1,11 +1,11 @@
 /**
  * Classification at accept (CLASSIFY_AT_ACCEPT_MAX_RCPTS, here 10): the accepting worker decides (routes, suppressions) beside the body
- * write, and the Outbox stores the decisions and admits the message to its Transport DO in its
- * accept request. No classify queue message is sent for it; the queue still takes what could not
+ * write, and the Outbox stores the decisions in its accept request and admits the message to its
+ * Transport DO with the shard's other accepts of the next ADMIT_BATCH_MS (AdmissionBatch). No classify queue message is sent for it; the queue still takes what could not
  * be decided (a failed look-up) and scheduled messages.
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import { readView } from "../../durable-objects/storage/outbox-store";
 import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
@@ -52,26 +52,34 @@ function outboxRcpts(id: string): Promise<{ address: string; status: string; tra
 }
 
 describe("classification at accept", () => {
-  it("an email is decided, stored and admitted in the accept request, with no classify queue message", async () => {
+  it("an email is decided and stored in the accept request, and admitted within ADMIT_BATCH_MS, with no classify queue message", async () => {
     const r = await post("/emails", email({ to: ["ann@example.com", "gone@example.com"] }));
     expect(r.status).toBe(200);
     const id = r.json.id as string;
     expect(r.classify).toEqual([]);
+    // Decided when the API answered; admission waits for the shard's batch window.
     expect(await outboxRcpts(id)).toEqual([
-      { address: "ann@example.com", status: "ready", transport: "smtp" },
+      { address: "ann@example.com", status: "incoming", transport: "smtp" },
       { address: "gone@example.com", status: "suppressed", transport: null },
     ]);
+    await vi.waitFor(async () => expect((await outboxRcpts(id))[0]!.status).toBe("ready"), { timeout: 10_000, interval: 100 });
     const admitted = await runInDurableObject(env.TRANSPORT_QUEUE.getByName("smtp"), (_o, state) => recipientsFrom(state.storage.sql, id, 0).map((x) => x.address));
     expect(admitted).toEqual(["ann@example.com"]);
   });
 
-  it("a batch of 100 is admitted in its one accept request", async () => {
-    const r = await post("/emails/batch", Array.from({ length: 100 }, (_, i) => email({ to: `b${i}@example.com` })));
+  it("a batch of 100 and a send in the same window are admitted together, with no classify queue message", async () => {
+    const [r, one] = await Promise.all([
+      post("/emails/batch", Array.from({ length: 100 }, (_, i) => email({ to: `b${i}@example.com` }))),
+      post("/emails", email({ to: "single@example.com" })),
+    ]);
     expect(r.status).toBe(200);
-    expect(r.classify).toEqual([]);
-    const ids = (r.json.data as { id: string }[]).map((d) => d.id);
-    const states = await Promise.all(ids.map(async (id) => (await outboxRcpts(id))[0]?.status));
-    expect(new Set(states)).toEqual(new Set(["ready"]));
+    expect(one.status).toBe(200);
+    expect([...r.classify, ...one.classify]).toEqual([]);
+    const ids = [...(r.json.data as { id: string }[]).map((d) => d.id), one.json.id as string];
+    await vi.waitFor(async () => {
+      const states = await Promise.all(ids.map(async (id) => (await outboxRcpts(id))[0]?.status));
+      expect(new Set(states)).toEqual(new Set(["ready"]));
+    }, { timeout: 10_000, interval: 200 });
   });
 
   it("a message whose look-ups fail is stored undecided and handed to the classify queue", async () => {

@@ -30,7 +30,7 @@
  */
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import type { ClassifyResult, ClassifyWork, NewMessage, SyncState } from "../../durable-objects/storage/outbox-types";
-import { BatchLookups, type Lookups } from "./lookups";
+import { AcceptLookups, type Lookups } from "./lookups";
 import { resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
 
 /** The Outbox stub of a message. */
@@ -69,7 +69,7 @@ export function inlineRcptsOf(env: Env): number {
 
 /** Decisions for new messages at accept (see the header). */
 export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt">[]): Promise<(ClassifyResult[] | null)[]> {
-  const lookups = new BatchLookups(env.DB);
+  const lookups = new AcceptLookups(env.DB);
   const max = inlineRcptsOf(env);
   try {
     return await Promise.all(messages.map((m) => m.scheduledAt !== null || m.rcptTo.length > max ? null

@@ -8,6 +8,10 @@
  *                        query per tenant (chunked to D1's parameter limit), DataLoader style.
  *                        D1 is single-threaded; one query per message was the consumer's
  *                        largest cost.
+ *   AcceptLookups(db)    BatchLookups for the accepting worker: routing is read at most once per
+ *                        ROUTING_TTL_MS per isolate and shared by its requests (a route changed
+ *                        in D1 applies to mail accepted from then on); suppressions are read per
+ *                        request, never cached.
  */
 import { loadRouting, suppressedAmong, type Routing } from "../db/routing";
 
@@ -58,5 +62,29 @@ export class BatchLookups implements Lookups {
         for (const w of waiters) w.reject(e);
       }
     }));
+  }
+}
+
+/** How long the accepting worker's isolate reuses the routing it read (ms). */
+export const ROUTING_TTL_MS = 5000;
+
+/** Routing as last read by this isolate's accepting requests. */
+let shared: { at: number; routing: Promise<Routing> } | null = null;
+
+/** BatchLookups whose routing is shared by the isolate's requests for ROUTING_TTL_MS (see the header). */
+export class AcceptLookups extends BatchLookups {
+  constructor(private readonly database: D1Database, private readonly clock: () => number = Date.now) {
+    super(database, clock);
+  }
+
+  override routing(): Promise<Routing> {
+    const now = this.clock();
+    if (shared === null || now - shared.at >= ROUTING_TTL_MS || now < shared.at) {
+      const routing = loadRouting(this.database);
+      const mine = { at: now, routing };
+      shared = mine;
+      routing.catch(() => { if (shared === mine) shared = null; }); // a failed read is not kept
+    }
+    return shared.routing;
   }
 }
