@@ -192,8 +192,13 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   const moved = sql.exec<{ idx: number; address: string; transport: string; nexthop: string }>(
     "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx", id,
   ).toArray().filter((r) => wanted.has(r.idx));
-  let last = lastSeq(sql, id);
-  if (!again) for (const r of moved) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: r.address, created_at: nowMs, data: { transport: r.transport, nexthop: r.nexthop } }, last);
+  // One email.queued row for all of them; for more than one it names no recipient and lists them
+  // (publication expands it to one email.sent each): a row per recipient was written and deleted again.
+  const [one] = moved;
+  if (!again && one) {
+    const data = moved.length === 1 ? { transport: one.transport, nexthop: one.nexthop } : { recipients: moved.map((r) => r.address) };
+    insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: moved.length === 1 ? one.address : null, created_at: nowMs, data }, lastSeq(sql, id));
+  }
   sql.exec("UPDATE message SET unclassified = 0 WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)", id);
   return moved.length;
 }

@@ -72,7 +72,10 @@ describe("the classify consumer", () => {
       { address: "y@example.com", status: "ready", transport: "smtp", nexthop: "example.com" },
     ]);
     const before = await listEvents(env.DB, "acme", 0, 1000);
-    expect(before.filter((e) => e.email_id === id).map((e) => e.type)).toEqual(["email.queued", "email.queued"]); // email.accepted is the message row (no event row)
+    // email.accepted is the message row (no event row); one email.queued row names both recipients, and gives one email.sent each.
+    expect(before.filter((e) => e.email_id === id).map((e) => [e.type, e.recipient])).toEqual([["email.queued", null]]);
+    const sent = await env.DB.prepare("SELECT count(*) AS n FROM event_log WHERE email_id = ? AND event_type = 'email.sent'").bind(id).first<{ n: number }>();
+    expect(sent?.n).toBe(2);
     // Redeliver the queue message: nothing changes.
     const batch = createMessageBatch("classify", [{ id: "m1", timestamp: new Date(), attempts: 2, body: { id } }]);
     const ctx = createExecutionContext();

@@ -37,6 +37,15 @@ describe("planPublication", () => {
     expect(new Set(plan.events.map((e) => e.id)).size).toBe(2);
   });
 
+  it("expands a message-level email.queued to one email.sent per listed recipient, each as its own row would give", () => {
+    const merged = planPublication([msg([row(1, "email.queued", null, { recipients: ["x@example.net", "y@example.net", 7] })])], new Map(), FIRST_ONLY);
+    expect(merged.events.map((e) => `${e.type} ${e.recipient}`)).toEqual(["email.sent x@example.net", "email.sent y@example.net"]);
+    // The same envelopes, ids and bytes as one row per recipient would have given.
+    const single = planPublication([msg([row(1, "email.queued", "x@example.net", { transport: "smtp" }), row(1, "email.queued", "y@example.net", { transport: "smtp" })])], new Map(), FIRST_ONLY);
+    expect(merged.events.map((e) => [e.id, e.body])).toEqual(single.events.map((e) => [e.id, e.body]));
+    expect(planPublication([msg([row(1, "email.queued", null, {})])], new Map(), FIRST_ONLY).events).toEqual([]);
+  });
+
   it("stores the envelope as the exact JSON pushed, with the bounce details and category", () => {
     const plan = planPublication([msg([row(1, "email.bounced", "y@example.net", { attempt: 2, response: BOUNCE })])], new Map(), FIRST_ONLY);
     const e = plan.events[0]!;

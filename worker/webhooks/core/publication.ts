@@ -20,7 +20,9 @@
  *              re-reads those ids instead of deciding again.
  *   Internal rows map as follows:
  *     email.accepted, email.scheduled   nothing (not pushed);
- *     email.queued                      email.sent (attempt 0);
+ *     email.queued                      email.sent (attempt 0); a message-level
+ *                                       row (recipient null) expands to
+ *                                       one per address of data.recipients;
  *     email.suppressed                  email.suppressed (reason from data);
  *     email.canceled                    email.canceled, one per recipient: a
  *                                       message-level row (recipient null)
@@ -151,6 +153,10 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
   if (row.type === "email.canceled") {
     const rcpts = row.recipient !== null ? [row.recipient] : m.cancelledRecipients;
     return rcpts.map((recipient) => buildEvent({ ...base, type: "email.canceled", recipient, attempt: 0 }));
+  }
+  if (row.type === "email.queued" && row.recipient === null) {
+    const rcpts = Array.isArray(row.data.recipients) ? row.data.recipients.filter((r): r is string => typeof r === "string") : [];
+    return rcpts.map((recipient) => buildEvent({ ...base, type: "email.sent", recipient, attempt: 0 }));
   }
   const type = DIRECT[row.type];
   if (type === undefined || row.recipient === null) return [];
