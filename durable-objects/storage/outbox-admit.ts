@@ -25,8 +25,9 @@
  *                         admitAll (one Transport.admitMany per transport), as a queue consumer
  *                         waits up to max_batch_timeout to fill a batch. Runs never overlap; a
  *                         run takes at most ADMIT_BATCH_MAX messages, the rest wait for the next.
- *                         ADMIT_BATCH_MS "0": each accept admits its own messages before it
- *                         answers.
+ *                         A request that brings ADMIT_AT_ONCE messages or more is a batch
+ *                         already: the run starts at once (with what waited). ADMIT_BATCH_MS
+ *                         "0": each accept admits its own messages before it answers.
  *
  * INVARIANTS
  *   The window only ever delays work that is already durable: a message waiting in it is stored
@@ -110,6 +111,9 @@ export async function admitAll(storage: DurableObjectStorage, env: Env, ids: str
 /** Most messages one coalesced admission takes (the rest wait for the next run). */
 export const ADMIT_BATCH_MAX = 500;
 
+/** A request bringing this many messages or more starts a run at once (see the header). */
+export const ADMIT_AT_ONCE = 10;
+
 /** ADMIT_BATCH_MS: how long accepted messages wait to be admitted together (default 1000, 0: at once, at most 10000). */
 export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
   const raw = env.ADMIT_BATCH_MS;
@@ -121,6 +125,7 @@ export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
 export class AdmissionBatch {
   private readonly pending = new Set<string>();
   private timer: ReturnType<typeof setTimeout> | null = null;
+  private timerAt = 0;
   private running: Promise<void> = Promise.resolve();
 
   /** `admit` admits and indexes the given messages; it runs for one batch at a time. */
@@ -134,11 +139,16 @@ export class AdmissionBatch {
     if (ids.length === 0) return;
     if (this.delayMs === 0) return this.serially([...ids]);
     for (const id of ids) this.pending.add(id);
-    this.arm(this.delayMs);
+    this.arm(ids.length >= ADMIT_AT_ONCE ? 0 : this.delayMs);
   }
 
+  /** Runs a flush `ms` from now, unless one is due sooner. */
   private arm(ms: number): void {
-    this.timer ??= setTimeout(() => { this.timer = null; void this.flush(); }, ms);
+    const at = Date.now() + ms;
+    if (this.timer !== null && this.timerAt <= at) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => { this.timer = null; void this.flush(); }, ms);
   }
 
   private async flush(): Promise<void> {

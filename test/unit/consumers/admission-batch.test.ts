@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ADMIT_BATCH_MAX, AdmissionBatch, admitBatchMsOf } from "../../../durable-objects/storage/outbox-admit";
+import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch, admitBatchMsOf } from "../../../durable-objects/storage/outbox-admit";
 
 beforeEach(() => { vi.useFakeTimers(); });
 afterEach(() => { vi.useRealTimers(); });
@@ -41,6 +41,22 @@ describe("AdmissionBatch: accepted messages admitted together", () => {
     await batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(100);
     expect(runs).toEqual([["a", "b"]]);
+  });
+
+  it(`a request of ${ADMIT_AT_ONCE} messages or more starts a run at once, taking what waited in the window with it`, async () => {
+    const { batch, runs } = recorder(1000);
+    await batch.add(["early"]);
+    await vi.advanceTimersByTimeAsync(200);
+    const big = Array.from({ length: ADMIT_AT_ONCE }, (_, i) => `b${i}`);
+    await batch.add(big);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["early", ...big]]);
+    // The next small one waits for its own window again.
+    await batch.add(["late"]);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(runs).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(runs).toEqual([["early", ...big], ["late"]]);
   });
 
   it("with no window, an accept admits its own messages before it returns", async () => {
