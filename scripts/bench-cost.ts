@@ -28,7 +28,7 @@
  *   Prices: list prices, free allowances ignored; Workers CPU and DO duration are not counted.
  *   --var overrides a wrangler.toml [vars] value for the whole run (e.g.
  *   CLASSIFY_AT_ACCEPT_MAX_RCPTS=10), printed with the figures.
- *   --budget: exits 1 when any per-message figure of the 1rcpt case named there exceeds
+ *   --budget: exits 1 when any per-message figure (or usd_per_million) of the 1rcpt case named there exceeds
  *   scripts/cost-budget.json, or when retention (if run) left any row behind. CI runs it on 200
  *   messages.
  *
@@ -304,7 +304,11 @@ function checkBudget(r: CaseResult | undefined): string[] {
   if (!r) return ["--budget needs the 1rcpt case"];
   const budget = (JSON.parse(readFileSync(new URL("./cost-budget.json", import.meta.url), "utf8")) as Record<string, Record<string, number>>)["1rcpt"]!;
   const over: string[] = [];
-  for (const k of Object.keys(budget)) if (r.per_message[k]! > budget[k]!) over.push(`1rcpt ${k} per message ${r.per_message[k]} > budget ${budget[k]}`);
+  for (const k of Object.keys(budget)) {
+    // usd_per_million is the case's price; every other key a per-message figure.
+    const v = k === "usd_per_million" ? r.usd_per_million : r.per_message[k]!;
+    if (v > budget[k]!) over.push(`1rcpt ${k}${k === "usd_per_million" ? "" : " per message"} ${v} > budget ${budget[k]}`);
+  }
   return over;
 }
 
