@@ -23,8 +23,11 @@
  *                         Outbox answers an accept once the messages are stored, and admits
  *                         every message of the shard accepted within the window with one
  *                         admitAll (one Transport.admitMany per transport), as a queue consumer
- *                         waits up to max_batch_timeout to fill a batch. Runs never overlap; a
- *                         run takes at most ADMIT_BATCH_MAX messages, the rest wait for the next.
+ *                         waits up to max_batch_timeout to fill a batch. Runs never overlap, and
+ *                         a window that ends during a run waits for it, then takes everything
+ *                         that arrived meanwhile (runs grow when admission is slow instead of
+ *                         queueing up); a run takes at most ADMIT_BATCH_MAX messages, the rest
+ *                         wait for the next.
  *                         A request that brings ADMIT_AT_ONCE messages or more is a batch
  *                         already: the run starts at once (with what waited). ADMIT_BATCH_MS
  *                         "0": each accept admits its own messages before it answers.
@@ -152,6 +155,10 @@ export class AdmissionBatch {
   }
 
   private async flush(): Promise<void> {
+    // While a run is under way, what arrives waits and joins the next run whole (group commit): a
+    // slow Transport DO makes the runs larger, not more numerous.
+    await this.running;
+    if (this.pending.size === 0) return;
     const ids = [...this.pending].slice(0, ADMIT_BATCH_MAX);
     for (const id of ids) this.pending.delete(id);
     try {

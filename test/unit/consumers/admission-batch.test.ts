@@ -83,6 +83,23 @@ describe("AdmissionBatch: accepted messages admitted together", () => {
     expect(maxInFlight()).toBe(1);
   });
 
+  it("windows that end during a slow run do not queue runs up: what arrived meanwhile is one run after it", async () => {
+    const { batch, runs, releases } = recorder(100, { hold: true });
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(100);
+    for (const id of ["b", "c", "d"]) {
+      await batch.add([id]);
+      await vi.advanceTimersByTimeAsync(300); // each window ends while a's run holds
+    }
+    expect(runs).toEqual([["a"]]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["a"], ["b", "c", "d"]]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toHaveLength(2);
+  });
+
   it(`takes at most ${ADMIT_BATCH_MAX} messages a run and runs again at once for the rest`, async () => {
     vi.useRealTimers();
     const { batch, runs } = recorder(20);
