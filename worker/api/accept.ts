@@ -9,8 +9,9 @@
  *   storeAndQueue                      the qmail order: every body to R2 (`mess/<id>`) first (with
  *                                      the classify stage's decisions, made meanwhile), then one
  *                                      Outbox request: one transaction with the envelopes, their
- *                                      decisions and the idempotency record, then admission to
- *                                      the Transport DOs. Messages left undecided (scheduled, or
+ *                                      decisions and the idempotency record (the Outbox admits
+ *                                      decided ones to the Transport DOs with its next
+ *                                      AdmissionBatch). Messages left undecided (scheduled, or
  *                                      a failed look-up) go to the classify queue. The response
  *                                      is stored with the key, so a retry gets it byte for byte.
  *
@@ -99,7 +100,8 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
   try {
     // Small bodies ride in the Outbox row (no R2 put now, no R2 get at delivery); the rest go to R2 first.
     // The classify stage's decisions are made here, beside the body writes, so that the Outbox
-    // stores and admits each message in its accept request (no classify queue message).
+    // stores each message decided in its accept request and admits it with its next batch (no
+    // classify queue message).
     const limit = inlineBodyBytes(env);
     const inline = input.prepared.map((p) => fitsInline(p.body, limit));
     const [decisions] = await Promise.all([

@@ -13,8 +13,8 @@
  *                                    call. Returns the state the index must reflect, and
  *                                    whether the delivery stage will write it instead.
  *   decideNew(env, tenant, messages)  decide() for newly accepted messages, in the accepting
- *                                    worker (the Outbox stores and admits them in its accept
- *                                    request); null (the classify queue decides) for a scheduled
+ *                                    worker (the Outbox stores them decided in its accept
+ *                                    request and admits them with its next AdmissionBatch); null (the classify queue decides) for a scheduled
  *                                    message (decided when due), for one of more than
  *                                    CLASSIFY_AT_ACCEPT_MAX_RCPTS recipients (default 0: every
  *                                    message; see wrangler.toml for the trade-off), and for all

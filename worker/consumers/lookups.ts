@@ -30,7 +30,7 @@ export class BatchLookups implements Lookups {
   private waiting = new Map<string, Waiter[]>();
   private scheduled = false;
 
-  constructor(private readonly db: D1Database, private readonly nowMs: () => number = Date.now) {}
+  constructor(protected readonly db: D1Database, protected readonly nowMs: () => number = Date.now) {}
 
   /** Routing, read once per batch. */
   routing(): Promise<Routing> {
@@ -73,14 +73,10 @@ let shared: { at: number; routing: Promise<Routing> } | null = null;
 
 /** BatchLookups whose routing is shared by the isolate's requests for ROUTING_TTL_MS (see the header). */
 export class AcceptLookups extends BatchLookups {
-  constructor(private readonly database: D1Database, private readonly clock: () => number = Date.now) {
-    super(database, clock);
-  }
-
   override routing(): Promise<Routing> {
-    const now = this.clock();
+    const now = this.nowMs();
     if (shared === null || now - shared.at >= ROUTING_TTL_MS || now < shared.at) {
-      const routing = loadRouting(this.database);
+      const routing = loadRouting(this.db);
       const mine = { at: now, routing };
       shared = mine;
       routing.catch(() => { if (shared === mine) shared = null; }); // a failed read is not kept
