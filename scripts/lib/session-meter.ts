@@ -19,6 +19,10 @@
  *                     exactly over time (every open/close is a step) from the first admitted
  *                     connection to the last message received; the most open at once; counts.
  *     stop()          closes the server.
+ *     setMaxSessions(n)  changes S from now on (a server that raises or lowers its limit) and
+ *                     starts the change's own figures (report().change).
+ *   As the limiter fixture of bench:limiter, it also waits rcptDelayMs ± rcptJitterMs (uniform,
+ *   from a seeded generator) before each RCPT TO reply, and counts recipients.
  *   Shaped like test/e2e/postfix/harness.ts's SmtpSink (host, port, messages, sessions,
  *   waitForMessages, dumpDirectory, stop), so code that takes one can take this.
  *
@@ -34,6 +38,24 @@ export interface SessionMeterOptions {
   maxSessions?: number;
   /** Port on 127.0.0.1; default 0 (any free one). */
   port?: number;
+  /** Wait before each RCPT TO reply, ms (default 0). */
+  rcptDelayMs?: number;
+  /** Uniform jitter around rcptDelayMs, ± ms (default 0). */
+  rcptJitterMs?: number;
+  /** Seed of the jitter (default 1). */
+  seed?: number;
+}
+
+/** What happened after setMaxSessions(): figures from the change on. */
+export interface ChangeReport {
+  /** The new limit. */
+  to: number;
+  /** Seconds from the change until the sessions open first reached the new limit (null: never). */
+  reachedAfterS: number | null;
+  /** Sessions turned away (421) after the change. */
+  deferred421: number;
+  /** Messages received after the change. */
+  messages: number;
 }
 
 /** A measurement window's figures. */
@@ -48,12 +70,19 @@ export interface SessionReport {
   deferred421: number;
   /** Messages per admitted session. */
   messagesPerSession: number;
+  /** Recipients accepted (RCPT TO answered 250). */
+  recipients: number;
+  /** Figures from the last setMaxSessions() on, or null. */
+  change: ChangeReport | null;
+  /** Refusals (421) while at least one open session was idle between transactions (a client's cached connection). */
+  refusedWhileIdle: number;
 }
 
 /** A running meter. */
 export interface SessionMeter {
   readonly host: string;
   readonly port: number;
+  /** S at the start (see setMaxSessions). */
   readonly maxSessions: number;
   readonly dumpDirectory: null;
   messages(): number;
@@ -63,6 +92,7 @@ export interface SessionMeter {
   waitForMessages(count: number, timeoutMs: number): Promise<number>;
   reset(): void;
   report(): SessionReport;
+  setMaxSessions(n: number): void;
   stop(): Promise<void>;
 }
 
@@ -79,18 +109,36 @@ interface Window {
   messages: number;
   sessions: number;
   deferred421: number;
+  recipients: number;
+  refusedWhileIdle: number;
+  change: { to: number; atMs: number; reachedMs: number | null; deferred421: number; messages: number } | null;
 }
 
 function freshWindow(): Window {
-  return { startMs: null, area: 0, lastStepMs: 0, areaAtMessage: 0, lastMessageMs: null, maxOpen: 0, messages: 0, sessions: 0, deferred421: 0 };
+  return { startMs: null, area: 0, lastStepMs: 0, areaAtMessage: 0, lastMessageMs: null, maxOpen: 0, messages: 0, sessions: 0, deferred421: 0, recipients: 0, refusedWhileIdle: 0, change: null };
+}
+
+/** mulberry32: a small seeded uniform generator on [0, 1). */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
 type SmtpError = Error & { responseCode?: number };
 
 /** Starts the meter (see the header). */
 export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise<SessionMeter> {
-  const maxSessions = opts.maxSessions ?? 5;
+  let maxSessions = opts.maxSessions ?? 5;
+  const [delayMs, jitterMs, random] = [opts.rcptDelayMs ?? 0, opts.rcptJitterMs ?? 0, seeded(opts.seed ?? 1)];
   const admitted = new Set<string>();
+  /** Admitted sessions inside a transaction (MAIL FROM seen, message not yet received). */
+  const inTransaction = new Set<string>();
   let w = freshWindow();
   const now = () => performance.now();
   // Advances the integral to `t` with the number open until then.
@@ -109,6 +157,8 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
     onConnect: (session, callback) => {
       if (admitted.size >= maxSessions) {
         w.deferred421++;
+        if (w.change) w.change.deferred421++;
+        if (inTransaction.size < admitted.size) w.refusedWhileIdle++;
         const e: SmtpError = new Error("4.7.0 Too many sessions, try again later");
         e.responseCode = 421;
         return callback(e);
@@ -119,19 +169,45 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
       admitted.add(session.id);
       w.sessions++;
       w.maxOpen = Math.max(w.maxOpen, admitted.size);
+      if (w.change && w.change.reachedMs === null && admitted.size >= w.change.to) w.change.reachedMs = t;
       callback();
+    },
+    onRcptTo: (_address, _session, callback) => {
+      const wait = Math.max(0, delayMs + (random() * 2 - 1) * jitterMs);
+      const accept = () => {
+        w.recipients++;
+        callback();
+      };
+      if (wait > 0) setTimeout(accept, wait);
+      else accept();
     },
     onClose: (session) => {
       if (!admitted.has(session.id)) return;
       step(now());
       admitted.delete(session.id);
+      inTransaction.delete(session.id);
     },
-    onData: (stream, _session, callback) => {
+    onMailFrom: (_address, session, callback) => {
+      // After setMaxSessions() lowered S, sessions beyond it are shed as they start their next
+      // transaction (421, closed), as a server that lowered its limit sheds cached connections.
+      if (admitted.size > maxSessions) {
+        w.deferred421++;
+        if (w.change) w.change.deferred421++;
+        const e: SmtpError = new Error("4.7.0 Too many sessions, try again later");
+        e.responseCode = 421;
+        return callback(e);
+      }
+      inTransaction.add(session.id);
+      callback();
+    },
+    onData: (stream, session, callback) => {
       stream.on("data", () => undefined);
       stream.on("end", () => {
         const t = now();
         step(t);
         w.messages++;
+        inTransaction.delete(session.id);
+        if (w.change) w.change.messages++;
         w.areaAtMessage = w.area;
         w.lastMessageMs = t;
         callback();
@@ -160,6 +236,12 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
       meanOpen: windowMs > 0 ? w.areaAtMessage / windowMs : 0,
       windowMs, maxOpen: w.maxOpen, messages: w.messages, sessions: w.sessions, deferred421: w.deferred421,
       messagesPerSession: w.sessions > 0 ? w.messages / w.sessions : 0,
+      recipients: w.recipients,
+      refusedWhileIdle: w.refusedWhileIdle,
+      change: w.change && {
+        to: w.change.to, deferred421: w.change.deferred421, messages: w.change.messages,
+        reachedAfterS: w.change.reachedMs === null ? null : (w.change.reachedMs - w.change.atMs) / 1000,
+      },
     };
   };
 
@@ -169,6 +251,11 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
     waitForMessages,
     reset: () => { w = freshWindow(); },
     report,
+    setMaxSessions: (n: number) => {
+      maxSessions = n;
+      const t = now();
+      w.change = { to: n, atMs: t, reachedMs: admitted.size >= n ? t : null, deferred421: 0, messages: 0 };
+    },
     stop: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
