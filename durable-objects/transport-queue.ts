@@ -262,7 +262,8 @@ export class TransportQueue extends DurableObject<Env> {
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
     const sql = this.ctx.storage.sql;
     const coreId = this.leases.take(entryId);
-    this.handoff.release(entryId);
+    // No idle connection is left behind by a refused or lost session, nor by a crash.
+    this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure);
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
     const busy = queue?.busyCount ?? 0;

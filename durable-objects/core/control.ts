@@ -31,6 +31,13 @@ export interface DestinationVerdict {
   window: number;
   deadUntil: number;
   reason?: string | null;
+  /**
+   * The queue's own window when it made the last report the verdict answers. When the queue's
+   * window is no longer that, it has applied later reports than the Destination DO saw (the
+   * verdict comes a stage behind, in batches per delivery agent), and a live verdict's window
+   * would undo them: it is ignored. A dead verdict always applies.
+   */
+  basis?: number;
 }
 
 /** Aligns a destination queue with its Destination DO's verdict; true if anything changed. */
@@ -49,7 +56,8 @@ export function applyDestinationState(q: Qmgr, transport: string, queueName: str
     queue.window = 0;
     queueDied(q, queue, v.reason ?? queue.dsn ?? "destination is dead", now, v.deadUntil);
   } else {
-    if (v.window <= 0 || (queue.window === v.window)) return false;
+    if (v.window <= 0 || queue.window === v.window) return false;
+    if (v.basis !== undefined && queue.window !== v.basis) return false;
     if (queue.window === 0) queueRevived(q, queue);
     queue.window = v.window;
     blockerUpdate(queue);

@@ -47,6 +47,13 @@ export interface DestinationReport {
   /** Deliveries to this destination in flight, counting the one reported. */
   busy: number;
   siteFailure: { dsnStatus: string; reason: string } | null;
+  /**
+   * The window the scheduler's queue had after applying this report, when this record is the
+   * queue's own (not a site's): it becomes the record's window while both are live, since the
+   * scheduler applied the reports in their true order and the reports reach this record in
+   * batches per delivery agent. Dead detection stays this record's own.
+   */
+  window?: number;
 }
 
 /** One line of the destination's history, for the dashboard. */
@@ -103,6 +110,7 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
       s.reason = null;
     }
   }
+  if (r.window !== undefined && r.window > 0 && s.window > 0) s.window = r.window;
   const event: DestinationEvent = { at: now, kind: r.siteFailure ? "site_failure" : "success", outcome, window: s.window, busy: r.busy, reason: r.siteFailure?.reason ?? null };
   return { record: s, answer: { window: s.window, deadUntil: s.deadUntil }, event, alarmAt };
 }

@@ -15,7 +15,9 @@
  *                          go back with its answer (TransportQueue.reportAndTake). An entry is
  *                          `pending` while its hand-off runs.
  *   pending(entryId)       whether the entry is being handed over now.
- *   release(entryId)       the entry was reported (or crashed): its agent slot is free.
+ *   release(entryId, leftIdle) the entry was reported (or crashed): its agent slot is free;
+ *                          `leftIdle` when its session ended well, so its connection waits idle in the
+ *                          agent's cache (not after a refusal, a lost connection or a crash).
  *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
  *
  * INVARIANTS
@@ -77,7 +79,7 @@ export class Handoff {
           error = e;
           for (const j of jobs) {
             failed.push(j.entryId);
-            this.release(j.entryId);
+            this.release(j.entryId, false);
           }
         }
       }));
@@ -87,13 +89,14 @@ export class Handoff {
     }
   }
 
-  release(entryId: number): void {
+  release(entryId: number, leftIdle = true): void {
     const held = this.agentOf.get(entryId);
     if (held === undefined) return;
     this.agentOf.delete(entryId);
     const n = (this.load.get(held.name) ?? 1) - 1;
     if (n > 0) this.load.set(held.name, n);
     else this.load.delete(held.name);
+    if (!leftIdle) return;
     const warm = (this.warm.get(held.dest) ?? []).filter((w) => this.now() - w.at < SESSION_IDLE_MS);
     warm.push({ name: held.name, at: this.now() });
     this.warm.set(held.dest, warm.slice(-4 * AGENT_SESSIONS));

@@ -141,12 +141,17 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
   }
   try {
     for (const d of byQueue.values()) {
-      const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({ transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure })));
-      // The Transport DO ran the same feedback: when it ended at the same window (and the
-      // destination lives), the verdict would change nothing there; one DO request saved.
+      const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({
+        transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure, ...(site === null ? { window: f.destination!.window } : {}),
+      })));
+      // The Transport DO ran the same feedback. A destination's own DO (nexthop grouping) gets
+      // each delivery agent's reports in a batch of their own, so in another order than the
+      // Transport DO applied them: its live window is no better than the Transport DO's, and
+      // only death is sent on. A site's DO (shared by the site's queues) sends its window when it
+      // differs, with the window it answers (basis) so that a stale one is ignored.
       const last = d.reports[d.reports.length - 1]!.destination!;
-      if (verdict.deadUntil * 1000 <= Date.now() && last.window === verdict.window) continue;
-      await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, verdict);
+      if (verdict.deadUntil * 1000 <= Date.now() && (site === null || last.window === verdict.window)) continue;
+      await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, { ...verdict, basis: last.window });
     }
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: destination feedback failed", detail: e instanceof Error ? e.message : String(e) }));

@@ -1,7 +1,8 @@
 /**
  * The Destination DO in the delivery path: every applied report reaches the destination's DO
- * (`<transport>/<queue>`), which runs the feedback and dead detection and whose answer the
- * Transport DO applies. Also the operator RPCs the admin API builds on: inspect, flush,
+ * (`<transport>/<queue>`), which runs the feedback and dead detection; the Transport DO applies
+ * its dead verdicts (its live window only for a site's DO, DESTINATION_GROUPING = "site": a
+ * queue's own DO gets each agent's reports in another order than the Transport DO applied them). Also the operator RPCs the admin API builds on: inspect, flush,
  * setPolicy (suspension with an expiry).
  */
 import { env } from "cloudflare:test";

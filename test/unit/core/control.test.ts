@@ -52,6 +52,18 @@ describe("applyDestinationState (the Destination DO is the authority)", () => {
     expect(drainEffects(q)).toContainEqual(expect.objectContaining({ kind: "destination", event: "revived" }));
   });
 
+  it("a live verdict whose basis is not the queue's window now is stale (the queue applied later reports) and is ignored; a dead one still applies", () => {
+    const { q, src } = makeQmgr({ default_destination_recipient_limit: 2, initial_destination_concurrency: 5 });
+    src.files.set("m1", rcpts(20));
+    admitMessage(q, { id: "m1", createTime: 0, rcptTotal: 20 }, 0);
+    expect(applyDestinationState(q, "smtp", "dest.example", { window: 7, deadUntil: 0, basis: 6 }, 1)).toBe(false);
+    expect(queueOf(q).window).toBe(5);
+    expect(applyDestinationState(q, "smtp", "dest.example", { window: 7, deadUntil: 0, basis: 5 }, 1)).toBe(true);
+    expect(queueOf(q).window).toBe(7);
+    expect(applyDestinationState(q, "smtp", "dest.example", { window: 0, deadUntil: 100, basis: 3 }, 2)).toBe(true);
+    expect(queueOf(q).window).toBe(0);
+  });
+
   it("an unknown queue or a rate-delay pause is left alone", () => {
     const { q } = makeQmgr({});
     expect(applyDestinationState(q, "smtp", "nowhere.example", { window: 0, deadUntil: 100 }, 1)).toBe(false);

@@ -27,4 +27,16 @@ describe("destination record (the Destination DO's core)", () => {
     expect(applyDestinationReport(rec, { busy: 1, siteFailure: null }, 10 + 599, p).record.window).toBe(8);
     expect(applyDestinationReport(rec, { busy: 1, siteFailure: null }, 10 + 600, p).record.window).toBe(6);
   });
+
+  it("a queue's own record takes the window the scheduler reports with each report (it applied them in their true order), while both live; dead detection stays its own", () => {
+    let rec = createDestination("smtp", p);
+    const step = applyDestinationReport(rec, { busy: 5, siteFailure: null, window: 7 }, 10, p);
+    expect(step.record.window).toBe(7);
+    expect(step.event).toMatchObject({ window: 7 });
+    rec = step.record;
+    // Three site failures still kill it, whatever window the scheduler says.
+    for (let i = 0; i < 8 && rec.window > 0; i++) rec = applyDestinationReport(rec, { busy: 2, siteFailure: fail, window: 5 }, 11 + i, p).record;
+    expect(rec.window).toBe(0);
+    expect(applyDestinationReport(rec, { busy: 1, siteFailure: fail, window: 3 }, 30, p).record.window).toBe(0);
+  });
 });

@@ -1,0 +1,48 @@
+// The Transport DO's hand-off to delivery agents (durable-objects/storage/handoff.ts): the next
+// entry of a destination goes to an agent whose connection was just left idle, and only to one
+// that really left a connection idle: a refused or lost session, or a crash, leaves none, and
+// sending the next entry there would open a new connection while an idle one still counts at
+// the server (a 421 from a server at its session limit).
+import { describe, expect, it } from "vitest";
+import { Handoff } from "../../durable-objects/storage/handoff";
+import type { DispatchedEntry } from "../../durable-objects/transport-types";
+
+const NEXTHOP = "[192.0.2.1]:25";
+const entry = (entryId: number): DispatchedEntry => ({ entryId, messageId: `m${entryId}`, transport: "smtp", nexthop: NEXTHOP, rcpts: [{ idx: 0, address: `r${entryId}@example.test` }] as DispatchedEntry["rcpts"] });
+
+function setup() {
+  const delivered: { agent: string; ids: number[] }[] = [];
+  const env = {
+    DELIVERY: "agents",
+    DELIVERY_AGENT: { getByName: (agent: string) => ({ deliver: async (jobs: { entryId: number }[]) => { delivered.push({ agent, ids: jobs.map((j) => j.entryId) }); } }) },
+  } as unknown as Env;
+  let now = 1_000_000;
+  const h = new Handoff(() => env, () => now);
+  const agentOf = (id: number) => delivered.find((d) => d.ids.includes(id))?.agent;
+  return { h, agentOf, tick: (ms: number) => { now += ms; } };
+}
+
+describe("Handoff: which agent takes the next entry", () => {
+  it("the agent that last left a connection idle, not one whose session was refused after it", async () => {
+    const { h, agentOf, tick } = setup();
+    // Five entries: four fill agent #0 (AGENT_SESSIONS), the fifth goes to #1.
+    await h.send([1, 2, 3, 4, 5].map(entry), 0);
+    expect(agentOf(1)).toBe(`smtp/${NEXTHOP}#0`);
+    expect(agentOf(5)).toBe(`smtp/${NEXTHOP}#1`);
+    h.release(2, true); // #0's session ended well: its connection waits idle
+    tick(10);
+    h.release(5, false); // #1's session was refused: nothing idle there
+    await h.send([entry(6)], 0);
+    expect(agentOf(6)).toBe(`smtp/${NEXTHOP}#0`);
+  });
+
+  it("the most recent of the agents that left a connection idle", async () => {
+    const { h, agentOf, tick } = setup();
+    await h.send([1, 2, 3, 4, 5].map(entry), 0);
+    h.release(2, true);
+    tick(10);
+    h.release(5, true);
+    await h.send([entry(6)], 0);
+    expect(agentOf(6)).toBe(`smtp/${NEXTHOP}#1`);
+  });
+});
