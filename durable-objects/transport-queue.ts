@@ -262,8 +262,7 @@ export class TransportQueue extends DurableObject<Env> {
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
     const sql = this.ctx.storage.sql;
     const coreId = this.leases.take(entryId);
-    // No idle connection is left behind by a refused or lost session, nor by a crash.
-    this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure);
+    this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure); // else no connection was left idle
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
     const busy = queue?.busyCount ?? 0;
