@@ -205,6 +205,7 @@ export function assignRecipients<R extends ResolvedRecipient>(q: Qmgr, m: Messag
 /** Defers one recipient without an attempt, merging with the previous effect if alike. */
 function deferAtResolve(q: Qmgr, m: Message, r: ResolvedRecipient, transport: string, nexthop: string, reason: string): void {
   m.deferred = true;
+  m.refusedOnly = false;
   const last: Effect | undefined = q.effects[q.effects.length - 1];
   if (last && last.kind === "deferred" && last.messageId === m.id && last.transport === transport && last.nexthop === nexthop && last.reason === reason) {
     last.rcpts.push(r);

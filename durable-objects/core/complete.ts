@@ -61,6 +61,9 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   const m = e.peer.job.message;
   const site = report.siteFailure ?? null;
   if (report.status !== "ok") {
+    // A refusal at a learned ceiling says nothing about the message (see Message.refusedOnly).
+    const refused = site !== null && (t.p.ceilingMemory ?? 0) > 0 && isConcurrencyRefusal(site.reason);
+    m.refusedOnly = refused && (!m.deferred || m.refusedOnly === true);
     m.deferred = true;
     if (site && queue.window > 0) {
       if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
@@ -103,6 +106,7 @@ export function deferAllTodo(q: Qmgr, queue: Queue, reason: string, now: number)
   for (const e of todoEntriesOf(queue)) {
     const m = e.peer.job.message;
     m.deferred = true;
+    m.refusedOnly = false;
     q.effects.push({ kind: "deferred", messageId: m.id, rcpts: e.rcpts, reason, transport: t.name, nexthop: queue.nexthop });
     entryDone(q, e, now);
   }
@@ -192,7 +196,7 @@ export function finishMessage(q: Qmgr, m: Message, now: number): void {
     q.effects.push({ kind: "message-done", messageId: m.id });
     return;
   }
-  const d = decideAfterAttempt(m, now, q.cfg.global);
+  const d = decideAfterAttempt(m, now, q.cfg.global, m.refusedOnly === true);
   if (d.kind === "expired") q.effects.push({ kind: "message-expired", messageId: m.id });
   else q.effects.push({ kind: "message-deferred", messageId: m.id, nextAttemptAt: d.nextAttemptAt, warn: d.warn, warnTime: d.warnTime });
 }

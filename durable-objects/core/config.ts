@@ -17,7 +17,7 @@
  *   Relay-only parameters (spec §12): `destination_idle_memory` (default 600 s; 0 behaves
  *   like Postfix), per-transport `process_limit` (default 100), and the learned session ceiling
  *   (§12.7, destination-window.ts): `destination_concurrency_ceiling_memory` (default 3600 s;
- *   0 behaves like Postfix) and `destination_concurrency_probe_delay` (default 60 s).
+ *   0 behaves like Postfix) and `destination_concurrency_probe_delay` (default 1 s).
  * INVARIANTS
  *   Every numeric value is an integer within its bounds; qmgr_message_recipient_limit is
  *   raised to qmgr_message_active_limit if smaller, as Postfix does at start-up;
@@ -171,7 +171,7 @@ export interface TransportParams {
   processLimit: number;
   /** destination_concurrency_ceiling_memory, s (relay, §12.7): how long a learned session ceiling is kept; default 3600; 0 = Postfix. */
   ceilingMemory: number;
-  /** destination_concurrency_probe_delay, s (relay, §12.7): the first gap between probes past a ceiling. */
+  /** destination_concurrency_probe_delay, s (relay, §12.7): the least time between two probes past a ceiling. */
   probeDelay: number;
 }
 
@@ -224,7 +224,7 @@ export const DEFAULTS = {
   default_recipient_refill_delay: 5,
   default_process_limit: 100,
   default_destination_concurrency_ceiling_memory: 3600,
-  default_destination_concurrency_probe_delay: 60,
+  default_destination_concurrency_probe_delay: 1,
   qmgr_message_active_limit: 20000,
   qmgr_message_recipient_limit: 20000,
   qmgr_message_recipient_minimum: 10,

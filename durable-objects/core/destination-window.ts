@@ -15,10 +15,16 @@
  *
  *   With destination_concurrency_ceiling_memory set (relay, §12.7), a concurrency refusal
  *   (isConcurrencyRefusal) also teaches learnCeiling() the server's session limit: the window is
- *   held at it, and opens one past it only now and then (a probe, on a gap that doubles while
- *   probes are refused); a probe that gets through raises it; it is forgotten ceilingMemory
- *   after the last refusal (the relay's default: 1 h). Off (0), nothing here differs from Postfix.
- *
+ *   held at it, and opens one past it only now and then, a probe. Probes are counted in
+ *   deliveries at the ceiling: the first comes PROBE_GAP_MIN × limit of them after the refusal
+ *   (Postfix's 1/N feedback probes every N), each refused probe doubles the gap up to
+ *   PROBE_GAP_MAX × limit, and never two within destination_concurrency_probe_delay seconds (a
+ *   floor for busy destinations). A probe has got through when limit + 1 deliveries finished
+ *   with limit + 1 in flight and no refusal came (a whole round); then the ceiling rises and the
+ *   window climbs one session per delivery until the server refuses again, so a server that
+ *   raised its limit is found sooner than Postfix's 1/N climb finds it. The ceiling is forgotten
+ *   ceilingMemory after the last refusal (the relay's default: 1 h). Off (0), nothing here
+ *   differs from Postfix.
  *   The arithmetic is Postfix's code, in doubles and in the same expression order, including
  *   the f/2 and g/2 rounding margins (spec §10.1) so the F* vectors match bit for bit.
  * INVARIANTS
@@ -56,13 +62,24 @@ export interface Ceiling {
   limit: number;
   /** When a refusal last confirmed it (s); it is forgotten ceilingMemory after that. */
   at: number;
-  /** Earliest time the window may open one past the limit, a probe (s). */
+  /** Earliest time the window may open one past the limit, a probe (s): the time floor. */
   probeAt: number;
-  /** The current gap between probes (s); doubles while probes are refused. */
+  /** Deliveries at the ceiling between probes; doubles while probes are refused. */
   gap: number;
+  /** Deliveries at the ceiling still to go before the next probe (absent in records from before: 0). */
+  left?: number;
+  /** While a probe is out: deliveries with limit + 1 in flight still to finish before it counts as through. */
+  pending?: number;
+  /** A probe got through: the window climbs one per delivery, with no wait, until refused. */
+  climbing?: boolean;
   /** The latest report was a refusal: consecutive refusals are one cohort, whose least `busy` less one is the limit. */
   refusing: boolean;
 }
+
+/** The first gap between probes, in deliveries at the ceiling, per session of the limit. */
+export const PROBE_GAP_MIN = 2;
+/** The longest gap between probes, in deliveries at the ceiling, per session of the limit. */
+export const PROBE_GAP_MAX = 4;
 
 /** The per-transport parameters feedback needs. */
 export interface WindowParams {
@@ -78,7 +95,7 @@ export interface WindowParams {
   failedCohortLimit: number;
   /** destination_concurrency_ceiling_memory, s: how long a learned ceiling is kept; 0 or absent = Postfix (no ceiling). */
   ceilingMemory?: number;
-  /** destination_concurrency_probe_delay, s: the first gap between probes past the ceiling. */
+  /** destination_concurrency_probe_delay, s: the least time between two probes past the ceiling. */
   probeDelay?: number;
 }
 
@@ -106,29 +123,45 @@ function activeCeiling(s: WindowState, now: number, p: WindowParams): Ceiling | 
 }
 
 /**
- * A success with a learned ceiling (§12.7): more sessions in flight than the limit means a probe
- * got through (the limit rises to them, the probe gap starts over). At the limit the window
- * holds, and nothing accumulates, until a probe is due; then it opens by exactly one. Returns
- * null when Postfix's arithmetic decides (below the ceiling, or none).
+ * A success with a learned ceiling (§12.7). Climbing, the window opens by one. With a probe out
+ * (window = limit + 1), a delivery that finished with more than the limit in flight counts
+ * towards a whole round; after one the probe is through and the climb starts. At the limit the
+ * window holds, and nothing accumulates, while deliveries count down to the next probe; then it
+ * opens by exactly one. Returns null when Postfix's arithmetic decides (below the ceiling, or none).
  */
 function holdAtCeiling(s: WindowState, busy: number, now: number, p: WindowParams): FeedbackOutcome | null {
   const c = activeCeiling(s, now, p);
   if (!c) return null;
   c.refusing = false;
-  if (busy > c.limit) {
-    c.limit = busy;
-    c.gap = p.probeDelay ?? 60;
-    c.probeAt = now + c.gap;
+  if (!c.climbing && s.window === c.limit + 1 && (c.pending ?? 0) > 0) {
+    if (busy > c.limit) c.pending = (c.pending ?? 0) - 1;
+    if ((c.pending ?? 0) > 0) return "unchanged";
+    c.climbing = true;
+  }
+  if (c.climbing) {
+    if (p.concurrencyLimit !== 0 && s.window >= p.concurrencyLimit) return "unchanged";
+    if (!(s.window < busy + p.initialConcurrency)) return "unchanged";
+    s.window += 1;
+    c.limit = s.window - 1;
+    s.success = 0;
+    s.failure = 0;
+    return "opened";
   }
   if (s.window < c.limit) return null;
   // Past the probe step (a window revived at the initial concurrency): back to the limit.
-  if (s.window > c.limit + 1) s.window = c.limit;
-  if (s.window > c.limit || now < c.probeAt) return "unchanged";
+  if (s.window > c.limit) {
+    s.window = c.limit;
+    c.pending = 0;
+  }
+  if ((c.left ?? 0) > 0) c.left = (c.left ?? 0) - 1;
+  if ((c.left ?? 0) > 0 || now < c.probeAt) return "unchanged";
   if (p.concurrencyLimit !== 0 && s.window >= p.concurrencyLimit) return "unchanged";
   s.window = c.limit + 1;
   s.success = 0;
   s.failure = 0;
-  c.probeAt = now + c.gap;
+  c.pending = c.limit + 1;
+  c.left = c.gap;
+  c.probeAt = now + (p.probeDelay ?? 1);
   return "opened";
 }
 
@@ -142,9 +175,10 @@ export function isConcurrencyRefusal(reason: string): boolean {
 
 /**
  * Learns from a concurrency refusal, after its negative feedback (§12.7): the sessions in flight
- * less the refused one are the server's limit; the window is held at it. A refused probe doubles
- * the gap to the next one (at most ceilingMemory). Consecutive refusals (no success between) are
- * one cohort: the refused sessions count in each other's `busy`, so the cohort's least is the limit.
+ * less the refused one are the server's limit; the window is set to it. A refused probe doubles
+ * the gap to the next one (at most PROBE_GAP_MAX × limit); the first refusal, or one that ends a
+ * climb, starts at PROBE_GAP_MIN × limit. Consecutive refusals (no success between) are one
+ * cohort: the refused sessions count in each other's `busy`, so the cohort's least is the limit.
  */
 export function learnCeiling(s: WindowState, busy: number, now: number, p: WindowParams): void {
   if (!p.ceilingMemory || s.window <= 0) return;
@@ -153,16 +187,20 @@ export function learnCeiling(s: WindowState, busy: number, now: number, p: Windo
   if (c?.refusing) {
     c.at = now;
     c.limit = Math.min(c.limit, limit);
+    c.gap = Math.min(c.gap, PROBE_GAP_MAX * c.limit);
+    c.left = Math.min(c.left ?? 0, c.gap);
     if (s.window > c.limit) s.window = c.limit;
     return;
   }
-  const base = p.probeDelay ?? 60;
-  const gap = c && busy > c.limit ? Math.min(c.gap * 2, p.ceilingMemory) : (c?.gap ?? base);
-  s.ceiling = { limit, at: now, probeAt: now + gap, gap, refusing: true };
-  if (s.window > limit) {
-    s.window = limit;
-    s.success = 0;
-  }
+  const probeRefused = c !== null && !c.climbing && (c.pending ?? 0) > 0;
+  const gap = probeRefused ? Math.min(c.gap * 2, PROBE_GAP_MAX * limit)
+    : c !== null && !c.climbing ? Math.min(Math.max(c.gap, PROBE_GAP_MIN * limit), PROBE_GAP_MAX * limit) : PROBE_GAP_MIN * limit;
+  s.ceiling = { limit, at: now, probeAt: now + (p.probeDelay ?? 1), gap, left: gap, pending: 0, climbing: false, refusing: true };
+  // The server took `limit` sessions: the window goes to it, not below (Postfix's negative
+  // feedback may have taken it further down), nor above.
+  s.window = limit;
+  s.success = 0;
+  s.failure = 0;
 }
 
 /** Brings a dead destination back: window = busy (if any) else initial; accumulators zeroed. */

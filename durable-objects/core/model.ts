@@ -79,6 +79,12 @@ export interface Message {
   refillTime: number;
   /** Some recipient was deferred in this pass. */
   deferred: boolean;
+  /**
+   * Every deferral of this pass was a session refused at a learned ceiling (relay §12.7: a
+   * probe or a server that just lowered its limit). Nothing about the message was learned, so
+   * its next attempt is minimal_backoff_time away, not the back-off its age would give.
+   */
+  refusedOnly?: boolean;
   /** Taken out of the queue by an operator (hold, cancel, requeue): it finishes as done once its in-flight entries complete. */
   removed?: boolean;
   /** >0: time of the one delay warning; -1: sent; 0: none. */

@@ -62,8 +62,12 @@ export function backoffDelay(now: number, createTime: number | null, p: RetryPar
   return Math.min(Math.max(age, p.minimalBackoffTime), p.maximalBackoffTime);
 }
 
-/** Decides expiry, warning and next attempt for a message with deferred recipients. */
-export function decideAfterAttempt(m: RetryInput, now: number, p: RetryParams): RetryDecision {
+/**
+ * Decides expiry, warning and next attempt for a message with deferred recipients. `soon`: the
+ * next attempt is minimal_backoff_time away whatever the message's age (relay §12.7, a message
+ * deferred only by sessions refused at a learned ceiling).
+ */
+export function decideAfterAttempt(m: RetryInput, now: number, p: RetryParams, soon = false): RetryDecision {
   const lifetimeSec = lifetimeOf(m.nullSender, p);
   if (m.createTime !== null && now >= m.createTime + lifetimeSec) return { kind: "expired", lifetimeSec };
   let warn = false;
@@ -72,7 +76,7 @@ export function decideAfterAttempt(m: RetryInput, now: number, p: RetryParams): 
     warn = true;
     warnTime = -1;
   }
-  const delaySec = backoffDelay(now, m.createTime, p);
+  const delaySec = soon ? p.minimalBackoffTime : backoffDelay(now, m.createTime, p);
   return { kind: "deferred", nextAttemptAt: now + delaySec, delaySec, warn, warnTime };
 }
 

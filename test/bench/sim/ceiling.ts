@@ -9,7 +9,7 @@
  *     rising    5, then 10 from RISE_AT;
  *     falling   10, then 3 from RISE_AT;
  *   each twice: Postfix's feedback (default_destination_concurrency_ceiling_memory 0) and the
- *   relay's default (ceiling memory 3600 s, probes from 60 s). Feedback is Postfix's default
+ *   relay's default (ceiling memory 3600 s, a probe every 2 to 4 × the limit deliveries, at most one a second). Feedback is Postfix's default
  *   (1), failed-cohort limit 0, minimal = maximal backoff 10 s. It reports 421s per delivery
  *   attempt, how long the run took, the mean concurrency, and for "rising" how long after the
  *   change the window first reached the new limit.

@@ -43,7 +43,7 @@ const iso = (sec: number | null) => (sec === null || sec <= 0 ? null : new Date(
 /** The destination_concurrency_limit of a transport (0 = unlimited), from SCHEDULER_CONFIG. */
 /** A learned session ceiling (relay §12.7) as the API shows it, or null. */
 function ceilingView(c: Ceiling | null | undefined) {
-  return c ? { limit: c.limit, learned_at: iso(c.at), next_probe_at: iso(c.probeAt), probe_gap_seconds: c.gap } : null;
+  return c ? { limit: c.limit, learned_at: iso(c.at), probe_gap_deliveries: c.gap, deliveries_to_probe: c.left ?? 0, not_before: iso(c.probeAt), climbing: c.climbing ?? false } : null;
 }
 
 function limitOf(env: Env): (transport: string) => number {
