@@ -22,7 +22,8 @@
  *     setMaxSessions(n)  changes S from now on (a server that raises or lowers its limit) and
  *                     starts the change's own figures (report().change).
  *   As the limiter fixture of bench:limiter, it also waits rcptDelayMs ± rcptJitterMs (uniform,
- *   from a seeded generator) before each RCPT TO reply, and counts recipients.
+ *   from a seeded generator) before each RCPT TO reply, and counts the recipients of the messages
+ *   it received.
  *   Shaped like test/e2e/postfix/harness.ts's SmtpSink (host, port, messages, sessions,
  *   waitForMessages, dumpDirectory, stop), so code that takes one can take this.
  *
@@ -70,7 +71,7 @@ export interface SessionReport {
   deferred421: number;
   /** Messages per admitted session. */
   messagesPerSession: number;
-  /** Recipients accepted (RCPT TO answered 250). */
+  /** Recipients of the messages received (their "." answered 250). */
   recipients: number;
   /** Figures from the last setMaxSessions() on, or null. */
   change: ChangeReport | null;
@@ -174,12 +175,8 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
     },
     onRcptTo: (_address, _session, callback) => {
       const wait = Math.max(0, delayMs + (random() * 2 - 1) * jitterMs);
-      const accept = () => {
-        w.recipients++;
-        callback();
-      };
-      if (wait > 0) setTimeout(accept, wait);
-      else accept();
+      if (wait > 0) setTimeout(() => callback(), wait);
+      else callback();
     },
     onClose: (session) => {
       if (!admitted.has(session.id)) return;
@@ -206,6 +203,7 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
         const t = now();
         step(t);
         w.messages++;
+        w.recipients += session.envelope.rcptTo.length;
         inTransaction.delete(session.id);
         if (w.change) w.change.messages++;
         w.areaAtMessage = w.area;
