@@ -43,6 +43,7 @@ import { spawn } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
+import { postfixWindows } from "../../scripts/lib/postfix-feedback-log";
 import { startSessionMeter, type SessionMeter, type SessionReport } from "../../scripts/lib/session-meter";
 import { postfixUnavailableReason, startRelayingPostfix, type PostfixInstance } from "../e2e/postfix/harness";
 
@@ -126,17 +127,6 @@ async function runToEnd(meter: SessionMeter, cli: Cli, s: Scenario, submit: () =
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
 
-/** Postfix's window after each feedback event, from its destination_concurrency_feedback_debug lines. */
-export function postfixWindows(logText: string, nexthopPort: number): number[] {
-  const out: number[] = [];
-  for (const line of logText.split("\n")) {
-    if (!/qmgr_queue_(?:success|failure|throttle|unthrottle)/.test(line) || !line.includes(`:${nexthopPort}`)) continue;
-    const m = / window (\d+)/.exec(line);
-    if (m) out.push(Number(m[1]));
-  }
-  return out;
-}
-
 async function runPostfix(cli: Cli, s: Scenario, feedback: FeedbackName): Promise<Side> {
   const meter = await limiter(cli, s);
   let postfix: PostfixInstance | null = null;
@@ -153,7 +143,9 @@ async function runPostfix(cli: Cli, s: Scenario, feedback: FeedbackName): Promis
     });
     const port = postfix.port;
     const report = await runToEnd(meter, cli, s, () => smtpSource(port, cli.recipients / PER_MESSAGE));
-    const windows = postfixWindows(await readFile(postfix.maillog, "utf8").catch(() => ""), meter.port);
+    const logText = await readFile(postfix.maillog, "utf8").catch(() => "");
+    if (process.env.LIMITER_DUMP) await writeFile(`${process.env.LIMITER_DUMP}-${s.name}-${feedback.replace("/", "_")}-postfix.log`, logText);
+    const windows = postfixWindows(logText, meter.port);
     return { report, windowMean: mean(windows), windows: windows.length };
   } finally {
     await postfix?.stop();
