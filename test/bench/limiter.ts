@@ -34,6 +34,8 @@
  *   "postfix_deferred_pct","relay_rcpts_per_s","postfix_rcpts_per_s","relay_window_mean",
  *   "postfix_window_mean","relay_sessions_mean", …extra keys}, …]}.
  *
+ *   LIMITER_DUMP=/path/prefix keeps each run's Postfix log and relay destination view there.
+ *
  * Assumptions
  *   Postfix must be installed here and this must run as root (scripts/postfix/install.sh);
  *   loopback only; everything started is stopped. The machine is shared: compare within a run.
