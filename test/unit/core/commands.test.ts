@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { mustParseSchedulerConfig, restoreQmgr, runCommand, runJournaled, snapshotQmgr, type Command, type QmgrSnapshot } from "../../../durable-objects/core";
 import type { TestRcpt } from "./harness";
-import { Runner, scenarioArb, type Scenario } from "./scenario";
+import { REFUSAL, Runner, scenarioArb, type Scenario } from "./scenario";
 
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 1000);
 
@@ -30,7 +30,8 @@ function commandsOf(s: Scenario, r: Runner): { commands: Command[]; results: str
     } else if (op.kind === "dispatch") run({ kind: "dispatch", now, max: op.max });
     else if (op.kind === "report" && inflight.length > 0) {
       const [id] = inflight.splice(op.pick % inflight.length, 1);
-      const report = op.outcome === "ok" ? { status: "ok" as const } : op.outcome === "crash" ? { status: "crash" as const } : { status: "defer" as const, ...(op.outcome === "site" ? { siteFailure: { dsnStatus: "4.4.1", reason: "refused" } } : {}) };
+      const report = op.outcome === "ok" ? { status: "ok" as const } : op.outcome === "crash" ? { status: "crash" as const }
+        : { status: "defer" as const, ...(op.outcome === "site" ? { siteFailure: { dsnStatus: "4.4.1", reason: "refused" } } : op.outcome === "refusal" ? { siteFailure: REFUSAL } : {}) };
       run({ kind: "report", now, entryId: id!, report });
     } else if (op.kind === "advance") {
       now += op.sec;

@@ -32,7 +32,7 @@ export interface MessageSpec {
 export type Op =
   | { kind: "admit" }
   | { kind: "dispatch"; max: number }
-  | { kind: "report"; pick: number; outcome: "ok" | "defer" | "site" | "crash" }
+  | { kind: "report"; pick: number; outcome: "ok" | "defer" | "site" | "refusal" | "crash" }
   | { kind: "advance"; sec: number }
   | { kind: "remove"; pick: number }
   | { kind: "verdict"; pick: number; dead: boolean; window: number };
@@ -78,6 +78,9 @@ export const messageArb = fc.record({
   singleRcpt: fc.boolean(),
 });
 
+/** A concurrency refusal (relay §12.7): with a ceiling memory (the core's default) it teaches the learned ceiling. */
+export const REFUSAL = { dsnStatus: "4.7.0", reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connections" };
+
 export const opArb = (opts: { failures: boolean; control?: boolean }) =>
   fc.oneof(
     ...(opts.control
@@ -92,7 +95,7 @@ export const opArb = (opts: { failures: boolean; control?: boolean }) =>
       arbitrary: fc.record({
         kind: fc.constant("report" as const),
         pick: fc.nat(),
-        outcome: opts.failures ? fc.constantFrom("ok" as const, "ok" as const, "defer" as const, "site" as const, "crash" as const) : fc.constant("ok" as const),
+        outcome: opts.failures ? fc.constantFrom("ok" as const, "ok" as const, "defer" as const, "site" as const, "refusal" as const, "crash" as const) : fc.constant("ok" as const),
       }),
       weight: 5,
     },
@@ -162,6 +165,7 @@ export class Runner {
         op.outcome === "ok" ? { status: "ok" as const }
         : op.outcome === "defer" ? { status: "defer" as const }
         : op.outcome === "crash" ? { status: "crash" as const }
+        : op.outcome === "refusal" ? { status: "defer" as const, siteFailure: REFUSAL }
         : { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "refused" } };
       const r = reportDelivery(this.q, e!.id, report, this.now);
       this.trace.events.push(`report ${e!.id} ${op.outcome} ${r.kind}`);
