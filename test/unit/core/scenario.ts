@@ -69,6 +69,8 @@ export const configArb = (opts: { failures: boolean }) =>
     default_process_limit: fc.integer({ min: 1, max: 30 }),
     destination_idle_memory: fc.constantFrom(0, 600),
     minimal_backoff_time: fc.constantFrom(10, 300),
+    // The learned ceiling (relay §12.7): off, as Postfix, or the relay's default.
+    default_destination_concurrency_ceiling_memory: fc.constantFrom(0, 3600),
   });
 
 export const messageArb = fc.record({
