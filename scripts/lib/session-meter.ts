@@ -32,6 +32,7 @@
  */
 import type { AddressInfo } from "node:net";
 import { SMTPServer } from "smtp-server";
+import { createRng } from "../chaos/lib/rng";
 
 /** Options of the meter. */
 export interface SessionMeterOptions {
@@ -119,24 +120,13 @@ function freshWindow(): Window {
   return { startMs: null, area: 0, lastStepMs: 0, areaAtMessage: 0, lastMessageMs: null, maxOpen: 0, messages: 0, sessions: 0, deferred421: 0, recipients: 0, refusedWhileIdle: 0, change: null };
 }
 
-/** mulberry32: a small seeded uniform generator on [0, 1). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type SmtpError = Error & { responseCode?: number };
 
 /** Starts the meter (see the header). */
 export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise<SessionMeter> {
   let maxSessions = opts.maxSessions ?? 5;
-  const [delayMs, jitterMs, random] = [opts.rcptDelayMs ?? 0, opts.rcptJitterMs ?? 0, seeded(opts.seed ?? 1)];
+  const [delayMs, jitterMs, random] = [opts.rcptDelayMs ?? 0, opts.rcptJitterMs ?? 0, createRng(opts.seed ?? 1).next];
   const admitted = new Set<string>();
   /** Admitted sessions inside a transaction (MAIL FROM seen, message not yet received). */
   const inTransaction = new Set<string>();

@@ -44,10 +44,11 @@
 import { spawn } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
+import { startDevServer, type DevServer } from "../../scripts/lib/dev-server";
 import { postfixWindows } from "../../scripts/lib/postfix-feedback-log";
 import { startSessionMeter, type SessionMeter, type SessionReport } from "../../scripts/lib/session-meter";
 import { postfixUnavailableReason, startRelayingPostfix, type PostfixInstance } from "../e2e/postfix/harness";
+import { relayCall } from "../e2e/postfix/relay-api";
 
 const PER_MESSAGE = 50;
 const RUN_LIMIT_MS = 8 * 60_000;
@@ -167,17 +168,6 @@ function smtpSource(port: number, messages: number): Promise<void> {
     child.once("error", reject);
     child.once("exit", (code, signal) => (code === 0 ? resolve() : reject(new Error(`smtp-source exited with ${code ?? signal}: ${stderr.trim()}`))));
   });
-}
-
-async function relayCall<T>(relay: DevServer, method: string, path: string, body?: unknown): Promise<T> {
-  const res = await devFetch(`${relay.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${relay.key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`);
-  return JSON.parse(text) as T;
 }
 
 type DestinationList = { data: { transport: string; queue: string; nexthop: string }[] };
