@@ -2,8 +2,9 @@
  * The Destination DO in the delivery path: every applied report reaches the destination's DO
  * (`<transport>/<queue>`), which runs the feedback and dead detection; the Transport DO applies
  * its dead verdicts (its live window only for a site's DO, DESTINATION_GROUPING = "site": a
- * queue's own DO gets each agent's reports in another order than the Transport DO applied them). Also the operator RPCs the admin API builds on: inspect, flush,
- * setPolicy (suspension with an expiry).
+ * queue's own DO gets each agent's reports in another order than the Transport DO applied
+ * them). Also the operator RPCs the admin API builds on: inspect, flush, setPolicy (suspension
+ * with an expiry).
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
