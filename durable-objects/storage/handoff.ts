@@ -28,6 +28,18 @@ import { AGENT_SESSIONS } from "../../worker/consumers/agent";
 import { SESSION_IDLE_MS } from "../../worker/consumers/session-cache";
 import { toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
 
+/**
+ * How long the Transport DO waits after an admission for more before it dispatches (ms): a
+ * classify batch's messages arrive as one admission request per Outbox shard, within a few ms,
+ * and one dispatch for all of them makes one hand-off per agent instead of one per shard.
+ */
+export const PUMP_LINGER_MS = 10;
+
+/** A dispatch that runs after an admission request answered has no caller to tell: it is logged (the alarm and the next call dispatch again). */
+export function pumpFailed(e: unknown): void {
+  console.error(JSON.stringify({ error: "transport: dispatch after admission failed", detail: e instanceof Error ? e.message : String(e) }));
+}
+
 export function agentName(transport: string, nexthop: string, slot: number): string {
   return `${transport}/${nexthop}#${slot}`;
 }
