@@ -31,14 +31,11 @@ import { toJob, type DeliverJob, type DispatchedEntry } from "../transport-types
 /**
  * How long the Transport DO waits after an admission for more before it dispatches (ms): a
  * classify batch's messages arrive as one admission request per Outbox shard, within a few ms,
- * and one dispatch for all of them makes one hand-off per agent instead of one per shard.
+ * and one dispatch for all of them makes one hand-off per agent instead of one per shard. Each
+ * admission still answers only once its entries are handed over and leased (crash safety as
+ * before: nothing admitted waits for a dispatch that no alarm would start).
  */
 export const PUMP_LINGER_MS = 10;
-
-/** A dispatch that runs after an admission request answered has no caller to tell: it is logged (the alarm and the next call dispatch again). */
-export function pumpFailed(e: unknown): void {
-  console.error(JSON.stringify({ error: "transport: dispatch after admission failed", detail: e instanceof Error ? e.message : String(e) }));
-}
 
 export function agentName(transport: string, nexthop: string, slot: number): string {
   return `${transport}/${nexthop}#${slot}`;

@@ -77,7 +77,8 @@ export class AgentWork {
   private mx: (MxContext & { at: number }) | null = null;
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
-    this.acks = new PendingAcks(env, keepAlive, () => this.active > 0);
+    // Idle means no session running and no connection kept for more: then no request is coming.
+    this.acks = new PendingAcks(env, keepAlive, () => this.active > 0 || this.cache.size() > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
       return ids.map((id) => found.get(id) ?? null);

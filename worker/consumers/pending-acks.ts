@@ -3,7 +3,8 @@
  * held per Outbox shard by a delivery agent so that they ride on its next request to that shard
  * (envelopes, recordOutcomes) instead of a request of their own. Those still held after
  * lingerMs go on their own, one request per shard; and at once when the agent is idle (no
- * session running), since then no request of its own is coming.
+ * session running and no connection kept idle for more work), since then no request of its
+ * own is coming.
  *
  * DESCRIPTION
  *   new PendingAcks(env, keepAlive, busy, lingerMs = ACK_LINGER_MS)
