@@ -14,9 +14,8 @@
  *   therefore never bounces back to the classify stage as "no room".
  *
  * DELIVERY LOOP (DISPATCH = "auto")
- *   After every report and alarm, and PUMP_LINGER_MS after admissions (one dispatch for those
- *   that arrive together, before they answer), the shell dispatches what the core selects, hands the entries to the
- *   delivery agent (storage/handoff.ts) and leases each (storage/leases.ts). The alarm fires at
+ *   After every admit, report and alarm the shell dispatches what the core selects, hands the
+ *   entries to the delivery agent (storage/handoff.ts) and leases each (storage/leases.ts). The alarm fires at
  *   the earliest core wake-up, lease deadline or retry: an expired lease is a crash (deferred,
  *   no feedback); a deferred message's open recipients come back as `<id>#<attempt>`. With
  *   DISPATCH = "manual" only the dispatch RPC selects. SCHEDULER_CONFIG: storage/scheduler-env.ts.
@@ -46,8 +45,7 @@ import { OutboxNotes } from "./storage/outbox-notes";
 import { toDispatched, destinationName, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
-import { Handoff, PUMP_LINGER_MS } from "./storage/handoff";
-import { Coalescer } from "../worker/lib/coalesce";
+import { Handoff } from "./storage/handoff";
 import { schedulerConfigOf } from "./storage/scheduler-env";
 
 export * from "./transport-types";
@@ -62,7 +60,6 @@ export class TransportQueue extends DurableObject<Env> {
   private readonly notes = new OutboxNotes();
   /** Hands selected entries to the delivery agent (the deliver queue or DeliveryAgent objects). */
   private readonly handoff: Handoff;
-  private readonly pumps = new Coalescer<null, null>(async (xs) => { await this.pump(); return xs.map(() => null); }, PUMP_LINGER_MS); // admissions that arrive together: one dispatch
   /** The alarm time last set (ms), so an unchanged one is not written again; null when unknown or fired. */
   private alarmAt: number | null = null;
   /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
@@ -104,7 +101,7 @@ export class TransportQueue extends DurableObject<Env> {
     const auto = this.env.DISPATCH === "auto", sql = this.ctx.storage.sql;
     const answers = reqs.map((req) => this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id) ? { admitted: true, effects: [], active: false }
       : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts));
-    if (auto && this.env.DELIVERY === "agents") { this.journal.flush(this.qmgr); await this.pumps.add(null); } else await this.pump();
+    await this.pump();
     return answers.map((a) => ({ ...a, active: a.active && auto }));
   }
 

@@ -28,15 +28,6 @@ import { AGENT_SESSIONS } from "../../worker/consumers/agent";
 import { SESSION_IDLE_MS } from "../../worker/consumers/session-cache";
 import { toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
 
-/**
- * How long the Transport DO waits after an admission for more before it dispatches (ms): a
- * classify batch's messages arrive as one admission request per Outbox shard, within a few ms,
- * and one dispatch for all of them makes one hand-off per agent instead of one per shard. Each
- * admission still answers only once its entries are handed over and leased (crash safety as
- * before: nothing admitted waits for a dispatch that no alarm would start).
- */
-export const PUMP_LINGER_MS = 10;
-
 export function agentName(transport: string, nexthop: string, slot: number): string {
   return `${transport}/${nexthop}#${slot}`;
 }
