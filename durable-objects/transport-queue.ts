@@ -15,10 +15,11 @@
  *
  * DELIVERY LOOP (DISPATCH = "auto")
  *   After every admit, report and alarm the shell dispatches what the core selects, hands the
- *   entries to the delivery agent (storage/handoff.ts) and leases each (storage/leases.ts). The alarm fires at
- *   the earliest core wake-up, lease deadline or retry: an expired lease is a crash (deferred,
- *   no feedback); a deferred message's open recipients come back as `<id>#<attempt>`. With
- *   DISPATCH = "manual" only the dispatch RPC selects. SCHEDULER_CONFIG: storage/scheduler-env.ts.
+ *   entries to the delivery agent (storage/handoff.ts) and leases each (storage/leases.ts). The
+ *   alarm fires at the earliest core wake-up, lease deadline or retry: an expired lease is a
+ *   crash (deferred, no feedback); a deferred message's open recipients come back as
+ *   `<id>#<attempt>`. With DISPATCH = "manual" only the dispatch RPC selects. SCHEDULER_CONFIG:
+ *   storage/scheduler-env.ts.
  *   Outcomes the core decides on its own go to the message's Outbox (storage/outbox-notes.ts):
  *   expired attempts end `expired`, recipients deferred without an attempt (their destination
  *   died) `deferred` with blocked_by "destination_dead", delay warnings delay notices.
