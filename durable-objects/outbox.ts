@@ -40,13 +40,14 @@ import { shardOf } from "./storage/outbox-ids";
 import { AdmissionBatch, admitAll, admitBatchMsOf } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcomes, cancelMessage, cancelWithEvents, complainWithEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
+  applyOutcomes, cancelMessage, cancelWithEvents, complainWithEvent, readEnvelope, claimClassifyWork, dueAmong,
   insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
 import { beginControl, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
 import { OutboxAlarm } from "./storage/outbox-alarm";
+import { ForwardMarks } from "./storage/outbox-forward";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, EventAck, IdempotencyClaim,
@@ -59,12 +60,13 @@ export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
   private readonly admission: AdmissionBatch;
+  private readonly marks = new ForwardMarks();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
-    this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
+    this.sweeper = new OutboxAlarm(this.sql, this.env, this.marks, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
     this.admission = new AdmissionBatch(admitBatchMsOf(this.env), (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => { migrateOutbox(this.sql); migrateDsn(this.sql); migrateControl(this.sql); });
   }
@@ -77,9 +79,7 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** Releases a reservation whose request failed before accept. */
-  async release(tenant: string, key: string, token: string): Promise<void> {
-    releaseIdempotency(this.sql, tenant, key, token);
-  }
+  async release(tenant: string, key: string, token: string): Promise<void> { releaseIdempotency(this.sql, tenant, key, token); }
 
   /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch. */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
@@ -150,9 +150,7 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
-  async ackEventsMany(acks: EventAck[]): Promise<void> {
-    deleteEvents(this.sql, acks);
-  }
+  async ackEventsMany(acks: EventAck[]): Promise<void> { this.marks.ack(this.sql, acks); }
 
   /** Cancels a scheduled message that is not yet due. */
   async cancel(id: string, tenant: string): Promise<ChangeResult> {
@@ -248,7 +246,7 @@ export class Outbox extends DurableObject<Env> {
 
   /** envelope() for several messages of this shard in one request (a deliver batch's), in order; `acks` as ackEventsMany, riding along. */
   async envelopes(ids: string[], acks: EventAck[] = []): Promise<(DeliveryEnvelope | null)[]> {
-    deleteEvents(this.sql, acks);
+    this.marks.ack(this.sql, acks);
     return ids.map((id) => readEnvelope(this.sql, id));
   }
 
@@ -267,16 +265,18 @@ export class Outbox extends DurableObject<Env> {
   async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: EventAck[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
     const dsn = dsnEnabled(this.env);
-    deleteEvents(this.sql, acks); // ackEventsMany, riding along
+    this.marks.ack(this.sql, acks); // ackEventsMany, riding along
     const applied = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
       const ok = applyOutcomes(this.sql, id, reports, now, dsn);
       if (dsn) planDsn(this.sql, id, ok, now);
       return ok.length;
     }));
     const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
-    if (touched.length > 0) await this.afterChange(now, touched, indexedByCaller ? [] : touched);
+    const done = items.map(({ id }) => readMessage(this.sql, id)?.state === "done");
+    // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
+    if (touched.length > 0) await this.afterChange(now, touched, indexedByCaller ? [] : touched, done.some((d, i) => d && applied[i]! > 0));
     // The caller that indexes gets the state to index with the answer (no second call to read it).
-    return items.map(({ id }, i) => ({ applied: applied[i]!, done: readMessage(this.sql, id)?.state === "done", sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
+    return items.map(({ id }, i) => ({ applied: applied[i]!, done: done[i]!, sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
   }
 
   /** The core's delay warning for recipients still being retried: a `delayed` notice when notices are on. */
@@ -339,7 +339,7 @@ export class Outbox extends DurableObject<Env> {
 
   private syncState(id: string, now: number): SyncState | null {
     const view = readView(this.sql, id, now);
-    return view ? { view, events: readEvents(this.sql, id) } : null;
+    return view ? { view, events: readEvents(this.sql, id, this.marks.upto(id)) } : null;
   }
 
   private graceMs(): number { return graceMsOf(this.env); }

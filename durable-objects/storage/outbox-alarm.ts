@@ -8,7 +8,9 @@
  *     classification of lost messages, sends pending notices, sweeps one page of orphan
  *     bodies, purges finished messages past their retention, and forwards lagging events.
  *     Between full runs (armed by Outbox.classify at INDEX_LAG_SECONDS when it left a
- *     message's index write to the delivery stage): only the lagging events are forwarded.
+ *     message's index write to the delivery stage, and by recordOutcomes when a message
+ *     finished): only the lagging events are forwarded, those of event rows and those that
+ *     finished messages keep in their recipient rows (outbox-forward.ts).
  *   Forwarding hands the message ids to the classify queue, whose consumer writes the index
  *   and events (a message is handed over at most once per grace period while this object
  *   lives; after a restart once more, which changes nothing twice).
@@ -19,6 +21,7 @@
  */
 import { dueForClassify, markClassifySent, nextScheduledAt, unindexed } from "./outbox-store";
 import { graceMsOf, indexLagMsOf, nextLagAt, nextSweepAt, purgeFinished, retentionMs, sweepOrphanBodies } from "./outbox-sweep";
+import { finishedLagging, forwardCursor, type ForwardMarks } from "./outbox-forward";
 
 type AlarmEnv = { BODIES: R2Bucket; OUTBOX_GRACE_SECONDS?: string; INDEX_LAG_SECONDS?: string; MESSAGE_RETENTION_DAYS?: string };
 
@@ -27,10 +30,13 @@ export class OutboxAlarm {
   private sweepAt: number | null = null;
   /** Messages handed to the classify queue for forwarding, with when. */
   private readonly forwarding = new Map<string, number>();
+  /** When the walk of finished messages must run again (outbox-forward.ts), or null. */
+  private walkAt: number | null = null;
 
   constructor(
     private readonly sql: SqlStorage,
     private readonly env: AlarmEnv,
+    private readonly marks: ForwardMarks,
     private readonly enqueue: (ids: string[]) => Promise<void>,
     private readonly sendNotices: (now: number) => Promise<string[]>,
   ) {}
@@ -46,7 +52,7 @@ export class OutboxAlarm {
       const notices = await this.sendNotices(now);
       if (notices.length > 0) await this.enqueue(notices);
       const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, grace);
-      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs(this.env));
+      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs(this.env), forwardCursor(this.sql));
       const next = nextSweepAt(this.sql, now, grace, retentionMs(this.env));
       // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
       const again = orphans.listed > 0 || purged.length >= 500 ? now + grace : null;
@@ -54,15 +60,20 @@ export class OutboxAlarm {
     } else {
       await this.enqueue(lagging);
     }
-    const at = Math.min(this.sweepAt, nextLagAt(this.sql, indexLagMsOf(this.env)) ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
+    const at = Math.min(this.sweepAt, nextLagAt(this.sql, indexLagMsOf(this.env)) ?? Infinity, this.walkAt ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
     return Number.isFinite(at) ? Math.max(at, now + 1000) : null;
   }
 
-  /** Messages with events older than the index lag, not handed over within the last grace period. */
+  /**
+   * Messages with events older than the index lag, not handed over within the last grace period,
+   * and finished messages whose kept events waited as long (the walk hands each over once).
+   */
   private lagging(now: number, grace: number): string[] {
     for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
     const ids = unindexed(this.sql, now, indexLagMsOf(this.env), 500).filter((id) => !this.forwarding.has(id));
     for (const id of ids) this.forwarding.set(id, now);
-    return ids;
+    const finished = finishedLagging(this.sql, this.marks, now, indexLagMsOf(this.env));
+    this.walkAt = finished.next;
+    return [...new Set([...ids, ...finished.ids])];
   }
 }

@@ -12,7 +12,8 @@
  *                       a message costs an index entry only while it is in one of them). Tables
  *                       of schema 1 are rebuilt once. Schema 3 adds `body` (a small message's
  *                       text, kept in its row until it finishes, instead of an R2 object) and
- *                       `body_r2` (1 when the body is in R2).
+ *                       `body_r2` (1 when the body is in R2). Schema 4 adds
+ *                       `rcpt.pending_event` (outbox-forward.ts).
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -23,6 +24,7 @@
  *   A key's record belongs to (tenant, key). A finished record is kept 24 h from its creation; a
  *   reservation only RESERVATION_MS, so a crashed request never blocks its key for long.
  */
+import { startForwardCursor } from "./outbox-forward";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "./outbox-types";
 
 /** How long a key is remembered (Resend: 24 h). */
@@ -43,7 +45,7 @@ const TABLES = [
   "CREATE INDEX IF NOT EXISTS message_finished ON message (done_at) WHERE state = 'done'",
   `CREATE TABLE IF NOT EXISTS rcpt (message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
     status TEXT NOT NULL, transport TEXT, nexthop TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at INTEGER, last_response TEXT, blocked_by TEXT, updated_at INTEGER NOT NULL,
+    next_attempt_at INTEGER, last_response TEXT, blocked_by TEXT, updated_at INTEGER NOT NULL, pending_event TEXT,
     PRIMARY KEY (message_id, idx)) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS event (${EVENT_COLUMNS}) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL,
@@ -80,7 +82,11 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec("ALTER TABLE message ADD COLUMN body");
     sql.exec("ALTER TABLE message ADD COLUMN body_r2 INTEGER NOT NULL DEFAULT 1");
   }
+  // Schema 4: a finishing report's event kept in its recipient row (outbox-forward.ts).
+  const rcpt = ddl("rcpt");
+  if (rcpt !== null && !/\bpending_event\b/.test(rcpt)) sql.exec("ALTER TABLE rcpt ADD COLUMN pending_event TEXT");
   for (const t of TABLES) sql.exec(t);
+  startForwardCursor(sql, Date.now());
 }
 
 type IdemRow = { hash: string; state: string; token: string | null; status: number | null; body: string | null; expires_at: number };

@@ -16,15 +16,20 @@
  *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
  *   readMessage          the message's own row (state, tenant, summary), without recipients.
  *   readEnvelope         what the delivery stage sends (sender, size, recipients).
- *   applyOutcome         the delivery stage's report for one recipient.
+ *   applyOutcome         the delivery stage's report for one recipient. The reports that finish
+ *                        their message keep their events in the recipient rows they write
+ *                        (`rcpt.pending_event`) instead of event rows: an event row is an insert
+ *                        and, once forwarded, a delete; a finished message is found through the
+ *                        index of finished messages instead (outbox-forward.ts).
  *   finishIfDone         marks a message done once every recipient is final.
  *   dueAmong           which of some messages are due for classification now (after a change).
  *   dueForClassify / unindexed / markClassifySent   the sweeper's re-trigger lists: messages
  *                        never classified, and messages whose events never reached D1.
  *
  * INVARIANTS
- *   A final recipient never changes again. Every status change writes one event row in the
- *   same transaction. A message is `done` exactly when all its recipients are final.
+ *   A final recipient never changes again. Every status change writes its event in the same
+ *   transaction: an event row, or (a report that finishes the message) its recipient row. A
+ *   message is `done` exactly when all its recipients are final.
  */
 import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, type ComplaintResult } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
@@ -43,9 +48,12 @@ export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"
   insertEvent(sql, e, lastSeq(sql, e.message_id));
 }
 
-/** The message's largest event seq, or 0. */
+/** The message's largest event seq (event rows and those kept in recipient rows), or 0. */
 function lastSeq(sql: SqlStorage, id: string): number {
-  return sql.exec<{ seq: number | null }>("SELECT max(seq) AS seq FROM event WHERE message_id = ?", id).one().seq ?? 0;
+  return sql.exec<{ seq: number | null }>(
+    `SELECT max(s) AS seq FROM (SELECT max(seq) AS s FROM event WHERE message_id = ?1
+       UNION ALL SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL)`, id,
+  ).one().seq ?? 0;
 }
 
 /** recordEvent after `last` (the message's largest seq so far, known to the caller); returns the seq used. */
@@ -125,12 +133,25 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
   return r.status === "incoming" && r.transport !== null && m.unclassified === 0;
 }
 
-/** The message's events not yet forwarded to D1, oldest first. */
-export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
-  return sql.exec<{ seq: number; message_id: string; tenant: string; type: string; recipient: string | null; created_at: number; data: string }>(
-    "SELECT seq, message_id, tenant, type, recipient, created_at, data FROM event WHERE message_id = ? ORDER BY seq", id,
-  ).toArray();
+/**
+ * The message's events not yet forwarded to D1, oldest first: its event rows, and the final
+ * events kept in its recipient rows (see applyOutcomes) after `ackedUpto` (outbox-forward.ts).
+ */
+export function readEvents(sql: SqlStorage, id: string, ackedUpto = 0): OutboxEvent[] {
+  const rows: OutboxEvent[] = sql.exec<EventRow>("SELECT seq, message_id, tenant, type, recipient, created_at, data FROM event WHERE message_id = ? ORDER BY seq", id).toArray();
+  const inRcpts = sql.exec<{ tenant: string; address: string; pending_event: string }>(
+    "SELECT m.tenant, r.address, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ? AND r.pending_event IS NOT NULL", id,
+  ).toArray().map((r): OutboxEvent => {
+    const e = JSON.parse(r.pending_event) as PendingEvent;
+    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.address, created_at: e.created_at, data: JSON.stringify(e.data) };
+  }).filter((e) => e.seq > ackedUpto);
+  return inRcpts.length === 0 ? rows : [...rows, ...inRcpts].sort((a, b) => a.seq - b.seq);
 }
+
+type EventRow = { seq: number; message_id: string; tenant: string; type: string; recipient: string | null; created_at: number; data: string };
+
+/** A final event kept in its recipient row (rcpt.pending_event). */
+type PendingEvent = { seq: number; type: string; created_at: number; data: object };
 
 /** Forgets forwarded events, each message's up to and including its `uptoSeq`. */
 export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
@@ -274,30 +295,56 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
   let last = lastSeq(sql, id);
   let wasIncoming = false;
   const applied: OutcomeReport[] = [];
+  const finishing = finishes(m, rcpts, reports);
   for (const r of reports) {
     const cur = rcpts.get(r.idx);
-    if (!cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) continue;
+    if (!applies(m, cur, r)) continue;
     if (cur.status === "incoming" && m.unclassified === 1) { // not yet marked ready (see below)
-      if (cur.transport === null) continue;
       wasIncoming = true;
       if (!again) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } }, last);
     }
     const attempts = Math.max(cur.attempts, r.attempt);
+    const type = OUTCOME_EVENT[r.status];
+    const data = { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) };
+    // The report that finishes its message keeps its event in the recipient row it writes anyway.
+    let pending: string | null = null;
+    if (type !== null && finishing && FINAL_STATUSES.includes(r.status)) {
+      last = Math.max(last + 1, nowMs * 1000);
+      pending = JSON.stringify({ seq: last, type, created_at: nowMs, data } satisfies PendingEvent);
+    } else if (type !== null) {
+      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data }, last);
+    }
     sql.exec(
-      "UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+      `UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ?,
+         pending_event = COALESCE(?, pending_event) WHERE message_id = ? AND idx = ?`,
       r.status, attempts, r.status === "deferred" ? r.nextAttemptAt ?? null : null,
-      r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, id, r.idx,
+      r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, pending, id, r.idx,
     );
     rcpts.set(r.idx, { ...cur, status: r.status, attempts });
-    const type = OUTCOME_EVENT[r.status];
-    if (type !== null) {
-      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) } }, last);
-    }
     applied.push(r);
   }
   if (wasIncoming) updateUnclassified(sql, id);
   if (applied.length > 0) finishIfDone(sql, id, nowMs, keepBody);
   return applied;
+}
+
+/**
+ * Whether report `r` applies to recipient `cur`: not final, not an older attempt's, and not an
+ * undecided `incoming` recipient (which cannot have been admitted).
+ */
+function applies(m: MessageRow, cur: OutcomeRcpt | undefined, r: OutcomeReport): cur is OutcomeRcpt {
+  if (!cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) return false;
+  return !(cur.status === "incoming" && m.unclassified === 1 && cur.transport === null);
+}
+
+/** Whether applying `reports` in order leaves every recipient of the message final (it finishes). */
+function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, reports: readonly OutcomeReport[]): boolean {
+  const after = new Map(rcpts);
+  for (const r of reports) {
+    const cur = after.get(r.idx);
+    if (applies(m, cur, r)) after.set(r.idx, { ...cur, status: r.status, attempts: Math.max(cur.attempts, r.attempt) });
+  }
+  return m.state === "open" && [...after.values()].every((x) => FINAL_STATUSES.includes(x.status));
 }
 
 /**

@@ -34,6 +34,7 @@
 import { purgeIdempotency } from "./outbox-schema";
 import { bodyKey, shardHex } from "./outbox-ids";
 import type { ClassifyJob } from "./outbox-types";
+import type { ForwardCursor } from "./outbox-forward";
 
 const PAGE = 500;
 
@@ -115,11 +116,16 @@ export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, among:
   return done.map((m) => m.id);
 }
 
-/** Forgets finished messages older than `retentionMs` (rows and bodies) and expired idempotency records. */
-export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: number, retentionMs: number, limit = 500): Promise<string[]> {
+/**
+ * Forgets finished messages older than `retentionMs` (rows and bodies) and expired idempotency
+ * records; only messages up to `forwarded` (the walk of outbox-forward.ts passed them: the events
+ * they keep in their rows are in D1).
+ */
+export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: number, retentionMs: number, forwarded: ForwardCursor, limit = 500): Promise<string[]> {
   const rows = sql.exec<{ id: string; body_r2: number }>(
-    "SELECT id, body_r2 FROM message WHERE state = 'done' AND done_at <= ? AND id NOT IN (SELECT message_id FROM dsn_pending) ORDER BY done_at LIMIT ?",
-    nowMs - retentionMs, limit,
+    `SELECT id, body_r2 FROM message WHERE state = 'done' AND done_at <= ?1 AND (done_at, id) <= (?2, ?3)
+       AND id NOT IN (SELECT message_id FROM dsn_pending) ORDER BY done_at LIMIT ?4`,
+    nowMs - retentionMs, forwarded.at, forwarded.id, limit,
   ).toArray();
   const old = rows.map((r) => r.id);
   for (const id of old) {

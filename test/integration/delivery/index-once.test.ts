@@ -6,7 +6,9 @@
  * INDEX_LAG_SECONDS (2 s in this project), so the index and email.sent are never held back for
  * long.
  */
-import { env } from "cloudflare:test";
+import { env, runInDurableObject } from "cloudflare:test";
+import { outboxName, shardOf } from "../../../durable-objects/storage/outbox-ids";
+import { forwardCursor } from "../../../durable-objects/storage/outbox-forward";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
 import { recipientsWhen } from "./observe";
@@ -63,5 +65,47 @@ describe("the index of a message handed straight to delivery", () => {
     } finally {
       await transport.setPolicy("transport:lag", null);
     }
+  });
+
+  it("a finishing outcome keeps its event in the recipient row; if the delivery stage never indexes it, the sweeper forwards it after the lag, once", async () => {
+    const transport = env.TRANSPORT_QUEUE.getByName("lag");
+    await transport.setPolicy("transport:lag", { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 });
+    try {
+      const id = await send("c@lag.test");
+      await recipientsWhen(key, id, (r) => r.status === "ready", "admitted", 5000);
+      await eventually(async () => ((await logged(id)).length === 1 ? true : undefined), 10_000, "email.queued forwarded after the lag");
+      // A delivery agent records the outcome (it indexes itself), then stops before its D1 write.
+      const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
+      const r = await outbox.recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }], true);
+      expect(r).toMatchObject({ applied: 1, done: true });
+      expect(r.sync!.events.map((e) => e.type)).toEqual(["email.delivered"]);
+      const rows = await runInDurableObject(outbox, (_o, state) => ({
+        events: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n,
+        kept: state.storage.sql.exec<{ e: string | null }>("SELECT pending_event AS e FROM rcpt WHERE message_id = ?", id).one().e,
+      }));
+      expect(rows.events).toBe(0); // no event row written for the outcome, none left to delete
+      expect(JSON.parse(rows.kept!)).toMatchObject({ type: "email.delivered", data: { attempt: 1, response: { code: 250 } } });
+      const t0 = Date.now();
+      await eventually(async () => ((await indexRow(id))?.last_event === "delivered" ? true : undefined), 10_000, "indexed by the sweeper");
+      expect(Date.now() - t0).toBeGreaterThan(500); // not at once: after the lag
+      expect(await logged(id)).toEqual(["email.queued", "email.delivered"]);
+      // The walk passed it: acknowledged, it is not forwarded again.
+      await eventually(async () => ((await runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql))).id === id ? true : undefined), 5000, "cursor passed");
+      expect((await outbox.beginClassify(id)).sync!.events).toEqual([]);
+    } finally {
+      await transport.setPolicy("transport:lag", null);
+    }
+  });
+
+  it("an outcome the delivery stage indexed is acknowledged in memory (no row written), and the walk passes its message", async () => {
+    const id = await send("d@once.test");
+    await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered");
+    await eventually(async () => ((await logged(id)).length === 2 ? true : undefined), 5000, "both events in D1");
+    const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
+    await eventually(async () => ((await outbox.beginClassify(id)).sync!.events.length === 0 ? true : undefined), 5000, "acknowledged");
+    const cursor = () => runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql));
+    const doneAt = await runInDurableObject(outbox, (_o, state) => state.storage.sql.exec<{ t: number }>("SELECT done_at AS t FROM message WHERE id = ?", id).one().t);
+    await eventually(async () => ((await cursor()).at >= doneAt ? true : undefined), 5000, "walked past");
+    expect(await logged(id)).toEqual(["email.queued", "email.delivered"]);
   });
 });
