@@ -123,6 +123,6 @@ export function readmitMessage(sql: SqlStorage, id: string, reroute: boolean, no
   ).rowsWritten;
   sql.exec("DELETE FROM control WHERE message_id = ?", id);
   sql.exec("INSERT OR REPLACE INTO readmit (message_id, attempt) VALUES (?, ?)", id, attempt);
-  sql.exec("UPDATE message SET unclassified = 1, classify_sent_at = NULL WHERE id = ? AND ? > 0", id, n);
+  sql.exec("UPDATE message SET unclassified = 1, waiting = 1, classify_sent_at = NULL WHERE id = ? AND ? > 0", id, n);
   return n;
 }

@@ -1,11 +1,17 @@
 /**
- * Forwarding the events that finished messages keep in their recipient rows.
+ * Forwarding the events that messages keep in rows they write anyway.
  *
  * DESCRIPTION
- *   A delivery report that finishes its message keeps its event in the recipient row it writes
- *   anyway (`rcpt.pending_event`, outbox-store.ts applyOutcomes), not in an event row: an event
- *   row is an insert and, once forwarded to D1, a delete (two rows written). A kept event is
- *   never deleted by an acknowledgement; it goes with its row at the retention purge.
+ *   Two events are kept in rows instead of event rows (an event row is an insert and, once
+ *   forwarded to D1, a delete: two rows written):
+ *   - email.queued, in the message row that markReady writes (`message.queued_event`); the
+ *     message stays in the index of waiting messages until it is forwarded, so the sweeper finds
+ *     it after INDEX_LAG_SECONDS (outbox-store.ts unindexed). An acknowledgement clears it, and
+ *     the message leaves that index, with one write (clearForwardedQueued);
+ *   - the event of a delivery report that finishes its message, in the recipient row it writes
+ *     (`rcpt.pending_event`, outbox-store.ts applyOutcomes).
+ *   Once the message is finished, neither is deleted by an acknowledgement; they go with their
+ *   rows at the retention purge.
  *   ForwardMarks        what says a kept event reached D1: each message's acknowledged seq, in
  *                       memory (an acknowledgement writes nothing). Lost when the object stops,
  *                       after which those events are forwarded again; D1's writes are
@@ -28,7 +34,7 @@
  *   classify queue. The walk reads through an index from the cursor: its work follows the
  *   messages finished since the last walk, never the number the shard retains.
  */
-import { deleteEvents } from "./outbox-store";
+import { clearForwardedQueued, deleteEvents } from "./outbox-store";
 import type { EventAck } from "./outbox-types";
 
 /** Where the walk of finished messages stands: the last message passed (finish time, id). */
@@ -48,6 +54,7 @@ export class ForwardMarks {
   /** Events written to D1: event rows are deleted, kept events marked. */
   ack(sql: SqlStorage, acks: readonly EventAck[]): void {
     deleteEvents(sql, acks);
+    clearForwardedQueued(sql, acks);
     for (const a of acks) {
       const seq = Math.max(this.acked.get(a.id) ?? 0, a.uptoSeq);
       this.acked.delete(a.id);
@@ -97,7 +104,8 @@ export function finishedLagging(sql: SqlStorage, marks: ForwardMarks, nowMs: num
   let walked = 0;
   walk: while (walked < MAX_WALK) {
     const page = sql.exec<{ id: string; done_at: number; kept: number | null }>(
-      `SELECT m.id, m.done_at, (SELECT max(json_extract(r.pending_event, '$.seq')) FROM rcpt r WHERE r.message_id = m.id AND r.pending_event IS NOT NULL) AS kept
+      `SELECT m.id, m.done_at, NULLIF(max(COALESCE(json_extract(m.queued_event, '$.seq'), 0),
+         COALESCE((SELECT max(json_extract(r.pending_event, '$.seq')) FROM rcpt r WHERE r.message_id = m.id AND r.pending_event IS NOT NULL), 0)), 0) AS kept
        FROM message m WHERE m.state = 'done' AND (m.done_at, m.id) > (?1, ?2) ORDER BY m.done_at, m.id LIMIT ?3`,
       cur.at, cur.id, PAGE,
     ).toArray();

@@ -7,13 +7,16 @@
  *                       idem (Idempotency-Key records) and meta (sweeper cursor). Schema 2 keys
  *                       message and event by their ids (no separate key index, no
  *                       AUTOINCREMENT) and indexes message only where the sweeper looks:
- *                       `message_unclassified` holds just the messages not yet classified, and
+ *                       `message_unclassified` held just the messages not yet classified, and
  *                       `message_done` just the finished ones, by finish time (partial indexes:
  *                       a message costs an index entry only while it is in one of them). Tables
  *                       of schema 1 are rebuilt once. Schema 3 adds `body` (a small message's
  *                       text, kept in its row until it finishes, instead of an R2 object) and
  *                       `body_r2` (1 when the body is in R2). Schema 4 adds
- *                       `rcpt.pending_event` (outbox-forward.ts).
+ *                       `rcpt.pending_event`, schema 5 `message.queued_event` and `waiting`,
+ *                       whose index `message_waiting` replaces `message_unclassified`: a
+ *                       message is in it while it is unclassified, and after, until its
+ *                       email.queued (kept in its row) is forwarded (outbox-forward.ts).
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -35,13 +38,14 @@ export const RESERVATION_MS = 120 * 1000;
 const MESSAGE_COLUMNS = `id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at INTEGER NOT NULL,
     scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
     mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
-    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0, body, body_r2 INTEGER NOT NULL DEFAULT 1`;
+    done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0, body, body_r2 INTEGER NOT NULL DEFAULT 1,
+    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT`;
 const EVENT_COLUMNS = `message_id TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL,
     recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (message_id, seq)`;
 
 const TABLES = [
   `CREATE TABLE IF NOT EXISTS message (${MESSAGE_COLUMNS}) WITHOUT ROWID`,
-  "CREATE INDEX IF NOT EXISTS message_unclassified ON message (scheduled_at, created_at) WHERE unclassified = 1",
+  "CREATE INDEX IF NOT EXISTS message_waiting ON message (scheduled_at, created_at) WHERE waiting = 1",
   "CREATE INDEX IF NOT EXISTS message_finished ON message (done_at) WHERE state = 'done'",
   `CREATE TABLE IF NOT EXISTS rcpt (message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
     status TEXT NOT NULL, transport TEXT, nexthop TEXT, attempts INTEGER NOT NULL DEFAULT 0,
@@ -64,8 +68,8 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec("DROP INDEX IF EXISTS message_done");
     sql.exec("ALTER TABLE message RENAME TO message_v1");
     sql.exec(`CREATE TABLE message (${MESSAGE_COLUMNS}) WITHOUT ROWID`);
-    sql.exec(`INSERT INTO message (id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted)
-      SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted FROM message_v1`);
+    sql.exec(`INSERT INTO message (id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted, waiting)
+      SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted, unclassified FROM message_v1`);
     sql.exec("DROP TABLE message_v1");
   }
   const oldEvent = ddl("event");
@@ -81,6 +85,14 @@ export function migrateOutbox(sql: SqlStorage): void {
   if (message !== null && !/\bbody_r2\b/.test(message)) {
     sql.exec("ALTER TABLE message ADD COLUMN body");
     sql.exec("ALTER TABLE message ADD COLUMN body_r2 INTEGER NOT NULL DEFAULT 1");
+  }
+  // Schema 5: `waiting` (classification or email.queued still to do) replaces `unclassified` as
+  // the condition of the sweeper's index; email.queued kept in the message row (queued_event).
+  if (ddl("message") !== null && !/\bwaiting\b/.test(ddl("message")!)) {
+    sql.exec("ALTER TABLE message ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0");
+    sql.exec("ALTER TABLE message ADD COLUMN queued_event TEXT");
+    sql.exec("UPDATE message SET waiting = 1 WHERE unclassified = 1");
+    sql.exec("DROP INDEX IF EXISTS message_unclassified");
   }
   // Schema 4: a finishing report's event kept in its recipient row (outbox-forward.ts).
   const rcpt = ddl("rcpt");

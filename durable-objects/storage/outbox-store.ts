@@ -10,7 +10,8 @@
  *   claimClassifyWork    a due, open message's still-`incoming` recipients and their decisions.
  *   recordDecisions      the classify stage's resolution, stored before admission; suppressed
  *                        recipients end `suppressed`.
- *   markReady            incoming → ready once admitted (the message's `unclassified` cleared;
+ *   markReady            incoming → ready once admitted (the message's `unclassified` cleared,
+ *                        email.queued kept in the same write, outbox-forward.ts;
  *                        its decided recipients read as ready). Both only ever move `incoming`
  *                        recipients, so a repeated classification changes nothing.
  *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
@@ -52,7 +53,8 @@ export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"
 function lastSeq(sql: SqlStorage, id: string): number {
   return sql.exec<{ seq: number | null }>(
     `SELECT max(s) AS seq FROM (SELECT max(seq) AS s FROM event WHERE message_id = ?1
-       UNION ALL SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL)`, id,
+       UNION ALL SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL
+       UNION ALL SELECT json_extract(queued_event, '$.seq') FROM message WHERE id = ?1)`, id,
   ).one().seq ?? 0;
 }
 
@@ -83,7 +85,7 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10)",
     m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary), inlineBody(m.body), m.body === undefined ? 1 : 0, open ? 1 : 0,
   );
   m.rcptTo.forEach((address, idx) => {
@@ -139,19 +141,34 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
  */
 export function readEvents(sql: SqlStorage, id: string, ackedUpto = 0): OutboxEvent[] {
   const rows: OutboxEvent[] = sql.exec<EventRow>("SELECT seq, message_id, tenant, type, recipient, created_at, data FROM event WHERE message_id = ? ORDER BY seq", id).toArray();
-  const inRcpts = sql.exec<{ tenant: string; address: string; pending_event: string }>(
-    "SELECT m.tenant, r.address, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ? AND r.pending_event IS NOT NULL", id,
+  const kept = sql.exec<{ tenant: string; address: string | null; e: string }>(
+    `SELECT m.tenant, r.address, r.pending_event AS e FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
+     UNION ALL SELECT tenant, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`, id,
   ).toArray().map((r): OutboxEvent => {
-    const e = JSON.parse(r.pending_event) as PendingEvent;
-    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.address, created_at: e.created_at, data: JSON.stringify(e.data) };
+    const e = JSON.parse(r.e) as KeptEvent;
+    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.address ?? e.recipient ?? null, created_at: e.created_at, data: JSON.stringify(e.data) };
   }).filter((e) => e.seq > ackedUpto);
-  return inRcpts.length === 0 ? rows : [...rows, ...inRcpts].sort((a, b) => a.seq - b.seq);
+  return kept.length === 0 ? rows : [...rows, ...kept].sort((a, b) => a.seq - b.seq);
 }
 
 type EventRow = { seq: number; message_id: string; tenant: string; type: string; recipient: string | null; created_at: number; data: string };
 
-/** A final event kept in its recipient row (rcpt.pending_event). */
-type PendingEvent = { seq: number; type: string; created_at: number; data: object };
+/** An event kept in a row written anyway: a finishing outcome's in its rcpt row, email.queued in its message row. */
+type KeptEvent = { seq: number; type: string; created_at: number; data: object; recipient?: string | null };
+
+/**
+ * Forwarded events: an open message's email.queued kept in its row is cleared, and the message
+ * leaves the index of waiting messages (one row). A finished message's kept events stay (their
+ * acknowledgement is held in memory, outbox-forward.ts).
+ */
+export function clearForwardedQueued(sql: SqlStorage, acks: readonly EventAck[]): void {
+  for (const a of acks) {
+    sql.exec(
+      `UPDATE message SET queued_event = NULL, waiting = unclassified WHERE id = ? AND state = 'open' AND queued_event IS NOT NULL
+         AND json_extract(queued_event, '$.seq') <= ?`, a.id, a.uptoSeq,
+    );
+  }
+}
 
 /** Forgets forwarded events, each message's up to and including its `uptoSeq`. */
 export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
@@ -215,12 +232,24 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   ).toArray().filter((r) => wanted.has(r.idx));
   // One email.queued row for all of them; for more than one it names no recipient and lists them
   // (publication expands it to one email.sent each): a row per recipient was written and deleted again.
+  // The message leaving `unclassified` keeps email.queued in that write (its row stays in the
+  // index of waiting messages until the event is forwarded); else it is an event row.
   const [one] = moved;
-  if (!again && one) {
-    const data = moved.length === 1 ? { transport: one.transport, nexthop: one.nexthop } : { recipients: moved.map((r) => r.address) };
-    insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: moved.length === 1 ? one.address : null, created_at: nowMs, data }, lastSeq(sql, id));
-  }
-  sql.exec("UPDATE message SET unclassified = 0 WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)", id);
+  const e = !again && one ? {
+    message_id: id, tenant: m.tenant, type: "email.queued", recipient: moved.length === 1 ? one.address : null, created_at: nowMs,
+    data: moved.length === 1 ? { transport: one.transport, nexthop: one.nexthop } : { recipients: moved.map((r) => r.address) },
+  } : null;
+  const last = e ? lastSeq(sql, id) : 0;
+  const kept = e ? JSON.stringify({ seq: Math.max(last + 1, nowMs * 1000), type: e.type, created_at: nowMs, data: e.data, recipient: e.recipient } satisfies KeptEvent) : null;
+  // An unclassified message is waiting (its index entry): keeping email.queued, it stays so, and
+  // `waiting` is not assigned (assigning it, even unchanged, would rewrite the index entry).
+  const set = kept !== null ? "queued_event = ?2" : "waiting = (queued_event IS NOT NULL)";
+  const ready = sql.exec(
+    `UPDATE message SET unclassified = 0, ${set}
+       WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)`,
+    ...(kept !== null ? [id, kept] : [id]),
+  ).rowsWritten > 0;
+  if (e && !ready) insertEvent(sql, e, last);
   return moved.length;
 }
 
@@ -231,7 +260,7 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
  * `incoming` recipient of an admitted message is `ready` (see isAdmitted).
  */
 function updateUnclassified(sql: SqlStorage, id: string): void {
-  sql.exec("UPDATE message SET unclassified = 0 WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')", id);
+  sql.exec("UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')", id);
 }
 
 /** Cancels a scheduled message that is not yet due: every incoming recipient ends `cancelled`. */
@@ -310,7 +339,7 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
     let pending: string | null = null;
     if (type !== null && finishing && FINAL_STATUSES.includes(r.status)) {
       last = Math.max(last + 1, nowMs * 1000);
-      pending = JSON.stringify({ seq: last, type, created_at: nowMs, data } satisfies PendingEvent);
+      pending = JSON.stringify({ seq: last, type, created_at: nowMs, data } satisfies KeptEvent);
     } else if (type !== null) {
       last = insertEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data }, last);
     }
@@ -356,12 +385,12 @@ function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, report
 export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
   const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
   if (open > 0) return false;
-  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
+  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
     nowMs, keepBody ? 1 : 0, id).rowsWritten > 0;
 }
 
 /** The condition "classification is due and was not triggered since ?1", for the two queries below. */
-const DUE_FOR_CLASSIFY = `unclassified = 1 AND state = 'open' AND (
+const DUE_FOR_CLASSIFY = `waiting = 1 AND unclassified = 1 AND state = 'open' AND (
        (scheduled_at IS NULL AND COALESCE(classify_sent_at, created_at) <= ?1)
        OR (scheduled_at IS NOT NULL AND scheduled_at <= ?2
            AND (classify_sent_at IS NULL OR classify_sent_at < scheduled_at OR classify_sent_at <= ?1)))`;
@@ -377,10 +406,17 @@ export function dueAmong(sql: SqlStorage, ids: readonly string[], nowMs: number)
   return ids.filter((id) => sql.exec(`SELECT 1 FROM message WHERE id = ?3 AND ${DUE_FOR_CLASSIFY}`, nowMs, nowMs, id).toArray().length > 0);
 }
 
-/** Messages with events older than `graceMs` still not forwarded to D1 (their index is behind). */
+/**
+ * Messages with events older than `graceMs` still not forwarded to D1 (their index is behind):
+ * in event rows, or an open message's email.queued kept in its row (through the index of waiting
+ * messages).
+ */
 export function unindexed(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
-  return sql.exec<{ message_id: string }>("SELECT DISTINCT message_id FROM event WHERE created_at <= ? LIMIT ?", nowMs - graceMs, limit)
-    .toArray().map((r) => r.message_id);
+  const rows = sql.exec<{ message_id: string }>("SELECT DISTINCT message_id FROM event WHERE created_at <= ? LIMIT ?", nowMs - graceMs, limit).toArray();
+  const queued = sql.exec<{ message_id: string }>(
+    "SELECT id AS message_id FROM message WHERE waiting = 1 AND queued_event IS NOT NULL AND json_extract(queued_event, '$.created_at') <= ? LIMIT ?", nowMs - graceMs, limit,
+  ).toArray();
+  return [...new Set([...rows, ...queued].map((r) => r.message_id))].slice(0, limit);
 }
 
 /** Records that classification of `ids` was triggered at `nowMs`. */
@@ -390,7 +426,7 @@ export function markClassifySent(sql: SqlStorage, ids: string[], nowMs: number):
 
 /** The earliest future scheduled time among unclassified messages, or null. */
 export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
-  return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
+  return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE waiting = 1 AND unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
 }
 
 /** recordComplaint, with its email.complained event when it was recorded. */

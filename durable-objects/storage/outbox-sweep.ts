@@ -58,9 +58,12 @@ export function indexLagMsOf(env: { INDEX_LAG_SECONDS?: string }): number {
   return (env.INDEX_LAG_SECONDS !== undefined && env.INDEX_LAG_SECONDS !== "" && Number.isFinite(s) && s >= 0 ? s : 15) * 1000;
 }
 
-/** When the oldest unforwarded event is `lagMs` old (one read of the small event table), or null. */
+/** When the oldest unforwarded event (an event row, or an open message's kept email.queued) is `lagMs` old, or null. */
 export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
-  const at = sql.exec<{ at: number | null }>("SELECT min(created_at) AS at FROM event").one().at;
+  const at = sql.exec<{ at: number | null }>(
+    `SELECT min(t) AS at FROM (SELECT min(created_at) AS t FROM event
+       UNION ALL SELECT min(json_extract(queued_event, '$.created_at')) FROM message WHERE waiting = 1 AND queued_event IS NOT NULL)`,
+  ).one().at;
   return at === null ? null : at + lagMs;
 }
 
@@ -140,7 +143,7 @@ export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: nu
 
 /** When the sweeper must run next (see the header), or null. */
 export function nextSweepAt(sql: SqlStorage, nowMs: number, graceMs: number, retentionMs: number): number | null {
-  const waiting = ["SELECT 1 FROM message WHERE unclassified = 1 LIMIT 1", "SELECT 1 FROM event LIMIT 1", "SELECT 1 FROM idem LIMIT 1", "SELECT 1 FROM dsn_pending LIMIT 1"]
+  const waiting = ["SELECT 1 FROM message WHERE waiting = 1 LIMIT 1", "SELECT 1 FROM event LIMIT 1", "SELECT 1 FROM idem LIMIT 1", "SELECT 1 FROM dsn_pending LIMIT 1"]
     .some((q) => sql.exec(q).toArray().length > 0);
   if (waiting) return nowMs + graceMs;
   const first = sql.exec<{ at: number | null }>("SELECT min(done_at) AS at FROM message WHERE state = 'done'").one().at;

@@ -73,6 +73,7 @@ export async function settle(timeoutMs = 15_000): Promise<void> {
   await eventually(async () => {
     for (let s = 0; s < shards; s++) {
       if ((await outboxCount(s, "event")) > 0) return undefined;
+      if ((await outboxCount(s, "message", "waiting = 1 AND queued_event IS NOT NULL")) > 0) return undefined; // email.queued kept in the row
       if ((await outboxCount(s, "message", `unclassified = 1 AND state = 'open' AND (scheduled_at IS NULL OR scheduled_at <= ${Date.now()})`)) > 0) return undefined;
     }
     return true;

@@ -56,11 +56,24 @@ describe("the index of a message handed straight to delivery", () => {
       // Classified and admitted, but nothing in D1 yet: the delivery stage was to write it.
       expect(await indexRow(id)).toBeNull();
       expect(await logged(id)).toEqual([]);
+      // email.queued is kept in the message row that marking it ready wrote (no event row), and the
+      // message stays in the index of waiting messages until it is forwarded.
+      const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
+      const row = () => runInDurableObject(outbox, (_o, state) => ({
+        events: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n,
+        ...state.storage.sql.exec<{ waiting: number; queued: string | null }>("SELECT waiting, queued_event AS queued FROM message WHERE id = ?", id).one(),
+      }));
+      const before = await row();
+      expect(before).toMatchObject({ events: 0, waiting: 1 });
+      expect(JSON.parse(before.queued!)).toMatchObject({ type: "email.queued", data: { transport: "lag", nexthop: expect.any(String) } });
       const t0 = Date.now();
-      const row = await eventually(async () => (await indexRow(id)) ?? undefined, 10_000, "indexed by the sweeper");
+      const indexed = await eventually(async () => (await indexRow(id)) ?? undefined, 10_000, "indexed by the sweeper");
       expect(Date.now() - t0).toBeGreaterThan(500); // not at once: after the lag
-      expect(row.last_event).toBe("queued");
+      expect(indexed.last_event).toBe("queued");
       expect(await logged(id)).toEqual(["email.queued"]);
+      // Acknowledged: cleared, and out of the index, in one write.
+      await eventually(async () => ((await row()).waiting === 0 ? true : undefined), 5000, "acknowledged");
+      expect(await row()).toEqual({ events: 0, waiting: 0, queued: null });
       expect((await getEmail(key, id)).body.recipients[0]!.status).toBe("ready");
     } finally {
       await transport.setPolicy("transport:lag", null);
