@@ -40,14 +40,13 @@ import { shardOf } from "./storage/outbox-ids";
 import { AdmissionBatch, admitAll, admitBatchMsOf } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcomes, cancelMessage, cancelWithEvents, complainWithEvent, readEnvelope, claimClassifyWork, dueAmong,
+  applyOutcomes, cancelMessage, cancelWithEvents, complainWithEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
   insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
 import { beginControl, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, type ComplaintResult } from "./storage/outbox-control";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
 import { OutboxAlarm } from "./storage/outbox-alarm";
-import { ForwardMarks } from "./storage/outbox-forward";
 import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, EventAck, IdempotencyClaim,
@@ -60,13 +59,12 @@ export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
   private readonly admission: AdmissionBatch;
-  private readonly marks = new ForwardMarks();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
-    this.sweeper = new OutboxAlarm(this.sql, this.env, this.marks, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
+    this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
     this.admission = new AdmissionBatch(admitBatchMsOf(this.env), (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => { migrateOutbox(this.sql); migrateDsn(this.sql); migrateControl(this.sql); });
   }
@@ -150,7 +148,7 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
-  async ackEventsMany(acks: EventAck[]): Promise<void> { this.marks.ack(this.sql, acks); }
+  async ackEventsMany(acks: EventAck[]): Promise<void> { deleteEvents(this.sql, acks); }
 
   /** Cancels a scheduled message that is not yet due. */
   async cancel(id: string, tenant: string): Promise<ChangeResult> {
@@ -246,7 +244,7 @@ export class Outbox extends DurableObject<Env> {
 
   /** envelope() for several messages of this shard in one request (a deliver batch's), in order; `acks` as ackEventsMany, riding along. */
   async envelopes(ids: string[], acks: EventAck[] = []): Promise<(DeliveryEnvelope | null)[]> {
-    this.marks.ack(this.sql, acks);
+    deleteEvents(this.sql, acks);
     return ids.map((id) => readEnvelope(this.sql, id));
   }
 
@@ -265,7 +263,7 @@ export class Outbox extends DurableObject<Env> {
   async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: EventAck[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
     const dsn = dsnEnabled(this.env);
-    this.marks.ack(this.sql, acks); // ackEventsMany, riding along
+    deleteEvents(this.sql, acks); // ackEventsMany, riding along
     const applied = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
       const ok = applyOutcomes(this.sql, id, reports, now, dsn);
       if (dsn) planDsn(this.sql, id, ok, now);
@@ -339,7 +337,7 @@ export class Outbox extends DurableObject<Env> {
 
   private syncState(id: string, now: number): SyncState | null {
     const view = readView(this.sql, id, now);
-    return view ? { view, events: readEvents(this.sql, id, this.marks.upto(id)) } : null;
+    return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 
   private graceMs(): number { return graceMsOf(this.env); }

@@ -21,9 +21,9 @@
  */
 import { dueForClassify, markClassifySent, nextScheduledAt, unindexed } from "./outbox-store";
 import { graceMsOf, indexLagMsOf, nextLagAt, nextSweepAt, purgeFinished, retentionMs, sweepOrphanBodies } from "./outbox-sweep";
-import { finishedLagging, forwardCursor, type ForwardMarks } from "./outbox-forward";
+import { finishedLagging, forwardCursor } from "./outbox-forward";
 
-type AlarmEnv = { BODIES: R2Bucket; OUTBOX_GRACE_SECONDS?: string; INDEX_LAG_SECONDS?: string; MESSAGE_RETENTION_DAYS?: string };
+type AlarmEnv = { BODIES: R2Bucket; DB: D1Database; OUTBOX_GRACE_SECONDS?: string; INDEX_LAG_SECONDS?: string; MESSAGE_RETENTION_DAYS?: string };
 
 export class OutboxAlarm {
   /** When the next full run is due (ms); null after a start, so the first alarm is a full run. */
@@ -36,7 +36,6 @@ export class OutboxAlarm {
   constructor(
     private readonly sql: SqlStorage,
     private readonly env: AlarmEnv,
-    private readonly marks: ForwardMarks,
     private readonly enqueue: (ids: string[]) => Promise<void>,
     private readonly sendNotices: (now: number) => Promise<string[]>,
   ) {}
@@ -44,7 +43,7 @@ export class OutboxAlarm {
   /** One alarm (see the header); returns the next alarm time, or null. */
   async run(now: number): Promise<number | null> {
     const grace = graceMsOf(this.env);
-    const lagging = this.lagging(now, grace);
+    const lagging = await this.lagging(now, grace);
     if (this.sweepAt === null || now >= this.sweepAt) {
       const due = dueForClassify(this.sql, now, grace, 500);
       markClassifySent(this.sql, due, now);
@@ -68,11 +67,14 @@ export class OutboxAlarm {
    * Messages with events older than the index lag, not handed over within the last grace period,
    * and finished messages whose kept events waited as long (the walk hands each over once).
    */
-  private lagging(now: number, grace: number): string[] {
+  private async lagging(now: number, grace: number): Promise<string[]> {
     for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
     const ids = unindexed(this.sql, now, indexLagMsOf(this.env), 500).filter((id) => !this.forwarding.has(id));
     for (const id of ids) this.forwarding.set(id, now);
-    const finished = finishedLagging(this.sql, this.marks, now, indexLagMsOf(this.env));
+    const finished = await finishedLagging(this.sql, this.env.DB, now, indexLagMsOf(this.env)).catch((e: unknown) => {
+      console.error(JSON.stringify({ error: "outbox: the walk of finished messages could not read D1 (walked again later)", detail: e instanceof Error ? e.message : String(e) }));
+      return { ids: [], next: now + indexLagMsOf(this.env) };
+    });
     this.walkAt = finished.next;
     return [...new Set([...ids, ...finished.ids])];
   }

@@ -136,18 +136,19 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
 }
 
 /**
- * The message's events not yet forwarded to D1, oldest first: its event rows, and the final
- * events kept in its recipient rows (see applyOutcomes) after `ackedUpto` (outbox-forward.ts).
+ * The message's events not yet forwarded to D1, oldest first: its event rows, and the events
+ * kept in its rows (`kept`: email.queued in the message row, a finishing outcome's in its
+ * recipient row; outbox-forward.ts). A finished message's kept events are always among them.
  */
-export function readEvents(sql: SqlStorage, id: string, ackedUpto = 0): OutboxEvent[] {
+export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
   const rows: OutboxEvent[] = sql.exec<EventRow>("SELECT seq, message_id, tenant, type, recipient, created_at, data FROM event WHERE message_id = ? ORDER BY seq", id).toArray();
   const kept = sql.exec<{ tenant: string; address: string | null; e: string }>(
     `SELECT m.tenant, r.address, r.pending_event AS e FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
      UNION ALL SELECT tenant, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`, id,
   ).toArray().map((r): OutboxEvent => {
     const e = JSON.parse(r.e) as KeptEvent;
-    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.address ?? e.recipient ?? null, created_at: e.created_at, data: JSON.stringify(e.data) };
-  }).filter((e) => e.seq > ackedUpto);
+    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.address ?? e.recipient ?? null, created_at: e.created_at, data: JSON.stringify(e.data), kept: true };
+  });
   return kept.length === 0 ? rows : [...rows, ...kept].sort((a, b) => a.seq - b.seq);
 }
 
@@ -158,10 +159,9 @@ type KeptEvent = { seq: number; type: string; created_at: number; data: object; 
 
 /**
  * Forwarded events: an open message's email.queued kept in its row is cleared, and the message
- * leaves the index of waiting messages (one row). A finished message's kept events stay (their
- * acknowledgement is held in memory, outbox-forward.ts).
+ * leaves the index of waiting messages (one row). A finished message's kept events stay.
  */
-export function clearForwardedQueued(sql: SqlStorage, acks: readonly EventAck[]): void {
+function clearForwardedQueued(sql: SqlStorage, acks: readonly EventAck[]): void {
   for (const a of acks) {
     sql.exec(
       `UPDATE message SET queued_event = NULL, waiting = unclassified WHERE id = ? AND state = 'open' AND queued_event IS NOT NULL
@@ -170,9 +170,10 @@ export function clearForwardedQueued(sql: SqlStorage, acks: readonly EventAck[])
   }
 }
 
-/** Forgets forwarded events, each message's up to and including its `uptoSeq`. */
+/** Forgets forwarded events, each message's up to and including its `uptoSeq` (see clearForwardedQueued). */
 export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
   for (const a of acks) sql.exec("DELETE FROM event WHERE message_id = ? AND seq <= ?", a.id, a.uptoSeq);
+  clearForwardedQueued(sql, acks);
 }
 
 /** A due, open message's still-incoming recipients with any recorded decision, or null. */

@@ -118,6 +118,8 @@ export interface OutboxEvent {
   created_at: number;
   /** Event details as JSON text. */
   data: string;
+  /** Kept in a row written anyway, not an event row (storage/outbox-forward.ts). */
+  kept?: boolean;
 }
 
 /** What the index sync needs: the message and its unforwarded events. */
@@ -177,9 +179,14 @@ export interface EventAck {
   uptoSeq: number;
 }
 
-/** The acks for the events of states just written to D1 (each message's last seq, if any). */
+/**
+ * The acks for the events of states just written to D1 (each message's last seq, if any). A
+ * finished message whose events are all kept in its rows needs none: nothing is deleted for it
+ * (storage/outbox-forward.ts).
+ */
 export function eventAcksOf(states: readonly SyncState[]): EventAck[] {
-  return states.flatMap((s) => (s.events.length > 0 ? [{ id: s.view.id, uptoSeq: s.events[s.events.length - 1]!.seq }] : []));
+  const needed = (s: SyncState) => s.events.length > 0 && (s.view.state !== "done" || s.events.some((e) => e.kept !== true));
+  return states.flatMap((s) => (needed(s) ? [{ id: s.view.id, uptoSeq: s.events[s.events.length - 1]!.seq }] : []));
 }
 
 export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[] }[] };

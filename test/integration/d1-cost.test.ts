@@ -94,7 +94,7 @@ describe("D1 rows written per message", () => {
     console.log(counted.totals.log.join("\n"));
     expect(counted.totals.written).toBeLessThanOrEqual(ROWS_WRITTEN_BUDGET);
   });
-  it("the delivery stage acknowledges a batch's events with one Outbox request per shard, and every message's events are forgotten", async () => {
+  it("the delivery stage acknowledges a batch's events with one Outbox request per shard, and every message's events are forgotten; finished messages need none", async () => {
     const tenant = "ack";
     const webhooks = { send: async () => undefined, sendBatch: async () => undefined } as unknown as Queue;
     const calls: string[] = [];
@@ -110,17 +110,25 @@ describe("D1 rows written per message", () => {
     await worker.queue(batch, cenv, ctx);
     await getQueueResult(batch, ctx);
     calls.length = 0;
-    const states = [];
-    for (const id of ids) {
-      const out = await env.OUTBOX.getByName(outboxName(shardOf(id))).recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }], true);
-      states.push(out.sync!);
-    }
-    await indexMessages(cenv, states);
-    expect(calls.sort()).toEqual([`${outboxName(0)} ackEventsMany`, `${outboxName(1)} ackEventsMany`]);
+    const report = async (r: { status: "deferred" | "delivered"; attempt: number; nextAttemptAt?: number; response: { code: number; text: string } }) => {
+      const states = [];
+      for (const id of ids) states.push((await env.OUTBOX.getByName(outboxName(shardOf(id))).recordOutcome(id, [{ idx: 0, ...r }], true)).sync!);
+      calls.length = 0;
+      await indexMessages(cenv, states);
+      return calls.sort();
+    };
+    // A deferral is an event row: acknowledged, one request per shard, and forgotten.
+    expect(await report({ status: "deferred", attempt: 1, nextAttemptAt: Date.now() + 60_000, response: { code: 451, text: "later" } }))
+      .toEqual([`${outboxName(0)} ackEventsMany`, `${outboxName(1)} ackEventsMany`]);
     for (const id of ids) {
       const left = await runInDurableObject(env.OUTBOX.getByName(outboxName(shardOf(id))), (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n);
       expect(left).toBe(0);
     }
+    // The outcome that finishes each message is kept in its recipient row: nothing to acknowledge.
+    expect(await report({ status: "delivered", attempt: 2, response: { code: 250, text: "ok" } })).toEqual([]);
+    const logged = await env.DB.prepare("SELECT count(*) AS n FROM event_log WHERE email_id IN (SELECT value FROM json_each(?)) AND type = 'email.delivered' AND data IS NOT NULL")
+      .bind(JSON.stringify(ids)).first<{ n: number }>();
+    expect(logged?.n).toBe(ids.length);
   });
   it("the delivery stage reads a batch's envelopes with one Outbox request per shard, each job with its own message's; a session given them reads none", async () => {
     const calls: string[] = [];
