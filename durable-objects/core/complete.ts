@@ -31,7 +31,8 @@ import { refillMessage } from "./assign";
 import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
-import { releasePolicies } from "./policy";
+import { releasePolicies, setPolicy } from "./policy";
+import { matchReplyRule, replyOf, replyRulePolicy, type ReplyInfo } from "./reply-rules";
 import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
 import { popDueTimer } from "./timer-heap";
@@ -46,6 +47,8 @@ export interface SiteFailure {
 export interface DeliveryReport {
   status: "ok" | "defer" | "crash";
   siteFailure?: SiteFailure | null;
+  /** The reply that deferred recipients of the entry when it was not a site failure (a 421 to MAIL FROM), for reply rules. */
+  reply?: ReplyInfo | null;
 }
 
 /** Result of applying a report. */
@@ -65,6 +68,8 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     const refused = site !== null && (t.p.ceilingMemory ?? 0) > 0 && isConcurrencyRefusal(site.reason);
     m.refusedOnly = refused && (!m.deferred || m.refusedOnly === true);
     m.deferred = true;
+    const reply = site ? replyOf(site) : report.reply ?? null;
+    if (reply) applyReplyRules(q, e, reply, site?.reason ?? `${reply.code ?? ""} ${reply.enhanced ?? ""} ${reply.text}`.trim(), now);
     if (site && queue.window > 0) {
       if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
       else if (isConcurrencyRefusal(site.reason)) learnCeiling(queue, queue.busyCount, now, t.p);
@@ -82,6 +87,22 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   }
   entryDone(q, e, now);
   return { kind: "applied" };
+}
+
+/**
+ * A deferring reply (a site failure's, or a transaction's) that a reply rule matches suspends the
+ * rule's key (reply-rules.ts); the effect tells the delivery stage, which records
+ * relay.destination.throttled with the outcome.
+ */
+function applyReplyRules(q: Qmgr, e: Entry, reply: ReplyInfo, text: string, now: number): void {
+  const rule = matchReplyRule(q.cfg.global.replyRules ?? [], reply);
+  if (!rule) return;
+  const queue = e.peer.queue;
+  const dest = { transport: queue.transport.name, queue: queue.name, egress: queue.egress, site: queue.site };
+  const key = replyRulePolicy(rule, dest, undefined, now).key;
+  const next = replyRulePolicy(rule, dest, q.policies.get(key)?.rule, now);
+  setPolicy(q, key, next.rule, now);
+  q.effects.push({ kind: "reply-rule", entryId: e.id, messageId: e.peer.job.message.id, transport: dest.transport, queue: dest.queue, rule: rule.name, key, until: next.rule.suspendedUntil!, reply: text });
 }
 
 /** A destination just died: remember why, arm revival (by default after minimal_backoff_time), defer its todo entries (§6.4). */

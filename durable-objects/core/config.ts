@@ -27,6 +27,7 @@
  *   Returns { ok: false, errors } with one "path: problem" line per bad value; unknown keys
  *   are errors (no silent typos).
  */
+import { DEFAULT_REPLY_RULES, parseReplyRules, type ReplyRule } from "./reply-rules";
 import { z } from "zod";
 import { parseFeedback, type Feedback } from "./feedback";
 import { initialWindow } from "./destination-window";
@@ -125,6 +126,7 @@ const globalSchema = z
     destination_idle_memory: duration(0),
     recipient_delimiter: z.string().max(8).regex(/^[^@\s]*$/, "must not contain @ or spaces"),
     defer_transports: z.array(z.string().min(1)),
+    reply_rules: z.array(z.unknown()),
     transports: z.record(z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/i, "bad transport name"), transportSchema),
   })
   .partial();
@@ -193,6 +195,8 @@ export interface GlobalParams extends RetryParams {
   recipientDelimiter: string;
   /** defer_transports; default none. */
   deferTransports: string[];
+  /** reply_rules (relay, reply-rules.ts); DEFAULT_REPLY_RULES unless configured; none when absent. */
+  replyRules?: readonly ReplyRule[];
 }
 
 /** A fully resolved configuration. */
@@ -251,6 +255,8 @@ export function parseSchedulerConfig(input: unknown): ConfigResult {
   }
   const defaults = globalSchema.parse(DEFAULTS);
   const g = { ...defaults, ...parsed.data } as Required<z.output<typeof globalSchema>>;
+  const replyRules = parsed.data.reply_rules === undefined ? { ok: true as const, rules: [...DEFAULT_REPLY_RULES] } : parseReplyRules(parsed.data.reply_rules);
+  if (!replyRules.ok) return { ok: false, errors: replyRules.errors };
   const global: GlobalParams = {
     messageActiveLimit: g.qmgr_message_active_limit,
     messageRecipientLimit: Math.max(g.qmgr_message_recipient_limit, g.qmgr_message_active_limit),
@@ -265,6 +271,7 @@ export function parseSchedulerConfig(input: unknown): ConfigResult {
     destinationIdleMemory: g.destination_idle_memory,
     recipientDelimiter: g.recipient_delimiter,
     deferTransports: g.defer_transports,
+    replyRules: replyRules.rules,
   };
   const base: z.output<typeof transportSchema> = {
     initial_destination_concurrency: g.initial_destination_concurrency,

@@ -54,6 +54,8 @@ export interface DestinationReport {
    * batches per delivery agent. Dead detection stays this record's own.
    */
   window?: number;
+  /** The reply rule this site failure set off (reply-rules.ts), for the history. */
+  replyRule?: string;
 }
 
 /** One line of the destination's history, for the dashboard. */
@@ -64,6 +66,8 @@ export interface DestinationEvent {
   window: number;
   busy: number;
   reason: string | null;
+  /** The reply rule the site failure set off (its suspension is the Transport DO's pickup policy). */
+  replyRule?: string;
 }
 
 /** What applying a report produced. */
@@ -111,7 +115,7 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
     }
   }
   if (r.window !== undefined && r.window > 0 && s.window > 0) s.window = r.window;
-  const event: DestinationEvent = { at: now, kind: r.siteFailure ? "site_failure" : "success", outcome, window: s.window, busy: r.busy, reason: r.siteFailure?.reason ?? null };
+  const event: DestinationEvent = { at: now, kind: r.siteFailure ? "site_failure" : "success", outcome, window: s.window, busy: r.busy, reason: r.siteFailure?.reason ?? null, ...(r.replyRule ? { replyRule: r.replyRule } : {}) };
   return { record: s, answer: { window: s.window, deadUntil: s.deadUntil }, event, alarmAt };
 }
 

@@ -234,6 +234,8 @@ export interface PolicyRule {
   rate?: { count: number; perSec: number };
   /** Nothing with this key is selected before this time (seconds). */
   suspendedUntil?: number;
+  /** What set the suspension, when not an operator (e.g. "reply_rule:yahoo-tss04"); blocked_by shows it. */
+  label?: string;
 }
 
 /** Live counters of one policy key. */
@@ -265,7 +267,9 @@ export type Effect =
   | { kind: "message-deferred"; messageId: string; nextAttemptAt: number; warn: boolean; warnTime: number }
   | { kind: "message-expired"; messageId: string }
   | { kind: "destination"; transport: string; queue: string; event: "dead" | "revived" | "suspended" | "resumed"; until?: number; reason?: string }
-  | { kind: "transport"; transport: string; event: "dead" | "revived"; until?: number };
+  | { kind: "transport"; transport: string; event: "dead" | "revived"; until?: number }
+  /** A reply rule matched a site failure of the entry `entryId` and suspended `key` until `until` (reply-rules.ts). */
+  | { kind: "reply-rule"; entryId: number; messageId: string; transport: string; queue: string; rule: string; key: string; until: number; reply: string };
 
 /** The whole in-core state of the queue manager. */
 export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {

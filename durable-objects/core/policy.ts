@@ -71,6 +71,8 @@ export interface PolicyBlock {
   key: string;
   reason: "suspended" | "concurrency" | "rate";
   until: number | null;
+  /** The suspension's label (PolicyRule.label), when it has one. */
+  label?: string;
 }
 
 /** The first key that blocks selection now, or null if all have room. */
@@ -79,7 +81,7 @@ export function policyBlock(q: Qmgr, keys: readonly string[], now: number): Poli
     const c = q.policies.get(key);
     if (!c) continue;
     const r = c.rule;
-    if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil };
+    if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil, ...(r.label ? { label: r.label } : {}) };
     if (r.concurrency !== undefined && c.inflight >= r.concurrency) return { key, reason: "concurrency", until: null };
     if (r.rate) {
       refill(c, now);

@@ -107,7 +107,7 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
 }
 
 /** The event types a webhook endpoint can subscribe to (the ones this relay emits). */
-const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained"]);
+const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "relay.destination.throttled"]);
 
 /** POST /webhooks (Resend's shape). */
 export const CreateWebhookSchema = z.object({ endpoint: z.string().min(1).max(2048), events: z.array(WebhookEventSchema).min(1) });

@@ -45,6 +45,8 @@ export interface Finished {
   transport: string;
   destination: { queue: string; busy: number; window: number } | null;
   siteFailure: { dsnStatus: string; reason: string } | null;
+  /** The reply rule the site failure set off, if any. */
+  replyRule?: string;
 }
 
 /**
@@ -71,9 +73,9 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   const open = judged.filter((_, i) => recorded[i]);
   const changed = () => [...states.values()];
   if (open.length === 0) return { finished: [], changed: changed() };
-  const reports = open.map(({ part, v }) => ({
+  const reports = open.map(({ part, v }): { entryId: number; report: DeliveryReport; finalIdx: number[] } => ({
     entryId: part.job.entryId,
-    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : {}) },
+    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : { ...deferringReply(v.outcomes) }) },
     finalIdx: v.finalIdx,
   }));
   let answers: ReportAnswer[];
@@ -89,7 +91,10 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const coreId = coreIdOf(job.messageId, job.attempt);
     const deferred = answers[i]!.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
-    return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o) => ({ ...o, nextAttemptAt: nextAt })) };
+    // A reply rule the session's refusal set off: said once, with the first deferred recipient.
+    const hit = answers[i]!.effects.find((e) => e.kind === "reply-rule" && e.entryId === job.entryId);
+    const throttled = hit?.kind === "reply-rule" ? { rule: hit.rule, key: hit.key, until: hit.until * 1000, reply: hit.reply } : null;
+    return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o, k) => ({ ...o, nextAttemptAt: nextAt, ...(k === 0 && throttled ? { throttled } : {}) })) };
   });
   const failedLater = await recordAll(env, later, keep, acks);
   const finished: Finished[] = [];
@@ -97,9 +102,16 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const e = failedLater.get(i);
     if (e !== undefined) return msg.retry("report", e);
     msg.ack();
-    finished.push({ messageId: job.messageId, transport: job.transport, destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null });
+    const rule = answers[i]!.effects.find((x) => x.kind === "reply-rule" && x.entryId === job.entryId);
+    finished.push({ messageId: job.messageId, transport: job.transport, destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null, ...(rule?.kind === "reply-rule" ? { replyRule: rule.rule } : {}) });
   });
   return { finished, changed: changed() };
+}
+
+/** The reply that deferred an entry's recipients (the first with a code), for the Transport DO's reply rules. */
+function deferringReply(outcomes: readonly OutcomeReport[]): { reply: { code: number; enhanced: string | null; text: string } } | Record<string, never> {
+  const r = outcomes.find((o) => o.status === "deferred" && typeof o.response?.code === "number")?.response;
+  return r ? { reply: { code: r.code!, enhanced: r.enhanced ?? null, text: r.text ?? "" } } : {};
 }
 
 /**
@@ -142,7 +154,7 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
   try {
     for (const d of byQueue.values()) {
       const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({
-        transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure, ...(site === null ? { window: f.destination!.window } : {}),
+        transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure, ...(site === null ? { window: f.destination!.window } : {}), ...(f.replyRule ? { replyRule: f.replyRule } : {}),
       })));
       // The Transport DO ran the same feedback. A destination's own DO (nexthop grouping) gets
       // each delivery agent's reports in a batch of their own, so in another order than the

@@ -18,6 +18,10 @@
  *     tls           STARTTLS offered with this key and certificate (PEM); otherwise not offered.
  *     auth          AUTH required (PLAIN/LOGIN or the methods named) with this username/password;
  *                   a wrong password gets 535 5.7.8. Otherwise AUTH is not offered.
+ *     mailFromReply the first `times` MAIL FROM commands are answered with this reply (code and
+ *                   text, e.g. a provider's throttling 421); later ones are accepted. The server
+ *                   then neither advertises nor adds enhanced status codes of its own, so the
+ *                   reply goes out as written (as Yahoo's MX hosts send it).
  *   SinkStats: connections (TCP), sessions (past the greeting checks), maxConcurrent (sessions at
  *   once), refused (connections without a session: 421/554 greetings), drops, authFailures, and
  *   messages [{ mailFrom, rcptTo, body (base64), user, secure }].
@@ -37,6 +41,7 @@ export interface SinkSpec {
   greeting554?: boolean;
   tls?: { key: string; cert: string };
   auth?: { username: string; password: string; methods?: string[] };
+  mailFromReply?: { code: number; text: string; times: number };
 }
 
 /** A message as a scripted server received it. */
@@ -78,9 +83,10 @@ function coded(code: number, text: string): CodedError {
 function optionsOf(spec: SinkSpec, stats: SinkStats, server: () => SMTPServer): SMTPServerOptions {
   const live = new Set<string>();
   const dropped = new Set<string>();
+  let refusedMail = 0;
   const disabled = [...(spec.tls ? [] : ["STARTTLS"]), ...(spec.auth ? [] : ["AUTH"])];
   return {
-    logger: false, disableReverseLookup: true, hideENHANCEDSTATUSCODES: false, closeTimeout: 50,
+    logger: false, disableReverseLookup: true, hideENHANCEDSTATUSCODES: spec.mailFromReply !== undefined, closeTimeout: 50,
     disabledCommands: disabled,
     authOptional: !spec.auth,
     ...(spec.auth ? { authMethods: spec.auth.methods ?? ["PLAIN", "LOGIN"] } : {}),
@@ -94,6 +100,14 @@ function optionsOf(spec: SinkSpec, stats: SinkStats, server: () => SMTPServer): 
       callback();
     },
     onClose: (session) => void live.delete(session.id),
+    onMailFrom: (_address, _session, callback) => {
+      const r = spec.mailFromReply;
+      if (r && refusedMail < r.times) {
+        refusedMail++;
+        return callback(coded(r.code, r.text));
+      }
+      callback();
+    },
     onAuth: (auth, _session, callback) => {
       const want = spec.auth!;
       if (auth.username === want.username && auth.password === want.password) return callback(null, { user: auth.username });

@@ -120,10 +120,15 @@ describe("envelope", () => {
     expect(toFeedItem(ev)).toEqual({ id: ev.id, ...ev.envelope });
   });
 
-  it("covers all eight event types", () => {
+  it("covers Resend's eight event types and the relay's relay.destination.throttled", () => {
     expect([...EMAIL_EVENT_TYPES].sort()).toEqual(
-      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed"],
+      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed", "relay.destination.throttled"],
     );
+  });
+
+  it("a throttle names the reply rule, the policy key it suspended and until when, and is not terminal", () => {
+    const ev = buildEvent({ type: "relay.destination.throttled", message: MESSAGE, recipient: "a@example.net", attempt: 1, nowMs: NOW, throttle: { rule: "yahoo-tss04", policyKey: "site:yahoo", suspendedUntilMs: NOW + 3_600_000 } });
+    expect(ev.envelope.data).toMatchObject({ recipient: "a@example.net", attempt: 1, terminal: false, throttle: { rule: "yahoo-tss04", policy_key: "site:yahoo", suspended_until: new Date(NOW + 3_600_000).toISOString() } });
   });
 
   it("a complaint carries its feedback type, is not terminal and has no classification", () => {

@@ -59,7 +59,8 @@ export type EmailEventType =
   | "email.failed"
   | "email.suppressed"
   | "email.canceled"
-  | "email.complained";
+  | "email.complained"
+  | "relay.destination.throttled";
 
 /** Every event type, for filters and validation. */
 export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
@@ -71,6 +72,7 @@ export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
   "email.suppressed",
   "email.canceled",
   "email.complained",
+  "relay.destination.throttled",
 ];
 
 /** A recipient's state in the relay ("failed" = internal error). */
@@ -120,6 +122,8 @@ export interface EventData {
   suppressed?: { type: string; message: string };
   /** A complaint's ARF Feedback-Type (RFC 5965: abuse, fraud, virus, other). */
   complaint?: { feedback_type: string };
+  /** relay.destination.throttled: the reply rule that fired, the key it suspended, and until when. */
+  throttle?: { rule: string; policy_key: string; suspended_until: string };
 }
 
 /** The body pushed to webhooks: Resend's envelope. */
@@ -145,6 +149,8 @@ export interface EventInput {
   delivery?: DeliveryDetails | null;
   /** Failure or suppression reason. */
   reason?: string | null;
+  /** relay.destination.throttled: the reply rule, the policy key it suspended and until when (epoch ms). */
+  throttle?: { rule: string; policyKey: string; suspendedUntilMs: number } | null;
   /** Overrides the derived id. */
   id?: string;
 }
@@ -232,6 +238,9 @@ export function buildEvent(input: EventInput): BuiltEvent {
   if (input.type === "email.failed") data.failed = { reason: input.reason ?? "internal error" };
   if (input.type === "email.suppressed") data.suppressed = { type: input.reason ?? "suppressed", message: delivery?.response ?? "" };
   if (input.type === "email.complained") data.complaint = { feedback_type: input.reason ?? "abuse" };
+  if (input.type === "relay.destination.throttled" && input.throttle) {
+    data.throttle = { rule: input.throttle.rule, policy_key: input.throttle.policyKey, suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString() };
+  }
   const id = input.id ?? eventId({ emailId: m.emailId, recipient: input.recipient, attempt: input.attempt, type: input.type });
   return { id, envelope: { type: input.type, created_at: new Date(input.nowMs).toISOString(), data } };
 }

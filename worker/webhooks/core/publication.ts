@@ -145,6 +145,7 @@ const DIRECT: Readonly<Record<string, EmailEventType>> = {
   "email.bounced": "email.bounced",
   "email.failed": "email.failed",
   "email.complained": "email.complained",
+  "relay.destination.throttled": "relay.destination.throttled",
 };
 
 /** Envelopes for a row that is not a deferral. */
@@ -164,7 +165,10 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
   const delivery = noAttempt ? null : deliveryFrom(row.data.response);
   const reason = str(row.data.reason);
   const attempt = noAttempt ? 0 : attemptOf(row.data);
-  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason })];
+  const throttle = type === "relay.destination.throttled"
+    ? { rule: str(row.data.rule) ?? "", policyKey: str(row.data.policy_key) ?? "", suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs }
+    : null;
+  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle })];
 }
 
 /** Plans the envelopes of a batch of messages' rows (see the header). */

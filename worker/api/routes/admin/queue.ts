@@ -114,7 +114,7 @@ export function queueRoutes() {
     return c.json({
       ...(inCore ? destinationView(limitOf(c.env), inCore) : { object: "destination" as const, transport, queue, nexthop: queue, state: "idle", window: null, busy: 0, todo: 0, limit: limitOf(c.env)(transport) }),
       record: rec === null ? null : { window: rec.window, dead_until: iso(rec.deadUntil), reason: rec.reason, last_report_at: iso(rec.lastReportAt), success: rec.success, failure: rec.failure, fail_cohorts: rec.failCohorts, ceiling: ceilingView(rec.ceiling) },
-      history: dest.history.map((h) => ({ at: new Date(h.at * 1000).toISOString(), kind: h.kind, outcome: h.outcome, window: h.window, busy: h.busy, reason: h.reason })),
+      history: dest.history.map((h) => ({ at: new Date(h.at * 1000).toISOString(), kind: h.kind, outcome: h.outcome, window: h.window, busy: h.busy, reason: h.reason, reply_rule: h.replyRule ?? null })),
     });
   });
 

@@ -77,7 +77,7 @@ export const AdminResponses = {
   destinations: z.object({ object: z.literal("list"), data: z.array(Destination) }),
   destination: Destination.extend({
     record: z.object({ window: z.number(), dead_until: Iso.nullable(), reason: z.string().nullable(), last_report_at: Iso.nullable() }).passthrough().nullable(),
-    history: z.array(z.object({ at: Iso, kind: z.string(), outcome: z.string(), window: z.number(), busy: z.number().int(), reason: z.string().nullable() })),
+    history: z.array(z.object({ at: Iso, kind: z.string(), outcome: z.string(), window: z.number(), busy: z.number().int(), reason: z.string().nullable(), reply_rule: z.string().nullable() })),
   }),
   flush: z.object({ object: z.literal("flush"), transports: z.array(z.string()), revived: z.array(z.object({ transport: z.string(), queue: z.string() })) }),
   suspension: Suspension,
