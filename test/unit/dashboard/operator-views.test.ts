@@ -73,6 +73,9 @@ describe("suspension keys and rules", () => {
     expect(resumeRule({ concurrency: 2, suspendedUntil: 500 })).toEqual({ concurrency: 2 });
     expect(resumeRule({ suspendedUntil: 500 })).toBeNull();
     expect(resumeRule(undefined)).toBeNull();
+    // An operator's suspension replaces a reply rule's label; resuming drops it.
+    expect(suspendRule({ suspendedUntil: 400, label: "reply_rule:yahoo-tss04" }, 500)).toEqual({ suspendedUntil: 500 });
+    expect(resumeRule({ concurrency: 2, suspendedUntil: 500, label: "reply_rule:yahoo-tss04" })).toEqual({ concurrency: 2 });
   });
 
   it("lists suspensions in force once per key, with every transport holding it", () => {
@@ -83,7 +86,8 @@ describe("suspension keys and rules", () => {
       { transport: "smtp", key: "tenant:capped", rule: { concurrency: 1 } },
       { transport: "smtp", key: "egress:eu", rule: { suspendedUntil: 900 } },
     ], 100);
-    expect(got).toEqual([{ target: "tenant", transport: null, name: "acme", key: "tenant:acme", until: 300, transports: ["bulk", "smtp"] }]);
+    expect(got).toEqual([{ target: "tenant", transport: null, name: "acme", key: "tenant:acme", until: 300, transports: ["bulk", "smtp"], setBy: null }]);
+    expect(activeSuspensions([{ transport: "smtp", key: "dest:smtp/mx.test", rule: { suspendedUntil: 900, label: "reply_rule:yahoo-tss04" } }], 100)[0]!.setBy).toBe("reply_rule:yahoo-tss04");
   });
 });
 

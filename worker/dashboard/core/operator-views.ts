@@ -112,17 +112,20 @@ export interface Rule {
   concurrency?: number;
   rate?: { count: number; perSec: number };
   suspendedUntil?: number;
+  /** What set the suspension when not an operator (a reply rule: "reply_rule:<name>"). */
+  label?: string;
 }
 
-/** The rule with a suspension until `until` (other fields kept). */
+/** The rule with an operator's suspension until `until` (caps and rate kept). */
 export function suspendRule(rule: Rule | undefined, until: number): Rule {
-  return { ...(rule ?? {}), suspendedUntil: until };
+  const { label: _set, ...rest } = rule ?? {};
+  return { ...rest, suspendedUntil: until };
 }
 
 /** The rule without its suspension: null when nothing else is left (clear the key). */
 export function resumeRule(rule: Rule | undefined): Rule | null {
   if (!rule) return null;
-  const { suspendedUntil: _gone, ...rest } = rule;
+  const { suspendedUntil: _gone, label: _set, ...rest } = rule;
   return Object.keys(rest).length === 0 ? null : rest;
 }
 
@@ -136,6 +139,8 @@ export interface SuspensionView {
   until: number;
   /** The Transport DOs that hold it. */
   transports: string[];
+  /** What set it: null for an operator, "reply_rule:<name>" for a reply rule. */
+  setBy: string | null;
 }
 
 /** Suspensions in force at `now`, one per key (a tenant's is held by every transport). */
@@ -147,10 +152,11 @@ export function activeSuspensions(policies: { transport: string; key: string; ru
     if (until === undefined || until <= now || !target) continue;
     const seen = byKey.get(p.key);
     if (seen) {
+      if (until > seen.until) seen.setBy = p.rule.label ?? null;
       seen.until = Math.max(seen.until, until);
       seen.transports.push(p.transport);
     } else {
-      byKey.set(p.key, { ...target, key: p.key, until, transports: [p.transport] });
+      byKey.set(p.key, { ...target, key: p.key, until, transports: [p.transport], setBy: p.rule.label ?? null });
     }
   }
   return [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : 1));

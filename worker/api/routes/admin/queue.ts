@@ -140,7 +140,7 @@ export function queueRoutes() {
   r.get("/suspensions", async (c) => {
     const inspections = await inspectAll(c.env, await allTransports(c.env));
     const policies = inspections.flatMap((i) => i.policies.map((p) => ({ transport: i.transport, key: p.key, rule: p.rule })));
-    const data = activeSuspensions(policies, Math.floor(Date.now() / 1000)).map((s) => ({ object: "suspension", target: s.target, transport: s.transport, name: s.name, key: s.key, until: iso(s.until), transports: s.transports }));
+    const data = activeSuspensions(policies, Math.floor(Date.now() / 1000)).map((s) => ({ object: "suspension", target: s.target, transport: s.transport, name: s.name, key: s.key, until: iso(s.until), transports: s.transports, set_by: s.setBy }));
     return c.json({ object: "list", data });
   });
 

@@ -62,7 +62,7 @@ const Destination = z.object({
   state: z.enum(["ready", "dead", "suspended", "idle"]), window: z.number().nullable(), busy: z.number().int(), todo: z.number().int(), limit: z.number().int(),
   dead_until: Iso.nullable().optional(), suspended_until: Iso.nullable().optional(), last_response: z.string().nullable().optional(),
 }).passthrough();
-const Suspension = z.object({ object: z.literal("suspension"), target: SuspensionTargetSchema, transport: z.string().nullable(), name: z.string(), key: z.string(), until: Iso.nullable(), transports: z.array(z.string()) });
+const Suspension = z.object({ object: z.literal("suspension"), target: SuspensionTargetSchema, transport: z.string().nullable(), name: z.string(), key: z.string(), until: Iso.nullable(), transports: z.array(z.string()), set_by: z.string().nullable().optional() });
 const Event = z.object({ object: z.literal("event"), seq: z.number().int(), type: z.string(), recipient: z.string().nullable(), created_at: Iso, data: z.unknown() });
 
 /** Response bodies of the admin routes. */
