@@ -9,8 +9,8 @@
  *   npx cohort <command> [options]      (--url / COHORT_URL, --key / COHORT_API_KEY)
  *   queue                               qshape of the active and deferred queues, counts by state
  *   flush [--transport T]               retry deferred mail now, revive dead destinations
- *   suspend <destination|tenant|transport> <name> --ttl 1h [--transport T]
- *   resume  <destination|tenant|transport> <name> [--transport T]
+ *   suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]
+ *   resume  <destination|tenant|transport|site|egress> <name> [--transport T]
  *   suspensions                         suspensions in force
  *   send --from A --to B [--to C] --subject S (--text T | --html H) [--tag name:value]
  *   tail [--type email.delivered,…] [--after evt_…] [--interval 2] [--count N] [--once]
@@ -192,14 +192,14 @@ export async function main(argv, out = process.stdout, env = process.env) {
     }
     case "suspend": {
       const [target, name] = args;
-      if (!target || !name || !values.ttl) throw new UsageError("usage: cohort suspend <destination|tenant|transport> <name> --ttl 1h [--transport T]");
+      if (!target || !name || !values.ttl) throw new UsageError("usage: cohort suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]");
       const r = await call("POST", "/relay/suspensions", { target, name, ttl_seconds: parseTtl(values.ttl), ...(values.transport ? { transport: values.transport } : {}) });
       print(r, `suspended ${r.key} until ${r.until} (in ${r.transports.join(", ")})`);
       return 0;
     }
     case "resume": {
       const [target, name] = args;
-      if (!target || !name) throw new UsageError("usage: cohort resume <destination|tenant|transport> <name> [--transport T]");
+      if (!target || !name) throw new UsageError("usage: cohort resume <destination|tenant|transport|site|egress> <name> [--transport T]");
       const qs = values.transport ? `?transport=${encodeURIComponent(values.transport)}` : "";
       const r = await call("DELETE", `/relay/suspensions/${encodeURIComponent(target)}/${encodeURIComponent(name)}${qs}`);
       print(r, `resumed ${r.key}`);
@@ -207,7 +207,7 @@ export async function main(argv, out = process.stdout, env = process.env) {
     }
     case "suspensions": {
       const r = await call("GET", "/relay/suspensions");
-      print(r, r.data.length ? textTable(["key", "until", "transports"], r.data.map((s) => [s.key, s.until, s.transports.join(",")])) : "no suspensions");
+      print(r, r.data.length ? textTable(["key", "until", "set by", "transports"], r.data.map((s) => [s.key, s.until, s.set_by ?? "operator", s.transports.join(",")])) : "no suspensions");
       return 0;
     }
     case "send": {

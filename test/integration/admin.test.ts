@@ -212,6 +212,19 @@ describe("suspensions", () => {
     expect(smtp.policies.find((p) => p.key === "tenant:zeta")).toBeUndefined();
   });
 
+  it("suspends a site in every transport (what a reply rule suspends), lists it with who set it, and resumes it", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("ops");
+    await stub.setPolicy("site:yahoodns.net", { suspendedUntil: Math.floor(Date.now() / 1000) + 3600, label: "reply_rule:yahoo-tss04" });
+    const list = await json<{ data: { target: string; name: string; key: string; set_by: string | null }[] }>(await callWithKey(operator, "GET", "/relay/suspensions"));
+    expect(list.data.find((s) => s.key === "site:yahoodns.net")).toMatchObject({ target: "site", name: "yahoodns.net", set_by: "reply_rule:yahoo-tss04" });
+    expect((await callWithKey(operator, "DELETE", "/relay/suspensions/site/yahoodns.net")).status).toBe(200);
+    expect((await stub.inspect()).policies.find((p) => p.key === "site:yahoodns.net")).toBeUndefined();
+    const res = await callWithKey(operator, "POST", "/relay/suspensions", { target: "egress", name: "eu-1", ttl_seconds: 60 });
+    expect(res.status).toBe(201);
+    expect(await json(res)).toMatchObject({ target: "egress", transport: null, key: "egress:eu-1", transports: ["ops", "smtp"] });
+    expect((await callWithKey(operator, "DELETE", "/relay/suspensions/egress/eu-1")).status).toBe(200);
+  });
+
   it("validates input (422), knows its transports (404) and answers 404 to resuming what is not suspended", async () => {
     const cases: [unknown, number][] = [
       [{ target: "planet", name: "x", ttl_seconds: 60 }, 422],

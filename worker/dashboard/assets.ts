@@ -267,7 +267,7 @@ async function destinations() {
       await suspend({ target: f.get("target"), name: f.get("name"), ttl_seconds: Number(f.get("ttl")) * 60, ...(f.get("transport") ? { transport: f.get("transport") } : {}) });
     } catch (e) { showError(detail, e); }
   } },
-  el("select", { name: "target" }, ["destination", "tenant", "transport"].map((t) => el("option", { value: t }, t))),
+  el("select", { name: "target" }, ["destination", "tenant", "transport", "site", "egress"].map((t) => el("option", { value: t }, t))),
   el("input", { name: "name", placeholder: "name", required: true }), el("input", { name: "transport", placeholder: "transport (destination)" }),
   el("input", { name: "ttl", type: "number", min: 1, value: 60, title: "minutes" }), el("button", { type: "submit" }, "Suspend"));
   root.replaceChildren(

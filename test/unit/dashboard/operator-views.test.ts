@@ -53,6 +53,8 @@ describe("suspension keys and rules", () => {
     { name: "transport", target: "transport" as const, n: "bulk", t: "smtp", want: "transport:bulk" },
     { name: "destination", target: "destination" as const, n: "[10.0.0.1]:25", t: "smtp", want: "dest:smtp/[10.0.0.1]:25" },
     { name: "destination without transport", target: "destination" as const, n: "x.example", t: "", want: null },
+    { name: "site", target: "site" as const, n: "yahoodns.net", t: "smtp", want: "site:yahoodns.net" },
+    { name: "egress", target: "egress" as const, n: "eu-1", t: "smtp", want: "egress:eu-1" },
     { name: "a name with a space", target: "tenant" as const, n: "a b", t: "smtp", want: null },
     { name: "an empty name", target: "tenant" as const, n: "", t: "smtp", want: null },
   ])("names the policy key of a $name", ({ target, n, t, want }) => {
@@ -60,9 +62,10 @@ describe("suspension keys and rules", () => {
     if (want !== null) expect(parseSuspensionKey(want)).toMatchObject({ target, name: n });
   });
 
-  it("does not take egress and site keys for suspension targets", () => {
-    expect(parseSuspensionKey("egress:eu")).toBeNull();
-    expect(parseSuspensionKey("site:mx.example")).toBeNull();
+  it("takes site and egress keys (a reply rule suspends a site), not malformed ones", () => {
+    expect(parseSuspensionKey("egress:eu")).toEqual({ target: "egress", transport: null, name: "eu" });
+    expect(parseSuspensionKey("site:mx.example")).toEqual({ target: "site", transport: null, name: "mx.example" });
+    expect(parseSuspensionKey("site:")).toBeNull();
     expect(parseSuspensionKey("dest:noslash")).toBeNull();
     expect(parseSuspensionKey("tenant:")).toBeNull();
   });
@@ -86,7 +89,10 @@ describe("suspension keys and rules", () => {
       { transport: "smtp", key: "tenant:capped", rule: { concurrency: 1 } },
       { transport: "smtp", key: "egress:eu", rule: { suspendedUntil: 900 } },
     ], 100);
-    expect(got).toEqual([{ target: "tenant", transport: null, name: "acme", key: "tenant:acme", until: 300, transports: ["bulk", "smtp"], setBy: null }]);
+    expect(got).toEqual([
+      { target: "egress", transport: null, name: "eu", key: "egress:eu", until: 900, transports: ["smtp"], setBy: null },
+      { target: "tenant", transport: null, name: "acme", key: "tenant:acme", until: 300, transports: ["bulk", "smtp"], setBy: null },
+    ]);
     expect(activeSuspensions([{ transport: "smtp", key: "dest:smtp/mx.test", rule: { suspendedUntil: 900, label: "reply_rule:yahoo-tss04" } }], 100)[0]!.setBy).toBe("reply_rule:yahoo-tss04");
   });
 });

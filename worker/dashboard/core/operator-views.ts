@@ -84,23 +84,23 @@ export function throughputSeries(rows: { minute: number; type: string; n: number
 }
 
 /** What can be suspended. */
-export type SuspensionTarget = "destination" | "tenant" | "transport";
+export type SuspensionTarget = "destination" | "tenant" | "transport" | "site" | "egress";
 
 /** The policy key of a suspension target, or null when the name is not usable. */
 export function suspensionKey(target: SuspensionTarget, name: string, transport: string): string | null {
   if (name === "" || /[\s]/.test(name)) return null;
-  if (target === "tenant") return `tenant:${name}`;
+  if (target === "tenant" || target === "site" || target === "egress") return `${target}:${name}`;
   if (target === "transport") return `transport:${name}`;
   return transport === "" ? null : `dest:${transport}/${name}`;
 }
 
-/** The target of a policy key, or null for keys that are not suspension targets (egress, site). */
+/** The target of a policy key, or null for a key that is not one. */
 export function parseSuspensionKey(key: string): { target: SuspensionTarget; transport: string | null; name: string } | null {
   const colon = key.indexOf(":");
   const kind = key.slice(0, colon);
   const rest = key.slice(colon + 1);
   if (colon < 0 || rest === "") return null;
-  if (kind === "tenant") return { target: "tenant", transport: null, name: rest };
+  if (kind === "tenant" || kind === "site" || kind === "egress") return { target: kind, transport: null, name: rest };
   if (kind === "transport") return { target: "transport", transport: rest, name: rest };
   if (kind !== "dest") return null;
   const slash = rest.indexOf("/");

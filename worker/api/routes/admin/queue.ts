@@ -71,11 +71,13 @@ async function optionalJson(c: Context<AppEnv>): Promise<unknown> {
 /** Where a suspension lives: its policy key and the transports whose DO holds it. */
 async function placeSuspension(env: Env, target: SuspensionTarget, name: string, transport: string | undefined) {
   const all = await allTransports(env);
+  // A tenant, site or egress key is held by every transport (a site's domains may be routed to any).
+  const everywhere = target === "tenant" || target === "site" || target === "egress";
   const t = target === "transport" ? name : transport ?? (env.DEFAULT_TRANSPORT || "smtp");
-  if (target !== "tenant" && !all.includes(t)) throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
+  if (!everywhere && !all.includes(t)) throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
   const key = suspensionKey(target, name, t);
   if (key === null) throw new ApiError(422, "validation_error", "Invalid `name` for this target.");
-  return { key, transports: target === "tenant" ? all : [t], transport: target === "tenant" ? null : t };
+  return { key, transports: everywhere ? all : [t], transport: everywhere ? null : t };
 }
 
 /** The operator routes (mounted under /relay behind the API key and the operator check). */

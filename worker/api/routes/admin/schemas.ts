@@ -19,13 +19,13 @@ const Name = z.string().min(1).max(255).regex(/^\S+$/, "must not contain spaces"
 export const FlushSchema = z.object({ transport: Name.optional() });
 
 /** What a suspension applies to. */
-export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport"]);
+export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport", "site", "egress"]);
 
 /** POST /relay/suspensions. */
 export const SuspendSchema = z.object({
   target: SuspensionTargetSchema,
   transport: Name.optional().describe("destination: its transport (default DEFAULT_TRANSPORT)"),
-  name: Name.describe("destination queue (nexthop), tenant id or transport name"),
+  name: Name.describe("destination queue (nexthop), tenant id, transport name, site (MX host group) or egress id"),
   ttl_seconds: z.number().int().min(1).max(30 * 86_400),
 });
 
