@@ -32,7 +32,7 @@ import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedb
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { releasePolicies, setPolicy } from "./policy";
-import { matchReplyRule, replyOf, replyRulePolicy, type ReplyInfo } from "./reply-rules";
+import { matchReplyRule, replyOf, replyRuleKey, replyRulePolicy, type ReplyInfo } from "./reply-rules";
 import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
 import { popDueTimer } from "./timer-heap";
@@ -69,7 +69,7 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     m.refusedOnly = refused && (!m.deferred || m.refusedOnly === true);
     m.deferred = true;
     const reply = site ? replyOf(site) : report.reply ?? null;
-    if (reply) applyReplyRules(q, e, reply, site?.reason ?? `${reply.code ?? ""} ${reply.enhanced ?? ""} ${reply.text}`.trim(), now);
+    if (reply) applyReplyRules(q, e, reply, site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "), now);
     if (site && queue.window > 0) {
       if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
       else if (isConcurrencyRefusal(site.reason)) learnCeiling(queue, queue.busyCount, now, t.p);
@@ -99,8 +99,8 @@ function applyReplyRules(q: Qmgr, e: Entry, reply: ReplyInfo, text: string, now:
   if (!rule) return;
   const queue = e.peer.queue;
   const dest = { transport: queue.transport.name, queue: queue.name, egress: queue.egress, site: queue.site };
-  const key = replyRulePolicy(rule, dest, undefined, now).key;
-  const next = replyRulePolicy(rule, dest, q.policies.get(key)?.rule, now);
+  const next = replyRulePolicy(rule, dest, q.policies.get(replyRuleKey(rule, dest))?.rule, now);
+  const key = next.key;
   setPolicy(q, key, next.rule, now);
   q.effects.push({ kind: "reply-rule", entryId: e.id, messageId: e.peer.job.message.id, transport: dest.transport, queue: dest.queue, rule: rule.name, key, until: next.rule.suspendedUntil!, reply: text });
 }

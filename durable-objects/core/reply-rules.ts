@@ -111,21 +111,24 @@ export function replyRuleLabel(rule: Pick<ReplyRule, "name">): string {
   return `reply_rule:${rule.name}`;
 }
 
-/**
- * The policy key a match puts its suspension on, for a destination (transport, queue name,
- * egress and site as the queue has them), and the rule that key gets: the existing rule with
- * a suspension until `now + seconds` (never earlier than one in force) and the rule's label.
- */
-export function replyRulePolicy(
-  rule: ReplyRule,
-  dest: { transport: string; queue: string; egress: string | null; site: string | null },
-  existing: PolicyRule | undefined,
-  now: number,
-): { key: string; rule: PolicyRule } {
+/** A destination as a rule's scope names it: transport, queue name, and the queue's egress and site. */
+export type ReplyRuleDest = { transport: string; queue: string; egress: string | null; site: string | null };
+
+/** The policy key a match puts its suspension on (its scope; the destination when the queue has no site or egress). */
+export function replyRuleKey(rule: ReplyRule, dest: ReplyRuleDest): string {
   const scope = rule.action.scope;
-  const key = scope === "site" && dest.site !== null ? `site:${dest.site}`
+  return scope === "site" && dest.site !== null ? `site:${dest.site}`
     : scope === "egress" && dest.egress !== null ? `egress:${dest.egress}`
     : `dest:${dest.transport}/${dest.queue}`;
+}
+
+/**
+ * The policy key a match puts its suspension on (replyRuleKey), and the rule that key gets: the
+ * existing rule with a suspension until `now + seconds` (never earlier than one in force) and the
+ * rule's label.
+ */
+export function replyRulePolicy(rule: ReplyRule, dest: ReplyRuleDest, existing: PolicyRule | undefined, now: number): { key: string; rule: PolicyRule } {
+  const key = replyRuleKey(rule, dest);
   const until = Math.max(now + rule.action.seconds, existing?.suspendedUntil ?? 0);
   const keepLabel = existing?.suspendedUntil !== undefined && existing.suspendedUntil > now + rule.action.seconds;
   return { key, rule: { ...existing, suspendedUntil: until, label: keepLabel ? existing.label : replyRuleLabel(rule) } };

@@ -35,6 +35,8 @@
  *   messages finished since the last walk, never the number the shard retains.
  */
 
+import { getMeta, setMeta } from "./outbox-sweep";
+
 /** Where the walk of finished messages stands: the last message passed (finish time, id). */
 export type ForwardCursor = { at: number; id: string };
 
@@ -45,12 +47,8 @@ const MAX_WALK = 20_000;
 
 /** The walk's cursor (kept in meta). */
 export function forwardCursor(sql: SqlStorage): ForwardCursor {
-  const v = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", KEY).toArray()[0]?.value;
-  return v === undefined ? { at: 0, id: "" } : (JSON.parse(v) as ForwardCursor);
-}
-
-function writeCursor(sql: SqlStorage, c: ForwardCursor): void {
-  sql.exec("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2", KEY, JSON.stringify(c));
+  const v = getMeta(sql, KEY);
+  return v === null ? { at: 0, id: "" } : (JSON.parse(v) as ForwardCursor);
 }
 
 /** Sets the cursor at `nowMs` unless it is set (writes nothing then). */
@@ -111,6 +109,6 @@ export async function finishedLagging(sql: SqlStorage, db: D1Database, nowMs: nu
     if (rows.length < PAGE) break;
     if (walked >= MAX_WALK && next === null) next = nowMs;
   }
-  if (cur !== start) writeCursor(sql, cur);
+  if (cur !== start) setMeta(sql, KEY, JSON.stringify(cur));
   return { ids, next };
 }

@@ -73,13 +73,15 @@ export function retentionMs(env: { MESSAGE_RETENTION_DAYS?: string }): number {
   return (Number.isFinite(d) && d >= 0 ? d : 30) * 86_400_000;
 }
 
-function getMeta(sql: SqlStorage, key: string): string | null {
+/** A value kept in the Outbox's meta table, or null. */
+export function getMeta(sql: SqlStorage, key: string): string | null {
   return sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value ?? null;
 }
 
-function setMeta(sql: SqlStorage, key: string, value: string | null): void {
+/** Keeps (null: forgets) a meta value; an update rewrites the row in place (one row written). */
+export function setMeta(sql: SqlStorage, key: string, value: string | null): void {
   if (value === null) sql.exec("DELETE FROM meta WHERE key = ?", key);
-  else sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key, value);
+  else sql.exec("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2", key, value);
 }
 
 /** Remembers which shard this object is (its bodies' key prefix). */

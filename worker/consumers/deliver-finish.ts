@@ -16,7 +16,7 @@
  */
 import { coreIdOf } from "../../durable-objects/storage/delivery-state";
 import { destinationName, type DeliverJob, type TransportQueue } from "../../durable-objects/transport-queue";
-import type { DeliveryReport } from "../../durable-objects/core";
+import type { DeliveryReport, Effect } from "../../durable-objects/core";
 import type { ReportAnswer } from "../../durable-objects/transport-types";
 import { byOutbox } from "../../durable-objects/storage/outbox-ids";
 import type { OutcomeReport, SyncState } from "../../durable-objects/storage/outbox-types";
@@ -86,14 +86,16 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     for (const o of open) o.msg.retry("report", e);
     return { finished: [], changed: changed() };
   }
+  // The reply rule each entry's refusal set off, if any (core/reply-rules.ts).
+  const hits = open.map(({ part: { job } }, i) => answers[i]!.effects.find((e): e is Extract<Effect, { kind: "reply-rule" }> => e.kind === "reply-rule" && e.entryId === job.entryId));
   const later = open.map(({ part: { job }, v }, i) => {
     // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
     const coreId = coreIdOf(job.messageId, job.attempt);
     const deferred = answers[i]!.effects.find((e) => e.kind === "message-deferred" && e.messageId === coreId);
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
     // A reply rule the session's refusal set off: said once, with the first deferred recipient.
-    const hit = answers[i]!.effects.find((e) => e.kind === "reply-rule" && e.entryId === job.entryId);
-    const throttled = hit?.kind === "reply-rule" ? { rule: hit.rule, key: hit.key, until: hit.until * 1000, reply: hit.reply } : null;
+    const hit = hits[i];
+    const throttled = hit ? { rule: hit.rule, key: hit.key, until: hit.until * 1000, reply: hit.reply } : null;
     return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o, k) => ({ ...o, nextAttemptAt: nextAt, ...(k === 0 && throttled ? { throttled } : {}) })) };
   });
   const failedLater = await recordAll(env, later, keep, acks);
@@ -102,8 +104,8 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const e = failedLater.get(i);
     if (e !== undefined) return msg.retry("report", e);
     msg.ack();
-    const rule = answers[i]!.effects.find((x) => x.kind === "reply-rule" && x.entryId === job.entryId);
-    finished.push({ messageId: job.messageId, transport: job.transport, destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null, ...(rule?.kind === "reply-rule" ? { replyRule: rule.rule } : {}) });
+    const hit = hits[i];
+    finished.push({ messageId: job.messageId, transport: job.transport, destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null, ...(hit ? { replyRule: hit.rule } : {}) });
   });
   return { finished, changed: changed() };
 }
