@@ -21,7 +21,7 @@
  *                     delayNotice() is the core's delay warning.
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
  *                     (postsuper -h/-H/-r/-d), see storage/outbox-control.ts.
- *   complaint         a feedback-loop complaint about a delivered recipient (email.complained).
+ *   afterDelivery     a complaint (email.complained) or late bounce (email.bounced) of a delivered recipient.
  *   ensureSweep/alarm the sweeper (storage/outbox-alarm.ts): after OUTBOX_GRACE_SECONDS it
  *                     re-triggers classification of lost messages, triggers scheduled messages
  *                     when due, deletes orphan bodies, forgets finished messages after
@@ -40,7 +40,7 @@ import { shardOf } from "./storage/outbox-ids";
 import { AdmissionBatch, admitAll, admitBatchMsOf } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcomes, cancelMessage, cancelWithEvents, complainWithEvent, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
+  applyOutcomes, cancelMessage, cancelWithEvents, recordAfterDelivery, type AfterDelivery, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
   insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
 import { beginControl, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, type ComplaintResult } from "./storage/outbox-control";
@@ -210,15 +210,15 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /**
-   * A feedback-loop complaint about a delivered recipient: one email.complained event (which
-   * suppresses the address for the tenant until removed), once per recipient. See
-   * storage/outbox-control.ts.
+   * What came back about a delivered recipient, once per recipient: a feedback-loop complaint
+   * (email.complained, which suppresses the address for the tenant until removed) or a late
+   * bounce (email.bounced, suppressing per the bounce rules). See storage/outbox-control.ts.
    */
-  async complaint(id: string, tenant: string | null, address: string, feedbackType: string): Promise<ComplaintResult | { result: "not_found" }> {
+  async afterDelivery(id: string, tenant: string | null, report: AfterDelivery): Promise<ComplaintResult | { result: "not_found" }> {
     const now = Date.now();
     const v = readMessage(this.sql, id);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
-    const res = this.ctx.storage.transactionSync(() => complainWithEvent(this.sql, id, v.tenant, address, feedbackType, now));
+    const res = this.ctx.storage.transactionSync(() => recordAfterDelivery(this.sql, id, v.tenant, report, now));
     if (res.result === "ok") await this.afterChange(now, [id]);
     return res;
   }

@@ -1,6 +1,7 @@
 /**
  * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the cron (the
- * Outbox sweepers and D1 retention), and the Durable Object classes.
+ * Outbox sweepers and D1 retention), mail that comes back through Email Routing (bounces,
+ * feedback reports: inbound/email.ts), and the Durable Object classes.
  */
 import { createApp } from "./api/app";
 import { handleClassifyBatch } from "./consumers/classify";
@@ -9,8 +10,9 @@ import { handleWebhooksBatch } from "./consumers/webhooks";
 import { purgeExpired } from "./db/retention";
 import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
 import { retentionMs } from "../durable-objects/storage/outbox-sweep";
-import { meterFetch, meterQueue, meterScheduled } from "./lib/meter";
+import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./lib/meter";
 import { configProblems, notConfigured } from "./config-check";
+import { handleInbound } from "./inbound/email";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
@@ -60,5 +62,12 @@ export default {
     }
     ctx.waitUntil(wakeSweepers(metered));
     ctx.waitUntil(purgeD1(metered, controller.scheduledTime));
+  },
+  email: async (message, env, _ctx) => {
+    const metered = meterEmail(env);
+    const problems = configProblems(metered);
+    // Thrown, Email Routing tells the sending server to try later: nothing is lost meanwhile.
+    if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
+    await handleInbound(message, metered);
   },
 } satisfies ExportedHandler<Env>;

@@ -21,12 +21,19 @@
  *   recordComplaint    a feedback-loop complaint about a delivered recipient, once per
  *                      recipient: "ok" (the caller records the email.complained event),
  *                      "duplicate", "no_recipient" (not one of the message's), "not_delivered".
+ *   recordLateBounce   an asynchronous bounce (a DSN that came back by mail after the 250) of a
+ *                      delivered recipient, found by index or address: it becomes `bounced`,
+ *                      with the bounce's reply as its last response ("ok": the caller records
+ *                      email.bounced); "duplicate" when it already is, "not_delivered" when it
+ *                      is not delivered (a bounce for a recipient still in the queue changes
+ *                      nothing: its own delivery decides), "no_recipient".
  *   readmitMessage     release / requeue: every recipient that is not final becomes `incoming`
  *                      again (requeue also forgets its transport and nexthop, so routing runs
  *                      again), the next admission uses attempt max+1, and the control row goes.
  *
  * INVARIANTS
- *   A final recipient never changes. While held, nothing of the message is admitted (see
+ *   A final recipient never changes, but for the one move a late bounce makes: delivered →
+ *   bounced (the email.delivered event stays in the history; nothing is rewritten). While held, nothing of the message is admitted (see
  *   claimClassifyWork) and its waiting recipients show blocked_by "held".
  */
 import { coreIdOf } from "./delivery-state";
@@ -61,6 +68,20 @@ export function recordComplaint(sql: SqlStorage, id: string, address: string, fe
   if (r.status !== "delivered") return { result: "not_delivered" };
   const added = sql.exec("INSERT OR IGNORE INTO complaint (message_id, idx, feedback_type, at) VALUES (?, ?, ?, ?)", id, r.idx, feedbackType, nowMs).rowsWritten;
   return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
+}
+
+/** Where a late bounce points: a recipient index (from a VERP address) or an address (from the DSN). */
+export type LateBounceTarget = { idx: number } | { address: string };
+
+/** Records a late bounce of the recipient `target` of message `id` (see the header). */
+export function recordLateBounce(sql: SqlStorage, id: string, target: LateBounceTarget, response: object, nowMs: number): ComplaintResult {
+  const rows = sql.exec<{ idx: number; address: string; status: string }>("SELECT idx, address, status FROM rcpt WHERE message_id = ?", id).toArray();
+  const r = "idx" in target ? rows.find((x) => x.idx === target.idx) : rows.find((x) => x.address.toLowerCase() === target.address.trim().toLowerCase());
+  if (!r) return { result: "no_recipient" };
+  if (r.status === "bounced") return { result: "duplicate" };
+  if (r.status !== "delivered") return { result: "not_delivered" };
+  sql.exec("UPDATE rcpt SET status = 'bounced', last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", JSON.stringify(response), nowMs, id, r.idx);
+  return { result: "ok", address: r.address };
 }
 
 /** The message's control row, or null. */

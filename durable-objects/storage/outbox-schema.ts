@@ -17,6 +17,7 @@
  *                       whose index `message_waiting` replaces `message_unclassified`: a
  *                       message is in it while it is unclassified, and after, until its
  *                       email.queued (kept in its row) is forwarded (outbox-forward.ts).
+ *                       Schema 6 adds `message.return_path` (the VERP senders' domain).
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -39,7 +40,7 @@ const MESSAGE_COLUMNS = `id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at I
     scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
     mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
     done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0, body, body_r2 INTEGER NOT NULL DEFAULT 1,
-    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT`;
+    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT, return_path TEXT`;
 const EVENT_COLUMNS = `message_id TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL,
     recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (message_id, seq)`;
 
@@ -94,6 +95,8 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec("UPDATE message SET waiting = 1 WHERE unclassified = 1");
     sql.exec("DROP INDEX IF EXISTS message_unclassified");
   }
+  // Schema 6: the domain of the message's VERP envelope senders.
+  if (!/\breturn_path\b/.test(ddl("message") ?? "return_path")) sql.exec("ALTER TABLE message ADD COLUMN return_path TEXT");
   // Schema 4: a finishing report's event kept in its recipient row (outbox-forward.ts).
   const rcpt = ddl("rcpt");
   if (rcpt !== null && !/\bpending_event\b/.test(rcpt)) sql.exec("ALTER TABLE rcpt ADD COLUMN pending_event TEXT");

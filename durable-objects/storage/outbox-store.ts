@@ -32,7 +32,7 @@
  *   transaction: an event row, or (a report that finishes the message) its recipient row. A
  *   message is `done` exactly when all its recipients are final.
  */
-import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, type ComplaintResult } from "./outbox-control";
+import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
@@ -85,8 +85,9 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10)",
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
     m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary), inlineBody(m.body), m.body === undefined ? 1 : 0, open ? 1 : 0,
+    m.returnPath ?? null,
   );
   m.rcptTo.forEach((address, idx) => {
     const d = decided.get(idx);
@@ -290,13 +291,16 @@ const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
 
 /** The message's envelope for delivery, or null when unknown. */
 export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
-  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number }>(
-    "SELECT mail_from, size, body, body_r2 FROM message WHERE id = ?", id).toArray()[0];
+  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null }>(
+    "SELECT mail_from, size, body, body_r2, return_path FROM message WHERE id = ?", id).toArray()[0];
   if (!m) return null;
   const rcpts = sql.exec<{ idx: number; address: string; status: RcptStatus; attempts: number }>(
     "SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ? ORDER BY idx", id,
   ).toArray();
-  return { id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}) };
+  return {
+    id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
+    ...(m.return_path ? { returnPath: m.return_path } : {}),
+  };
 }
 
 /**
@@ -434,10 +438,23 @@ export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
   return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE waiting = 1 AND unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
 }
 
-/** recordComplaint, with its email.complained event when it was recorded. */
-export function complainWithEvent(sql: SqlStorage, id: string, tenant: string, address: string, feedbackType: string, nowMs: number): ComplaintResult {
-  const r = recordComplaint(sql, id, address, feedbackType, nowMs);
-  if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: feedbackType } });
+/** What came back about a delivered recipient: a feedback-loop complaint, or a late bounce. */
+export type AfterDelivery =
+  | { kind: "complaint"; address: string; feedbackType: string }
+  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } };
+
+/** recordComplaint or recordLateBounce, with its email.complained or email.bounced event when recorded. */
+export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
+  if (report.kind === "complaint") {
+    const r = recordComplaint(sql, id, report.address, report.feedbackType, nowMs);
+    if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: report.feedbackType } });
+    return r;
+  }
+  const r = recordLateBounce(sql, id, report.target, report.response, nowMs);
+  if (r.result === "ok") {
+    const attempt = sql.exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address).toArray()[0]?.attempts ?? 0;
+    recordEvent(sql, { message_id: id, tenant, type: "email.bounced", recipient: r.address, created_at: nowMs, data: { attempt, response: report.response, reason: "late bounce" } });
+  }
   return r;
 }
 

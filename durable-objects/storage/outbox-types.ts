@@ -50,6 +50,11 @@ export interface NewMessage {
    * recipients and admits the message in the same request, with no classify queue message.
    */
   decisions?: ClassifyResult[];
+  /**
+   * The domain of the per-recipient VERP envelope senders (worker/mail/verp.ts): a verified
+   * sending domain's return-path host, or the operator's BOUNCE_DOMAIN; absent: mailFrom is sent.
+   */
+  returnPath?: string | null;
 }
 
 /** An idempotency key and the hash of the request it guards. */
@@ -166,6 +171,8 @@ export interface DeliveryEnvelope {
   rcpts: { idx: number; address: string; status: RcptStatus; attempts: number }[];
   /** The message text when it is kept in the Outbox (see NewMessage.body); absent: read it from R2. */
   body?: string | ArrayBuffer;
+  /** The domain of per-recipient VERP envelope senders (NewMessage.returnPath); absent: mailFrom. */
+  returnPath?: string;
 }
 
 /**

@@ -3,3 +3,9 @@ declare module "*.sql?raw" {
   const text: string;
   export default text;
 }
+
+/** The inbound fixtures (test/fixtures/inbound), read as text. */
+declare module "*.eml?raw" {
+  const text: string;
+  export default text;
+}

@@ -92,18 +92,18 @@ export function scanModule(path: string, source: string): string[] {
 export function scanEntry(path: string, source: string): string[] {
   const text = stripComments(source);
   const out: string[] = [];
-  const wrap: Record<string, string> = { fetch: "meterFetch", queue: "meterQueue", scheduled: "meterScheduled" };
+  const wrap: Record<string, string> = { fetch: "meterFetch", queue: "meterQueue", scheduled: "meterScheduled", email: "meterEmail" };
   const handlers = [...text.matchAll(/^\s*(fetch|queue|scheduled|email|tail|trace)\s*:\s*(?:async\s*)?\(([^)]*)\)\s*=>/gm)];
   for (const h of ["fetch", "queue", "scheduled"]) if (!handlers.some((m) => m[1] === h)) out.push(`${path}: no ${h} handler found (the scanner expects arrow-function handlers)`);
   handlers.forEach((m, k) => {
     const kind = m[1]!;
     const params = m[2]!.split(",").map((p) => p.trim().split(/\s*:/)[0]!);
-    const env = kind === "scheduled" || kind === "fetch" || kind === "queue" ? params[1] : undefined;
+    const env = kind === "scheduled" || kind === "fetch" || kind === "queue" || kind === "email" ? params[1] : undefined;
     if (!wrap[kind]) return void out.push(`${path}:${lineOf(text, m.index)}: ${kind} handler is not metered`);
     const end = handlers[k + 1]?.index ?? text.indexOf("satisfies ExportedHandler", m.index);
     const body = text.slice(m.index + m[0].length, end < 0 ? text.length : end);
     const uses = env ? [...body.matchAll(new RegExp(String.raw`(?<![\w$.])${env}(?![\w$])`, "g"))] : [];
-    const wrapped = env ? new RegExp(String.raw`\b${wrap[kind]}\s*\(\s*${kind === "scheduled" ? "" : String.raw`\w+\s*,\s*`}${env}\s*[,)]`).test(body) : false;
+    const wrapped = env ? new RegExp(String.raw`\b${wrap[kind]}\s*\(\s*${kind === "scheduled" || kind === "email" ? "" : String.raw`\w+\s*,\s*`}${env}\s*[,)]`).test(body) : false;
     if (!wrapped || uses.length !== 1) out.push(`${path}:${lineOf(text, m.index)}: the ${kind} handler's env must appear once, as the argument of ${wrap[kind]}() (found ${uses.length} uses)`);
   });
   return out;

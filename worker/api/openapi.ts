@@ -18,7 +18,7 @@ import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./control-
 import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./domain-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
-import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
+import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
 const ErrorBody = z.object({ statusCode: z.number().int(), name: z.string(), message: z.string() });
@@ -125,6 +125,7 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/suspensions", summary: "Operator: suspend a destination, tenant or transport for a TTL", operationId: "adminSuspend", auth: true, body: SuspendSchema, ok: { status: 201, schema: Admin.suspension }, errors: [400, 401, 403, 404, 422] },
   { method: "get", path: "/relay/suspensions", summary: "Operator: suspensions in force", operationId: "adminSuspensions", auth: true, ok: { status: 200, schema: Admin.suspensions }, errors: [401, 403] },
   { method: "delete", path: "/relay/suspensions/{target}/{name}", summary: "Operator: resume a suspended destination, tenant or transport", operationId: "adminResume", auth: true, query: ResumeQuerySchema, ok: { status: 200, schema: Admin.resumed }, errors: [401, 403, 404, 422] },
+  { method: "get", path: "/relay/inbound", summary: "Operator: mail that came back through Email Routing (bounces, complaints, auto-replies, rejections) by day and kind", operationId: "adminInbound", auth: true, query: InboundQuerySchema, ok: { status: 200, schema: Admin.inbound }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/stats", summary: "Operator: delivered/bounced/deferred/failed per minute over a window", operationId: "adminStats", auth: true, query: StatsQuerySchema, ok: { status: 200, schema: Admin.stats }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/messages", summary: "Search messages by id, address, tag and state (a tenant key: its own mail)", operationId: "searchMessages", auth: true, query: SearchQuerySchema, ok: { status: 200, schema: Admin.search }, errors: [401, 404, 422] },
   { method: "get", path: "/relay/messages/{id}", summary: "A message with its recipients and its event timeline", operationId: "getMessageDetail", auth: true, ok: { status: 200, schema: EmailBody.extend({ tenant: z.string(), events: Admin.messageEvents }) }, errors: [401, 404] },

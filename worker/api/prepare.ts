@@ -110,6 +110,7 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   const record: NewMessage = {
     id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
     mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size: body.length, summary,
+    returnPath: ctx.sender.returnPath(fromDomain),
   };
   return { body, record };
 }

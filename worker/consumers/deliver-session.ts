@@ -31,6 +31,8 @@ import { CachedSmtpSession, deliverSession, type ConnectSocket } from "../smtp/s
 import type { SessionCache } from "./session-cache";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./deliver-plan";
 import type { PendingAcks } from "./pending-acks";
+import { tokenAddress } from "../mail/verp";
+import { addressTokenKey } from "../inbound/tokens";
 
 /** What the session produced for one entry. */
 export interface SessionPart {
@@ -103,18 +105,45 @@ export async function prepareJobs(env: Env, jobs: DeliverJob[], known?: Map<stri
   });
 }
 
-/** The SMTP transactions of the prepared entries (one per entry with something to send). */
-function messagesOf(prepared: PreparedJob[]): MessageEnvelope[] {
-  return prepared.flatMap(({ job, envelope, matched }) => {
-    const rcptTo = matched.filter((m) => !m.final).map((m) => m.address);
-    if (!envelope || rcptTo.length === 0) return [];
-    return [{ id: String(job.entryId), mailFrom: envelope.mailFrom, rcptTo, sizeBytes: envelope.size, eightBitMime: true, smtpUtf8: false }];
-  });
+/**
+ * The SMTP transactions of the prepared entries: one per entry with something to send, from the
+ * message's sender; or, when the message has a VERP return path, one per recipient
+ * (`<entry id>/<idx>`), each from the recipient's own signed bounce address (mail/verp.ts).
+ */
+async function messagesOf(env: Env, prepared: PreparedJob[]): Promise<MessageEnvelope[]> {
+  const key = prepared.some((p) => p.envelope?.returnPath) ? await addressTokenKey(env) : null;
+  const out: MessageEnvelope[] = [];
+  for (const { job, envelope, matched } of prepared) {
+    const open = matched.filter((m) => !m.final);
+    if (!envelope || open.length === 0) continue;
+    const base = { sizeBytes: envelope.size, eightBitMime: true, smtpUtf8: false };
+    if (!envelope.returnPath || key === null) {
+      out.push({ id: String(job.entryId), mailFrom: envelope.mailFrom, rcptTo: open.map((m) => m.address), ...base });
+      continue;
+    }
+    for (const m of open) {
+      const mailFrom = await tokenAddress(key, "bounces", envelope.id, m.outboxIdx!, envelope.returnPath);
+      out.push({ id: `${job.entryId}/${m.outboxIdx}`, mailFrom, rcptTo: [m.address], ...base });
+    }
+  }
+  return out;
+}
+
+/** The entry id a transaction belongs to (see messagesOf). */
+function entryOf(txnId: string): string {
+  const slash = txnId.indexOf("/");
+  return slash < 0 ? txnId : txnId.slice(0, slash);
+}
+
+/** An entry's transactions as one (VERP sends one per recipient). */
+function mergeTxns(txns: TransactionResult[]): TransactionResult | undefined {
+  if (txns.length <= 1) return txns[0];
+  return { ...txns[0]!, recipients: txns.flatMap((t) => t.recipients), possibleDuplicate: txns.some((t) => t.possibleDuplicate) };
 }
 
 /** Whether any prepared entry has a recipient to send. */
 export function hasWork(prepared: PreparedJob[]): boolean {
-  return messagesOf(prepared).length > 0;
+  return prepared.some(({ envelope, matched }) => envelope !== null && matched.some((m) => !m.final));
 }
 
 /** The parts of entries that were not sent (no session ran). */
@@ -124,13 +153,24 @@ export function unsentParts(prepared: PreparedJob[]): SessionPart[] {
 
 /** Runs one session for the prepared entries of one nexthop. */
 export async function runSession(env: Env, target: RelayTarget, prepared: PreparedJob[], options: SessionOptions = {}): Promise<SessionPart[]> {
-  const messages = messagesOf(prepared);
+  const messages = await messagesOf(env, prepared);
   if (messages.length === 0) return unsentParts(prepared);
   const byEntry = new Map(prepared.map(({ job, envelope }) => [String(job.entryId), { job, body: envelope?.body }]));
+  // An entry sent as several transactions (VERP) reads its body from R2 once.
+  const shared = new Map<string, Promise<ArrayBuffer | null>>();
+  const txnsOf = new Map<string, number>();
+  for (const m of messages) txnsOf.set(entryOf(m.id), (txnsOf.get(entryOf(m.id)) ?? 0) + 1);
   const openBody = async (id: string) => {
-    const entry = byEntry.get(id);
+    const entry = byEntry.get(entryOf(id));
     if (entry?.body !== undefined) return bytesStream(entry.body);
-    const obj = entry ? await env.BODIES.get(bodyKey(entry.job.messageId)) : null;
+    if (!entry) return missingBody(id);
+    if ((txnsOf.get(entryOf(id)) ?? 0) > 1) {
+      let p = shared.get(entryOf(id));
+      if (!p) shared.set(entryOf(id), p = env.BODIES.get(bodyKey(entry.job.messageId)).then((o) => o ? o.arrayBuffer() : null));
+      const bytes = await p;
+      return bytes ? bytesStream(bytes) : missingBody(id);
+    }
+    const obj = await env.BODIES.get(bodyKey(entry.job.messageId));
     return obj ? obj.body : missingBody(id);
   };
   const request = {
@@ -146,6 +186,6 @@ export async function runSession(env: Env, target: RelayTarget, prepared: Prepar
     ? await cache.run(key, () => new CachedSmtpSession(request), messages, openBody)
     : await deliverSession({ ...request, messages, openBody });
   return prepared.map(({ job, matched }) => ({
-    job, matched, txn: outcome.transactions.find((t) => t.messageId === String(job.entryId)), site: outcome.siteFailure,
+    job, matched, txn: mergeTxns(outcome.transactions.filter((t) => entryOf(t.messageId) === String(job.entryId))), site: outcome.siteFailure,
   }));
 }

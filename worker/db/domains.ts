@@ -109,6 +109,8 @@ export async function promoteKey(db: D1Database, domainId: string, selector: str
 export interface SendingDomain {
   id: string;
   name: string;
+  /** The return-path host's label (`send`: VERP senders at send.<name>). */
+  return_path: string;
   selector: string;
   algorithm: string;
   private_sealed: string;
@@ -116,7 +118,7 @@ export interface SendingDomain {
 
 export async function sendingDomains(db: D1Database, tenant: string, names: readonly string[]): Promise<SendingDomain[]> {
   if (names.length === 0) return [];
-  return (await db.prepare(`SELECT d.id, d.name, k.selector, k.algorithm, k.private_sealed FROM domains d
+  return (await db.prepare(`SELECT d.id, d.name, d.return_path, k.selector, k.algorithm, k.private_sealed FROM domains d
       JOIN domain_keys k ON k.domain_id = d.id AND k.state = 'active'
       WHERE d.tenant_id = ? AND d.status = 'verified' AND d.name IN (SELECT value FROM json_each(?))`)
     .bind(tenant, JSON.stringify(names)).all<SendingDomain>()).results;
@@ -126,6 +128,7 @@ export async function sendingDomains(db: D1Database, tenant: string, names: read
 export interface VerifiedDomain {
   id: string;
   name: string;
+  return_path: string;
   selector: string;
   algorithm: string;
 }
@@ -144,7 +147,7 @@ export interface KeyAccess {
 
 export async function keyAccess(db: D1Database, keyHash: string, withDomains = false): Promise<KeyAccess | null> {
   const domains = withDomains
-    ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm)) FROM domains vd
+    ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm, vd.return_path)) FROM domains vd
          JOIN domain_keys vk ON vk.domain_id = vd.id AND vk.state = 'active' WHERE vd.tenant_id = k.tenant_id AND vd.status = 'verified')`
     : "NULL";
   const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified FROM api_keys k
@@ -152,7 +155,7 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
     .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null }>();
   if (!row) return null;
   const verified = row.verified === null ? null
-    : (JSON.parse(row.verified) as [string, string, string, string][]).map(([id, name, selector, algorithm]) => ({ id, name, selector, algorithm }));
+    : (JSON.parse(row.verified) as [string, string, string, string, string][]).map(([id, name, selector, algorithm, rp]) => ({ id, name, selector, algorithm, return_path: rp }));
   return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified };
 }
 

@@ -7,7 +7,7 @@
  *       PURGE_ROWS rows each), every finished message (last_event final) created and last
  *       changed before the cutoff: its event_log rows, recipients, message_tags and
  *       webhook_delay_notices first, the message row last (so a run cut short finds the message
- *       again next time); then the dead letters older than the cutoff. Returns what it deleted
+ *       again next time); then the dead letters older than the cutoff, and the inbound counts of days before it. Returns what it deleted
  *       and whether it stopped at its statement budget (the next run continues).
  *
  * INVARIANTS
@@ -55,6 +55,7 @@ export const PURGE_SQL = {
   messages: "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?1))",
   endpoints: "SELECT (SELECT MIN(endpoint_id) FROM webhook_dead_letters WHERE endpoint_id > ?1) AS e",
   deadLetters: "DELETE FROM webhook_dead_letters WHERE rowid IN (SELECT rowid FROM webhook_dead_letters WHERE endpoint_id = ?1 AND created_at < ?2 LIMIT ?3)",
+  inboundCounts: "DELETE FROM inbound_counts WHERE day < ?1",
 } as const;
 
 /** Deletes expired rows (see the header). */
@@ -110,5 +111,6 @@ export async function purgeExpired(db: D1Database, nowMs: number, retentionDays:
     }
     if (report.truncated) break;
   }
+  if (spend(1)) report.rows += (await db.prepare(PURGE_SQL.inboundCounts).bind(new Date(cutoff).toISOString().slice(0, 10)).run()).meta.changes ?? 0;
   return report;
 }

@@ -13,6 +13,11 @@
  *       so in the Cohort-Unverified-Domains header;
  *     - an operator key may send from a domain of the operator's DKIM_KEYS;
  *     - anything else is 403 validation_error, Resend's "The … domain is not verified".
+ *   returnPath(domain)  after authorize(domain): the domain of the message's VERP envelope
+ *                       senders (worker/mail/verp.ts): `<return_path>.<domain>` for a domain the
+ *                       tenant verified (its MX and SPF records are among the domain's records),
+ *                       else the operator's BOUNCE_DOMAIN, else null (the From address is the
+ *                       envelope sender, as before).
  *   withNotice(res)     the response with the Cohort-Unverified-Domains header when any.
  *
  * INVARIANTS
@@ -37,6 +42,7 @@ function notVerified(domain: string): ApiError {
 export class SenderPolicy {
   readonly unverified = new Set<string>();
   private readonly seen = new Map<string, Promise<DkimSigner[]>>();
+  private readonly returnPaths = new Map<string, string>();
 
   constructor(private readonly env: Env, private readonly tenant: string, private readonly key: KeyAccess | undefined) {}
 
@@ -59,6 +65,7 @@ export class SenderPolicy {
     const own = this.key?.verified ? this.key.verified.find((d) => d.name === domain)
       : (await sendingDomains(this.env.DB, this.tenant, [domain]))[0];
     if (own) {
+      this.returnPaths.set(domain, `${own.return_path}.${domain}`);
       const privateKey = await this.privateKey(own.id, own.selector, "private_sealed" in own ? own.private_sealed as string : null);
       return [{ domain, selector: own.selector, algorithm: own.algorithm as DkimSigner["algorithm"], privateKey, signTime: new Date() }];
     }
@@ -91,6 +98,11 @@ export class SenderPolicy {
     if (DECRYPTED.size >= 1000) DECRYPTED.clear();
     DECRYPTED.set(id, pem);
     return pem;
+  }
+
+  /** See the header. */
+  returnPath(domain: string): string | null {
+    return this.returnPaths.get(domain.toLowerCase()) ?? (this.env.BOUNCE_DOMAIN || null);
   }
 
   /** `res` with the Cohort-Unverified-Domains header when unverified domains were let through. */

@@ -184,6 +184,12 @@ export function meterScheduled(env: Env): Env {
   return meterEnv(env);
 }
 
+/** Counts an email invocation (Email Routing's) and returns the metered env. */
+export function meterEmail(env: Env): Env {
+  add(reg.worker_invocations, "email", 1);
+  return meterEnv(env);
+}
+
 /**
  * Counts a queue-consumer invocation and its messages' reads, runs `run` with a batch whose
  * ack/retry are tracked, then counts a delete per message that ended acked.

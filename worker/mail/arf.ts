@@ -45,7 +45,7 @@ export class ArfError extends Error {
 }
 
 /** The fields of the first header block of `text` (unfolded), name lower-cased → values. */
-function fields(text: string): Map<string, string[]> {
+export function fields(text: string): Map<string, string[]> {
   const block = text.replace(/\r\n/g, "\n").split(/\n\n/, 1)[0] ?? "";
   const out = new Map<string, string[]>();
   for (const line of block.replace(/\n[ \t]+/g, " ").split("\n")) {
@@ -58,7 +58,7 @@ function fields(text: string): Map<string, string[]> {
 }
 
 /** The bare addresses of an address field or an Original-Rcpt-To value. */
-function addresses(value: string): string[] {
+export function addresses(value: string): string[] {
   const bracketed = [...value.matchAll(/<([^<>\s]+@[^<>\s]+)>/g)].map((m) => m[1]!);
   if (bracketed.length > 0) return bracketed;
   return value.split(",").map((v) => v.trim().replace(/^rfc822;\s*/i, "")).filter((v) => /^[^\s@]+@[^\s@]+$/.test(v));

@@ -8,6 +8,7 @@
  *   secretsKey(env)        the AES key: from WEBHOOK_SECRETS_KEY, or — only when COHORT_ENV is
  *                          development or test — a fixed local key; otherwise an error.
  *   sealSecret / openSecret  encrypt to "v1.<iv>.<ciphertext>" (base64) and back.
+ *   derivedSecret(env, purpose)  32 bytes for another use of the same secret (HMAC-derived).
  *
  * ERRORS
  *   Throws when the key is missing in production or a sealed value was tampered with; never
@@ -28,12 +29,26 @@ function unb64(text: string): Uint8Array {
 
 /** The AES-GCM key for sealing secrets. */
 export async function secretsKey(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }): Promise<CryptoKey> {
+  return crypto.subtle.importKey("raw", secretBytes(env), "AES-GCM", false, ["encrypt", "decrypt"]);
+}
+
+/** The relay's 32 secret bytes (WEBHOOK_SECRETS_KEY, or the local key in development and tests). */
+function secretBytes(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }): Uint8Array {
   const local = env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
   const raw = env.WEBHOOK_SECRETS_KEY ?? (local ? LOCAL_KEY_B64 : undefined);
   if (!raw) throw new Error("WEBHOOK_SECRETS_KEY is not set (wrangler secret put WEBHOOK_SECRETS_KEY)");
   const bytes = unb64(raw);
   if (bytes.length !== 32) throw new Error("WEBHOOK_SECRETS_KEY must be 32 bytes, base64");
-  return crypto.subtle.importKey("raw", bytes, "AES-GCM", false, ["encrypt", "decrypt"]);
+  return bytes;
+}
+
+/**
+ * A key of its own for `purpose` (e.g. signing VERP and unsubscribe tokens), derived from the
+ * secret as HMAC-SHA256(secret, purpose): the sealing key itself is never used for anything else.
+ */
+export async function derivedSecret(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }, purpose: string): Promise<Uint8Array> {
+  const k = await crypto.subtle.importKey("raw", secretBytes(env), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  return new Uint8Array(await crypto.subtle.sign("HMAC", k, new TextEncoder().encode(purpose)));
 }
 
 /** Encrypts a secret. */

@@ -32,6 +32,7 @@ import { readBody } from "../body";
 import { COMPLAINT_FEEDBACK_TYPES } from "../control-schemas";
 import { ApiError } from "../errors";
 import { RoleCache, scopeOf } from "./admin/operator";
+import { emailsByHeader } from "../../inbound/email";
 
 /** Largest report read. */
 const REPORT_LIMIT = 1024 * 1024;
@@ -54,9 +55,8 @@ function complaintOf(parts: ReportPart[]): ArfComplaint {
 
 /** The email whose Message-ID header is `messageId` in the index (the tenant's, for a tenant key). */
 async function byHeader(db: D1Database, messageId: string, tenant: string | null): Promise<string> {
-  const rows = (await db.prepare(`SELECT id FROM messages WHERE message_id = ?${tenant === null ? "" : " AND tenant_id = ?"} LIMIT 2`)
-    .bind(...(tenant === null ? [messageId] : [messageId, tenant])).all<{ id: string }>()).results;
-  if (rows.length === 1) return rows[0]!.id;
+  const rows = await emailsByHeader(db, messageId, tenant);
+  if (rows.length === 1) return rows[0]!;
   throw new ApiError(422, "validation_error", rows.length === 0
     ? "The original Message-ID names no email of this relay."
     : "The original Message-ID names several emails; report with POST /relay/messages/:id/complaint.");
@@ -74,7 +74,7 @@ export function complaintRoutes() {
     const outbox = outboxOf(c.env, id);
     const recipients: { recipient: string; result: string }[] = [];
     for (const recipient of arf.recipients) {
-      const res = await outbox.complaint(id, tenant, recipient, arf.feedbackType);
+      const res = await outbox.afterDelivery(id, tenant, { kind: "complaint", address: recipient, feedbackType: arf.feedbackType });
       if (res.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
       recipients.push({ recipient, result: res.result });
     }

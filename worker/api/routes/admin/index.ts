@@ -1,6 +1,6 @@
 /**
  * The admin API under /relay/ (issue 6): message search for every key, the queue, destination,
- * flush, suspension and stats routes for operator keys only. See queue.ts and messages.ts.
+ * flush, suspension, stats and inbound routes for operator keys only. See queue.ts and messages.ts.
  */
 import { Hono } from "hono";
 import type { AppEnv } from "../../app";
@@ -10,7 +10,7 @@ import { RoleCache, requireOperator } from "./operator";
 import { queueRoutes } from "./queue";
 
 /** The operator-only path prefixes (under /relay). */
-export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats"] as const;
+export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats", "/inbound"] as const;
 
 /** The admin routes, mounted at /relay behind the API key middleware. */
 export function adminRoutes() {

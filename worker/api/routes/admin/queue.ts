@@ -18,6 +18,8 @@
  *   GET    /relay/suspensions    suspensions in force.
  *   DELETE /relay/suspensions/:target/:name?transport=   resume.
  *   GET    /relay/stats?window=  delivered / bounced / deferred / failed per minute (D1 events).
+ *   GET    /relay/inbound?days=  mail that came back through Email Routing, by UTC day and kind
+ *                                (bounce, complaint, auto_reply, rejected...: inbound/email.ts).
  *
  * ERRORS
  *   403 restricted_api_key for a tenant key; 422 validation_error for bad input; 404 not_found
@@ -32,7 +34,7 @@ import { activeSuspensions, mergeQshape, resumeRule, suspendRule, suspensionKey,
 import type { AppEnv } from "../../app";
 import { parseInput, readJson, readOptionalJson } from "../../body";
 import { ApiError } from "../../errors";
-import { FlushSchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
+import { FlushSchema, InboundQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
 import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "./transports";
 
 /** Age percentiles reported by GET /relay/queue. */
@@ -167,6 +169,19 @@ export function queueRoutes() {
     const series = throughputSeries(await throughputRows(c.env.DB, fromMin * 60_000, (toMin + 1) * 60_000), fromMin, toMin);
     const totals = series.reduce((t, p) => ({ delivered: t.delivered + p.delivered, bounced: t.bounced + p.bounced, deferred: t.deferred + p.deferred, failed: t.failed + p.failed }), { delivered: 0, bounced: 0, deferred: 0, failed: 0 });
     return c.json({ object: "stats", window_minutes: q.window, from: new Date(fromMin * 60_000).toISOString(), to: new Date((toMin + 1) * 60_000).toISOString(), totals, series: series.map((p) => ({ ...p, at: new Date(p.at).toISOString() })) });
+  });
+
+  r.get("/inbound", async (c) => {
+    const q = parseInput(InboundQuerySchema, c.req.query());
+    const from = new Date(Date.now() - (q.days - 1) * 86_400_000).toISOString().slice(0, 10);
+    const rows = (await c.env.DB.prepare("SELECT day, kind, n FROM inbound_counts WHERE day >= ? ORDER BY day, kind").bind(from).all<{ day: string; kind: string; n: number }>()).results;
+    const days = new Map<string, Record<string, number>>();
+    const totals: Record<string, number> = {};
+    for (const r of rows) {
+      days.set(r.day, { ...days.get(r.day), [r.kind]: r.n });
+      totals[r.kind] = (totals[r.kind] ?? 0) + r.n;
+    }
+    return c.json({ object: "inbound", from, totals, days: [...days].map(([day, counts]) => ({ day, counts })) });
   });
 
   return r;

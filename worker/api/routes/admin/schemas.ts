@@ -9,6 +9,7 @@
  *   SearchQuerySchema     GET /relay/messages: id, address, tag (name or name:value), state,
  *                         tenant (operators only), limit 1–100 (default 20), after.
  *   StatsQuerySchema      GET /relay/stats: window in minutes 1–1440 (default 60).
+ *   InboundQuerySchema    GET /relay/inbound: days 1–90 (default 7).
  *   EventsQuerySchema     GET /relay/messages/:id/events: limit 1–1000 (default 500).
  */
 import { z } from "zod";
@@ -49,6 +50,9 @@ export const SearchQuerySchema = z.object({
 /** GET /relay/stats. */
 export const StatsQuerySchema = z.object({ window: z.coerce.number().int().min(1).max(1440).default(60) });
 
+/** GET /relay/inbound. */
+export const InboundQuerySchema = z.object({ days: z.coerce.number().int().min(1).max(90).default(7) });
+
 /** GET /relay/messages/:id/events. */
 export const EventsQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(500) });
 
@@ -87,6 +91,10 @@ export const AdminResponses = {
     object: z.literal("stats"), window_minutes: z.number().int(), from: Iso, to: Iso,
     totals: z.object({ delivered: z.number().int(), bounced: z.number().int(), deferred: z.number().int(), failed: z.number().int() }),
     series: z.array(z.object({ at: Iso, delivered: z.number().int(), bounced: z.number().int(), deferred: z.number().int(), failed: z.number().int() })),
+  }),
+  inbound: z.object({
+    object: z.literal("inbound"), from: z.string(), totals: z.record(z.string(), z.number().int()),
+    days: z.array(z.object({ day: z.string(), counts: z.record(z.string(), z.number().int()) })),
   }),
   search: z.object({
     object: z.literal("list"), has_more: z.boolean(),
