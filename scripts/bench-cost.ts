@@ -248,7 +248,7 @@ async function runCase(s: Setup, def: CaseDef): Promise<CaseResult> {
 /** Tables that hold per-message data (the others are configuration, keys, snapshots, feedback state). */
 const MESSAGE_TABLES = {
   d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices"],
-  outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint"],
+  outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint", "unsubscribe"],
   transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal", "journal_ring"],
 };
 

@@ -27,6 +27,9 @@
  *                      email.bounced); "duplicate" when it already is, "not_delivered" when it
  *                      is not delivered (a bounce for a recipient still in the queue changes
  *                      nothing: its own delivery decides), "no_recipient".
+ *   recordUnsubscribe  a recipient's unsubscribe (one-click link or mailto), once per recipient
+ *                      in table `unsubscribe`: "ok" (the caller records email.unsubscribed),
+ *                      "duplicate", "no_recipient".
  *   readmitMessage     release / requeue: every recipient that is not final becomes `incoming`
  *                      again (requeue also forgets its transport and nexthop, so routing runs
  *                      again), the next admission uses attempt max+1, and the control row goes.
@@ -49,6 +52,15 @@ export function migrateControl(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS control (message_id TEXT PRIMARY KEY, action TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS readmit (message_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec("CREATE TABLE IF NOT EXISTS complaint (message_id TEXT NOT NULL, idx INTEGER NOT NULL, feedback_type TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID");
+  sql.exec("CREATE TABLE IF NOT EXISTS unsubscribe (message_id TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID");
+}
+
+/** Records that recipient `idx` of message `id` unsubscribed (see the header). */
+export function recordUnsubscribe(sql: SqlStorage, id: string, idx: number, method: string, nowMs: number): ComplaintResult {
+  const r = sql.exec<{ address: string }>("SELECT address FROM rcpt WHERE message_id = ? AND idx = ?", id, idx).toArray()[0];
+  if (!r) return { result: "no_recipient" };
+  const added = sql.exec("INSERT OR IGNORE INTO unsubscribe (message_id, idx, method, at) VALUES (?, ?, ?, ?)", id, idx, method, nowMs).rowsWritten;
+  return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
 }
 
 /** What recordComplaint found. */

@@ -32,7 +32,7 @@
  *   transaction: an event row, or (a report that finishes the message) its recipient row. A
  *   message is `done` exactly when all its recipients are final.
  */
-import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
+import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
@@ -438,13 +438,20 @@ export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
   return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE waiting = 1 AND unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
 }
 
-/** What came back about a delivered recipient: a feedback-loop complaint, or a late bounce. */
+/** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
 export type AfterDelivery =
   | { kind: "complaint"; address: string; feedbackType: string }
+  | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
   | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } };
 
-/** recordComplaint or recordLateBounce, with its email.complained or email.bounced event when recorded. */
+/** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
 export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
+  if (report.kind === "unsubscribe") {
+    const r = recordUnsubscribe(sql, id, report.idx, report.method, nowMs);
+    const topic = (JSON.parse(readMessage(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
+    if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.unsubscribed", recipient: r.address, created_at: nowMs, data: { reason: topic, method: report.method } });
+    return r;
+  }
   if (report.kind === "complaint") {
     const r = recordComplaint(sql, id, report.address, report.feedbackType, nowMs);
     if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: report.feedbackType } });

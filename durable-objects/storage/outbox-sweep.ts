@@ -134,7 +134,7 @@ export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: nu
   ).toArray();
   const old = rows.map((r) => r.id);
   for (const id of old) {
-    for (const table of ["rcpt", "event", "control", "readmit", "complaint"]) sql.exec(`DELETE FROM ${table} WHERE message_id = ?`, id);
+    for (const table of ["rcpt", "event", "control", "readmit", "complaint", "unsubscribe"]) sql.exec(`DELETE FROM ${table} WHERE message_id = ?`, id);
     sql.exec("DELETE FROM message WHERE id = ?", id);
   }
   const inR2 = rows.filter((r) => r.body_r2 === 1).map((r) => r.id);

@@ -30,6 +30,8 @@ export interface MessageSummary {
   tags: { name: string; value: string }[] | null;
   /** The Message-ID header, angle brackets included. */
   message_id: string;
+  /** The topic a one-click unsubscribe from this email names (the send request's unsubscribe.topic). */
+  unsubscribe_topic?: string;
 }
 
 /** A message to store on accept (its body is already in R2). */

@@ -10,7 +10,9 @@
  * GET /relay/inbound (the counts). A DSN that real Postfix generated is tested in
  * test/e2e/postfix/inbound-postfix.test.ts.
  */
+import { generateKeyPairSync } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import { dkimVerify } from "mailauth/lib/dkim/verify.js";
 import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
@@ -19,7 +21,11 @@ import { fixtureText } from "../fixtures/inbound/fixture";
 
 const BOUNCE_DOMAIN = "bounces.cohort.test";
 let sink: SMTPServer;
-const envelopes = new Map<string, { mailFrom: string; messageId: string }>();
+const envelopes = new Map<string, { mailFrom: string; messageId: string; raw: Buffer }>();
+// The operator's DKIM key for acme.test (wrangler dev signs development mail with DKIM_KEYS), and
+// its public half as the TXT record mailauth's resolver answers.
+const dkim = generateKeyPairSync("rsa", { modulusLength: 2048 });
+const DKIM_TXT = `v=DKIM1; k=rsa; p=${dkim.publicKey.export({ format: "der", type: "spki" }).toString("base64")}`;
 let server: DevServer;
 
 beforeAll(async () => {
@@ -29,8 +35,9 @@ beforeAll(async () => {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
-        const messageId = /^Message-ID:\s*(<[^>]+>)/im.exec(Buffer.concat(chunks).toString("latin1"))?.[1] ?? "";
-        for (const r of session.envelope.rcptTo) envelopes.set(r.address, { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", messageId });
+        const raw = Buffer.concat(chunks);
+        const messageId = /^Message-ID:\s*(<[^>]+>)/im.exec(raw.toString("latin1"))?.[1] ?? "";
+        for (const r of session.envelope.rcptTo) envelopes.set(r.address, { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", messageId, raw });
         cb();
       });
     },
@@ -39,7 +46,10 @@ beforeAll(async () => {
   const port = (sink.server.address() as AddressInfo).port;
   server = await startDevServer({
     tenant: "inbound", role: "operator",
-    vars: { SMARTHOST: `[127.0.0.1]:${port}`, RELAY_TLS: "off", COHORT_ENV: "development", BOUNCE_DOMAIN },
+    vars: {
+      SMARTHOST: `[127.0.0.1]:${port}`, RELAY_TLS: "off", COHORT_ENV: "development", BOUNCE_DOMAIN,
+      DKIM_KEYS: JSON.stringify([{ domain: "acme.test", selector: "k1", algorithm: "rsa-sha256", private_key: dkim.privateKey.export({ format: "pem", type: "pkcs8" }).toString() }]),
+    },
   });
 }, 120_000);
 
@@ -122,5 +132,61 @@ describe("mail that comes back through Email Routing", () => {
     expect(res.text).toMatch(/550 5\.1\.1 this address takes only delivery status notifications/);
     const counts = await api<{ totals: Record<string, number> }>("GET", "/relay/inbound");
     expect(counts.totals).toEqual({ bounce: 4, delay: 1, auto_reply: 1, complaint: 1, rejected: 1 });
+  }, 60_000);
+});
+
+describe("one-click unsubscribe (RFC 8058)", () => {
+  const rcpt = "reader@sink.test";
+  let id: string;
+  let link: URL;
+  let mailto: string;
+
+  it("the sent message carries List-Unsubscribe and List-Unsubscribe-Post inside a DKIM signature that verifies", async () => {
+    id = (await api<{ id: string }>("POST", "/emails", { from: "Acme <news@acme.test>", to: rcpt, subject: "News", text: "Hello", unsubscribe: { topic: "news" } })).id;
+    const got = await until(async () => envelopes.get(rcpt), "the message at the sink");
+    const resolver = async (name: string, type: string) => {
+      if (type === "TXT" && name.toLowerCase() === "k1._domainkey.acme.test") return [[DKIM_TXT]];
+      throw Object.assign(new Error(`NXDOMAIN ${name}`), { code: "ENOTFOUND" });
+    };
+    const result = await dkimVerify(got.raw, { resolver: resolver as never });
+    expect(result.results.map((r) => ({ result: r.status.result, domain: r.signingDomain }))).toEqual([{ result: "pass", domain: "acme.test" }]);
+    const signed = (result.results[0] as unknown as { signingHeaders: { keys: string } }).signingHeaders.keys.toLowerCase().split(": ").join(":").split(":");
+    expect(signed).toEqual(expect.arrayContaining(["list-unsubscribe", "list-unsubscribe-post"]));
+    const head = got.raw.toString("latin1").split("\r\n\r\n")[0]!.replace(/\r\n[ \t]+/g, " ");
+    expect(/^List-Unsubscribe-Post: (.*)$/im.exec(head)?.[1]).toBe("List-Unsubscribe=One-Click");
+    const links = /^List-Unsubscribe: (.*)$/im.exec(head)![1]!;
+    link = new URL(/<(http[^>]+)>/.exec(links)![1]!);
+    mailto = /<mailto:([^>]+)>/.exec(links)![1]!;
+    expect(link.origin).toBe(server.url);
+    expect(mailto).toMatch(/^unsubscribe\+[0-9a-f]{32}-0-[0-9a-f]{12}@bounces\.cohort\.test$/);
+  }, 60_000);
+
+  it("GET changes nothing; a POST suppresses the address and emits email.unsubscribed", async () => {
+    const page = await devFetch(link.toString());
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/Unsubscribe/);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await api<{ data: { address: string }[] }>("GET", `/relay/suppressions?address=${rcpt}`)).data).toEqual([]);
+    const res = await devFetch(link.toString(), { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" });
+    expect(res.status).toBe(200);
+    const s = await until(async () => (await api<{ data: { address: string; reason: string }[] }>("GET", `/relay/suppressions?address=${rcpt}`)).data[0], "the suppression");
+    expect(s).toMatchObject({ address: rcpt, reason: "unsubscribe:news" });
+    const e = await until(async () => (await api<{ data: { type: string; data: { email_id: string; unsubscribe?: unknown } }[] }>("GET", "/relay/events?limit=100&type=email.unsubscribed")).data.find((x) => x.data.email_id === id), "email.unsubscribed in the feed");
+    expect(e.data.unsubscribe).toEqual({ topic: "news", method: "one-click" });
+  }, 60_000);
+
+  it("mail to the List-Unsubscribe mailto address unsubscribes too", async () => {
+    const other = "other@sink.test";
+    const id2 = (await api<{ id: string }>("POST", "/emails", { from: "Acme <news@acme.test>", to: other, subject: "News", text: "Hello", unsubscribe: true })).id;
+    const got = await until(async () => envelopes.get(other), "the message at the sink");
+    const to = /<mailto:([^>]+)>/.exec(got.raw.toString("latin1"))![1]!;
+    const url = new URL("/cdn-cgi/handler/email", server.url);
+    url.searchParams.set("from", other);
+    url.searchParams.set("to", to);
+    const res = await devFetch(url.toString(), { method: "POST", body: `From: ${other}\r\nTo: ${to}\r\nSubject: unsubscribe\r\nMessage-ID: <unsub-1@sink.test>\r\nDate: Thu, 26 Nov 2026 20:00:00 +0000\r\n\r\nunsubscribe\r\n` });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const e = await until(async () => (await api<{ data: { type: string; data: { email_id: string; unsubscribe?: unknown } }[] }>("GET", "/relay/events?limit=100&type=email.unsubscribed")).data.find((x) => x.data.email_id === id2), "email.unsubscribed by mail");
+    expect(e.data.unsubscribe).toEqual({ topic: null, method: "mailto" });
+    expect((await api<{ data: { reason: string }[] }>("GET", `/relay/suppressions?address=${other}`)).data[0]).toMatchObject({ reason: "unsubscribe" });
   }, 60_000);
 });

@@ -2,7 +2,7 @@
  * The HTTP API: a Hono app with Resend's error shape on every failure.
  *
  * DESCRIPTION
- *   createApp()  GET /health (no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
+ *   createApp()  GET /health and /unsubscribe/:token (RFC 8058 one-click links; no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
  *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
  *                /webhooks (routes/webhooks.ts) and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
@@ -27,6 +27,8 @@ import { adminRoutes } from "./routes/admin";
 import { dashboardAssets } from "../dashboard/serve";
 import { suppressionRoutes } from "./routes/suppressions";
 import { webhookRoutes } from "./routes/webhooks";
+import { unsubscribeRoutes } from "./routes/unsubscribe";
+import { settingsRoutes } from "./routes/settings";
 
 /** Per-request variables. */
 export type Vars = { requestId: string; tenant: string; key: KeyAccess };
@@ -45,6 +47,8 @@ export function createApp() {
   });
 
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));
+  // One-click unsubscribe links (RFC 8058) are signed: no key.
+  app.route("/unsubscribe", unsubscribeRoutes());
 
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
@@ -55,6 +59,7 @@ export function createApp() {
   app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay/messages", controlRoutes());
   app.route("/relay/complaints", complaintRoutes());
+  app.route("/relay/settings", settingsRoutes());
   app.route("/relay/events", eventRoutes());
   app.route("/relay/webhooks", webhookDeliveryRoutes());
   app.route("/relay", relayRoutes());

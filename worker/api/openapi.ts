@@ -18,6 +18,7 @@ import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./control-
 import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./domain-schemas";
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
+import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
@@ -72,7 +73,8 @@ interface Operation {
   rawBody?: string;
   query?: z.ZodObject;
   headers?: { name: string; schema: Schema; description: string }[];
-  ok: { status: number; schema: Schema };
+  /** `media`: a response that is not JSON (its errors are the same media type). */
+  ok: { status: number; schema: Schema; media?: string };
   errors: number[];
 }
 
@@ -84,6 +86,8 @@ const DomainBody = DomainSummary.extend({ object: z.literal("domain").optional()
 
 /** Every operation of the API. */
 export const ROUTES: Operation[] = [
+  { method: "get", path: "/unsubscribe/{token}", summary: "One-click unsubscribe link (RFC 8058; signed, no API key): a confirmation page; nothing changes", operationId: "unsubscribePage", auth: false, ok: { status: 200, schema: z.string(), media: "text/html" }, errors: [404] },
+  { method: "post", path: "/unsubscribe/{token}", summary: "One-click unsubscribe (RFC 8058 List-Unsubscribe=One-Click; signed, no API key): email.unsubscribed once, and the address suppressed for the tenant until removed", operationId: "unsubscribe", auth: false, rawBody: "application/x-www-form-urlencoded", ok: { status: 200, schema: z.string(), media: "text/html" }, errors: [404] },
   { method: "get", path: "/health", summary: "Liveness (no API key)", operationId: "health", auth: false, ok: { status: 200, schema: Health }, errors: [] },
   { method: "post", path: "/emails", summary: "Send an email (Resend-compatible)", operationId: "sendEmail", auth: true, body: SendEmailSchema, headers: [idempotency], ok: { status: 200, schema: IdBody }, errors: [400, 401, 409, 413, 422] },
   { method: "post", path: "/emails/batch", summary: "Send up to 100 emails", operationId: "sendBatch", auth: true, body: z.array(SendEmailSchema).min(1).max(100), headers: [idempotency, { name: "x-batch-validation", schema: BatchValidationSchema, description: "strict (all or nothing) or permissive (per item)." }], ok: { status: 200, schema: BatchBody }, errors: [400, 401, 409, 413, 422] },
@@ -125,6 +129,8 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/suspensions", summary: "Operator: suspend a destination, tenant or transport for a TTL", operationId: "adminSuspend", auth: true, body: SuspendSchema, ok: { status: 201, schema: Admin.suspension }, errors: [400, 401, 403, 404, 422] },
   { method: "get", path: "/relay/suspensions", summary: "Operator: suspensions in force", operationId: "adminSuspensions", auth: true, ok: { status: 200, schema: Admin.suspensions }, errors: [401, 403] },
   { method: "delete", path: "/relay/suspensions/{target}/{name}", summary: "Operator: resume a suspended destination, tenant or transport", operationId: "adminResume", auth: true, query: ResumeQuerySchema, ok: { status: 200, schema: Admin.resumed }, errors: [401, 403, 404, 422] },
+  { method: "get", path: "/relay/settings", summary: "The tenant's defaults for the mail it sends (unsubscribe: true, {topic}, or null)", operationId: "getSettings", auth: true, ok: { status: 200, schema: SettingsBody }, errors: [401] },
+  { method: "patch", path: "/relay/settings", summary: "Set the tenant's default one-click unsubscribe (RFC 8058) for one-recipient emails", operationId: "updateSettings", auth: true, body: SettingsSchema, ok: { status: 200, schema: SettingsBody }, errors: [400, 401, 422] },
   { method: "get", path: "/relay/inbound", summary: "Operator: mail that came back through Email Routing (bounces, complaints, auto-replies, rejections) by day and kind", operationId: "adminInbound", auth: true, query: InboundQuerySchema, ok: { status: 200, schema: Admin.inbound }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/stats", summary: "Operator: delivered/bounced/deferred/failed per minute over a window", operationId: "adminStats", auth: true, query: StatsQuerySchema, ok: { status: 200, schema: Admin.stats }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/messages", summary: "Search messages by id, address, tag and state (a tenant key: its own mail)", operationId: "searchMessages", auth: true, query: SearchQuerySchema, ok: { status: 200, schema: Admin.search }, errors: [401, 404, 422] },
@@ -154,8 +160,9 @@ function operationOf(op: Operation) {
     for (const [name, schema] of Object.entries(op.query.shape)) parameters.push({ name, in: "query", required: false, schema: jsonSchema(schema as Schema) });
   }
   for (const h of op.headers ?? []) parameters.push({ name: h.name, in: "header", required: false, description: h.description, schema: jsonSchema(h.schema) });
-  const responses: Record<string, unknown> = { [String(op.ok.status)]: { description: "Success", content: json(op.ok.schema) } };
-  for (const status of op.errors) responses[String(status)] = { description: "Error (Resend's error body)", content: json(ErrorBody) };
+  const media = op.ok.media ? { [op.ok.media]: { schema: { type: "string" } } } : null;
+  const responses: Record<string, unknown> = { [String(op.ok.status)]: { description: "Success", content: media ?? json(op.ok.schema) } };
+  for (const status of op.errors) responses[String(status)] = media ? { description: "Error (a page)", content: media } : { description: "Error (Resend's error body)", content: json(ErrorBody) };
   return {
     operationId: op.operationId,
     summary: op.summary,

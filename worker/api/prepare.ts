@@ -17,6 +17,8 @@ import type { MessageSummary, NewMessage } from "../../durable-objects/storage/o
 import { compose, isMailInputError, parseMailbox, signDkim } from "../mail";
 import type { SenderPolicy } from "../domains/sender";
 import { fetchPathAttachments } from "./path-attachments";
+import { tokenOf } from "../mail/verp";
+import { addressTokenKey } from "../inbound/tokens";
 import { ApiError } from "./errors";
 import { parseScheduledAt, type Limits } from "./limits";
 import type { SendEmail } from "./schemas";
@@ -34,6 +36,8 @@ export interface PrepareContext {
   limits: Limits;
   /** Who may send as which domain, and its DKIM signers (domains/sender.ts). */
   sender: SenderPolicy;
+  /** The relay's public origin, for one-click unsubscribe links (PUBLIC_URL, else the request's). */
+  origin: string;
 }
 
 /** html and text are kept for the status API up to this many bytes together (the body has them all). */
@@ -76,6 +80,27 @@ export function leastComposedBytes(input: SendEmail): number {
   return parts + Math.floor(attached * 0.95);
 }
 
+/**
+ * The request's headers with List-Unsubscribe and List-Unsubscribe-Post (RFC 8058) added: a
+ * signed https link to the one recipient's unsubscribe (routes/unsubscribe.ts), and a mailto at
+ * the return-path domain when there is one (inbound/email.ts takes it). Signed with the rest of
+ * the header by DKIM (both are in DEFAULT_SIGNED_HEADERS). 422 for more than one recipient (the
+ * body, and so the link, is the same for all of them) or a List-Unsubscribe of the caller's own.
+ */
+async function unsubscribeHeaders(env: Env, input: SendEmail, id: string, origin: string, returnPath: string | null, count: number): Promise<Record<string, string>> {
+  if (count !== 1) throw new ApiError(422, "validation_error", "`unsubscribe` needs exactly one recipient (to, cc and bcc together): send one email per recipient, e.g. with /emails/batch.");
+  const own = Object.keys(input.headers ?? {}).find((h) => /^list-unsubscribe(-post)?$/i.test(h));
+  if (own) throw new ApiError(422, "validation_error", `\`unsubscribe\` adds ${own} itself: remove it from \`headers\`.`);
+  const token = await tokenOf(await addressTokenKey(env), "unsubscribe", id, 0);
+  const links = [`<${origin}/unsubscribe/${token.slice(token.indexOf("+") + 1)}>`, ...(returnPath ? [`<mailto:${token}@${returnPath}>`] : [])];
+  return { ...input.headers, "List-Unsubscribe": links.join(", "), "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+}
+
+/** The relay's public origin: PUBLIC_URL, else the origin the request came to. */
+export function publicOrigin(env: Env, requestUrl: string): string {
+  return (env.PUBLIC_URL || new URL(requestUrl).origin).replace(/\/+$/, "");
+}
+
 /** Composes, signs and measures one send request. */
 export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareContext): Promise<PreparedMessage> {
   const id = newMessageId(ctx.shard);
@@ -94,9 +119,16 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   // The sender is checked before anything is composed: an unverified domain costs no CPU.
   const signers = await ctx.sender.authorize(fromDomain);
   const attachments = await fetchPathAttachments(env, input.attachments, ctx.limits.maxMessageBytes);
+  const returnPath = ctx.sender.returnPath(fromDomain);
+  // The tenant's default applies to one-recipient emails that say nothing and set no
+  // List-Unsubscribe of their own; `false` opts out.
+  const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
+  const own = Object.keys(input.headers ?? {}).some((h) => /^list-unsubscribe(-post)?$/i.test(h));
+  const unsubscribe = input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
+  const headers = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count) : input.headers;
   let composed;
   try {
-    composed = compose({ ...input, attachments }, { now: new Date(ctx.nowMs), messageId: id });
+    composed = compose({ ...input, headers, attachments }, { now: new Date(ctx.nowMs), messageId: id });
   } catch (e) {
     throw mailError(e);
   }
@@ -106,11 +138,12 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   const summary: MessageSummary = {
     from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
     subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
+    ...(typeof unsubscribe === "object" && unsubscribe.topic ? { unsubscribe_topic: unsubscribe.topic } : {}),
   };
   const record: NewMessage = {
     id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
     mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size: body.length, summary,
-    returnPath: ctx.sender.returnPath(fromDomain),
+    returnPath,
   };
   return { body, record };
 }

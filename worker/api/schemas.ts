@@ -48,6 +48,12 @@ export const SendEmailSchema = z.object({
   attachments: z.array(AttachmentSchema).max(100).optional(),
   tags: z.array(TagSchema).max(50).optional(),
   scheduled_at: z.string().min(1).optional(),
+  /**
+   * A relay extension: List-Unsubscribe (a signed https link, and a mailto on the return-path
+   * domain when there is one) with List-Unsubscribe-Post (RFC 8058), for a one-recipient email;
+   * false: not even the tenant's default (PATCH /relay/settings).
+   */
+  unsubscribe: z.union([z.boolean(), z.object({ topic: TagToken.optional() }).strict()]).optional(),
 });
 
 /** A validated send request. */
@@ -107,7 +113,7 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
 }
 
 /** The event types a webhook endpoint can subscribe to (the ones this relay emits). */
-const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "relay.destination.throttled"]);
+const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "email.unsubscribed", "relay.destination.throttled"]);
 
 /** POST /webhooks (Resend's shape). */
 export const CreateWebhookSchema = z.object({ endpoint: z.string().min(1).max(2048), events: z.array(WebhookEventSchema).min(1) });

@@ -100,6 +100,11 @@ export class SenderPolicy {
     return pem;
   }
 
+  /** The tenant's default `unsubscribe` for its send requests (tenant_settings), or null. */
+  get unsubscribeDefault(): true | { topic?: string } | null {
+    return this.key?.unsubscribe ?? null;
+  }
+
   /** See the header. */
   returnPath(domain: string): string | null {
     return this.returnPaths.get(domain.toLowerCase()) ?? (this.env.BOUNCE_DOMAIN || null);

@@ -12,12 +12,15 @@
  *       bounce rules). A DSN elsewhere is mapped through the original's Message-ID (the email id
  *       in one the relay generated, else the D1 index) and the notice's Final-Recipient.
  *       Delay notices and success notices change nothing.
+ *     - mail to a List-Unsubscribe mailto address (`unsubscribe+<token>@`, whatever it says):
+ *       the recipient it names unsubscribes (email.unsubscribed, suppressed until removed), as
+ *       with the one-click link (api/routes/unsubscribe.ts).
  *     - an ARF report: each Original-Rcpt-To gets the complaint (as POST /relay/complaints).
  *     - an automatic reply (out of office): taken, changes nothing.
  *     - anything else, a DSN that names no message of this relay, or a token address whose
  *       signature does not verify: refused (setReject), so the sender's server bounces it.
  *   Each message is counted in D1 `inbound_counts` (UTC day × kind): bounce, bounce_unmatched,
- *   delay, dsn_other, complaint, auto_reply, rejected, too_large. GET /relay/inbound reads them.
+ *   delay, dsn_other, complaint, unsubscribe, auto_reply, rejected, too_large. GET /relay/inbound reads them.
  *
  * INVARIANTS
  *   Nothing is rewritten: a late bounce adds email.bounced after email.delivered. A message is
@@ -35,7 +38,7 @@ import { addressTokenKey } from "./tokens";
 export const INBOUND_LIMIT = 4 * 1024 * 1024;
 
 /** What an inbound message came to, as counted. */
-export type InboundCount = "bounce" | "bounce_unmatched" | "delay" | "dsn_other" | "complaint" | "auto_reply" | "rejected" | "too_large";
+export type InboundCount = "bounce" | "bounce_unmatched" | "delay" | "dsn_other" | "complaint" | "unsubscribe" | "auto_reply" | "rejected" | "too_large";
 
 /** What Email Routing hands the handler (ForwardableEmailMessage's part used here). */
 export interface InboundMessage {
@@ -98,6 +101,10 @@ async function complaint(env: Env, mail: InboundMail): Promise<InboundCount | nu
 /** What to do with one inbound message; null: refuse it. */
 async function decide(env: Env, message: InboundMessage, bytes: Uint8Array): Promise<InboundCount | null> {
   const token = await readTokenAddress(await addressTokenKey(env), message.to);
+  if (token?.kind === "unsubscribe") {
+    const res = await outboxOf(env, token.emailId).afterDelivery(token.emailId, null, { kind: "unsubscribe", idx: token.idx, method: "mailto" });
+    return res.result === "ok" || res.result === "duplicate" ? "unsubscribe" : null;
+  }
   const mail = await parseInbound(bytes, message.from);
   const what = readInbound(mail);
   if (what.kind === "arf") return complaint(env, mail);

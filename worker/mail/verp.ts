@@ -9,6 +9,7 @@
  *   "<kind>:<email id>:<idx>"). Its local part is at most 8+1+32+1+4+1+12 = 59 octets (RFC 5321's
  *   limit is 64), lower-case only, so a server that folds case keeps it valid.
  *   tokenKey(secret)          the HMAC key from the relay's 32-byte secret (WEBHOOK_SECRETS_KEY).
+ *   tokenOf(key, kind, emailId, idx)  its local part (also the one-click unsubscribe link's token).
  *   tokenAddress(key, kind, emailId, idx, domain)  the address.
  *   readTokenAddress(key, address)  {kind, emailId, idx} when the address is one of ours and its
  *                             mac verifies; null otherwise (any case, any domain: the domain is
@@ -35,11 +36,16 @@ async function mac(key: CryptoKey, kind: TokenKind, emailId: string, idx: number
   return [...sig.slice(0, 6)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The token address of recipient `idx` of email `emailId` (a UUID) at `domain`. */
-export async function tokenAddress(key: CryptoKey, kind: TokenKind, emailId: string, idx: number, domain: string): Promise<string> {
+/** The token address's local part for recipient `idx` of email `emailId` (a UUID). */
+export async function tokenOf(key: CryptoKey, kind: TokenKind, emailId: string, idx: number): Promise<string> {
   const hex = emailId.toLowerCase().replace(/-/g, "");
   if (!/^[0-9a-f]{32}$/.test(hex) || !Number.isInteger(idx) || idx < 0 || idx >= 36 ** 4) throw new Error(`no token address for ${emailId}/${idx}`);
-  return `${kind}+${hex}-${idx.toString(36)}-${await mac(key, kind, emailId.toLowerCase(), idx)}@${domain.toLowerCase()}`;
+  return `${kind}+${hex}-${idx.toString(36)}-${await mac(key, kind, emailId.toLowerCase(), idx)}`;
+}
+
+/** The token address of recipient `idx` of email `emailId` (a UUID) at `domain`. */
+export async function tokenAddress(key: CryptoKey, kind: TokenKind, emailId: string, idx: number, domain: string): Promise<string> {
+  return `${await tokenOf(key, kind, emailId, idx)}@${domain.toLowerCase()}`;
 }
 
 /** What a verified token address names, or null (see the header). */

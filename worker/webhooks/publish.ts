@@ -40,7 +40,7 @@ import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type Fee
 import { enabledEndpointsStatement, noticeUpsertStatement, readNotices, suppressionUpsertStatement, toPublishEndpoint, type SuppressionInsert } from "../db/webhook-publication";
 import type { MessageInfo } from "./core/events";
 import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "./core/publication";
-import { suppressionFor } from "./core/suppression-policy";
+import { suppressionFor, type SuppressibleEvent } from "./core/suppression-policy";
 import { parseWebhookConfig, type WebhookVars } from "./core/webhook-config";
 import { enqueueJobs, makeBundles, makeJob } from "./jobs";
 
@@ -87,8 +87,8 @@ async function noticesFor(db: D1Database, sources: SourceMessage[]): Promise<Map
 
 function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
   return events.flatMap((e) => {
-    if (e.type !== "email.bounced" && e.type !== "email.complained") return [];
-    const s = suppressionFor(JSON.parse(e.body) as { type: string; data: { recipient: string; classification: string | null } }, e.createdAtMs);
+    if (e.type !== "email.bounced" && e.type !== "email.complained" && e.type !== "email.unsubscribed") return [];
+    const s = suppressionFor(JSON.parse(e.body) as SuppressibleEvent, e.createdAtMs);
     return s === null ? [] : [{ tenant_id: e.tenant, address: s.address, reason: s.reason, created_at: e.createdAtMs, expires_at: s.expiresAtMs }];
   });
 }

@@ -19,6 +19,6 @@ describe("the OpenAPI document", () => {
     const send = doc.paths["/emails"]!.post!.requestBody!.content["application/json"]!.schema;
     expect(send.required).toEqual(["from", "to", "subject"]);
     expect(Object.keys(send.properties ?? {})).toEqual(expect.arrayContaining(["cc", "bcc", "reply_to", "html", "text", "headers", "attachments", "tags", "scheduled_at"]));
-    expect(ROUTES.filter((r) => r.auth === false).map((r) => r.path)).toEqual(["/health"]);
+    expect(ROUTES.filter((r) => r.auth === false).map((r) => r.path)).toEqual(["/unsubscribe/{token}", "/unsubscribe/{token}", "/health"]);
   });
 });

@@ -120,10 +120,15 @@ describe("envelope", () => {
     expect(toFeedItem(ev)).toEqual({ id: ev.id, ...ev.envelope });
   });
 
-  it("covers Resend's eight event types and the relay's relay.destination.throttled", () => {
+  it("covers Resend's eight event types and the relay's email.unsubscribed and relay.destination.throttled", () => {
     expect([...EMAIL_EVENT_TYPES].sort()).toEqual(
-      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed", "relay.destination.throttled"],
+      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed", "email.unsubscribed", "relay.destination.throttled"],
     );
+  });
+
+  it("an unsubscribe names its topic and how it came, and is not terminal", () => {
+    const ev = buildEvent({ type: "email.unsubscribed", message: MESSAGE, recipient: "a@example.net", attempt: 0, nowMs: NOW, reason: "news", method: "mailto" });
+    expect(ev.envelope.data).toMatchObject({ recipient: "a@example.net", terminal: false, unsubscribe: { topic: "news", method: "mailto" } });
   });
 
   it("a throttle names the reply rule, the policy key it suspended and until when, and is not terminal", () => {

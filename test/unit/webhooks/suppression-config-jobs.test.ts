@@ -25,6 +25,11 @@ describe("suppressionFor", () => {
     expect(got).toEqual(want === null ? null : { address: "ann@example.net", ...want });
   });
 
+  it("an unsubscribe suppresses until removed, naming its topic when the email had one", () => {
+    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "Ann@Example.NET", classification: null, unsubscribe: { topic: null } } }, NOW)).toEqual({ address: "ann@example.net", reason: "unsubscribe", expiresAtMs: null });
+    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "ann@example.net", classification: null, unsubscribe: { topic: "news" } } }, NOW)).toEqual({ address: "ann@example.net", reason: "unsubscribe:news", expiresAtMs: null });
+  });
+
   it("keeps complaints forever and every other entry finite", () => {
     for (const [category, ttl] of Object.entries(SUPPRESSION_TTL_MS)) expect(ttl === null, category).toBe(category === "complaint");
   });

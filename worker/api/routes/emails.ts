@@ -25,7 +25,7 @@ import { explainWaiting } from "../blocked";
 import { emailObject, iso } from "../email-view";
 import { ApiError, isApiError } from "../errors";
 import { limitsOf, parseScheduledAt } from "../limits";
-import { prepareEmail, type PreparedMessage } from "../prepare";
+import { prepareEmail, publicOrigin, type PreparedMessage } from "../prepare";
 import { BatchSchema, BatchValidationSchema, ListQuerySchema, SendEmailSchema, UpdateEmailSchema } from "../schemas";
 import { listMessages, type IndexedMessage } from "../../db/messages";
 import { outboxOf } from "../../consumers/classify-message";
@@ -63,7 +63,7 @@ async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number,
   const errors: { index: number; message: string; error: ApiError }[] = [];
   for (const [index, item] of items.entries()) {
     try {
-      ok.push(await prepareEmail(c.env, parseInput(SendEmailSchema, item), { shard, nowMs: Date.now(), limits, sender }));
+      ok.push(await prepareEmail(c.env, parseInput(SendEmailSchema, item), { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) }));
     } catch (e) {
       if (!isApiError(e)) throw e;
       errors.push({ index, message: e.message, error: e });
@@ -82,7 +82,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const tenant = c.get("tenant");
     const shard = await shardFor(tenant, idem, limits.shards);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
-    const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender });
+    const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
     return sender.withNotice(jsonResponse(res));
   });

@@ -26,6 +26,7 @@ import { parseInput, readJson, requestLimitBytes } from "../body";
 import { ApiError } from "../errors";
 import { limitsOf } from "../limits";
 import { prepareRaw } from "../raw";
+import { publicOrigin } from "../prepare";
 import { RawMessageSchema } from "../schemas";
 import { RoleCache, roleOf } from "./admin/operator";
 import { SenderPolicy } from "../../domains/sender";
@@ -43,7 +44,7 @@ export function relayRoutes() {
     const tenant = c.get("tenant");
     const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : randomShard(limits.shards);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
-    const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender });
+    const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
     return sender.withNotice(jsonResponse(res));
   });

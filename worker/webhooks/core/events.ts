@@ -21,7 +21,9 @@
  *     * -> cancelled                     email.canceled
  *   A complaint about a delivered recipient (feedback loop, not a state
  *   transition) is email.complained, built by buildEvent with the ARF
- *   Feedback-Type as its reason (data.complaint.feedback_type).
+ *   Feedback-Type as its reason (data.complaint.feedback_type). A recipient's
+ *   unsubscribe (RFC 8058 one-click link, or the List-Unsubscribe mailto) is
+ *   email.unsubscribed (data.unsubscribe: the topic and how).
  *   Any other transition (ready -> active, deferred -> ready, ...) gives null.
  *   "failed" is the relay's terminal state for internal errors.
  *
@@ -60,19 +62,13 @@ export type EmailEventType =
   | "email.suppressed"
   | "email.canceled"
   | "email.complained"
+  | "email.unsubscribed"
   | "relay.destination.throttled";
 
 /** Every event type, for filters and validation. */
 export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
-  "email.sent",
-  "email.delivered",
-  "email.delivery_delayed",
-  "email.bounced",
-  "email.failed",
-  "email.suppressed",
-  "email.canceled",
-  "email.complained",
-  "relay.destination.throttled",
+  "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed",
+  "email.canceled", "email.complained", "email.unsubscribed", "relay.destination.throttled",
 ];
 
 /** A recipient's state in the relay ("failed" = internal error). */
@@ -122,6 +118,8 @@ export interface EventData {
   suppressed?: { type: string; message: string };
   /** A complaint's ARF Feedback-Type (RFC 5965: abuse, fraud, virus, other). */
   complaint?: { feedback_type: string };
+  /** email.unsubscribed: the topic the email named (null: all of the tenant's mail) and how (one-click, mailto). */
+  unsubscribe?: { topic: string | null; method: string };
   /** relay.destination.throttled: the reply rule that fired, the key it suspended, and until when. */
   throttle?: { rule: string; policy_key: string; suspended_until: string };
 }
@@ -151,6 +149,8 @@ export interface EventInput {
   reason?: string | null;
   /** relay.destination.throttled: the reply rule, the policy key it suspended and until when (epoch ms). */
   throttle?: { rule: string; policyKey: string; suspendedUntilMs: number } | null;
+  /** email.unsubscribed: how (one-click, mailto); the topic is `reason`. */
+  method?: string | null;
   /** Overrides the derived id. */
   id?: string;
 }
@@ -238,6 +238,7 @@ export function buildEvent(input: EventInput): BuiltEvent {
   if (input.type === "email.failed") data.failed = { reason: input.reason ?? "internal error" };
   if (input.type === "email.suppressed") data.suppressed = { type: input.reason ?? "suppressed", message: delivery?.response ?? "" };
   if (input.type === "email.complained") data.complaint = { feedback_type: input.reason ?? "abuse" };
+  if (input.type === "email.unsubscribed") data.unsubscribe = { topic: input.reason ?? null, method: input.method ?? "one-click" };
   if (input.type === "relay.destination.throttled" && input.throttle) {
     data.throttle = { rule: input.throttle.rule, policy_key: input.throttle.policyKey, suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString() };
   }

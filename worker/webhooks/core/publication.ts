@@ -145,6 +145,7 @@ const DIRECT: Readonly<Record<string, EmailEventType>> = {
   "email.bounced": "email.bounced",
   "email.failed": "email.failed",
   "email.complained": "email.complained",
+  "email.unsubscribed": "email.unsubscribed",
   "relay.destination.throttled": "relay.destination.throttled",
 };
 
@@ -161,14 +162,14 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
   }
   const type = DIRECT[row.type];
   if (type === undefined || row.recipient === null) return [];
-  const noAttempt = type === "email.sent" || type === "email.suppressed" || type === "email.complained";
+  const noAttempt = type === "email.sent" || type === "email.suppressed" || type === "email.complained" || type === "email.unsubscribed";
   const delivery = noAttempt ? null : deliveryFrom(row.data.response);
   const reason = str(row.data.reason);
   const attempt = noAttempt ? 0 : attemptOf(row.data);
   const throttle = type === "relay.destination.throttled"
     ? { rule: str(row.data.rule) ?? "", policyKey: str(row.data.policy_key) ?? "", suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs }
     : null;
-  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle })];
+  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle, method: str(row.data.method) })];
 }
 
 /** Plans the envelopes of a batch of messages' rows (see the header). */

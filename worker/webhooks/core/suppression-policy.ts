@@ -16,6 +16,8 @@
  *     mailbox_full        1 d   a permanent "full" usually clears
  *     dns_failure         1 d
  *     complaint         forever (reason "complaint"), until removed
+ *     unsubscribe       forever (reason "unsubscribe", or "unsubscribe:<topic>"
+ *                       when the email named one), until removed
  *   Categories not in the table do not suppress: they are about the message
  *   or about us (policy, spam_block, auth_failure, message_too_large,
  *   rate_limited, timeout, expired, transient), so suppressing the
@@ -27,8 +29,8 @@
  *   "bounce:<category>" or "complaint".
  *
  * INVARIANTS
- *   Only email.bounced and email.complained suppress; expiresAtMs is null
- *   exactly for complaints.
+ *   Only email.bounced, email.complained and email.unsubscribed suppress;
+ *   expiresAtMs is null exactly for complaints and unsubscribes.
  *
  * ERRORS
  *   None thrown.
@@ -58,13 +60,17 @@ export interface SuppressionEntry {
 /** The envelope fields the policy reads. */
 export interface SuppressibleEvent {
   type: string;
-  data: { recipient: string; classification: string | null };
+  data: { recipient: string; classification: string | null; unsubscribe?: { topic: string | null } };
 }
 
 /** The suppression an event calls for, or null. */
 export function suppressionFor(event: SuppressibleEvent, nowMs: number): SuppressionEntry | null {
   const address = event.data.recipient.trim().toLowerCase();
   if (event.type === "email.complained") return { address, reason: "complaint", expiresAtMs: null };
+  if (event.type === "email.unsubscribed") {
+    const topic = event.data.unsubscribe?.topic ?? null;
+    return { address, reason: topic === null ? "unsubscribe" : `unsubscribe:${topic}`, expiresAtMs: null };
+  }
   if (event.type !== "email.bounced") return null;
   const category = (event.data.classification ?? "unknown") as BounceCategory;
   const ttl = SUPPRESSION_TTL_MS[category];

@@ -1,0 +1,48 @@
+/**
+ * A tenant's defaults for the mail it sends.
+ *
+ * DESCRIPTION
+ *   GET   /relay/settings   { object: "settings", unsubscribe }: the default of a send request's
+ *                           `unsubscribe` (true, { topic }, or null: off).
+ *   PATCH /relay/settings   { unsubscribe: true | { topic } | null } → the settings. With a
+ *                           default, every one-recipient email that says nothing about it (and
+ *                           sets no List-Unsubscribe of its own) gets the one-click headers;
+ *                           `"unsubscribe": false` opts one email out.
+ *   The default is read in the query that authenticates a send request (db/domains.ts keyAccess).
+ *
+ * ERRORS
+ *   422 validation_error for a body that is not one of the above.
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app";
+import { parseInput, readJson } from "../body";
+
+const TopicSchema = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, "must be 1–256 characters of A–Z, a–z, 0–9, _ or -");
+
+/** The body of PATCH /relay/settings. */
+export const SettingsSchema = z.object({
+  unsubscribe: z.union([z.literal(true), z.object({ topic: TopicSchema.optional() }).strict(), z.null()]),
+}).strict();
+
+/** GET and PATCH /relay/settings's answer. */
+export const SettingsBody = z.object({ object: z.literal("settings"), unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }), z.null()]) });
+
+async function read(db: D1Database, tenant: string): Promise<z.infer<typeof SettingsBody>> {
+  const row = await db.prepare("SELECT unsubscribe FROM tenant_settings WHERE tenant_id = ?").bind(tenant).first<{ unsubscribe: string | null }>();
+  return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null };
+}
+
+/** The /relay/settings routes (behind the API key middleware). */
+export function settingsRoutes() {
+  const r = new Hono<AppEnv>();
+  r.get("/", async (c) => c.json(await read(c.env.DB, c.get("tenant"))));
+  r.patch("/", async (c) => {
+    const input = parseInput(SettingsSchema, (await readJson(c, 4096)).value);
+    await c.env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, unsubscribe, updated_at) VALUES (?1, ?2, ?3)
+        ON CONFLICT (tenant_id) DO UPDATE SET unsubscribe = excluded.unsubscribe, updated_at = excluded.updated_at`)
+      .bind(c.get("tenant"), input.unsubscribe === null ? null : JSON.stringify(input.unsubscribe), Date.now()).run();
+    return c.json(await read(c.env.DB, c.get("tenant")));
+  });
+  return r;
+}
