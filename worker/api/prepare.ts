@@ -96,6 +96,28 @@ async function unsubscribeHeaders(env: Env, input: SendEmail, id: string, origin
   return { ...input.headers, "List-Unsubscribe": links.join(", "), "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
 }
 
+/** A Feedback-ID field: [A-Za-z0-9_.-] only (":" separates them), at most 64 characters. */
+function feedbackField(v: string | undefined, fallback: string): string {
+  const clean = (v ?? "").replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 64);
+  return clean === "" ? fallback : clean;
+}
+
+/**
+ * Complaint routing headers, unless the request sets its own: Feedback-ID (Gmail's feedback loop:
+ * "<campaign>:<tenant>:<category>:cohort", campaign and category from the tags of those names)
+ * and, for a domain the tenant verified, CFBL-Address (RFC 9477) at its return-path host, which
+ * aligns with the DKIM domain; ARF reports sent there come back through the email() handler.
+ * DKIM signs both (DEFAULT_SIGNED_HEADERS).
+ */
+export function feedbackHeaders(input: SendEmail, tenant: string, verifiedReturnPath: string | null): Record<string, string> {
+  const own = new Set(Object.keys(input.headers ?? {}).map((h) => h.toLowerCase()));
+  const tag = (name: string) => input.tags?.find((t) => t.name === name)?.value;
+  const out: Record<string, string> = {};
+  if (!own.has("feedback-id")) out["Feedback-ID"] = `${feedbackField(tag("campaign"), "none")}:${feedbackField(tenant, "tenant")}:${feedbackField(tag("category"), "transactional")}:cohort`;
+  if (verifiedReturnPath !== null && !own.has("cfbl-address")) out["CFBL-Address"] = `fbl@${verifiedReturnPath}; report=arf`;
+  return out;
+}
+
 /** The relay's public origin: PUBLIC_URL, else the origin the request came to. */
 export function publicOrigin(env: Env, requestUrl: string): string {
   return (env.PUBLIC_URL || new URL(requestUrl).origin).replace(/\/+$/, "");
@@ -125,7 +147,8 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
   const own = Object.keys(input.headers ?? {}).some((h) => /^list-unsubscribe(-post)?$/i.test(h));
   const unsubscribe = input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
-  const headers = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count) : input.headers;
+  const listed = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count) : input.headers;
+  const headers = { ...listed, ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)) };
   let composed;
   try {
     composed = compose({ ...input, headers, attachments }, { now: new Date(ctx.nowMs), messageId: id });

@@ -18,6 +18,8 @@
  *                       tenant verified (its MX and SPF records are among the domain's records),
  *                       else the operator's BOUNCE_DOMAIN, else null (the From address is the
  *                       envelope sender, as before).
+ *   verifiedReturnPath(domain)  the first case only (a CFBL-Address must align with the DKIM
+ *                       domain, RFC 9477).
  *   withNotice(res)     the response with the Cohort-Unverified-Domains header when any.
  *
  * INVARIANTS
@@ -44,7 +46,7 @@ export class SenderPolicy {
   private readonly seen = new Map<string, Promise<DkimSigner[]>>();
   private readonly returnPaths = new Map<string, string>();
 
-  constructor(private readonly env: Env, private readonly tenant: string, private readonly key: KeyAccess | undefined) {}
+  constructor(private readonly env: Env, readonly tenant: string, private readonly key: KeyAccess | undefined) {}
 
   /** See the header. `domain` is an ASCII domain (punycode), any case. */
   authorize(domain: string): Promise<DkimSigner[]> {
@@ -103,6 +105,11 @@ export class SenderPolicy {
   /** The tenant's default `unsubscribe` for its send requests (tenant_settings), or null. */
   get unsubscribeDefault(): true | { topic?: string } | null {
     return this.key?.unsubscribe ?? null;
+  }
+
+  /** After authorize(domain): the return-path host of a domain the tenant verified, else null. */
+  verifiedReturnPath(domain: string): string | null {
+    return this.returnPaths.get(domain.toLowerCase()) ?? null;
   }
 
   /** See the header. */

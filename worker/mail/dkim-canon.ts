@@ -26,13 +26,13 @@ export const DEFAULT_SIGNED_HEADERS: readonly string[] = [
   "from", "sender", "reply-to", "subject", "date", "message-id", "to", "cc",
   "mime-version", "content-type", "content-transfer-encoding", "content-language",
   "in-reply-to", "references", "list-id", "list-help", "list-unsubscribe", "list-unsubscribe-post",
-  "list-subscribe", "list-post", "list-owner", "list-archive", "feedback-id",
+  "list-subscribe", "list-post", "list-owner", "list-archive", "feedback-id", "cfbl-address", "cfbl-feedback-id",
 ];
 
 /** Headers listed once more than they occur, so a later-added instance breaks the signature. */
 export const OVERSIGNED_HEADERS: ReadonlySet<string> = new Set([
   "from", "reply-to", "subject", "date", "message-id", "to", "cc", "mime-version",
-  "content-type", "content-transfer-encoding", "list-unsubscribe", "list-unsubscribe-post",
+  "content-type", "content-transfer-encoding", "list-unsubscribe", "list-unsubscribe-post", "cfbl-address",
 ]);
 
 /** Splits a CRLF message into header fields and body (everything after the first empty line). */
