@@ -148,6 +148,9 @@ describe("the operator dashboard", () => {
     const sup = await api<{ data: unknown[] }>(relay, relay.operatorKey, "GET", "/relay/suppressions?limit=100");
     expect(await page.getByTestId("suppression-row").count()).toBe(sup.data.length);
     expect(await page.getByTestId("suppression-row").first().textContent()).toContain("blocked@example.test");
+    const cr = await api<{ totals: { delivered: number; complained: number }; domains: unknown[] }>(relay, relay.operatorKey, "GET", "/relay/complaint-rate?days=7");
+    expect(await page.getByTestId("complaint-total").textContent()).toContain(`all${cr.totals.delivered}${cr.totals.complained}`);
+    expect(await page.getByTestId("complaint-domain").count()).toBe(cr.domains.length);
     await shot("suppressions");
   });
 

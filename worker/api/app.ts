@@ -29,6 +29,7 @@ import { suppressionRoutes } from "./routes/suppressions";
 import { webhookRoutes } from "./routes/webhooks";
 import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
+import { complaintRateRoutes } from "./routes/complaint-rate";
 
 /** Per-request variables. */
 export type Vars = { requestId: string; tenant: string; key: KeyAccess };
@@ -60,6 +61,7 @@ export function createApp() {
   app.route("/relay/messages", controlRoutes());
   app.route("/relay/complaints", complaintRoutes());
   app.route("/relay/settings", settingsRoutes());
+  app.route("/relay/complaint-rate", complaintRateRoutes());
   app.route("/relay/events", eventRoutes());
   app.route("/relay/webhooks", webhookDeliveryRoutes());
   app.route("/relay", relayRoutes());

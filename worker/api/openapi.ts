@@ -19,6 +19,7 @@ import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./do
 import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { SettingsBody, SettingsSchema } from "./routes/settings";
+import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
@@ -131,6 +132,7 @@ export const ROUTES: Operation[] = [
   { method: "delete", path: "/relay/suspensions/{target}/{name}", summary: "Operator: resume a suspended destination, tenant or transport", operationId: "adminResume", auth: true, query: ResumeQuerySchema, ok: { status: 200, schema: Admin.resumed }, errors: [401, 403, 404, 422] },
   { method: "get", path: "/relay/settings", summary: "The tenant's defaults for the mail it sends (unsubscribe: true, {topic}, or null)", operationId: "getSettings", auth: true, ok: { status: 200, schema: SettingsBody }, errors: [401] },
   { method: "patch", path: "/relay/settings", summary: "Set the tenant's default one-click unsubscribe (RFC 8058) for one-recipient emails", operationId: "updateSettings", auth: true, body: SettingsSchema, ok: { status: 200, schema: SettingsBody }, errors: [400, 401, 422] },
+  { method: "get", path: "/relay/complaint-rate", summary: "The complaint rate (email.complained / email.delivered) of the tenant and of each sending domain over the last `days`, against COMPLAINT_RATE_THRESHOLD", operationId: "complaintRate", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: ComplaintRateBody }, errors: [401, 422] },
   { method: "get", path: "/relay/inbound", summary: "Operator: mail that came back through Email Routing (bounces, complaints, auto-replies, rejections) by day and kind", operationId: "adminInbound", auth: true, query: InboundQuerySchema, ok: { status: 200, schema: Admin.inbound }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/stats", summary: "Operator: delivered/bounced/deferred/failed per minute over a window", operationId: "adminStats", auth: true, query: StatsQuerySchema, ok: { status: 200, schema: Admin.stats }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/messages", summary: "Search messages by id, address, tag and state (a tenant key: its own mail)", operationId: "searchMessages", auth: true, query: SearchQuerySchema, ok: { status: 200, schema: Admin.search }, errors: [401, 404, 422] },

@@ -147,4 +147,19 @@ describe("VERP and mail that comes back", () => {
     expect(body.days).toEqual([{ day: new Date().toISOString().slice(0, 10), counts: body.totals }]);
     expect((await callWithKey(key, "GET", "/relay/inbound")).status).toBe(403);
   });
+
+  it("GET /relay/complaint-rate: complaints per delivery, for the tenant and each sending domain, against the threshold", async () => {
+    const res = await callWithKey(key, "GET", "/relay/complaint-rate?days=1");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      object: "complaint_rate", tenant: "acme", days: 1, threshold: 0.003,
+      totals: { delivered: 4, complained: 1, rate: 0.25 }, domains: [{ domain: "acme.test", delivered: 4, complained: 1, rate: 0.25 }],
+    });
+    // Another tenant's key sees its own (nothing), whatever it asks for.
+    const other = await newKey("someone-else");
+    expect(await (await callWithKey(other, "GET", "/relay/complaint-rate?tenant=acme")).json()).toMatchObject({ tenant: "someone-else", totals: { delivered: 0, complained: 0, rate: 0 }, domains: [] });
+    // An operator may name the tenant.
+    expect(await (await callWithKey(operator, "GET", "/relay/complaint-rate?tenant=acme")).json()).toMatchObject({ tenant: "acme", totals: { delivered: 4, complained: 1 } });
+    expect((await callWithKey(key, "GET", "/relay/complaint-rate?days=0")).status).toBe(422);
+  });
 });
