@@ -214,13 +214,13 @@ export class Outbox extends DurableObject<Env> {
    * (email.complained, which suppresses the address for the tenant until removed) or a late
    * bounce (email.bounced, suppressing per the bounce rules). See storage/outbox-control.ts.
    */
-  async afterDelivery(id: string, tenant: string | null, report: AfterDelivery): Promise<ComplaintResult | { result: "not_found" }> {
+  async afterDelivery(id: string, tenant: string | null, report: AfterDelivery): Promise<(ComplaintResult & { tenant: string }) | { result: "not_found" }> {
     const now = Date.now();
     const v = readMessage(this.sql, id);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
     const res = this.ctx.storage.transactionSync(() => recordAfterDelivery(this.sql, id, v.tenant, report, now));
     if (res.result === "ok") await this.afterChange(now, [id]);
-    return res;
+    return { ...res, tenant: v.tenant };
   }
 
   /**

@@ -442,10 +442,16 @@ export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
 export type AfterDelivery =
   | { kind: "complaint"; address: string; feedbackType: string }
   | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
+  /** The complaint-rate brake a complaint about `address` set off (api/complaint-brake.ts): its event only. */
+  | { kind: "brake"; address: string; data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } }
   | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } };
 
 /** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
 export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
+  if (report.kind === "brake") {
+    recordEvent(sql, { message_id: id, tenant, type: "relay.complaint_rate.exceeded", recipient: report.address, created_at: nowMs, data: report.data });
+    return { result: "ok", address: report.address };
+  }
   if (report.kind === "unsubscribe") {
     const r = recordUnsubscribe(sql, id, report.idx, report.method, nowMs);
     const topic = (JSON.parse(readMessage(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;

@@ -18,6 +18,8 @@ export type ErrorName =
   | "not_found"
   | "method_not_allowed"
   | "rate_limit_exceeded"
+  /** The relay's: the complaint-rate brake holds the tenant's bulk mail (api/complaint-brake.ts). */
+  | "complaint_rate_exceeded"
   | "security_error"
   | "application_error"
   | "internal_server_error";

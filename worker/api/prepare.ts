@@ -147,6 +147,11 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
   const own = Object.keys(input.headers ?? {}).some((h) => /^list-unsubscribe(-post)?$/i.test(h));
   const unsubscribe = input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
+  // Bulk mail (with one-click unsubscribe) waits out the complaint-rate brake; transactional does not.
+  const paused = ctx.sender.bulkPausedUntil;
+  if (unsubscribe && paused !== null && paused > ctx.nowMs) {
+    throw new ApiError(429, "complaint_rate_exceeded", `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`);
+  }
   const listed = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count) : input.headers;
   const headers = { ...listed, ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)) };
   let composed;

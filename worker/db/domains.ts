@@ -12,7 +12,8 @@
  *   sendingDomains(db, tenant, names)  of `names`, the tenant's verified domains with their
  *                                active key (sealed): what the accept path may sign with.
  *   keyAccess(db, hash, withDomains)  a live key's tenant, role, permission and domain restriction,
- *                                (with `withDomains` also the tenant's default `unsubscribe`),
+ *                                (with `withDomains` also the tenant's default `unsubscribe` and
+ *                                the complaint-rate brake's bulk_paused_until),
  *                                and with `withDomains` (the send endpoints) the tenant's verified
  *                                domains with their active selector, in the same query.
  *   sealedKey(db, domainId, selector)  the sealed private key of one domain key.
@@ -146,6 +147,8 @@ export interface KeyAccess {
   verified: VerifiedDomain[] | null;
   /** The tenant's default `unsubscribe` (tenant_settings; send endpoints only, else null). */
   unsubscribe: true | { topic?: string } | null;
+  /** Until when the complaint-rate brake holds the tenant's bulk mail (epoch ms; send endpoints only). */
+  bulkPausedUntil: number | null;
 }
 
 export async function keyAccess(db: D1Database, keyHash: string, withDomains = false): Promise<KeyAccess | null> {
@@ -153,15 +156,16 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
     ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm, vd.return_path)) FROM domains vd
          JOIN domain_keys vk ON vk.domain_id = vd.id AND vk.state = 'active' WHERE vd.tenant_id = k.tenant_id AND vd.status = 'verified')`
     : "NULL";
-  const settings = withDomains ? "(SELECT unsubscribe FROM tenant_settings WHERE tenant_id = k.tenant_id)" : "NULL";
-  const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified, ${settings} AS unsubscribe FROM api_keys k
+  const settings = withDomains ? "(SELECT json_array(unsubscribe, bulk_paused_until) FROM tenant_settings WHERE tenant_id = k.tenant_id)" : "NULL";
+  const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified, ${settings} AS settings FROM api_keys k
       LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`)
-    .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null; unsubscribe: string | null }>();
+    .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null; settings: string | null }>();
   if (!row) return null;
   const verified = row.verified === null ? null
     : (JSON.parse(row.verified) as [string, string, string, string, string][]).map(([id, name, selector, algorithm, rp]) => ({ id, name, selector, algorithm, return_path: rp }));
-  const unsubscribe = row.unsubscribe === null ? null : JSON.parse(row.unsubscribe) as true | { topic?: string };
-  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified, unsubscribe };
+  const [unsub, pausedUntil] = row.settings === null ? [null, null] : JSON.parse(row.settings) as [string | null, number | null];
+  const unsubscribe = unsub === null ? null : JSON.parse(unsub) as true | { topic?: string };
+  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified, unsubscribe, bulkPausedUntil: pausedUntil };
 }
 
 /** The sealed private key of one domain key, or null. */

@@ -102,6 +102,11 @@ export class SenderPolicy {
     return pem;
   }
 
+  /** Until when the complaint-rate brake holds the tenant's bulk mail (epoch ms), or null. */
+  get bulkPausedUntil(): number | null {
+    return this.key?.bulkPausedUntil ?? null;
+  }
+
   /** The tenant's default `unsubscribe` for its send requests (tenant_settings), or null. */
   get unsubscribeDefault(): true | { topic?: string } | null {
     return this.key?.unsubscribe ?? null;

@@ -33,6 +33,7 @@ import { bounceReply, readInbound, type DsnRecipient, type InboundMail } from ".
 import { parseInbound } from "./parse";
 import { readTokenAddress } from "../mail/verp";
 import { addressTokenKey } from "./tokens";
+import { recordComplaint } from "../api/complaint-brake";
 
 /** The largest inbound message read (a bounce quoting a large original is refused above it). */
 export const INBOUND_LIMIT = 4 * 1024 * 1024;
@@ -92,7 +93,7 @@ async function complaint(env: Env, mail: InboundMail): Promise<InboundCount | nu
   if (id === null) return null;
   let applied = false;
   for (const address of arf.recipients) {
-    const res = await outboxOf(env, id).afterDelivery(id, null, { kind: "complaint", address, feedbackType: arf.feedbackType });
+    const res = await recordComplaint(env, id, null, address, arf.feedbackType);
     applied ||= res.result === "ok" || res.result === "duplicate";
   }
   return applied ? "complaint" : null;

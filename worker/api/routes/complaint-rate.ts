@@ -8,7 +8,9 @@
  *       `days`, at most MESSAGE_RETENTION_DAYS back, since older events are gone), by the From
  *       domain of their email; rate = complained / delivered (0 when nothing was delivered).
  *       `threshold` is COMPLAINT_RATE_THRESHOLD (default 0.003: Gmail's and Yahoo's bulk-sender
- *       line of 0.3 %). A tenant key sees its own tenant; an operator key may name any.
+ *       line of 0.3 %); `bulk_paused_until` is the complaint-rate brake's (api/complaint-brake.ts),
+ *       or null. A tenant key sees its own tenant; an operator key may name any.
+ *   DELETE /relay/complaint-rate/pause?tenant=  (operator) lifts the brake.
  *
  * INVARIANTS
  *   Reads the tenant's events in the window through event_log's primary key (tenant_id, seq;
@@ -20,6 +22,8 @@ import { z } from "zod";
 import type { AppEnv } from "../app";
 import { parseInput } from "../body";
 import { RoleCache, scopeOf } from "./admin/operator";
+import { complaintCounts, complaintThreshold, liftBrake, pausedUntil, windowStart } from "../complaint-brake";
+import { ApiError } from "../errors";
 
 /** The query of GET /relay/complaint-rate. */
 export const ComplaintRateQuerySchema = z.object({
@@ -31,19 +35,9 @@ const Rate = z.object({ delivered: z.number().int(), complained: z.number().int(
 /** Its answer. */
 export const ComplaintRateBody = z.object({
   object: z.literal("complaint_rate"), tenant: z.string(), days: z.number().int(), from: z.string(), threshold: z.number(),
+  bulk_paused_until: z.string().nullable(),
   totals: Rate, domains: z.array(Rate.extend({ domain: z.string() })),
 });
-
-const RATE_SQL = `SELECT e.type AS type, lower(rtrim(substr(m.from_addr, instr(m.from_addr, '@') + 1), '> ')) AS domain, count(*) AS n
-  FROM event_log e JOIN messages m ON m.id = e.email_id
-  WHERE e.tenant_id = ?1 AND e.seq >= ?2 AND e.type IN ('email.delivered', 'email.complained')
-  GROUP BY 1, 2`;
-
-/** The threshold from the environment (see the header). */
-export function complaintThreshold(env: Env): number {
-  const t = Number(env.COMPLAINT_RATE_THRESHOLD);
-  return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;
-}
 
 const rate = (delivered: number, complained: number) => ({ delivered, complained, rate: delivered === 0 ? 0 : Math.round((complained / delivered) * 1e6) / 1e6 });
 
@@ -55,21 +49,21 @@ export function complaintRateRoutes() {
     const q = parseInput(ComplaintRateQuerySchema, c.req.query());
     const scope = await scopeOf(c, roles);
     const tenant = scope === null ? q.tenant ?? c.get("tenant") : c.get("tenant");
-    const retentionDays = Number(c.env.MESSAGE_RETENTION_DAYS) > 0 ? Number(c.env.MESSAGE_RETENTION_DAYS) : q.days;
-    const fromMs = Date.now() - Math.min(q.days, retentionDays) * 86_400_000;
-    const rows = (await c.env.DB.prepare(RATE_SQL).bind(tenant, fromMs * 1000).all<{ type: string; domain: string; n: number }>()).results;
-    const by = new Map<string, { d: number; c: number }>();
-    for (const row of rows) {
-      const cur = by.get(row.domain) ?? { d: 0, c: 0 };
-      if (row.type === "email.delivered") cur.d += row.n;
-      else cur.c += row.n;
-      by.set(row.domain, cur);
-    }
+    const fromMs = windowStart(c.env, q.days, Date.now());
+    const by = await complaintCounts(c.env.DB, tenant, fromMs);
     const all = [...by.values()].reduce((t, x) => ({ d: t.d + x.d, c: t.c + x.c }), { d: 0, c: 0 });
+    const paused = await pausedUntil(c.env.DB, tenant, Date.now());
     return c.json({
       object: "complaint_rate", tenant, days: q.days, from: new Date(fromMs).toISOString(), threshold: complaintThreshold(c.env),
+      bulk_paused_until: paused === null ? null : new Date(paused).toISOString(),
       totals: rate(all.d, all.c), domains: [...by].sort(([a], [b]) => (a < b ? -1 : 1)).map(([domain, x]) => ({ domain, ...rate(x.d, x.c) })),
     });
+  });
+  r.delete("/pause", async (c) => {
+    if ((await scopeOf(c, roles)) !== null) throw new ApiError(403, "restricted_api_key", "Only an operator key lifts the complaint-rate brake.");
+    const tenant = parseInput(ComplaintRateQuerySchema, c.req.query()).tenant ?? c.get("tenant");
+    await liftBrake(c.env.DB, tenant);
+    return c.json({ object: "complaint_rate_pause", tenant, lifted: true });
   });
   return r;
 }

@@ -25,11 +25,11 @@
 import { Hono } from "hono";
 import PostalMime from "postal-mime";
 import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
-import { outboxOf } from "../../consumers/classify-message";
 import { emailIdOf, readArf, type ArfComplaint, type ReportPart } from "../../mail/arf";
 import type { AppEnv } from "../app";
 import { readBody } from "../body";
 import { COMPLAINT_FEEDBACK_TYPES } from "../control-schemas";
+import { recordComplaint } from "../complaint-brake";
 import { ApiError } from "../errors";
 import { RoleCache, scopeOf } from "./admin/operator";
 import { emailsByHeader } from "../../inbound/email";
@@ -71,10 +71,9 @@ export function complaintRoutes() {
     if (!COMPLAINT_TYPES.has(arf.feedbackType)) throw new ApiError(422, "validation_error", `Feedback-Type ${arf.feedbackType} is not a complaint.`);
     const tenant = await scopeOf(c, roles);
     const id = emailIdOf(arf.messageId, isMessageId) ?? await byHeader(c.env.DB, arf.messageId, tenant);
-    const outbox = outboxOf(c.env, id);
     const recipients: { recipient: string; result: string }[] = [];
     for (const recipient of arf.recipients) {
-      const res = await outbox.afterDelivery(id, tenant, { kind: "complaint", address: recipient, feedbackType: arf.feedbackType });
+      const res = await recordComplaint(c.env, id, tenant, recipient, arf.feedbackType);
       if (res.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
       recipients.push({ recipient, result: res.result });
     }

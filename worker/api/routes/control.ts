@@ -34,6 +34,7 @@ import type { ControlResult } from "../../../durable-objects/outbox";
 import { outboxOf } from "../../consumers/classify-message";
 import { OPEN_SQL } from "../../db/admin";
 import { parseInput, readJson, readOptionalJson } from "../body";
+import { recordComplaint } from "../complaint-brake";
 import { ApiError } from "../errors";
 import type { AppEnv } from "../app";
 import { RoleCache, scopeOf } from "./admin/operator";
@@ -112,7 +113,7 @@ export function controlRoutes() {
   r.post("/:id/complaint", async (c) => {
     const id = idOf(c);
     const body = parseInput(ComplaintSchema, (await readJson(c, BODY_LIMIT)).value);
-    const res = await outboxOf(c.env, id).afterDelivery(id, await scopeOf(c, roles), { kind: "complaint", address: body.recipient, feedbackType: body.feedback_type });
+    const res = await recordComplaint(c.env, id, await scopeOf(c, roles), body.recipient, body.feedback_type);
     if (res.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
     if (res.result === "no_recipient") throw new ApiError(422, "validation_error", "The address is not a recipient of this email.");
     if (res.result === "not_delivered") throw new ApiError(422, "validation_error", "The email was not delivered to this recipient.");

@@ -8,9 +8,9 @@
  *   one recipient state transition to zero or one event.
  *
  * DESCRIPTION
- *   eventForTransition(notice, t, nowMs, cfg) takes the recipient's delay
- *   notice state and one transition t (from -> to, with the attempt number
- *   and SMTP result) and returns the new notice state and the event or null:
+ *   eventForTransition(notice, t, nowMs, cfg) takes the recipient's delay notice state and one
+ *   transition t (from -> to, with the attempt and SMTP result); returns the new notice state
+ *   and the event or null:
  *     incoming -> ready|active          email.sent             (not terminal)
  *     * -> deferred                      email.delivery_delayed (see below)
  *     * -> delivered                     email.delivered
@@ -19,36 +19,30 @@
  *     * -> failed (internal error)       email.failed    (failed.reason t.reason)
  *     * -> suppressed                    email.suppressed (+ suppressed{})
  *     * -> cancelled                     email.canceled
- *   A complaint about a delivered recipient (feedback loop, not a state
- *   transition) is email.complained, built by buildEvent with the ARF
- *   Feedback-Type as its reason (data.complaint.feedback_type). A recipient's
- *   unsubscribe (RFC 8058 one-click link, or the List-Unsubscribe mailto) is
- *   email.unsubscribed (data.unsubscribe: the topic and how).
+ *   A complaint about a delivered recipient (feedback loop, not a state transition) is
+ *   email.complained, built by buildEvent with the ARF Feedback-Type as its reason
+ *   (data.complaint.feedback_type); an unsubscribe (RFC 8058 link or mailto) email.unsubscribed
+ *   (data.unsubscribe); the complaint-rate brake relay.complaint_rate.exceeded.
  *   Any other transition (ready -> active, deferred -> ready, ...) gives null.
  *   "failed" is the relay's terminal state for internal errors.
  *
- *   delivery_delayed is sent on the first deferral, then on every Nth
- *   deferral counted from the first (cfg.delayedEveryNth, 0 = never), or
- *   when cfg.delayedMinIntervalMs have passed since the last notice (0 =
- *   never); either condition suffices.
+ *   delivery_delayed is sent on the first deferral, then on every Nth deferral counted from the
+ *   first (cfg.delayedEveryNth, 0 = never), or when cfg.delayedMinIntervalMs have passed since
+ *   the last notice (0 = never); either condition suffices.
  *
- *   buildEvent(input) builds one envelope and its id: the supplied id, or
- *   eventId(email id, recipient, attempt, type), which becomes webhook-id.
- *   data.classification is classifyBounce() of the SMTP result for bounced
- *   and delayed events, "expired" for expiry, and null otherwise.
+ *   buildEvent(input) builds one envelope and its id: the supplied id, or eventId(email id,
+ *   recipient, attempt, type), which becomes webhook-id. data.classification is classifyBounce()
+ *   of the SMTP result for bounced and delayed events, "expired" for expiry, and null otherwise.
  *   toFeedItem(event) gives the pull feed's item: {id, ...envelope}.
  *
  * INVARIANTS
- *   At most one event per transition; data.terminal is true exactly for
- *   delivered, bounced, failed, suppressed and canceled; the same input
- *   always yields the same id and envelope.
+ *   At most one event per transition; data.terminal is true exactly for delivered, bounced,
+ *   failed, suppressed and canceled; the same input always yields the same id and envelope.
  *
  * ERRORS
- *   WebhookInvariantError when a transition leaves a terminal state (a bug
- *   in the caller's state machine); RangeError from toISOString when nowMs
- *   or createdAtMs is not a valid time (also a bug).
+ *   WebhookInvariantError when a transition leaves a terminal state (a bug in the caller's state
+ *   machine); RangeError from toISOString when nowMs or createdAtMs is not a valid time (a bug).
  */
-
 import { classifyBounce, type BounceCategory } from "./classify";
 import { eventId } from "./event-id";
 
@@ -63,12 +57,13 @@ export type EmailEventType =
   | "email.canceled"
   | "email.complained"
   | "email.unsubscribed"
-  | "relay.destination.throttled";
+  | "relay.destination.throttled"
+  | "relay.complaint_rate.exceeded";
 
 /** Every event type, for filters and validation. */
 export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
   "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed",
-  "email.canceled", "email.complained", "email.unsubscribed", "relay.destination.throttled",
+  "email.canceled", "email.complained", "email.unsubscribed", "relay.destination.throttled", "relay.complaint_rate.exceeded",
 ];
 
 /** A recipient's state in the relay ("failed" = internal error). */
@@ -122,6 +117,8 @@ export interface EventData {
   unsubscribe?: { topic: string | null; method: string };
   /** relay.destination.throttled: the reply rule that fired, the key it suspended, and until when. */
   throttle?: { rule: string; policy_key: string; suspended_until: string };
+  /** relay.complaint_rate.exceeded: the tenant's rate, the line, the counts, and until when its bulk mail is paused. */
+  complaint_rate?: { rate: number; threshold: number; delivered: number; complained: number; paused_until: string };
 }
 
 /** The body pushed to webhooks: Resend's envelope. */
@@ -151,6 +148,8 @@ export interface EventInput {
   throttle?: { rule: string; policyKey: string; suspendedUntilMs: number } | null;
   /** email.unsubscribed: how (one-click, mailto); the topic is `reason`. */
   method?: string | null;
+  /** relay.complaint_rate.exceeded: as data.complaint_rate, paused_until in epoch ms. */
+  complaintRate?: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } | null;
   /** Overrides the derived id. */
   id?: string;
 }
@@ -239,6 +238,7 @@ export function buildEvent(input: EventInput): BuiltEvent {
   if (input.type === "email.suppressed") data.suppressed = { type: input.reason ?? "suppressed", message: delivery?.response ?? "" };
   if (input.type === "email.complained") data.complaint = { feedback_type: input.reason ?? "abuse" };
   if (input.type === "email.unsubscribed") data.unsubscribe = { topic: input.reason ?? null, method: input.method ?? "one-click" };
+  if (input.complaintRate) data.complaint_rate = { ...input.complaintRate, paused_until: new Date(input.complaintRate.paused_until).toISOString() };
   if (input.type === "relay.destination.throttled" && input.throttle) {
     data.throttle = { rule: input.throttle.rule, policy_key: input.throttle.policyKey, suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString() };
   }

@@ -146,6 +146,7 @@ const DIRECT: Readonly<Record<string, EmailEventType>> = {
   "email.failed": "email.failed",
   "email.complained": "email.complained",
   "email.unsubscribed": "email.unsubscribed",
+  "relay.complaint_rate.exceeded": "relay.complaint_rate.exceeded",
   "relay.destination.throttled": "relay.destination.throttled",
 };
 
@@ -162,14 +163,15 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
   }
   const type = DIRECT[row.type];
   if (type === undefined || row.recipient === null) return [];
-  const noAttempt = type === "email.sent" || type === "email.suppressed" || type === "email.complained" || type === "email.unsubscribed";
+  const noAttempt = ["email.sent", "email.suppressed", "email.complained", "email.unsubscribed", "relay.complaint_rate.exceeded"].includes(type);
   const delivery = noAttempt ? null : deliveryFrom(row.data.response);
   const reason = str(row.data.reason);
   const attempt = noAttempt ? 0 : attemptOf(row.data);
   const throttle = type === "relay.destination.throttled"
     ? { rule: str(row.data.rule) ?? "", policyKey: str(row.data.policy_key) ?? "", suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs }
     : null;
-  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle, method: str(row.data.method) })];
+  const complaintRate = type === "relay.complaint_rate.exceeded" ? row.data as { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } : null;
+  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle, method: str(row.data.method), complaintRate })];
 }
 
 /** Plans the envelopes of a batch of messages' rows (see the header). */

@@ -1,0 +1,94 @@
+/**
+ * The complaint-rate brake (worker/api/complaint-brake.ts) in the Workers runtime: three emails
+ * delivered to the sink, then a complaint takes the tenant's rate (1 of 3) above the threshold
+ * (COMPLAINT_MIN_DELIVERED lowered to 2 for the test): relay.complaint_rate.exceeded is recorded
+ * on the complained email, GET /relay/complaint-rate shows the pause, bulk mail (with
+ * unsubscribe) is refused with 429 complaint_rate_exceeded while transactional mail is taken, a
+ * second complaint raises no second event, and an operator lifts the brake. Below the minimum
+ * volume nothing is paused.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { beforeAll, describe, expect, inject, it } from "vitest";
+import worker from "../../../worker";
+import { hashApiKey } from "../../../worker/db/api-keys";
+import { setKeyRole } from "../../../worker/db/admin";
+import { callWithKey, email, eventually, newKey } from "../helpers";
+import { recipientsWhen } from "./observe";
+
+const sink = inject("sink");
+let key: string;
+let operator: string;
+
+beforeAll(async () => {
+  key = await newKey("braked");
+  operator = await newKey("ops-brake");
+  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  await env.DB.batch([
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('sink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink')"),
+  ]);
+});
+
+/** A call with environment overrides (the brake's minimum volume). */
+async function callEnv(k: string, method: string, path: string, body: unknown, extra: Record<string, string>): Promise<Response> {
+  const ctx = createExecutionContext();
+  const req = new Request(`http://relay.test${path}`, { method, headers: { authorization: `Bearer ${k}`, "content-type": "application/json" }, body: JSON.stringify(body) }) as Request<unknown, IncomingRequestCfProperties>;
+  const res = await worker.fetch(req, { ...env, ...extra } as Env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+async function deliveredEmail(k: string, to: string): Promise<string> {
+  const res = await callWithKey(k, "POST", "/emails", email({ to, subject: "brake" }));
+  expect(res.status).toBe(200);
+  const { id } = await res.json<{ id: string }>();
+  await recipientsWhen(k, id, (r) => r.status === "delivered", `${to} delivered`);
+  await eventually(async () => ((await env.DB.prepare("SELECT 1 AS x FROM event_log WHERE email_id = ? AND type = 'email.delivered'").bind(id).first()) ? true : undefined), 10_000, "email.delivered indexed");
+  return id;
+}
+
+const brakeEvents = async (tenant: string) => (await env.DB.prepare("SELECT email_id, body FROM event_log WHERE tenant_id = ? AND type = 'relay.complaint_rate.exceeded' AND body IS NOT NULL").bind(tenant).all<{ email_id: string; body: string }>()).results;
+const LOW = { COMPLAINT_MIN_DELIVERED: "2" };
+
+describe("the complaint-rate brake", () => {
+  it("pauses bulk mail when a complaint takes the rate above the threshold, with the event, until an operator lifts it", async () => {
+    const ids = [await deliveredEmail(key, "brake-1@sink.test"), await deliveredEmail(key, "brake-2@sink.test"), await deliveredEmail(key, "brake-3@sink.test")];
+    expect((await callWithKey(key, "POST", "/emails", email({ to: "bulk@sink.test", unsubscribe: true }))).status).toBe(200);
+
+    const res = await callEnv(key, "POST", `/relay/messages/${ids[0]}/complaint`, { recipient: "brake-1@sink.test", feedback_type: "abuse" }, LOW);
+    expect(res.status).toBe(200);
+    const [e] = await eventually(async () => ((await brakeEvents("braked")).length > 0 ? brakeEvents("braked") : undefined), 10_000, "relay.complaint_rate.exceeded");
+    expect(e!.email_id).toBe(ids[0]);
+    const data = (JSON.parse(e!.body) as { type: string; data: { recipient: string; complaint_rate: { rate: number; threshold: number; delivered: number; complained: number; paused_until: string } } });
+    expect(data).toMatchObject({ type: "relay.complaint_rate.exceeded", data: { recipient: "brake-1@sink.test", complaint_rate: { rate: 0.333333, threshold: 0.003, delivered: 3, complained: 1 } } });
+    const until = Date.parse(data.data.complaint_rate.paused_until);
+    expect(until).toBeGreaterThan(Date.now() + 23 * 3_600_000);
+
+    const rate = await (await callWithKey(key, "GET", "/relay/complaint-rate")).json<{ bulk_paused_until: string | null }>();
+    expect(rate.bulk_paused_until).toBe(new Date(until).toISOString());
+
+    const bulk = await callWithKey(key, "POST", "/emails", email({ to: "bulk@sink.test", unsubscribe: true }));
+    expect(bulk.status).toBe(429);
+    expect(await bulk.json()).toMatchObject({ name: "complaint_rate_exceeded", message: expect.stringContaining(new Date(until).toISOString()) });
+    expect((await callWithKey(key, "POST", "/emails", email({ to: "receipt@sink.test" }))).status).toBe(200);
+
+    // A second complaint while paused: no second event.
+    expect((await callEnv(key, "POST", `/relay/messages/${ids[1]}/complaint`, { recipient: "brake-2@sink.test", feedback_type: "abuse" }, LOW)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await brakeEvents("braked")).toHaveLength(1);
+
+    // Only an operator lifts it.
+    expect((await callWithKey(key, "DELETE", "/relay/complaint-rate/pause?tenant=braked")).status).toBe(403);
+    expect((await callWithKey(operator, "DELETE", "/relay/complaint-rate/pause?tenant=braked")).status).toBe(200);
+    expect((await callWithKey(key, "POST", "/emails", email({ to: "bulk@sink.test", unsubscribe: true }))).status).toBe(200);
+  }, 60_000);
+
+  it("does not pause below the minimum volume (COMPLAINT_MIN_DELIVERED, 1000 by default)", async () => {
+    const small = await newKey("small-sender");
+    const id = await deliveredEmail(small, "only@sink.test");
+    expect((await callWithKey(small, "POST", `/relay/messages/${id}/complaint`, { recipient: "only@sink.test", feedback_type: "abuse" })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await brakeEvents("small-sender")).toEqual([]);
+    expect((await callWithKey(small, "POST", "/emails", email({ to: "bulk@sink.test", unsubscribe: true }))).status).toBe(200);
+  }, 60_000);
+});
