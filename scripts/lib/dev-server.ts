@@ -3,7 +3,7 @@
  * and bench:accept; stops it (its whole process group) and removes the state afterwards.
  *
  * DESCRIPTION
- *   startDevServer({ tenant, vars, role, testScheduled })  applies the migrations to a fresh temp
+ *   startDevServer({ tenant, vars, role, testScheduled, logLevel })  applies the migrations to a fresh temp
  *                               state, creates an API key for `tenant` (an operator key with
  *                               role "operator"), starts wrangler dev (with --test-scheduled:
  *                               GET /__scheduled runs the cron handler) on 127.0.0.1 (HTTP and
@@ -119,7 +119,7 @@ async function frozenBundle(state: string): Promise<string> {
 }
 
 /** Starts a private wrangler dev and returns its URL, an API key and a stop function. */
-export async function startDevServer(opts: { tenant: string; vars?: Record<string, string>; frozen?: boolean; role?: KeyRole; testScheduled?: boolean }): Promise<DevServer> {
+export async function startDevServer(opts: { tenant: string; vars?: Record<string, string>; frozen?: boolean; role?: KeyRole; testScheduled?: boolean; logLevel?: "warn" | "info" }): Promise<DevServer> {
   const state = await mkdtemp(join(tmpdir(), "cohort-dev-"));
   await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV });
   const key = await createKey({ tenant: opts.tenant, name: "dev-server", persistTo: state, role: opts.role });
@@ -132,7 +132,7 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
   for (let attempt = 1; ; attempt++) {
     const [port, inspector] = [await freePort(), await freePort()];
     const child = spawn("npx", ["wrangler", "dev", ...config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-      "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", "warn", ...(opts.testScheduled ? ["--test-scheduled"] : []),
+      "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", opts.logLevel ?? "warn", ...(opts.testScheduled ? ["--test-scheduled"] : []),
       ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString()); };

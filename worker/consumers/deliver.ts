@@ -11,7 +11,8 @@
  * DESCRIPTION
  *   handleDeliverBatch(batch, env)   the queue handler. Decisions live in deliver-plan.ts, the
  *                                    session in deliver-session.ts, the mx kind in deliver-mx.ts,
- *                                    the index in deliver-index.ts.
+ *                                    the cf-email kind in deliver-cf-email.ts, the index in
+ *                                    deliver-index.ts.
  *
  * INVARIANTS
  *   Each message is acked or retried on its own; one bad message never fails the batch. Reports
@@ -30,6 +31,7 @@ import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type M
 import { pool } from "../lib/pool";
 import type { SessionCache } from "./session-cache";
 import { hasWork, prepareJobs, readEnvelopes, runSession, unsentParts, type SessionPart } from "./deliver-session";
+import { CF_EMAIL_NEXTHOP, sendViaEmailService } from "./deliver-cf-email";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -63,7 +65,7 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
 
 /** A domain nexthop's MX lookup (the mx kind); null for a relay nexthop. */
 export async function lookupFor(nexthop: string, mx: () => MxContext): Promise<MxResolution | null> {
-  return relayTarget(nexthop) ? null : mx().lookup(nexthop);
+  return relayTarget(nexthop) || nexthop === CF_EMAIL_NEXTHOP ? null : mx().lookup(nexthop);
 }
 
 /**
@@ -75,6 +77,7 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
   const prepared = await prepareJobs(env, jobs, known);
   const target = relayTarget(nexthop);
   if (target) return runSession(env, target, prepared, cache ? { cache } : {});
+  if (nexthop === CF_EMAIL_NEXTHOP) return sendViaEmailService(env, prepared);
   if (!resolution || !hasWork(prepared)) return unsentParts(prepared);
   if (resolution.kind !== "hosts") return lookupFailureParts(prepared, resolution);
   return runMxSessions(env, resolution.hosts, prepared, mx().settings, cache);
