@@ -37,6 +37,9 @@ commands:
                                            target: destination | tenant | transport
   resume <target> <name> [--transport T]   end a suspension
   suspensions                              list suspensions in force
+  inbound [--days N]                       mail that came back (bounces, complaints...) by day and kind
+  complaint-rate [--tenant T] [--days N]   complaints per delivery, by sending domain, and the brake
+  brake-lift <tenant>                      lift the complaint-rate brake on a tenant's bulk mail
   send --from A --to B --subject S --text T [--html H] [--tag name:value]
   tail [--type T[,T…]] [--after evt_…] [--interval s] [--count N] [--once]
   show <email id>                          a message's recipients and timeline
@@ -164,7 +167,7 @@ export async function main(argv, out = process.stdout, env = process.env) {
       url: { type: "string" }, key: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
       transport: { type: "string" }, ttl: { type: "string" },
       from: { type: "string" }, to: { type: "string", multiple: true }, subject: { type: "string" }, text: { type: "string" }, html: { type: "string" }, tag: { type: "string", multiple: true },
-      domain: { type: "string" }, tenant: { type: "string" },
+      domain: { type: "string" }, tenant: { type: "string" }, days: { type: "string" },
       type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
     },
   });
@@ -208,6 +211,28 @@ export async function main(argv, out = process.stdout, env = process.env) {
     case "suspensions": {
       const r = await call("GET", "/relay/suspensions");
       print(r, r.data.length ? textTable(["key", "until", "set by", "transports"], r.data.map((s) => [s.key, s.until, s.set_by ?? "operator", s.transports.join(",")])) : "no suspensions");
+      return 0;
+    }
+    case "inbound": {
+      const r = await call("GET", `/relay/inbound${values.days ? `?days=${encodeURIComponent(values.days)}` : ""}`);
+      const kinds = Object.keys(r.totals).sort();
+      print(r, r.days.length ? textTable(["day", ...kinds], r.days.map((d) => [d.day, ...kinds.map((k) => d.counts[k] ?? 0)])) : `nothing came back since ${r.from}`);
+      return 0;
+    }
+    case "complaint-rate": {
+      const qs = new URLSearchParams({ ...(values.days ? { days: values.days } : {}), ...(values.tenant ? { tenant: values.tenant } : {}) });
+      const r = await call("GET", `/relay/complaint-rate?${qs}`);
+      const pct = (x) => `${(x * 100).toFixed(3)}%`;
+      const rows = [["all", r.totals.delivered, r.totals.complained, pct(r.totals.rate)], ...r.domains.map((d) => [d.domain, d.delivered, d.complained, pct(d.rate)])];
+      const brake = r.bulk_paused_until ? `bulk mail paused until ${r.bulk_paused_until}` : "bulk mail not paused";
+      print(r, `${r.tenant}, last ${r.days} days (line ${pct(r.threshold)}; ${brake})\n${textTable(["sending domain", "delivered", "complained", "rate"], rows)}`);
+      return 0;
+    }
+    case "brake-lift": {
+      const [tenant] = args;
+      if (!tenant) throw new UsageError("usage: cohort brake-lift <tenant>");
+      const r = await call("DELETE", `/relay/complaint-rate/pause?tenant=${encodeURIComponent(tenant)}`);
+      print(r, `lifted the complaint-rate brake of ${r.tenant}`);
       return 0;
     }
     case "send": {

@@ -134,6 +134,19 @@ describe("npx cohort", () => {
     expect(filtered).toMatchObject({ code: 0, stdout: "cancelled 1 recipient(s) in 1 message(s)\n" });
   });
 
+  it("shows what came back, the complaint rate, and lifts the brake", async () => {
+    const inbound = await cohort(["inbound", "--days", "2", "--json"]);
+    expect(inbound.code).toBe(0);
+    expect(JSON.parse(inbound.stdout)).toEqual(await api(relay, relay.operatorKey, "GET", "/relay/inbound?days=2"));
+    const rate = await cohort(["complaint-rate"], relay.tenantKey);
+    expect(rate.code).toBe(0);
+    expect(rate.stdout).toMatch(/last 7 days \(line 0\.300%; bulk mail not paused\)\nsending domain\s+delivered\s+complained\s+rate\nall\s/);
+    const lifted = await cohort(["brake-lift", "acme"]);
+    expect(lifted).toMatchObject({ code: 0, stdout: "lifted the complaint-rate brake of acme\n" });
+    expect((await cohort(["brake-lift", "acme"], relay.tenantKey)).stderr).toContain("restricted_api_key (HTTP 403)");
+    expect((await cohort(["brake-lift"])).code).toBe(2);
+  });
+
   it("fails clearly: tenant key on an operator command, bad key, unreachable relay, bad usage", async () => {
     const restricted = await cohort(["queue"], relay.tenantKey);
     expect(restricted.code).toBe(1);
