@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
+import { until } from "./dev-api";
 
 const TSS04 = "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes";
 
@@ -56,16 +57,6 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<{ s
     method, headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: res.status, body: (await res.json()) as T };
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 type Rcpt = { email: string; status: string; blocked_by: string | null; last_response: { code?: number; text?: string } | null };

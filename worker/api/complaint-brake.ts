@@ -9,6 +9,8 @@
  *   windowStart(env, days, nowMs)  now minus `days`, but no further back than
  *       MESSAGE_RETENTION_DAYS (older events are gone).
  *   complaintThreshold(env)  COMPLAINT_RATE_THRESHOLD (default 0.003).
+ *   sumCounts(by), complaintRate(delivered, complained)  the tenant's totals; the rate to six
+ *       places (0 when nothing was delivered).
  *   pausedUntil(db, tenant, nowMs)  the brake's end when it holds, else null.
  *   recordComplaint(env, id, scope, address, feedbackType)  records a complaint through the
  *       Outbox (email.complained), then, unless the brake already holds, counts the tenant's last
@@ -56,6 +58,16 @@ export async function complaintCounts(db: D1Database, tenant: string, fromMs: nu
   return by;
 }
 
+/** The counts of every domain together. */
+export function sumCounts(by: ReadonlyMap<string, { d: number; c: number }>): { d: number; c: number } {
+  return [...by.values()].reduce((t, x) => ({ d: t.d + x.d, c: t.c + x.c }), { d: 0, c: 0 });
+}
+
+/** complained / delivered to six places (0 when nothing was delivered). */
+export function complaintRate(delivered: number, complained: number): number {
+  return delivered === 0 ? 0 : Math.round((complained / delivered) * 1e6) / 1e6;
+}
+
 /** See the header. */
 export async function pausedUntil(db: D1Database, tenant: string, nowMs: number): Promise<number | null> {
   const row = await db.prepare("SELECT bulk_paused_until AS until FROM tenant_settings WHERE tenant_id = ?").bind(tenant).first<{ until: number | null }>();
@@ -76,12 +88,12 @@ export async function recordComplaint(env: Env, id: string, scope: string | null
   if (res.result !== "ok") return res;
   const nowMs = Date.now();
   if ((await pausedUntil(env.DB, res.tenant, nowMs)) !== null) return res;
-  const all = [...(await complaintCounts(env.DB, res.tenant, windowStart(env, num(env.COMPLAINT_WINDOW_DAYS, 7), nowMs))).values()]
-    .reduce((t, x) => ({ d: t.d + x.d, c: t.c + x.c }), { d: 0, c: 1 });
+  const counted = sumCounts(await complaintCounts(env.DB, res.tenant, windowStart(env, num(env.COMPLAINT_WINDOW_DAYS, 7), nowMs)));
+  const all = { d: counted.d, c: counted.c + 1 }; // this complaint is not indexed yet
   const threshold = complaintThreshold(env);
   if (all.d < num(env.COMPLAINT_MIN_DELIVERED, 1000) || all.c / all.d <= threshold) return res;
   const until = nowMs + num(env.COMPLAINT_PAUSE_HOURS, 24) * 3_600_000;
-  const rate = Math.round((all.c / all.d) * 1e6) / 1e6;
+  const rate = complaintRate(all.d, all.c);
   await env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, updated_at, bulk_paused_until, bulk_paused_reason) VALUES (?1, ?2, ?3, ?4)
       ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`)
     .bind(res.tenant, nowMs, until, `complaint rate ${rate} above ${threshold}`).run();

@@ -87,9 +87,8 @@ export function leastComposedBytes(input: SendEmail): number {
  * the header by DKIM (both are in DEFAULT_SIGNED_HEADERS). 422 for more than one recipient (the
  * body, and so the link, is the same for all of them) or a List-Unsubscribe of the caller's own.
  */
-async function unsubscribeHeaders(env: Env, input: SendEmail, id: string, origin: string, returnPath: string | null, count: number): Promise<Record<string, string>> {
+async function unsubscribeHeaders(env: Env, input: SendEmail, id: string, origin: string, returnPath: string | null, count: number, own: string | undefined): Promise<Record<string, string>> {
   if (count !== 1) throw new ApiError(422, "validation_error", "`unsubscribe` needs exactly one recipient (to, cc and bcc together): send one email per recipient, e.g. with /emails/batch.");
-  const own = Object.keys(input.headers ?? {}).find((h) => /^list-unsubscribe(-post)?$/i.test(h));
   if (own) throw new ApiError(422, "validation_error", `\`unsubscribe\` adds ${own} itself: remove it from \`headers\`.`);
   const token = await tokenOf(await addressTokenKey(env), "unsubscribe", id, 0);
   const links = [`<${origin}/unsubscribe/${token.slice(token.indexOf("+") + 1)}>`, ...(returnPath ? [`<mailto:${token}@${returnPath}>`] : [])];
@@ -145,14 +144,14 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   // The tenant's default applies to one-recipient emails that say nothing and set no
   // List-Unsubscribe of their own; `false` opts out.
   const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
-  const own = Object.keys(input.headers ?? {}).some((h) => /^list-unsubscribe(-post)?$/i.test(h));
+  const own = Object.keys(input.headers ?? {}).find((h) => /^list-unsubscribe(-post)?$/i.test(h));
   const unsubscribe = input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
   // Bulk mail (with one-click unsubscribe) waits out the complaint-rate brake; transactional does not.
   const paused = ctx.sender.bulkPausedUntil;
   if (unsubscribe && paused !== null && paused > ctx.nowMs) {
     throw new ApiError(429, "complaint_rate_exceeded", `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`);
   }
-  const listed = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count) : input.headers;
+  const listed = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count, own) : input.headers;
   const headers = { ...listed, ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)) };
   let composed;
   try {

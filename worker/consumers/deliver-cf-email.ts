@@ -22,6 +22,7 @@
  */
 import { EmailMessage } from "cloudflare:email";
 import { bodyKey } from "../../durable-objects/storage/outbox-ids";
+import { addresses, fields } from "../mail/arf";
 import type { RecipientResult } from "../smtp/core/types";
 import type { PreparedJob, SessionPart } from "./deliver-session";
 
@@ -36,11 +37,6 @@ const REMOTE = "email-service.cloudflare";
 
 const PERMANENT = /\bnot (an? )?(verified|allowed|permitted|authori[sz]ed)\b|unverified|does not match|invalid (recipient|destination|address)/i;
 
-function headerAddress(raw: string, name: string): string | null {
-  const head = raw.slice(0, Math.max(0, raw.indexOf("\r\n\r\n")) || raw.length).replace(/\r\n[ \t]+/g, " ");
-  const value = new RegExp(`^${name}:(.*)$`, "im").exec(head)?.[1] ?? "";
-  return /<([^<>\s]+@[^<>\s]+)>/.exec(value)?.[1] ?? /([^\s<>,;:"]+@[^\s<>,;:"]+)/.exec(value)?.[1] ?? null;
-}
 
 async function bodyOf(env: Env, p: PreparedJob): Promise<string | null> {
   const inline = p.envelope?.body;
@@ -74,7 +70,7 @@ export async function sendViaEmailService(env: Env, prepared: PreparedJob[]): Pr
       return { job: p.job, matched: p.matched, txn: { messageId: String(p.job.entryId), recipients, remoteHost: REMOTE, tls: true, possibleDuplicate: false }, site: null };
     }
     const raw = await bodyOf(env, p);
-    const from = raw === null ? null : headerAddress(raw, "From") ?? p.envelope.mailFrom;
+    const from = raw === null ? null : addresses(fields(raw).get("from")?.[0] ?? "")[0] ?? p.envelope.mailFrom;
     const recipients = raw === null || from === null
       ? open.map((m): RecipientResult => ({ rcpt: m.address, code: 451, enhanced: "4.3.0", text: "the message body is missing", status: "deferred", source: "local" }))
       : await Promise.all(open.map((m) => sendOne(binding, from, m.address, raw)));

@@ -9,6 +9,8 @@
  *                                          (message_tags, for the admin search) when it has any.
  *   listMessages(db, tenant, query)        one page of the tenant's messages, newest first,
  *                                          with cursors `after` (older than) / `before` (newer than).
+ *   emailsByHeader(db, messageId, tenant)  the emails whose Message-ID header it is, through
+ *                                          messages_by_message_id (at most 2: more is ambiguous).
  *
  * ERRORS
  *   listMessages returns null when the cursor is not one of the tenant's email ids.
@@ -123,4 +125,11 @@ export async function listMessages(db: D1Database, tenant: string, q: ListQuery)
   const hasMore = rows.length > q.limit;
   const page = rows.slice(0, q.limit);
   return { data: q.before !== undefined ? page.reverse() : page, hasMore };
+}
+
+/** The email ids whose Message-ID header is `messageId` (the tenant's, unless null; at most 2: more is ambiguous). */
+export async function emailsByHeader(db: D1Database, messageId: string, tenant: string | null): Promise<string[]> {
+  const rows = (await db.prepare(`SELECT id FROM messages WHERE message_id = ?${tenant === null ? "" : " AND tenant_id = ?"} LIMIT 2`)
+    .bind(...(tenant === null ? [messageId] : [messageId, tenant])).all<{ id: string }>()).results;
+  return rows.map((r) => r.id);
 }

@@ -31,6 +31,7 @@ import { outboxOf } from "../consumers/classify-message";
 import { emailIdOf, readArf } from "../mail/arf";
 import { bounceReply, readInbound, type DsnRecipient, type InboundMail } from "../mail/inbound";
 import { parseInbound } from "./parse";
+import { emailsByHeader } from "../db/messages";
 import { readTokenAddress } from "../mail/verp";
 import { addressTokenKey } from "./tokens";
 import { recordComplaint } from "../api/complaint-brake";
@@ -53,13 +54,6 @@ export interface InboundMessage {
 async function count(env: Env, kind: InboundCount, nowMs: number): Promise<void> {
   await env.DB.prepare("INSERT INTO inbound_counts (day, kind, n) VALUES (?, ?, 1) ON CONFLICT (day, kind) DO UPDATE SET n = n + 1")
     .bind(new Date(nowMs).toISOString().slice(0, 10), kind).run();
-}
-
-/** The email ids whose Message-ID header is `messageId` (at most 2: more than one is ambiguous). */
-export async function emailsByHeader(db: D1Database, messageId: string, tenant: string | null): Promise<string[]> {
-  const rows = (await db.prepare(`SELECT id FROM messages WHERE message_id = ?${tenant === null ? "" : " AND tenant_id = ?"} LIMIT 2`)
-    .bind(...(tenant === null ? [messageId] : [messageId, tenant])).all<{ id: string }>()).results;
-  return rows.map((r) => r.id);
 }
 
 /** The relay's email a notice is about, by the original's Message-ID; null when none or ambiguous. */

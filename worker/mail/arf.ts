@@ -9,6 +9,8 @@
  *                    Original-Rcpt-To addresses (the original's To when the report has none and
  *                    it names exactly one), and the original's Message-ID, from its
  *                    `message/rfc822` or `text/rfc822-headers` part.
+ *   fields(text)     the first header block of `text`, unfolded: lower-cased name → values.
+ *   addresses(value) the bare addresses of an address field (or an Original-Rcpt-To value).
  *   emailIdOf(messageId, isId)  the relay's email id in a Message-ID it generated,
  *                    `<email id@from-domain>`, or null (a custom or foreign Message-ID).
  *

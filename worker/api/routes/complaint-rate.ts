@@ -22,7 +22,7 @@ import { z } from "zod";
 import type { AppEnv } from "../app";
 import { parseInput } from "../body";
 import { RoleCache, scopeOf } from "./admin/operator";
-import { complaintCounts, complaintThreshold, liftBrake, pausedUntil, windowStart } from "../complaint-brake";
+import { complaintCounts, complaintRate, complaintThreshold, liftBrake, pausedUntil, sumCounts, windowStart } from "../complaint-brake";
 import { ApiError } from "../errors";
 
 /** The query of GET /relay/complaint-rate. */
@@ -39,7 +39,7 @@ export const ComplaintRateBody = z.object({
   totals: Rate, domains: z.array(Rate.extend({ domain: z.string() })),
 });
 
-const rate = (delivered: number, complained: number) => ({ delivered, complained, rate: delivered === 0 ? 0 : Math.round((complained / delivered) * 1e6) / 1e6 });
+const rate = (delivered: number, complained: number) => ({ delivered, complained, rate: complaintRate(delivered, complained) });
 
 /** The route, mounted at /relay/complaint-rate. */
 export function complaintRateRoutes() {
@@ -51,7 +51,7 @@ export function complaintRateRoutes() {
     const tenant = scope === null ? q.tenant ?? c.get("tenant") : c.get("tenant");
     const fromMs = windowStart(c.env, q.days, Date.now());
     const by = await complaintCounts(c.env.DB, tenant, fromMs);
-    const all = [...by.values()].reduce((t, x) => ({ d: t.d + x.d, c: t.c + x.c }), { d: 0, c: 0 });
+    const all = sumCounts(by);
     const paused = await pausedUntil(c.env.DB, tenant, Date.now());
     return c.json({
       object: "complaint_rate", tenant, days: q.days, from: new Date(fromMs).toISOString(), threshold: complaintThreshold(c.env),

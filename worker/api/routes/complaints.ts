@@ -32,7 +32,7 @@ import { COMPLAINT_FEEDBACK_TYPES } from "../control-schemas";
 import { recordComplaint } from "../complaint-brake";
 import { ApiError } from "../errors";
 import { RoleCache, scopeOf } from "./admin/operator";
-import { emailsByHeader } from "../../inbound/email";
+import { emailsByHeader } from "../../db/messages";
 
 /** Largest report read. */
 const REPORT_LIMIT = 1024 * 1024;
