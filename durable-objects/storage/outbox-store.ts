@@ -33,7 +33,7 @@
  *   message is `done` exactly when all its recipients are final.
  */
 import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
-import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
+import { bulkOf, FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
 type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
@@ -187,7 +187,8 @@ export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): C
   ).toArray();
   if (rcpts.length === 0) return null;
   const admitId = admissionId(sql, id);
-  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}) };
+  const bulk = bulkOf(JSON.parse(m.summary) as MessageSummary);
+  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...(bulk ? { bulk } : {}) };
 }
 
 /**

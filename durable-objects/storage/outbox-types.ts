@@ -32,6 +32,13 @@ export interface MessageSummary {
   message_id: string;
   /** The topic a one-click unsubscribe from this email names (the send request's unsubscribe.topic). */
   unsubscribe_topic?: string;
+  /** The email carries one-click unsubscribe: bulk mail, which an unsubscribe holds back (suppression scopes). */
+  bulk?: true;
+}
+
+/** The bulk mail a message is, for suppressions: its unsubscribe topic (null: none); absent for transactional mail. */
+export function bulkOf(summary: Pick<MessageSummary, "bulk" | "unsubscribe_topic">): { topic: string | null } | undefined {
+  return summary.bulk ? { topic: summary.unsubscribe_topic ?? null } : undefined;
 }
 
 /** A message to store on accept (its body is already in R2). */
@@ -145,6 +152,8 @@ export interface ClassifyWork {
   rcpts: { idx: number; address: string; transport: string | null; nexthop: string | null }[];
   /** The core message id to admit under when it is not the message id: a released or requeued message's new attempt (`<id>#<n>`). */
   admitId?: string;
+  /** Bulk mail (one-click unsubscribe) and its topic; absent for transactional mail. */
+  bulk?: { topic: string | null };
 }
 
 /** The classify stage's decision for one recipient. */
@@ -200,7 +209,7 @@ export function eventAcksOf(states: readonly SyncState[]): EventAck[] {
   return states.flatMap((s) => (needed(s) ? [{ id: s.view.id, uptoSeq: s.events[s.events.length - 1]!.seq }] : []));
 }
 
-export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[] }[] };
+export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[]; bulk?: { topic: string | null } }[] };
 
 /** Result of accept: stored, or what the idempotency key said instead. */
 export type AcceptResult = { kind: "accepted" } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;

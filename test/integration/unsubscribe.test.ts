@@ -3,7 +3,8 @@
  * List-Unsubscribe (the signed https link; a mailto when there is a return-path domain) and
  * List-Unsubscribe-Post, both under the DKIM signature; GET on the link is a page and changes
  * nothing; POST records the unsubscribe once (email.unsubscribed, a suppression for the tenant,
- * with the topic); a forged link is a 404 page; requests it cannot serve are 422.
+ * with the topic) that holds back only the tenant's bulk mail (of that topic), never its
+ * transactional mail; a forged link is a 404 page; requests it cannot serve are 422.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -27,7 +28,7 @@ async function send(body: Record<string, unknown>, extraEnv: Record<string, stri
 const head = async (id: string) => new TextDecoder().decode(await storedBody(id)).split("\r\n\r\n")[0]!.replace(/\r\n[ \t]+/g, " ");
 const header = (h: string, name: string) => new RegExp(`^${name}: (.*)$`, "im").exec(h)?.[1] ?? null;
 const events = async (id: string) => (await env.DB.prepare("SELECT type, body FROM event_log WHERE email_id = ? AND type = 'email.unsubscribed'").bind(id).all<{ type: string; body: string | null }>()).results;
-const suppression = async (address: string) => (await (await callWithKey(key, "GET", `/relay/suppressions?address=${encodeURIComponent(address)}`)).json<{ data: { address: string; reason: string }[] }>()).data[0];
+const suppression = async (address: string) => (await (await callWithKey(key, "GET", `/relay/suppressions?address=${encodeURIComponent(address)}`)).json<{ data: { address: string; scope: string; reason: string }[] }>()).data[0];
 
 describe("one-click unsubscribe", () => {
   it("adds List-Unsubscribe (https, and mailto on the return-path domain) and List-Unsubscribe-Post, DKIM-signed", async () => {
@@ -63,13 +64,51 @@ describe("one-click unsubscribe", () => {
     expect((await post()).status).toBe(200);
     await new Promise((r) => setTimeout(r, 300));
     expect(await events(id)).toHaveLength(1);
-    // A later email to the address is suppressed.
-    const later = await send({ to: "topic@example.com" });
-    await eventually(async () => {
-      const r = await (await callWithKey(key, "GET", `/emails/${later}`)).json<{ last_event: string }>();
-      return r.last_event === "suppressed" ? true : undefined;
-    }, 10_000, "suppressed");
-  });
+    // Later emails: only bulk mail of the topic is held back (the entry's scope is bulk:news);
+    // transactional mail, bulk mail of another topic and bulk mail without one still go.
+    expect(await suppression("topic@example.com")).toMatchObject({ scope: "bulk:news" });
+    const news = await send({ to: "topic@example.com", unsubscribe: { topic: "news" } });
+    const others = [await send({ to: "topic@example.com" }), await send({ to: "topic@example.com", unsubscribe: { topic: "offers" } }), await send({ to: "topic@example.com", unsubscribe: true })];
+    const lastEvent = async (id: string) => {
+      // The recipient's status once classified: "suppressed", or past "incoming" (no delivery runs here).
+      const r = await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string }[] }>();
+      const status = r.recipients[0]?.status;
+      return status === undefined || status === "incoming" ? undefined : status;
+    };
+    expect(await eventually(() => lastEvent(news), 10_000, "suppressed")).toBe("suppressed");
+    const suppressed = await env.DB.prepare("SELECT body FROM event_log WHERE email_id = ? AND type = 'email.suppressed'").bind(news).first<{ body: string }>();
+    expect(suppressed?.body ?? "").toMatch(/unsubscribed from the topic news/);
+    for (const id of others) expect(await eventually(() => lastEvent(id), 10_000, "classified")).not.toBe("suppressed");
+  }, 30_000);
+
+  it("an unsubscribe without a topic holds back all the tenant's bulk mail, never its transactional mail; a bounce or complaint entry holds back both", async () => {
+    await env.DB.prepare("INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES ('acme', 'all-bulk@example.com', 'bulk', 'unsubscribe', ?1, NULL), ('acme', 'gone@example.com', '', 'complaint', ?1, NULL), ('acme', 'gone@example.com', 'bulk:news', 'unsubscribe:news', ?1, NULL)").bind(Date.now()).run();
+    const lastEvent = async (id: string) => {
+      // The recipient's status once classified: "suppressed", or past "incoming" (no delivery runs here).
+      const r = await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string }[] }>();
+      const status = r.recipients[0]?.status;
+      return status === undefined || status === "incoming" ? undefined : status;
+    };
+    const cases: [Record<string, unknown>, boolean][] = [
+      [{ to: "all-bulk@example.com", unsubscribe: true }, true],
+      [{ to: "all-bulk@example.com", unsubscribe: { topic: "news" } }, true],
+      [{ to: "all-bulk@example.com" }, false],
+      [{ to: "gone@example.com" }, true],
+      [{ to: "gone@example.com", unsubscribe: { topic: "offers" } }, true],
+    ];
+    const ids = await Promise.all(cases.map(([body]) => send(body)));
+    for (const [i, id] of ids.entries()) {
+      const last = await eventually(() => lastEvent(id), 10_000, `email ${i} classified`);
+      expect(last === "suppressed", `email ${i}: ${last}`).toBe(cases[i]![1]);
+    }
+    // The list shows one entry per scope; DELETE ?scope= removes one, DELETE without removes the rest.
+    const page = await (await callWithKey(key, "GET", "/relay/suppressions?address=gone@example.com")).json<{ data: { scope: string; reason: string }[] }>();
+    expect(page.data.map((d) => [d.scope, d.reason])).toEqual([["all", "complaint"], ["bulk:news", "unsubscribe:news"]]);
+    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json()).toMatchObject({ deleted: true, count: 1 });
+    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json()).toMatchObject({ name: "not_found" });
+    expect((await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=nope")).status).toBe(422);
+    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com")).json()).toMatchObject({ deleted: true, count: 1 });
+  }, 30_000);
 
   it("a link with a forged or altered token is a 404 page, GET and POST alike", async () => {
     const id = await send({ to: "forged@example.com", unsubscribe: true });

@@ -27,7 +27,7 @@ import type { Context } from "hono";
 import { bodyKey, outboxName } from "../../durable-objects/storage/outbox-ids";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../durable-objects/storage/outbox-types";
 import type { ClassifyJob } from "../../durable-objects/outbox";
-import type { NewMessage } from "../../durable-objects/storage/outbox-types";
+import { bulkOf, type NewMessage } from "../../durable-objects/storage/outbox-types";
 import { decideNew } from "../consumers/classify-message";
 import { ApiError } from "./errors";
 import type { PreparedMessage } from "./prepare";
@@ -156,14 +156,15 @@ const BULK_LANE_RCPTS = 10;
 /** The records as few classify jobs as fit (see ClassifyJob). */
 function classifyJobs(tenant: string, records: NewMessage[]): ClassifyJob[] {
   const jobs: ClassifyJob[] = [];
-  let batch: { id: string; tenant: string; rcpts: string[] }[] = [];
+  let batch: { id: string; tenant: string; rcpts: string[]; bulk?: { topic: string | null } }[] = [];
   let bytes = 0;
   for (const r of records) {
     if (r.scheduledAt !== null) {
       jobs.push({ id: r.id });
       continue;
     }
-    const item = { id: r.id, tenant, rcpts: r.rcptTo };
+    const bulk = bulkOf(r.summary);
+    const item = { id: r.id, tenant, rcpts: r.rcptTo, ...(bulk ? { bulk } : {}) };
     const size = JSON.stringify(item).length;
     if (batch.length > 0 && bytes + size > CLASSIFY_JOB_BYTES) {
       jobs.push({ batch });

@@ -16,7 +16,7 @@
 import { z } from "zod";
 import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./control-schemas";
 import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./domain-schemas";
-import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
+import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";
@@ -55,7 +55,7 @@ const EmailBody = z.object({
 });
 const ListBody = z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(EmailBody.omit({ recipients: true }).partial().extend({ id: z.string() })) });
 const Health = z.object({ ok: z.boolean(), service: z.string() });
-const Suppression = z.object({ object: z.literal("suppression"), address: z.string(), reason: z.string(), created_at: z.string(), expires_at: z.string().nullable() });
+const Suppression = z.object({ object: z.literal("suppression"), address: z.string(), scope: z.string(), reason: z.string(), created_at: z.string(), expires_at: z.string().nullable() });
 const WebhookRef = z.object({ object: z.literal("webhook"), id: z.string() });
 const WebhookSecret = WebhookRef.extend({ signing_secret: z.string().describe("whsec_…; shown only here") });
 const WebhookView = WebhookRef.extend({ created_at: z.string(), status: z.enum(["enabled", "disabled"]), endpoint: z.string(), events: z.array(z.string()).nullable() });
@@ -101,9 +101,9 @@ export const ROUTES: Operation[] = [
   { method: "get", path: "/relay/dev/meter", summary: "Development and test only, operator: the meter's counters of billable operations", operationId: "devMeter", auth: true, ok: { status: 200, schema: z.object({}).passthrough() }, errors: [401, 403, 404] },
   { method: "post", path: "/relay/dev/meter/reset", summary: "Development and test only, operator: zero the meter", operationId: "devMeterReset", auth: true, ok: { status: 200, schema: z.object({}).passthrough() }, errors: [401, 403, 404] },
   { method: "get", path: "/relay/dev/rows", summary: "Development and test only, operator: rows held now per D1 table and per Durable Object table", operationId: "devRows", auth: true, ok: { status: 200, schema: z.object({}).passthrough() }, errors: [401, 403, 404] },
-  { method: "get", path: "/relay/suppressions", summary: "The tenant's suppressed addresses", operationId: "listSuppressions", auth: true, query: SuppressionListQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(Suppression) }) }, errors: [401, 422] },
-  { method: "post", path: "/relay/suppressions", summary: "Suppress an address (manually), optionally until a date", operationId: "addSuppression", auth: true, body: AddSuppressionSchema, ok: { status: 201, schema: Suppression }, errors: [400, 401, 422] },
-  { method: "delete", path: "/relay/suppressions/{address}", summary: "Remove a suppression", operationId: "removeSuppression", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("suppression"), address: z.string(), deleted: z.boolean() }) }, errors: [401, 404, 422] },
+  { method: "get", path: "/relay/suppressions", summary: "The tenant's suppressions in address order, each address's entries (one per scope) on one page", operationId: "listSuppressions", auth: true, query: SuppressionListQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(Suppression) }) }, errors: [401, 422] },
+  { method: "post", path: "/relay/suppressions", summary: "Suppress an address (manually) for all the tenant's mail, its bulk mail, or one topic's, optionally until a date", operationId: "addSuppression", auth: true, body: AddSuppressionSchema, ok: { status: 201, schema: Suppression }, errors: [400, 401, 422] },
+  { method: "delete", path: "/relay/suppressions/{address}", summary: "Remove an address's suppressions (every scope, or the `scope` given)", operationId: "removeSuppression", auth: true, query: RemoveSuppressionQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("suppression"), address: z.string(), deleted: z.boolean(), count: z.number().int() }) }, errors: [401, 404, 422] },
   { method: "post", path: "/domains", summary: "Add a sending domain: its own DKIM key and the DNS records to publish (Resend-compatible)", operationId: "createDomain", auth: true, body: CreateDomainSchema, ok: { status: 201, schema: DomainBody }, errors: [400, 401, 409, 422] },
   { method: "get", path: "/domains", summary: "List the tenant's sending domains", operationId: "listDomains", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(DomainSummary) }) }, errors: [401] },
   { method: "get", path: "/domains/{id}", summary: "A sending domain with its records and their verification status", operationId: "getDomain", auth: true, ok: { status: 200, schema: DomainBody }, errors: [401, 404] },

@@ -133,15 +133,22 @@ export const WebhookListQuerySchema = z.object({
 });
 
 /** GET /relay/suppressions query. */
+/** A suppression's scope (migrations/0014): "all" of the tenant's mail, its "bulk" mail (one-click unsubscribe), or its bulk mail of one topic. */
+export const SuppressionScopeSchema = z.union([z.literal("all"), z.literal("bulk"), z.string().regex(/^bulk:[A-Za-z0-9_-]{1,256}$/, "must be all, bulk or bulk:<topic>")]);
+
 export const SuppressionListQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(50),
   after: z.string().optional(),
   address: z.string().optional(),
 });
 
+/** DELETE /relay/suppressions/:address: one scope's entry, or (without) every entry of the address. */
+export const RemoveSuppressionQuerySchema = z.object({ scope: SuppressionScopeSchema.optional() });
+
 /** POST /relay/suppressions. */
 export const AddSuppressionSchema = z.object({
   address: z.string().min(3).max(320),
+  scope: SuppressionScopeSchema.default("all"),
   reason: z.string().min(1).max(64).default("manual"),
   expires_at: z.string().min(1).optional(),
 });

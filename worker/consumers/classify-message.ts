@@ -29,7 +29,8 @@
  *   recipients that are no longer undecided and `incoming`.
  */
 import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
-import type { ClassifyResult, ClassifyWork, NewMessage, SyncState } from "../../durable-objects/storage/outbox-types";
+import { bulkOf, type ClassifyResult, type ClassifyWork, type NewMessage, type SyncState } from "../../durable-objects/storage/outbox-types";
+import { suppressionScopes } from "../webhooks/core/suppression-policy";
 import { AcceptLookups, type Lookups } from "./lookups";
 import { resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
 
@@ -51,14 +52,21 @@ function rewriteOrKeep(address: string): string {
 }
 
 /** Decisions for the undecided recipients of `work`. */
-export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpts">, lookups: Lookups): Promise<ClassifyResult[]> {
+export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpts" | "bulk">, lookups: Lookups): Promise<ClassifyResult[]> {
   const undecided = work.rcpts.filter((r) => r.transport === null).map((r) => ({ idx: r.idx, address: rewriteOrKeep(r.address) }));
   if (undecided.length === 0) return [];
-  const [suppressed, routing] = await Promise.all([lookups.suppressed(work.tenant, undecided.map((r) => r.address)), lookups.routing()]);
+  const [suppressed, routing] = await Promise.all([lookups.suppressed(work.tenant, undecided.map((r) => r.address), suppressionScopes(work.bulk)), lookups.routing()]);
   return undecided.map((r): ClassifyResult => {
-    if (suppressed.has(r.address.toLowerCase())) return { ...r, status: "suppressed", reason: "on the suppression list" };
+    const scope = suppressed.get(r.address.toLowerCase());
+    if (scope !== undefined) return { ...r, status: "suppressed", reason: suppressedBecause(scope) };
     return { ...r, status: "ready", ...resolveRecipient(r.address, work.tenant, routing, defaultsOf(env)) };
   });
+}
+
+/** The reason an email.suppressed gives for an entry of `scope`. */
+function suppressedBecause(scope: string): string {
+  if (scope === "") return "on the suppression list";
+  return scope === "bulk" ? "unsubscribed from the sender's bulk mail" : `unsubscribed from the topic ${scope.slice("bulk:".length)}`;
 }
 
 /** Most recipients of a message classified at accept (CLASSIFY_AT_ACCEPT_MAX_RCPTS; default and anything invalid 0: never). */
@@ -68,12 +76,12 @@ export function inlineRcptsOf(env: Env): number {
 }
 
 /** Decisions for new messages at accept (see the header). */
-export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt">[]): Promise<(ClassifyResult[] | null)[]> {
+export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt" | "summary">[]): Promise<(ClassifyResult[] | null)[]> {
   const lookups = new AcceptLookups(env.DB);
   const max = inlineRcptsOf(env);
   try {
     return await Promise.all(messages.map((m) => m.scheduledAt !== null || m.rcptTo.length > max ? null
-      : decide(env, { tenant, rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })) }, lookups)));
+      : decide(env, { tenant, rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })), bulk: bulkOf(m.summary) }, lookups)));
   } catch (e) {
     console.error(JSON.stringify({ error: "classify at accept failed; the classify queue decides", detail: e instanceof Error ? e.message : String(e) }));
     return messages.map(() => null);

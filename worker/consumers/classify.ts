@@ -53,7 +53,7 @@ function fail(msg: Message<unknown>, stage: string, e: unknown): void {
   msg.retry({ delaySeconds: retryDelay(msg.attempts) });
 }
 
-type Item = { id: string; work?: { tenant: string; rcpts: { idx: number; address: string; transport: null; nexthop: null }[] } };
+type Item = { id: string; work?: { tenant: string; rcpts: { idx: number; address: string; transport: null; nexthop: null }[]; bulk?: { topic: string | null } } };
 
 /** The messages a queue body names (see ClassifyJob), or null when it is malformed. */
 function itemsOf(body: unknown): Item[] | null {
@@ -62,9 +62,12 @@ function itemsOf(body: unknown): Item[] | null {
   if (Array.isArray(b?.ids)) return b.ids.length > 0 && b.ids.every((id) => typeof id === "string" && isMessageId(id)) ? (b.ids as string[]).map((id) => ({ id })) : null;
   if (!Array.isArray(b?.batch)) return null;
   const items: Item[] = [];
-  for (const x of b.batch as { id?: unknown; tenant?: unknown; rcpts?: unknown }[]) {
+  for (const x of b.batch as { id?: unknown; tenant?: unknown; rcpts?: unknown; bulk?: { topic?: unknown } }[]) {
     if (typeof x?.id !== "string" || !isMessageId(x.id) || typeof x.tenant !== "string" || !Array.isArray(x.rcpts) || !x.rcpts.every((r) => typeof r === "string")) return null;
-    items.push({ id: x.id, work: { tenant: x.tenant, rcpts: (x.rcpts as string[]).map((address, idx) => ({ idx, address, transport: null, nexthop: null })) } });
+    const topic = x.bulk?.topic;
+    if (x.bulk !== undefined && (typeof x.bulk !== "object" || x.bulk === null || (topic !== null && typeof topic !== "string"))) return null;
+    const rcpts = (x.rcpts as string[]).map((address, idx) => ({ idx, address, transport: null, nexthop: null }));
+    items.push({ id: x.id, work: { tenant: x.tenant, rcpts, ...(x.bulk ? { bulk: { topic: topic as string | null } } : {}) } });
   }
   return items;
 }

@@ -18,11 +18,11 @@ import { loadRouting, suppressedAmong, type Routing } from "../db/routing";
 /** The classify stage's reads. */
 export interface Lookups {
   routing(): Promise<Routing>;
-  /** The addresses (lower-cased) among `addresses` suppressed for `tenant`. */
-  suppressed(tenant: string, addresses: string[]): Promise<Set<string>>;
+  /** The addresses (lower-cased) among `addresses` suppressed for `tenant` by an entry of one of `scopes` ([""] when absent), → its scope. */
+  suppressed(tenant: string, addresses: string[], scopes?: readonly string[]): Promise<Map<string, string>>;
 }
 
-type Waiter = { addresses: string[]; resolve: (s: Set<string>) => void; reject: (e: unknown) => void };
+type Waiter = { addresses: string[]; resolve: (s: Map<string, string>) => void; reject: (e: unknown) => void };
 
 /** Batch-scoped look-ups. */
 export class BatchLookups implements Lookups {
@@ -37,12 +37,13 @@ export class BatchLookups implements Lookups {
     return (this.routingP ??= loadRouting(this.db));
   }
 
-  /** Suppressed addresses, coalesced with the other requests of this turn. */
-  suppressed(tenant: string, addresses: string[]): Promise<Set<string>> {
+  /** Suppressed addresses, coalesced with the other requests of this turn for the same tenant and scopes. */
+  suppressed(tenant: string, addresses: string[], scopes: readonly string[] = [""]): Promise<Map<string, string>> {
     return new Promise((resolve, reject) => {
-      const list = this.waiting.get(tenant) ?? [];
+      const key = JSON.stringify([tenant, scopes]);
+      const list = this.waiting.get(key) ?? [];
       list.push({ addresses, resolve, reject });
-      this.waiting.set(tenant, list);
+      this.waiting.set(key, list);
       if (!this.scheduled) {
         this.scheduled = true;
         setTimeout(() => void this.flush(), 0);
@@ -54,10 +55,15 @@ export class BatchLookups implements Lookups {
     const waiting = this.waiting;
     this.waiting = new Map();
     this.scheduled = false;
-    await Promise.all([...waiting].map(async ([tenant, waiters]) => {
+    await Promise.all([...waiting].map(async ([key, waiters]) => {
       try {
-        const hit = await suppressedAmong(this.db, tenant, waiters.flatMap((w) => w.addresses), this.nowMs());
-        for (const w of waiters) w.resolve(new Set(w.addresses.map((a) => a.toLowerCase()).filter((a) => hit.has(a))));
+        const [tenant, scopes] = JSON.parse(key) as [string, string[]];
+        const hit = await suppressedAmong(this.db, tenant, waiters.flatMap((w) => w.addresses), this.nowMs(), scopes);
+        for (const w of waiters) {
+          const mine = new Map<string, string>();
+          for (const a of w.addresses.map((x) => x.toLowerCase())) if (hit.has(a)) mine.set(a, hit.get(a)!);
+          w.resolve(mine);
+        }
       } catch (e) {
         for (const w of waiters) w.reject(e);
       }

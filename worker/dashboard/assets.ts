@@ -378,7 +378,7 @@ async function suppressions() {
       .concat(cr.domains.map((d) => el("tr", { "data-testid": "complaint-domain" }, el("td", {}, d.domain), el("td", { class: "num" }, d.delivered), el("td", { class: "num" }, d.complained), el("td", over(d), pct(d.rate))))), "complaint-rate"),
     cr.bulk_paused_until ? el("p", { "data-testid": "bulk-paused", style: "color:#b00020" }, "Bulk mail (with unsubscribe) is paused until " + fmtTime(cr.bulk_paused_until) + " by the complaint-rate brake.") : "",
     el("h2", {}, "Suppressions (this key's tenant)"),
-    table(["address", "reason", "since", "until"], list.data.map((s) => el("tr", { "data-testid": "suppression-row" }, el("td", {}, s.address), el("td", {}, s.reason), el("td", {}, fmtTime(s.created_at)), el("td", {}, s.expires_at ? fmtTime(s.expires_at) : "removed by hand"))), "suppressions"),
+    table(["address", "mail held back", "reason", "since", "until"], list.data.map((s) => el("tr", { "data-testid": "suppression-row" }, el("td", {}, s.address), el("td", {}, s.scope), el("td", {}, s.reason), el("td", {}, fmtTime(s.created_at)), el("td", {}, s.expires_at ? fmtTime(s.expires_at) : "removed by hand"))), "suppressions"),
     list.has_more ? el("p", { class: "muted" }, "showing the first 100") : "");
 }
 

@@ -5,8 +5,10 @@
  * DESCRIPTION
  *   loadRouting(db)                       every route and transport (small tables), read once
  *                                         per classify batch.
- *   suppressedAmong(db, tenant, addrs, nowMs)  the addresses (lower-cased) suppressed for the
- *                                         tenant or for every tenant (`'*'`) and not expired.
+ *   suppressedAmong(db, tenant, addrs, nowMs, scopes)  the addresses (lower-cased) suppressed
+ *                                         for the tenant or for every tenant (`'*'`), not
+ *                                         expired, by an entry of one of `scopes` (see
+ *                                         suppressionScopes), each with that entry's scope ("" first).
  *
  * INVARIANTS
  *   Suppression addresses are stored lower-case; lookups lower-case their input.
@@ -38,16 +40,17 @@ export async function loadRouting(db: D1Database): Promise<Routing> {
   };
 }
 
-/** The subset of `addresses` suppressed for `tenant` at `nowMs` (lower-cased). */
-export async function suppressedAmong(db: D1Database, tenant: string, addresses: string[], nowMs: number): Promise<Set<string>> {
+/** The addresses among `addresses` suppressed for `tenant` at `nowMs` under one of `scopes`, lower-cased, → the entry's scope. */
+export async function suppressedAmong(db: D1Database, tenant: string, addresses: string[], nowMs: number, scopes: readonly string[] = [""]): Promise<Map<string, string>> {
   const lower = [...new Set(addresses.map((a) => a.toLowerCase()))];
-  const out = new Set<string>();
-  for (let i = 0; i < lower.length; i += 90) {
-    const chunk = lower.slice(i, i + 90);
+  const out = new Map<string, string>();
+  const step = 90 - scopes.length;
+  for (let i = 0; i < lower.length; i += step) {
+    const chunk = lower.slice(i, i + step);
     const r = await db.prepare(
-      `SELECT address FROM suppressions WHERE tenant_id IN (?, '*') AND (expires_at IS NULL OR expires_at > ?) AND address IN (${chunk.map(() => "?").join(", ")})`,
-    ).bind(tenant, nowMs, ...chunk).all<{ address: string }>();
-    for (const row of r.results) out.add(row.address);
+      `SELECT address, scope FROM suppressions WHERE tenant_id IN (?, '*') AND (expires_at IS NULL OR expires_at > ?) AND scope IN (${scopes.map(() => "?").join(", ")}) AND address IN (${chunk.map(() => "?").join(", ")})`,
+    ).bind(tenant, nowMs, ...scopes, ...chunk).all<{ address: string; scope: string }>();
+    for (const row of r.results) if (!out.has(row.address) || row.scope === "") out.set(row.address, row.scope);
   }
   return out;
 }

@@ -1,50 +1,66 @@
 /**
- * Suppressions in D1 (migrations/0002): addresses a tenant (or every tenant, '*') does not
- * send to, until `expires_at` or until removed.
+ * Suppressions in D1 (migrations/0002, scopes 0014): addresses a tenant (or every tenant, '*')
+ * does not send to, until `expires_at` or until removed; each entry holds back all of the
+ * tenant's mail (scope ''), its bulk mail ('bulk') or its bulk mail of one topic ('bulk:<topic>').
  *
  * DESCRIPTION
- *   listSuppressions   the tenant's live entries, by address, cursor after an address.
- *   addSuppression     insert or replace one entry.
- *   removeSuppression  delete the tenant's entry for an address; false if none.
+ *   listSuppressions   the tenant's live entries in (address, scope) order, a page of whole
+ *                      addresses (every entry of an address on the same page), cursor after an
+ *                      address.
+ *   addSuppression     insert or replace one entry (address and scope).
+ *   removeSuppression  delete the tenant's entries for an address (one scope's, or all); how many.
  */
 
 /** A stored suppression. */
 export interface SuppressionRow {
   tenant_id: string;
   address: string;
+  /** '' (all mail), 'bulk' or 'bulk:<topic>'. */
+  scope: string;
   reason: string;
   created_at: number;
   expires_at: number | null;
 }
 
-/** A page of the tenant's live suppressions, in address order. */
+/**
+ * A page of the tenant's live suppressions: entries of at most `limit` addresses (an address has
+ * at most one entry per scope), so a cursor after the last address never splits one.
+ */
 export async function listSuppressions(db: D1Database, tenant: string, q: { limit: number; after?: string; address?: string }, nowMs: number): Promise<{ rows: SuppressionRow[]; hasMore: boolean }> {
-  let sql = "SELECT * FROM suppressions WHERE tenant_id = ? AND (expires_at IS NULL OR expires_at > ?)";
+  let where = "tenant_id = ? AND (expires_at IS NULL OR expires_at > ?)";
   const args: (string | number)[] = [tenant, nowMs];
   if (q.address) {
-    sql += " AND address = ?";
+    where += " AND address = ?";
     args.push(q.address);
   }
   if (q.after) {
-    sql += " AND address > ?";
+    where += " AND address > ?";
     args.push(q.after);
   }
-  sql += " ORDER BY address LIMIT ?";
-  args.push(q.limit + 1);
-  const { results } = await db.prepare(sql).bind(...args).all<SuppressionRow>();
-  return { rows: results.slice(0, q.limit), hasMore: results.length > q.limit };
+  // The addresses of the page (one more, to know whether there is another), then their live entries.
+  const { results } = await db.prepare(
+    `WITH page AS (SELECT DISTINCT address FROM suppressions WHERE ${where} ORDER BY address LIMIT ?)
+     SELECT s.* FROM suppressions s JOIN page USING (address)
+     WHERE s.tenant_id = ? AND (s.expires_at IS NULL OR s.expires_at > ?) ORDER BY s.address, s.scope`,
+  ).bind(...args, q.limit + 1, tenant, nowMs).all<SuppressionRow>();
+  const addresses = [...new Set(results.map((r) => r.address))];
+  const hasMore = addresses.length > q.limit;
+  const last = hasMore ? addresses[q.limit] : undefined;
+  return { rows: last === undefined ? results : results.filter((r) => r.address < last), hasMore };
 }
 
-/** Adds (or replaces) a suppression. */
+/** Adds (or replaces) a suppression of one address and scope. */
 export async function addSuppression(db: D1Database, row: SuppressionRow): Promise<void> {
   await db
-    .prepare("INSERT OR REPLACE INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-    .bind(row.tenant_id, row.address, row.reason, row.created_at, row.expires_at)
+    .prepare("INSERT OR REPLACE INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)")
+    .bind(row.tenant_id, row.address, row.scope, row.reason, row.created_at, row.expires_at)
     .run();
 }
 
-/** Removes the tenant's suppression of an address; false if there was none. */
-export async function removeSuppression(db: D1Database, tenant: string, address: string): Promise<boolean> {
-  const res = await db.prepare("DELETE FROM suppressions WHERE tenant_id = ? AND address = ?").bind(tenant, address).run();
-  return res.meta.changes > 0;
+/** Removes the tenant's suppressions of an address (only `scope`'s when given); how many there were. */
+export async function removeSuppression(db: D1Database, tenant: string, address: string, scope?: string): Promise<number> {
+  const res = scope === undefined
+    ? await db.prepare("DELETE FROM suppressions WHERE tenant_id = ? AND address = ?").bind(tenant, address).run()
+    : await db.prepare("DELETE FROM suppressions WHERE tenant_id = ? AND address = ? AND scope = ?").bind(tenant, address, scope).run();
+  return res.meta.changes;
 }

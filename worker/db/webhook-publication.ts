@@ -18,6 +18,8 @@ import type { NoticeRecord } from "../webhooks/core/publication";
 export interface SuppressionInsert {
   tenant_id: string;
   address: string;
+  /** "", "bulk" or "bulk:<topic>" (webhooks/core/suppression-policy.ts). */
+  scope: string;
   reason: string;
   created_at: number;
   expires_at: number | null;
@@ -57,11 +59,11 @@ export function noticeUpsertStatement(db: D1Database, notices: readonly NoticeRe
 /** Adds suppressions; lengthens an existing expiring entry, never shortens or replaces a permanent one. */
 export function suppressionUpsertStatement(db: D1Database, rows: readonly SuppressionInsert[]): D1PreparedStatement {
   return db.prepare(
-    `INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at)
-     SELECT json_extract(j.value, '$.tenant_id'), json_extract(j.value, '$.address'), json_extract(j.value, '$.reason'),
-       json_extract(j.value, '$.created_at'), json_extract(j.value, '$.expires_at')
+    `INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at)
+     SELECT json_extract(j.value, '$.tenant_id'), json_extract(j.value, '$.address'), json_extract(j.value, '$.scope'),
+       json_extract(j.value, '$.reason'), json_extract(j.value, '$.created_at'), json_extract(j.value, '$.expires_at')
      FROM json_each(?1) AS j WHERE true
-     ON CONFLICT (tenant_id, address) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at, expires_at = excluded.expires_at
+     ON CONFLICT (tenant_id, address, scope) DO UPDATE SET reason = excluded.reason, created_at = excluded.created_at, expires_at = excluded.expires_at
        WHERE suppressions.expires_at IS NOT NULL AND (excluded.expires_at IS NULL OR excluded.expires_at > suppressions.expires_at)`,
   ).bind(JSON.stringify(rows));
 }

@@ -89,7 +89,7 @@ function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
   return events.flatMap((e) => {
     if (e.type !== "email.bounced" && e.type !== "email.complained" && e.type !== "email.unsubscribed") return [];
     const s = suppressionFor(JSON.parse(e.body) as SuppressibleEvent, e.createdAtMs);
-    return s === null ? [] : [{ tenant_id: e.tenant, address: s.address, reason: s.reason, created_at: e.createdAtMs, expires_at: s.expiresAtMs }];
+    return s === null ? [] : [{ tenant_id: e.tenant, address: s.address, scope: s.scope, reason: s.reason, created_at: e.createdAtMs, expires_at: s.expiresAtMs }];
   });
 }
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_HEALTH_CONFIG } from "../../../worker/webhooks/core/endpoint-health";
 import { DEFAULT_EVENT_CONFIG } from "../../../worker/webhooks/core/events";
 import { DEFAULT_RETRY_CONFIG, WEBHOOK_RETRY_DELAYS_MS } from "../../../worker/webhooks/core/retry";
-import { suppressionFor, SUPPRESSION_TTL_MS } from "../../../worker/webhooks/core/suppression-policy";
+import { suppressionFor, suppressionScopes, SUPPRESSION_TTL_MS } from "../../../worker/webhooks/core/suppression-policy";
 import { parseWebhookConfig, WEBHOOK_TIMEOUT_MS } from "../../../worker/webhooks/core/webhook-config";
 import { delaySecondsFor, isWebhookJob, JOB_BODY_LIMIT_BYTES, makeJob, MAX_DELAY_SECONDS } from "../../../worker/webhooks/jobs";
 
@@ -22,12 +22,25 @@ describe("suppressionFor", () => {
     { name: "delivered", type: "email.delivered", cls: null, want: null },
   ])("$name", ({ type, cls, want }) => {
     const got = suppressionFor({ type, data: { recipient: " Ann@Example.NET ", classification: cls } }, NOW);
-    expect(got).toEqual(want === null ? null : { address: "ann@example.net", ...want });
+    expect(got).toEqual(want === null ? null : { address: "ann@example.net", scope: "", ...want });
   });
 
-  it("an unsubscribe suppresses until removed, naming its topic when the email had one", () => {
-    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "Ann@Example.NET", classification: null, unsubscribe: { topic: null } } }, NOW)).toEqual({ address: "ann@example.net", reason: "unsubscribe", expiresAtMs: null });
-    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "ann@example.net", classification: null, unsubscribe: { topic: "news" } } }, NOW)).toEqual({ address: "ann@example.net", reason: "unsubscribe:news", expiresAtMs: null });
+  it("an unsubscribe suppresses bulk mail until removed, only its topic's when the email had one", () => {
+    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "Ann@Example.NET", classification: null, unsubscribe: { topic: null } } }, NOW)).toEqual({ address: "ann@example.net", scope: "bulk", reason: "unsubscribe", expiresAtMs: null });
+    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "ann@example.net", classification: null, unsubscribe: { topic: "news" } } }, NOW)).toEqual({ address: "ann@example.net", scope: "bulk:news", reason: "unsubscribe:news", expiresAtMs: null });
+  });
+
+  it("holds back transactional mail by '' entries only, bulk mail also by 'bulk', a topic's also by its own", () => {
+    expect(suppressionScopes(undefined)).toEqual([""]);
+    expect(suppressionScopes({ topic: null })).toEqual(["", "bulk"]);
+    expect(suppressionScopes({ topic: "news" })).toEqual(["", "bulk", "bulk:news"]);
+    // Every entry an event writes is held by exactly the emails it should hold.
+    const scopeOf = (topic: string | null) => suppressionFor({ type: "email.unsubscribed", data: { recipient: "a@b.c", classification: null, unsubscribe: { topic } } }, NOW)!.scope;
+    expect(suppressionScopes(undefined)).not.toContain(scopeOf(null));
+    expect(suppressionScopes({ topic: "other" })).not.toContain(scopeOf("news"));
+    expect(suppressionScopes({ topic: null })).not.toContain(scopeOf("news"));
+    expect(suppressionScopes({ topic: "news" })).toContain(scopeOf("news"));
+    expect(suppressionScopes({ topic: "news" })).toContain(scopeOf(null));
   });
 
   it("keeps complaints forever and every other entry finite", () => {

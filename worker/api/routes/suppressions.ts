@@ -2,11 +2,16 @@
  * Suppressions of the caller's tenant, under /relay/suppressions.
  *
  * DESCRIPTION
- *   GET    /relay/suppressions?limit=&after=&address=  live entries in address order
- *                                                      → { object: "list", has_more, data }
- *   POST   /relay/suppressions  { address, reason?, expires_at? } → 201 the entry (manual
- *                               suppression; addresses are stored lower-case)
- *   DELETE /relay/suppressions/:address  → { object: "suppression", address, deleted: true }
+ *   GET    /relay/suppressions?limit=&after=&address=  live entries in (address, scope) order,
+ *                                                      at most `limit` addresses with all their
+ *                                                      entries → { object: "list", has_more, data }
+ *   POST   /relay/suppressions  { address, scope?, reason?, expires_at? } → 201 the entry (manual
+ *                               suppression; addresses are stored lower-case). scope: "all" (the
+ *                               default) holds back every email to the address, "bulk" only
+ *                               emails with one-click unsubscribe, "bulk:<topic>" only those of
+ *                               the topic (what an unsubscribe records).
+ *   DELETE /relay/suppressions/:address?scope=  → { object: "suppression", address, deleted: true,
+ *                               count }: every entry of the address, or only the scope's.
  *   Entries for every tenant ('*') are not visible or removable through a tenant's key.
  *
  * ERRORS
@@ -17,16 +22,22 @@ import { addSuppression, listSuppressions, removeSuppression, type SuppressionRo
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
 import { ApiError } from "../errors";
-import { AddSuppressionSchema, SuppressionListQuerySchema } from "../schemas";
+import { AddSuppressionSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema } from "../schemas";
 
 function view(r: SuppressionRow) {
   return {
     object: "suppression" as const,
     address: r.address,
+    scope: r.scope === "" ? "all" : r.scope,
     reason: r.reason,
     created_at: new Date(r.created_at).toISOString(),
     expires_at: r.expires_at === null ? null : new Date(r.expires_at).toISOString(),
   };
+}
+
+/** The stored form of an API scope ("all" is ''). */
+function storedScope(scope: string): string {
+  return scope === "all" ? "" : scope;
 }
 
 function normalised(address: string): string {
@@ -49,7 +60,7 @@ export function suppressionRoutes() {
     const body = parseInput(AddSuppressionSchema, (await readJson(c, 16 * 1024)).value);
     const expires = body.expires_at === undefined ? null : Date.parse(body.expires_at);
     if (expires !== null && !Number.isFinite(expires)) throw new ApiError(422, "validation_error", "Invalid `expires_at`: expected an ISO 8601 date.");
-    const row: SuppressionRow = { tenant_id: c.get("tenant"), address: normalised(body.address), reason: body.reason, created_at: Date.now(), expires_at: expires };
+    const row: SuppressionRow = { tenant_id: c.get("tenant"), address: normalised(body.address), scope: storedScope(body.scope), reason: body.reason, created_at: Date.now(), expires_at: expires };
     await addSuppression(c.env.DB, row);
     return c.json(view(row), 201);
   });
@@ -58,8 +69,10 @@ export function suppressionRoutes() {
     // Hono has already decoded the path parameter once; decoding again would turn "%25" into a
     // lone "%" and throw (a 500), or make "%2540" mean "@".
     const address = normalised(c.req.param("address"));
-    if (!(await removeSuppression(c.env.DB, c.get("tenant"), address))) throw new ApiError(404, "not_found", "Suppression not found.");
-    return c.json({ object: "suppression", address, deleted: true });
+    const q = parseInput(RemoveSuppressionQuerySchema, c.req.query());
+    const count = await removeSuppression(c.env.DB, c.get("tenant"), address, q.scope === undefined ? undefined : storedScope(q.scope));
+    if (count === 0) throw new ApiError(404, "not_found", "Suppression not found.");
+    return c.json({ object: "suppression", address, deleted: true, count });
   });
 
   return r;
