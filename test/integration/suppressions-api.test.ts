@@ -28,5 +28,24 @@ describe("GET/POST/DELETE /relay/suppressions", () => {
     expect(await res.json()).toMatchObject({ object: "suppression", address: "ann@example.com", reason: "manual", expires_at: "2099-01-01T00:00:00.000Z" });
     expect((await callWithKey(key, "POST", "/relay/suppressions", { address: "nobody" })).status).toBe(422);
     expect((await callWithKey(key, "POST", "/relay/suppressions", { address: "x@y.example", expires_at: "soon" })).status).toBe(422);
+    expect((await callWithKey(key, "POST", "/relay/suppressions", { address: "x@y.example", scope: "bulk:has space" })).status).toBe(422);
+  });
+
+  it("keeps one entry per scope, and pages whole addresses", async () => {
+    const key = await newKey("supp-scope");
+    for (const [address, scope] of [["a@s.example", "bulk:news"], ["a@s.example", "all"], ["a@s.example", "bulk"], ["b@s.example", "bulk:offers"], ["c@s.example", "all"]]) {
+      const res = await callWithKey(key, "POST", "/relay/suppressions", { address, scope });
+      expect(res.status).toBe(201);
+      expect(await res.json()).toMatchObject({ address, scope });
+    }
+    type Page = { has_more: boolean; data: { address: string; scope: string }[] };
+    const first = (await (await callWithKey(key, "GET", "/relay/suppressions?limit=1")).json()) as Page;
+    expect(first.has_more).toBe(true);
+    expect(first.data.map((d) => `${d.address} ${d.scope}`)).toEqual(["a@s.example all", "a@s.example bulk", "a@s.example bulk:news"]);
+    const second = (await (await callWithKey(key, "GET", "/relay/suppressions?limit=2&after=a@s.example")).json()) as Page;
+    expect(second).toMatchObject({ has_more: false, data: [{ address: "b@s.example", scope: "bulk:offers" }, { address: "c@s.example", scope: "all" }] });
+    // The scope's entry alone, then the rest of the address.
+    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/a@s.example?scope=bulk")).json()).toMatchObject({ deleted: true, count: 1 });
+    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/a@s.example")).json()).toMatchObject({ deleted: true, count: 2 });
   });
 });
