@@ -32,7 +32,7 @@ import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedb
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { releasePolicies, setPolicy } from "./policy";
-import { matchReplyRule, replyOf, replyRuleKey, replyRulePolicy, type ReplyInfo } from "./reply-rules";
+import { matchReplyRule, replyOf, replyRuleKey, replyRulePolicy, type ReplyInfo, type ReplyRuleAction } from "./reply-rules";
 import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
 import { popDueTimer } from "./timer-heap";
@@ -69,10 +69,15 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     m.refusedOnly = refused && (!m.deferred || m.refusedOnly === true);
     m.deferred = true;
     const reply = site ? replyOf(site) : report.reply ?? null;
-    if (reply) applyReplyRules(q, e, reply, site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "), now);
+    const acted = reply ? applyReplyRules(q, e, reply, site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "), now) : null;
+    // A ceiling rule takes the reply for a concurrency refusal, whatever its wording.
+    const refusal = acted === "ceiling" || (site !== null && isConcurrencyRefusal(site.reason));
     if (site && queue.window > 0) {
       if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
-      else if (isConcurrencyRefusal(site.reason)) learnCeiling(queue, queue.busyCount, now, t.p);
+      else if (refusal) learnCeiling(queue, queue.busyCount, now, t.p);
+      updateReady(queue);
+    } else if (refusal && queue.window > 0) {
+      learnCeiling(queue, queue.busyCount, now, t.p);
       updateReady(queue);
     }
   }
@@ -90,19 +95,26 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
 }
 
 /**
- * A deferring reply (a site failure's, or a transaction's) that a reply rule matches suspends the
- * rule's key (reply-rules.ts); the effect tells the delivery stage, which records
- * relay.destination.throttled with the outcome.
+ * A deferring reply (a site failure's, or a transaction's) that a reply rule matches acts on the
+ * rule's key or on the destination (reply-rules.ts): a suspension or a throttle, a learned
+ * ceiling, or nothing more for a defer rule (the delivery stage already made the 5xx a deferral).
+ * The effect tells the delivery stage, which records relay.destination.throttled with the outcome.
  */
-function applyReplyRules(q: Qmgr, e: Entry, reply: ReplyInfo, text: string, now: number): void {
+function applyReplyRules(q: Qmgr, e: Entry, reply: ReplyInfo, text: string, now: number): ReplyRuleAction["kind"] | null {
   const rule = matchReplyRule(q.cfg.global.replyRules ?? [], reply);
-  if (!rule) return;
+  if (!rule || rule.action.kind === "bounce") return null;
   const queue = e.peer.queue;
   const dest = { transport: queue.transport.name, queue: queue.name, egress: queue.egress, site: queue.site };
+  const base = { kind: "reply-rule" as const, entryId: e.id, messageId: e.peer.job.message.id, transport: dest.transport, queue: dest.queue, rule: rule.name, action: rule.action.kind, reply: text };
+  const a = rule.action;
   const next = replyRulePolicy(rule, dest, q.policies.get(replyRuleKey(rule, dest))?.rule, now);
-  const key = next.key;
-  setPolicy(q, key, next.rule, now);
-  q.effects.push({ kind: "reply-rule", entryId: e.id, messageId: e.peer.job.message.id, transport: dest.transport, queue: dest.queue, rule: rule.name, key, until: next.rule.suspendedUntil!, reply: text });
+  if (next) {
+    setPolicy(q, next.key, next.rule, now);
+    q.effects.push({ ...base, key: next.key, until: next.until, ...(a.kind === "rate" ? { rate: a.rate } : {}) });
+  } else {
+    q.effects.push({ ...base, key: `dest:${dest.transport}/${dest.queue}`, until: now });
+  }
+  return a.kind;
 }
 
 /** A destination just died: remember why, arm revival (by default after minimal_backoff_time), defer its todo entries (§6.4). */

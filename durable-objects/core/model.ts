@@ -236,6 +236,11 @@ export interface PolicyRule {
   suspendedUntil?: number;
   /** What set the suspension, when not an operator (e.g. "reply_rule:yahoo-tss04"); blocked_by shows it. */
   label?: string;
+  /**
+   * A lower rate a reply rule set, in force until `until` (seconds): while it is, the stricter of
+   * it and `rate` applies, and a block by it shows `label`.
+   */
+  throttle?: { count: number; perSec: number; until: number; label: string };
 }
 
 /** Live counters of one policy key. */
@@ -269,7 +274,7 @@ export type Effect =
   | { kind: "destination"; transport: string; queue: string; event: "dead" | "revived" | "suspended" | "resumed"; until?: number; reason?: string }
   | { kind: "transport"; transport: string; event: "dead" | "revived"; until?: number }
   /** A reply rule matched a site failure of the entry `entryId` and suspended `key` until `until` (reply-rules.ts). */
-  | { kind: "reply-rule"; entryId: number; messageId: string; transport: string; queue: string; rule: string; key: string; until: number; reply: string };
+  | { kind: "reply-rule"; entryId: number; messageId: string; transport: string; queue: string; rule: string; action: string; key: string; until: number; reply: string; rate?: string };
 
 /** The whole in-core state of the queue manager. */
 export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {

@@ -14,6 +14,8 @@
  *   policyBlock() says whether (and why, and until when) a set of keys blocks selection;
  *   chargePolicies() and releasePolicies() count an entry in and out of flight.
  *   parseRate() reads "100/h"-style rates and formatRate() prints them back identically.
+ *   rateOf() the rate in force: the rule's own, or while a reply rule's throttle lasts the
+ *   stricter of the two (the bucket keeps its tokens, at most the rate in force's count).
  * INVARIANTS
  *   0 ≤ tokens ≤ rate.count; inflight counts only entries charged after the rule existed.
  * ERRORS
@@ -43,10 +45,19 @@ export function formatRate(r: { count: number; perSec: number }): string {
   return `${r.count}/${r.perSec}s`;
 }
 
+/** The rate in force at `now` (see the header), with the throttle's label when it is the throttle's. */
+export function rateOf(rule: PolicyRule, now: number): { count: number; perSec: number; label?: string } | undefined {
+  const t = rule.throttle !== undefined && rule.throttle.until > now ? rule.throttle : undefined;
+  if (!t) return rule.rate;
+  if (rule.rate && rule.rate.count / rule.rate.perSec <= t.count / t.perSec) return rule.rate;
+  return { count: t.count, perSec: t.perSec, label: t.label };
+}
+
 /** Installs or replaces the rule of a key (e.g. "tenant:acme"). */
 export function setPolicy(q: Qmgr, key: string, rule: PolicyRule, now: number): void {
   const old = q.policies.get(key);
-  const tokens = rule.rate ? Math.min(old?.rule.rate ? old.tokens : rule.rate.count, rule.rate.count) : 0;
+  const rate = rateOf(rule, now);
+  const tokens = rate ? Math.min(old && rateOf(old.rule, now) ? old.tokens : rate.count, rate.count) : 0;
   q.policies.set(key, { key, rule, inflight: old?.inflight ?? 0, tokens, tokensAt: now, wakeAt: 0 });
   // Jobs marked as blocked under the old rule are looked at again.
   for (const t of q.transports.values()) releaseBlockers(t);
@@ -60,10 +71,11 @@ export function clearPolicy(q: Qmgr, key: string): void {
 
 /** Refills a counter's token bucket up to `now`. */
 function refill(c: PolicyCounter, now: number): void {
-  const r = c.rule.rate;
-  if (!r || now <= c.tokensAt) return;
-  c.tokens = Math.min(r.count, c.tokens + ((now - c.tokensAt) * r.count) / r.perSec);
-  c.tokensAt = now;
+  const r = rateOf(c.rule, now);
+  if (!r) return;
+  if (now > c.tokensAt) c.tokens += ((now - c.tokensAt) * r.count) / r.perSec;
+  c.tokens = Math.min(r.count, c.tokens);
+  c.tokensAt = Math.max(c.tokensAt, now);
 }
 
 /** Why a key blocks selection, and until when (null = until something finishes). */
@@ -83,11 +95,12 @@ export function policyBlock(q: Qmgr, keys: readonly string[], now: number): Poli
     const r = c.rule;
     if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil, ...(r.label ? { label: r.label } : {}) };
     if (r.concurrency !== undefined && c.inflight >= r.concurrency) return { key, reason: "concurrency", until: null };
-    if (r.rate) {
+    const rate = rateOf(r, now);
+    if (rate) {
       refill(c, now);
       if (c.tokens < 1) {
-        const waitSec = Math.ceil(((1 - c.tokens) * r.rate.perSec) / r.rate.count);
-        return { key, reason: "rate", until: now + Math.max(1, waitSec) };
+        const waitSec = Math.ceil(((1 - c.tokens) * rate.perSec) / rate.count);
+        return { key, reason: "rate", until: now + Math.max(1, waitSec), ...(rate.label ? { label: rate.label } : {}) };
       }
     }
   }
@@ -101,7 +114,7 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
     const c = q.policies.get(key);
     if (!c) continue;
     c.inflight += 1;
-    if (c.rule.rate) {
+    if (rateOf(c.rule, now)) {
       refill(c, now);
       c.tokens -= 1;
     }

@@ -5,12 +5,24 @@
  *   A reply rule matches the reply that deferred a delivery: a site failure's (the server
  *   refused the session: at the greeting, EHLO, or with a 421), or else the first deferring
  *   reply of the transaction (Yahoo answers TSS04 to MAIL FROM), by reply code, enhanced status
- *   code prefix and a case-insensitive text pattern, all given ones together. The first rule that matches acts: `suspend` puts a suspension of `seconds` on the
- *   destination's site (all domains behind the same MX hosts, when grouping by site), on its
- *   egress, or on the destination (transport and nexthop). The suspension is a pickup policy
- *   (policy.ts) labelled `reply_rule:<name>`, which is what blocked_by shows; it keeps any
- *   concurrency cap or rate an operator set on the same key, and never shortens a suspension
- *   already in force.
+ *   code prefix and a case-insensitive text pattern, all given ones together. The first rule
+ *   that matches acts, in one of these ways:
+ *     suspend  {scope, seconds}: a suspension of `seconds` on the destination's site (all domains
+ *              behind the same MX hosts, when grouping by site), on its egress, or on the
+ *              destination (transport and nexthop). It never shortens a suspension in force.
+ *     rate     {scope, rate, seconds}: at most `rate` ("60/h") selections for `seconds` on the
+ *              same keys (PolicyRule.throttle: the stricter of it and an operator's own rate
+ *              applies; a throttle in force is only made stricter or longer).
+ *     ceiling  {}: the reply is taken as a concurrency refusal: the destination's learned
+ *              ceiling goes to the sessions it had open, less one (destination-window.ts; only
+ *              with the learned ceiling on), however the server worded it.
+ *     defer    {}: a permanent (5xx) reply counts as a deferral: its recipients are retried,
+ *              not bounced (the delivery stage applies it: outcomeOverride).
+ *     bounce   {}: a temporary (4xx) reply counts as a bounce: its recipients fail at once.
+ *   suspend and rate are pickup policies (policy.ts) labelled `reply_rule:<name>`, which is what
+ *   blocked_by shows; they keep any concurrency cap, rate or suspension an operator set on the
+ *   same key. defer and bounce match every reply of a transaction, the others the deferring
+ *   ones the Transport DO is told of (a site failure's, or the first deferring reply).
  *
  *   DEFAULT_REPLY_RULES are the well-known throttling replies of the big providers, each with
  *   where its wording comes from. A configuration may replace them (`reply_rules`, [] for none).
@@ -18,13 +30,16 @@
  *   replyOf() reads the code, enhanced code and text back from a site failure as the SMTP
  *   client reports it ("<what happened>: <code> <enhanced> <text>").
  *   matchReplyRule() the first rule that matches a reply, or null.
- *   replyRulePolicy() the policy key and rule a match installs (merged with the key's own).
+ *   replyRulePolicy() the policy key and rule a suspend or rate match installs (merged with the
+ *   key's own).
+ *   outcomeOverride() what a defer or bounce rule makes of one recipient's reply, or null.
  * INVARIANTS
  *   Pure: no I/O, the time is passed in. With no rule matching, nothing here changes anything.
  * ERRORS
  *   parseReplyRules returns the problems of a malformed list instead of throwing.
  */
 import type { PolicyRule } from "./model";
+import { parseRate } from "./policy";
 
 export type ReplyRuleScope = "site" | "egress" | "destination";
 
@@ -37,10 +52,18 @@ export interface ReplyRule {
   enhanced?: string;
   /** Case-insensitive regular expression the reply text must contain; any when absent. */
   text?: string;
-  action: { kind: "suspend"; scope: ReplyRuleScope; seconds: number };
+  action: ReplyRuleAction;
   /** Where the reply's wording and the reaction come from. */
   source?: string;
 }
+
+/** What a rule does (see the header). */
+export type ReplyRuleAction =
+  | { kind: "suspend"; scope: ReplyRuleScope; seconds: number }
+  | { kind: "rate"; scope: ReplyRuleScope; rate: string; seconds: number }
+  | { kind: "ceiling" }
+  | { kind: "defer" }
+  | { kind: "bounce" };
 
 /** A reply as matched: code, enhanced code (null when none) and the text after them. */
 export interface ReplyInfo {
@@ -116,22 +139,47 @@ export type ReplyRuleDest = { transport: string; queue: string; egress: string |
 
 /** The policy key a match puts its suspension on (its scope; the destination when the queue has no site or egress). */
 export function replyRuleKey(rule: ReplyRule, dest: ReplyRuleDest): string {
-  const scope = rule.action.scope;
+  const scope = "scope" in rule.action ? rule.action.scope : "destination";
   return scope === "site" && dest.site !== null ? `site:${dest.site}`
     : scope === "egress" && dest.egress !== null ? `egress:${dest.egress}`
     : `dest:${dest.transport}/${dest.queue}`;
 }
 
 /**
- * The policy key a match puts its suspension on (replyRuleKey), and the rule that key gets: the
- * existing rule with a suspension until `now + seconds` (never earlier than one in force) and the
- * rule's label.
+ * The policy key a suspend or rate match acts on (replyRuleKey), the rule that key gets, and
+ * until when it acts. suspend: the existing rule with a suspension until `now + seconds` (never
+ * earlier than one in force) and the rule's label. rate: the existing rule with a throttle of
+ * the rate until `now + seconds`; one in force stays when it is stricter, and lasts at least as
+ * long as it did. null for the other kinds.
  */
-export function replyRulePolicy(rule: ReplyRule, dest: ReplyRuleDest, existing: PolicyRule | undefined, now: number): { key: string; rule: PolicyRule } {
+export function replyRulePolicy(rule: ReplyRule, dest: ReplyRuleDest, existing: PolicyRule | undefined, now: number): { key: string; rule: PolicyRule; until: number } | null {
   const key = replyRuleKey(rule, dest);
-  const until = Math.max(now + rule.action.seconds, existing?.suspendedUntil ?? 0);
-  const keepLabel = existing?.suspendedUntil !== undefined && existing.suspendedUntil > now + rule.action.seconds;
-  return { key, rule: { ...existing, suspendedUntil: until, label: keepLabel ? existing.label : replyRuleLabel(rule) } };
+  const a = rule.action;
+  if (a.kind !== "suspend" && a.kind !== "rate") return null;
+  if (a.kind === "suspend") {
+    const until = Math.max(now + a.seconds, existing?.suspendedUntil ?? 0);
+    const keepLabel = existing?.suspendedUntil !== undefined && existing.suspendedUntil > now + a.seconds;
+    return { key, until, rule: { ...existing, suspendedUntil: until, label: keepLabel ? existing.label! : replyRuleLabel(rule) } };
+  }
+  const rate = parseRate(a.rate)!;
+  const old = existing?.throttle !== undefined && existing.throttle.until > now ? existing.throttle : undefined;
+  const until = Math.max(now + a.seconds, old?.until ?? 0);
+  const stricter = old !== undefined && old.count / old.perSec <= rate.count / rate.perSec;
+  const throttle = stricter ? { ...old, until } : { count: rate.count, perSec: rate.perSec, until, label: replyRuleLabel(rule) };
+  return { key, until, rule: { ...existing, throttle } };
+}
+
+/**
+ * What a defer or bounce rule makes of one recipient's reply (see the header): "deferred" for a
+ * 5xx a defer rule matches, "bounced" for a 4xx a bounce rule matches, with the rule; null when
+ * the first rule that matches is of another kind, or there is none.
+ */
+export function outcomeOverride(rules: readonly ReplyRule[], reply: ReplyInfo): { status: "deferred" | "bounced"; rule: ReplyRule } | null {
+  const rule = matchReplyRule(rules, reply);
+  if (!rule || reply.code === null) return null;
+  if (rule.action.kind === "defer" && reply.code >= 500) return { status: "deferred", rule };
+  if (rule.action.kind === "bounce" && reply.code >= 400 && reply.code < 500) return { status: "bounced", rule };
+  return null;
 }
 
 /** Validates a configured list (see the header): the rules, or the problems. */
@@ -156,11 +204,22 @@ export function parseReplyRules(input: unknown): { ok: true; rules: ReplyRule[] 
       }
     }
     if (r.codes === undefined && r.enhanced === undefined && r.text === undefined) errors.push(`${at}: needs codes, enhanced or text (a rule that matches every reply)`);
-    const a = r.action;
-    if (!a || a.kind !== "suspend" || !["site", "egress", "destination"].includes(a.scope) || !Number.isInteger(a.seconds) || a.seconds < 1 || a.seconds > 7 * 86400) {
-      errors.push(`${at}.action: {"kind":"suspend","scope":"site"|"egress"|"destination","seconds":1..604800}`);
-    }
+    const problem = actionProblem(r.action);
+    if (problem) errors.push(`${at}.action: ${problem}`);
     return undefined;
   });
   return errors.length > 0 ? { ok: false, errors } : { ok: true, rules: input as ReplyRule[] };
+}
+
+const SCOPED = `"scope":"site"|"egress"|"destination","seconds":1..604800`;
+
+/** What is wrong with a configured action, or null. */
+function actionProblem(a: Partial<Record<string, unknown>> | undefined): string | null {
+  const kinds = `{"kind":"suspend",${SCOPED}}, {"kind":"rate","rate":"<n>/<unit>",${SCOPED}}, {"kind":"ceiling"}, {"kind":"defer"} or {"kind":"bounce"}`;
+  if (!a || typeof a !== "object") return kinds;
+  if (a.kind === "ceiling" || a.kind === "defer" || a.kind === "bounce") return Object.keys(a).length === 1 ? null : `{"kind":"${a.kind}"} takes nothing else`;
+  if (a.kind !== "suspend" && a.kind !== "rate") return kinds;
+  const scoped = typeof a.scope === "string" && ["site", "egress", "destination"].includes(a.scope) && Number.isInteger(a.seconds) && (a.seconds as number) >= 1 && (a.seconds as number) <= 7 * 86400;
+  if (a.kind === "suspend") return scoped ? null : `{"kind":"suspend",${SCOPED}}`;
+  return scoped && typeof a.rate === "string" && parseRate(a.rate) !== null ? null : `{"kind":"rate","rate":"<n>/<unit>" (e.g. "60/h"),${SCOPED}}`;
 }

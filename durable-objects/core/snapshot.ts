@@ -126,7 +126,7 @@ export function snapshotQmgr<R extends ResolvedRecipient>(q: Qmgr<R>): QmgrSnaps
 }
 
 function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
-  return { ...r, ...(r.rate ? { rate: { ...r.rate } } : {}) };
+  return { ...r, ...(r.rate ? { rate: { ...r.rate } } : {}), ...(r.throttle ? { throttle: { ...r.throttle } } : {}) };
 }
 
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */

@@ -358,7 +358,7 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
     rcpts.set(r.idx, { ...cur, status: r.status, attempts });
     if (r.throttled) {
       const t = r.throttled;
-      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "relay.destination.throttled", recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, rule: t.rule, policy_key: t.key, suspended_until: t.until, response: r.response ?? null } }, last);
+      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "relay.destination.throttled", recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, rule: t.rule, action: t.action ?? "suspend", ...(t.rate ? { rate: t.rate } : {}), policy_key: t.key, suspended_until: t.until, response: r.response ?? null } }, last);
     }
     applied.push(r);
   }

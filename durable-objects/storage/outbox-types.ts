@@ -171,7 +171,7 @@ export interface OutcomeReport {
   response?: { code?: number; enhanced?: string; text?: string; mx?: string; tls?: boolean } | null;
   blockedBy?: string | null;
   /** A reply rule this attempt's refusal set off (core/reply-rules.ts): relay.destination.throttled. */
-  throttled?: { rule: string; key: string; until: number; reply: string } | null;
+  throttled?: { rule: string; key: string; until: number; reply: string; action?: string; rate?: string } | null;
 }
 
 /** What the delivery stage needs of a message: envelope sender, size and recipients. */

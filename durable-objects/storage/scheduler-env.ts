@@ -5,11 +5,24 @@
  * the DeliveryAgent objects give (with the `deliver` queue, entries waiting in the queue count as
  * busy too, and it would learn nonsense), so with DELIVERY = "queue" it is off unless
  * SCHEDULER_CONFIG sets it.
+ *
+ * replyRulesOf(env) the configuration's reply rules (core/reply-rules.ts), for the delivery stage's
+ * defer and bounce rules; parsed once per isolate and configuration.
  */
 import { mustParseSchedulerConfig, type SchedulerConfig } from "../core";
+import type { ReplyRule } from "../core/reply-rules";
 
 export function schedulerConfigOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): SchedulerConfig {
   const input = (env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {}) as Record<string, unknown>;
   if (env.DELIVERY !== "agents" && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
   return mustParseSchedulerConfig(input);
+}
+
+let rulesCache: { key: string; rules: readonly ReplyRule[] } | null = null;
+
+/** The reply rules of this deployment's configuration (see the header). */
+export function replyRulesOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): readonly ReplyRule[] {
+  const key = `${env.DELIVERY}\n${env.SCHEDULER_CONFIG ?? ""}`;
+  if (rulesCache?.key !== key) rulesCache = { key, rules: schedulerConfigOf(env).global.replyRules ?? [] };
+  return rulesCache.rules;
 }

@@ -23,6 +23,7 @@ import type { OutcomeReport, SyncState } from "../../durable-objects/storage/out
 import { mergeEvents } from "./deliver-index";
 import { versionOf } from "../db/messages";
 import { judgeEntry } from "./deliver-plan";
+import { replyRulesOf } from "../../durable-objects/storage/scheduler-env";
 import type { SessionPart } from "./deliver-session";
 import type { PendingAcks } from "./pending-acks";
 
@@ -61,7 +62,8 @@ export interface Finished {
  * Outbox answers each outcome with it.
  */
 export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[], report?: ReportVia, acks?: PendingAcks): Promise<{ finished: Finished[]; changed: SyncState[] }> {
-  const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site) }));
+  const rules = replyRulesOf(env);
+  const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site, rules) }));
   const states = new Map<string, SyncState>();
   const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
   const failedFinals = await recordAll(env, judged.map(({ part, v }) => ({ id: part.job.messageId, reports: v.outcomes.filter((o) => o.status !== "deferred") })), keep, acks);
@@ -95,7 +97,7 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
     // A reply rule the session's refusal set off: said once, with the first deferred recipient.
     const hit = hits[i];
-    const throttled = hit ? { rule: hit.rule, key: hit.key, until: hit.until * 1000, reply: hit.reply } : null;
+    const throttled = hit ? { rule: hit.rule, key: hit.key, until: hit.until * 1000, reply: hit.reply, action: hit.action, ...(hit.rate ? { rate: hit.rate } : {}) } : null;
     return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o, k) => ({ ...o, nextAttemptAt: nextAt, ...(k === 0 && throttled ? { throttled } : {}) })) };
   });
   const failedLater = await recordAll(env, later, keep, acks);

@@ -11,14 +11,19 @@
  *   groupByNexthop(items)            one group per (transport, nexthop): one session each.
  *   sendableRcpts(job, envelope)     the job's recipients matched to the Outbox's recipients;
  *                                    the ones already final there are not sent again.
- *   judgeEntry(job, matched, txn, siteFailure)  the per-recipient outcome of one entry and the
- *                                    report for the Transport DO: 2xx delivered, 4xx deferred,
- *                                    5xx bounced; a recipient with no result is deferred.
- *                                    `mx` and `tls` are reported when a remote host answered.
+ *   judgeEntry(job, matched, txn, siteFailure, rules)  the per-recipient outcome of one entry
+ *                                    and the report for the Transport DO: 2xx delivered, 4xx
+ *                                    deferred, 5xx bounced, unless a reply rule says otherwise
+ *                                    (a defer rule makes a 5xx a deferral, blocked_by
+ *                                    reply_rule:<name>; a bounce rule makes a 4xx a bounce, with
+ *                                    relay.destination.throttled); a recipient with no result is
+ *                                    deferred. `mx` and `tls` are reported when a remote host
+ *                                    answered.
  */
 import type { DeliverJob } from "../../durable-objects/transport-queue";
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport } from "../../durable-objects/storage/outbox-types";
 import type { SiteFailure, TransactionResult } from "../smtp/core/types";
+import { outcomeOverride, replyRuleLabel, type ReplyRule } from "../../durable-objects/core/reply-rules";
 
 /** A recipient of a job matched to its Outbox record. */
 export interface MatchedRcpt {
@@ -112,7 +117,7 @@ export function sendableRcpts(job: DeliverJob, env: DeliveryEnvelope | null): Ma
 }
 
 /** Judges one entry from its transaction (if it ran) and the session's site failure. */
-export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: TransactionResult | undefined, site: SiteFailure | null): EntryVerdict {
+export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: TransactionResult | undefined, site: SiteFailure | null, rules: readonly ReplyRule[] = []): EntryVerdict {
   const finalIdx: number[] = [];
   const outcomes: OutcomeReport[] = [];
   for (const m of matched) {
@@ -125,11 +130,18 @@ export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: Transac
       outcomes.push({ idx: m.outboxIdx, status: "deferred", attempt: job.attempt, response: { text: site?.reason ?? "not attempted", ...(site ? { enhanced: site.dsnStatus } : {}) }, blockedBy: site ? "site_failure" : null });
       continue;
     }
-    if (res.status !== "deferred") finalIdx.push(m.idx);
     // No remote host: the result was decided before any connection (an MX lookup that failed).
     const remote = txn!.remoteHost ? { mx: txn!.remoteHost, tls: txn!.tls } : {};
     const response = { code: res.code, ...(res.enhanced ? { enhanced: res.enhanced } : {}), text: res.text, ...remote };
-    outcomes.push({ idx: m.outboxIdx, status: res.status, attempt: job.attempt, response, blockedBy: null });
+    const override = res.status === "delivered" || rules.length === 0 ? null : outcomeOverride(rules, { code: res.code, enhanced: res.enhanced ?? null, text: res.text });
+    const status = override?.status ?? res.status;
+    if (status !== "deferred") finalIdx.push(m.idx);
+    const reply = [res.code, res.enhanced, res.text].filter((x) => x !== undefined && x !== null && x !== "").join(" ");
+    outcomes.push({
+      idx: m.outboxIdx, status, attempt: job.attempt, response, blockedBy: override?.status === "deferred" ? replyRuleLabel(override.rule) : null,
+      // A deferral is told to the Transport DO, whose rules say it once; a bounce only here.
+      ...(override?.status === "bounced" ? { throttled: { rule: override.rule.name, key: `dest:${job.transport}/${job.nexthop}`, until: 0, reply, action: "bounce" } } : {}),
+    });
   }
   const status = outcomes.some((o) => o.status === "deferred") ? "defer" : "ok";
   return { status, finalIdx, outcomes };

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { DeliverJob } from "../../../durable-objects/transport-queue";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget, sendableRcpts, splitForSessions } from "../../../worker/consumers/deliver-plan";
 import type { TransactionResult } from "../../../worker/smtp/core/types";
+import type { ReplyRule } from "../../../durable-objects/core/reply-rules";
 
 const job: DeliverJob = {
   entryId: 7, messageId: "m", attempt: 2, transport: "smtp", nexthop: "[relay.example]:587",
@@ -85,5 +86,26 @@ describe("judgeEntry", () => {
     const v = judgeEntry(job, sendableRcpts(job, envelope), txn, null);
     expect(v).toMatchObject({ status: "ok", finalIdx: [0, 1, 2] });
     expect(v.outcomes[1]!.response).toEqual({ code: 250, text: "ok", mx: "r", tls: false });
+  });
+
+  it("reply rules: a defer rule's 5xx is a deferral blocked by the rule, a bounce rule's 4xx a bounce that says so; other replies are judged as before", () => {
+    const rules: ReplyRule[] = [
+      { name: "ms-blocklist", codes: [550], text: "\\(S3150\\)", action: { kind: "defer" } },
+      { name: "full-is-gone", codes: [452], enhanced: "4.2.2", action: { kind: "bounce" } },
+    ];
+    const txn: TransactionResult = { messageId: "7", remoteHost: "relay.example", tls: true, possibleDuplicate: false, recipients: [
+      { rcpt: "a@x.test", code: 550, enhanced: "5.7.1", text: "part of their network is on our block list (S3150)", status: "bounced", source: "remote" },
+      { rcpt: "c@x.test", code: 452, enhanced: "4.2.2", text: "mailbox full", status: "deferred", source: "remote" },
+    ] };
+    const v = judgeEntry(job, sendableRcpts(job, envelope), txn, null, rules);
+    expect(v.status).toBe("defer");
+    expect(v.finalIdx).toEqual([1, 2]);
+    expect(v.outcomes).toEqual([
+      { idx: 4, status: "deferred", attempt: 2, response: { code: 550, enhanced: "5.7.1", text: "part of their network is on our block list (S3150)", mx: "relay.example", tls: true }, blockedBy: "reply_rule:ms-blocklist" },
+      { idx: 6, status: "bounced", attempt: 2, response: { code: 452, enhanced: "4.2.2", text: "mailbox full", mx: "relay.example", tls: true }, blockedBy: null,
+        throttled: { rule: "full-is-gone", key: "dest:smtp/[relay.example]:587", until: 0, reply: "452 4.2.2 mailbox full", action: "bounce" } },
+    ]);
+    // Without rules, the same replies are judged by their codes.
+    expect(judgeEntry(job, sendableRcpts(job, envelope), txn, null).outcomes.map((o) => o.status)).toEqual(["bounced", "deferred"]);
   });
 });

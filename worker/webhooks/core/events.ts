@@ -115,8 +115,8 @@ export interface EventData {
   complaint?: { feedback_type: string };
   /** email.unsubscribed: the topic the email named (null: all of the tenant's mail) and how (one-click, mailto). */
   unsubscribe?: { topic: string | null; method: string };
-  /** relay.destination.throttled: the reply rule that fired, the key it suspended, and until when. */
-  throttle?: { rule: string; policy_key: string; suspended_until: string };
+  /** relay.destination.throttled: the reply rule that fired, what it did, the key it acted on, and until when. */
+  throttle?: { rule: string; action: string; rate?: string; policy_key: string; suspended_until: string };
   /** relay.complaint_rate.exceeded: the tenant's rate, the line, the counts, and until when its bulk mail is paused. */
   complaint_rate?: { rate: number; threshold: number; delivered: number; complained: number; paused_until: string };
 }
@@ -144,8 +144,8 @@ export interface EventInput {
   delivery?: DeliveryDetails | null;
   /** Failure or suppression reason. */
   reason?: string | null;
-  /** relay.destination.throttled: the reply rule, the policy key it suspended and until when (epoch ms). */
-  throttle?: { rule: string; policyKey: string; suspendedUntilMs: number } | null;
+  /** relay.destination.throttled: the reply rule, what it did (suspend, rate and its rate, ceiling, defer, bounce), the policy key and until when (epoch ms). */
+  throttle?: { rule: string; action?: string; rate?: string; policyKey: string; suspendedUntilMs: number } | null;
   /** email.unsubscribed: how (one-click, mailto); the topic is `reason`. */
   method?: string | null;
   /** relay.complaint_rate.exceeded: as data.complaint_rate, paused_until in epoch ms. */
@@ -240,7 +240,7 @@ export function buildEvent(input: EventInput): BuiltEvent {
   if (input.type === "email.unsubscribed") data.unsubscribe = { topic: input.reason ?? null, method: input.method ?? "one-click" };
   if (input.complaintRate) data.complaint_rate = { ...input.complaintRate, paused_until: new Date(input.complaintRate.paused_until).toISOString() };
   if (input.type === "relay.destination.throttled" && input.throttle) {
-    data.throttle = { rule: input.throttle.rule, policy_key: input.throttle.policyKey, suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString() };
+    data.throttle = { rule: input.throttle.rule, action: input.throttle.action ?? "suspend", ...(input.throttle.rate ? { rate: input.throttle.rate } : {}), policy_key: input.throttle.policyKey, suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString() };
   }
   const id = input.id ?? eventId({ emailId: m.emailId, recipient: input.recipient, attempt: input.attempt, type: input.type });
   return { id, envelope: { type: input.type, created_at: new Date(input.nowMs).toISOString(), data } };

@@ -168,7 +168,7 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
   const reason = str(row.data.reason);
   const attempt = noAttempt ? 0 : attemptOf(row.data);
   const throttle = type === "relay.destination.throttled"
-    ? { rule: str(row.data.rule) ?? "", policyKey: str(row.data.policy_key) ?? "", suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs }
+    ? { rule: str(row.data.rule) ?? "", action: str(row.data.action) ?? "suspend", ...(str(row.data.rate) ? { rate: str(row.data.rate)! } : {}), policyKey: str(row.data.policy_key) ?? "", suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs }
     : null;
   const complaintRate = type === "relay.complaint_rate.exceeded" ? row.data as { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } : null;
   return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle, method: str(row.data.method), complaintRate })];
