@@ -12,6 +12,7 @@
  *   suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]
  *   resume  <destination|tenant|transport|site|egress> <name> [--transport T]
  *   suspensions                         suspensions in force
+ *   providers | provider-set <name> --file F | provider-delete <name>   provider rules (MX suffix → shape)
  *   send --from A --to B [--to C] --subject S (--text T | --html H) [--tag name:value]
  *   tail [--type email.delivered,…] [--after evt_…] [--interval 2] [--count N] [--once]
  *   show <email id>                     recipients and the event timeline
@@ -25,6 +26,7 @@
  *   2 bad usage.
  */
 import { realpathSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
@@ -40,6 +42,9 @@ commands:
   inbound [--days N]                       mail that came back (bounces, complaints...) by day and kind
   complaint-rate [--tenant T] [--days N]   complaints per delivery, by sending domain, and the brake
   brake-lift <tenant>                      lift the complaint-rate brake on a tenant's bulk mail
+  providers                                provider rules (MX suffixes and the shape of their domains)
+  provider-set <name> --file F             create or replace a provider rule from a JSON file (- for stdin)
+  provider-delete <name>                   delete a provider rule
   send --from A --to B --subject S --text T [--html H] [--tag name:value]
   tail [--type T[,T…]] [--after evt_…] [--interval s] [--count N] [--once]
   show <email id>                          a message's recipients and timeline
@@ -156,6 +161,13 @@ function eventLine(e) {
   return `${e.created_at}  ${e.type.padEnd(22)}  ${d.email_id ?? ""}  ${who}${reply}`.trimEnd();
 }
 
+/** All of standard input, as text. */
+async function readStdin() {
+  const chunks = [];
+  for await (const c of process.stdin) chunks.push(c);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Runs one command; returns the exit status. */
@@ -167,7 +179,7 @@ export async function main(argv, out = process.stdout, env = process.env) {
       url: { type: "string" }, key: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
       transport: { type: "string" }, ttl: { type: "string" },
       from: { type: "string" }, to: { type: "string", multiple: true }, subject: { type: "string" }, text: { type: "string" }, html: { type: "string" }, tag: { type: "string", multiple: true },
-      domain: { type: "string" }, tenant: { type: "string" }, days: { type: "string" },
+      domain: { type: "string" }, tenant: { type: "string" }, days: { type: "string" }, file: { type: "string" },
       type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
     },
   });
@@ -233,6 +245,33 @@ export async function main(argv, out = process.stdout, env = process.env) {
       if (!tenant) throw new UsageError("usage: cohort brake-lift <tenant>");
       const r = await call("DELETE", `/relay/complaint-rate/pause?tenant=${encodeURIComponent(tenant)}`);
       print(r, `lifted the complaint-rate brake of ${r.tenant}`);
+      return 0;
+    }
+    case "providers": {
+      const r = await call("GET", "/relay/providers");
+      const shape = (p) => [p.window?.initial !== undefined || p.window?.limit !== undefined ? `window ${p.window.initial ?? "-"}..${p.window.limit ?? "-"}` : "", p.messages_per_session ? `${p.messages_per_session} msgs/session` : "", p.recipients_per_message ? `${p.recipients_per_message} rcpts/msg` : "", p.rate ? `rate ${p.rate}` : "", p.require_tls ? "TLS required" : ""].filter(Boolean).join(", ");
+      print(r, r.data.length ? textTable(["name", "mx suffixes", "shape"], r.data.map((p) => [p.name, p.mx.join(" "), shape(p)])) : "no provider rules");
+      return 0;
+    }
+    case "provider-set": {
+      const [name] = args;
+      if (!name || !values.file) throw new UsageError("usage: cohort provider-set <name> --file rule.json (- for stdin)");
+      const text = values.file === "-" ? await readStdin() : await readFile(values.file, "utf8");
+      let rule;
+      try {
+        rule = JSON.parse(text);
+      } catch {
+        throw new UsageError(`${values.file} is not JSON`);
+      }
+      const r = await call("PUT", `/relay/providers/${encodeURIComponent(name)}`, rule);
+      print(r, `provider rule ${r.name} set: ${r.mx.join(" ")}`);
+      return 0;
+    }
+    case "provider-delete": {
+      const [name] = args;
+      if (!name) throw new UsageError("usage: cohort provider-delete <name>");
+      const r = await call("DELETE", `/relay/providers/${encodeURIComponent(name)}`);
+      print(r, `provider rule ${r.name} deleted`);
       return 0;
     }
     case "send": {

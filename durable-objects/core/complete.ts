@@ -32,6 +32,7 @@ import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedb
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { releasePolicies, setPolicy } from "./policy";
+import { applySiteShape, boundWindow, windowParamsOf, type SiteShape } from "./site-shape";
 import { matchReplyRule, replyOf, replyRuleKey, replyRulePolicy, type ReplyInfo, type ReplyRuleAction } from "./reply-rules";
 import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
@@ -49,6 +50,8 @@ export interface DeliveryReport {
   siteFailure?: SiteFailure | null;
   /** The reply that deferred recipients of the entry when it was not a site failure (a 421 to MAIL FROM), for reply rules. */
   reply?: ReplyInfo | null;
+  /** The provider rule the destination's MX hosts matched (site-shape.ts). */
+  site?: SiteShape | null;
 }
 
 /** Result of applying a report. */
@@ -62,6 +65,8 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   const queue = e.peer.queue;
   const t = queue.transport;
   const m = e.peer.job.message;
+  if (report.site) applySiteShape(q, queue, report.site, now);
+  const p = windowParamsOf(queue);
   const site = report.siteFailure ?? null;
   if (report.status !== "ok") {
     // A refusal at a learned ceiling says nothing about the message (see Message.refusedOnly).
@@ -73,11 +78,11 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     // A ceiling rule takes the reply for a concurrency refusal, whatever its wording.
     const refusal = acted === "ceiling" || (site !== null && isConcurrencyRefusal(site.reason));
     if (site && queue.window > 0) {
-      if (onNegativeFeedback(queue, t.p) === "died") queueDied(q, queue, site.reason, now);
-      else if (refusal) learnCeiling(queue, queue.busyCount, now, t.p);
+      if (onNegativeFeedback(queue, p) === "died") queueDied(q, queue, site.reason, now);
+      else if (refusal) learnCeiling(queue, queue.busyCount, now, p);
       updateReady(queue);
     } else if (refusal && queue.window > 0) {
-      learnCeiling(queue, queue.busyCount, now, t.p);
+      learnCeiling(queue, queue.busyCount, now, p);
       updateReady(queue);
     }
   }
@@ -85,10 +90,14 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     transportAlive(q, t);
     if (!site && queue.window >= 0) {
       const wasDead = queue.window === 0;
-      onPositiveFeedback(queue, queue.busyCount, t.p, now);
+      onPositiveFeedback(queue, queue.busyCount, p, now);
       if (wasDead) queueRevived(q, queue);
       updateReady(queue);
     }
+  }
+  if (queue.shape) {
+    boundWindow(queue);
+    updateReady(queue);
   }
   entryDone(q, e, now);
   return { kind: "applied" };
@@ -201,7 +210,8 @@ function returnSlots(job: Entry["peer"]["job"], m: Message): void {
 function suspendQueue(q: Qmgr, queue: Queue, now: number): void {
   const t = queue.transport;
   if (queue.window === 0) {
-    reviveWindow(queue, queue.busyCount, t.p);
+    reviveWindow(queue, queue.busyCount, windowParamsOf(queue));
+    boundWindow(queue);
     queueRevived(q, queue);
   }
   queue.window = -1;
@@ -212,7 +222,8 @@ function suspendQueue(q: Qmgr, queue: Queue, now: number): void {
 /** An empty queue: kept while dead (unless memory is short), else idle or forgotten. */
 function queueEmpty(q: Qmgr, queue: Queue, now: number): void {
   if (queue.window === 0 && q.queueCount > 2 * q.cfg.global.messageRecipientLimit) {
-    reviveWindow(queue, 0, queue.transport.p);
+    reviveWindow(queue, 0, windowParamsOf(queue));
+    boundWindow(queue);
     queueRevived(q, queue);
   }
   if (queue.window > 0) queueIdle(q, queue, now);
@@ -253,7 +264,8 @@ export function flush(q: Qmgr, now: number): void {
     transportAlive(q, t);
     for (const queue of [...t.queues.values()]) {
       if (queue.window !== 0) continue;
-      reviveWindow(queue, queue.busyCount, t.p);
+      reviveWindow(queue, queue.busyCount, windowParamsOf(queue));
+      boundWindow(queue);
       queueRevived(q, queue);
       updateReady(queue);
       if (queue.todoCount === 0 && queue.busyCount === 0) queueIdle(q, queue, now);
@@ -287,7 +299,8 @@ export function runTimers(q: Qmgr, now: number): void {
     if (!queue) continue;
     if (queue.timerAt !== tm.at || queue.window > 0) continue;
     if (queue.window === 0) {
-      reviveWindow(queue, queue.busyCount, t.p);
+      reviveWindow(queue, queue.busyCount, windowParamsOf(queue));
+      boundWindow(queue);
       queueRevived(q, queue);
     } else {
       queue.window = 1; // rate delay forces the limit to 1

@@ -56,10 +56,13 @@ export function applyDestinationState(q: Qmgr, transport: string, queueName: str
     queue.window = 0;
     queueDied(q, queue, v.reason ?? queue.dsn ?? "destination is dead", now, v.deadUntil);
   } else {
-    if (v.window <= 0 || queue.window === v.window) return false;
+    // A provider rule's limit bounds the window a shared Destination DO hands out (site-shape.ts).
+    const limit = queue.shape?.limit;
+    const window = limit !== undefined ? Math.min(v.window, limit) : v.window;
+    if (window <= 0 || queue.window === window) return false;
     if (v.basis !== undefined && queue.window !== v.basis) return false;
     if (queue.window === 0) queueRevived(q, queue);
-    queue.window = v.window;
+    queue.window = window;
     blockerUpdate(queue);
   }
   updateReady(queue);

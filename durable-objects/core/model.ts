@@ -168,6 +168,8 @@ export interface Queue extends WindowState {
   idleNext: Queue | null;
   egress: string | null;
   site: string | null;
+  /** A provider rule's bounds on this queue's window (site-shape.ts); absent or null: its transport's. */
+  shape?: { initial?: number; limit?: number } | null;
 }
 
 /** A message × transport pair (Postfix QMGR_JOB). */
@@ -241,6 +243,8 @@ export interface PolicyRule {
    * it and `rate` applies, and a block by it shows `label`.
    */
   throttle?: { count: number; perSec: number; until: number; label: string };
+  /** The provider rule that set the cap and rate (site-shape.ts), kept in step with it; absent when an operator did. */
+  provider?: string;
 }
 
 /** Live counters of one policy key. */

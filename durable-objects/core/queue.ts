@@ -29,6 +29,7 @@ import { InvariantError } from "./errors";
 import { releaseWindowBlockers } from "./job-list";
 import type { Entry, Job, Peer, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
 import { pushTimer } from "./timer-heap";
+import { windowParamsOf } from "./site-shape";
 
 /** The queue name of a recipient on a transport (spec §3.3). */
 export function queueName(t: Transport, r: ResolvedRecipient, delimiter: string): string {
@@ -65,7 +66,7 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
   const found = t.queues.get(name);
   if (found) {
     if (found.idleSince >= 0) {
-      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0) Object.assign(found, createWindowState(t.p));
+      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0) Object.assign(found, createWindowState(windowParamsOf(found)));
       idleUnlink(q, found);
     }
     return found;

@@ -3,6 +3,9 @@
  * send, show, queue, suspend/resume, flush, tail, and the error paths (exit status and message).
  */
 import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, recipientsIn, startRelay, type Relay } from "../browser/relay";
@@ -145,6 +148,24 @@ describe("npx cohort", () => {
     expect(lifted).toMatchObject({ code: 0, stdout: "lifted the complaint-rate brake of acme\n" });
     expect((await cohort(["brake-lift", "acme"], relay.tenantKey)).stderr).toContain("restricted_api_key (HTTP 403)");
     expect((await cohort(["brake-lift"])).code).toBe(2);
+  });
+
+  it("lists, sets and deletes provider rules", async () => {
+    const list = await cohort(["providers"]);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^name\s+mx suffixes\s+shape\n/);
+    expect(list.stdout).toMatch(/\ngoogle\s+\.google\.com \.googlemail\.com\s+window 5\.\.5, 50 msgs\/session, TLS required\n/);
+    const dir = await mkdtemp(join(tmpdir(), "cohort-cli-"));
+    const file = join(dir, "rule.json");
+    await writeFile(file, JSON.stringify({ mx: [".messagingengine.com"], rate: "600/m" }));
+    expect(await cohort(["provider-set", "fastmail", "--file", file])).toMatchObject({ code: 0, stdout: "provider rule fastmail set: .messagingengine.com\n" });
+    expect((await api<{ rate: string }>(relay, relay.operatorKey, "GET", "/relay/providers/fastmail")).rate).toBe("600/m");
+    await writeFile(file, JSON.stringify({ mx: ["not a suffix"] }));
+    const bad = await cohort(["provider-set", "fastmail", "--file", file]);
+    expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining("validation_error (HTTP 422)") });
+    expect(await cohort(["provider-delete", "fastmail"])).toMatchObject({ code: 0, stdout: "provider rule fastmail deleted\n" });
+    expect((await cohort(["provider-set", "x"])).code).toBe(2);
+    await rm(dir, { recursive: true, force: true });
   });
 
   it("fails clearly: tenant key on an operator command, bad key, unreachable relay, bad usage", async () => {

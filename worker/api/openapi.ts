@@ -20,7 +20,7 @@ import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, Remov
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";
-import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
+import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ProviderRuleBodySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
 const ErrorBody = z.object({ statusCode: z.number().int(), name: z.string(), message: z.string() });
@@ -64,7 +64,7 @@ const DeadLetter = z.object({ object: z.literal("dead_letter"), event_id: z.stri
 
 type Schema = z.ZodType;
 interface Operation {
-  method: "get" | "post" | "patch" | "delete";
+  method: "get" | "post" | "put" | "patch" | "delete";
   path: string;
   summary: string;
   operationId: string;
@@ -125,7 +125,7 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/webhooks/{id}/signing-secret/rotate", summary: "Rotate the signing secret (the old one signs too for 24 h)", operationId: "rotateWebhookSecret", auth: true, ok: { status: 200, schema: WebhookSecret }, errors: [401, 404] },
   { method: "get", path: "/relay/queue", summary: "Operator: qshape by destination and age, counts by state/transport/destination, age percentiles", operationId: "adminQueue", auth: true, ok: { status: 200, schema: Admin.queue }, errors: [401, 403] },
   { method: "get", path: "/relay/destinations", summary: "Operator: every destination queue (window, busy, limit, dead-until, last response)", operationId: "adminDestinations", auth: true, ok: { status: 200, schema: Admin.destinations }, errors: [401, 403] },
-  { method: "get", path: "/relay/destinations/{transport}/{queue}", summary: "Operator: one destination with its feedback history (window over time)", operationId: "adminDestination", auth: true, ok: { status: 200, schema: Admin.destination }, errors: [401, 403, 404] },
+  { method: "get", path: "/relay/destinations/{transport}/{queue}", summary: "Operator: one destination with its feedback history (window over time) and the provider rule it falls under, and why", operationId: "adminDestination", auth: true, ok: { status: 200, schema: Admin.destination }, errors: [401, 403, 404] },
   { method: "post", path: "/relay/flush", summary: "Operator: retry deferred mail now and revive dead destinations (postqueue -f)", operationId: "adminFlush", auth: true, body: FlushSchema, ok: { status: 200, schema: Admin.flush }, errors: [400, 401, 403, 404, 422] },
   { method: "post", path: "/relay/suspensions", summary: "Operator: suspend a destination, tenant or transport for a TTL", operationId: "adminSuspend", auth: true, body: SuspendSchema, ok: { status: 201, schema: Admin.suspension }, errors: [400, 401, 403, 404, 422] },
   { method: "get", path: "/relay/suspensions", summary: "Operator: suspensions in force", operationId: "adminSuspensions", auth: true, ok: { status: 200, schema: Admin.suspensions }, errors: [401, 403] },
@@ -134,6 +134,10 @@ export const ROUTES: Operation[] = [
   { method: "patch", path: "/relay/settings", summary: "Set the tenant's default one-click unsubscribe (RFC 8058) for one-recipient emails", operationId: "updateSettings", auth: true, body: SettingsSchema, ok: { status: 200, schema: SettingsBody }, errors: [400, 401, 422] },
   { method: "get", path: "/relay/complaint-rate", summary: "The complaint rate (email.complained / email.delivered) of the tenant and of each sending domain over the last `days`, against COMPLAINT_RATE_THRESHOLD", operationId: "complaintRate", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: ComplaintRateBody }, errors: [401, 422] },
   { method: "delete", path: "/relay/complaint-rate/pause", summary: "Operator: lift the complaint-rate brake on a tenant's bulk mail", operationId: "liftComplaintBrake", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("complaint_rate_pause"), tenant: z.string(), lifted: z.boolean() }) }, errors: [401, 403, 422] },
+  { method: "get", path: "/relay/providers", summary: "Operator: provider rules (MX host suffixes and the shape given to every domain hosted there)", operationId: "adminProviders", auth: true, ok: { status: 200, schema: Admin.providers }, errors: [401, 403] },
+  { method: "get", path: "/relay/providers/{name}", summary: "Operator: one provider rule", operationId: "adminProvider", auth: true, ok: { status: 200, schema: Admin.provider }, errors: [401, 403, 404] },
+  { method: "put", path: "/relay/providers/{name}", summary: "Operator: create or replace a provider rule", operationId: "adminPutProvider", auth: true, body: ProviderRuleBodySchema, ok: { status: 200, schema: Admin.provider }, errors: [400, 401, 403, 422] },
+  { method: "delete", path: "/relay/providers/{name}", summary: "Operator: delete a provider rule", operationId: "adminDeleteProvider", auth: true, ok: { status: 200, schema: Admin.providerDeleted }, errors: [401, 403, 404] },
   { method: "get", path: "/relay/inbound", summary: "Operator: mail that came back through Email Routing (bounces, complaints, auto-replies, rejections) by day and kind", operationId: "adminInbound", auth: true, query: InboundQuerySchema, ok: { status: 200, schema: Admin.inbound }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/stats", summary: "Operator: delivered/bounced/deferred/failed per minute over a window", operationId: "adminStats", auth: true, query: StatsQuerySchema, ok: { status: 200, schema: Admin.stats }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/messages", summary: "Search messages by id, address, tag and state (a tenant key: its own mail)", operationId: "searchMessages", auth: true, query: SearchQuerySchema, ok: { status: 200, schema: Admin.search }, errors: [401, 404, 422] },

@@ -33,7 +33,7 @@
 import type { DeliveryEnvelope } from "../../durable-objects/storage/outbox-types";
 import type { DeliverJob } from "../../durable-objects/transport-types";
 import { Coalescer } from "../lib/coalesce";
-import { lookupFor, sendGroup, type MxContext } from "./deliver";
+import { lookupFor, providerAndSite, sendGroup, type MxContext } from "./deliver";
 import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished, type ReportVia } from "./deliver-finish";
 import { indexMessages } from "./deliver-index";
 import { PendingAcks } from "./pending-acks";
@@ -114,9 +114,9 @@ export class AgentWork {
     let done: Done;
     try {
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
-      const site = resolution?.kind === "hosts" && this.env.DESTINATION_GROUPING === "site" ? resolution.site : null;
+      const { provider, site } = await providerAndSite(this.env, resolution);
       const known = new Map([[job.messageId, await this.envelopes.add(job.messageId)]]);
-      const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache);
+      const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache, provider);
       done = { job, part: part!, site, tries: 0 };
     } catch (e) {
       console.error(JSON.stringify({ error: "agent: delivery failed (left to its lease)", entryId: job.entryId, detail: e instanceof Error ? e.message : String(e) }));

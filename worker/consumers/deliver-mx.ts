@@ -34,6 +34,7 @@ import type { TransactionResult } from "../smtp/core/types";
 import type { ConnectSocket } from "../smtp/socket";
 import { runSession, unsentParts, type PreparedJob, type SessionPart } from "./deliver-session";
 import type { SessionCache } from "./session-cache";
+import type { ProviderRule } from "../net/core/providers";
 
 /** The SMTP port of MX hosts (RFC 5321). */
 export const DEFAULT_MX_PORT = 25;
@@ -83,16 +84,17 @@ export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLoo
   };
 }
 
-/** Session settings for one MX host: no AUTH, opportunistic STARTTLS. */
-function mxConfigOf(env: Env, host: string): SessionConfig {
-  return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: "opportunistic", credentials: null, timeouts: smtpTimeoutsOf(env) });
+/** Session settings for one MX host: no AUTH, opportunistic STARTTLS (required when a provider rule says so). */
+function mxConfigOf(env: Env, host: string, requireTls: boolean): SessionConfig {
+  return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: smtpTimeoutsOf(env) });
 }
 
-/** Tries the hosts in order; the first without a site failure decides (see header). */
-export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache): Promise<SessionPart[]> {
+/** Tries the hosts in order; the first without a site failure decides (see header). A provider rule's bounds apply to each session. */
+export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule): Promise<SessionPart[]> {
   let last: SessionPart[] | null = null;
+  const bounds = { ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}), ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}) };
   for (const { host } of hosts) {
-    const options = { config: mxConfigOf(env, host), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}) };
+    const options = { config: mxConfigOf(env, host, rule?.require_tls === true), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds };
     const parts = await runSession(env, { host, port: settings.port }, prepared, options);
     const site = parts.find((p) => p.site)?.site;
     if (!site) return parts;

@@ -29,6 +29,7 @@ import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/core/types";
 import { CachedSmtpSession, deliverSession, type ConnectSocket } from "../smtp/socket";
 import type { SessionCache } from "./session-cache";
+import type { SiteShape } from "../../durable-objects/core/site-shape";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./deliver-plan";
 import type { PendingAcks } from "./pending-acks";
 import { tokenAddress } from "../mail/verp";
@@ -40,6 +41,8 @@ export interface SessionPart {
   matched: MatchedRcpt[];
   txn: TransactionResult | undefined;
   site: SiteFailure | null;
+  /** The provider rule the destination's MX hosts matched, as the Transport DO is told of it. */
+  provider?: SiteShape | null;
 }
 
 /** An entry with its Outbox envelope and matched recipients, ready to send. */
@@ -56,6 +59,9 @@ export interface SessionOptions {
   tlsServerName?: string;
   /** The delivery agent's connection cache: the session is taken from it and left in it. */
   cache?: SessionCache;
+  /** A provider rule's bounds (worker/net/core/providers.ts): recipients per transaction, and messages a cached connection carries. */
+  rcptsPerMessage?: number;
+  messagesPerSession?: number;
 }
 
 type Secrets = { RELAY_USERNAME?: string; RELAY_PASSWORD?: string };
@@ -107,10 +113,11 @@ export async function prepareJobs(env: Env, jobs: DeliverJob[], known?: Map<stri
 
 /**
  * The SMTP transactions of the prepared entries: one per entry with something to send, from the
- * message's sender; or, when the message has a VERP return path, one per recipient
+ * message's sender (`<entry id>/r<k>` for each `rcptsPerMessage` of them when a provider rule
+ * bounds recipients per message); or, when the message has a VERP return path, one per recipient
  * (`<entry id>/<idx>`), each from the recipient's own signed bounce address (mail/verp.ts).
  */
-async function messagesOf(env: Env, prepared: PreparedJob[]): Promise<MessageEnvelope[]> {
+async function messagesOf(env: Env, prepared: PreparedJob[], rcptsPerMessage = 0): Promise<MessageEnvelope[]> {
   const key = prepared.some((p) => p.envelope?.returnPath) ? await addressTokenKey(env) : null;
   const out: MessageEnvelope[] = [];
   for (const { job, envelope, matched } of prepared) {
@@ -118,7 +125,13 @@ async function messagesOf(env: Env, prepared: PreparedJob[]): Promise<MessageEnv
     if (!envelope || open.length === 0) continue;
     const base = { sizeBytes: envelope.size, eightBitMime: true, smtpUtf8: false };
     if (!envelope.returnPath || key === null) {
-      out.push({ id: String(job.entryId), mailFrom: envelope.mailFrom, rcptTo: open.map((m) => m.address), ...base });
+      if (rcptsPerMessage <= 0 || open.length <= rcptsPerMessage) {
+        out.push({ id: String(job.entryId), mailFrom: envelope.mailFrom, rcptTo: open.map((m) => m.address), ...base });
+        continue;
+      }
+      for (let k = 0; k * rcptsPerMessage < open.length; k++) {
+        out.push({ id: `${job.entryId}/r${k}`, mailFrom: envelope.mailFrom, rcptTo: open.slice(k * rcptsPerMessage, (k + 1) * rcptsPerMessage).map((m) => m.address), ...base });
+      }
       continue;
     }
     for (const m of open) {
@@ -153,7 +166,7 @@ export function unsentParts(prepared: PreparedJob[]): SessionPart[] {
 
 /** Runs one session for the prepared entries of one nexthop. */
 export async function runSession(env: Env, target: RelayTarget, prepared: PreparedJob[], options: SessionOptions = {}): Promise<SessionPart[]> {
-  const messages = await messagesOf(env, prepared);
+  const messages = await messagesOf(env, prepared, options.rcptsPerMessage);
   if (messages.length === 0) return unsentParts(prepared);
   const byEntry = new Map(prepared.map(({ job, envelope }) => [String(job.entryId), { job, body: envelope?.body }]));
   // An entry sent as several transactions (VERP) reads its body from R2 once.
@@ -181,9 +194,9 @@ export async function runSession(env: Env, target: RelayTarget, prepared: Prepar
     ...(options.tlsServerName ? { tlsServerName: options.tlsServerName } : {}),
   };
   const cache = options.cache;
-  const key = `${target.host}:${target.port}/${options.tlsServerName ?? ""}`;
+  const key = `${target.host}:${target.port}/${options.tlsServerName ?? ""}/${request.config.tlsPolicy}`;
   const outcome = cache
-    ? await cache.run(key, () => new CachedSmtpSession(request), messages, openBody)
+    ? await cache.run(key, () => new CachedSmtpSession(request), messages, openBody, options.messagesPerSession)
     : await deliverSession({ ...request, messages, openBody });
   return prepared.map(({ job, matched }) => ({
     job, matched, txn: mergeTxns(outcome.transactions.filter((t) => entryOf(t.messageId) === String(job.entryId))), site: outcome.siteFailure,

@@ -32,6 +32,8 @@ import { pool } from "../lib/pool";
 import type { SessionCache } from "./session-cache";
 import { hasWork, prepareJobs, readEnvelopes, runSession, unsentParts, type SessionPart } from "./deliver-session";
 import { CF_EMAIL_NEXTHOP, sendViaEmailService } from "./deliver-cf-email";
+import { matchProvider, shapeOf, type ProviderMatch } from "../net/core/providers";
+import { providerRulesOf } from "../db/providers";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -63,6 +65,17 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
   return items.filter((i) => live.has(i.job.entryId));
 }
 
+/**
+ * The provider rule (worker/net/core/providers.ts) a resolved destination's MX hosts match, or
+ * null; and the site its Destination DO is named after with DESTINATION_GROUPING = "site" (the
+ * provider's, else the MX site), null otherwise.
+ */
+export async function providerAndSite(env: Env, resolution: MxResolution | null): Promise<{ provider: ProviderMatch | null; site: string | null }> {
+  if (resolution?.kind !== "hosts") return { provider: null, site: null };
+  const provider = matchProvider(await providerRulesOf(env), resolution.hosts.map((h) => h.host));
+  return { provider, site: env.DESTINATION_GROUPING === "site" ? provider?.rule.name ?? resolution.site : null };
+}
+
 /** A domain nexthop's MX lookup (the mx kind); null for a relay nexthop. */
 export async function lookupFor(nexthop: string, mx: () => MxContext): Promise<MxResolution | null> {
   return relayTarget(nexthop) || nexthop === CF_EMAIL_NEXTHOP ? null : mx().lookup(nexthop);
@@ -72,7 +85,7 @@ export async function lookupFor(nexthop: string, mx: () => MxContext): Promise<M
  * Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts;
  * over a cached connection when the delivery agent passes its cache.
  */
-export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>, cache?: SessionCache): Promise<SessionPart[]> {
+export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>, cache?: SessionCache, provider?: ProviderMatch | null): Promise<SessionPart[]> {
   const nexthop = jobs[0]!.nexthop;
   const prepared = await prepareJobs(env, jobs, known);
   const target = relayTarget(nexthop);
@@ -80,7 +93,10 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
   if (nexthop === CF_EMAIL_NEXTHOP) return sendViaEmailService(env, prepared);
   if (!resolution || !hasWork(prepared)) return unsentParts(prepared);
   if (resolution.kind !== "hosts") return lookupFailureParts(prepared, resolution);
-  return runMxSessions(env, resolution.hosts, prepared, mx().settings, cache);
+  const parts = await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule);
+  if (!provider) return parts;
+  const shape = shapeOf(provider.rule);
+  return parts.map((p) => ({ ...p, provider: shape }));
 }
 
 /**
@@ -93,10 +109,11 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known?
   let site: string | null = null;
   try {
     const resolution = await lookupFor(items[0]!.job.nexthop, mx);
-    if (resolution?.kind === "hosts" && env.DESTINATION_GROUPING === "site") site = resolution.site;
+    const found = await providerAndSite(env, resolution);
+    site = found.site;
     items = await liveItems(env, items);
     if (items.length === 0) return [];
-    parts = await sendGroup(env, items.map((i) => i.job), resolution, mx, known);
+    parts = await sendGroup(env, items.map((i) => i.job), resolution, mx, known, undefined, found.provider);
   } catch (e) {
     for (const it of items) fail(it.msg, "session", e);
     return [];

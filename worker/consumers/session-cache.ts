@@ -5,12 +5,16 @@
  * takes it instead of connecting, greeting and saying EHLO again. A connection is not reused once
  * it is SESSION_REUSE_MS old (smtp_connection_reuse_time_limit, 300 s). A cached connection that
  * fails its reuse check (the RSET before the new messages: staleCache) is dropped and the
- * messages go over a new one, as Postfix does; nothing of them reached the server.
+ * messages go over a new one, as Postfix does; nothing of them reached the server. A provider
+ * rule's messages per session (Postfix's smtp_connection_reuse_count_limit) closes a connection
+ * once it has carried that many messages.
  *
  * DESCRIPTION
  *   new SessionCache(now?)   now() in ms (injected for tests).
- *   run(key, open, messages, openBody)  the messages over a cached session for `key` (a host,
- *                            port and session settings), or over a new one from open().
+ *   run(key, open, messages, openBody, reuseLimit?)  the messages over a cached session for
+ *                            `key` (a host, port and session settings), or over a new one from
+ *                            open(); kept for more only while it has carried fewer than
+ *                            `reuseLimit` messages.
  *   size()                   idle sessions held.
  *   closeAll()               QUITs every idle session.
  */
@@ -25,6 +29,8 @@ export const SESSION_REUSE_MS = 300_000;
 interface Held {
   session: CachedSmtpSession;
   born: number;
+  /** Messages it has carried. */
+  sent: number;
   timer: ReturnType<typeof setTimeout> | null;
 }
 
@@ -34,14 +40,14 @@ export class SessionCache {
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Sends `messages` over an idle session for `key`, or over a new one (see header). */
-  async run(key: string, open: () => CachedSmtpSession, messages: MessageEnvelope[], openBody: SmtpDeliveryRequest["openBody"]): Promise<CachedBatch> {
+  async run(key: string, open: () => CachedSmtpSession, messages: MessageEnvelope[], openBody: SmtpDeliveryRequest["openBody"], reuseLimit = 0): Promise<CachedBatch> {
     const cached = this.take(key);
     if (cached) {
       const batch = await cached.session.send(messages, openBody);
-      if (!batch.staleCache) return this.keep(key, cached, batch);
+      if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit);
     }
-    const fresh: Held = { session: open(), born: this.now(), timer: null };
-    return this.keep(key, fresh, await fresh.session.send(messages, openBody));
+    const fresh: Held = { session: open(), born: this.now(), timer: null, sent: 0 };
+    return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit);
   }
 
   /** Idle sessions held now. */
@@ -68,10 +74,11 @@ export class SessionCache {
     return held;
   }
 
-  /** Caches a session that stays open and is young enough; closes it otherwise. */
-  private keep(key: string, held: Held, batch: CachedBatch): CachedBatch {
+  /** Caches a session that stays open, is young enough and has carried fewer than `reuseLimit` messages (0: any number); closes it otherwise. */
+  private keep(key: string, held: Held, batch: CachedBatch, sent: number, reuseLimit: number): CachedBatch {
     if (!batch.open) return batch;
-    if (this.now() - held.born >= SESSION_REUSE_MS) {
+    held.sent += sent;
+    if (this.now() - held.born >= SESSION_REUSE_MS || (reuseLimit > 0 && held.sent >= reuseLimit)) {
       void held.session.close();
       return batch;
     }

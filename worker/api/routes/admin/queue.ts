@@ -9,8 +9,9 @@
  *   GET    /relay/destinations   every destination queue in core: window, busy, todo, limit,
  *                                state, dead or suspended until, last failure reason.
  *   GET    /relay/destinations/:transport/:queue
- *                                one destination with its Destination DO record and feedback
- *                                history (window over time).
+ *                                one destination with its Destination DO record, feedback
+ *                                history (window over time), and the provider rule it falls
+ *                                under and why (its MX hosts and the suffix that matched).
  *   POST   /relay/flush          { transport? } retry deferred mail now and revive dead
  *                                destinations (postqueue -f), in one or every transport.
  *   POST   /relay/suspensions    { target, transport?, name, ttl_seconds } → 201; other policy
@@ -35,6 +36,7 @@ import type { AppEnv } from "../../app";
 import { parseInput, readJson, readOptionalJson } from "../../body";
 import { ApiError } from "../../errors";
 import { FlushSchema, InboundQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
+import { providerOfDestination } from "./providers";
 import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "./transports";
 
 /** Age percentiles reported by GET /relay/queue. */
@@ -111,7 +113,7 @@ export function queueRoutes() {
   r.get("/destinations/:transport/:queue", async (c) => {
     const transport = await knownTransport(c.env, c.req.param("transport"));
     const queue = c.req.param("queue");
-    const [inspection, dest] = await Promise.all([transportStub(c.env, transport).inspect(), destinationStub(c.env, transport, queue).get()]);
+    const [inspection, dest, provider] = await Promise.all([transportStub(c.env, transport).inspect(), destinationStub(c.env, transport, queue).get(), providerOfDestination(c.env, queue)]);
     const inCore = (inspection as Inspection).destinations.find((d) => d.queue === queue);
     if (!inCore && !dest.record) throw new ApiError(404, "not_found", "Destination not found.");
     const rec = dest.record;
@@ -119,6 +121,7 @@ export function queueRoutes() {
       ...(inCore ? destinationView(limitOf(c.env), inCore) : { object: "destination" as const, transport, queue, nexthop: queue, state: "idle", window: null, busy: 0, todo: 0, limit: limitOf(c.env)(transport) }),
       record: rec === null ? null : { window: rec.window, dead_until: iso(rec.deadUntil), reason: rec.reason, last_report_at: iso(rec.lastReportAt), success: rec.success, failure: rec.failure, fail_cohorts: rec.failCohorts, ceiling: ceilingView(rec.ceiling) },
       history: dest.history.map((h) => ({ at: new Date(h.at * 1000).toISOString(), kind: h.kind, outcome: h.outcome, window: h.window, busy: h.busy, reason: h.reason, reply_rule: h.replyRule ?? null })),
+      provider,
     });
   });
 

@@ -20,6 +20,19 @@ const Name = z.string().min(1).max(255).regex(/^\S+$/, "must not contain spaces"
 export const FlushSchema = z.object({ transport: Name.optional() });
 
 /** What a suspension applies to. */
+/** A provider rule (worker/net/core/providers.ts), as PUT /relay/providers/:name takes it (the name from the path) and the routes show it. */
+export const ProviderRuleBodySchema = z.object({
+  mx: z.array(z.string()).min(1).max(20).describe('MX host suffixes, e.g. ".google.com"'),
+  window: z.object({ initial: z.number().int().min(1).max(1000).optional(), limit: z.number().int().min(1).max(1000).optional() }).optional()
+    .describe("each domain's window starts at initial and stays at most limit; limit also caps the provider's sessions"),
+  messages_per_session: z.number().int().min(1).max(100_000).optional(),
+  recipients_per_message: z.number().int().min(1).max(1000).optional(),
+  rate: z.string().optional().describe('deliveries per interval to the whole provider, e.g. "300/m"'),
+  require_tls: z.boolean().optional(),
+  sources: z.record(z.string(), z.string()).optional().describe("where each value comes from, by field name"),
+});
+const ProviderRuleSchema = ProviderRuleBodySchema.extend({ object: z.literal("provider"), name: z.string() });
+
 export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport", "site", "egress"]);
 
 /** POST /relay/suspensions. */
@@ -82,7 +95,12 @@ export const AdminResponses = {
   destination: Destination.extend({
     record: z.object({ window: z.number(), dead_until: Iso.nullable(), reason: z.string().nullable(), last_report_at: Iso.nullable() }).passthrough().nullable(),
     history: z.array(z.object({ at: Iso, kind: z.string(), outcome: z.string(), window: z.number(), busy: z.number().int(), reason: z.string().nullable(), reply_rule: z.string().nullable() })),
+    provider: z.object({ rule: z.string().nullable(), mx_hosts: z.array(z.string()), matched: z.object({ mx_host: z.string(), suffix: z.string() }).nullable(), error: z.string().optional() }).nullable()
+      .describe("the provider rule the destination's MX hosts fall under, and the host and suffix that matched; null for a relay nexthop"),
   }),
+  provider: ProviderRuleSchema,
+  providers: z.object({ object: z.literal("list"), data: z.array(ProviderRuleSchema) }),
+  providerDeleted: z.object({ object: z.literal("provider"), name: z.string(), deleted: z.boolean() }),
   flush: z.object({ object: z.literal("flush"), transports: z.array(z.string()), revived: z.array(z.object({ transport: z.string(), queue: z.string() })) }),
   suspension: Suspension,
   suspensions: z.object({ object: z.literal("list"), data: z.array(Suspension) }),

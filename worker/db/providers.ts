@@ -1,0 +1,58 @@
+/**
+ * Provider rules in D1 (migrations/0015): one row per rule, the rule as JSON.
+ *
+ * DESCRIPTION
+ *   listProviderRules(db)        every rule, by name (a row that no longer parses is skipped
+ *                                and logged, never used).
+ *   putProviderRule(db, rule, nowMs)  insert or replace.
+ *   deleteProviderRule(db, name) false when there was none.
+ *   providerRulesOf(env)         the rules as the delivery stage reads them: once per
+ *                                PROVIDER_RULES_TTL_MS per isolate (a change applies to
+ *                                deliveries from then on); the last rules read (or none) when D1
+ *                                cannot answer, so delivery never waits on it.
+ */
+import { parseProviderRule, type ProviderRule } from "../net/core/providers";
+
+/** How long an isolate reuses the rules it read (ms). */
+export const PROVIDER_RULES_TTL_MS = 30_000;
+
+export async function listProviderRules(db: D1Database): Promise<ProviderRule[]> {
+  const { results } = await db.prepare("SELECT name, rule FROM provider_rules ORDER BY name").all<{ name: string; rule: string }>();
+  const out: ProviderRule[] = [];
+  for (const row of results) {
+    let parsed: ReturnType<typeof parseProviderRule>;
+    try {
+      parsed = parseProviderRule(JSON.parse(row.rule));
+    } catch {
+      parsed = { ok: false, errors: ["not JSON"] };
+    }
+    if (parsed.ok && parsed.rule.name === row.name) out.push(parsed.rule);
+    else console.error(JSON.stringify({ error: "provider rule skipped: malformed row", name: row.name }));
+  }
+  return out;
+}
+
+export async function putProviderRule(db: D1Database, rule: ProviderRule, nowMs: number): Promise<void> {
+  await db.prepare("INSERT INTO provider_rules (name, rule, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET rule = excluded.rule, updated_at = excluded.updated_at")
+    .bind(rule.name, JSON.stringify(rule), nowMs).run();
+}
+
+export async function deleteProviderRule(db: D1Database, name: string): Promise<boolean> {
+  return (await db.prepare("DELETE FROM provider_rules WHERE name = ?").bind(name).run()).meta.changes > 0;
+}
+
+let cached: { at: number; rules: Promise<ProviderRule[]> } | null = null;
+let lastGood: ProviderRule[] = [];
+
+/** The rules for delivery (see the header). */
+export async function providerRulesOf(env: Pick<Env, "DB">, nowMs = Date.now()): Promise<ProviderRule[]> {
+  if (cached === null || nowMs - cached.at >= PROVIDER_RULES_TTL_MS || nowMs < cached.at) {
+    const rules = listProviderRules(env.DB).then((r) => (lastGood = r)).catch((e: unknown) => {
+      console.error(JSON.stringify({ error: "provider rules unreadable; the last ones read apply", detail: e instanceof Error ? e.message : String(e) }));
+      cached = null;
+      return lastGood;
+    });
+    cached = { at: nowMs, rules };
+  }
+  return cached.rules;
+}
