@@ -34,7 +34,7 @@ import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
   hasActiveRoom, destinationsView, nextWakeupAt,
-  type Command, type DeliveryReport, type DestinationVerdict, type Effect, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
+  type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
   leaseSeconds, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
@@ -101,7 +101,7 @@ export class TransportQueue extends DurableObject<Env> {
   async admitMany(reqs: AdmitRequest[]): Promise<{ admitted: boolean; effects: Effect[]; active: boolean }[]> {
     const auto = this.env.DISPATCH === "auto", sql = this.ctx.storage.sql;
     const answers = reqs.map((req) => this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id) ? { admitted: true, effects: [], active: false }
-      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts));
+      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
     await this.pump();
     return answers.map((a) => ({ ...a, active: a.active && auto }));
   }
@@ -215,7 +215,7 @@ export class TransportQueue extends DurableObject<Env> {
       noteFinished(sql, coreId, nowSec());
       return;
     }
-    this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts);
+    this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts, meta.fields ?? null);
     forgetAttempt(sql, coreId);
     noteFinished(sql, coreId, nowSec()); // its backlog rows go at the next checkpoint
   }
@@ -225,15 +225,15 @@ export class TransportQueue extends DurableObject<Env> {
    * it, else into the incoming queue, from which pump() moves messages in arrival order as room
    * frees (Postfix's incoming → active). Either way it is durably taken.
    */
-  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[]): { admitted: boolean; effects: Effect[]; active: boolean } {
+  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[], fields: MessageFields | null): { admitted: boolean; effects: Effect[]; active: boolean } {
     const sql = this.ctx.storage.sql;
-    recordAdmission(sql, id, { createTime, tenant, priority }, rcpts);
-    const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length };
+    recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts);
+    const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length, ...(fields ? { fields } : {}) };
     if (hasActiveRoom(this.qmgr) && !hasIncoming(sql)) {
       const res = this.run({ kind: "admit", now: nowSec(), intake });
       if (res.accepted) return { admitted: true, effects: res.effects, active: true };
     }
-    addIncoming(sql, { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length });
+    addIncoming(sql, { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields });
     return { admitted: true, effects: [], active: false };
   }
 
@@ -245,7 +245,7 @@ export class TransportQueue extends DurableObject<Env> {
       if (next.length === 0) return;
       for (const m of next) {
         if (!hasActiveRoom(this.qmgr)) return;
-        const intake = { id: m.coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcptTotal: m.rcptTotal };
+        const intake = { id: m.coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcptTotal: m.rcptTotal, ...(m.fields ? { fields: m.fields } : {}) };
         if (!this.run({ kind: "admit", now: nowSec(), intake }).accepted) return;
         dropIncoming(sql, m.coreId);
       }

@@ -3,7 +3,7 @@
  * entries and the `deliver` queue's job body, report answers, the operator's view, and the
  * Destination DO naming. Re-exported by transport-queue.ts.
  */
-import type { BlockedBy, DestinationView, Effect, Entry, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
+import type { BlockedBy, DestinationView, Effect, Entry, MessageFields, PolicyRule, ResolvedRecipient, ShapeRow } from "./core";
 
 /** Why a recipient waits: the core's reason, or the incoming queue (the active queue is full). */
 export type WaitReason = BlockedBy | { kind: "active_queue_full" };
@@ -15,6 +15,8 @@ export interface AdmitRequest {
   id: string;
   createTime: number;
   tenant?: string | null;
+  /** More pickup-policy fields: campaign (jobid) and bulk mail (core/policy.ts). */
+  fields?: MessageFields;
   priority?: number;
   rcpts: ResolvedRecipient[];
 }

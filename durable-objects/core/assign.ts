@@ -22,7 +22,7 @@ import type { TransportParams } from "./config";
 import { transportParams } from "./config";
 import { invariant } from "./errors";
 import { bumpCandidates, invalidateCandidateCache, isBlocker, moveLimits, obtainJob } from "./job-list";
-import type { Effect, Message, Qmgr, ResolvedRecipient, Transport } from "./model";
+import type { Effect, Message, MessageFields, Qmgr, ResolvedRecipient, Transport } from "./model";
 import { finishMessage } from "./complete";
 import { createEntry, obtainPeer, obtainQueue, queueName } from "./queue";
 import { initialWarnTime } from "./retry-policy";
@@ -39,6 +39,8 @@ export interface MessageIntake {
   /** One recipient per entry (VERP). */
   singleRcpt?: boolean;
   tenant?: string | null;
+  /** More pickup-policy fields (campaign, bulk); none by default. */
+  fields?: MessageFields;
   /** 1 = high priority (spec §12.6). Default 0. */
   priority?: number;
   /** Warn time carried over from earlier attempts; default computed from createTime. */
@@ -112,6 +114,7 @@ export function enqueueMessage(q: Qmgr, intake: MessageIntake, now: number): Mes
     nullSender,
     singleRcpt: intake.singleRcpt ?? false,
     tenant: intake.tenant ?? null,
+    ...(intake.fields && (intake.fields.jobid !== undefined || intake.fields.bulk) ? { fields: intake.fields } : {}),
     priority: intake.priority ?? 0,
     rcptOffset: intake.rcptOffset ?? 0,
     hasUnread: intake.rcptTotal > 0,

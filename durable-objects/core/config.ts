@@ -28,6 +28,7 @@
  *   are errors (no silent typos).
  */
 import { DEFAULT_REPLY_RULES, parseReplyRules, type ReplyRule } from "./reply-rules";
+import type { PolicyField } from "./policy";
 import { z } from "zod";
 import { parseFeedback, type Feedback } from "./feedback";
 import { initialWindow } from "./destination-window";
@@ -127,6 +128,7 @@ const globalSchema = z
     recipient_delimiter: z.string().max(8).regex(/^[^@\s]*$/, "must not contain @ or spaces"),
     defer_transports: z.array(z.string().min(1)),
     reply_rules: z.array(z.unknown()),
+    policy_combinations: z.array(z.string().regex(/^(tenant|jobid|bulk|egress|site|transport|dest)(\+(tenant|jobid|bulk|egress|site|transport|dest))+$/, 'e.g. "egress+site": two or more of tenant, jobid, bulk, egress, site, transport, dest joined by +')),
     transports: z.record(z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/i, "bad transport name"), transportSchema),
   })
   .partial();
@@ -197,6 +199,8 @@ export interface GlobalParams extends RetryParams {
   deferTransports: string[];
   /** reply_rules (relay, reply-rules.ts); DEFAULT_REPLY_RULES unless configured; none when absent. */
   replyRules?: readonly ReplyRule[];
+  /** policy_combinations (relay, policy.ts): fields whose combination is a pickup-policy key of its own, e.g. ["egress", "site"]; none by default. */
+  policyCombinations?: readonly (readonly PolicyField[])[];
 }
 
 /** A fully resolved configuration. */
@@ -272,6 +276,7 @@ export function parseSchedulerConfig(input: unknown): ConfigResult {
     recipientDelimiter: g.recipient_delimiter,
     deferTransports: g.defer_transports,
     replyRules: replyRules.rules,
+    policyCombinations: (parsed.data.policy_combinations ?? []).map((c) => c.split("+") as PolicyField[]),
   };
   const base: z.output<typeof transportSchema> = {
     initial_destination_concurrency: g.initial_destination_concurrency,

@@ -59,6 +59,8 @@ export interface Message {
   singleRcpt: boolean;
   /** Pickup-policy tenant key (spec §12.6), or null. */
   tenant: string | null;
+  /** More pickup-policy fields of the message (policy.ts): its campaign (jobid) and whether it is bulk mail. */
+  fields?: MessageFields;
   /** 1 = considered before 0 (spec §12.6). */
   priority: number;
   /** Next read offset in the source. */
@@ -172,6 +174,14 @@ export interface Queue extends WindowState {
   shape?: { initial?: number; limit?: number } | null;
 }
 
+/** A message's pickup-policy fields (Halon's jobid, and bulk mail for the complaint brake). */
+export interface MessageFields {
+  /** The sender's campaign (the `campaign` tag): key jobid:<tenant>/<jobid>. */
+  jobid?: string;
+  /** Bulk mail (sent with one-click unsubscribe): key bulk:<tenant>. */
+  bulk?: boolean;
+}
+
 /** A message × transport pair (Postfix QMGR_JOB). */
 export interface Job {
   message: Message;
@@ -245,6 +255,8 @@ export interface PolicyRule {
   throttle?: { count: number; perSec: number; until: number; label: string };
   /** The provider rule that set the cap and rate (site-shape.ts), kept in step with it; absent when an operator did. */
   provider?: string;
+  /** Halon's connectinterval: at least this many seconds between two selections with this key. */
+  interval?: number;
 }
 
 /** Live counters of one policy key. */
@@ -256,6 +268,8 @@ export interface PolicyCounter {
   tokensAt: number;
   /** Time of the pending wake-up timer for this key (0 = none). */
   wakeAt: number;
+  /** When an entry with this key was last selected (for `interval`); absent = never. */
+  lastAt?: number;
 }
 
 /** A timer the shell must honour by calling tick() at or after `at`. */

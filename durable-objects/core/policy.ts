@@ -2,12 +2,17 @@
  * NAME
  *   policy - Halon-style pickup policies on top of the destination window (spec §12.6)
  * DESCRIPTION
- *   An entry may carry policy keys: its message's tenant ("tenant:<id>"), its queue's egress
- *   source ("egress:<id>") and destination site ("site:<id>"), and always its transport
+ *   An entry may carry policy keys: its message's tenant ("tenant:<id>"), campaign
+ *   ("jobid:<tenant>/<campaign>", Halon's jobid) and bulk mail ("bulk:<tenant>", what the
+ *   complaint brake suspends), its queue's egress source ("egress:<id>") and destination site
+ *   ("site:<id>": the MX site, or a provider rule's name), and always its transport
  *   ("transport:<name>") and destination ("dest:<transport>/<queue>"), so that an operator can
- *   cap or suspend any of them for a while. Each key may have a rule: a
- *   concurrency cap, a rate (count per interval, as a token bucket whose burst is the count)
- *   and a suspension with an expiry. A peer is selectable only while every key it carries has
+ *   cap or suspend any of them for a while. Combinations of fields configured as
+ *   `policy_combinations` (e.g. "egress+site": one IP's jam at Yahoo does not slow another
+ *   IP's) are keys of their own: "egress:<id>+site:<id>", present when every field is. Each key
+ *   may have a rule: a concurrency cap, a rate (count per interval, as a token bucket whose
+ *   burst is the count), a least interval between two selections (Halon's connectinterval) and
+ *   a suspension with an expiry. A peer is selectable only while every key it carries has
  *   room. With no rules configured nothing here runs, and selection is exactly Postfix's.
  *
  *   setPolicy()/clearPolicy() change rules; policyKeysOf() lists an entry's keys;
@@ -21,7 +26,7 @@
  * ERRORS
  *   parseRate returns null for a malformed rate.
  */
-import type { PolicyCounter, PolicyRule, Qmgr } from "./model";
+import type { MessageFields, PolicyCounter, PolicyRule, Qmgr } from "./model";
 import { releaseBlockers } from "./job-list";
 
 const RATE = /^(\d+)\s*\/\s*(\d*)\s*([smhd])$/;
@@ -81,7 +86,7 @@ function refill(c: PolicyCounter, now: number): void {
 /** Why a key blocks selection, and until when (null = until something finishes). */
 export interface PolicyBlock {
   key: string;
-  reason: "suspended" | "concurrency" | "rate";
+  reason: "suspended" | "concurrency" | "rate" | "interval";
   until: number | null;
   /** The suspension's label (PolicyRule.label), when it has one. */
   label?: string;
@@ -95,6 +100,7 @@ export function policyBlock(q: Qmgr, keys: readonly string[], now: number): Poli
     const r = c.rule;
     if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil, ...(r.label ? { label: r.label } : {}) };
     if (r.concurrency !== undefined && c.inflight >= r.concurrency) return { key, reason: "concurrency", until: null };
+    if (r.interval !== undefined && c.lastAt !== undefined && now < c.lastAt + r.interval) return { key, reason: "interval", until: c.lastAt + r.interval };
     const rate = rateOf(r, now);
     if (rate) {
       refill(c, now);
@@ -114,6 +120,7 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
     const c = q.policies.get(key);
     if (!c) continue;
     c.inflight += 1;
+    if (c.rule.interval !== undefined) c.lastAt = now;
     if (rateOf(c.rule, now)) {
       refill(c, now);
       c.tokens -= 1;
@@ -134,11 +141,25 @@ export function releasePolicies(charged: readonly PolicyCounter[] | null): boole
   return freed;
 }
 
-/** The policy keys of an entry of a message (tenant) for a queue (transport, destination, egress, site). */
-export function policyKeysOf(tenant: string | null, transport: string, queue: string, egress: string | null, site: string | null): string[] {
-  const keys: string[] = [`transport:${transport}`, `dest:${transport}/${queue}`];
-  if (tenant !== null) keys.push(`tenant:${tenant}`);
-  if (egress !== null) keys.push(`egress:${egress}`);
-  if (site !== null) keys.push(`site:${site}`);
+/** The fields a policy key or combination may name. */
+export const POLICY_FIELDS = ["transport", "dest", "tenant", "jobid", "bulk", "egress", "site"] as const;
+export type PolicyField = (typeof POLICY_FIELDS)[number];
+
+/**
+ * The policy keys of an entry of a message (tenant, fields) for a queue (transport, destination,
+ * egress, site), and of each configured combination whose fields are all present.
+ */
+export function policyKeysOf(tenant: string | null, transport: string, queue: string, egress: string | null, site: string | null, fields?: MessageFields, combinations: readonly (readonly PolicyField[])[] = []): string[] {
+  const one: Partial<Record<PolicyField, string>> = { transport: `transport:${transport}`, dest: `dest:${transport}/${queue}` };
+  if (tenant !== null) one.tenant = `tenant:${tenant}`;
+  if (fields?.jobid !== undefined) one.jobid = `jobid:${tenant ?? ""}/${fields.jobid}`;
+  if (fields?.bulk) one.bulk = `bulk:${tenant ?? ""}`;
+  if (egress !== null) one.egress = `egress:${egress}`;
+  if (site !== null) one.site = `site:${site}`;
+  const keys = POLICY_FIELDS.flatMap((f) => (one[f] !== undefined ? [one[f]!] : []));
+  for (const combo of combinations) {
+    const parts = combo.map((f) => one[f]);
+    if (parts.every((p) => p !== undefined)) keys.push(parts.join("+"));
+  }
   return keys;
 }

@@ -79,7 +79,7 @@ export type BlockedBy =
   | { kind: "destination_dead"; until: number; reason: string | null }
   | { kind: "rate_delay"; until: number }
   | { kind: "concurrency"; window: number; busy: number }
-  | { kind: "policy"; key: string; reason: "suspended" | "concurrency" | "rate"; until: number | null; label?: string }
+  | { kind: "policy"; key: string; reason: "suspended" | "concurrency" | "rate" | "interval"; until: number | null; label?: string }
   | { kind: "transport_dead"; until: number }
   | { kind: "process_limit"; limit: number }
   | { kind: "queued" };
@@ -106,7 +106,7 @@ function explainTodo(q: Qmgr, e: Entry, now: number): BlockedBy {
   if (queue.window < 0) return { kind: "rate_delay", until: queue.timerAt };
   if (queue.busyCount >= queue.window) return { kind: "concurrency", window: queue.window, busy: queue.busyCount };
   if (q.policies.size > 0) {
-    const b = policyBlock(q, peerPolicyKeys(e.peer), now);
+    const b = policyBlock(q, peerPolicyKeys(q, e.peer), now);
     if (b) return { kind: "policy", key: b.key, reason: b.reason, until: b.until, ...(b.label ? { label: b.label } : {}) };
   }
   if (t.busyCount >= t.p.processLimit) return { kind: "process_limit", limit: t.p.processLimit };

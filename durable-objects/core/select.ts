@@ -28,9 +28,10 @@ import { addTimer, rotatePeerToTail, selectTodo } from "./queue";
 import { refillMessage } from "./assign";
 
 /** The policy keys of a peer's entries. */
-export function peerPolicyKeys(peer: Peer): string[] {
+export function peerPolicyKeys(q: Qmgr, peer: Peer): string[] {
   const queue = peer.queue;
-  return policyKeysOf(peer.job.message.tenant, queue.transport.name, queue.name, queue.egress, queue.site);
+  const m = peer.job.message;
+  return policyKeysOf(m.tenant, queue.transport.name, queue.name, queue.egress, queue.site, m.fields, q.cfg.global.policyCombinations);
 }
 
 /** True if the peer's destination has room and its policies allow a selection now. */
@@ -43,7 +44,7 @@ function peerHasRoom(q: Qmgr, peer: Peer, now: number): boolean {
 
 /** Whether a pickup policy holds the peer back; a rate or a suspension frees up by itself, so the scheduler is woken then. */
 function policyHolds(q: Qmgr, peer: Peer, now: number): boolean {
-  const block = policyBlock(q, peerPolicyKeys(peer), now);
+  const block = policyBlock(q, peerPolicyKeys(q, peer), now);
   if (block === null) return false;
   const c = q.policies.get(block.key);
   if (block.until !== null && c && c.wakeAt !== block.until) {
@@ -114,7 +115,7 @@ export function selectEntry(q: Qmgr, t: Transport, now: number): Entry | null {
       const e = peer.todoHead;
       invariant(e !== null, "selectEntry", "peer without todo entry");
       selectTodo(q, e);
-      if (q.policies.size > 0) e.flight = chargePolicies(q, peerPolicyKeys(peer), now) ?? e.flight;
+      if (q.policies.size > 0) e.flight = chargePolicies(q, peerPolicyKeys(q, peer), now) ?? e.flight;
       job.selectedEntries += 1;
       job.slotsAvailable += 1;
       job.slotsUsed += 1;

@@ -20,7 +20,7 @@
  *   All writes are idempotent (INSERT OR IGNORE / OR REPLACE), so a repeated report changes
  *   nothing twice.
  */
-import { shapeOf, type ShapeRow } from "../core";
+import { shapeOf, type MessageFields, type ShapeRow } from "../core";
 import { noteFinished, recipientsFrom, type StoredRecipient } from "./sqlite-source";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
@@ -36,6 +36,8 @@ export function migrateDelivery(sql: SqlStorage): void {
   // The next retry is found through this index, so the alarm's work does not grow with the backlog.
   sql.exec("CREATE INDEX IF NOT EXISTS retry_due_by_due ON retry_due (due)");
   sql.exec("CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)");
+  // Version 2: a waiting message's pickup-policy fields (campaign, bulk), JSON or null.
+  if (!sql.exec<{ name: string }>("PRAGMA table_info(incoming)").toArray().some((c) => c.name === "fields")) sql.exec("ALTER TABLE incoming ADD COLUMN fields TEXT");
 }
 
 /** A message waiting in the incoming queue. */
@@ -45,18 +47,19 @@ export interface IncomingMessage {
   tenant: string | null;
   priority: number;
   rcptTotal: number;
+  fields?: MessageFields | null;
 }
 
 /** Queues an admitted message for the active queue (idempotent by core id). */
 export function addIncoming(sql: SqlStorage, m: IncomingMessage): void {
-  sql.exec("INSERT OR IGNORE INTO incoming (core_id, create_time, tenant, priority, rcpt_total) VALUES (?, ?, ?, ?, ?)", m.coreId, m.createTime, m.tenant, m.priority, m.rcptTotal);
+  sql.exec("INSERT OR IGNORE INTO incoming (core_id, create_time, tenant, priority, rcpt_total, fields) VALUES (?, ?, ?, ?, ?, ?)", m.coreId, m.createTime, m.tenant, m.priority, m.rcptTotal, m.fields ? JSON.stringify(m.fields) : null);
 }
 
 /** The oldest messages waiting in the incoming queue. */
 export function oldestIncoming(sql: SqlStorage, limit: number): IncomingMessage[] {
-  return sql.exec<{ core_id: string; create_time: number; tenant: string | null; priority: number; rcpt_total: number }>(
-    "SELECT core_id, create_time, tenant, priority, rcpt_total FROM incoming ORDER BY seq LIMIT ?", limit,
-  ).toArray().map((r) => ({ coreId: r.core_id, createTime: r.create_time, tenant: r.tenant, priority: r.priority, rcptTotal: r.rcpt_total }));
+  return sql.exec<{ core_id: string; create_time: number; tenant: string | null; priority: number; rcpt_total: number; fields: string | null }>(
+    "SELECT core_id, create_time, tenant, priority, rcpt_total, fields FROM incoming ORDER BY seq LIMIT ?", limit,
+  ).toArray().map((r) => ({ coreId: r.core_id, createTime: r.create_time, tenant: r.tenant, priority: r.priority, rcptTotal: r.rcpt_total, fields: r.fields === null ? null : (JSON.parse(r.fields) as MessageFields) }));
 }
 
 /** Takes a message out of the incoming queue; true if it was there. */

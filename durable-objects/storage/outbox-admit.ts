@@ -47,7 +47,8 @@ function requestsOf(plan: ClassifyWork): Map<string, AdmitRequest> {
   const byTransport = new Map<string, AdmitRequest>();
   for (const r of plan.rcpts) {
     if (r.transport === null || r.nexthop === null) continue;
-    const req = byTransport.get(r.transport) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, rcpts: [] };
+    const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}) };
+    const req = byTransport.get(r.transport) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [] };
     req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
     byTransport.set(r.transport, req);
   }

@@ -187,8 +187,10 @@ export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): C
   ).toArray();
   if (rcpts.length === 0) return null;
   const admitId = admissionId(sql, id);
-  const bulk = bulkOf(JSON.parse(m.summary) as MessageSummary);
-  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...(bulk ? { bulk } : {}) };
+  const summary = JSON.parse(m.summary) as MessageSummary;
+  const bulk = bulkOf(summary);
+  const campaign = summary.tags?.find((t) => t.name === "campaign")?.value;
+  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...(bulk ? { bulk } : {}), ...(campaign !== undefined ? { campaign } : {}) };
 }
 
 /**

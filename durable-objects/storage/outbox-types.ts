@@ -154,6 +154,8 @@ export interface ClassifyWork {
   admitId?: string;
   /** Bulk mail (one-click unsubscribe) and its topic; absent for transactional mail. */
   bulk?: { topic: string | null };
+  /** The sender's campaign (its `campaign` tag): the Transport DO's jobid policy field. */
+  campaign?: string;
 }
 
 /** The classify stage's decision for one recipient. */

@@ -3,6 +3,7 @@
  * RecipientSource (the "queue file"): recipients are read by message and offset.
  */
 import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core";
+import type { MessageFields } from "../core/model";
 import { retentionMs } from "./outbox-sweep";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
@@ -10,11 +11,12 @@ export interface StoredRecipient extends ResolvedRecipient {
   idx: number;
 }
 
-/** What a message was admitted with: arrival time (expiry counts from it), tenant, priority. */
+/** What a message was admitted with: arrival time (expiry counts from it), tenant, priority, policy fields. */
 export interface AdmissionMeta {
   createTime: number;
   tenant: string | null;
   priority: number;
+  fields?: MessageFields | null;
 }
 
 /**
@@ -23,7 +25,8 @@ export interface AdmissionMeta {
  *   admission  one row per core message admitted here: the idempotency record of admit() and
  *              the arrival time, tenant and priority its later attempts are admitted with; and
  *              (`rcpts`, JSON) the recipients of a core message of at most INLINE_RCPTS, which
- *              then have no rcpt rows (an insert and a delete each saved; version 3).
+ *              then have no rcpt rows (an insert and a delete each saved; version 3); and
+ *              (`fields`, JSON or null) its pickup-policy fields (campaign, bulk; version 4).
  *   finished   core messages that left for good, by time: their backlog rows go at the next
  *              checkpoint, their admission rows after admissionTtlSec().
  * Version 1 kept one `admitted` row per recipient, `msg_meta` per message and `finished` without
@@ -54,9 +57,9 @@ export function migrateBacklog(sql: SqlStorage): void {
     sql.exec("DROP TABLE msg_meta");
   }
   if (has("admitted")) sql.exec("DROP TABLE admitted");
-  if (!sql.exec<{ name: string }>("PRAGMA table_info(admission)").toArray().some((c) => c.name === "rcpts")) {
-    sql.exec("ALTER TABLE admission ADD COLUMN rcpts TEXT");
-  }
+  const columns = sql.exec<{ name: string }>("PRAGMA table_info(admission)").toArray().map((c) => c.name);
+  if (!columns.includes("rcpts")) sql.exec("ALTER TABLE admission ADD COLUMN rcpts TEXT");
+  if (!columns.includes("fields")) sql.exec("ALTER TABLE admission ADD COLUMN fields TEXT");
 }
 
 /** Core messages with at most this many recipients keep them in their admission row. */
@@ -111,16 +114,16 @@ export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMet
   const inline = rcpts.length <= INLINE_RCPTS;
   if (!inline) storeRecipients(sql, coreId, rcpts);
   const json = inline ? JSON.stringify(rcpts.map((r) => ({ address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }))) : null;
-  sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts) VALUES (?, ?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority, json);
+  sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority, json, m.fields ? JSON.stringify(m.fields) : null);
 }
 
 /** What a message (any of its attempts still recorded) was admitted with, or null. */
 export function readMeta(sql: SqlStorage, messageId: string): AdmissionMeta | null {
   // Attempts are `<id>` and `<id>#<n>`: a range on the key ('$' follows '#').
-  const row = sql.exec<{ create_time: number; tenant: string | null; priority: number }>(
-    "SELECT create_time, tenant, priority FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$' LIMIT 1", messageId,
+  const row = sql.exec<{ create_time: number; tenant: string | null; priority: number; fields: string | null }>(
+    "SELECT create_time, tenant, priority, fields FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$' LIMIT 1", messageId,
   ).toArray()[0];
-  return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority } : null;
+  return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority, fields: row.fields === null ? null : (JSON.parse(row.fields) as MessageFields) } : null;
 }
 
 /** Stores a message's recipients as rcpt rows; idempotent by (message, index). */

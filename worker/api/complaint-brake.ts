@@ -18,14 +18,19 @@
  *       at least COMPLAINT_MIN_DELIVERED (1000) deliveries and a rate above the threshold, it
  *       pauses the tenant's bulk mail for COMPLAINT_PAUSE_HOURS (24) (tenant_settings,
  *       read with the key of every send request: accept.ts answers 429 complaint_rate_exceeded)
- *       and records relay.complaint_rate.exceeded on the complained email (webhooks, feed).
- *   liftBrake(db, tenant)  an operator's resume.
+ *       and records relay.complaint_rate.exceeded on the complained email (webhooks, feed). Bulk
+ *       mail already queued is held too: every Transport DO suspends the key bulk:<tenant>
+ *       (core/policy.ts) until then, labelled complaint_brake (blocked_by), and nothing of it is
+ *       bounced.
+ *   liftBrake(env, tenant)  an operator's resume: the pause and the suspensions end.
  *
  * INVARIANTS
  *   The counting runs only when a complaint is recorded, never on a message's path. Mail without
  *   unsubscribe (transactional) is never paused.
  */
 import { outboxOf } from "../consumers/classify-message";
+import { resumeRule, suspendRule } from "../dashboard/core/operator-views";
+import { allTransports, inspectAll, transportStub } from "./routes/admin/transports";
 
 const RATE_SQL = `SELECT e.type AS type, lower(rtrim(substr(m.from_addr, instr(m.from_addr, '@') + 1), '> ')) AS domain, count(*) AS n
   FROM event_log e JOIN messages m ON m.id = e.email_id
@@ -74,9 +79,27 @@ export async function pausedUntil(db: D1Database, tenant: string, nowMs: number)
   return row?.until != null && row.until > nowMs ? row.until : null;
 }
 
+/** The label of the brake's suspension, as blocked_by shows it. */
+export const BRAKE_LABEL = "complaint_brake";
+
+/** Suspends (until `untilMs`) or resumes (null) bulk:<tenant> in every Transport DO, keeping what else the key's rule holds. */
+async function holdBulk(env: Env, tenant: string, untilMs: number | null): Promise<void> {
+  const key = `bulk:${tenant}`;
+  const inspections = await inspectAll(env, await allTransports(env));
+  await Promise.all(inspections.map(async (i) => {
+    const existing = i.policies.find((p) => p.key === key)?.rule;
+    if (untilMs === null) {
+      if (existing?.label === BRAKE_LABEL) await transportStub(env, i.transport).setPolicy(key, resumeRule(existing));
+      return;
+    }
+    await transportStub(env, i.transport).setPolicy(key, { ...suspendRule(existing, Math.ceil(untilMs / 1000)), label: BRAKE_LABEL });
+  }));
+}
+
 /** See the header. */
-export async function liftBrake(db: D1Database, tenant: string): Promise<void> {
-  await db.prepare("UPDATE tenant_settings SET bulk_paused_until = NULL, bulk_paused_reason = NULL, updated_at = ? WHERE tenant_id = ?").bind(Date.now(), tenant).run();
+export async function liftBrake(env: Env, tenant: string): Promise<void> {
+  await env.DB.prepare("UPDATE tenant_settings SET bulk_paused_until = NULL, bulk_paused_reason = NULL, updated_at = ? WHERE tenant_id = ?").bind(Date.now(), tenant).run();
+  await holdBulk(env, tenant, null);
 }
 
 type Recorded = Awaited<ReturnType<ReturnType<typeof outboxOf>["afterDelivery"]>>;
@@ -97,6 +120,10 @@ export async function recordComplaint(env: Env, id: string, scope: string | null
   await env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, updated_at, bulk_paused_until, bulk_paused_reason) VALUES (?1, ?2, ?3, ?4)
       ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`)
     .bind(res.tenant, nowMs, until, `complaint rate ${rate} above ${threshold}`).run();
+  await holdBulk(env, res.tenant, until).catch((e: unknown) => {
+    // New bulk mail is refused already; queued bulk mail goes on until an operator suspends bulk:<tenant>.
+    console.error(JSON.stringify({ error: "complaint-rate brake: queued bulk mail not held", tenant: res.tenant, detail: e instanceof Error ? e.message : String(e) }));
+  });
   await outbox.afterDelivery(id, null, { kind: "brake", address: res.address, data: { rate, threshold, delivered: all.d, complained: all.c, paused_until: until } });
   console.log(JSON.stringify({ event: "complaint-rate brake", tenant: res.tenant, rate, threshold, until: new Date(until).toISOString() }));
   return res;

@@ -20,6 +20,7 @@ import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, Remov
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";
+import { PolicyLimitsSchema } from "./routes/admin/policies";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ProviderRuleBodySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
@@ -134,6 +135,9 @@ export const ROUTES: Operation[] = [
   { method: "patch", path: "/relay/settings", summary: "Set the tenant's default one-click unsubscribe (RFC 8058) for one-recipient emails", operationId: "updateSettings", auth: true, body: SettingsSchema, ok: { status: 200, schema: SettingsBody }, errors: [400, 401, 422] },
   { method: "get", path: "/relay/complaint-rate", summary: "The complaint rate (email.complained / email.delivered) of the tenant and of each sending domain over the last `days`, against COMPLAINT_RATE_THRESHOLD", operationId: "complaintRate", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: ComplaintRateBody }, errors: [401, 422] },
   { method: "delete", path: "/relay/complaint-rate/pause", summary: "Operator: lift the complaint-rate brake on a tenant's bulk mail", operationId: "liftComplaintBrake", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("complaint_rate_pause"), tenant: z.string(), lifted: z.boolean() }) }, errors: [401, 403, 422] },
+  { method: "get", path: "/relay/policies", summary: "Operator: pickup policies in force (caps, rates, connect intervals, suspensions, reply-rule throttles) by transport and key", operationId: "adminPolicies", auth: true, ok: { status: 200, schema: Admin.policies }, errors: [401, 403] },
+  { method: "put", path: "/relay/policies/{key}", summary: "Operator: set a key's concurrency cap, rate and connect interval (tenant:, jobid:, bulk:, egress:, site:, transport:, dest: keys, or a configured combination joined by +)", operationId: "adminPutPolicy", auth: true, body: PolicyLimitsSchema, ok: { status: 200, schema: Admin.policies }, errors: [400, 401, 403, 404, 422] },
+  { method: "delete", path: "/relay/policies/{key}", summary: "Operator: remove a key's cap, rate and interval (a suspension stays)", operationId: "adminDeletePolicy", auth: true, ok: { status: 200, schema: Admin.policyDeleted }, errors: [401, 403, 404, 422] },
   { method: "get", path: "/relay/providers", summary: "Operator: provider rules (MX host suffixes and the shape given to every domain hosted there)", operationId: "adminProviders", auth: true, ok: { status: 200, schema: Admin.providers }, errors: [401, 403] },
   { method: "get", path: "/relay/providers/{name}", summary: "Operator: one provider rule", operationId: "adminProvider", auth: true, ok: { status: 200, schema: Admin.provider }, errors: [401, 403, 404] },
   { method: "put", path: "/relay/providers/{name}", summary: "Operator: create or replace a provider rule", operationId: "adminPutProvider", auth: true, body: ProviderRuleBodySchema, ok: { status: 200, schema: Admin.provider }, errors: [400, 401, 403, 422] },

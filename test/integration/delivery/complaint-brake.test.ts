@@ -83,6 +83,37 @@ describe("the complaint-rate brake", () => {
     expect((await callWithKey(key, "POST", "/emails", email({ to: "bulk@sink.test", unsubscribe: true }))).status).toBe(200);
   }, 60_000);
 
+  it("holds bulk mail already queued (blocked_by complaint_brake), never transactional mail, until an operator lifts it", async () => {
+    const k = await newKey("braked-queued");
+    const ids = [await deliveredEmail(k, "bq-1@sink.test"), await deliveredEmail(k, "bq-2@sink.test")];
+    // Queued before the brake: both wait behind a suspended destination.
+    const nexthop = `[127.0.0.1]:${sink.smtpPort}`;
+    const suspend = await callWithKey(operator, "POST", "/relay/suspensions", { target: "destination", transport: "sink", name: nexthop, ttl_seconds: 600 });
+    expect(suspend.status).toBe(201);
+    const send = async (body: Record<string, unknown>) => (await (await callWithKey(k, "POST", "/emails", email(body))).json<{ id: string }>()).id;
+    const bulk = await send({ to: "bq-bulk@sink.test", unsubscribe: { topic: "news" }, tags: [{ name: "campaign", value: "spring" }] });
+    const receipt = await send({ to: "bq-receipt@sink.test" });
+    await recipientsWhen(k, bulk, (r) => r.status === "ready", "bulk mail queued");
+    await recipientsWhen(k, receipt, (r) => r.status === "ready", "transactional mail queued");
+    expect((await callEnv(k, "POST", `/relay/messages/${ids[0]}/complaint`, { recipient: "bq-1@sink.test", feedback_type: "abuse" }, LOW)).status).toBe(200);
+    await eventually(async () => ((await brakeEvents("braked-queued")).length > 0 ? true : undefined), 10_000, "the brake");
+    expect((await callWithKey(operator, "DELETE", `/relay/suspensions/destination/${encodeURIComponent(nexthop)}?transport=sink`)).status).toBe(200);
+
+    await recipientsWhen(k, receipt, (r) => r.status === "delivered", "transactional mail delivered", 20_000);
+    const held = await eventually(async () => {
+      const r = (await (await callWithKey(k, "GET", `/emails/${bulk}`)).json<{ recipients: { status: string; blocked_by: string | null }[] }>()).recipients[0]!;
+      return r.blocked_by === "complaint_brake" ? r : undefined;
+    }, 20_000, "bulk mail held by the brake");
+    expect(held.status).toBe("ready");
+    const suspensions = await (await callWithKey(operator, "GET", "/relay/suspensions")).json<{ data: { key: string; set_by: string | null }[] }>();
+    expect(suspensions.data).toContainEqual(expect.objectContaining({ key: "bulk:braked-queued", set_by: "complaint_brake" }));
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(((await (await fetch(`http://127.0.0.1:${sink.httpPort}/messages`)).json()) as { rcptTo: string[] }[]).some((m) => m.rcptTo.includes("bq-bulk@sink.test"))).toBe(false);
+
+    expect((await callWithKey(operator, "DELETE", "/relay/complaint-rate/pause?tenant=braked-queued")).status).toBe(200);
+    await recipientsWhen(k, bulk, (r) => r.status === "delivered", "bulk mail delivered once lifted", 20_000);
+  }, 90_000);
+
   it("does not pause below the minimum volume (COMPLAINT_MIN_DELIVERED, 1000 by default)", async () => {
     const small = await newKey("small-sender");
     const id = await deliveredEmail(small, "only@sink.test");

@@ -62,7 +62,7 @@ export function complaintRateRoutes() {
   r.delete("/pause", async (c) => {
     if ((await scopeOf(c, roles)) !== null) throw new ApiError(403, "restricted_api_key", "Only an operator key lifts the complaint-rate brake.");
     const tenant = parseInput(ComplaintRateQuerySchema, c.req.query()).tenant ?? c.get("tenant");
-    await liftBrake(c.env.DB, tenant);
+    await liftBrake(c.env, tenant);
     return c.json({ object: "complaint_rate_pause", tenant, lifted: true });
   });
   return r;

@@ -84,12 +84,15 @@ export function throughputSeries(rows: { minute: number; type: string; n: number
 }
 
 /** What can be suspended. */
-export type SuspensionTarget = "destination" | "tenant" | "transport" | "site" | "egress";
+export type SuspensionTarget = "destination" | "tenant" | "transport" | "site" | "egress" | "jobid" | "bulk";
+
+/** Targets whose key every transport holds (a tenant's, a site's or a campaign's mail may go through any). */
+export const EVERYWHERE: readonly SuspensionTarget[] = ["tenant", "site", "egress", "jobid", "bulk"];
 
 /** The policy key of a suspension target, or null when the name is not usable. */
 export function suspensionKey(target: SuspensionTarget, name: string, transport: string): string | null {
   if (name === "" || /[\s]/.test(name)) return null;
-  if (target === "tenant" || target === "site" || target === "egress") return `${target}:${name}`;
+  if (EVERYWHERE.includes(target)) return `${target}:${name}`;
   if (target === "transport") return `transport:${name}`;
   return transport === "" ? null : `dest:${transport}/${name}`;
 }
@@ -100,7 +103,7 @@ export function parseSuspensionKey(key: string): { target: SuspensionTarget; tra
   const kind = key.slice(0, colon);
   const rest = key.slice(colon + 1);
   if (colon < 0 || rest === "") return null;
-  if (kind === "tenant" || kind === "site" || kind === "egress") return { target: kind, transport: null, name: rest };
+  if ((EVERYWHERE as readonly string[]).includes(kind)) return { target: kind as SuspensionTarget, transport: null, name: rest };
   if (kind === "transport") return { target: "transport", transport: rest, name: rest };
   if (kind !== "dest") return null;
   const slash = rest.indexOf("/");

@@ -31,7 +31,7 @@ import { transportParams, type Ceiling } from "../../../../durable-objects/core"
 import { schedulerConfigOf } from "../../../../durable-objects/storage/scheduler-env";
 import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
-import { activeSuspensions, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
+import { activeSuspensions, EVERYWHERE, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
 import type { AppEnv } from "../../app";
 import { parseInput, readJson, readOptionalJson } from "../../body";
 import { ApiError } from "../../errors";
@@ -75,8 +75,8 @@ async function optionalJson(c: Context<AppEnv>): Promise<unknown> {
 /** Where a suspension lives: its policy key and the transports whose DO holds it. */
 async function placeSuspension(env: Env, target: SuspensionTarget, name: string, transport: string | undefined) {
   const all = await allTransports(env);
-  // A tenant, site or egress key is held by every transport (a site's domains may be routed to any).
-  const everywhere = target === "tenant" || target === "site" || target === "egress";
+  // A tenant, site, egress, campaign or bulk key is held by every transport (a site's domains may be routed to any).
+  const everywhere = EVERYWHERE.includes(target);
   const t = target === "transport" ? name : transport ?? (env.DEFAULT_TRANSPORT || "smtp");
   if (!everywhere && !all.includes(t)) throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
   const key = suspensionKey(target, name, t);

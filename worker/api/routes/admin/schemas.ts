@@ -31,15 +31,19 @@ export const ProviderRuleBodySchema = z.object({
   require_tls: z.boolean().optional(),
   sources: z.record(z.string(), z.string()).optional().describe("where each value comes from, by field name"),
 });
+const PolicyView = z.object({
+  object: z.literal("policy"), transport: z.string(), key: z.string(), concurrency: z.number().int().nullable(), rate: z.string().nullable(), interval_seconds: z.number().int().nullable(),
+  suspended_until: z.string().nullable(), set_by: z.string().nullable(), throttle: z.object({ rate: z.string(), until: z.string().nullable(), set_by: z.string() }).nullable(),
+});
 const ProviderRuleSchema = ProviderRuleBodySchema.extend({ object: z.literal("provider"), name: z.string() });
 
-export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport", "site", "egress"]);
+export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport", "site", "egress", "jobid", "bulk"]);
 
 /** POST /relay/suspensions. */
 export const SuspendSchema = z.object({
   target: SuspensionTargetSchema,
   transport: Name.optional().describe("destination: its transport (default DEFAULT_TRANSPORT)"),
-  name: Name.describe("destination queue (nexthop), tenant id, transport name, site (MX host group) or egress id"),
+  name: Name.describe("destination queue (nexthop), tenant id, transport name, site (MX host group or provider rule), egress id, campaign (<tenant>/<campaign tag>) or tenant (bulk: its mail with one-click unsubscribe)"),
   ttl_seconds: z.number().int().min(1).max(30 * 86_400),
 });
 
@@ -98,6 +102,8 @@ export const AdminResponses = {
     provider: z.object({ rule: z.string().nullable(), mx_hosts: z.array(z.string()), matched: z.object({ mx_host: z.string(), suffix: z.string() }).nullable(), error: z.string().optional() }).nullable()
       .describe("the provider rule the destination's MX hosts fall under, and the host and suffix that matched; null for a relay nexthop"),
   }),
+  policies: z.object({ object: z.literal("list"), data: z.array(PolicyView) }),
+  policyDeleted: z.object({ object: z.literal("policy"), key: z.string(), deleted: z.boolean() }),
   provider: ProviderRuleSchema,
   providers: z.object({ object: z.literal("list"), data: z.array(ProviderRuleSchema) }),
   providerDeleted: z.object({ object: z.literal("provider"), name: z.string(), deleted: z.boolean() }),
