@@ -13,6 +13,7 @@ import { retentionMs } from "../durable-objects/storage/outbox-sweep";
 import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./lib/meter";
 import { configProblems, notConfigured } from "./config-check";
 import { handleInbound } from "./inbound/email";
+import { applyWarmups } from "./api/warmup";
 
 export { TransportQueue } from "../durable-objects/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination-queue";
@@ -62,6 +63,10 @@ export default {
     }
     ctx.waitUntil(wakeSweepers(metered));
     ctx.waitUntil(purgeD1(metered, controller.scheduledTime));
+    // An IP warm-up's caps of the new day (a D1 read; the Transport DOs only when a day turned).
+    ctx.waitUntil(applyWarmups(metered, Math.floor(controller.scheduledTime / 1000)).catch((e: unknown) => {
+      console.error(JSON.stringify({ error: "warm-up caps not applied; the next run tries again", detail: e instanceof Error ? e.message : String(e) }));
+    }));
   },
   email: async (message, env, _ctx) => {
     const metered = meterEmail(env);

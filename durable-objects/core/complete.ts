@@ -52,6 +52,8 @@ export interface DeliveryReport {
   reply?: ReplyInfo | null;
   /** The provider rule the destination's MX hosts matched (site-shape.ts). */
   site?: SiteShape | null;
+  /** The egress the delivery went out through (its pickup-policy field; warm-up caps are per egress). */
+  egress?: string | null;
 }
 
 /** Result of applying a report. */
@@ -66,6 +68,7 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   const t = queue.transport;
   const m = e.peer.job.message;
   if (report.site) applySiteShape(q, queue, report.site, now);
+  if (report.egress) queue.egress = report.egress;
   const p = windowParamsOf(queue);
   const site = report.siteFailure ?? null;
   if (report.status !== "ok") {

@@ -257,6 +257,8 @@ export interface PolicyRule {
   provider?: string;
   /** Halon's connectinterval: at least this many seconds between two selections with this key. */
   interval?: number;
+  /** Fixed-window caps (UTC hours and days): at most this many selections per hour and per day (an IP warm-up's); `label` is what blocked_by shows. */
+  caps?: { perHour?: number; perDay?: number; label?: string };
 }
 
 /** Live counters of one policy key. */
@@ -270,6 +272,9 @@ export interface PolicyCounter {
   wakeAt: number;
   /** When an entry with this key was last selected (for `interval`); absent = never. */
   lastAt?: number;
+  /** Selections counted against `caps` in the current hour and day (window start, seconds). */
+  hour?: { start: number; n: number };
+  day?: { start: number; n: number };
 }
 
 /** A timer the shell must honour by calling tick() at or after `at`. */

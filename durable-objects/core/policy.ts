@@ -11,8 +11,10 @@
  *   `policy_combinations` (e.g. "egress+site": one IP's jam at Yahoo does not slow another
  *   IP's) are keys of their own: "egress:<id>+site:<id>", present when every field is. Each key
  *   may have a rule: a concurrency cap, a rate (count per interval, as a token bucket whose
- *   burst is the count), a least interval between two selections (Halon's connectinterval) and
- *   a suspension with an expiry. A peer is selectable only while every key it carries has
+ *   burst is the count), a least interval between two selections (Halon's connectinterval),
+ *   caps per UTC hour and day (an IP warm-up's, warmup.ts) and a suspension with an expiry.
+ *   The combination egress+site is always a key of its own when both are known (the key an
+ *   egress's warm-up caps are put on). A peer is selectable only while every key it carries has
  *   room. With no rules configured nothing here runs, and selection is exactly Postfix's.
  *
  *   setPolicy()/clearPolicy() change rules; policyKeysOf() lists an entry's keys;
@@ -74,6 +76,19 @@ export function clearPolicy(q: Qmgr, key: string): void {
   for (const t of q.transports.values()) releaseBlockers(t);
 }
 
+const HOUR = 3600;
+const DAY = 86_400;
+
+/** The start of the fixed window (UTC hour or day) holding `now`. */
+function windowStart(now: number, size: number): number {
+  return Math.floor(now / size) * size;
+}
+
+/** Selections counted in the window holding `now` (0 once a new window began). */
+function countIn(w: { start: number; n: number } | undefined, now: number, size: number): number {
+  return w !== undefined && w.start === windowStart(now, size) ? w.n : 0;
+}
+
 /** Refills a counter's token bucket up to `now`. */
 function refill(c: PolicyCounter, now: number): void {
   const r = rateOf(c.rule, now);
@@ -86,7 +101,7 @@ function refill(c: PolicyCounter, now: number): void {
 /** Why a key blocks selection, and until when (null = until something finishes). */
 export interface PolicyBlock {
   key: string;
-  reason: "suspended" | "concurrency" | "rate" | "interval";
+  reason: "suspended" | "concurrency" | "rate" | "interval" | "cap";
   until: number | null;
   /** The suspension's label (PolicyRule.label), when it has one. */
   label?: string;
@@ -101,6 +116,11 @@ export function policyBlock(q: Qmgr, keys: readonly string[], now: number): Poli
     if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil, ...(r.label ? { label: r.label } : {}) };
     if (r.concurrency !== undefined && c.inflight >= r.concurrency) return { key, reason: "concurrency", until: null };
     if (r.interval !== undefined && c.lastAt !== undefined && now < c.lastAt + r.interval) return { key, reason: "interval", until: c.lastAt + r.interval };
+    if (r.caps) {
+      const label = r.caps.label ? { label: r.caps.label } : {};
+      if (r.caps.perDay !== undefined && countIn(c.day, now, DAY) >= r.caps.perDay) return { key, reason: "cap", until: windowStart(now, DAY) + DAY, ...label };
+      if (r.caps.perHour !== undefined && countIn(c.hour, now, HOUR) >= r.caps.perHour) return { key, reason: "cap", until: windowStart(now, HOUR) + HOUR, ...label };
+    }
     const rate = rateOf(r, now);
     if (rate) {
       refill(c, now);
@@ -121,6 +141,10 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
     if (!c) continue;
     c.inflight += 1;
     if (c.rule.interval !== undefined) c.lastAt = now;
+    if (c.rule.caps) {
+      c.hour = { start: windowStart(now, HOUR), n: countIn(c.hour, now, HOUR) + 1 };
+      c.day = { start: windowStart(now, DAY), n: countIn(c.day, now, DAY) + 1 };
+    }
     if (rateOf(c.rule, now)) {
       refill(c, now);
       c.tokens -= 1;
@@ -141,6 +165,9 @@ export function releasePolicies(charged: readonly PolicyCounter[] | null): boole
   return freed;
 }
 
+/** The combination every entry carries when both are known: an egress's warm-up caps go on it. */
+const WARMUP_COMBINATION: readonly PolicyField[] = ["egress", "site"];
+
 /** The fields a policy key or combination may name. */
 export const POLICY_FIELDS = ["transport", "dest", "tenant", "jobid", "bulk", "egress", "site"] as const;
 export type PolicyField = (typeof POLICY_FIELDS)[number];
@@ -157,9 +184,11 @@ export function policyKeysOf(tenant: string | null, transport: string, queue: st
   if (egress !== null) one.egress = `egress:${egress}`;
   if (site !== null) one.site = `site:${site}`;
   const keys = POLICY_FIELDS.flatMap((f) => (one[f] !== undefined ? [one[f]!] : []));
-  for (const combo of combinations) {
+  for (const combo of [WARMUP_COMBINATION, ...combinations]) {
     const parts = combo.map((f) => one[f]);
-    if (parts.every((p) => p !== undefined)) keys.push(parts.join("+"));
+    if (!parts.every((p) => p !== undefined)) continue;
+    const key = parts.join("+");
+    if (!keys.includes(key)) keys.push(key);
   }
   return keys;
 }

@@ -79,7 +79,7 @@ export type BlockedBy =
   | { kind: "destination_dead"; until: number; reason: string | null }
   | { kind: "rate_delay"; until: number }
   | { kind: "concurrency"; window: number; busy: number }
-  | { kind: "policy"; key: string; reason: "suspended" | "concurrency" | "rate" | "interval"; until: number | null; label?: string }
+  | { kind: "policy"; key: string; reason: "suspended" | "concurrency" | "rate" | "interval" | "cap"; until: number | null; label?: string }
   | { kind: "transport_dead"; until: number }
   | { kind: "process_limit"; limit: number }
   | { kind: "queued" };

@@ -10,7 +10,8 @@
  *                              blocked_by in place.
  *   blockedLabel(b)            the stable code for a core reason: in_flight, window_full,
  *                              destination_dead, rate_delay, suspended, policy_concurrency,
- *                              rate_limit, connect_interval, transport_dead, process_limit, queued, and
+ *                              rate_limit, connect_interval, cap_reached (warmup when an IP
+ *                              warm-up's), transport_dead, process_limit, queued, and
  *                              active_queue_full (waiting in the Transport DO's incoming queue);
  *                              a suspension or throttle set by a reply rule shows as
  *                              reply_rule:<name>.
@@ -32,7 +33,7 @@ export function blockedLabel(b: WaitReason): Waiting {
     case "destination_dead": return { blocked_by: "destination_dead", blocked_until: at(b.until) };
     case "rate_delay": return { blocked_by: "rate_delay", blocked_until: at(b.until) };
     case "policy":
-      return { blocked_by: b.reason === "suspended" ? b.label ?? "suspended" : b.reason === "rate" ? b.label ?? "rate_limit" : b.reason === "interval" ? "connect_interval" : "policy_concurrency", blocked_until: at(b.until) };
+      return { blocked_by: b.reason === "suspended" ? b.label ?? "suspended" : b.reason === "rate" ? b.label ?? "rate_limit" : b.reason === "interval" ? "connect_interval" : b.reason === "cap" ? b.label ?? "cap_reached" : "policy_concurrency", blocked_until: at(b.until) };
     case "transport_dead": return { blocked_by: "transport_dead", blocked_until: at(b.until) };
     default: return { blocked_by: b.kind, blocked_until: null };
   }

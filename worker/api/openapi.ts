@@ -21,6 +21,7 @@ import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./rou
 import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";
 import { PolicyLimitsSchema } from "./routes/admin/policies";
+import { WarmupAdvanceSchema, WarmupPlanSchema } from "./routes/admin/warmup";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ProviderRuleBodySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
@@ -138,6 +139,10 @@ export const ROUTES: Operation[] = [
   { method: "get", path: "/relay/policies", summary: "Operator: pickup policies in force (caps, rates, connect intervals, suspensions, reply-rule throttles) by transport and key", operationId: "adminPolicies", auth: true, ok: { status: 200, schema: Admin.policies }, errors: [401, 403] },
   { method: "put", path: "/relay/policies/{key}", summary: "Operator: set a key's concurrency cap, rate and connect interval (tenant:, jobid:, bulk:, egress:, site:, transport:, dest: keys, or a configured combination joined by +)", operationId: "adminPutPolicy", auth: true, body: PolicyLimitsSchema, ok: { status: 200, schema: Admin.policies }, errors: [400, 401, 403, 404, 422] },
   { method: "delete", path: "/relay/policies/{key}", summary: "Operator: remove a key's cap, rate and interval (a suspension stays)", operationId: "adminDeletePolicy", auth: true, ok: { status: 200, schema: Admin.policyDeleted }, errors: [401, 403, 404, 422] },
+  { method: "get", path: "/relay/warmup", summary: "Operator: IP warm-up plans (per egress: its day and today's caps per provider)", operationId: "adminWarmups", auth: true, ok: { status: 200, schema: Admin.warmups }, errors: [401, 403] },
+  { method: "put", path: "/relay/warmup/{egress}", summary: "Operator: create or replace an egress's warm-up plan (the default ramp when none is given)", operationId: "adminPutWarmup", auth: true, body: WarmupPlanSchema, ok: { status: 200, schema: Admin.warmup }, errors: [400, 401, 403, 422] },
+  { method: "post", path: "/relay/warmup/{egress}/advance", summary: "Operator: move a warm-up plan on (or back) by days", operationId: "adminAdvanceWarmup", auth: true, body: WarmupAdvanceSchema, ok: { status: 200, schema: Admin.warmup }, errors: [400, 401, 403, 404, 422] },
+  { method: "delete", path: "/relay/warmup/{egress}", summary: "Operator: end an egress's warm-up (its caps go)", operationId: "adminDeleteWarmup", auth: true, ok: { status: 200, schema: Admin.warmupDeleted }, errors: [401, 403, 404, 422] },
   { method: "get", path: "/relay/providers", summary: "Operator: provider rules (MX host suffixes and the shape given to every domain hosted there)", operationId: "adminProviders", auth: true, ok: { status: 200, schema: Admin.providers }, errors: [401, 403] },
   { method: "get", path: "/relay/providers/{name}", summary: "Operator: one provider rule", operationId: "adminProvider", auth: true, ok: { status: 200, schema: Admin.provider }, errors: [401, 403, 404] },
   { method: "put", path: "/relay/providers/{name}", summary: "Operator: create or replace a provider rule", operationId: "adminPutProvider", auth: true, body: ProviderRuleBodySchema, ok: { status: 200, schema: Admin.provider }, errors: [400, 401, 403, 422] },

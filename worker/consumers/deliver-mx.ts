@@ -62,6 +62,12 @@ export function egressPathOf(value: string | undefined, secrets: EgressSecrets):
   return { kind: "socks5", hostname: (m[1] ?? m[2])!, port, credentials };
 }
 
+/** The egress's id, as pickup policies and warm-up plans name it: "direct", or the SOCKS5 bridge's "host:port". */
+export function egressIdOf(env: Pick<Env, "EGRESS">): string {
+  const path = egressPathOf(env.EGRESS, {} as EgressSecrets);
+  return path.kind === "direct" ? "direct" : `${path.hostname}:${path.port}`;
+}
+
 /** The mx kind's settings from the environment. */
 export function mxSettingsOf(env: Env): MxSettings {
   const port = Number(env.MX_PORT || DEFAULT_MX_PORT);

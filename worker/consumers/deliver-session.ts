@@ -41,8 +41,9 @@ export interface SessionPart {
   matched: MatchedRcpt[];
   txn: TransactionResult | undefined;
   site: SiteFailure | null;
-  /** The provider rule the destination's MX hosts matched, as the Transport DO is told of it. */
+  /** The provider rule the destination's MX hosts matched, as the Transport DO is told of it, and the egress it went out through. */
   provider?: SiteShape | null;
+  egress?: string;
 }
 
 /** An entry with its Outbox envelope and matched recipients, ready to send. */

@@ -27,7 +27,7 @@ import { indexMessages } from "./deliver-index";
 import { finishParts, latestStates, type FinishItem } from "./deliver-finish";
 import { groupByNexthop, parseJob, relayTarget, splitForSessions } from "./deliver-plan";
 import type { MxResolution } from "../net/core/mx";
-import { createMxLookup, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
+import { createMxLookup, egressIdOf, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./deliver-mx";
 import { pool } from "../lib/pool";
 import type { SessionCache } from "./session-cache";
 import { hasWork, prepareJobs, readEnvelopes, runSession, unsentParts, type SessionPart } from "./deliver-session";
@@ -96,7 +96,8 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
   const parts = await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule);
   if (!provider) return parts;
   const shape = shapeOf(provider.rule);
-  return parts.map((p) => ({ ...p, provider: shape }));
+  const egress = egressIdOf(env);
+  return parts.map((p) => ({ ...p, provider: shape, egress }));
 }
 
 /**

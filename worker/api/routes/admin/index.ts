@@ -1,7 +1,7 @@
 /**
  * The admin API under /relay/ (issue 6): message search for every key, the queue, destination,
- * flush, suspension, policy, stats, inbound and provider-rule routes for operator keys only. See
- * queue.ts, policies.ts, providers.ts and messages.ts.
+ * flush, suspension, policy, warm-up, stats, inbound and provider-rule routes for operator keys
+ * only. See queue.ts, policies.ts, warmup.ts, providers.ts and messages.ts.
  */
 import { Hono } from "hono";
 import type { AppEnv } from "../../app";
@@ -11,9 +11,10 @@ import { RoleCache, requireOperator } from "./operator";
 import { queueRoutes } from "./queue";
 import { providerRoutes } from "./providers";
 import { policyRoutes } from "./policies";
+import { warmupRoutes } from "./warmup";
 
 /** The operator-only path prefixes (under /relay). */
-export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats", "/inbound", "/providers", "/policies"] as const;
+export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats", "/inbound", "/providers", "/policies", "/warmup"] as const;
 
 /** The admin routes, mounted at /relay behind the API key middleware. */
 export function adminRoutes() {
@@ -28,6 +29,7 @@ export function adminRoutes() {
   r.route("/", queueRoutes());
   r.route("/", providerRoutes());
   r.route("/", policyRoutes());
+  r.route("/", warmupRoutes());
   r.route("/", messageRoutes(roles));
   return r;
 }

@@ -35,6 +35,11 @@ const PolicyView = z.object({
   object: z.literal("policy"), transport: z.string(), key: z.string(), concurrency: z.number().int().nullable(), rate: z.string().nullable(), interval_seconds: z.number().int().nullable(),
   suspended_until: z.string().nullable(), set_by: z.string().nullable(), throttle: z.object({ rate: z.string(), until: z.string().nullable(), set_by: z.string() }).nullable(),
 });
+const WarmupView = z.object({
+  object: z.literal("warmup"), egress: z.string(), started_at: z.string(), day: z.number().int(), days: z.number().int(), done: z.boolean(),
+  caps_today: z.record(z.string(), z.object({ per_day: z.number().int(), per_hour: z.number().int() })),
+  plan: z.object({ ramp: z.array(z.object({ per_day: z.number().int(), per_hour: z.number().int().optional() })), scale: z.record(z.string(), z.number()).optional() }),
+});
 const ProviderRuleSchema = ProviderRuleBodySchema.extend({ object: z.literal("provider"), name: z.string() });
 
 export const SuspensionTargetSchema = z.enum(["destination", "tenant", "transport", "site", "egress", "jobid", "bulk"]);
@@ -104,6 +109,9 @@ export const AdminResponses = {
   }),
   policies: z.object({ object: z.literal("list"), data: z.array(PolicyView) }),
   policyDeleted: z.object({ object: z.literal("policy"), key: z.string(), deleted: z.boolean() }),
+  warmup: WarmupView,
+  warmups: z.object({ object: z.literal("list"), data: z.array(WarmupView) }),
+  warmupDeleted: z.object({ object: z.literal("warmup"), egress: z.string(), deleted: z.boolean() }),
   provider: ProviderRuleSchema,
   providers: z.object({ object: z.literal("list"), data: z.array(ProviderRuleSchema) }),
   providerDeleted: z.object({ object: z.literal("provider"), name: z.string(), deleted: z.boolean() }),

@@ -1,0 +1,61 @@
+/**
+ * IP warm-up in the Workers runtime (issue 13, item 4): a plan for the egress the delivery
+ * project uses (the Dante bridge EGRESS names) caps mail to the provider "localprov" (a provider
+ * rule for the DoH fixture's ".localhost" MX). Once the Transport DO knows the destination's
+ * provider and egress (from its first report), mail beyond the hour's cap waits with
+ * blocked_by warmup (not bounced); advancing the plan past its ramp lifts the caps and it goes.
+ */
+import { env } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import { egressIdOf } from "../../../worker/consumers/deliver-mx";
+import { hashApiKey } from "../../../worker/db/api-keys";
+import { setKeyRole } from "../../../worker/db/admin";
+import { callWithKey, email, eventually, newKey } from "../helpers";
+import { recipientsWhen } from "./observe";
+
+let key: string;
+let operator: string;
+const egress = egressIdOf(env as unknown as Env);
+
+beforeAll(async () => {
+  key = await newKey("warm");
+  operator = await newKey("ops-warm");
+  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  await env.DB.batch([
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('mx', NULL)"),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'mx-one.test', 'mx')"),
+    env.DB.prepare("INSERT OR REPLACE INTO provider_rules (name, rule, updated_at) VALUES ('localprov', ?, 0)").bind(JSON.stringify({ name: "localprov", mx: [".localhost"] })),
+  ]);
+});
+
+const send = async (to: string) => (await (await callWithKey(key, "POST", "/emails", email({ to: [to] }))).json<{ id: string }>()).id;
+const recipient = async (id: string) => (await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string; blocked_by: string | null }[] }>()).recipients[0]!;
+
+describe("IP warm-up", () => {
+  it("caps mail to a provider per hour on its first day, holds the rest as warmup, and lets go when advanced past the ramp", async () => {
+    expect(egress).toMatch(/^127\.0\.0\.1:\d+$/);
+    const put = await callWithKey(operator, "PUT", `/relay/warmup/${egress}`, { ramp: [{ per_day: 10, per_hour: 2 }] });
+    expect(put.status).toBe(200);
+    expect(await put.json()).toMatchObject({ object: "warmup", egress, day: 1, days: 1, done: false, caps_today: { localprov: { per_day: 10, per_hour: 2 }, google: { per_day: 10, per_hour: 2 } } });
+    expect((await callWithKey(operator, "PUT", "/relay/warmup/not%20an%20egress", {})).status).toBe(422);
+    expect((await callWithKey(operator, "PUT", `/relay/warmup/${egress}`, { ramp: [{ per_day: 5 }, { per_day: 1 }] })).status).toBe(422);
+
+    // The first delivery teaches the Transport DO the destination's provider and egress.
+    const first = await send("w-0@mx-one.test");
+    await recipientsWhen(key, first, (r) => r.status === "delivered", "the first delivered", 20_000);
+    const more = [await send("w-1@mx-one.test"), await send("w-2@mx-one.test"), await send("w-3@mx-one.test")];
+    const held = await eventually(async () => {
+      const rs = await Promise.all(more.map(recipient));
+      const delivered = rs.filter((r) => r.status === "delivered").length;
+      const waiting = rs.filter((r) => r.blocked_by === "warmup");
+      return delivered === 2 && waiting.length === 1 ? waiting[0] : undefined;
+    }, 20_000, "two delivered, one held by the warm-up");
+    expect(held!.status).toBe("ready");
+
+    const advanced = await callWithKey(operator, "POST", `/relay/warmup/${egress}/advance`, { days: 1 });
+    expect(await advanced.json()).toMatchObject({ day: 2, done: true, caps_today: {} });
+    for (const id of more) await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered once the ramp is over", 20_000);
+    expect(await (await callWithKey(operator, "DELETE", `/relay/warmup/${egress}`)).json()).toEqual({ object: "warmup", egress, deleted: true });
+    expect((await callWithKey(operator, "GET", "/relay/warmup")).status).toBe(200);
+  }, 90_000);
+});
