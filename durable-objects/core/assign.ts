@@ -114,7 +114,7 @@ export function enqueueMessage(q: Qmgr, intake: MessageIntake, now: number): Mes
     nullSender,
     singleRcpt: intake.singleRcpt ?? false,
     tenant: intake.tenant ?? null,
-    ...(intake.fields && (intake.fields.jobid !== undefined || intake.fields.bulk) ? { fields: intake.fields } : {}),
+    ...(intake.fields && (intake.fields.jobid !== undefined || intake.fields.bulk || intake.fields.tags) ? { fields: intake.fields } : {}),
     priority: intake.priority ?? 0,
     rcptOffset: intake.rcptOffset ?? 0,
     hasUnread: intake.rcptTotal > 0,

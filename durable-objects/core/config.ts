@@ -128,6 +128,7 @@ const globalSchema = z
     recipient_delimiter: z.string().max(8).regex(/^[^@\s]*$/, "must not contain @ or spaces"),
     defer_transports: z.array(z.string().min(1)),
     reply_rules: z.array(z.unknown()),
+    policy_tags: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a tag name")).max(8),
     policy_combinations: z.array(z.string().regex(/^(tenant|jobid|bulk|egress|site|transport|dest)(\+(tenant|jobid|bulk|egress|site|transport|dest))+$/, 'e.g. "egress+site": two or more of tenant, jobid, bulk, egress, site, transport, dest joined by +')),
     transports: z.record(z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/i, "bad transport name"), transportSchema),
   })
@@ -201,6 +202,8 @@ export interface GlobalParams extends RetryParams {
   replyRules?: readonly ReplyRule[];
   /** policy_combinations (relay, policy.ts): fields whose combination is a pickup-policy key of its own, e.g. ["egress", "site"]; none by default. */
   policyCombinations?: readonly (readonly PolicyField[])[];
+  /** policy_tags (relay, policy.ts): tag names whose values are pickup-policy keys (custom fields); none by default. */
+  policyTags?: readonly string[];
 }
 
 /** A fully resolved configuration. */
@@ -277,6 +280,7 @@ export function parseSchedulerConfig(input: unknown): ConfigResult {
     deferTransports: g.defer_transports,
     replyRules: replyRules.rules,
     policyCombinations: (parsed.data.policy_combinations ?? []).map((c) => c.split("+") as PolicyField[]),
+    policyTags: parsed.data.policy_tags ?? [],
   };
   const base: z.output<typeof transportSchema> = {
     initial_destination_concurrency: g.initial_destination_concurrency,

@@ -180,6 +180,8 @@ export interface MessageFields {
   jobid?: string;
   /** Bulk mail (sent with one-click unsubscribe): key bulk:<tenant>. */
   bulk?: boolean;
+  /** The message's tags named in policy_tags (custom fields): key tag:<tenant>/<name>=<value> each. */
+  tags?: Record<string, string>;
 }
 
 /** A message × transport pair (Postfix QMGR_JOB). */

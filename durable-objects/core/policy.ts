@@ -5,7 +5,8 @@
  *   An entry may carry policy keys: its message's tenant ("tenant:<id>"), campaign
  *   ("jobid:<tenant>/<campaign>", Halon's jobid) and bulk mail ("bulk:<tenant>", what the
  *   complaint brake suspends), its queue's egress source ("egress:<id>") and destination site
- *   ("site:<id>": the MX site, or a provider rule's name), and always its transport
+ *   ("site:<id>": the MX site, or a provider rule's name), its tags named in `policy_tags`
+ *   (custom fields: "tag:<tenant>/<name>=<value>"), and always its transport
  *   ("transport:<name>") and destination ("dest:<transport>/<queue>"), so that an operator can
  *   cap or suspend any of them for a while. Combinations of fields configured as
  *   `policy_combinations` (e.g. "egress+site": one IP's jam at Yahoo does not slow another
@@ -184,6 +185,7 @@ export function policyKeysOf(tenant: string | null, transport: string, queue: st
   if (egress !== null) one.egress = `egress:${egress}`;
   if (site !== null) one.site = `site:${site}`;
   const keys = POLICY_FIELDS.flatMap((f) => (one[f] !== undefined ? [one[f]!] : []));
+  if (fields?.tags) for (const name of Object.keys(fields.tags).sort()) keys.push(`tag:${tenant ?? ""}/${name}=${fields.tags[name]}`);
   for (const combo of [WARMUP_COMBINATION, ...combinations]) {
     const parts = combo.map((f) => one[f]);
     if (!parts.every((p) => p !== undefined)) continue;

@@ -41,13 +41,15 @@
 import { claimClassifyWork, markReady } from "./outbox-store";
 import type { ClassifyWork } from "./outbox-types";
 import type { AdmitRequest } from "../transport-types";
+import { policyTagsOf } from "./scheduler-env";
 
 /** One admission request of a plan per transport it uses (its decided recipients there). */
-function requestsOf(plan: ClassifyWork): Map<string, AdmitRequest> {
+function requestsOf(plan: ClassifyWork, policyTags: readonly string[]): Map<string, AdmitRequest> {
   const byTransport = new Map<string, AdmitRequest>();
+  const tags = policyTags.length === 0 ? [] : (plan.tags ?? []).filter((t) => policyTags.includes(t.name));
   for (const r of plan.rcpts) {
     if (r.transport === null || r.nexthop === null) continue;
-    const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}) };
+    const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}), ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}) };
     const req = byTransport.get(r.transport) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [] };
     req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
     byTransport.set(r.transport, req);
@@ -67,7 +69,8 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
  * them; settled in order (a plan fails when a transport it uses failed or refused it).
  */
 export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
-  const requests = plans.map(requestsOf);
+  const policyTags = policyTagsOf(env);
+  const requests = plans.map((p) => requestsOf(p, policyTags));
   const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
   const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<{ admitted: boolean; active: boolean }[]>]> => {
     const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);

@@ -190,7 +190,7 @@ export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): C
   const summary = JSON.parse(m.summary) as MessageSummary;
   const bulk = bulkOf(summary);
   const campaign = summary.tags?.find((t) => t.name === "campaign")?.value;
-  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...(bulk ? { bulk } : {}), ...(campaign !== undefined ? { campaign } : {}) };
+  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...(bulk ? { bulk } : {}), ...(campaign !== undefined ? { campaign } : {}), ...(summary.tags?.length ? { tags: summary.tags } : {}) };
 }
 
 /**

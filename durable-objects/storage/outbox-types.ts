@@ -156,6 +156,8 @@ export interface ClassifyWork {
   bulk?: { topic: string | null };
   /** The sender's campaign (its `campaign` tag): the Transport DO's jobid policy field. */
   campaign?: string;
+  /** The message's tags (the Transport DO keeps those named in policy_tags). */
+  tags?: { name: string; value: string }[];
 }
 
 /** The classify stage's decision for one recipient. */

@@ -7,7 +7,8 @@
  * SCHEDULER_CONFIG sets it.
  *
  * replyRulesOf(env) the configuration's reply rules (core/reply-rules.ts), for the delivery stage's
- * defer and bounce rules; parsed once per isolate and configuration.
+ * defer and bounce rules; policyTagsOf(env) its policy_tags, the tags the Outbox hands the
+ * Transport DOs with each admission; both parsed once per isolate and configuration.
  */
 import { mustParseSchedulerConfig, type SchedulerConfig } from "../core";
 import type { ReplyRule } from "../core/reply-rules";
@@ -18,11 +19,20 @@ export function schedulerConfigOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY"
   return mustParseSchedulerConfig(input);
 }
 
-let rulesCache: { key: string; rules: readonly ReplyRule[] } | null = null;
+let cache: { key: string; config: SchedulerConfig } | null = null;
+
+function cachedConfig(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): SchedulerConfig {
+  const key = `${env.DELIVERY}\n${env.SCHEDULER_CONFIG ?? ""}`;
+  if (cache?.key !== key) cache = { key, config: schedulerConfigOf(env) };
+  return cache.config;
+}
 
 /** The reply rules of this deployment's configuration (see the header). */
 export function replyRulesOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): readonly ReplyRule[] {
-  const key = `${env.DELIVERY}\n${env.SCHEDULER_CONFIG ?? ""}`;
-  if (rulesCache?.key !== key) rulesCache = { key, rules: schedulerConfigOf(env).global.replyRules ?? [] };
-  return rulesCache.rules;
+  return cachedConfig(env).global.replyRules ?? [];
+}
+
+/** The tag names whose values are pickup-policy keys (see the header). */
+export function policyTagsOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): readonly string[] {
+  return cachedConfig(env).global.policyTags ?? [];
 }

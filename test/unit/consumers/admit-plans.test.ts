@@ -4,13 +4,14 @@ import type { ClassifyWork } from "../../../durable-objects/storage/outbox-types
 import type { AdmitRequest } from "../../../durable-objects/transport-types";
 
 /** An env whose Transport DOs record each admitMany call; `down` ones throw, `full` refuses `full`'s ids. */
-function fakeEnv(opts: { down?: string[]; refuse?: string[] } = {}) {
-  const calls: { transport: string; ids: string[] }[] = [];
+function fakeEnv(opts: { down?: string[]; refuse?: string[]; config?: object } = {}) {
+  const calls: { transport: string; ids: string[]; reqs: AdmitRequest[] }[] = [];
   const env = {
+    DELIVERY: "agents", SCHEDULER_CONFIG: opts.config ? JSON.stringify(opts.config) : "",
     TRANSPORT_QUEUE: {
       getByName: (transport: string) => ({
         admitMany: async (reqs: AdmitRequest[]) => {
-          calls.push({ transport, ids: reqs.map((r) => r.id) });
+          calls.push({ transport, ids: reqs.map((r) => r.id), reqs });
           if (opts.down?.includes(transport)) throw new Error(`${transport} is down`);
           return reqs.map((r) => ({ admitted: !opts.refuse?.includes(r.id), effects: [], active: transport !== "slow" }));
         },
@@ -33,7 +34,7 @@ describe("admitPlans: a classify batch's messages admitted with one request per 
       plan("m2", [["c@x", "smtp"]]),
       plan("m3", [["d@y", "slow"], ["e@z", null]]),
     ]);
-    expect(calls.sort((a, b) => a.transport.localeCompare(b.transport))).toEqual([
+    expect(calls.sort((a, b) => a.transport.localeCompare(b.transport)).map(({ transport, ids }) => ({ transport, ids }))).toEqual([
       { transport: "slow", ids: ["m1", "m3"] },
       { transport: "smtp", ids: ["m1", "m2"] },
     ]);
@@ -61,5 +62,12 @@ describe("admitPlans: a classify batch's messages admitted with one request per 
     const { env, calls } = fakeEnv();
     expect(await admitPlans(env, [plan("m1", [["a@x", null]])])).toEqual([{ status: "fulfilled", value: { idxs: [], active: false } }]);
     expect(calls).toEqual([]);
+  });
+
+  it("hands each admission the message's policy fields: campaign, bulk, and only the tags named in policy_tags", async () => {
+    const { env, calls } = fakeEnv({ config: { policy_tags: ["region"] } });
+    const tagged: ClassifyWork = { ...plan("m1", [["a@x", "smtp"]]), campaign: "spring", bulk: { topic: null }, tags: [{ name: "region", value: "eu" }, { name: "campaign", value: "spring" }, { name: "other", value: "x" }] };
+    await admitPlans(env, [tagged, plan("m2", [["b@x", "smtp"]])]);
+    expect(calls[0]!.reqs.map((r) => r.fields ?? null)).toEqual([{ jobid: "spring", bulk: true, tags: { region: "eu" } }, null]);
   });
 });

@@ -24,13 +24,17 @@ describe("policy keys", () => {
     expect(policyKeysOf("acme", "smtp", "a.test", "ip1", "yahoo", { jobid: "spring", bulk: true }, [["egress", "site"], ["tenant", "jobid"], ["egress", "dest"]]))
       .toEqual(["transport:smtp", "dest:smtp/a.test", "tenant:acme", "jobid:acme/spring", "bulk:acme", "egress:ip1", "site:yahoo", "egress:ip1+site:yahoo", "tenant:acme+jobid:acme/spring", "egress:ip1+dest:smtp/a.test"]);
     expect(policyKeysOf("acme", "smtp", "a.test", null, "yahoo", undefined, [["egress", "site"]])).toEqual(["transport:smtp", "dest:smtp/a.test", "tenant:acme", "site:yahoo"]);
+    // Custom fields: the tags named in policy_tags, in name order.
+    expect(policyKeysOf("acme", "smtp", "a.test", null, null, { tags: { region: "eu", class: "gold" } })).toEqual(["transport:smtp", "dest:smtp/a.test", "tenant:acme", "tag:acme/class=gold", "tag:acme/region=eu"]);
   });
 
   it("combinations are validated", () => {
     expect(parseSchedulerConfig({ policy_combinations: ["egress+site", "tenant+site+jobid"] })).toMatchObject({ ok: true, config: { global: { policyCombinations: [["egress", "site"], ["tenant", "site", "jobid"]] } } });
     expect(parseSchedulerConfig({ policy_combinations: ["egress"] }).ok).toBe(false);
     expect(parseSchedulerConfig({ policy_combinations: ["egress+planet"] }).ok).toBe(false);
-    expect(parseSchedulerConfig({})).toMatchObject({ ok: true, config: { global: { policyCombinations: [] } } });
+    expect(parseSchedulerConfig({})).toMatchObject({ ok: true, config: { global: { policyCombinations: [], policyTags: [] } } });
+    expect(parseSchedulerConfig({ policy_tags: ["region"] })).toMatchObject({ ok: true, config: { global: { policyTags: ["region"] } } });
+    expect(parseSchedulerConfig({ policy_tags: ["has space"] }).ok).toBe(false);
   });
 });
 

@@ -12,7 +12,8 @@
  *                                 stays. null (or absent) clears that limit. The key is a field
  *                                 ("tenant:acme", "jobid:acme/spring", "bulk:acme",
  *                                 "egress:ip1", "site:yahoo", "transport:smtp",
- *                                 "dest:smtp/example.com") or a combination configured as
+ *                                 "dest:smtp/example.com", a policy_tags tag:
+ *                                 "tag:acme/region=eu") or a combination configured as
  *                                 policy_combinations ("egress:ip1+site:yahoo").
  *   DELETE /relay/policies/:key   its caps, rate and interval go (a suspension stays).
  *   A "/" in a key (dest:smtp/example.com, jobid:acme/spring) is sent as %2F.
@@ -36,7 +37,7 @@ export const PolicyLimitsSchema = z.object({
   interval_seconds: z.number().int().min(1).max(86_400).nullable().optional().describe("Halon's connectinterval: at least this long between two selections with the key"),
 }).strict();
 
-const PART = new RegExp(`^(${POLICY_FIELDS.join("|")}):\\S+$`);
+const PART = new RegExp(`^(${[...POLICY_FIELDS, "tag"].join("|")}):\\S+$`);
 
 /** The key's parts, or null when malformed. */
 function validKey(key: string): string[] | null {
