@@ -13,8 +13,8 @@
 import type { AddressInfo } from "node:net";
 import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
-import { until } from "./dev-api";
+import { startDevServer, type DevServer } from "../../scripts/lib/dev-server";
+import { apiOf, until } from "./dev-api";
 
 const RULES = [
   { name: "ms-blocklist", codes: [550], text: "\\(S3150\\)", action: { kind: "defer" } },
@@ -71,24 +71,17 @@ afterAll(async () => {
   await new Promise<void>((r) => (sink ? sink.close(() => r()) : r()));
 });
 
-async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const res = await devFetch(`${server.url}${path}`, {
-    method, headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as T };
-}
+const api = apiOf(() => server);
 
 type Rcpt = { email: string; status: string; blocked_by: string | null; attempts?: number; last_response: { code?: number; text?: string } | null };
 type Throttled = { type: string; data: { email_id: string; throttle?: { rule: string; action: string; rate?: string; policy_key: string } } };
-const recipient = async (id: string) => (await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).body.recipients[0]!;
+const recipient = async (id: string) => (await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).recipients[0]!;
 const send = async (to: string, from = "news@shop.example") => {
-  const r = await api<{ id: string }>("POST", "/emails", { from: `Shop <${from}>`, to: [to], subject: "Hello", text: "Hi" });
-  expect(r.status).toBe(200);
-  return r.body.id;
+  return (await api<{ id: string }>("POST", "/emails", { from: `Shop <${from}>`, to: [to], subject: "Hello", text: "Hi" })).id;
 };
 const throttledOf = (id: string) => until(async () => {
   const feed = await api<{ data: Throttled[] }>("GET", "/relay/events?type=relay.destination.throttled&limit=100");
-  return feed.body.data.find((e) => e.data.email_id === id);
+  return feed.data.find((e) => e.data.email_id === id);
 }, `relay.destination.throttled of ${id}`);
 
 describe("reply-rule actions against wrangler dev", () => {
@@ -113,7 +106,7 @@ describe("reply-rule actions against wrangler dev", () => {
     expect(seen.get("full@outlook.example")).toBe(1);
     expect((await throttledOf(full)).data.throttle).toMatchObject({ rule: "full-is-gone", action: "bounce" });
     const events = await api<{ data: { type: string; data: { email_id: string } }[] }>("GET", "/relay/events?type=email.bounced&limit=100");
-    expect(events.body.data.some((e) => e.data.email_id === full)).toBe(true);
+    expect(events.data.some((e) => e.data.email_id === full)).toBe(true);
   }, 90_000);
 
   it("a rate rule throttles the destination: one message goes, the next waits with blocked_by naming the rule", async () => {

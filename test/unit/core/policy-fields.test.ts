@@ -67,6 +67,20 @@ describe("combined sub-queues", () => {
   });
 });
 
+describe("combined sub-queues, property", () => {
+  it("a suspension on a combined key holds exactly the entries that carry every one of its fields", () => {
+    const egresses = ["ip1", "ip2", null] as const;
+    const sites = ["yahoo", "google", null] as const;
+    fc.assert(fc.property(fc.array(fc.tuple(fc.constantFrom(...egresses), fc.constantFrom(...sites)), { minLength: 1, maxLength: 12 }), fc.constantFrom("ip1", "ip2"), fc.constantFrom("yahoo", "google"), (mix, e, st) => {
+      const { q, add } = setup({ policy_combinations: ["egress+site"] });
+      mix.forEach(([eg, si], i) => add(`m${i}`, `d${i}.test`, { ...(eg ? { egress: eg } : {}), ...(si ? { site: si } : {}) }));
+      setPolicy(q, `egress:${e}+site:${st}`, { suspendedUntil: 100 }, 0);
+      const sent = new Set(ids(dispatchAll(q, 0)));
+      mix.forEach(([eg, si], i) => expect(sent.has(`m${i}`), `m${i} ${eg}/${si}`).toBe(!(eg === e && si === st)));
+    }), { numRuns: 200 });
+  });
+});
+
 describe("connectinterval", () => {
   it("keeps two selections of a key at least `interval` seconds apart, and says so", () => {
     const { q, add } = setup();
