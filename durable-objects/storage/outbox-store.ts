@@ -33,7 +33,7 @@
  *   message is `done` exactly when all its recipients are final.
  */
 import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
-import { bulkOf, FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
+import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
 type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
@@ -177,6 +177,22 @@ export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
   clearForwardedQueued(sql, acks);
 }
 
+/**
+ * What classification and the Transport DO's pickup policies need of a message's summary: bulk
+ * mail and its topic, the campaign tag, the tags. The summary may hold its text and HTML (up to
+ * 256 KiB), so it is not parsed for a message that has neither unsubscribe nor tags (JSON.stringify
+ * writes `"bulk":true` and `"tags":null` exactly so; inside a string value a quote is escaped);
+ * otherwise SQLite reads the two fields.
+ */
+function policyFieldsOf(sql: SqlStorage, id: string, summary: string): Pick<ClassifyWork, "bulk" | "campaign" | "tags"> {
+  const bulk = summary.includes('"bulk":true');
+  if (!bulk && summary.includes('"tags":null')) return {};
+  const row = sql.exec<{ topic: string | null; tags: string | null }>("SELECT json_extract(summary, '$.unsubscribe_topic') AS topic, json_extract(summary, '$.tags') AS tags FROM message WHERE id = ?", id).one();
+  const tags = row.tags === null ? [] : (JSON.parse(row.tags) as { name: string; value: string }[]);
+  const campaign = tags.find((t) => t.name === "campaign")?.value;
+  return { ...(bulk ? { bulk: { topic: row.topic } } : {}), ...(campaign !== undefined ? { campaign } : {}), ...(tags.length > 0 ? { tags } : {}) };
+}
+
 /** A due, open message's still-incoming recipients with any recorded decision, or null. */
 export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): ClassifyWork | null {
   const m = readMessage(sql, id);
@@ -187,10 +203,7 @@ export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): C
   ).toArray();
   if (rcpts.length === 0) return null;
   const admitId = admissionId(sql, id);
-  const summary = JSON.parse(m.summary) as MessageSummary;
-  const bulk = bulkOf(summary);
-  const campaign = summary.tags?.find((t) => t.name === "campaign")?.value;
-  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...(bulk ? { bulk } : {}), ...(campaign !== undefined ? { campaign } : {}), ...(summary.tags?.length ? { tags: summary.tags } : {}) };
+  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...policyFieldsOf(sql, id, m.summary) };
 }
 
 /**
