@@ -31,7 +31,8 @@ import { refillMessage } from "./assign";
 import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
-import { releasePolicies, setPolicy } from "./policy";
+import { countLate, releasePolicies, setPolicy } from "./policy";
+import { peerPolicyKeys } from "./select";
 import { applySiteShape, boundWindow, windowParamsOf, type SiteShape } from "./site-shape";
 import { matchReplyRule, replyOf, replyRuleKey, replyRulePolicy, type ReplyInfo, type ReplyRuleAction } from "./reply-rules";
 import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
@@ -67,8 +68,12 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   const queue = e.peer.queue;
   const t = queue.transport;
   const m = e.peer.job.message;
+  const known = `${queue.egress}\n${queue.site}`;
   if (report.site) applySiteShape(q, queue, report.site, now);
   if (report.egress) queue.egress = report.egress;
+  // The entry was selected before its destination's provider and egress were known: it counts
+  // against their caps and rates now (an IP warm-up's), as it would have at selection.
+  if (`${queue.egress}\n${queue.site}` !== known && q.policies.size > 0) countLate(q, peerPolicyKeys(q, e.peer).filter((k) => !(e.flight ?? []).some((c) => c.key === k)), now);
   const p = windowParamsOf(queue);
   const site = report.siteFailure ?? null;
   if (report.status !== "ok") {

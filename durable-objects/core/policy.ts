@@ -155,6 +155,26 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
   return charged;
 }
 
+/**
+ * Counts a selection that happened before the entry carried `keys` (its destination's provider
+ * and egress were learned from its own report) against their caps and rates; it is not in
+ * flight under them, so concurrency is untouched.
+ */
+export function countLate(q: Qmgr, keys: readonly string[], now: number): void {
+  for (const key of keys) {
+    const c = q.policies.get(key);
+    if (!c) continue;
+    if (c.rule.caps) {
+      c.hour = { start: windowStart(now, HOUR), n: countIn(c.hour, now, HOUR) + 1 };
+      c.day = { start: windowStart(now, DAY), n: countIn(c.day, now, DAY) + 1 };
+    }
+    if (rateOf(c.rule, now)) {
+      refill(c, now);
+      c.tokens -= 1;
+    }
+  }
+}
+
 /** Counts an entry out of flight; true if a concurrency cap gained room. */
 export function releasePolicies(charged: readonly PolicyCounter[] | null): boolean {
   if (!charged) return false;

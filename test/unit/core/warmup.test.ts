@@ -54,6 +54,20 @@ describe("caps on a key", () => {
     expect(dispatchAll(q, 86_400)).toHaveLength(2);
   });
 
+  it("a delivery selected before its destination's provider and egress were known counts against their caps once its report tells them", () => {
+    const { q, src } = makeQmgr({ default_destination_recipient_limit: 2, initial_destination_concurrency: 5 });
+    for (let i = 0; i < 4; i++) {
+      src.files.set(`n${i}`, [{ n: i, address: `u${i}@b.test`, transport: "smtp", nexthop: "b.test" } as TestRcpt]);
+      admitMessage(q, { id: `n${i}`, createTime: 0, rcptTotal: 1 }, 0);
+    }
+    setPolicy(q, "egress:ip1+site:google", { caps: { perHour: 2, label: "warmup" } }, 0);
+    const [e] = dispatchAll(q, 0, 1);
+    reportDelivery(q, e!.id, { status: "ok", site: { name: "google" }, egress: "ip1" }, 1);
+    expect(q.policies.get("egress:ip1+site:google")!.hour).toEqual({ start: 0, n: 1 });
+    expect(dispatchAll(q, 1)).toHaveLength(1); // the hour's second
+    expect(explainMessage(q, "n3", 1)[0]!.blockedBy).toMatchObject({ reason: "cap", label: "warmup" });
+  });
+
   it("property: no UTC hour sees more selections than the hour's cap, no day more than the day's", () => {
     fc.assert(fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 12 }), fc.array(fc.integer({ min: 1, max: 4000 }), { minLength: 1, maxLength: 60 }), (perHour, perDay, gaps) => {
       const q = setup(60);
