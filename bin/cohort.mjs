@@ -13,6 +13,8 @@
  *   resume  <destination|tenant|transport|site|egress> <name> [--transport T]
  *   suspensions                         suspensions in force
  *   providers | provider-set <name> --file F | provider-delete <name>   provider rules (MX suffix → shape)
+ *   policies | policy-set <key> [--concurrency N] [--rate R] [--connect-interval S]   pickup policies
+ *   warmup | warmup-advance <egress> [--days N]   IP warm-up plans
  *   send --from A --to B [--to C] --subject S (--text T | --html H) [--tag name:value]
  *   tail [--type email.delivered,…] [--after evt_…] [--interval 2] [--count N] [--once]
  *   show <email id>                     recipients and the event timeline
@@ -45,6 +47,11 @@ commands:
   providers                                provider rules (MX suffixes and the shape of their domains)
   provider-set <name> --file F             create or replace a provider rule from a JSON file (- for stdin)
   provider-delete <name>                   delete a provider rule
+  policies                                 pickup policies in force (caps, rates, intervals, suspensions)
+  policy-set <key> [--concurrency N] [--rate R] [--connect-interval S]
+                                           set a key's limits (none given: remove them)
+  warmup                                   IP warm-up plans: day and today's caps per provider
+  warmup-advance <egress> [--days N]       move a warm-up plan on (default 1 day)
   send --from A --to B --subject S --text T [--html H] [--tag name:value]
   tail [--type T[,T…]] [--after evt_…] [--interval s] [--count N] [--once]
   show <email id>                          a message's recipients and timeline
@@ -180,6 +187,7 @@ export async function main(argv, out = process.stdout, env = process.env) {
       transport: { type: "string" }, ttl: { type: "string" },
       from: { type: "string" }, to: { type: "string", multiple: true }, subject: { type: "string" }, text: { type: "string" }, html: { type: "string" }, tag: { type: "string", multiple: true },
       domain: { type: "string" }, tenant: { type: "string" }, days: { type: "string" }, file: { type: "string" },
+      concurrency: { type: "string" }, rate: { type: "string" }, "connect-interval": { type: "string" },
       type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
     },
   });
@@ -272,6 +280,41 @@ export async function main(argv, out = process.stdout, env = process.env) {
       if (!name) throw new UsageError("usage: cohort provider-delete <name>");
       const r = await call("DELETE", `/relay/providers/${encodeURIComponent(name)}`);
       print(r, `provider rule ${r.name} deleted`);
+      return 0;
+    }
+    case "policies": {
+      const r = await call("GET", "/relay/policies");
+      const limits = (p) => [p.concurrency !== null ? `concurrency ${p.concurrency}` : "", p.rate ? `rate ${p.rate}` : "", p.interval_seconds !== null ? `interval ${p.interval_seconds}s` : "", p.suspended_until ? `suspended until ${p.suspended_until}` : "", p.throttle ? `throttled to ${p.throttle.rate} until ${p.throttle.until}` : ""].filter(Boolean).join(", ");
+      print(r, r.data.length ? textTable(["transport", "key", "limits", "set by"], r.data.map((p) => [p.transport, p.key, limits(p), p.set_by ?? "operator"])) : "no pickup policies");
+      return 0;
+    }
+    case "policy-set": {
+      const [pkey] = args;
+      if (!pkey) throw new UsageError("usage: cohort policy-set <key> [--concurrency N] [--rate 300/m] [--connect-interval 10] (none: remove the key's limits)");
+      const num = (v, name) => {
+        if (v === undefined) return undefined;
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
+        return n;
+      };
+      const body = { concurrency: num(values.concurrency, "concurrency") ?? null, rate: values.rate ?? null, interval_seconds: num(values["connect-interval"], "connect-interval") ?? null };
+      const r = await call("PUT", `/relay/policies/${encodeURIComponent(pkey)}`, body);
+      print(r, r.data.length ? `${pkey}: set in ${r.data.map((p) => p.transport).join(", ")}` : `${pkey}: no limits left`);
+      return 0;
+    }
+    case "warmup": {
+      const r = await call("GET", "/relay/warmup");
+      const caps = (w) => Object.entries(w.caps_today).map(([p, c]) => `${p} ${c.per_day}/d ${c.per_hour}/h`).join(", ") || "none (done)";
+      print(r, r.data.length ? textTable(["egress", "day", "caps today"], r.data.map((w) => [w.egress, `${w.day} of ${w.days}`, caps(w)])) : "no warm-up plans");
+      return 0;
+    }
+    case "warmup-advance": {
+      const [egress] = args;
+      if (!egress) throw new UsageError("usage: cohort warmup-advance <egress> [--days N]");
+      const days = values.days === undefined ? 1 : Number(values.days);
+      if (!Number.isInteger(days)) throw new UsageError("--days must be an integer");
+      const r = await call("POST", `/relay/warmup/${encodeURIComponent(egress)}/advance`, { days });
+      print(r, `${r.egress}: day ${r.day} of ${r.days}${r.done ? " (done: nothing capped)" : ""}`);
       return 0;
     }
     case "send": {

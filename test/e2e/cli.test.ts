@@ -168,6 +168,22 @@ describe("npx cohort", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it("sets and lists pickup policies, and shows and advances warm-up plans", async () => {
+    const set = await cohort(["policy-set", "jobid:acme/drip", "--concurrency", "2", "--rate", "60/m", "--connect-interval", "5"]);
+    expect(set.code).toBe(0);
+    expect(set.stdout).toMatch(/^jobid:acme\/drip: set in /);
+    const list = await cohort(["policies"]);
+    expect(list.stdout).toMatch(/jobid:acme\/drip\s+concurrency 2, rate 60\/m, interval 5s\s+operator/);
+    expect(await cohort(["policy-set", "jobid:acme/drip"])).toMatchObject({ code: 0, stdout: "jobid:acme/drip: no limits left\n" });
+    expect((await cohort(["policy-set", "jobid:acme/drip", "--concurrency", "0"])).code).toBe(2);
+    expect((await cohort(["warmup"])).stdout).toBe("no warm-up plans\n");
+    await api(relay, relay.operatorKey, "PUT", "/relay/warmup/direct", { ramp: [{ per_day: 10, per_hour: 2 }, { per_day: 20 }] });
+    expect((await cohort(["warmup"])).stdout).toMatch(/\ndirect\s+1 of 2\s+.*google 10\/d 2\/h/);
+    expect(await cohort(["warmup-advance", "direct"])).toMatchObject({ code: 0, stdout: "direct: day 2 of 2\n" });
+    expect(await cohort(["warmup-advance", "direct", "--days", "5"])).toMatchObject({ code: 0, stdout: "direct: day 7 of 2 (done: nothing capped)\n" });
+    await api(relay, relay.operatorKey, "DELETE", "/relay/warmup/direct");
+  });
+
   it("fails clearly: tenant key on an operator command, bad key, unreachable relay, bad usage", async () => {
     const restricted = await cohort(["queue"], relay.tenantKey);
     expect(restricted.code).toBe(1);
