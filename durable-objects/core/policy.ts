@@ -142,14 +142,7 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
     if (!c) continue;
     c.inflight += 1;
     if (c.rule.interval !== undefined) c.lastAt = now;
-    if (c.rule.caps) {
-      c.hour = { start: windowStart(now, HOUR), n: countIn(c.hour, now, HOUR) + 1 };
-      c.day = { start: windowStart(now, DAY), n: countIn(c.day, now, DAY) + 1 };
-    }
-    if (rateOf(c.rule, now)) {
-      refill(c, now);
-      c.tokens -= 1;
-    }
+    countSelection(c, now);
     (charged ??= []).push(c);
   }
   return charged;
@@ -163,15 +156,19 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
 export function countLate(q: Qmgr, keys: readonly string[], now: number): void {
   for (const key of keys) {
     const c = q.policies.get(key);
-    if (!c) continue;
-    if (c.rule.caps) {
-      c.hour = { start: windowStart(now, HOUR), n: countIn(c.hour, now, HOUR) + 1 };
-      c.day = { start: windowStart(now, DAY), n: countIn(c.day, now, DAY) + 1 };
-    }
-    if (rateOf(c.rule, now)) {
-      refill(c, now);
-      c.tokens -= 1;
-    }
+    if (c) countSelection(c, now);
+  }
+}
+
+/** One selection against a key's caps (this hour's and day's counts) and rate (a token). */
+function countSelection(c: PolicyCounter, now: number): void {
+  if (c.rule.caps) {
+    c.hour = { start: windowStart(now, HOUR), n: countIn(c.hour, now, HOUR) + 1 };
+    c.day = { start: windowStart(now, DAY), n: countIn(c.day, now, DAY) + 1 };
+  }
+  if (rateOf(c.rule, now)) {
+    refill(c, now);
+    c.tokens -= 1;
   }
 }
 
