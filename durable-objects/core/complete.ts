@@ -55,6 +55,8 @@ export interface DeliveryReport {
   site?: SiteShape | null;
   /** The egress the delivery went out through (its pickup-policy field; warm-up caps are per egress). */
   egress?: string | null;
+  /** The MX address the delivery connected to (the remoteip pickup-policy field). */
+  remoteip?: string | null;
 }
 
 /** Result of applying a report. */
@@ -68,12 +70,13 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   const queue = e.peer.queue;
   const t = queue.transport;
   const m = e.peer.job.message;
-  const known = `${queue.egress}\n${queue.site}`;
+  const known = `${queue.egress}\n${queue.site}\n${queue.remoteip ?? null}`;
   if (report.site) applySiteShape(q, queue, report.site, now);
   if (report.egress) queue.egress = report.egress;
+  if (report.remoteip) queue.remoteip = report.remoteip;
   // The entry was selected before its destination's provider and egress were known: it counts
   // against their caps and rates now (an IP warm-up's), as it would have at selection.
-  if (`${queue.egress}\n${queue.site}` !== known && q.policies.size > 0) countLate(q, peerPolicyKeys(q, e.peer).filter((k) => !(e.flight ?? []).some((c) => c.key === k)), now);
+  if (`${queue.egress}\n${queue.site}\n${queue.remoteip ?? null}` !== known && q.policies.size > 0) countLate(q, peerPolicyKeys(q, e.peer).filter((k) => !(e.flight ?? []).some((c) => c.key === k)), now);
   const p = windowParamsOf(queue);
   const site = report.siteFailure ?? null;
   if (report.status !== "ok") {

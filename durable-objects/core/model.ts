@@ -170,6 +170,8 @@ export interface Queue extends WindowState {
   idleNext: Queue | null;
   egress: string | null;
   site: string | null;
+  /** The MX address the last delivery connected to (Halon's remoteip), from its report; absent until one told it. */
+  remoteip?: string | null;
   /** A provider rule's bounds on this queue's window (site-shape.ts); absent or null: its transport's. */
   shape?: { initial?: number; limit?: number } | null;
 }

@@ -6,7 +6,8 @@
  *   ("jobid:<tenant>/<campaign>", Halon's jobid) and bulk mail ("bulk:<tenant>", what the
  *   complaint brake suspends), its queue's egress source ("egress:<id>") and destination site
  *   ("site:<id>": the MX site, or a provider rule's name), its tags named in `policy_tags`
- *   (custom fields: "tag:<tenant>/<name>=<value>"), and always its transport
+ *   (custom fields: "tag:<tenant>/<name>=<value>"), the MX address its destination's last
+ *   delivery connected to ("remoteip:<ip>", Halon's remoteip), and always its transport
  *   ("transport:<name>") and destination ("dest:<transport>/<queue>"), so that an operator can
  *   cap or suspend any of them for a while. Combinations of fields configured as
  *   `policy_combinations` (e.g. "egress+site": one IP's jam at Yahoo does not slow another
@@ -141,7 +142,6 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
     const c = q.policies.get(key);
     if (!c) continue;
     c.inflight += 1;
-    if (c.rule.interval !== undefined) c.lastAt = now;
     countSelection(c, now);
     (charged ??= []).push(c);
   }
@@ -149,9 +149,9 @@ export function chargePolicies(q: Qmgr, keys: readonly string[], now: number): P
 }
 
 /**
- * Counts a selection that happened before the entry carried `keys` (its destination's provider
- * and egress were learned from its own report) against their caps and rates; it is not in
- * flight under them, so concurrency is untouched.
+ * Counts a selection that happened before the entry carried `keys` (its destination's provider,
+ * egress or address were learned from its own report) against their intervals, caps and rates;
+ * it is not in flight under them, so concurrency is untouched.
  */
 export function countLate(q: Qmgr, keys: readonly string[], now: number): void {
   for (const key of keys) {
@@ -160,8 +160,9 @@ export function countLate(q: Qmgr, keys: readonly string[], now: number): void {
   }
 }
 
-/** One selection against a key's caps (this hour's and day's counts) and rate (a token). */
+/** One selection against a key's interval (its time), caps (this hour's and day's counts) and rate (a token). */
 function countSelection(c: PolicyCounter, now: number): void {
+  if (c.rule.interval !== undefined) c.lastAt = now;
   if (c.rule.caps) {
     c.hour = { start: windowStart(now, HOUR), n: countIn(c.hour, now, HOUR) + 1 };
     c.day = { start: windowStart(now, DAY), n: countIn(c.day, now, DAY) + 1 };
@@ -187,20 +188,21 @@ export function releasePolicies(charged: readonly PolicyCounter[] | null): boole
 const WARMUP_COMBINATION: readonly PolicyField[] = ["egress", "site"];
 
 /** The fields a policy key or combination may name. */
-export const POLICY_FIELDS = ["transport", "dest", "tenant", "jobid", "bulk", "egress", "site"] as const;
+export const POLICY_FIELDS = ["transport", "dest", "tenant", "jobid", "bulk", "egress", "site", "remoteip"] as const;
 export type PolicyField = (typeof POLICY_FIELDS)[number];
 
 /**
  * The policy keys of an entry of a message (tenant, fields) for a queue (transport, destination,
  * egress, site), and of each configured combination whose fields are all present.
  */
-export function policyKeysOf(tenant: string | null, transport: string, queue: string, egress: string | null, site: string | null, fields?: MessageFields, combinations: readonly (readonly PolicyField[])[] = []): string[] {
+export function policyKeysOf(tenant: string | null, transport: string, queue: string, egress: string | null, site: string | null, fields?: MessageFields, combinations: readonly (readonly PolicyField[])[] = [], remoteip: string | null = null): string[] {
   const one: Partial<Record<PolicyField, string>> = { transport: `transport:${transport}`, dest: `dest:${transport}/${queue}` };
   if (tenant !== null) one.tenant = `tenant:${tenant}`;
   if (fields?.jobid !== undefined) one.jobid = `jobid:${tenant ?? ""}/${fields.jobid}`;
   if (fields?.bulk) one.bulk = `bulk:${tenant ?? ""}`;
   if (egress !== null) one.egress = `egress:${egress}`;
   if (site !== null) one.site = `site:${site}`;
+  if (remoteip !== null) one.remoteip = `remoteip:${remoteip}`;
   const keys = POLICY_FIELDS.flatMap((f) => (one[f] !== undefined ? [one[f]!] : []));
   if (fields?.tags) for (const name of Object.keys(fields.tags).sort()) keys.push(`tag:${tenant ?? ""}/${name}=${fields.tags[name]}`);
   for (const combo of [WARMUP_COMBINATION, ...combinations]) {

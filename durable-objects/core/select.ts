@@ -31,7 +31,7 @@ import { refillMessage } from "./assign";
 export function peerPolicyKeys(q: Qmgr, peer: Peer): string[] {
   const queue = peer.queue;
   const m = peer.job.message;
-  return policyKeysOf(m.tenant, queue.transport.name, queue.name, queue.egress, queue.site, m.fields, q.cfg.global.policyCombinations);
+  return policyKeysOf(m.tenant, queue.transport.name, queue.name, queue.egress, queue.site, m.fields, q.cfg.global.policyCombinations, queue.remoteip ?? null);
 }
 
 /** True if the peer's destination has room and its policies allow a selection now. */

@@ -77,7 +77,7 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   if (open.length === 0) return { finished: [], changed: changed() };
   const reports = open.map(({ part, v }): { entryId: number; report: DeliveryReport; finalIdx: number[] } => ({
     entryId: part.job.entryId,
-    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : { ...deferringReply(v.outcomes) }), ...(part.provider ? { site: part.provider, ...(part.egress ? { egress: part.egress } : {}) } : {}) },
+    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : { ...deferringReply(v.outcomes) }), ...(part.provider ? { site: part.provider, ...(part.egress ? { egress: part.egress } : {}) } : {}), ...(part.remoteip ? { remoteip: part.remoteip } : {}) },
     finalIdx: v.finalIdx,
   }));
   let answers: ReportAnswer[];

@@ -12,8 +12,13 @@
  *                                  and socket factory (EGRESS) of the mx kind.
  *   createMxLookup(settings)       resolveMx with a cache that lives as long as the returned
  *                                  function (one consumer invocation).
- *   runMxSessions(env, hosts, prepared, settings)  the sessions to each host in turn, until
- *                                  one has no site failure (or the last one has failed).
+ *   egressIdOf(env)                the egress's id for pickup policies and warm-up plans.
+ *   runMxSessions(env, hosts, prepared, settings, cache?, rule?)  the sessions to each host in
+ *                                  turn, until one has no site failure (or the last one has
+ *                                  failed), within a provider rule's bounds; each host is
+ *                                  connected to at its A record's address when the resolver
+ *                                  gives one (cached 5 minutes), which the parts report as
+ *                                  `remoteip`; else by name.
  *   lookupFailureParts(prepared, resolution)  the parts of a lookup that ended in `bounce` (null
  *                                  MX 5.1.10, NXDOMAIN 5.1.2, no address 5.4.4: every sendable
  *                                  recipient bounced) or `defer` (DNS trouble: deferred).
@@ -26,7 +31,7 @@
  *   the MX host name (a failed handshake falls back to plaintext, as in Postfix's "may" level).
  */
 import { createEgressConnect, type EgressPath } from "../net/socks5";
-import { DEFAULT_DOH_URL, resolveMx } from "../net/mx";
+import { DEFAULT_DOH_URL, resolveAddress, resolveMx } from "../net/mx";
 import type { MxHost, MxResolution } from "../net/core/mx";
 import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
 import { smtpTimeoutsOf } from "./smtp-timeouts";
@@ -90,6 +95,22 @@ export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLoo
   };
 }
 
+/** How long an MX host's address is reused (ms). */
+const ADDRESS_TTL_MS = 300_000;
+const addresses = new Map<string, { at: number; ip: Promise<string | null> }>();
+
+/** An MX host's IPv4 address (resolveAddress), cached per isolate for ADDRESS_TTL_MS; null when unknown. */
+function addressOf(resolverUrl: string | undefined, host: string): Promise<string | null> {
+  const key = `${resolverUrl ?? ""} ${host.toLowerCase()}`;
+  const now = Date.now();
+  const hit = addresses.get(key);
+  if (hit && now - hit.at < ADDRESS_TTL_MS) return hit.ip;
+  if (addresses.size > 10_000) addresses.clear();
+  const ip = resolveAddress(host, { ...(resolverUrl ? { resolverUrl } : {}) }).catch(() => null);
+  addresses.set(key, { at: now, ip });
+  return ip;
+}
+
 /** Session settings for one MX host: no AUTH, opportunistic STARTTLS (required when a provider rule says so). */
 function mxConfigOf(env: Env, host: string, requireTls: boolean): SessionConfig {
   return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: smtpTimeoutsOf(env) });
@@ -101,7 +122,11 @@ export async function runMxSessions(env: Env, hosts: MxHost[], prepared: Prepare
   const bounds = { ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}), ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}) };
   for (const { host } of hosts) {
     const options = { config: mxConfigOf(env, host, rule?.require_tls === true), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds };
-    const parts = await runSession(env, { host, port: settings.port }, prepared, options);
+    // Connected by its address when the resolver gives one, so the report can name it (remoteip);
+    // TLS is still verified against the host name.
+    const ip = await addressOf(settings.resolverUrl, host);
+    const sent = await runSession(env, { host: ip ?? host, port: settings.port }, prepared, options);
+    const parts = ip ? sent.map((p) => ({ ...p, remoteip: ip })) : sent;
     const site = parts.find((p) => p.site)?.site;
     if (!site) return parts;
     console.warn(JSON.stringify({ warning: "deliver: MX host failed, trying the next", host, reason: site.reason }));

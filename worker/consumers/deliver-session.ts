@@ -44,6 +44,8 @@ export interface SessionPart {
   /** The provider rule the destination's MX hosts matched, as the Transport DO is told of it, and the egress it went out through. */
   provider?: SiteShape | null;
   egress?: string;
+  /** The MX address the session connected to, when known. */
+  remoteip?: string;
 }
 
 /** An entry with its Outbox envelope and matched recipients, ready to send. */

@@ -30,6 +30,8 @@
  */
 
 import { advanceMxLookup, createMxConfig, startMxLookup, type DohEvent, type MxConfig, type MxQueryType, type MxResolution } from "./core/mx";
+import { DNS_TYPE, parseDohJson, selectAnswers } from "./core/doh";
+import { parseIPv4, parseIPv6 } from "./core/ip-literal";
 
 /** Cloudflare's public DoH JSON endpoint. */
 export const DEFAULT_DOH_URL = "https://cloudflare-dns.com/dns-query";
@@ -67,6 +69,22 @@ export async function resolveMx(domain: string, options: MxResolverOptions = {})
     step = advanceMxLookup(step.state, event, now(), cfg);
   }
   return step.result;
+}
+
+/**
+ * The IPv4 address an MX host name resolves to (its first A record, through CNAMEs), the host
+ * itself when it is an IP literal, or null when it has none or the lookup failed (the caller
+ * then connects by name and does not know the address).
+ */
+export async function resolveAddress(host: string, options: MxResolverOptions = {}): Promise<string | null> {
+  const name = host.replace(/\.$/, "").replace(/^\[|\]$/g, "");
+  if (parseIPv4(name) || parseIPv6(name)) return name;
+  const event = await queryDoh(name, "A", options);
+  if (event.kind !== "answer") return null;
+  const message = parseDohJson(event.body);
+  if ("error" in message) return null;
+  const found = selectAnswers(message, name, DNS_TYPE.A).records.find((r) => parseIPv4(r.data) !== null);
+  return found?.data ?? null;
 }
 
 /** Punycode form of a domain, or null when the URL parser rejects it. */

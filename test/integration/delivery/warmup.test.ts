@@ -4,6 +4,7 @@
  * rule for the DoH fixture's ".localhost" MX). Once the Transport DO knows the destination's
  * provider and egress (from its first report), mail beyond the hour's cap waits with
  * blocked_by warmup (not bounced); advancing the plan past its ramp lifts the caps and it goes.
+ * The same reports name the MX address a delivery connected to (the remoteip policy field).
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -24,6 +25,7 @@ beforeAll(async () => {
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('mx', NULL)"),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'mx-one.test', 'mx')"),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'loopback-mx.test', 'mx')"),
     env.DB.prepare("INSERT OR REPLACE INTO provider_rules (name, rule, updated_at) VALUES ('localprov', ?, 0)").bind(JSON.stringify({ name: "localprov", mx: [".localhost"] })),
   ]);
 });
@@ -59,4 +61,20 @@ describe("IP warm-up", () => {
     expect(await (await callWithKey(operator, "DELETE", `/relay/warmup/${egress}`)).json()).toEqual({ object: "warmup", egress, deleted: true });
     expect((await callWithKey(operator, "GET", "/relay/warmup")).status).toBe(200);
   }, 90_000);
+});
+
+describe("the remoteip policy field", () => {
+  it("a delivery's report names the MX address it connected to; a connect interval on remoteip:<ip> spaces the next ones", async () => {
+    const first = await send("ip-0@loopback-mx.test");
+    await recipientsWhen(key, first, (r) => r.status === "delivered", "the first delivered", 20_000);
+    const set = await callWithKey(operator, "PUT", "/relay/policies/remoteip:127.0.0.1", { interval_seconds: 600 });
+    expect(set.status).toBe(200);
+    const next = [await send("ip-1@loopback-mx.test"), await send("ip-2@loopback-mx.test")];
+    const waiting = await eventually(async () => {
+      const rs = await Promise.all(next.map(recipient));
+      return rs.filter((r) => r.status === "delivered").length === 1 && rs.some((r) => r.blocked_by === "connect_interval") ? rs : undefined;
+    }, 20_000, "one delivered, one waiting for the address's interval");
+    expect(waiting.map((r) => r.status).sort()).toEqual(["delivered", "ready"]);
+    expect((await callWithKey(operator, "DELETE", "/relay/policies/remoteip:127.0.0.1")).status).toBe(200);
+  }, 60_000);
 });

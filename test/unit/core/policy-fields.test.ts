@@ -81,6 +81,20 @@ describe("combined sub-queues, property", () => {
   });
 });
 
+describe("remoteip", () => {
+  it("the MX address a report names becomes the queue's remoteip key, and the entry counts against it", () => {
+    expect(policyKeysOf("acme", "smtp", "a.test", null, null, undefined, [], "192.0.2.7")).toEqual(["transport:smtp", "dest:smtp/a.test", "tenant:acme", "remoteip:192.0.2.7"]);
+    const { q, add } = setup();
+    for (let i = 0; i < 3; i++) add(`r${i}`, "r.test");
+    setPolicy(q, "remoteip:192.0.2.7", { interval: 60 }, 0);
+    const [e] = dispatchAll(q, 0, 1);
+    reportDelivery(q, e!.id, { status: "ok", remoteip: "192.0.2.7" }, 1);
+    expect(q.transports.get("smtp")!.queues.get("r.test")!.remoteip).toBe("192.0.2.7");
+    expect(dispatchAll(q, 2)).toHaveLength(0);
+    expect(explainMessage(q, "r2", 2)[0]!.blockedBy).toMatchObject({ key: "remoteip:192.0.2.7", reason: "interval" });
+  });
+});
+
 describe("connectinterval", () => {
   it("keeps two selections of a key at least `interval` seconds apart, and says so", () => {
     const { q, add } = setup();

@@ -12,7 +12,7 @@
  *                                 stays. null (or absent) clears that limit. The key is a field
  *                                 ("tenant:acme", "jobid:acme/spring", "bulk:acme",
  *                                 "egress:ip1", "site:yahoo", "transport:smtp",
- *                                 "dest:smtp/example.com", a policy_tags tag:
+ *                                 "dest:smtp/example.com", "remoteip:192.0.2.7", a policy_tags tag:
  *                                 "tag:acme/region=eu") or a combination configured as
  *                                 policy_combinations ("egress:ip1+site:yahoo").
  *   DELETE /relay/policies/:key   its caps, rate and interval go (a suspension stays).
