@@ -39,9 +39,9 @@ function egressOf(raw: string): string {
   return raw;
 }
 
-async function view(env: Env, w: WarmupRow, nowSec: number) {
+/** A plan as the routes show it; `providers` are the provider rule names (read once per request). */
+function view(w: WarmupRow, providers: readonly { name: string }[], nowSec: number) {
   const day = warmupDay(w.startedAt, nowSec);
-  const providers = await listProviderRules(env.DB);
   const caps = Object.fromEntries(providers.flatMap((p) => {
     const c = warmupCaps(w.plan, day, p.name);
     return c ? [[p.name, { per_day: c.perDay, per_hour: c.perHour }]] : [];
@@ -52,7 +52,7 @@ async function view(env: Env, w: WarmupRow, nowSec: number) {
 async function one(env: Env, egress: string, nowSec: number) {
   const w = (await listWarmups(env.DB)).find((x) => x.egress === egress);
   if (!w) throw new ApiError(404, "not_found", "Warm-up plan not found.");
-  return view(env, w, nowSec);
+  return view(w, await listProviderRules(env.DB), nowSec);
 }
 
 /** The /relay/warmup routes (mounted behind the operator check). */
@@ -62,7 +62,8 @@ export function warmupRoutes() {
 
   r.get("/warmup", async (c) => {
     const t = now();
-    return c.json({ object: "list", data: await Promise.all((await listWarmups(c.env.DB)).map((w) => view(c.env, w, t))) });
+    const [plans, providers] = await Promise.all([listWarmups(c.env.DB), listProviderRules(c.env.DB)]);
+    return c.json({ object: "list", data: plans.map((w) => view(w, providers, t)) });
   });
 
   r.put("/warmup/:egress", async (c) => {
