@@ -5,19 +5,12 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { hashApiKey } from "../../worker/db/api-keys";
-import { setKeyRole } from "../../worker/db/admin";
-import { call, callWithKey, classified, email, eventually, newKey, settle } from "./helpers";
+import { call, callWithKey, classified, email, eventually, newKey, newOperatorKey, settle } from "./helpers";
 
 let operator: string;
 let acme: string;
 let globex: string;
 
-async function operatorKey(tenant: string): Promise<string> {
-  const key = await newKey(tenant);
-  await setKeyRole(env.DB, await hashApiKey(key), "operator");
-  return key;
-}
 
 async function json<T = Record<string, unknown>>(res: Response): Promise<T> {
   return (await res.json()) as T;
@@ -51,7 +44,7 @@ const OPERATOR_ROUTES: [string, string, unknown?][] = [
 ];
 
 beforeAll(async () => {
-  operator = await operatorKey("ops");
+  operator = await newOperatorKey("ops");
   acme = await newKey("acme");
   globex = await newKey("globex");
   await env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('ops', NULL)").run();

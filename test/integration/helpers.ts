@@ -5,7 +5,8 @@
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { outboxName, shardCount, shardOf } from "../../durable-objects/storage/outbox-ids";
 import worker from "../../worker";
-import { insertApiKey } from "../../worker/db/api-keys";
+import { hashApiKey, insertApiKey } from "../../worker/db/api-keys";
+import { setKeyRole } from "../../worker/db/admin";
 
 /** Calls the Worker's fetch handler and waits for its waitUntil work. */
 export async function call(path: string, init?: RequestInit): Promise<Response> {
@@ -26,6 +27,13 @@ export function callWithKey(key: string, method: string, path: string, body?: un
 /** A new API key for `tenant`. */
 export function newKey(tenant: string): Promise<string> {
   return insertApiKey(env.DB, tenant, "test");
+}
+
+/** A new operator key (the admin API's) for `tenant`. */
+export async function newOperatorKey(tenant: string): Promise<string> {
+  const key = await newKey(tenant);
+  await setKeyRole(env.DB, await hashApiKey(key), "operator");
+  return key;
 }
 
 /** Polls `probe` until it returns a value other than undefined, or fails after `timeoutMs`. */

@@ -6,9 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { hashApiKey } from "../../../worker/db/api-keys";
-import { setKeyRole } from "../../../worker/db/admin";
-import { callWithKey, email, eventually, newKey } from "../helpers";
+import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 
 const sink = inject("sink");
@@ -17,8 +15,7 @@ let operator: string;
 
 beforeAll(async () => {
   key = await newKey("camp");
-  operator = await newKey("ops-camp");
-  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  operator = await newOperatorKey("ops-camp");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('sink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink')"),

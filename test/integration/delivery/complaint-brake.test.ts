@@ -10,9 +10,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import worker from "../../../worker";
-import { hashApiKey } from "../../../worker/db/api-keys";
-import { setKeyRole } from "../../../worker/db/admin";
-import { callWithKey, email, eventually, newKey } from "../helpers";
+import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 
 const sink = inject("sink");
@@ -21,8 +19,7 @@ let operator: string;
 
 beforeAll(async () => {
   key = await newKey("braked");
-  operator = await newKey("ops-brake");
-  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  operator = await newOperatorKey("ops-brake");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('sink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink')"),

@@ -10,12 +10,10 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import worker from "../../../worker";
-import { hashApiKey } from "../../../worker/db/api-keys";
-import { setKeyRole } from "../../../worker/db/admin";
 import { handleInbound } from "../../../worker/inbound/email";
 import { addressTokenKey } from "../../../worker/inbound/tokens";
 import { readTokenAddress } from "../../../worker/mail/verp";
-import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
+import { callWithKey, email, eventually, getEmail, newKey, newOperatorKey } from "../helpers";
 import { caught, recipientsWhen, type Caught } from "./observe";
 import gmail from "../../fixtures/inbound/gmail-5.1.1.eml?raw";
 import outlook from "../../fixtures/inbound/outlook-5.1.10.eml?raw";
@@ -32,8 +30,7 @@ let operator: string;
 
 beforeAll(async () => {
   key = await newKey("acme");
-  operator = await newKey("ops-inbound");
-  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  operator = await newOperatorKey("ops-inbound");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('sink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink')"),

@@ -9,9 +9,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { callWithKey, email, eventually, newKey } from "../helpers";
-import { hashApiKey } from "../../../worker/db/api-keys";
-import { setKeyRole } from "../../../worker/db/admin";
+import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { caught, recipientsWhen } from "./observe";
 
 const sink = inject("sink");
@@ -25,8 +23,7 @@ const RULES = [
 
 beforeAll(async () => {
   key = await newKey("acme");
-  operator = await newKey("ops");
-  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  operator = await newOperatorKey("ops");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('mx', NULL)"),
     ...["mx-one.test", "loopback-mx.test"].map((d) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'mx')").bind(d)),

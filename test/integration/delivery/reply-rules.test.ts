@@ -9,9 +9,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { hashApiKey } from "../../../worker/db/api-keys";
-import { setKeyRole } from "../../../worker/db/admin";
-import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
+import { callWithKey, email, eventually, getEmail, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 
 const scripted = inject("scripted");
@@ -20,8 +18,7 @@ let operator: string;
 
 beforeAll(async () => {
   key = await newKey("acme");
-  operator = await newKey("ops-rr");
-  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  operator = await newOperatorKey("ops-rr");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('tss04', ?)").bind(`[127.0.0.1]:${scripted.ports.tss04}`),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'tss04.test', 'tss04')"),

@@ -9,9 +9,7 @@
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { egressIdOf } from "../../../worker/consumers/deliver-mx";
-import { hashApiKey } from "../../../worker/db/api-keys";
-import { setKeyRole } from "../../../worker/db/admin";
-import { callWithKey, email, eventually, newKey } from "../helpers";
+import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 
 let key: string;
@@ -20,8 +18,7 @@ const egress = egressIdOf(env as unknown as Env);
 
 beforeAll(async () => {
   key = await newKey("warm");
-  operator = await newKey("ops-warm");
-  await setKeyRole(env.DB, await hashApiKey(operator), "operator");
+  operator = await newOperatorKey("ops-warm");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('mx', NULL)"),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'mx-one.test', 'mx')"),
