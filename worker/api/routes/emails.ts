@@ -18,7 +18,7 @@
  *   message), 405 method_not_allowed, 409 idempotency conflicts, 413 too large.
  */
 import { Hono, type Context } from "hono";
-import { isMessageId, randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
+import { affineShard, isMessageId, shardForKey } from "../../../durable-objects/storage/outbox-ids";
 import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../accept";
 import { parseInput, readJson, requestLimitBytes } from "../body";
 import { explainWaiting } from "../blocked";
@@ -35,9 +35,9 @@ import { SenderPolicy } from "../../domains/sender";
 const notFound = () => new ApiError(404, "not_found", "Email not found.");
 const methodNotAllowed = () => { throw new ApiError(405, "method_not_allowed", "Method not allowed."); };
 
-/** The shard for a request: the key's shard when idempotent (retries meet their record), else random. */
+/** The shard for a request: the key's shard when idempotent (retries meet their record), else this isolate's current shard (affineShard). */
 async function shardFor(tenant: string, idem: Idempotency | null, shards: number): Promise<number> {
-  return idem ? shardForKey(tenant, idem.claim.key, shards) : randomShard(shards);
+  return idem ? shardForKey(tenant, idem.claim.key, shards) : affineShard(shards);
 }
 
 /** The Outbox view of an email of this tenant, or 404. */

@@ -19,7 +19,7 @@
  *   tenant's mail), 502 application_error when the catcher does not answer.
  */
 import { Hono } from "hono";
-import { randomShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
+import { affineShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
 import { idempotencyOf, jsonResponse, storeAndQueue } from "../accept";
 import type { AppEnv } from "../app";
 import { parseInput, readJson, requestLimitBytes } from "../body";
@@ -42,7 +42,7 @@ export function relayRoutes() {
     const idem = await idempotencyOf(c, raw);
     const input = parseInput(RawMessageSchema, value);
     const tenant = c.get("tenant");
-    const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : randomShard(limits.shards);
+    const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : affineShard(limits.shards);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
