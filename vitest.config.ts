@@ -38,7 +38,10 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // test, and the classify and deliver consumers and the Outbox's admission (ADMIT_BATCH_MS; the
 // workers project keeps the default window, classify-at-accept.test.ts) run without batching delay.
 // A message handed straight to delivery waits at most 2 s for the deliver consumer's index write.
-const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0" };
+// Accepts are never held back for inflow (IN_FLOW_DELAY_MS, Postfix's in_flow_delay): tests send
+// bursts on purpose; core/flow.ts and the Transport DO's `over` answer have tests of their own,
+// and the e2e project runs the wrangler.toml default.
+const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0" };
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
@@ -106,7 +109,7 @@ export default defineConfig({
               // Small limits and a 1 s sweeper grace period, so the limits and the crash recovery
               // can be exercised quickly; the queue consumer runs without batching delay.
               bindings: {
-                TEST_MIGRATIONS: migrations, COHORT_ENV: "test",
+                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", IN_FLOW_DELAY_MS: "0",
                 MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
                 // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots,
                 // and keep its ring small, so a test wraps it round.

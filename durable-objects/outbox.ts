@@ -20,7 +20,7 @@
  *                     bounced/expired recipients get a bounce notice (storage/outbox-dsn.ts);
  *                     delayNotice() is the core's delay warning.
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
- *                     (postsuper -h/-H/-r/-d), see storage/outbox-control.ts.
+ *                     (postsuper -h/-H/-r/-d), see storage/outbox-operator.ts.
  *   afterDelivery     a complaint (email.complained) or late bounce (email.bounced) of a delivered recipient.
  *   ensureSweep/alarm the sweeper (storage/outbox-alarm.ts): after OUTBOX_GRACE_SECONDS it
  *                     re-triggers classification of lost messages, triggers scheduled messages
@@ -37,17 +37,17 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import { shardOf } from "./storage/outbox-ids";
-import { AdmissionBatch, admitAll, admitBatchMsOf } from "./storage/outbox-admit";
+import { AdmissionBatch, admitAll, admitBatchMsOf, Inflow } from "./storage/outbox-admit";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
-  applyOutcomes, cancelMessage, cancelWithEvents, recordAfterDelivery, type AfterDelivery, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
+  applyOutcomes, cancelMessage, recordAfterDelivery, type AfterDelivery, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
   insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
 } from "./storage/outbox-store";
-import { beginControl, controlOf, migrateControl, noteAttempt, openTransports, readmitMessage, type ComplaintResult } from "./storage/outbox-control";
+import { migrateControl, type ComplaintResult } from "./storage/outbox-control";
+import { cancelIn, holdIn, releaseIn, requeueIn } from "./storage/outbox-operator";
 import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./storage/outbox-dsn";
 import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
 import { OutboxAlarm } from "./storage/outbox-alarm";
-import { FINAL_STATUSES } from "./storage/outbox-types";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, EventAck, IdempotencyClaim,
   IdempotencyResult, MessageView, OutcomeReport, SyncState,
@@ -59,6 +59,8 @@ export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
   private readonly admission: AdmissionBatch;
+  /** Whether mail arrives faster than its transports deliver it (Postfix's in_flow_delay; storage/outbox-admit.ts). */
+  private readonly inflow = new Inflow();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -101,13 +103,13 @@ export class Outbox extends DurableObject<Env> {
     const finished = decided.filter((id) => readMessage(this.sql, id)?.state === "done");
     await this.admission.add(decided.filter((id) => !finished.includes(id)));
     await this.afterChange(now, finished, finished);
-    return result;
+    return { kind: "accepted", pauseMs: this.inflow.pauseMs(this.env, now) };
   }
 
   /** Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify queue for their index. */
   private async admitAccepted(ids: string[]): Promise<void> {
     const now = Date.now();
-    const { active } = await admitAll(this.ctx.storage, this.env, ids, now);
+    const { active } = await admitAll(this.ctx.storage, this.env, ids, now, this.inflow);
     await this.afterChange(now, ids, ids.filter((id) => !active.has(id)), active.size > 0);
   }
 
@@ -142,7 +144,7 @@ export class Outbox extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => { for (const x of items) if (x.results.length > 0) recordDecisions(this.sql, x.id, x.results, now); });
     const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
     const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
-    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now) : null;
+    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now, this.inflow) : null;
     await this.afterChange(now, items.map((x) => x.id), [], (admitted?.active.size ?? 0) > 0);
     return items.map((x, i) => ({ plan: plans[i] ?? null, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
   }
@@ -168,46 +170,10 @@ export class Outbox extends DurableObject<Env> {
     return "ok";
   }
 
-  /**
-   * Hold (postsuper -h): the message leaves every Transport DO, in-flight deliveries finish, and
-   * nothing of it is admitted until release. `tenant` null: an operator, any tenant.
-   */
-  async holdMessage(id: string, tenant: string | null): Promise<ControlResult> {
-    const now = Date.now();
-    const v = readView(this.sql, id, now);
-    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
-    if (!this.ctx.storage.transactionSync(() => beginControl(this.sql, id, "hold", now))) return { result: v.state === "open" ? "already_held" : "not_open", recipients: 0 };
-    for (const t of openTransports(this.sql, id)) {
-      const r = await this.env.TRANSPORT_QUEUE.getByName(t).remove(id);
-      noteAttempt(this.sql, id, r.attempt);
-    }
-    await this.afterChange(now, [id]);
-    return { result: "ok", recipients: v.recipients.filter((r) => !FINAL_STATUSES.includes(r.status)).length };
-  }
-
-  /** Release (postsuper -H): a held message's open recipients are admitted again, as a new attempt. */
-  async releaseMessage(id: string, tenant: string | null): Promise<ControlResult> {
-    const now = Date.now();
-    const v = readView(this.sql, id, now);
-    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
-    if (controlOf(this.sql, id)?.action !== "hold") return { result: "not_held", recipients: 0 };
-    const n = this.ctx.storage.transactionSync(() => readmitMessage(this.sql, id, false, now));
-    await this.afterChange(now, [id]);
-    return { result: "ok", recipients: n };
-  }
-
-  /** Requeue (postsuper -r): the open recipients are taken out, routed again and admitted as a new attempt. */
-  async requeueMessage(id: string, tenant: string | null): Promise<ControlResult> {
-    const now = Date.now();
-    const v = readView(this.sql, id, now);
-    if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
-    if (v.state !== "open") return { result: "not_open", recipients: 0 };
-    let used = 0;
-    for (const t of openTransports(this.sql, id)) used = Math.max(used, (await this.env.TRANSPORT_QUEUE.getByName(t).remove(id)).attempt);
-    const n = this.ctx.storage.transactionSync(() => readmitMessage(this.sql, id, true, now, used));
-    await this.afterChange(now, [id]);
-    return { result: "ok", recipients: n };
-  }
+  /** Hold (postsuper -h), release (-H), requeue (-r): see storage/outbox-control.ts; `tenant` null: an operator, any tenant. */
+  async holdMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => holdIn(this.ctx.storage, this.env, v, now)); }
+  async releaseMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => releaseIn(this.ctx.storage, v, now)); }
+  async requeueMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => requeueIn(this.ctx.storage, this.env, v, now)); }
 
   /**
    * What came back about a delivered recipient, once per recipient: a feedback-loop complaint
@@ -223,18 +189,19 @@ export class Outbox extends DurableObject<Env> {
     return { ...res, tenant: v.tenant };
   }
 
-  /**
-   * Cancels the message's recipients that are not final (only those at `domain` when given), with
-   * one email.canceled event each, scheduled or not. See storage/outbox-control.ts.
-   */
+  /** Cancels the message's recipients that are not final (only those at `domain` when given), scheduled or not, with events. */
   async cancelRecipients(id: string, tenant: string | null, domain: string | null = null): Promise<ControlResult> {
+    return this.operate(id, tenant, (v, now) => cancelIn(this.ctx.storage, v, domain, now));
+  }
+
+  /** An operator call on a message of `tenant` (null: any): runs it on the message's view and re-indexes the message when it changed it. */
+  private async operate(id: string, tenant: string | null, run: (v: MessageView, now: number) => ControlResult | Promise<ControlResult>): Promise<ControlResult> {
     const now = Date.now();
     const v = readView(this.sql, id, now);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
-    const done = this.ctx.storage.transactionSync(() => cancelWithEvents(this.sql, id, v.tenant, domain, now));
-    if (done === 0) return { result: v.state === "open" ? "no_match" : "not_open", recipients: 0 };
-    await this.afterChange(now, [id]);
-    return { result: "ok", recipients: done };
+    const r = await run(v, now);
+    if (r.result === "ok") await this.afterChange(now, [id]);
+    return r;
   }
 
   /** The message's envelope for delivery, or null when unknown. */

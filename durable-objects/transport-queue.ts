@@ -33,17 +33,17 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
-  hasActiveRoom, destinationsView, nextWakeupAt,
+  hasActiveRoom, destinationsView, nextWakeupAt, FlowMeter,
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
   leaseSeconds, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
-  pendingRecipients, addIncoming, dropIncoming, dropWaiting, hasIncoming, oldestIncoming, scheduleRetry, flushRetries,
+  pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
 import { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
-import { toDispatched, destinationName, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
+import { toDispatched, destinationName, type AdmitAnswer, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
 import { Handoff } from "./storage/handoff";
@@ -65,6 +65,8 @@ export class TransportQueue extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
   private forgottenUpTo = 0;
+  /** Recipients arriving and leaving delivery (in memory): the `over` of admit answers (core/flow.ts). */
+  private readonly flow = new FlowMeter();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -88,22 +90,19 @@ export class TransportQueue extends DurableObject<Env> {
     });
   }
 
-  /**
-   * Admits a message (idempotent by message and recipient, also after it left the core); returns
-   * the effects it caused, and `active`: it went into the active queue (not the incoming one) of a
-   * transport that dispatches by itself, so the delivery stage will report on it soon.
-   */
-  async admit(req: AdmitRequest): Promise<{ admitted: boolean; effects: Effect[]; active: boolean }> {
+  /** Admits a message (idempotent by message and recipient, also after it left the core). */
+  async admit(req: AdmitRequest): Promise<AdmitAnswer> {
     return (await this.admitMany([req]))[0]!;
   }
 
   /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
-  async admitMany(reqs: AdmitRequest[]): Promise<{ admitted: boolean; effects: Effect[]; active: boolean }[]> {
+  async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
     const auto = this.env.DISPATCH === "auto", sql = this.ctx.storage.sql;
     const answers = reqs.map((req) => this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id) ? { admitted: true, effects: [], active: false }
-      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
+      : (this.flow.arrive(req.rcpts.length, nowSec()), this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null)));
     await this.pump();
-    return answers.map((a) => ({ ...a, active: a.active && auto }));
+    const over = this.flow.over(nowSec());
+    return answers.map((a) => ({ ...a, active: a.active && auto, over }));
   }
 
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
@@ -228,28 +227,13 @@ export class TransportQueue extends DurableObject<Env> {
   private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[], fields: MessageFields | null): { admitted: boolean; effects: Effect[]; active: boolean } {
     const sql = this.ctx.storage.sql;
     recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts);
-    const intake = { id, createTime, tenant, priority, rcptTotal: rcpts.length, ...(fields ? { fields } : {}) };
+    const m = { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields };
     if (hasActiveRoom(this.qmgr) && !hasIncoming(sql)) {
-      const res = this.run({ kind: "admit", now: nowSec(), intake });
+      const res = this.run({ kind: "admit", now: nowSec(), intake: intakeOf(m) });
       if (res.accepted) return { admitted: true, effects: res.effects, active: true };
     }
-    addIncoming(sql, { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields });
+    addIncoming(sql, m);
     return { admitted: true, effects: [], active: false };
-  }
-
-  /** Moves messages from the incoming queue into the core while it has room. */
-  private admitIncoming(): void {
-    const sql = this.ctx.storage.sql;
-    while (hasActiveRoom(this.qmgr)) {
-      const next = oldestIncoming(sql, 50);
-      if (next.length === 0) return;
-      for (const m of next) {
-        if (!hasActiveRoom(this.qmgr)) return;
-        const intake = { id: m.coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcptTotal: m.rcptTotal, ...(m.fields ? { fields: m.fields } : {}) };
-        if (!this.run({ kind: "admit", now: nowSec(), intake }).accepted) return;
-        dropIncoming(sql, m.coreId);
-      }
-    }
   }
 
   private dispatchCore(max: number): { entries: DispatchedEntry[]; effects: Effect[] } {
@@ -262,6 +246,7 @@ export class TransportQueue extends DurableObject<Env> {
     const coreId = this.leases.take(entryId);
     this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure); // else no connection was left idle
     const e = this.qmgr.busy.get(entryId);
+    this.flow.leave(e?.rcpts.length ?? 0, nowSec());
     const queue = e?.peer.queue;
     const busy = queue?.busyCount ?? 0;
     const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);
@@ -280,7 +265,7 @@ export class TransportQueue extends DurableObject<Env> {
   /** In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the alarm. */
   private async pump(agent?: string): Promise<DeliverJob[]> {
     const inline: DeliverJob[] = [];
-    this.admitIncoming();
+    drainIncoming(this.ctx.storage.sql, this.qmgr, (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted);
     if (this.notes.waiting) { this.journal.flush(this.qmgr); await this.notes.deliver(this.env); } // else one row below: this call's commands and its dispatch
     if (this.env.DISPATCH === "auto") {
       for (let round = 0; round < 10; round++) {

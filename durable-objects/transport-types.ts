@@ -21,6 +21,18 @@ export interface AdmitRequest {
   rcpts: ResolvedRecipient[];
 }
 
+/**
+ * What admit answers: the message is durably taken; `active`: it went into the active queue of a
+ * transport that dispatches by itself; `over`: mail arrives faster than the transport delivers
+ * it (core/flow.ts), so the accepting side should pause (IN_FLOW_DELAY_MS).
+ */
+export interface AdmitAnswer {
+  admitted: boolean;
+  effects: Effect[];
+  active: boolean;
+  over?: boolean;
+}
+
 /** A selected delivery request, as handed to the delivery stage. */
 export interface DispatchedEntry {
   entryId: number;

@@ -75,7 +75,7 @@ interface Snapshot {
   do_rows_read: number; do_rows_read_by_class: Counts; do_rows_written: number; do_rows_written_by_class: Counts;
   d1_rows_read: number; d1_rows_written: number; d1_statements: number;
   queue_ops: number; queue_ops_by_queue: Counts; queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts;
-  r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts;
+  r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts; rows_read_by_statement?: Counts;
 }
 
 interface Setup { server: DevServer; catcher: Catcher; receiver: Receiver }
@@ -184,6 +184,7 @@ interface CaseResult {
     do_rows_written_by_class: Counts; do_rows_read_by_class: Counts; queue_ops_by_queue: Counts;
     queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts; d1_statements: number; r2_deletes: number;
     rows_written_by_statement: Counts;
+    rows_read_by_statement: Counts;
   };
 }
 
@@ -216,6 +217,8 @@ function summarise(def: CaseDef, snap: Snapshot, events: Counts, seconds: number
       queue_writes: perN(snap.queue_writes, def.messages), queue_reads: perN(snap.queue_reads, def.messages), queue_deletes: perN(snap.queue_deletes, def.messages),
       d1_statements: round(snap.d1_statements / def.messages), r2_deletes: round(snap.r2_deletes / def.messages),
       rows_written_by_statement: Object.fromEntries(Object.entries(snap.rows_written_by_statement ?? {})
+        .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / def.messages)])),
+      rows_read_by_statement: Object.fromEntries(Object.entries(snap.rows_read_by_statement ?? {})
         .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / def.messages)])),
     },
   };
@@ -297,6 +300,8 @@ function printCase(name: string, r: CaseResult): void {
   console.log(`               Worker invocations ${JSON.stringify(b.worker_invocations_by_kind)}; D1 statements ${b.d1_statements}; R2 deletes ${b.r2_deletes}`);
   console.log(`  rows written per message, by statement:`);
   for (const [k, v] of Object.entries(b.rows_written_by_statement)) if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
+  console.log(`  rows read per message, by statement (the largest):`);
+  for (const [k, v] of Object.entries(b.rows_read_by_statement).slice(0, 12)) if (v >= 0.5) console.log(`    ${String(v).padStart(8)}  ${k}`);
   console.log(`  $ per million messages: ${r.usd_per_million}${r.usd_per_million_rcpts !== undefined ? `; per million recipients: ${r.usd_per_million_rcpts}` : ""} (list prices; CPU and DO duration not counted)`);
 }
 

@@ -14,6 +14,7 @@ export * from "./retry-policy";
 export * from "./policy";
 export * from "./site-shape";
 export * from "./warmup";
+export * from "./flow";
 export * from "./errors";
 export type * from "./model";
 export { obtainTransport, readBatchLimit, hasActiveRoom, READ_CAP, type MessageIntake } from "./assign";

@@ -20,7 +20,7 @@
  *   All writes are idempotent (INSERT OR IGNORE / OR REPLACE), so a repeated report changes
  *   nothing twice.
  */
-import { shapeOf, type MessageFields, type ShapeRow } from "../core";
+import { hasActiveRoom, shapeOf, type MessageFields, type MessageIntake, type Qmgr, type ShapeRow } from "../core";
 import { noteFinished, recipientsFrom, type StoredRecipient } from "./sqlite-source";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
@@ -48,6 +48,26 @@ export interface IncomingMessage {
   priority: number;
   rcptTotal: number;
   fields?: MessageFields | null;
+}
+
+/** The core's intake of a message. */
+export function intakeOf(m: IncomingMessage): MessageIntake {
+  return { id: m.coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcptTotal: m.rcptTotal, ...(m.fields ? { fields: m.fields } : {}) };
+}
+
+/**
+ * Moves messages from the incoming queue into the core, oldest first, while it has room;
+ * `admit` runs the core's admit command (false: refused, stop).
+ */
+export function drainIncoming(sql: SqlStorage, qmgr: Qmgr<StoredRecipient>, admit: (intake: MessageIntake) => boolean): void {
+  while (hasActiveRoom(qmgr)) {
+    const next = oldestIncoming(sql, 50);
+    if (next.length === 0) return;
+    for (const m of next) {
+      if (!hasActiveRoom(qmgr) || !admit(intakeOf(m))) return;
+      dropIncoming(sql, m.coreId);
+    }
+  }
 }
 
 /** Queues an admitted message for the active queue (idempotent by core id). */

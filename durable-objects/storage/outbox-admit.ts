@@ -18,7 +18,11 @@
  *                         marks the admitted recipients ready (markReady). Returns the messages
  *                         whose recipients all went into an active queue, and those whose
  *                         admission failed (still `incoming` with their decisions: classifying
- *                         them again admits the same recipients).
+ *                         them again admits the same recipients). With an Inflow, notes whether
+ *                         a transport answered that mail arrives faster than it delivers.
+ *   Inflow                what the last admissions said of the inflow: pauseMs() is how long an
+ *                         accept's answer is held back (IN_FLOW_DELAY_MS while a transport was
+ *                         over in the last INFLOW_MEMORY_MS; Postfix's in_flow_delay).
  *   AdmissionBatch        admission of accepted messages, coalesced over ADMIT_BATCH_MS: the
  *                         Outbox answers an accept once the messages are stored, and admits
  *                         every message of the shard accepted within the window with one
@@ -40,7 +44,7 @@
  */
 import { claimClassifyWork, markReady } from "./outbox-store";
 import type { ClassifyWork } from "./outbox-types";
-import type { AdmitRequest } from "../transport-types";
+import type { AdmitAnswer, AdmitRequest } from "../transport-types";
 import { policyTagsOf } from "./scheduler-env";
 
 /** One admission request of a plan per transport it uses (its decided recipients there). */
@@ -68,11 +72,11 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
  * admitPlan for several plans with one Transport.admitMany request per transport for all of
  * them; settled in order (a plan fails when a transport it uses failed or refused it).
  */
-export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
+export async function admitPlans(env: Env, plans: ClassifyWork[], inflow?: Inflow): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
   const policyTags = policyTagsOf(env);
   const requests = plans.map((p) => requestsOf(p, policyTags));
   const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
-  const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<{ admitted: boolean; active: boolean }[]>]> => {
+  const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<AdmitAnswer[]>]> => {
     const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);
     try {
       return [t, { status: "fulfilled", value: await env.TRANSPORT_QUEUE.getByName(t).admitMany(mine) }];
@@ -80,6 +84,7 @@ export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<Promi
       return [t, { status: "rejected", reason }];
     }
   })));
+  inflow?.note([...answers.values()].some((a) => a.status === "fulfilled" && a.value.some((x) => x.over === true)), Date.now());
   // Where each plan's request sits in its transport's admitMany call (request order).
   const counts = new Map<string, number>();
   const positions = requests.map((m) => new Map([...m.keys()].map((t) => { const k = counts.get(t) ?? 0; counts.set(t, k + 1); return [t, k]; })));
@@ -97,9 +102,9 @@ export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<Promi
 }
 
 /** Admits the due decided recipients of `ids` and marks them ready; see the header. */
-export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number): Promise<{ active: Set<string>; failed: string[] }> {
+export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number, inflow?: Inflow): Promise<{ active: Set<string>; failed: string[] }> {
   const plans = ids.map((id) => claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
-  const settled = await admitPlans(env, plans);
+  const settled = await admitPlans(env, plans, inflow);
   const active = new Set<string>();
   const failed: string[] = [];
   storage.transactionSync(() => settled.forEach((s, i) => {
@@ -123,9 +128,36 @@ export const ADMIT_AT_ONCE = 10;
 
 /** ADMIT_BATCH_MS: how long accepted messages wait to be admitted together (default 1000, 0: at once, at most 10000). */
 export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
-  const raw = env.ADMIT_BATCH_MS;
-  const n = raw === undefined || raw === "" ? 1000 : Number(raw);
-  return Number.isFinite(n) && n >= 0 ? Math.min(n, 10_000) : 1000;
+  return msSetting(env.ADMIT_BATCH_MS, 1000, 10_000);
+}
+
+/** How long a transport's "over" holds after the admission that said so, ms (runs come at least every ADMIT_BATCH_MS). */
+export const INFLOW_MEMORY_MS = 3000;
+
+/** IN_FLOW_DELAY_MS: how long an accept's answer waits while the inflow is over (default 1000, "0": never, at most 10000). */
+export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
+  return msSetting(env.IN_FLOW_DELAY_MS, 1000, 10_000);
+}
+
+/** A millisecond setting: `def` when unset or invalid, at most `max`. */
+function msSetting(raw: string | undefined, def: number, max: number): number {
+  const n = raw === undefined || raw === "" ? def : Number(raw);
+  return Number.isFinite(n) && n >= 0 ? Math.min(n, max) : def;
+}
+
+/** What the last admissions of a shard said of the inflow (in memory; see the header). */
+export class Inflow {
+  private overUntil = 0;
+
+  /** Notes an admission's answer. */
+  note(over: boolean, nowMs: number): void {
+    this.overUntil = over ? nowMs + INFLOW_MEMORY_MS : 0;
+  }
+
+  /** How long to hold back an accept's answer now, ms. */
+  pauseMs(env: { IN_FLOW_DELAY_MS?: string }, nowMs: number): number {
+    return nowMs < this.overUntil ? inFlowDelayMsOf(env) : 0;
+  }
 }
 
 /** Coalesced admission of accepted messages (see the header). */

@@ -33,6 +33,7 @@
  *   readmitMessage     release / requeue: every recipient that is not final becomes `incoming`
  *                      again (requeue also forgets its transport and nexthop, so routing runs
  *                      again), the next admission uses attempt max+1, and the control row goes.
+ *   The Outbox's operator calls themselves (holdIn, releaseIn, …) are in outbox-operator.ts.
  *
  * INVARIANTS
  *   A final recipient never changes, but for the one move a late bounce makes: delivered →

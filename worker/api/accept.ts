@@ -14,6 +14,8 @@
  *                                      AdmissionBatch). Messages left undecided (scheduled, or
  *                                      a failed look-up) go to the classify queue. The response
  *                                      is stored with the key, so a retry gets it byte for byte.
+ *                                      While the Outbox says mail arrives faster than its
+ *                                      transports deliver it, the answer waits IN_FLOW_DELAY_MS.
  *
  * INVARIANTS
  *   Nothing is acknowledged before its envelope is committed. A stop after the body write leaves an
@@ -93,6 +95,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
   const outbox = env.OUTBOX.getByName(outboxName(input.shard));
   const idem = input.idempotency;
   let undecided: NewMessage[] = input.prepared.map((p) => p.record);
+  let pauseMs = 0;
   if (idem) {
     const seen = await outbox.reserve(input.tenant, idem.claim, idem.token);
     if (seen.kind !== "fresh") return resolveSeen(seen);
@@ -116,11 +119,15 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);
     if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
     if (res.kind !== "accepted") return resolveSeen(res);
+    pauseMs = res.pauseMs ?? 0;
   } catch (e) {
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;
   }
   await queueForClassify(env, input.tenant, undecided);
+  // Postfix's in_flow_delay: while mail arrives faster than it is delivered, the answer (the
+  // message already safe) waits, so that a sender at full speed leaves the CPU to delivery.
+  if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
   return input.response;
 }
 

@@ -69,6 +69,7 @@ interface Registry {
   r2_deletes: number;
   do_names: Record<string, Set<string>>;
   rows_written_by_statement: Counts;
+  rows_read_by_statement: Counts;
 }
 
 function fresh(): Registry {
@@ -76,7 +77,7 @@ function fresh(): Registry {
     worker_invocations: {}, do_requests: {}, do_methods: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
     d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
     r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
-    rows_written_by_statement: {},
+    rows_written_by_statement: {}, rows_read_by_statement: {},
   };
 }
 
@@ -125,6 +126,8 @@ export interface MeterSnapshot {
   do_names: Record<string, string[]>;
   /** Rows written per statement: "<DO class or D1>: <the statement's first words>". */
   rows_written_by_statement: Counts;
+  /** Rows read per statement, keyed as rows_written_by_statement. */
+  rows_read_by_statement: Counts;
 }
 
 /** The counters as plain JSON. */
@@ -144,7 +147,7 @@ export function meterSnapshot(): MeterSnapshot {
     r2_class_a: sum(reg.r2_class_a), r2_class_a_by_op: copy(reg.r2_class_a), r2_class_b: sum(reg.r2_class_b), r2_class_b_by_op: copy(reg.r2_class_b),
     r2_deletes: reg.r2_deletes,
     do_names: Object.fromEntries(Object.entries(reg.do_names).map(([k, v]) => [k, [...v].sort()])),
-    rows_written_by_statement: copy(reg.rows_written_by_statement),
+    rows_written_by_statement: copy(reg.rows_written_by_statement), rows_read_by_statement: copy(reg.rows_read_by_statement),
   };
 }
 
@@ -366,7 +369,7 @@ interface D1Meta { rows_read?: number; rows_written?: number }
 
 const keys = new Map<string, Map<string, string>>();
 
-/** The key of a statement in rows_written_by_statement: its first words, whitespace folded (cached per text: a few hundred distinct ones). */
+/** The key of a statement in rows_written_by_statement and rows_read_by_statement: its first words, whitespace folded (cached per text: a few hundred distinct ones). */
 function statementKey(owner: string, q: string): string {
   let byText = keys.get(owner);
   if (byText === undefined) keys.set(owner, (byText = new Map()));
@@ -386,6 +389,7 @@ export function recordD1(meta: D1Meta | undefined, q = "?"): void {
   const w = meta?.rows_written ?? 0;
   reg.d1_rows_written += w;
   if (w > 0) add(reg.rows_written_by_statement, statementKey("D1", q), w);
+  if ((meta?.rows_read ?? 0) > 0) add(reg.rows_read_by_statement, statementKey("D1", q), meta!.rows_read!);
 }
 
 const RAW_STATEMENT = Symbol("cohort.meter.rawStatement");
@@ -486,6 +490,7 @@ export class MeteredCursor {
     add(reg.do_rows_read, this.cls, r - this.seenRead);
     add(reg.do_rows_written, this.cls, w - this.seenWritten);
     if (w > this.seenWritten) add(reg.rows_written_by_statement, statementKey(this.cls, this.query), w - this.seenWritten);
+    if (r > this.seenRead) add(reg.rows_read_by_statement, statementKey(this.cls, this.query), r - this.seenRead);
     this.seenRead = r;
     this.seenWritten = w;
   }
