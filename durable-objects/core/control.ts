@@ -22,7 +22,7 @@
  *   None; unknown transports, queues and messages are ignored (false / empty).
  */
 import { entryDone, finishMessage, queueDied, queueRevived } from "./complete";
-import { releaseBlockers } from "./job-list";
+import { releaseWindowBlockers } from "./job-list";
 import type { Entry, Qmgr, ResolvedRecipient } from "./model";
 import { addTimer, blockerUpdate, updateReady } from "./queue";
 
@@ -66,7 +66,10 @@ export function applyDestinationState(q: Qmgr, transport: string, queueName: str
     blockerUpdate(queue);
   }
   updateReady(queue);
-  releaseBlockers(t);
+  // A window is no policy event: jobs held by pickup policies alone stay marked (else every
+  // verdict would have the next selection look at each of them again, work that grows with a
+  // suspended destination's backlog).
+  releaseWindowBlockers(t);
   return true;
 }
 

@@ -54,13 +54,18 @@ function policyHolds(q: Qmgr, peer: Peer, now: number): boolean {
   return true;
 }
 
-/** Whether every peer of the job with entries is held back by a pickup policy (then no window opening can help it). */
+/**
+ * Whether every peer of the job with entries is held back by a pickup policy while its window
+ * has room (then no window opening can help it). A peer whose window is full makes the job a
+ * window blocker without a look at its policies: a job skipped for its window is looked at again
+ * after every report that frees a slot, and its policy keys are not built each time.
+ */
 function heldByPolicies(q: Qmgr, job: Job, now: number): boolean {
   if (q.policies.size === 0) return false;
   let any = false;
   for (let p = job.peerHead; p; p = p.next) {
     if (!p.todoHead) continue;
-    if (!policyHolds(q, p, now)) return false;
+    if (!(p.queue.window > p.queue.busyCount) || !policyHolds(q, p, now)) return false;
     any = true;
   }
   return any;

@@ -22,7 +22,9 @@
  *                         a transport answered that mail arrives faster than it delivers.
  *   Inflow                what the last admissions said of the inflow: pauseMs() is how long an
  *                         accept's answer is held back (IN_FLOW_DELAY_MS while a transport was
- *                         over in the last INFLOW_MEMORY_MS; Postfix's in_flow_delay).
+ *                         over in the last INFLOW_MEMORY_MS; Postfix's in_flow_delay), or null
+ *                         when the shard admitted nothing that recently.
+ *   InflowMemory          the accepting isolate's: answers for a shard that does not know.
  *   AdmissionBatch        admission of accepted messages, coalesced over ADMIT_BATCH_MS: the
  *                         Outbox answers an accept once the messages are stored, and admits
  *                         every message of the shard accepted within the window with one
@@ -131,8 +133,12 @@ export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
   return msSetting(env.ADMIT_BATCH_MS, 1000, 10_000);
 }
 
-/** How long a transport's "over" holds after the admission that said so, ms (runs come at least every ADMIT_BATCH_MS). */
-export const INFLOW_MEMORY_MS = 3000;
+/**
+ * How long an admission's word on the inflow holds, ms: as long as the Transport DO's own
+ * window (core/flow.ts FLOW_DEFAULTS), so that a shard an isolate comes back to within it still
+ * knows (ShardAffinity moves on every second or 64 requests).
+ */
+export const INFLOW_MEMORY_MS = 10_000;
 
 /** IN_FLOW_DELAY_MS: how long an accept's answer waits while the inflow is over (default 1000, "0": never, at most 10000). */
 export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
@@ -147,16 +153,37 @@ function msSetting(raw: string | undefined, def: number, max: number): number {
 
 /** What the last admissions of a shard said of the inflow (in memory; see the header). */
 export class Inflow {
-  private overUntil = 0;
+  private notedAt = -Infinity;
+  private over = false;
 
   /** Notes an admission's answer. */
   note(over: boolean, nowMs: number): void {
-    this.overUntil = over ? nowMs + INFLOW_MEMORY_MS : 0;
+    this.notedAt = nowMs;
+    this.over = over;
   }
 
-  /** How long to hold back an accept's answer now, ms. */
-  pauseMs(env: { IN_FLOW_DELAY_MS?: string }, nowMs: number): number {
-    return nowMs < this.overUntil ? inFlowDelayMsOf(env) : 0;
+  /** How long to hold back an accept's answer now, ms; null when no admission answered within INFLOW_MEMORY_MS (unknown here). */
+  pauseMs(env: { IN_FLOW_DELAY_MS?: string }, nowMs: number): number | null {
+    if (nowMs - this.notedAt >= INFLOW_MEMORY_MS) return null;
+    return this.over ? inFlowDelayMsOf(env) : 0;
+  }
+}
+
+/**
+ * The accepting isolate's memory of the inflow: what the last Outbox that knew said, for
+ * INFLOW_MEMORY_MS. An isolate moves from shard to shard (ShardAffinity), and a shard it just
+ * came to has not admitted anything yet: it answers null, and this answers for it.
+ */
+export class InflowMemory {
+  private until = 0;
+  private ms = 0;
+
+  /** The pause for an accept whose Outbox answered `pauseMs` (null: unknown there). */
+  pauseFor(pauseMs: number | null | undefined, nowMs: number): number {
+    if (pauseMs === null || pauseMs === undefined) return nowMs < this.until ? this.ms : 0;
+    this.until = pauseMs > 0 ? nowMs + INFLOW_MEMORY_MS : 0;
+    this.ms = pauseMs;
+    return pauseMs;
   }
 }
 

@@ -1,6 +1,6 @@
 /*
  * npm run bench:backlog [-- --messages N] [--backlog B] [--rcpts R] [--load-workers W]
- *                        [--var NAME=value …] [--json]
+ *                        [--var NAME=value …] [--profile FILE] [--json]
  *
  * Delivery rate to a live destination with an empty queue, behind a large backlog waiting in the
  * same transport, and while another client submits as fast as it can: three phases in one run on
@@ -25,6 +25,8 @@
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
  *   (accept + classify + admit + dispatch + SMTP; the dispatch→report time inside the Transport DO
  *   cannot be seen from outside), mean/p50/p99 per phase.
+ *   --profile FILE writes a CPU profile of the Worker's thread during phase 3 (.cpuprofile, for
+ *   Chrome DevTools); profiling slows the Worker, so that run's rates are not comparable.
  *   --var overrides a wrangler.toml [vars] value for the whole run (e.g.
  *   TRANSPORT_CHECKPOINT_EVERY=100000, to see whether a cost that grows with the backlog goes away).
  *   Prints tables; with --json the last line is
@@ -39,14 +41,25 @@
  */
 
 import { execFile } from "node:child_process";
+import { writeFile } from "node:fs/promises";
 import { parseArgs, promisify } from "node:util";
 import { DEFAULTS } from "../../durable-objects/core/config";
 import { pool } from "../../worker/lib/pool";
 import { devFetch, freePort, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
 import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
+import { cdp, type Profile } from "../../scripts/lib/cdp";
 import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
 
 const run = promisify(execFile);
+
+/** Starts the V8 sampling profiler of the Worker's thread (--profile: phase 3 only). */
+async function startProfile(inspector: number): Promise<{ stop: () => Promise<Profile> }> {
+  const session = await cdp(inspector);
+  await session.send("Profiler.enable");
+  await session.send("Profiler.setSamplingInterval", { interval: 500 });
+  await session.send("Profiler.start");
+  return { stop: async () => { const { profile } = (await session.send("Profiler.stop")) as { profile: Profile }; session.close(); return profile; } };
+}
 
 const WARMUP = 20;
 /** How long the sink may get nothing before a phase is declared stalled, ms. */
@@ -55,7 +68,7 @@ const STALL_MS = 90_000;
 const ADMIT_LIMIT_MS = 15 * 60_000;
 const TENANT = "bench-backlog";
 
-interface Cli { messages: number; backlog: number; rcpts: number; loadWorkers: number; vars: Record<string, string>; json: boolean }
+interface Cli { messages: number; backlog: number; rcpts: number; loadWorkers: number; vars: Record<string, string>; json: boolean; profile: string | null }
 
 interface Phase {
   name: string;
@@ -75,7 +88,7 @@ function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
       messages: { type: "string", default: "1000" }, backlog: { type: "string", default: "100000" },
-      rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "10" }, json: { type: "boolean", default: false },
+      rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "10" }, json: { type: "boolean", default: false }, profile: { type: "string" },
       var: { type: "string", multiple: true, default: [] },
     },
   });
@@ -90,7 +103,7 @@ function parseCli(): Cli {
     if (!Number.isInteger(n) || n < min) throw new Error(`--${name} needs an integer >= ${min}`);
     return n;
   };
-  return { messages: int("messages", values.messages, 1), backlog: int("backlog", values.backlog, 0), rcpts: int("rcpts", values.rcpts, 1), loadWorkers: int("load-workers", values["load-workers"], 0), vars, json: values.json };
+  return { messages: int("messages", values.messages, 1), backlog: int("backlog", values.backlog, 0), rcpts: int("rcpts", values.rcpts, 1), loadWorkers: int("load-workers", values["load-workers"], 0), vars, json: values.json, profile: values.profile ?? null };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -276,6 +289,7 @@ async function main(): Promise<void> {
     const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`);
     log(`  backlog: ${fmt(backlog.perS)} deliveries/s`);
     let stopLoad = false;
+    const profiler = cli.profile === null ? null : await startProfile(relay.dev.inspector);
     const loadDone = acceptLoad(relay, cli.loadWorkers, () => stopLoad);
     let loaded: Phase;
     try {
@@ -284,6 +298,7 @@ async function main(): Promise<void> {
       stopLoad = true;
     }
     const load = await loadDone;
+    if (profiler && cli.profile !== null) await writeFile(cli.profile, JSON.stringify(await profiler.stop()));
     const after = await queueView(relay);
     const stuckAfter = stuckStates(after, relay.stuck);
     const smtpAfter = after.transports.find((t) => t.transport === "smtp");

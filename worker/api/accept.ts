@@ -27,6 +27,7 @@
  */
 import type { Context } from "hono";
 import { bodyKey, outboxName } from "../../durable-objects/storage/outbox-ids";
+import { InflowMemory } from "../../durable-objects/storage/outbox-admit";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../durable-objects/storage/outbox-types";
 import type { ClassifyJob } from "../../durable-objects/outbox";
 import { bulkOf, type NewMessage } from "../../durable-objects/storage/outbox-types";
@@ -90,6 +91,9 @@ function fitsInline(b: string | Uint8Array, limit: number): boolean {
   return b.length * 3 <= limit || new TextEncoder().encode(b).byteLength <= limit;
 }
 
+/** This isolate's memory of the inflow, for Outbox shards that do not know it (InflowMemory). */
+const inflow = new InflowMemory();
+
 /** Stores the prepared messages and queues them for classification; returns the response to send. */
 export async function storeAndQueue(env: Env, input: AcceptInput): Promise<StoredResponse> {
   const outbox = env.OUTBOX.getByName(outboxName(input.shard));
@@ -119,7 +123,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);
     if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
     if (res.kind !== "accepted") return resolveSeen(res);
-    pauseMs = res.pauseMs ?? 0;
+    pauseMs = inflow.pauseFor(res.pauseMs, Date.now());
   } catch (e) {
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;

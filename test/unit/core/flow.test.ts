@@ -4,7 +4,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FlowMeter } from "../../../durable-objects/core";
-import { Inflow, INFLOW_MEMORY_MS, inFlowDelayMsOf } from "../../../durable-objects/storage/outbox-admit";
+import { Inflow, INFLOW_MEMORY_MS, InflowMemory, inFlowDelayMsOf } from "../../../durable-objects/storage/outbox-admit";
 
 const T = 1_700_000_000;
 
@@ -61,14 +61,26 @@ describe("Inflow (the Outbox's memory of its admissions' answers)", () => {
   it("holds accepts back IN_FLOW_DELAY_MS while a recent admission said over, and not at all with 0", () => {
     const i = new Inflow();
     const env = { IN_FLOW_DELAY_MS: "1000" };
-    expect(i.pauseMs(env, 0)).toBe(0);
+    expect(i.pauseMs(env, 0)).toBeNull(); // nothing admitted yet: unknown here
     i.note(true, 1000);
     expect(i.pauseMs(env, 1000)).toBe(1000);
     expect(i.pauseMs({ IN_FLOW_DELAY_MS: "0" }, 1000)).toBe(0);
-    expect(i.pauseMs(env, 1000 + INFLOW_MEMORY_MS)).toBe(0);
+    expect(i.pauseMs(env, 1000 + INFLOW_MEMORY_MS)).toBeNull();
     i.note(true, 5000);
     i.note(false, 5100);
     expect(i.pauseMs(env, 5100)).toBe(0);
+  });
+
+  it("the accepting isolate answers for a shard that does not know, with what the last one that knew said", () => {
+    const m = new InflowMemory();
+    expect(m.pauseFor(null, 0)).toBe(0);
+    expect(m.pauseFor(1000, 10)).toBe(1000);
+    expect(m.pauseFor(null, 20)).toBe(1000); // a shard the isolate just moved to
+    expect(m.pauseFor(undefined, 20)).toBe(1000);
+    expect(m.pauseFor(null, 10 + INFLOW_MEMORY_MS)).toBe(0); // forgotten
+    m.pauseFor(1000, 100_000);
+    expect(m.pauseFor(0, 100_001)).toBe(0); // a shard that knows better
+    expect(m.pauseFor(null, 100_002)).toBe(0);
   });
 
   it("reads IN_FLOW_DELAY_MS: default 1000 ms (Postfix's in_flow_delay), at most 10 s, invalid as the default", () => {
