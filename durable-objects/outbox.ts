@@ -6,7 +6,9 @@
  *   accept            one transactionSync stores every envelope of a request, its recipients
  *                     (`incoming`, decided when the API classified them: then admitted here
  *                     within ADMIT_BATCH_MS, with the shard's other accepts: AdmissionBatch) and
- *                     its idempotency record; the bodies are already in R2.
+ *                     its idempotency record; the bodies are already in R2. While recipients
+ *                     arrive here faster than their outcomes come back (core/flow.ts), the
+ *                     answer asks the route to wait IN_FLOW_DELAY_MS (Postfix's in_flow_delay).
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
  *   beginClassify / classify(Many) / ackEventsMany   the classify consumer's side (see
@@ -37,7 +39,8 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import { shardOf } from "./storage/outbox-ids";
-import { AdmissionBatch, admitAll, admitBatchMsOf, Inflow } from "./storage/outbox-admit";
+import { AdmissionBatch, admitAll, admitBatchMsOf, inFlowDelayMsOf } from "./storage/outbox-admit";
+import { FlowMeter } from "./core";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./storage/outbox-schema";
 import {
   applyOutcomes, cancelMessage, recordAfterDelivery, type AfterDelivery, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
@@ -59,8 +62,8 @@ export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
   private readonly admission: AdmissionBatch;
-  /** Whether mail arrives faster than its transports deliver it (Postfix's in_flow_delay; storage/outbox-admit.ts). */
-  private readonly inflow = new Inflow();
+  /** Recipients accepted here and leaving a delivery attempt (in memory): Postfix's in_flow_delay rule, core/flow.ts. */
+  private readonly flow = new FlowMeter();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -103,13 +106,15 @@ export class Outbox extends DurableObject<Env> {
     const finished = decided.filter((id) => readMessage(this.sql, id)?.state === "done");
     await this.admission.add(decided.filter((id) => !finished.includes(id)));
     await this.afterChange(now, finished, finished);
-    return { kind: "accepted", pauseMs: this.inflow.pauseMs(this.env, now) };
+    const sec = Math.floor(now / 1000);
+    this.flow.arrive(req.messages.reduce((n, m) => n + m.rcptTo.length, 0), sec);
+    return { kind: "accepted", pauseMs: this.flow.over(sec) ? inFlowDelayMsOf(this.env) : 0 };
   }
 
   /** Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify queue for their index. */
   private async admitAccepted(ids: string[]): Promise<void> {
     const now = Date.now();
-    const { active } = await admitAll(this.ctx.storage, this.env, ids, now, this.inflow);
+    const { active } = await admitAll(this.ctx.storage, this.env, ids, now);
     await this.afterChange(now, ids, ids.filter((id) => !active.has(id)), active.size > 0);
   }
 
@@ -144,7 +149,7 @@ export class Outbox extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => { for (const x of items) if (x.results.length > 0) recordDecisions(this.sql, x.id, x.results, now); });
     const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
     const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
-    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now, this.inflow) : null;
+    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now) : null;
     await this.afterChange(now, items.map((x) => x.id), [], (admitted?.active.size ?? 0) > 0);
     return items.map((x, i) => ({ plan: plans[i] ?? null, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
   }
@@ -236,6 +241,7 @@ export class Outbox extends DurableObject<Env> {
       if (dsn) planDsn(this.sql, id, ok, now);
       return ok.length;
     }));
+    this.flow.leave(applied.reduce((n, a) => n + a, 0), Math.floor(now / 1000));
     const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
     const done = items.map(({ id }) => readMessage(this.sql, id)?.state === "done");
     // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.

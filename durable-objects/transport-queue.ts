@@ -33,7 +33,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../worker/lib/meter";
 import {
-  hasActiveRoom, destinationsView, nextWakeupAt, FlowMeter,
+  hasActiveRoom, destinationsView, nextWakeupAt,
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
@@ -65,8 +65,6 @@ export class TransportQueue extends DurableObject<Env> {
   private alarmAt: number | null = null;
   /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
   private forgottenUpTo = 0;
-  /** Recipients arriving and leaving delivery (in memory): the `over` of admit answers (core/flow.ts). */
-  private readonly flow = new FlowMeter();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -99,10 +97,9 @@ export class TransportQueue extends DurableObject<Env> {
   async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
     const auto = this.env.DISPATCH === "auto", sql = this.ctx.storage.sql;
     const answers = reqs.map((req) => this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id) ? { admitted: true, effects: [], active: false }
-      : (this.flow.arrive(req.rcpts.length, nowSec()), this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null)));
+      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
     await this.pump();
-    const over = this.flow.over(nowSec());
-    return answers.map((a) => ({ ...a, active: a.active && auto, over }));
+    return answers.map((a) => ({ ...a, active: a.active && auto }));
   }
 
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
@@ -246,7 +243,6 @@ export class TransportQueue extends DurableObject<Env> {
     const coreId = this.leases.take(entryId);
     this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure); // else no connection was left idle
     const e = this.qmgr.busy.get(entryId);
-    this.flow.leave(e?.rcpts.length ?? 0, nowSec());
     const queue = e?.peer.queue;
     const busy = queue?.busyCount ?? 0;
     const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);

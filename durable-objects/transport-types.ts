@@ -23,14 +23,12 @@ export interface AdmitRequest {
 
 /**
  * What admit answers: the message is durably taken; `active`: it went into the active queue of a
- * transport that dispatches by itself; `over`: mail arrives faster than the transport delivers
- * it (core/flow.ts), so the accepting side should pause (IN_FLOW_DELAY_MS).
+ * transport that dispatches by itself, so the delivery stage will report on it soon.
  */
 export interface AdmitAnswer {
   admitted: boolean;
   effects: Effect[];
   active: boolean;
-  over?: boolean;
 }
 
 /** A selected delivery request, as handed to the delivery stage. */

@@ -7,11 +7,12 @@
  *   message arrival rate exceeds the message delivery rate" (postconf(5)), so a sender at full
  *   speed cannot take the machine from the delivery agents. A Worker has no processes for the
  *   operating system to share the CPU between: accepting at the ceiling starves delivery unless
- *   the accepting side holds back. This is the measurement behind that pause, per transport.
+ *   the accepting side holds back. This is the measurement behind that pause; each Outbox shard
+ *   keeps one, for the recipients it accepts and the outcomes that come back to it.
  *
  *   FlowMeter counts, in one-second buckets over the last `windowSec` seconds, recipients
- *   arriving (admitted) and recipients leaving a delivery attempt (any report: delivered,
- *   bounced, deferred, crashed). It is "over" when the net inflow of the window exceeds both
+ *   arriving (accepted) and recipients leaving a delivery attempt (any outcome: delivered,
+ *   bounced, deferred). It is "over" when the net inflow of the window exceeds both
  *   `minBacklog` recipients and what delivery clears in `slackSec` seconds at the window's
  *   delivery rate. Pausing then cannot starve delivery: the queue already holds more work than
  *   delivery clears during one pause of at most `slackSec / 2` seconds. A burst smaller than

@@ -18,13 +18,9 @@
  *                         marks the admitted recipients ready (markReady). Returns the messages
  *                         whose recipients all went into an active queue, and those whose
  *                         admission failed (still `incoming` with their decisions: classifying
- *                         them again admits the same recipients). With an Inflow, notes whether
- *                         a transport answered that mail arrives faster than it delivers.
- *   Inflow                what the last admissions said of the inflow: pauseMs() is how long an
- *                         accept's answer is held back (IN_FLOW_DELAY_MS while a transport was
- *                         over in the last INFLOW_MEMORY_MS; Postfix's in_flow_delay), or null
- *                         when the shard admitted nothing that recently.
- *   InflowMemory          the accepting isolate's: answers for a shard that does not know.
+ *                         them again admits the same recipients).
+ *   inFlowDelayMsOf       IN_FLOW_DELAY_MS, the pause of an accept's answer while the Outbox's
+ *                         inflow is over (Postfix's in_flow_delay; see Outbox.accept).
  *   AdmissionBatch        admission of accepted messages, coalesced over ADMIT_BATCH_MS: the
  *                         Outbox answers an accept once the messages are stored, and admits
  *                         every message of the shard accepted within the window with one
@@ -74,7 +70,7 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
  * admitPlan for several plans with one Transport.admitMany request per transport for all of
  * them; settled in order (a plan fails when a transport it uses failed or refused it).
  */
-export async function admitPlans(env: Env, plans: ClassifyWork[], inflow?: Inflow): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
+export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
   const policyTags = policyTagsOf(env);
   const requests = plans.map((p) => requestsOf(p, policyTags));
   const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
@@ -86,7 +82,6 @@ export async function admitPlans(env: Env, plans: ClassifyWork[], inflow?: Inflo
       return [t, { status: "rejected", reason }];
     }
   })));
-  inflow?.note([...answers.values()].some((a) => a.status === "fulfilled" && a.value.some((x) => x.over === true)), Date.now());
   // Where each plan's request sits in its transport's admitMany call (request order).
   const counts = new Map<string, number>();
   const positions = requests.map((m) => new Map([...m.keys()].map((t) => { const k = counts.get(t) ?? 0; counts.set(t, k + 1); return [t, k]; })));
@@ -104,9 +99,9 @@ export async function admitPlans(env: Env, plans: ClassifyWork[], inflow?: Inflo
 }
 
 /** Admits the due decided recipients of `ids` and marks them ready; see the header. */
-export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number, inflow?: Inflow): Promise<{ active: Set<string>; failed: string[] }> {
+export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number): Promise<{ active: Set<string>; failed: string[] }> {
   const plans = ids.map((id) => claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
-  const settled = await admitPlans(env, plans, inflow);
+  const settled = await admitPlans(env, plans);
   const active = new Set<string>();
   const failed: string[] = [];
   storage.transactionSync(() => settled.forEach((s, i) => {
@@ -133,13 +128,6 @@ export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
   return msSetting(env.ADMIT_BATCH_MS, 1000, 10_000);
 }
 
-/**
- * How long an admission's word on the inflow holds, ms: as long as the Transport DO's own
- * window (core/flow.ts FLOW_DEFAULTS), so that a shard an isolate comes back to within it still
- * knows (ShardAffinity moves on every second or 64 requests).
- */
-export const INFLOW_MEMORY_MS = 10_000;
-
 /** IN_FLOW_DELAY_MS: how long an accept's answer waits while the inflow is over (default 1000, "0": never, at most 10000). */
 export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
   return msSetting(env.IN_FLOW_DELAY_MS, 1000, 10_000);
@@ -149,42 +137,6 @@ export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
 function msSetting(raw: string | undefined, def: number, max: number): number {
   const n = raw === undefined || raw === "" ? def : Number(raw);
   return Number.isFinite(n) && n >= 0 ? Math.min(n, max) : def;
-}
-
-/** What the last admissions of a shard said of the inflow (in memory; see the header). */
-export class Inflow {
-  private notedAt = -Infinity;
-  private over = false;
-
-  /** Notes an admission's answer. */
-  note(over: boolean, nowMs: number): void {
-    this.notedAt = nowMs;
-    this.over = over;
-  }
-
-  /** How long to hold back an accept's answer now, ms; null when no admission answered within INFLOW_MEMORY_MS (unknown here). */
-  pauseMs(env: { IN_FLOW_DELAY_MS?: string }, nowMs: number): number | null {
-    if (nowMs - this.notedAt >= INFLOW_MEMORY_MS) return null;
-    return this.over ? inFlowDelayMsOf(env) : 0;
-  }
-}
-
-/**
- * The accepting isolate's memory of the inflow: what the last Outbox that knew said, for
- * INFLOW_MEMORY_MS. An isolate moves from shard to shard (ShardAffinity), and a shard it just
- * came to has not admitted anything yet: it answers null, and this answers for it.
- */
-export class InflowMemory {
-  private until = 0;
-  private ms = 0;
-
-  /** The pause for an accept whose Outbox answered `pauseMs` (null: unknown there). */
-  pauseFor(pauseMs: number | null | undefined, nowMs: number): number {
-    if (pauseMs === null || pauseMs === undefined) return nowMs < this.until ? this.ms : 0;
-    this.until = pauseMs > 0 ? nowMs + INFLOW_MEMORY_MS : 0;
-    this.ms = pauseMs;
-    return pauseMs;
-  }
 }
 
 /** Coalesced admission of accepted messages (see the header). */

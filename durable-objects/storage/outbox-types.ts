@@ -216,7 +216,7 @@ export function eventAcksOf(states: readonly SyncState[]): EventAck[] {
 export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[]; bulk?: { topic: string | null } }[] };
 
 /** Result of accept: stored, or what the idempotency key said instead. */
-export type AcceptResult = { kind: "accepted"; pauseMs?: number | null } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
+export type AcceptResult = { kind: "accepted"; pauseMs?: number } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
 
 /** Result of hold, release, requeue and operator cancel. */
 export interface ControlResult {

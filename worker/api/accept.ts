@@ -14,8 +14,8 @@
  *                                      AdmissionBatch). Messages left undecided (scheduled, or
  *                                      a failed look-up) go to the classify queue. The response
  *                                      is stored with the key, so a retry gets it byte for byte.
- *                                      While the Outbox says mail arrives faster than its
- *                                      transports deliver it, the answer waits IN_FLOW_DELAY_MS.
+ *                                      While the Outbox says mail arrives faster than it is
+ *                                      delivered, the answer waits IN_FLOW_DELAY_MS.
  *
  * INVARIANTS
  *   Nothing is acknowledged before its envelope is committed. A stop after the body write leaves an
@@ -27,7 +27,6 @@
  */
 import type { Context } from "hono";
 import { bodyKey, outboxName } from "../../durable-objects/storage/outbox-ids";
-import { InflowMemory } from "../../durable-objects/storage/outbox-admit";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../durable-objects/storage/outbox-types";
 import type { ClassifyJob } from "../../durable-objects/outbox";
 import { bulkOf, type NewMessage } from "../../durable-objects/storage/outbox-types";
@@ -91,9 +90,6 @@ function fitsInline(b: string | Uint8Array, limit: number): boolean {
   return b.length * 3 <= limit || new TextEncoder().encode(b).byteLength <= limit;
 }
 
-/** This isolate's memory of the inflow, for Outbox shards that do not know it (InflowMemory). */
-const inflow = new InflowMemory();
-
 /** Stores the prepared messages and queues them for classification; returns the response to send. */
 export async function storeAndQueue(env: Env, input: AcceptInput): Promise<StoredResponse> {
   const outbox = env.OUTBOX.getByName(outboxName(input.shard));
@@ -123,7 +119,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);
     if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
     if (res.kind !== "accepted") return resolveSeen(res);
-    pauseMs = inflow.pauseFor(res.pauseMs, Date.now());
+    pauseMs = res.pauseMs ?? 0;
   } catch (e) {
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;

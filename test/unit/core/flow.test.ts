@@ -1,10 +1,10 @@
 // Inflow control (issue 11, flow control): Postfix's in_flow_delay rule, "arrival rate exceeds
-// delivery rate", measured per transport by core/flow.ts, and what the Outbox makes of it
-// (storage/outbox-admit.ts Inflow).
+// delivery rate", as core/flow.ts measures it (each Outbox shard, for the recipients it accepts
+// and the outcomes that come back to it).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FlowMeter } from "../../../durable-objects/core";
-import { Inflow, INFLOW_MEMORY_MS, InflowMemory, inFlowDelayMsOf } from "../../../durable-objects/storage/outbox-admit";
+import { inFlowDelayMsOf } from "../../../durable-objects/storage/outbox-admit";
 
 const T = 1_700_000_000;
 
@@ -57,32 +57,7 @@ describe("FlowMeter", () => {
   });
 });
 
-describe("Inflow (the Outbox's memory of its admissions' answers)", () => {
-  it("holds accepts back IN_FLOW_DELAY_MS while a recent admission said over, and not at all with 0", () => {
-    const i = new Inflow();
-    const env = { IN_FLOW_DELAY_MS: "1000" };
-    expect(i.pauseMs(env, 0)).toBeNull(); // nothing admitted yet: unknown here
-    i.note(true, 1000);
-    expect(i.pauseMs(env, 1000)).toBe(1000);
-    expect(i.pauseMs({ IN_FLOW_DELAY_MS: "0" }, 1000)).toBe(0);
-    expect(i.pauseMs(env, 1000 + INFLOW_MEMORY_MS)).toBeNull();
-    i.note(true, 5000);
-    i.note(false, 5100);
-    expect(i.pauseMs(env, 5100)).toBe(0);
-  });
-
-  it("the accepting isolate answers for a shard that does not know, with what the last one that knew said", () => {
-    const m = new InflowMemory();
-    expect(m.pauseFor(null, 0)).toBe(0);
-    expect(m.pauseFor(1000, 10)).toBe(1000);
-    expect(m.pauseFor(null, 20)).toBe(1000); // a shard the isolate just moved to
-    expect(m.pauseFor(undefined, 20)).toBe(1000);
-    expect(m.pauseFor(null, 10 + INFLOW_MEMORY_MS)).toBe(0); // forgotten
-    m.pauseFor(1000, 100_000);
-    expect(m.pauseFor(0, 100_001)).toBe(0); // a shard that knows better
-    expect(m.pauseFor(null, 100_002)).toBe(0);
-  });
-
+describe("IN_FLOW_DELAY_MS", () => {
   it("reads IN_FLOW_DELAY_MS: default 1000 ms (Postfix's in_flow_delay), at most 10 s, invalid as the default", () => {
     expect(inFlowDelayMsOf({})).toBe(1000);
     expect(inFlowDelayMsOf({ IN_FLOW_DELAY_MS: "" })).toBe(1000);
