@@ -42,7 +42,7 @@ beforeAll(async () => {
 
 describe("inflow control", () => {
   it("holds back an accept's answer IN_FLOW_DELAY_MS while the inflow is over; the message is stored before", async () => {
-    await everyShard(1000);
+    await everyShard(5000);
     const t0 = Date.now();
     const res = await callWithKey(key, "POST", "/emails", email({ to: ["held@example.com"] }));
     expect(res.status).toBe(200);
@@ -51,10 +51,10 @@ describe("inflow control", () => {
     expect((await getEmail(key, id)).status).toBe(200);
   });
 
-  it("counts what a shard accepts: up to 100 recipients waiting is no reason to pause, 101 is", async () => {
+  it("counts what a shard accepts: up to 2,000 recipients waiting is no reason to pause, 2,001 is", async () => {
     await everyShard(0);
-    expect(await acceptIn(1, 50)).toEqual({ kind: "accepted", pauseMs: 0 });
-    expect(await acceptIn(1, 50)).toEqual({ kind: "accepted", pauseMs: 0 });
+    expect(await acceptIn(1, 1000)).toEqual({ kind: "accepted", pauseMs: 0 });
+    expect(await acceptIn(1, 1000)).toEqual({ kind: "accepted", pauseMs: 0 });
     expect(await acceptIn(1, 1)).toEqual({ kind: "accepted", pauseMs: DELAY_MS });
     expect(await acceptIn(2, 1)).toEqual({ kind: "accepted", pauseMs: 0 }); // another shard's own count
   });
