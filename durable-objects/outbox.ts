@@ -107,7 +107,7 @@ export class Outbox extends DurableObject<Env> {
     await this.admission.add(decided.filter((id) => !finished.includes(id)));
     await this.afterChange(now, finished, finished);
     const sec = Math.floor(now / 1000);
-    this.flow.arrive(req.messages.reduce((n, m) => n + m.rcptTo.length, 0), sec);
+    this.flow.arrive(req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0), sec); // scheduled mail is not due
     return { kind: "accepted", pauseMs: this.flow.over(sec) ? inFlowDelayMsOf(this.env) : 0 };
   }
 

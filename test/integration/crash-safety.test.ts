@@ -36,7 +36,7 @@ function message(rcpts: string[], createdAt = Date.now()): NewMessage {
 /** The API's accept path, stopped right after the envelope commit (no classify enqueue). */
 async function acceptWithoutQueue(m: NewMessage): Promise<void> {
   await env.BODIES.put(`mess/${m.id}`, "From: a@acme.test\r\n\r\nbody\r\n");
-  expect(await outbox().accept({ tenant: "acme", idempotency: null, messages: [m], response: { status: 200, body: "{}" } })).toEqual({ kind: "accepted" });
+  expect(await outbox().accept({ tenant: "acme", idempotency: null, messages: [m], response: { status: 200, body: "{}" } })).toEqual({ kind: "accepted", pauseMs: 0 });
 }
 
 /** Waits past the grace period and runs the sweeper (the Outbox alarm). */

@@ -27,12 +27,12 @@ async function everyShard(arrived: number): Promise<void> {
 }
 
 /** An accept straight to the Outbox of `shard` of one message with `n` recipients: its answer. */
-function acceptIn(shard: number, n: number) {
+function acceptIn(shard: number, n: number, scheduledAt: number | null = null) {
   const id = `${shard.toString(16).padStart(2, "0")}${crypto.randomUUID().slice(2)}`;
   const rcptTo = Array.from({ length: n }, (_, i) => `r${i}@example.com`);
   return env.OUTBOX.getByName(outboxName(shard)).accept({
     tenant: "inflow", idempotency: null, response: { status: 200, body: "{}" },
-    messages: [{ id, createdAt: Date.now(), scheduledAt: null, mailFrom: "a@acme.test", rcptTo, size: 10, summary: { from: "a@acme.test", to: rcptTo, cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: `<${id}@acme.test>` } }],
+    messages: [{ id, createdAt: Date.now(), scheduledAt, mailFrom: "a@acme.test", rcptTo, size: 10, summary: { from: "a@acme.test", to: rcptTo, cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: `<${id}@acme.test>` } }],
   });
 }
 
@@ -57,5 +57,8 @@ describe("inflow control", () => {
     expect(await acceptIn(1, 1000)).toEqual({ kind: "accepted", pauseMs: 0 });
     expect(await acceptIn(1, 1)).toEqual({ kind: "accepted", pauseMs: DELAY_MS });
     expect(await acceptIn(2, 1)).toEqual({ kind: "accepted", pauseMs: 0 }); // another shard's own count
+    // Scheduled mail is not due: it does not count.
+    expect(await acceptIn(3, 5000, Date.now() + 3_600_000)).toEqual({ kind: "accepted", pauseMs: 0 });
+    expect(await acceptIn(3, 1)).toEqual({ kind: "accepted", pauseMs: 0 });
   });
 });
