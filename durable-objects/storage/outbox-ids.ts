@@ -72,39 +72,42 @@ export function randomShard(count: number): number {
   return (b[0] as number) % count;
 }
 
-/** How many requests, and for how long (ms), an isolate keeps sending to one shard. */
-export const SHARD_SPAN = { requests: 64, ms: 1000 } as const;
+/** How many messages, and for how long (ms), an isolate keeps sending to one shard. */
+export const SHARD_SPAN = { messages: 64, ms: 1000 } as const;
 
 /**
- * The shard for requests without an idempotency key: the same one for up to SHARD_SPAN requests
- * or ms, then another picked at random. Mail accepted close together so shares a shard, and a
- * classify batch (10 queue messages) reaches one or two Outbox shards instead of about six: one
- * classifyMany and one admission request per shard, so about 0.8 DO requests fewer per email
- * when mail trickles in. Many isolates, each on its own shard for a second, still spread the
- * load; one busy isolate moves on after 64 requests, so no shard takes more than that in a row.
+ * The shard for requests without an idempotency key: the same one for up to SHARD_SPAN messages
+ * or ms, then another picked at random. Mail accepted close together in small requests so
+ * shares a shard, and a classify batch (10 queue messages) reaches one or two Outbox shards
+ * instead of about six: one classifyMany and one admission request per shard, so about 0.8 DO
+ * requests fewer per email when mail trickles in. A request of more messages than the span left
+ * (a batch of 100) goes to a shard of its own, as before: a burst of batches still spreads over
+ * the shards instead of putting thousands of messages, and all their Outbox calls at delivery,
+ * on one object. Many isolates, each on its own shard for a second, spread the load.
  */
 export class ShardAffinity {
   private shard = -1;
   private left = 0;
   private until = 0;
-  constructor(private readonly span: { requests: number; ms: number } = SHARD_SPAN, private readonly pick: (count: number) => number = randomShard) {}
+  constructor(private readonly span: { messages: number; ms: number } = SHARD_SPAN, private readonly pick: (count: number) => number = randomShard) {}
 
-  next(count: number, nowMs: number): number {
-    if (this.left <= 0 || nowMs >= this.until || this.shard >= count) {
+  /** The shard for a request of `messages` messages at `nowMs`. */
+  next(count: number, nowMs: number, messages = 1): number {
+    if (this.left < messages || nowMs >= this.until || this.shard >= count) {
       this.shard = this.pick(count);
-      this.left = this.span.requests;
+      this.left = this.span.messages;
       this.until = nowMs + this.span.ms;
     }
-    this.left--;
+    this.left -= messages;
     return this.shard;
   }
 }
 
 const affinity = new ShardAffinity();
 
-/** This isolate's current shard (ShardAffinity), for requests without an idempotency key. */
-export function affineShard(count: number, nowMs = Date.now()): number {
-  return affinity.next(count, nowMs);
+/** This isolate's current shard (ShardAffinity) for a request of `messages` messages without an idempotency key. */
+export function affineShard(count: number, messages = 1, nowMs = Date.now()): number {
+  return affinity.next(count, nowMs, messages);
 }
 
 /** The shard for an idempotency key: every retry of a request reaches the same record. */
