@@ -175,7 +175,7 @@ export class Outbox extends DurableObject<Env> {
     return "ok";
   }
 
-  /** Hold (postsuper -h), release (-H), requeue (-r): see storage/outbox-control.ts; `tenant` null: an operator, any tenant. */
+  /** Hold (postsuper -h), release (-H), requeue (-r): see storage/outbox-operator.ts; `tenant` null: an operator, any tenant. */
   async holdMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => holdIn(this.ctx.storage, this.env, v, now)); }
   async releaseMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => releaseIn(this.ctx.storage, v, now)); }
   async requeueMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => requeueIn(this.ctx.storage, this.env, v, now)); }
