@@ -244,9 +244,9 @@ export class TransportQueue extends DurableObject<Env> {
     this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure); // else no connection was left idle
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
-    const busy = queue?.busyCount ?? 0;
+    const [busy, conc] = [queue?.busyCount ?? 0, e?.conc ?? queue?.busyCount ?? 0];
     const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);
-    const destination = queue ? { queue: queue.name, busy, window: queue.window } : null;
+    const destination = queue ? { queue: queue.name, busy, conc, window: queue.window } : null;
     // Recipients final while the attempt goes on (or is retried); an attempt that ended needs no record.
     const ended = res.effects.some((x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId);
     if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);

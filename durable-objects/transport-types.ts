@@ -66,7 +66,7 @@ export interface ReportAnswer {
    * Destination DO; `window` is the queue's window after this report (the delivery agent skips
    * sending the Destination DO's verdict back when it says the same).
    */
-  destination: { queue: string; busy: number; window: number } | null;
+  destination: { queue: string; busy: number; conc: number; window: number } | null;
 }
 
 /** What an operator sees of a transport (GET /relay/queue, /relay/destinations). */

@@ -28,7 +28,7 @@
  *   None for expected input; InvariantError on corrupt state.
  */
 import { refillMessage } from "./assign";
-import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
+import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, refusalOnly, reviveWindow } from "./destination-window";
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { countLate, releasePolicies, setPolicy } from "./policy";
@@ -88,12 +88,15 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     const acted = reply ? applyReplyRules(q, e, reply, site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "), now) : null;
     // A ceiling rule takes the reply for a concurrency refusal, whatever its wording.
     const refusal = acted === "ceiling" || (site !== null && isConcurrencyRefusal(site.reason));
+    // The sessions open when the refused one started (reports come in batches, after later completions).
+    const conc = e.conc ?? queue.busyCount;
     if (site && queue.window > 0) {
-      if (onNegativeFeedback(queue, p) === "died") queueDied(q, queue, site.reason, now);
-      else if (refusal) learnCeiling(queue, queue.busyCount, now, p);
+      if (refusalOnly(refusal, conc, p)) learnCeiling(queue, conc, now, p);
+      else if (onNegativeFeedback(queue, p) === "died") queueDied(q, queue, site.reason, now);
+      else if (refusal) learnCeiling(queue, conc, now, p);
       updateReady(queue);
     } else if (refusal && queue.window > 0) {
-      learnCeiling(queue, queue.busyCount, now, p);
+      learnCeiling(queue, conc, now, p);
       updateReady(queue);
     }
   }
@@ -101,7 +104,7 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     transportAlive(q, t);
     if (!site && queue.window >= 0) {
       const wasDead = queue.window === 0;
-      onPositiveFeedback(queue, queue.busyCount, p, now);
+      onPositiveFeedback(queue, queue.busyCount, p, now, e.conc ?? queue.busyCount);
       if (wasDead) queueRevived(q, queue);
       updateReady(queue);
     }

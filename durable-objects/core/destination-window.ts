@@ -19,12 +19,19 @@
  *   deliveries at the ceiling: the first comes PROBE_GAP_MIN × limit of them after the refusal
  *   (Postfix's 1/N feedback probes every N), each refused probe doubles the gap up to
  *   PROBE_GAP_MAX × limit, and never two within destination_concurrency_probe_delay seconds (a
- *   floor for busy destinations). A probe has got through when limit + 1 deliveries finished
- *   with limit + 1 in flight and no refusal came (a whole round); then the ceiling rises and the
+ *   floor for busy destinations). A probe has got through when limit + 1 deliveries that started
+ *   with limit + 1 in flight finished and no refusal came (a whole round), and more than a second
+ *   has passed since it opened (PROBE_SETTLE_SEC: a refusal reported late still lands); then the
+ *   ceiling rises and the
  *   window climbs one session per delivery until the server refuses again, so a server that
  *   raised its limit is found sooner than Postfix's 1/N climb finds it. The ceiling is forgotten
  *   ceilingMemory after the last refusal (the relay's default: 1 h). Off (0), nothing here
  *   differs from Postfix.
+ *   Each report carries `conc`, the deliveries in flight when the reported one started (itself
+ *   included): reports reach the scheduler in batches, after completions that came later, so the
+ *   count at the report understates the sessions open when the refused one knocked. A refusal
+ *   of a session that started beside others of ours (conc > 1) sets the ceiling only: the server
+ *   is up, and no pseudo-cohort is counted towards its death (refusalOnly).
  *   The arithmetic is Postfix's code, in doubles and in the same expression order, including
  *   the f/2 and g/2 rounding margins (spec §10.1) so the F* vectors match bit for bit.
  * INVARIANTS
@@ -70,6 +77,8 @@ export interface Ceiling {
   left?: number;
   /** While a probe is out: deliveries with limit + 1 in flight still to finish before it counts as through. */
   pending?: number;
+  /** When the probe out opened (s). */
+  openedAt?: number;
   /** A probe got through: the window climbs one per delivery, with no wait, until refused. */
   climbing?: boolean;
   /** The latest report was a refusal: consecutive refusals are one cohort, whose least `busy` less one is the limit. */
@@ -80,6 +89,12 @@ export interface Ceiling {
 export const PROBE_GAP_MIN = 2;
 /** The longest gap between probes, in deliveries at the ceiling, per session of the limit. */
 export const PROBE_GAP_MAX = 4;
+/**
+ * A probe is through no sooner than this many clock seconds after it opened (more than one second
+ * of time): delivery agents report in batches, and a refusal of the probe's own session must
+ * still land before the ceiling rises.
+ */
+export const PROBE_SETTLE_SEC = 2;
 
 /** The per-transport parameters feedback needs. */
 export interface WindowParams {
@@ -124,17 +139,19 @@ function activeCeiling(s: WindowState, now: number, p: WindowParams): Ceiling | 
 
 /**
  * A success with a learned ceiling (§12.7). Climbing, the window opens by one. With a probe out
- * (window = limit + 1), a delivery that finished with more than the limit in flight counts
- * towards a whole round; after one the probe is through and the climb starts. At the limit the
+ * (window = limit + 1), a delivery that started with more than the limit in flight (`conc`)
+ * counts towards a whole round, which ends no sooner than PROBE_SETTLE_SEC after the probe opened; after one the probe is through and the climb starts. At the limit the
  * window holds, and nothing accumulates, while deliveries count down to the next probe; then it
  * opens by exactly one. Returns null when Postfix's arithmetic decides (below the ceiling, or none).
  */
-function holdAtCeiling(s: WindowState, busy: number, now: number, p: WindowParams): FeedbackOutcome | null {
+function holdAtCeiling(s: WindowState, busy: number, conc: number, now: number, p: WindowParams): FeedbackOutcome | null {
   const c = activeCeiling(s, now, p);
   if (!c) return null;
   c.refusing = false;
   if (!c.climbing && s.window === c.limit + 1 && (c.pending ?? 0) > 0) {
-    if (busy > c.limit) c.pending = (c.pending ?? 0) - 1;
+    // A whole round, and PROBE_SETTLE_SEC since the probe opened: a refusal of the probe's
+    // session, reported late, still lands inside it.
+    if (conc > c.limit) c.pending = Math.max((c.pending ?? 0) - 1, now >= (c.openedAt ?? 0) + PROBE_SETTLE_SEC ? 0 : 1);
     if ((c.pending ?? 0) > 0) return "unchanged";
     c.climbing = true;
   }
@@ -160,6 +177,7 @@ function holdAtCeiling(s: WindowState, busy: number, now: number, p: WindowParam
   s.success = 0;
   s.failure = 0;
   c.pending = c.limit + 1;
+  c.openedAt = now;
   c.left = c.gap;
   c.probeAt = now + (p.probeDelay ?? 1);
   return "opened";
@@ -174,8 +192,20 @@ export function isConcurrencyRefusal(reason: string): boolean {
 }
 
 /**
- * Learns from a concurrency refusal, after its negative feedback (§12.7): the sessions in flight
- * less the refused one are the server's limit; the window is set to it. A refused probe doubles
+ * Whether a site failure that is a concurrency refusal (isConcurrencyRefusal, or a ceiling reply
+ * rule's) only sets the learned ceiling, without Postfix's negative feedback and
+ * dead detection (§12.7): a concurrency refusal of a session that started beside others of ours
+ * (`conc` > 1, the refused one included) says the server is up and serving us; it refused one
+ * session more than it allows. A refusal of our only session counts as any site failure does.
+ */
+export function refusalOnly(refusal: boolean, conc: number, p: WindowParams): boolean {
+  return refusal && (p.ceilingMemory ?? 0) > 0 && conc > 1;
+}
+
+/**
+ * Learns from a concurrency refusal, after its negative feedback or instead of it (refusalOnly):
+ * the sessions in flight when the refused one started, less the refused one, are the server's
+ * limit; the window is set to it. A refused probe doubles
  * the gap to the next one (at most PROBE_GAP_MAX × limit); the first refusal, or one that ends a
  * climb, starts at PROBE_GAP_MIN × limit. Consecutive refusals (no success between) are one
  * cohort: the refused sessions count in each other's `busy`, so the cohort's least is the limit.
@@ -213,9 +243,10 @@ export function reviveWindow(s: WindowState, busy: number, p: WindowParams): voi
 
 /**
  * Applies one completion without site failure. `busy` still counts the completing
- * delivery. A dead destination is revived at once.
+ * delivery; `conc` is the number in flight when it started, itself included (§12.7's probe
+ * evidence; by default `busy`). A dead destination is revived at once.
  */
-export function onPositiveFeedback(s: WindowState, busy: number, p: WindowParams, now = 0): FeedbackOutcome {
+export function onPositiveFeedback(s: WindowState, busy: number, p: WindowParams, now = 0, conc = busy): FeedbackOutcome {
   s.failCohorts = 0;
   if (s.window === 0) {
     reviveWindow(s, busy, p);
@@ -223,7 +254,7 @@ export function onPositiveFeedback(s: WindowState, busy: number, p: WindowParams
     if (c && s.window > c.limit) s.window = c.limit;
     return "revived";
   }
-  const held = holdAtCeiling(s, busy, now, p);
+  const held = holdAtCeiling(s, busy, conc, now, p);
   if (held !== null) return held;
   // At the limit nothing accumulates at all (spec §10.5).
   if (p.concurrencyLimit !== 0 && s.window >= p.concurrencyLimit) return "unchanged";

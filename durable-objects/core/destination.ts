@@ -20,7 +20,7 @@
  * ERRORS
  *   None.
  */
-import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, reviveWindow, type FeedbackOutcome, type WindowParams, type WindowState } from "./destination-window";
+import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, refusalOnly, reviveWindow, type FeedbackOutcome, type WindowParams, type WindowState } from "./destination-window";
 
 /** A destination's stored record (version 1). */
 export interface DestinationRecord extends WindowState {
@@ -46,6 +46,8 @@ export interface DestinationParams extends WindowParams {
 export interface DestinationReport {
   /** Deliveries to this destination in flight, counting the one reported. */
   busy: number;
+  /** Deliveries in flight when the reported one started, itself included (§12.7); default `busy`. */
+  conc?: number;
   siteFailure: { dsnStatus: string; reason: string } | null;
   /**
    * The window the scheduler's queue had after applying this report, when this record is the
@@ -93,12 +95,15 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
   s.lastReportAt = now;
   let outcome: FeedbackOutcome | "ignored";
   let alarmAt: number | null = null;
+  const conc = r.conc ?? r.busy;
   if (r.siteFailure) {
     if (s.window > 0) {
-      outcome = onNegativeFeedback(s, p);
-      if (outcome !== "died" && isConcurrencyRefusal(r.siteFailure.reason)) {
+      const refusal = isConcurrencyRefusal(r.siteFailure.reason);
+      const only = refusalOnly(refusal, conc, p);
+      outcome = only ? "closed" : onNegativeFeedback(s, p);
+      if (outcome !== "died" && refusal) {
         s.ceiling = s.ceiling ? { ...s.ceiling } : s.ceiling;
-        learnCeiling(s, r.busy, now, p);
+        learnCeiling(s, conc, now, p);
       }
       if (outcome === "died") {
         s.deadUntil = now + p.deadTimeSec;
@@ -108,7 +113,7 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
     } else outcome = "ignored";
   } else {
     if (s.ceiling) s.ceiling = { ...s.ceiling };
-    outcome = onPositiveFeedback(s, r.busy, p, now);
+    outcome = onPositiveFeedback(s, r.busy, p, now, conc);
     if (outcome === "revived") {
       s.deadUntil = 0;
       s.reason = null;

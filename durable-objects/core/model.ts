@@ -240,6 +240,12 @@ export interface Entry<R extends ResolvedRecipient = ResolvedRecipient> {
   pNext: Entry | null;
   /** null while todo; while busy, the policy counters it holds (often the shared empty list). */
   flight: readonly PolicyCounter[] | null;
+  /**
+   * While busy: its destination's deliveries in flight when it was selected, itself included (the
+   * sessions open when its own opens). The learned ceiling (§12.7) reads a refusal's and a probe's
+   * concurrency from it, since reports reach the scheduler in batches, after later completions.
+   */
+  conc?: number;
 }
 
 /** A pickup-policy rule for one key (spec §12.6). */

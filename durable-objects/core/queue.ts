@@ -261,6 +261,7 @@ export function selectTodo(q: Qmgr, e: Entry): void {
   const queue = e.peer.queue;
   e.flight = NO_CHARGES;
   queue.busyCount += 1;
+  e.conc = queue.busyCount;
   queue.transport.busyCount += 1;
   q.busy.set(e.id, e);
   updateReady(queue);

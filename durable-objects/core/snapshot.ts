@@ -50,7 +50,7 @@ interface TransportSnap {
   queues: QueueSnap[];
   jobs: JobSnap[];
 }
-interface EntrySnap<R> { id: number; transport: string; message: string; queue: string; rcpts: R[]; busy: boolean; charged: string[] | null }
+interface EntrySnap<R> { id: number; transport: string; message: string; queue: string; rcpts: R[]; busy: boolean; charged: string[] | null; conc?: number }
 
 /** The scheduler state as plain data (version 1). */
 export interface QmgrSnapshot<R extends ResolvedRecipient = ResolvedRecipient> {
@@ -82,7 +82,7 @@ function listIds(head: Job | null, next: (j: Job) => Job | null): string[] {
 function snapEntry<R extends ResolvedRecipient>(e: Entry): EntrySnap<R> {
   const queue = e.peer.queue;
   const busy = e.flight !== null;
-  return { id: e.id, transport: queue.transport.name, message: e.peer.job.message.id, queue: queue.name, rcpts: e.rcpts as R[], busy, charged: busy && e.flight!.length > 0 ? e.flight!.map((c) => c.key) : null };
+  return { id: e.id, transport: queue.transport.name, message: e.peer.job.message.id, queue: queue.name, rcpts: e.rcpts as R[], busy, charged: busy && e.flight!.length > 0 ? e.flight!.map((c) => c.key) : null, ...(busy && e.conc !== undefined ? { conc: e.conc } : {}) };
 }
 
 function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): TransportSnap {
@@ -215,6 +215,6 @@ function restoreBusy<R extends ResolvedRecipient>(q: Qmgr<R>, es: EntrySnap<R>):
   const queue = must(j.transport.queues.get(es.queue), `queue ${es.queue}`);
   const peer = must(findPeer(j, queue), `peer ${es.message}/${es.queue}`);
   const charged = es.charged ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined) : [];
-  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, pPrev: null, pNext: null, flight: charged.length > 0 ? charged : NO_CHARGES });
+  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, pPrev: null, pNext: null, flight: charged.length > 0 ? charged : NO_CHARGES, ...(es.conc !== undefined ? { conc: es.conc } : {}) });
   j.transport.busyCount += 1; // derived: the transport's busy entries
 }

@@ -44,7 +44,7 @@ export type ReportVia = (
 export interface Finished {
   messageId: string;
   transport: string;
-  destination: { queue: string; busy: number; window: number } | null;
+  destination: { queue: string; busy: number; conc?: number; window: number } | null;
   siteFailure: { dsnStatus: string; reason: string } | null;
   /** The reply rule the site failure set off, if any. */
   replyRule?: string;
@@ -158,7 +158,7 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
   try {
     for (const d of byQueue.values()) {
       const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({
-        transport: f.transport, busy: f.destination!.busy, siteFailure: f.siteFailure, ...(site === null ? { window: f.destination!.window } : {}), ...(f.replyRule ? { replyRule: f.replyRule } : {}),
+        transport: f.transport, busy: f.destination!.busy, conc: f.destination!.conc, siteFailure: f.siteFailure, ...(site === null ? { window: f.destination!.window } : {}), ...(f.replyRule ? { replyRule: f.replyRule } : {}),
       })));
       // The Transport DO ran the same feedback. A destination's own DO (nexthop grouping) gets
       // each delivery agent's reports in a batch of their own, so in another order than the
