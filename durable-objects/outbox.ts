@@ -140,18 +140,24 @@ export class Outbox extends DurableObject<Env> {
   /**
    * The classify stage's second step for messages of this shard (a batch's): records each one's
    * decisions, then (with `admit`) admits all decided incoming recipients, one request per
-   * transport, and marks them ready (admitAll). Returns for each the plan, the state to index,
-   * `indexLater` (all in an active queue: the delivery stage indexes it) and `failed` (admission
+   * transport, and marks them ready (admitAll). Returns for each the plan, the state to index (null
+   * with `indexLater`: all in an active queue, the delivery stage indexes it) and `failed` (admission
    * failed). Calling it again repairs a stop anywhere: decisions are kept, admission is idempotent.
    */
   async classifyMany(items: { id: string; results: ClassifyResult[] }[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean; failed: boolean }[]> {
     const now = Date.now();
-    this.ctx.storage.transactionSync(() => { for (const x of items) if (x.results.length > 0) recordDecisions(this.sql, x.id, x.results, now); });
+    // Only a message that finished here (every recipient suppressed) has a body to delete.
+    const finished = this.ctx.storage.transactionSync(() => items.filter((x) => x.results.length > 0 && recordDecisions(this.sql, x.id, x.results, now)).map((x) => x.id));
     const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
     const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
-    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now) : null;
-    await this.afterChange(now, items.map((x) => x.id), [], (admitted?.active.size ?? 0) > 0);
-    return items.map((x, i) => ({ plan: plans[i] ?? null, sync: this.syncState(x.id, Date.now()), indexLater: admitted?.active.has(x.id) ?? false, failed: admitted?.failed.includes(x.id) ?? false }));
+    const claimed = new Map(plans.flatMap((p) => (p ? [[p.id, p] as const] : [])));
+    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now, claimed) : null;
+    await this.afterChange(now, finished, [], (admitted?.active.size ?? 0) > 0);
+    // A message all in an active queue is indexed by the delivery stage: no state to read and send for it.
+    return items.map((x, i) => {
+      const indexLater = admitted?.active.has(x.id) ?? false;
+      return { plan: plans[i] ?? null, sync: indexLater ? null : this.syncState(x.id, Date.now()), indexLater, failed: admitted?.failed.includes(x.id) ?? false };
+    });
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
@@ -236,14 +242,16 @@ export class Outbox extends DurableObject<Env> {
     const now = Date.now();
     const dsn = dsnEnabled(this.env);
     deleteEvents(this.sql, acks); // ackEventsMany, riding along
-    const applied = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
-      const ok = applyOutcomes(this.sql, id, reports, now, dsn);
-      if (dsn) planDsn(this.sql, id, ok, now);
-      return ok.length;
+    const results = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
+      const r = applyOutcomes(this.sql, id, reports, now, dsn);
+      if (dsn) planDsn(this.sql, id, r.applied, now);
+      return r;
     }));
+    const applied = results.map((r) => r.applied.length);
+    const doneIds = new Set(items.filter((_, i) => results[i]!.done).map((x) => x.id)); // an id twice: done after both
+    const done = items.map(({ id }) => doneIds.has(id));
     this.flow.leave(applied.reduce((n, a) => n + a, 0), Math.floor(now / 1000));
     const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
-    const done = items.map(({ id }) => readMessage(this.sql, id)?.state === "done");
     // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
     if (touched.length > 0) await this.afterChange(now, touched, indexedByCaller ? [] : touched, done.some((d, i) => d && applied[i]! > 0));
     // The caller that indexes gets the state to index with the answer (no second call to read it).

@@ -75,7 +75,7 @@ interface Snapshot {
   do_rows_read: number; do_rows_read_by_class: Counts; do_rows_written: number; do_rows_written_by_class: Counts;
   d1_rows_read: number; d1_rows_written: number; d1_statements: number;
   queue_ops: number; queue_ops_by_queue: Counts; queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts;
-  r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts; rows_read_by_statement?: Counts;
+  r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts; rows_read_by_statement?: Counts; runs_by_statement?: Counts;
 }
 
 interface Setup { server: DevServer; catcher: Catcher; receiver: Receiver }
@@ -185,6 +185,9 @@ interface CaseResult {
     queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts; d1_statements: number; r2_deletes: number;
     rows_written_by_statement: Counts;
     rows_read_by_statement: Counts;
+    /** DO SQL statements run per message (not billed: each costs the object's thread time). */
+    do_sql_statements: number;
+    runs_by_statement: Counts;
   };
 }
 
@@ -219,6 +222,9 @@ function summarise(def: CaseDef, snap: Snapshot, events: Counts, seconds: number
       rows_written_by_statement: Object.fromEntries(Object.entries(snap.rows_written_by_statement ?? {})
         .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / def.messages)])),
       rows_read_by_statement: Object.fromEntries(Object.entries(snap.rows_read_by_statement ?? {})
+        .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / def.messages)])),
+      do_sql_statements: round(Object.values(snap.runs_by_statement ?? {}).reduce((a, v) => a + v, 0) / def.messages),
+      runs_by_statement: Object.fromEntries(Object.entries(snap.runs_by_statement ?? {})
         .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / def.messages)])),
     },
   };
@@ -302,6 +308,8 @@ function printCase(name: string, r: CaseResult): void {
   for (const [k, v] of Object.entries(b.rows_written_by_statement)) if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
   console.log(`  rows read per message, by statement (the largest):`);
   for (const [k, v] of Object.entries(b.rows_read_by_statement).slice(0, 12)) if (v >= 0.5) console.log(`    ${String(v).padStart(8)}  ${k}`);
+  console.log(`  DO SQL statements run per message: ${b.do_sql_statements} (not billed; each costs the object's thread), the most run:`);
+  for (const [k, v] of Object.entries(b.runs_by_statement).slice(0, 8)) if (v >= 0.5) console.log(`    ${String(v).padStart(8)}  ${k}`);
   console.log(`  $ per million messages: ${r.usd_per_million}${r.usd_per_million_rcpts !== undefined ? `; per million recipients: ${r.usd_per_million_rcpts}` : ""} (list prices; CPU and DO duration not counted)`);
 }
 

@@ -98,9 +98,9 @@ export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<Promi
   });
 }
 
-/** Admits the due decided recipients of `ids` and marks them ready; see the header. */
-export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number): Promise<{ active: Set<string>; failed: string[] }> {
-  const plans = ids.map((id) => claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
+/** Admits the due decided recipients of `ids` and marks them ready (`claimed`: their work, already read in this turn); see the header. */
+export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number, claimed?: ReadonlyMap<string, ClassifyWork>): Promise<{ active: Set<string>; failed: string[] }> {
+  const plans = ids.map((id) => claimed?.get(id) ?? claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
   const settled = await admitPlans(env, plans);
   const active = new Set<string>();
   const failed: string[] = [];

@@ -35,7 +35,9 @@
 import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
-type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; summary: string; mail_from: string; unclassified: number };
+type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; mail_from: string; unclassified: number };
+/** The row with its summary (which may hold the text and HTML, up to 256 KiB: read only where needed). */
+type MessageWithSummary = MessageRow & { summary: string };
 type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
@@ -106,14 +108,19 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   if (!open) finishIfDone(sql, m.id, nowMs);
 }
 
-/** The message's own row (no recipients), or undefined. */
+/** The message's own row without its summary (no recipients), or undefined. */
 export function readMessage(sql: SqlStorage, id: string): MessageRow | undefined {
-  return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified FROM message WHERE id = ?", id).toArray()[0];
+  return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified FROM message WHERE id = ?", id).toArray()[0];
+}
+
+/** readMessage with the summary. */
+function readWithSummary(sql: SqlStorage, id: string): MessageWithSummary | undefined {
+  return sql.exec<MessageWithSummary>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified FROM message WHERE id = ?", id).toArray()[0];
 }
 
 /** The message as the status API shows it, or null. */
 export function readView(sql: SqlStorage, id: string, nowMs: number): MessageView | null {
-  const m = readMessage(sql, id);
+  const m = readWithSummary(sql, id);
   if (!m) return null;
   const waiting = m.scheduled_at !== null && m.scheduled_at > nowMs;
   const held = controlOf(sql, id)?.action === "hold";
@@ -195,7 +202,7 @@ function policyFieldsOf(sql: SqlStorage, id: string, summary: string): Pick<Clas
 
 /** A due, open message's still-incoming recipients with any recorded decision, or null. */
 export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): ClassifyWork | null {
-  const m = readMessage(sql, id);
+  const m = readWithSummary(sql, id);
   if (!m || m.state !== "open" || m.unclassified === 0 || (m.scheduled_at !== null && m.scheduled_at > nowMs)) return null;
   if (controlOf(sql, id)?.action === "hold") return null; // held: nothing is admitted until released
   const rcpts = sql.exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
@@ -210,27 +217,27 @@ export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): C
  * Records the classify stage's decisions for undecided incoming recipients: suppressed ones end
  * `suppressed`; the rest keep `incoming` with their rewritten address, transport and nexthop, so
  * a retry admits exactly the same recipients to the same transports (qmail writes info/ and
- * remote/ before it deletes todo/).
+ * remote/ before it deletes todo/). Returns whether the message finished (every recipient suppressed).
  */
-export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyResult[], nowMs: number): void {
-  const m = readMessage(sql, id);
-  if (!m) return;
+export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyResult[], nowMs: number): boolean {
+  let tenant: string | null = null; // read only for a suppression's event
+  let open = false; // a recipient decided `ready` here stays open: the message cannot finish
   for (const r of results) {
     if (r.status === "ready") {
-      sql.exec(
+      open = sql.exec(
         "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
         r.address, r.transport, r.nexthop, nowMs, id, r.idx,
-      );
+      ).rowsWritten > 0 || open;
       continue;
     }
     const cur = sql.exec(
       "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
       r.address, nowMs, id, r.idx,
     );
-    if (cur.rowsWritten > 0) recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.suppressed", recipient: r.address, created_at: nowMs, data: { reason: r.reason } });
+    if (cur.rowsWritten > 0) recordEvent(sql, { message_id: id, tenant: (tenant ??= readMessage(sql, id)!.tenant), type: "email.suppressed", recipient: r.address, created_at: nowMs, data: { reason: r.reason } });
   }
   updateUnclassified(sql, id);
-  finishIfDone(sql, id, nowMs);
+  return !open && finishIfDone(sql, id, nowMs);
 }
 
 /**
@@ -327,19 +334,20 @@ export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | nu
  * An undecided `incoming` recipient cannot have been admitted: its report is refused.
  */
 export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number, keepBody = false): boolean {
-  return applyOutcomes(sql, id, [r], nowMs, keepBody).length > 0;
+  return applyOutcomes(sql, id, [r], nowMs, keepBody).applied.length > 0;
 }
 
 type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null };
 
 /**
- * applyOutcome for several reports on one message, in order; returns those that applied. The
- * message, its recipients and its last event seq are read once, and whether it finished is
- * checked once at the end, instead of for every report (a 50-recipient session's reports).
+ * applyOutcome for several reports on one message, in order; returns those that applied, and
+ * whether the message is done (now or before). The message, its recipients and its last event seq
+ * are read once, and whether it finished is decided once at the end from the recipients in hand,
+ * instead of for every report (a 50-recipient session's reports).
  */
-export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): OutcomeReport[] {
+export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): { applied: OutcomeReport[]; done: boolean } {
   const m = readMessage(sql, id);
-  if (!m || reports.length === 0) return [];
+  if (!m || reports.length === 0) return { applied: [], done: m?.state === "done" };
   const rcpts = new Map(sql.exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id).toArray().map((r) => [r.idx, r]));
   const again = isReadmission(sql, id);
   let last = lastSeq(sql, id);
@@ -378,8 +386,10 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
     applied.push(r);
   }
   if (wasIncoming) updateUnclassified(sql, id);
-  if (applied.length > 0) finishIfDone(sql, id, nowMs, keepBody);
-  return applied;
+  // Every recipient is in `rcpts`, with what was applied: whether it finished needs no count.
+  const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
+  if (finished) finishMessage(sql, id, nowMs, keepBody);
+  return { applied, done: m.state === "done" || finished };
 }
 
 /**
@@ -409,7 +419,11 @@ function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, report
  */
 export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
   const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
-  if (open > 0) return false;
+  return open === 0 && finishMessage(sql, id, nowMs, keepBody);
+}
+
+/** Marks an open message done (every recipient final); its body goes unless `keepBody`. */
+function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boolean): boolean {
   return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
     nowMs, keepBody ? 1 : 0, id).rowsWritten > 0;
 }
@@ -470,7 +484,7 @@ export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string,
   }
   if (report.kind === "unsubscribe") {
     const r = recordUnsubscribe(sql, id, report.idx, report.method, nowMs);
-    const topic = (JSON.parse(readMessage(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
+    const topic = (JSON.parse(readWithSummary(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
     if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.unsubscribed", recipient: r.address, created_at: nowMs, data: { reason: topic, method: report.method } });
     return r;
   }

@@ -46,7 +46,8 @@ describe("DestinationQueue Durable Object", () => {
     const batch = env.DESTINATION_QUEUE.getByName("smtp:batched.example");
     expect(await batch.reportMany(reports)).toEqual(last);
     const [a, b] = [await one.get(), await batch.get()];
-    expect(b.record).toEqual(a.record);
+    // The two runs may fall in different seconds: the report time is the only field that may differ.
+    expect({ ...b.record, lastReportAt: 0 }).toEqual({ ...a.record, lastReportAt: 0 });
     expect(b.history.map((h) => ({ ...h, at: 0 }))).toEqual(a.history.map((h) => ({ ...h, at: 0 })));
   });
 });

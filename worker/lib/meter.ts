@@ -70,6 +70,7 @@ interface Registry {
   do_names: Record<string, Set<string>>;
   rows_written_by_statement: Counts;
   rows_read_by_statement: Counts;
+  runs_by_statement: Counts;
 }
 
 function fresh(): Registry {
@@ -77,7 +78,7 @@ function fresh(): Registry {
     worker_invocations: {}, do_requests: {}, do_methods: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
     d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
     r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
-    rows_written_by_statement: {}, rows_read_by_statement: {},
+    rows_written_by_statement: {}, rows_read_by_statement: {}, runs_by_statement: {},
   };
 }
 
@@ -128,6 +129,8 @@ export interface MeterSnapshot {
   rows_written_by_statement: Counts;
   /** Rows read per statement, keyed as rows_written_by_statement. */
   rows_read_by_statement: Counts;
+  /** DO SQL executions per statement, keyed as rows_written_by_statement: not billed, but each costs the object's thread. */
+  runs_by_statement: Counts;
 }
 
 /** The counters as plain JSON. */
@@ -147,7 +150,7 @@ export function meterSnapshot(): MeterSnapshot {
     r2_class_a: sum(reg.r2_class_a), r2_class_a_by_op: copy(reg.r2_class_a), r2_class_b: sum(reg.r2_class_b), r2_class_b_by_op: copy(reg.r2_class_b),
     r2_deletes: reg.r2_deletes,
     do_names: Object.fromEntries(Object.entries(reg.do_names).map(([k, v]) => [k, [...v].sort()])),
-    rows_written_by_statement: copy(reg.rows_written_by_statement), rows_read_by_statement: copy(reg.rows_read_by_statement),
+    rows_written_by_statement: copy(reg.rows_written_by_statement), rows_read_by_statement: copy(reg.rows_read_by_statement), runs_by_statement: copy(reg.runs_by_statement),
   };
 }
 
@@ -481,6 +484,7 @@ export class MeteredCursor {
   private seenWritten = 0;
 
   constructor(private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?") {
+    add(reg.runs_by_statement, statementKey(cls, query), 1);
     this.sync();
   }
 
