@@ -63,6 +63,8 @@ export class TransportQueue extends DurableObject<Env> {
   private readonly handoff: Handoff;
   /** The alarm time last set (ms), so an unchanged one is not written again; null when unknown or fired. */
   private alarmAt: number | null = null;
+  /** The incoming queue is known empty (this object is its only writer): no probe of it per admission or pump. */
+  private incomingEmpty = false;
   /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
   private forgottenUpTo = 0;
 
@@ -225,11 +227,12 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts);
     const m = { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields };
-    if (hasActiveRoom(this.qmgr) && !hasIncoming(sql)) {
+    if (hasActiveRoom(this.qmgr) && (this.incomingEmpty ||= !hasIncoming(sql))) {
       const res = this.run({ kind: "admit", now: nowSec(), intake: intakeOf(m) });
       if (res.accepted) return { admitted: true, effects: res.effects, active: true };
     }
     addIncoming(sql, m);
+    this.incomingEmpty = false;
     return { admitted: true, effects: [], active: false };
   }
 
@@ -261,7 +264,7 @@ export class TransportQueue extends DurableObject<Env> {
   /** In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the alarm. */
   private async pump(agent?: string): Promise<DeliverJob[]> {
     const inline: DeliverJob[] = [];
-    drainIncoming(this.ctx.storage.sql, this.qmgr, (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted);
+    if (!this.incomingEmpty) this.incomingEmpty = drainIncoming(this.ctx.storage.sql, this.qmgr, (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted);
     if (this.notes.waiting) { this.journal.flush(this.qmgr); await this.notes.deliver(this.env); } // else one row below: this call's commands and its dispatch
     if (this.env.DISPATCH === "auto") {
       for (let round = 0; round < 10; round++) {

@@ -57,17 +57,18 @@ export function intakeOf(m: IncomingMessage): MessageIntake {
 
 /**
  * Moves messages from the incoming queue into the core, oldest first, while it has room;
- * `admit` runs the core's admit command (false: refused, stop).
+ * `admit` runs the core's admit command (false: refused, stop). True when it left the queue empty.
  */
-export function drainIncoming(sql: SqlStorage, qmgr: Qmgr<StoredRecipient>, admit: (intake: MessageIntake) => boolean): void {
+export function drainIncoming(sql: SqlStorage, qmgr: Qmgr<StoredRecipient>, admit: (intake: MessageIntake) => boolean): boolean {
   while (hasActiveRoom(qmgr)) {
     const next = oldestIncoming(sql, 50);
-    if (next.length === 0) return;
+    if (next.length === 0) return true;
     for (const m of next) {
-      if (!hasActiveRoom(qmgr) || !admit(intakeOf(m))) return;
+      if (!hasActiveRoom(qmgr) || !admit(intakeOf(m))) return false;
       dropIncoming(sql, m.coreId);
     }
   }
+  return false;
 }
 
 /** Queues an admitted message for the active queue (idempotent by core id). */
