@@ -26,7 +26,7 @@
  */
 import { composeDsn, shouldBounce, type DsnRecipient } from "../../worker/mail/dsn";
 import { bodyKey, newMessageId, shardOf } from "./outbox-ids";
-import { insertMessage } from "./outbox-store";
+import { failsForDsn, insertMessage } from "./outbox-store";
 import type { OutcomeReport } from "./outbox-types";
 
 /** Largest header block quoted in a notice. */
@@ -53,9 +53,10 @@ function addressOf(sql: SqlStorage, id: string, idx: number): string | null {
 
 /** Records a `failed` notice for the applied bounced/expired reports (inside the outcome's transaction). */
 export function planDsn(sql: SqlStorage, id: string, applied: OutcomeReport[], nowMs: number): void {
-  const failed = applied.filter((r) => r.status === "bounced" || r.status === "expired");
+  const failed = applied.filter(failsForDsn);
+  if (failed.length === 0) return;
   const from = senderOf(sql, id);
-  if (failed.length === 0 || from === null || !shouldBounce(from)) return;
+  if (from === null || !shouldBounce(from)) return;
   const rcpts: DsnRecipient[] = failed.flatMap((r) => {
     const address = addressOf(sql, id, r.idx);
     if (!address) return [];

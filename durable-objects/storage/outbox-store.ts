@@ -337,6 +337,11 @@ export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowM
   return applyOutcomes(sql, id, [r], nowMs, keepBody).applied.length > 0;
 }
 
+/** Whether an outcome is one a `failed` notice reports (a bounce or an expiry). */
+export function failsForDsn(r: { status: RcptStatus }): boolean {
+  return r.status === "bounced" || r.status === "expired";
+}
+
 type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null };
 
 /**
@@ -388,7 +393,8 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
   if (wasIncoming) updateUnclassified(sql, id);
   // Every recipient is in `rcpts`, with what was applied: whether it finished needs no count.
   const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
-  if (finished) finishMessage(sql, id, nowMs, keepBody);
+  // With notices on, the body stays only for a message with a recipient a notice may report.
+  if (finished) finishMessage(sql, id, nowMs, keepBody && [...rcpts.values()].some(failsForDsn));
   return { applied, done: m.state === "done" || finished };
 }
 

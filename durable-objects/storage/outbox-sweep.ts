@@ -110,12 +110,12 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
 /** Deletes the bodies of the messages among `among` that finished at `nowMs`; returns their ids. */
 export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, among: readonly string[], nowMs: number): Promise<string[]> {
   // A message with a notice still to send keeps its body: the notice quotes its headers.
-  const done = among.flatMap((id) => sql.exec<{ id: string; body_r2: number }>(
-    "SELECT id, body_r2 FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)", id, nowMs,
+  const done = among.flatMap((id) => sql.exec<{ id: string; body_r2: number; kept: number }>(
+    "SELECT id, body_r2, body IS NOT NULL AS kept FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)", id, nowMs,
   ).toArray());
   // A body kept in the row normally went with the write that finished the message; one kept for
-  // a notice goes now (no row is written when it is already gone).
-  for (const m of done) if (m.body_r2 === 0) sql.exec("UPDATE message SET body = NULL WHERE id = ? AND body IS NOT NULL", m.id);
+  // a notice goes now.
+  for (const m of done) if (m.body_r2 === 0 && m.kept === 1) sql.exec("UPDATE message SET body = NULL WHERE id = ?", m.id);
   const inR2 = done.filter((m) => m.body_r2 === 1).map((m) => m.id);
   if (inR2.length > 0) await bucket.delete(inR2.map(bodyKey));
   return done.map((m) => m.id);

@@ -83,4 +83,24 @@ describe("bodies kept in the Outbox row", () => {
     const text = await (await env.BODIES.get(`mess/${quoted.notice}`))!.text();
     expect(text).toContain("Subject: quote me");
   });
+
+  it("with notices on, a message finished by a delivery keeps its body only if a recipient bounced or expired", async () => {
+    const [plain, mixed] = [await send(email({ to: ["e@example.com"] })), await send(email({ to: ["f@example.com", "g@example.com"], subject: "half bounced" }))];
+    await classified(key, plain);
+    await classified(key, mixed);
+    const now = Date.now();
+    const { applyOutcomes } = await import("../../durable-objects/storage/outbox-store");
+    const bodyOf = (id: string) => runInDurableObject(outboxOf(id), (_i, state) => {
+      const sql = state.storage.sql;
+      if (id === plain) expect(applyOutcomes(sql, id, [{ idx: 0, status: "delivered", attempt: 1 }], now, true)).toMatchObject({ done: true });
+      else {
+        // The bounce's notice is still pending (say its send failed) when the delivery finishes the message.
+        expect(applyOutcomes(sql, id, [{ idx: 0, status: "bounced", attempt: 1 }], now, true)).toMatchObject({ done: false });
+        expect(applyOutcomes(sql, id, [{ idx: 1, status: "delivered", attempt: 1 }], now, true)).toMatchObject({ done: true });
+      }
+      return sql.exec<{ body: string | null }>("SELECT body FROM message WHERE id = ?", id).one().body;
+    });
+    expect(await bodyOf(plain)).toBeNull();
+    expect(await bodyOf(mixed)).toMatch(/Subject: half bounced/);
+  });
 });
