@@ -44,7 +44,7 @@ import { Journal } from "./storage/journal";
 import { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
 import { toDispatched, destinationName, type AdmitAnswer, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
-import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, wasAdmitted, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
+import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
 import { explainWaits, inspectTransport } from "./storage/transport-views";
 import { Handoff } from "./storage/handoff";
 import { schedulerConfigOf } from "./storage/scheduler-env";
@@ -97,8 +97,8 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
   async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
-    const auto = this.env.DISPATCH === "auto", sql = this.ctx.storage.sql;
-    const answers = reqs.map((req) => this.qmgr.messages.has(req.id) || wasAdmitted(sql, req.id) ? { admitted: true, effects: [], active: false }
+    const auto = this.env.DISPATCH === "auto";
+    const answers = reqs.map((req) => this.qmgr.messages.has(req.id) ? { admitted: true, effects: [], active: false }
       : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
     await this.pump();
     return answers.map((a) => ({ ...a, active: a.active && auto }));
@@ -225,7 +225,8 @@ export class TransportQueue extends DurableObject<Env> {
    */
   private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[], fields: MessageFields | null): { admitted: boolean; effects: Effect[]; active: boolean } {
     const sql = this.ctx.storage.sql;
-    recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts);
+    // Admitted here before (a repeated RPC, also after it left the core): nothing to do.
+    if (!recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts)) return { admitted: true, effects: [], active: false };
     const m = { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields };
     if (hasActiveRoom(this.qmgr) && (this.incomingEmpty ||= !hasIncoming(sql))) {
       const res = this.run({ kind: "admit", now: nowSec(), intake: intakeOf(m) });

@@ -101,20 +101,17 @@ export function nextForgetAt(sql: SqlStorage, ttlSec: number): number | null {
   return at === null ? null : at + ttlSec;
 }
 
-/** True when this core message was admitted here before (a repeated RPC, also after it left the core). */
-export function wasAdmitted(sql: SqlStorage, coreId: string): boolean {
-  return sql.exec("SELECT 1 FROM admission WHERE core_id = ?", coreId).toArray().length > 0;
-}
-
 /**
  * Records the admission of a core message with what later attempts need, and its recipients:
- * in the admission row up to INLINE_RCPTS, else as rcpt rows. Idempotent.
+ * in the admission row up to INLINE_RCPTS, else as rcpt rows. Idempotent: false (nothing
+ * written) when the message was admitted here before (a repeated RPC, also after it left the core).
  */
-export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMeta, rcpts: readonly ResolvedRecipient[]): void {
+export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMeta, rcpts: readonly ResolvedRecipient[]): boolean {
   const inline = rcpts.length <= INLINE_RCPTS;
-  if (!inline) storeRecipients(sql, coreId, rcpts);
   const json = inline ? JSON.stringify(rcpts.map((r) => ({ address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }))) : null;
-  sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority, json, m.fields ? JSON.stringify(m.fields) : null);
+  const fresh = sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority, json, m.fields ? JSON.stringify(m.fields) : null).rowsWritten > 0;
+  if (fresh && !inline) storeRecipients(sql, coreId, rcpts);
+  return fresh;
 }
 
 /** What a message (any of its attempts still recorded) was admitted with, or null. */
