@@ -1,5 +1,5 @@
 /*
- * npm run bench:sessions [-- --messages N] [--max-sessions S] [--sessions P] [--json]
+ * npm run bench:sessions [-- --messages N] [--max-sessions S] [--sessions P] [--timeline] [--json]
  *
  * How many SMTP sessions the relay keeps open to one destination, measured by the server, and
  * how many it opens beyond what the server admits; Postfix against the same server in the same
@@ -18,6 +18,8 @@
  *   Both run with Postfix's default concurrency settings; only the retry timers are shortened
  *   (minimal_backoff_time 1 s, maximal_backoff_time 10 s, and queue_run_delay 1 s for Postfix), so
  *   that mail deferred by a 421 comes back within the run instead of after 5 minutes.
+ *   With --timeline, each side's measured run is also printed every 500 ms: sessions open,
+ *   messages received in the half second, and 421s so far (stalls and waves show there).
  *   Prints a table; with --json the last line is
  *   {"max_sessions":S,"relay_sessions_mean":…,"messages":N,"deferred_421":…, …extra keys}
  *   (postfix_sessions_mean is null when Postfix was not available).
@@ -40,13 +42,13 @@ const BACKOFF = { minimal_backoff_time: 1, maximal_backoff_time: 10 };
 
 interface Side { report: SessionReport; elapsedMs: number; perS: number }
 
-interface Cli { messages: number; maxSessions: number; sessions: number; json: boolean }
+interface Cli { messages: number; maxSessions: number; sessions: number; timeline: boolean; json: boolean }
 
 function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
       messages: { type: "string", default: "1000" }, "max-sessions": { type: "string", default: "5" },
-      sessions: { type: "string", default: "10" }, json: { type: "boolean", default: false },
+      sessions: { type: "string", default: "10" }, timeline: { type: "boolean", default: false }, json: { type: "boolean", default: false },
     },
   });
   const int = (name: string, v: string) => {
@@ -54,7 +56,7 @@ function parseCli(): Cli {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} needs a positive integer`);
     return n;
   };
-  return { messages: int("messages", values.messages), maxSessions: int("max-sessions", values["max-sessions"]), sessions: int("sessions", values.sessions), json: values.json };
+  return { messages: int("messages", values.messages), maxSessions: int("max-sessions", values["max-sessions"]), sessions: int("sessions", values.sessions), timeline: values.timeline, json: values.json };
 }
 
 const log = (line: string) => console.error(line);
@@ -66,13 +68,25 @@ async function quiesce(meter: SessionMeter): Promise<void> {
   meter.reset();
 }
 
+let timeline = false;
+
 /** Runs `submit` and waits until the meter has n messages; the window is the meter's. */
 async function measure(meter: SessionMeter, n: number, submit: () => Promise<unknown>): Promise<Side> {
   const started = performance.now();
   const received = meter.waitForMessages(n, RUN_LIMIT_MS);
   received.catch(() => undefined);
-  await submit();
-  await received;
+  let seen = 0;
+  const tick = timeline ? setInterval(() => {
+    const m = meter.messages();
+    log(`    ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s  open ${meter.open()}  +${m - seen} messages  421s ${meter.deferred421()}`);
+    seen = m;
+  }, 500) : null;
+  try {
+    await submit();
+    await received;
+  } finally {
+    if (tick) clearInterval(tick);
+  }
   const elapsedMs = performance.now() - started;
   return { report: meter.report(), elapsedMs, perS: (n * 1000) / elapsedMs };
 }
@@ -120,6 +134,7 @@ function row(name: string, s: Side | null, why = ""): string {
 
 async function main(): Promise<void> {
   const cli = parseCli();
+  timeline = cli.timeline;
   const meter = await startSessionMeter({ maxSessions: cli.maxSessions });
   try {
     log(`bench:sessions: session meter on ${meter.host}:${meter.port}, at most ${cli.maxSessions} sessions`);
