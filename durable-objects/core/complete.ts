@@ -91,12 +91,12 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     // The sessions open when the refused one started (reports come in batches, after later completions).
     const conc = e.conc ?? queue.busyCount;
     if (site && queue.window > 0) {
-      if (refusalOnly(refusal, conc, p)) learnCeiling(queue, conc, now, p);
+      if (refusalOnly(refusal, conc, p)) learnCeiling(queue, conc, now, p, e.conc !== undefined ? e.id : undefined);
       else if (onNegativeFeedback(queue, p) === "died") queueDied(q, queue, site.reason, now);
-      else if (refusal) learnCeiling(queue, conc, now, p);
+      else if (refusal) learnCeiling(queue, conc, now, p, e.conc !== undefined ? e.id : undefined);
       updateReady(queue);
     } else if (refusal && queue.window > 0) {
-      learnCeiling(queue, conc, now, p);
+      learnCeiling(queue, conc, now, p, e.conc !== undefined ? e.id : undefined);
       updateReady(queue);
     }
   }

@@ -83,6 +83,8 @@ export interface Ceiling {
   climbing?: boolean;
   /** The latest report was a refusal: consecutive refusals are one cohort, whose least `busy` less one is the limit. */
   refusing: boolean;
+  /** The start order (`seq`) of the current cohort's refusals, the last COHORT_MEMORY of them. */
+  cohort?: number[];
 }
 
 /** The first gap between probes, in deliveries at the ceiling, per session of the limit. */
@@ -95,6 +97,8 @@ export const PROBE_GAP_MAX = 4;
  * still land before the ceiling rises.
  */
 export const PROBE_SETTLE_SEC = 2;
+/** Refusals of a cohort remembered for their start order (learnCeiling). */
+export const COHORT_MEMORY = 64;
 
 /** The per-transport parameters feedback needs. */
 export interface WindowParams {
@@ -210,11 +214,18 @@ export function refusalOnly(refusal: boolean, conc: number, p: WindowParams): bo
  * climb, starts at PROBE_GAP_MIN × limit. Consecutive refusals (no success between) are one
  * cohort: the refused sessions count in each other's `busy`, so the cohort's least is the limit.
  */
-export function learnCeiling(s: WindowState, busy: number, now: number, p: WindowParams): void {
+export function learnCeiling(s: WindowState, busy: number, now: number, p: WindowParams, seq?: number): void {
   if (!p.ceilingMemory || s.window <= 0) return;
   const c = activeCeiling(s, now, p);
-  const limit = Math.max(1, busy - 1);
+  let limit = Math.max(1, busy - 1);
   if (c?.refusing) {
+    // `busy` counted when the refused session started (`seq`: the order sessions started in)
+    // included the cohort's refusals that started before it, which held no session: a server that
+    // sheds sessions is followed down at once.
+    if (seq !== undefined) {
+      limit = Math.max(1, limit - (c.cohort ?? []).filter((x) => x < seq).length);
+      c.cohort = [...(c.cohort ?? []), seq].slice(-COHORT_MEMORY);
+    }
     c.at = now;
     c.limit = Math.min(c.limit, limit);
     c.gap = Math.min(c.gap, PROBE_GAP_MAX * c.limit);
@@ -222,10 +233,12 @@ export function learnCeiling(s: WindowState, busy: number, now: number, p: Windo
     if (s.window > c.limit) s.window = c.limit;
     return;
   }
+  // A refusal never raises a ceiling in force (short of a climb): the server took fewer, not more.
+  if (c !== null && !c.climbing) limit = Math.min(limit, c.limit);
   const probeRefused = c !== null && !c.climbing && (c.pending ?? 0) > 0;
   const gap = probeRefused ? Math.min(c.gap * 2, PROBE_GAP_MAX * limit)
     : c !== null && !c.climbing ? Math.min(Math.max(c.gap, PROBE_GAP_MIN * limit), PROBE_GAP_MAX * limit) : PROBE_GAP_MIN * limit;
-  s.ceiling = { limit, at: now, probeAt: now + (p.probeDelay ?? 1), gap, left: gap, pending: 0, climbing: false, refusing: true };
+  s.ceiling = { limit, at: now, probeAt: now + (p.probeDelay ?? 1), gap, left: gap, pending: 0, climbing: false, refusing: true, ...(seq !== undefined ? { cohort: [seq] } : {}) };
   // The server took `limit` sessions: the window goes to it, not below (Postfix's negative
   // feedback may have taken it further down), nor above.
   s.window = limit;

@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  admitMessage, applyDestinationReport, createDestination, dispatchAll, drainEffects, mustParseSchedulerConfig, reportDelivery, transportParams, type Entry,
+  admitMessage, applyDestinationReport, learnCeiling, type WindowState, createDestination, dispatchAll, drainEffects, mustParseSchedulerConfig, reportDelivery, transportParams, type Entry,
 } from "../../../durable-objects/core";
 import { makeQmgr, rcpts, type TestRcpt } from "./harness";
 
@@ -26,8 +26,8 @@ interface Run { delivered: number; refused: number; deaths: number; windows: num
  * `sessionTicks` later; finished entries wait in the agent and are reported every
  * `reportTicks` ticks, in an order `order` picks.
  */
-function simulate(ms: number, sessionTicks: number, reportTicks: number, order: (n: number) => number[]): Run {
-  const { q, src } = makeQmgr(CONFIG);
+function simulate(ms: number, sessionTicks: number, reportTicks: number, order: (n: number) => number[], limitAt: (ms: number) => number = () => LIMIT, config: Record<string, unknown> = CONFIG): Run {
+  const { q, src } = makeQmgr(config);
   for (let i = 0; i < 3000; i++) {
     src.files.set(`m${i}`, rcpts(1, "mx.test", "smtp", i));
     admitMessage(q, { id: `m${i}`, createTime: 0, rcptTotal: 1 }, 0);
@@ -38,13 +38,15 @@ function simulate(ms: number, sessionTicks: number, reportTicks: number, order: 
   const run: Run = { delivered: 0, refused: 0, deaths: 0, windows: [] };
   for (let tick = 0; tick * 10 < ms; tick++) {
     const now = Math.floor(tick / 100);
+    const limit = limitAt(tick * 10);
     for (let i = inSession.length - 1; i >= 0; i--) {
       if (inSession[i]!.endsAt > tick) continue;
-      finished.push({ e: inSession[i]!.e, ok: true });
+      // A server that lowered its limit sheds sessions past it as they finish a transaction (421).
+      finished.push({ e: inSession[i]!.e, ok: inSession.length <= limit });
       inSession.splice(i, 1);
     }
     for (const e of connecting.splice(0)) {
-      if (inSession.length < LIMIT) inSession.push({ e, endsAt: tick + sessionTicks });
+      if (inSession.length < limit) inSession.push({ e, endsAt: tick + sessionTicks });
       else finished.push({ e, ok: false });
     }
     if (tick % reportTicks === 0 && finished.length > 0) {
@@ -117,5 +119,35 @@ describe("the learned ceiling with late, batched reports", () => {
     expect(rec.window).toBe(5);
     rec = applyDestinationReport(rec, { busy: 1, siteFailure: REFUSAL }, 101, p).record;
     expect(rec.ceiling?.limit).toBe(1);
+  });
+
+  it("a server that lowers its limit from 10 to 3 and sheds sessions is followed down within a second", () => {
+    const windows: number[] = [];
+    const cfg = { ...CONFIG, initial_destination_concurrency: 10 };
+    const r = simulate(6_000, 4, 3, (n) => Array.from({ length: n }, (_, i) => i), (ms) => (ms < 3_000 ? 10 : 3), cfg);
+    windows.push(...r.windows);
+    console.log(`fall 10 → 3: ${r.delivered} delivered, ${r.refused} refused, ${r.deaths} deaths; windows ${r.windows.filter((_, i) => i % 50 === 0).join(",")}`);
+    expect(r.deaths).toBe(0);
+    // Samples are per 10 ms tick while mail waits: a second after the fall (tick 400) the window is at 3 or 4.
+    expect(r.windows.slice(400, 550).every((w) => w >= 3 && w <= 4)).toBe(true);
+  });
+
+  it("a cohort of refusals counted at their start follows a server that sheds sessions down at once, and a refusal never raises a ceiling", () => {
+    const p = transportParams(mustParseSchedulerConfig(CONFIG), "smtp");
+    const at10 = (): WindowState => ({ window: 10, success: 0, failure: 0, failCohorts: 0, ceiling: { limit: 10, at: 100, probeAt: 101, gap: 20, left: 20, refusing: false } });
+    // Ten sessions in flight, each started with 10 in flight; the server lowers its limit to 3 and
+    // refuses seven of them, one after another in the order they started.
+    const s = at10();
+    for (let seq = 1; seq <= 7; seq++) learnCeiling(s, 10, 200, p, seq);
+    expect(s.ceiling?.limit).toBe(3);
+    expect(s.window).toBe(3);
+    // Without the start order (a Destination DO's report), each refusal says only "fewer than 10".
+    const t = at10();
+    for (let i = 0; i < 7; i++) learnCeiling(t, 10, 200, p);
+    expect(t.ceiling?.limit).toBe(9);
+    // A refusal that started with 12 in flight, at a ceiling of 5: the ceiling stays 5.
+    const u: WindowState = { window: 5, success: 0, failure: 0, failCohorts: 0, ceiling: { limit: 5, at: 100, probeAt: 101, gap: 10, left: 10, refusing: false } };
+    learnCeiling(u, 12, 200, p, 50);
+    expect(u.ceiling?.limit).toBe(5);
   });
 });
