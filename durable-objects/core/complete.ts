@@ -79,6 +79,11 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   if (`${queue.egress}\n${queue.site}\n${queue.remoteip ?? null}` !== known && q.policies.size > 0) countLate(q, peerPolicyKeys(q, e.peer).filter((k) => !(e.flight ?? []).some((c) => c.key === k)), now);
   const p = windowParamsOf(queue);
   const site = report.siteFailure ?? null;
+  // The deliveries in flight when this one started (reports come in batches, after later
+  // completions), and its start order for a refusal cohort (§12.7); neither known after a restore
+  // from a snapshot without them.
+  const conc = e.conc ?? queue.busyCount;
+  const seq = e.conc !== undefined ? e.id : undefined;
   if (report.status !== "ok") {
     // A refusal at a learned ceiling says nothing about the message (see Message.refusedOnly).
     const refused = site !== null && (t.p.ceilingMemory ?? 0) > 0 && isConcurrencyRefusal(site.reason);
@@ -88,15 +93,13 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     const acted = reply ? applyReplyRules(q, e, reply, site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "), now) : null;
     // A ceiling rule takes the reply for a concurrency refusal, whatever its wording.
     const refusal = acted === "ceiling" || (site !== null && isConcurrencyRefusal(site.reason));
-    // The sessions open when the refused one started (reports come in batches, after later completions).
-    const conc = e.conc ?? queue.busyCount;
     if (site && queue.window > 0) {
-      if (refusalOnly(refusal, conc, p)) learnCeiling(queue, conc, now, p, e.conc !== undefined ? e.id : undefined);
+      if (refusalOnly(refusal, conc, p)) learnCeiling(queue, conc, now, p, seq);
       else if (onNegativeFeedback(queue, p) === "died") queueDied(q, queue, site.reason, now);
-      else if (refusal) learnCeiling(queue, conc, now, p, e.conc !== undefined ? e.id : undefined);
+      else if (refusal) learnCeiling(queue, conc, now, p, seq);
       updateReady(queue);
     } else if (refusal && queue.window > 0) {
-      learnCeiling(queue, conc, now, p, e.conc !== undefined ? e.id : undefined);
+      learnCeiling(queue, conc, now, p, seq);
       updateReady(queue);
     }
   }
@@ -104,7 +107,7 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     transportAlive(q, t);
     if (!site && queue.window >= 0) {
       const wasDead = queue.window === 0;
-      onPositiveFeedback(queue, queue.busyCount, p, now, e.conc ?? queue.busyCount);
+      onPositiveFeedback(queue, queue.busyCount, p, now, conc);
       if (wasDead) queueRevived(q, queue);
       updateReady(queue);
     }
