@@ -93,7 +93,7 @@ async function setup(vars: Record<string, string> = {}): Promise<Setup> {
   const catcher = await startCatcher({});
   const receiver = await startReceiver();
   const server = await startDevServer({
-    tenant: "bench", role: "operator", frozen: true, testScheduled: true,
+    tenant: "bench", role: "operator", frozen: true, testScheduled: true, meter: true,
     vars: { SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", COHORT_ENV: "development", ...VARS, ...vars },
   }).catch(async (e: unknown) => { await catcher.close(); await receiver.close(); throw e; });
   const s = { server, catcher, receiver };

@@ -3,13 +3,15 @@
  * and bench:accept; stops it (its whole process group) and removes the state afterwards.
  *
  * DESCRIPTION
- *   startDevServer({ tenant, vars, role, testScheduled, logLevel })  applies the migrations to a fresh temp
+ *   startDevServer({ tenant, vars, meter, role, testScheduled, logLevel })  applies the migrations to a fresh temp
  *                               state, creates an API key for `tenant` (an operator key with
  *                               role "operator"), starts wrangler dev (with --test-scheduled:
  *                               GET /__scheduled runs the cron handler) on 127.0.0.1 (HTTP and
  *                               inspector ports chosen free; `vars` override wrangler.toml's
  *                               [vars] with --var; `frozen` serves a bundle built once at the
- *                               start, see frozenBundle), waits for GET /health → 200; starts
+ *                               start, see frozenBundle; the meter is off, METER "off", as
+ *                               deployed, unless `meter`: GET /relay/dev/meter then counts,
+ *                               at the cost of the Worker's CPU time), waits for GET /health → 200; starts
  *                               again on new ports (up to 3 times) when a port it found free
  *                               was taken before wrangler bound it ("Address already in use").
  *                               Returns { url, key, state, inspector, stop }.
@@ -119,7 +121,8 @@ async function frozenBundle(state: string): Promise<string> {
 }
 
 /** Starts a private wrangler dev and returns its URL, an API key and a stop function. */
-export async function startDevServer(opts: { tenant: string; vars?: Record<string, string>; frozen?: boolean; role?: KeyRole; testScheduled?: boolean; logLevel?: "warn" | "info" }): Promise<DevServer> {
+export async function startDevServer(opts: { tenant: string; vars?: Record<string, string>; meter?: boolean; frozen?: boolean; role?: KeyRole; testScheduled?: boolean; logLevel?: "warn" | "info" }): Promise<DevServer> {
+  const vars = { METER: opts.meter ? "on" : "off", ...opts.vars };
   const state = await mkdtemp(join(tmpdir(), "cohort-dev-"));
   await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV });
   const key = await createKey({ tenant: opts.tenant, name: "dev-server", persistTo: state, role: opts.role });
@@ -133,7 +136,7 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
     const [port, inspector] = [await freePort(), await freePort()];
     const child = spawn("npx", ["wrangler", "dev", ...config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
       "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", opts.logLevel ?? "warn", ...(opts.testScheduled ? ["--test-scheduled"] : []),
-      ...Object.entries(opts.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString()); };
     child.stdout?.on("data", append);

@@ -1,5 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { meterCtx, meterD1, meterEnv, meterFetch, meterQueue, meterReset, meterSnapshot, meterStub, queueOps } from "../../../worker/lib/meter";
+import { meterCtx, meterD1, meterEnv, meterFetch, meterObject, meterQueue, meterReset, meterScheduled, meterSnapshot, meterStub, queueOps } from "../../../worker/lib/meter";
+
+const ON = { METER: "on" } as Env;
 
 /** A fake SqlStorageCursor: `written` rows at exec, then one row read per row handed out. */
 function fakeCursor(rows: Record<string, unknown>[], written = 0) {
@@ -120,7 +122,7 @@ describe("meter: queues", () => {
 
   it("counts one read per message and one delete per message that ends acked", async () => {
     const { batch, log } = fakeBatch(4);
-    await meterQueue(batch, {} as Env, async (b) => {
+    await meterQueue(batch, ON, async (b) => {
       b.messages[0]!.ack();
       b.messages[1]!.retry();
       // 2 and 3: neither, acked when the invocation succeeds.
@@ -131,13 +133,13 @@ describe("meter: queues", () => {
 
   it("counts only explicit acks when the invocation throws", async () => {
     const { batch } = fakeBatch(3);
-    await expect(meterQueue(batch, {} as Env, async (b) => { b.messages[2]!.ack(); throw new Error("boom"); })).rejects.toThrow("boom");
+    await expect(meterQueue(batch, ON, async (b) => { b.messages[2]!.ack(); throw new Error("boom"); })).rejects.toThrow("boom");
     expect(meterSnapshot().queue_deletes).toEqual({ deliver: 1 });
   });
 
   it("counts ackAll for every message not retried", async () => {
     const { batch } = fakeBatch(3);
-    await meterQueue(batch, {} as Env, async (b) => { b.messages[0]!.retry(); b.ackAll(); });
+    await meterQueue(batch, ON, async (b) => { b.messages[0]!.retry(); b.ackAll(); });
     expect(meterSnapshot().queue_deletes).toEqual({ deliver: 2 });
   });
 
@@ -168,9 +170,28 @@ describe("meter: Durable Object stubs and entries", () => {
   });
 
   it("counts a fetch invocation but not the meter's own /relay/dev/ requests", () => {
-    const env = {} as Env;
+    const env = { METER: "on" } as Env;
     expect(meterFetch(new Request("http://x/relay/dev/meter"), env)).toBe(env);
     meterFetch(new Request("http://x/emails"), env);
     expect(meterSnapshot().worker_invocations_by_kind).toEqual({ fetch: 1 });
+  });
+});
+
+describe("meter: off unless METER is \"on\"", () => {
+  it("hands back the env, batch, ctx and bindings untouched and counts nothing", async () => {
+    const ns = { getByName: (n: string) => ({ n }) } as unknown as DurableObjectNamespace;
+    for (const METER of [undefined, "off", "", "ON"]) {
+      const env = { METER, OUTBOX: ns } as unknown as Env;
+      expect(meterFetch(new Request("http://x/emails"), env)).toBe(env);
+      expect(meterScheduled(env)).toBe(env);
+      const { batch, log } = (() => { const l: string[] = []; return { batch: { queue: "deliver", messages: [{ id: "0", body: {}, attempts: 1, ack: () => l.push("ack") }] } as unknown as MessageBatch<unknown>, log: l }; })();
+      await meterQueue(batch, env, async (b, e) => { expect(b).toBe(batch); expect(e).toBe(env); b.messages[0]!.ack(); });
+      expect(log).toEqual(["ack"]);
+      const obj = { ctx: { storage: {} } as DurableObjectState, env };
+      const got = meterObject(obj, "Outbox");
+      expect(got.ctx).toBe(obj.ctx);
+      expect(got.env).toBe(env);
+    }
+    expect(meterSnapshot()).toMatchObject({ worker_invocations: 0, do_requests: 0, queue_ops: 0 });
   });
 });

@@ -13,11 +13,12 @@
  *   These requests are not themselves counted (meterFetch serves /relay/dev/* unmetered).
  *
  * ERRORS
- *   404 not_found unless COHORT_ENV is development or test; 403 restricted_api_key for a tenant key.
+ *   404 not_found unless COHORT_ENV is development or test, and for /dev/meter* unless the
+ *   meter is on (METER "on"); 403 restricted_api_key for a tenant key.
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { outboxName, shardCount } from "../../../../durable-objects/storage/outbox-ids";
-import { meterReset, meterSnapshot } from "../../../lib/meter";
+import { meterOn, meterReset, meterSnapshot } from "../../../lib/meter";
 import type { AppEnv } from "../../app";
 import { ApiError } from "../../errors";
 import { requireOperator, type RoleCache } from "./operator";
@@ -27,6 +28,11 @@ const DEV_PATHS = ["/dev/meter", "/dev/meter/reset", "/dev/rows"] as const;
 
 const devOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (!["development", "test"].includes(c.env.COHORT_ENV)) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
+  await next();
+};
+
+const meterOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (!meterOn(c.env)) throw new ApiError(404, "not_found", "The meter is off in this runtime: start it with METER = \"on\".");
   await next();
 };
 
@@ -43,6 +49,8 @@ export function devRoutes(roles: RoleCache) {
   const r = new Hono<AppEnv>();
   const operator = requireOperator(roles);
   for (const p of DEV_PATHS) r.use(p, devOnly, operator);
+  r.use("/dev/meter", meterOnly);
+  r.use("/dev/meter/reset", meterOnly);
 
   r.get("/dev/meter", (c) => c.json(meterSnapshot()));
 
