@@ -64,7 +64,8 @@ export interface DestinationReport {
 export interface DestinationEvent {
   at: number;
   kind: "success" | "site_failure";
-  outcome: FeedbackOutcome | "ignored";
+  /** "ceiling": a concurrency refusal that only taught the learned ceiling (refusalOnly): no negative feedback. */
+  outcome: FeedbackOutcome | "ignored" | "ceiling";
   window: number;
   busy: number;
   reason: string | null;
@@ -93,14 +94,14 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
     s = { ...createDestination(s.transport, p), lastReportAt: s.lastReportAt };
   }
   s.lastReportAt = now;
-  let outcome: FeedbackOutcome | "ignored";
+  let outcome: DestinationEvent["outcome"];
   let alarmAt: number | null = null;
   const conc = r.conc ?? r.busy;
   if (r.siteFailure) {
     if (s.window > 0) {
       const refusal = isConcurrencyRefusal(r.siteFailure.reason);
       const only = refusalOnly(refusal, conc, p);
-      outcome = only ? "closed" : onNegativeFeedback(s, p);
+      outcome = only ? "ceiling" : onNegativeFeedback(s, p);
       if (outcome !== "died" && refusal) {
         s.ceiling = s.ceiling ? { ...s.ceiling } : s.ceiling;
         learnCeiling(s, conc, now, p);

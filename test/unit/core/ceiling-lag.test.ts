@@ -113,7 +113,13 @@ describe("the learned ceiling with late, batched reports", () => {
   it("a Destination DO's record learns from a report's conc too, and refusals beside other sessions never kill it", () => {
     const p = { ...transportParams(mustParseSchedulerConfig(CONFIG), "smtp"), deadTimeSec: 300, idleMemorySec: 600 };
     let rec = createDestination("smtp", p);
-    for (let i = 0; i < 10; i++) rec = applyDestinationReport(rec, { busy: 1, conc: 6, siteFailure: REFUSAL }, 100, p).record;
+    const outcomes = new Set<string>();
+    for (let i = 0; i < 10; i++) {
+      const step = applyDestinationReport(rec, { busy: 1, conc: 6, siteFailure: REFUSAL }, 100, p);
+      rec = step.record;
+      outcomes.add(step.event.outcome);
+    }
+    expect([...outcomes]).toEqual(["ceiling"]); // the history says what happened: no window was closed
     expect(rec.deadUntil).toBe(0);
     expect(rec.ceiling?.limit).toBe(5);
     expect(rec.window).toBe(5);
