@@ -107,7 +107,7 @@ export class TransportQueue extends DurableObject<Env> {
   /** Selects up to `max` entries for delivery; they are leased to the caller. */
   async dispatch(max = 100): Promise<{ entries: DispatchedEntry[]; effects: Effect[] }> {
     const res = this.dispatchCore(max);
-    this.leases.add(res.entries, leaseUntil(this.env, nowSec()));
+    this.leases.add(res.entries, leaseUntil(this.env, nowSec()), Date.now());
     await this.arm();
     return res;
   }
@@ -150,7 +150,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The operator's view: qshape, deferred recipients, destinations and policies. */
   async inspect(): Promise<TransportInspect> {
-    return inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec());
+    return { ...inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec()), inFlightTimes: this.leases.inFlightTimes() };
   }
 
   /** postqueue -f: every deferred message is retried now and dead destinations (here and in their Destination DOs) revive. */
@@ -244,7 +244,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
     const sql = this.ctx.storage.sql;
-    const coreId = this.leases.take(entryId);
+    const coreId = this.leases.take(entryId, Date.now());
     this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure); // else no connection was left idle
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
@@ -277,7 +277,7 @@ export class TransportQueue extends DurableObject<Env> {
         const { failed, error, inline: mine } = await this.handoff.send(entries, until, agent);
         inline.push(...mine);
         const lost = new Set(failed); // not handed over: crashed (deferred, retried) now, not leased for nothing
-        this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until);
+        this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until, Date.now());
         if (lost.size > 0) {
           this.crash(failed);
           await this.arm();

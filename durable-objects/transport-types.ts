@@ -9,6 +9,7 @@ import type { BlockedBy, DestinationView, Effect, Entry, MessageFields, PolicyRu
 export type WaitReason = BlockedBy | { kind: "active_queue_full" };
 import { parseCoreId } from "./storage/delivery-state";
 import type { StoredRecipient } from "./storage/sqlite-source";
+import type { InFlightTimes } from "./storage/leases";
 
 /** A message handed to the transport: its id, arrival time and resolved recipients. */
 export interface AdmitRequest {
@@ -83,6 +84,8 @@ export interface TransportInspect {
   deferred: ShapeRow[];
   destinations: DestinationView[];
   policies: { key: string; rule: PolicyRule }[];
+  /** Dispatch-to-report times of the last reports (storage/leases.ts); null before the first, or absent. */
+  inFlightTimes?: InFlightTimes | null;
 }
 
 /** The Destination DO's name for one destination queue of a transport. */

@@ -15,6 +15,11 @@
  *   expired(now)      entries whose lease ran out (at most 500, oldest first).
  *   nextUntil()       the earliest lease deadline, or null.
  *   list()            every lease (inspection and tests).
+ *   inFlightTimes()   how long the last RECENT_REPORTS reported entries were leased, from their
+ *                     dispatch (add, `nowMs`) to their report (take, `nowMs`): count, mean, p50,
+ *                     p99, max in ms, and the most entries leased at once at any of those
+ *                     reports (against process_limit), or null before the first. Leases restored after a start
+ *                     have no dispatch time and are not counted.
  *
  * Why not rows: a lease row was one insert and one delete per delivery (2 of a message's ~33
  * rows written). A lease only says when an unreported entry counts as crashed. The entries
@@ -36,10 +41,31 @@
 export interface Lease {
   coreId: string;
   until: number;
+  /** When it was given (ms), for inFlightTimes(); unknown for a lease restored after a start. */
+  since?: number;
+}
+
+/** How many reports inFlightTimes() looks back over. */
+export const RECENT_REPORTS = 1024;
+
+/** Dispatch-to-report times of the recent reports (GET /relay/queue, bench:backlog). */
+export interface InFlightTimes {
+  reports: number;
+  mean_ms: number;
+  p50_ms: number;
+  p99_ms: number;
+  max_ms: number;
+  /** The most entries leased at once when one of these reports came. */
+  peak_in_flight: number;
 }
 
 export class Leases {
   private readonly byEntry = new Map<number, Lease>();
+  /** A ring of the last RECENT_REPORTS dispatch-to-report times, ms; `held` counts every one recorded. */
+  private readonly recent = new Float64Array(RECENT_REPORTS);
+  /** Entries leased when each of those reports came (it included). */
+  private readonly leased = new Uint32Array(RECENT_REPORTS);
+  private held = 0;
 
   private constructor(private readonly sql: SqlStorage, private horizon: number | null, private readonly slack: number) {}
 
@@ -60,9 +86,9 @@ export class Leases {
     if (this.horizon === null || this.horizon < until) this.store(until + this.slack);
   }
 
-  add(entries: readonly { entryId: number; messageId: string }[], until: number): void {
+  add(entries: readonly { entryId: number; messageId: string }[], until: number, nowMs?: number): void {
     if (entries.length > 0) this.cover(until);
-    for (const e of entries) this.byEntry.set(e.entryId, { coreId: e.messageId, until });
+    for (const e of entries) this.byEntry.set(e.entryId, { coreId: e.messageId, until, ...(nowMs !== undefined ? { since: nowMs } : {}) });
   }
 
   private store(horizon: number): void {
@@ -70,11 +96,24 @@ export class Leases {
     this.sql.exec("INSERT INTO lease_horizon (id, until) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET until = excluded.until", horizon);
   }
 
-  take(entryId: number): string | null {
+  take(entryId: number, nowMs?: number): string | null {
     const l = this.byEntry.get(entryId);
     if (!l) return null;
     this.byEntry.delete(entryId);
+    if (l.since !== undefined && nowMs !== undefined) {
+      this.leased[this.held % RECENT_REPORTS] = this.byEntry.size + 1;
+      this.recent[this.held++ % RECENT_REPORTS] = Math.max(0, nowMs - l.since);
+    }
     return l.coreId;
+  }
+
+  inFlightTimes(): InFlightTimes | null {
+    const n = Math.min(this.held, RECENT_REPORTS);
+    if (n === 0) return null;
+    const xs = [...this.recent.subarray(0, n)].sort((a, b) => a - b);
+    const at = (q: number) => xs[Math.min(n - 1, Math.ceil(q * n) - 1)]!;
+    const peak = this.leased.subarray(0, n).reduce((a, x) => Math.max(a, x), 0);
+    return { reports: n, mean_ms: Math.round(xs.reduce((a, x) => a + x, 0) / n), p50_ms: at(0.5), p99_ms: at(0.99), max_ms: xs[n - 1]!, peak_in_flight: peak };
   }
 
   has(entryId: number): boolean {

@@ -23,15 +23,18 @@
  *      sink has all N. This phase runs on top of phase 2's backlog, so under_load_ratio (against
  *      the empty queue) holds both effects; while_accepting_vs_backlog separates the load's own.
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
- *   (accept + classify + admit + dispatch + SMTP; the dispatch→report time inside the Transport DO
- *   cannot be seen from outside), mean/p50/p99 per phase.
+ *   (accept + classify + admit + dispatch + SMTP), mean/p50/p99 per phase, and after each phase the
+ *   Transport DO's own figures from GET /relay/queue (in_flight_ms): the time from dispatch to
+ *   report of its last ≤ 1,024 entries, and the most entries in flight at once beside
+ *   process_limit.
  *   --profile FILE writes a CPU profile of the Worker's thread during phase 3 (.cpuprofile, for
  *   Chrome DevTools); profiling slows the Worker, so that run's rates are not comparable.
  *   --var overrides a wrangler.toml [vars] value for the whole run (e.g.
  *   TRANSPORT_CHECKPOINT_EVERY=100000, to see whether a cost that grows with the backlog goes away).
  *   Prints tables; with --json the last line is
  *   {"backlog_rcpts":B,"delivery_per_s_empty":…,"delivery_per_s_backlog":…,
- *    "delivery_per_s_while_accepting":…,"backlog_ratio":…,"under_load_ratio":…, …extra keys}.
+ *    "delivery_per_s_while_accepting":…,"backlog_ratio":…,"under_load_ratio":…, …extra keys,
+ *    among them process_limit and dispatch_to_report_ms per phase}.
  *
  * Assumptions
  *   Nothing but loopback; everything started is stopped, also on failure or Ctrl-C.
@@ -80,7 +83,11 @@ interface Phase {
   perS: number;
   /** POST of its batch → arrival at the sink, ms, per message. */
   latency: { mean: number; p50: number; p99: number; max: number };
+  /** The Transport DO's dispatch→report times of its last (≤ 1,024) reports at the phase's end, and its peak in flight (GET /relay/queue). */
+  inFlight: InFlightMs | null;
 }
+
+interface InFlightMs { reports: number; mean_ms: number; p50_ms: number; p99_ms: number; max_ms: number; peak_in_flight: number }
 
 interface Relay { dev: DevServer; operator: string; stuck: string }
 
@@ -191,14 +198,16 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
   const elapsedMs = Math.max(1, lastAt - started);
   await submitted;
   const sorted = [...arrivals].sort((a, b) => a - b);
+  const inFlight = (await queueView(relay)).transports.find((t) => t.transport === "smtp")?.in_flight_ms ?? null;
   return {
     name, messages: n, acceptMs, elapsedMs, perS: (n * 1000) / elapsedMs,
     latency: { mean: sorted.reduce((a, b) => a + b, 0) / sorted.length, p50: pct(sorted, 50), p99: pct(sorted, 99), max: sorted[sorted.length - 1]! },
+    inFlight,
   };
 }
 
 interface QueueView {
-  transports: { transport: string; inflight: number; in_core: number; deferred: number; destinations: number }[];
+  transports: { transport: string; inflight: number; in_core: number; deferred: number; destinations: number; in_flight_ms: InFlightMs | null }[];
   counts: { by_state: Record<string, number>; by_destination: { transport: string | null; destination: string | null; total: number; states: Record<string, number> }[]; total: number };
 }
 
@@ -311,6 +320,11 @@ async function main(): Promise<void> {
     for (const p of [empty, backlog, loaded]) {
       console.log(`  ${p.name.padEnd(18)} ${String(p.messages).padStart(8)} ${fmt(p.acceptMs / 1000).padStart(9)} ${fmt(p.elapsedMs / 1000).padStart(10)} ${fmt(p.perS).padStart(13)} ${fmt(p.perS / empty.perS, 2).padStart(6)}                 ${fmt(p.latency.mean, 0).padStart(7)} ${fmt(p.latency.p50, 0).padStart(7)} ${fmt(p.latency.p99, 0).padStart(7)} ${fmt(p.latency.max, 0).padStart(7)}`);
     }
+    console.log(`  dispatch→report in the Transport DO (its last ≤ 1,024 reports at each phase's end), ms, and the most entries in flight at once (process_limit ${DEFAULTS.default_process_limit}):`);
+    for (const p of [empty, backlog, loaded]) {
+      const f = p.inFlight;
+      console.log(`  ${p.name.padEnd(18)} ${f ? `mean ${f.mean_ms}  p50 ${f.p50_ms}  p99 ${f.p99_ms}  max ${f.max_ms}  peak in flight ${f.peak_in_flight}` : "n/a"}`);
+    }
     console.log(`  while accepting / backlog: ${fmt(loaded.perS / backlog.perS, 2)} (phase 3 runs on top of the backlog)`);
     console.log(`  load during phase 3: ${cli.loadWorkers} POST /emails loops to @stuck.test, ${load.accepted} accepted (${fmt(load.accepted * 1000 / Math.max(1, load.ms))}/s), ${load.failed} failed`);
     console.log(`  after: stuck destination ${stuckAfter.total} in the index ${JSON.stringify(stuckAfter.states)}; Transport DO smtp: ${smtpAfter?.in_core ?? "?"} in core, ${smtpAfter?.inflight ?? "?"} in flight`);
@@ -332,6 +346,7 @@ async function main(): Promise<void> {
         load_accept_per_s: Number((load.accepted * 1000 / Math.max(1, load.ms)).toFixed(1)),
         ...(Object.keys(cli.vars).length > 0 ? { vars: cli.vars } : {}),
         post_to_sink_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), { mean: Math.round(p.latency.mean), p50: p.latency.p50, p99: p.latency.p99 }])),
+        dispatch_to_report_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), p.inFlight])),
       }));
     }
   } finally {

@@ -50,6 +50,12 @@ describe.runIf(env.DELIVERY === "agents")("delivery agents", () => {
     for (const id of ids) {
       await eventually(async () => ((await getEmail(key, id)).body.recipients[0]!.status === "delivered" ? true : undefined), 10_000, `delivered state of ${id}`);
     }
+    // The Transport DO timed every entry from its dispatch to its report (GET /relay/queue's in_flight_ms).
+    const times = (await env.TRANSPORT_QUEUE.getByName("cached").inspect()).inFlightTimes;
+    expect(times?.reports).toBeGreaterThanOrEqual(WAVES * PER_WAVE);
+    expect(times!.p50_ms).toBeLessThanOrEqual(times!.p99_ms);
+    expect(times!.p99_ms).toBeLessThanOrEqual(times!.max_ms);
+    expect(times!.max_ms).toBeLessThan(20_000);
   });
 
   it("an idle connection waits 2 s in its agent (smtp_connection_cache_time_limit), then is closed", { timeout: 20_000 }, async () => {

@@ -4,8 +4,10 @@
  * DESCRIPTION
  *   GET    /relay/queue          qshape across transports (destination × age bucket, TOTAL first)
  *                                of the active queue (in core) and of the deferred queue,
- *                                in-flight counts, recipient counts by state / transport /
- *                                destination from D1, and the age percentiles of open recipients.
+ *                                in-flight counts and the time from dispatch to report of each
+ *                                transport's recent entries (in_flight_ms), recipient counts by
+ *                                state / transport / destination from D1, and the age
+ *                                percentiles of open recipients.
  *   GET    /relay/destinations   every destination queue in core: window, busy, todo, limit,
  *                                state, dead or suspended until, last failure reason.
  *   GET    /relay/destinations/:transport/:queue
@@ -98,7 +100,10 @@ export function queueRoutes() {
       buckets_min: [...QSHAPE_BUCKETS_MIN],
       qshape: mergeQshape(inspections.map((i) => ({ transport: i.transport, qshape: i.qshape })), QSHAPE_BUCKETS_MIN.length + 1),
       deferred: mergeQshape(inspections.map((i) => ({ transport: i.transport, qshape: i.deferred })), QSHAPE_BUCKETS_MIN.length + 1),
-      transports: inspections.map((i) => ({ transport: i.transport, inflight: i.inflight, in_core: i.qshape[0]?.total ?? 0, deferred: i.deferred[0]?.total ?? 0, destinations: i.destinations.length })),
+      transports: inspections.map((i) => ({
+        transport: i.transport, inflight: i.inflight, in_core: i.qshape[0]?.total ?? 0, deferred: i.deferred[0]?.total ?? 0, destinations: i.destinations.length,
+        in_flight_ms: i.inFlightTimes ?? null,
+      })),
       counts: stateTable(counts, 50),
       open: { count: ages.count, age_percentiles: ages.percentiles.map((p) => ({ p: p.p, age_seconds: Math.round(p.age_ms / 1000) })) },
     });

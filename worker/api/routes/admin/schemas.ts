@@ -96,7 +96,11 @@ export const AdminResponses = {
   queue: z.object({
     object: z.literal("queue"), generated_at: Iso, buckets_min: z.array(z.number().int()).describe("upper bounds of the age buckets; the last bucket is open-ended"),
     qshape: z.array(ShapeRow).describe("active queue (in core), TOTAL first"), deferred: z.array(ShapeRow).describe("deferred queue, TOTAL first"),
-    transports: z.array(z.object({ transport: z.string(), inflight: z.number().int(), in_core: z.number().int(), deferred: z.number().int(), destinations: z.number().int() })),
+    transports: z.array(z.object({
+      transport: z.string(), inflight: z.number().int(), in_core: z.number().int(), deferred: z.number().int(), destinations: z.number().int(),
+      in_flight_ms: z.object({ reports: z.number().int(), mean_ms: z.number(), p50_ms: z.number(), p99_ms: z.number(), max_ms: z.number(), peak_in_flight: z.number().int() }).nullable()
+        .describe("time from dispatch to report of the transport's last (up to 1,024) reported entries, ms, and the most entries in flight at one of those reports (against process_limit); null before the first since the object started"),
+    })),
     counts: z.object({ total: z.number().int(), by_state: Counts, by_transport: z.array(Group), by_destination: z.array(Group) }),
     open: z.object({ count: z.number().int(), age_percentiles: z.array(z.object({ p: z.number(), age_seconds: z.number() })) }),
   }),
