@@ -39,7 +39,7 @@ describe("complaints", () => {
     await eventually(async () => {
       const list = await (await callWithKey(key, "GET", "/emails?limit=10")).json<{ data: { id: string; last_event: string }[] }>();
       return list.data.find((e) => e.id === first)?.last_event === "complained" ? true : undefined;
-    }, 10_000, "last_event complained in the index");
+    }, 30_000, "last_event complained in the index"); // behind the classify queue: generous on a shared, busy machine
 
     const list = await (await callWithKey(key, "GET", "/relay/suppressions?address=fay@sink.test")).json<SuppressionList>();
     expect(list.data).toEqual([expect.objectContaining({ address: "fay@sink.test", reason: "complaint", expires_at: null })]);
