@@ -18,8 +18,8 @@
  *   inFlightTimes()   how long the last RECENT_REPORTS reported entries were leased, from their
  *                     dispatch (add, `nowMs`) to their report (take, `nowMs`): count, mean, p50,
  *                     p99, max in ms, and the most entries leased at once at any of those
- *                     reports (against process_limit), or null before the first. Leases restored after a start
- *                     have no dispatch time and are not counted.
+ *                     reports (against process_limit), or null before the first. Leases
+ *                     restored after a start have no dispatch time and are not counted.
  *
  * Why not rows: a lease row was one insert and one delete per delivery (2 of a message's ~33
  * rows written). A lease only says when an unreported entry counts as crashed. The entries

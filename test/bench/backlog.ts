@@ -47,6 +47,7 @@ import { execFile } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { parseArgs, promisify } from "node:util";
 import { DEFAULTS } from "../../durable-objects/core/config";
+import type { InFlightTimes } from "../../durable-objects/storage/leases";
 import { pool } from "../../worker/lib/pool";
 import { devFetch, freePort, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
 import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
@@ -84,10 +85,8 @@ interface Phase {
   /** POST of its batch → arrival at the sink, ms, per message. */
   latency: { mean: number; p50: number; p99: number; max: number };
   /** The Transport DO's dispatch→report times of its last (≤ 1,024) reports at the phase's end, and its peak in flight (GET /relay/queue). */
-  inFlight: InFlightMs | null;
+  inFlight: InFlightTimes | null;
 }
-
-interface InFlightMs { reports: number; mean_ms: number; p50_ms: number; p99_ms: number; max_ms: number; peak_in_flight: number }
 
 interface Relay { dev: DevServer; operator: string; stuck: string }
 
@@ -207,7 +206,7 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
 }
 
 interface QueueView {
-  transports: { transport: string; inflight: number; in_core: number; deferred: number; destinations: number; in_flight_ms: InFlightMs | null }[];
+  transports: { transport: string; inflight: number; in_core: number; deferred: number; destinations: number; in_flight_ms: InFlightTimes | null }[];
   counts: { by_state: Record<string, number>; by_destination: { transport: string | null; destination: string | null; total: number; states: Record<string, number> }[]; total: number };
 }
 
