@@ -214,13 +214,56 @@ function computeWaitMs(state: SessionState, cfg: SessionConfig): number {
 
 const TIMED_OUT = Symbol("timed out");
 
-/** Resolves with the promise's value, or TIMED_OUT after `ms`; rejects as the promise does. */
-function raceTimeout<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(() => resolve(TIMED_OUT), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+/**
+ * The step timeouts of one connection, on one timer. Each wait used to arm and clear a timer of
+ * its own (about ten per message); here a wait only moves the deadline, and the timer is armed
+ * again only when it would fire too late for the new deadline, or when it fires early (the wait
+ * it was armed for ended) while another wait is still running. A connection waits for one thing
+ * at a time (drive() is sequential), so one deadline serves.
+ */
+class StepTimer {
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the armed timer fires, ms since the epoch. */
+  private firesAt = 0;
+  private deadline = 0;
+  /** Ends the running wait with TIMED_OUT; null when no wait runs. */
+  private expire: (() => void) | null = null;
+
+  /** Resolves with the promise's value, or TIMED_OUT after `ms`; rejects as the promise does. */
+  race<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+    const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+      this.expire = () => resolve(TIMED_OUT);
+    });
+    const expire = this.expire;
+    this.deadline = Date.now() + ms;
+    if (this.timer === undefined || this.firesAt > this.deadline) this.arm(ms);
+    return Promise.race([promise, timeout]).finally(() => {
+      if (this.expire === expire) this.expire = null;
+    });
+  }
+
+  /** Stops the timer (the connection is closed). */
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.expire = null;
+  }
+
+  private arm(ms: number): void {
+    clearTimeout(this.timer);
+    this.firesAt = Date.now() + ms;
+    this.timer = setTimeout(() => this.fired(), ms);
+  }
+
+  private fired(): void {
+    this.timer = undefined;
+    if (this.expire === null) return; // no wait runs: the next one arms the timer again
+    const left = this.deadline - Date.now();
+    if (left > 0) return this.arm(left);
+    const expire = this.expire;
+    this.expire = null;
+    expire();
+  }
 }
 
 /** Text of an unknown thrown value. */
@@ -235,6 +278,7 @@ class SmtpConnection {
   private writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
   private parser = createReplyParser();
   private replies: SmtpReply[] = [];
+  private readonly timer = new StepTimer();
   private readonly encoder = new TextEncoder();
 
   constructor(private readonly request: SmtpDeliveryRequest) {}
@@ -257,7 +301,7 @@ class SmtpConnection {
 
   /** Waits for `opened`, then takes the reader and writer of a socket. */
   private async attach(socket: SmtpSocket, ms: number, ok: () => SessionEvent): Promise<SessionEvent> {
-    const opened = await raceTimeout(socket.opened, ms);
+    const opened = await this.timer.race(socket.opened, ms);
     if (opened === TIMED_OUT) return { kind: "timeout" };
     this.reader = socket.readable.getReader();
     this.writer = socket.writable.getWriter();
@@ -273,7 +317,7 @@ class SmtpConnection {
   private async write(bytes: Uint8Array, ms: number): Promise<SessionEvent | null> {
     if (!this.writer) return { kind: "failed", failure: createNetworkFailure("not connected") };
     try {
-      const done = await raceTimeout(this.writer.write(bytes), ms);
+      const done = await this.timer.race(this.writer.write(bytes), ms);
       return done === TIMED_OUT ? { kind: "timeout" } : null;
     } catch (e) {
       return { kind: "failed", failure: createNetworkFailure(describeError(e)) };
@@ -287,7 +331,7 @@ class SmtpConnection {
       if (!this.reader) return { kind: "failed", failure: createNetworkFailure("not connected") };
       let chunk: ReadableStreamReadResult<Uint8Array> | typeof TIMED_OUT;
       try {
-        chunk = await raceTimeout(this.reader.read(), ms);
+        chunk = await this.timer.race(this.reader.read(), ms);
       } catch (e) {
         return { kind: "failed", failure: createNetworkFailure(describeError(e)) };
       }
@@ -350,7 +394,7 @@ class SmtpConnection {
     for (;;) {
       let chunk: ReadableStreamReadResult<Uint8Array> | typeof TIMED_OUT;
       try {
-        chunk = await raceTimeout(body.read(), ms);
+        chunk = await this.timer.race(body.read(), ms);
       } catch (e) {
         return { kind: "failed", failure: createLocalFailure(`cannot read message body: ${describeError(e)}`) };
       }
@@ -369,6 +413,7 @@ class SmtpConnection {
 
   /** Closes without waiting (fire and forget); safe to call more than once. */
   close(): void {
+    this.timer.stop();
     const socket = this.socket;
     this.socket = null;
     this.reader = null;

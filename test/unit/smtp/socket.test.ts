@@ -93,6 +93,28 @@ describe("socket adapter", () => {
     expect(outcome.transactions[0]?.recipients[0]?.status).toBe("deferred");
   });
 
+  it("times out a step whose timeout is shorter than the ones before it (the one timer is armed again)", async () => {
+    // Greeting, EHLO, MAIL, RCPT and DATA answer at once under long timeouts; the reply to the
+    // final dot never comes, and only that step's timeout is short.
+    const port = await startRawServer((line, socket) => { if (line !== ".") basicServer(line, socket); }, "220 test\r\n");
+    const started = Date.now();
+    const outcome = await deliver(port, {}, { timeouts: { heloTimeoutSec: 300, connectTimeoutSec: 300, mailTimeoutSec: 300, rcptTimeoutSec: 300, dataDoneTimeoutSec: 0.2 } });
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(outcome.siteFailure?.reason).toMatch(/timed out while sending end of data/);
+    expect(outcome.transactions[0]?.recipients[0]?.status).toBe("deferred");
+  });
+
+  it("a wait longer than an earlier, shorter step timeout does not time out (the timer fires early and waits on)", async () => {
+    // Connect and EHLO have 0.15 s; the reply to MAIL comes after 0.4 s, within its 300 s.
+    const port = await startRawServer((line, socket) => {
+      if (line.startsWith("MAIL")) setTimeout(() => socket.write("250 ok\r\n"), 400);
+      else basicServer(line, socket);
+    }, "220 test\r\n");
+    const outcome = await deliver(port);
+    expect(outcome.siteFailure).toBeFalsy();
+    expect(outcome.transactions[0]?.recipients[0]?.status).toBe("delivered");
+  });
+
   it("reports a refused connection as a 4.4.1 site failure", async () => {
     const port = await startRawServer(() => undefined, null);
     await Promise.all(cleanups.splice(0).map((c) => c()));
