@@ -13,6 +13,8 @@
  *   hold.test, lapse.test   NXDOMAIN, but only after SLOW_MS: an entry to these stays leased
  *                   and unreported that long (what the lease tests need), then bounces (so it
  *                   does not come back and hold up the serial test queue again).
+ *   dies.test       the same after LONG_SLOW_MS, for a test that must finish its steps before
+ *                   that bounce lands, with the margin a busy machine needs.
  *   anything else   SERVFAIL
  *
  * Every query is counted by "name/type" (GET /queries lists the counts). GET /log/<name> returns
@@ -30,8 +32,10 @@ const mx = (name: string, records: [number, string][]): Answer => ({ Status: 0, 
 
 /** How long the slow names take to answer, in ms (under the client's 5 s timeout). */
 export const SLOW_MS = 1_500;
+/** dies.test's delay, in ms: still under the client's 5 s timeout, so the answer is NXDOMAIN. */
+export const LONG_SLOW_MS = 4_000;
 
-const FIXTURES: Record<string, Answer | "slow"> = {
+const FIXTURES: Record<string, Answer | { slowMs: number }> = {
   "mx-one.test/MX": mx("mx-one.test", [[10, "localhost."]]),
   "mx-two.test/MX": mx("mx-two.test", [[10, "127.0.0.2."], [20, "localhost."]]),
   "mx-greet.test/MX": mx("mx-greet.test", [[10, "127.0.0.3."], [20, "localhost."]]),
@@ -39,8 +43,9 @@ const FIXTURES: Record<string, Answer | "slow"> = {
   "null-mx.test/MX": mx("null-mx.test", [[0, "."]]),
   "nx.test/MX": { Status: 3, Authority: soa("test") },
   "servfail.test/MX": { Status: 2 },
-  "hold.test/MX": "slow",
-  "lapse.test/MX": "slow",
+  "hold.test/MX": { slowMs: SLOW_MS },
+  "lapse.test/MX": { slowMs: SLOW_MS },
+  "dies.test/MX": { slowMs: LONG_SLOW_MS },
 };
 
 /** A running resolver. */
@@ -64,11 +69,11 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
   counts.set(key, (counts.get(key) ?? 0) + 1);
   const fixture = FIXTURES[key] ?? { Status: 2 };
   const reply = (body: Answer) => res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
-  if (fixture !== "slow") return void reply(fixture);
+  if (!("slowMs" in fixture)) return void reply(fixture);
   const timer = setTimeout(() => {
     timers.delete(timer);
     if (!res.destroyed) reply({ Status: 3, Authority: soa("test") });
-  }, SLOW_MS);
+  }, fixture.slowMs);
   timers.add(timer);
 }
 

@@ -16,9 +16,10 @@ beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
     // `lapse.test` is a domain nexthop (the mx kind) that the fixture resolver answers only after
-    // a while (doh-server.ts): its entries stay leased and unreported meanwhile.
+    // a while (doh-server.ts): its entries stay leased and unreported meanwhile; `dies.test`
+    // takes longer still.
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('sink', ?), ('lapse', NULL)").bind(`[127.0.0.1]:${sink.smtpPort}`),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink'), (NULL, 'lapse.test', 'lapse')"),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink'), (NULL, 'lapse.test', 'lapse'), (NULL, 'dies.test', 'lapse')"),
   ]);
 });
 
@@ -68,14 +69,16 @@ describe("expiry", () => {
 describe("a destination that dies", () => {
   it("defers its waiting recipients without an attempt, shown as blocked_by destination_dead", async () => {
     // Six one-recipient messages for one destination: the initial window of 5 sends five, one waits.
+    // Their route goes to dies.test, whose resolver answers (NXDOMAIN, a bounce) only after
+    // LONG_SLOW_MS: the steps below must be done before, also on a busy machine.
     const ids: string[] = [];
-    for (let i = 0; i < 6; i++) ids.push(await send([`w${i}@lapse.test`]));
+    for (let i = 0; i < 6; i++) ids.push(await send([`w${i}@dies.test`]));
     for (const id of ids) await eventually(async () => ((await getEmail(key, id)).body.recipients[0]!.status === "ready" ? true : undefined), 10_000, "classification");
     const stub = env.TRANSPORT_QUEUE.getByName("doomed");
-    for (const id of ids) await stub.admit({ id, createTime: Math.floor(Date.now() / 1000), rcpts: [{ address: `w${ids.indexOf(id)}@lapse.test`, transport: "doomed", nexthop: "lapse.test" }] });
+    for (const id of ids) await stub.admit({ id, createTime: Math.floor(Date.now() / 1000), rcpts: [{ address: `w${ids.indexOf(id)}@dies.test`, transport: "doomed", nexthop: "dies.test" }] });
     const leased = await leasesOf("doomed");
     expect(leased).toHaveLength(5);
-    const fail = { dsnStatus: "4.4.1", reason: "connect to lapse.test: connection refused" };
+    const fail = { dsnStatus: "4.4.1", reason: "connect to dies.test: connection refused" };
     for (const l of leased) await stub.report(l.entry_id, { status: "defer", siteFailure: fail });
     const waiting = ids.find((id) => !leased.some((l) => l.core_id === id))!;
     // The Outbox recorded why, read at once: its next outcome comes only after the retry (1–2 s).
