@@ -6,6 +6,16 @@
  * busy too, and it would learn nonsense), so with DELIVERY = "queue" it is off unless
  * SCHEDULER_CONFIG sets it.
  *
+ * Another depends on SMARTHOST: when it is set, the default transport (DEFAULT_TRANSPORT, "smtp")
+ * carries the mail to that one server, the user's own relay or provider, and its destination
+ * window may grow to SMARTHOST_CONCURRENCY_LIMIT (50) sessions instead of Postfix's 20, unless
+ * SCHEDULER_CONFIG sets default_destination_concurrency_limit or that transport's
+ * destination_concurrency_limit. Each entry's time in flight includes the relay's calls to its
+ * Outbox and Transport objects besides the SMTP transaction, and with 20 the window is what binds
+ * (npm run bench:backlog: 20 entries in flight in every phase, and with 50 delivery under accept
+ * load rose from about a third of its idle rate to a half). The window still starts at 5 and
+ * grows only with successful deliveries; a refusal shrinks it as for any destination.
+ *
  * replyRulesOf(env) the configuration's reply rules (core/reply-rules.ts), for the delivery stage's
  * defer and bounce rules; policyTagsOf(env) its policy_tags, the tags the Outbox hands the
  * Transport DOs with each admission; both parsed once per isolate and configuration.
@@ -13,26 +23,39 @@
 import { mustParseSchedulerConfig, type SchedulerConfig } from "../core";
 import type { ReplyRule } from "../core/reply-rules";
 
-export function schedulerConfigOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): SchedulerConfig {
+/** The default transport's window limit when SMARTHOST is set (see the header). */
+export const SMARTHOST_CONCURRENCY_LIMIT = 50;
+
+type ConfigEnv = Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY"> & Partial<Pick<Env, "SMARTHOST" | "DEFAULT_TRANSPORT">>;
+
+export function schedulerConfigOf(env: ConfigEnv): SchedulerConfig {
   const input = (env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {}) as Record<string, unknown>;
   if (env.DELIVERY !== "agents" && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
+  if (env.SMARTHOST && !("default_destination_concurrency_limit" in input)) {
+    const name = env.DEFAULT_TRANSPORT || "smtp";
+    const transports = (input.transports ?? {}) as Record<string, Record<string, unknown> | undefined>;
+    // A malformed `transports` is left for the parser to refuse with its own message.
+    if (typeof transports === "object" && !Array.isArray(transports) && !("destination_concurrency_limit" in (transports[name] ?? {}))) {
+      input.transports = { ...transports, [name]: { ...transports[name], destination_concurrency_limit: SMARTHOST_CONCURRENCY_LIMIT } };
+    }
+  }
   return mustParseSchedulerConfig(input);
 }
 
 let cache: { key: string; config: SchedulerConfig } | null = null;
 
-function cachedConfig(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): SchedulerConfig {
-  const key = `${env.DELIVERY}\n${env.SCHEDULER_CONFIG ?? ""}`;
+function cachedConfig(env: ConfigEnv): SchedulerConfig {
+  const key = `${env.DELIVERY}\n${env.SMARTHOST ?? ""}\n${env.DEFAULT_TRANSPORT ?? ""}\n${env.SCHEDULER_CONFIG ?? ""}`;
   if (cache?.key !== key) cache = { key, config: schedulerConfigOf(env) };
   return cache.config;
 }
 
 /** The reply rules of this deployment's configuration (see the header). */
-export function replyRulesOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): readonly ReplyRule[] {
+export function replyRulesOf(env: ConfigEnv): readonly ReplyRule[] {
   return cachedConfig(env).global.replyRules ?? [];
 }
 
 /** The tag names whose values are pickup-policy keys (see the header). */
-export function policyTagsOf(env: Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY">): readonly string[] {
+export function policyTagsOf(env: ConfigEnv): readonly string[] {
   return cachedConfig(env).global.policyTags ?? [];
 }

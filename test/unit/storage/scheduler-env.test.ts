@@ -1,0 +1,46 @@
+// The deployment's scheduler configuration (durable-objects/storage/scheduler-env.ts): with
+// SMARTHOST set, the default transport's window limit is 50 unless SCHEDULER_CONFIG says otherwise.
+import { describe, expect, it } from "vitest";
+import { schedulerConfigOf, SMARTHOST_CONCURRENCY_LIMIT } from "../../../durable-objects/storage/scheduler-env";
+
+const base = { DELIVERY: "agents", SCHEDULER_CONFIG: "", SMARTHOST: "", DEFAULT_TRANSPORT: "smtp" };
+
+/** The window limit the named transport runs with. */
+function limitOf(env: Partial<typeof base>, transport = "smtp"): number {
+  const cfg = schedulerConfigOf({ ...base, ...env });
+  return (cfg.transports[transport] ?? cfg.transportDefaults).concurrencyLimit;
+}
+
+describe("schedulerConfigOf", () => {
+  it("keeps Postfix's 20 for every transport without a smarthost", () => {
+    expect(limitOf({})).toBe(20);
+    expect(schedulerConfigOf(base).transports).toEqual({});
+  });
+
+  it("lets the default transport's window grow to 50 when SMARTHOST is set, and only that transport's", () => {
+    expect(SMARTHOST_CONCURRENCY_LIMIT).toBe(50);
+    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587" })).toBe(50);
+    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587" }, "bulk")).toBe(20);
+    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587", DEFAULT_TRANSPORT: "out" }, "out")).toBe(50);
+    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587", DEFAULT_TRANSPORT: "out" }, "smtp")).toBe(20);
+    // Only the limit moves: the window still starts at Postfix's 5.
+    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.initialConcurrency).toBe(5);
+  });
+
+  it("gives way to SCHEDULER_CONFIG's own limits, global or the transport's", () => {
+    const smarthost = { SMARTHOST: "[smtp.example.net]:587" };
+    expect(limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ default_destination_concurrency_limit: 30 }) })).toBe(30);
+    expect(limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { destination_concurrency_limit: 10 } } }) })).toBe(10);
+    expect(limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { destination_concurrency_limit: 0 } } }) })).toBe(0);
+  });
+
+  it("keeps the transport's other overrides beside the limit it adds", () => {
+    const cfg = schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { initial_destination_concurrency: 2 }, bulk: { destination_concurrency_limit: 3 } } }) });
+    expect(cfg.transports.smtp).toMatchObject({ concurrencyLimit: 50, initialConcurrency: 2 });
+    expect(cfg.transports.bulk!.concurrencyLimit).toBe(3);
+  });
+
+  it("leaves a malformed transports value for the parser to refuse", () => {
+    expect(() => schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: ["smtp"] }) })).toThrow();
+  });
+});
