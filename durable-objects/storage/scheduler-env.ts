@@ -22,6 +22,7 @@
  */
 import { mustParseSchedulerConfig, type SchedulerConfig } from "../core";
 import type { ReplyRule } from "../core/reply-rules";
+import { defaultTransportOf } from "../../worker/consumers/resolve";
 
 /** The default transport's window limit when SMARTHOST is set (see the header). */
 export const SMARTHOST_CONCURRENCY_LIMIT = 50;
@@ -32,7 +33,7 @@ export function schedulerConfigOf(env: ConfigEnv): SchedulerConfig {
   const input = (env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {}) as Record<string, unknown>;
   if (env.DELIVERY !== "agents" && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
   if (env.SMARTHOST && !("default_destination_concurrency_limit" in input)) {
-    const name = env.DEFAULT_TRANSPORT || "smtp";
+    const name = defaultTransportOf(env);
     const transports = (input.transports ?? {}) as Record<string, Record<string, unknown> | undefined>;
     // A malformed `transports` is left for the parser to refuse with its own message.
     if (typeof transports === "object" && !Array.isArray(transports) && !("destination_concurrency_limit" in (transports[name] ?? {}))) {

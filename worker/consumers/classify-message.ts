@@ -32,7 +32,7 @@ import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
 import { bulkOf, type ClassifyResult, type ClassifyWork, type NewMessage, type SyncState } from "../../durable-objects/storage/outbox-types";
 import { suppressionScopes } from "../webhooks/core/suppression-policy";
 import { AcceptLookups, type Lookups } from "./lookups";
-import { resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
+import { defaultTransportOf, resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
 
 /** The Outbox stub of a message. */
 export function outboxOf(env: Env, id: string) {
@@ -40,7 +40,7 @@ export function outboxOf(env: Env, id: string) {
 }
 
 function defaultsOf(env: Env): RouteDefaults {
-  return { transport: env.DEFAULT_TRANSPORT || "smtp", smarthost: env.SMARTHOST ?? "" };
+  return { transport: defaultTransportOf(env), smarthost: env.SMARTHOST ?? "" };
 }
 
 function rewriteOrKeep(address: string): string {

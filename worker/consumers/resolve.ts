@@ -11,6 +11,7 @@
  *                                specificity. The nexthop is the route's, else the transport's
  *                                fixed one, else the recipient domain. With no route: the default
  *                                transport (DEFAULT_TRANSPORT, "smtp") to SMARTHOST or the domain.
+ *   defaultTransportOf(env)      that default transport's name.
  *
  * ERRORS
  *   MailInputError from rewriteAddress for an address whose domain is not a valid DNS name.
@@ -23,6 +24,11 @@ export interface RouteDefaults {
   transport: string;
   /** A fixed relay for every unrouted recipient, or "" for direct delivery to the domain. */
   smarthost: string;
+}
+
+/** The transport of recipients no route matches: DEFAULT_TRANSPORT, else "smtp". */
+export function defaultTransportOf(env: { DEFAULT_TRANSPORT?: string }): string {
+  return env.DEFAULT_TRANSPORT || "smtp";
 }
 
 /** A recipient's resolution. */

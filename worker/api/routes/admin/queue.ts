@@ -37,6 +37,7 @@ import { activeSuspensions, EVERYWHERE, mergeQshape, resumeRule, suspendRule, su
 import type { AppEnv } from "../../app";
 import { parseInput, readJson, readOptionalJson } from "../../body";
 import { ApiError } from "../../errors";
+import { defaultTransportOf } from "../../../consumers/resolve";
 import { FlushSchema, InboundQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
 import { providerOfDestination } from "./providers";
 import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "./transports";
@@ -79,7 +80,7 @@ async function placeSuspension(env: Env, target: SuspensionTarget, name: string,
   const all = await allTransports(env);
   // A tenant, site, egress, campaign or bulk key is held by every transport (a site's domains may be routed to any).
   const everywhere = EVERYWHERE.includes(target);
-  const t = target === "transport" ? name : transport ?? (env.DEFAULT_TRANSPORT || "smtp");
+  const t = target === "transport" ? name : transport ?? defaultTransportOf(env);
   if (!everywhere && !all.includes(t)) throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
   const key = suspensionKey(target, name, t);
   if (key === null) throw new ApiError(422, "validation_error", "Invalid `name` for this target.");

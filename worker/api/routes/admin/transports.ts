@@ -10,11 +10,12 @@
  */
 import { transportNames } from "../../../db/admin";
 import { ApiError } from "../../errors";
+import { defaultTransportOf } from "../../../consumers/resolve";
 
 /** Every configured transport name. */
 export async function allTransports(env: Env): Promise<string[]> {
   const names = new Set(await transportNames(env.DB));
-  names.add(env.DEFAULT_TRANSPORT || "smtp");
+  names.add(defaultTransportOf(env));
   return [...names].sort();
 }
 
