@@ -41,7 +41,10 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // Accepts are never held back for inflow (IN_FLOW_DELAY_MS, Postfix's in_flow_delay): tests send
 // bursts on purpose; core/flow.ts and the Transport DO's `over` answer have tests of their own,
 // and the e2e project runs the wrangler.toml default.
-const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0" };
+// The Transport DOs ask their delivery agents after 2 s (AGENT_CHECK_SECONDS) whether they still
+// hold an entry: every slower session is asked about, and an entry lost with its agent is retried
+// within a test.
+const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0", AGENT_CHECK_SECONDS: "2" };
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },

@@ -9,6 +9,8 @@
  *   deliver(jobs)   takes the entries and returns at once; their outcomes are reported to the
  *                   Transport DO, the Outbox, the Destination DO and the D1 index as the
  *                   `deliver` queue consumer reports them.
+ *   holding(ids)    those of the entries it holds (AgentWork.holding): the Transport DO asks
+ *                   about entries leased for long, and retries the ones no agent holds.
  *   idleSessions()  cached connections held now (tests).
  */
 import { DurableObject } from "cloudflare:workers";
@@ -27,6 +29,10 @@ export class DeliveryAgent extends DurableObject<Env> {
 
   async deliver(jobs: DeliverJob[]): Promise<void> {
     this.work.take(jobs);
+  }
+
+  async holding(entryIds: number[]): Promise<number[]> {
+    return this.work.holding(entryIds);
   }
 
   async idleSessions(): Promise<number> {

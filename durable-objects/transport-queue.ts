@@ -16,10 +16,10 @@
  * DELIVERY LOOP (DISPATCH = "auto")
  *   After every admit, report and alarm the shell dispatches what the core selects, hands the
  *   entries to the delivery agent (storage/handoff.ts) and leases each (storage/leases.ts). The
- *   alarm fires at the earliest core wake-up, lease deadline or retry: an expired lease is a
- *   crash (deferred, no feedback); a deferred message's open recipients come back as
- *   `<id>#<attempt>`. With DISPATCH = "manual" only the dispatch RPC selects. SCHEDULER_CONFIG:
- *   storage/scheduler-env.ts.
+ *   alarm fires at the earliest core wake-up, lease deadline, retry or agent check: an expired
+ *   lease, or one no agent holds (handoff.check), is a crash (deferred, no feedback); a deferred
+ *   message's open recipients come back as `<id>#<attempt>`. With DISPATCH = "manual" only the
+ *   dispatch RPC selects. SCHEDULER_CONFIG: storage/scheduler-env.ts.
  *   Outcomes the core decides on its own go to the message's Outbox (storage/outbox-notes.ts):
  *   expired attempts end `expired`, recipients deferred without an attempt (their destination
  *   died) `deferred` with blocked_by "destination_dead", delay warnings delay notices.
@@ -37,7 +37,7 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
-  leaseSeconds, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
+  agentCheckMs, leaseSeconds, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
   pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
@@ -194,6 +194,7 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
     this.crash(this.leases.expired(nowSec()));
+    if (this.env.DELIVERY === "agents") await this.checkAgents();
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
     // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
@@ -257,6 +258,14 @@ export class TransportQueue extends DurableObject<Env> {
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
+  /** Asks the agents about entries leased for AGENT_CHECK_SECONDS; the ones nobody holds (nor reported meanwhile) crash. */
+  private async checkAgents(): Promise<void> {
+    const entries = this.leases.unconfirmed(Date.now(), agentCheckMs(this.env)).flatMap((id) => this.qmgr.busy.get(id) ?? []);
+    const { lost, held } = await this.handoff.check(entries);
+    this.leases.confirm(held, Date.now());
+    this.crash(lost.filter((id) => this.leases.has(id)));
+  }
+
   /** Reports entries whose delivery agent is gone (lease out, or job never sent) as crashed: deferred, retried. */
   private crash(entryIds: readonly number[]): void {
     for (const entryId of entryIds) this.reportCore(entryId, { status: "crash" }, []);
@@ -315,7 +324,8 @@ export class TransportQueue extends DurableObject<Env> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
     const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
-    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle].filter((t): t is number => t !== null);
+    const check = this.env.DELIVERY === "agents" ? this.leases.nextCheck(agentCheckMs(this.env)) : null;
+    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;
     if (at === this.alarmAt) return; // a setAlarm is a billed write

@@ -120,6 +120,11 @@ export function leaseSeconds(env: { DELIVERY_LEASE_SECONDS?: string }): number {
   return Number(env.DELIVERY_LEASE_SECONDS) || 900;
 }
 
+/** With DELIVERY "agents": how long an entry is leased before its agent is asked whether it holds it, ms: AGENT_CHECK_SECONDS (default 60). */
+export function agentCheckMs(env: { AGENT_CHECK_SECONDS?: string }): number {
+  return 1000 * (Number(env.AGENT_CHECK_SECONDS) || 60);
+}
+
 /** The wall clock in unix seconds (the Transport DO's one clock read per call). */
 export function nowSec(): number {
   return Math.floor(Date.now() / 1000);

@@ -18,15 +18,24 @@
  *   release(entryId, leftIdle) the entry was reported (or crashed): its agent slot is free;
  *                          `leftIdle` when its session ended well, so its connection waits idle in the
  *                          agent's cache (not after a refusal, a lost connection or a crash).
+ *   check(entries)         of entries leased for long (DELIVERY = "agents"), those no agent holds
+ *                          (`lost`: the answer that carried them was lost, or their agent
+ *                          restarted; the caller retries them) and those one holds (`held`). An
+ *                          entry handed over before a restart has no known agent: its
+ *                          destination's agents are asked, as many slots as its window may have
+ *                          filled. An agent that does not answer leaves its entries undecided.
  *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
  *
  * INVARIANTS
- *   In memory only: after a restart the slots of entries still in flight are unknown, so an agent
- *   may be given more than AGENT_SESSIONS entries for a while; it queues the extra ones.
+ *   In memory only: after a restart the slots of entries still in flight are unknown (until
+ *   check() finds them), so an agent may be given more than AGENT_SESSIONS entries for a while;
+ *   it queues the extra ones. An entry is `lost` only when every agent that may hold it answered.
  */
 import { AGENT_SESSIONS } from "../../worker/consumers/agent";
 import { SESSION_IDLE_MS } from "../../worker/consumers/session-cache";
-import { toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
+import { toDispatched, toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
+import type { Entry } from "../core";
+import type { StoredRecipient } from "./sqlite-source";
 
 export function agentName(transport: string, nexthop: string, slot: number): string {
   return `${transport}/${nexthop}#${slot}`;
@@ -87,6 +96,41 @@ export class Handoff {
     } finally {
       for (const e of entries) this.handing.delete(e.entryId);
     }
+  }
+
+  async check(entries: readonly Entry<StoredRecipient>[]): Promise<{ lost: number[]; held: number[] }> {
+    const asked = new Map<number, { e: DispatchedEntry; names: string[] }>();
+    const byAgent = new Map<string, number[]>();
+    for (const entry of entries) {
+      const e = toDispatched(entry);
+      if (this.handing.has(e.entryId)) continue; // its hand-off runs now
+      const known = this.agentOf.get(e.entryId)?.name;
+      // Slots are taken lowest first, AGENT_SESSIONS entries each: the window's limit (or the
+      // entries in flight now, when unlimited) bounds the slots it filled.
+      const q = entry.peer.queue;
+      const slots = Math.max(1, Math.ceil(Math.max(q.transport.p.concurrencyLimit, q.busyCount) / AGENT_SESSIONS));
+      const names = known !== undefined ? [known] : Array.from({ length: slots }, (_, s) => agentName(e.transport, e.nexthop, s));
+      asked.set(e.entryId, { e, names });
+      for (const n of names) byAgent.set(n, [...(byAgent.get(n) ?? []), e.entryId]);
+    }
+    const holder = new Map<number, string>();
+    const silent = new Set<string>();
+    await Promise.all([...byAgent].map(async ([name, ids]) => {
+      try {
+        for (const id of await this.env().DELIVERY_AGENT.getByName(name).holding(ids)) holder.set(id, name);
+      } catch {
+        silent.add(name);
+      }
+    }));
+    const lost: number[] = [], held: number[] = [];
+    for (const [id, { e, names }] of asked) {
+      const name = holder.get(id);
+      if (name !== undefined) {
+        held.push(id);
+        if (!this.agentOf.has(id)) this.take(e, name, `${e.transport}/${e.nexthop}`);
+      } else if (!names.some((n) => silent.has(n))) lost.push(id);
+    }
+    return { lost, held };
   }
 
   release(entryId: number, leftIdle = true): void {

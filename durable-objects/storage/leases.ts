@@ -14,6 +14,12 @@
  *   has(entryId)      whether the entry is leased.
  *   expired(now)      entries whose lease ran out (at most 500, oldest first).
  *   nextUntil()       the earliest lease deadline, or null.
+ *   unconfirmed(nowMs, ageMs)  entries given, restored or last confirmed at least `ageMs` ago
+ *                     (at most 500): the ones to ask their delivery agent about.
+ *   confirm(ids, nowMs)  their agent still holds them: the age starts again.
+ *   nextCheck(ageMs)  when the oldest lease comes due for unconfirmed() (unix s), rounded up to a
+ *                     multiple of ageMs: under steady traffic the alarm it sets moves once per
+ *                     ageMs, not with every report. Null without leases.
  *   list()            every lease (inspection and tests).
  *   inFlightTimes()   how long the last RECENT_REPORTS reported entries were leased, from their
  *                     dispatch (add, `nowMs`) to their report (take, `nowMs`): count, mean, p50,
@@ -43,6 +49,8 @@ export interface Lease {
   until: number;
   /** When it was given (ms), for inFlightTimes(); unknown for a lease restored after a start. */
   since?: number;
+  /** When it was given, restored or last confirmed by its agent (ms): unconfirmed() counts from here. */
+  checked: number;
 }
 
 /** How many reports inFlightTimes() looks back over. */
@@ -69,15 +77,15 @@ export class Leases {
 
   private constructor(private readonly sql: SqlStorage, private horizon: number | null, private readonly slack: number) {}
 
-  static restore(sql: SqlStorage, legacy: Iterable<[number, Lease]>, inFlight: Iterable<[number, string]>, fallback: number, slack: number): Leases {
+  static restore(sql: SqlStorage, legacy: Iterable<[number, { coreId: string; until: number }]>, inFlight: Iterable<[number, string]>, fallback: number, slack: number, nowMs = Date.now()): Leases {
     sql.exec("CREATE TABLE IF NOT EXISTS lease_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL)");
     const row = sql.exec<{ until: number }>("SELECT until FROM lease_horizon WHERE id = 0").toArray()[0];
     const l = new Leases(sql, row?.until ?? null, slack);
-    for (const [entryId, lease] of legacy) l.byEntry.set(entryId, lease);
+    for (const [entryId, lease] of legacy) l.byEntry.set(entryId, { ...lease, checked: nowMs });
     for (const [entryId, coreId] of inFlight) {
       if (l.byEntry.has(entryId)) continue;
       if (l.horizon === null) l.store(fallback);
-      l.byEntry.set(entryId, { coreId, until: l.horizon! });
+      l.byEntry.set(entryId, { coreId, until: l.horizon!, checked: nowMs });
     }
     return l;
   }
@@ -88,7 +96,7 @@ export class Leases {
 
   add(entries: readonly { entryId: number; messageId: string }[], until: number, nowMs?: number): void {
     if (entries.length > 0) this.cover(until);
-    for (const e of entries) this.byEntry.set(e.entryId, { coreId: e.messageId, until, ...(nowMs !== undefined ? { since: nowMs } : {}) });
+    for (const e of entries) this.byEntry.set(e.entryId, { coreId: e.messageId, until, checked: nowMs ?? Date.now(), ...(nowMs !== undefined ? { since: nowMs } : {}) });
   }
 
   private store(horizon: number): void {
@@ -130,7 +138,24 @@ export class Leases {
     return min;
   }
 
-  list(): { entryId: number; coreId: string; until: number }[] {
-    return [...this.byEntry].map(([entryId, l]) => ({ entryId, ...l }));
+  unconfirmed(nowMs: number, ageMs: number): number[] {
+    return [...this.byEntry].filter(([, l]) => l.checked + ageMs <= nowMs).sort((a, b) => a[1].checked - b[1].checked).slice(0, 500).map(([id]) => id);
+  }
+
+  confirm(entryIds: readonly number[], nowMs: number): void {
+    for (const id of entryIds) {
+      const l = this.byEntry.get(id);
+      if (l) l.checked = nowMs;
+    }
+  }
+
+  nextCheck(ageMs: number): number | null {
+    let min: number | null = null;
+    for (const l of this.byEntry.values()) if (min === null || l.checked < min) min = l.checked;
+    return min === null ? null : (Math.ceil((min + ageMs) / ageMs) * ageMs) / 1000;
+  }
+
+  list(): { entryId: number; coreId: string; until: number; checked: number }[] {
+    return [...this.byEntry].map(([entryId, l]) => ({ entryId, coreId: l.coreId, until: l.until, checked: l.checked }));
   }
 }

@@ -2,7 +2,8 @@
  * Test access to a Transport DO's in-memory delivery leases (durable-objects/storage/leases.ts).
  *
  * DESCRIPTION
- *   leasesIn(stub)      the object's leases, as { entry_id, core_id, until }.
+ *   leasesIn(stub)      the object's leases, as { entry_id, core_id, until, checked } (checked: when
+ *                       given, restored or last confirmed by its agent, ms).
  *   expireLeases(stub)  makes every lease run out now (the next alarm crashes the entries).
  */
 import { runInDurableObject } from "cloudflare:test";
@@ -11,8 +12,8 @@ import type { TransportQueue } from "../../durable-objects/transport-queue";
 
 type Inside = { leases: Leases };
 
-export function leasesIn(stub: DurableObjectStub<TransportQueue>): Promise<{ entry_id: number; core_id: string; until: number }[]> {
-  return runInDurableObject(stub, (o) => (o as unknown as Inside).leases.list().map((l) => ({ entry_id: l.entryId, core_id: l.coreId, until: l.until })));
+export function leasesIn(stub: DurableObjectStub<TransportQueue>): Promise<{ entry_id: number; core_id: string; until: number; checked: number }[]> {
+  return runInDurableObject(stub, (o) => (o as unknown as Inside).leases.list().map((l) => ({ entry_id: l.entryId, core_id: l.coreId, until: l.until, checked: l.checked })));
 }
 
 export function expireLeases(stub: DurableObjectStub<TransportQueue>): Promise<void> {

@@ -287,7 +287,7 @@ describe("DestinationQueue Durable Object", () => {
     });
     await expect(runInDurableObject(stub, (_o, state) => state.abort("upgrade"))).rejects.toThrow("upgrade");
     const again = env.TRANSPORT_QUEUE.getByName("smtp-legacy-lease");
-    expect(await leasesIn(again)).toEqual([{ entry_id: entryId, core_id: "m1", until: 12345 }]);
+    expect(await leasesIn(again)).toEqual([{ entry_id: entryId, core_id: "m1", until: 12345, checked: expect.any(Number) }]);
     expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
   });
 

@@ -21,6 +21,10 @@
  * DESCRIPTION
  *   new AgentWork(env, keepAlive)   keepAlive(p) keeps the object alive until p settles.
  *   take(jobs)                      starts the entries (returns at once).
+ *   holding(entryIds)               those of the entries this agent holds: running, waiting for
+ *                                   a session, or finished and not yet reported. The Transport DO
+ *                                   asks about entries leased for long (a hand-off whose answer was
+ *                                   lost, an agent that restarted) and retries the ones nobody holds.
  *   idleSessions()                  cached connections held (tests and the dev view).
  *
  * INVARIANTS
@@ -73,6 +77,8 @@ export class AgentWork {
   private readonly feedback: Coalescer<{ finished: Finished[]; site: string | null }, null>;
   private readonly index: Coalescer<SyncState[], null>;
   private active = 0;
+  /** Entries taken and not yet reported, given up or left to their lease (how many times each). */
+  private readonly held = new Map<number, number>();
   private readonly waiting: (() => void)[] = [];
   private mx: (MxContext & { at: number }) | null = null;
 
@@ -101,7 +107,14 @@ export class AgentWork {
 
   /** Starts the entries; each runs on its own session slot. */
   take(jobs: DeliverJob[]): void {
-    for (const job of jobs) this.keepAlive(this.run(job));
+    for (const job of jobs) {
+      this.held.set(job.entryId, (this.held.get(job.entryId) ?? 0) + 1);
+      this.keepAlive(this.run(job));
+    }
+  }
+
+  holding(entryIds: readonly number[]): number[] {
+    return entryIds.filter((id) => this.held.has(id));
   }
 
   /** Cached connections held now. */
@@ -120,6 +133,7 @@ export class AgentWork {
       done = { job, part: part!, site, tries: 0 };
     } catch (e) {
       console.error(JSON.stringify({ error: "agent: delivery failed (left to its lease)", entryId: job.entryId, detail: e instanceof Error ? e.message : String(e) }));
+      this.drop(job.entryId);
       return;
     } finally {
       this.release();
@@ -135,7 +149,7 @@ export class AgentWork {
     const bySite = new Map<string | null, Done[]>();
     for (const d of done) bySite.set(d.site, [...(bySite.get(d.site) ?? []), d]);
     for (const [site, group] of bySite) {
-      const items: FinishItem[] = group.map((d) => ({ job: d.job, ack: () => undefined, retry: (stage, e) => this.again(d, stage, e) }));
+      const items: FinishItem[] = group.map((d) => ({ job: d.job, ack: () => this.drop(d.job.entryId), retry: (stage, e) => this.again(d, stage, e) }));
       // The Transport DO answers with the entries it gives this agent next: no call of their own.
       const agent = group[0]!.job.agent;
       const report: ReportVia = async (transport, reports) => {
@@ -155,6 +169,7 @@ export class AgentWork {
     const detail = e instanceof Error ? e.message : String(e);
     if (d.tries >= FINISH_TRIES) {
       console.error(JSON.stringify({ error: `agent: ${stage} failed, left to the lease`, entryId: d.job.entryId, detail }));
+      this.drop(d.job.entryId);
       return;
     }
     console.error(JSON.stringify({ error: `agent: ${stage} failed, tried again`, entryId: d.job.entryId, detail }));
@@ -162,6 +177,13 @@ export class AgentWork {
     this.keepAlive(new Promise<void>((resolve) => setTimeout(() => {
       this.finisher.add(next).catch((err: unknown) => this.again(next, "finish", err)).finally(resolve);
     }, 1000 * 2 ** d.tries)));
+  }
+
+  /** One run of the entry is over (reported, given up, or left to its lease). */
+  private drop(entryId: number): void {
+    const n = (this.held.get(entryId) ?? 1) - 1;
+    if (n > 0) this.held.set(entryId, n);
+    else this.held.delete(entryId);
   }
 
   private mxContext(): MxContext {

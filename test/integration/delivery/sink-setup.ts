@@ -51,6 +51,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     { name: "drop", dropFirstData: true },
     { name: "slow", dataDelayMs: 40 },
     { name: "cached", dataDelayMs: 20 },
+    // 1.5 s and 8 s per message: sessions still open when a test restarts their agent or their
+    // Transport DO (lost-agent.test.ts).
+    { name: "held", dataDelayMs: 1500 },
+    { name: "heldLong", dataDelayMs: 8000 },
     // Yahoo's throttling reply to the first MAIL FROM (reply-rules.test.ts in this directory).
     { name: "tss04", mailFromReply: { code: 421, text: "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes", times: 1 } },
     { name: "greet554", host: "127.0.0.3", port: catcher.smtpPort, greeting554: true },
