@@ -21,9 +21,10 @@
  *   check(entries)         of entries leased for long (DELIVERY = "agents"), those no agent holds
  *                          (`lost`: the answer that carried them was lost, or their agent
  *                          restarted; the caller retries them) and those one holds (`held`). An
- *                          entry handed over before a restart has no known agent: its
- *                          destination's agents are asked, as many slots as its window may have
- *                          filled. An agent that does not answer leaves its entries undecided.
+ *                          entry handed over before a restart has no known agent: every slot of
+ *                          its destination that process_limit allows is asked (once per restart,
+ *                          for destinations with entries in flight). An agent that does not
+ *                          answer leaves its entries undecided.
  *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
  *
  * INVARIANTS
@@ -105,10 +106,9 @@ export class Handoff {
       const e = toDispatched(entry);
       if (this.handing.has(e.entryId)) continue; // its hand-off runs now
       const known = this.agentOf.get(e.entryId)?.name;
-      // Slots are taken lowest first, AGENT_SESSIONS entries each: the window's limit (or the
-      // entries in flight now, when unlimited) bounds the slots it filled.
-      const q = entry.peer.queue;
-      const slots = Math.max(1, Math.ceil(Math.max(q.transport.p.concurrencyLimit, q.busyCount) / AGENT_SESSIONS));
+      // Slots are taken lowest first, AGENT_SESSIONS entries each, and the transport never has
+      // more than process_limit entries in flight: no life of this object used a slot past these.
+      const slots = Math.max(1, Math.ceil(entry.peer.queue.transport.p.processLimit / AGENT_SESSIONS));
       const names = known !== undefined ? [known] : Array.from({ length: slots }, (_, s) => agentName(e.transport, e.nexthop, s));
       asked.set(e.entryId, { e, names });
       for (const n of names) byAgent.set(n, [...(byAgent.get(n) ?? []), e.entryId]);

@@ -46,3 +46,51 @@ describe("Handoff: which agent takes the next entry", () => {
     expect(agentOf(6)).toBe(`smtp/${NEXTHOP}#1`);
   });
 });
+
+describe("Handoff.check: which entries leased for long no agent holds", () => {
+  /** A core entry as check() reads it: its id, message, destination and transport's process_limit. */
+  const coreEntry = (id: number, processLimit = 10) => ({
+    id, rcpts: [], peer: { job: { message: { id: `m${id}` } }, queue: { nexthop: NEXTHOP, transport: { name: "smtp", p: { processLimit } } } },
+  }) as unknown as Parameters<Handoff["check"]>[0][number];
+
+  function agents(holds: Record<string, number[]>, silent: string[] = []) {
+    const asked: string[] = [];
+    const env = {
+      DELIVERY: "agents",
+      DELIVERY_AGENT: {
+        getByName: (name: string) => ({
+          deliver: async () => undefined,
+          holding: async (ids: number[]) => {
+            asked.push(name);
+            if (silent.includes(name)) throw new Error("overloaded");
+            return ids.filter((id) => (holds[name] ?? []).includes(id));
+          },
+        }),
+      },
+    } as unknown as Env;
+    return { h: new Handoff(() => env), asked };
+  }
+  const slot = (n: number) => `smtp/${NEXTHOP}#${n}`;
+
+  it("asks only the agent an entry was handed to; one it does not hold is lost", async () => {
+    const { h, asked } = agents({ [slot(0)]: [1] });
+    await h.send([1, 2].map(entry), 0);
+    expect(await h.check([coreEntry(1), coreEntry(2)])).toEqual({ lost: [2], held: [1] });
+    expect(asked).toEqual([slot(0)]);
+  });
+
+  it("after a restart (no agent known), asks every slot process_limit allows, then remembers the holder", async () => {
+    const { h, asked } = agents({ [slot(2)]: [7] });
+    expect(await h.check([coreEntry(7, 10), coreEntry(8, 10)])).toEqual({ lost: [8], held: [7] });
+    expect([...new Set(asked)].sort()).toEqual([slot(0), slot(1), slot(2)]); // ceil(10 / 4) slots
+    asked.length = 0;
+    expect(await h.check([coreEntry(7, 10)])).toEqual({ lost: [], held: [7] });
+    expect(asked).toEqual([slot(2)]);
+  });
+
+  it("leaves undecided what an agent that did not answer may hold", async () => {
+    const { h } = agents({}, [slot(1)]);
+    await h.send([1].map(entry), 0); // to #0, which answers
+    expect(await h.check([coreEntry(1), coreEntry(9, 10)])).toEqual({ lost: [1], held: [] }); // 9 may be at #1
+  });
+});
