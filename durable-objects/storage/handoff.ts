@@ -24,7 +24,7 @@
  *                          entry handed over before a restart has no known agent: every slot of
  *                          its destination that process_limit allows is asked (once per restart,
  *                          for destinations with entries in flight). An agent that does not
- *                          answer leaves its entries undecided.
+ *                          answer within 10 s leaves its entries undecided.
  *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
  *
  * INVARIANTS
@@ -37,6 +37,9 @@ import { SESSION_IDLE_MS } from "../../worker/consumers/session-cache";
 import { toDispatched, toJob, type DeliverJob, type DispatchedEntry } from "../transport-types";
 import type { Entry } from "../core";
 import type { StoredRecipient } from "./sqlite-source";
+
+/** How long check() waits for an agent's answer, ms. */
+const CHECK_ANSWER_MS = 10_000;
 
 export function agentName(transport: string, nexthop: string, slot: number): string {
   return `${transport}/${nexthop}#${slot}`;
@@ -116,10 +119,15 @@ export class Handoff {
     const holder = new Map<number, string>();
     const silent = new Set<string>();
     await Promise.all([...byAgent].map(async ([name, ids]) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        for (const id of await this.env().DELIVERY_AGENT.getByName(name).holding(ids)) holder.set(id, name);
+        // An agent too busy to answer in time is asked again at the next check.
+        const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error("no answer")), CHECK_ANSWER_MS); });
+        for (const id of await Promise.race([this.env().DELIVERY_AGENT.getByName(name).holding(ids), late])) holder.set(id, name);
       } catch {
         silent.add(name);
+      } finally {
+        clearTimeout(timer);
       }
     }));
     const lost: number[] = [], held: number[] = [];

@@ -3,7 +3,7 @@
 // that really left a connection idle: a refused or lost session, or a crash, leaves none, and
 // sending the next entry there would open a new connection while an idle one still counts at
 // the server (a 421 from a server at its session limit).
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { Handoff } from "../../durable-objects/storage/handoff";
 import type { DispatchedEntry } from "../../durable-objects/transport-types";
 
@@ -88,7 +88,21 @@ describe("Handoff.check: which entries leased for long no agent holds", () => {
     expect(asked).toEqual([slot(2)]);
   });
 
-  it("leaves undecided what an agent that did not answer may hold", async () => {
+  it("leaves undecided what an agent that did not answer in 10 s may hold", async () => {
+    vi.useFakeTimers();
+    try {
+      const env = { DELIVERY: "agents", DELIVERY_AGENT: { getByName: () => ({ deliver: async () => undefined, holding: () => new Promise(() => undefined) }) } } as unknown as Env;
+      const h = new Handoff(() => env);
+      await h.send([entry(1)], 0);
+      const answer = h.check([coreEntry(1)]);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(await answer).toEqual({ lost: [], held: [] });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("leaves undecided what an agent that failed to answer may hold", async () => {
     const { h } = agents({}, [slot(1)]);
     await h.send([1].map(entry), 0); // to #0, which answers
     expect(await h.check([coreEntry(1), coreEntry(9, 10)])).toEqual({ lost: [1], held: [] }); // 9 may be at #1
