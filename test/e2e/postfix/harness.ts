@@ -177,6 +177,7 @@ function countQueueEntry(counts: LogCounts, seen: Set<string>, program: string, 
   if (program === "qmgr") {
     if (rest === "removed") {
       counts.removed++;
+      seen.delete(queueId); // Postfix reuses a short queue id once its file is gone
       return;
     }
     const from = FROM.exec(rest);

@@ -42,6 +42,16 @@ describe("parseLog", () => {
     });
   });
 
+  it("counts a queue id Postfix reused after the first message's removal as a second message", () => {
+    // Short queue ids come from the queue file's inode and time: with a thousand messages one can recur.
+    const one = (n: number) => [
+      `${H} postfix/qmgr[4]: 4B2F520C4A2: from=<s${n}@cohort.test>, size=377, nrcpt=1 (queue active)`,
+      `${H} postfix/smtp[6]: 4B2F520C4A2: to=<r${n}@example.test>, relay=127.0.0.1[127.0.0.1]:2525, delay=0.1, dsn=2.0.0, status=sent (250 ok)`,
+      `${H} postfix/qmgr[4]: 4B2F520C4A2: removed`,
+    ];
+    expect(parseLog([...one(1), ...one(2)].join("\n"))).toMatchObject({ accepted: 2, recipients: 2, sent: 2, removed: 2 });
+  });
+
   it("counts nothing in an empty log", () => {
     expect(parseLog("")).toMatchObject({ accepted: 0, sent: 0, deferred: 0, bounced: 0, problems: [] });
   });
