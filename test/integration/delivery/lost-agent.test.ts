@@ -4,8 +4,8 @@
  * entries that nobody will report. Their leases run 15 min (DELIVERY_LEASE_SECONDS), and while
  * they last they fill the destination's window. The Transport DO asks the agents about entries
  * leased for AGENT_CHECK_SECONDS (2 s here) and retries those no agent holds: the mail goes out
- * within seconds. A sink taking 1.5 s per message keeps the sessions open when the test restarts
- * the agent.
+ * within seconds; entries their agent still holds are left to it. Sinks taking 1.5 s and 8 s per
+ * message keep the sessions open when a test restarts the agent or the Transport DO.
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
