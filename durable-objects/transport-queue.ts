@@ -258,12 +258,12 @@ export class TransportQueue extends DurableObject<Env> {
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
-  /** Asks the agents about entries leased for AGENT_CHECK_SECONDS; the ones nobody holds (nor reported meanwhile) crash. */
+  /** Asks the agents about entries leased for AGENT_CHECK_SECONDS: the lost crash; the rest (held, or undecided) wait another period. */
   private async checkAgents(): Promise<void> {
-    const entries = this.leases.unconfirmed(Date.now(), agentCheckMs(this.env)).flatMap((id) => this.qmgr.busy.get(id) ?? []);
-    const { lost, held } = await this.handoff.check(entries);
-    this.leases.confirm(held, Date.now());
-    this.crash(lost.filter((id) => this.leases.has(id)));
+    const due = this.leases.unconfirmed(Date.now(), agentCheckMs(this.env));
+    const lost = new Set((await this.handoff.check(due.flatMap((id) => this.qmgr.busy.get(id) ?? []))).lost);
+    this.leases.confirm(due.filter((id) => !lost.has(id)), Date.now()); // else the alarm would come back at once
+    this.crash([...lost].filter((id) => this.leases.has(id)));
   }
 
   /** Reports entries whose delivery agent is gone (lease out, or job never sent) as crashed: deferred, retried. */

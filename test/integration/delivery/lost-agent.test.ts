@@ -92,6 +92,25 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
     expect((await arrived("heldLong")).sort()).toEqual([...rcpts].sort());
   });
 
+  it("asks an agent that does not answer again a period later, not in a loop; its entry stays leased", { timeout: 40_000 }, async () => {
+    const { ids, leased } = await inSessions("d", "lostlong", LONG); // 8 s sessions
+    const agent = env.DELIVERY_AGENT.getByName(agentName("lostlong", LONG, 0));
+    // The agent's work (worker/consumers/agent.ts) fails every question from now on.
+    type Patched = { work: { holding: (ids: number[]) => number[]; asked?: number } };
+    await runInDurableObject(agent, (o) => {
+      const w = (o as unknown as Patched).work;
+      w.asked = 0;
+      w.holding = () => { w.asked! += 1; throw new Error("too busy to answer"); };
+    });
+    await new Promise((r) => setTimeout(r, 6_000)); // three periods of AGENT_CHECK_SECONDS
+    const asked = await runInDurableObject(agent, (o) => (o as unknown as Patched).work.asked!);
+    expect(asked).toBeGreaterThanOrEqual(1);
+    expect(asked).toBeLessThanOrEqual(4);
+    expect((await leasesIn(env.TRANSPORT_QUEUE.getByName("lostlong"))).map((l) => l.entry_id)).toEqual(leased.map((l) => l.entry_id));
+    await runInDurableObject(agent, (o) => { delete (o as unknown as { work: Partial<Patched["work"]> }).work.holding; });
+    await allDelivered(ids);
+  });
+
   it("lets the queues settle", async () => {
     await settle();
   });
