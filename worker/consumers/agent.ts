@@ -10,9 +10,10 @@
  * A report goes with reportAndTake: the Transport DO answers with the entries it gives this agent
  * next, so under load an agent is fed by its own reports, with no call per hand-off.
  *
- * Calls are batched adaptively across the agent's sessions (worker/lib/coalesce.ts): envelopes
- * are read, and finished entries recorded and reported, at once when the agent is quiet, and
- * together when sessions finish while a call is out. The Destination DOs' feedback and the D1
+ * Calls are batched adaptively across the agent's sessions (worker/lib/coalesce.ts): the
+ * envelopes of the entries given in one answer are read in one request when they arrive, and
+ * finished entries are recorded and reported at once when the agent is quiet, and together when
+ * sessions finish while a call is out or within FINISH_LINGER_MS of each other. The Destination DOs' feedback and the D1
  * index (with the webhook publication) are two more stages behind the reports, each batching
  * what arrives while it runs, so a report never waits for them. The index stage's acks to the
  * Outbox (the events it may forget) ride on the agent's next envelope or outcome request to the
@@ -57,6 +58,13 @@ const FINISH_TRIES = 5;
  * acknowledgement per finish.
  */
 const STAGE_LINGER_MS = 200;
+/**
+ * How long a finished entry waits for the agent's other sessions before it is recorded and
+ * reported, ms, while any of them is still running (none running: at once). Under load this joins
+ * the outcomes of several sessions in one Outbox and one Transport request; it holds a session's
+ * next entry back by at most this much, against the ~100 ms or more of a transaction to a real MX.
+ */
+const FINISH_LINGER_MS = 10;
 /** How long MX answers are reused, ms. */
 const MX_TTL_MS = 60_000;
 
@@ -92,7 +100,7 @@ export class AgentWork {
     this.finisher = new Coalescer(async (done) => {
       await this.finish(done);
       return done.map(() => null);
-    });
+    }, () => (this.active > 0 ? FINISH_LINGER_MS : 0));
     this.feedback = new Coalescer(async (batches) => {
       const bySite = new Map<string | null, Finished[]>();
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
@@ -109,7 +117,10 @@ export class AgentWork {
   take(jobs: DeliverJob[]): void {
     for (const job of jobs) {
       this.held.set(job.entryId, (this.held.get(job.entryId) ?? 0) + 1);
-      this.keepAlive(this.run(job));
+      // Asked for now, all of them in this tick: one Outbox request for the jobs of one answer.
+      const envelope = this.envelopes.add(job.messageId);
+      envelope.catch(() => undefined); // awaited (and its failure handled) in run
+      this.keepAlive(this.run(job, envelope));
     }
   }
 
@@ -122,13 +133,13 @@ export class AgentWork {
     return this.cache.size();
   }
 
-  private async run(job: DeliverJob): Promise<void> {
+  private async run(job: DeliverJob, envelope: Promise<DeliveryEnvelope | null>): Promise<void> {
     await this.acquire();
     let done: Done;
     try {
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
       const { provider, site } = await providerAndSite(this.env, resolution);
-      const known = new Map([[job.messageId, await this.envelopes.add(job.messageId)]]);
+      const known = new Map([[job.messageId, await envelope]]);
       const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache, provider);
       done = { job, part: part!, site, tries: 0 };
     } catch (e) {

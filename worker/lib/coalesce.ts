@@ -5,14 +5,15 @@
  * a busy one makes one call for many items (Nagle's idea, for RPCs). One flush at a time.
  *
  * DESCRIPTION
- *   new Coalescer(flush, lingerMs = 0)   flush(items) answers one result per item, in order.
+ *   new Coalescer(flush, lingerMs = 0)   flush(items) answers one result per item, in order;
+ *                          lingerMs may be a function, asked before each flush (0: none).
  *   add(item)              resolves with the item's result (rejects as its flush did).
  */
 export class Coalescer<I, O> {
   private pending: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
 
-  constructor(private readonly flush: (items: I[]) => Promise<O[]>, private readonly lingerMs = 0) {}
+  constructor(private readonly flush: (items: I[]) => Promise<O[]>, private readonly lingerMs: number | (() => number) = 0) {}
 
   add(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
@@ -25,7 +26,8 @@ export class Coalescer<I, O> {
     this.running = true;
     try {
       while (this.pending.length > 0) {
-        if (this.lingerMs > 0) await new Promise((r) => setTimeout(r, this.lingerMs));
+        const linger = typeof this.lingerMs === "number" ? this.lingerMs : this.lingerMs();
+        if (linger > 0) await new Promise((r) => setTimeout(r, linger));
         const batch = this.pending.splice(0);
         try {
           const out = await this.flush(batch.map((b) => b.item));
