@@ -252,8 +252,10 @@ export class Outbox extends DurableObject<Env> {
     const done = items.map(({ id }) => doneIds.has(id));
     this.flow.leave(applied.reduce((n, a) => n + a, 0), Math.floor(now / 1000));
     const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
+    // Only a message that just finished with its body in R2 or kept for a notice has a body to delete.
+    const bodies = items.filter((_, i) => results[i]!.bodyLeft).map((x) => x.id);
     // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
-    if (touched.length > 0) await this.afterChange(now, touched, indexedByCaller ? [] : touched, done.some((d, i) => d && applied[i]! > 0));
+    if (touched.length > 0) await this.afterChange(now, bodies, indexedByCaller ? [] : touched, done.some((d, i) => d && applied[i]! > 0));
     // The caller that indexes gets the state to index with the answer (no second call to read it).
     return items.map(({ id }, i) => ({ applied: applied[i]!, done: done[i]!, sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
   }

@@ -32,7 +32,7 @@
  *   transaction: an event row, or (a report that finishes the message) its recipient row. A
  *   message is `done` exactly when all its recipients are final.
  */
-import { admissionId, cancelRecipients, complainedOf, controlOf, isReadmission, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
+import { admissionId, cancelRecipients, controlOf, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./outbox-control";
 import { FINAL_STATUSES, type ClassifyResult, type EventAck, type ClassifyWork, type DeliveryEnvelope, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type OutcomeReport, type RcptStatus, type RcptView } from "./outbox-types";
 
 type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; mail_from: string; unclassified: number };
@@ -51,13 +51,25 @@ export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"
   insertEvent(sql, e, lastSeq(sql, e.message_id));
 }
 
+/** The largest event seq of message ?1 (event rows and those kept in its rows), or 0: an SQL expression. */
+const LAST_SEQ = `max(COALESCE((SELECT max(seq) FROM event WHERE message_id = ?1), 0),
+    COALESCE((SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL), 0),
+    COALESCE((SELECT json_extract(queued_event, '$.seq') FROM message WHERE id = ?1), 0))`;
+
 /** The message's largest event seq (event rows and those kept in recipient rows), or 0. */
 function lastSeq(sql: SqlStorage, id: string): number {
-  return sql.exec<{ seq: number | null }>(
-    `SELECT max(s) AS seq FROM (SELECT max(seq) AS s FROM event WHERE message_id = ?1
-       UNION ALL SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL
-       UNION ALL SELECT json_extract(queued_event, '$.seq') FROM message WHERE id = ?1)`, id,
-  ).one().seq ?? 0;
+  return sql.exec<{ seq: number }>(`SELECT ${LAST_SEQ} AS seq`, id).one().seq;
+}
+
+/**
+ * The message row with what a change to it needs, in one statement instead of three: whether it
+ * was readmitted (isReadmission), its largest event seq (lastSeq), and where its body is.
+ */
+function readHead(sql: SqlStorage, id: string): (MessageRow & { again: number; last_seq: number; body_r2: number }) | undefined {
+  return sql.exec<MessageRow & { again: number; last_seq: number; body_r2: number }>(
+    `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, body_r2,
+       EXISTS (SELECT 1 FROM readmit WHERE message_id = ?1) AS again, ${LAST_SEQ} AS last_seq FROM message WHERE id = ?1`, id,
+  ).toArray()[0];
 }
 
 /** recordEvent after `last` (the message's largest seq so far, known to the caller); returns the seq used. */
@@ -120,10 +132,15 @@ function readWithSummary(sql: SqlStorage, id: string): MessageWithSummary | unde
 
 /** The message as the status API shows it, or null. */
 export function readView(sql: SqlStorage, id: string, nowMs: number): MessageView | null {
-  const m = readWithSummary(sql, id);
+  // One statement for the row, its control action (controlOf) and whether it drew a complaint (complainedOf).
+  const m = sql.exec<MessageWithSummary & { action: string | null; complained: number }>(
+    `SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified,
+       (SELECT action FROM control WHERE message_id = ?1) AS action, EXISTS (SELECT 1 FROM complaint WHERE message_id = ?1) AS complained
+     FROM message WHERE id = ?1`, id,
+  ).toArray()[0];
   if (!m) return null;
   const waiting = m.scheduled_at !== null && m.scheduled_at > nowMs;
-  const held = controlOf(sql, id)?.action === "hold";
+  const held = m.action === "hold";
   const rows = sql.exec<RcptRow>(
     "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx", id,
   ).toArray();
@@ -132,7 +149,7 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
     next_attempt_at: r.next_attempt_at, last_response: r.last_response,
     blocked_by: held && !FINAL_STATUSES.includes(r.status) ? "held" : r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
   }));
-  return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients, complained: complainedOf(sql, id) };
+  return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients, complained: m.complained === 1 };
 }
 
 /**
@@ -149,18 +166,18 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
  * recipient row; outbox-forward.ts). A finished message's kept events are always among them.
  */
 export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
-  const rows: OutboxEvent[] = sql.exec<EventRow>("SELECT seq, message_id, tenant, type, recipient, created_at, data FROM event WHERE message_id = ? ORDER BY seq", id).toArray();
-  const kept = sql.exec<{ tenant: string; address: string | null; e: string }>(
-    `SELECT m.tenant, r.address, r.pending_event AS e FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
-     UNION ALL SELECT tenant, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`, id,
-  ).toArray().map((r): OutboxEvent => {
-    const e = JSON.parse(r.e) as KeptEvent;
-    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.address ?? e.recipient ?? null, created_at: e.created_at, data: JSON.stringify(e.data), kept: true };
-  });
-  return kept.length === 0 ? rows : [...rows, ...kept].sort((a, b) => a.seq - b.seq);
+  // One statement: event rows (kept = 0), then the events kept in rows (kept = 1, `data` the KeptEvent).
+  const rows = sql.exec<{ kept: number; seq: number | null; tenant: string; type: string | null; recipient: string | null; created_at: number | null; data: string }>(
+    `SELECT 0 AS kept, seq, tenant, type, recipient, created_at, data FROM event WHERE message_id = ?1
+     UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
+     UNION ALL SELECT 1, NULL, tenant, NULL, NULL, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`, id,
+  ).toArray();
+  return rows.map((r): OutboxEvent => {
+    if (r.kept === 0) return { seq: r.seq!, message_id: id, tenant: r.tenant, type: r.type!, recipient: r.recipient, created_at: r.created_at!, data: r.data };
+    const e = JSON.parse(r.data) as KeptEvent;
+    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.recipient ?? e.recipient ?? null, created_at: e.created_at, data: JSON.stringify(e.data), kept: true };
+  }).sort((a, b) => a.seq - b.seq);
 }
-
-type EventRow = { seq: number; message_id: string; tenant: string; type: string; recipient: string | null; created_at: number; data: string };
 
 /** An event kept in a row written anyway: a finishing outcome's in its rcpt row, email.queued in its message row. */
 type KeptEvent = { seq: number; type: string; created_at: number; data: object; recipient?: string | null };
@@ -248,10 +265,10 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
  * so every decided recipient was admitted; an undecided one keeps the message unclassified.
  */
 export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: number): number {
-  const m = readMessage(sql, id);
+  const m = readHead(sql, id);
   if (!m || m.unclassified === 0) return 0;
   const wanted = new Set(idxs);
-  const again = isReadmission(sql, id); // released or requeued: email.queued was said already
+  const again = m.again === 1; // released or requeued: email.queued was said already
   const moved = sql.exec<{ idx: number; address: string; transport: string; nexthop: string }>(
     "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx", id,
   ).toArray().filter((r) => wanted.has(r.idx));
@@ -264,7 +281,7 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
     message_id: id, tenant: m.tenant, type: "email.queued", recipient: moved.length === 1 ? one.address : null, created_at: nowMs,
     data: moved.length === 1 ? { transport: one.transport, nexthop: one.nexthop } : { recipients: moved.map((r) => r.address) },
   } : null;
-  const last = e ? lastSeq(sql, id) : 0;
+  const last = m.last_seq;
   const kept = e ? JSON.stringify({ seq: Math.max(last + 1, nowMs * 1000), type: e.type, created_at: nowMs, data: e.data, recipient: e.recipient } satisfies KeptEvent) : null;
   // An unclassified message is waiting (its index entry): keeping email.queued, it stays so, and
   // `waiting` is not assigned (assigning it, even unchanged, would rewrite the index entry).
@@ -314,12 +331,13 @@ const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
 
 /** The message's envelope for delivery, or null when unknown. */
 export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
-  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null }>(
-    "SELECT mail_from, size, body, body_r2, return_path FROM message WHERE id = ?", id).toArray()[0];
+  // One statement: the recipients come as a JSON array of [idx, address, status, attempts].
+  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
+    `SELECT mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
+       FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`, id,
+  ).toArray()[0];
   if (!m) return null;
-  const rcpts = sql.exec<{ idx: number; address: string; status: RcptStatus; attempts: number }>(
-    "SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ? ORDER BY idx", id,
-  ).toArray();
+  const rcpts = (JSON.parse(m.rcpts) as [number, string, RcptStatus, number][]).map(([idx, address, status, attempts]) => ({ idx, address, status, attempts }));
   return {
     id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
     ...(m.return_path ? { returnPath: m.return_path } : {}),
@@ -350,12 +368,12 @@ type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address:
  * are read once, and whether it finished is decided once at the end from the recipients in hand,
  * instead of for every report (a 50-recipient session's reports).
  */
-export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): { applied: OutcomeReport[]; done: boolean } {
-  const m = readMessage(sql, id);
-  if (!m || reports.length === 0) return { applied: [], done: m?.state === "done" };
+export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): { applied: OutcomeReport[]; done: boolean; bodyLeft: boolean } {
+  const m = readHead(sql, id);
+  if (!m || reports.length === 0) return { applied: [], done: m?.state === "done", bodyLeft: false };
   const rcpts = new Map(sql.exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id).toArray().map((r) => [r.idx, r]));
-  const again = isReadmission(sql, id);
-  let last = lastSeq(sql, id);
+  const again = m.again === 1;
+  let last = m.last_seq;
   let wasIncoming = false;
   const applied: OutcomeReport[] = [];
   const finishing = finishes(m, rcpts, reports);
@@ -394,8 +412,9 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
   // Every recipient is in `rcpts`, with what was applied: whether it finished needs no count.
   const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
   // With notices on, the body stays only for a message with a recipient a notice may report.
-  if (finished) finishMessage(sql, id, nowMs, keepBody && [...rcpts.values()].some(failsForDsn));
-  return { applied, done: m.state === "done" || finished };
+  const kept = finished && keepBody && [...rcpts.values()].some(failsForDsn);
+  if (finished) finishMessage(sql, id, nowMs, kept);
+  return { applied, done: m.state === "done" || finished, bodyLeft: finished && (kept || m.body_r2 === 1) };
 }
 
 /**
