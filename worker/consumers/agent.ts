@@ -13,11 +13,11 @@
  * Calls are batched adaptively across the agent's sessions (worker/lib/coalesce.ts): the
  * envelopes of the entries given in one answer are read in one request when they arrive, and
  * finished entries are recorded and reported at once when the agent is quiet, and together when
- * sessions finish while a call is out or within FINISH_LINGER_MS of each other. The Destination DOs' feedback and the D1
- * index (with the webhook publication) are two more stages behind the reports, each batching
- * what arrives while it runs, so a report never waits for them. The index stage's acks to the
- * Outbox (the events it may forget) ride on the agent's next envelope or outcome request to the
- * same shard (pending-acks.ts), or go on their own after a second.
+ * sessions finish while a call is out or within FINISH_LINGER_MS of each other. The Destination
+ * DOs' feedback and the D1 index (with the webhook publication) are two more stages behind the
+ * reports, each batching what arrives while it runs, so a report never waits for them. The index
+ * stage's acks to the Outbox (the events it may forget) ride on the agent's next envelope or
+ * outcome request to the same shard (pending-acks.ts), or go on their own after a second.
  *
  * DESCRIPTION
  *   new AgentWork(env, keepAlive)   keepAlive(p) keeps the object alive until p settles.
@@ -55,9 +55,11 @@ const FINISH_TRIES = 5;
  * How long the feedback and index stages wait for more before they write, ms: they are off the
  * path that frees a session, so waiting costs only this much delay of the webhooks and the D1
  * index, and saves a Destination DO request, a D1 batch, a webhook queue message and an Outbox
- * acknowledgement per finish.
+ * acknowledgement per finish. Each agent flushes its own stages, so with a window of 100 (25
+ * agents) 200 ms meant 125 D1 batches a second; a second (as the Outbox acks' own linger,
+ * pending-acks.ts) keeps that at 25 whatever the window.
  */
-const STAGE_LINGER_MS = 200;
+const STAGE_LINGER_MS = 1000;
 /**
  * How long a finished entry waits for the agent's other sessions before it is recorded and
  * reported, ms, while any of them is still running (none running: at once). Under load this joins
