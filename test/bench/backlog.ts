@@ -46,7 +46,7 @@
 import { execFile } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { parseArgs, promisify } from "node:util";
-import { DEFAULTS } from "../../durable-objects/core/config";
+import { schedulerConfigOf } from "../../durable-objects/storage/scheduler-env";
 import type { InFlightTimes } from "../../durable-objects/storage/leases";
 import { pool } from "../../worker/lib/pool";
 import { devFetch, freePort, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
@@ -311,15 +311,17 @@ async function main(): Promise<void> {
     const stuckAfter = stuckStates(after, relay.stuck);
     const smtpAfter = after.transports.find((t) => t.transport === "smtp");
 
+    // The smtp transport's process_limit as the relay configures it (SMARTHOST set, any SCHEDULER_CONFIG of --var).
+    const processLimit = schedulerConfigOf({ SCHEDULER_CONFIG: cli.vars.SCHEDULER_CONFIG ?? "", DELIVERY: cli.vars.DELIVERY ?? "agents", SMARTHOST: `[127.0.0.1]:${sink.smtpPort}` }).transports.smtp!.processLimit;
     const backlogRatio = backlog.perS / empty.perS;
     const loadRatio = loaded.perS / empty.perS;
-    console.log(`bench:backlog: ${cli.messages} one-recipient messages to a live sink (catcher on 127.0.0.1:${sink.smtpPort}), one wrangler dev, transport smtp (relay kind), process_limit ${DEFAULTS.default_process_limit} (default)${Object.keys(cli.vars).length > 0 ? `, --var ${JSON.stringify(cli.vars)}` : ""}`);
+    console.log(`bench:backlog: ${cli.messages} one-recipient messages to a live sink (catcher on 127.0.0.1:${sink.smtpPort}), one wrangler dev, transport smtp (relay kind), process_limit ${processLimit}${Object.keys(cli.vars).length > 0 ? `, --var ${JSON.stringify(cli.vars)}` : ""}`);
     console.log(`  backlog: ${cli.backlog} recipients (${cli.rcpts} per message) to ${relay.stuck}, suspended; accepted in ${fmt(build.submitMs / 1000)} s (${fmt(cli.backlog * 1000 / Math.max(1, build.submitMs), 0)} rcpts/s), ${build.admitted} in the index after ${fmt(build.admitMs / 1000)} s ${JSON.stringify(build.states)}; Transport DO: ${build.inCore} in core, ${build.deferred} deferred`);
     console.log(`  ${"phase".padEnd(18)} ${"messages".padStart(8)} ${"accept s".padStart(9)} ${"deliver s".padStart(10)} ${"deliveries/s".padStart(13)} ${"ratio".padStart(6)}   POST→sink ms: ${"mean".padStart(7)} ${"p50".padStart(7)} ${"p99".padStart(7)} ${"max".padStart(7)}`);
     for (const p of [empty, backlog, loaded]) {
       console.log(`  ${p.name.padEnd(18)} ${String(p.messages).padStart(8)} ${fmt(p.acceptMs / 1000).padStart(9)} ${fmt(p.elapsedMs / 1000).padStart(10)} ${fmt(p.perS).padStart(13)} ${fmt(p.perS / empty.perS, 2).padStart(6)}                 ${fmt(p.latency.mean, 0).padStart(7)} ${fmt(p.latency.p50, 0).padStart(7)} ${fmt(p.latency.p99, 0).padStart(7)} ${fmt(p.latency.max, 0).padStart(7)}`);
     }
-    console.log(`  dispatch→report in the Transport DO (its last ≤ 1,024 reports at each phase's end), ms, and the most entries in flight at once (process_limit ${DEFAULTS.default_process_limit}):`);
+    console.log(`  dispatch→report in the Transport DO (its last ≤ 1,024 reports at each phase's end), ms, and the most entries in flight at once (process_limit ${processLimit}):`);
     for (const p of [empty, backlog, loaded]) {
       const f = p.inFlight;
       console.log(`  ${p.name.padEnd(18)} ${f ? `mean ${f.mean_ms}  p50 ${f.p50_ms}  p99 ${f.p99_ms}  max ${f.max_ms}  peak in flight ${f.peak_in_flight}` : "n/a"}`);
@@ -336,7 +338,7 @@ async function main(): Promise<void> {
         delivery_per_s_while_accepting: Number(loaded.perS.toFixed(1)),
         backlog_ratio: Number(backlogRatio.toFixed(3)),
         under_load_ratio: Number(loadRatio.toFixed(3)),
-        process_limit: DEFAULTS.default_process_limit,
+        process_limit: processLimit,
         while_accepting_vs_backlog: Number((loaded.perS / backlog.perS).toFixed(3)),
         messages: cli.messages,
         backlog_requested: cli.backlog,

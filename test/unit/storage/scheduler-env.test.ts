@@ -17,13 +17,17 @@ describe("schedulerConfigOf", () => {
     expect(schedulerConfigOf(base).transports).toEqual({});
   });
 
-  it("lets the default transport's window grow to 50 when SMARTHOST is set, and only that transport's", () => {
-    expect(SMARTHOST_CONCURRENCY_LIMIT).toBe(50);
-    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587" })).toBe(50);
+  it("lets the default transport's window grow to 200 when SMARTHOST is set, and only that transport's", () => {
+    expect(SMARTHOST_CONCURRENCY_LIMIT).toBe(200);
+    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587" })).toBe(200);
     expect(limitOf({ SMARTHOST: "[smtp.example.net]:587" }, "bulk")).toBe(20);
-    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587", DEFAULT_TRANSPORT: "out" }, "out")).toBe(50);
+    expect(limitOf({ SMARTHOST: "[smtp.example.net]:587", DEFAULT_TRANSPORT: "out" }, "out")).toBe(200);
     expect(limitOf({ SMARTHOST: "[smtp.example.net]:587", DEFAULT_TRANSPORT: "out" }, "smtp")).toBe(20);
-    // Only the limit moves: the window still starts at Postfix's 5.
+    // The transport's process_limit follows unless set; the window still starts at Postfix's 5.
+    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.processLimit).toBe(200);
+    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { process_limit: 30 } } }) }).transports.smtp!.processLimit).toBe(30);
+    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ default_process_limit: 40 }) }).transports.smtp!.processLimit).toBe(40);
+    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.concurrencyLimit).toBe(200);
     expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.initialConcurrency).toBe(5);
   });
 
@@ -36,7 +40,7 @@ describe("schedulerConfigOf", () => {
 
   it("keeps the transport's other overrides beside the limit it adds", () => {
     const cfg = schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { initial_destination_concurrency: 2 }, bulk: { destination_concurrency_limit: 3 } } }) });
-    expect(cfg.transports.smtp).toMatchObject({ concurrencyLimit: 50, initialConcurrency: 2 });
+    expect(cfg.transports.smtp).toMatchObject({ concurrencyLimit: 200, initialConcurrency: 2 });
     expect(cfg.transports.bulk!.concurrencyLimit).toBe(3);
   });
 
