@@ -55,9 +55,9 @@ const FINISH_TRIES = 5;
  * How long the feedback and index stages wait for more before they write, ms: they are off the
  * path that frees a session, so waiting costs only this much delay of the webhooks and the D1
  * index, and saves a Destination DO request, a D1 batch, a webhook queue message and an Outbox
- * acknowledgement per finish. Each agent flushes its own stages, so with a window of 100 (25
- * agents) 200 ms meant 125 D1 batches a second; a second (as the Outbox acks' own linger,
- * pending-acks.ts) keeps that at 25 whatever the window.
+ * acknowledgement per finish. Each agent flushes its own stages, so with a window of 200 (50
+ * agents) 200 ms meant up to 250 D1 batches a second; a second (as the Outbox acks' own linger,
+ * pending-acks.ts) keeps that at 50.
  */
 const STAGE_LINGER_MS = 1000;
 /**
