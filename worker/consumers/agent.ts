@@ -55,11 +55,11 @@ const FINISH_TRIES = 5;
  * How long the feedback and index stages wait for more before they write, ms: they are off the
  * path that frees a session, so waiting costs only this much delay of the webhooks and the D1
  * index, and saves a Destination DO request, a D1 batch, a webhook queue message and an Outbox
- * acknowledgement per finish. Each agent flushes its own stages, so with a window of 200 (50
- * agents) 200 ms meant up to 250 D1 batches a second; a second (as the Outbox acks' own linger,
- * pending-acks.ts) keeps that at 50.
+ * acknowledgement per finish. Each agent flushes its own stages: with a window of 200 (50
+ * agents) that is up to 250 D1 batches a second. A second here failed CI's delivery-tls teardown
+ * (`settle`: retries every 1–2 s there kept an event unacknowledged), so it stays at 200 ms.
  */
-const STAGE_LINGER_MS = 1000;
+const STAGE_LINGER_MS = 200;
 /**
  * How long a finished entry waits for the agent's other sessions before it is recorded and
  * reported, ms, while any of them is still running (none running: at once). Under load this joins
