@@ -17,7 +17,8 @@
  * phase, and with 50 delivery under accept load rose from about a third of its idle rate to a
  * half). Once the agents batched their calls, 50 bound again under accept load (50 in flight,
  * 525 ms from dispatch to report), and so did 100 (100 in flight, 824 ms; 111 deliveries/s under
- * load, 0.447 of the idle rate), while 200 gave 133.2/s (0.752). The window still starts at 5
+ * load, 0.447 of the idle rate), while 200 gave 133.2/s (0.752), all three with the agents'
+ * stages at 1 s; at 200 ms, 200 gave 110.5/s (0.756). The window still starts at 5
  * and grows only with successful deliveries; a refusal shrinks it as for any destination.
  *
  * replyRulesOf(env) the configuration's reply rules (core/reply-rules.ts), for the delivery stage's
