@@ -44,7 +44,11 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // The Transport DOs ask their delivery agents after 2 s (AGENT_CHECK_SECONDS) whether they still
 // hold an entry: every slower session is asked about, and an entry lost with its agent is retried
 // within a test.
-const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0", AGENT_CHECK_SECONDS: "2" };
+// The agents' feedback and index stages gather for 200 ms (AGENT_STAGE_MS, default 1000): with
+// retries every 1–2 s, a second's gathering plus the acknowledgement's second kept a deferred
+// recipient's newest event unacknowledged at every moment, and `settle` (helpers.ts) never saw
+// the events drained.
+const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0", AGENT_CHECK_SECONDS: "2", AGENT_STAGE_MS: "200" };
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },

@@ -44,6 +44,7 @@ import { claimClassifyWork, markReady } from "./outbox-store";
 import type { ClassifyWork } from "./outbox-types";
 import type { AdmitAnswer, AdmitRequest } from "../transport-types";
 import { policyTagsOf } from "./scheduler-env";
+import { msSetting } from "../../worker/lib/settings";
 
 /** One admission request of a plan per transport it uses (its decided recipients there). */
 function requestsOf(plan: ClassifyWork, policyTags: readonly string[]): Map<string, AdmitRequest> {
@@ -131,12 +132,6 @@ export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
 /** IN_FLOW_DELAY_MS: how long an accept's answer waits while the inflow is over (default 1000, "0": never, at most 10000). */
 export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
   return msSetting(env.IN_FLOW_DELAY_MS, 1000, 10_000);
-}
-
-/** A millisecond setting: `def` when unset or invalid, at most `max`. */
-function msSetting(raw: string | undefined, def: number, max: number): number {
-  const n = raw === undefined || raw === "" ? def : Number(raw);
-  return Number.isFinite(n) && n >= 0 ? Math.min(n, max) : def;
 }
 
 /** Coalesced admission of accepted messages (see the header). */
