@@ -23,14 +23,14 @@ describe("event ids that name their email (migration 0010)", () => {
   it("a pushed event costs its row and its source entry, no entry of its id", async () => {
     const email = newMessageId(0);
     const id = eventId({ emailId: email, recipient: "r@x.example", attempt: 1, type: "email.delivered" });
-    const [stmt] = logInsertStatements(env.DB, "ids", email, [row(1, id, 5000)], 6000);
+    const [stmt] = logInsertStatements(env.DB, [{ tenant: "ids", emailId: email, rows: [row(1, id, 5000)] }], 6000);
     const res = await stmt!.run();
     expect(res.meta.rows_written).toBe(2);
     expect(await feedSeqOf(env.DB, "ids", id)).toBeGreaterThanOrEqual(5_000_000);
     expect(await feedBodyOf(env.DB, id)).toBe(JSON.stringify({ n: 1 }));
     expect(await feedSeqOf(env.DB, "other-tenant", id)).toBeNull();
     // The same webhook-id from another transition keeps its transition without an envelope.
-    const again = await logInsertStatements(env.DB, "ids", email, [row(2, id, 5001)], 6001)[0]!.all<{ event_id: string | null }>();
+    const again = await logInsertStatements(env.DB, [{ tenant: "ids", emailId: email, rows: [row(2, id, 5001)] }], 6001)[0]!.all<{ event_id: string | null }>();
     expect(again.results.map((r) => r.event_id)).toEqual([null]);
     const stored = await env.DB.prepare("SELECT source_seq, event_id FROM event_log WHERE email_id = ? ORDER BY source_seq").bind(email).all();
     expect(stored.results).toEqual([{ source_seq: 1, event_id: id }, { source_seq: 2, event_id: null }]);
@@ -39,7 +39,7 @@ describe("event ids that name their email (migration 0010)", () => {
   it("claims and releases through the email's events", async () => {
     const email = newMessageId(1);
     const id = eventId({ emailId: email, recipient: "r@x.example", attempt: 1, type: "email.delivered" });
-    await logInsertStatements(env.DB, "claims", email, [row(1, id, 5000)], 1000)[0]!.run();
+    await logInsertStatements(env.DB, [{ tenant: "claims", emailId: email, rows: [row(1, id, 5000)] }], 1000)[0]!.run();
     // The insert holds the claim: a takeover within the lease takes nothing; after it, the event.
     expect((await feedTakeoverStatement(env.DB, [id], 2000, 10_000).all()).results).toEqual([]);
     expect((await feedTakeoverStatement(env.DB, [id], 20_000, 10_000).all<{ event_id: string }>()).results.map((r) => r.event_id)).toEqual([id]);

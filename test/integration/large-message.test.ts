@@ -32,7 +32,7 @@ const queue = { send: async (b: unknown) => { jobs.push(b); }, sendBatch: async 
 const qenv = { ...env, WEBHOOKS: queue, WEBHOOKS_SLOW: queue } as Env;
 
 async function index(state: SyncState, lastEvent: string): Promise<void> {
-  await publishEvents(qenv, [state], indexStatements(env.DB, state.view, lastEvent));
+  await publishEvents(qenv, [state], indexStatements(env.DB, [{ view: state.view, lastEvent }]));
 }
 
 async function count(sql: string, ...args: unknown[]): Promise<number> {

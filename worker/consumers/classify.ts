@@ -108,10 +108,10 @@ async function classifyItems(env: Env, items: Item[], lookups: Lookups): Promise
 async function indexAll(env: Env, done: Done[]): Promise<void> {
   if (done.length === 0) return;
   const now = Date.now();
-  const stmts = done.flatMap(({ state }) => {
+  const stmts = indexStatements(env.DB, done.map(({ state }) => {
     const scheduled = state.view.scheduled_at !== null && state.view.scheduled_at > now;
-    return indexStatements(env.DB, state.view, lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true));
-  });
+    return { view: state.view, lastEvent: lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true) };
+  }));
   try {
     await publishEvents(env, done.map((d) => d.state), stmts);
   } catch (e) {

@@ -34,7 +34,7 @@ export async function ackWritten(env: Env, states: readonly SyncState[]): Promis
 export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
   try {
-    const stmts = states.flatMap((s) => indexStatements(env.DB, s.view, lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true)));
+    const stmts = indexStatements(env.DB, states.map((s) => ({ view: s.view, lastEvent: lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true) })));
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
     // Held (`held`) to ride on the agent's next request, or sent now.

@@ -3,8 +3,9 @@
  * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order.
  *
  * DESCRIPTION
- *   logInsertStatements(db, rows, nowMs)  idempotent inserts (by Outbox event and part) of a
- *                                message's transitions and envelopes, `seq` continuing the
+ *   logInsertStatements(db, messages, nowMs)  idempotent inserts (by Outbox event and part) of
+ *                                messages' transitions and envelopes, one statement per tenant
+ *                                (not per message), `seq` continuing the
  *                                tenant's maximum (read inside the statement: D1 runs one
  *                                statement at a time) and never below created_at * 1000; they
  *                                return the envelopes they inserted, claimed for the queue at
@@ -96,28 +97,46 @@ export function chunkByJson<T>(items: readonly T[], maxBytes: number): T[][] {
 
 const RETURNED = "tenant_id, seq, event_id, event_type AS type, body";
 
+/** A message's rows to log. */
+export interface MessageLog {
+  tenant: string;
+  emailId: string;
+  rows: readonly LogRow[];
+}
+
 /**
- * Idempotent inserts of one message's rows. A row whose envelope id is already stored (another
- * transition gave the same webhook-id) keeps its transition without the envelope. The email's
- * stored ids are read once per statement (an uncorrelated IN builds one lookup table), through
- * the index of its events: the log has no index of event ids (migration 0010).
+ * Idempotent inserts of messages' rows: one statement per tenant (per LOG_CHUNK_BYTES of rows),
+ * however many messages, the rows in the given order. A row whose envelope id is already stored
+ * (another transition gave the same webhook-id) keeps its transition without the envelope. The
+ * stored ids of the statement's emails are read once per statement (an uncorrelated IN builds one
+ * lookup table; a correlated look-up per row read each email's events once per row, quadratic in
+ * a large message's), email by email (CROSS JOIN: with `email_id IN (…)` workerd's SQLite took
+ * 2–3 times as long on a large message's chunks) through the index of their events: the log has
+ * no index of event ids (migration 0010), and an event id names its email, so it is unique
+ * among them.
  */
-export function logInsertStatements(db: D1Database, tenant: string, emailId: string, rows: readonly LogRow[], nowMs: number): D1PreparedStatement[] {
-  return chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
+export function logInsertStatements(db: D1Database, messages: readonly MessageLog[], nowMs: number): D1PreparedStatement[] {
+  const byTenant = new Map<string, (LogRow & { email_id: string })[]>();
+  for (const m of messages) {
+    const rows = byTenant.get(m.tenant) ?? [];
+    for (const r of m.rows) rows.push({ ...r, email_id: m.emailId });
+    byTenant.set(m.tenant, rows);
+  }
+  return [...byTenant].flatMap(([tenant, rows]) => chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
     const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
+    const field = (name: string) => `json_extract(j.value, '$.${name}') AS ${name}`;
     return db.prepare(
       `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, enqueued_at)
-       SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?4) + r.k + 1, ?2, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
-         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?5)
-       FROM (SELECT j.key AS k, json_extract(j.value, '$.source_seq') AS source_seq, json_extract(j.value, '$.part') AS part, json_extract(j.value, '$.type') AS type,
-           json_extract(j.value, '$.recipient') AS recipient, json_extract(j.value, '$.created_at') AS created_at, json_extract(j.value, '$.data') AS data,
-           json_extract(j.value, '$.event_id') AS event_id, json_extract(j.value, '$.event_type') AS event_type, json_extract(j.value, '$.body') AS body,
-           json_extract(j.value, '$.event_id') IN (SELECT e.event_id FROM event_log e WHERE e.email_id = ?2 AND e.event_id IS NOT NULL) AS dup
-         FROM json_each(?3) AS j) AS r
+       SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
+         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4)
+       FROM (SELECT j.key AS k, ${["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"].map(field).join(", ")},
+           json_extract(j.value, '$.event_id') IN (SELECT e.event_id FROM json_each(?5) AS m CROSS JOIN event_log e ON e.email_id = m.value
+             WHERE e.event_id IS NOT NULL) AS dup
+         FROM json_each(?2) AS j) AS r
        WHERE NOT (r.dup AND r.data IS NULL)
        RETURNING ${RETURNED}`,
-    ).bind(tenant, emailId, JSON.stringify(chunk), floor, nowMs);
-  });
+    ).bind(tenant, JSON.stringify(chunk), floor, nowMs, JSON.stringify([...new Set(chunk.map((r) => r.email_id))]));
+  }));
 }
 
 /**

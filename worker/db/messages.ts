@@ -2,11 +2,13 @@
  * The D1 message and recipient index: kept in step with the Outbox, read for GET /emails.
  *
  * DESCRIPTION
- *   indexStatements(db, view, lastEvent)   upserts of the message row and its recipient rows (in
- *                                          chunks); a row only moves forward (an older snapshot
- *                                          applied late never overwrites a newer one) and is only
- *                                          rewritten when a value changed; plus the message's tags
- *                                          (message_tags, for the admin search) when it has any.
+ *   indexStatements(db, items)             upserts of messages' rows and their recipient rows, a
+ *                                          statement for all the messages (in chunks) and one for
+ *                                          all their recipients, not one per message; a row only
+ *                                          moves forward (an older snapshot applied late never
+ *                                          overwrites a newer one) and is only rewritten when a
+ *                                          value changed; plus the messages' tags (message_tags,
+ *                                          for the admin search) when any has them.
  *   listMessages(db, tenant, query)        one page of the tenant's messages, newest first,
  *                                          with cursors `after` (older than) / `before` (newer than).
  *   emailsByHeader(db, messageId, tenant)  the emails whose Message-ID header it is, through
@@ -48,7 +50,7 @@ export function versionOf(v: MessageView): number {
   return Math.max(v.created_at, ...v.recipients.map((r) => r.updated_at));
 }
 
-/** UTF-8 bytes of recipient JSON per upsert statement (D1 refuses a string above 2,000,000 bytes). */
+/** UTF-8 bytes of row JSON per upsert statement (D1 refuses a string above 2,000,000 bytes). */
 const RCPT_CHUNK_BYTES = 1_000_000;
 
 /** The Message-ID to index: only one the sender set (the relay's own names the email already). */
@@ -57,48 +59,67 @@ function headerToIndex(v: MessageView): string | null {
   return mid === null || emailIdOf(mid, isMessageId) === v.id ? null : mid;
 }
 
+/** A message to index: its view as the Outbox answered it, and the event GET /emails shows last. */
+export interface IndexItem {
+  view: MessageView;
+  lastEvent: string;
+}
+
 /**
- * Upserts for one message and its recipients. An update writes only when something changed and
- * never touches the indexed identity columns (tenant, address, Message-ID, created_at), so it
- * rewrites no index entry but recipients_open (migration 0009) while the recipient is open.
+ * Upserts for messages and their recipients: one statement for the message rows, one per
+ * RCPT_CHUNK_BYTES of recipient rows, and one for the tags (message_tags, for the admin search)
+ * when any has tags, however many messages there are (each statement reads its rows from a JSON
+ * array, json_each). An update writes only when something changed and never touches the indexed
+ * identity columns (tenant, address, Message-ID, created_at), so it rewrites no index entry but
+ * recipients_open (migration 0009) while the recipient is open.
  */
-export function indexStatements(db: D1Database, v: MessageView, lastEvent: string): D1PreparedStatement[] {
-  const version = versionOf(v);
-  const s = v.summary;
-  const message = db.prepare(
+export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1PreparedStatement[] {
+  if (items.length === 0) return [];
+  const messages = items.map(({ view: v, lastEvent }) => {
+    const s = v.summary;
+    return {
+      id: v.id, tenant: v.tenant, created_at: v.created_at, scheduled_at: v.scheduled_at, from: s.from, to: JSON.stringify(s.to),
+      cc: json(s.cc), bcc: json(s.bcc), reply_to: json(s.reply_to), subject: s.subject ?? null, last_event: lastEvent,
+      version: versionOf(v), message_id: headerToIndex(v),
+    };
+  });
+  const field = (name: string) => `json_extract(j.value, '$.${name}')`;
+  const upsertMessages = (chunk: readonly unknown[]) => db.prepare(
     `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     SELECT ${["id", "tenant", "created_at", "scheduled_at", "from", "to", "cc", "bcc", "reply_to", "subject", "last_event", "version", "message_id"].map(field).join(", ")}
+     FROM json_each(?1) AS j WHERE true
      ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
      WHERE excluded.updated_at >= messages.updated_at
        AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
-  ).bind(v.id, v.tenant, v.created_at, v.scheduled_at, s.from, JSON.stringify(s.to), json(s.cc), json(s.bcc), json(s.reply_to), s.subject, lastEvent, version, headerToIndex(v));
-  // One statement per chunk of recipients (json_each), so a classify batch stays within D1's
-  // per-invocation query limit and a large message within its statement limits.
-  const rows = v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) =>
-    ({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }));
-  const rcpts = chunkByJson(rows, RCPT_CHUNK_BYTES).map((chunk) => db.prepare(
+  ).bind(JSON.stringify(chunk));
+  const rcpts = items.flatMap(({ view: v }) => v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) =>
+    ({ m: v.id, t: v.tenant, idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at })));
+  const upsertRcpts = (chunk: readonly unknown[]) => db.prepare(
     `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
-     SELECT ?1, json_extract(j.value, '$.idx'), ?2, json_extract(j.value, '$.email'), json_extract(j.value, '$.status'),
-       json_extract(j.value, '$.transport'), json_extract(j.value, '$.nexthop'), json_extract(j.value, '$.attempts'),
-       json_extract(j.value, '$.next_attempt_at'), json_extract(j.value, '$.updated_at')
-     FROM json_each(?3) AS j WHERE true
+     SELECT ${["m", "idx", "t", "email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"].map(field).join(", ")}
+     FROM json_each(?1) AS j WHERE true
      ON CONFLICT (message_id, idx) DO UPDATE SET status = excluded.status, transport = excluded.transport,
        nexthop = excluded.nexthop, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at
      WHERE excluded.updated_at >= recipients.updated_at
        AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
          OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at OR excluded.updated_at IS NOT recipients.updated_at)`,
-  ).bind(v.id, v.tenant, JSON.stringify(chunk)));
-  return [message, ...rcpts, ...tagStatements(db, v)];
+  ).bind(JSON.stringify(chunk));
+  // Chunked (RCPT_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.
+  return [
+    ...chunkByJson(messages, RCPT_CHUNK_BYTES).map(upsertMessages),
+    ...chunkByJson(rcpts, RCPT_CHUNK_BYTES).map(upsertRcpts),
+    ...tagStatements(db, items.map((i) => i.view)),
+  ];
 }
 
-/** The message's tags for search (migration 0005); none when it has no tags. */
-function tagStatements(db: D1Database, v: MessageView): D1PreparedStatement[] {
-  const tags = v.summary.tags ?? [];
+/** The messages' tags for search (migration 0005), in one statement; none when no message has tags. */
+function tagStatements(db: D1Database, views: readonly MessageView[]): D1PreparedStatement[] {
+  const tags = views.flatMap((v) => (v.summary.tags ?? []).map(({ name, value }) => ({ m: v.id, t: v.tenant, name, value })));
   if (tags.length === 0) return [];
-  return [db.prepare(
+  return chunkByJson(tags, RCPT_CHUNK_BYTES).map((chunk) => db.prepare(
     `INSERT OR IGNORE INTO message_tags (message_id, tenant_id, name, value)
-     SELECT ?1, ?2, json_extract(j.value, '$.name'), json_extract(j.value, '$.value') FROM json_each(?3) AS j`,
-  ).bind(v.id, v.tenant, JSON.stringify(tags.map(({ name, value }) => ({ name, value }))))];
+     SELECT json_extract(j.value, '$.m'), json_extract(j.value, '$.t'), json_extract(j.value, '$.name'), json_extract(j.value, '$.value') FROM json_each(?1) AS j`,
+  ).bind(JSON.stringify(chunk)));
 }
 
 const COLUMNS = "id, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, created_at, scheduled_at, last_event";

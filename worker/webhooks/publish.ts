@@ -123,8 +123,9 @@ export async function publishEvents(env: Env, states: readonly SyncState[], inde
   const plan = planPublication(sources, await noticesFor(env.DB, sources), cfg.events);
   const nowMs = Date.now();
   const seen = new Set<string>();
-  const inserts = withEvents.flatMap((s) => logInsertStatements(env.DB, s.view.tenant, s.view.id,
-    logRows(s, plan.events.filter((e) => e.emailId === s.view.id), seen), nowMs));
+  const inserts = logInsertStatements(env.DB, withEvents.map((s) => ({
+    tenant: s.view.tenant, emailId: s.view.id, rows: logRows(s, plan.events.filter((e) => e.emailId === s.view.id), seen),
+  })), nowMs);
   const suppressions = suppressionsOf(plan.events);
   const tenants = [...new Set(sources.map((s) => s.tenant))];
   const ids = [...plan.events.map((e) => e.id), ...plan.recheck];
