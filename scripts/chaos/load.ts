@@ -10,8 +10,8 @@
  *       1. idle latency: PROBES small messages to steady.chaos, one a second, each timed from
  *          the POST to its arrival at the sink;
  *       2. bulk latency: a bulk job (150 or 300 messages × 50 recipients at steady.chaos) is
- *          submitted, and while it drains the same probes are timed again; ratio = p50 bulk /
- *          p50 idle (target ≤ 2);
+ *          submitted, and from its first POST until it has drained the same probes are timed
+ *          again; ratio = p50 bulk / p50 idle (target ≤ 2);
  *       3. accept ceiling: 10 s of closed-loop POST /emails with 16 workers;
  *       4. sustained: POST /emails paced at that ceiling for `seconds`, 1–3 recipients over the
  *          three domains; every 5 s a sample of accepted and arrived recipients (the queue is
@@ -211,13 +211,18 @@ async function campaign(rt: Runtime, sinks: Sinks, o: LoadOptions, flaps: () => 
   const idle = await probe(rt, sinks, "idle", PROBES, sent, undefined, idleAccepts);
   o.log(`  idle small-message latency: p50 ${pct(idle, 50)} ms, p90 ${pct(idle, 90)} ms (${idle.length} probes; the POST alone p50 ${pct(idleAccepts, 50)} ms)`);
   const bulkMessages = quick ? 150 : 300;
+  // The probes start with the bulk job's first POST: its 50-recipient messages go out one SMTP
+  // transaction each, and the relay now delivers them about as fast as they are accepted, so
+  // probes started after the last POST found the job drained (0 probes, a NaN ratio).
   const bulkStart = arrived(sinks);
-  const bulkRcpts = await bulkJob(rt, bulkMessages);
-  const bulkDone = () => arrived(sinks) - bulkStart >= bulkRcpts;
+  let bulkRcpts = -1; // known once every POST of the job is answered
+  const job = bulkJob(rt, bulkMessages).then((n) => { bulkRcpts = n; });
+  const bulkDone = () => bulkRcpts >= 0 && arrived(sinks) - bulkStart >= bulkRcpts;
   const busyAccepts: number[] = [];
   const busy = await probe(rt, sinks, "bulk", PROBES, sent, bulkDone, busyAccepts);
+  await job;
   const ratio = pct(busy, 50) / pct(idle, 50);
-  o.log(`  under a ${bulkRcpts}-recipient bulk job: p50 ${pct(busy, 50)} ms, p90 ${pct(busy, 90)} ms (${busy.length} probes, one a second while the bulk job drained; the POST alone p50 ${pct(busyAccepts, 50)} ms) → ratio ${ratio.toFixed(2)}`);
+  o.log(`  under a ${bulkRcpts}-recipient bulk job: p50 ${pct(busy, 50)} ms, p90 ${pct(busy, 90)} ms (${busy.length} probes, one a second from the bulk job's first POST until it drained; the POST alone p50 ${pct(busyAccepts, 50)} ms) → ratio ${ratio.toFixed(2)}`);
   while (!bulkDone()) await sleep(1000);
   counter.earlier = bulkRcpts + sent.probes;
   const ceil = await ceiling(rt, 10_000, 16, rng, counter);
