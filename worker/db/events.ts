@@ -95,6 +95,11 @@ export function chunkByJson<T>(items: readonly T[], maxBytes: number): T[][] {
   return out;
 }
 
+/** The select list reading `names` from a json_each row `j` (with `as`, each under its name). */
+export function jsonColumns(names: readonly string[], as = false): string {
+  return names.map((n) => `json_extract(j.value, '$.${n}')${as ? ` AS ${n}` : ""}`).join(", ");
+}
+
 const RETURNED = "tenant_id, seq, event_id, event_type AS type, body";
 
 /** A message's rows to log. */
@@ -124,12 +129,11 @@ export function logInsertStatements(db: D1Database, messages: readonly MessageLo
   }
   return [...byTenant].flatMap(([tenant, rows]) => chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
     const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
-    const field = (name: string) => `json_extract(j.value, '$.${name}') AS ${name}`;
     return db.prepare(
       `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, enqueued_at)
        SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
          IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4)
-       FROM (SELECT j.key AS k, ${["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"].map(field).join(", ")},
+       FROM (SELECT j.key AS k, ${jsonColumns(["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"], true)},
            json_extract(j.value, '$.event_id') IN (SELECT e.event_id FROM json_each(?5) AS m CROSS JOIN event_log e ON e.email_id = m.value
              WHERE e.event_id IS NOT NULL) AS dup
          FROM json_each(?2) AS j) AS r

@@ -20,7 +20,7 @@
 import { isMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { MessageView } from "../../durable-objects/storage/outbox-types";
 import { emailIdOf } from "../mail/arf";
-import { chunkByJson } from "./events";
+import { chunkByJson, jsonColumns } from "./events";
 
 /** A row of the message index as GET /emails lists it. */
 export interface IndexedMessage {
@@ -83,10 +83,9 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
       version: versionOf(v), message_id: headerToIndex(v),
     };
   });
-  const field = (name: string) => `json_extract(j.value, '$.${name}')`;
   const upsertMessages = (chunk: readonly unknown[]) => db.prepare(
     `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
-     SELECT ${["id", "tenant", "created_at", "scheduled_at", "from", "to", "cc", "bcc", "reply_to", "subject", "last_event", "version", "message_id"].map(field).join(", ")}
+     SELECT ${jsonColumns(["id", "tenant", "created_at", "scheduled_at", "from", "to", "cc", "bcc", "reply_to", "subject", "last_event", "version", "message_id"])}
      FROM json_each(?1) AS j WHERE true
      ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
      WHERE excluded.updated_at >= messages.updated_at
@@ -96,7 +95,7 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
     ({ m: v.id, t: v.tenant, idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at })));
   const upsertRcpts = (chunk: readonly unknown[]) => db.prepare(
     `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
-     SELECT ${["m", "idx", "t", "email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"].map(field).join(", ")}
+     SELECT ${jsonColumns(["m", "idx", "t", "email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"])}
      FROM json_each(?1) AS j WHERE true
      ON CONFLICT (message_id, idx) DO UPDATE SET status = excluded.status, transport = excluded.transport,
        nexthop = excluded.nexthop, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at
@@ -112,13 +111,13 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
   ];
 }
 
-/** The messages' tags for search (migration 0005), in one statement; none when no message has tags. */
+/** The messages' tags for search (migration 0005), a statement per RCPT_CHUNK_BYTES of them; none when no message has tags. */
 function tagStatements(db: D1Database, views: readonly MessageView[]): D1PreparedStatement[] {
   const tags = views.flatMap((v) => (v.summary.tags ?? []).map(({ name, value }) => ({ m: v.id, t: v.tenant, name, value })));
   if (tags.length === 0) return [];
   return chunkByJson(tags, RCPT_CHUNK_BYTES).map((chunk) => db.prepare(
     `INSERT OR IGNORE INTO message_tags (message_id, tenant_id, name, value)
-     SELECT json_extract(j.value, '$.m'), json_extract(j.value, '$.t'), json_extract(j.value, '$.name'), json_extract(j.value, '$.value') FROM json_each(?1) AS j`,
+     SELECT ${jsonColumns(["m", "t", "name", "value"])} FROM json_each(?1) AS j`,
   ).bind(JSON.stringify(chunk)));
 }
 
