@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { emailOfEventId, eventId, LEGACY_EVENT_ID } from "../../../worker/webhooks/core/event-id";
+import { emailOfEventId, eventId, fnv1a64, LEGACY_EVENT_ID } from "../../../worker/webhooks/core/event-id";
 import {
   buildEvent,
   DEFAULT_EVENT_CONFIG,
@@ -178,6 +178,25 @@ describe("event ids", () => {
   ])("differ when the $name differs", ({ other }) => {
     const base = { emailId: MESSAGE.emailId, recipient: "a@example.net", attempt: 1, type: "email.bounced" };
     expect(eventId({ ...base, ...other })).not.toBe(eventId(base));
+  });
+
+  it("keep their value: ids already stored and sent as webhook-id never change", () => {
+    expect(eventId({ emailId: "0190c0de-aaaa-4bbb-8ccc-0123456789ab", recipient: "jöhn.dœ@exämple.test", attempt: 3, type: "email.delivered" }))
+      .toBe("evt_0190c0de-aaaa-4bbb-8ccc-0123456789ab_74f9d083b39c1d65");
+    // FNV-1a 64's published vectors (ASCII: one code unit per byte).
+    expect([fnv1a64(""), fnv1a64("a"), fnv1a64("foobar")]).toEqual([0xcbf29ce484222325n, 0xaf63dc4c8601ec8cn, 0x85944171f73967e8n]);
+  });
+
+  it("hash as FNV-1a 64 defined over BigInt, for any UTF-16 text and offset basis", () => {
+    const byDefinition = (text: string, basis: bigint) => {
+      let h = basis;
+      for (let i = 0; i < text.length; i++) h = ((h ^ BigInt(text.charCodeAt(i))) * 0x100000001b3n) & 0xffffffffffffffffn;
+      return h;
+    };
+    fc.assert(fc.property(fc.string({ unit: "binary", maxLength: 300 }), fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), (text, basis) => {
+      expect(fnv1a64(text, basis)).toBe(byDefinition(text, basis));
+      expect(fnv1a64(text)).toBe(byDefinition(text, 0xcbf29ce484222325n));
+    }), { numRuns: 2000 });
   });
 
   it("do not collide over random identities", () => {

@@ -39,19 +39,26 @@ export interface EventIdentity {
   type: string;
 }
 
-const FNV_PRIME = 0x100000001b3n;
-const MASK_64 = 0xffffffffffffffffn;
 /** The standard 64-bit FNV offset basis. */
 const OFFSET_A = 0xcbf29ce484222325n;
 
-/** 64-bit FNV-1a over the UTF-16 code units of `text`. */
+/**
+ * 64-bit FNV-1a over the UTF-16 code units of `text`. The hash is kept as two 32-bit halves in
+ * plain numbers, not a BigInt per step (every published event's id is hashed on the delivery
+ * path): multiplying by the prime 2^40 + 0x1b3 modulo 2^64 is the low half times 0x1b3 (below
+ * 2^41, exact in a double), whose carry, the high half times 0x1b3 and the low half's bits
+ * shifted by 40 make the new high half.
+ */
 export function fnv1a64(text: string, offsetBasis: bigint = OFFSET_A): bigint {
-  let hash = offsetBasis;
+  let hi = Number(offsetBasis >> 32n) >>> 0;
+  let lo = Number(offsetBasis & 0xffffffffn) >>> 0;
   for (let i = 0; i < text.length; i++) {
-    hash ^= BigInt(text.charCodeAt(i));
-    hash = (hash * FNV_PRIME) & MASK_64;
+    lo = (lo ^ text.charCodeAt(i)) >>> 0;
+    const low = lo * 0x1b3;
+    hi = (Math.imul(hi, 0x1b3) + Math.floor(low / 0x100000000) + (lo << 8)) >>> 0;
+    lo = low >>> 0;
   }
-  return hash;
+  return (BigInt(hi) << 32n) | BigInt(lo);
 }
 
 /** Deterministic event id from (email id, recipient, attempt, type). */
