@@ -35,11 +35,10 @@
 import type { ClassifyJob } from "../../durable-objects/outbox";
 import { byOutbox, isMessageId } from "../../durable-objects/storage/outbox-ids";
 import type { ClassifyResult, SyncState } from "../../durable-objects/storage/outbox-types";
-import { lastEventOf } from "../api/email-view";
 import { indexStatements } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { classifyMessage, decide } from "./classify-message";
-import { ackWritten } from "./deliver-index";
+import { ackWritten, indexItemOf } from "./deliver-index";
 import { BatchLookups, type Lookups } from "./lookups";
 
 type Done = { msg: Message<unknown>; state: SyncState };
@@ -108,10 +107,7 @@ async function classifyItems(env: Env, items: Item[], lookups: Lookups): Promise
 async function indexAll(env: Env, done: Done[]): Promise<void> {
   if (done.length === 0) return;
   const now = Date.now();
-  const stmts = indexStatements(env.DB, done.map(({ state }) => {
-    const scheduled = state.view.scheduled_at !== null && state.view.scheduled_at > now;
-    return { view: state.view, lastEvent: lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true) };
-  }));
+  const stmts = indexStatements(env.DB, done.map(({ state }) => indexItemOf(state, state.view.scheduled_at !== null && state.view.scheduled_at > now)));
   try {
     await publishEvents(env, done.map((d) => d.state), stmts);
   } catch (e) {

@@ -11,10 +11,12 @@
  *                             the unforwarded events after its grace period. Nothing is lost.
  *   ackWritten(env, states)   one Outbox.ackEventsMany per shard for the events just written
  *                             (the classify consumer's too).
+ *   indexItemOf(state, scheduled?)  a state as indexStatements takes it (the classify consumer's
+ *                             too), with the event GET /emails shows last.
  */
 import { eventAcksOf, type SyncState } from "../../durable-objects/storage/outbox-types";
 import { lastEventOf } from "../api/email-view";
-import { indexStatements } from "../db/messages";
+import { indexStatements, type IndexItem } from "../db/messages";
 import { publishEvents } from "../webhooks/publish";
 import { byOutbox } from "../../durable-objects/storage/outbox-ids";
 import type { PendingAcks } from "./pending-acks";
@@ -31,10 +33,15 @@ export async function ackWritten(env: Env, states: readonly SyncState[]): Promis
 }
 
 /** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
+/** What the D1 index stores of a message's state: its view and the event GET /emails shows last (`scheduled`: it waits for its time). */
+export function indexItemOf(state: SyncState, scheduled = false): IndexItem {
+  return { view: state.view, lastEvent: lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true) };
+}
+
 export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
   try {
-    const stmts = indexStatements(env.DB, states.map((s) => ({ view: s.view, lastEvent: lastEventOf(s.view.recipients.map((r) => r.status), false, s.view.complained === true) })));
+    const stmts = indexStatements(env.DB, states.map((s) => indexItemOf(s)));
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
     // Held (`held`) to ride on the agent's next request, or sent now.

@@ -51,7 +51,7 @@ export function versionOf(v: MessageView): number {
 }
 
 /** UTF-8 bytes of row JSON per upsert statement (D1 refuses a string above 2,000,000 bytes). */
-const RCPT_CHUNK_BYTES = 1_000_000;
+const ROW_CHUNK_BYTES = 1_000_000;
 
 /** The Message-ID to index: only one the sender set (the relay's own names the email already). */
 function headerToIndex(v: MessageView): string | null {
@@ -67,7 +67,7 @@ export interface IndexItem {
 
 /**
  * Upserts for messages and their recipients: one statement for the message rows, one per
- * RCPT_CHUNK_BYTES of recipient rows, and one for the tags (message_tags, for the admin search)
+ * ROW_CHUNK_BYTES of recipient rows, and one for the tags (message_tags, for the admin search)
  * when any has tags, however many messages there are (each statement reads its rows from a JSON
  * array, json_each). An update writes only when something changed and never touches the indexed
  * identity columns (tenant, address, Message-ID, created_at), so it rewrites no index entry but
@@ -103,19 +103,19 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
        AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
          OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at OR excluded.updated_at IS NOT recipients.updated_at)`,
   ).bind(JSON.stringify(chunk));
-  // Chunked (RCPT_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.
+  // Chunked (ROW_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.
   return [
-    ...chunkByJson(messages, RCPT_CHUNK_BYTES).map(upsertMessages),
-    ...chunkByJson(rcpts, RCPT_CHUNK_BYTES).map(upsertRcpts),
+    ...chunkByJson(messages, ROW_CHUNK_BYTES).map(upsertMessages),
+    ...chunkByJson(rcpts, ROW_CHUNK_BYTES).map(upsertRcpts),
     ...tagStatements(db, items.map((i) => i.view)),
   ];
 }
 
-/** The messages' tags for search (migration 0005), a statement per RCPT_CHUNK_BYTES of them; none when no message has tags. */
+/** The messages' tags for search (migration 0005), a statement per ROW_CHUNK_BYTES of them; none when no message has tags. */
 function tagStatements(db: D1Database, views: readonly MessageView[]): D1PreparedStatement[] {
   const tags = views.flatMap((v) => (v.summary.tags ?? []).map(({ name, value }) => ({ m: v.id, t: v.tenant, name, value })));
   if (tags.length === 0) return [];
-  return chunkByJson(tags, RCPT_CHUNK_BYTES).map((chunk) => db.prepare(
+  return chunkByJson(tags, ROW_CHUNK_BYTES).map((chunk) => db.prepare(
     `INSERT OR IGNORE INTO message_tags (message_id, tenant_id, name, value)
      SELECT ${jsonColumns(["m", "t", "name", "value"])} FROM json_each(?1) AS j`,
   ).bind(JSON.stringify(chunk)));

@@ -123,8 +123,15 @@ export async function publishEvents(env: Env, states: readonly SyncState[], inde
   const plan = planPublication(sources, await noticesFor(env.DB, sources), cfg.events);
   const nowMs = Date.now();
   const seen = new Set<string>();
+  // Each email's planned events, grouped once (not a filter of them all per email: quadratic in the batch).
+  const byEmail = new Map<string, typeof plan.events>();
+  for (const e of plan.events) {
+    const list = byEmail.get(e.emailId);
+    if (list) list.push(e);
+    else byEmail.set(e.emailId, [e]);
+  }
   const inserts = logInsertStatements(env.DB, withEvents.map((s) => ({
-    tenant: s.view.tenant, emailId: s.view.id, rows: logRows(s, plan.events.filter((e) => e.emailId === s.view.id), seen),
+    tenant: s.view.tenant, emailId: s.view.id, rows: logRows(s, byEmail.get(s.view.id) ?? [], seen),
   })), nowMs);
   const suppressions = suppressionsOf(plan.events);
   const tenants = [...new Set(sources.map((s) => s.tenant))];
