@@ -88,8 +88,12 @@ describe("the index of a message handed straight to delivery", () => {
       const id = await send("c@lag.test");
       await recipientsWhen(key, id, (r) => r.status === "ready", "admitted", 5000);
       await eventually(async () => ((await logged(id)).length === 1 ? true : undefined), 10_000, "email.queued forwarded after the lag");
-      // A delivery agent records the outcome (it indexes itself), then stops before its D1 write.
+      // ...and acknowledged: the Outbox hears of the D1 write after it lands, and until then keeps
+      // email.queued to hand over again (with the outcome below, had it come first).
       const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
+      const acked = () => runInDurableObject(outbox, (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM message WHERE id = ? AND waiting = 0 AND queued_event IS NULL", id).one().n === 1);
+      await eventually(async () => ((await acked()) ? true : undefined), 5000, "email.queued acknowledged");
+      // A delivery agent records the outcome (it indexes itself), then stops before its D1 write.
       const r = await outbox.recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }], true);
       expect(r).toMatchObject({ applied: 1, done: true });
       expect(r.sync!.events.map((e) => e.type)).toEqual(["email.delivered"]);
