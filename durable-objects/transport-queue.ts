@@ -37,11 +37,11 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "./core";
 import {
-  agentCheckMs, leaseSeconds, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, takeLegacyLeases,
+  agentCheckMs, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, restoreLeases,
   pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries,
 } from "./storage/delivery-state";
 import { Journal } from "./storage/journal";
-import { Leases } from "./storage/leases";
+import type { Leases } from "./storage/leases";
 import { OutboxNotes } from "./storage/outbox-notes";
 import { toDispatched, destinationName, type AdmitAnswer, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, SqliteRecipientSource, type StoredRecipient } from "./storage/sqlite-source";
@@ -82,11 +82,8 @@ export class TransportQueue extends DurableObject<Env> {
       this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); }, ring);
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
-      // Every entry in flight is leased until the stored horizon (storage/leases.ts): its job may
-      // be in the queue, and starting again must not extend that.
-      const inFlight = [...this.qmgr.busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
-      this.leases = Leases.restore(sql, takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()), Math.ceil(leaseSeconds(env) / 2));
-      if (inFlight.length > 0) await this.arm();
+      this.leases = restoreLeases(sql, env, this.qmgr.busy, this.journal.unconfirmed); // every entry in flight, leased anew
+      if (this.qmgr.busy.size > 0) await this.arm();
     });
   }
 
@@ -130,7 +127,9 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
   async leased(entryIds: number[]): Promise<number[]> {
-    return entryIds.filter((id) => this.handoff.pending(id) || this.leases.has(id));
+    const live = entryIds.filter((id) => this.handoff.pending(id) || this.leases.has(id));
+    this.leases.pickedUp(live); // the deliver consumer asks before its session: the job reached it
+    return live;
   }
 
   /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
@@ -282,8 +281,9 @@ export class TransportQueue extends DurableObject<Env> {
         if (entries.length === 0) break;
         const until = leaseUntil(this.env, nowSec());
         this.leases.cover(until); // before the jobs can reach an agent: a stop inside send leases them till then
-        this.journal.flush(this.qmgr);
+        this.journal.flush(this.qmgr, entries.map((e) => e.entryId)); // on record before they leave, marked as being handed over
         const { failed, error, inline: mine } = await this.handoff.send(entries, until, agent);
+        this.journal.handedOver(entries.map((e) => e.entryId));
         inline.push(...mine);
         const lost = new Set(failed); // not handed over: crashed (deferred, retried) now, not leased for nothing
         this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until, Date.now());

@@ -22,6 +22,7 @@
  */
 import { hasActiveRoom, shapeOf, type MessageFields, type MessageIntake, type Qmgr, type ShapeRow } from "../core";
 import { noteFinished, recipientsFrom, type StoredRecipient } from "./sqlite-source";
+import { Leases } from "./leases";
 
 /** An Outbox message id and the attempt number a core message id stands for. */
 export interface AttemptRef {
@@ -133,6 +134,19 @@ export function nowSec(): number {
 /** When a lease taken at `now` (unix s) runs out. */
 export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number): number {
   return now + leaseSeconds(env);
+}
+
+/**
+ * The Transport DO's leases after a start (storage/leases.ts): every entry in flight is leased
+ * until the stored horizon (its job may be in the queue, and starting again must not extend
+ * that); one whose hand-off to the deliver queue was cut short (the journal's `unconfirmed`) only
+ * for AGENT_CHECK_SECONDS, unless a consumer picks its job up. With DELIVERY "agents" the agents
+ * are asked about every entry instead (TransportQueue.checkAgents).
+ */
+export function restoreLeases(sql: SqlStorage, env: Env, busy: ReadonlyMap<number, { peer: { job: { message: { id: string } } } }>, unconfirmed: ReadonlySet<number>): Leases {
+  const inFlight = [...busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
+  const unsure = env.DELIVERY === "agents" ? null : { ids: unconfirmed, until: nowSec() + agentCheckMs(env) / 1000 };
+  return Leases.restore(sql, takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()), Math.ceil(leaseSeconds(env) / 2), unsure);
 }
 
 /** The leases a version-1 object kept in its `lease` table (dropped here), by entry id. */

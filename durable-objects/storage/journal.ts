@@ -27,6 +27,15 @@
  * overwritten. Rows written with another ring size (an upgrade) are folded into a snapshot at
  * load. clear() empties the ring when the transport falls idle, so no command naming a
  * finished message stays behind.
+ *
+ * Hand-offs: the shell journals a dispatch before it hands the entries over (the deliver queue,
+ * the agents), so an entry is never delivered without being on record; but a stop inside the
+ * hand-off leaves entries on record whose jobs may never have left. flush(q, sending) marks the
+ * row with those entries, handedOver(ids) notes that the hand-off returned, and that note rides
+ * in the next row written anyway (no row of its own); a checkpoint stores the hand-offs still
+ * outstanding with the snapshot, and a flush that hands entries over writes a row, not a due
+ * checkpoint (unless the ring forces one). After load(), `unconfirmed` holds the entries whose
+ * hand-off was not seen to return: the shell gives those a short lease instead of a full one.
  */
 import { createQmgr, restoreQmgr, runCommand, runJournaled, snapshotQmgr, type Command, type Qmgr, type QmgrSnapshot, type RecipientSource, type ResolvedRecipient, type SchedulerConfig } from "../core";
 
@@ -43,8 +52,14 @@ export const SMALL_SNAPSHOT_CHARS = 1_000_000;
 export function migrateJournal(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS journal_ring (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, cmd TEXT NOT NULL)");
   sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
-  sql.exec("CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL)");
+  sql.exec("CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)");
+  // Version 2 without `sending` (hand-offs outstanding at the checkpoint): added in place.
+  const cols = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('snapshot_meta')").toArray();
+  if (!cols.some((c) => c.name === "sending")) sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
 }
+
+/** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */
+type Row = Command[] | { c: Command[]; s?: number[]; ok?: number[] };
 
 /** A journal bound to one DO's SQLite. */
 export class Journal<R extends ResolvedRecipient> {
@@ -54,6 +69,11 @@ export class Journal<R extends ResolvedRecipient> {
   private ringUsed = false;
   /** Commands run since the last flush, not yet stored. */
   private buffered: Command[] = [];
+  /** Entries being handed over, not yet seen to return; and the marks for the next row. */
+  private readonly outstanding = new Set<number>();
+  private marks: { s: number[]; ok: number[] } = { s: [], ok: [] };
+  /** After load(): entries whose hand-off was on record and never seen to return (see the header). */
+  readonly unconfirmed = new Set<number>();
 
   /** Flushes and characters journaled since the last checkpoint, and the size of that snapshot. */
   private flushes = 0;
@@ -74,7 +94,8 @@ export class Journal<R extends ResolvedRecipient> {
   /** Restores the newest snapshot and replays the journal after it. */
   load(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
     migrateJournal(this.sql);
-    const meta = this.sql.exec<{ seq: number; parts: number }>("SELECT seq, parts FROM snapshot_meta WHERE id = 1").toArray()[0];
+    const meta = this.sql.exec<{ seq: number; parts: number; sending: string | null }>("SELECT seq, parts, sending FROM snapshot_meta WHERE id = 1").toArray()[0];
+    for (const id of JSON.parse(meta?.sending ?? "[]") as number[]) this.unconfirmed.add(id);
     let q: Qmgr<R>;
     if (meta) {
       const parts = this.sql.exec<{ data: string }>("SELECT data FROM snapshot_chunk WHERE part < ? ORDER BY part", meta.parts).toArray();
@@ -92,8 +113,11 @@ export class Journal<R extends ResolvedRecipient> {
     this.ringUsed = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM (SELECT 1 FROM journal_ring LIMIT 1)").one().n > 0;
     for (const row of rows) {
       // A row is one command (version 1's first rows) or the array of commands one flush wrote.
-      const parsed = JSON.parse(row.cmd) as Command | Command[];
-      for (const c of Array.isArray(parsed) ? parsed : [parsed]) {
+      const parsed = JSON.parse(row.cmd) as Command | Row;
+      const marked = !Array.isArray(parsed) && "c" in parsed ? parsed : null;
+      for (const id of marked?.s ?? []) this.unconfirmed.add(id);
+      for (const id of marked?.ok ?? []) this.unconfirmed.delete(id);
+      for (const c of marked ? marked.c : Array.isArray(parsed) ? parsed : [parsed as Command]) {
         runCommand(q, c);
         this.sinceCheckpoint += 1;
       }
@@ -121,15 +145,23 @@ export class Journal<R extends ResolvedRecipient> {
     return result;
   }
 
-  /** Writes the buffered commands as one journal row, or a checkpoint when one is due. */
-  flush(q: Qmgr<R>): void {
+  /**
+   * Writes the buffered commands as one journal row, or a checkpoint when one is due (and no
+   * entries are `sending`, unless the ring forces it); `sending`: entries about to be handed over.
+   */
+  flush(q: Qmgr<R>, sending: readonly number[] = []): void {
+    for (const id of sending) this.outstanding.add(id);
+    this.marks.s.push(...sending);
     if (this.buffered.length === 0) return;
-    if (this.checkpointDue()) {
+    const due = this.checkpointDue();
+    if (due === "forced" || (due && sending.length === 0)) {
       this.checkpoint(q);
       return;
     }
     this.seq += 1;
-    const cmd = JSON.stringify(this.buffered);
+    const { s, ok } = this.marks;
+    const cmd = JSON.stringify(s.length + ok.length === 0 ? this.buffered : { c: this.buffered, ...(s.length > 0 ? { s } : {}), ...(ok.length > 0 ? { ok } : {}) } satisfies Row);
+    this.marks = { s: [], ok: [] };
     this.sql.exec("INSERT INTO journal_ring (slot, seq, cmd) VALUES (?1, ?2, ?3) ON CONFLICT (slot) DO UPDATE SET seq = ?2, cmd = ?3",
       this.seq % this.ring, this.seq, cmd);
     this.buffered = [];
@@ -138,9 +170,14 @@ export class Journal<R extends ResolvedRecipient> {
     this.journalChars += cmd.length;
   }
 
-  /** Whether the next flush is a checkpoint instead (see the header). */
-  private checkpointDue(): boolean {
-    if (this.flushes >= this.ring - 1) return true;
+  /** The hand-off of these entries returned: noted in the next row written (see the header). */
+  handedOver(entryIds: readonly number[]): void {
+    for (const id of entryIds) if (this.outstanding.delete(id)) this.marks.ok.push(id);
+  }
+
+  /** Whether the next flush is a checkpoint instead (see the header); "forced" when the ring would wrap. */
+  private checkpointDue(): boolean | "forced" {
+    if (this.flushes >= this.ring - 1) return "forced";
     if (this.sinceCheckpoint < this.checkpointEvery) return false;
     return this.snapshotChars <= SMALL_SNAPSHOT_CHARS || this.journalChars * 2 >= this.snapshotChars;
   }
@@ -152,7 +189,8 @@ export class Journal<R extends ResolvedRecipient> {
     const parts = Math.max(1, Math.ceil(text.length / CHUNK_CHARS));
     this.sql.exec("DELETE FROM snapshot_chunk");
     for (let i = 0; i < parts; i++) this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?, ?)", i, text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS));
-    this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts) VALUES (1, ?, ?)", this.seq, parts);
+    this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)", this.seq, parts, this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null);
+    this.marks = { s: [], ok: [] };
     this.sinceCheckpoint = 0;
     this.flushes = 0;
     this.journalChars = 0;

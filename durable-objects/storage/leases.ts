@@ -3,10 +3,13 @@
  * consumer may still report, and until when.
  *
  * DESCRIPTION
- *   Leases.restore(sql, legacy, inFlight, fallback, slack)  after a start: the leases of the
- *                     version-1 table (storage/delivery-state.ts takeLegacyLeases), and for every
- *                     other entry the core has in flight (restored from the journal) a lease until
- *                     the stored horizon (or `fallback`, stored, when there is none yet).
+ *   Leases.restore(sql, legacy, inFlight, fallback, slack, unsure?)  after a start: the leases
+ *                     of the version-1 table (storage/delivery-state.ts takeLegacyLeases), and for
+ *                     every other entry the core has in flight (restored from the journal) a lease
+ *                     until the stored horizon (or `fallback`, stored, when there is none yet);
+ *                     entries in `unsure.ids` (their hand-off was not seen to return: the journal's
+ *                     `unconfirmed`) only until `unsure.until`, unless picked up first.
+ *   pickedUp(ids)     a consumer holds these entries' jobs: an unsure lease becomes a full one.
  *   add(entries, until)   leases entries whose jobs the deliver queue took (cover() first).
  *   cover(until)      moves the stored horizon past `until` (to until + slack) when it is not
  *                     already there: one row write per `slack` seconds of dispatching at most.
@@ -34,9 +37,13 @@
  * horizon is fixed in storage, not taken from the clock at the start: an object that is evicted
  * and started again and again (its alarm, a probe) must not push its restored leases further each
  * time, or an entry whose job was lost would never be crashed and retried. An entry whose agent
- * is gone is retried at most `slack` seconds later than its own lease; one whose job never
- * reached the queue (the object stopped inside sendBatch, after cover()) the same. Nothing is
- * lost either way.
+ * is gone is retried at most `slack` seconds later than its own lease (with DELIVERY "agents"
+ * the agents are asked much sooner). An entry whose hand-off the object never saw return (it
+ * stopped inside sendBatch: the journal's `unconfirmed`) may have no job anywhere, and would hold
+ * a slot of its destination's window all that time: it is restored `unsure`, with a short lease
+ * that becomes a full one when a deliver consumer asks about it (pickedUp). Nothing is lost
+ * either way, and a job that does arrive after its entry was crashed finds it no longer leased
+ * and is not sent.
  *
  * INVARIANTS
  *   Every entry the core has in flight is leased (or being sent); entries are at most
@@ -51,6 +58,8 @@ export interface Lease {
   since?: number;
   /** When it was given, restored or last confirmed by its agent (ms): unconfirmed() counts from here. */
   checked: number;
+  /** Restored with a hand-off not seen to return: short until a consumer picks the job up (pickedUp). */
+  unsure?: true;
 }
 
 /** How many reports inFlightTimes() looks back over. */
@@ -77,7 +86,8 @@ export class Leases {
 
   private constructor(private readonly sql: SqlStorage, private horizon: number | null, private readonly slack: number) {}
 
-  static restore(sql: SqlStorage, legacy: Iterable<[number, { coreId: string; until: number }]>, inFlight: Iterable<[number, string]>, fallback: number, slack: number, nowMs = Date.now()): Leases {
+  static restore(sql: SqlStorage, legacy: Iterable<[number, { coreId: string; until: number }]>, inFlight: Iterable<[number, string]>, fallback: number, slack: number,
+    unsure: { ids: ReadonlySet<number>; until: number } | null = null, nowMs = Date.now()): Leases {
     sql.exec("CREATE TABLE IF NOT EXISTS lease_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL)");
     const row = sql.exec<{ until: number }>("SELECT until FROM lease_horizon WHERE id = 0").toArray()[0];
     const l = new Leases(sql, row?.until ?? null, slack);
@@ -85,9 +95,19 @@ export class Leases {
     for (const [entryId, coreId] of inFlight) {
       if (l.byEntry.has(entryId)) continue;
       if (l.horizon === null) l.store(fallback);
-      l.byEntry.set(entryId, { coreId, until: l.horizon!, checked: nowMs });
+      const until = unsure?.ids.has(entryId) ? Math.min(unsure.until, l.horizon!) : l.horizon!;
+      l.byEntry.set(entryId, { coreId, until, checked: nowMs, ...(until < l.horizon! ? { unsure: true as const } : {}) });
     }
     return l;
+  }
+
+  pickedUp(entryIds: readonly number[]): void {
+    for (const id of entryIds) {
+      const l = this.byEntry.get(id);
+      if (!l?.unsure) continue;
+      delete l.unsure;
+      l.until = this.horizon ?? l.until;
+    }
   }
 
   cover(until: number): void {

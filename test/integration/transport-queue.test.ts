@@ -1,6 +1,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { snapshotQmgr } from "../../durable-objects/core";
+import { restoreLeases } from "../../durable-objects/storage/delivery-state";
 import { SMALL_SNAPSHOT_CHARS } from "../../durable-objects/storage/journal";
 import type { TransportQueue } from "../../durable-objects/transport-queue";
 import { expireLeases, leasesIn } from "./leases-probe";
@@ -274,6 +275,46 @@ describe("DestinationQueue Durable Object", () => {
     const again = fresh();
     await eventually(async () => ((await again.leased([entryId])).length === 0 ? true : undefined), 5000, "the lost entry crashed");
     expect((await again.inspect()).inflight).toBe(0);
+  });
+
+  it("a hand-off it never saw return (stopped inside sendBatch) is on record as such: after the start, with DELIVERY = queue, its entries are leased for AGENT_CHECK_SECONDS only, until a consumer asks about them; one that returned keeps the full lease", async () => {
+    const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-cut-send");
+    const sent: number[] = [];
+    await runInDurableObject(fresh(), async (instance) => {
+      const o = instance as unknown as { env: Env; journal: { checkpoint(q: unknown): void }; qmgr: unknown };
+      // The first hand-off returns; the second never does.
+      const sendBatch = async (jobs: { body: { entryId: number } }[]) => {
+        if (sent.length > 0) return new Promise<never>(() => {});
+        sent.push(...jobs.map((j) => j.body.entryId));
+      };
+      o.env = { ...o.env, DISPATCH: "auto", DELIVERY: "queue", DELIVER: { sendBatch } as unknown as Queue };
+      await instance.admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
+      void instance.admit({ id: "m2", createTime: 1, rcpts: rcpts(1, ["b.example"]) });
+      await new Promise((r) => setTimeout(r, 50));
+      // A checkpoint while the second is out keeps it with the snapshot (the rows it marked are dead then).
+      o.journal.checkpoint(o.qmgr);
+    });
+    expect(sent).toHaveLength(1);
+    const [returned] = sent as [number];
+    const outstanding = await runInDurableObject(fresh(), (_o, state) => state.storage.sql.exec<{ sending: string | null }>("SELECT sending FROM snapshot_meta").one().sending);
+    const [cut] = JSON.parse(outstanding!) as [number];
+    expect(cut).not.toBe(returned);
+    await expect(runInDurableObject(fresh(), (_o, state) => state.abort("stopped inside sendBatch"))).rejects.toThrow("stopped inside sendBatch");
+
+    // This project runs DELIVERY = agents (the agents are asked instead); the leases as a queue-mode start restores them:
+    const restored = await runInDurableObject(fresh(), (instance, state) => {
+      const o = instance as unknown as { journal: { unconfirmed: ReadonlySet<number> }; qmgr: { busy: Parameters<typeof restoreLeases>[2] } };
+      const leases = restoreLeases(state.storage.sql, { ...env, DELIVERY: "queue" }, o.qmgr.busy, o.journal.unconfirmed);
+      const until = () => new Map(leases.list().map((l) => [l.entryId, l.until]));
+      const before = until();
+      leases.pickedUp([cut]); // a deliver consumer asked about it: the job did reach the queue
+      return { unconfirmed: [...o.journal.unconfirmed], before, after: until() };
+    });
+    const now = Date.now() / 1000;
+    expect(restored.unconfirmed).toEqual([cut]);
+    expect(restored.before.get(returned)).toBeGreaterThan(now + 600); // DELIVERY_LEASE_SECONDS: its job is in the queue
+    expect(restored.before.get(cut)).toBeLessThanOrEqual(now + 61); // AGENT_CHECK_SECONDS (60 here): it may have no job anywhere
+    expect(restored.after.get(cut)).toBe(restored.before.get(returned));
   });
 
   it("takes over the leases a version-1 object kept in its lease table, and drops the table", async () => {

@@ -45,7 +45,7 @@ describe("Leases.inFlightTimes", () => {
 
 describe("Leases: when to ask a delivery agent about an entry", () => {
   it("counts an entry's age from its hand-off, its restore or its last confirmation", () => {
-    const l = Leases.restore(sql, [], [[7, "c#1"]], 1000, 30, 5_000); // restored at 5 s
+    const l = Leases.restore(sql, [], [[7, "c#1"]], 1000, 30, null, 5_000); // restored at 5 s
     l.add([{ entryId: 8, messageId: "d#1" }], 2000, 6_000);
     expect(l.unconfirmed(6_999, 2_000)).toEqual([]);
     expect(l.unconfirmed(7_000, 2_000)).toEqual([7]);
