@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, recipientsIn, startRelay, type Relay } from "../browser/relay";
+import { api, recipientsIn, startRelay, waitFor, type Relay } from "../browser/relay";
 
 const exec = promisify(execFile);
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -46,7 +46,12 @@ describe("npx cohort", () => {
     await recipientsIn(relay, relay.tenantKey, delivered, ["delivered"]);
     expect(relay.catcher.messages.some((m) => m.rcptTo.includes("ann@example.test"))).toBe(true);
 
-    const shown = await cohort(["show", delivered], relay.tenantKey);
+    // The timeline is the D1 event log, which the delivery agent's index stage writes after
+    // gathering for AGENT_STAGE_MS (1 s): it may land after the state above.
+    const shown = await waitFor(async () => {
+      const r = await cohort(["show", delivered], relay.tenantKey);
+      return r.code !== 0 || r.stdout.includes("email.delivered") ? r : undefined;
+    }, 15_000, "email.delivered in the timeline");
     expect(shown.code).toBe(0);
     expect(shown.stdout).toContain("ann@example.test");
     expect(shown.stdout).toMatch(/ann@example\.test\s+delivered\s+1/);
