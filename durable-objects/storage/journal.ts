@@ -54,8 +54,7 @@ export function migrateJournal(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
   sql.exec("CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)");
   // Version 2 without `sending` (hand-offs outstanding at the checkpoint): added in place.
-  const cols = sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('snapshot_meta')").toArray();
-  if (!cols.some((c) => c.name === "sending")) sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
+  if (!sql.exec<{ name: string }>("PRAGMA table_info(snapshot_meta)").toArray().some((c) => c.name === "sending")) sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
 }
 
 /** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */

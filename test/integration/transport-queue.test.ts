@@ -317,6 +317,25 @@ describe("DestinationQueue Durable Object", () => {
     expect(restored.after.get(cut)).toBe(restored.before.get(returned));
   });
 
+  it("adds `sending` to a snapshot_meta written before hand-offs were recorded, keeping its snapshot", async () => {
+    const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-meta-upgrade");
+    await fresh().admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
+    const before = await snapshotOf(fresh());
+    await runInDurableObject(fresh(), (instance, state) => {
+      const o = instance as unknown as { journal: { checkpoint(q: unknown): void }; qmgr: unknown };
+      o.journal.checkpoint(o.qmgr);
+      const sql = state.storage.sql;
+      sql.exec("CREATE TABLE old_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL)");
+      sql.exec("INSERT INTO old_meta SELECT id, seq, parts FROM snapshot_meta");
+      sql.exec("DROP TABLE snapshot_meta");
+      sql.exec("ALTER TABLE old_meta RENAME TO snapshot_meta");
+    });
+    await expect(runInDurableObject(fresh(), (_o, state) => state.abort("upgrade"))).rejects.toThrow("upgrade");
+    expect(await snapshotOf(fresh())).toBe(before);
+    const cols = await runInDurableObject(fresh(), (_o, state) => state.storage.sql.exec<{ name: string }>("PRAGMA table_info(snapshot_meta)").toArray().map((c) => c.name));
+    expect(cols).toEqual(["id", "seq", "parts", "sending"]);
+  });
+
   it("takes over the leases a version-1 object kept in its lease table, and drops the table", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-legacy-lease");
     await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
