@@ -128,7 +128,7 @@ export class TransportQueue extends DurableObject<Env> {
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
   async leased(entryIds: number[]): Promise<number[]> {
     const live = entryIds.filter((id) => this.handoff.pending(id) || this.leases.has(id));
-    this.leases.pickedUp(live); // the deliver consumer asks before its session: the job reached it
+    this.journal.handedOver(this.leases.pickedUp(live)); // the deliver consumer asks before its session: the job reached it
     return live;
   }
 

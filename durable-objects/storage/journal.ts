@@ -124,6 +124,8 @@ export class Journal<R extends ResolvedRecipient> {
       this.flushes += 1;
       this.journalChars += row.cmd.length;
     }
+    // Still unconfirmed and in flight: kept through this life's checkpoints until picked up or done.
+    for (const id of this.unconfirmed) if (q.busy.has(id)) this.outstanding.add(id);
     // Rows written with another ring size could be overwritten by this one's slots: fold them in now.
     if (!legacy && rows.some((r) => r.slot !== r.seq % this.ring)) this.checkpoint(q);
     if (legacy) {
@@ -169,7 +171,7 @@ export class Journal<R extends ResolvedRecipient> {
     this.journalChars += cmd.length;
   }
 
-  /** The hand-off of these entries returned: noted in the next row written (see the header). */
+  /** The hand-off of these entries returned (or, after a start, a consumer asked about their jobs): noted in the next row written (see the header). */
   handedOver(entryIds: readonly number[]): void {
     for (const id of entryIds) if (this.outstanding.delete(id)) this.marks.ok.push(id);
   }
@@ -188,6 +190,7 @@ export class Journal<R extends ResolvedRecipient> {
     const parts = Math.max(1, Math.ceil(text.length / CHUNK_CHARS));
     this.sql.exec("DELETE FROM snapshot_chunk");
     for (let i = 0; i < parts; i++) this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?, ?)", i, text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS));
+    for (const id of this.outstanding) if (!q.busy.has(id)) this.outstanding.delete(id); // reported, crashed or never dispatched
     this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)", this.seq, parts, this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null);
     this.marks = { s: [], ok: [] };
     this.sinceCheckpoint = 0;

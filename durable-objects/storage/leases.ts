@@ -9,7 +9,8 @@
  *                     until the stored horizon (or `fallback`, stored, when there is none yet);
  *                     entries in `unsure.ids` (their hand-off was not seen to return: the journal's
  *                     `unconfirmed`) only until `unsure.until`, unless picked up first.
- *   pickedUp(ids)     a consumer holds these entries' jobs: an unsure lease becomes a full one.
+ *   pickedUp(ids)     a consumer holds these entries' jobs: an unsure lease becomes a full one
+ *                     (returns the entries that were unsure, for the journal's handedOver).
  *   add(entries, until)   leases entries whose jobs the deliver queue took (cover() first).
  *   cover(until)      moves the stored horizon past `until` (to until + slack) when it is not
  *                     already there: one row write per `slack` seconds of dispatching at most.
@@ -101,13 +102,16 @@ export class Leases {
     return l;
   }
 
-  pickedUp(entryIds: readonly number[]): void {
+  pickedUp(entryIds: readonly number[]): number[] {
+    const upgraded: number[] = [];
     for (const id of entryIds) {
       const l = this.byEntry.get(id);
       if (!l?.unsure) continue;
       delete l.unsure;
       l.until = this.horizon ?? l.until;
+      upgraded.push(id);
     }
+    return upgraded;
   }
 
   cover(until: number): void {

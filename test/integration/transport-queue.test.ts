@@ -315,6 +315,16 @@ describe("DestinationQueue Durable Object", () => {
     expect(restored.before.get(returned)).toBeGreaterThan(now + 600); // DELIVERY_LEASE_SECONDS: its job is in the queue
     expect(restored.before.get(cut)).toBeLessThanOrEqual(now + 61); // AGENT_CHECK_SECONDS (60 here): it may have no job anywhere
     expect(restored.after.get(cut)).toBe(restored.before.get(returned));
+
+    // Kept through this life's checkpoints while in flight (a second stop finds it again); dropped once reported.
+    const sendingAfterCheckpoint = () => runInDurableObject(fresh(), (instance, state) => {
+      const o = instance as unknown as { journal: { checkpoint(q: unknown): void }; qmgr: unknown };
+      o.journal.checkpoint(o.qmgr);
+      return state.storage.sql.exec<{ sending: string | null }>("SELECT sending FROM snapshot_meta").one().sending;
+    });
+    expect(await sendingAfterCheckpoint()).toBe(JSON.stringify([cut]));
+    expect((await fresh().report(cut, { status: "ok" })).applied).toBe(true);
+    expect(await sendingAfterCheckpoint()).toBeNull();
   });
 
   it("adds `sending` to a snapshot_meta written before hand-offs were recorded, keeping its snapshot", async () => {
