@@ -198,7 +198,7 @@ export interface Job {
    * recipient can join (saves a map entry per peer for the common single-batch job).
    */
   peerByQueue: Map<Queue, Peer> | null;
-  /** The assignment batch that created this job's peers (see peerByQueue). */
+  /** The assignment batch that created this job's peers (see peerByQueue); -1 after a restore (not in snapshots). */
   peerBatch: number;
   readEntries: number;
   selectedEntries: number;

@@ -26,7 +26,7 @@ import { NO_CHARGES, findPeer, updateReady } from "./queue";
 type MessageSnap = Omit<Message, "jobs"> & { jobs: string[] };
 type QueueSnap = Omit<Queue, "transport" | "readyShare" | "idlePrev" | "idleNext">;
 interface PeerSnap { queue: string; todo: number[]; refcount: number }
-type JobSnap = Omit<Job, "message" | "transport" | "peerHead" | "peerTail" | "peerByQueue" | "stackParent" | "stackChildren" | "schedPrev" | "schedNext" | "timePrev" | "timeNext"> & {
+type JobSnap = Omit<Job, "message" | "transport" | "peerHead" | "peerTail" | "peerByQueue" | "peerBatch" | "stackParent" | "stackChildren" | "schedPrev" | "schedNext" | "timePrev" | "timeNext"> & {
   message: string;
   stackParent: string | null;
   stackChildren: string[];
@@ -102,7 +102,8 @@ function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): T
       }
       peers.push({ queue: p.queue.name, todo, refcount: p.refcount });
     }
-    const { message, transport: _t, peerHead: _ph, peerTail: _pt, peerByQueue: _pb, stackParent, stackChildren, schedPrev: _a, schedNext: _b, timePrev: _c, timeNext: _d, ...rest } = j;
+    // peerBatch and peerByQueue only speed up obtainPeer (queue.ts); neither is state to keep.
+    const { message, transport: _t, peerHead: _ph, peerTail: _pt, peerByQueue: _pb, peerBatch: _pn, stackParent, stackChildren, schedPrev: _a, schedNext: _b, timePrev: _c, timeNext: _d, ...rest } = j;
     jobs.push({ ...rest, message: message.id, stackParent: mid(stackParent), stackChildren: stackChildren.map((c) => c.message.id), peers });
   }
   return {
@@ -169,7 +170,8 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
   for (const js of ts.jobs) {
     const { message, stackParent: _p, stackChildren: _c, peers: _peers, ...rest } = js;
     const m = must(q.messages.get(message), `message ${message}`);
-    const job: Job = { ...rest, message: m, transport: t, peerHead: null, peerTail: null, peerByQueue: null, stackParent: null, stackChildren: [], schedPrev: null, schedNext: null, timePrev: null, timeNext: null };
+    // peerBatch -1: no batch made these peers, so the next one to add a peer builds peerByQueue (snapshots before 2026-11-27 carry a peerBatch; it is dropped).
+    const job: Job = { ...rest, peerBatch: -1, message: m, transport: t, peerHead: null, peerTail: null, peerByQueue: null, stackParent: null, stackChildren: [], schedPrev: null, schedNext: null, timePrev: null, timeNext: null };
     t.jobsByMessage.set(message, job);
   }
   const job = (id: string | null): Job | null => (id === null ? null : must(t.jobsByMessage.get(id), `job ${id}`));
