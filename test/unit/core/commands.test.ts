@@ -60,7 +60,30 @@ function stateOf(q: Parameters<typeof snapshotQmgr>[0]): string {
  */
 const replayArb = scenarioArb({ failures: true, control: true });
 type ReplayScenario = typeof replayArb extends fc.Arbitrary<infer T> ? T : never;
-const PEER_BATCH_CASE = JSON.parse("[{\"config\":{\"qmgr_message_active_limit\":1,\"qmgr_message_recipient_limit\":1,\"qmgr_message_recipient_minimum\":2,\"initial_destination_concurrency\":1,\"default_destination_concurrency_limit\":0,\"default_destination_recipient_limit\":0,\"default_destination_concurrency_positive_feedback\":\"1\",\"default_destination_concurrency_negative_feedback\":\"1\",\"default_destination_concurrency_failed_cohort_limit\":0,\"default_delivery_slot_cost\":0,\"default_delivery_slot_loan\":0,\"default_delivery_slot_discount\":0,\"default_minimum_delivery_slots\":0,\"default_recipient_limit\":4,\"default_extra_recipient_limit\":0,\"default_recipient_refill_limit\":5,\"default_recipient_refill_delay\":1,\"default_process_limit\":2,\"destination_idle_memory\":0,\"minimal_backoff_time\":10,\"default_destination_concurrency_ceiling_memory\":0},\"messages\":[{\"rcpts\":[{\"dest\":0,\"transport\":1},{\"dest\":1,\"transport\":1},{\"dest\":0,\"transport\":0},{\"dest\":0,\"transport\":0},{\"dest\":0,\"transport\":0},{\"dest\":0,\"transport\":0},{\"dest\":2,\"transport\":1},{\"dest\":0,\"transport\":1}],\"tenant\":0,\"priority\":0,\"singleRcpt\":false},{\"rcpts\":[{\"dest\":0,\"transport\":0}],\"tenant\":0,\"priority\":0,\"singleRcpt\":false}],\"ops\":[{\"kind\":\"admit\"},{\"kind\":\"verdict\",\"pick\":189345427,\"dead\":true,\"window\":1},{\"kind\":\"dispatch\",\"max\":3},{\"kind\":\"report\",\"pick\":0,\"outcome\":\"ok\"},{\"kind\":\"report\",\"pick\":0,\"outcome\":\"ok\"},{\"kind\":\"report\",\"pick\":0,\"outcome\":\"ok\"},{\"kind\":\"verdict\",\"pick\":0,\"dead\":false,\"window\":1}]},360764795]") as [ReplayScenario, number];
+const PEER_BATCH_CASE = JSON.parse(`[{
+  "config": {
+    "qmgr_message_active_limit": 1, "qmgr_message_recipient_limit": 1, "qmgr_message_recipient_minimum": 2,
+    "initial_destination_concurrency": 1, "default_destination_concurrency_limit": 0, "default_destination_recipient_limit": 0,
+    "default_destination_concurrency_positive_feedback": "1", "default_destination_concurrency_negative_feedback": "1", "default_destination_concurrency_failed_cohort_limit": 0,
+    "default_delivery_slot_cost": 0, "default_delivery_slot_loan": 0, "default_delivery_slot_discount": 0,
+    "default_minimum_delivery_slots": 0, "default_recipient_limit": 4, "default_extra_recipient_limit": 0,
+    "default_recipient_refill_limit": 5, "default_recipient_refill_delay": 1, "default_process_limit": 2,
+    "destination_idle_memory": 0, "minimal_backoff_time": 10, "default_destination_concurrency_ceiling_memory": 0
+  },
+  "messages": [
+    {"rcpts":[{"dest":0,"transport":1},{"dest":1,"transport":1},{"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":2,"transport":1},{"dest":0,"transport":1}],"tenant":0,"priority":0,"singleRcpt":false},
+    {"rcpts":[{"dest":0,"transport":0}],"tenant":0,"priority":0,"singleRcpt":false}
+  ],
+  "ops": [
+    {"kind":"admit"},
+    {"kind":"verdict","pick":189345427,"dead":true,"window":1},
+    {"kind":"dispatch","max":3},
+    {"kind":"report","pick":0,"outcome":"ok"},
+    {"kind":"report","pick":0,"outcome":"ok"},
+    {"kind":"report","pick":0,"outcome":"ok"},
+    {"kind":"verdict","pick":0,"dead":false,"window":1}
+  ]
+}, 360764795]`) as [ReplayScenario, number];
 
 describe("command journal", () => {
   it(`replaying the journal since a snapshot reproduces the live state and every result, with removals and Destination DO verdicts mixed in (${RUNS} scenarios)`, () => {
