@@ -32,12 +32,12 @@ export async function ackWritten(env: Env, states: readonly SyncState[]): Promis
   await Promise.all([...byOutbox(eventAcksOf(states), (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard)));
 }
 
-/** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
 /** What the D1 index stores of a message's state: its view and the event GET /emails shows last (`scheduled`: it waits for its time). */
 export function indexItemOf(state: SyncState, scheduled = false): IndexItem {
   return { view: state.view, lastEvent: lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true) };
 }
 
+/** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
 export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
   try {
