@@ -19,6 +19,7 @@
  */
 import { Hono, type Context } from "hono";
 import { affineShard, isMessageId, shardForKey } from "../../../durable-objects/storage/outbox-ids";
+import { acceptGate } from "../accept-gate";
 import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../accept";
 import { parseInput, readJson, requestLimitBytes } from "../body";
 import { explainWaiting } from "../blocked";
@@ -74,7 +75,7 @@ async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number,
 
 /** POST /emails and POST /emails/batch. */
 function addSendRoutes(r: Hono<AppEnv>): void {
-  r.post("/", async (c) => {
+  r.post("/", acceptGate(), async (c) => {
     const limits = limitsOf(c.env);
     const { raw, value } = await readJson(c, requestLimitBytes(limits));
     const idem = await idempotencyOf(c, raw);
@@ -87,7 +88,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     return sender.withNotice(jsonResponse(res));
   });
 
-  r.post("/batch", async (c) => {
+  r.post("/batch", acceptGate(), async (c) => {
     const limits = limitsOf(c.env);
     const mode = parseInput(BatchValidationSchema, c.req.header("x-batch-validation") || undefined, "Header `x-batch-validation`:");
     const { raw, value } = await readJson(c, requestLimitBytes(limits));

@@ -20,6 +20,7 @@
  */
 import { Hono } from "hono";
 import { affineShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
+import { acceptGate } from "../accept-gate";
 import { idempotencyOf, jsonResponse, storeAndQueue } from "../accept";
 import type { AppEnv } from "../app";
 import { parseInput, readJson, requestLimitBytes } from "../body";
@@ -36,7 +37,7 @@ export function relayRoutes() {
   const r = new Hono<AppEnv>();
   const roles = new RoleCache();
 
-  r.post("/messages/raw", async (c) => {
+  r.post("/messages/raw", acceptGate(), async (c) => {
     const limits = limitsOf(c.env);
     const { raw, value } = await readJson(c, requestLimitBytes(limits));
     const idem = await idempotencyOf(c, raw);
