@@ -39,12 +39,16 @@ describe("a hand-off the Transport DO never saw finish", () => {
         : { ...o.env, DELIVER: { sendBatch: hangs } as unknown as Queue };
     });
     const rcpts = Array.from({ length: MESSAGES }, (_, i) => `s${i}@lostsend.test`);
-    const res = await callWithKey(key, "POST", "/emails/batch", rcpts.map((to) => email({ to: [to], subject: "lost send" })));
-    expect(res.status).toBe(200);
-    const ids = (await res.json<{ data: { id: string }[] }>()).data.map((d) => d.id);
+    // Classified at accept, the messages are admitted by the accept request itself here
+    // (ADMIT_BATCH_MS "0"), and the admission's pump is the call that hands the entries over:
+    // this answer comes once the abort below ends that call.
+    const posted = callWithKey(key, "POST", "/emails/batch", rcpts.map((to) => email({ to: [to], subject: "lost send" })));
     // Every entry dispatched (journaled) and stuck in its hand-off.
     await eventually(async () => ((await stub().inspect()).inflight === MESSAGES ? true : undefined), 10_000, "the entries in hand-offs that never answer");
     await expect(runInDurableObject(stub(), (_o, state) => state.abort("stopped inside the hand-off"))).rejects.toThrow("stopped inside the hand-off");
+    const res = await posted;
+    expect(res.status).toBe(200); // stored before the admission: the stop is not the sender's concern
+    const ids = (await res.json<{ data: { id: string }[] }>()).data.map((d) => d.id);
 
     const t0 = Date.now();
     for (const id of ids) {
