@@ -18,10 +18,14 @@
  *   2. backlog: B recipients to @stuck.test (R per message, 100 messages per request, 4 requests
  *      at a time); waits until D1's recipient index holds all B at the stuck destination (GET
  *      /relay/queue counts), then measures N to @ok.test as in 1.
- *   3. while accepting: W concurrent POST /emails loops (one recipient each, to @stuck.test, i.e.
- *      the accept ceiling) run while N more to @ok.test are measured as in 1; they stop when the
- *      sink has all N. This phase runs on top of phase 2's backlog, so under_load_ratio (against
- *      the empty queue) holds both effects; while_accepting_vs_backlog separates the load's own.
+ *   3. while accepting: W concurrent POST /emails loops (default 64; one recipient each, to
+ *      @stuck.test) run while N more to @ok.test are measured as in 1; they stop when the sink has
+ *      all N. The loops send as fast as the relay answers, so they hold its accept ceiling (the
+ *      accept gate's slots, worker/api/accept-gate.ts; a 429 makes a loop wait its Retry-After).
+ *      They run in a child process (scripts/lib/post-loops.ts), so that their HTTP client does
+ *      not share an event loop with the sink, and as another tenant, as a flood from one sender
+ *      would. This phase runs on top of phase 2's backlog, so under_load_ratio (against the empty
+ *      queue) holds both effects; while_accepting_vs_backlog separates the load's own.
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
  *   (accept + classify + admit + dispatch + SMTP), mean/p50/p99 per phase, and after each phase the
  *   Transport DO's own figures from GET /relay/queue (in_flight_ms): the time from dispatch to
@@ -53,6 +57,7 @@ import { devFetch, freePort, startDevServer, type DevServer } from "../../script
 import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
 import { cdp, type Profile } from "../../scripts/lib/cdp";
 import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
+import { startPostLoops, type PostLoopResult } from "../../scripts/lib/post-loops";
 
 const run = promisify(execFile);
 
@@ -71,6 +76,8 @@ const STALL_MS = 90_000;
 /** How long building the backlog (submission + classification) may take at most, ms. */
 const ADMIT_LIMIT_MS = 15 * 60_000;
 const TENANT = "bench-backlog";
+/** Phase 3's load comes from another tenant, as a flood from one sender would. */
+const LOAD_TENANT = "bench-backlog-load";
 
 interface Cli { messages: number; backlog: number; rcpts: number; loadWorkers: number; vars: Record<string, string>; json: boolean; profile: string | null }
 
@@ -88,13 +95,14 @@ interface Phase {
   inFlight: InFlightTimes | null;
 }
 
-interface Relay { dev: DevServer; operator: string; stuck: string }
+/** The relay, its operator key, the stuck destination, and the key of the load tenant (phase 3). */
+interface Relay { dev: DevServer; operator: string; stuck: string; loadKey: string }
 
 function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
       messages: { type: "string", default: "1000" }, backlog: { type: "string", default: "100000" },
-      rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "10" }, json: { type: "boolean", default: false }, profile: { type: "string" },
+      rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "64" }, json: { type: "boolean", default: false }, profile: { type: "string" },
       var: { type: "string", multiple: true, default: [] },
     },
   });
@@ -120,11 +128,18 @@ function pct(sorted: number[], p: number): number {
 }
 
 async function api(relay: { url: string }, key: string, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await devFetch(`${relay.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  let res: Response;
+  for (let attempt = 0; ; attempt++) {
+    res = await devFetch(`${relay.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    // Back-pressure (accept-gate.ts): nothing was queued; send it again after Retry-After.
+    if (res.status !== 429 || attempt >= 60) break;
+    await res.arrayBuffer();
+    await sleep(1000 * (Number(res.headers.get("retry-after")) || 1));
+  }
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
   return JSON.parse(text) as unknown;
@@ -143,7 +158,8 @@ async function startRelay(sink: Catcher, extra: Record<string, string>): Promise
     await d1(dev.state, `INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('smtp', NULL); INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'stuck.test', 'smtp', '${stuck}');`);
     const operator = await createKey({ tenant: TENANT, name: "bench-operator", persistTo: dev.state, role: "operator" });
     await api(dev, operator, "POST", "/relay/suspensions", { target: "destination", transport: "smtp", name: stuck, ttl_seconds: 86_400 });
-    return { dev, operator, stuck };
+    const loadKey = await createKey({ tenant: LOAD_TENANT, name: "bench-load", persistTo: dev.state });
+    return { dev, operator, stuck, loadKey };
   } catch (e) {
     await dev.stop();
     throw e;
@@ -254,24 +270,6 @@ async function buildBacklog(relay: Relay, b: number, rcpts: number): Promise<Bac
   return { submitMs, admitMs: Date.now() - t0, admitted: s.total, states: s.states, inCore: smtp?.in_core ?? 0, deferred: smtp?.deferred ?? 0 };
 }
 
-/** W closed loops of POST /emails (one recipient at @stuck.test) until `stop()`. */
-function acceptLoad(relay: Relay, workers: number, stop: () => boolean): Promise<{ accepted: number; failed: number; ms: number }> {
-  const t0 = Date.now();
-  let accepted = 0, failed = 0, seq = 0;
-  return Promise.all(Array.from({ length: workers }, async () => {
-    while (!stop()) {
-      const k = seq++;
-      try {
-        await api(relay.dev, relay.dev.key, "POST", "/emails", message([`load${k}@stuck.test`], `load ${k}`));
-        accepted++;
-      } catch {
-        failed++;
-        await sleep(100);
-      }
-    }
-  })).then(() => ({ accepted, failed, ms: Date.now() - t0 }));
-}
-
 function fmt(x: number, d = 1): string {
   return Number.isFinite(x) ? x.toFixed(d) : "n/a";
 }
@@ -296,16 +294,15 @@ async function main(): Promise<void> {
     log(`  backlog: ${build.admitted} of ${cli.backlog} in the index after ${(build.admitMs / 1000).toFixed(1)} s ${JSON.stringify(build.states)}; Transport DO in core ${build.inCore}`);
     const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`);
     log(`  backlog: ${fmt(backlog.perS)} deliveries/s`);
-    let stopLoad = false;
     const profiler = cli.profile === null ? null : await startProfile(relay.dev.inspector);
-    const loadDone = acceptLoad(relay, cli.loadWorkers, () => stopLoad);
+    const loops = cli.loadWorkers === 0 ? null : await startPostLoops({ url: relay.dev.url, key: relay.loadKey, workers: cli.loadWorkers, domain: "stuck.test", tag: runTag });
     let loaded: Phase;
+    let load: PostLoopResult = { accepted: 0, refused: 0, failed: 0, ms: 1 };
     try {
       loaded = await measureDelivery(relay, sink, "while accepting", cli.messages, `${runTag}l`);
     } finally {
-      stopLoad = true;
+      if (loops) load = await loops.stop();
     }
-    const load = await loadDone;
     if (profiler && cli.profile !== null) await writeFile(cli.profile, JSON.stringify(await profiler.stop()));
     const after = await queueView(relay);
     const stuckAfter = stuckStates(after, relay.stuck);
@@ -327,7 +324,7 @@ async function main(): Promise<void> {
       console.log(`  ${p.name.padEnd(18)} ${f ? `mean ${f.mean_ms}  p50 ${f.p50_ms}  p99 ${f.p99_ms}  max ${f.max_ms}  peak in flight ${f.peak_in_flight}` : "n/a"}`);
     }
     console.log(`  while accepting / backlog: ${fmt(loaded.perS / backlog.perS, 2)} (phase 3 runs on top of the backlog)`);
-    console.log(`  load during phase 3: ${cli.loadWorkers} POST /emails loops to @stuck.test, ${load.accepted} accepted (${fmt(load.accepted * 1000 / Math.max(1, load.ms))}/s), ${load.failed} failed`);
+    console.log(`  load during phase 3: ${cli.loadWorkers} POST /emails loops to @stuck.test, ${load.accepted} accepted (${fmt(load.accepted * 1000 / Math.max(1, load.ms))}/s), ${load.refused} refused (429), ${load.failed} failed`);
     console.log(`  after: stuck destination ${stuckAfter.total} in the index ${JSON.stringify(stuckAfter.states)}; Transport DO smtp: ${smtpAfter?.in_core ?? "?"} in core, ${smtpAfter?.inflight ?? "?"} in flight`);
     console.log("  POST→sink is measured from outside: accept + classify + admit + dispatch + SMTP; shared CPU, compare within one run only");
     if (cli.json) {
@@ -344,7 +341,7 @@ async function main(): Promise<void> {
         backlog_requested: cli.backlog,
         backlog_submit_rcpts_per_s: Number((cli.backlog * 1000 / Math.max(1, build.submitMs)).toFixed(1)),
         backlog_admit_s: Number((build.admitMs / 1000).toFixed(1)),
-        load_accept_per_s: Number((load.accepted * 1000 / Math.max(1, load.ms)).toFixed(1)),
+        load_accept_per_s: Number((load.accepted * 1000 / Math.max(1, load.ms)).toFixed(1)), load_refused: load.refused,
         ...(Object.keys(cli.vars).length > 0 ? { vars: cli.vars } : {}),
         post_to_sink_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), { mean: Math.round(p.latency.mean), p50: p.latency.p50, p99: p.latency.p99 }])),
         dispatch_to_report_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), p.inFlight])),
