@@ -20,7 +20,7 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { lostConnections, proxyResets } from "./lib/api";
+import { lostConnections, proxyResets, refusals } from "./lib/api";
 import type { Fault } from "./lib/fault-sink";
 import { formatTable, mergeResults, type CampaignResult } from "./lib/report";
 import { overrideVars, stopAllRuntimes } from "./lib/runtime";
@@ -59,7 +59,12 @@ async function runOne(name: string): Promise<CampaignResult> {
     proxyResets.count = 0;
     lostConnections.count = 0;
     lostConnections.causes.clear();
+    refusals.count = 0;
     const r = await dispatch(name);
+    if (refusals.count > 0) {
+      r.figures += `; ${refusals.count} requests sent again after a 429 (back-pressure at accept, Retry-After)`;
+      r.details = { ...r.details, refusals_resent: refusals.count };
+    }
     if (proxyResets.count > 0) {
       r.figures += `; ${proxyResets.count} requests sent again after wrangler dev's proxy lost its connection (workers-sdk#14641)`;
       r.details = { ...r.details, proxy_resets: proxyResets.count };

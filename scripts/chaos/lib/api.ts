@@ -7,7 +7,12 @@
  *                          wrangler dev's own 503 for a connection its proxy lost (not an
  *                          answer of the relay, see devFetch in scripts/lib/dev-server.ts) is
  *                          sent again, up to 5 times, and counted in proxyResets.
+ *                          A 429 rate_limit_exceeded (back-pressure at accept, nothing queued:
+ *                          worker/api/accept-gate.ts) is sent again after its Retry-After, up to
+ *                          10 times, and counted in refusals, unless the caller says
+ *                          `resendRefused: false` (the load campaign's open loop counts them).
  *   proxyResets            how many requests were sent again that way (campaigns report it).
+ *   refusals               how many 429 answers were sent again.
  *   lostConnections        requests with an Idempotency-Key sent again because their pooled
  *                          connection closed before any answer (request's `resendLost`).
  *   recipientsOf(rt, id)   GET /emails/:id recipients[] (status, attempts, last_response…).
@@ -63,6 +68,9 @@ export const proxyResets = { count: 0 };
 /** POSTs sent again after the connection closed under them (see request's `resendLost`). */
 export const lostConnections = { count: 0, causes: new Set<string>() };
 
+/** 429 answers (back-pressure) sent again after their Retry-After. */
+export const refusals = { count: 0 };
+
 const LOST = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
 
 /** Whether a fetch error is a connection that closed before any answer (not a refused one). */
@@ -77,14 +85,22 @@ function lostConnection(e: unknown): string | null {
  * whose pooled connection closed before any answer is sent again, up to twice, as any client
  * would; each is counted in lostConnections with its cause.
  */
-export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000, resendLost = false): Promise<Answer> {
+export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000, resendLost = false, resendRefused = true): Promise<Answer> {
   const t0 = performance.now();
-  for (let attempt = 0; ; attempt++) {
+  for (let attempt = 0, refused = 0; ; attempt++) {
     try {
       const res = await devFetch(`${rt.url}${path}`, {
         method, body, signal: AbortSignal.timeout(timeoutMs),
         headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
       }, () => proxyResets.count++);
+      if (res.status === 429 && resendRefused && refused < 10 && res.headers.has("retry-after")) {
+        await res.arrayBuffer();
+        refused++;
+        refusals.count++;
+        await new Promise((r) => setTimeout(r, 1000 * (Number(res.headers.get("retry-after")) || 1)));
+        attempt--; // not a lost connection
+        continue;
+      }
       const text = await res.text();
       let parsed: unknown = text;
       try { parsed = JSON.parse(text); } catch { /* not JSON */ }
