@@ -1,49 +1,54 @@
 /**
  * Back-pressure at accept: the send routes hold one of ACCEPT_CONCURRENCY slots of their isolate
- * while they work (lib/gate.ts, Postfix's smtpd process_limit), and a request that finds no slot
- * within ACCEPT_WAIT_MS is answered 429 rate_limit_exceeded with Retry-After, before its body is
- * read: nothing of it was queued, and retrying it (with its Idempotency-Key) is safe.
+ * while they work (lib/gate.ts, Postfix's smtpd process_limit), a tenant at most three quarters
+ * of them; a request that finds no slot is answered at once 429 rate_limit_exceeded with
+ * Retry-After: 1, before its body is read: nothing of it was queued, and sending it again (with
+ * its Idempotency-Key) is safe.
  *
  * DESCRIPTION
  *   acceptGate()          Hono middleware for POST /emails, POST /emails/batch and POST
  *                         /relay/messages/raw.
  *   acceptGateOf(env)     the isolate's gate for these settings (one per isolate and setting).
- *   ACCEPT_CONCURRENCY    slots per isolate (default 8, at least 1).
- *   ACCEPT_WAIT_MS        longest wait for a slot (default 5000, at most 30000; "0": refuse at once).
+ *   ACCEPT_CONCURRENCY    slots per isolate (default 16, at least 1); a tenant may hold all but
+ *                         a quarter of them (at least one left to the others when there are 2+).
  *
  * INVARIANTS
  *   A slot is released when the route answers, also when it throws; the in_flow_delay pause of
  *   an answer (accept.ts) is taken holding the slot, so while mail arrives faster than it is
- *   delivered, each slot accepts about one request a second, as an smtpd process does.
+ *   delivered, each slot accepts about one request a second, as an smtpd process does. A slot
+ *   whose request never finished (the runtime cancelled it) is taken back after a minute.
  */
 import type { MiddlewareHandler } from "hono";
 import { Gate } from "../lib/gate";
-import { msSetting } from "../lib/settings";
 import type { AppEnv } from "./app";
 import { toErrorBody } from "./errors";
 
-/** Waiters per slot at most; beyond, a request is refused at once (memory stays bounded). */
-const WAITERS_PER_SLOT = 64;
+/** A slot held this long is presumed lost (its request cancelled) and freed, ms. */
+const MAX_HOLD_MS = 60_000;
 
-let current: { key: string; gate: Gate } | null = null;
+let current: { limit: number; gate: Gate } | null = null;
 
 /** The isolate's accept gate for the env's settings. */
-export function acceptGateOf(env: { ACCEPT_CONCURRENCY?: string; ACCEPT_WAIT_MS?: string }): Gate {
-  const limit = Math.max(1, Math.floor(msSetting(env.ACCEPT_CONCURRENCY, 8, 10_000)) || 8);
-  const maxWaitMs = msSetting(env.ACCEPT_WAIT_MS, 5000, 30_000);
-  const key = `${limit}/${maxWaitMs}`;
-  if (current?.key !== key) current = { key, gate: new Gate({ limit, maxWaitMs, maxWaiters: limit * WAITERS_PER_SLOT }) };
+export function acceptGateOf(env: { ACCEPT_CONCURRENCY?: string }): Gate {
+  const raw = Number(env.ACCEPT_CONCURRENCY === undefined || env.ACCEPT_CONCURRENCY === "" ? 16 : env.ACCEPT_CONCURRENCY);
+  const limit = Number.isInteger(raw) && raw >= 1 ? Math.min(raw, 10_000) : 16;
+  if (current?.limit !== limit) {
+    const perKey = Math.max(1, limit - Math.max(1, Math.floor(limit / 4)));
+    current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS }, Date.now) };
+  }
   return current.gate;
 }
 
-/** Holds an accept slot around the route, or answers 429 when none frees in time. */
+/** Holds an accept slot around the route, or answers 429 when none is free. */
 export function acceptGate(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const gate = acceptGateOf(c.env);
-    const release = await gate.enter(c.get("tenant"));
+    const tenant = c.get("tenant");
+    const release = gate.enter(tenant);
     if (release === null) {
-      const waited = gate.opts.maxWaitMs;
-      return c.json(toErrorBody(429, "rate_limit_exceeded", `The relay is accepting as much mail as it can deliver (${gate.opts.limit} send requests at once; none finished within ${waited} ms). Nothing was queued: retry after the Retry-After seconds, with the same Idempotency-Key.`), 429, { "Retry-After": "1" });
+      const mine = gate.held(tenant) >= gate.opts.perKey;
+      const why = mine ? `this tenant has ${gate.opts.perKey} send requests in progress, its share of ${gate.opts.limit}` : `${gate.opts.limit} send requests are in progress`;
+      return c.json(toErrorBody(429, "rate_limit_exceeded", `The relay is accepting as fast as it can (${why}). Nothing was queued: send the request again after Retry-After seconds, with the same Idempotency-Key.`), 429, { "Retry-After": "1" });
     }
     try {
       await next();

@@ -1,115 +1,97 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Gate } from "../../../worker/lib/gate";
 
-describe("Gate", () => {
-  beforeEach(() => { vi.useFakeTimers(); });
-  afterEach(() => { vi.useRealTimers(); });
+const clock = () => { let t = 0; return { now: () => t, advance: (ms: number) => { t += ms; } }; };
 
-  it("lets `limit` callers in at once and queues the next in arrival order", async () => {
-    const g = new Gate({ limit: 2, maxWaitMs: 1000, maxWaiters: 10 });
-    const a = await g.enter();
-    const b = await g.enter();
+describe("Gate", () => {
+  it("lets `limit` callers in, refuses the next at once, and takes one again after a release", () => {
+    const c = clock();
+    const g = new Gate({ limit: 2, perKey: 2, maxHoldMs: 1000 }, c.now);
+    const a = g.enter("t");
+    const b = g.enter("u");
     expect(a).not.toBeNull();
     expect(b).not.toBeNull();
+    expect(g.enter("v")).toBeNull();
+    a!();
+    expect(g.held()).toBe(1);
+    expect(g.enter("v")).not.toBeNull();
+  });
+
+  it("keeps the last limit - perKey slots from one key, for the others", () => {
+    const g = new Gate({ limit: 4, perKey: 3, maxHoldMs: 1000 }, clock().now);
+    const flood = [g.enter("flood"), g.enter("flood"), g.enter("flood")];
+    expect(flood.every((r) => r !== null)).toBe(true);
+    expect(g.enter("flood")).toBeNull();
+    expect(g.held("flood")).toBe(3);
+    const other = g.enter("other");
+    expect(other).not.toBeNull();
+    expect(g.enter("third")).toBeNull(); // full
+    flood[0]!();
+    expect(g.enter("third")).not.toBeNull();
+  });
+
+  it("a second release of the same slot changes nothing", () => {
+    const g = new Gate({ limit: 1, perKey: 1, maxHoldMs: 1000 }, clock().now);
+    const a = g.enter("t")!;
+    a();
+    const b = g.enter("t");
+    expect(b).not.toBeNull();
+    a(); // stale: must not free b's slot
+    expect(g.held()).toBe(1);
+    expect(g.enter("t")).toBeNull();
+  });
+
+  it("takes back a slot held past maxHoldMs (a request the runtime cancelled), oldest first", () => {
+    const c = clock();
+    const g = new Gate({ limit: 2, perKey: 2, maxHoldMs: 1000 }, c.now);
+    const lost = g.enter("t");
+    c.advance(600);
+    const young = g.enter("t");
+    expect(g.enter("t")).toBeNull();
+    c.advance(400); // lost is 1000 ms old, young 400
+    const next = g.enter("t");
+    expect(next).not.toBeNull();
     expect(g.held()).toBe(2);
-    const order: string[] = [];
-    const c = g.enter().then((r) => { order.push("c"); return r; });
-    const d = g.enter().then((r) => { order.push("d"); return r; });
-    await Promise.resolve();
-    expect(g.waiting()).toBe(2);
-    expect(order).toEqual([]);
-    b!();
-    const rc = await c;
-    expect(rc).not.toBeNull();
-    expect(order).toEqual(["c"]);
+    lost!(); // its late release frees nothing of the others'
     expect(g.held()).toBe(2);
-    a!();
-    expect(await d).not.toBeNull();
-    expect(order).toEqual(["c", "d"]);
-    expect(g.waiting()).toBe(0);
-  });
-
-  it("serves waiting keys round robin, each key in arrival order", async () => {
-    const g = new Gate({ limit: 1, maxWaitMs: 1000, maxWaiters: 20 });
-    const first = await g.enter("a");
-    const order: string[] = [];
-    const wait = (key: string, name: string) => g.enter(key).then((r) => { order.push(name); r!(); });
-    // tenant a floods first; b's single request arrives last.
-    const all = [wait("a", "a1"), wait("a", "a2"), wait("a", "a3"), wait("b", "b1"), wait("c", "c1"), wait("b", "b2")];
-    first!();
-    await Promise.all(all);
-    expect(order).toEqual(["a1", "b1", "c1", "a2", "b2", "a3"]);
-  });
-
-  it("refuses a waiter whose slot does not free within maxWaitMs, and it never holds one", async () => {
-    const g = new Gate({ limit: 1, maxWaitMs: 500, maxWaiters: 10 });
-    const a = await g.enter();
-    const b = g.enter();
-    await vi.advanceTimersByTimeAsync(499);
-    expect(g.waiting()).toBe(1);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(await b).toBeNull();
-    expect(g.waiting()).toBe(0);
-    a!();
+    young!();
+    next!();
     expect(g.held()).toBe(0);
-    expect(await g.enter()).not.toBeNull();
   });
 
-  it("refuses at once when all slots are held and maxWaitMs is 0, or the waiters are at their bound", async () => {
-    const none = new Gate({ limit: 1, maxWaitMs: 0, maxWaiters: 10 });
-    await none.enter();
-    expect(await none.enter()).toBeNull();
-    const few = new Gate({ limit: 1, maxWaitMs: 1000, maxWaiters: 1 });
-    await few.enter();
-    void few.enter();
-    expect(await few.enter()).toBeNull();
-    expect(few.waiting()).toBe(1);
-  });
-
-  it("a second release of the same slot changes nothing", async () => {
-    const g = new Gate({ limit: 1, maxWaitMs: 1000, maxWaiters: 10 });
-    const a = await g.enter();
-    a!();
-    a!();
-    expect(g.held()).toBe(0);
-    const b = await g.enter();
-    const c = g.enter();
-    a!(); // a stale release must not hand b's slot to c
-    await Promise.resolve();
-    expect(g.waiting()).toBe(1);
-    b!();
-    expect(await c).not.toBeNull();
-  });
-
-  it("never holds more than limit, and every caller is let in or refused (property)", async () => {
-    await fc.assert(fc.asyncProperty(
-      fc.integer({ min: 1, max: 4 }),
-      fc.integer({ min: 0, max: 300 }),
-      fc.array(fc.record({ at: fc.integer({ min: 0, max: 1000 }), hold: fc.integer({ min: 0, max: 400 }) }), { minLength: 1, maxLength: 30 }),
-      async (limit, maxWaitMs, calls) => {
-        vi.useFakeTimers();
-        const g = new Gate({ limit, maxWaitMs, maxWaiters: 8 });
-        let peak = 0, inside = 0, settled = 0;
-        const sorted = [...calls].sort((x, y) => x.at - y.at);
-        let now = 0;
-        for (const call of sorted) {
-          await vi.advanceTimersByTimeAsync(call.at - now);
-          now = call.at;
-          void g.enter().then((release) => {
-            settled++;
-            if (release === null) return;
-            inside++;
-            peak = Math.max(peak, inside);
-            setTimeout(() => { inside--; release(); }, call.hold);
-          });
+  it("never holds more than limit, nor more than perKey for a key, and counts exactly (property)", () => {
+    fc.assert(fc.property(
+      fc.integer({ min: 1, max: 6 }),
+      fc.array(fc.oneof(
+        fc.record({ op: fc.constant("enter" as const), key: fc.constantFrom("a", "b", "c") }),
+        fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
+        fc.record({ op: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 700 }) }),
+      ), { maxLength: 60 }),
+      (limit, ops) => {
+        const c = clock();
+        const perKey = Math.max(1, limit - 1);
+        const g = new Gate({ limit, perKey, maxHoldMs: 1000 }, c.now);
+        const live: { key: string; at: number; release: () => void }[] = [];
+        for (const o of ops) {
+          if (o.op === "wait") { c.advance(o.ms); continue; }
+          if (o.op === "release") {
+            if (live.length === 0) continue;
+            const [h] = live.splice(o.pick % live.length, 1);
+            h!.release();
+            continue;
+          }
+          // The model: slots held at most 1000 ms count.
+          for (let i = live.length - 1; i >= 0; i--) if (live[i]!.at <= c.now() - 1000) live.splice(i, 1);
+          const r = g.enter(o.key);
+          const mine = live.filter((h) => h.key === o.key).length;
+          expect(r !== null).toBe(live.length < limit && mine < perKey);
+          if (r) live.push({ key: o.key, at: c.now(), release: r });
+          expect(g.held()).toBe(live.length);
+          expect(g.held()).toBeLessThanOrEqual(limit);
+          expect(g.held(o.key)).toBeLessThanOrEqual(perKey);
         }
-        await vi.advanceTimersByTimeAsync(2000 + 30 * 400);
-        expect(peak).toBeLessThanOrEqual(limit);
-        expect(settled).toBe(calls.length);
-        expect(g.held()).toBe(0);
-        expect(g.waiting()).toBe(0);
       },
-    ), { numRuns: 200 });
+    ), { numRuns: 500 });
   });
 });
