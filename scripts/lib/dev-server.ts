@@ -16,12 +16,15 @@
  *                               was taken before wrangler bound it ("Address already in use").
  *                               Returns { url, key, state, inspector, stop }.
  *   freePort()                  a free TCP port on 127.0.0.1.
- *   devFetch(url, init?, onReset?)  fetch() to a wrangler dev that sends a request again (up to 5
+ *   devFetch(url, init?, onReset?, resendRefused?)  fetch() to a wrangler dev that sends a request again (up to 5
  *                               times) when wrangler's ProxyWorker answers its own 503 "Your
  *                               worker restarted mid-request": it lost a pooled connection to
  *                               workerd that kj had just closed as idle (workers-sdk#14641),
  *                               the request never reached the Worker and nothing restarted.
- *                               `onReset` is called for each; every other answer is returned.
+ *                               `onReset` is called for each. A 429 with Retry-After (the
+ *                               relay's back-pressure at accept: nothing was queued) is sent
+ *                               again after that many seconds, up to 30 times, unless
+ *                               `resendRefused` is false; every other answer is returned.
  *   isDevProxyReset(status, text)  whether an answer is that 503.
  *
  * ENVIRONMENT
@@ -62,9 +65,16 @@ export function isDevProxyReset(status: number, text: string): boolean {
 }
 
 /** fetch() that sends again what wrangler dev's proxy dropped (see the header). */
-export async function devFetch(url: string, init: RequestInit = {}, onReset: () => void = () => undefined): Promise<Response> {
-  for (let attempt = 0; ; attempt++) {
+export async function devFetch(url: string, init: RequestInit = {}, onReset: () => void = () => undefined, resendRefused = true): Promise<Response> {
+  for (let attempt = 0, refused = 0; ; attempt++) {
     const res = await fetch(url, init);
+    if (res.status === 429 && resendRefused && refused < 30 && res.headers.has("retry-after")) {
+      await res.arrayBuffer();
+      refused++;
+      attempt--;
+      await new Promise((r) => setTimeout(r, 1000 * (Number(res.headers.get("retry-after")) || 1)));
+      continue;
+    }
     if (res.status !== 503 || attempt >= 5) return res;
     const text = await res.text();
     if (!isDevProxyReset(res.status, text)) return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });

@@ -85,7 +85,7 @@ async function runChild(opts: PostLoopOptions, stopped: () => boolean): Promise<
           method: "POST",
           headers: { authorization: `Bearer ${opts.key}`, "content-type": "application/json" },
           body: JSON.stringify({ from: "Load <load@cohort.test>", to: [`load${k}-${opts.tag}@${opts.domain}`], subject, text: `${subject}\nThe quick brown fox jumps over the lazy dog.\n` }),
-        });
+        }, undefined, false); // a 429 is counted here, then waited out
         await res.arrayBuffer();
         if (res.status === 200) r.accepted++;
         else if (res.status === 429) { r.refused++; await sleep(1000 * Math.max(0, Number(res.headers.get("retry-after") ?? 1) || 1)); }

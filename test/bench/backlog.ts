@@ -128,18 +128,11 @@ function pct(sorted: number[], p: number): number {
 }
 
 async function api(relay: { url: string }, key: string, method: string, path: string, body?: unknown): Promise<unknown> {
-  let res: Response;
-  for (let attempt = 0; ; attempt++) {
-    res = await devFetch(`${relay.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    // Back-pressure (accept-gate.ts): nothing was queued; send it again after Retry-After.
-    if (res.status !== 429 || attempt >= 60) break;
-    await res.arrayBuffer();
-    await sleep(1000 * (Number(res.headers.get("retry-after")) || 1));
-  }
+  const res = await devFetch(`${relay.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
   return JSON.parse(text) as unknown;

@@ -92,7 +92,7 @@ export async function request(rt: Pick<Runtime, "url" | "key">, method: string, 
       const res = await devFetch(`${rt.url}${path}`, {
         method, body, signal: AbortSignal.timeout(timeoutMs),
         headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
-      }, () => proxyResets.count++);
+      }, () => proxyResets.count++, false);
       if (res.status === 429 && resendRefused && refused < 10 && res.headers.has("retry-after")) {
         await res.arrayBuffer();
         refused++;
