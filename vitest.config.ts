@@ -40,7 +40,9 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // A message handed straight to delivery waits at most 2 s for the deliver consumer's index write.
 // Accepts are never held back for inflow (IN_FLOW_DELAY_MS, Postfix's in_flow_delay): tests send
 // bursts on purpose; core/flow.ts and the Transport DO's `over` answer have tests of their own,
-// and the e2e project runs the wrangler.toml default.
+// and the e2e project runs the wrangler.toml default. For the same reason these projects accept
+// 64 send requests at once (ACCEPT_CONCURRENCY; the workers project keeps the default 8 and
+// tests the 429 in accept-gate.test.ts).
 // The Transport DOs ask their delivery agents after 2 s (AGENT_CHECK_SECONDS) whether they still
 // hold an entry: every slower session is asked about, and an entry lost with its agent is retried
 // within a test.
@@ -48,7 +50,7 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // retries every 1–2 s, a second's gathering plus the acknowledgement's second kept a deferred
 // recipient's newest event unacknowledged at every moment, and `settle` (helpers.ts) never saw
 // the events drained.
-const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0", AGENT_CHECK_SECONDS: "2", AGENT_STAGE_MS: "200" };
+const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0", ACCEPT_CONCURRENCY: "64", AGENT_CHECK_SECONDS: "2", AGENT_STAGE_MS: "200" };
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
