@@ -8,11 +8,11 @@
  *   sender at full speed keeps at most `limit` requests working beside delivery, however many
  *   it opens, and one key (a tenant) never holds the last `limit - perKey` slots.
  *
- *   Nobody waits here for a slot. A waiter woken by another request's release would resume
- *   from that request's work, and the Workers runtime cancels a request whose own code has
- *   nothing left to wait for ("your Worker's code had hung"): the full chaos load campaign lost
- *   every slot that way within 45 s, and accepted nothing more. The refused client waits
- *   instead (429 with Retry-After), as Resend's clients do at its rate limit.
+ *   Nobody waits here for a slot. A first version queued waiters and woke each with another
+ *   request's release; in the full chaos load campaign the runtime cancelled such requests as
+ *   hung ("your Worker's code had hung and would never generate a response"), slots stopped
+ *   coming back, and from 45 s on nothing more was accepted. The refused client waits instead
+ *   (429 with Retry-After), as Resend's clients do at its rate limit.
  *
  *   new Gate({ limit, perKey, maxHoldMs }, now)
  *   enter(key)   a release function when a slot is free (and `key` holds fewer than `perKey`),
@@ -21,9 +21,9 @@
  *
  * INVARIANTS
  *   held() <= limit and held(key) <= perKey. A slot held longer than `maxHoldMs` is taken
- *   back at the next enter(): a request the runtime cancels may never run its release, and without
- *   this each such cancellation would shrink the gate for the isolate's life. Time comes from
- *   `now` (ms); nothing else is read.
+ *   back at the next enter(): a request the runtime cancels may never run its release, and
+ *   without this each such cancellation would shrink the gate for the isolate's life. Time
+ *   comes from `now` (ms); nothing else is read.
  */
 
 /** Gate options. */
