@@ -93,6 +93,7 @@ export async function request(rt: Pick<Runtime, "url" | "key">, method: string, 
         method, body, signal: AbortSignal.timeout(timeoutMs),
         headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
       }, () => proxyResets.count++, false);
+      // Its own loop, not devFetch's: each attempt gets a fresh timeout signal.
       if (res.status === 429 && resendRefused && refused < 10 && res.headers.has("retry-after")) {
         await res.arrayBuffer();
         refused++;
