@@ -92,7 +92,8 @@ export class OutboxNotes {
     const byShard = new Map<number, OutboxNote[]>();
     for (const x of this.notes.splice(0).filter((n) => isMessageId(n.messageId))) {
       const shard = shardOf(x.messageId);
-      byShard.set(shard, [...(byShard.get(shard) ?? []), x]);
+      const list = byShard.get(shard);
+      if (list) list.push(x); else byShard.set(shard, [x]);
     }
     for (const [shard, notes] of byShard) {
       const outbox = env.OUTBOX.getByName(outboxName(shard));
