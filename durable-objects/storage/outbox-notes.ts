@@ -15,7 +15,7 @@
 import type { Effect } from "../core";
 import { parseCoreId, pendingRecipients } from "./delivery-state";
 import { readMeta } from "./sqlite-source";
-import { isMessageId, outboxName, shardOf } from "./outbox-ids";
+import { byOutbox, isMessageId, outboxName, shardOf } from "./outbox-ids";
 
 /** An outcome for the message's Outbox. */
 interface OutboxNote {
@@ -89,14 +89,8 @@ export class OutboxNotes {
     for (const w of this.warnings.splice(0).filter((x) => isMessageId(x.messageId))) {
       await outboxOf(w.messageId).delayNotice(w.messageId, w.addresses, "delivery delayed; still being retried", w.retryUntilMs).catch(logged("handing a delay warning to the Outbox", w.messageId));
     }
-    const byShard = new Map<number, OutboxNote[]>();
-    for (const x of this.notes.splice(0).filter((n) => isMessageId(n.messageId))) {
-      const shard = shardOf(x.messageId);
-      const list = byShard.get(shard);
-      if (list) list.push(x); else byShard.set(shard, [x]);
-    }
-    for (const [shard, notes] of byShard) {
-      const outbox = env.OUTBOX.getByName(outboxName(shard));
+    for (const [name, notes] of byOutbox(this.notes.splice(0).filter((n) => isMessageId(n.messageId)), (n) => n.messageId)) {
+      const outbox = env.OUTBOX.getByName(name);
       for (let i = 0; i < notes.length; i += NOTE_BATCH) {
         const part = notes.slice(i, i + NOTE_BATCH);
         try {
