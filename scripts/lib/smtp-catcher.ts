@@ -8,7 +8,8 @@
  *       one). GET /messages on the HTTP port answers [{ mailFrom, rcptTo, body (base64),
  *       receivedAt }], oldest first; DELETE /messages empties it. With `scripted`, recipients
  *       choose the answer to their RCPT TO by local part: `reject-…` gets 550 5.1.1,
- *       `tempfail-…` gets 451 4.3.0 on its first RCPT and 250 afterwards.
+ *       `tempfail-…` gets 451 4.3.0 on its first RCPT and 250 afterwards; `tempfail3-…` gets
+ *       451 on its first three RCPTs (a deferral that lasts several retries).
  *   Returns { smtpPort, httpPort, messages, close }. STARTTLS is not offered (plain loopback).
  */
 import { createServer, type Server } from "node:http";
@@ -49,7 +50,7 @@ function rcptError(code: number, text: string): RcptError {
 }
 
 function smtpServer(messages: CaughtMessage[], scripted: boolean): SMTPServer {
-  const tempfailed = new Set<string>();
+  const tempfailed = new Map<string, number>();
   return new SMTPServer({
     logger: false,
     disableReverseLookup: true,
@@ -60,8 +61,10 @@ function smtpServer(messages: CaughtMessage[], scripted: boolean): SMTPServer {
     onRcptTo: (address, _session, callback) => {
       const local = address.address.slice(0, address.address.lastIndexOf("@")).toLowerCase();
       if (scripted && local.startsWith("reject-")) return callback(rcptError(550, "5.1.1 No such user here"));
-      if (scripted && local.startsWith("tempfail-") && !tempfailed.has(address.address)) {
-        tempfailed.add(address.address);
+      const fails = !scripted ? 0 : local.startsWith("tempfail-") ? 1 : local.startsWith("tempfail3-") ? 3 : 0;
+      const failed = tempfailed.get(address.address) ?? 0;
+      if (failed < fails) {
+        tempfailed.set(address.address, failed + 1);
         return callback(rcptError(451, "4.3.0 Try again later"));
       }
       callback();
