@@ -20,7 +20,7 @@
  *   recordOutcome(s)  the delivery stage's per-recipient reports; when every recipient is final
  *                     the message is done and its body is deleted from R2. With DSN_NOTICES on,
  *                     bounced/expired recipients get a bounce notice (storage/outbox-dsn.ts);
- *                     delayNotice() is the core's delay warning.
+ *                     delayNotices() are the core's delay warnings.
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
  *                     (postsuper -h/-H/-r/-d), see storage/outbox-operator.ts.
  *   afterDelivery     a complaint (email.complained) or late bounce (email.bounced) of a delivered recipient.
@@ -52,7 +52,7 @@ import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } fro
 import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./storage/outbox-sweep";
 import { OutboxAlarm } from "./storage/outbox-alarm";
 import type {
-  AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DeliveryEnvelope, EventAck, IdempotencyClaim,
+  AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DelayWarning, DeliveryEnvelope, EventAck, IdempotencyClaim,
   IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "./storage/outbox-types";
 
@@ -260,11 +260,11 @@ export class Outbox extends DurableObject<Env> {
     return items.map(({ id }, i) => ({ applied: applied[i]!, done: done[i]!, sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
   }
 
-  /** The core's delay warning for recipients still being retried: a `delayed` notice when notices are on. */
-  async delayNotice(id: string, addresses: string[], reason: string, retryUntilMs: number | null): Promise<void> {
-    if (!dsnEnabled(this.env)) return;
+  /** The core's delay warnings for recipients still being retried, many messages per call: `delayed` notices when notices are on. */
+  async delayNotices(items: DelayWarning[], reason: string): Promise<void> {
+    if (!dsnEnabled(this.env) || items.length === 0) return;
     const now = Date.now();
-    this.ctx.storage.transactionSync(() => planDelayNotice(this.sql, id, addresses, reason, retryUntilMs, now));
+    this.ctx.storage.transactionSync(() => { for (const w of items) planDelayNotice(this.sql, w.id, w.addresses, reason, w.retryUntilMs, now); });
     await this.afterChange(now, [], []);
   }
 

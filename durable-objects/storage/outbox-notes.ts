@@ -8,14 +8,15 @@
  *   collect(sql, effects, lifetimeSec)  turns one command's effects into notes (synchronously,
  *                                       while the backlog rows they name are still there).
  *   waiting                             whether there is anything to deliver.
- *   deliver(env)                        hands every note to its Outbox, a shard's notes in
- *                                       batches; failures are logged (the Outbox sweeper and
- *                                       the next attempt recover).
+ *   deliver(env)                        hands every note and warning to its Outbox, a shard's
+ *                                       in batches; failures are logged (the Outbox sweeper
+ *                                       and the next attempt recover).
  */
 import type { Effect } from "../core";
 import { parseCoreId, pendingRecipients } from "./delivery-state";
 import { readMeta } from "./sqlite-source";
-import { byOutbox, isMessageId, outboxName, shardOf } from "./outbox-ids";
+import { byOutbox, isMessageId } from "./outbox-ids";
+import type { DelayWarning } from "./outbox-types";
 
 /** An outcome for the message's Outbox. */
 interface OutboxNote {
@@ -27,14 +28,6 @@ interface OutboxNote {
   blockedBy: string | null;
   /** Epoch ms. */
   nextAttemptAt: number | null;
-}
-
-/** A delay warning for a deferred attempt's open recipients. */
-interface DelayWarning {
-  messageId: string;
-  addresses: string[];
-  /** When the queue lifetime ends (epoch ms). */
-  retryUntilMs: number | null;
 }
 
 function logged(what: string, messageId: string) {
@@ -66,7 +59,7 @@ export class OutboxNotes {
       } else if (e.kind === "message-deferred" && e.warn) {
         const { messageId } = parseCoreId(e.messageId);
         const meta = readMeta(sql, messageId);
-        this.warnings.push({ messageId, addresses: pending(e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
+        this.warnings.push({ id: messageId, addresses: pending(e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
       }
     }
   }
@@ -77,35 +70,46 @@ export class OutboxNotes {
   }
 
   /**
-   * Hands every note to its Outbox: per shard, up to NOTE_BATCH messages in one envelopes() and
-   * one recordOutcomes() request. One request of each per message made a destination's death
-   * cost two Outbox requests per queued message, one after the other inside the pump: under the
-   * chaos load campaign, with thousands of messages queued for a destination that died every 20 s,
-   * the Outbox answered "Unknown Internal Error", the classify queue got one message per note,
-   * and dispatch waited for all of it.
+   * Hands every note and warning to its Outbox: per shard, up to NOTE_BATCH messages in one
+   * delayNotices() request, and in one envelopes() and one recordOutcomes() request. One request
+   * of each per message made a destination's death cost two Outbox requests per queued message,
+   * one after the other inside the pump: under the chaos load campaign, with thousands of messages
+   * queued for a destination that died every 20 s, the Outbox answered "Unknown Internal Error",
+   * the classify queue got one message per note, and dispatch waited for all of it. Warnings come
+   * the same way: every message queued in one burst reaches delay_warning_time at once.
    */
   async deliver(env: Env): Promise<void> {
-    const outboxOf = (id: string) => env.OUTBOX.getByName(outboxName(shardOf(id)));
-    for (const w of this.warnings.splice(0).filter((x) => isMessageId(x.messageId))) {
-      await outboxOf(w.messageId).delayNotice(w.messageId, w.addresses, "delivery delayed; still being retried", w.retryUntilMs).catch(logged("handing a delay warning to the Outbox", w.messageId));
-    }
-    for (const [name, notes] of byOutbox(this.notes.splice(0).filter((n) => isMessageId(n.messageId)), (n) => n.messageId)) {
-      const outbox = env.OUTBOX.getByName(name);
-      for (let i = 0; i < notes.length; i += NOTE_BATCH) {
-        const part = notes.slice(i, i + NOTE_BATCH);
-        try {
-          const envelopes = await outbox.envelopes(part.map((x) => x.messageId));
-          const items = part.map((x, j) => ({ id: x.messageId, reports: reportsOf(x, envelopes[j] ?? null) })).filter((it) => it.reports.length > 0);
-          if (items.length > 0) await outbox.recordOutcomes(items);
-        } catch (e) {
-          for (const x of part) logged("recording an outcome in the Outbox", x.messageId)(e);
-        }
+    await perShard(env, this.warnings.splice(0), (w) => w.id, "handing a delay warning to the Outbox",
+      (outbox, part) => outbox.delayNotices(part, "delivery delayed; still being retried"));
+    await perShard(env, this.notes.splice(0), (n) => n.messageId, "recording an outcome in the Outbox", async (outbox, part) => {
+      const envelopes = await outbox.envelopes(part.map((x) => x.messageId));
+      const items = part.map((x, j) => ({ id: x.messageId, reports: reportsOf(x, envelopes[j] ?? null) })).filter((it) => it.reports.length > 0);
+      if (items.length > 0) await outbox.recordOutcomes(items);
+    });
+  }
+}
+
+/**
+ * Calls `send` for `items` (those with a message id) in batches of NOTE_BATCH per Outbox shard,
+ * one shard after the other; a failed batch is logged for each of its messages.
+ */
+async function perShard<T>(env: Env, items: T[], idOf: (item: T) => string, what: string, send: (outbox: OutboxStub, part: T[]) => Promise<void>): Promise<void> {
+  for (const [name, list] of byOutbox(items.filter((x) => isMessageId(idOf(x))), idOf)) {
+    const outbox = env.OUTBOX.getByName(name);
+    for (let i = 0; i < list.length; i += NOTE_BATCH) {
+      const part = list.slice(i, i + NOTE_BATCH);
+      try {
+        await send(outbox, part);
+      } catch (e) {
+        for (const x of part) logged(what, idOf(x))(e);
       }
     }
   }
 }
 
-/** Messages per envelopes() / recordOutcomes() request of deliver(). */
+type OutboxStub = ReturnType<Env["OUTBOX"]["getByName"]>;
+
+/** Messages per delayNotices(), envelopes() and recordOutcomes() request of deliver(). */
 const NOTE_BATCH = 100;
 
 /** The Outbox reports for a note's recipients (those of its addresses the envelope has). */

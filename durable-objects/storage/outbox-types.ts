@@ -178,6 +178,14 @@ export interface OutcomeReport {
   throttled?: { rule: string; key: string; until: number; reply: string; action?: string; rate?: string } | null;
 }
 
+/** A Transport DO's delay warning (delay_warning_time) for a message's recipients still being retried. */
+export interface DelayWarning {
+  id: string;
+  addresses: string[];
+  /** When the queue lifetime ends (epoch ms), for Will-Retry-Until. */
+  retryUntilMs: number | null;
+}
+
 /** What the delivery stage needs of a message: envelope sender, size and recipients. */
 export interface DeliveryEnvelope {
   id: string;
