@@ -16,15 +16,18 @@
  *                               was taken before wrangler bound it ("Address already in use").
  *                               Returns { url, key, state, inspector, stop }.
  *   freePort()                  a free TCP port on 127.0.0.1.
- *   devFetch(url, init?, onReset?, resendRefused?)  fetch() to a wrangler dev that sends a request again (up to 5
- *                               times) when wrangler's ProxyWorker answers its own 503 "Your
- *                               worker restarted mid-request": it lost a pooled connection to
- *                               workerd that kj had just closed as idle (workers-sdk#14641),
- *                               the request never reached the Worker and nothing restarted.
- *                               `onReset` is called for each. A 429 with Retry-After (the
- *                               relay's back-pressure at accept: nothing was queued) is sent
- *                               again after that many seconds, up to 30 times, unless
- *                               `resendRefused` is false; every other answer is returned.
+ *   devFetch(url, init?, onReset?, resendRefused?, onRefused?)  fetch() to a wrangler dev
+ *                               that sends a request again (up to 5 times) when wrangler's
+ *                               ProxyWorker answers its own 503 "Your worker restarted
+ *                               mid-request": it lost a pooled connection to workerd that kj
+ *                               had just closed as idle (workers-sdk#14641), the request never
+ *                               reached the Worker and nothing restarted. `onReset` is called
+ *                               for each. A 429 with Retry-After (the relay's back-pressure at
+ *                               accept: nothing was queued) is sent again after that many
+ *                               seconds, up to 30 times, unless `resendRefused` is false;
+ *                               `onRefused` is called for each. Every other answer is returned.
+ *                               `init` may be a function, called for each attempt (a fresh
+ *                               AbortSignal.timeout for each, say).
  *   isDevProxyReset(status, text)  whether an answer is that 503.
  *
  * ENVIRONMENT
@@ -65,12 +68,13 @@ export function isDevProxyReset(status: number, text: string): boolean {
 }
 
 /** fetch() that sends again what wrangler dev's proxy dropped (see the header). */
-export async function devFetch(url: string, init: RequestInit = {}, onReset: () => void = () => undefined, resendRefused = true): Promise<Response> {
+export async function devFetch(url: string, init: RequestInit | (() => RequestInit) = {}, onReset: () => void = () => undefined, resendRefused = true, onRefused: () => void = () => undefined): Promise<Response> {
   for (let attempt = 0, refused = 0; ; attempt++) {
-    const res = await fetch(url, init);
+    const res = await fetch(url, typeof init === "function" ? init() : init);
     if (res.status === 429 && resendRefused && refused < 30 && res.headers.has("retry-after")) {
       await res.arrayBuffer();
       refused++;
+      onRefused();
       attempt--;
       await new Promise((r) => setTimeout(r, 1000 * (Number(res.headers.get("retry-after")) || 1)));
       continue;

@@ -9,7 +9,7 @@
  *                          sent again, up to 5 times, and counted in proxyResets.
  *                          A 429 rate_limit_exceeded (back-pressure at accept, nothing queued:
  *                          worker/api/accept-gate.ts) is sent again after its Retry-After, up to
- *                          10 times, and counted in refusals, unless the caller says
+ *                          30 times (devFetch), and counted in refusals, unless the caller says
  *                          `resendRefused: false` (the load campaign's open loop counts them).
  *   proxyResets            how many requests were sent again that way (campaigns report it).
  *   refusals               how many 429 answers were sent again.
@@ -87,21 +87,13 @@ function lostConnection(e: unknown): string | null {
  */
 export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000, resendLost = false, resendRefused = true): Promise<Answer> {
   const t0 = performance.now();
-  for (let attempt = 0, refused = 0; ; attempt++) {
+  for (let attempt = 0; ; attempt++) {
     try {
-      const res = await devFetch(`${rt.url}${path}`, {
+      // Each attempt (a 429 or a proxy reset sent again) gets a fresh timeout signal.
+      const res = await devFetch(`${rt.url}${path}`, () => ({
         method, body, signal: AbortSignal.timeout(timeoutMs),
         headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
-      }, () => proxyResets.count++, false);
-      // Its own loop, not devFetch's: each attempt gets a fresh timeout signal.
-      if (res.status === 429 && resendRefused && refused < 10 && res.headers.has("retry-after")) {
-        await res.arrayBuffer();
-        refused++;
-        refusals.count++;
-        await new Promise((r) => setTimeout(r, 1000 * (Number(res.headers.get("retry-after")) || 1)));
-        attempt--; // not a lost connection
-        continue;
-      }
+      }), () => proxyResets.count++, resendRefused, () => refusals.count++);
       const text = await res.text();
       let parsed: unknown = text;
       try { parsed = JSON.parse(text); } catch { /* not JSON */ }
