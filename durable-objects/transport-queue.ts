@@ -279,11 +279,11 @@ export class TransportQueue extends DurableObject<Env> {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
-        const until = leaseUntil(this.env, nowSec());
+        const until = leaseUntil(this.env, nowSec()), ids = entries.map((e) => e.entryId);
         this.leases.cover(until); // before the jobs can reach an agent: a stop inside send leases them till then
-        this.journal.flush(this.qmgr, entries.map((e) => e.entryId)); // on record before they leave, marked as being handed over
+        this.journal.flush(this.qmgr, ids); // on record before they leave, marked as being handed over
         const { failed, error, inline: mine } = await this.handoff.send(entries, until, agent);
-        this.journal.handedOver(entries.map((e) => e.entryId));
+        this.journal.handedOver(ids);
         inline.push(...mine);
         const lost = new Set(failed); // not handed over: crashed (deferred, retried) now, not leased for nothing
         this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until, Date.now());

@@ -35,7 +35,7 @@
  *   messages finished since the last walk, never the number the shard retains.
  */
 
-import { getMeta, setMeta } from "./outbox-sweep";
+import { getMeta, setMeta } from "./outbox-meta";
 
 /** Where the walk of finished messages stands: the last message passed (finish time, id). */
 export type ForwardCursor = { at: number; id: string };

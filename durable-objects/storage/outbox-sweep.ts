@@ -32,6 +32,7 @@
  *   with the number of messages the shard retains.
  */
 import { purgeIdempotency } from "./outbox-schema";
+import { getMeta, setMeta } from "./outbox-meta";
 import { bodyKey, shardHex } from "./outbox-ids";
 import type { ClassifyJob } from "./outbox-types";
 import type { ForwardCursor } from "./outbox-forward";
@@ -71,17 +72,6 @@ export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
 export function retentionMs(env: { MESSAGE_RETENTION_DAYS?: string }): number {
   const d = Number(env.MESSAGE_RETENTION_DAYS);
   return (Number.isFinite(d) && d >= 0 ? d : 30) * 86_400_000;
-}
-
-/** A value kept in the Outbox's meta table, or null. */
-export function getMeta(sql: SqlStorage, key: string): string | null {
-  return sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value ?? null;
-}
-
-/** Keeps (null: forgets) a meta value; an update rewrites the row in place (one row written). */
-export function setMeta(sql: SqlStorage, key: string, value: string | null): void {
-  if (value === null) sql.exec("DELETE FROM meta WHERE key = ?", key);
-  else sql.exec("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = ?2", key, value);
 }
 
 /** Remembers which shard this object is (its bodies' key prefix). */

@@ -10,6 +10,7 @@
  * Each side runs ROUNDS times alternately and the median is kept: the machine is shared.
  */
 import { eventId, type EventIdentity } from "../../worker/webhooks/core/event-id";
+import { fnv1a64ByDefinition } from "./fnv-reference";
 
 const IDS = 20_000;
 const ROUNDS = 5;
@@ -17,9 +18,7 @@ const ROUNDS = 5;
 /** The hash by its definition: a BigInt multiply per UTF-16 code unit. */
 function bigintId(identity: EventIdentity): string {
   const text = [identity.emailId, identity.recipient, String(identity.attempt), identity.type].map((f) => `${f.length}:${f}`).join("|");
-  let h = 0xcbf29ce484222325n;
-  for (let i = 0; i < text.length; i++) h = ((h ^ BigInt(text.charCodeAt(i))) * 0x100000001b3n) & 0xffffffffffffffffn;
-  return `evt_${identity.emailId}_${h.toString(16).padStart(16, "0")}`;
+  return `evt_${identity.emailId}_${fnv1a64ByDefinition(text).toString(16).padStart(16, "0")}`;
 }
 
 const identities: EventIdentity[] = Array.from({ length: IDS }, (_, i) => ({

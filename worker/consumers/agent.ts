@@ -60,7 +60,7 @@ const FINISH_TRIES = 5;
  * stages: with a window of 200 (50 agents) at 200 ms that is up to 250 D1 batches a second, and
  * bench:e2e ran at 0.311 of Postfix's rate against 0.8138 with a second.
  */
-export function agentStageMsOf(env: { AGENT_STAGE_MS?: string }): number {
+function agentStageMsOf(env: { AGENT_STAGE_MS?: string }): number {
   return msSetting(env.AGENT_STAGE_MS, 1000, 10_000);
 }
 /**
