@@ -8,9 +8,9 @@
  *   collect(sql, effects, lifetimeSec)  turns one command's effects into notes (synchronously,
  *                                       while the backlog rows they name are still there).
  *   waiting                             whether there is anything to deliver.
- *   deliver(env)                        hands every note and warning to its Outbox, a shard's
- *                                       in batches; failures are logged (the Outbox sweeper
- *                                       and the next attempt recover).
+ *   deliver(env)                        hands every note and warning to its Outbox, each
+ *                                       shard's in batches; failures are logged (the Outbox
+ *                                       sweeper and the next attempt recover).
  */
 import type { Effect } from "../core";
 import { parseCoreId, pendingRecipients } from "./delivery-state";
