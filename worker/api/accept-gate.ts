@@ -23,6 +23,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { Gate } from "../lib/gate";
+import { countSetting } from "../lib/settings";
 import type { AppEnv } from "./app";
 import { toErrorBody } from "./errors";
 
@@ -33,8 +34,7 @@ let current: { limit: number; gate: Gate } | null = null;
 
 /** The isolate's accept gate for the env's settings. */
 export function acceptGateOf(env: { ACCEPT_CONCURRENCY?: string }): Gate {
-  const raw = Number(env.ACCEPT_CONCURRENCY === undefined || env.ACCEPT_CONCURRENCY === "" ? 8 : env.ACCEPT_CONCURRENCY);
-  const limit = Number.isInteger(raw) && raw >= 1 ? Math.min(raw, 10_000) : 8;
+  const limit = Math.min(countSetting(env.ACCEPT_CONCURRENCY, 8), 10_000);
   if (current?.limit !== limit) {
     const perKey = Math.max(1, limit - Math.max(1, Math.floor(limit / 4)));
     current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS }, Date.now) };

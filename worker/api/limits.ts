@@ -14,6 +14,7 @@
 import { shardCount } from "../../durable-objects/storage/outbox-ids";
 import { ApiError } from "./errors";
 import { parseWhen } from "./when";
+import { countSetting } from "../lib/settings";
 
 /** The accept path's limits. */
 export interface Limits {
@@ -28,16 +29,11 @@ export interface Limits {
 /** The latest a message may be scheduled: 30 days ahead (Resend's limit is 72 h; we allow more). */
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
 
-function positiveInt(raw: string | undefined, fallback: number): number {
-  const n = Number(raw);
-  return Number.isInteger(n) && n > 0 ? n : fallback;
-}
-
 /** Reads the limits from the environment. */
 export function limitsOf(env: Env): Limits {
   return {
-    maxMessageBytes: positiveInt(env.MAX_MESSAGE_BYTES, 40 * 1024 * 1024),
-    maxRecipients: positiveInt(env.MAX_RECIPIENTS, 50),
+    maxMessageBytes: countSetting(env.MAX_MESSAGE_BYTES, 40 * 1024 * 1024),
+    maxRecipients: countSetting(env.MAX_RECIPIENTS, 50),
     shards: shardCount(env.OUTBOX_SHARDS),
   };
 }

@@ -33,6 +33,7 @@ import { bulkOf, type ClassifyResult, type ClassifyWork, type NewMessage, type S
 import { suppressionScopes } from "../webhooks/core/suppression-policy";
 import { AcceptLookups, type Lookups } from "./lookups";
 import { defaultTransportOf, resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
+import { countSetting } from "../lib/settings";
 
 /** The Outbox stub of a message. */
 export function outboxOf(env: Env, id: string) {
@@ -71,8 +72,7 @@ function suppressedBecause(scope: string): string {
 
 /** Most recipients of a message classified at accept (CLASSIFY_AT_ACCEPT_MAX_RCPTS; default and anything invalid 0: never). */
 export function inlineRcptsOf(env: Env): number {
-  const n = Number((env.CLASSIFY_AT_ACCEPT_MAX_RCPTS as string | undefined) ?? 0);
-  return Number.isInteger(n) && n > 0 ? n : 0;
+  return countSetting(env.CLASSIFY_AT_ACCEPT_MAX_RCPTS as string | undefined, 0);
 }
 
 /** Decisions for new messages at accept (see the header). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { msSetting } from "../../../worker/lib/settings";
+import { countSetting, msSetting } from "../../../worker/lib/settings";
 
 describe("msSetting", () => {
   it("is the default when unset, empty or invalid", () => {
@@ -18,5 +18,17 @@ describe("msSetting", () => {
       const v = msSetting(raw, def, max);
       expect(v === def || (v >= 0 && v <= max)).toBe(true);
     }));
+  });
+});
+
+describe("countSetting", () => {
+  it("is the default when unset, empty, zero, negative or not an integer", () => {
+    for (const raw of [undefined, "", "0", "-3", "2.5", "many", "Infinity"]) expect(countSetting(raw, 8)).toBe(8);
+  });
+
+  it("takes any integer of at least 1", () => {
+    expect(countSetting("1", 8)).toBe(1);
+    expect(countSetting("64", 8)).toBe(64);
+    fc.assert(fc.property(fc.integer({ min: 1, max: 2 ** 31 }), (n) => { expect(countSetting(String(n), 8)).toBe(n); }));
   });
 });
