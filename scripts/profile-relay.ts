@@ -14,7 +14,6 @@
  *   {"messages","seconds","deliveries_per_s","busy_share","top":[{fn,url,line,self_ms,share}]}.
  *
  * Assumptions
- *   Node 20 runs it with --experimental-websocket (the npm script sets it) for the global WebSocket.
  *   Postfix's smtp-sink installed (scripts/postfix/install.sh; the npm script runs it first).
  *   Profiling slows the Worker: compare only profiles with each other, never with bench:e2e.
  */

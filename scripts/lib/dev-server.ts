@@ -14,7 +14,11 @@
  *                               at the cost of the Worker's CPU time), waits for GET /health → 200; starts
  *                               again on new ports (up to 3 times) when a port it found free
  *                               was taken before wrangler bound it ("Address already in use").
- *                               Returns { url, key, state, inspector, stop }.
+ *                               Returns { url, key, state, inspector, stop }. Before it
+ *                               returns, it turns off the Network events wrangler's inspector
+ *                               proxy has the Worker send for every subrequest (cdp.ts,
+ *                               stopNetworkCapture: a cost of local dev alone, which halved
+ *                               delivery under a submission flood).
  *   freePort()                  a free TCP port on 127.0.0.1.
  *   devFetch(url, init?, onReset?, resendRefused?, onRefused?)  fetch() to a wrangler dev
  *                               that sends a request again (up to 5 times) when wrangler's
@@ -45,6 +49,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { KeyRole } from "../../worker/db/admin";
+import { stopNetworkCapture } from "./cdp";
 import { createKey, WRANGLER_ENV } from "./keys";
 
 const run = promisify(execFile);
@@ -162,6 +167,9 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
     };
     try {
       await waitHealthy(url, child, () => output);
+      await stopNetworkCapture(inspector).catch((e: unknown) => {
+        throw new Error(`wrangler dev: turning off its DevTools Network capture failed: ${e instanceof Error ? e.message : String(e)}\n${output}`);
+      });
     } catch (e) {
       await stopGroup(child);
       if (attempt < 3 && /address already in use/i.test(output)) continue;

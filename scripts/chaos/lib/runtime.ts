@@ -36,6 +36,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { freePort } from "../../lib/dev-server";
+import { stopNetworkCapture } from "../../lib/cdp";
 import { createKey, WRANGLER_ENV } from "../../lib/keys";
 
 const run = promisify(execFile);
@@ -218,6 +219,9 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     c.stderr?.on("data", append);
     child = c;
     await waitHealthy(url, c, () => output);
+    // wrangler's inspector proxy has the Worker send DevTools Network events for every subrequest
+    // and keeps them, unread, in memory (scripts/lib/cdp.ts): a cost of local dev alone.
+    await stopNetworkCapture(inspector);
     // Crons never fire locally: wake every Outbox shard's sweeper once, as the cron would.
     await fetch(`${url}/__scheduled?cron=${encodeURIComponent("*/10 * * * *")}`).catch(() => undefined);
   };
