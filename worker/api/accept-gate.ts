@@ -11,9 +11,11 @@
  *   acceptGateOf(env)     the isolate's gate for these settings (one per isolate and setting).
  *   ACCEPT_CONCURRENCY    slots per isolate (default 8, at least 1); a tenant may hold all but
  *                         a quarter of them (at least one left to the others when there are 2+).
- *                         Measured with bench:backlog's flood (64 loops of another tenant): 16
- *                         slots kept 0.24 of the empty queue's delivery rate, 8 kept 0.489 and 4
- *                         0.548, the flood accepted at 78.9, 44.8 and 26.2 messages/s.
+ *                         Measured with bench:backlog's flood (64 loops of another tenant), at
+ *                         d085afe (wrangler's DevTools Network capture off, scripts/lib/cdp.ts):
+ *                         16 slots kept 0.389 and 0.385 of the empty queue's delivery rate (the
+ *                         flood accepted at 94.9 and 86.4 messages/s), 8 kept 0.662, 0.766 and
+ *                         0.663 (50.7, 41.5 and 69.8 messages/s).
  *
  * INVARIANTS
  *   A slot is released when the route answers, also when it throws; the in_flow_delay pause of
