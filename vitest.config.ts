@@ -41,7 +41,7 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // Accepts are never held back for inflow (IN_FLOW_DELAY_MS, Postfix's in_flow_delay): tests send
 // bursts on purpose; core/flow.ts and the Transport DO's `over` answer have tests of their own,
 // and the e2e project runs the wrangler.toml default. For the same reason these projects accept
-// 64 send requests at once (ACCEPT_CONCURRENCY; the workers project keeps the default 8 and
+// 64 send requests at once (ACCEPT_CONCURRENCY; the workers project keeps the default 4 and
 // tests the 429 in accept-gate.test.ts).
 // The Transport DOs ask their delivery agents after 2 s (AGENT_CHECK_SECONDS) whether they still
 // hold an entry: every slower session is asked about, and an entry lost with its agent is retried

@@ -26,6 +26,13 @@
  *      not share an event loop with the sink, and as another tenant, as a flood from one sender
  *      would. This phase runs on top of phase 2's backlog, so under_load_ratio (against the empty
  *      queue) holds both effects; while_accepting_vs_backlog separates the load's own.
+ *   N is 5,000 by default, so that each phase lasts long enough to mean something: about 8 s
+ *   idle and 20–30 s under the flood here. With 1,000 (the default before 2026-11-28) a phase
+ *   took 1.5–3 s. The flood then ran for about 3 s, shorter than the 15 s after which its Outboxes
+ *   index what they still hold (INDEX_LAG_SECONDS), so most of what it costs fell outside the
+ *   measurement. The empty phase was still warming up, too. Three runs at 1,000 put
+ *   under_load_ratio at 0.662, 0.766 and 0.663 and backlog_ratio at 1.104, 1.383 and 1.258;
+ *   three at 5,000, on the same code, at 0.213, 0.33 and 0.35 and at 0.747, 0.83 and 0.9.
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
  *   (accept + classify + admit + dispatch + SMTP), mean/p50/p99 per phase, and after each phase the
  *   Transport DO's own figures from GET /relay/queue (in_flight_ms): the time from dispatch to
@@ -42,9 +49,8 @@
  *
  * Assumptions
  *   Nothing but loopback; everything started is stopped, also on failure or Ctrl-C.
- *   Building the default backlog is bound by classification, not by accepting: on a shared
- *   2-CPU machine 100,000 recipients were accepted in ~25 s and indexed after ~7 min, and the
- *   whole default run took ~13 min; `--backlog 5000` takes about 3.
+ *   On a shared 2-CPU machine the default backlog of 100,000 recipients is accepted in about
+ *   25 s and indexed after about 42 s, and the whole default run takes about 3 minutes.
  */
 
 import { execFile } from "node:child_process";
@@ -101,7 +107,7 @@ interface Relay { dev: DevServer; operator: string; stuck: string; loadKey: stri
 function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
-      messages: { type: "string", default: "1000" }, backlog: { type: "string", default: "100000" },
+      messages: { type: "string", default: "5000" }, backlog: { type: "string", default: "100000" },
       rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "64" }, json: { type: "boolean", default: false }, profile: { type: "string" },
       var: { type: "string", multiple: true, default: [] },
     },

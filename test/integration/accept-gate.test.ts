@@ -30,8 +30,8 @@ async function stored(): Promise<number> {
 describe("accept gate", () => {
   it("answers 429 with Retry-After at once when every slot is held, stores nothing, and takes the retry", async () => {
     const gate = acceptGateOf(env);
-    expect(gate.opts).toMatchObject({ limit: 8, perKey: 6 });
-    const held = Array.from({ length: 8 }, (_, i) => gate.enter(`holder-${i}`));
+    expect(gate.opts).toMatchObject({ limit: 4, perKey: 3 });
+    const held = Array.from({ length: 4 }, (_, i) => gate.enter(`holder-${i}`));
     expect(held.every((r) => r !== null)).toBe(true);
     const body = email({ to: ["gated@example.com"] });
     try {
@@ -41,7 +41,7 @@ describe("accept gate", () => {
       expect(refused.headers.get("retry-after")).toBe("1");
       const err = await refused.json<{ statusCode: number; name: string; message: string }>();
       expect(err).toMatchObject({ statusCode: 429, name: "rate_limit_exceeded" });
-      expect(err.message).toMatch(/8 send requests are in progress.*Nothing was queued/);
+      expect(err.message).toMatch(/4 send requests are in progress.*Nothing was queued/);
       expect((await callWithKey(key, "POST", "/emails/batch", [email({ to: ["gated2@example.com"] })])).status).toBe(429);
       expect((await callWithKey(key, "POST", "/relay/messages/raw", { from: "a@acme.test", to: ["b@example.com"], raw: "Subject: x\r\n\r\nbody\r\n" })).status).toBe(429);
       expect(await stored()).toBe(before);
@@ -58,11 +58,11 @@ describe("accept gate", () => {
 
   it("leaves a quarter of the slots to other tenants when one holds its share", async () => {
     const gate = acceptGateOf(env);
-    const flood = Array.from({ length: 6 }, () => gate.enter("gate"));
+    const flood = Array.from({ length: 3 }, () => gate.enter("gate"));
     try {
       const refused = await callWithKey(key, "POST", "/emails", email({ to: ["mine@example.com"] }));
       expect(refused.status).toBe(429);
-      expect((await refused.json<{ message: string }>()).message).toMatch(/this tenant has 6 send requests in progress, its share of 8/);
+      expect((await refused.json<{ message: string }>()).message).toMatch(/this tenant has 3 send requests in progress, its share of 4/);
       expect((await callWithKey(other, "POST", "/emails", email({ to: ["theirs@example.com"] }))).status).toBe(200);
     } finally {
       for (const r of flood) r!();

@@ -9,13 +9,15 @@
  *   acceptGate()          Hono middleware for POST /emails, POST /emails/batch and POST
  *                         /relay/messages/raw.
  *   acceptGateOf(env)     the isolate's gate for these settings (one per isolate and setting).
- *   ACCEPT_CONCURRENCY    slots per isolate (default 8, at least 1); a tenant may hold all but
+ *   ACCEPT_CONCURRENCY    slots per isolate (default 4, at least 1); a tenant may hold all but
  *                         a quarter of them (at least one left to the others when there are 2+).
- *                         Measured with bench:backlog's flood (64 loops of another tenant), at
- *                         d085afe (wrangler's DevTools Network capture off, scripts/lib/cdp.ts):
- *                         16 slots kept 0.389 and 0.385 of the empty queue's delivery rate (the
- *                         flood accepted at 94.9 and 86.4 messages/s), 8 kept 0.662, 0.766 and
- *                         0.663 (50.7, 41.5 and 69.8 messages/s).
+ *                         Measured with bench:backlog's flood (64 loops of another tenant, 5,000
+ *                         messages a phase, wrangler's DevTools Network capture off): 8 slots kept
+ *                         0.213, 0.33 and 0.35 of the empty queue's delivery rate (the flood
+ *                         accepted 73.4, 88.8 and 91.8 messages/s), 6 kept 0.32 (74.8/s), 4 kept
+ *                         0.53 and 0.63 (40.8 and 52.3/s). The quick load campaign's accept
+ *                         ceiling, one tenant: 136 messages/s with 4 slots, 180 with 8. Resend
+ *                         allows 2 requests a second by default; a batch carries 100 messages.
  *
  * INVARIANTS
  *   A slot is released when the route answers, also when it throws; the in_flow_delay pause of
@@ -36,7 +38,7 @@ let current: { limit: number; gate: Gate } | null = null;
 
 /** The isolate's accept gate for the env's settings. */
 export function acceptGateOf(env: { ACCEPT_CONCURRENCY?: string }): Gate {
-  const limit = Math.min(countSetting(env.ACCEPT_CONCURRENCY, 8), 10_000);
+  const limit = Math.min(countSetting(env.ACCEPT_CONCURRENCY, 4), 10_000);
   if (current?.limit !== limit) {
     const perKey = Math.max(1, limit - Math.max(1, Math.floor(limit / 4)));
     current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS }, Date.now) };
