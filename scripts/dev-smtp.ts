@@ -14,9 +14,8 @@
  * and so does wrangler when it reloads the Worker after an edit.
  */
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { stopNetworkCapture } from "./lib/cdp";
-import { freePort } from "./lib/dev-server";
+import { freePort, waitHealthy } from "./lib/dev-server";
 import { startCatcher, type Catcher } from "./lib/smtp-catcher";
 
 /** A port from the environment, or the default. */
@@ -48,37 +47,15 @@ const catcher = await start();
 const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
 const mailbox = `http://127.0.0.1:${catcher.httpPort}/messages`;
 console.log(`\n  Local SMTP catcher: ${smarthost} (mail to any address lands here)\n  See what arrived: GET http://127.0.0.1:${PORT}/relay/dev/mailbox\n`);
-const WANTED_INSPECTOR = portOf("INSPECTOR_PORT", 9229);
-const INSPECTOR = await portFree(WANTED_INSPECTOR) ? WANTED_INSPECTOR : await freePort();
+const INSPECTOR = await freePort(portOf("INSPECTOR_PORT", 9229)).catch(() => freePort());
 const child = spawn("npm", ["run", "dev", "--", "--inspector-port", String(INSPECTOR), "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:${mailbox}`],
   { stdio: "inherit", env: { ...process.env, PORT: String(PORT) } });
-let exited = false;
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
 child.on("exit", (code) => {
-  exited = true;
   void catcher.close().finally(() => process.exit(code ?? 0));
 });
-void quietInspector();
-
-/** Whether a TCP port on 127.0.0.1 is free. */
-async function portFree(port: number): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const srv = createServer().once("error", () => resolve(false));
-    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
-  });
-}
-
-/** Waits for /health, then turns the inspector's Network events off (see the header). */
-async function quietInspector(): Promise<void> {
-  for (const deadline = Date.now() + 120_000; Date.now() < deadline && !exited; await new Promise((r) => setTimeout(r, 500))) {
-    const up = await fetch(`http://127.0.0.1:${PORT}/health`).then((r) => r.status === 200, () => false);
-    if (!up) continue;
-    try {
-      await stopNetworkCapture(INSPECTOR);
-      console.log(`  Inspector on 127.0.0.1:${INSPECTOR}; its per-subrequest Network events are off until DevTools attaches.`);
-    } catch (e) {
-      console.warn(`  Could not turn off the inspector's Network events (${e instanceof Error ? e.message : String(e)}); the relay runs, wrangler keeps them in memory.`);
-    }
-    return;
-  }
-}
+// Once the relay answers, turn the inspector's Network events off (see the header).
+waitHealthy(`http://127.0.0.1:${PORT}`, child, () => "", 120_000).then(() => stopNetworkCapture(INSPECTOR)).then(
+  () => console.log(`  Inspector on 127.0.0.1:${INSPECTOR}; its per-subrequest Network events are off until DevTools attaches.`),
+  (e: unknown) => console.warn(`  Could not turn off the inspector's Network events (${e instanceof Error ? e.message.split("\n")[0] : String(e)}); the relay runs, wrangler keeps them in memory.`),
+);

@@ -19,7 +19,8 @@
  *                               proxy has the Worker send for every subrequest (cdp.ts,
  *                               stopNetworkCapture: a cost of local dev alone, which halved
  *                               delivery under a submission flood).
- *   freePort()                  a free TCP port on 127.0.0.1.
+ *   freePort(port?)             a free TCP port on 127.0.0.1 (or `port`, rejecting when taken).
+ *   waitHealthy(url, child, log, limitMs?)  waits for GET /health → 200 (default 60 s).
  *   devFetch(url, init?, onReset?, resendRefused?, onRefused?)  fetch() to a wrangler dev
  *                               that sends a request again (up to 5 times) when wrangler's
  *                               ProxyWorker answers its own 503 "Your worker restarted
@@ -91,12 +92,12 @@ export async function devFetch(url: string, init: RequestInit | (() => RequestIn
   }
 }
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
+/** A free TCP port on 127.0.0.1: any (0), or `port` itself, rejecting when it is taken. */
+export function freePort(port = 0): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
+    srv.listen(port, "127.0.0.1", () => {
       const port = (srv.address() as { port: number }).port;
       srv.close(() => resolve(port));
     });
@@ -113,8 +114,9 @@ function stopGroup(child: ChildProcess): Promise<void> {
   });
 }
 
-async function waitHealthy(url: string, child: ChildProcess, log: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000;
+/** Waits until `url`/health answers 200; rejects when `child` exits first or after `limitMs`. */
+export async function waitHealthy(url: string, child: ChildProcess, log: () => string, limitMs = 60_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}\n${log()}`);
     try {
@@ -122,7 +124,7 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => string):
     } catch { /* not listening yet */ }
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`wrangler dev did not answer /health within 60 s\n${log()}`);
+  throw new Error(`wrangler dev did not answer /health within ${limitMs / 1000} s\n${log()}`);
 }
 
 /**
