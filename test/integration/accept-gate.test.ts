@@ -58,14 +58,21 @@ describe("accept gate", () => {
 
   it("leaves a quarter of the slots to other tenants when one holds its share", async () => {
     const gate = acceptGateOf(env);
-    const flood = Array.from({ length: 3 }, () => gate.enter("gate"));
+    // Alone a tenant may hold 3 of the 4; the first test's holders asked moments ago and may
+    // still count as sending, which lowers its fair share (lib/gate.ts).
+    const share = gate.share("gate");
+    expect(share).toBeGreaterThanOrEqual(1);
+    expect(share).toBeLessThanOrEqual(3);
+    const flood: (() => void)[] = [];
+    for (let r = gate.enter("gate"); r !== null; r = gate.enter("gate")) flood.push(r);
+    expect(flood.length).toBe(share);
     try {
       const refused = await callWithKey(key, "POST", "/emails", email({ to: ["mine@example.com"] }));
       expect(refused.status).toBe(429);
-      expect((await refused.json<{ message: string }>()).message).toMatch(/this tenant has 3 send requests in progress, its share of 4/);
+      expect((await refused.json<{ message: string }>()).message).toMatch(new RegExp(`this tenant has ${share} send requests in progress, its share of 4 while \\d+ tenants are sending`));
       expect((await callWithKey(other, "POST", "/emails", email({ to: ["theirs@example.com"] }))).status).toBe(200);
     } finally {
-      for (const r of flood) r!();
+      for (const r of flood) r();
     }
     expect(gate.held()).toBe(0);
   });

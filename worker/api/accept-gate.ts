@@ -9,8 +9,10 @@
  *   acceptGate()          Hono middleware for POST /emails, POST /emails/batch and POST
  *                         /relay/messages/raw.
  *   acceptGateOf(env)     the isolate's gate for these settings (one per isolate and setting).
- *   ACCEPT_CONCURRENCY    slots per isolate (default 4, at least 1); a tenant may hold all but
- *                         a quarter of them (at least one left to the others when there are 2+).
+ *   ACCEPT_CONCURRENCY    slots per isolate (default 4, at least 1); a tenant alone may hold all
+ *                         but a quarter of them (at least one left to the others when there are
+ *                         2+), and while others are sending (a send request within SENDING_MS)
+ *                         its fair share, ceil(slots / tenants sending) (lib/gate.ts).
  *                         Measured with bench:backlog's flood (64 loops of another tenant, 5,000
  *                         messages a phase, wrangler's DevTools Network capture off): 8 slots kept
  *                         0.213, 0.33 and 0.35 of the empty queue's delivery rate (the flood
@@ -33,6 +35,11 @@ import { toErrorBody } from "./errors";
 
 /** A slot held this long is presumed lost (its request cancelled) and freed, ms. */
 const MAX_HOLD_MS = 60_000;
+/**
+ * How long a tenant counts as sending after its last send request, ms: longer than the
+ * Retry-After it is told, so a refused tenant still counts when it comes back.
+ */
+const SENDING_MS = 5_000;
 
 let current: { limit: number; gate: Gate } | null = null;
 
@@ -41,7 +48,7 @@ export function acceptGateOf(env: { ACCEPT_CONCURRENCY?: string }): Gate {
   const limit = Math.min(countSetting(env.ACCEPT_CONCURRENCY, 4), 10_000);
   if (current?.limit !== limit) {
     const perKey = Math.max(1, limit - Math.max(1, Math.floor(limit / 4)));
-    current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS }, Date.now) };
+    current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS, activeMs: SENDING_MS }, Date.now) };
   }
   return current.gate;
 }
@@ -53,8 +60,9 @@ export function acceptGate(): MiddlewareHandler<AppEnv> {
     const tenant = c.get("tenant");
     const release = gate.enter(tenant);
     if (release === null) {
-      const mine = gate.held(tenant) >= gate.opts.perKey;
-      const why = mine ? `this tenant has ${gate.opts.perKey} send requests in progress, its share of ${gate.opts.limit}` : `${gate.opts.limit} send requests are in progress`;
+      const share = gate.share(tenant);
+      const mine = gate.held(tenant) >= share;
+      const why = mine ? `this tenant has ${share} send requests in progress, its share of ${gate.opts.limit} while ${gate.sending()} tenants are sending` : `${gate.opts.limit} send requests are in progress`;
       return c.json(toErrorBody(429, "rate_limit_exceeded", `The relay is accepting as fast as it can (${why}). Nothing was queued: send the request again after Retry-After seconds, with the same Idempotency-Key.`), 429, { "Retry-After": "1" });
     }
     try {

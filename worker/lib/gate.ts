@@ -8,19 +8,31 @@
  *   sender at full speed keeps at most `limit` requests working beside delivery, however many
  *   it opens, and one key (a tenant) never holds the last `limit - perKey` slots.
  *
+ *   When several keys are sending, each may hold only its fair share of the slots, ceil(limit /
+ *   the keys that asked within `activeMs`, refused or not), at least one and at most perKey; a
+ *   key alone keeps perKey. Without it a flood from one tenant held perKey slots (3 of 4) and
+ *   took each one back as soon as it freed, so another tenant's second request found the gate
+ *   full and waited out a Retry-After for every request: in bench:backlog's flooded phase the
+ *   measured tenant needed 7.3 s to submit what took it 3.4 s alone, and delivery, fed in
+ *   trickles, fell to 0.47 of its idle rate. Postfix caps one client's smtpd processes the same
+ *   way (smtpd_client_connection_count_limit, half of process_limit by default).
+ *
  *   Nobody waits here for a slot. A first version queued waiters and woke each with another
  *   request's release; in the full chaos load campaign the runtime cancelled such requests as
  *   hung ("your Worker's code had hung and would never generate a response"), slots stopped
  *   coming back, and from 45 s on nothing more was accepted. The refused client waits instead
  *   (429 with Retry-After), as Resend's clients do at its rate limit.
  *
- *   new Gate({ limit, perKey, maxHoldMs }, now)
- *   enter(key)   a release function when a slot is free (and `key` holds fewer than `perKey`),
- *                else null. Each release is idempotent.
+ *   new Gate({ limit, perKey, maxHoldMs, activeMs }, now)
+ *   enter(key)   a release function when a slot is free and `key` holds fewer than its
+ *                share(key), else null; either way `key` counts as sending for `activeMs`. Each
+ *                release is idempotent.
  *   held(key?)   slots held (by `key`).
+ *   share(key)   the slots `key` may hold now (see above).
+ *   sending()    the keys counted as sending now: asked within `activeMs`, or holding a slot.
  *
  * INVARIANTS
- *   held() <= limit and held(key) <= perKey. A slot held longer than `maxHoldMs` is taken
+ *   held() <= limit and held(key) <= perKey. Memory is O(keys sending). A slot held longer than `maxHoldMs` is taken
  *   back at the next enter(): a request the runtime cancels may never run its release, and
  *   without this each such cancellation would shrink the gate for the isolate's life. Time
  *   comes from `now` (ms); nothing else is read.
@@ -34,12 +46,16 @@ export interface GateOptions {
   perKey: number;
   /** A slot held longer than this is presumed lost and freed, ms. */
   maxHoldMs: number;
+  /** How long a key counts as sending after it last asked, ms (0: only while it holds a slot). */
+  activeMs?: number;
 }
 
 export class Gate {
   /** Holders by slot number, oldest first (Map order is insertion order). */
   private readonly holds = new Map<number, { key: string; at: number }>();
   private readonly byKey = new Map<string, number>();
+  /** When each key last asked, oldest first (a key is moved to the end when it asks again). */
+  private readonly asked = new Map<string, number>();
   private seq = 0;
 
   constructor(readonly opts: GateOptions, private readonly now: () => number) {
@@ -50,9 +66,22 @@ export class Gate {
     return key === undefined ? this.holds.size : this.byKey.get(key) ?? 0;
   }
 
+  sending(): number {
+    this.forget();
+    let n = this.asked.size;
+    for (const k of this.byKey.keys()) if (!this.asked.has(k)) n++;
+    return n;
+  }
+
+  share(key: string): number {
+    const others = this.sending() - (this.asked.has(key) || this.byKey.has(key) ? 1 : 0);
+    return Math.min(this.opts.perKey, Math.max(1, Math.ceil(this.opts.limit / (others + 1))));
+  }
+
   enter(key: string): (() => void) | null {
     this.expire();
-    if (this.holds.size >= this.opts.limit || this.held(key) >= this.opts.perKey) return null;
+    this.ask(key);
+    if (this.holds.size >= this.opts.limit || this.held(key) >= this.share(key)) return null;
     const id = ++this.seq;
     this.holds.set(id, { key, at: this.now() });
     this.byKey.set(key, this.held(key) + 1);
@@ -65,6 +94,21 @@ export class Gate {
     this.holds.delete(id);
     const n = this.held(h.key) - 1;
     if (n > 0) this.byKey.set(h.key, n); else this.byKey.delete(h.key);
+  }
+
+  /** Records that `key` asked now (moved to the end: the map stays oldest first). */
+  private ask(key: string): void {
+    this.asked.delete(key);
+    if ((this.opts.activeMs ?? 0) > 0) this.asked.set(key, this.now());
+  }
+
+  /** Forgets the keys that last asked more than activeMs ago (oldest first: stops at the first young one). */
+  private forget(): void {
+    const oldest = this.now() - (this.opts.activeMs ?? 0);
+    for (const [k, at] of this.asked) {
+      if (at > oldest) break;
+      this.asked.delete(k);
+    }
   }
 
   /** Frees the slots held past maxHoldMs (the oldest come first: stops at the first young one). */

@@ -31,6 +31,44 @@ describe("Gate", () => {
     expect(g.enter("third")).not.toBeNull();
   });
 
+  it("gives each sending key its fair share: a flood keeps ceil(limit / keys sending) while another key sends", () => {
+    const c = clock();
+    const g = new Gate({ limit: 4, perKey: 3, maxHoldMs: 60_000, activeMs: 5000 }, c.now);
+    const flood = [g.enter("flood"), g.enter("flood"), g.enter("flood")];
+    expect(flood.every((r) => r !== null)).toBe(true); // alone: perKey
+    const first = g.enter("other");
+    expect(first).not.toBeNull();
+    expect(g.enter("other")).toBeNull(); // the gate is full
+    expect(g.sending()).toBe(2);
+    flood[0]!();
+    expect(g.share("flood")).toBe(2);
+    expect(g.enter("flood")).toBeNull(); // over its share now: the freed slot waits for the other
+    c.advance(1000); // the other's Retry-After
+    const second = g.enter("other");
+    expect(second).not.toBeNull();
+    expect(g.held("other")).toBe(2);
+    first!();
+    second!();
+    c.advance(5000); // the other has not asked for 5 s: the flood is alone again
+    expect(g.sending()).toBe(1);
+    expect(g.share("flood")).toBe(3);
+    expect(g.enter("flood")).not.toBeNull();
+  });
+
+  it("counts a refused key as sending, and a key holding a slot however long ago it asked", () => {
+    const c = clock();
+    const g = new Gate({ limit: 2, perKey: 2, maxHoldMs: 60_000, activeMs: 1000 }, c.now);
+    const a = [g.enter("a"), g.enter("a")];
+    expect(a.every((r) => r !== null)).toBe(true);
+    expect(g.enter("b")).toBeNull();
+    expect(g.sending()).toBe(2);
+    expect(g.share("a")).toBe(1);
+    c.advance(1000);
+    expect(g.sending()).toBe(1); // b forgotten; a still holds
+    a[0]!();
+    expect(g.enter("a")).not.toBeNull(); // alone again
+  });
+
   it("a second release of the same slot changes nothing", () => {
     const g = new Gate({ limit: 1, perKey: 1, maxHoldMs: 1000 }, clock().now);
     const a = g.enter("t")!;
@@ -60,19 +98,21 @@ describe("Gate", () => {
     expect(g.held()).toBe(0);
   });
 
-  it("never holds more than limit, nor more than perKey for a key, and counts exactly (property)", () => {
+  it("never holds more than limit, nor more than a key's fair share, and counts exactly (property)", () => {
     fc.assert(fc.property(
       fc.integer({ min: 1, max: 6 }),
+      fc.constantFrom(0, 300, 1500),
       fc.array(fc.oneof(
         fc.record({ op: fc.constant("enter" as const), key: fc.constantFrom("a", "b", "c") }),
         fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
         fc.record({ op: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 700 }) }),
       ), { maxLength: 60 }),
-      (limit, ops) => {
+      (limit, activeMs, ops) => {
         const c = clock();
         const perKey = Math.max(1, limit - 1);
-        const g = new Gate({ limit, perKey, maxHoldMs: 1000 }, c.now);
+        const g = new Gate({ limit, perKey, maxHoldMs: 1000, activeMs }, c.now);
         const live: { key: string; at: number; release: () => void }[] = [];
+        const asked = new Map<string, number>();
         for (const o of ops) {
           if (o.op === "wait") { c.advance(o.ms); continue; }
           if (o.op === "release") {
@@ -83,9 +123,14 @@ describe("Gate", () => {
           }
           // The model: slots held at most 1000 ms count.
           for (let i = live.length - 1; i >= 0; i--) if (live[i]!.at <= c.now() - 1000) live.splice(i, 1);
+          if (activeMs > 0) asked.set(o.key, c.now());
+          const sending = new Set([...live.map((h) => h.key), ...[...asked].filter(([, at]) => at > c.now() - activeMs).map(([k]) => k)]);
+          sending.add(o.key);
+          const share = Math.min(perKey, Math.max(1, Math.ceil(limit / sending.size)));
           const r = g.enter(o.key);
           const mine = live.filter((h) => h.key === o.key).length;
-          expect(r !== null).toBe(live.length < limit && mine < perKey);
+          expect(g.share(o.key)).toBe(share); // after enter(): the gate has taken back expired slots, as the model has
+          expect(r !== null).toBe(live.length < limit && mine < share);
           if (r) live.push({ key: o.key, at: c.now(), release: r });
           expect(g.held()).toBe(live.length);
           expect(g.held()).toBeLessThanOrEqual(limit);
