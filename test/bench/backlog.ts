@@ -1,6 +1,6 @@
 /*
- * npm run bench:backlog [-- --messages N] [--backlog B] [--rcpts R] [--load-workers W]
- *                        [--var NAME=value …] [--profile FILE] [--json]
+ * npm run bench:backlog [-- --messages N] [--warmup M] [--backlog B] [--rcpts R] [--load-workers W]
+ *                        [--var NAME=value …] [--profile FILE] [--meter] [--json]
  *
  * Delivery rate to a live destination with an empty queue, behind a large backlog waiting in the
  * same transport, and while another client submits as fast as it can: three phases in one run on
@@ -12,7 +12,8 @@
  *   `@stuck.test` to transport `smtp` with nexthop [127.0.0.1]:<a port nobody listens on>, and that
  *   destination is suspended through POST /relay/suspensions (target destination, 1 day), so its
  *   recipients wait in the same Transport DO as the live destination (`@ok.test`, the default
- *   route to SMARTHOST). After a 20-message warm-up:
+ *   route to SMARTHOST). After a warm-up of M messages (default N), not compared, measured as
+ *   in 1:
  *   1. empty: N one-recipient messages to @ok.test (POST /emails/batch, 100 per request, 2
  *      requests at a time); the clock runs from the first POST until the sink has all N.
  *   2. backlog: B recipients to @stuck.test (R per message, 100 messages per request, 4 requests
@@ -33,6 +34,13 @@
  *   measurement. The empty phase was still warming up, too. Three runs at 1,000 put
  *   under_load_ratio at 0.662, 0.766 and 0.663 and backlog_ratio at 1.104, 1.383 and 1.258;
  *   three at 5,000, on the same code, at 0.213, 0.33 and 0.35 and at 0.747, 0.83 and 0.9.
+ *   The warm-up is as long as a phase so that all three start in the same state: the destination
+ *   window open (it grows from 5 with each success) and the agents running. After the 20
+ *   messages it had before 2026-11-28, the empty phase alone started with a small window, so its
+ *   accepting ran ahead of delivery and built a queue that fed the agents in full batches, which
+ *   later phases never had: a control run with no backlog and no flood (--backlog 0
+ *   --load-workers 0) gave 0.83 and 0.78 for two identical phases. With the longer warm-up the
+ *   same control gave 1.02 and 0.93.
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
  *   (accept + classify + admit + dispatch + SMTP), mean/p50/p99 per phase, and after each phase the
  *   Transport DO's own figures from GET /relay/queue (in_flight_ms): the time from dispatch to
@@ -40,6 +48,10 @@
  *   process_limit.
  *   --profile FILE writes a CPU profile of the Worker's thread during phase 3 (.cpuprofile, for
  *   Chrome DevTools); profiling slows the Worker, so that run's rates are not comparable.
+ *   --meter runs with METER on and prints each phase's DO requests per delivered message, by
+ *   method (the phase's own: the meter is reset at its first POST and read at its last arrival);
+ *   with --json also do_requests_per_message per phase. More, smaller requests per message are
+ *   what delivery fed in trickles looks like.
  *   --var overrides a wrangler.toml [vars] value for the whole run (e.g.
  *   TRANSPORT_CHECKPOINT_EVERY=100000, to see whether a cost that grows with the backlog goes away).
  *   Prints tables; with --json the last line is
@@ -50,7 +62,7 @@
  * Assumptions
  *   Nothing but loopback; everything started is stopped, also on failure or Ctrl-C.
  *   On a shared 2-CPU machine the default backlog of 100,000 recipients is accepted in about
- *   25 s and indexed after about 42 s, and the whole default run takes about 3 minutes.
+ *   25 s and indexed after about 42 s, and the whole default run takes about 3.5 minutes.
  */
 
 import { execFile } from "node:child_process";
@@ -76,7 +88,6 @@ async function startProfile(inspector: number): Promise<{ stop: () => Promise<Pr
   return { stop: async () => { const { profile } = (await session.send("Profiler.stop")) as { profile: Profile }; session.close(); return profile; } };
 }
 
-const WARMUP = 20;
 /** How long the sink may get nothing before a phase is declared stalled, ms. */
 const STALL_MS = 90_000;
 /** How long building the backlog (submission + classification) may take at most, ms. */
@@ -85,7 +96,7 @@ const TENANT = "bench-backlog";
 /** Phase 3's load comes from another tenant, as a flood from one sender would. */
 const LOAD_TENANT = "bench-backlog-load";
 
-interface Cli { messages: number; backlog: number; rcpts: number; loadWorkers: number; vars: Record<string, string>; json: boolean; profile: string | null }
+interface Cli { messages: number; warmup: number; meter: boolean; backlog: number; rcpts: number; loadWorkers: number; vars: Record<string, string>; json: boolean; profile: string | null }
 
 interface Phase {
   name: string;
@@ -99,6 +110,8 @@ interface Phase {
   latency: { mean: number; p50: number; p99: number; max: number };
   /** The Transport DO's dispatch→report times of its last (≤ 1,024) reports at the phase's end, and its peak in flight (GET /relay/queue). */
   inFlight: InFlightTimes | null;
+  /** --meter: the DO requests of the phase (first POST → last arrival), by class.method. */
+  doRequests: { total: number; byMethod: Record<string, number> } | null;
 }
 
 /** The relay, its operator key, the stuck destination, and the key of the load tenant (phase 3). */
@@ -107,8 +120,8 @@ interface Relay { dev: DevServer; operator: string; stuck: string; loadKey: stri
 function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
-      messages: { type: "string", default: "5000" }, backlog: { type: "string", default: "100000" },
-      rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "64" }, json: { type: "boolean", default: false }, profile: { type: "string" },
+      messages: { type: "string", default: "5000" }, warmup: { type: "string" }, backlog: { type: "string", default: "100000" },
+      rcpts: { type: "string", default: "10" }, "load-workers": { type: "string", default: "64" }, json: { type: "boolean", default: false }, profile: { type: "string" }, meter: { type: "boolean", default: false },
       var: { type: "string", multiple: true, default: [] },
     },
   });
@@ -123,7 +136,7 @@ function parseCli(): Cli {
     if (!Number.isInteger(n) || n < min) throw new Error(`--${name} needs an integer >= ${min}`);
     return n;
   };
-  return { messages: int("messages", values.messages, 1), backlog: int("backlog", values.backlog, 0), rcpts: int("rcpts", values.rcpts, 1), loadWorkers: int("load-workers", values["load-workers"], 0), vars, json: values.json, profile: values.profile ?? null };
+  return { messages: int("messages", values.messages, 1), warmup: int("warmup", values.warmup ?? values.messages, 1), meter: values.meter, backlog: int("backlog", values.backlog, 0), rcpts: int("rcpts", values.rcpts, 1), loadWorkers: int("load-workers", values["load-workers"], 0), vars, json: values.json, profile: values.profile ?? null };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -149,10 +162,10 @@ async function d1(state: string, sql: string): Promise<void> {
 }
 
 /** Starts the relay with the stuck route and its suspension (see the header). */
-async function startRelay(sink: Catcher, extra: Record<string, string>): Promise<Relay> {
+async function startRelay(sink: Catcher, extra: Record<string, string>, meterOn: boolean): Promise<Relay> {
   const stuckPort = await freePort();
   const stuck = `[127.0.0.1]:${stuckPort}`;
-  const dev = await startDevServer({ tenant: TENANT, frozen: true, vars: { SMARTHOST: `[127.0.0.1]:${sink.smtpPort}`, RELAY_TLS: "off", MAX_RECIPIENTS: "100", ...extra } });
+  const dev = await startDevServer({ tenant: TENANT, frozen: true, meter: meterOn, vars: { SMARTHOST: `[127.0.0.1]:${sink.smtpPort}`, RELAY_TLS: "off", MAX_RECIPIENTS: "100", ...extra } });
   try {
     await d1(dev.state, `INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('smtp', NULL); INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'stuck.test', 'smtp', '${stuck}');`);
     const operator = await createKey({ tenant: TENANT, name: "bench-operator", persistTo: dev.state, role: "operator" });
@@ -173,7 +186,7 @@ function message(to: string[], subject: string): Record<string, unknown> {
  * Submits N one-recipient messages to @ok.test and waits until the sink has them all; the rate is
  * N over first POST → last arrival.
  */
-async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: number, tag: string): Promise<Phase> {
+async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: number, tag: string, meterOn: boolean): Promise<Phase> {
   const sentAt = new Map<string, number>();
   const arrivals: number[] = [];
   let lastAt = 0;
@@ -189,6 +202,7 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
   };
   const chunks: string[][] = [];
   for (let i = 0; i < n; i += 100) chunks.push(Array.from({ length: Math.min(100, n - i) }, (_, j) => `m${i + j}-${tag}@ok.test`));
+  if (meterOn) await api(relay.dev, relay.operator, "POST", "/relay/dev/meter/reset", {});
   const started = Date.now();
   const perf0 = performance.now();
   let acceptMs = NaN;
@@ -210,6 +224,7 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
   }
   // The last arrival's own timestamp, not the poll's.
   const elapsedMs = Math.max(1, lastAt - started);
+  const meter = meterOn ? await api(relay.dev, relay.operator, "GET", "/relay/dev/meter") as { do_requests: number; do_requests_by_method: Record<string, number> } : null;
   await submitted;
   const sorted = [...arrivals].sort((a, b) => a - b);
   const inFlight = (await queueView(relay)).transports.find((t) => t.transport === "smtp")?.in_flight_ms ?? null;
@@ -217,6 +232,7 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
     name, messages: n, acceptMs, elapsedMs, perS: (n * 1000) / elapsedMs,
     latency: { mean: sorted.reduce((a, b) => a + b, 0) / sorted.length, p50: pct(sorted, 50), p99: pct(sorted, 99), max: sorted[sorted.length - 1]! },
     inFlight,
+    doRequests: meter ? { total: meter.do_requests, byMethod: meter.do_requests_by_method } : null,
   };
 }
 
@@ -283,22 +299,22 @@ async function main(): Promise<void> {
   process.once("SIGTERM", onSignal);
   try {
     log(`bench:backlog: starting wrangler dev (sink 127.0.0.1:${sink.smtpPort})`);
-    relay = await startRelay(sink, cli.vars);
+    relay = await startRelay(sink, cli.vars, cli.meter);
     const runTag = Date.now().toString(36);
-    await measureDelivery(relay, sink, "warm-up", WARMUP, `${runTag}w`);
-    log(`  warm-up done; stuck destination ${relay.stuck} suspended`);
-    const empty = await measureDelivery(relay, sink, "empty", cli.messages, `${runTag}e`);
+    const warm = await measureDelivery(relay, sink, "warm-up", cli.warmup, `${runTag}w`, cli.meter);
+    log(`  warm-up: ${cli.warmup} messages, ${fmt(warm.perS)} deliveries/s (not compared); stuck destination ${relay.stuck} suspended`);
+    const empty = await measureDelivery(relay, sink, "empty", cli.messages, `${runTag}e`, cli.meter);
     log(`  empty: ${fmt(empty.perS)} deliveries/s`);
     const build = await buildBacklog(relay, cli.backlog, cli.rcpts);
     log(`  backlog: ${build.admitted} of ${cli.backlog} in the index after ${(build.admitMs / 1000).toFixed(1)} s ${JSON.stringify(build.states)}; Transport DO in core ${build.inCore}`);
-    const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`);
+    const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`, cli.meter);
     log(`  backlog: ${fmt(backlog.perS)} deliveries/s`);
     const profiler = cli.profile === null ? null : await startProfile(relay.dev.inspector);
     const loops = cli.loadWorkers === 0 ? null : await startPostLoops({ url: relay.dev.url, key: relay.loadKey, workers: cli.loadWorkers, domain: "stuck.test", tag: runTag });
     let loaded: Phase;
     let load: PostLoopResult = { accepted: 0, refused: 0, failed: 0, ms: 1 };
     try {
-      loaded = await measureDelivery(relay, sink, "while accepting", cli.messages, `${runTag}l`);
+      loaded = await measureDelivery(relay, sink, "while accepting", cli.messages, `${runTag}l`, cli.meter);
     } finally {
       if (loops) load = await loops.stop();
     }
@@ -322,6 +338,13 @@ async function main(): Promise<void> {
       const f = p.inFlight;
       console.log(`  ${p.name.padEnd(18)} ${f ? `mean ${f.mean_ms}  p50 ${f.p50_ms}  p99 ${f.p99_ms}  max ${f.max_ms}  peak in flight ${f.peak_in_flight}` : "n/a"}`);
     }
+    if (cli.meter) {
+      console.log("  DO requests per delivered message (--meter; the phase's own, first POST → last arrival), and by method:");
+      for (const p of [empty, backlog, loaded]) {
+        const d = p.doRequests;
+        if (d) console.log(`  ${p.name.padEnd(18)} ${fmt(d.total / p.messages, 2)}  ${Object.entries(d.byMethod).sort((a, b) => b[1] - a[1]).map(([m, v]) => `${m} ${v}`).join(", ")}`);
+      }
+    }
     console.log(`  while accepting / backlog: ${fmt(loaded.perS / backlog.perS, 2)} (phase 3 runs on top of the backlog)`);
     console.log(`  load during phase 3: ${cli.loadWorkers} POST /emails loops to @stuck.test, ${load.accepted} accepted (${fmt(load.accepted * 1000 / Math.max(1, load.ms))}/s), ${load.refused} refused (429), ${load.failed} failed`);
     console.log(`  after: stuck destination ${stuckAfter.total} in the index ${JSON.stringify(stuckAfter.states)}; Transport DO smtp: ${smtpAfter?.in_core ?? "?"} in core, ${smtpAfter?.inflight ?? "?"} in flight`);
@@ -343,6 +366,7 @@ async function main(): Promise<void> {
         load_accept_per_s: Number((load.accepted * 1000 / Math.max(1, load.ms)).toFixed(1)), load_refused: load.refused,
         ...(Object.keys(cli.vars).length > 0 ? { vars: cli.vars } : {}),
         post_to_sink_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), { mean: Math.round(p.latency.mean), p50: p.latency.p50, p99: p.latency.p99 }])),
+        ...(cli.meter ? { do_requests_per_message: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), Number(((p.doRequests?.total ?? NaN) / p.messages).toFixed(3))])) } : {}),
         dispatch_to_report_ms: Object.fromEntries([empty, backlog, loaded].map((p) => [p.name.replace(/ /g, "_"), p.inFlight])),
       }));
     }
