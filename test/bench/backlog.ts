@@ -39,8 +39,8 @@
  *   messages it had before 2026-11-28, the empty phase alone started with a small window, so its
  *   accepting ran ahead of delivery and built a queue that fed the agents in full batches, which
  *   later phases never had: a control run with no backlog and no flood (--backlog 0
- *   --load-workers 0) gave 0.83 and 0.78 for two identical phases. With the longer warm-up the
- *   same control gave 1.02 and 0.93.
+ *   --load-workers 0, process_limit 800 for that trial) gave 0.83 and 0.78 for two identical
+ *   phases. With the longer warm-up the control gave 1.02 and 0.93 (process_limit 200).
  *   Per message it also records the time from the POST of its batch to its arrival at the sink
  *   (accept + classify + admit + dispatch + SMTP), mean/p50/p99 per phase, and after each phase the
  *   Transport DO's own figures from GET /relay/queue (in_flight_ms): the time from dispatch to
