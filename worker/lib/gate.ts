@@ -14,8 +14,9 @@
  *   took each one back as soon as it freed, so another tenant's second request found the gate
  *   full and waited out a Retry-After for every request: in bench:backlog's flooded phase the
  *   measured tenant needed 7.3 s to submit what took it 3.4 s alone, and delivery, fed in
- *   trickles, fell to 0.47 of its idle rate. Postfix caps one client's smtpd processes the same
- *   way (smtpd_client_connection_count_limit, half of process_limit by default).
+ *   trickles, fell to 0.47 of its idle rate. Postfix caps one client's connections for the same
+ *   reason, with a fixed number (smtpd_client_connection_count_limit: 50, half of the default
+ *   process_limit).
  *
  *   Nobody waits here for a slot. A first version queued waiters and woke each with another
  *   request's release; in the full chaos load campaign the runtime cancelled such requests as
@@ -32,10 +33,11 @@
  *   sending()    the keys counted as sending now: asked within `activeMs`, or holding a slot.
  *
  * INVARIANTS
- *   held() <= limit and held(key) <= perKey. Memory is O(keys sending). A slot held longer than `maxHoldMs` is taken
- *   back at the next enter(): a request the runtime cancels may never run its release, and
- *   without this each such cancellation would shrink the gate for the isolate's life. Time
- *   comes from `now` (ms); nothing else is read.
+ *   held() <= limit and held(key) <= perKey; enter() never lets a key past its share. Memory
+ *   is O(keys sending). A slot held longer than `maxHoldMs` is taken back at the next enter():
+ *   a request the runtime cancels may never run its release, and without this each such
+ *   cancellation would shrink the gate for the isolate's life. Time comes from `now` (ms);
+ *   nothing else is read.
  */
 
 /** Gate options. */
