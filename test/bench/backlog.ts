@@ -114,8 +114,8 @@ interface Phase {
   doRequests: { total: number; byMethod: Record<string, number> } | null;
 }
 
-/** The relay, its operator key, the stuck destination, and the key of the load tenant (phase 3). */
-interface Relay { dev: DevServer; operator: string; stuck: string; loadKey: string }
+/** The relay, its operator key, the stuck destination, the key of the load tenant (phase 3), and whether the meter counts (--meter). */
+interface Relay { dev: DevServer; operator: string; stuck: string; loadKey: string; meter: boolean }
 
 function parseCli(): Cli {
   const { values } = parseArgs({
@@ -162,16 +162,16 @@ async function d1(state: string, sql: string): Promise<void> {
 }
 
 /** Starts the relay with the stuck route and its suspension (see the header). */
-async function startRelay(sink: Catcher, extra: Record<string, string>, meterOn: boolean): Promise<Relay> {
+async function startRelay(sink: Catcher, extra: Record<string, string>, meter: boolean): Promise<Relay> {
   const stuckPort = await freePort();
   const stuck = `[127.0.0.1]:${stuckPort}`;
-  const dev = await startDevServer({ tenant: TENANT, frozen: true, meter: meterOn, vars: { SMARTHOST: `[127.0.0.1]:${sink.smtpPort}`, RELAY_TLS: "off", MAX_RECIPIENTS: "100", ...extra } });
+  const dev = await startDevServer({ tenant: TENANT, frozen: true, meter, vars: { SMARTHOST: `[127.0.0.1]:${sink.smtpPort}`, RELAY_TLS: "off", MAX_RECIPIENTS: "100", ...extra } });
   try {
     await d1(dev.state, `INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('smtp', NULL); INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'stuck.test', 'smtp', '${stuck}');`);
     const operator = await createKey({ tenant: TENANT, name: "bench-operator", persistTo: dev.state, role: "operator" });
     await api(dev, operator, "POST", "/relay/suspensions", { target: "destination", transport: "smtp", name: stuck, ttl_seconds: 86_400 });
     const loadKey = await createKey({ tenant: LOAD_TENANT, name: "bench-load", persistTo: dev.state });
-    return { dev, operator, stuck, loadKey };
+    return { dev, operator, stuck, loadKey, meter };
   } catch (e) {
     await dev.stop();
     throw e;
@@ -186,7 +186,7 @@ function message(to: string[], subject: string): Record<string, unknown> {
  * Submits N one-recipient messages to @ok.test and waits until the sink has them all; the rate is
  * N over first POST → last arrival.
  */
-async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: number, tag: string, meterOn: boolean): Promise<Phase> {
+async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: number, tag: string): Promise<Phase> {
   const sentAt = new Map<string, number>();
   const arrivals: number[] = [];
   let lastAt = 0;
@@ -202,7 +202,7 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
   };
   const chunks: string[][] = [];
   for (let i = 0; i < n; i += 100) chunks.push(Array.from({ length: Math.min(100, n - i) }, (_, j) => `m${i + j}-${tag}@ok.test`));
-  if (meterOn) await api(relay.dev, relay.operator, "POST", "/relay/dev/meter/reset", {});
+  if (relay.meter) await api(relay.dev, relay.operator, "POST", "/relay/dev/meter/reset", {});
   const started = Date.now();
   const perf0 = performance.now();
   let acceptMs = NaN;
@@ -224,7 +224,7 @@ async function measureDelivery(relay: Relay, sink: Catcher, name: string, n: num
   }
   // The last arrival's own timestamp, not the poll's.
   const elapsedMs = Math.max(1, lastAt - started);
-  const meter = meterOn ? await api(relay.dev, relay.operator, "GET", "/relay/dev/meter") as { do_requests: number; do_requests_by_method: Record<string, number> } : null;
+  const meter = relay.meter ? await api(relay.dev, relay.operator, "GET", "/relay/dev/meter") as { do_requests: number; do_requests_by_method: Record<string, number> } : null;
   await submitted;
   const sorted = [...arrivals].sort((a, b) => a - b);
   const inFlight = (await queueView(relay)).transports.find((t) => t.transport === "smtp")?.in_flight_ms ?? null;
@@ -301,20 +301,20 @@ async function main(): Promise<void> {
     log(`bench:backlog: starting wrangler dev (sink 127.0.0.1:${sink.smtpPort})`);
     relay = await startRelay(sink, cli.vars, cli.meter);
     const runTag = Date.now().toString(36);
-    const warm = await measureDelivery(relay, sink, "warm-up", cli.warmup, `${runTag}w`, cli.meter);
+    const warm = await measureDelivery(relay, sink, "warm-up", cli.warmup, `${runTag}w`);
     log(`  warm-up: ${cli.warmup} messages, ${fmt(warm.perS)} deliveries/s (not compared); stuck destination ${relay.stuck} suspended`);
-    const empty = await measureDelivery(relay, sink, "empty", cli.messages, `${runTag}e`, cli.meter);
+    const empty = await measureDelivery(relay, sink, "empty", cli.messages, `${runTag}e`);
     log(`  empty: ${fmt(empty.perS)} deliveries/s`);
     const build = await buildBacklog(relay, cli.backlog, cli.rcpts);
     log(`  backlog: ${build.admitted} of ${cli.backlog} in the index after ${(build.admitMs / 1000).toFixed(1)} s ${JSON.stringify(build.states)}; Transport DO in core ${build.inCore}`);
-    const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`, cli.meter);
+    const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`);
     log(`  backlog: ${fmt(backlog.perS)} deliveries/s`);
     const profiler = cli.profile === null ? null : await startProfile(relay.dev.inspector);
     const loops = cli.loadWorkers === 0 ? null : await startPostLoops({ url: relay.dev.url, key: relay.loadKey, workers: cli.loadWorkers, domain: "stuck.test", tag: runTag });
     let loaded: Phase;
     let load: PostLoopResult = { accepted: 0, refused: 0, failed: 0, ms: 1 };
     try {
-      loaded = await measureDelivery(relay, sink, "while accepting", cli.messages, `${runTag}l`, cli.meter);
+      loaded = await measureDelivery(relay, sink, "while accepting", cli.messages, `${runTag}l`);
     } finally {
       if (loops) load = await loops.stop();
     }
