@@ -22,12 +22,12 @@ const SOURCE_ROOTS = ["worker", "durable-objects", "bin"];
  */
 const LAYERS: Array<[number, string[]]> = [
   [0, ["worker/model", "durable-objects/core", "worker/smtp/core", "worker/net/core", "worker/webhooks/core", "worker/dashboard/core",
-    "worker/delivery/core", "worker/inbound/core", "worker/settings", "worker/lib"]],
+    "worker/delivery/core", "worker/inbound/core", "worker/settings", "worker/lib", "worker/meter"]],
   [1, ["worker/mail", "worker/smtp", "worker/net"]],
   [2, ["worker/db"]],
   [3, ["durable-objects/storage"]],
-  [4, ["worker/classify", "worker/delivery", "worker/webhooks", "worker/inbound", "worker/domains", "worker/consumers", "worker/policy",
-    "durable-objects/outbox", "durable-objects/transport", "durable-objects/destination", "durable-objects"]],
+  [4, ["worker/accept", "worker/classify", "worker/delivery", "worker/webhooks", "worker/inbound", "worker/domains", "worker/consumers", "worker/policy",
+    "durable-objects/outbox/outbox", "durable-objects/transport", "durable-objects/destination", "durable-objects"]],
   [5, ["worker/api", "worker/dashboard"]],
   [6, ["worker", "bin"]],
 ];

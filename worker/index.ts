@@ -4,21 +4,21 @@
  * feedback reports: inbound/email.ts), and the Durable Object classes.
  */
 import { createApp } from "./api/app";
-import { handleClassifyBatch } from "./consumers/classify";
-import { handleDeliverBatch } from "./consumers/deliver";
-import { handleWebhooksBatch } from "./consumers/webhooks";
+import { handleClassifyBatch } from "./classify/consumer";
+import { handleDeliverBatch } from "./delivery/consumer";
+import { handleWebhooksBatch } from "./webhooks/consumer";
 import { purgeExpired } from "./db/retention";
-import { outboxName, shardCount } from "../durable-objects/storage/outbox-ids";
-import { retentionMs } from "../durable-objects/storage/outbox-sweep";
-import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./lib/meter";
-import { configProblems, notConfigured } from "./config-check";
+import { outboxName, shardCount } from "./model/ids";
+import { retentionMs } from "../durable-objects/outbox/sweep";
+import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter/meter";
+import { configProblems, notConfigured } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
-import { applyWarmups } from "./api/warmup";
+import { applyWarmups } from "./policy/warmup";
 
-export { TransportQueue } from "../durable-objects/transport-queue";
-export { DestinationQueue } from "../durable-objects/destination-queue";
-export { Outbox } from "../durable-objects/outbox";
-export { DeliveryAgent } from "../durable-objects/delivery-agent";
+export { TransportQueue } from "../durable-objects/transport/transport-queue";
+export { DestinationQueue } from "../durable-objects/destination/destination-queue";
+export { Outbox } from "../durable-objects/outbox/outbox";
+export { DeliveryAgent } from "./delivery/delivery-agent";
 
 const app = createApp();
 
@@ -39,7 +39,7 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
 }
 
 export default {
-  // Every entry runs with the metered env (worker/lib/meter.ts), and none runs while a production
+  // Every entry runs with the metered env (worker/meter/meter.ts), and none runs while a production
   // secret is missing or malformed (config-check.ts): requests get a 503 naming it, queue batches
   // are retried later, the cron waits.
   fetch: (request, env, ctx) => {

@@ -4,7 +4,7 @@
  * DESCRIPTION
  *   cdp(port)                   a session with the Worker's target: send(method, params) resolves
  *                               with the result; close(). CPU profiles of the Worker's thread
- *                               (scripts/profile-relay.ts, bench:backlog --profile).
+ *                               (bench/profile.ts, bench:backlog --profile).
  *   stopNetworkCapture(port)    sends Network.disable to the Worker's runtime (see WHY).
  *
  * WHY stopNetworkCapture

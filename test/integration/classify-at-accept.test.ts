@@ -6,9 +6,9 @@
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
-import { readView } from "../../durable-objects/storage/outbox-store";
-import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
+import { outboxName, shardOf } from "../../worker/model/ids";
+import { readView } from "../../durable-objects/outbox/store";
+import { recipientsFrom } from "../../durable-objects/transport/sqlite-source";
 import worker from "../../worker";
 import { email, newKey, settle } from "./helpers";
 

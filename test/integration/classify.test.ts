@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listEvents } from "../../worker/db/events";
 import worker from "../../worker";
 import { callWithKey, classified, email, eventually, getEmail, newKey, settle } from "./helpers";
-import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
+import { recipientsFrom } from "../../durable-objects/transport/sqlite-source";
 
 let key: string;
 beforeAll(async () => {
@@ -89,7 +89,7 @@ describe("the classify consumer", () => {
   });
 
   it("acks or retries each message on its own: a D1 outage retries only the messages that need D1", async () => {
-    const { outboxName } = await import("../../durable-objects/storage/outbox-ids");
+    const { outboxName } = await import("../../worker/model/ids");
     const stub = env.OUTBOX.getByName(outboxName(1));
     const id = `01${crypto.randomUUID().slice(2)}`;
     await stub.accept({ tenant: "acme", idempotency: null, response: { status: 200, body: "{}" }, messages: [{ id, createdAt: Date.now(), scheduledAt: null, mailFrom: "a@acme.test", rcptTo: ["r@example.com"], size: 10, summary: { from: "a@acme.test", to: ["r@example.com"], cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: "<x@acme.test>" } }] });

@@ -1,14 +1,14 @@
 /** Crash safety of the accept path: a stop at each step, then the sweeper (Outbox alarm) and retries; nothing accepted is lost, nothing admitted twice. */
 import { createExecutionContext, createScheduledController, env, runDurableObjectAlarm, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newMessageId, outboxName } from "../../durable-objects/storage/outbox-ids";
-import type { NewMessage } from "../../durable-objects/storage/outbox-types";
+import { newMessageId, outboxName } from "../../worker/model/ids";
+import type { NewMessage } from "../../worker/model/message";
 import worker from "../../worker";
-import { BatchLookups } from "../../worker/consumers/lookups";
-import { admitPlan, classifyMessage, decideMessage } from "../../worker/consumers/classify-message";
+import { BatchLookups } from "../../worker/classify/lookups";
+import { admitPlan, classifyMessage, decideMessage } from "../../worker/classify/classify-message";
 import { eventually, getEmail, newKey, settle } from "./helpers";
-import { recipientsFrom } from "../../durable-objects/storage/sqlite-source";
-import { readEvents } from "../../durable-objects/storage/outbox-store";
+import { recipientsFrom } from "../../durable-objects/transport/sqlite-source";
+import { readEvents } from "../../durable-objects/outbox/store";
 
 const SHARD = 2;
 const outbox = () => env.OUTBOX.getByName(outboxName(SHARD));

@@ -7,10 +7,10 @@
  */
 import { createExecutionContext, createMessageBatch, env, getQueueResult, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardOf } from "../../worker/model/ids";
 import worker from "../../worker";
-import { indexMessages } from "../../worker/consumers/deliver-index";
-import { prepareJobs, readEnvelopes } from "../../worker/consumers/deliver-session";
+import { indexMessages } from "../../worker/delivery/d1-index";
+import { prepareJobs, readEnvelopes } from "../../worker/delivery/session";
 import { isWebhookBundle, jobsOfBundle } from "../../worker/webhooks/jobs";
 
 /** D1 rows written by one 1-recipient message's happy path: 42 at 3da0cee, 16 since migration 0007, 13 since 0009 (a final recipient holds no state index entry), 11 since 0010 (no index of event ids). */

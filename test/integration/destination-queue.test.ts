@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HISTORY_LIMIT } from "../../durable-objects/destination-queue";
+import { HISTORY_LIMIT } from "../../durable-objects/destination/destination-queue";
 
 const fail = { dsnStatus: "4.4.1", reason: "connection refused" };
 

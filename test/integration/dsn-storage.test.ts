@@ -6,9 +6,9 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { bodyKey, outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
-import { planDelayNotice, planDsn, sendPendingDsns } from "../../durable-objects/storage/outbox-dsn";
-import { deleteDoneBodies } from "../../durable-objects/storage/outbox-sweep";
+import { bodyKey, outboxName, shardOf } from "../../worker/model/ids";
+import { planDelayNotice, planDsn, sendPendingDsns } from "../../durable-objects/outbox/dsn";
+import { deleteDoneBodies } from "../../durable-objects/outbox/sweep";
 import { callWithKey, classified, email, newKey } from "./helpers";
 
 let key: string;

@@ -5,7 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { newMessageId } from "../../durable-objects/storage/outbox-ids";
+import { newMessageId } from "../../worker/model/ids";
 import { feedBodyOf, feedSeqOf, feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type LogRow } from "../../worker/db/events";
 import { eventId } from "../../worker/webhooks/core/event-id";
 

@@ -1,11 +1,11 @@
-// The Transport DO's hand-off to delivery agents (durable-objects/storage/handoff.ts): the next
+// The Transport DO's hand-off to delivery agents (durable-objects/transport/handoff.ts): the next
 // entry of a destination goes to an agent whose connection was just left idle, and only to one
 // that really left a connection idle: a refused or lost session, or a crash, leaves none, and
 // sending the next entry there would open a new connection while an idle one still counts at
 // the server (a 421 from a server at its session limit).
 import { describe, expect, it, vi } from "vitest";
-import { Handoff } from "../../durable-objects/storage/handoff";
-import type { DispatchedEntry } from "../../durable-objects/transport-types";
+import { Handoff } from "../../durable-objects/transport/handoff";
+import type { DispatchedEntry } from "../../durable-objects/transport/transport-types";
 
 const NEXTHOP = "[192.0.2.1]:25";
 const entry = (entryId: number): DispatchedEntry => ({ entryId, messageId: `m${entryId}`, transport: "smtp", nexthop: NEXTHOP, rcpts: [{ idx: 0, address: `r${entryId}@example.test` }] as DispatchedEntry["rcpts"] });

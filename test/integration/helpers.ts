@@ -3,7 +3,7 @@
  * SELF, which slows down quadratically within a file), create API keys, poll with a deadline.
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
-import { outboxName, shardCount, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardCount, shardOf } from "../../worker/model/ids";
 import worker from "../../worker";
 import { hashApiKey, insertApiKey } from "../../worker/db/api-keys";
 import { setKeyRole } from "../../worker/db/admin";

@@ -1,7 +1,7 @@
 /** Idempotency-Key exactly as Resend: replay, payload mismatch, in-flight, bad keys, per-tenant scope, 24 h expiry. */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { outboxName, shardCount, shardForKey } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardCount, shardForKey } from "../../worker/model/ids";
 import { callWithKey, email, newKey, settle } from "./helpers";
 
 let key: string;

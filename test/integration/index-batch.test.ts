@@ -7,8 +7,8 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { newMessageId } from "../../durable-objects/storage/outbox-ids";
-import type { MessageView, RcptStatus } from "../../durable-objects/storage/outbox-types";
+import { newMessageId } from "../../worker/model/ids";
+import type { MessageView, RcptStatus } from "../../worker/model/message";
 import { logInsertStatements, type LogRow } from "../../worker/db/events";
 import { indexStatements } from "../../worker/db/messages";
 

@@ -8,7 +8,7 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { FlowMeter } from "../../durable-objects/core";
-import { outboxName, shardCount } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardCount } from "../../worker/model/ids";
 import { callWithKey, email, getEmail, newKey } from "./helpers";
 
 const DELAY_MS = 400;

@@ -7,9 +7,9 @@
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
-import { deleteDoneBodies } from "../../durable-objects/storage/outbox-sweep";
-import { sendPendingDsns } from "../../durable-objects/storage/outbox-dsn";
+import { outboxName, shardOf } from "../../worker/model/ids";
+import { deleteDoneBodies } from "../../durable-objects/outbox/sweep";
+import { sendPendingDsns } from "../../durable-objects/outbox/dsn";
 import worker from "../../worker";
 import { classified, email, newKey } from "./helpers";
 
@@ -69,8 +69,8 @@ describe("bodies kept in the Outbox row", () => {
     const quoted = await runInDurableObject(outboxOf(id), async (_i, state) => {
       const sql = state.storage.sql;
       // As recordOutcome does with DSN_NOTICES on: finish keeping the body, with a notice pending.
-      const { applyOutcome } = await import("../../durable-objects/storage/outbox-store");
-      const { planDsn } = await import("../../durable-objects/storage/outbox-dsn");
+      const { applyOutcome } = await import("../../durable-objects/outbox/store");
+      const { planDsn } = await import("../../durable-objects/outbox/dsn");
       const report = { idx: 0, status: "bounced" as const, attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } };
       expect(applyOutcome(sql, id, report, now, true)).toBe(true);
       planDsn(sql, id, [report], now);
@@ -89,7 +89,7 @@ describe("bodies kept in the Outbox row", () => {
     await classified(key, plain);
     await classified(key, mixed);
     const now = Date.now();
-    const { applyOutcomes } = await import("../../durable-objects/storage/outbox-store");
+    const { applyOutcomes } = await import("../../durable-objects/outbox/store");
     const bodyOf = (id: string) => runInDurableObject(outboxOf(id), (_i, state) => {
       const sql = state.storage.sql;
       if (id === plain) expect(applyOutcomes(sql, id, [{ idx: 0, status: "delivered", attempt: 1 }], now, true)).toMatchObject({ done: true });

@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { MessageView, OutboxEvent, RcptStatus, SyncState } from "../../durable-objects/storage/outbox-types";
+import type { MessageView, OutboxEvent, RcptStatus, SyncState } from "../../worker/model/message";
 import { LOG_CHUNK_BYTES, listFeed } from "../../worker/db/events";
 import { indexStatements } from "../../worker/db/messages";
 import { publishEvents } from "../../worker/webhooks/publish";

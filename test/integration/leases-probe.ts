@@ -1,5 +1,5 @@
 /**
- * Test access to a Transport DO's in-memory delivery leases (durable-objects/storage/leases.ts).
+ * Test access to a Transport DO's in-memory delivery leases (durable-objects/transport/leases.ts).
  *
  * DESCRIPTION
  *   leasesIn(stub)      the object's leases, as { entry_id, core_id, until, checked } (checked: when
@@ -7,8 +7,8 @@
  *   expireLeases(stub)  makes every lease run out now (the next alarm crashes the entries).
  */
 import { runInDurableObject } from "cloudflare:test";
-import type { Lease, Leases } from "../../durable-objects/storage/leases";
-import type { TransportQueue } from "../../durable-objects/transport-queue";
+import type { Lease, Leases } from "../../durable-objects/transport/leases";
+import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
 
 type Inside = { leases: Leases };
 

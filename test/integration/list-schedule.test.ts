@@ -1,7 +1,7 @@
 /** GET /emails pagination, scheduled sending, PATCH (reschedule) and cancel. */
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardOf } from "../../worker/model/ids";
 import { listEvents } from "../../worker/db/events";
 import { callWithKey, classified, email, eventually, getEmail, newKey, settle } from "./helpers";
 

@@ -1,7 +1,7 @@
 /** The Outbox's outcome recording (for the delivery stage): the recipient state machine; done means body deleted. */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { outboxName, shardOf } from "../../durable-objects/storage/outbox-ids";
+import { outboxName, shardOf } from "../../worker/model/ids";
 import { listEvents } from "../../worker/db/events";
 import { callWithKey, classified, email, eventually, getEmail, newKey, settle } from "./helpers";
 

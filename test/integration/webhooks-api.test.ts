@@ -1,6 +1,6 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { openSecret, secretsKey } from "../../worker/webhooks/secrets";
+import { openSecret, secretsKey } from "../../worker/lib/secrets";
 import { callWithKey, newKey } from "./helpers";
 
 async function json<T>(res: Response): Promise<T> {

@@ -16,7 +16,7 @@ import { requireApiKey } from "./auth";
 import type { KeyAccess } from "../db/domains";
 import { apiKeyRoutes } from "./routes/api-keys";
 import { domainRotationRoutes, domainRoutes } from "./routes/domains";
-import { isApiError, toErrorBody } from "./errors";
+import { isApiError, toErrorBody } from "../model/errors";
 import { openApiDocument } from "./openapi";
 import { complaintRoutes } from "./routes/complaints";
 import { controlRoutes } from "./routes/control";

@@ -18,7 +18,7 @@
 import type { MiddlewareHandler } from "hono";
 import { hashApiKey } from "../db/api-keys";
 import { keyAccess, type KeyAccess } from "../db/domains";
-import { ApiError } from "./errors";
+import { ApiError } from "../model/errors";
 
 /** The endpoints a sending_access key may call. */
 const SEND_ONLY = new Set(["POST /emails", "POST /emails/batch", "POST /relay/messages/raw"]);

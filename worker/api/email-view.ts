@@ -11,7 +11,7 @@
  *                                     blocked_by, blocked_until) and `message_id`.
  *   iso(ms)                           epoch ms → ISO 8601, null-safe.
  */
-import type { MessageView, RcptStatus } from "../../durable-objects/storage/outbox-types";
+import type { MessageView, RcptStatus } from "../model/message";
 
 /** Epoch ms as ISO 8601 (null stays null). */
 export function iso(ms: number | null): string | null {

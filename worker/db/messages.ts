@@ -17,8 +17,8 @@
  * ERRORS
  *   listMessages returns null when the cursor is not one of the tenant's email ids.
  */
-import { isMessageId } from "../../durable-objects/storage/outbox-ids";
-import type { MessageView } from "../../durable-objects/storage/outbox-types";
+import { isMessageId } from "../model/ids";
+import type { MessageView } from "../model/message";
 import { emailIdOf } from "../mail/arf";
 import { chunkByJson, jsonColumns } from "./events";
 

@@ -31,10 +31,10 @@ import { sealedKey, sendingDomains, verifiedElsewhere, type KeyAccess } from "..
 /** Decrypted domain keys by "domainId/selector" (see privateKey). */
 const DECRYPTED = new Map<string, string>();
 import type { DkimSigner } from "../mail";
-import { ApiError } from "../api/errors";
-import { signersFor } from "../api/signing";
-import { openSecret, secretsKey } from "../webhooks/secrets";
-import { isLocal } from "../config-check";
+import { ApiError } from "../model/errors";
+import { signersFor } from "./signing";
+import { openSecret, secretsKey } from "../lib/secrets";
+import { isLocal } from "../settings/config-check";
 
 /** Resend's 403 for a sender domain the tenant has not verified. */
 function notVerified(domain: string): ApiError {

@@ -16,7 +16,7 @@
 import type { DomainRow, KeyRow } from "../db/domains";
 import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
 import { DEFAULT_DOH_URL, queryDoh } from "../net/mx";
-import { sealSecret, secretsKey } from "../webhooks/secrets";
+import { sealSecret, secretsKey } from "../lib/secrets";
 import { domainStatus, judgeRecord, txtValue, type DomainRecord, type DomainStatus, type Found, type RecordOptions } from "./records";
 
 function b64(bytes: ArrayBuffer): string {

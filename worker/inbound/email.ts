@@ -26,15 +26,15 @@
  *   Nothing is rewritten: a late bounce adds email.bounced after email.delivered. A message is
  *   only ever refused, never lost: an error thrown here makes Email Routing retry or refuse it.
  */
-import { isMessageId } from "../../durable-objects/storage/outbox-ids";
-import { outboxOf } from "../consumers/classify-message";
+import { isMessageId } from "../model/ids";
+import { outboxOf } from "../classify/classify-message";
 import { emailIdOf, readArf } from "../mail/arf";
 import { bounceReply, readInbound, type DsnRecipient, type InboundMail } from "../mail/inbound";
 import { parseInbound } from "./parse";
 import { emailsByHeader } from "../db/messages";
 import { readTokenAddress } from "../mail/verp";
 import { addressTokenKey } from "./tokens";
-import { recordComplaint } from "../api/complaint-brake";
+import { recordComplaint } from "../policy/complaint-brake";
 
 /** The largest inbound message read (a bounce quoting a large original is refused above it). */
 export const INBOUND_LIMIT = 4 * 1024 * 1024;

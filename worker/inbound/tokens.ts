@@ -7,7 +7,7 @@
  *                         production without the secret never gets here: config-check.ts).
  */
 import { tokenKey } from "../mail/verp";
-import { derivedSecret } from "../webhooks/secrets";
+import { derivedSecret } from "../lib/secrets";
 
 let cached: { secret: string | undefined; key: Promise<CryptoKey> } | null = null;
 

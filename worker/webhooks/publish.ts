@@ -35,7 +35,7 @@
  * ERRORS
  *   Throws on a D1 or queue failure; the caller's existing failure path retries the batch.
  */
-import type { SyncState } from "../../durable-objects/storage/outbox-types";
+import type { SyncState } from "../model/message";
 import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
 import { enabledEndpointsStatement, noticeUpsertStatement, readNotices, suppressionUpsertStatement, toPublishEndpoint, type SuppressionInsert } from "../db/webhook-publication";
 import type { MessageInfo } from "./core/events";

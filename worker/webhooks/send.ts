@@ -22,7 +22,7 @@
 import type { EndpointRow } from "../db/webhooks";
 import type { HttpOutcome } from "./core/retry";
 import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "./core/ssrf";
-import { openSecret, secretsKey } from "./secrets";
+import { openSecret, secretsKey } from "../lib/secrets";
 import { signWebhook } from "./sign";
 
 /** The endpoint's valid signing secrets, current first. */

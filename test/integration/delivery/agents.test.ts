@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { agentName } from "../../../durable-objects/storage/handoff";
+import { agentName } from "../../../durable-objects/transport/handoff";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 
 const scripted = inject("scripted");

@@ -1,5 +1,5 @@
 /**
- * The cf-email transport kind (worker/consumers/deliver-cf-email.ts) through the local
+ * The cf-email transport kind (worker/delivery/cf-email.ts) through the local
  * send_email simulation: a transport whose nexthop is "cf-email" hands each recipient's message
  * to the EMAIL binding; the scheduler, the Outbox and the index record the outcome as for SMTP.
  * A refusal the service gives for an address it will not send to is a bounce; any other error a
@@ -7,8 +7,8 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { sendViaEmailService } from "../../../worker/consumers/deliver-cf-email";
-import type { PreparedJob } from "../../../worker/consumers/deliver-session";
+import { sendViaEmailService } from "../../../worker/delivery/cf-email";
+import type { PreparedJob } from "../../../worker/delivery/session";
 import { callWithKey, email, newKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 

@@ -1,5 +1,5 @@
 /**
- * The complaint-rate brake (worker/api/complaint-brake.ts) in the Workers runtime: three emails
+ * The complaint-rate brake (worker/policy/complaint-brake.ts) in the Workers runtime: three emails
  * delivered to the sink, then a complaint takes the tenant's rate (1 of 3) above the threshold
  * (COMPLAINT_MIN_DELIVERED lowered to 2 for the test): relay.complaint_rate.exceeded is recorded
  * on the complained email, GET /relay/complaint-rate shows the pause, bulk mail (with

@@ -11,8 +11,8 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Effect } from "../../../durable-objects/core";
-import { shardOf } from "../../../durable-objects/storage/outbox-ids";
-import { OutboxNotes } from "../../../durable-objects/storage/outbox-notes";
+import { shardOf } from "../../../worker/model/ids";
+import { OutboxNotes } from "../../../durable-objects/transport/outbox-notes";
 import { callWithKey, email, eventually, newKey, settle } from "../helpers";
 import { caught, recipientsWhen } from "./observe";
 

@@ -1,7 +1,7 @@
-/** The delivery stage's pure decisions (worker/consumers/deliver-plan.ts). */
+/** The delivery stage's pure decisions (worker/delivery/plan.ts). */
 import { describe, expect, it } from "vitest";
-import type { DeliverJob } from "../../../durable-objects/transport-queue";
-import { groupByNexthop, judgeEntry, parseJob, relayTarget, sendableRcpts, splitForSessions } from "../../../worker/consumers/deliver-plan";
+import type { DeliverJob } from "../../../durable-objects/transport/transport-queue";
+import { groupByNexthop, judgeEntry, parseJob, relayTarget, sendableRcpts, splitForSessions } from "../../../worker/delivery/plan";
 import type { TransactionResult } from "../../../worker/smtp/core/types";
 import type { ReplyRule } from "../../../durable-objects/core/reply-rules";
 

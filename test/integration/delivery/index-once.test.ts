@@ -7,9 +7,9 @@
  * long.
  */
 import { env, runInDurableObject } from "cloudflare:test";
-import { outboxName, shardOf } from "../../../durable-objects/storage/outbox-ids";
-import { finishedLagging, forwardCursor } from "../../../durable-objects/storage/outbox-forward";
-import { eventAcksOf } from "../../../durable-objects/storage/outbox-types";
+import { outboxName, shardOf } from "../../../worker/model/ids";
+import { finishedLagging, forwardCursor } from "../../../durable-objects/outbox/forward";
+import { eventAcksOf } from "../../../worker/model/message";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
 import { recipientsWhen } from "./observe";

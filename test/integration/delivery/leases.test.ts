@@ -6,7 +6,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
-import { outboxName, shardOf } from "../../../durable-objects/storage/outbox-ids";
+import { outboxName, shardOf } from "../../../worker/model/ids";
 import { expireLeases, leasesIn } from "../leases-probe";
 
 const sink = inject("sink");

@@ -9,7 +9,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { agentName } from "../../../durable-objects/storage/handoff";
+import { agentName } from "../../../durable-objects/transport/handoff";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 import { leasesIn } from "../leases-probe";
 
@@ -95,7 +95,7 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
   it("asks an agent that does not answer again a period later, not in a loop; its entry stays leased", { timeout: 40_000 }, async () => {
     const { ids, leased } = await inSessions("d", "lostlong", LONG); // 8 s sessions
     const agent = env.DELIVERY_AGENT.getByName(agentName("lostlong", LONG, 0));
-    // The agent's work (worker/consumers/agent.ts) fails every question from now on.
+    // The agent's work (worker/delivery/agent-work.ts) fails every question from now on.
     type Patched = { work: { holding: (ids: number[]) => number[]; asked?: number } };
     await runInDurableObject(agent, (o) => {
       const w = (o as unknown as Patched).work;

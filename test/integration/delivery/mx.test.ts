@@ -7,7 +7,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { egressPathOf, mxSettingsOf } from "../../../worker/consumers/deliver-mx";
+import { egressPathOf, mxSettingsOf } from "../../../worker/delivery/mx";
 import { callWithKey, email, eventually, newKey, settle } from "../helpers";
 import { caught as sinkMessages, recipientsWhen as waitRecipients, type Rcpt } from "./observe";
 

@@ -9,7 +9,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { outboxName } from "../../../durable-objects/storage/outbox-ids";
+import { outboxName } from "../../../worker/model/ids";
 import { callWithKey, email, eventually, newKey } from "../helpers";
 
 const sink = inject("sink");

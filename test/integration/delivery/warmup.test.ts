@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { egressIdOf } from "../../../worker/consumers/deliver-mx";
+import { egressIdOf } from "../../../worker/delivery/mx";
 import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 

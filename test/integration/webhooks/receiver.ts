@@ -1,7 +1,7 @@
 /**
  * Webhook receivers for the tests (Node, node:http on 127.0.0.1): real HTTP servers that record
  * every request and answer as scripted, driven by the Workers-runtime tests over a small
- * control API. Also used by scripts/bench-webhooks.ts.
+ * control API. Also used by bench/webhooks.ts.
  *
  * DESCRIPTION
  *   startReceiverControl()  listens on 127.0.0.1, port 0, and answers:

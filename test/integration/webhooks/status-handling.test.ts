@@ -7,7 +7,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { insertEndpoint } from "../../../worker/db/webhooks";
-import { sealSecret, secretsKey } from "../../../worker/webhooks/secrets";
+import { sealSecret, secretsKey } from "../../../worker/lib/secrets";
 import { callWithKey, eventually, newKey } from "../helpers";
 import { createEndpoint, envelopeOf, logWhen, newReceiver, readFeed, send } from "./hooks";
 

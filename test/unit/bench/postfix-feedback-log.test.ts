@@ -2,7 +2,7 @@
 // The qmgr lines for port 40345 are as Postfix 3.7 wrote them in a bench:limiter run; the
 // delivery line and the other queue's line are written after them, to be skipped.
 import { describe, expect, it } from "vitest";
-import { postfixWindows } from "../../../scripts/lib/postfix-feedback-log";
+import { postfixWindows } from "../../../bench/lib/postfix-feedback-log";
 
 const LOG = `Nov 26 08:02:57 relay postfix/qmgr[18915]: qmgr_queue_unthrottle: feedback 0.2
 Nov 26 08:02:57 relay postfix/qmgr[18915]: qmgr_queue_unthrottle: queue [127.0.0.1]:40345: limit 20 window 5 success 0.2 failure 0 fail_cohorts 0

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { lostConnections, request } from "../../../scripts/chaos/lib/api";
+import { lostConnections, request } from "../../chaos/lib/api";
 
 let server: Server | undefined;
 afterEach(async () => {

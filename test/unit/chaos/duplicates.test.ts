@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { explainedByKill } from "../../../scripts/chaos/core/duplicates";
+import { explainedByKill } from "../../chaos/core/duplicates";
 
 const kill = { atMs: 10_000, killedMs: 10_120 };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isStrictBase64, judgeAddress, judgeBatch, judgeEmail, judgeIdempotencyKey, judgeRaw, type Limits } from "../../../scripts/chaos/core/oracle";
+import { isStrictBase64, judgeAddress, judgeBatch, judgeEmail, judgeIdempotencyKey, judgeRaw, type Limits } from "../../chaos/core/oracle";
 
 const LIMITS: Limits = { maxRecipients: 50, maxMessageBytes: 1 << 20 };
 const base = { from: "Acme <hello@acme.example>", to: ["ann@example.com"], subject: "Hi", text: "Hello" };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { mergeResults, type CampaignResult } from "../../../scripts/chaos/lib/report";
+import { mergeResults, type CampaignResult } from "../../chaos/lib/report";
 
 const result = (campaign: string, r: Partial<CampaignResult> = {}): CampaignResult =>
   ({ campaign, tried: `tried ${campaign}`, result: "pass", figures: `figures ${campaign}`, failures: [], details: {}, ...r });

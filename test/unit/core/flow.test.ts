@@ -4,7 +4,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FlowMeter } from "../../../durable-objects/core";
-import { inFlowDelayMsOf } from "../../../durable-objects/storage/outbox-admit";
+import { inFlowDelayMsOf } from "../../../durable-objects/outbox/admit";
 
 const T = 1_700_000_000;
 

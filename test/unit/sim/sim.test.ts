@@ -1,18 +1,18 @@
 /**
- * Correctness checks on the discrete-event simulator (test/bench/sim): qualitative facts its
+ * Correctness checks on the discrete-event simulator (bench/sim): qualitative facts its
  * scenarios must show when they drive the real core, the destination models, determinism,
  * and the measuring helpers. Fixed seeds throughout; these are not timing tests.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { BULK_SMALL_DEFAULTS, runBulkSmall, type BulkSmallReport } from "../../bench/sim/bulk-small";
-import { DEFAULT_DESTINATION, DestinationServer, type DestinationSpec } from "../../bench/sim/destination";
-import { runSimulation, type SimMessage, type SimResult } from "../../bench/sim/engine";
-import { EventQueue } from "../../bench/sim/event-queue";
-import { idealisedDeferFraction, LIMITER_DEFAULTS, readmeDeferFraction, runLimiter, runLimiterOnce, type LimiterFeedback, type LimiterRun } from "../../bench/sim/limiter";
-import { bulkSmallJson, limiterJson } from "../../bench/sim/report";
-import { ceilingJson, runCeiling, type CeilingRun } from "../../bench/sim/ceiling";
-import { createRng } from "../../bench/sim/rng";
-import { StepSeries, summarize } from "../../bench/sim/stats";
+import { BULK_SMALL_DEFAULTS, runBulkSmall, type BulkSmallReport } from "../../../bench/sim/bulk-small";
+import { DEFAULT_DESTINATION, DestinationServer, type DestinationSpec } from "../../../bench/sim/destination";
+import { runSimulation, type SimMessage, type SimResult } from "../../../bench/sim/engine";
+import { EventQueue } from "../../../bench/sim/event-queue";
+import { idealisedDeferFraction, LIMITER_DEFAULTS, readmeDeferFraction, runLimiter, runLimiterOnce, type LimiterFeedback, type LimiterRun } from "../../../bench/sim/limiter";
+import { bulkSmallJson, limiterJson } from "../../../bench/sim/report";
+import { ceilingJson, runCeiling, type CeilingRun } from "../../../bench/sim/ceiling";
+import { createRng } from "../../../bench/sim/rng";
+import { StepSeries, summarize } from "../../../bench/sim/stats";
 
 /** Messages of `rcptsEach` recipients to one nexthop, one every `gapSec` seconds. */
 function messagesTo(nexthop: string, count: number, rcptsEach: number, gapSec: number): SimMessage[] {

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { emailOfEventId, eventId, fnv1a64, LEGACY_EVENT_ID } from "../../../worker/webhooks/core/event-id";
-import { fnv1a64ByDefinition } from "../../bench/fnv-reference";
+import { fnv1a64ByDefinition } from "../../../bench/fnv-reference";
 import {
   buildEvent,
   DEFAULT_EVENT_CONFIG,

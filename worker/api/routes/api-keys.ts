@@ -18,7 +18,7 @@ import { generateApiKey, hashApiKey } from "../../db/api-keys";
 import { getDomain } from "../../db/domains";
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
-import { ApiError } from "../errors";
+import { ApiError } from "../../model/errors";
 import { CreateApiKeySchema } from "../domain-schemas";
 
 /** The /api-keys routes (mounted behind the API key middleware). */

@@ -22,8 +22,8 @@ import { z } from "zod";
 import type { AppEnv } from "../app";
 import { parseInput } from "../body";
 import { RoleCache, scopeOf } from "./admin/operator";
-import { complaintCounts, complaintRate, complaintThreshold, liftBrake, pausedUntil, sumCounts, windowStart } from "../complaint-brake";
-import { ApiError } from "../errors";
+import { complaintCounts, complaintRate, complaintThreshold, liftBrake, pausedUntil, sumCounts, windowStart } from "../../policy/complaint-brake";
+import { ApiError } from "../../model/errors";
 
 /** The query of GET /relay/complaint-rate. */
 export const ComplaintRateQuerySchema = z.object({

@@ -24,13 +24,13 @@
  */
 import { Hono } from "hono";
 import PostalMime from "postal-mime";
-import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
+import { isMessageId } from "../../model/ids";
 import { emailIdOf, readArf, type ArfComplaint, type ReportPart } from "../../mail/arf";
 import type { AppEnv } from "../app";
 import { readBody } from "../body";
 import { COMPLAINT_FEEDBACK_TYPES } from "../control-schemas";
-import { recordComplaint } from "../complaint-brake";
-import { ApiError } from "../errors";
+import { recordComplaint } from "../../policy/complaint-brake";
+import { ApiError } from "../../model/errors";
 import { RoleCache, scopeOf } from "./admin/operator";
 import { emailsByHeader } from "../../db/messages";
 

@@ -29,13 +29,13 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../control-schemas";
-import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
-import type { ControlResult } from "../../../durable-objects/outbox";
-import { outboxOf } from "../../consumers/classify-message";
+import { isMessageId } from "../../model/ids";
+import type { ControlResult } from "../../../durable-objects/outbox/outbox";
+import { outboxOf } from "../../classify/classify-message";
 import { OPEN_SQL } from "../../db/admin";
 import { parseInput, readJson, readOptionalJson } from "../body";
-import { recordComplaint } from "../complaint-brake";
-import { ApiError } from "../errors";
+import { recordComplaint } from "../../policy/complaint-brake";
+import { ApiError } from "../../model/errors";
 import type { AppEnv } from "../app";
 import { RoleCache, scopeOf } from "./admin/operator";
 

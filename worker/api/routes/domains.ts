@@ -24,7 +24,7 @@ import { recordsFor } from "../../domains/records";
 import { newDkimKey, recordOptions, verifyDomain } from "../../domains/service";
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
-import { ApiError } from "../errors";
+import { ApiError } from "../../model/errors";
 import { CreateDomainSchema, UpdateDomainSchema } from "../domain-schemas";
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -18,18 +18,18 @@
  *   message), 405 method_not_allowed, 409 idempotency conflicts, 413 too large.
  */
 import { Hono, type Context } from "hono";
-import { affineShard, isMessageId, shardForKey } from "../../../durable-objects/storage/outbox-ids";
-import { acceptGate } from "../accept-gate";
-import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../accept";
+import { affineShard, isMessageId, shardForKey } from "../../model/ids";
+import { acceptGate } from "../../accept/accept-gate";
+import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../../accept/accept";
 import { parseInput, readJson, requestLimitBytes } from "../body";
 import { explainWaiting } from "../blocked";
 import { emailObject, iso } from "../email-view";
-import { ApiError, isApiError } from "../errors";
-import { limitsOf, parseScheduledAt } from "../limits";
-import { prepareEmail, publicOrigin, type PreparedMessage } from "../prepare";
+import { ApiError, isApiError } from "../../model/errors";
+import { limitsOf, parseScheduledAt } from "../../accept/limits";
+import { prepareEmail, publicOrigin, type PreparedMessage } from "../../accept/prepare";
 import { BatchSchema, BatchValidationSchema, ListQuerySchema, SendEmailSchema, UpdateEmailSchema } from "../schemas";
 import { listMessages, type IndexedMessage } from "../../db/messages";
-import { outboxOf } from "../../consumers/classify-message";
+import { outboxOf } from "../../classify/classify-message";
 import type { AppEnv } from "../app";
 import { SenderPolicy } from "../../domains/sender";
 

@@ -27,10 +27,10 @@ import { EMAIL_EVENT_TYPES } from "../../webhooks/core/events";
 import { endpointWants } from "../../webhooks/core/publication";
 import { enqueueJobs, makeJob } from "../../webhooks/jobs";
 import { emailOfEventId, LEGACY_EVENT_ID } from "../../webhooks/core/event-id";
-import { isMessageId } from "../../../durable-objects/storage/outbox-ids";
+import { isMessageId } from "../../model/ids";
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
-import { ApiError } from "../errors";
+import { ApiError } from "../../model/errors";
 
 const REPLAY_LIMIT = 1000;
 

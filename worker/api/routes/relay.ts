@@ -19,15 +19,15 @@
  *   tenant's mail), 502 application_error when the catcher does not answer.
  */
 import { Hono } from "hono";
-import { affineShard, shardForKey } from "../../../durable-objects/storage/outbox-ids";
-import { acceptGate } from "../accept-gate";
-import { idempotencyOf, jsonResponse, storeAndQueue } from "../accept";
+import { affineShard, shardForKey } from "../../model/ids";
+import { acceptGate } from "../../accept/accept-gate";
+import { idempotencyOf, jsonResponse, storeAndQueue } from "../../accept/accept";
 import type { AppEnv } from "../app";
 import { parseInput, readJson, requestLimitBytes } from "../body";
-import { ApiError } from "../errors";
-import { limitsOf } from "../limits";
-import { prepareRaw } from "../raw";
-import { publicOrigin } from "../prepare";
+import { ApiError } from "../../model/errors";
+import { limitsOf } from "../../accept/limits";
+import { prepareRaw } from "../../accept/raw";
+import { publicOrigin } from "../../accept/prepare";
 import { RawMessageSchema } from "../schemas";
 import { RoleCache, roleOf } from "./admin/operator";
 import { SenderPolicy } from "../../domains/sender";

@@ -21,7 +21,7 @@ import { Hono } from "hono";
 import { addSuppression, listSuppressions, removeSuppression, type SuppressionRow } from "../../db/suppressions";
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
-import { ApiError } from "../errors";
+import { ApiError } from "../../model/errors";
 import { AddSuppressionSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema } from "../schemas";
 
 function view(r: SuppressionRow) {

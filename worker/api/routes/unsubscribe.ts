@@ -16,7 +16,7 @@
  *   404 (a page) for a token whose signature does not verify or an email that no longer exists.
  */
 import { Hono, type Context } from "hono";
-import { outboxOf } from "../../consumers/classify-message";
+import { outboxOf } from "../../classify/classify-message";
 import { addressTokenKey } from "../../inbound/tokens";
 import { readTokenAddress } from "../../mail/verp";
 import type { AppEnv } from "../app";

@@ -11,7 +11,7 @@
  *                                              secret keeps signing for 24 h (two signatures).
  *   Endpoint URLs pass the SSRF guard (worker/webhooks/core/ssrf.ts); http: and loopback are
  *   allowed only when COHORT_ENV is development or test. The signing secret (`whsec_…`) is shown
- *   only when created or rotated; it is stored encrypted (worker/webhooks/secrets.ts).
+ *   only when created or rotated; it is stored encrypted (worker/lib/secrets.ts).
  *
  * ERRORS
  *   422 validation_error for a refused URL or unknown event type; 404 not_found for another
@@ -20,11 +20,11 @@
 import { Hono, type Context } from "hono";
 import { deleteEndpoint, getEndpoint, insertEndpoint, listEndpoints, rotateEndpointSecret, updateEndpoint, type EndpointRow } from "../../db/webhooks";
 import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../../webhooks/core/ssrf";
-import { secretsKey, sealSecret } from "../../webhooks/secrets";
+import { secretsKey, sealSecret } from "../../lib/secrets";
 import { generateWebhookSecret } from "../../webhooks/sign";
 import type { AppEnv } from "../app";
 import { parseInput, readJson } from "../body";
-import { ApiError } from "../errors";
+import { ApiError } from "../../model/errors";
 import { CreateWebhookSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "../schemas";
 
 /** How long a rotated-out secret keeps signing. */

@@ -1,5 +1,5 @@
 /**
- * The meter's development endpoints (worker/lib/meter.ts), for npm run bench:cost.
+ * The meter's development endpoints (worker/meter/meter.ts), for npm run bench:cost.
  *
  * DESCRIPTION
  *   GET  /relay/dev/meter         every counter of the meter (meterSnapshot()).
@@ -17,12 +17,12 @@
  *   meter is on (METER "on"); 403 restricted_api_key for a tenant key.
  */
 import { Hono, type MiddlewareHandler } from "hono";
-import { outboxName, shardCount } from "../../../../durable-objects/storage/outbox-ids";
-import { meterOn, meterReset, meterSnapshot } from "../../../lib/meter";
+import { outboxName, shardCount } from "../../../model/ids";
+import { meterOn, meterReset, meterSnapshot } from "../../../meter/meter";
 import type { AppEnv } from "../../app";
-import { ApiError } from "../../errors";
+import { ApiError } from "../../../model/errors";
 import { requireOperator, type RoleCache } from "./operator";
-import { allTransports } from "./transports";
+import { allTransports } from "../../../policy/transports";
 
 const DEV_PATHS = ["/dev/meter", "/dev/meter/reset", "/dev/rows"] as const;
 

@@ -17,13 +17,13 @@
  *   included); 404 not_found for an unknown (or another tenant's) message or cursor.
  */
 import { Hono, type Context } from "hono";
-import { isMessageId } from "../../../../durable-objects/storage/outbox-ids";
-import { outboxOf } from "../../../consumers/classify-message";
+import { isMessageId } from "../../../model/ids";
+import { outboxOf } from "../../../classify/classify-message";
 import { messageEvents, searchMessages, tenantOfMessage, type MessageEvent } from "../../../db/admin";
 import type { AppEnv } from "../../app";
 import { parseInput } from "../../body";
 import { emailObject } from "../../email-view";
-import { ApiError } from "../../errors";
+import { ApiError } from "../../../model/errors";
 import { scopeOf, type RoleCache } from "./operator";
 import { EventsQuerySchema, SearchQuerySchema } from "./schemas";
 

@@ -15,7 +15,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { hashApiKey } from "../../../db/api-keys";
 import { roleForKey, type KeyRole } from "../../../db/admin";
 import type { AppEnv } from "../../app";
-import { ApiError } from "../../errors";
+import { ApiError } from "../../../model/errors";
 import { TtlCache } from "../../../lib/ttl-cache";
 
 /** Key hash → role (see TtlCache). */

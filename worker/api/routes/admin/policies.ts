@@ -27,8 +27,8 @@ import { z } from "zod";
 import { formatRate, parseRate, POLICY_FIELDS, type PolicyRule } from "../../../../durable-objects/core";
 import type { AppEnv } from "../../app";
 import { parseInput, readJson } from "../../body";
-import { ApiError } from "../../errors";
-import { allTransports, inspectAll, transportStub } from "./transports";
+import { ApiError } from "../../../model/errors";
+import { allTransports, inspectAll, transportStub } from "../../../policy/transports";
 
 /** PUT /relay/policies/:key. */
 export const PolicyLimitsSchema = z.object({

@@ -21,11 +21,11 @@
 import { Hono } from "hono";
 import { deleteProviderRule, listProviderRules, putProviderRule } from "../../../db/providers";
 import { matchProvider, parseProviderRule, type ProviderRule } from "../../../net/core/providers";
-import { createMxLookup, mxSettingsOf } from "../../../consumers/deliver-mx";
-import { relayTarget } from "../../../consumers/deliver-plan";
+import { createMxLookup, mxSettingsOf } from "../../../delivery/mx";
+import { relayTarget } from "../../../delivery/plan";
 import type { AppEnv } from "../../app";
 import { readJson } from "../../body";
-import { ApiError } from "../../errors";
+import { ApiError } from "../../../model/errors";
 
 function view(rule: ProviderRule) {
   return { object: "provider" as const, ...rule };

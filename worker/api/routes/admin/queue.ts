@@ -30,17 +30,17 @@
  */
 import { Hono, type Context } from "hono";
 import { transportParams, type Ceiling } from "../../../../durable-objects/core";
-import { schedulerConfigOf } from "../../../../durable-objects/storage/scheduler-env";
+import { schedulerConfigOf } from "../../../settings/scheduler";
 import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
 import { activeSuspensions, EVERYWHERE, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
 import type { AppEnv } from "../../app";
 import { parseInput, readJson, readOptionalJson } from "../../body";
-import { ApiError } from "../../errors";
-import { defaultTransportOf } from "../../../consumers/resolve";
+import { ApiError } from "../../../model/errors";
+import { defaultTransportOf } from "../../../classify/resolve";
 import { FlushSchema, InboundQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
 import { providerOfDestination } from "./providers";
-import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "./transports";
+import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "../../../policy/transports";
 
 /** Age percentiles reported by GET /relay/queue. */
 export const AGE_PERCENTILES = [50, 90, 95, 99] as const;

@@ -22,8 +22,8 @@ import { DEFAULT_WARMUP_RAMP, parseWarmupPlan, warmupCaps, warmupDay } from "../
 import { listProviderRules } from "../../../db/providers";
 import type { AppEnv } from "../../app";
 import { parseInput, readJson } from "../../body";
-import { ApiError } from "../../errors";
-import { applyWarmups, deleteWarmup, listWarmups, putWarmup, type WarmupRow } from "../../warmup";
+import { ApiError } from "../../../model/errors";
+import { applyWarmups, deleteWarmup, listWarmups, putWarmup, type WarmupRow } from "../../../policy/warmup";
 
 export const WarmupAdvanceSchema = z.object({ days: z.number().int().min(-366).max(366) }).strict();
 export const WarmupPlanSchema = z.object({

@@ -1,0 +1,187 @@
+/**
+ * Admission of a message's decided recipients to their Transport DOs, from the Outbox itself
+ * (Outbox.classify): one RPC per transport, idempotent by core message id there.
+ *
+ * DESCRIPTION
+ *   admitPlan(env, plan)  admits the plan's decided recipients, one call per transport, under
+ *                         the plan's admission id (`<id>`, or `<id>#<n>` after a release or
+ *                         requeue); returns the indexes admitted, and `active`: every one of
+ *                         them went into the active queue of a self-dispatching transport, so
+ *                         the delivery stage will report on them soon (and its index write will
+ *                         carry this stage's events too). A Transport DO always takes
+ *                         the message (into its incoming queue when its active queue is full);
+ *                         should one ever refuse, this throws and the recipients stay `incoming`.
+ *   admitPlans(env, plans)  admitPlan for several messages: one Transport.admitMany request per
+ *                         transport for all of them (a classify batch's), settled per plan.
+ *   admitAll(storage, env, ids, nowMs)  for each of `ids` whose decided recipients are due
+ *                         (claimClassifyWork), admitPlans, then one transaction
+ *                         marks the admitted recipients ready (markReady). Returns the messages
+ *                         whose recipients all went into an active queue, and those whose
+ *                         admission failed (still `incoming` with their decisions: classifying
+ *                         them again admits the same recipients).
+ *   inFlowDelayMsOf       IN_FLOW_DELAY_MS, the pause of an accept's answer while the Outbox's
+ *                         inflow is over (Postfix's in_flow_delay; see Outbox.accept).
+ *   AdmissionBatch        admission of accepted messages, coalesced over ADMIT_BATCH_MS: the
+ *                         Outbox answers an accept once the messages are stored, and admits
+ *                         every message of the shard accepted within the window with one
+ *                         admitAll (one Transport.admitMany per transport), as a queue consumer
+ *                         waits up to max_batch_timeout to fill a batch. Runs never overlap, and
+ *                         a window that ends during a run waits for it, then takes everything
+ *                         that arrived meanwhile (runs grow when admission is slow instead of
+ *                         queueing up); a run takes at most ADMIT_BATCH_MAX messages, the rest
+ *                         wait for the next.
+ *                         A request that brings ADMIT_AT_ONCE messages or more is a batch
+ *                         already: the run starts at once (with what waited). ADMIT_BATCH_MS
+ *                         "0": each accept admits its own messages before it answers.
+ *
+ * INVARIANTS
+ *   The window only ever delays work that is already durable: a message waiting in it is stored
+ *   `incoming` with its decisions, and an Outbox that stops before admitting it (eviction, a
+ *   failed run) leaves it to the sweeper, which hands unclassified messages to the classify
+ *   queue after OUTBOX_GRACE_SECONDS; classifying admits the recorded decisions.
+ */
+import { claimClassifyWork, markReady } from "./store";
+import type { ClassifyWork } from "../../worker/model/message";
+import type { AdmitAnswer, AdmitRequest } from "../transport/transport-types";
+import { policyTagsOf } from "../../worker/settings/scheduler";
+import { msSetting } from "../../worker/settings/parse";
+
+/** One admission request of a plan per transport it uses (its decided recipients there). */
+function requestsOf(plan: ClassifyWork, policyTags: readonly string[]): Map<string, AdmitRequest> {
+  const byTransport = new Map<string, AdmitRequest>();
+  const tags = policyTags.length === 0 ? [] : (plan.tags ?? []).filter((t) => policyTags.includes(t.name));
+  for (const r of plan.rcpts) {
+    if (r.transport === null || r.nexthop === null) continue;
+    const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}), ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}) };
+    const req = byTransport.get(r.transport) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [] };
+    req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
+    byTransport.set(r.transport, req);
+  }
+  return byTransport;
+}
+
+/** Admits the plan's decided recipients; returns their indexes, and whether all went into an active queue. */
+export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: number[]; active: boolean }> {
+  const [answer] = await admitPlans(env, [plan]);
+  if (answer!.status === "rejected") throw answer!.reason;
+  return answer!.value;
+}
+
+/**
+ * admitPlan for several plans with one Transport.admitMany request per transport for all of
+ * them; settled in order (a plan fails when a transport it uses failed or refused it).
+ */
+export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
+  const policyTags = policyTagsOf(env);
+  const requests = plans.map((p) => requestsOf(p, policyTags));
+  const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
+  const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<AdmitAnswer[]>]> => {
+    const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);
+    try {
+      return [t, { status: "fulfilled", value: await env.TRANSPORT_QUEUE.getByName(t).admitMany(mine) }];
+    } catch (reason) {
+      return [t, { status: "rejected", reason }];
+    }
+  })));
+  // Where each plan's request sits in its transport's admitMany call (request order).
+  const counts = new Map<string, number>();
+  const positions = requests.map((m) => new Map([...m.keys()].map((t) => { const k = counts.get(t) ?? 0; counts.set(t, k + 1); return [t, k]; })));
+  return plans.map((plan, i) => {
+    let active = requests[i]!.size > 0;
+    for (const [t, k] of positions[i]!) {
+      const res = answers.get(t)!;
+      if (res.status === "rejected") return { status: "rejected", reason: res.reason } as const;
+      const a = res.value[k]!;
+      if (!a.admitted) return { status: "rejected", reason: new Error(`transport ${t} has no room for message ${plan.id}`) } as const;
+      active &&= a.active === true;
+    }
+    return { status: "fulfilled", value: { idxs: plan.rcpts.filter((r) => r.transport !== null && r.nexthop !== null).map((r) => r.idx), active } } as const;
+  });
+}
+
+/** Admits the due decided recipients of `ids` and marks them ready (`claimed`: their work, already read in this turn); see the header. */
+export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number, claimed?: ReadonlyMap<string, ClassifyWork>): Promise<{ active: Set<string>; failed: string[] }> {
+  const plans = ids.map((id) => claimed?.get(id) ?? claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
+  const settled = await admitPlans(env, plans);
+  const active = new Set<string>();
+  const failed: string[] = [];
+  storage.transactionSync(() => settled.forEach((s, i) => {
+    const id = plans[i]!.id;
+    if (s.status === "rejected") {
+      failed.push(id);
+      console.error(JSON.stringify({ error: "outbox: admission failed (classified again)", id, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }));
+      return;
+    }
+    markReady(storage.sql, id, s.value.idxs, Date.now());
+    if (s.value.active) active.add(id);
+  }));
+  return { active, failed };
+}
+
+/** Most messages one coalesced admission takes (the rest wait for the next run). */
+export const ADMIT_BATCH_MAX = 500;
+
+/** A request bringing this many messages or more starts a run at once (see the header). */
+export const ADMIT_AT_ONCE = 10;
+
+/** ADMIT_BATCH_MS: how long accepted messages wait to be admitted together (default 1000, 0: at once, at most 10000). */
+export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
+  return msSetting(env.ADMIT_BATCH_MS, 1000, 10_000);
+}
+
+/** IN_FLOW_DELAY_MS: how long an accept's answer waits while the inflow is over (default 1000, "0": never, at most 10000). */
+export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
+  return msSetting(env.IN_FLOW_DELAY_MS, 1000, 10_000);
+}
+
+/** Coalesced admission of accepted messages (see the header). */
+export class AdmissionBatch {
+  private readonly pending = new Set<string>();
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private timerAt = 0;
+  private running: Promise<void> = Promise.resolve();
+
+  /** `admit` admits and indexes the given messages; it runs for one batch at a time. */
+  constructor(private readonly delayMs: number, private readonly admit: (ids: string[]) => Promise<void>) {}
+
+  /** Messages waiting for the next run. */
+  get waiting(): number { return this.pending.size; }
+
+  /** Adds accepted messages; with no window, admits them before it returns. */
+  async add(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    if (this.delayMs === 0) return this.serially([...ids]);
+    for (const id of ids) this.pending.add(id);
+    this.arm(ids.length >= ADMIT_AT_ONCE ? 0 : this.delayMs);
+  }
+
+  /** Runs a flush `ms` from now, unless one is due sooner. */
+  private arm(ms: number): void {
+    const at = Date.now() + ms;
+    if (this.timer !== null && this.timerAt <= at) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => { this.timer = null; void this.flush(); }, ms);
+  }
+
+  private async flush(): Promise<void> {
+    // While a run is under way, what arrives waits and joins the next run whole (group commit): a
+    // slow Transport DO makes the runs larger, not more numerous.
+    await this.running;
+    if (this.pending.size === 0) return;
+    const ids = [...this.pending].slice(0, ADMIT_BATCH_MAX);
+    for (const id of ids) this.pending.delete(id);
+    try {
+      await this.serially(ids);
+    } catch (e) {
+      console.error(JSON.stringify({ error: "outbox: coalesced admission failed (the sweeper classifies them again)", messages: ids.length, detail: e instanceof Error ? e.message : String(e) }));
+    }
+    if (this.pending.size > 0) this.arm(0); // a full run left some behind
+  }
+
+  private serially(ids: string[]): Promise<void> {
+    const run = this.running.then(() => this.admit(ids));
+    this.running = run.catch(() => undefined);
+    return run;
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The Outbox's alarm: the sweeper's full runs, and between them the forwarding of events that
+ * waited too long for the delivery stage's index write.
+ *
+ * DESCRIPTION
+ *   OutboxAlarm.run(now)  one alarm; returns when the next is due (ms), or null for none.
+ *     A full run (the first after a start, then whenever nextSweepAt said): re-triggers
+ *     classification of lost messages, sends pending notices, sweeps one page of orphan
+ *     bodies, purges finished messages past their retention, and forwards lagging events.
+ *     Between full runs (armed by Outbox.classify at INDEX_LAG_SECONDS when it left a
+ *     message's index write to the delivery stage, and by recordOutcomes when a message
+ *     finished): only the lagging events are forwarded, those of event rows and those that
+ *     finished messages keep in their recipient rows (outbox-forward.ts).
+ *   Forwarding hands the message ids to the classify queue, whose consumer writes the index
+ *   and events (a message is handed over at most once per grace period while this object
+ *   lives; after a restart once more, which changes nothing twice).
+ *
+ * INVARIANTS
+ *   Each step reads through an index or the small table of unforwarded events: nothing per
+ *   run grows with the number of messages the shard retains (the orphan sweep pages R2).
+ */
+import { dueForClassify, markClassifySent, nextScheduledAt, unindexed } from "./store";
+import { graceMsOf, indexLagMsOf, nextLagAt, nextSweepAt, purgeFinished, retentionMs, sweepOrphanBodies } from "./sweep";
+import { finishedLagging, forwardCursor } from "./forward";
+
+type AlarmEnv = { BODIES: R2Bucket; DB: D1Database; OUTBOX_GRACE_SECONDS?: string; INDEX_LAG_SECONDS?: string; MESSAGE_RETENTION_DAYS?: string };
+
+export class OutboxAlarm {
+  /** When the next full run is due (ms); null after a start, so the first alarm is a full run. */
+  private sweepAt: number | null = null;
+  /** Messages handed to the classify queue for forwarding, with when. */
+  private readonly forwarding = new Map<string, number>();
+  /** When the walk of finished messages must run again (outbox-forward.ts), or null. */
+  private walkAt: number | null = null;
+
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly env: AlarmEnv,
+    private readonly enqueue: (ids: string[]) => Promise<void>,
+    private readonly sendNotices: (now: number) => Promise<string[]>,
+  ) {}
+
+  /** One alarm (see the header); returns the next alarm time, or null. */
+  async run(now: number): Promise<number | null> {
+    const grace = graceMsOf(this.env);
+    const lagging = await this.lagging(now, grace);
+    if (this.sweepAt === null || now >= this.sweepAt) {
+      const due = dueForClassify(this.sql, now, grace, 500);
+      markClassifySent(this.sql, due, now);
+      await this.enqueue([...new Set([...due, ...lagging])]);
+      const notices = await this.sendNotices(now);
+      if (notices.length > 0) await this.enqueue(notices);
+      const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, grace);
+      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs(this.env), forwardCursor(this.sql));
+      const next = nextSweepAt(this.sql, now, grace, retentionMs(this.env));
+      // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
+      const again = orphans.listed > 0 || purged.length >= 500 ? now + grace : null;
+      this.sweepAt = Math.min(next ?? Infinity, again ?? Infinity);
+    } else {
+      await this.enqueue(lagging);
+    }
+    const at = Math.min(this.sweepAt, nextLagAt(this.sql, indexLagMsOf(this.env)) ?? Infinity, this.walkAt ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
+    return Number.isFinite(at) ? Math.max(at, now + 1000) : null;
+  }
+
+  /**
+   * Messages with events older than the index lag, not handed over within the last grace period,
+   * and finished messages whose kept events waited as long (the walk hands each over once).
+   */
+  private async lagging(now: number, grace: number): Promise<string[]> {
+    for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
+    const ids = unindexed(this.sql, now, indexLagMsOf(this.env), 500).filter((id) => !this.forwarding.has(id));
+    for (const id of ids) this.forwarding.set(id, now);
+    const finished = await finishedLagging(this.sql, this.env.DB, now, indexLagMsOf(this.env)).catch((e: unknown) => {
+      console.error(JSON.stringify({ error: "outbox: the walk of finished messages could not read D1 (walked again later)", detail: e instanceof Error ? e.message : String(e) }));
+      return { ids: [], next: now + indexLagMsOf(this.env) };
+    });
+    this.walkAt = finished.next;
+    return [...new Set([...ids, ...finished.ids])];
+  }
+}

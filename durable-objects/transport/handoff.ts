@@ -1,0 +1,186 @@
+/**
+ * How the Transport DO hands selected entries to a delivery agent (DELIVERY):
+ *   "queue"   the `deliver` queue, one message per entry; its consumer runs a batch's sessions.
+ *   "agents"  DeliveryAgent objects, one per transport, destination and slot: an entry goes to an
+ *             agent of its destination with fewer than AGENT_SESSIONS entries, preferring one
+ *             whose connection was just left idle (assign), so each starts its session at once
+ *             and the window counts sessions, not queued jobs. One RPC per agent per hand-off,
+ *             however many entries it carries.
+ *
+ * DESCRIPTION
+ *   new Handoff(env, now?)   env() is read at each hand-off; now() in ms.
+ *   send(entries, until, caller?)  hands the entries over; answers the ids that could not be
+ *                          handed over and the error (the caller reports them as crashed), and
+ *                          the jobs for `caller`, the agent whose report runs this hand-off: they
+ *                          go back with its answer (TransportQueue.reportAndTake). An entry is
+ *                          `pending` while its hand-off runs.
+ *   pending(entryId)       whether the entry is being handed over now.
+ *   release(entryId, leftIdle) the entry was reported (or crashed): its agent slot is free;
+ *                          `leftIdle` when its session ended well, so its connection waits idle in the
+ *                          agent's cache (not after a refusal, a lost connection or a crash).
+ *   check(entries)         of entries leased for long (DELIVERY = "agents"), those no agent holds
+ *                          (`lost`: the answer that carried them was lost, or their agent
+ *                          restarted; the caller retries them) and those one holds (`held`). An
+ *                          entry handed over before a restart has no known agent: every slot of
+ *                          its destination that process_limit allows is asked (once per restart,
+ *                          for destinations with entries in flight). An agent that does not
+ *                          answer within 10 s leaves its entries undecided.
+ *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
+ *
+ * INVARIANTS
+ *   In memory only: after a restart the slots of entries still in flight are unknown (until
+ *   check() finds them), so an agent may be given more than AGENT_SESSIONS entries for a while;
+ *   it queues the extra ones. An entry is `lost` only when every agent that may hold it answered.
+ */
+import { AGENT_SESSIONS } from "../../worker/delivery/agent-work";
+import { SESSION_IDLE_MS } from "../../worker/delivery/session-cache";
+import { toDispatched, toJob, type DeliverJob, type DispatchedEntry } from "./transport-types";
+import type { Entry } from "../core";
+import type { StoredRecipient } from "./sqlite-source";
+
+/** How long check() waits for an agent's answer, ms. */
+const CHECK_ANSWER_MS = 10_000;
+
+export function agentName(transport: string, nexthop: string, slot: number): string {
+  return `${transport}/${nexthop}#${slot}`;
+}
+
+export class Handoff {
+  private readonly handing = new Set<number>();
+  /** Entry → its agent and destination (DELIVERY = "agents"), and entries per agent. */
+  private readonly agentOf = new Map<number, { name: string; dest: string }>();
+  private readonly load = new Map<string, number>();
+  /**
+   * Per destination, the agents that finished an entry lately, most recent last, with the time
+   * (ms): each likely holds an idle cached connection, which the next entry should take.
+   */
+  private readonly warm = new Map<string, { name: string; at: number }[]>();
+
+  /** `env` is read at each hand-off (the object's env, which tests may swap). */
+  constructor(private readonly env: () => Env, private readonly now: () => number = Date.now) {}
+
+  pending(entryId: number): boolean {
+    return this.handing.has(entryId);
+  }
+
+  async send(entries: DispatchedEntry[], until: number, caller?: string): Promise<{ failed: number[]; error?: unknown; inline: DeliverJob[] }> {
+    for (const e of entries) this.handing.add(e.entryId);
+    const env = this.env();
+    try {
+      if (env.DELIVERY !== "agents") {
+        try {
+          await env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
+          return { failed: [], inline: [] };
+        } catch (error) {
+          return { failed: entries.map((e) => e.entryId), error, inline: [] };
+        }
+      }
+      const byAgent = new Map<string, DeliverJob[]>();
+      for (const e of entries) {
+        const name = this.assign(e);
+        byAgent.set(name, [...(byAgent.get(name) ?? []), { ...toJob(e, until), agent: name }]);
+      }
+      // The calling agent's entries go back with its report's answer, not in a call of their own.
+      const inline = caller !== undefined ? (byAgent.get(caller) ?? []) : [];
+      if (caller !== undefined) byAgent.delete(caller);
+      const failed: number[] = [];
+      let error: unknown;
+      await Promise.all([...byAgent].map(async ([name, jobs]) => {
+        try {
+          await env.DELIVERY_AGENT.getByName(name).deliver(jobs);
+        } catch (e) {
+          error = e;
+          for (const j of jobs) {
+            failed.push(j.entryId);
+            this.release(j.entryId, false);
+          }
+        }
+      }));
+      return error === undefined ? { failed, inline } : { failed, error, inline };
+    } finally {
+      for (const e of entries) this.handing.delete(e.entryId);
+    }
+  }
+
+  async check(entries: readonly Entry<StoredRecipient>[]): Promise<{ lost: number[]; held: number[] }> {
+    const asked = new Map<number, { e: DispatchedEntry; names: string[] }>();
+    const byAgent = new Map<string, number[]>();
+    for (const entry of entries) {
+      const e = toDispatched(entry);
+      if (this.handing.has(e.entryId)) continue; // its hand-off runs now
+      const known = this.agentOf.get(e.entryId)?.name;
+      // Slots are taken lowest first, AGENT_SESSIONS entries each, and the transport never has
+      // more than process_limit entries in flight: no life of this object used a slot past these.
+      const slots = Math.max(1, Math.ceil(entry.peer.queue.transport.p.processLimit / AGENT_SESSIONS));
+      const names = known !== undefined ? [known] : Array.from({ length: slots }, (_, s) => agentName(e.transport, e.nexthop, s));
+      asked.set(e.entryId, { e, names });
+      for (const n of names) byAgent.set(n, [...(byAgent.get(n) ?? []), e.entryId]);
+    }
+    const holder = new Map<number, string>();
+    const silent = new Set<string>();
+    await Promise.all([...byAgent].map(async ([name, ids]) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      try {
+        // An agent too busy to answer in time is asked again at the next check.
+        const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error("no answer")), CHECK_ANSWER_MS); });
+        for (const id of await Promise.race([this.env().DELIVERY_AGENT.getByName(name).holding(ids), late])) holder.set(id, name);
+      } catch {
+        silent.add(name);
+      } finally {
+        clearTimeout(timer);
+      }
+    }));
+    const lost: number[] = [], held: number[] = [];
+    for (const [id, { e, names }] of asked) {
+      const name = holder.get(id);
+      if (name !== undefined) {
+        held.push(id);
+        if (!this.agentOf.has(id)) this.take(e, name, `${e.transport}/${e.nexthop}`);
+      } else if (!names.some((n) => silent.has(n))) lost.push(id);
+    }
+    return { lost, held };
+  }
+
+  release(entryId: number, leftIdle = true): void {
+    const held = this.agentOf.get(entryId);
+    if (held === undefined) return;
+    this.agentOf.delete(entryId);
+    const n = (this.load.get(held.name) ?? 1) - 1;
+    if (n > 0) this.load.set(held.name, n);
+    else this.load.delete(held.name);
+    if (!leftIdle) return;
+    const warm = (this.warm.get(held.dest) ?? []).filter((w) => this.now() - w.at < SESSION_IDLE_MS);
+    warm.push({ name: held.name, at: this.now() });
+    this.warm.set(held.dest, warm.slice(-4 * AGENT_SESSIONS));
+  }
+
+  /**
+   * The agent for an entry: one that finished an entry of its destination within the last
+   * SESSION_IDLE_MS and has room (most recent first), since its connection waits idle in its
+   * cache; Postfix's smtp processes share one connection cache, and this gives agents the same
+   * effect (a new connection to a server at its session limit is refused). Else the lowest slot
+   * with room.
+   */
+  private assign(e: DispatchedEntry): string {
+    const dest = `${e.transport}/${e.nexthop}`;
+    const warm = this.warm.get(dest) ?? [];
+    for (let i = warm.length - 1; i >= 0; i--) {
+      const w = warm[i]!;
+      if (this.now() - w.at >= SESSION_IDLE_MS) break;
+      if ((this.load.get(w.name) ?? 0) < AGENT_SESSIONS) {
+        warm.splice(i, 1);
+        return this.take(e, w.name, dest);
+      }
+    }
+    for (let slot = 0; ; slot++) {
+      const name = agentName(e.transport, e.nexthop, slot);
+      if ((this.load.get(name) ?? 0) < AGENT_SESSIONS) return this.take(e, name, dest);
+    }
+  }
+
+  private take(e: DispatchedEntry, name: string, dest: string): string {
+    this.load.set(name, (this.load.get(name) ?? 0) + 1);
+    this.agentOf.set(e.entryId, { name, dest });
+    return name;
+  }
+}

@@ -1,0 +1,340 @@
+/**
+ * TransportQueue: one Durable Object per transport, a thin shell over the scheduling core.
+ * Each RPC reads the clock once, turns its input into core commands, runs them through the
+ * journal (one row per call, written before the call's first await; commands that change
+ * nothing are not journaled; a snapshot now and then), re-arms the alarm, and returns the
+ * core's decisions. After an eviction the state is the last snapshot plus the journal replayed.
+ * Records of finished messages go at a checkpoint: the alarm takes one when they expire
+ * (storage/sqlite-source.ts admissionTtlSec) or the queue is idle.
+ *
+ * ADMISSION
+ *   admit() always takes a message durably: into the core when the active queue has room
+ *   (qmgr_message_active_limit), else into the incoming queue in its SQLite, from which every
+ *   pump moves messages in arrival order as room frees (Postfix's incoming → active). A burst
+ *   therefore never bounces back to the classify stage as "no room".
+ *
+ * DELIVERY LOOP (DISPATCH = "auto")
+ *   After every admit, report and alarm the shell dispatches what the core selects, hands the
+ *   entries to the delivery agent (storage/handoff.ts) and leases each (storage/leases.ts). The
+ *   alarm fires at the earliest core wake-up, lease deadline, retry or agent check: an expired
+ *   lease, or one no agent holds (handoff.check), is a crash (deferred, no feedback); a deferred
+ *   message's open recipients come back as `<id>#<attempt>`. With DISPATCH = "manual" only the
+ *   dispatch RPC selects. SCHEDULER_CONFIG: storage/scheduler-env.ts.
+ *   Outcomes the core decides on its own go to the message's Outbox (storage/outbox-notes.ts):
+ *   expired attempts end `expired`, recipients deferred without an attempt (their destination
+ *   died) `deferred` with blocked_by "destination_dead", delay warnings delay notices.
+ *
+ * AUTHORITY AND OPERATORS
+ *   verdict() applies a Destination DO's answer (window, dead until) to the core's queue.
+ *   inspect() (qshape, deferred shape, destinations, policies), flush() (postqueue -f),
+ *   setPolicy() (caps, rates, suspensions with an expiry) and remove() (a message out of the
+ *   queue, for hold and requeue) serve the admin API.
+ */
+import { DurableObject } from "cloudflare:workers";
+import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter/meter";
+import {
+  hasActiveRoom, destinationsView, nextWakeupAt,
+  type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
+} from "../core";
+import {
+  agentCheckMs, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, restoreLeases,
+  pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries,
+} from "./delivery-state";
+import { Journal } from "./journal";
+import type { Leases } from "./leases";
+import { OutboxNotes } from "./outbox-notes";
+import { toDispatched, destinationName, type AdmitAnswer, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
+import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, SqliteRecipientSource, type StoredRecipient } from "./sqlite-source";
+import { explainWaits, inspectTransport } from "./views";
+import { Handoff } from "./handoff";
+import { schedulerConfigOf } from "../../worker/settings/scheduler";
+
+export * from "./transport-types";
+
+export class TransportQueue extends DurableObject<Env> {
+  private qmgr!: Qmgr<StoredRecipient>;
+  private journal!: Journal<StoredRecipient>;
+  /** Dispatched entries the deliver consumer may still report (in memory, storage/leases.ts). */
+  private leases!: Leases;
+  private readonly cfg: SchedulerConfig;
+  /** Outcomes and delay warnings the core decided on its own, still to be handed to their Outbox. */
+  private readonly notes = new OutboxNotes();
+  /** Hands selected entries to the delivery agent (the deliver queue or DeliveryAgent objects). */
+  private readonly handoff: Handoff;
+  /** The alarm time last set (ms), so an unchanged one is not written again; null when unknown or fired. */
+  private alarmAt: number | null = null;
+  /** The incoming queue is known empty (this object is its only writer): no probe of it per admission or pump. */
+  private incomingEmpty = false;
+  /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
+  private forgottenUpTo = 0;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ({ ctx, env } = meterObject(this, "TransportQueue"));
+    this.cfg = schedulerConfigOf(env);
+    this.handoff = new Handoff(() => this.env);
+    ctx.blockConcurrencyWhile(async () => {
+      const sql = ctx.storage.sql;
+      migrateBacklog(sql);
+      migrateDelivery(sql);
+      // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
+      const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500, ring = Number(env.TRANSPORT_JOURNAL_RING) || undefined;
+      this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); }, ring);
+      this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
+      this.alarmAt = await ctx.storage.getAlarm();
+      this.leases = restoreLeases(sql, env, this.qmgr.busy, this.journal.unconfirmed); // every entry in flight, leased anew
+      if (this.qmgr.busy.size > 0) await this.arm();
+    });
+  }
+
+  /** Admits a message (idempotent by message and recipient, also after it left the core). */
+  async admit(req: AdmitRequest): Promise<AdmitAnswer> {
+    return (await this.admitMany([req]))[0]!;
+  }
+
+  /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
+  async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
+    const auto = this.env.DISPATCH === "auto";
+    const answers = reqs.map((req) => this.qmgr.messages.has(req.id) ? { admitted: true, effects: [], active: false }
+      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
+    await this.pump();
+    return answers.map((a) => ({ ...a, active: a.active && auto }));
+  }
+
+  /** Selects up to `max` entries for delivery; they are leased to the caller. */
+  async dispatch(max = 100): Promise<{ entries: DispatchedEntry[]; effects: Effect[] }> {
+    const res = this.dispatchCore(max);
+    this.leases.add(res.entries, leaseUntil(this.env, nowSec()), Date.now());
+    await this.arm();
+    return res;
+  }
+
+  /** One delivery report (idempotent by entry id); `finalIdx`: its recipients (backlog index) now final. */
+  async report(entryId: number, report: DeliveryReport, finalIdx: number[] = []): Promise<ReportAnswer> {
+    return (await this.reportMany([{ entryId, report, finalIdx }]))[0]!;
+  }
+
+  /** Several reports, each as report() would apply it, then one dispatch: a session's entries. */
+  async reportMany(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[]): Promise<ReportAnswer[]> {
+    return (await this.reportAndTake(reports)).answers;
+  }
+
+  /** reportMany for DeliveryAgent `agent`: the entries the pump then gives it come back here, not in a call of their own. */
+  async reportAndTake(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[], agent?: string): Promise<{ answers: ReportAnswer[]; jobs: DeliverJob[] }> {
+    const answers = reports.map((r) => this.reportCore(r.entryId, r.report, r.finalIdx));
+    return { answers, jobs: await this.pump(agent) };
+  }
+
+  /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */
+  async leased(entryIds: number[]): Promise<number[]> {
+    const live = entryIds.filter((id) => this.handoff.pending(id) || this.leases.has(id));
+    this.journal.handedOver(this.leases.pickedUp(live)); // the deliver consumer asks before its session: the job reached it
+    return live;
+  }
+
+  /** Why each recipient of a message here waits: in core (every attempt of it), or in the incoming queue. */
+  async explain(messageId: string): Promise<{ entryId: number; rcpts: ResolvedRecipient[]; blockedBy: WaitReason }[]> {
+    return explainWaits(this.qmgr, this.ctx.storage.sql, messageId, nowSec());
+  }
+
+  /** Aligns a destination queue with its Destination DO's verdict (the authority); true if it changed anything. */
+  async verdict(queue: string, v: DestinationVerdict): Promise<boolean> {
+    const transport = this.transportName();
+    if (transport === null) return false;
+    const changed = this.run({ kind: "destination", now: nowSec(), transport, queue, verdict: v }).accepted;
+    if (changed) await this.pump();
+    else this.journal.flush(this.qmgr);
+    return changed;
+  }
+
+  /** The operator's view: qshape, deferred recipients, destinations and policies. */
+  async inspect(): Promise<TransportInspect> {
+    return { ...inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec()), inFlightTimes: this.leases.inFlightTimes() };
+  }
+
+  /** postqueue -f: every deferred message is retried now and dead destinations (here and in their Destination DOs) revive. */
+  async flush(): Promise<void> {
+    const dead = destinationsView(this.qmgr).filter((d) => d.state === "dead");
+    await Promise.all(dead.map((d) => this.env.DESTINATION_QUEUE.getByName(destinationName(d.transport, d.queue)).flush()));
+    this.run({ kind: "flush", now: nowSec() });
+    flushRetries(this.ctx.storage.sql, nowSec());
+    await this.alarm();
+  }
+
+  /** Sets (or with null clears) a pickup policy: caps, rate, suspension until a time (unix seconds). */
+  async setPolicy(key: string, rule: PolicyRule | null): Promise<void> {
+    this.run({ kind: "set-policy", now: nowSec(), key, rule });
+    await this.pump();
+  }
+
+  /**
+   * Takes a message out (hold, requeue): every attempt of it leaves the core, entries in flight
+   * finish and report as usual, nothing is retried. Returns the addresses that were waiting (not
+   * in flight) and the highest attempt number used, so a readmission can use a higher one.
+   */
+  async remove(messageId: string): Promise<{ waiting: string[]; attempt: number }> {
+    const sql = this.ctx.storage.sql;
+    const waiting: string[] = [];
+    let attempt = 0;
+    for (const coreId of [...this.qmgr.messages.keys()].filter((id) => parseCoreId(id).messageId === messageId)) {
+      attempt = Math.max(attempt, parseCoreId(coreId).attempt);
+      const res = this.run({ kind: "remove", now: nowSec(), messageId: coreId });
+      waiting.push(...(res.removed ?? []).map((r) => r.address));
+    }
+    // Outside the core: waiting for room (incoming) or for a retry.
+    const outside = dropWaiting(sql, messageId, nowSec());
+    await this.pump();
+    return { waiting: [...new Set([...waiting, ...outside.waiting])], attempt: Math.max(attempt, outside.attempt) };
+  }
+
+  override async alarm(): Promise<void> {
+    meterAlarm("TransportQueue");
+    this.alarmAt = null;
+    const sql = this.ctx.storage.sql;
+    this.run({ kind: "tick", now: nowSec() });
+    this.crash(this.leases.expired(nowSec()));
+    if (this.env.DELIVERY === "agents") await this.checkAgents();
+    for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
+    // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
+    const forget = nextForgetAt(sql, admissionTtlSec(this.env));
+    if (this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
+    else if (forget !== null && forget <= nowSec()) this.journal.checkpoint(this.qmgr);
+    await this.pump();
+  }
+
+  /** Admits a new attempt of a deferred message with its not-yet-final recipients. */
+  private retry(coreId: string): void {
+    const sql = this.ctx.storage.sql;
+    const { messageId, attempt } = parseCoreId(coreId);
+    const meta = readMeta(sql, messageId);
+    const rcpts = pendingRecipients(sql, coreId).map(({ idx: _idx, ...r }) => r);
+    if (!meta || rcpts.length === 0) {
+      forgetAttempt(sql, coreId);
+      noteFinished(sql, coreId, nowSec());
+      return;
+    }
+    this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts, meta.fields ?? null);
+    forgetAttempt(sql, coreId);
+    noteFinished(sql, coreId, nowSec()); // its backlog rows go at the next checkpoint
+  }
+
+  /**
+   * Takes a message: into the active queue (the core) when it has room and nobody waits before
+   * it, else into the incoming queue, from which pump() moves messages in arrival order as room
+   * frees (Postfix's incoming → active). Either way it is durably taken.
+   */
+  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[], fields: MessageFields | null): { admitted: boolean; effects: Effect[]; active: boolean } {
+    const sql = this.ctx.storage.sql;
+    // Admitted here before (a repeated RPC, also after it left the core): nothing to do.
+    if (!recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts)) return { admitted: true, effects: [], active: false };
+    const m = { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields };
+    if (hasActiveRoom(this.qmgr) && (this.incomingEmpty ||= !hasIncoming(sql))) {
+      const res = this.run({ kind: "admit", now: nowSec(), intake: intakeOf(m) });
+      if (res.accepted) return { admitted: true, effects: res.effects, active: true };
+    }
+    addIncoming(sql, m);
+    this.incomingEmpty = false;
+    return { admitted: true, effects: [], active: false };
+  }
+
+  private dispatchCore(max: number): { entries: DispatchedEntry[]; effects: Effect[] } {
+    const res = this.run({ kind: "dispatch", now: nowSec(), max });
+    return { entries: res.entries.map(toDispatched), effects: res.effects };
+  }
+
+  private reportCore(entryId: number, report: DeliveryReport, finalIdx: number[]): ReportAnswer {
+    const sql = this.ctx.storage.sql;
+    const coreId = this.leases.take(entryId, Date.now());
+    this.handoff.release(entryId, report.status !== "crash" && !report.siteFailure); // else no connection was left idle
+    const e = this.qmgr.busy.get(entryId);
+    const queue = e?.peer.queue;
+    const [busy, conc] = [queue?.busyCount ?? 0, e?.conc ?? queue?.busyCount ?? 0];
+    const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);
+    const destination = queue ? { queue: queue.name, busy, conc, window: queue.window } : null;
+    // Recipients final while the attempt goes on (or is retried); an attempt that ended needs no record.
+    const ended = res.effects.some((x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId);
+    if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);
+    return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
+  }
+
+  /** Asks the agents about entries leased for AGENT_CHECK_SECONDS: the lost crash; the rest (held, or undecided) wait another period. */
+  private async checkAgents(): Promise<void> {
+    const due = this.leases.unconfirmed(Date.now(), agentCheckMs(this.env));
+    const lost = new Set((await this.handoff.check(due.flatMap((id) => this.qmgr.busy.get(id) ?? []))).lost);
+    this.leases.confirm(due.filter((id) => !lost.has(id)), Date.now()); // else the alarm would come back at once
+    this.crash([...lost].filter((id) => this.leases.has(id)));
+  }
+
+  /** Reports entries whose delivery agent is gone (lease out, or job never sent) as crashed: deferred, retried. */
+  private crash(entryIds: readonly number[]): void {
+    for (const entryId of entryIds) this.reportCore(entryId, { status: "crash" }, []);
+  }
+
+  /** In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the alarm. */
+  private async pump(agent?: string): Promise<DeliverJob[]> {
+    const inline: DeliverJob[] = [];
+    if (!this.incomingEmpty) this.incomingEmpty = drainIncoming(this.ctx.storage.sql, this.qmgr, (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted);
+    if (this.notes.waiting) { this.journal.flush(this.qmgr); await this.notes.deliver(this.env); } // else one row below: this call's commands and its dispatch
+    if (this.env.DISPATCH === "auto") {
+      for (let round = 0; round < 10; round++) {
+        const { entries } = this.dispatchCore(100);
+        if (entries.length === 0) break;
+        const until = leaseUntil(this.env, nowSec()), ids = entries.map((e) => e.entryId);
+        this.leases.cover(until); // before the jobs can reach an agent: a stop inside send leases them till then
+        this.journal.flush(this.qmgr, ids); // on record before they leave, marked as being handed over
+        const { failed, error, inline: mine } = await this.handoff.send(entries, until, agent);
+        this.journal.handedOver(ids);
+        inline.push(...mine);
+        const lost = new Set(failed); // not handed over: crashed (deferred, retried) now, not leased for nothing
+        this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until, Date.now());
+        if (lost.size > 0) {
+          this.crash(failed);
+          await this.arm();
+          if (this.env.DELIVERY !== "agents") throw error;
+        }
+      }
+    }
+    await this.arm();
+    return inline;
+  }
+
+  /** The transport this DO schedules (its core holds one). */
+  private transportName(): string | null {
+    return this.qmgr.transports.keys().next().value ?? null;
+  }
+
+  /** Runs one command through the journal and keeps the delivery bookkeeping in step. */
+  private run(cmd: Command, finalNow: { coreId: string; idxs: number[] } | null = null) {
+    const sql = this.ctx.storage.sql;
+    const res = this.journal.run(this.qmgr, cmd);
+    this.notes.collect(sql, res.effects, this.cfg.global.maximalQueueLifetime, finalNow);
+    for (const e of res.effects) {
+      if (e.kind === "message-done" || e.kind === "message-expired") {
+        noteFinished(sql, e.messageId, cmd.now);
+        forgetAttempt(sql, e.messageId);
+      } else if (e.kind === "message-deferred") {
+        scheduleRetry(sql, e.messageId, e.nextAttemptAt);
+      }
+    }
+    return res;
+  }
+
+  /** Arms the alarm at the earliest core wake-up, lease deadline or retry. */
+  private async arm(): Promise<void> {
+    this.journal.flush(this.qmgr);
+    const sql = this.ctx.storage.sql;
+    const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
+    const check = this.env.DELIVERY === "agents" ? this.leases.nextCheck(agentCheckMs(this.env)) : null;
+    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check].filter((t): t is number => t !== null);
+    if (times.length === 0) return;
+    const at = Math.min(...times) * 1000;
+    if (at === this.alarmAt) return; // a setAlarm is a billed write
+    this.alarmAt = at;
+    await this.ctx.storage.setAlarm(at);
+  }
+
+  /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
+  async devRowCounts(): Promise<Record<string, number>> {
+    return sqlRowCounts(this.ctx.storage.sql);
+  }
+}

@@ -1,0 +1,135 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch, admitBatchMsOf } from "../../../durable-objects/outbox/admit";
+
+beforeEach(() => { vi.useFakeTimers(); });
+afterEach(() => { vi.useRealTimers(); });
+
+/** An AdmissionBatch whose admissions are recorded (and each held until released, when `hold`). */
+function recorder(delayMs: number, opts: { hold?: boolean; fail?: boolean } = {}) {
+  const runs: string[][] = [];
+  const releases: (() => void)[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const batch = new AdmissionBatch(delayMs, async (ids) => {
+    runs.push(ids);
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    if (opts.hold) await new Promise<void>((r) => releases.push(r));
+    inFlight--;
+    if (opts.fail) throw new Error("transport down");
+  });
+  return { batch, runs, releases, maxInFlight: () => maxInFlight };
+}
+
+describe("AdmissionBatch: accepted messages admitted together", () => {
+  it("admits nothing before the window ends, then every message accepted in it with one run", async () => {
+    const { batch, runs } = recorder(1000);
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(400);
+    await batch.add(["b", "c"]);
+    await vi.advanceTimersByTimeAsync(599);
+    expect(runs).toEqual([]);
+    expect(batch.waiting).toBe(3);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(runs).toEqual([["a", "b", "c"]]);
+    expect(batch.waiting).toBe(0);
+  });
+
+  it("a message accepted twice (a retried accept) is admitted once per run", async () => {
+    const { batch, runs } = recorder(100);
+    await batch.add(["a", "b"]);
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(runs).toEqual([["a", "b"]]);
+  });
+
+  it(`a request of ${ADMIT_AT_ONCE} messages or more starts a run at once, taking what waited in the window with it`, async () => {
+    const { batch, runs } = recorder(1000);
+    await batch.add(["early"]);
+    await vi.advanceTimersByTimeAsync(200);
+    const big = Array.from({ length: ADMIT_AT_ONCE }, (_, i) => `b${i}`);
+    await batch.add(big);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["early", ...big]]);
+    // The next small one waits for its own window again.
+    await batch.add(["late"]);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(runs).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(runs).toEqual([["early", ...big], ["late"]]);
+  });
+
+  it("with no window, an accept admits its own messages before it returns", async () => {
+    const { batch, runs } = recorder(0);
+    await batch.add(["a"]);
+    expect(runs).toEqual([["a"]]);
+    await batch.add([]);
+    expect(runs).toEqual([["a"]]);
+  });
+
+  it("runs never overlap: messages accepted during a run wait for it, then for their own window", async () => {
+    const { batch, runs, releases, maxInFlight } = recorder(100, { hold: true });
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(runs).toEqual([["a"]]);
+    await batch.add(["b"]);
+    await vi.advanceTimersByTimeAsync(500); // b's window ended while a's run still holds
+    expect(runs).toEqual([["a"]]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["a"], ["b"]]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(maxInFlight()).toBe(1);
+  });
+
+  it("windows that end during a slow run do not queue runs up: what arrived meanwhile is one run after it", async () => {
+    const { batch, runs, releases } = recorder(100, { hold: true });
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(100);
+    for (const id of ["b", "c", "d"]) {
+      await batch.add([id]);
+      await vi.advanceTimersByTimeAsync(300); // each window ends while a's run holds
+    }
+    expect(runs).toEqual([["a"]]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["a"], ["b", "c", "d"]]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toHaveLength(2);
+  });
+
+  it(`takes at most ${ADMIT_BATCH_MAX} messages a run and runs again at once for the rest`, async () => {
+    vi.useRealTimers();
+    const { batch, runs } = recorder(20);
+    const ids = Array.from({ length: ADMIT_BATCH_MAX + 20 }, (_, i) => `m${i}`);
+    await batch.add(ids);
+    await vi.waitFor(() => expect(runs.length).toBe(2), { timeout: 2000 });
+    expect(runs.map((r) => r.length)).toEqual([ADMIT_BATCH_MAX, 20]);
+    expect(runs.flat()).toEqual(ids);
+  });
+
+  it("a failed run is logged and does not stop later runs (its messages stay for the sweeper)", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const { batch, runs } = recorder(100, { fail: true });
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(100);
+    await batch.add(["b"]);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(runs).toEqual([["a"], ["b"]]);
+    expect(errors).toHaveBeenCalledTimes(2);
+    expect(String(errors.mock.calls[0]![0])).toContain("coalesced admission failed");
+    errors.mockRestore();
+  });
+
+  it("ADMIT_BATCH_MS: default 1000, 0 allowed, at most 10000, anything invalid the default", () => {
+    expect(admitBatchMsOf({})).toBe(1000);
+    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "" })).toBe(1000);
+    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "0" })).toBe(0);
+    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "250" })).toBe(250);
+    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "60000" })).toBe(10_000);
+    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "-1" })).toBe(1000);
+    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "soon" })).toBe(1000);
+  });
+});

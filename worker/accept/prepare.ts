@@ -1,0 +1,177 @@
+/**
+ * Turns a validated send request into a message ready to store: composed, signed, measured.
+ *
+ * DESCRIPTION
+ *   prepareEmail(env, input, ctx)  compose (worker/mail) → recipient limit → `scheduled_at` →
+ *                                  DKIM (when configured) → size limit. Returns the R2 body and
+ *                                  the Outbox record (NewMessage).
+ *   mailError(e)                   a MailInputError as the API's 422 ApiError (other errors pass).
+ *   keepText                       html/text kept for GET /emails/:id only up to SUMMARY_TEXT_BYTES.
+ *
+ * ERRORS
+ *   ApiError 422 (validation_error, invalid_from_address, invalid_attachment, …) naming the field;
+ *   413 validation_error when the composed message exceeds MAX_MESSAGE_BYTES.
+ */
+import { newMessageId } from "../model/ids";
+import type { MessageSummary, NewMessage } from "../model/message";
+import { compose, isMailInputError, parseMailbox, signDkim } from "../mail";
+import type { SenderPolicy } from "../domains/sender";
+import { fetchPathAttachments } from "./path-attachments";
+import { tokenOf } from "../mail/verp";
+import { addressTokenKey } from "../inbound/tokens";
+import { ApiError } from "../model/errors";
+import { parseScheduledAt, type Limits } from "./limits";
+import type { SendEmail } from "../api/schemas";
+
+/** A message ready for R2 (`body`) and the Outbox (`record`). */
+export interface PreparedMessage {
+  body: string | Uint8Array;
+  record: NewMessage;
+}
+
+/** Where and when the request is being accepted. */
+export interface PrepareContext {
+  shard: number;
+  nowMs: number;
+  limits: Limits;
+  /** Who may send as which domain, and its DKIM signers (domains/sender.ts). */
+  sender: SenderPolicy;
+  /** The relay's public origin, for one-click unsubscribe links (PUBLIC_URL, else the request's). */
+  origin: string;
+}
+
+/** html and text are kept for the status API up to this many bytes together (the body has them all). */
+export const SUMMARY_TEXT_BYTES = 256 * 1024;
+
+/** Converts composer input errors into the API's error. */
+export function mailError(e: unknown): unknown {
+  return isMailInputError(e) ? new ApiError(422, e.errorName, e.message) : e;
+}
+
+/** A string list from Resend's `string | string[]`. */
+export function listOf(v: string | string[] | undefined): string[] | null {
+  return v === undefined ? null : typeof v === "string" ? [v] : v;
+}
+
+/** html and text for the summary, or null when they are too large to keep beside the envelope. */
+export function keepText(html: string | undefined, text: string | undefined): { html: string | null; text: string | null } {
+  const size = (html?.length ?? 0) + (text?.length ?? 0);
+  return size * 3 <= SUMMARY_TEXT_BYTES ? { html: html ?? null, text: text ?? null } : { html: null, text: null };
+}
+
+/** Checks the envelope against the limits. */
+export function checkEnvelope(rcptCount: number, size: number, limits: Limits): void {
+  if (rcptCount > limits.maxRecipients) {
+    throw new ApiError(422, "validation_error", `Too many recipients: ${rcptCount} (to + cc + bcc); the limit is ${limits.maxRecipients}.`);
+  }
+  if (size > limits.maxMessageBytes) {
+    throw new ApiError(413, "validation_error", `The message is ${size} bytes; the limit is ${limits.maxMessageBytes} bytes.`);
+  }
+}
+
+/**
+ * The least size the composed message can have: its text and html (quoted-printable or base64
+ * never shrink them) and its attachments' base64 (re-encoded in lines of 76, so never shorter
+ * than 95 % of what was sent). Checked before composing, so an oversized request costs no CPU.
+ */
+export function leastComposedBytes(input: SendEmail): number {
+  const parts = (input.text?.length ?? 0) + (input.html?.length ?? 0);
+  const attached = (input.attachments ?? []).reduce((n, a) => n + (a.content?.length ?? 0), 0);
+  return parts + Math.floor(attached * 0.95);
+}
+
+/**
+ * The request's headers with List-Unsubscribe and List-Unsubscribe-Post (RFC 8058) added: a
+ * signed https link to the one recipient's unsubscribe (routes/unsubscribe.ts), and a mailto at
+ * the return-path domain when there is one (inbound/email.ts takes it). Signed with the rest of
+ * the header by DKIM (both are in DEFAULT_SIGNED_HEADERS). 422 for more than one recipient (the
+ * body, and so the link, is the same for all of them) or a List-Unsubscribe of the caller's own.
+ */
+async function unsubscribeHeaders(env: Env, input: SendEmail, id: string, origin: string, returnPath: string | null, count: number, own: string | undefined): Promise<Record<string, string>> {
+  if (count !== 1) throw new ApiError(422, "validation_error", "`unsubscribe` needs exactly one recipient (to, cc and bcc together): send one email per recipient, e.g. with /emails/batch.");
+  if (own) throw new ApiError(422, "validation_error", `\`unsubscribe\` adds ${own} itself: remove it from \`headers\`.`);
+  const token = await tokenOf(await addressTokenKey(env), "unsubscribe", id, 0);
+  const links = [`<${origin}/unsubscribe/${token.slice(token.indexOf("+") + 1)}>`, ...(returnPath ? [`<mailto:${token}@${returnPath}>`] : [])];
+  return { ...input.headers, "List-Unsubscribe": links.join(", "), "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+}
+
+/** A Feedback-ID field: [A-Za-z0-9_.-] only (":" separates them), at most 64 characters. */
+function feedbackField(v: string | undefined, fallback: string): string {
+  const clean = (v ?? "").replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 64);
+  return clean === "" ? fallback : clean;
+}
+
+/**
+ * Complaint routing headers, unless the request sets its own: Feedback-ID (Gmail's feedback loop:
+ * "<campaign>:<tenant>:<category>:cohort", campaign and category from the tags of those names)
+ * and, for a domain the tenant verified, CFBL-Address (RFC 9477) at its return-path host, which
+ * aligns with the DKIM domain; ARF reports sent there come back through the email() handler.
+ * DKIM signs both (DEFAULT_SIGNED_HEADERS).
+ */
+export function feedbackHeaders(input: SendEmail, tenant: string, verifiedReturnPath: string | null): Record<string, string> {
+  const own = new Set(Object.keys(input.headers ?? {}).map((h) => h.toLowerCase()));
+  const tag = (name: string) => input.tags?.find((t) => t.name === name)?.value;
+  const out: Record<string, string> = {};
+  if (!own.has("feedback-id")) out["Feedback-ID"] = `${feedbackField(tag("campaign"), "none")}:${feedbackField(tenant, "tenant")}:${feedbackField(tag("category"), "transactional")}:cohort`;
+  if (verifiedReturnPath !== null && !own.has("cfbl-address")) out["CFBL-Address"] = `fbl@${verifiedReturnPath}; report=arf`;
+  return out;
+}
+
+/** The relay's public origin: PUBLIC_URL, else the origin the request came to. */
+export function publicOrigin(env: Env, requestUrl: string): string {
+  return (env.PUBLIC_URL || new URL(requestUrl).origin).replace(/\/+$/, "");
+}
+
+/** Composes, signs and measures one send request. */
+export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareContext): Promise<PreparedMessage> {
+  const id = newMessageId(ctx.shard);
+  const least = leastComposedBytes(input);
+  if (least > ctx.limits.maxMessageBytes) {
+    throw new ApiError(413, "validation_error", `The message would be at least ${least} bytes; the limit is ${ctx.limits.maxMessageBytes} bytes.`);
+  }
+  const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
+  let fromDomain: string;
+  try {
+    const from = parseMailbox("from", input.from).address;
+    fromDomain = from.slice(from.lastIndexOf("@") + 1);
+  } catch (e) {
+    throw mailError(e);
+  }
+  // The sender is checked before anything is composed: an unverified domain costs no CPU.
+  const signers = await ctx.sender.authorize(fromDomain);
+  const attachments = await fetchPathAttachments(env, input.attachments, ctx.limits.maxMessageBytes);
+  const returnPath = ctx.sender.returnPath(fromDomain);
+  // The tenant's default applies to one-recipient emails that say nothing and set no
+  // List-Unsubscribe of their own; `false` opts out.
+  const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
+  const own = Object.keys(input.headers ?? {}).find((h) => /^list-unsubscribe(-post)?$/i.test(h));
+  const unsubscribe = input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
+  // Bulk mail (with one-click unsubscribe) waits out the complaint-rate brake; transactional does not.
+  const paused = ctx.sender.bulkPausedUntil;
+  if (unsubscribe && paused !== null && paused > ctx.nowMs) {
+    throw new ApiError(429, "complaint_rate_exceeded", `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`);
+  }
+  const listed = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count, own) : input.headers;
+  const headers = { ...listed, ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)) };
+  let composed;
+  try {
+    composed = compose({ ...input, headers, attachments }, { now: new Date(ctx.nowMs), messageId: id });
+  } catch (e) {
+    throw mailError(e);
+  }
+  checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
+  const body = signers.length > 0 ? await signDkim(composed.raw, signers) : composed.raw;
+  checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
+  const summary: MessageSummary = {
+    from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
+    subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
+    ...(typeof unsubscribe === "object" && unsubscribe.topic ? { unsubscribe_topic: unsubscribe.topic } : {}),
+    ...(unsubscribe ? { bulk: true as const } : {}),
+  };
+  const record: NewMessage = {
+    id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
+    mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size: body.length, summary,
+    returnPath,
+  };
+  return { body, record };
+}

@@ -1,0 +1,41 @@
+/**
+ * DeliveryAgent: a delivery agent as a Durable Object (DELIVERY = "agents"), one per transport,
+ * destination and slot (agentName). The Transport DO hands it the entries it selected for that
+ * destination, and each starts its SMTP session at once, reusing a cached connection when one is
+ * idle; the work itself is worker/delivery/agent-work.ts. Nothing is stored: an entry the agent loses
+ * (the object restarted) is left to its lease in the Transport DO, which retries it.
+ *
+ * RPC
+ *   deliver(jobs)   takes the entries and returns at once; their outcomes are reported to the
+ *                   Transport DO, the Outbox, the Destination DO and the D1 index as the
+ *                   `deliver` queue consumer reports them.
+ *   holding(ids)    those of the entries it holds (AgentWork.holding): the Transport DO asks
+ *                   about entries leased for long, and retries the ones no agent holds.
+ *   idleSessions()  cached connections held now (tests).
+ */
+import { DurableObject } from "cloudflare:workers";
+import { meterObject } from "../meter/meter";
+import { AgentWork } from "./agent-work";
+import type { DeliverJob } from "../../durable-objects/transport/transport-types";
+
+export class DeliveryAgent extends DurableObject<Env> {
+  private readonly work: AgentWork;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ({ ctx, env } = meterObject(this, "DeliveryAgent"));
+    this.work = new AgentWork(env, (p) => ctx.waitUntil(p));
+  }
+
+  async deliver(jobs: DeliverJob[]): Promise<void> {
+    this.work.take(jobs);
+  }
+
+  async holding(entryIds: number[]): Promise<number[]> {
+    return this.work.holding(entryIds);
+  }
+
+  async idleSessions(): Promise<number> {
+    return this.work.idleSessions();
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * The `mx` transport kind of the delivery stage: a nexthop that is a plain domain. Its mail
+ * hosts come from an MX lookup over DNS-over-HTTPS (worker/net/mx.ts); the hosts are tried in
+ * preference order within the same attempt, and the first one that gets past the connection,
+ * greeting, EHLO and TLS (no site failure) decides the entries' outcome.
+ *
+ * DESCRIPTION
+ *   egressPathOf(value, secrets)   EGRESS "direct" (or empty) | "socks5://host:port" → the
+ *                                  EgressPath for createEgressConnect (credentials from the
+ *                                  secrets EGRESS_USERNAME / EGRESS_PASSWORD); throws otherwise.
+ *   mxSettingsOf(env)              resolver URL (DOH_RESOLVER_URL), port (MX_PORT, default 25)
+ *                                  and socket factory (EGRESS) of the mx kind.
+ *   createMxLookup(settings)       resolveMx with a cache that lives as long as the returned
+ *                                  function (one consumer invocation).
+ *   egressIdOf(env)                the egress's id for pickup policies and warm-up plans.
+ *   runMxSessions(env, hosts, prepared, settings, cache?, rule?)  the sessions to each host in
+ *                                  turn, until one has no site failure (or the last one has
+ *                                  failed), within a provider rule's bounds; each host is
+ *                                  connected to at its A record's address when the resolver
+ *                                  gives one (cached 5 minutes), which the parts report as
+ *                                  `remoteip`; else by name.
+ *   lookupFailureParts(prepared, resolution)  the parts of a lookup that ended in `bounce` (null
+ *                                  MX 5.1.10, NXDOMAIN 5.1.2, no address 5.4.4: every sendable
+ *                                  recipient bounced) or `defer` (DNS trouble: deferred).
+ *
+ * INVARIANTS
+ *   A failed lookup is never a site failure: a `defer` from the resolver is a plain deferral
+ *   without negative feedback (the destination's hosts were never tried, so nothing is known
+ *   about them; Postfix's smtp(8) likewise defers a DNS failure per message, not per site).
+ *   AUTH credentials are never offered to MX hosts; TLS is opportunistic and verified against
+ *   the MX host name (a failed handshake falls back to plaintext, as in Postfix's "may" level).
+ */
+import { createEgressConnect, type EgressPath } from "../net/socks5";
+import { DEFAULT_DOH_URL, resolveAddress, resolveMx } from "../net/mx";
+import type { MxHost, MxResolution } from "../net/core/mx";
+import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
+import { smtpTimeoutsOf } from "./smtp-timeouts";
+import type { TransactionResult } from "../smtp/core/types";
+import type { ConnectSocket } from "../smtp/socket";
+import { runSession, unsentParts, type PreparedJob, type SessionPart } from "./session";
+import type { SessionCache } from "./session-cache";
+import type { ProviderRule } from "../net/core/providers";
+
+/** The SMTP port of MX hosts (RFC 5321). */
+export const DEFAULT_MX_PORT = 25;
+
+/** How the mx kind resolves and connects. */
+export interface MxSettings {
+  resolverUrl: string;
+  port: number;
+  connect: ConnectSocket;
+}
+
+/** Resolves a domain's mail hosts (cached for one consumer invocation). */
+export type MxLookup = (domain: string) => Promise<MxResolution>;
+
+type EgressSecrets = { EGRESS_USERNAME?: string; EGRESS_PASSWORD?: string };
+
+/** The egress path an EGRESS value names; throws for a value it cannot read. */
+export function egressPathOf(value: string | undefined, secrets: EgressSecrets): EgressPath {
+  const v = (value ?? "").trim();
+  if (v === "" || v === "direct") return { kind: "direct" };
+  const m = /^socks5:\/\/(?:\[([^\]]+)\]|([^\s:/[\]]+)):(\d{1,5})\/?$/.exec(v);
+  const port = m ? Number(m[3]) : 0;
+  if (!m || !(port > 0 && port < 65536)) throw new Error(`EGRESS must be "direct" or "socks5://host:port", not ${JSON.stringify(v)}`);
+  const credentials = secrets.EGRESS_USERNAME ? { username: secrets.EGRESS_USERNAME, password: secrets.EGRESS_PASSWORD ?? "" } : null;
+  return { kind: "socks5", hostname: (m[1] ?? m[2])!, port, credentials };
+}
+
+/** The egress's id, as pickup policies and warm-up plans name it: "direct", or the SOCKS5 bridge's "host:port". */
+export function egressIdOf(env: Pick<Env, "EGRESS">): string {
+  const path = egressPathOf(env.EGRESS, {} as EgressSecrets);
+  return path.kind === "direct" ? "direct" : `${path.hostname}:${path.port}`;
+}
+
+/** The mx kind's settings from the environment. */
+export function mxSettingsOf(env: Env): MxSettings {
+  const port = Number(env.MX_PORT || DEFAULT_MX_PORT);
+  if (!(Number.isInteger(port) && port > 0 && port < 65536)) throw new Error(`MX_PORT must be a TCP port, not ${JSON.stringify(env.MX_PORT)}`);
+  const connect = createEgressConnect(egressPathOf(env.EGRESS, env as unknown as EgressSecrets));
+  return { resolverUrl: env.DOH_RESOLVER_URL || DEFAULT_DOH_URL, port, connect };
+}
+
+/** A lookup function whose answers are shared until it is dropped. */
+export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLookup {
+  const cache = new Map<string, Promise<MxResolution>>();
+  return (domain) => {
+    const key = domain.toLowerCase();
+    let hit = cache.get(key);
+    if (!hit) {
+      hit = resolveMx(domain, { resolverUrl: settings.resolverUrl });
+      cache.set(key, hit);
+    }
+    return hit;
+  };
+}
+
+/** How long an MX host's address is reused (ms). */
+const ADDRESS_TTL_MS = 300_000;
+const addresses = new Map<string, { at: number; ip: Promise<string | null> }>();
+
+/** An MX host's IPv4 address (resolveAddress), cached per isolate for ADDRESS_TTL_MS; null when unknown. */
+function addressOf(resolverUrl: string | undefined, host: string): Promise<string | null> {
+  const key = `${resolverUrl ?? ""} ${host.toLowerCase()}`;
+  const now = Date.now();
+  const hit = addresses.get(key);
+  if (hit && now - hit.at < ADDRESS_TTL_MS) return hit.ip;
+  if (addresses.size > 10_000) addresses.clear();
+  const ip = resolveAddress(host, { ...(resolverUrl ? { resolverUrl } : {}) }).catch(() => null);
+  addresses.set(key, { at: now, ip });
+  return ip;
+}
+
+/** Session settings for one MX host: no AUTH, opportunistic STARTTLS (required when a provider rule says so). */
+function mxConfigOf(env: Env, host: string, requireTls: boolean): SessionConfig {
+  return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: smtpTimeoutsOf(env) });
+}
+
+/** Tries the hosts in order; the first without a site failure decides (see header). A provider rule's bounds apply to each session. */
+export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule): Promise<SessionPart[]> {
+  let last: SessionPart[] | null = null;
+  const bounds = { ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}), ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}) };
+  for (const { host } of hosts) {
+    const options = { config: mxConfigOf(env, host, rule?.require_tls === true), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds };
+    // Connected by its address when the resolver gives one, so the report can name it (remoteip);
+    // TLS is still verified against the host name.
+    const ip = await addressOf(settings.resolverUrl, host);
+    const sent = await runSession(env, { host: ip ?? host, port: settings.port }, prepared, options);
+    const parts = ip ? sent.map((p) => ({ ...p, remoteip: ip })) : sent;
+    const site = parts.find((p) => p.site)?.site;
+    if (!site) return parts;
+    console.warn(JSON.stringify({ warning: "deliver: MX host failed, trying the next", host, reason: site.reason }));
+    last = parts;
+  }
+  return last ?? unsentParts(prepared);
+}
+
+/** The parts of a lookup that ended in a bounce or a deferral (no site failure). */
+export function lookupFailureParts(prepared: PreparedJob[], resolution: Exclude<MxResolution, { kind: "hosts" }>): SessionPart[] {
+  const status = resolution.kind === "bounce" ? "bounced" : "deferred";
+  return prepared.map(({ job, matched }) => {
+    const recipients = matched.filter((m) => !m.final && m.outboxIdx !== null).map((m) => ({
+      rcpt: m.address, code: resolution.code, enhanced: resolution.enhanced, text: resolution.text, status, source: "local",
+    } as const));
+    const txn: TransactionResult = { messageId: String(job.entryId), recipients, remoteHost: "", tls: false, possibleDuplicate: false };
+    return { job, matched, txn, site: null };
+  });
+}
