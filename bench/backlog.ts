@@ -22,7 +22,7 @@
  *   3. while accepting: W concurrent POST /emails loops (default 64; one recipient each, to
  *      @stuck.test) run while N more to @ok.test are measured as in 1; they stop when the sink has
  *      all N. The loops send as fast as the relay answers, so they hold its accept ceiling (the
- *      accept gate's slots, worker/accept/accept-gate.ts; a 429 makes a loop wait its Retry-After).
+ *      accept gate's slots, worker/api/http/accept-gate.ts; a 429 makes a loop wait its Retry-After).
  *      They run in a child process (bench/lib/post-loops.ts), so that their HTTP client does
  *      not share an event loop with the sink, and as another tenant, as a flood from one sender
  *      would. This phase runs on top of phase 2's backlog, so under_load_ratio (against the empty
@@ -69,7 +69,7 @@ import { execFile } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { parseArgs, promisify } from "node:util";
 import { schedulerConfigOf } from "../worker/settings/scheduler";
-import type { InFlightTimes } from "../durable-objects/transport/leases";
+import type { InFlightTimes } from "../worker/model/transport";
 import { pool } from "../worker/lib/pool";
 import { devFetch, freePort, startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { createKey, WRANGLER_ENV } from "../scripts/lib/keys";

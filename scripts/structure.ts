@@ -21,13 +21,13 @@ const SOURCE_ROOTS = ["worker", "durable-objects", "bin"];
  * import each other (no back arrow), but a circle between them still counts as a circle.
  */
 const LAYERS: Array<[number, string[]]> = [
-  [0, ["worker/model", "durable-objects/core", "worker/smtp/core", "worker/net/core", "worker/webhooks/core", "worker/dashboard/core",
-    "worker/delivery/core", "worker/inbound/core", "worker/settings", "worker/lib", "worker/meter"]],
+  [0, ["worker/model", "worker/settings", "worker/lib", "worker/meter", "durable-objects/core", "worker/smtp/core", "worker/net/core",
+    "worker/webhooks/core", "worker/dashboard/core"]],
   [1, ["worker/mail", "worker/smtp", "worker/net"]],
   [2, ["worker/db"]],
-  [3, ["durable-objects/storage"]],
-  [4, ["worker/accept", "worker/classify", "worker/delivery", "worker/webhooks", "worker/inbound", "worker/domains", "worker/consumers", "worker/policy",
-    "durable-objects/outbox/outbox", "durable-objects/transport", "durable-objects/destination", "durable-objects"]],
+  [3, ["worker/indexing", "worker/webhooks", "worker/domains", "durable-objects/storage"]],
+  [4, ["worker/accept", "worker/classify", "worker/delivery", "worker/inbound", "worker/policy", "worker/consumers",
+    "durable-objects/outbox", "durable-objects/transport", "durable-objects/destination", "durable-objects"]],
   [5, ["worker/api", "worker/dashboard"]],
   [6, ["worker", "bin"]],
 ];

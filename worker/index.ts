@@ -8,12 +8,12 @@ import { handleClassifyBatch } from "./classify/consumer";
 import { handleDeliverBatch } from "./delivery/consumer";
 import { handleWebhooksBatch } from "./webhooks/consumer";
 import { purgeExpired } from "./db/retention";
-import { outboxName, shardCount } from "./model/ids";
-import { retentionMs } from "../durable-objects/outbox/sweep";
+import { outboxName } from "./model/ids";
 import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter/meter";
 import { configProblems, notConfigured } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
+import { settingsOf } from "./settings/settings";
 
 export { TransportQueue } from "../durable-objects/transport/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination/destination-queue";
@@ -24,14 +24,14 @@ const app = createApp();
 
 /** Wakes every Outbox shard's sweeper (orphans can exist in a shard that never got an envelope). */
 async function wakeSweepers(env: Env): Promise<void> {
-  const n = shardCount(env.OUTBOX_SHARDS);
+  const n = settingsOf(env).outboxShards;
   await Promise.all(Array.from({ length: n }, (_, s) => env.OUTBOX.getByName(outboxName(s)).ensureSweep(s)));
 }
 
 /** Deletes D1 rows past MESSAGE_RETENTION_DAYS (worker/db/retention.ts); a failure waits for the next run. */
 async function purgeD1(env: Env, nowMs: number): Promise<void> {
   try {
-    const r = await purgeExpired(env.DB, nowMs, retentionMs(env) / 86_400_000);
+    const r = await purgeExpired(env.DB, nowMs, settingsOf(env).retentionMs / 86_400_000);
     if (r.rows > 0 || r.truncated) console.log(JSON.stringify({ event: "d1 retention", ...r }));
   } catch (e) {
     console.error(JSON.stringify({ error: "d1 retention failed", detail: e instanceof Error ? e.message : String(e) }));

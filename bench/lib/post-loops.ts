@@ -6,7 +6,7 @@
  *   startPostLoops({ url, key, workers, domain, tag })
  *       forks this file (under the same tsx loader) and starts `workers` loops, each sending one
  *       one-recipient message (load<k>-<tag>@<domain>) after the other. A 429 answer
- *       (back-pressure, worker/accept/accept-gate.ts) is counted as refused and the loop waits its
+ *       (back-pressure, worker/api/http/accept-gate.ts) is counted as refused and the loop waits its
  *       Retry-After before its next request, as a client would; any other failure is counted as
  *       failed (the loop waits 100 ms). stop() ends the loops and resolves with
  *       { accepted, refused, failed, ms }.
@@ -16,7 +16,7 @@
  *   should not delay the sink's SMTP replies. Moving them here did not explain the stall it was
  *   suspected of (bench:backlog, 64 loops, mail classified through the queue: 0.18 of the empty
  *   queue's rate in the bench's process, 0.104 here, one run each); classifying through a queue
- *   the flood filled did (worker/accept/accept-gate.ts, wrangler.toml CLASSIFY_AT_ACCEPT_MAX_RCPTS).
+ *   the flood filled did (worker/api/http/accept-gate.ts, wrangler.toml CLASSIFY_AT_ACCEPT_MAX_RCPTS).
  *
  * ERRORS
  *   The child's own failure (it exits) rejects stop().

@@ -42,9 +42,8 @@
  */
 import { claimClassifyWork, markReady } from "./store";
 import type { ClassifyWork } from "../../worker/model/message";
-import type { AdmitAnswer, AdmitRequest } from "../transport/transport-types";
+import type { AdmitAnswer, AdmitRequest } from "../../worker/model/transport";
 import { policyTagsOf } from "../../worker/settings/scheduler";
-import { msSetting } from "../../worker/settings/parse";
 
 /** One admission request of a plan per transport it uses (its decided recipients there). */
 function requestsOf(plan: ClassifyWork, policyTags: readonly string[]): Map<string, AdmitRequest> {
@@ -123,16 +122,6 @@ export const ADMIT_BATCH_MAX = 500;
 
 /** A request bringing this many messages or more starts a run at once (see the header). */
 export const ADMIT_AT_ONCE = 10;
-
-/** ADMIT_BATCH_MS: how long accepted messages wait to be admitted together (default 1000, 0: at once, at most 10000). */
-export function admitBatchMsOf(env: { ADMIT_BATCH_MS?: string }): number {
-  return msSetting(env.ADMIT_BATCH_MS, 1000, 10_000);
-}
-
-/** IN_FLOW_DELAY_MS: how long an accept's answer waits while the inflow is over (default 1000, "0": never, at most 10000). */
-export function inFlowDelayMsOf(env: { IN_FLOW_DELAY_MS?: string }): number {
-  return msSetting(env.IN_FLOW_DELAY_MS, 1000, 10_000);
-}
 
 /** Coalesced admission of accepted messages (see the header). */
 export class AdmissionBatch {

@@ -20,8 +20,9 @@
  *   run grows with the number of messages the shard retains (the orphan sweep pages R2).
  */
 import { dueForClassify, markClassifySent, nextScheduledAt, unindexed } from "./store";
-import { graceMsOf, indexLagMsOf, nextLagAt, nextSweepAt, purgeFinished, retentionMs, sweepOrphanBodies } from "./sweep";
+import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies } from "./sweep";
 import { finishedLagging, forwardCursor } from "./forward";
+import { settingsOf } from "../../worker/settings/settings";
 
 type AlarmEnv = { BODIES: R2Bucket; DB: D1Database; OUTBOX_GRACE_SECONDS?: string; INDEX_LAG_SECONDS?: string; MESSAGE_RETENTION_DAYS?: string };
 
@@ -42,7 +43,7 @@ export class OutboxAlarm {
 
   /** One alarm (see the header); returns the next alarm time, or null. */
   async run(now: number): Promise<number | null> {
-    const grace = graceMsOf(this.env);
+    const { graceMs: grace, retentionMs } = settingsOf(this.env);
     const lagging = await this.lagging(now, grace);
     if (this.sweepAt === null || now >= this.sweepAt) {
       const due = dueForClassify(this.sql, now, grace, 500);
@@ -51,15 +52,15 @@ export class OutboxAlarm {
       const notices = await this.sendNotices(now);
       if (notices.length > 0) await this.enqueue(notices);
       const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, grace);
-      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs(this.env), forwardCursor(this.sql));
-      const next = nextSweepAt(this.sql, now, grace, retentionMs(this.env));
+      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs, forwardCursor(this.sql));
+      const next = nextSweepAt(this.sql, now, grace, retentionMs);
       // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
       const again = orphans.listed > 0 || purged.length >= 500 ? now + grace : null;
       this.sweepAt = Math.min(next ?? Infinity, again ?? Infinity);
     } else {
       await this.enqueue(lagging);
     }
-    const at = Math.min(this.sweepAt, nextLagAt(this.sql, indexLagMsOf(this.env)) ?? Infinity, this.walkAt ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
+    const at = Math.min(this.sweepAt, nextLagAt(this.sql, settingsOf(this.env).indexLagMs) ?? Infinity, this.walkAt ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
     return Number.isFinite(at) ? Math.max(at, now + 1000) : null;
   }
 
@@ -69,11 +70,11 @@ export class OutboxAlarm {
    */
   private async lagging(now: number, grace: number): Promise<string[]> {
     for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
-    const ids = unindexed(this.sql, now, indexLagMsOf(this.env), 500).filter((id) => !this.forwarding.has(id));
+    const ids = unindexed(this.sql, now, settingsOf(this.env).indexLagMs, 500).filter((id) => !this.forwarding.has(id));
     for (const id of ids) this.forwarding.set(id, now);
-    const finished = await finishedLagging(this.sql, this.env.DB, now, indexLagMsOf(this.env)).catch((e: unknown) => {
+    const finished = await finishedLagging(this.sql, this.env.DB, now, settingsOf(this.env).indexLagMs).catch((e: unknown) => {
       console.error(JSON.stringify({ error: "outbox: the walk of finished messages could not read D1 (walked again later)", detail: e instanceof Error ? e.message : String(e) }));
-      return { ids: [], next: now + indexLagMsOf(this.env) };
+      return { ids: [], next: now + settingsOf(this.env).indexLagMs };
     });
     this.walkAt = finished.next;
     return [...new Set([...ids, ...finished.ids])];

@@ -40,7 +40,7 @@
  *   bounced (the email.delivered event stays in the history; nothing is rewritten). While held, nothing of the message is admitted (see
  *   claimClassifyWork) and its waiting recipients show blocked_by "held".
  */
-import { coreIdOf } from "../transport/delivery-state";
+import { coreIdOf } from "../../worker/model/delivery";
 import { FINAL_STATUSES } from "../../worker/model/message";
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");

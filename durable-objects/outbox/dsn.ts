@@ -38,11 +38,6 @@ export function migrateDsn(sql: SqlStorage): void {
     kind TEXT NOT NULL, rcpts TEXT NOT NULL, created_at INTEGER NOT NULL)`);
 }
 
-/** Whether notices are switched on (DSN_NOTICES = "on"). */
-export function dsnEnabled(env: { DSN_NOTICES?: string }): boolean {
-  return (env.DSN_NOTICES ?? "").toLowerCase() === "on";
-}
-
 function senderOf(sql: SqlStorage, id: string): string | null {
   return sql.exec<{ mail_from: string }>("SELECT mail_from FROM message WHERE id = ?", id).toArray()[0]?.mail_from ?? null;
 }

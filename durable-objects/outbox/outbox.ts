@@ -39,7 +39,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter/meter";
 import { shardOf } from "../../worker/model/ids";
-import { AdmissionBatch, admitAll, admitBatchMsOf, inFlowDelayMsOf } from "./admit";
+import { AdmissionBatch, admitAll } from "./admit";
 import { FlowMeter } from "../core";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
 import {
@@ -48,15 +48,15 @@ import {
 } from "./store";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
-import { dsnEnabled, migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
-import { deleteDoneBodies, enqueueForClassify, graceMsOf, indexLagMsOf, rememberShard } from "./sweep";
+import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
+import { deleteDoneBodies, enqueueForClassify, rememberShard } from "./sweep";
 import { OutboxAlarm } from "./alarm";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DelayWarning, DeliveryEnvelope, EventAck, IdempotencyClaim,
   IdempotencyResult, MessageView, OutcomeReport, SyncState,
 } from "../../worker/model/message";
+import { settingsOf } from "../../worker/settings/settings";
 
-export type { AcceptResult, ChangeResult, ClassifyJob, ControlResult } from "../../worker/model/message";
 
 export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
@@ -70,7 +70,7 @@ export class Outbox extends DurableObject<Env> {
     ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
     this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
-    this.admission = new AdmissionBatch(admitBatchMsOf(this.env), (ids) => this.admitAccepted(ids));
+    this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => { migrateOutbox(this.sql); migrateDsn(this.sql); migrateControl(this.sql); });
   }
 
@@ -108,7 +108,7 @@ export class Outbox extends DurableObject<Env> {
     await this.afterChange(now, finished, finished);
     const sec = Math.floor(now / 1000);
     this.flow.arrive(req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0), sec); // scheduled mail is not due
-    return { kind: "accepted", pauseMs: this.flow.over(sec) ? inFlowDelayMsOf(this.env) : 0 };
+    return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0 };
   }
 
   /** Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify queue for their index. */
@@ -240,7 +240,7 @@ export class Outbox extends DurableObject<Env> {
    */
   async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: EventAck[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
-    const dsn = dsnEnabled(this.env);
+    const dsn = settingsOf(this.env).dsnNotices;
     deleteEvents(this.sql, acks); // ackEventsMany, riding along
     const results = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
       const r = applyOutcomes(this.sql, id, reports, now, dsn);
@@ -262,7 +262,7 @@ export class Outbox extends DurableObject<Env> {
 
   /** The core's delay warnings for recipients still being retried, many messages per call: `delayed` notices when notices are on. */
   async delayNotices(items: DelayWarning[], reason: string): Promise<void> {
-    if (!dsnEnabled(this.env) || items.length === 0) return;
+    if (!settingsOf(this.env).dsnNotices || items.length === 0) return;
     const now = Date.now();
     this.ctx.storage.transactionSync(() => { for (const w of items) planDelayNotice(this.sql, w.id, w.addresses, reason, w.retryUntilMs, now); });
     await this.afterChange(now, [], []);
@@ -294,13 +294,13 @@ export class Outbox extends DurableObject<Env> {
     markClassifySent(this.sql, dueAmong(this.sql, changed, now), now);
     await enqueueForClassify(this.env.CLASSIFY, changed);
     await this.armSweep(now);
-    if (lagging) await this.armAt(now + indexLagMsOf(this.env));
+    if (lagging) await this.armAt(now + settingsOf(this.env).indexLagMs);
   }
 
   /** Composes and stores pending notices as new messages (see storage/outbox-dsn.ts); logs and keeps them on failure. */
   private async sendNotices(now: number): Promise<string[]> {
     try {
-      return await sendPendingDsns(this.ctx.storage, this.env.BODIES, this.env.HELO_NAME || "cohort.localhost", now);
+      return await sendPendingDsns(this.ctx.storage, this.env.BODIES, settingsOf(this.env).heloName, now);
     } catch (e) {
       console.error(JSON.stringify({ error: "outbox: sending a delivery status notice failed (kept for the sweeper)", detail: e instanceof Error ? e.message : String(e) }));
       return [];
@@ -323,7 +323,7 @@ export class Outbox extends DurableObject<Env> {
     return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 
-  private graceMs(): number { return graceMsOf(this.env); }
+  private graceMs(): number { return settingsOf(this.env).graceMs; }
 
   /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
   async devRowCounts(): Promise<Record<string, number>> {

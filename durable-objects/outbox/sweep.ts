@@ -47,18 +47,6 @@ export async function enqueueForClassify(queue: Queue, ids: string[]): Promise<v
   }
 }
 
-/** OUTBOX_GRACE_SECONDS in ms (default 300 s). */
-export function graceMsOf(env: { OUTBOX_GRACE_SECONDS?: string }): number {
-  const s = Number(env.OUTBOX_GRACE_SECONDS);
-  return (Number.isFinite(s) && s >= 0 ? s : 300) * 1000;
-}
-
-/** INDEX_LAG_SECONDS in ms (default 15 s; see the header). */
-export function indexLagMsOf(env: { INDEX_LAG_SECONDS?: string }): number {
-  const s = Number(env.INDEX_LAG_SECONDS);
-  return (env.INDEX_LAG_SECONDS !== undefined && env.INDEX_LAG_SECONDS !== "" && Number.isFinite(s) && s >= 0 ? s : 15) * 1000;
-}
-
 /** When the oldest unforwarded event (an event row, or an open message's kept email.queued) is `lagMs` old, or null. */
 export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
   const at = sql.exec<{ at: number | null }>(
@@ -66,12 +54,6 @@ export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
        UNION ALL SELECT min(json_extract(queued_event, '$.created_at')) FROM message WHERE waiting = 1 AND queued_event IS NOT NULL)`,
   ).one().at;
   return at === null ? null : at + lagMs;
-}
-
-/** MESSAGE_RETENTION_DAYS in ms (default 30 days). */
-export function retentionMs(env: { MESSAGE_RETENTION_DAYS?: string }): number {
-  const d = Number(env.MESSAGE_RETENTION_DAYS);
-  return (Number.isFinite(d) && d >= 0 ? d : 30) * 86_400_000;
 }
 
 /** Remembers which shard this object is (its bodies' key prefix). */

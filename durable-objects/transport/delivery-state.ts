@@ -23,12 +23,8 @@
 import { hasActiveRoom, shapeOf, type MessageFields, type MessageIntake, type Qmgr, type ShapeRow } from "../core";
 import { noteFinished, recipientsFrom, type StoredRecipient } from "./sqlite-source";
 import { Leases } from "./leases";
-
-/** An Outbox message id and the attempt number a core message id stands for. */
-export interface AttemptRef {
-  messageId: string;
-  attempt: number;
-}
+import { parseCoreId, type AttemptRef } from "../../worker/model/delivery";
+import { settingsOf } from "../../worker/settings/settings";
 
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
@@ -104,36 +100,14 @@ export function hasIncoming(sql: SqlStorage): boolean {
   return sql.exec("SELECT 1 FROM incoming LIMIT 1").toArray().length > 0;
 }
 
-/** The core message id of an attempt. */
-export function coreIdOf(messageId: string, attempt: number): string {
-  return attempt <= 1 ? messageId : `${messageId}#${attempt}`;
-}
-
-/** Splits a core message id into the Outbox id and the attempt. */
-export function parseCoreId(coreId: string): AttemptRef {
-  const hash = coreId.lastIndexOf("#");
-  if (hash < 0) return { messageId: coreId, attempt: 1 };
-  return { messageId: coreId.slice(0, hash), attempt: Number(coreId.slice(hash + 1)) || 1 };
-}
-
-/** A delivery lease's length: DELIVERY_LEASE_SECONDS (default 900). */
-export function leaseSeconds(env: { DELIVERY_LEASE_SECONDS?: string }): number {
-  return Number(env.DELIVERY_LEASE_SECONDS) || 900;
-}
-
-/** With DELIVERY "agents": how long an entry is leased before its agent is asked whether it holds it, ms: AGENT_CHECK_SECONDS (default 60). */
-export function agentCheckMs(env: { AGENT_CHECK_SECONDS?: string }): number {
-  return 1000 * (Number(env.AGENT_CHECK_SECONDS) || 60);
-}
-
 /** The wall clock in unix seconds (the Transport DO's one clock read per call). */
 export function nowSec(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-/** When a lease taken at `now` (unix s) runs out. */
-export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number): number {
-  return now + leaseSeconds(env);
+/** When a lease taken at `now` (unix s) runs out (DELIVERY_LEASE_SECONDS). */
+export function leaseUntil(env: object, now: number): number {
+  return now + settingsOf(env).leaseSeconds;
 }
 
 /**
@@ -145,8 +119,9 @@ export function leaseUntil(env: { DELIVERY_LEASE_SECONDS?: string }, now: number
  */
 export function restoreLeases(sql: SqlStorage, env: Env, busy: ReadonlyMap<number, { peer: { job: { message: { id: string } } } }>, unconfirmed: ReadonlySet<number>): Leases {
   const inFlight = [...busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
-  const unsure = env.DELIVERY === "agents" ? null : { ids: unconfirmed, until: nowSec() + agentCheckMs(env) / 1000 };
-  return Leases.restore(sql, takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()), Math.ceil(leaseSeconds(env) / 2), unsure);
+  const settings = settingsOf(env);
+  const unsure = settings.agents ? null : { ids: unconfirmed, until: nowSec() + settings.agentCheckMs / 1000 };
+  return Leases.restore(sql, takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()), Math.ceil(settings.leaseSeconds / 2), unsure);
 }
 
 /** The leases a version-1 object kept in its `lease` table (dropped here), by entry id. */

@@ -32,18 +32,14 @@
  *   check() finds them), so an agent may be given more than AGENT_SESSIONS entries for a while;
  *   it queues the extra ones. An entry is `lost` only when every agent that may hold it answered.
  */
-import { AGENT_SESSIONS } from "../../worker/delivery/agent-work";
-import { SESSION_IDLE_MS } from "../../worker/delivery/session-cache";
-import { toDispatched, toJob, type DeliverJob, type DispatchedEntry } from "./transport-types";
+import { AGENT_SESSIONS, SESSION_IDLE_MS, agentName, type DeliverJob } from "../../worker/model/delivery";
+import { toDispatched, toJob, type DispatchedEntry } from "./transport-types";
 import type { Entry } from "../core";
 import type { StoredRecipient } from "./sqlite-source";
+import { settingsOf } from "../../worker/settings/settings";
 
 /** How long check() waits for an agent's answer, ms. */
 const CHECK_ANSWER_MS = 10_000;
-
-export function agentName(transport: string, nexthop: string, slot: number): string {
-  return `${transport}/${nexthop}#${slot}`;
-}
 
 export class Handoff {
   private readonly handing = new Set<number>();
@@ -67,7 +63,7 @@ export class Handoff {
     for (const e of entries) this.handing.add(e.entryId);
     const env = this.env();
     try {
-      if (env.DELIVERY !== "agents") {
+      if (!settingsOf(env).agents) {
         try {
           await env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
           return { failed: [], inline: [] };

@@ -51,6 +51,7 @@
  *   process_limit, so every operation here is bounded by it. No lease given since the stored
  *   horizon was last moved runs past it.
  */
+import type { InFlightTimes } from "../../worker/model/transport";
 
 export interface Lease {
   coreId: string;
@@ -65,17 +66,6 @@ export interface Lease {
 
 /** How many reports inFlightTimes() looks back over. */
 export const RECENT_REPORTS = 1024;
-
-/** Dispatch-to-report times of the recent reports (GET /relay/queue, bench:backlog). */
-export interface InFlightTimes {
-  reports: number;
-  mean_ms: number;
-  p50_ms: number;
-  p99_ms: number;
-  max_ms: number;
-  /** The most entries leased at once when one of these reports came. */
-  peak_in_flight: number;
-}
 
 export class Leases {
   private readonly byEntry = new Map<number, Lease>();

@@ -13,7 +13,8 @@
  *                                       sweeper and the next attempt recover).
  */
 import type { Effect } from "../core";
-import { parseCoreId, pendingRecipients } from "./delivery-state";
+import { pendingRecipients } from "./delivery-state";
+import { parseCoreId } from "../../worker/model/delivery";
 import { readMeta } from "./sqlite-source";
 import { byOutbox, isMessageId } from "../../worker/model/ids";
 import type { DelayWarning } from "../../worker/model/message";

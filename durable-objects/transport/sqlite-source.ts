@@ -4,7 +4,7 @@
  */
 import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core";
 import type { MessageFields } from "../core/model";
-import { retentionMs } from "../outbox/sweep";
+import { settingsOf } from "../../worker/settings/settings";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
 export interface StoredRecipient extends ResolvedRecipient {
@@ -91,8 +91,8 @@ export function recipientsFrom(sql: SqlStorage, coreId: string, offset: number, 
  * changes nothing. A day (a classify retry comes within minutes), and never longer than
  * MESSAGE_RETENTION_DAYS, after which a message leaves no row behind.
  */
-export function admissionTtlSec(env: { MESSAGE_RETENTION_DAYS?: string }): number {
-  return Math.min(86_400, Math.ceil(retentionMs(env) / 1000));
+export function admissionTtlSec(env: object): number {
+  return Math.min(86_400, Math.ceil(settingsOf(env).retentionMs / 1000));
 }
 
 /** When the oldest finished record's admission expires (unix s), or null: one probe of the key. */

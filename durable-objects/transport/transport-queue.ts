@@ -37,19 +37,20 @@ import {
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
 } from "../core";
 import {
-  agentCheckMs, leaseUntil, nowSec, coreIdOf, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, parseCoreId, restoreLeases,
+  leaseUntil, nowSec, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, restoreLeases,
   pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries,
 } from "./delivery-state";
 import { Journal } from "./journal";
 import type { Leases } from "./leases";
 import { OutboxNotes } from "./outbox-notes";
-import { toDispatched, destinationName, type AdmitAnswer, type AdmitRequest, type DeliverJob, type DispatchedEntry, type ReportAnswer, type TransportInspect, type WaitReason } from "./transport-types";
+import { toDispatched, type DispatchedEntry } from "./transport-types";
+import { coreIdOf, destinationName, parseCoreId, type DeliverJob, type EntryReport, type ReportAnswer, type TakeAnswer } from "../../worker/model/delivery";
+import type { AdmitAnswer, AdmitRequest, TransportInspect, WaitReason } from "../../worker/model/transport";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, SqliteRecipientSource, type StoredRecipient } from "./sqlite-source";
 import { explainWaits, inspectTransport } from "./views";
 import { Handoff } from "./handoff";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
-
-export * from "./transport-types";
+import { settingsOf } from "../../worker/settings/settings";
 
 export class TransportQueue extends DurableObject<Env> {
   private qmgr!: Qmgr<StoredRecipient>;
@@ -78,7 +79,7 @@ export class TransportQueue extends DurableObject<Env> {
       migrateBacklog(sql);
       migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
-      const every = Number(env.TRANSPORT_CHECKPOINT_EVERY) || 500, ring = Number(env.TRANSPORT_JOURNAL_RING) || undefined;
+      const { checkpointEvery: every, journalRing: ring } = settingsOf(env);
       this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); }, ring);
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
@@ -94,7 +95,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
   async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
-    const auto = this.env.DISPATCH === "auto";
+    const auto = settingsOf(this.env).autoDispatch;
     const answers = reqs.map((req) => this.qmgr.messages.has(req.id) ? { admitted: true, effects: [], active: false }
       : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
     await this.pump();
@@ -115,12 +116,12 @@ export class TransportQueue extends DurableObject<Env> {
   }
 
   /** Several reports, each as report() would apply it, then one dispatch: a session's entries. */
-  async reportMany(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[]): Promise<ReportAnswer[]> {
+  async reportMany(reports: EntryReport[]): Promise<ReportAnswer[]> {
     return (await this.reportAndTake(reports)).answers;
   }
 
   /** reportMany for DeliveryAgent `agent`: the entries the pump then gives it come back here, not in a call of their own. */
-  async reportAndTake(reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[], agent?: string): Promise<{ answers: ReportAnswer[]; jobs: DeliverJob[] }> {
+  async reportAndTake(reports: EntryReport[], agent?: string): Promise<TakeAnswer> {
     const answers = reports.map((r) => this.reportCore(r.entryId, r.report, r.finalIdx));
     return { answers, jobs: await this.pump(agent) };
   }
@@ -193,7 +194,7 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
     this.crash(this.leases.expired(nowSec()));
-    if (this.env.DELIVERY === "agents") await this.checkAgents();
+    if (settingsOf(this.env).agents) await this.checkAgents();
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
     // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
@@ -259,7 +260,7 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** Asks the agents about entries leased for AGENT_CHECK_SECONDS: the lost crash; the rest (held, or undecided) wait another period. */
   private async checkAgents(): Promise<void> {
-    const due = this.leases.unconfirmed(Date.now(), agentCheckMs(this.env));
+    const due = this.leases.unconfirmed(Date.now(), settingsOf(this.env).agentCheckMs);
     const lost = new Set((await this.handoff.check(due.flatMap((id) => this.qmgr.busy.get(id) ?? []))).lost);
     this.leases.confirm(due.filter((id) => !lost.has(id)), Date.now()); // else the alarm would come back at once
     this.crash([...lost].filter((id) => this.leases.has(id)));
@@ -275,7 +276,7 @@ export class TransportQueue extends DurableObject<Env> {
     const inline: DeliverJob[] = [];
     if (!this.incomingEmpty) this.incomingEmpty = drainIncoming(this.ctx.storage.sql, this.qmgr, (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted);
     if (this.notes.waiting) { this.journal.flush(this.qmgr); await this.notes.deliver(this.env); } // else one row below: this call's commands and its dispatch
-    if (this.env.DISPATCH === "auto") {
+    if (settingsOf(this.env).autoDispatch) {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
@@ -290,7 +291,7 @@ export class TransportQueue extends DurableObject<Env> {
         if (lost.size > 0) {
           this.crash(failed);
           await this.arm();
-          if (this.env.DELIVERY !== "agents") throw error;
+          if (!settingsOf(this.env).agents) throw error;
         }
       }
     }
@@ -324,7 +325,7 @@ export class TransportQueue extends DurableObject<Env> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
     const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
-    const check = this.env.DELIVERY === "agents" ? this.leases.nextCheck(agentCheckMs(this.env)) : null;
+    const check = settingsOf(this.env).agents ? this.leases.nextCheck(settingsOf(this.env).agentCheckMs) : null;
     const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;

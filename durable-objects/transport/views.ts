@@ -8,8 +8,9 @@
  *   inspectTransport(qmgr, sql, now)         qshape, deferred shape, destinations, policies.
  */
 import { destinationsView, explainMessage, queueShape, type Qmgr, type ResolvedRecipient } from "../core";
-import type { TransportInspect, WaitReason } from "./transport-types";
-import { deferredShape, incomingCount, incomingOf, parseCoreId, pendingRecipients } from "./delivery-state";
+import type { TransportInspect, WaitReason } from "../../worker/model/transport";
+import { deferredShape, incomingCount, incomingOf, pendingRecipients } from "./delivery-state";
+import { parseCoreId } from "../../worker/model/delivery";
 import type { StoredRecipient } from "./sqlite-source";
 
 /** Why each recipient of a message here waits. */

@@ -1,5 +1,5 @@
 /**
- * Back-pressure at accept (worker/accept/accept-gate.ts): the send routes hold one of the isolate's
+ * Back-pressure at accept (worker/api/http/accept-gate.ts): the send routes hold one of the isolate's
  * ACCEPT_CONCURRENCY slots while they work, a tenant at most three quarters of them; a request
  * that finds no slot is answered at once 429 rate_limit_exceeded with Retry-After, nothing
  * stored, and the same request sent again (same Idempotency-Key) is accepted once a slot frees.
@@ -8,9 +8,9 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { acceptGateOf } from "../../worker/accept/accept-gate";
+import { acceptGateOf } from "../../worker/api/http/accept-gate";
 import { callWithKey, email, getEmail, newKey, outboxCount } from "./helpers";
-import { shardCount } from "../../worker/model/ids";
+import { settingsOf } from "../../worker/settings/settings";
 
 let key: string;
 let other: string;
@@ -23,7 +23,7 @@ beforeAll(async () => {
 /** Messages stored in every shard's Outbox. */
 async function stored(): Promise<number> {
   let n = 0;
-  for (let s = 0; s < shardCount(env.OUTBOX_SHARDS); s++) n += await outboxCount(s, "message");
+  for (let s = 0; s < settingsOf(env).outboxShards; s++) n += await outboxCount(s, "message");
   return n;
 }
 

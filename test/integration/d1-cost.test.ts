@@ -9,7 +9,7 @@ import { createExecutionContext, createMessageBatch, env, getQueueResult, runInD
 import { describe, expect, it } from "vitest";
 import { outboxName, shardOf } from "../../worker/model/ids";
 import worker from "../../worker";
-import { indexMessages } from "../../worker/delivery/d1-index";
+import { indexMessages } from "../../worker/indexing/writes";
 import { prepareJobs, readEnvelopes } from "../../worker/delivery/session";
 import { isWebhookBundle, jobsOfBundle } from "../../worker/webhooks/jobs";
 

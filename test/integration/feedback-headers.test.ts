@@ -9,7 +9,7 @@ import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { insertDomain } from "../../worker/db/domains";
 import { newDkimKey } from "../../worker/domains/service";
-import { outboxOf } from "../../worker/classify/classify-message";
+import { outboxOf } from "../../worker/model/ids";
 import { callWithKey, email, newKey, storedBody } from "./helpers";
 
 let key: string;

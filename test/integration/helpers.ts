@@ -3,10 +3,11 @@
  * SELF, which slows down quadratically within a file), create API keys, poll with a deadline.
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
-import { outboxName, shardCount, shardOf } from "../../worker/model/ids";
+import { outboxName, shardOf } from "../../worker/model/ids";
 import worker from "../../worker";
 import { hashApiKey, insertApiKey } from "../../worker/db/api-keys";
 import { setKeyRole } from "../../worker/db/admin";
+import { settingsOf } from "../../worker/settings/settings";
 
 /** Calls the Worker's fetch handler and waits for its waitUntil work. */
 export async function call(path: string, init?: RequestInit): Promise<Response> {
@@ -77,7 +78,7 @@ export function outboxCount(shard: number, table: string, where = "1"): Promise<
  * no unforwarded event), so no queue work is still running when the test file's runtime closes.
  */
 export async function settle(timeoutMs = 15_000): Promise<void> {
-  const shards = shardCount(env.OUTBOX_SHARDS);
+  const shards = settingsOf(env).outboxShards;
   await eventually(async () => {
     for (let s = 0; s < shards; s++) {
       if ((await outboxCount(s, "event")) > 0) return undefined;

@@ -1,8 +1,9 @@
 /** Idempotency-Key exactly as Resend: replay, payload mismatch, in-flight, bad keys, per-tenant scope, 24 h expiry. */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { outboxName, shardCount, shardForKey } from "../../worker/model/ids";
+import { outboxName, shardForKey } from "../../worker/model/ids";
 import { callWithKey, email, newKey, settle } from "./helpers";
+import { settingsOf } from "../../worker/settings/settings";
 
 let key: string;
 beforeAll(async () => {
@@ -12,7 +13,7 @@ afterAll(() => settle());
 
 async function countMessages(): Promise<number> {
   let n = 0;
-  for (let s = 0; s < shardCount(env.OUTBOX_SHARDS); s++) {
+  for (let s = 0; s < settingsOf(env).outboxShards; s++) {
     const listed = await env.BODIES.list({ prefix: `mess/${s.toString(16).padStart(2, "0")}` });
     n += listed.objects.length;
   }
@@ -43,7 +44,7 @@ describe("Idempotency-Key", () => {
     const body = JSON.stringify(email());
     const hash = [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`POST /emails\n${body}`)))]
       .map((b) => b.toString(16).padStart(2, "0")).join("");
-    const shard = await shardForKey("acme", "k-in-flight", shardCount(env.OUTBOX_SHARDS));
+    const shard = await shardForKey("acme", "k-in-flight", settingsOf(env).outboxShards);
     const reserved = await env.OUTBOX.getByName(outboxName(shard)).reserve("acme", { key: "k-in-flight", hash }, "other-request");
     expect(reserved.kind).toBe("fresh");
     const res = await callWithKey(key, "POST", "/emails", body, { "idempotency-key": "k-in-flight" });
@@ -88,7 +89,7 @@ describe("Idempotency-Key", () => {
   });
 
   it("forgets a key after 24 hours", async () => {
-    const shard = await shardForKey("acme", "k-expiry", shardCount(env.OUTBOX_SHARDS));
+    const shard = await shardForKey("acme", "k-expiry", settingsOf(env).outboxShards);
     const stub = env.OUTBOX.getByName(outboxName(shard));
     const first = await (await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-expiry" })).json<{ id: string }>();
     const { runInDurableObject } = await import("cloudflare:test");

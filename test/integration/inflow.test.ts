@@ -8,15 +8,16 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { FlowMeter } from "../../durable-objects/core";
-import { outboxName, shardCount } from "../../worker/model/ids";
+import { outboxName } from "../../worker/model/ids";
 import { callWithKey, email, getEmail, newKey } from "./helpers";
+import { settingsOf } from "../../worker/settings/settings";
 
 const DELAY_MS = 400;
 let key: string;
 
 /** Gives every shard's Outbox IN_FLOW_DELAY_MS = DELAY_MS and `arrived` recipients just now (0: a fresh meter). */
 async function everyShard(arrived: number): Promise<void> {
-  for (let s = 0; s < shardCount(env.OUTBOX_SHARDS); s++) {
+  for (let s = 0; s < settingsOf(env).outboxShards; s++) {
     await runInDurableObject(env.OUTBOX.getByName(outboxName(s)), (instance) => {
       const o = instance as unknown as { env: Env; flow: FlowMeter };
       o.env = { ...o.env, IN_FLOW_DELAY_MS: String(DELAY_MS) };

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import type { MessageView, OutboxEvent, RcptStatus, SyncState } from "../../worker/model/message";
 import { LOG_CHUNK_BYTES, listFeed } from "../../worker/db/events";
 import { indexStatements } from "../../worker/db/messages";
-import { publishEvents } from "../../worker/webhooks/publish";
+import { publishEvents } from "../../worker/indexing/publish";
 
 const N = 400;
 const tenant = "big";

@@ -28,12 +28,13 @@
 import type { Context } from "hono";
 import { bodyKey, outboxName } from "../model/ids";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../model/message";
-import type { ClassifyJob } from "../../durable-objects/outbox/outbox";
+import type { ClassifyJob } from "../model/message";
 import { bulkOf, type NewMessage } from "../model/message";
 import { decideNew } from "../classify/classify-message";
 import { ApiError } from "../model/errors";
 import type { PreparedMessage } from "./prepare";
-import { IdempotencyKeySchema } from "../api/schemas";
+import { IdempotencyKeySchema } from "./schemas";
+import { settingsOf } from "../settings/settings";
 
 /** A request's idempotency claim and the token reserving it. */
 export interface Idempotency {
@@ -75,13 +76,6 @@ function resolveSeen(r: Exclude<IdempotencyResult, { kind: "fresh" }>): StoredRe
   throw new ApiError(409, "concurrent_idempotent_requests", "Same idempotency key used while original request is still in progress. Try the request again later.");
 }
 
-/** Largest body kept in the Outbox row instead of R2 (INLINE_BODY_BYTES; default 32 KiB, 0 for never). */
-export function inlineBodyBytes(env: Env): number {
-  const raw = (env as unknown as { INLINE_BODY_BYTES?: string }).INLINE_BODY_BYTES;
-  const n = raw === undefined || raw === "" ? 32_768 : Number(raw);
-  return Number.isFinite(n) && n >= 0 ? Math.min(n, 512 * 1024) : 32_768;
-}
-
 /** Whether a body's UTF-8 text is at most `limit` bytes. */
 function fitsInline(b: string | Uint8Array, limit: number): boolean {
   if (typeof b !== "string") return b.byteLength <= limit;
@@ -105,7 +99,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     // The classify stage's decisions are made here, beside the body writes, so that the Outbox
     // stores each message decided in its accept request and admits it with its next batch (no
     // classify queue message).
-    const limit = inlineBodyBytes(env);
+    const limit = settingsOf(env).inlineBodyBytes;
     const inline = input.prepared.map((p) => fitsInline(p.body, limit));
     const [decisions] = await Promise.all([
       decideNew(env, input.tenant, input.prepared.map((p) => p.record)),

@@ -11,10 +11,9 @@
  * ERRORS
  *   ApiError 422 validation_error for an unparsable or too distant `scheduled_at`.
  */
-import { shardCount } from "../model/ids";
 import { ApiError } from "../model/errors";
 import { parseWhen } from "./when";
-import { countSetting } from "../settings/parse";
+import { settingsOf } from "../settings/settings";
 
 /** The accept path's limits. */
 export interface Limits {
@@ -32,9 +31,9 @@ export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
 /** Reads the limits from the environment. */
 export function limitsOf(env: Env): Limits {
   return {
-    maxMessageBytes: countSetting(env.MAX_MESSAGE_BYTES, 40 * 1024 * 1024),
-    maxRecipients: countSetting(env.MAX_RECIPIENTS, 50),
-    shards: shardCount(env.OUTBOX_SHARDS),
+    maxMessageBytes: settingsOf(env).maxMessageBytes,
+    maxRecipients: settingsOf(env).maxRecipients,
+    shards: settingsOf(env).outboxShards,
   };
 }
 

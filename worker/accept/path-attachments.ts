@@ -17,9 +17,10 @@
  *   unreachable, timed out, not 2xx, a redirect, or larger than the limit.
  */
 import type { AttachmentInput } from "../mail/mime";
-import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../webhooks/core/ssrf";
-import { resolvedTarget, type ResolveDeps } from "../webhooks/resolve-guard";
+import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../net/core/ssrf";
+import { resolvedTarget, type ResolveDeps } from "../net/fetch-guard";
 import { ApiError } from "../model/errors";
+import { settingsOf } from "../settings/settings";
 
 /** How long one fetch may take. */
 export const PATH_FETCH_TIMEOUT_MS = 10_000;
@@ -35,7 +36,7 @@ export async function fetchPathAttachments(
 ): Promise<AttachmentInput[] | undefined> {
   if (!attachments || !attachments.some((a) => a.path !== undefined && a.content === undefined)) return attachments as AttachmentInput[] | undefined;
   const doFetch = deps.fetch ?? globalThis.fetch;
-  const local = env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
+  const local = settingsOf(env).local;
   let budget = maxBytes;
   const out: AttachmentInput[] = [];
   for (const [i, att] of attachments.entries()) {

@@ -21,7 +21,8 @@ import { tokenOf } from "../mail/verp";
 import { addressTokenKey } from "../inbound/tokens";
 import { ApiError } from "../model/errors";
 import { parseScheduledAt, type Limits } from "./limits";
-import type { SendEmail } from "../api/schemas";
+import type { SendEmail } from "./schemas";
+import { settingsOf } from "../settings/settings";
 
 /** A message ready for R2 (`body`) and the Outbox (`record`). */
 export interface PreparedMessage {
@@ -119,7 +120,7 @@ export function feedbackHeaders(input: SendEmail, tenant: string, verifiedReturn
 
 /** The relay's public origin: PUBLIC_URL, else the origin the request came to. */
 export function publicOrigin(env: Env, requestUrl: string): string {
-  return (env.PUBLIC_URL || new URL(requestUrl).origin).replace(/\/+$/, "");
+  return (settingsOf(env).publicUrl || new URL(requestUrl).origin).replace(/\/+$/, "");
 }
 
 /** Composes, signs and measures one send request. */

@@ -22,7 +22,7 @@ import { formatDate, parseMailbox, signDkim } from "../mail";
 import { ApiError } from "../model/errors";
 import { parseScheduledAt } from "./limits";
 import { checkEnvelope, keepText, mailError, type PrepareContext, type PreparedMessage } from "./prepare";
-import type { RawMessage } from "../api/schemas";
+import type { RawMessage } from "./schemas";
 
 const bad = (issue: string) => new ApiError(422, "validation_error", `\`message\` ${issue}`);
 

@@ -12,8 +12,8 @@
  *   internal_server_error; no stack trace or secret ever reaches a response.
  */
 import { Hono } from "hono";
-import { requireApiKey } from "./auth";
-import type { KeyAccess } from "../db/domains";
+import { requireApiKey } from "./http/auth";
+import type { AppEnv } from "./http/context";
 import { apiKeyRoutes } from "./routes/api-keys";
 import { domainRotationRoutes, domainRoutes } from "./routes/domains";
 import { isApiError, toErrorBody } from "../model/errors";
@@ -31,11 +31,6 @@ import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
 import { complaintRateRoutes } from "./routes/complaint-rate";
 
-/** Per-request variables. */
-export type Vars = { requestId: string; tenant: string; key: KeyAccess };
-
-/** The Hono environment of every route. */
-export type AppEnv = { Bindings: Env; Variables: Vars };
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
 export function createApp() {

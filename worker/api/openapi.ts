@@ -14,9 +14,10 @@
  *   response uses Resend's body {statusCode, name, message}.
  */
 import { z } from "zod";
-import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./control-schemas";
-import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./domain-schemas";
-import { AddSuppressionSchema, BatchValidationSchema, CreateWebhookSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema, IdempotencyKeySchema, ListQuerySchema, RawMessageSchema, SendEmailSchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./schemas";
+import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "./http/control-schemas";
+import { CreateApiKeySchema, CreateDomainSchema, UpdateDomainSchema } from "./http/domain-schemas";
+import { AddSuppressionSchema, CreateWebhookSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema, ListQuerySchema, UpdateEmailSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "./http/schemas";
+import { BatchValidationSchema, IdempotencyKeySchema, RawMessageSchema, SendEmailSchema } from "../accept/schemas";
 import { DeadLetterQuerySchema, EventFeedQuerySchema, ReplaySchema } from "./routes/events";
 import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";

@@ -28,20 +28,15 @@
  *   Work carried by the queue message is only a hint: the Outbox ignores decisions for
  *   recipients that are no longer undecided and `incoming`.
  */
-import { outboxName, shardOf } from "../model/ids";
+import { outboxOf } from "../model/ids";
 import { bulkOf, type ClassifyResult, type ClassifyWork, type NewMessage, type SyncState } from "../model/message";
 import { suppressionScopes } from "../webhooks/core/suppression-policy";
 import { AcceptLookups, type Lookups } from "./lookups";
-import { defaultTransportOf, resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
-import { countSetting } from "../settings/parse";
-
-/** The Outbox stub of a message. */
-export function outboxOf(env: Env, id: string) {
-  return env.OUTBOX.getByName(outboxName(shardOf(id)));
-}
+import { resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
+import { settingsOf } from "../settings/settings";
 
 function defaultsOf(env: Env): RouteDefaults {
-  return { transport: defaultTransportOf(env), smarthost: env.SMARTHOST ?? "" };
+  return { transport: settingsOf(env).defaultTransport, smarthost: settingsOf(env).smarthost };
 }
 
 function rewriteOrKeep(address: string): string {
@@ -70,15 +65,10 @@ function suppressedBecause(scope: string): string {
   return scope === "bulk" ? "unsubscribed from the sender's bulk mail" : `unsubscribed from the topic ${scope.slice("bulk:".length)}`;
 }
 
-/** Most recipients of a message classified at accept (CLASSIFY_AT_ACCEPT_MAX_RCPTS; default and anything invalid 0: never). */
-export function inlineRcptsOf(env: Env): number {
-  return countSetting(env.CLASSIFY_AT_ACCEPT_MAX_RCPTS as string | undefined, 0);
-}
-
 /** Decisions for new messages at accept (see the header). */
 export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt" | "summary">[]): Promise<(ClassifyResult[] | null)[]> {
   const lookups = new AcceptLookups(env.DB);
-  const max = inlineRcptsOf(env);
+  const max = settingsOf(env).classifyAtAcceptMaxRcpts;
   try {
     return await Promise.all(messages.map((m) => m.scheduledAt !== null || m.rcptTo.length > max ? null
       : decide(env, { tenant, rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })), bulk: bulkOf(m.summary) }, lookups)));

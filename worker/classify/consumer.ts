@@ -32,13 +32,13 @@
  *   A failing message is retried with back-off (2^attempts s, at most 5 min); a malformed
  *   queue body is acked and logged.
  */
-import type { ClassifyJob } from "../../durable-objects/outbox/outbox";
+import type { ClassifyJob } from "../model/message";
 import { byOutbox, isMessageId } from "../model/ids";
 import type { ClassifyResult, SyncState } from "../model/message";
 import { indexStatements } from "../db/messages";
-import { publishEvents } from "../webhooks/publish";
+import { publishEvents } from "../indexing/publish";
 import { classifyMessage, decide } from "./classify-message";
-import { ackWritten, indexItemOf } from "../delivery/d1-index";
+import { ackWritten, indexItemOf } from "../indexing/writes";
 import { BatchLookups, type Lookups } from "./lookups";
 
 type Done = { msg: Message<unknown>; state: SyncState };

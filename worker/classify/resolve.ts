@@ -26,11 +26,6 @@ export interface RouteDefaults {
   smarthost: string;
 }
 
-/** The transport of recipients no route matches: DEFAULT_TRANSPORT, else "smtp". */
-export function defaultTransportOf(env: { DEFAULT_TRANSPORT?: string }): string {
-  return env.DEFAULT_TRANSPORT || "smtp";
-}
-
 /** A recipient's resolution. */
 export interface Resolution {
   transport: string;

@@ -20,7 +20,7 @@
  *   verifiedElsewhere(db, tenant, name)  whether another tenant has verified `name` (one row
  *                                read by the unique name).
  */
-import type { DomainRecord, DomainStatus } from "../domains/records";
+import type { DomainRecord, DomainStatus } from "../model/domain";
 
 export interface DomainRow {
   id: string;

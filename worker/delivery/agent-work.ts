@@ -36,33 +36,20 @@
  *   FINISH_TRIES times, 2^n seconds apart, then left to the lease.
  */
 import type { DeliveryEnvelope } from "../model/message";
-import type { DeliverJob } from "../../durable-objects/transport/transport-types";
+import { AGENT_SESSIONS, type DeliverJob } from "../model/delivery";
 import { Coalescer } from "../lib/coalesce";
 import { lookupFor, providerAndSite, sendGroup, type MxContext } from "./consumer";
 import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished, type ReportVia } from "./finish";
-import { indexMessages } from "./d1-index";
-import { PendingAcks } from "./pending-acks";
+import { indexMessages } from "../indexing/writes";
+import { PendingAcks } from "../indexing/pending-acks";
 import type { SyncState } from "../model/message";
 import { createMxLookup, mxSettingsOf } from "./mx";
 import { readEnvelopes, type SessionPart } from "./session";
 import { SessionCache } from "./session-cache";
-import { msSetting } from "../settings/parse";
+import { settingsOf } from "../settings/settings";
 
-/** SMTP sessions one agent runs at a time. */
-export const AGENT_SESSIONS = 4;
 /** Times a failed finish is tried again before the entry is left to its lease. */
 const FINISH_TRIES = 5;
-/**
- * AGENT_STAGE_MS: how long the feedback and index stages wait for more before they write (default
- * 1000, "0": at once, at most 10000). They are off the path that frees a session, so waiting
- * delays only the webhooks and the D1 index, and saves a Destination DO request, a D1 batch, a
- * webhook queue message and an Outbox acknowledgement per flush. Each agent flushes its own
- * stages: with a window of 200 (50 agents) at 200 ms that is up to 250 D1 batches a second, and
- * bench:e2e ran at 0.311 of Postfix's rate against 0.8138 with a second.
- */
-function agentStageMsOf(env: { AGENT_STAGE_MS?: string }): number {
-  return msSetting(env.AGENT_STAGE_MS, 1000, 10_000);
-}
 /**
  * How long a finished entry waits for the agent's other sessions before it is recorded and
  * reported, ms, while any of them is still running (none running: at once). Under load this joins
@@ -100,7 +87,7 @@ export class AgentWork {
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
     // Idle means no session running and no connection kept for more: then no request is coming.
-    const stageMs = agentStageMsOf(env);
+    const stageMs = settingsOf(env).agentStageMs;
     this.acks = new PendingAcks(env, keepAlive, () => this.active > 0 || this.cache.size() > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);

@@ -21,9 +21,9 @@
  *   the Outbox are never sent again. An entry whose nexthop is not a relay (the `mx` kind, not wired yet)
  *   is acked without a report: its lease runs out and the Transport DO retries it.
  */
-import type { DeliverJob } from "../../durable-objects/transport/transport-queue";
+import type { DeliverJob } from "../model/delivery";
 import type { DeliveryEnvelope, SyncState } from "../model/message";
-import { indexMessages } from "./d1-index";
+import { indexMessages } from "../indexing/writes";
 import { finishParts, latestStates, type FinishItem } from "./finish";
 import { groupByNexthop, parseJob, relayTarget, splitForSessions } from "./plan";
 import type { MxResolution } from "../net/core/mx";
@@ -34,6 +34,7 @@ import { hasWork, prepareJobs, readEnvelopes, runSession, unsentParts, type Sess
 import { CF_EMAIL_NEXTHOP, sendViaEmailService } from "./cf-email";
 import { matchProvider, shapeOf, type ProviderMatch } from "../net/core/providers";
 import { providerRulesOf } from "../db/providers";
+import { settingsOf } from "../settings/settings";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -73,7 +74,7 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
 export async function providerAndSite(env: Env, resolution: MxResolution | null): Promise<{ provider: ProviderMatch | null; site: string | null }> {
   if (resolution?.kind !== "hosts") return { provider: null, site: null };
   const provider = matchProvider(await providerRulesOf(env), resolution.hosts.map((h) => h.host));
-  return { provider, site: env.DESTINATION_GROUPING === "site" ? provider?.rule.name ?? resolution.site : null };
+  return { provider, site: settingsOf(env).siteGrouping ? provider?.rule.name ?? resolution.site : null };
 }
 
 /** A domain nexthop's MX lookup (the mx kind); null for a relay nexthop. */

@@ -16,7 +16,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { meterObject } from "../meter/meter";
 import { AgentWork } from "./agent-work";
-import type { DeliverJob } from "../../durable-objects/transport/transport-types";
+import type { DeliverJob } from "../model/delivery";
 
 export class DeliveryAgent extends DurableObject<Env> {
   private readonly work: AgentWork;

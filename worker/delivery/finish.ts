@@ -14,18 +14,16 @@
  *   finishParts(env, items, parts, site)  both; returns the states to index.
  *   latestStates(states)           the latest state of each message, with the events of all.
  */
-import { coreIdOf } from "../../durable-objects/transport/delivery-state";
-import { destinationName, type DeliverJob, type TransportQueue } from "../../durable-objects/transport/transport-queue";
-import type { DeliveryReport, Effect } from "../../durable-objects/core";
-import type { ReportAnswer } from "../../durable-objects/transport/transport-types";
+import { coreIdOf, destinationName, type DeliverJob, type EntryReport, type ReportAnswer } from "../model/delivery";
+import type { Effect } from "../../durable-objects/core";
 import { byOutbox } from "../model/ids";
 import type { OutcomeReport, SyncState } from "../model/message";
-import { mergeEvents } from "./d1-index";
+import { mergeEvents } from "../indexing/writes";
 import { versionOf } from "../db/messages";
 import { judgeEntry } from "./plan";
 import { replyRulesOf } from "../settings/scheduler";
 import type { SessionPart } from "./session";
-import type { PendingAcks } from "./pending-acks";
+import type { PendingAcks } from "../indexing/pending-acks";
 
 /** One entry being finished: acknowledged once recorded, or retried on its own. */
 export interface FinishItem {
@@ -35,10 +33,7 @@ export interface FinishItem {
 }
 
 /** How the reports reach the Transport DO when not with reportMany (the agents' reportAndTake). */
-export type ReportVia = (
-  transport: DurableObjectStub<TransportQueue>,
-  reports: { entryId: number; report: DeliveryReport; finalIdx: number[] }[],
-) => Promise<ReportAnswer[]>;
+export type ReportVia = (transport: ReturnType<Env["TRANSPORT_QUEUE"]["getByName"]>, reports: EntryReport[]) => Promise<ReportAnswer[]>;
 
 /** What finishing one entry left for the Destination DO: the report as the destination sees it. */
 export interface Finished {
@@ -75,7 +70,7 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   const open = judged.filter((_, i) => recorded[i]);
   const changed = () => [...states.values()];
   if (open.length === 0) return { finished: [], changed: changed() };
-  const reports = open.map(({ part, v }): { entryId: number; report: DeliveryReport; finalIdx: number[] } => ({
+  const reports = open.map(({ part, v }): EntryReport => ({
     entryId: part.job.entryId,
     report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : { ...deferringReply(v.outcomes) }), ...(part.provider ? { site: part.provider, ...(part.egress ? { egress: part.egress } : {}) } : {}), ...(part.remoteip ? { remoteip: part.remoteip } : {}) },
     finalIdx: v.finalIdx,

@@ -34,12 +34,12 @@ import { createEgressConnect, type EgressPath } from "../net/socks5";
 import { DEFAULT_DOH_URL, resolveAddress, resolveMx } from "../net/mx";
 import type { MxHost, MxResolution } from "../net/core/mx";
 import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
-import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { TransactionResult } from "../smtp/core/types";
 import type { ConnectSocket } from "../smtp/socket";
 import { runSession, unsentParts, type PreparedJob, type SessionPart } from "./session";
 import type { SessionCache } from "./session-cache";
 import type { ProviderRule } from "../net/core/providers";
+import { settingsOf } from "../settings/settings";
 
 /** The SMTP port of MX hosts (RFC 5321). */
 export const DEFAULT_MX_PORT = 25;
@@ -69,16 +69,17 @@ export function egressPathOf(value: string | undefined, secrets: EgressSecrets):
 
 /** The egress's id, as pickup policies and warm-up plans name it: "direct", or the SOCKS5 bridge's "host:port". */
 export function egressIdOf(env: Pick<Env, "EGRESS">): string {
-  const path = egressPathOf(env.EGRESS, {} as EgressSecrets);
+  const path = egressPathOf(settingsOf(env).egress, {} as EgressSecrets);
   return path.kind === "direct" ? "direct" : `${path.hostname}:${path.port}`;
 }
 
 /** The mx kind's settings from the environment. */
 export function mxSettingsOf(env: Env): MxSettings {
-  const port = Number(env.MX_PORT || DEFAULT_MX_PORT);
-  if (!(Number.isInteger(port) && port > 0 && port < 65536)) throw new Error(`MX_PORT must be a TCP port, not ${JSON.stringify(env.MX_PORT)}`);
-  const connect = createEgressConnect(egressPathOf(env.EGRESS, env as unknown as EgressSecrets));
-  return { resolverUrl: env.DOH_RESOLVER_URL || DEFAULT_DOH_URL, port, connect };
+  const settings = settingsOf(env);
+  const port = settings.mxPort;
+  if (port === null) throw new Error(`MX_PORT must be a TCP port, not ${JSON.stringify(env.MX_PORT)}`);
+  const connect = createEgressConnect(egressPathOf(settings.egress, env as unknown as EgressSecrets));
+  return { resolverUrl: settings.dohResolverUrl, port, connect };
 }
 
 /** A lookup function whose answers are shared until it is dropped. */
@@ -113,7 +114,7 @@ function addressOf(resolverUrl: string | undefined, host: string): Promise<strin
 
 /** Session settings for one MX host: no AUTH, opportunistic STARTTLS (required when a provider rule says so). */
 function mxConfigOf(env: Env, host: string, requireTls: boolean): SessionConfig {
-  return createSessionConfig({ heloName: env.HELO_NAME || "cohort.localhost", remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: smtpTimeoutsOf(env) });
+  return createSessionConfig({ heloName: settingsOf(env).heloName, remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: settingsOf(env).smtpTimeouts });
 }
 
 /** Tries the hosts in order; the first without a site failure decides (see header). A provider rule's bounds apply to each session. */

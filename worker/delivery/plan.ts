@@ -20,7 +20,7 @@
  *                                    deferred. `mx` and `tls` are reported when a remote host
  *                                    answered.
  */
-import type { DeliverJob } from "../../durable-objects/transport/transport-queue";
+import type { DeliverJob } from "../model/delivery";
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport } from "../model/message";
 import type { SiteFailure, TransactionResult } from "../smtp/core/types";
 import { outcomeOverride, replyRuleLabel, type ReplyRule } from "../../durable-objects/core/reply-rules";

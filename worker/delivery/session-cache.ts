@@ -20,9 +20,8 @@
  */
 import type { MessageEnvelope } from "../smtp/core/types";
 import type { CachedBatch, CachedSmtpSession, SmtpDeliveryRequest } from "../smtp/socket";
+import { SESSION_IDLE_MS } from "../model/delivery";
 
-/** Postfix's smtp_connection_cache_time_limit: how long a session waits idle for more. */
-export const SESSION_IDLE_MS = 2_000;
 /** Postfix's smtp_connection_reuse_time_limit: how long a connection may be reused at all. */
 export const SESSION_REUSE_MS = 300_000;
 

@@ -23,17 +23,17 @@
  */
 import { bodyKey, byOutbox } from "../model/ids";
 import type { DeliveryEnvelope } from "../model/message";
-import type { DeliverJob } from "../../durable-objects/transport/transport-queue";
+import type { DeliverJob } from "../model/delivery";
 import { createSessionConfig, type SessionConfig, type TlsPolicy } from "../smtp/core/config";
-import { smtpTimeoutsOf } from "./smtp-timeouts";
 import type { MessageEnvelope, SiteFailure, TransactionResult } from "../smtp/core/types";
 import { CachedSmtpSession, deliverSession, type ConnectSocket } from "../smtp/socket";
 import type { SessionCache } from "./session-cache";
 import type { SiteShape } from "../../durable-objects/core/site-shape";
 import { sendableRcpts, type MatchedRcpt, type RelayTarget } from "./plan";
-import type { PendingAcks } from "./pending-acks";
+import type { PendingAcks } from "../indexing/pending-acks";
 import { tokenAddress } from "../mail/verp";
 import { addressTokenKey } from "../inbound/tokens";
+import { settingsOf } from "../settings/settings";
 
 /** What the session produced for one entry. */
 export interface SessionPart {
@@ -72,15 +72,15 @@ type Secrets = { RELAY_USERNAME?: string; RELAY_PASSWORD?: string };
 /** Session settings of the relay transport kind. */
 export function sessionConfigOf(env: Env, target: RelayTarget): SessionConfig {
   const secrets = env as unknown as Secrets;
-  const policy = (["off", "opportunistic", "required"] as const).find((p) => p === env.RELAY_TLS) ?? "opportunistic";
+  const settings = settingsOf(env);
   const credentials = secrets.RELAY_USERNAME ? { username: secrets.RELAY_USERNAME, password: secrets.RELAY_PASSWORD ?? "" } : null;
   return createSessionConfig({
-    heloName: env.HELO_NAME || "cohort.localhost",
+    heloName: settings.heloName,
     remoteHost: target.host,
-    implicitTls: env.RELAY_IMPLICIT_TLS === "true",
-    tlsPolicy: policy satisfies TlsPolicy,
+    implicitTls: settings.relayImplicitTls,
+    tlsPolicy: settings.relayTls satisfies TlsPolicy,
     credentials,
-    timeouts: smtpTimeoutsOf(env),
+    timeouts: settings.smtpTimeouts,
   });
 }
 

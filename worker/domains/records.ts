@@ -23,19 +23,9 @@
  *   The DMARC record is a suggestion: its status is reported, it never decides the domain's.
  *   Only a record found missing or wrong demotes a verified domain (and stops its sending).
  */
+import type { DomainRecord, DomainStatus, RecordStatus } from "../model/domain";
 
-export type RecordStatus = "not_started" | "pending" | "verified" | "failed" | "temporary_failure";
-export type DomainStatus = "not_started" | "pending" | "verified" | "failed" | "partially_verified" | "partially_failed";
-
-export interface DomainRecord {
-  record: "DKIM" | "SPF" | "DMARC";
-  name: string;
-  type: "TXT" | "MX";
-  value: string;
-  ttl: string;
-  status: RecordStatus;
-  priority?: number;
-}
+export type { DomainRecord, DomainStatus, RecordStatus };
 
 /** What DNS answered for one record's name and type. */
 export type Found = { kind: "answer"; values: string[] } | { kind: "error" };

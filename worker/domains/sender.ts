@@ -34,7 +34,7 @@ import type { DkimSigner } from "../mail";
 import { ApiError } from "../model/errors";
 import { signersFor } from "./signing";
 import { openSecret, secretsKey } from "../lib/secrets";
-import { isLocal } from "../settings/config-check";
+import { settingsOf } from "../settings/settings";
 
 /** Resend's 403 for a sender domain the tenant has not verified. */
 function notVerified(domain: string): ApiError {
@@ -73,9 +73,9 @@ export class SenderPolicy {
     }
     // The fallbacks below (development, the operator's DKIM_KEYS) never cover a domain that
     // another tenant proved it owns: one row read, only on these paths.
-    const fallback = isLocal(this.env) || key?.role === "operator";
+    const fallback = settingsOf(this.env).local || key?.role === "operator";
     if (fallback && await verifiedElsewhere(this.env.DB, this.tenant, domain)) throw notVerified(domain);
-    if (isLocal(this.env)) {
+    if (settingsOf(this.env).local) {
       this.unverified.add(domain);
       return signersFor(this.env, domain);
     }
@@ -119,7 +119,7 @@ export class SenderPolicy {
 
   /** See the header. */
   returnPath(domain: string): string | null {
-    return this.returnPaths.get(domain.toLowerCase()) ?? (this.env.BOUNCE_DOMAIN || null);
+    return this.returnPaths.get(domain.toLowerCase()) ?? settingsOf(this.env).bounceDomain;
   }
 
   /** `res` with the Cohort-Unverified-Domains header when unverified domains were let through. */

@@ -15,9 +15,10 @@
  */
 import type { DomainRow, KeyRow } from "../db/domains";
 import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
-import { DEFAULT_DOH_URL, queryDoh } from "../net/mx";
+import { queryDoh } from "../net/mx";
 import { sealSecret, secretsKey } from "../lib/secrets";
 import { domainStatus, judgeRecord, txtValue, type DomainRecord, type DomainStatus, type Found, type RecordOptions } from "./records";
+import { settingsOf } from "../settings/settings";
 
 function b64(bytes: ArrayBuffer): string {
   let s = "";
@@ -44,13 +45,13 @@ export function recordOptions(env: Env, selector: string, publicKey: string, ret
   const e = env as unknown as { RETURN_PATH_MX?: string; SPF_RECORD?: string };
   return {
     selector, publicKey, keyType: "rsa", returnPath,
-    mxHost: e.RETURN_PATH_MX || `feedback.${env.HELO_NAME || "cohort.localhost"}`,
+    mxHost: e.RETURN_PATH_MX || `feedback.${settingsOf(env).heloName}`,
     spf: e.SPF_RECORD || "v=spf1 ~all",
   };
 }
 
 async function lookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found> {
-  const event = await queryDoh(name, type, { resolverUrl: env.DOH_RESOLVER_URL || DEFAULT_DOH_URL });
+  const event = await queryDoh(name, type, { resolverUrl: settingsOf(env).dohResolverUrl });
   if (event.kind === "failed") return { kind: "error" };
   const msg = parseDohJson(event.body);
   if ("error" in msg) return { kind: "error" };

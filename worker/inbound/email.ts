@@ -26,8 +26,7 @@
  *   Nothing is rewritten: a late bounce adds email.bounced after email.delivered. A message is
  *   only ever refused, never lost: an error thrown here makes Email Routing retry or refuse it.
  */
-import { isMessageId } from "../model/ids";
-import { outboxOf } from "../classify/classify-message";
+import { isMessageId, outboxOf } from "../model/ids";
 import { emailIdOf, readArf } from "../mail/arf";
 import { bounceReply, readInbound, type DsnRecipient, type InboundMail } from "../mail/inbound";
 import { parseInbound } from "./parse";

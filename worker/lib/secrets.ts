@@ -14,6 +14,7 @@
  *   Throws when the key is missing in production or a sealed value was tampered with; never
  *   includes a secret in a message.
  */
+import { settingsOf } from "../settings/settings";
 
 const LOCAL_KEY_B64 = "Y29ob3J0LWxvY2FsLWRldmVsb3BtZW50LWtleSEhISE="; // 32 bytes, development and tests only
 
@@ -34,7 +35,7 @@ export async function secretsKey(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV
 
 /** The relay's 32 secret bytes (WEBHOOK_SECRETS_KEY, or the local key in development and tests). */
 function secretBytes(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }): Uint8Array {
-  const local = env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
+  const local = settingsOf(env).local;
   const raw = env.WEBHOOK_SECRETS_KEY ?? (local ? LOCAL_KEY_B64 : undefined);
   if (!raw) throw new Error("WEBHOOK_SECRETS_KEY is not set (wrangler secret put WEBHOOK_SECRETS_KEY)");
   const bytes = unb64(raw);

@@ -41,6 +41,7 @@
  *   as a function counts as a request; `then` is passed through untouched (never made thenable).
  *   TransportQueue.flush() calls alarm() itself: that call counts as an alarm request too.
  */
+import { settingsOf } from "../settings/settings";
 
 /** The Durable Object classes, as counted. */
 export type DoClass = "Outbox" | "TransportQueue" | "DestinationQueue" | "DeliveryAgent";
@@ -191,8 +192,8 @@ export function meterFetch(request: Request, env: Env): Env {
 }
 
 /** Whether the meter counts in the runtime of `env` (METER "on"; see header). */
-export function meterOn(env: { METER?: string }): boolean {
-  return env.METER === "on";
+export function meterOn(env: object): boolean {
+  return settingsOf(env).meter;
 }
 
 /** Counts a scheduled invocation and returns the metered env. */

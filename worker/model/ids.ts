@@ -16,12 +16,6 @@ export const MAX_SHARDS = 256;
 
 const ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** Parses a shard count from config: an integer 1–256, default 8. */
-export function shardCount(raw: string | undefined): number {
-  const n = Number(raw ?? "8");
-  return Number.isInteger(n) && n >= 1 && n <= MAX_SHARDS ? n : 8;
-}
-
 /** A new message id in `shard`. */
 export function newMessageId(shard: number): string {
   return shardHex(shard) + crypto.randomUUID().slice(2);
@@ -46,6 +40,11 @@ export function shardOf(id: string): number {
 /** The Durable Object name of a shard. */
 export function outboxName(shard: number): string {
   return `outbox-${shardHex(shard)}`;
+}
+
+/** The Outbox stub of a message. */
+export function outboxOf(env: Env, id: string) {
+  return env.OUTBOX.getByName(outboxName(shardOf(id)));
 }
 
 /** `items` grouped by the Outbox (DO name) of their message id, in order: one request per shard. */

@@ -28,26 +28,24 @@
  *   The counting runs only when a complaint is recorded, never on a message's path. Mail without
  *   unsubscribe (transactional) is never paused.
  */
-import { outboxOf } from "../classify/classify-message";
+import { outboxOf } from "../model/ids";
 import { resumeRule, suspendRule } from "../dashboard/core/operator-views";
 import { allTransports, inspectAll, transportStub } from "./transports";
+import { settingsOf } from "../settings/settings";
 
 const RATE_SQL = `SELECT e.type AS type, lower(rtrim(substr(m.from_addr, instr(m.from_addr, '@') + 1), '> ')) AS domain, count(*) AS n
   FROM event_log e JOIN messages m ON m.id = e.email_id
   WHERE e.tenant_id = ?1 AND e.seq >= ?2 AND e.type IN ('email.delivered', 'email.complained')
   GROUP BY 1, 2`;
 
-const num = (v: string | undefined, fallback: number) => (Number.isFinite(Number(v)) && Number(v) > 0 ? Number(v) : fallback);
-
 /** See the header. */
 export function complaintThreshold(env: Env): number {
-  const t = Number(env.COMPLAINT_RATE_THRESHOLD);
-  return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;
+  return settingsOf(env).complaintThreshold;
 }
 
 /** See the header. */
 export function windowStart(env: Env, days: number, nowMs: number): number {
-  return nowMs - Math.min(days, num(env.MESSAGE_RETENTION_DAYS, days)) * 86_400_000;
+  return nowMs - Math.min(days, settingsOf(env).retentionMs / 86_400_000 || days) * 86_400_000;
 }
 
 /** See the header. */
@@ -111,11 +109,11 @@ export async function recordComplaint(env: Env, id: string, scope: string | null
   if (res.result !== "ok") return res;
   const nowMs = Date.now();
   if ((await pausedUntil(env.DB, res.tenant, nowMs)) !== null) return res;
-  const counted = sumCounts(await complaintCounts(env.DB, res.tenant, windowStart(env, num(env.COMPLAINT_WINDOW_DAYS, 7), nowMs)));
+  const counted = sumCounts(await complaintCounts(env.DB, res.tenant, windowStart(env, settingsOf(env).complaintWindowDays, nowMs)));
   const all = { d: counted.d, c: counted.c + 1 }; // this complaint is not indexed yet
   const threshold = complaintThreshold(env);
-  if (all.d < num(env.COMPLAINT_MIN_DELIVERED, 1000) || all.c / all.d <= threshold) return res;
-  const until = nowMs + num(env.COMPLAINT_PAUSE_HOURS, 24) * 3_600_000;
+  if (all.d < settingsOf(env).complaintMinDelivered || all.c / all.d <= threshold) return res;
+  const until = nowMs + settingsOf(env).complaintPauseHours * 3_600_000;
   const rate = complaintRate(all.d, all.c);
   await env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, updated_at, bulk_paused_until, bulk_paused_reason) VALUES (?1, ?2, ?3, ?4)
       ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`)

@@ -10,12 +10,12 @@
  */
 import { transportNames } from "../db/admin";
 import { ApiError } from "../model/errors";
-import { defaultTransportOf } from "../classify/resolve";
+import { settingsOf } from "../settings/settings";
 
 /** Every configured transport name. */
 export async function allTransports(env: Env): Promise<string[]> {
   const names = new Set(await transportNames(env.DB));
-  names.add(defaultTransportOf(env));
+  names.add(settingsOf(env).defaultTransport);
   return [...names].sort();
 }
 

@@ -12,12 +12,13 @@
  * INVARIANTS
  *   Development and test have no required secret (npm start runs on embedded defaults).
  */
+import { settingsOf } from "./settings";
 
 type SecretsEnv = { COHORT_ENV: string; WEBHOOK_SECRETS_KEY?: string; DKIM_KEYS?: string };
 
 /** Whether `env` runs with development defaults (see header). */
-export function isLocal(env: { COHORT_ENV: string }): boolean {
-  return env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
+export function isLocal(env: object): boolean {
+  return settingsOf(env).local;
 }
 
 function base64Bytes(text: string): number | null {

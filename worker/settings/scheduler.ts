@@ -27,7 +27,7 @@
  */
 import { mustParseSchedulerConfig, type SchedulerConfig } from "../../durable-objects/core";
 import type { ReplyRule } from "../../durable-objects/core/reply-rules";
-import { defaultTransportOf } from "../classify/resolve";
+import { settingsOf } from "./settings";
 
 /** The default transport's window limit when SMARTHOST is set (see the header). */
 export const SMARTHOST_CONCURRENCY_LIMIT = 200;
@@ -36,9 +36,9 @@ type ConfigEnv = Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY"> & Partial<Pick<Env, 
 
 export function schedulerConfigOf(env: ConfigEnv): SchedulerConfig {
   const input = (env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {}) as Record<string, unknown>;
-  if (env.DELIVERY !== "agents" && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
-  if (env.SMARTHOST && !("default_destination_concurrency_limit" in input)) {
-    const name = defaultTransportOf(env);
+  if (!settingsOf(env).agents && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
+  if (settingsOf(env).smarthost && !("default_destination_concurrency_limit" in input)) {
+    const name = settingsOf(env).defaultTransport;
     const transports = (input.transports ?? {}) as Record<string, Record<string, unknown> | undefined>;
     // A malformed `transports` is left for the parser to refuse with its own message.
     if (typeof transports === "object" && !Array.isArray(transports) && !("destination_concurrency_limit" in (transports[name] ?? {}))) {

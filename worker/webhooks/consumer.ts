@@ -49,7 +49,8 @@ import { parseWebhookConfig, type WebhookConfig, type WebhookVars } from "./core
 import { delaySecondsFor, enqueueJobs, isWebhookBundle, isWebhookJob, type WebhookJob } from "./jobs";
 import { BundleLedger, type JobMessage } from "./bundles";
 import { guardTarget, postWebhook, signingSecrets } from "./send";
-import { resolvedTarget } from "./resolve-guard";
+import { resolvedTarget } from "../net/fetch-guard";
+import { settingsOf } from "../settings/settings";
 
 /** A request slower than this marks its endpoint slow, ms. */
 const SLOW_MS = 2_000;
@@ -284,7 +285,7 @@ async function storeHealth(env: Env, lanes: Lane[]): Promise<void> {
 
 /** The queue handler of both lanes. */
 export async function handleWebhooksBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  const cfg = parseWebhookConfig(env as unknown as WebhookVars);
+  const cfg = settingsOf(env).webhooks;
   const slowLane = batch.queue === "webhooks-slow";
   const ledger = new BundleLedger();
   try {

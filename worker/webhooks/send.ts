@@ -21,9 +21,10 @@
  */
 import type { EndpointRow } from "../db/webhooks";
 import type { HttpOutcome } from "./core/retry";
-import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "./core/ssrf";
+import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../net/core/ssrf";
 import { openSecret, secretsKey } from "../lib/secrets";
 import { signWebhook } from "./sign";
+import { settingsOf } from "../settings/settings";
 
 /** The endpoint's valid signing secrets, current first. */
 export async function signingSecrets(env: Env, row: EndpointRow, nowMs: number): Promise<string[]> {
@@ -43,7 +44,7 @@ export function guardTarget(env: Env, url: string): string | null {
   } catch {
     return "endpoint is not a URL";
   }
-  const local = env.COHORT_ENV === "development" || env.COHORT_ENV === "test";
+  const local = settingsOf(env).local;
   const verdict = checkEndpointUrl(parsed, local ? LOCAL_DEVELOPMENT : {});
   return verdict.ok ? null : `refused by the SSRF guard: ${verdict.detail}`;
 }

@@ -8,7 +8,7 @@
  *                          answer of the relay, see devFetch in scripts/lib/dev-server.ts) is
  *                          sent again, up to 5 times, and counted in proxyResets.
  *                          A 429 rate_limit_exceeded (back-pressure at accept, nothing queued:
- *                          worker/accept/accept-gate.ts) is sent again after its Retry-After, up to
+ *                          worker/api/http/accept-gate.ts) is sent again after its Retry-After, up to
  *                          30 times (devFetch), and counted in refusals, unless the caller says
  *                          `resendRefused: false` (the load campaign's open loop counts them).
  *   proxyResets            how many requests were sent again that way (campaigns report it).

@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { agentName } from "../../../durable-objects/transport/handoff";
+import { agentName } from "../../../worker/model/delivery";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 
 const scripted = inject("scripted");

@@ -1,6 +1,6 @@
 /** The delivery stage's pure decisions (worker/delivery/plan.ts). */
 import { describe, expect, it } from "vitest";
-import type { DeliverJob } from "../../../durable-objects/transport/transport-queue";
+import type { DeliverJob } from "../../../worker/model/delivery";
 import { groupByNexthop, judgeEntry, parseJob, relayTarget, sendableRcpts, splitForSessions } from "../../../worker/delivery/plan";
 import type { TransactionResult } from "../../../worker/smtp/core/types";
 import type { ReplyRule } from "../../../durable-objects/core/reply-rules";

@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { destinationName } from "../../../durable-objects/transport/transport-queue";
+import { destinationName } from "../../../worker/model/delivery";
 import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
 import { caught as sinkMessages, recipientsWhen } from "./observe";
 

@@ -9,7 +9,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { agentName } from "../../../durable-objects/transport/handoff";
+import { agentName } from "../../../worker/model/delivery";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 import { leasesIn } from "../leases-probe";
 

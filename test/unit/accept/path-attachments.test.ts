@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { fetchPathAttachments } from "../../../worker/accept/path-attachments";
-import { clearResolvedCache } from "../../../worker/webhooks/resolve-guard";
+import { clearResolvedCache } from "../../../worker/net/fetch-guard";
 
 const production = { COHORT_ENV: "production", DOH_RESOLVER_URL: "https://doh.test/dns-query" };
 const PDF = new Uint8Array([0x25, 0x50, 0x44, 0x46, 0x2d, 1, 2, 3]);

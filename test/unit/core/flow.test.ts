@@ -4,7 +4,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FlowMeter } from "../../../durable-objects/core";
-import { inFlowDelayMsOf } from "../../../durable-objects/outbox/admit";
+import { settingsOf } from "../../../worker/settings/settings";
 
 const T = 1_700_000_000;
 
@@ -59,11 +59,11 @@ describe("FlowMeter", () => {
 
 describe("IN_FLOW_DELAY_MS", () => {
   it("reads IN_FLOW_DELAY_MS: default 1000 ms (Postfix's in_flow_delay), at most 10 s, invalid as the default", () => {
-    expect(inFlowDelayMsOf({})).toBe(1000);
-    expect(inFlowDelayMsOf({ IN_FLOW_DELAY_MS: "" })).toBe(1000);
-    expect(inFlowDelayMsOf({ IN_FLOW_DELAY_MS: "250" })).toBe(250);
-    expect(inFlowDelayMsOf({ IN_FLOW_DELAY_MS: "60000" })).toBe(10_000);
-    expect(inFlowDelayMsOf({ IN_FLOW_DELAY_MS: "-1" })).toBe(1000);
-    expect(inFlowDelayMsOf({ IN_FLOW_DELAY_MS: "x" })).toBe(1000);
+    expect(settingsOf({}).inFlowDelayMs).toBe(1000);
+    expect(settingsOf({ IN_FLOW_DELAY_MS: "" }).inFlowDelayMs).toBe(1000);
+    expect(settingsOf({ IN_FLOW_DELAY_MS: "250" }).inFlowDelayMs).toBe(250);
+    expect(settingsOf({ IN_FLOW_DELAY_MS: "60000" }).inFlowDelayMs).toBe(10_000);
+    expect(settingsOf({ IN_FLOW_DELAY_MS: "-1" }).inFlowDelayMs).toBe(1000);
+    expect(settingsOf({ IN_FLOW_DELAY_MS: "x" }).inFlowDelayMs).toBe(1000);
   });
 });

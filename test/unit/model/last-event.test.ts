@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { lastEventOf } from "../../../worker/api/email-view";
+import { lastEventOf } from "../../../worker/model/status";
 
 describe("Resend's last_event from the recipients' states", () => {
   it.each([

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch, admitBatchMsOf } from "../../../durable-objects/outbox/admit";
+import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch } from "../../../durable-objects/outbox/admit";
+import { settingsOf } from "../../../worker/settings/settings";
 
 beforeEach(() => { vi.useFakeTimers(); });
 afterEach(() => { vi.useRealTimers(); });
@@ -124,12 +125,12 @@ describe("AdmissionBatch: accepted messages admitted together", () => {
   });
 
   it("ADMIT_BATCH_MS: default 1000, 0 allowed, at most 10000, anything invalid the default", () => {
-    expect(admitBatchMsOf({})).toBe(1000);
-    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "" })).toBe(1000);
-    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "0" })).toBe(0);
-    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "250" })).toBe(250);
-    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "60000" })).toBe(10_000);
-    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "-1" })).toBe(1000);
-    expect(admitBatchMsOf({ ADMIT_BATCH_MS: "soon" })).toBe(1000);
+    expect(settingsOf({}).admitBatchMs).toBe(1000);
+    expect(settingsOf({ ADMIT_BATCH_MS: "" }).admitBatchMs).toBe(1000);
+    expect(settingsOf({ ADMIT_BATCH_MS: "0" }).admitBatchMs).toBe(0);
+    expect(settingsOf({ ADMIT_BATCH_MS: "250" }).admitBatchMs).toBe(250);
+    expect(settingsOf({ ADMIT_BATCH_MS: "60000" }).admitBatchMs).toBe(10_000);
+    expect(settingsOf({ ADMIT_BATCH_MS: "-1" }).admitBatchMs).toBe(1000);
+    expect(settingsOf({ ADMIT_BATCH_MS: "soon" }).admitBatchMs).toBe(1000);
   });
 });

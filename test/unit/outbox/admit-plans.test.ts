@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { admitPlans } from "../../../durable-objects/outbox/admit";
 import type { ClassifyWork } from "../../../worker/model/message";
-import type { AdmitRequest } from "../../../durable-objects/transport/transport-types";
+import type { AdmitRequest } from "../../../worker/model/transport";
 
 /** An env whose Transport DOs record each admitMany call; `down` ones throw, `full` refuses `full`'s ids. */
 function fakeEnv(opts: { down?: string[]; refuse?: string[]; config?: object } = {}) {

@@ -16,10 +16,10 @@
 import { Hono } from "hono";
 import { generateApiKey, hashApiKey } from "../../db/api-keys";
 import { getDomain } from "../../db/domains";
-import type { AppEnv } from "../app";
-import { parseInput, readJson } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { CreateApiKeySchema } from "../domain-schemas";
+import { CreateApiKeySchema } from "../http/domain-schemas";
 
 /** The /api-keys routes (mounted behind the API key middleware). */
 export function apiKeyRoutes() {

@@ -19,9 +19,9 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app";
-import { parseInput } from "../body";
-import { RoleCache, scopeOf } from "./admin/operator";
+import { type AppEnv } from "../http/context";
+import { parseInput } from "../http/body";
+import { RoleCache, scopeOf } from "../http/operator";
 import { complaintCounts, complaintRate, complaintThreshold, liftBrake, pausedUntil, sumCounts, windowStart } from "../../policy/complaint-brake";
 import { ApiError } from "../../model/errors";
 

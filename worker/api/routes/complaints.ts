@@ -26,12 +26,12 @@ import { Hono } from "hono";
 import PostalMime from "postal-mime";
 import { isMessageId } from "../../model/ids";
 import { emailIdOf, readArf, type ArfComplaint, type ReportPart } from "../../mail/arf";
-import type { AppEnv } from "../app";
-import { readBody } from "../body";
-import { COMPLAINT_FEEDBACK_TYPES } from "../control-schemas";
+import { type AppEnv } from "../http/context";
+import { readBody } from "../http/body";
+import { COMPLAINT_FEEDBACK_TYPES } from "../http/control-schemas";
 import { recordComplaint } from "../../policy/complaint-brake";
 import { ApiError } from "../../model/errors";
-import { RoleCache, scopeOf } from "./admin/operator";
+import { RoleCache, scopeOf } from "../http/operator";
 import { emailsByHeader } from "../../db/messages";
 
 /** Largest report read. */

@@ -28,16 +28,15 @@
  */
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
-import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../control-schemas";
-import { isMessageId } from "../../model/ids";
-import type { ControlResult } from "../../../durable-objects/outbox/outbox";
-import { outboxOf } from "../../classify/classify-message";
+import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../http/control-schemas";
+import { isMessageId, outboxOf } from "../../model/ids";
+import type { ControlResult } from "../../model/message";
 import { OPEN_SQL } from "../../db/admin";
-import { parseInput, readJson, readOptionalJson } from "../body";
+import { parseInput, readJson, readOptionalJson } from "../http/body";
 import { recordComplaint } from "../../policy/complaint-brake";
 import { ApiError } from "../../model/errors";
-import type { AppEnv } from "../app";
-import { RoleCache, scopeOf } from "./admin/operator";
+import { type AppEnv } from "../http/context";
+import { RoleCache, scopeOf } from "../http/operator";
 
 /** Largest request body these routes read. */
 const BODY_LIMIT = 16 * 1024;

@@ -22,10 +22,10 @@ import { Hono, type Context } from "hono";
 import { addKey, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain, type DomainRow } from "../../db/domains";
 import { recordsFor } from "../../domains/records";
 import { newDkimKey, recordOptions, verifyDomain } from "../../domains/service";
-import type { AppEnv } from "../app";
-import { parseInput, readJson } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { CreateDomainSchema, UpdateDomainSchema } from "../domain-schemas";
+import { CreateDomainSchema, UpdateDomainSchema } from "../http/domain-schemas";
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const capabilities = { sending: "enabled", receiving: "disabled" } as const;

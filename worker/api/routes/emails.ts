@@ -18,19 +18,20 @@
  *   message), 405 method_not_allowed, 409 idempotency conflicts, 413 too large.
  */
 import { Hono, type Context } from "hono";
-import { affineShard, isMessageId, shardForKey } from "../../model/ids";
-import { acceptGate } from "../../accept/accept-gate";
+import { affineShard, isMessageId, shardForKey, outboxOf } from "../../model/ids";
+import { acceptGate } from "../http/accept-gate";
 import { idempotencyOf, jsonResponse, storeAndQueue, type Idempotency } from "../../accept/accept";
-import { parseInput, readJson, requestLimitBytes } from "../body";
-import { explainWaiting } from "../blocked";
-import { emailObject, iso } from "../email-view";
+import { parseInput, readJson, requestLimitBytes } from "../http/body";
+import { explainWaiting } from "../http/blocked";
+import { emailObject } from "../http/email-view";
+import { iso } from "../../model/status";
 import { ApiError, isApiError } from "../../model/errors";
 import { limitsOf, parseScheduledAt } from "../../accept/limits";
 import { prepareEmail, publicOrigin, type PreparedMessage } from "../../accept/prepare";
-import { BatchSchema, BatchValidationSchema, ListQuerySchema, SendEmailSchema, UpdateEmailSchema } from "../schemas";
+import { ListQuerySchema, UpdateEmailSchema } from "../http/schemas";
+import { BatchSchema, BatchValidationSchema, SendEmailSchema } from "../../accept/schemas";
 import { listMessages, type IndexedMessage } from "../../db/messages";
-import { outboxOf } from "../../classify/classify-message";
-import type { AppEnv } from "../app";
+import { type AppEnv } from "../http/context";
 import { SenderPolicy } from "../../domains/sender";
 
 const notFound = () => new ApiError(404, "not_found", "Email not found.");

@@ -28,8 +28,8 @@ import { endpointWants } from "../../webhooks/core/publication";
 import { enqueueJobs, makeJob } from "../../webhooks/jobs";
 import { emailOfEventId, LEGACY_EVENT_ID } from "../../webhooks/core/event-id";
 import { isMessageId } from "../../model/ids";
-import type { AppEnv } from "../app";
-import { parseInput, readJson } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
 
 const REPLAY_LIMIT = 1000;

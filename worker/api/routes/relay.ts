@@ -20,17 +20,18 @@
  */
 import { Hono } from "hono";
 import { affineShard, shardForKey } from "../../model/ids";
-import { acceptGate } from "../../accept/accept-gate";
+import { acceptGate } from "../http/accept-gate";
 import { idempotencyOf, jsonResponse, storeAndQueue } from "../../accept/accept";
-import type { AppEnv } from "../app";
-import { parseInput, readJson, requestLimitBytes } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson, requestLimitBytes } from "../http/body";
 import { ApiError } from "../../model/errors";
 import { limitsOf } from "../../accept/limits";
 import { prepareRaw } from "../../accept/raw";
 import { publicOrigin } from "../../accept/prepare";
-import { RawMessageSchema } from "../schemas";
-import { RoleCache, roleOf } from "./admin/operator";
+import { RawMessageSchema } from "../../accept/schemas";
+import { RoleCache, roleOf } from "../http/operator";
 import { SenderPolicy } from "../../domains/sender";
+import { settingsOf } from "../../settings/settings";
 
 /** The /relay routes (mounted behind the API key middleware). */
 export function relayRoutes() {
@@ -51,8 +52,8 @@ export function relayRoutes() {
   });
 
   r.get("/dev/mailbox", async (c) => {
-    const url = c.env.DEV_MAILBOX_URL;
-    if (!["development", "test"].includes(c.env.COHORT_ENV) || !url) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
+    const url = settingsOf(c.env).devMailboxUrl;
+    if (!settingsOf(c.env).local || !url) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
     // The catcher holds every tenant's mail: only an operator may read it.
     if ((await roleOf(c, roles)) !== "operator") throw new ApiError(403, "restricted_api_key", "This endpoint needs an operator key.");
     const res = await fetch(url).catch(() => null);

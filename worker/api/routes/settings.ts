@@ -15,8 +15,8 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../app";
-import { parseInput, readJson } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson } from "../http/body";
 
 const TopicSchema = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, "must be 1–256 characters of A–Z, a–z, 0–9, _ or -");
 

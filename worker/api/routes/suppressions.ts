@@ -19,10 +19,10 @@
  */
 import { Hono } from "hono";
 import { addSuppression, listSuppressions, removeSuppression, type SuppressionRow } from "../../db/suppressions";
-import type { AppEnv } from "../app";
-import { parseInput, readJson } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { AddSuppressionSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema } from "../schemas";
+import { AddSuppressionSchema, RemoveSuppressionQuerySchema, SuppressionListQuerySchema } from "../http/schemas";
 
 function view(r: SuppressionRow) {
   return {

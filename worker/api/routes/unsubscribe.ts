@@ -16,10 +16,10 @@
  *   404 (a page) for a token whose signature does not verify or an email that no longer exists.
  */
 import { Hono, type Context } from "hono";
-import { outboxOf } from "../../classify/classify-message";
+import { outboxOf } from "../../model/ids";
 import { addressTokenKey } from "../../inbound/tokens";
 import { readTokenAddress } from "../../mail/verp";
-import type { AppEnv } from "../app";
+import { type AppEnv } from "../http/context";
 
 const HEADERS = {
   "content-type": "text/html; charset=utf-8",

@@ -9,7 +9,7 @@
  *   DELETE /webhooks/:id                       { object, id, deleted: true }
  *   POST   /webhooks/:id/signing-secret/rotate → { object, id, signing_secret }; the previous
  *                                              secret keeps signing for 24 h (two signatures).
- *   Endpoint URLs pass the SSRF guard (worker/webhooks/core/ssrf.ts); http: and loopback are
+ *   Endpoint URLs pass the SSRF guard (worker/net/core/ssrf.ts); http: and loopback are
  *   allowed only when COHORT_ENV is development or test. The signing secret (`whsec_…`) is shown
  *   only when created or rotated; it is stored encrypted (worker/lib/secrets.ts).
  *
@@ -19,13 +19,14 @@
  */
 import { Hono, type Context } from "hono";
 import { deleteEndpoint, getEndpoint, insertEndpoint, listEndpoints, rotateEndpointSecret, updateEndpoint, type EndpointRow } from "../../db/webhooks";
-import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../../webhooks/core/ssrf";
+import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../../net/core/ssrf";
 import { secretsKey, sealSecret } from "../../lib/secrets";
 import { generateWebhookSecret } from "../../webhooks/sign";
-import type { AppEnv } from "../app";
-import { parseInput, readJson } from "../body";
+import { type AppEnv } from "../http/context";
+import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { CreateWebhookSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "../schemas";
+import { CreateWebhookSchema, UpdateWebhookSchema, WebhookListQuerySchema } from "../http/schemas";
+import { settingsOf } from "../../settings/settings";
 
 /** How long a rotated-out secret keeps signing. */
 const ROTATION_OVERLAP_MS = 24 * 3600 * 1000;
@@ -40,7 +41,7 @@ function checkedUrl(c: Context<AppEnv>, raw: string): string {
   } catch {
     throw new ApiError(422, "validation_error", "Invalid `endpoint`: not a URL.");
   }
-  const local = c.env.COHORT_ENV === "development" || c.env.COHORT_ENV === "test";
+  const local = settingsOf(c.env).local;
   const verdict = checkEndpointUrl(url, local ? LOCAL_DEVELOPMENT : {});
   if (!verdict.ok) throw new ApiError(422, "validation_error", `Invalid \`endpoint\`: ${verdict.detail}.`);
   return url.toString();

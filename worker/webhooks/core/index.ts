@@ -5,8 +5,7 @@
  * DESCRIPTION
  *   Re-exports events (envelopes and transitions), event-id, classify (bounce
  *   categories), retry (webhook retry decisions), endpoint-health (per-endpoint
- *   window and dead periods), ssrf and ip-address (endpoint guard),
- *   publication (internal rows to pushed envelopes), suppression-policy
+ *   window and dead periods), publication (internal rows to pushed envelopes), suppression-policy
  *   (bounce to suppression) and webhook-config (the vars).
  *
  * INVARIANTS
@@ -20,9 +19,7 @@ export * from "./classify";
 export * from "./endpoint-health";
 export * from "./event-id";
 export * from "./events";
-export * from "./ip-address";
 export * from "./retry";
-export * from "./ssrf";
 export * from "./publication";
 export * from "./suppression-policy";
 export * from "./webhook-config";

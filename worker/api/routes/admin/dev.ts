@@ -17,22 +17,23 @@
  *   meter is on (METER "on"); 403 restricted_api_key for a tenant key.
  */
 import { Hono, type MiddlewareHandler } from "hono";
-import { outboxName, shardCount } from "../../../model/ids";
-import { meterOn, meterReset, meterSnapshot } from "../../../meter/meter";
-import type { AppEnv } from "../../app";
+import { outboxName } from "../../../model/ids";
+import { meterReset, meterSnapshot } from "../../../meter/meter";
+import { type AppEnv } from "../../http/context";
 import { ApiError } from "../../../model/errors";
-import { requireOperator, type RoleCache } from "./operator";
+import { requireOperator, type RoleCache } from "../../http/operator";
 import { allTransports } from "../../../policy/transports";
+import { settingsOf } from "../../../settings/settings";
 
 const DEV_PATHS = ["/dev/meter", "/dev/meter/reset", "/dev/rows"] as const;
 
 const devOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
-  if (!["development", "test"].includes(c.env.COHORT_ENV)) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
+  if (!settingsOf(c.env).local) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
   await next();
 };
 
 const meterOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
-  if (!meterOn(c.env)) throw new ApiError(404, "not_found", "The meter is off in this runtime: start it with METER = \"on\".");
+  if (!settingsOf(c.env).meter) throw new ApiError(404, "not_found", "The meter is off in this runtime: start it with METER = \"on\".");
   await next();
 };
 
@@ -61,7 +62,7 @@ export function devRoutes(roles: RoleCache) {
 
   r.get("/dev/rows", async (c) => {
     const env = c.env;
-    const shards = Array.from({ length: shardCount(env.OUTBOX_SHARDS) }, (_, s) => outboxName(s));
+    const shards = Array.from({ length: settingsOf(env).outboxShards }, (_, s) => outboxName(s));
     const transports = await allTransports(env);
     const destinations = meterSnapshot().do_names.DestinationQueue ?? [];
     const each = async (names: string[], stub: (n: string) => { devRowCounts(): Promise<Record<string, number>> }) =>

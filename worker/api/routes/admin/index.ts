@@ -4,10 +4,10 @@
  * only. See queue.ts, policies.ts, warmup.ts, providers.ts and messages.ts.
  */
 import { Hono } from "hono";
-import type { AppEnv } from "../../app";
+import { type AppEnv } from "../../http/context";
 import { devRoutes } from "./dev";
 import { messageRoutes } from "./messages";
-import { RoleCache, requireOperator } from "./operator";
+import { RoleCache, requireOperator } from "../../http/operator";
 import { queueRoutes } from "./queue";
 import { providerRoutes } from "./providers";
 import { policyRoutes } from "./policies";

@@ -17,14 +17,13 @@
  *   included); 404 not_found for an unknown (or another tenant's) message or cursor.
  */
 import { Hono, type Context } from "hono";
-import { isMessageId } from "../../../model/ids";
-import { outboxOf } from "../../../classify/classify-message";
+import { isMessageId, outboxOf } from "../../../model/ids";
 import { messageEvents, searchMessages, tenantOfMessage, type MessageEvent } from "../../../db/admin";
-import type { AppEnv } from "../../app";
-import { parseInput } from "../../body";
-import { emailObject } from "../../email-view";
+import { type AppEnv } from "../../http/context";
+import { parseInput } from "../../http/body";
+import { emailObject } from "../../http/email-view";
 import { ApiError } from "../../../model/errors";
-import { scopeOf, type RoleCache } from "./operator";
+import { scopeOf, type RoleCache } from "../../http/operator";
 import { EventsQuerySchema, SearchQuerySchema } from "./schemas";
 
 const notFound = () => new ApiError(404, "not_found", "Email not found.");

@@ -25,8 +25,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { formatRate, parseRate, POLICY_FIELDS, type PolicyRule } from "../../../../durable-objects/core";
-import type { AppEnv } from "../../app";
-import { parseInput, readJson } from "../../body";
+import { type AppEnv } from "../../http/context";
+import { parseInput, readJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
 import { allTransports, inspectAll, transportStub } from "../../../policy/transports";
 

@@ -23,8 +23,8 @@ import { deleteProviderRule, listProviderRules, putProviderRule } from "../../..
 import { matchProvider, parseProviderRule, type ProviderRule } from "../../../net/core/providers";
 import { createMxLookup, mxSettingsOf } from "../../../delivery/mx";
 import { relayTarget } from "../../../delivery/plan";
-import type { AppEnv } from "../../app";
-import { readJson } from "../../body";
+import { type AppEnv } from "../../http/context";
+import { readJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
 
 function view(rule: ProviderRule) {

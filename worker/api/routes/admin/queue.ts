@@ -34,13 +34,13 @@ import { schedulerConfigOf } from "../../../settings/scheduler";
 import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
 import { activeSuspensions, EVERYWHERE, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
-import type { AppEnv } from "../../app";
-import { parseInput, readJson, readOptionalJson } from "../../body";
+import { type AppEnv } from "../../http/context";
+import { parseInput, readJson, readOptionalJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
-import { defaultTransportOf } from "../../../classify/resolve";
 import { FlushSchema, InboundQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
 import { providerOfDestination } from "./providers";
 import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "../../../policy/transports";
+import { settingsOf } from "../../../settings/settings";
 
 /** Age percentiles reported by GET /relay/queue. */
 export const AGE_PERCENTILES = [50, 90, 95, 99] as const;
@@ -80,7 +80,7 @@ async function placeSuspension(env: Env, target: SuspensionTarget, name: string,
   const all = await allTransports(env);
   // A tenant, site, egress, campaign or bulk key is held by every transport (a site's domains may be routed to any).
   const everywhere = EVERYWHERE.includes(target);
-  const t = target === "transport" ? name : transport ?? defaultTransportOf(env);
+  const t = target === "transport" ? name : transport ?? settingsOf(env).defaultTransport;
   if (!everywhere && !all.includes(t)) throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
   const key = suspensionKey(target, name, t);
   if (key === null) throw new ApiError(422, "validation_error", "Invalid `name` for this target.");

@@ -20,8 +20,8 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { DEFAULT_WARMUP_RAMP, parseWarmupPlan, warmupCaps, warmupDay } from "../../../../durable-objects/core";
 import { listProviderRules } from "../../../db/providers";
-import type { AppEnv } from "../../app";
-import { parseInput, readJson } from "../../body";
+import { type AppEnv } from "../../http/context";
+import { parseInput, readJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
 import { applyWarmups, deleteWarmup, listWarmups, putWarmup, type WarmupRow } from "../../../policy/warmup";
 

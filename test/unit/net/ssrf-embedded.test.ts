@@ -5,9 +5,9 @@
  */
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import { classifyIp, formatIpv4, parseIpv4Loose } from "../../../worker/webhooks/core/ip-address";
-import { checkEndpointUrl } from "../../../worker/webhooks/core/ssrf";
-import { clearResolvedCache, resolvedTarget } from "../../../worker/webhooks/resolve-guard";
+import { classifyIp, formatIpv4, parseIpv4Loose } from "../../../worker/net/core/ip-address";
+import { checkEndpointUrl } from "../../../worker/net/core/ssrf";
+import { clearResolvedCache, resolvedTarget } from "../../../worker/net/fetch-guard";
 
 const hex = (v4: number) => [Math.floor(v4 / 65536), v4 % 65536].map((g) => g.toString(16)).join(":");
 

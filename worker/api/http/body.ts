@@ -18,8 +18,8 @@
  */
 import type { Context } from "hono";
 import type { z } from "zod";
-import { ApiError } from "../model/errors";
-import type { Limits } from "../accept/limits";
+import { ApiError } from "../../model/errors";
+import type { Limits } from "../../accept/limits";
 import { describeIssue } from "./schemas";
 
 /** The request body limit derived from the message size limit. */

@@ -28,10 +28,10 @@
  *   whose request never finished (the runtime cancelled it) is taken back after a minute.
  */
 import type { MiddlewareHandler } from "hono";
-import { Gate } from "../lib/gate";
-import { countSetting } from "../settings/parse";
-import type { AppEnv } from "../api/app";
-import { toErrorBody } from "../model/errors";
+import { Gate } from "../../lib/gate";
+import { type AppEnv } from "./context";
+import { toErrorBody } from "../../model/errors";
+import { settingsOf } from "../../settings/settings";
 
 /** A slot held this long is presumed lost (its request cancelled) and freed, ms. */
 const MAX_HOLD_MS = 60_000;
@@ -44,8 +44,8 @@ const SENDING_MS = 5_000;
 let current: { limit: number; gate: Gate } | null = null;
 
 /** The isolate's accept gate for the env's settings. */
-export function acceptGateOf(env: { ACCEPT_CONCURRENCY?: string }): Gate {
-  const limit = Math.min(countSetting(env.ACCEPT_CONCURRENCY, 4), 10_000);
+export function acceptGateOf(env: object): Gate {
+  const limit = settingsOf(env).acceptConcurrency;
   if (current?.limit !== limit) {
     const perKey = Math.max(1, limit - Math.max(1, Math.floor(limit / 4)));
     current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS, activeMs: SENDING_MS }, Date.now) };

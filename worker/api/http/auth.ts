@@ -16,9 +16,9 @@
  *   401 restricted_api_key (a sending_access key anywhere but the send endpoints), as Resend.
  */
 import type { MiddlewareHandler } from "hono";
-import { hashApiKey } from "../db/api-keys";
-import { keyAccess, type KeyAccess } from "../db/domains";
-import { ApiError } from "../model/errors";
+import { hashApiKey } from "../../db/api-keys";
+import { keyAccess, type KeyAccess } from "../../db/domains";
+import { ApiError } from "../../model/errors";
 
 /** The endpoints a sending_access key may call. */
 const SEND_ONLY = new Set(["POST /emails", "POST /emails/batch", "POST /relay/messages/raw"]);

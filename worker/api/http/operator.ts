@@ -12,11 +12,11 @@
  *   Only the key's hash is kept or compared; the key is never logged.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { hashApiKey } from "../../../db/api-keys";
-import { roleForKey, type KeyRole } from "../../../db/admin";
-import type { AppEnv } from "../../app";
-import { ApiError } from "../../../model/errors";
-import { TtlCache } from "../../../lib/ttl-cache";
+import { hashApiKey } from "../../db/api-keys";
+import { roleForKey, type KeyRole } from "../../db/admin";
+import { type AppEnv } from "./context";
+import { ApiError } from "../../model/errors";
+import { TtlCache } from "../../lib/ttl-cache";
 
 /** Key hash → role (see TtlCache). */
 export class RoleCache extends TtlCache<KeyRole> {}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { newMessageId, outboxName, shardOf } from "../../../worker/model/ids";
-import { PendingAcks, type EventAck } from "../../../worker/delivery/pending-acks";
+import { PendingAcks, type EventAck } from "../../../worker/indexing/pending-acks";
 
 /** Message ids of two different Outbox shards. */
 function idsOfTwoShards(): [string, string] {

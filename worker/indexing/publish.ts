@@ -38,11 +38,12 @@
 import type { SyncState } from "../model/message";
 import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
 import { enabledEndpointsStatement, noticeUpsertStatement, readNotices, suppressionUpsertStatement, toPublishEndpoint, type SuppressionInsert } from "../db/webhook-publication";
-import type { MessageInfo } from "./core/events";
-import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "./core/publication";
-import { suppressionFor, type SuppressibleEvent } from "./core/suppression-policy";
-import { parseWebhookConfig, type WebhookVars } from "./core/webhook-config";
-import { enqueueJobs, makeBundles, makeJob } from "./jobs";
+import type { MessageInfo } from "../webhooks/core/events";
+import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "../webhooks/core/publication";
+import { suppressionFor, type SuppressibleEvent } from "../webhooks/core/suppression-policy";
+import { parseWebhookConfig, type WebhookVars } from "../webhooks/core/webhook-config";
+import { enqueueJobs, makeBundles, makeJob } from "../webhooks/jobs";
+import { settingsOf } from "../settings/settings";
 
 /** How long a claim on events for the queue holds before a repeated publication may take it, ms. */
 const CLAIM_LEASE_MS = 10_000;
@@ -119,7 +120,7 @@ export async function publishEvents(env: Env, states: readonly SyncState[], inde
     if (indexStatements.length > 0) await env.DB.batch([...indexStatements]);
     return;
   }
-  const cfg = parseWebhookConfig(env as unknown as WebhookVars);
+  const cfg = settingsOf(env).webhooks;
   const plan = planPublication(sources, await noticesFor(env.DB, sources), cfg.events);
   const nowMs = Date.now();
   const seen = new Set<string>();

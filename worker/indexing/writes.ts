@@ -15,9 +15,9 @@
  *                             too), with the event GET /emails shows last.
  */
 import { eventAcksOf, type SyncState } from "../model/message";
-import { lastEventOf } from "../api/email-view";
+import { lastEventOf } from "../model/status";
 import { indexStatements, type IndexItem } from "../db/messages";
-import { publishEvents } from "../webhooks/publish";
+import { publishEvents } from "./publish";
 import { byOutbox } from "../model/ids";
 import type { PendingAcks } from "./pending-acks";
 

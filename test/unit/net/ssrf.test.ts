@@ -6,14 +6,14 @@ import {
   IPV4_RANGES,
   parseIpv4Loose,
   parseIpv6,
-} from "../../../worker/webhooks/core/ip-address";
+} from "../../../worker/net/core/ip-address";
 import {
   checkEndpointUrl,
   checkResolvedAddress,
   LOCAL_DEVELOPMENT,
   type SsrfConfig,
   type SsrfReason,
-} from "../../../worker/webhooks/core/ssrf";
+} from "../../../worker/net/core/ssrf";
 
 /** Parses like the shell does (WHATWG URL), then guards. */
 function guard(raw: string, cfg: SsrfConfig = {}): true | SsrfReason {

@@ -16,8 +16,8 @@
  *                              a suspension or throttle set by a reply rule shows as
  *                              reply_rule:<name>.
  */
-import type { WaitReason } from "../../durable-objects/transport/transport-types";
-import type { MessageView } from "../model/message";
+import type { WaitReason } from "../../model/transport";
+import type { MessageView } from "../../model/message";
 
 /** A waiting recipient's reason and until when (epoch ms, null when open-ended). */
 export interface Waiting {

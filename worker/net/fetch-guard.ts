@@ -18,10 +18,11 @@
  *   fetch() resolves again on its own; the window between the two lookups is short and capped by
  *   the TTL cache (DNS rebinding within it is not excluded; Workers cannot pin an address).
  */
-import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
-import { DEFAULT_DOH_URL, queryDoh } from "../net/mx";
+import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "./core/doh";
+import { queryDoh } from "./mx";
 import { checkResolvedAddress } from "./core/ssrf";
 import { classifyIp } from "./core/ip-address";
+import { settingsOf } from "../settings/settings";
 
 /** Longest time a resolution is trusted. */
 export const CACHE_MAX_MS = 60_000;
@@ -53,7 +54,7 @@ async function addresses(name: string, type: "A" | "AAAA", resolverUrl: string, 
 
 /** Checks where a webhook URL's host name resolves (see header). */
 export async function resolvedTarget(env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string }, url: string, deps: ResolveDeps = {}): Promise<ResolvedVerdict> {
-  if (env.COHORT_ENV === "development" || env.COHORT_ENV === "test") return { kind: "ok" };
+  if (settingsOf(env).local) return { kind: "ok" };
   let host: string;
   try {
     host = new URL(url).hostname.toLowerCase();
@@ -64,7 +65,7 @@ export async function resolvedTarget(env: { COHORT_ENV: string; DOH_RESOLVER_URL
   const now = (deps.now ?? Date.now)();
   const hit = cache.get(host);
   if (hit && hit.until > now) return hit.verdict;
-  const resolver = env.DOH_RESOLVER_URL || DEFAULT_DOH_URL;
+  const resolver = settingsOf(env).dohResolverUrl;
   const [a, aaaa] = await Promise.all([addresses(host, "A", resolver, deps), addresses(host, "AAAA", resolver, deps)]);
   let verdict: ResolvedVerdict;
   let ttl = 60;

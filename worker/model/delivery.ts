@@ -1,0 +1,104 @@
+/**
+ * The delivery contract: the one thing the queue manager (the Transport DO,
+ * durable-objects/transport/) and its delivery agents (worker/delivery/: the DeliveryAgent objects,
+ * or the `deliver` queue consumer with DELIVERY=queue) share, as Postfix's deliver_request.h is the
+ * only thing qmgr and smtp share. The scheduler imports nothing of the agents', and the agents
+ * nothing of the scheduler's, but this module and the pure core's value types.
+ *
+ * DESCRIPTION
+ *   DeliverJob        one selected entry handed to an agent (a `deliver` queue body, or an item of
+ *                     DeliveryAgent.deliver), with its lease.
+ *   EntryReport       what an agent reports of one entry: the core's DeliveryReport and the
+ *                     recipients that reached a final state.
+ *   ReportAnswer      the queue manager's answer to one report; TakeAnswer, to reportAndTake: the
+ *                     answers and the next jobs for the reporting agent.
+ *   AGENT_SESSIONS    SMTP sessions one DeliveryAgent runs at once; the queue manager gives an
+ *                     agent no more entries than that.
+ *   SESSION_IDLE_MS   how long a finished session's connection waits for the next entry
+ *                     (Postfix's smtp_connection_cache_time_limit).
+ *   agentName(t, nexthop, slot)  a DeliveryAgent's object name.
+ *   destinationName(t, queue)   a Destination DO's object name.
+ *   coreIdOf / parseCoreId      an attempt's id in the queue manager (`<id>` for the first
+ *                     attempt, `<id>#<n>` after) and back.
+ *
+ * INVARIANTS
+ *   parseCoreId(coreIdOf(id, n)) = {messageId: id, attempt: max(n, 1)}.
+ */
+import type { DeliveryReport, Effect } from "../../durable-objects/core";
+
+/** SMTP sessions one DeliveryAgent runs at once (its slot of the destination's window). */
+export const AGENT_SESSIONS = 4;
+
+/** How long a finished session's connection waits idle for the next entry, ms (Postfix: 2 s). */
+export const SESSION_IDLE_MS = 2_000;
+
+/** The body of a `deliver` queue message, or one job of DeliveryAgent.deliver: one entry with its lease. */
+export interface DeliverJob {
+  entryId: number;
+  /** The Outbox message id. */
+  messageId: string;
+  /** Delivery attempt of the message (1 for the first). */
+  attempt: number;
+  transport: string;
+  nexthop: string;
+  /** Recipients with their backlog index (reported back as final). */
+  rcpts: { idx: number; address: string }[];
+  /** Epoch seconds after which the transport treats the entry as crashed. */
+  leaseUntil: number;
+  /** The DeliveryAgent it was handed to (DELIVERY = "agents"), which reports with reportAndTake. */
+  agent?: string;
+}
+
+/** What an agent reports of one entry. */
+export interface EntryReport {
+  entryId: number;
+  report: DeliveryReport;
+  /** Backlog indexes of the entry's recipients that reached a final state. */
+  finalIdx: number[];
+}
+
+/** The answer to a delivery report: whether it applied, and what the core decided. */
+export interface ReportAnswer {
+  applied: boolean;
+  effects: Effect[];
+  /**
+   * The entry's destination queue and its deliveries in flight counting this one, for the
+   * Destination DO; `window` is the queue's window after this report (the delivery agent skips
+   * sending the Destination DO's verdict back when it says the same).
+   */
+  destination: { queue: string; busy: number; conc: number; window: number } | null;
+}
+
+/** The answer to reportAndTake: one answer per report, and the reporting agent's next jobs. */
+export interface TakeAnswer {
+  answers: ReportAnswer[];
+  jobs: DeliverJob[];
+}
+
+/** A DeliveryAgent's object name: one per transport, destination and slot of AGENT_SESSIONS sessions. */
+export function agentName(transport: string, nexthop: string, slot: number): string {
+  return `${transport}/${nexthop}#${slot}`;
+}
+
+/** The Destination DO's name for one destination queue of a transport. */
+export function destinationName(transport: string, queue: string): string {
+  return `${transport}/${queue}`;
+}
+
+/** An attempt of a message, as the queue manager names it. */
+export interface AttemptRef {
+  messageId: string;
+  attempt: number;
+}
+
+/** The queue manager's id of an attempt. */
+export function coreIdOf(messageId: string, attempt: number): string {
+  return attempt <= 1 ? messageId : `${messageId}#${attempt}`;
+}
+
+/** Splits the queue manager's id of an attempt into the Outbox id and the attempt. */
+export function parseCoreId(coreId: string): AttemptRef {
+  const hash = coreId.lastIndexOf("#");
+  if (hash < 0) return { messageId: coreId, attempt: 1 };
+  return { messageId: coreId.slice(0, hash), attempt: Number(coreId.slice(hash + 1)) || 1 };
+}
