@@ -9,7 +9,7 @@ import { handleDeliverBatch } from "./delivery/consumer";
 import { handleWebhooksBatch } from "./webhooks/consumer";
 import { purgeExpired } from "./db/retention";
 import { outboxName } from "./model/ids";
-import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter/meter";
+import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter";
 import { configProblems, notConfigured } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";

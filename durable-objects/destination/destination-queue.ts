@@ -11,7 +11,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter/meter";
+import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
 import {
   applyDestinationReport,
   createDestination,

@@ -40,7 +40,7 @@
  *   failed run) leaves it to the sweeper, which hands unclassified messages to the classify
  *   queue after OUTBOX_GRACE_SECONDS; classifying admits the recorded decisions.
  */
-import { claimClassifyWork, markReady } from "./store";
+import { claimClassifyWork, markReady } from "./classify-state";
 import type { ClassifyWork } from "../../worker/model/message";
 import type { AdmitAnswer, AdmitRequest } from "../../worker/model/transport";
 import { policyTagsOf } from "../../worker/settings/scheduler";

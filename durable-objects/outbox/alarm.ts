@@ -19,7 +19,8 @@
  *   Each step reads through an index or the small table of unforwarded events: nothing per
  *   run grows with the number of messages the shard retains (the orphan sweep pages R2).
  */
-import { dueForClassify, markClassifySent, nextScheduledAt, unindexed } from "./store";
+import { dueForClassify, markClassifySent, unindexed } from "./classify-state";
+import { nextScheduledAt } from "./store";
 import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies } from "./sweep";
 import { finishedLagging, forwardCursor } from "./forward";
 import { settingsOf } from "../../worker/settings/settings";

@@ -26,7 +26,8 @@
  */
 import { composeDsn, shouldBounce, type DsnRecipient } from "../../worker/mail/dsn";
 import { bodyKey, newMessageId, shardOf } from "../../worker/model/ids";
-import { failsForDsn, insertMessage } from "./store";
+import { failsForDsn } from "./outcomes";
+import { insertMessage } from "./store";
 import type { OutcomeReport } from "../../worker/model/message";
 
 /** Largest header block quoted in a notice. */

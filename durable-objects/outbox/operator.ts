@@ -13,7 +13,7 @@
  *               one email.canceled event each (cancelWithEvents).
  */
 import { beginControl, controlOf, noteAttempt, openTransports, readmitMessage } from "./control";
-import { cancelWithEvents } from "./store";
+import { cancelWithEvents } from "./outcomes";
 import { FINAL_STATUSES, type ControlResult, type MessageView } from "../../worker/model/message";
 
 /** Hold (postsuper -h): the message leaves every Transport DO, in-flight deliveries finish, nothing is admitted until release. */

@@ -37,15 +37,14 @@
  *   queue) with the delivery stage's write, or the sweeper's after INDEX_LAG_SECONDS.
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter/meter";
+import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
 import { shardOf } from "../../worker/model/ids";
 import { AdmissionBatch, admitAll } from "./admit";
 import { FlowMeter } from "../core";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
-import {
-  applyOutcomes, cancelMessage, recordAfterDelivery, type AfterDelivery, readEnvelope, claimClassifyWork, deleteEvents, dueAmong,
-  insertMessage, markClassifySent, nextScheduledAt, readEvents, readMessage, readView, recordDecisions, rescheduleMessage,
-} from "./store";
+import { claimClassifyWork, markClassifySent, dueAmong, recordDecisions } from "./classify-state";
+import { applyOutcomes, recordAfterDelivery, type AfterDelivery, readEnvelope } from "./outcomes";
+import { cancelMessage, deleteEvents, insertMessage, nextScheduledAt, readEvents, readMessage, readView, rescheduleMessage } from "./store";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
 import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";

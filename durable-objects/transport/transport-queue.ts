@@ -31,7 +31,7 @@
  *   queue, for hold and requeue) serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter/meter";
+import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
 import {
   hasActiveRoom, destinationsView, nextWakeupAt,
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,

@@ -69,7 +69,7 @@ describe("bodies kept in the Outbox row", () => {
     const quoted = await runInDurableObject(outboxOf(id), async (_i, state) => {
       const sql = state.storage.sql;
       // As recordOutcome does with DSN_NOTICES on: finish keeping the body, with a notice pending.
-      const { applyOutcome } = await import("../../durable-objects/outbox/store");
+      const { applyOutcome } = await import("../../durable-objects/outbox/outcomes");
       const { planDsn } = await import("../../durable-objects/outbox/dsn");
       const report = { idx: 0, status: "bounced" as const, attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } };
       expect(applyOutcome(sql, id, report, now, true)).toBe(true);
@@ -89,7 +89,7 @@ describe("bodies kept in the Outbox row", () => {
     await classified(key, plain);
     await classified(key, mixed);
     const now = Date.now();
-    const { applyOutcomes } = await import("../../durable-objects/outbox/store");
+    const { applyOutcomes } = await import("../../durable-objects/outbox/outcomes");
     const bodyOf = (id: string) => runInDurableObject(outboxOf(id), (_i, state) => {
       const sql = state.storage.sql;
       if (id === plain) expect(applyOutcomes(sql, id, [{ idx: 0, status: "delivered", attempt: 1 }], now, true)).toMatchObject({ done: true });

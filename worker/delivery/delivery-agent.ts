@@ -14,7 +14,7 @@
  *   idleSessions()  cached connections held now (tests).
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterObject } from "../meter/meter";
+import { meterObject } from "../meter";
 import { AgentWork } from "./agent-work";
 import type { DeliverJob } from "../model/delivery";
 

@@ -42,143 +42,18 @@
  *   TransportQueue.flush() calls alarm() itself: that call counts as an alarm request too.
  */
 import { settingsOf } from "../settings/settings";
-
-/** The Durable Object classes, as counted. */
-export type DoClass = "Outbox" | "TransportQueue" | "DestinationQueue" | "DeliveryAgent";
+import { DoClass, add, quiet, reg } from "./registry";
+import { keys, meterD1 } from "./d1";
 
 const DO_BINDINGS: Record<string, DoClass> = { OUTBOX: "Outbox", TRANSPORT_QUEUE: "TransportQueue", DESTINATION_QUEUE: "DestinationQueue", DELIVERY_AGENT: "DeliveryAgent" };
+
 const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", CLASSIFY_BULK: "classify-bulk", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow" };
+
 const D1_BINDINGS = ["DB"];
+
 const R2_BINDINGS = ["BODIES"];
+
 const QUEUE_OP_BYTES = 64 * 1024;
-
-type Counts = Record<string, number>;
-
-/** The registry (see header). */
-interface Registry {
-  worker_invocations: Counts;
-  do_requests: Counts;
-  do_methods: Counts;
-  do_alarms: Counts;
-  do_rows_read: Counts;
-  do_rows_written: Counts;
-  do_set_alarms: Counts;
-  do_sql_statements: Counts;
-  d1_rows_read: number;
-  d1_rows_written: number;
-  d1_statements: number;
-  queue_writes: Counts;
-  queue_reads: Counts;
-  queue_deletes: Counts;
-  r2_class_a: Counts;
-  r2_class_b: Counts;
-  r2_deletes: number;
-  do_names: Record<string, Set<string>>;
-  rows_written_by_statement: Counts;
-  rows_read_by_statement: Counts;
-  runs_by_statement: Counts;
-}
-
-function fresh(): Registry {
-  return {
-    worker_invocations: {}, do_requests: {}, do_methods: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
-    d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
-    r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
-    rows_written_by_statement: {}, rows_read_by_statement: {}, runs_by_statement: {},
-  };
-}
-
-let reg = fresh();
-let quiet = 0;
-
-function add(c: Counts, key: string, n: number): void {
-  if (quiet > 0 || n === 0) return;
-  c[key] = (c[key] ?? 0) + n;
-}
-
-function sum(c: Counts): number {
-  let s = 0;
-  for (const k in c) s += c[k]!;
-  return s;
-}
-
-/** What meterSnapshot() answers. */
-export interface MeterSnapshot {
-  worker_invocations: number;
-  worker_invocations_by_kind: Counts;
-  do_requests: number;
-  do_requests_by_class: Counts;
-  /** Requests per "<class>.<method>" (alarms as "<class>.alarm"). */
-  do_requests_by_method: Counts;
-  do_alarms_by_class: Counts;
-  do_rows_read: number;
-  do_rows_read_by_class: Counts;
-  do_rows_written: number;
-  do_rows_written_by_class: Counts;
-  do_set_alarms_by_class: Counts;
-  do_sql_statements_by_class: Counts;
-  d1_rows_read: number;
-  d1_rows_written: number;
-  d1_statements: number;
-  queue_ops: number;
-  queue_ops_by_queue: Counts;
-  queue_writes: Counts;
-  queue_reads: Counts;
-  queue_deletes: Counts;
-  r2_class_a: number;
-  r2_class_a_by_op: Counts;
-  r2_class_b: number;
-  r2_class_b_by_op: Counts;
-  r2_deletes: number;
-  do_names: Record<string, string[]>;
-  /** Rows written per statement: "<DO class or D1>: <the statement's first words>". */
-  rows_written_by_statement: Counts;
-  /** Rows read per statement, keyed as rows_written_by_statement. */
-  rows_read_by_statement: Counts;
-  /** DO SQL executions per statement, keyed as rows_written_by_statement: not billed, but each costs the object's thread. */
-  runs_by_statement: Counts;
-}
-
-/** The counters as plain JSON. */
-export function meterSnapshot(): MeterSnapshot {
-  const queues: Counts = {};
-  for (const c of [reg.queue_writes, reg.queue_reads, reg.queue_deletes]) for (const k in c) queues[k] = (queues[k] ?? 0) + c[k]!;
-  const copy = (c: Counts) => ({ ...c });
-  return {
-    worker_invocations: sum(reg.worker_invocations), worker_invocations_by_kind: copy(reg.worker_invocations),
-    do_requests: sum(reg.do_requests), do_requests_by_class: copy(reg.do_requests), do_requests_by_method: copy(reg.do_methods), do_alarms_by_class: copy(reg.do_alarms),
-    do_rows_read: sum(reg.do_rows_read), do_rows_read_by_class: copy(reg.do_rows_read),
-    do_rows_written: sum(reg.do_rows_written), do_rows_written_by_class: copy(reg.do_rows_written),
-    do_set_alarms_by_class: copy(reg.do_set_alarms), do_sql_statements_by_class: copy(reg.do_sql_statements),
-    d1_rows_read: reg.d1_rows_read, d1_rows_written: reg.d1_rows_written, d1_statements: reg.d1_statements,
-    queue_ops: sum(queues), queue_ops_by_queue: queues,
-    queue_writes: copy(reg.queue_writes), queue_reads: copy(reg.queue_reads), queue_deletes: copy(reg.queue_deletes),
-    r2_class_a: sum(reg.r2_class_a), r2_class_a_by_op: copy(reg.r2_class_a), r2_class_b: sum(reg.r2_class_b), r2_class_b_by_op: copy(reg.r2_class_b),
-    r2_deletes: reg.r2_deletes,
-    do_names: Object.fromEntries(Object.entries(reg.do_names).map(([k, v]) => [k, [...v].sort()])),
-    rows_written_by_statement: copy(reg.rows_written_by_statement), rows_read_by_statement: copy(reg.rows_read_by_statement), runs_by_statement: copy(reg.runs_by_statement),
-  };
-}
-
-/** Zeroes every counter (the names of the objects touched are kept: they still hold rows). */
-export function meterReset(): void {
-  const names = reg.do_names;
-  reg = fresh();
-  reg.do_names = names;
-}
-
-/** Runs a synchronous fn without counting anything it does. */
-export function meterQuietly<T>(fn: () => T): T {
-  quiet++;
-  try {
-    return fn();
-  } finally {
-    quiet--;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Entries
 
 const DEV_PREFIX = "/relay/dev/";
 
@@ -275,7 +150,7 @@ function utf8Length(s: string): number {
 }
 
 /** A function property bound to its object (Function.prototype.bind, since RPC stubs answer any property name, even `bind`). */
-function bindTo(target: object, v: unknown): unknown {
+export function bindTo(target: object, v: unknown): unknown {
   return typeof v === "function" ? Function.prototype.bind.call(v, target) : v;
 }
 
@@ -283,6 +158,7 @@ function bindTo(target: object, v: unknown): unknown {
 // Env
 
 const METERED = Symbol.for("cohort.meter.metered");
+
 const envCache = new WeakMap<object, Env>();
 
 /** The env with every billable binding wrapped (see header). */
@@ -364,6 +240,7 @@ function meterQueueProducer(q: Queue, name: string): Queue {
 }
 
 const R2_CLASS_A = new Set(["put", "list", "createMultipartUpload"]);
+
 const R2_CLASS_B = new Set(["get", "head"]);
 
 function meterR2(bucket: R2Bucket): R2Bucket {
@@ -382,235 +259,3 @@ function meterR2(bucket: R2Bucket): R2Bucket {
 
 // ---------------------------------------------------------------------------------------------
 // D1
-
-interface D1Meta { rows_read?: number; rows_written?: number }
-
-const keys = new Map<string, Map<string, string>>();
-
-/** The key of a statement in rows_written_by_statement and rows_read_by_statement: its first words, whitespace folded (cached per text: a few hundred distinct ones). */
-function statementKey(owner: string, q: string): string {
-  let byText = keys.get(owner);
-  if (byText === undefined) keys.set(owner, (byText = new Map()));
-  let v = byText.get(q);
-  if (v === undefined) {
-    v = `${owner}: ${q.replace(/\s+/g, " ").trim().slice(0, 72)}`;
-    if (byText.size < 1000) byText.set(q, v);
-  }
-  return v;
-}
-
-/** Adds the rows of one D1 result (its `meta`); `q` is the statement's text when known. */
-export function recordD1(meta: D1Meta | undefined, q = "?"): void {
-  if (quiet > 0) return;
-  reg.d1_statements++;
-  reg.d1_rows_read += meta?.rows_read ?? 0;
-  const w = meta?.rows_written ?? 0;
-  reg.d1_rows_written += w;
-  if (w > 0) add(reg.rows_written_by_statement, statementKey("D1", q), w);
-  if ((meta?.rows_read ?? 0) > 0) add(reg.rows_read_by_statement, statementKey("D1", q), meta!.rows_read!);
-}
-
-const RAW_STATEMENT = Symbol("cohort.meter.rawStatement");
-
-class MeteredStatement {
-  [RAW_STATEMENT]: D1PreparedStatement;
-
-  constructor(raw: D1PreparedStatement, readonly query: string) {
-    this[RAW_STATEMENT] = raw;
-  }
-
-  bind(...values: unknown[]): MeteredStatement {
-    return new MeteredStatement(this[RAW_STATEMENT].bind(...values), this.query);
-  }
-
-  async run<T = Record<string, unknown>>(): Promise<D1Result<T>> {
-    const r = await this[RAW_STATEMENT].run<T>();
-    recordD1(r.meta, this.query);
-    return r;
-  }
-
-  async all<T = Record<string, unknown>>(): Promise<D1Result<T>> {
-    const r = await this[RAW_STATEMENT].all<T>();
-    recordD1(r.meta, this.query);
-    return r;
-  }
-
-  /** As D1's first(): the same query through all(), so its rows are counted. */
-  async first<T = unknown>(column?: string): Promise<T | null> {
-    const row = (await this.all<Record<string, unknown>>()).results[0];
-    if (row === undefined) return null;
-    if (column === undefined) return row as T;
-    if (!(column in row)) throw new Error(`D1_COLUMN_NOTFOUND: Column not found (${column})`);
-    return row[column] as T;
-  }
-
-  /** As D1's raw(): rows as arrays (through all(); columns with the same name collapse as in all()). */
-  async raw<T = unknown[]>(options?: { columnNames?: boolean }): Promise<T[]> {
-    const rows = (await this.all<Record<string, unknown>>()).results;
-    const arrays = rows.map((r) => Object.values(r)) as T[];
-    if (options?.columnNames) return [Object.keys(rows[0] ?? {}) as T, ...arrays];
-    return arrays;
-  }
-}
-
-function rawStatement(s: D1PreparedStatement): D1PreparedStatement {
-  return (s as unknown as MeteredStatement)[RAW_STATEMENT] ?? s;
-}
-
-/** A D1Database whose every result's rows are counted. */
-export function meterD1(db: D1Database): D1Database {
-  return new Proxy(db, {
-    get(target, prop) {
-      const v = Reflect.get(target, prop, target);
-      if (prop === "prepare") return (q: string) => new MeteredStatement(target.prepare(q), q);
-      if (prop === "batch") {
-        return async (stmts: D1PreparedStatement[]) => {
-          const rs = await target.batch(stmts.map(rawStatement));
-          rs.forEach((r, i) => recordD1(r.meta, (stmts[i] as unknown as MeteredStatement).query ?? "?"));
-          return rs;
-        };
-      }
-      if (prop === "exec") {
-        // exec() answers no row counts: each of its statements is counted with none.
-        return async (q: string) => { const r = await target.exec(q); if (quiet === 0) reg.d1_statements += r.count; return r; };
-      }
-      return bindTo(target, v);
-    },
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Durable Object storage
-
-/** The part of a SqlStorageCursor the meter reads. */
-interface CursorLike {
-  readonly rowsRead: number;
-  readonly rowsWritten: number;
-  next(): IteratorResult<unknown>;
-  toArray(): unknown[];
-  one(): unknown;
-  raw(): IterableIterator<unknown[]>;
-  readonly columnNames: string[];
-}
-
-/** A cursor that adds its rowsRead/rowsWritten growth to `cls` each time it is consumed. */
-export class MeteredCursor {
-  private seenRead = 0;
-  private seenWritten = 0;
-
-  constructor(private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?") {
-    add(reg.runs_by_statement, statementKey(cls, query), 1);
-    this.sync();
-  }
-
-  private sync(): void {
-    const r = this.cursor.rowsRead;
-    const w = this.cursor.rowsWritten;
-    add(reg.do_rows_read, this.cls, r - this.seenRead);
-    add(reg.do_rows_written, this.cls, w - this.seenWritten);
-    if (w > this.seenWritten) add(reg.rows_written_by_statement, statementKey(this.cls, this.query), w - this.seenWritten);
-    if (r > this.seenRead) add(reg.rows_read_by_statement, statementKey(this.cls, this.query), r - this.seenRead);
-    this.seenRead = r;
-    this.seenWritten = w;
-  }
-
-  next(): IteratorResult<unknown> {
-    try { return this.cursor.next(); } finally { this.sync(); }
-  }
-
-  toArray(): unknown[] {
-    try { return this.cursor.toArray(); } finally { this.sync(); }
-  }
-
-  one(): unknown {
-    try { return this.cursor.one(); } finally { this.sync(); }
-  }
-
-  raw(): IterableIterator<unknown[]> {
-    const it = this.cursor.raw();
-    const self = this;
-    return {
-      next() { try { return it.next(); } finally { self.sync(); } },
-      [Symbol.iterator]() { return this; },
-    } as IterableIterator<unknown[]>;
-  }
-
-  [Symbol.iterator](): this {
-    return this;
-  }
-
-  get columnNames(): string[] {
-    return this.cursor.columnNames;
-  }
-
-  get rowsRead(): number {
-    return this.cursor.rowsRead;
-  }
-
-  get rowsWritten(): number {
-    return this.cursor.rowsWritten;
-  }
-}
-
-/** A SqlStorage whose exec() cursors are metered for `cls`. */
-export function meterSql(sql: SqlStorage, cls: DoClass): SqlStorage {
-  return new Proxy(sql, {
-    get(target, prop) {
-      if (prop === "exec") {
-        return (q: string, ...b: unknown[]) => {
-          add(reg.do_sql_statements, cls, 1);
-          return new MeteredCursor(target.exec(q, ...b) as unknown as CursorLike, cls, q);
-        };
-      }
-      return bindTo(target, Reflect.get(target, prop, target));
-    },
-  });
-}
-
-function meterStorage(storage: DurableObjectStorage, cls: DoClass): DurableObjectStorage {
-  const sql = meterSql(storage.sql, cls);
-  return new Proxy(storage, {
-    get(target, prop) {
-      if (prop === "sql") return sql;
-      const v = Reflect.get(target, prop, target);
-      if (prop === "setAlarm") {
-        // cost.md: a setAlarm is a row written.
-        return (...a: unknown[]) => { add(reg.do_set_alarms, cls, 1); add(reg.do_rows_written, cls, 1); return Reflect.apply(v as (...x: unknown[]) => unknown, target, a); };
-      }
-      return bindTo(target, v);
-    },
-  });
-}
-
-/** Swaps a Durable Object's ctx and env for metered ones (see header); returns them. */
-export function meterObject(obj: object, cls: DoClass): { ctx: DurableObjectState; env: Env } {
-  const o = obj as { ctx: DurableObjectState; env: Env };
-  if (!meterOn(o.env)) return { ctx: o.ctx, env: o.env };
-  const ctx = meterCtx(o.ctx, cls);
-  const env = meterEnv(o.env);
-  Object.defineProperty(o, "ctx", { value: ctx, writable: true, enumerable: true, configurable: true });
-  Object.defineProperty(o, "env", { value: env, writable: true, enumerable: true, configurable: true });
-  return { ctx, env };
-}
-
-/** A DurableObjectState whose storage is metered for `cls` (see header). */
-export function meterCtx(ctx: DurableObjectState, cls: DoClass): DurableObjectState {
-  const storage = meterStorage(ctx.storage, cls);
-  return new Proxy(ctx, {
-    get(target, prop) {
-      if (prop === "storage") return storage;
-      return bindTo(target, Reflect.get(target, prop, target));
-    },
-  });
-}
-
-/** Rows held now in every table of a DO's SQLite (not sqlite_, _cf_ or miniflare's own), read without counting. */
-export function sqlRowCounts(sql: SqlStorage): Record<string, number> {
-  return meterQuietly(() => {
-    const tables = sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").toArray()
-      .filter(({ name }) => !name.startsWith("sqlite_") && !name.startsWith("_cf_") && !name.startsWith("__miniflare"));
-    const out: Record<string, number> = {};
-    for (const { name } of tables) out[name] = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM "${name.replace(/"/g, '""')}"`).one().n;
-    return out;
-  });
-}

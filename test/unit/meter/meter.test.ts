@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { meterCtx, meterD1, meterEnv, meterFetch, meterObject, meterQueue, meterReset, meterScheduled, meterSnapshot, meterStub, queueOps } from "../../../worker/meter/meter";
+import { meterCtx, meterD1, meterEnv, meterFetch, meterObject, meterQueue, meterReset, meterScheduled, meterSnapshot, meterStub, queueOps } from "../../../worker/meter";
 
 const ON = { METER: "on" } as Env;
 

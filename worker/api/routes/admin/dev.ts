@@ -18,7 +18,7 @@
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { outboxName } from "../../../model/ids";
-import { meterReset, meterSnapshot } from "../../../meter/meter";
+import { meterReset, meterSnapshot } from "../../../meter";
 import { type AppEnv } from "../../http/context";
 import { ApiError } from "../../../model/errors";
 import { requireOperator, type RoleCache } from "../../http/operator";

@@ -1,0 +1,191 @@
+/**
+ * Delivery outcomes in the Outbox's SQLite: the envelope the delivery stage sends, each
+ * recipient's outcome, and the message's end.
+ *
+ * DESCRIPTION
+ *   readEnvelope         what the delivery stage sends (sender, size, recipients).
+ *   applyOutcome(s)      the delivery stage's reports. The reports that finish their message
+ *                        keep their events in the recipient rows they write
+ *                        (`rcpt.pending_event`) instead of event rows: an event row is an insert
+ *                        and, once forwarded, a delete; a finished message is found through the
+ *                        index of finished messages instead (forward.ts).
+ *   finishIfDone         marks a message done once every recipient is final.
+ *   recordAfterDelivery  a complaint, late bounce or unsubscribe after delivery.
+ *   cancelWithEvents     the operator's cancel, with the events it owes.
+ *
+ * INVARIANTS
+ *   A final recipient never changes again. A message is `done` exactly when all its recipients
+ *   are final.
+ */
+import { cancelRecipients, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./control";
+import { FINAL_STATUSES, type DeliveryEnvelope, type MessageSummary, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
+import { FINAL_SQL, KeptEvent, MessageRow, insertEvent, readHead, readWithSummary, recordEvent, updateUnclassified } from "./store";
+
+const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
+  active: null, deferred: "email.delivery_delayed", delivered: "email.delivered", bounced: "email.bounced", expired: "email.failed",
+};
+
+/** The message's envelope for delivery, or null when unknown. */
+export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
+  // One statement: the recipients come as a JSON array of [idx, address, status, attempts].
+  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
+    `SELECT mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
+       FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`, id,
+  ).toArray()[0];
+  if (!m) return null;
+  const rcpts = (JSON.parse(m.rcpts) as [number, string, RcptStatus, number][]).map(([idx, address, status, attempts]) => ({ idx, address, status, attempts }));
+  return {
+    id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
+    ...(m.return_path ? { returnPath: m.return_path } : {}),
+  };
+}
+
+/**
+ * Applies a delivery outcome; stale (older attempt) or post-final reports change nothing. An
+ * `incoming` recipient whose decision is recorded may already be admitted, dispatched and
+ * delivered while the classify stage's markReady is still on its way: its outcome counts (with
+ * the email.queued markReady would have recorded first), and markReady then finds nothing to move.
+ * An undecided `incoming` recipient cannot have been admitted: its report is refused.
+ */
+export function applyOutcome(sql: SqlStorage, id: string, r: OutcomeReport, nowMs: number, keepBody = false): boolean {
+  return applyOutcomes(sql, id, [r], nowMs, keepBody).applied.length > 0;
+}
+
+/** Whether an outcome is one a `failed` notice reports (a bounce or an expiry). */
+export function failsForDsn(r: { status: RcptStatus }): boolean {
+  return r.status === "bounced" || r.status === "expired";
+}
+
+type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null };
+
+/**
+ * applyOutcome for several reports on one message, in order; returns those that applied, and
+ * whether the message is done (now or before). The message, its recipients and its last event seq
+ * are read once, and whether it finished is decided once at the end from the recipients in hand,
+ * instead of for every report (a 50-recipient session's reports).
+ */
+export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): { applied: OutcomeReport[]; done: boolean; bodyLeft: boolean } {
+  const m = readHead(sql, id);
+  if (!m || reports.length === 0) return { applied: [], done: m?.state === "done", bodyLeft: false };
+  const rcpts = new Map(sql.exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id).toArray().map((r) => [r.idx, r]));
+  const again = m.again === 1;
+  let last = m.last_seq;
+  let wasIncoming = false;
+  const applied: OutcomeReport[] = [];
+  const finishing = finishes(m, rcpts, reports);
+  for (const r of reports) {
+    const cur = rcpts.get(r.idx);
+    if (!applies(m, cur, r)) continue;
+    if (cur.status === "incoming" && m.unclassified === 1) { // not yet marked ready (see below)
+      wasIncoming = true;
+      if (!again) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } }, last);
+    }
+    const attempts = Math.max(cur.attempts, r.attempt);
+    const type = OUTCOME_EVENT[r.status];
+    const data = { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) };
+    // The report that finishes its message keeps its event in the recipient row it writes anyway.
+    let pending: string | null = null;
+    if (type !== null && finishing && FINAL_STATUSES.includes(r.status)) {
+      last = Math.max(last + 1, nowMs * 1000);
+      pending = JSON.stringify({ seq: last, type, created_at: nowMs, data } satisfies KeptEvent);
+    } else if (type !== null) {
+      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data }, last);
+    }
+    sql.exec(
+      `UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ?,
+         pending_event = COALESCE(?, pending_event) WHERE message_id = ? AND idx = ?`,
+      r.status, attempts, r.status === "deferred" ? r.nextAttemptAt ?? null : null,
+      r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, pending, id, r.idx,
+    );
+    rcpts.set(r.idx, { ...cur, status: r.status, attempts });
+    if (r.throttled) {
+      const t = r.throttled;
+      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "relay.destination.throttled", recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, rule: t.rule, action: t.action ?? "suspend", ...(t.rate ? { rate: t.rate } : {}), policy_key: t.key, suspended_until: t.until, response: r.response ?? null } }, last);
+    }
+    applied.push(r);
+  }
+  if (wasIncoming) updateUnclassified(sql, id);
+  // Every recipient is in `rcpts`, with what was applied: whether it finished needs no count.
+  const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
+  // With notices on, the body stays only for a message with a recipient a notice may report.
+  const kept = finished && keepBody && [...rcpts.values()].some(failsForDsn);
+  if (finished) finishMessage(sql, id, nowMs, kept);
+  return { applied, done: m.state === "done" || finished, bodyLeft: finished && (kept || m.body_r2 === 1) };
+}
+
+/**
+ * Whether report `r` applies to recipient `cur`: not final, not an older attempt's, and not an
+ * undecided `incoming` recipient (which cannot have been admitted).
+ */
+function applies(m: MessageRow, cur: OutcomeRcpt | undefined, r: OutcomeReport): cur is OutcomeRcpt {
+  if (!cur || FINAL_STATUSES.includes(cur.status) || r.attempt < cur.attempts) return false;
+  return !(cur.status === "incoming" && m.unclassified === 1 && cur.transport === null);
+}
+
+/** Whether applying `reports` in order leaves every recipient of the message final (it finishes). */
+function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, reports: readonly OutcomeReport[]): boolean {
+  const after = new Map(rcpts);
+  for (const r of reports) {
+    const cur = after.get(r.idx);
+    if (applies(m, cur, r)) after.set(r.idx, { ...cur, status: r.status, attempts: Math.max(cur.attempts, r.attempt) });
+  }
+  return m.state === "open" && [...after.values()].every((x) => FINAL_STATUSES.includes(x.status));
+}
+
+/**
+ * Marks the message done when every recipient is final; true if it just finished. Its body is
+ * then due for deletion (see outbox-sweep.ts deleteDoneBodies), so body_deleted is set in the
+ * same write, and a body kept in the row goes in that write too, unless `keepBody` (a delivery
+ * status notice may still quote its headers; deleteDoneBodies clears it then).
+ */
+export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
+  const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
+  return open === 0 && finishMessage(sql, id, nowMs, keepBody);
+}
+
+/** Marks an open message done (every recipient final); its body goes unless `keepBody`. */
+function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boolean): boolean {
+  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
+    nowMs, keepBody ? 1 : 0, id).rowsWritten > 0;
+}
+
+/** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
+export type AfterDelivery =
+  | { kind: "complaint"; address: string; feedbackType: string }
+  | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
+  /** The complaint-rate brake a complaint about `address` set off (api/complaint-brake.ts): its event only. */
+  | { kind: "brake"; address: string; data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } }
+  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } };
+
+/** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
+export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
+  if (report.kind === "brake") {
+    recordEvent(sql, { message_id: id, tenant, type: "relay.complaint_rate.exceeded", recipient: report.address, created_at: nowMs, data: report.data });
+    return { result: "ok", address: report.address };
+  }
+  if (report.kind === "unsubscribe") {
+    const r = recordUnsubscribe(sql, id, report.idx, report.method, nowMs);
+    const topic = (JSON.parse(readWithSummary(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
+    if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.unsubscribed", recipient: r.address, created_at: nowMs, data: { reason: topic, method: report.method } });
+    return r;
+  }
+  if (report.kind === "complaint") {
+    const r = recordComplaint(sql, id, report.address, report.feedbackType, nowMs);
+    if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: report.feedbackType } });
+    return r;
+  }
+  const r = recordLateBounce(sql, id, report.target, report.response, nowMs);
+  if (r.result === "ok") {
+    const attempt = sql.exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address).toArray()[0]?.attempts ?? 0;
+    recordEvent(sql, { message_id: id, tenant, type: "email.bounced", recipient: r.address, created_at: nowMs, data: { attempt, response: report.response, reason: "late bounce" } });
+  }
+  return r;
+}
+
+/** cancelRecipients with one email.canceled event each, finishing the message if none is left open; returns how many. */
+export function cancelWithEvents(sql: SqlStorage, id: string, tenant: string, domain: string | null, nowMs: number): number {
+  const addresses = cancelRecipients(sql, id, domain, nowMs);
+  for (const a of addresses) recordEvent(sql, { message_id: id, tenant, type: "email.canceled", recipient: a, created_at: nowMs, data: { reason: "cancelled by an operator" } });
+  finishIfDone(sql, id, nowMs);
+  return addresses.length;
+}
