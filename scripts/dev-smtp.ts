@@ -17,6 +17,7 @@ import { spawn } from "node:child_process";
 import { stopNetworkCapture } from "./lib/cdp";
 import { freePort, waitHealthy } from "./lib/dev-server";
 import { startCatcher, type Catcher } from "./lib/smtp-catcher";
+import { DEV_KEY } from "./lib/dev-key";
 
 /** A port from the environment, or the default. */
 function portOf(name: string, fallback: number): number {
@@ -46,7 +47,6 @@ async function start(): Promise<Catcher> {
 const catcher = await start();
 const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
 const mailbox = `http://127.0.0.1:${catcher.httpPort}/messages`;
-console.log(`\n  Local SMTP catcher: ${smarthost} (mail to any address lands here)\n  See what arrived: GET http://127.0.0.1:${PORT}/relay/dev/mailbox\n`);
 const INSPECTOR = await freePort(portOf("INSPECTOR_PORT", 9229)).catch(() => freePort());
 const child = spawn("npm", ["run", "dev", "--", "--inspector-port", String(INSPECTOR), "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:${mailbox}`],
   { stdio: "inherit", env: { ...process.env, PORT: String(PORT) } });
@@ -55,7 +55,30 @@ child.on("exit", (code) => {
   void catcher.close().finally(() => process.exit(code ?? 0));
 });
 // Once the relay answers, turn the inspector's Network events off (see the header).
-waitHealthy(`http://127.0.0.1:${PORT}`, child, () => "", 120_000).then(() => stopNetworkCapture(INSPECTOR)).then(
-  () => console.log(`  Inspector on 127.0.0.1:${INSPECTOR}; its per-subrequest Network events are off until DevTools attaches.`),
-  (e: unknown) => console.warn(`  Could not turn off the inspector's Network events (${e instanceof Error ? e.message.split("\n")[0] : String(e)}); the relay runs, wrangler keeps them in memory.`),
-);
+// Then say what a newcomer needs, last, below wrangler's own lines.
+const base = `http://127.0.0.1:${PORT}`;
+waitHealthy(base, child, () => "", 120_000).then(async () => {
+  const capture = await stopNetworkCapture(INSPECTOR).then(
+    () => `  Inspector:  127.0.0.1:${INSPECTOR} (chrome://inspect; per-subrequest Network events off until DevTools attaches)`,
+    (e: unknown) => `  Inspector:  127.0.0.1:${INSPECTOR} (could not turn its Network events off: ${e instanceof Error ? e.message.split("\n")[0] : String(e)})`,
+  );
+  console.log(readyBanner(base, smarthost, capture));
+}, () => {});
+
+/** What `npm start` ends with: where the relay is, the key, the dashboard and a first email. */
+function readyBanner(url: string, smtp: string, inspector: string): string {
+  return [
+    "",
+    "  Cohort is running.",
+    `  Relay:      ${url}`,
+    `  API key:    ${DEV_KEY}   (an operator key of tenant "dev", local state only)`,
+    `  Dashboard:  ${url}/relay/dashboard`,
+    `  Mail lands in the local SMTP catcher ${smtp}; list it with GET ${url}/relay/dev/mailbox`,
+    inspector,
+    "",
+    "  Send a first email:",
+    `    curl -sS ${url}/emails -H "Authorization: Bearer ${DEV_KEY}" -H "Content-Type: application/json" \\`,
+    `      -d '{"from": "Acme <hello@acme.example>", "to": ["ann@example.com"], "subject": "Hello", "text": "Hi Ann!"}'`,
+    "",
+  ].join("\n");
+}

@@ -17,8 +17,8 @@
  *   delivery rate. Pausing then cannot starve delivery: the queue already holds more work than
  *   delivery clears during one pause of at most `slackSec / 2` seconds. A burst smaller than
  *   `minBacklog` (by default 2,000 recipients: twenty batch requests of 100) is never held
- *   back: pausing a burst lets delivery run dry before the rest arrives (measured: bench:e2e
- *   fell from 190 to 138 deliveries/s with 100), so the pause is for sustained overload.
+ *   back: pausing a burst lets delivery run dry before the rest arrives, so the pause is for
+ *   sustained overload.
  *
  * INVARIANTS
  *   Memory is O(windowSec). Time is an argument (whole seconds); nothing here reads a clock.

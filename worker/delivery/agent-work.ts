@@ -55,9 +55,8 @@ const FINISH_TRIES = 5;
  * reported, ms, while any of them is still running (none running: at once). Under load this joins
  * the outcomes of several sessions in one Outbox and one Transport request; it holds a session's
  * next entry back by at most this much, against the ~100 ms or more of a transaction to a real MX.
- * Measured with 1,000 messages to a local smtp-sink (relay alone, alternating runs on this
- * machine): 10 ms gave 199–216 deliveries/s at 3.7–3.9 ms of workerd CPU per email, 30–60 ms
- * 236–278/s at 2.8–3.3 ms (fewer, fuller requests), 120 ms 192–243/s.
+ * Shorter makes more, emptier requests (more CPU per email); much longer holds sessions idle
+ * (docs/delivery.md has the measurements).
  */
 const FINISH_LINGER_MS = 50;
 /** How long MX answers are reused, ms. */

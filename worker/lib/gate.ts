@@ -12,9 +12,8 @@
  *   the keys that asked within `activeMs`, refused or not), at least one and at most perKey; a
  *   key alone keeps perKey. Without it a flood from one tenant held perKey slots (3 of 4) and
  *   took each one back as soon as it freed, so another tenant's second request found the gate
- *   full and waited out a Retry-After for every request: in bench:backlog's flooded phase the
- *   measured tenant needed 7.3 s to submit what took it 3.4 s alone, and delivery, fed in
- *   trickles, fell to 0.47 of its idle rate. Postfix caps one client's connections for the same
+ *   full and waited out a Retry-After for every request, and delivery, fed in trickles, slowed
+ *   down with it (docs/flood.md). Postfix caps one client's connections for the same
  *   reason, with a fixed number (smtpd_client_connection_count_limit: 50, half of the default
  *   process_limit).
  *

@@ -13,13 +13,9 @@
  * default_destination_concurrency_limit or that transport's destination_concurrency_limit (and
  * default_process_limit or its process_limit for the second). Each entry's time in flight
  * includes the relay's calls to its Outbox and Transport objects besides the SMTP transaction,
- * and with 20 the window is what binds (npm run bench:backlog: 20 entries in flight in every
- * phase, and with 50 delivery under accept load rose from about a third of its idle rate to a
- * half). Once the agents batched their calls, 50 bound again under accept load (50 in flight,
- * 525 ms from dispatch to report), and so did 100 (100 in flight, 824 ms; 111 deliveries/s under
- * load, 0.447 of the idle rate), while 200 gave 133.2/s (0.752), all three with the agents'
- * stages at 1 s; at 200 ms, 200 gave 110.5/s (0.756). The window still starts at 5
- * and grows only with successful deliveries; a refusal shrinks it as for any destination.
+ * so a smaller window, not the server, is what bound delivery to one smarthost (docs/delivery.md
+ * has the measurements). The window still starts at 5 and grows only with successful
+ * deliveries; a refusal shrinks it as for any destination.
  *
  * replyRulesOf(env) the configuration's reply rules (core/reply-rules.ts), for the delivery stage's
  * defer and bounce rules; policyTagsOf(env) its policy_tags, the tags the Outbox hands the

@@ -12,14 +12,10 @@
  *   ACCEPT_CONCURRENCY    slots per isolate (default 4, at least 1); a tenant alone may hold all
  *                         but a quarter of them (at least one left to the others when there are
  *                         2+), and while others are sending (a send request within SENDING_MS)
- *                         its fair share, ceil(slots / tenants sending) (lib/gate.ts).
- *                         Measured with bench:backlog's flood (64 loops of another tenant, 5,000
- *                         messages a phase, wrangler's DevTools Network capture off): 8 slots kept
- *                         0.213, 0.33 and 0.35 of the empty queue's delivery rate (the flood
- *                         accepted 73.4, 88.8 and 91.8 messages/s), 6 kept 0.32 (74.8/s), 4 kept
- *                         0.53 and 0.63 (40.8 and 52.3/s). The quick load campaign's accept
- *                         ceiling, one tenant: 136 messages/s with 4 slots, 180 with 8. Resend
- *                         allows 2 requests a second by default; a batch carries 100 messages.
+ *                         its fair share, ceil(slots / tenants sending) (lib/gate.ts). Four
+ *                         slots, because more let a flood of sends take the isolate from delivery
+ *                         (docs/flood.md has the measurements). Resend allows 2 requests a second
+ *                         by default; a batch carries 100 messages.
  *
  * INVARIANTS
  *   A slot is released when the route answers, also when it throws; the in_flow_delay pause of
