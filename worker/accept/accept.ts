@@ -6,7 +6,8 @@
  *                                      or null; a bad key is 400 invalid_idempotency_key.
  *   replayIfKnown                      a finished request's stored response for a retry, or null;
  *                                      409s for a different payload or a request in flight.
- *   storeAndQueue                      the qmail order: every body to R2 (`mess/<id>`) first (with
+ *   storeAndQueue                      the qmail order: every body to R2 (`mess/<id>`; a message with
+ *                                      attachments also its kept copy, PreparedMessage.keep) first (with
  *                                      the classify stage's decisions, made meanwhile), then one
  *                                      Outbox request: one transaction with the envelopes, their
  *                                      decisions and the idempotency record (the Outbox admits
@@ -105,6 +106,9 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
       decideNew(env, input.tenant, input.prepared.map((p) => p.record)),
       ...input.prepared.filter((_, i) => !inline[i])
         .map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })),
+      // A message with attachments keeps a copy for their download links (model/files.ts; retention deletes it).
+      ...input.prepared.filter((p) => p.keep !== undefined)
+        .map((p) => env.BODIES.put(p.keep!, p.body, { httpMetadata: { contentType: "message/rfc822" } })),
     ]);
     const messages = input.prepared.map((p, i): NewMessage => ({
       ...p.record, ...(inline[i] ? { body: p.body } : {}), ...(decisions[i] ? { decisions: decisions[i] } : {}),

@@ -4,7 +4,8 @@
  * DESCRIPTION
  *   createApp()  GET /health and /unsubscribe/:token (RFC 8058 one-click links; no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
  *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
- *                /webhooks (routes/webhooks.ts) and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
+ *                /webhooks (routes/webhooks.ts), Resend's /domains, /api-keys, /suppressions, /templates, /topics and
+ *                /contacts/:id/topics, and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
  * ERRORS
@@ -30,6 +31,9 @@ import { webhookRoutes } from "./routes/webhooks";
 import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
 import { complaintRateRoutes } from "./routes/complaint-rate";
+import { resendSuppressionRoutes } from "./routes/resend-suppressions";
+import { templateRoutes } from "./routes/templates";
+import { contactTopicRoutes, topicRoutes } from "./routes/topics";
 
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
@@ -49,7 +53,9 @@ export function createApp() {
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/openapi.json"]) app.use(prefix, auth);
+  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*", "/openapi.json"]) {
+    app.use(prefix, auth);
+  }
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
@@ -65,6 +71,10 @@ export function createApp() {
   app.route("/webhooks", webhookRoutes());
   app.route("/domains", domainRoutes());
   app.route("/api-keys", apiKeyRoutes());
+  app.route("/suppressions", resendSuppressionRoutes());
+  app.route("/templates", templateRoutes());
+  app.route("/topics", topicRoutes());
+  app.route("/contacts", contactTopicRoutes());
 
   app.notFound((c) => c.json(toErrorBody(404, "not_found", "The requested endpoint was not found."), 404));
 
