@@ -34,6 +34,10 @@ import { complaintRateRoutes } from "./routes/complaint-rate";
 import { resendSuppressionRoutes } from "./routes/resend-suppressions";
 import { templateRoutes } from "./routes/templates";
 import { contactTopicRoutes, topicRoutes } from "./routes/topics";
+import { receivingRoutes } from "./routes/receiving";
+import { emailAttachmentRoutes } from "./routes/email-attachments";
+import { metricsRoutes } from "./routes/metrics";
+import { fileRoutes } from "./routes/files";
 
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
@@ -49,6 +53,8 @@ export function createApp() {
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));
   // One-click unsubscribe links (RFC 8058) are signed: no key.
   app.route("/unsubscribe", unsubscribeRoutes());
+  // Download links (attachments, raw received mail) are signed: no key.
+  app.route("/files", fileRoutes());
 
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
@@ -57,6 +63,10 @@ export function createApp() {
     app.use(prefix, auth);
   }
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
+  // Before /emails, whose /:id would take these paths.
+  app.route("/emails/receiving", receivingRoutes());
+  app.route("/emails/metrics", metricsRoutes());
+  app.route("/emails", emailAttachmentRoutes());
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay/messages", controlRoutes());
