@@ -131,8 +131,8 @@ export function resendSuppressionRoutes() {
     return c.json({ data });
   });
 
-  r.get("/:ident", async (c) => {
-    const ident = c.req.param("ident");
+  r.get("/:id_or_email", async (c) => {
+    const ident = c.req.param("id_or_email");
     const byId = ident.includes("@") ? null : entryOfId(ident);
     if (!ident.includes("@") && !byId) throw notFound();
     const address = byId ? byId.address : normalised(ident);
@@ -142,8 +142,8 @@ export function resendSuppressionRoutes() {
     return c.json({ object: "suppression", ...entryView(hit) });
   });
 
-  r.delete("/:ident", async (c) => {
-    const ident = c.req.param("ident");
+  r.delete("/:id_or_email", async (c) => {
+    const ident = c.req.param("id_or_email");
     const byId = ident.includes("@") ? null : entryOfId(ident);
     if (!ident.includes("@") && !byId) throw notFound();
     const tenant = c.get("tenant");
