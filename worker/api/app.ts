@@ -32,7 +32,7 @@ import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
 import { complaintRateRoutes } from "./routes/complaint-rate";
 import { resendSuppressionRoutes } from "./routes/resend-suppressions";
-import { templateRoutes } from "./routes/templates";
+import { templatePreviewRoutes, templateRoutes } from "./routes/templates";
 import { contactTopicRoutes, topicRoutes } from "./routes/topics";
 import { receivingRoutes } from "./routes/receiving";
 import { emailAttachmentRoutes } from "./routes/email-attachments";
@@ -78,6 +78,7 @@ export function createApp() {
   app.route("/relay", relayRoutes());
   app.route("/relay", adminRoutes());
   app.route("/relay", domainRotationRoutes());
+  app.route("/relay", templatePreviewRoutes());
   app.route("/webhooks", webhookRoutes());
   app.route("/domains", domainRoutes());
   app.route("/api-keys", apiKeyRoutes());

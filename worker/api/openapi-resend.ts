@@ -7,7 +7,7 @@
 import { z } from "zod";
 import type { Operation } from "./openapi-types";
 import { BatchAddSuppressionsSchema, BatchRemoveSuppressionsSchema, ResendAddSuppressionSchema } from "./http/suppression-schemas";
-import { ContactTopicsSchema, CreateTemplateSchema, CreateTopicSchema, PageQuerySchema, UpdateTemplateSchema, UpdateTopicSchema } from "./http/template-schemas";
+import { ContactTopicsSchema, CreateTemplateSchema, CreateTopicSchema, PageQuerySchema, PreviewTemplateSchema, UpdateTemplateSchema, UpdateTopicSchema } from "./http/template-schemas";
 import { UpdateApiKeySchema } from "./http/domain-schemas";
 import { MetricsQuerySchema } from "./http/metrics-schemas";
 import { METRICS } from "../metrics/core/metrics";
@@ -63,6 +63,7 @@ export const RESEND_ROUTES: Operation[] = [
   { method: "delete", path: "/templates/{id}", summary: "Delete a template", operationId: "removeTemplate", auth: true, ok: { status: 200, schema: deleted("template") }, errors: [401, 404] },
   { method: "post", path: "/templates/{id}/publish", summary: "Publish the draft: sends render it from now on", operationId: "publishTemplate", auth: true, ok: { status: 200, schema: ref("template") }, errors: [401, 404] },
   { method: "post", path: "/templates/{id}/duplicate", summary: "A new draft with the template's content", operationId: "duplicateTemplate", auth: true, ok: { status: 201, schema: ref("template") }, errors: [401, 404] },
+  { method: "post", path: "/relay/templates/{id}/preview", summary: "Relay: a template version rendered with the variables given (fallbacks for the rest), as a send would; nothing sent", operationId: "previewTemplate", auth: true, body: PreviewTemplateSchema, ok: { status: 200, schema: z.object({ object: z.literal("template_preview"), version: z.enum(["draft", "published"]), subject: z.string().nullable(), html: z.string(), text: z.string().nullable() }) }, errors: [400, 401, 404, 422] },
   { method: "post", path: "/topics", summary: "Create a topic with its default subscription", operationId: "createTopic", auth: true, body: CreateTopicSchema, ok: { status: 201, schema: z.object({ id: z.string() }) }, errors: [400, 401, 422] },
   { method: "get", path: "/topics", summary: "List topics", operationId: "listTopics", auth: true, ok: { status: 200, schema: list(Topic) }, errors: [401] },
   { method: "get", path: "/topics/{id}", summary: "A topic", operationId: "getTopic", auth: true, ok: { status: 200, schema: Topic.extend({ object: z.literal("topic") }) }, errors: [401, 404] },

@@ -41,6 +41,7 @@ const CALLS: [string, () => { path: string; body?: unknown }, (body: Record<stri
   ["createTemplate", () => ({ path: "/templates", body: { name: "contract", html: "<p>{{{X}}}</p>", subject: "S", from: "a@contract.example", variables: [{ key: "X", type: "string", fallback_value: "x" }] } }), (b) => { ids.template = b.id as string; }],
   ["updateTemplate", () => ({ path: `/templates/${ids.template}`, body: { alias: "contract" } }), () => undefined],
   ["publishTemplate", () => ({ path: `/templates/${ids.template}/publish` }), () => undefined],
+  ["previewTemplate", () => ({ path: `/relay/templates/${ids.template}/preview`, body: { variables: { X: "<b>y</b>" } } }), (b) => { expect(b.html).toBe("<p>&lt;b&gt;y&lt;/b&gt;</p>"); }],
   ["duplicateTemplate", () => ({ path: `/templates/${ids.template}/duplicate` }), (b) => { ids.copy = b.id as string; }],
   ["listTemplates", () => ({ path: "/templates" }), () => undefined],
   ["getTemplate", () => ({ path: "/templates/contract" }), () => undefined],

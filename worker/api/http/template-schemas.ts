@@ -51,3 +51,9 @@ export const UpdateTopicSchema = z.object({
 
 /** PATCH /contacts/:id_or_email/topics: the subscriptions to set. */
 export const ContactTopicsSchema = z.array(z.object({ id: z.string().min(1).max(64), subscription: z.enum(["opt_in", "opt_out"]) })).min(1).max(100);
+
+/** POST /relay/templates/:id/preview. */
+export const PreviewTemplateSchema = z.object({
+  variables: z.record(z.string().max(100), z.union([z.string().max(100_000), z.number()])).optional(),
+  version: z.enum(["draft", "published"]).default("draft"),
+});

@@ -14,6 +14,12 @@
  *   POST   /templates/:id_or_alias/publish    the draft becomes the published version.
  *   POST   /templates/:id_or_alias/duplicate  a new draft with the same content → { object, id }.
  *   DELETE /templates/:id_or_alias    → { object: "template", id, deleted: true }.
+ *   POST   /relay/templates/:id_or_alias/preview  (relay extra, for the dashboard) { variables?,
+ *                                     version?: "draft" (default) | "published" } → { object:
+ *                                     "template_preview", version, subject, html, text }: the
+ *                                     version rendered as a send would (values HTML-escaped in
+ *                                     html; fallbacks for what is left out; a required variable
+ *                                     left out stays as written). Nothing is sent or stored.
  *
  * ERRORS
  *   422 validation_error for a bad field, a reserved or undeclared variable, or an alias the
@@ -22,10 +28,11 @@
 import { Hono, type Context } from "hono";
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, publishTemplate, updateDraft, type TemplateRow } from "../../db/templates";
 import { contentOf, parseContent, templateListItem, templateObject } from "../../templates/templates";
+import { renderContent } from "../../templates/core/render";
 import { type AppEnv } from "../http/context";
 import { parseInput, readJson, readOptionalJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { CreateTemplateSchema, PageQuerySchema, UpdateTemplateSchema } from "../http/template-schemas";
+import { CreateTemplateSchema, PageQuerySchema, PreviewTemplateSchema, UpdateTemplateSchema } from "../http/template-schemas";
 
 const BODY_LIMIT = 2 * 1024 * 1024;
 const aliasTaken = (alias: string | null | undefined) => new ApiError(422, "validation_error", `The alias ${JSON.stringify(alias)} is already used by another of your templates.`);
@@ -92,6 +99,19 @@ export function templateRoutes() {
     const t = await mine(c);
     await deleteTemplate(c.env.DB, t.tenant_id, t.id);
     return c.json({ object: "template", id: t.id, deleted: true });
+  });
+  return r;
+}
+
+/** POST /relay/templates/:id/preview (see the header), mounted at /relay. */
+export function templatePreviewRoutes() {
+  const r = new Hono<AppEnv>();
+  r.post("/templates/:id/preview", async (c) => {
+    const t = await mine(c);
+    const input = parseInput(PreviewTemplateSchema, (await readOptionalJson(c, 256 * 1024)) ?? {});
+    const json = input.version === "published" ? t.published : t.draft;
+    if (json === null) throw new ApiError(422, "validation_error", "This template has no published version yet.");
+    return c.json({ object: "template_preview", version: input.version, ...renderContent(parseContent(json), input.variables ?? {}) });
   });
   return r;
 }
