@@ -39,6 +39,7 @@ export const RESEND_OPTIONS = /** @type {const} */ ({
 export class UsageError extends Error {}
 
 const pct = (x) => `${(x * 100).toFixed(2)}%`;
+const METRIC_HEAD = ["", "sent", "delivered", "bounced", "complained", "unsubscribed", "suppressed", "received", "delivery", "bounce", "complaint"];
 
 /** A template variable declaration from "KEY:type[:fallback]". */
 function variable(spec) {
@@ -59,19 +60,31 @@ export async function resendCommand(command, args, values, call, print) {
   switch (command) {
     case "templates": {
       const r = await call("GET", "/templates?limit=100");
-      print(r, r.data.length ? textTable(["id", "name", "alias", "status", "updated"], r.data.map((t) => [t.id, t.name, t.alias, t.status, t.updated_at])) : "no templates");
+      print(
+        r,
+        r.data.length ? textTable(
+          ["id", "name", "alias", "status", "updated"], r.data.map((t) => [t.id, t.name, t.alias, t.status, t.updated_at]),
+        ) : "no templates",
+      );
       return 0;
     }
     case "template": {
       const t = await call("GET", `/templates/${enc(need(args[0], "template <id|alias>"))}`);
       const vars = t.variables.map((v) => `${v.key}:${v.type}${v.fallback_value === null ? "" : `=${v.fallback_value}`}`).join(" ") || "-";
-      print(t, `${t.id}  ${t.name}  ${t.status}${t.has_unpublished_versions ? " (draft changed since published)" : ""}\nfrom ${t.from ?? "-"}  subject ${JSON.stringify(t.subject)}\nvariables ${vars}\n\n${t.html}`);
+      print(
+        t,
+        [`${t.id}  ${t.name}  ${t.status}${t.has_unpublished_versions ? " (draft changed since published)" : ""}`,
+          `from ${t.from ?? "-"}  subject ${JSON.stringify(t.subject)}`, `variables ${vars}`, "", t.html].join("\n"),
+      );
       return 0;
     }
     case "template-create": {
       const html = values.html ?? (values.file ? await readFile(values.file, "utf8") : undefined);
-      const body = { name: need(values.name, "template-create --name N (--html H | --file F) …"), html: need(html, "template-create --name N (--html H | --file F) …"),
-        ...(values.subject !== undefined ? { subject: values.subject } : {}), ...(values.from ? { from: values.from } : {}), variables: (values.var ?? []).map(variable) };
+      const body = { name: need(
+        values.name, "template-create --name N (--html H | --file F) …",
+      ), html: need(html, "template-create --name N (--html H | --file F) …"),
+        ...(values.subject !== undefined ? { subject: values.subject } : {}), ...(values.from ? { from: values.from } : {}),
+        variables: (values.var ?? []).map(variable) };
       const r = await call("POST", "/templates", body);
       print(r, r.id);
       return 0;
@@ -88,7 +101,13 @@ export async function resendCommand(command, args, values, call, print) {
         if (eq < 1) throw new UsageError(`bad --var ${JSON.stringify(kv)}: expected KEY=value`);
         return [kv.slice(0, eq), kv.slice(eq + 1)];
       }));
-      const r = await call("POST", "/emails", { ...(values.from ? { from: values.from } : {}), to: need(values.to?.length ? values.to : null, usage), template: { id: need(values.template, usage), variables } });
+      const r = await call(
+        "POST", "/emails",
+        {
+          ...(values.from ? { from: values.from } : {}), to: need(values.to?.length ? values.to : null, usage),
+          template: { id: need(values.template, usage), variables },
+        },
+      );
       print(r, r.id);
       return 0;
     }
@@ -98,7 +117,13 @@ export async function resendCommand(command, args, values, call, print) {
       return 0;
     }
     case "topic-create": {
-      const r = await call("POST", "/topics", { name: need(values.name, "topic-create --name N --default opt_in|opt_out"), default_subscription: need(values.default, "topic-create --name N --default opt_in|opt_out") });
+      const r = await call(
+        "POST", "/topics",
+        {
+          name: need(values.name, "topic-create --name N --default opt_in|opt_out"),
+          default_subscription: need(values.default, "topic-create --name N --default opt_in|opt_out"),
+        },
+      );
       print(r, r.id);
       return 0;
     }
@@ -127,18 +152,33 @@ export async function resendCommand(command, args, values, call, print) {
     }
     case "suppressions-list": {
       const r = await call("GET", "/suppressions?limit=100");
-      print(r, r.data.length ? textTable(["email", "origin", "scope", "reason", "since"], r.data.map((s) => [s.email, s.origin, s.scope, s.reason, s.created_at])) : "no suppressions");
+      print(
+        r,
+        r.data.length ? textTable(
+          ["email", "origin", "scope", "reason", "since"], r.data.map((s) => [s.email, s.origin, s.scope, s.reason, s.created_at]),
+        ) : "no suppressions",
+      );
       return 0;
     }
     case "received": {
       const r = await call("GET", `/emails/receiving?limit=${enc(values.limit ?? "20")}`);
-      print(r, r.data.length ? textTable(["id", "received", "from", "to", "subject", "files"], r.data.map((m) => [m.id, m.created_at, m.from, m.received_for.join(","), m.subject, m.attachments.length])) : "no received mail");
+      print(
+        r,
+        r.data.length ? textTable(
+          ["id", "received", "from", "to", "subject", "files"],
+          r.data.map((m) => [m.id, m.created_at, m.from, m.received_for.join(","), m.subject, m.attachments.length]),
+        ) : "no received mail",
+      );
       return 0;
     }
     case "received-show": {
       const m = await call("GET", `/emails/receiving/${enc(need(args[0], "received-show <id>"))}?html_format=cid`);
       const files = m.attachments.map((a) => `  ${a.filename ?? "(unnamed)"}  ${a.content_type}  ${a.size} bytes`).join("\n") || "  none";
-      print(m, `${m.id}  received ${m.created_at}\nfrom ${m.from}\nto ${m.to.join(", ")}\nsubject ${JSON.stringify(m.subject)}\n\n${m.text ?? ""}\n\nattachments:\n${files}`);
+      print(
+        m,
+        [`${m.id}  received ${m.created_at}`, `from ${m.from}`, `to ${m.to.join(", ")}`, `subject ${JSON.stringify(m.subject)}`,
+          "", m.text ?? "", "", "attachments:", files].join("\n"),
+      );
       return 0;
     }
     case "metrics": {
@@ -147,9 +187,15 @@ export async function resendCommand(command, args, values, call, print) {
       const by = values.by ? `&dimensions=${enc(values.by)}` : "";
       const start = new Date(Date.now() - days * 86_400_000).toISOString();
       const r = await call("GET", `/emails/metrics?start_date=${enc(start)}${by}`);
-      const row = (label, t) => [label, t.sent, t.delivered, t.bounced, t.complained, t.unsubscribed, t.suppressed, t.received, pct(t.delivery_rate), pct(t.bounce_rate), pct(t.complaint_rate)];
+      const row = (label, t) => [
+        label, t.sent, t.delivered, t.bounced, t.complained, t.unsubscribed, t.suppressed, t.received, pct(t.delivery_rate), pct(t.bounce_rate),
+        pct(t.complaint_rate),
+      ];
       const rows = [row("all", r.totals), ...(r.data ?? []).map((d) => row([d.period?.slice(0, 10), d.domain_name].filter(Boolean).join(" "), d))];
-      print(r, `last ${days} days\n${textTable(["", "sent", "delivered", "bounced", "complained", "unsubscribed", "suppressed", "received", "delivery", "bounce", "complaint"], rows)}`);
+      print(
+        r,
+        `last ${days} days\n${textTable(METRIC_HEAD, rows)}`,
+      );
       return 0;
     }
     case "key-rename": {

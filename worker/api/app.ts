@@ -59,7 +59,8 @@ export function createApp() {
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*", "/openapi.json"]) {
+  const keyed = ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*", "/openapi.json"];
+  for (const prefix of keyed) {
     app.use(prefix, auth);
   }
   app.get("/openapi.json", (c) => c.json(openApiDocument()));

@@ -28,7 +28,11 @@ export async function domains() {
   root.replaceChildren(
     el("h2", {}, "Domains (this key's tenant)"),
     table(["domain", "status", "sending", "receiving", "region", "created"], list.data.map((d) => el("tr", { "data-testid": "domain-row" },
-      el("td", {}, link(d.name, () => open(d.id))), el("td", {}, d.status), el("td", {}, d.capabilities.sending), el("td", {}, d.capabilities.receiving), el("td", {}, d.region), el("td", {}, fmtTime(d.created_at)))), "domains"),
+      el(
+        "td", {}, link(d.name, () => open(d.id)),
+      ), el("td", {}, d.status), el(
+        "td", {}, d.capabilities.sending,
+      ), el("td", {}, d.capabilities.receiving), el("td", {}, d.region), el("td", {}, fmtTime(d.created_at)))), "domains"),
     el("form", { class: "inline", "data-testid": "domain-form", onsubmit: submitTo(async (f) => {
       const d = await api("/domains", { method: "POST", body: JSON.stringify({ name: String(f.get("name") || "").trim() }) });
       await domains();
@@ -47,10 +51,19 @@ async function showDomain(where, id) {
       el("h2", {}, "Domain " + d.name),
       el("div", { class: "cards" }, card("status", d.status, "domain-status"), card("receiving", d.capabilities.receiving, "domain-receiving")),
       el("div", { class: "toolbar" },
-        el("button", { type: "button", "data-testid": "domain-verify", onclick: () => act({ method: "POST" }, "/domains/" + enc(id) + "/verify") }, "Verify DNS now"),
-        el("button", { type: "button", "data-testid": "domain-receiving-toggle", onclick: () => act({ method: "PATCH", body: JSON.stringify({ capabilities: { receiving: receiving ? "disabled" : "enabled" } }) }) },
+        el(
+          "button", { type: "button", "data-testid": "domain-verify", onclick: () => act({ method: "POST" }, "/domains/" + enc(id) + "/verify") },
+          "Verify DNS now",
+        ),
+        el("button", {
+          type: "button", "data-testid": "domain-receiving-toggle",
+          onclick: () => act({ method: "PATCH", body: JSON.stringify({ capabilities: { receiving: receiving ? "disabled" : "enabled" } }) }),
+        },
           receiving ? "Stop receiving" : "Receive mail")),
-      el("p", { class: "muted" }, receiving ? "Mail to this domain is kept once it is verified and routed to the relay by Email Routing." : "Mail to this domain is refused."),
+      el(
+        "p", { class: "muted" },
+        receiving ? "Mail to this domain is kept once it is verified and routed to the relay by Email Routing." : "Mail to this domain is refused.",
+      ),
       el("h3", {}, "DNS records to publish"),
       table(["record", "type", "name", "value", "status"], d.records.map((r) => el("tr", { "data-testid": "domain-record" },
         el("td", {}, r.record), el("td", {}, r.type), el("td", {}, r.name), el("td", { class: "resp" }, r.value), el("td", {}, r.status))), "domain-records"));
@@ -66,15 +79,24 @@ export async function apiKeys() {
   const rename = (k) => el("form", { class: "inline", onsubmit: submitTo(async (f) => {
     await api("/api-keys/" + enc(k.id), { method: "PATCH", body: JSON.stringify({ name: String(f.get("name") || "") }) });
     await apiKeys();
-  }) }, el("input", { name: "name", value: k.name, required: true, "aria-label": "name of " + k.id }), el("button", { type: "submit", "data-testid": "key-rename" }, "Rename"));
+  }) }, el(
+    "input", { name: "name", value: k.name, required: true, "aria-label": "name of " + k.id },
+  ), el("button", { type: "submit", "data-testid": "key-rename" }, "Rename"));
   root.replaceChildren(
     el("h2", {}, "API keys (this key's tenant)"),
     table(["id", "name", "created", "rename", ""], list.data.map((k) => el("tr", { "data-testid": "key-row" },
-      el("td", { class: "resp" }, k.id), el("td", { "data-testid": "key-name" }, k.name), el("td", {}, fmtTime(k.created_at)), el("td", {}, rename(k), el("div", {})),
-      el("td", {}, el("button", { type: "button", onclick: async () => { await api("/api-keys/" + enc(k.id), { method: "DELETE" }); await apiKeys(); } }, "Revoke")))), "keys"),
+      el(
+        "td", { class: "resp" }, k.id,
+      ), el("td", { "data-testid": "key-name" }, k.name), el("td", {}, fmtTime(k.created_at)), el("td", {}, rename(k), el("div", {})),
+      el(
+        "td", {},
+        el("button", { type: "button", onclick: async () => { await api("/api-keys/" + enc(k.id), { method: "DELETE" }); await apiKeys(); } }, "Revoke"),
+      ))), "keys"),
     el("h3", {}, "New key"),
     el("form", { class: "inline", "data-testid": "key-form", onsubmit: submitTo(async (f) => {
-      const k = await api("/api-keys", { method: "POST", body: JSON.stringify({ name: String(f.get("name") || ""), permission: String(f.get("permission")) }) });
+      const k = await api(
+        "/api-keys", { method: "POST", body: JSON.stringify({ name: String(f.get("name") || ""), permission: String(f.get("permission")) }) },
+      );
       await apiKeys();
       $("key-token").replaceChildren(el("p", {}, "The new key, shown this once: ", el("code", { "data-testid": "key-token" }, k.token)));
     }) }, el("input", { name: "name", placeholder: "name", required: true }),
@@ -93,7 +115,9 @@ export async function templates() {
   root.replaceChildren(
     el("h2", {}, "Templates (this key's tenant)"),
     table(["name", "alias", "status", "updated", "published"], list.data.map((t) => el("tr", { "data-testid": "template-row" },
-      el("td", {}, link(t.name, () => showTemplate(detail, t.id))), el("td", {}, t.alias || "—"), el("td", {}, t.status), el("td", {}, fmtTime(t.updated_at)), el("td", {}, fmtTime(t.published_at)))), "templates"),
+      el(
+        "td", {}, link(t.name, () => showTemplate(detail, t.id)),
+      ), el("td", {}, t.alias || "—"), el("td", {}, t.status), el("td", {}, fmtTime(t.updated_at)), el("td", {}, fmtTime(t.published_at)))), "templates"),
     detail);
 }
 
@@ -101,7 +125,16 @@ async function showTemplate(where, id) {
   try {
     const t = await api("/templates/" + enc(id));
     const preview = el("div", { id: "template-preview" });
-    const inputs = t.variables.map((v) => el("label", {}, v.key + " ", el("input", { name: v.key, value: v.fallback_value === null ? "" : String(v.fallback_value), placeholder: v.type + (v.fallback_value === null ? ", required" : "") })));
+    const inputs = t.variables.map((v) => el(
+      "label", {}, v.key + " ",
+      el(
+        "input",
+        {
+          name: v.key, value: v.fallback_value === null ? "" : String(v.fallback_value),
+          placeholder: v.type + (v.fallback_value === null ? ", required" : ""),
+        },
+      ),
+    ));
     const show = async (f) => {
       const variables = {};
       for (const v of t.variables) { const x = String(f.get(v.key) || ""); if (x !== "") variables[v.key] = v.type === "number" ? Number(x) : x; }
@@ -114,11 +147,34 @@ async function showTemplate(where, id) {
     };
     where.replaceChildren(
       el("h2", {}, "Template " + t.name),
-      el("div", { class: "cards" }, card("status", t.status, "template-status"), card("draft changed", t.has_unpublished_versions ? "yes" : "no", "template-changed"), card("published", fmtTime(t.published_at), "template-published")),
+      el(
+        "div", { class: "cards" }, card("status", t.status, "template-status"),
+        card("draft changed", t.has_unpublished_versions ? "yes" : "no", "template-changed"),
+        card("published", fmtTime(t.published_at), "template-published"),
+      ),
       el("p", {}, "From ", t.from || "—", " · subject ", el("b", {}, t.subject || "—")),
-      el("div", { class: "toolbar" }, el("button", { type: "button", "data-testid": "template-publish", onclick: async () => { await api("/templates/" + enc(id) + "/publish", { method: "POST" }); await templates(); await showTemplate($("template-detail"), id); } }, "Publish the draft")),
+      el(
+        "div", { class: "toolbar" },
+        el(
+          "button",
+          {
+            type: "button", "data-testid": "template-publish",
+            onclick: async () => { await api(
+              "/templates/" + enc(id) + "/publish", { method: "POST" },
+            ); await templates(); await showTemplate($("template-detail"), id); },
+          },
+          "Publish the draft",
+        ),
+      ),
       el("h3", {}, "Variables"),
-      table(["key", "type", "fallback"], t.variables.map((v) => el("tr", { "data-testid": "template-variable" }, el("td", {}, v.key), el("td", {}, v.type), el("td", {}, v.fallback_value === null ? "required" : String(v.fallback_value)))), "template-variables"),
+      table(
+        ["key", "type", "fallback"],
+        t.variables.map((v) => el(
+          "tr", { "data-testid": "template-variable" }, el("td", {}, v.key), el("td", {}, v.type),
+          el("td", {}, v.fallback_value === null ? "required" : String(v.fallback_value)),
+        )),
+        "template-variables",
+      ),
       el("h3", {}, "Preview (the draft, rendered as a send would)"),
       el("form", { class: "inline", "data-testid": "template-preview-form", onsubmit: submitTo(show) }, inputs, el("button", { type: "submit" }, "Render")),
       el("div", {}),
@@ -136,7 +192,11 @@ export async function received() {
   root.replaceChildren(
     el("h2", {}, "Received mail (this key's tenant)"),
     table(["received", "from", "to", "subject", "attachments"], list.data.map((m) => el("tr", { "data-testid": "received-row" },
-      el("td", {}, fmtTime(m.created_at)), el("td", {}, m.from), el("td", {}, m.received_for.join(", ")), el("td", {}, link(m.subject || "(no subject)", () => showReceived(detail, m.id))), el("td", { class: "num" }, m.attachments.length))), "received"),
+      el(
+        "td", {}, fmtTime(m.created_at),
+      ), el("td", {}, m.from), el(
+        "td", {}, m.received_for.join(", "),
+      ), el("td", {}, link(m.subject || "(no subject)", () => showReceived(detail, m.id))), el("td", { class: "num" }, m.attachments.length))), "received"),
     detail);
 }
 
@@ -145,11 +205,18 @@ async function showReceived(where, id) {
     const [m, files] = await Promise.all([api("/emails/receiving/" + enc(id) + "?html_format=cid"), api("/emails/receiving/" + enc(id) + "/attachments")]);
     where.replaceChildren(
       el("h2", {}, m.subject || "(no subject)"),
-      el("p", {}, "From ", el("b", {}, m.from), " · to ", m.to.join(", "), " · received ", fmtTime(m.created_at), m.raw ? el("span", {}, " · ", el("a", { href: m.raw.download_url, "data-testid": "received-raw" }, "raw message")) : ""),
+      el(
+        "p", {}, "From ", el("b", {}, m.from), " · to ", m.to.join(", "), " · received ", fmtTime(m.created_at),
+        m.raw ? el("span", {}, " · ", el("a", { href: m.raw.download_url, "data-testid": "received-raw" }, "raw message")) : "",
+      ),
       el("pre", { class: "resp", "data-testid": "received-text" }, m.text || "(no text part)"),
       el("h3", {}, "Attachments"),
       table(["file", "type", "size", ""], files.data.map((a) => el("tr", { "data-testid": "received-attachment" },
-        el("td", {}, a.filename || "(unnamed)"), el("td", {}, a.content_type), el("td", { class: "num" }, a.size), el("td", {}, el("a", { href: a.download_url }, "download")))), "received-attachments"));
+        el(
+          "td", {}, a.filename || "(unnamed)",
+        ), el(
+          "td", {}, a.content_type,
+        ), el("td", { class: "num" }, a.size), el("td", {}, el("a", { href: a.download_url }, "download")))), "received-attachments"));
   } catch (e) { showError(where, e); }
 }
 `;

@@ -73,10 +73,12 @@ export async function getDomain(db: D1Database, tenant: string, id: string): Pro
   return db.prepare("SELECT * FROM domains WHERE id = ? AND tenant_id = ?").bind(id, tenant).first<DomainRow>();
 }
 
-export async function updateDomain(db: D1Database, tenant: string, id: string, f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string; receiving?: boolean }): Promise<boolean> {
+export async function updateDomain(db: D1Database, tenant: string, id: string,
+  f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string; receiving?: boolean }): Promise<boolean> {
   const flag = (b: boolean | undefined) => (b === undefined ? null : Number(b));
-  const r = await db.prepare(`UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking), tls = COALESCE(?, tls),
-    receiving = COALESCE(?, receiving) WHERE id = ? AND tenant_id = ?`).bind(flag(f.open_tracking), flag(f.click_tracking), f.tls ?? null, flag(f.receiving), id, tenant).run();
+  const r = await db.prepare(`UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking),
+    tls = COALESCE(?, tls), receiving = COALESCE(?, receiving) WHERE id = ? AND tenant_id = ?`)
+    .bind(flag(f.open_tracking), flag(f.click_tracking), f.tls ?? null, flag(f.receiving), id, tenant).run();
   return (r.meta.changes ?? 0) > 0;
 }
 

@@ -38,7 +38,8 @@ export interface ReceivedRow {
 
 export async function receivingDomainOf(db: D1Database, name: string): Promise<{ id: string; tenant_id: string; quota: number | null } | null> {
   return db.prepare(`SELECT d.id, d.tenant_id, (SELECT receiving_daily_quota FROM tenant_settings s WHERE s.tenant_id = d.tenant_id) AS quota
-      FROM domains d WHERE d.name = ? AND d.status = 'verified' AND d.receiving = 1`).bind(name.toLowerCase()).first<{ id: string; tenant_id: string; quota: number | null }>();
+      FROM domains d WHERE d.name = ? AND d.status = 'verified' AND d.receiving = 1`).bind(name.toLowerCase())
+    .first<{ id: string; tenant_id: string; quota: number | null }>();
 }
 
 export async function countSince(db: D1Database, tenant: string, fromId: string): Promise<number> {
@@ -52,9 +53,13 @@ export function insertReceivedStatement(db: D1Database, r: ReceivedRow): D1Prepa
       r.received_for_json, r.subject, r.message_id, r.headers_json, r.attachments_json, r.raw_key, r.size);
 }
 
-export async function listReceived(db: D1Database, tenant: string, q: { limit: number; after?: string; before?: string }): Promise<{ rows: ReceivedRow[]; hasMore: boolean }> {
+export async function listReceived(
+  db: D1Database, tenant: string, q: { limit: number; after?: string; before?: string },
+): Promise<{ rows: ReceivedRow[]; hasMore: boolean }> {
   const rows = q.before !== undefined
-    ? (await db.prepare("SELECT * FROM (SELECT * FROM received_emails WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?) ORDER BY id DESC").bind(tenant, q.before, q.limit + 1).all<ReceivedRow>()).results
+    ? (await db.prepare("SELECT * FROM (SELECT * FROM received_emails WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?) ORDER BY id DESC").bind(
+      tenant, q.before, q.limit + 1,
+    ).all<ReceivedRow>()).results
     : (await db.prepare(`SELECT * FROM received_emails WHERE tenant_id = ?${q.after !== undefined ? " AND id < ?" : ""} ORDER BY id DESC LIMIT ?`)
       .bind(...(q.after !== undefined ? [tenant, q.after, q.limit + 1] : [tenant, q.limit + 1])).all<ReceivedRow>()).results;
   const hasMore = rows.length > q.limit;
@@ -67,7 +72,8 @@ export async function getReceived(db: D1Database, tenant: string, id: string): P
 }
 
 export async function nextReceivingTenant(db: D1Database, after: string): Promise<string | null> {
-  return (await db.prepare("SELECT (SELECT MIN(tenant_id) FROM received_emails WHERE tenant_id > ?) AS t").bind(after).first<{ t: string | null }>())?.t ?? null;
+  const row = await db.prepare("SELECT (SELECT MIN(tenant_id) FROM received_emails WHERE tenant_id > ?) AS t").bind(after).first<{ t: string | null }>();
+  return row?.t ?? null;
 }
 
 export async function purgeReceivedBefore(db: D1Database, tenant: string, beforeId: string, limit: number): Promise<{ keys: string[]; rows: number }> {
@@ -76,7 +82,8 @@ export async function purgeReceivedBefore(db: D1Database, tenant: string, before
   if (due.length === 0) return { keys: [], rows: 0 };
   const ids = JSON.stringify(due.map((d) => d.id));
   const rs = await db.batch([
-    db.prepare("DELETE FROM event_log WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_log WHERE email_id IN (SELECT value FROM json_each(?)))").bind(ids),
+    db.prepare("DELETE FROM event_log WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_log WHERE email_id IN (SELECT value FROM json_each(?)))")
+      .bind(ids),
     db.prepare("DELETE FROM received_emails WHERE tenant_id = ? AND id IN (SELECT value FROM json_each(?))").bind(tenant, ids),
   ]);
   return { keys: due.map((d) => d.raw_key), rows: rs.reduce((n, r) => n + (r.meta.changes ?? 0), 0) };

@@ -81,7 +81,9 @@ const ORIGIN_SQL: Record<SuppressionOriginFilter, string> = {
  * A page of the tenant's live entries in (address, scope) order, after or before an entry
  * (Resend's cursors), optionally of one origin; the primary key serves the order and the cursor.
  */
-export async function listSuppressionEntries(db: D1Database, tenant: string, q: { limit: number; after?: [string, string]; before?: [string, string]; origin?: SuppressionOriginFilter }, nowMs: number): Promise<{ rows: SuppressionRow[]; hasMore: boolean }> {
+export async function listSuppressionEntries(
+  db: D1Database, tenant: string, q: { limit: number; after?: [string, string]; before?: [string, string]; origin?: SuppressionOriginFilter }, nowMs: number,
+): Promise<{ rows: SuppressionRow[]; hasMore: boolean }> {
   let where = "tenant_id = ? AND (expires_at IS NULL OR expires_at > ?)";
   const args: (string | number)[] = [tenant, nowMs];
   if (q.origin) where += ` AND ${ORIGIN_SQL[q.origin]}`;

@@ -37,7 +37,9 @@ export async function insertTopic(db: D1Database, t: TopicRow): Promise<void> {
     .bind(t.tenant_id, t.id, t.name, t.description, t.default_subscription, t.created_at).run();
 }
 
-export async function updateTopic(db: D1Database, tenant: string, id: string, f: { name?: string | undefined; description?: string | undefined }): Promise<void> {
+export async function updateTopic(
+  db: D1Database, tenant: string, id: string, f: { name?: string | undefined; description?: string | undefined },
+): Promise<void> {
   await db.prepare("UPDATE topics SET name = COALESCE(?, name), description = COALESCE(?, description) WHERE tenant_id = ? AND id = ?")
     .bind(f.name ?? null, f.description ?? null, tenant, id).run();
 }
@@ -63,10 +65,14 @@ export async function subscriptionsOf(db: D1Database, tenant: string, address: s
         AND (s.expires_at IS NULL OR s.expires_at > ?3)) AS out,
       EXISTS (SELECT 1 FROM topic_opt_ins o WHERE o.tenant_id = t.tenant_id AND o.topic_id = t.id AND o.address = ?2) AS opted
     FROM topics t WHERE t.tenant_id = ?1 ORDER BY t.created_at, t.id`).bind(tenant, address, nowMs).all<TopicRow & { out: number; opted: number }>()).results;
-  return rows.map(({ out, opted, ...topic }) => ({ topic, subscription: out ? "opt_out" : topic.default_subscription === "opt_in" || opted ? "opt_in" : "opt_out" }));
+  return rows.map(({ out, opted, ...topic }) => ({
+    topic, subscription: out ? "opt_out" : topic.default_subscription === "opt_in" || opted ? "opt_in" : "opt_out",
+  }));
 }
 
-export async function setSubscriptions(db: D1Database, tenant: string, address: string, subs: readonly { topic: TopicRow; subscription: "opt_in" | "opt_out" }[], nowMs: number): Promise<void> {
+export async function setSubscriptions(
+  db: D1Database, tenant: string, address: string, subs: readonly { topic: TopicRow; subscription: "opt_in" | "opt_out" }[], nowMs: number,
+): Promise<void> {
   const stmts = subs.flatMap(({ topic, subscription }) => {
     const scope = `bulk:${topic.id}`;
     return subscription === "opt_out"
@@ -78,7 +84,9 @@ export async function setSubscriptions(db: D1Database, tenant: string, address: 
       : [
         db.prepare("DELETE FROM suppressions WHERE tenant_id = ? AND address = ? AND scope = ?").bind(tenant, address, scope),
         ...(topic.default_subscription === "opt_out"
-          ? [db.prepare("INSERT OR IGNORE INTO topic_opt_ins (tenant_id, topic_id, address, created_at) VALUES (?, ?, ?, ?)").bind(tenant, topic.id, address, nowMs)]
+          ? [db.prepare("INSERT OR IGNORE INTO topic_opt_ins (tenant_id, topic_id, address, created_at) VALUES (?, ?, ?, ?)").bind(
+            tenant, topic.id, address, nowMs,
+          )]
           : []),
       ];
   });

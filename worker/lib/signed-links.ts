@@ -39,7 +39,10 @@ let cached: { secret: string | undefined; key: Promise<CryptoKey> } | null = nul
 
 function linkKey(env: SecretEnv): Promise<CryptoKey> {
   if (cached === null || cached.secret !== env.WEBHOOK_SECRETS_KEY) {
-    cached = { secret: env.WEBHOOK_SECRETS_KEY, key: derivedSecret(env, "cohort file links v1").then((s) => crypto.subtle.importKey("raw", s, { name: "HMAC", hash: "SHA-256" }, false, ["sign"])) };
+    cached = {
+      secret: env.WEBHOOK_SECRETS_KEY,
+      key: derivedSecret(env, "cohort file links v1").then((s) => crypto.subtle.importKey("raw", s, { name: "HMAC", hash: "SHA-256" }, false, ["sign"])),
+    };
   }
   return cached.key;
 }

@@ -47,13 +47,17 @@ export function receivedEnvelope(id: string, createdAtMs: number, f: ReceivedFie
     data: {
       email_id: id, created_at: new Date(createdAtMs).toISOString(), from: f.from, to: f.to, bcc: f.bcc ?? [], cc: f.cc ?? [],
       received_for: f.received_for, message_id: f.message_id ?? "", subject: f.subject,
-      attachments: f.attachments.map((a) => ({ id: a.id, filename: a.filename, content_type: a.content_type, content_disposition: a.content_disposition, content_id: a.content_id })),
+      attachments: f.attachments.map((a) => ({
+        id: a.id, filename: a.filename, content_type: a.content_type, content_disposition: a.content_disposition, content_id: a.content_id,
+      })),
     },
   };
 }
 
 /** See the header. */
-export async function receiveMail(env: Env, message: ReceivableMessage, bytes: Uint8Array, nowMs = Date.now()): Promise<"received" | "receiving_refused" | null> {
+export async function receiveMail(
+  env: Env, message: ReceivableMessage, bytes: Uint8Array, nowMs = Date.now(),
+): Promise<"received" | "receiving_refused" | null> {
   const to = message.to.trim().replace(/^<|>$/g, "");
   const domain = await receivingDomainOf(env.DB, to.slice(to.lastIndexOf("@") + 1));
   if (!domain) return null;
@@ -73,7 +77,8 @@ export async function receiveMail(env: Env, message: ReceivableMessage, bytes: U
     tenant_id: tenant, id, created_at: nowMs, domain_id: domain.id, envelope_from: message.from, from_addr: fields.from,
     to_json: JSON.stringify(fields.to), cc_json: fields.cc && JSON.stringify(fields.cc), bcc_json: fields.bcc && JSON.stringify(fields.bcc),
     reply_to_json: fields.reply_to && JSON.stringify(fields.reply_to), received_for_json: JSON.stringify(fields.received_for), subject: fields.subject,
-    message_id: fields.message_id, headers_json: JSON.stringify(fields.headers), attachments_json: JSON.stringify(fields.attachments), raw_key: key, size: bytes.byteLength,
+    message_id: fields.message_id, headers_json: JSON.stringify(fields.headers), attachments_json: JSON.stringify(fields.attachments), raw_key: key,
+    size: bytes.byteLength,
   };
   await publishReceived(env, row, fields, nowMs);
   return "received";
@@ -90,12 +95,16 @@ async function publishReceived(env: Env, row: ReceivedRow, fields: ReceivedField
   const results = await env.DB.batch([insertReceivedStatement(env.DB, row), ...inserts, enabledEndpointsStatement(env.DB, [row.tenant_id])]);
   const feed = results.slice(1, 1 + inserts.length).flatMap((r) => (r.results ?? []) as FeedRow[]).filter((r) => r.event_id !== null);
   const endpoints = ((results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]).map(toPublishEndpoint);
-  const jobs = feed.flatMap((f) => endpoints.filter((ep) => endpointWants(ep.events, f.type)).map((ep) => makeJob(f.tenant_id, ep.id, { id: f.event_id, type: f.type, body: f.body })));
+  const jobs = feed.flatMap((f) => endpoints.filter((ep) => endpointWants(ep.events, f.type)).map((ep) => makeJob(
+    f.tenant_id, ep.id, { id: f.event_id, type: f.type, body: f.body },
+  )));
   if (jobs.length === 0) return;
   try {
     await enqueueJobs(env.WEBHOOKS, makeBundles(jobs).map((job) => ({ job })));
   } catch (e) {
     await releaseFeedClaims(env.DB, feed.map((f) => f.event_id), nowMs).catch(() => undefined);
-    console.error(JSON.stringify({ error: "email.received not queued; it stays in the event feed", id: row.id, detail: e instanceof Error ? e.message : String(e) }));
+    console.error(JSON.stringify({
+      error: "email.received not queued; it stays in the event feed", id: row.id, detail: e instanceof Error ? e.message : String(e),
+    }));
   }
 }

@@ -52,7 +52,9 @@ export function contentOf(input: ContentInput, base?: TemplateContent): Template
     text: pick("text", base?.text ?? null) as string | null,
     from: pick("from", base?.from ?? null) as string | null,
     reply_to: replyTo === null ? null : typeof replyTo === "string" ? [replyTo] : replyTo,
-    variables: input.variables === undefined ? base?.variables ?? [] : input.variables.map((v): VariableDecl => ({ key: v.key, type: v.type, fallback_value: v.fallback_value ?? null })),
+    variables: input.variables === undefined ? base?.variables ?? [] : input.variables.map((v): VariableDecl => ({
+      key: v.key, type: v.type, fallback_value: v.fallback_value ?? null,
+    })),
   };
   const first = checkContent(content)[0];
   if (first) throw problem(first);
@@ -82,7 +84,10 @@ export function templateObject(r: TemplateRow) {
 
 /** An item of GET /templates. */
 export function templateListItem(r: TemplateRow) {
-  return { id: r.id, name: r.name, alias: r.alias, status: r.published === null ? "draft" : "published", created_at: iso(r.created_at), updated_at: iso(r.updated_at), published_at: iso(r.published_at) };
+  return {
+    id: r.id, name: r.name, alias: r.alias, status: r.published === null ? "draft" : "published", created_at: iso(r.created_at),
+    updated_at: iso(r.updated_at), published_at: iso(r.published_at),
+  };
 }
 
 /** The tenant's templates, each read at most once per request. */
@@ -115,10 +120,14 @@ export interface Rendered {
 }
 
 /** Renders the published version for a send (see the header). */
-export async function renderSend(ref: TemplateRef, own: { from?: string | undefined; subject?: string | undefined; reply_to?: string | string[] | undefined }, source: TemplateSource): Promise<Rendered> {
+export async function renderSend(
+  ref: TemplateRef, own: { from?: string | undefined; subject?: string | undefined; reply_to?: string | string[] | undefined }, source: TemplateSource,
+): Promise<Rendered> {
   const row = await source.get(ref.id);
   if (!row) throw new ApiError(422, "validation_error", `Invalid \`template.id\`: no template ${JSON.stringify(ref.id)} (id or alias) of yours.`);
-  if (row.published === null) throw new ApiError(422, "validation_error", `Template ${JSON.stringify(ref.id)} has no published version: publish it first (POST /templates/${row.id}/publish).`);
+  if (row.published === null) throw new ApiError(
+    422, "validation_error", `Template ${JSON.stringify(ref.id)} has no published version: publish it first (POST /templates/${row.id}/publish).`,
+  );
   const content = parseContent(row.published);
   const values = ref.variables ?? {};
   const first = checkValues(content.variables, values, JSON.stringify(ref.id))[0];
@@ -127,7 +136,9 @@ export async function renderSend(ref: TemplateRef, own: { from?: string | undefi
   const from = own.from ?? content.from;
   const subject = own.subject ?? out.subject;
   if (!from) throw new ApiError(422, "missing_required_field", "Missing `from` field: neither the request nor the template gives one.");
-  if (subject === null || subject === undefined) throw new ApiError(422, "missing_required_field", "Missing `subject` field: neither the request nor the template gives one.");
+  if (subject === null || subject === undefined) throw new ApiError(
+    422, "missing_required_field", "Missing `subject` field: neither the request nor the template gives one.",
+  );
   const replyTo = own.reply_to === undefined ? content.reply_to : null;
   return { from, subject, html: out.html, ...(out.text !== null ? { text: out.text } : {}), ...(replyTo ? { reply_to: replyTo } : {}) };
 }

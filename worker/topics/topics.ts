@@ -67,7 +67,9 @@ export async function contactTopics(db: D1Database, tenant: string, address: str
 }
 
 /** PATCH /contacts/:id_or_email/topics: sets the subscriptions given; 422 for a topic that is not the tenant's. */
-export async function updateContactTopics(db: D1Database, tenant: string, address: string, subs: readonly { id: string; subscription: "opt_in" | "opt_out" }[], nowMs: number): Promise<void> {
+export async function updateContactTopics(
+  db: D1Database, tenant: string, address: string, subs: readonly { id: string; subscription: "opt_in" | "opt_out" }[], nowMs: number,
+): Promise<void> {
   const topics = new Map((await listTopics(db, tenant)).map((t) => [t.id, t]));
   const resolved = subs.map((s, i) => {
     const topic = topics.get(s.id);

@@ -141,6 +141,12 @@ describe("receiving", () => {
     expect(await env.DB.prepare("SELECT count(*) AS n FROM received_emails WHERE tenant_id = 'recv-old'").first<number>("n")).toBe(0);
     expect(await env.DB.prepare("SELECT count(*) AS n FROM event_log WHERE email_id = ?").bind(row!.id).first<number>("n")).toBe(0);
     expect(await env.BODIES.head(row!.raw_key)).toBeNull();
+    // The copies kept for sent mail's attachment links go the same way; a young one stays.
+    await env.BODIES.put(`sent/${String(long).padStart(13, "0")}/old-copy`, "x");
+    await env.BODIES.put(`sent/${String(Date.now()).padStart(13, "0")}/new-copy`, "x");
+    await purgeKept(env, Date.now(), 30 * 86_400_000);
+    expect((await env.BODIES.list({ prefix: "sent/" })).objects.map((o) => o.key.split("/")[2])).toEqual(expect.arrayContaining(["new-copy"]));
+    expect((await env.BODIES.list({ prefix: "sent/" })).objects.map((o) => o.key.split("/")[2])).not.toContain("old-copy");
     // Younger mail stays.
     expect(await env.DB.prepare("SELECT count(*) AS n FROM received_emails WHERE tenant_id = 'recv'").first<number>("n")).toBeGreaterThan(0);
   });

@@ -52,7 +52,8 @@ export function apiKeyRoutes() {
   r.patch("/:id", async (c) => {
     const id = c.req.param("id");
     const input = parseInput(UpdateApiKeySchema, (await readJson(c, 16 * 1024)).value);
-    const res = await c.env.DB.prepare("UPDATE api_keys SET name = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL").bind(input.name, id, c.get("tenant")).run();
+    const res = await c.env.DB.prepare("UPDATE api_keys SET name = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL")
+      .bind(input.name, id, c.get("tenant")).run();
     if ((res.meta.changes ?? 0) === 0) throw new ApiError(404, "not_found", "API key not found.");
     return c.json({ object: "api_key", id });
   });

@@ -25,6 +25,7 @@
  *   claimed (by any tenant); 404 not_found for another tenant's id.
  */
 import { Hono, type Context } from "hono";
+import type { z } from "zod";
 import { addKey, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain, type DomainRow } from "../../db/domains";
 import { recordsFor } from "../../domains/records";
 import { newDkimKey, recordOptions, verifyDomain } from "../../domains/service";
@@ -41,12 +42,18 @@ function summary(d: DomainRow) {
 }
 
 /** What the relay does not do, refused by name rather than stored and ignored. */
-function unsupported(input: { open_tracking?: boolean | undefined; click_tracking?: boolean | undefined; tls?: string | undefined; tracking_subdomain?: string | undefined; capabilities?: { sending?: string | undefined } | undefined }): string | null {
+function unsupported(input: z.infer<typeof UpdateDomainSchema>): string | null {
   if (input.open_tracking === true || input.click_tracking === true || input.tracking_subdomain !== undefined) {
-    return "`open_tracking`, `click_tracking` and `tracking_subdomain`: this relay does not track opens or clicks (it rewrites no links and adds no pixel); only false is taken.";
+    return "`open_tracking`, `click_tracking` and `tracking_subdomain`: this relay does not track opens or clicks "
+      + "(it rewrites no links and adds no pixel); only false is taken.";
   }
-  if (input.tls === "enforced") return "`tls`: \"enforced\" per sending domain is not supported (TLS is set per transport: RELAY_TLS, provider rules' require_tls); only \"opportunistic\" is taken.";
-  if (input.capabilities?.sending === "disabled") return "`capabilities.sending`: a domain's sending cannot be disabled here; delete the domain (DELETE /domains/:id) to stop sending from it.";
+  if (input.tls === "enforced") {
+    return "`tls`: \"enforced\" per sending domain is not supported (TLS is set per transport: RELAY_TLS, provider rules' require_tls); "
+      + "only \"opportunistic\" is taken.";
+  }
+  if (input.capabilities?.sending === "disabled") {
+    return "`capabilities.sending`: a domain's sending cannot be disabled here; delete the domain (DELETE /domains/:id) to stop sending from it.";
+  }
   return null;
 }
 

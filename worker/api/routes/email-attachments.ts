@@ -32,8 +32,13 @@ async function viewOf(c: Context<AppEnv>): Promise<MessageView> {
 }
 
 async function data(c: Context<AppEnv>, v: MessageView, a: SentAttachment, index: number) {
-  const link = await fileLink(c.env, publicOrigin(c.env, c.req.url), { k: "sent", t: c.get("tenant"), e: v.id, p: keptKey("sent", v.created_at, v.id), a: index });
-  return { id: a.id, filename: a.filename ?? undefined, size: a.size, content_type: a.content_type, content_disposition: a.content_disposition, content_id: a.content_id ?? undefined, ...link };
+  const link = await fileLink(
+    c.env, publicOrigin(c.env, c.req.url), { k: "sent", t: c.get("tenant"), e: v.id, p: keptKey("sent", v.created_at, v.id), a: index },
+  );
+  return {
+    id: a.id, filename: a.filename ?? undefined, size: a.size, content_type: a.content_type, content_disposition: a.content_disposition,
+    content_id: a.content_id ?? undefined, ...link,
+  };
 }
 
 /** The /emails/:id/attachments routes (mounted behind the API key middleware). */

@@ -36,12 +36,16 @@ export function fileRoutes() {
     if (!obj) throw gone();
     // Served as downloads, sandboxed: a received file is whatever its sender made it.
     const headers = { "cache-control": "private, no-store", "x-content-type-options": "nosniff", "content-security-policy": "default-src 'none'; sandbox" };
-    if (ref.k === "raw") return new Response(obj.body, { headers: { ...headers, "content-type": "message/rfc822", "content-disposition": `attachment; filename="${ref.e}.eml"` } });
+    if (ref.k === "raw") return new Response(
+      obj.body, { headers: { ...headers, "content-type": "message/rfc822", "content-disposition": `attachment; filename="${ref.e}.eml"` } },
+    );
     const parsed = await PostalMime.parse(await obj.arrayBuffer(), { attachmentEncoding: "arraybuffer" });
     const a = parsed.attachments[ref.a ?? -1];
     if (!a) throw gone();
     const name = (a.filename ?? "attachment").replace(/["\\\r\n]/g, "_");
-    return new Response(a.content as ArrayBuffer, { headers: { ...headers, "content-type": a.mimeType, "content-disposition": `attachment; filename="${name}"` } });
+    return new Response(
+      a.content as ArrayBuffer, { headers: { ...headers, "content-type": a.mimeType, "content-disposition": `attachment; filename="${name}"` } },
+    );
   });
   return r;
 }

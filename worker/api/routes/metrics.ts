@@ -42,7 +42,8 @@ export function metricsRoutes() {
   r.get("/", async (c) => {
     const q = parseInput(MetricsQuerySchema, c.req.query());
     if (q.dimensions?.includes("email") || q.dimensions?.includes("broadcast") || q.email_id || q.broadcast_id) {
-      throw bad("The `email` and `broadcast` dimensions and the `email_id` and `broadcast_id` filters are not supported: this relay breaks metrics down by period and by domain.");
+      throw bad("The `email` and `broadcast` dimensions and the `email_id` and `broadcast_id` filters are not supported: "
+        + "this relay breaks metrics down by period and by domain.");
     }
     if (!validZone(q.timezone)) throw bad(`Invalid \`timezone\`: ${JSON.stringify(q.timezone)} is not an IANA time zone.`);
     const now = Date.now();
@@ -56,9 +57,16 @@ export function metricsRoutes() {
     const kept = wanted ? rows.filter((x) => wanted.has(ids.get(x.domain) ?? "")) : rows;
     const dimensions = q.dimensions ?? [];
     const metrics = q.metrics ?? [...METRICS];
-    const folded = foldMetrics(kept, { metrics, byPeriod: dimensions.includes("period"), byDomain: dimensions.includes("domain"), granularity: q.granularity, timezone: q.timezone, domainIds: ids });
+    const folded = foldMetrics(
+      kept,
+      {
+        metrics, byPeriod: dimensions.includes("period"), byDomain: dimensions.includes("domain"), granularity: q.granularity, timezone: q.timezone,
+        domainIds: ids,
+      },
+    );
     return c.json({
-      object: "metrics", start_date: new Date(start).toISOString(), end_date: new Date(end).toISOString(), metrics, dimensions, granularity: q.granularity, ...folded,
+      object: "metrics", start_date: new Date(start).toISOString(), end_date: new Date(end).toISOString(), metrics, dimensions, granularity: q.granularity,
+      ...folded,
     });
   });
   return r;

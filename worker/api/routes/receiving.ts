@@ -75,7 +75,9 @@ export function receivingRoutes() {
     const obj = await c.env.BODIES.get(row.raw_key);
     const parsed = obj ? await PostalMime.parse(await obj.arrayBuffer(), { attachmentEncoding: "base64" }) : null;
     const atts = JSON.parse(row.attachments_json) as ReceivedAttachment[];
-    const inline = (parsed?.attachments ?? []).map((a, i) => ({ content_id: atts[i]?.content_id ?? null, content_type: a.mimeType, base64: String(a.content) }));
+    const inline = (parsed?.attachments ?? []).map((a, i) => ({
+      content_id: atts[i]?.content_id ?? null, content_type: a.mimeType, base64: String(a.content),
+    }));
     const html = parsed?.html ?? null;
     return c.json({
       object: "email", ...receivedListItem(row),

@@ -86,7 +86,9 @@ function cursor(id: string | undefined, name: string): [string, string] | undefi
 /** The /suppressions routes (mounted behind the API key middleware). */
 export function resendSuppressionRoutes() {
   const r = new Hono<AppEnv>();
-  const manual = (tenant: string, address: string, now: number): SuppressionRow => ({ tenant_id: tenant, address, scope: "", reason: "manual", created_at: now, expires_at: null });
+  const manual = (
+    tenant: string, address: string, now: number,
+  ): SuppressionRow => ({ tenant_id: tenant, address, scope: "", reason: "manual", created_at: now, expires_at: null });
 
   r.post("/", async (c) => {
     const body = parseInput(ResendAddSuppressionSchema, (await readJson(c, 16 * 1024)).value);
@@ -99,7 +101,8 @@ export function resendSuppressionRoutes() {
     const q = parseInput(PageQuerySchema, c.req.query());
     const { origin } = parseInput(ListQuery, { origin: c.req.query("origin") });
     const page = await listSuppressionEntries(c.env.DB, c.get("tenant"), {
-      limit: q.limit, ...(q.after ? { after: cursor(q.after, "after") } : {}), ...(q.before ? { before: cursor(q.before, "before") } : {}), ...(origin ? { origin } : {}),
+      limit: q.limit, ...(q.after ? { after: cursor(q.after, "after") } : {}), ...(q.before ? { before: cursor(q.before, "before") } : {}),
+      ...(origin ? { origin } : {}),
     }, Date.now());
     return c.json({ object: "list", has_more: page.hasMore, data: page.rows.map(entryView) });
   });

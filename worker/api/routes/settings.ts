@@ -38,7 +38,8 @@ export const SettingsBody = z.object({
 async function read(db: D1Database, tenant: string): Promise<z.infer<typeof SettingsBody>> {
   const row = await db.prepare("SELECT unsubscribe, receiving_daily_quota FROM tenant_settings WHERE tenant_id = ?").bind(tenant)
     .first<{ unsubscribe: string | null; receiving_daily_quota: number | null }>();
-  return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null, receiving_daily_quota: row?.receiving_daily_quota ?? null };
+  const unsubscribe = row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null;
+  return { object: "settings", unsubscribe, receiving_daily_quota: row?.receiving_daily_quota ?? null };
 }
 
 /** The /relay/settings routes (behind the API key middleware). */

@@ -35,7 +35,9 @@ import { ApiError } from "../../model/errors";
 import { CreateTemplateSchema, PageQuerySchema, PreviewTemplateSchema, UpdateTemplateSchema } from "../http/template-schemas";
 
 const BODY_LIMIT = 2 * 1024 * 1024;
-const aliasTaken = (alias: string | null | undefined) => new ApiError(422, "validation_error", `The alias ${JSON.stringify(alias)} is already used by another of your templates.`);
+const aliasTaken = (alias: string | null | undefined) => new ApiError(
+  422, "validation_error", `The alias ${JSON.stringify(alias)} is already used by another of your templates.`,
+);
 
 async function mine(c: Context<AppEnv>): Promise<TemplateRow> {
   const t = await findTemplate(c.env.DB, c.get("tenant"), c.req.param("id") ?? "");
@@ -73,7 +75,10 @@ export function templateRoutes() {
     const input = parseInput(UpdateTemplateSchema, (await readJson(c, BODY_LIMIT)).value);
     const draft = contentOf(input, parseContent(t.draft));
     const alias = input.alias === undefined ? t.alias : input.alias;
-    const res = await updateDraft(c.env.DB, t.tenant_id, t.id, { name: input.name ?? t.name, alias, draft: JSON.stringify(draft), draftVersion: crypto.randomUUID(), nowMs: Date.now() });
+    const res = await updateDraft(
+      c.env.DB, t.tenant_id, t.id,
+      { name: input.name ?? t.name, alias, draft: JSON.stringify(draft), draftVersion: crypto.randomUUID(), nowMs: Date.now() },
+    );
     if (res === "alias_taken") throw aliasTaken(alias);
     return c.json({ id: t.id, object: "template" });
   });

@@ -38,7 +38,10 @@ export function topicRoutes() {
   const r = new Hono<AppEnv>();
   r.post("/", async (c) => {
     const input = parseInput(CreateTopicSchema, (await readJson(c, 16 * 1024)).value);
-    const row: TopicRow = { tenant_id: c.get("tenant"), id: crypto.randomUUID(), name: input.name, description: input.description ?? null, default_subscription: input.default_subscription, created_at: Date.now() };
+    const row: TopicRow = {
+      tenant_id: c.get("tenant"), id: crypto.randomUUID(), name: input.name, description: input.description ?? null,
+      default_subscription: input.default_subscription, created_at: Date.now(),
+    };
     await insertTopic(c.env.DB, row);
     return c.json({ id: row.id }, 201);
   });

@@ -62,7 +62,8 @@ export interface FoldQuery {
 
 const COUNTED: Readonly<Record<string, Metric>> = {
   "email.sent": "sent", "email.delivered": "delivered", "email.bounced": "bounced", "email.complained": "complained",
-  "email.unsubscribed": "unsubscribed", "email.suppressed": "suppressed", "email.failed": "failed", "email.delivery_delayed": "delivery_delayed", received: "received",
+  "email.unsubscribed": "unsubscribed", "email.suppressed": "suppressed", "email.failed": "failed", "email.delivery_delayed": "delivery_delayed",
+  received: "received",
 };
 
 /** Whether `tz` is a zone the runtime knows. */
@@ -77,7 +78,9 @@ export function validZone(tz: string): boolean {
 
 /** The wall-clock fields of `ms` in `tz`. */
 function wall(ms: number, tz: string): { y: number; m: number; d: number; h: number; wd: number } {
-  const parts = new Intl.DateTimeFormat("en-US", { timeZone: tz, year: "numeric", month: "numeric", day: "numeric", hour: "numeric", hourCycle: "h23", weekday: "short" }).formatToParts(ms);
+  const parts = new Intl.DateTimeFormat(
+    "en-US", { timeZone: tz, year: "numeric", month: "numeric", day: "numeric", hour: "numeric", hourCycle: "h23", weekday: "short" },
+  ).formatToParts(ms);
   const get = (t: string) => parts.find((p) => p.type === t)?.value ?? "0";
   const wd = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].indexOf(get("weekday"));
   return { y: Number(get("year")), m: Number(get("month")), d: Number(get("day")), h: Number(get("hour")), wd };
@@ -111,7 +114,9 @@ function finish(c: Counts, metrics: readonly Metric[]): Counts {
 }
 
 /** The answer's totals and rows (see the header). */
-export function foldMetrics(rows: readonly HourCount[], q: FoldQuery): { totals: Counts; data?: (Counts & { period?: string; domain_id?: string | null; domain_name?: string })[] } {
+export function foldMetrics(
+  rows: readonly HourCount[], q: FoldQuery,
+): { totals: Counts; data?: (Counts & { period?: string; domain_id?: string | null; domain_name?: string })[] } {
   const total: Counts = {};
   const groups = new Map<string, { period: number | null; domain: string | null; c: Counts }>();
   for (const r of rows) {

@@ -78,9 +78,13 @@ export function usedVariables(c: Pick<TemplateContent, "subject" | "html" | "tex
 export function checkContent(c: TemplateContent): Problem[] {
   const out: Problem[] = [];
   const declared = new Set<string>();
-  if (c.variables.length > MAX_VARIABLES) out.push({ kind: "invalid", message: `A template may declare at most ${MAX_VARIABLES} variables; this one declares ${c.variables.length}.` });
+  if (c.variables.length > MAX_VARIABLES) out.push({
+    kind: "invalid", message: `A template may declare at most ${MAX_VARIABLES} variables; this one declares ${c.variables.length}.`,
+  });
   for (const v of c.variables) {
-    if (!KEY_RE.test(v.key)) out.push({ kind: "invalid", message: `Variable key \`${v.key}\` must be 1–100 characters of A–Z, a–z, 0–9 or _, not starting with a digit.` });
+    if (!KEY_RE.test(v.key)) out.push({
+      kind: "invalid", message: `Variable key \`${v.key}\` must be 1–100 characters of A–Z, a–z, 0–9 or _, not starting with a digit.`,
+    });
     else if (RESERVED_KEYS.includes(v.key)) out.push({ kind: "invalid", message: `Variable key \`${v.key}\` is reserved (${RESERVED_KEYS.join(", ")}).` });
     if (declared.has(v.key)) out.push({ kind: "invalid", message: `Variable \`${v.key}\` is declared twice.` });
     declared.add(v.key);
@@ -113,7 +117,9 @@ export function checkValues(vars: readonly VariableDecl[], values: Readonly<Reco
     }
   }
   for (const v of vars) {
-    if (!(v.key in values) && v.fallback_value === null) out.push({ kind: "missing", message: `Missing required variable \`${v.key}\` for template ${template}.` });
+    if (!(v.key in values) && v.fallback_value === null) out.push({
+      kind: "missing", message: `Missing required variable \`${v.key}\` for template ${template}.`,
+    });
   }
   return out;
 }
@@ -135,7 +141,9 @@ function fill(part: string, lookup: (key: string) => string | null, escape: bool
 }
 
 /** The rendered subject, html and text (see the header). */
-export function renderContent(c: TemplateContent, values: Readonly<Record<string, string | number>>): { subject: string | null; html: string; text: string | null } {
+export function renderContent(
+  c: TemplateContent, values: Readonly<Record<string, string | number>>,
+): { subject: string | null; html: string; text: string | null } {
   const decls = new Map(c.variables.map((v) => [v.key, v]));
   const lookup = (key: string): string | null => {
     const given = values[key];
