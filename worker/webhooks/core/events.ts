@@ -56,8 +56,7 @@ export type EmailEventType =
   | "email.suppressed"
   | "email.canceled"
   | "email.complained"
-  | "email.unsubscribed"
-  | "email.received"
+  | "email.unsubscribed" | "email.received"
   | "relay.destination.throttled"
   | "relay.complaint_rate.exceeded";
 
