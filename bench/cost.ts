@@ -14,14 +14,21 @@
  *   after the previous phase, the meter is reset. Then:
  *     1rcpt     --messages (1,000) one-recipient messages, POST /emails, 10 in flight;
  *     10rcpt    200 ten-recipient messages, one domain;
- *     batch100  ten POST /emails/batch of 100 one-recipient messages.
+ *     batch100  ten POST /emails/batch of 100 one-recipient messages;
+ *     template  200 one-recipient POST /emails naming a stored template (rendered at accept);
+ *     received  200 messages to a verified receiving domain through wrangler's
+ *               /cdn-cgi/handler/email (the email() handler): kept and pushed as email.received.
  *   A case ends when the sink has every recipient, the receiver every event (email.sent and
- *   email.delivered per recipient) and the meter has not moved for 3 s; then the meter is read.
+ *   email.delivered per recipient; email.received per received message) and the meter has not
+ *   moved for 3 s; then the meter is read. A case's `prepare` (a template, a receiving domain
+ *   verified through a DoH fixture) runs before the meter is reset.
  *   The meter's own requests (/relay/dev/*) are not counted.
  *   Retention: a last server with MESSAGE_RETENTION_DAYS=0.0001 (8.6 s) and OUTBOX_GRACE_SECONDS=2
  *   gets 200 one-recipient messages; after delivery and retention it wakes the sweepers
  *   (/cdn-cgi/handler/scheduled, --test-scheduled), waits, and counts the rows still held in message-scoped
- *   tables (GET /relay/dev/rows): rows_left_after_retention. The meter runs from the first accept to
+ *   tables (GET /relay/dev/rows): rows_left_after_retention; then it receives 20 messages, lets
+ *   retention pass again and counts again (received mail's rows are in the count, not in the
+ *   lifetime figure). The meter runs from the first accept to
  *   the end, so lifetime_rows_written_per_message is a message's whole life, the deletes of
  *   retention included (a delete is billed as a row written); a case's window ends at delivery and
  *   does not include them.
@@ -41,11 +48,12 @@ import { parseArgs } from "node:util";
 import { startReceiver, type Receiver } from "../test/integration/webhooks/receiver";
 import { devFetch, startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { startCatcher, type Catcher } from "../scripts/lib/smtp-catcher";
+import { startDohZone, type DohZone } from "../scripts/lib/doh-zone";
 
 const { values } = parseArgs({
   options: {
     messages: { type: "string", default: "1000" },
-    cases: { type: "string", default: "1rcpt,10rcpt,batch100" },
+    cases: { type: "string", default: "1rcpt,10rcpt,batch100,template,received" },
     json: { type: "boolean", default: false },
     budget: { type: "boolean", default: false },
     "no-retention": { type: "boolean", default: false },
@@ -64,7 +72,7 @@ const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
 const CONCURRENCY = 10;
 const TIMEOUT_MS = 240_000;
 const QUIET_MS = 3000;
-const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained"];
+const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "email.received"];
 /** $ per million operations (cost.md). */
 const PRICES = { worker_invocations: 0.3, do_requests: 0.15, rows_written: 1.0, rows_read: 0.001, queue_ops: 0.4, r2_class_a: 4.5, r2_class_b: 0.36 } as const;
 
@@ -78,7 +86,7 @@ interface Snapshot {
   r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts; rows_read_by_statement?: Counts; runs_by_statement?: Counts;
 }
 
-interface Setup { server: DevServer; catcher: Catcher; receiver: Receiver }
+interface Setup { server: DevServer; catcher: Catcher; receiver: Receiver; doh: DohZone }
 const running: Setup[] = [];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -92,11 +100,12 @@ async function api<T>(s: DevServer, method: string, path: string, body?: unknown
 async function setup(vars: Record<string, string> = {}): Promise<Setup> {
   const catcher = await startCatcher({});
   const receiver = await startReceiver();
+  const doh = await startDohZone();
   const server = await startDevServer({
     tenant: "bench", role: "operator", frozen: true, testScheduled: true, meter: true,
-    vars: { SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", COHORT_ENV: "development", ...VARS, ...vars },
-  }).catch(async (e: unknown) => { await catcher.close(); await receiver.close(); throw e; });
-  const s = { server, catcher, receiver };
+    vars: { SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", COHORT_ENV: "development", DOH_RESOLVER_URL: doh.url, ...VARS, ...vars },
+  }).catch(async (e: unknown) => { await catcher.close(); await receiver.close(); await doh.close(); throw e; });
+  const s = { server, catcher, receiver, doh };
   running.push(s);
   await api(server, "POST", "/webhooks", { endpoint: `http://127.0.0.1:${receiver.port}/hook`, events: EVENTS });
   return s;
@@ -107,6 +116,7 @@ async function teardown(s: Setup): Promise<void> {
   await s.server.stop();
   await s.catcher.close();
   await s.receiver.close();
+  await s.doh.close();
 }
 
 const rcptsCaught = (c: Catcher) => c.messages.reduce((n, m) => n + m.rcptTo.length, 0);
@@ -124,23 +134,24 @@ function distinctEvents(r: Receiver): Counts {
 }
 const total = (c: Counts) => Object.values(c).reduce((a, b) => a + b, 0);
 
-/** Sends `n` requests produced by `make`, CONCURRENCY at a time. */
-async function sendAll(s: DevServer, n: number, make: (i: number) => { path: string; body: unknown }): Promise<void> {
+/** Sends `n` requests produced by `make`, CONCURRENCY at a time (a `raw` one: its text as is, to wrangler's email handler). */
+async function sendAll(s: DevServer, n: number, make: (i: number) => { path: string; body: unknown; raw?: boolean }): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < n) {
       const r = make(next++);
-      await api(s, "POST", r.path, r.body);
+      if (!r.raw) await api(s, "POST", r.path, r.body);
+      else if (!(await devFetch(`${s.url}${r.path}`, { method: "POST", body: r.body as string })).ok) throw new Error(`POST ${r.path} failed`);
     }
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, n) }, worker));
 }
 
-/** Waits for every recipient at the sink, two events per recipient, and a meter standing still. */
-async function waitDone(s: Setup, rcpts: number, what: string): Promise<{ events: Counts; snapshot: Snapshot }> {
+/** Waits for every recipient at the sink, two events per recipient (or `events`), and a meter standing still. */
+async function waitDone(s: Setup, rcpts: number, what: string, events = 2 * rcpts): Promise<{ events: Counts; snapshot: Snapshot }> {
   const t0 = Date.now();
-  while (rcptsCaught(s.catcher) < rcpts || total(distinctEvents(s.receiver)) < 2 * rcpts) {
-    if (Date.now() - t0 > TIMEOUT_MS) throw new Error(`${what}: ${rcptsCaught(s.catcher)}/${rcpts} recipients and ${total(distinctEvents(s.receiver))}/${2 * rcpts} events after ${TIMEOUT_MS / 1000} s`);
+  while (rcptsCaught(s.catcher) < rcpts || total(distinctEvents(s.receiver)) < events) {
+    if (Date.now() - t0 > TIMEOUT_MS) throw new Error(`${what}: ${rcptsCaught(s.catcher)}/${rcpts} recipients and ${total(distinctEvents(s.receiver))}/${events} events after ${TIMEOUT_MS / 1000} s`);
     await sleep(250);
   }
   let last = JSON.stringify(await api<Snapshot>(s.server, "GET", "/relay/dev/meter"));
@@ -160,15 +171,48 @@ async function waitDone(s: Setup, rcpts: number, what: string): Promise<{ events
   }
 }
 
-interface CaseDef { name: string; messages: number; rcptsPer: number; requests: number; make: (i: number) => { path: string; body: unknown } }
+interface CaseDef {
+  name: string; messages: number; rcptsPer: number; requests: number; make: (i: number) => { path: string; body: unknown; raw?: boolean };
+  /** Runs before the meter is reset (what the case needs in place). */
+  prepare?: (s: Setup) => Promise<void>;
+  /** Events the receiver must get (default two per recipient). */
+  events?: number;
+}
 
 const email = (i: number, to: string[]) => ({ from: "Bench <bench@acme.example>", to, subject: `Cost ${i}`, text: `Cost benchmark message ${i}.` });
+
+/** A verified domain of the bench tenant that receives mail (records published in the DoH fixture). */
+async function receivingDomain(s: Setup, name: string): Promise<void> {
+  const d = await api<{ id: string; records: { name: string; type: string; value: string }[] }>(s.server, "POST", "/domains", { name, capabilities: { receiving: "enabled" } });
+  s.doh.publish(name, d.records);
+  await api(s.server, "POST", `/domains/${d.id}/verify`);
+}
+
+/** A received message with a small attachment, as wrangler's email handler takes it. */
+const inbound = (i: number, domain: string) => ({
+  path: `/cdn-cgi/handler/email?from=sender${i}%40outside.example&to=support%40${domain}`, raw: true,
+  body: [`From: Sender ${i} <sender${i}@outside.example>`, `To: support@${domain}`, `Subject: Received ${i}`, `Message-ID: <in-${i}@outside.example>`, "MIME-Version: 1.0",
+    "Content-Type: multipart/mixed; boundary=\"b\"", "", "--b", "Content-Type: text/plain", "", `Received benchmark message ${i}.`, "--b",
+    "Content-Type: text/plain; name=\"note.txt\"", "Content-Disposition: attachment; filename=\"note.txt\"", "", `note ${i}`, "--b--", ""].join("\r\n"),
+});
+
+/** The template the template case sends (published once, before the meter is reset). */
+const TEMPLATE = { name: "bench", alias: "bench", from: "Bench <bench@acme.example>", subject: "Cost {{{N}}}", html: "<p>Cost benchmark message {{{N}}} for {{{WHO}}}.</p>",
+  variables: [{ key: "N", type: "number" }, { key: "WHO", type: "string", fallback_value: "you" }] };
 
 function cases(messages: number): CaseDef[] {
   return [
     { name: "1rcpt", messages, rcptsPer: 1, requests: messages, make: (i) => ({ path: "/emails", body: email(i, [`r${i}@one.example`]) }) },
     { name: "10rcpt", messages: 200, rcptsPer: 10, requests: 200, make: (i) => ({ path: "/emails", body: email(i, Array.from({ length: 10 }, (_, r) => `m${i}r${r}@ten.example`)) }) },
     { name: "batch100", messages: 1000, rcptsPer: 1, requests: 10, make: (b) => ({ path: "/emails/batch", body: Array.from({ length: 100 }, (_, k) => email(b * 100 + k, [`b${b}k${k}@batch.example`])) }) },
+    {
+      name: "template", messages: 200, rcptsPer: 1, requests: 200, make: (i) => ({ path: "/emails", body: { to: [`t${i}@template.example`], template: { id: "bench", variables: { N: i } } } }),
+      prepare: async (s) => { await api(s.server, "POST", `/templates/${(await api<{ id: string }>(s.server, "POST", "/templates", TEMPLATE)).id}/publish`); },
+    },
+    {
+      name: "received", messages: 200, rcptsPer: 0, requests: 200, events: 200, make: (i) => inbound(i, "in.bench.example"),
+      prepare: (s) => receivingDomain(s, "in.bench.example"),
+    },
   ];
 }
 
@@ -244,19 +288,21 @@ async function warmUp(s: Setup): Promise<void> {
 }
 
 async function runCase(s: Setup, def: CaseDef): Promise<CaseResult> {
+  await def.prepare?.(s);
+  if (def.prepare) await waitDone(s, 0, `${def.name} preparation`, 0);
   // The previous phase ended with the meter standing still, so nothing of it is counted here.
   await api(s.server, "POST", "/relay/dev/meter/reset");
   s.catcher.messages.length = 0;
   s.receiver.log.length = 0;
   const t0 = Date.now();
   await sendAll(s.server, def.requests, def.make);
-  const { events, snapshot } = await waitDone(s, def.messages * def.rcptsPer, def.name);
+  const { events, snapshot } = await waitDone(s, def.messages * def.rcptsPer, def.name, def.events);
   return summarise(def, snapshot, events, (Date.now() - t0) / 1000);
 }
 
 /** Tables that hold per-message data (the others are configuration, keys, snapshots, feedback state). */
 const MESSAGE_TABLES = {
-  d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices"],
+  d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices", "received_emails"],
   outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint", "unsubscribe"],
   transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal", "journal_ring"],
 };
@@ -277,13 +323,20 @@ async function runRetention(n: number): Promise<{ total: number; messages: numbe
     if (!res.ok) res = await devFetch(`${s.server.url}/__scheduled`);
     if (!res.ok) throw new Error(`scheduled trigger: ${res.status} ${await res.text()}`);
     await sleep(6_000); // the sweepers' alarms, one grace period (2 s) after the wake-up
+    const spent = await api<Snapshot>(s.server, "GET", "/relay/dev/meter");
+    // Received mail, after the lifetime figure was read: 20 messages, retention again.
+    await receivingDomain(s, "in.retention.example");
+    await sendAll(s.server, 20, (i) => inbound(i, "in.retention.example"));
+    await waitDone(s, n, "received for retention", 2 * n + 20);
+    await sleep(10_000);
+    if (!(await devFetch(`${s.server.url}/cdn-cgi/handler/scheduled`)).ok) await devFetch(`${s.server.url}/__scheduled`);
+    await sleep(3_000);
     const rows = await api<Rows>(s.server, "GET", "/relay/dev/rows");
     const tables: Counts = {};
     for (const t of MESSAGE_TABLES.d1) tables[`d1.${t}`] = rows.d1[t] ?? 0;
     for (const [kind, objs] of [["outbox", rows.outbox], ["transport", rows.transport]] as const) {
       for (const counts of Object.values(objs)) for (const t of MESSAGE_TABLES[kind]) tables[`${kind}.${t}`] = (tables[`${kind}.${t}`] ?? 0) + (counts[t] ?? 0);
     }
-    const spent = await api<Snapshot>(s.server, "GET", "/relay/dev/meter");
     const byStatement = Object.fromEntries(Object.entries(spent.rows_written_by_statement ?? {}).filter(([k]) => /: DELETE /.test(k))
       .sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / n)]));
     return { total: total(tables), messages: n, tables, rowsWritten: spent.do_rows_written + spent.d1_rows_written, byStatement };

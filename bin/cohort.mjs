@@ -32,6 +32,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { eventLine, queueText, showText, textTable } from "./format.mjs";
+import { RESEND_HELP, RESEND_OPTIONS, resendCommand, UsageError as ResendUsageError } from "./resend-commands.mjs";
 
 const HELP = `usage: cohort <command> [options]
 
@@ -68,7 +69,7 @@ options:
   --key KEY      API key (default $COHORT_API_KEY)
   --json         machine-readable output
   -h, --help     this help
-`;
+${RESEND_HELP}`;
 
 class UsageError extends Error {}
 
@@ -132,6 +133,7 @@ export async function main(argv, out = process.stdout, env = process.env) {
       domain: { type: "string" }, tenant: { type: "string" }, days: { type: "string" }, file: { type: "string" },
       concurrency: { type: "string" }, rate: { type: "string" }, "connect-interval": { type: "string" },
       type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
+      ...RESEND_OPTIONS,
     },
   });
   const [command, ...args] = positionals;
@@ -323,8 +325,11 @@ export async function main(argv, out = process.stdout, env = process.env) {
       print(r, `cancelled ${r.recipients} recipient(s) in ${r.messages} message(s)${r.has_more ? " (more match: run it again)" : ""}`);
       return 0;
     }
-    default:
-      throw new UsageError(`unknown command ${JSON.stringify(command)} (cohort --help lists them)`);
+    default: {
+      const code = await resendCommand(command, args, values, call, print);
+      if (code === null) throw new UsageError(`unknown command ${JSON.stringify(command)} (cohort --help lists them)`);
+      return code;
+    }
   }
 }
 
@@ -333,7 +338,7 @@ async function run() {
   try {
     process.exitCode = await main(process.argv.slice(2));
   } catch (e) {
-    if (e instanceof UsageError || (e instanceof Error && "code" in e && String(e.code).startsWith("ERR_PARSE_ARGS"))) {
+    if (e instanceof UsageError || e instanceof ResendUsageError || (e instanceof Error && "code" in e && String(e.code).startsWith("ERR_PARSE_ARGS"))) {
       process.stderr.write(`cohort: ${e.message}\n`);
       process.exitCode = 2;
     } else if (e instanceof ApiError) {

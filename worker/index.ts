@@ -14,6 +14,7 @@ import { configProblems, notConfigured } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
 import { settingsOf } from "./settings/settings";
+import { purgeKept } from "./receiving/retention";
 
 export { TransportQueue } from "../durable-objects/transport/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination/destination-queue";
@@ -33,6 +34,9 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
   try {
     const r = await purgeExpired(env.DB, nowMs, settingsOf(env).retentionMs / 86_400_000);
     if (r.rows > 0 || r.truncated) console.log(JSON.stringify({ event: "d1 retention", ...r }));
+    // Received mail and the files kept for download links (worker/receiving/retention.ts).
+    const k = await purgeKept(env, nowMs, settingsOf(env).retentionMs);
+    if (k.rows > 0 || k.objects > 0 || k.truncated) console.log(JSON.stringify({ event: "kept files retention", ...k }));
   } catch (e) {
     console.error(JSON.stringify({ error: "d1 retention failed", detail: e instanceof Error ? e.message : String(e) }));
   }

@@ -8,11 +8,13 @@ import { mkdir } from "node:fs/promises";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, recipientsIn, startRelay, waitFor, type Relay } from "./relay";
+import { startDohZone, type DohZone } from "../../scripts/lib/doh-zone";
 
 const ARTIFACTS = new URL("../../test-artifacts/", import.meta.url).pathname;
 const STATES = ["incoming", "ready", "active", "deferred", "delivered", "bounced", "expired", "suppressed", "cancelled"];
 
 let relay: Relay;
+let doh: DohZone;
 let browser: Browser;
 let page: Page;
 const ids: Record<string, string> = {};
@@ -34,7 +36,8 @@ async function view(name: string): Promise<void> {
 
 beforeAll(async () => {
   await mkdir(ARTIFACTS, { recursive: true });
-  relay = await startRelay();
+  doh = await startDohZone();
+  relay = await startRelay({ DOH_RESOLVER_URL: doh.url });
   ids.delivered = await send(["ok-a@example.test", "ok-b@example.test"]);
   ids.bounced = await send(["reject-c@example.test"]);
   ids.deferred = await send(["tempfail-d@example.test"]);
@@ -59,6 +62,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await relay?.stop();
+  await doh?.close();
 });
 
 describe("the operator dashboard", () => {
@@ -171,5 +175,117 @@ describe("the operator dashboard", () => {
     await page.waitForFunction(() => String((globalThis as any).document.querySelector('[data-testid="recipient-row"] td:nth-child(6)')?.textContent) !== "held");
     const released = await api<{ recipients: { blocked_by: string | null }[] }>(relay, relay.tenantKey, "GET", `/emails/${ids.deferred}`);
     expect(released.recipients[0]!.blocked_by).not.toBe("held");
+  });
+});
+
+describe("the dashboard's views of Resend's resources and of the settings", () => {
+  const op = () => relay.operatorKey;
+  let domainId = "";
+  let templateId = "";
+
+  beforeAll(async () => {
+    const d = await api<{ id: string; records: { name: string; type: string; value: string }[] }>(relay, op(), "POST", "/domains", { name: "dash-recv.test" });
+    domainId = d.id;
+    doh.publish("dash-recv.test", d.records);
+    await api(relay, op(), "POST", `/domains/${domainId}/verify`);
+    expect((await api<{ status: string }>(relay, op(), "GET", `/domains/${domainId}`)).status).toBe("verified");
+    await api(relay, op(), "PATCH", `/domains/${domainId}`, { capabilities: { receiving: "enabled" } });
+    templateId = (await api<{ id: string }>(relay, op(), "POST", "/templates", {
+      name: "welcome", subject: "Welcome, {{{NAME}}}", from: "hello@dash-recv.test", html: "<h1>Hello {{{NAME}}}</h1><p>Your plan: {{{PLAN}}}</p>", text: "Hello {{NAME}}",
+      variables: [{ key: "NAME", type: "string", fallback_value: "friend" }, { key: "PLAN", type: "string", fallback_value: "free" }],
+    })).id;
+    const mime = ["From: Ann <ann@outside.example>", "To: support@dash-recv.test", "Subject: Refund request", "Message-ID: <dash-1@outside.example>", "MIME-Version: 1.0", "Content-Type: multipart/mixed; boundary=\"b\"", "",
+      "--b", "Content-Type: text/plain", "", "Please refund order 42.", "--b", "Content-Type: text/plain; name=\"order.txt\"", "Content-Disposition: attachment; filename=\"order.txt\"", "", "order 42", "--b--", ""].join("\r\n");
+    const url = new URL("/cdn-cgi/handler/email", relay.url);
+    url.searchParams.set("from", "ann@outside.example");
+    url.searchParams.set("to", "support@dash-recv.test");
+    const inbound = await fetch(url, { method: "POST", body: mime });
+    expect(inbound.status, await inbound.clone().text()).toBe(200);
+    await api(relay, op(), "PUT", "/relay/warmup/direct", { ramp: [{ per_day: 50, per_hour: 10 }, { per_day: 100 }] });
+    await api(relay, op(), "PUT", `/relay/policies/${encodeURIComponent("tenant:acme")}`, { concurrency: 5, rate: "120/m", interval_seconds: null });
+  }, 60_000);
+
+  it("shows the tenant's domains with their records, verifies, and turns receiving off and on", async () => {
+    await view("domains");
+    const list = await api<{ data: { name: string }[] }>(relay, op(), "GET", "/domains");
+    expect(await page.getByTestId("domain-row").count()).toBe(list.data.length);
+    await page.getByTestId("domain-row").filter({ hasText: "dash-recv.test" }).locator("a").click();
+    await page.waitForSelector('[data-testid="domain-records"]');
+    expect(await text("domain-status")).toBe("verified");
+    expect(await text("domain-receiving")).toBe("enabled");
+    expect(await page.getByTestId("domain-record").count()).toBe((await api<{ records: unknown[] }>(relay, op(), "GET", `/domains/${domainId}`)).records.length);
+    await shot("domains");
+    await page.getByTestId("domain-receiving-toggle").click();
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[data-testid="domain-receiving"]')?.textContent === "disabled");
+    expect((await api<{ capabilities: { receiving: string } }>(relay, op(), "GET", `/domains/${domainId}`)).capabilities.receiving).toBe("disabled");
+    await page.getByTestId("domain-receiving-toggle").click();
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[data-testid="domain-receiving"]')?.textContent === "enabled");
+  });
+
+  it("creates a key (its token shown once), renames it, and lists keys as the API does", async () => {
+    await view("keys");
+    await page.fill('[data-testid="key-form"] input[name="name"]', "dashboard-made");
+    await page.click('[data-testid="key-form"] button[type="submit"]');
+    const token = await page.getByTestId("key-token").textContent();
+    expect(token).toMatch(/^co_/);
+    const row = page.getByTestId("key-row").filter({ hasText: "dashboard-made" });
+    await row.locator("input[name=name]").fill("dashboard-renamed");
+    await row.getByTestId("key-rename").click();
+    await page.getByTestId("key-name").filter({ hasText: "dashboard-renamed" }).waitFor();
+    const keys = await api<{ data: { name: string }[] }>(relay, op(), "GET", "/api-keys");
+    expect(keys.data.map((k) => k.name)).toContain("dashboard-renamed");
+    expect(await page.getByTestId("key-row").count()).toBe(keys.data.length);
+    await shot("api-keys");
+  });
+
+  it("shows a template's variables and a rendered, escaped preview, and publishes it", async () => {
+    await view("templates");
+    expect(await page.getByTestId("template-row").count()).toBe((await api<{ data: unknown[] }>(relay, op(), "GET", "/templates")).data.length);
+    await page.getByTestId("template-row").filter({ hasText: "welcome" }).locator("a").click();
+    await page.waitForSelector('[data-testid="template-preview-frame"]');
+    expect(await text("template-status")).toBe("draft");
+    expect(await page.getByTestId("template-variable").count()).toBe(2);
+    expect(await text("template-preview-subject")).toBe("Welcome, friend");
+    await page.fill('[data-testid="template-preview-form"] input[name="NAME"]', "<Ann>");
+    await page.click('[data-testid="template-preview-form"] button[type="submit"]');
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[data-testid="template-preview-subject"]')?.textContent === "Welcome, <Ann>");
+    expect(await text("template-preview-html")).toBe("<h1>Hello &lt;Ann&gt;</h1><p>Your plan: free</p>");
+    const frame = page.frameLocator('[data-testid="template-preview-frame"]');
+    expect(await frame.locator("h1").textContent()).toBe("Hello <Ann>");
+    await shot("template-preview");
+    await page.getByTestId("template-publish").click();
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[data-testid="template-status"]')?.textContent === "published");
+    expect((await api<{ status: string }>(relay, op(), "GET", `/templates/${templateId}`)).status).toBe("published");
+  });
+
+  it("lists received mail and shows one with its text and an attachment link that downloads", async () => {
+    await view("received");
+    const list = await api<{ data: unknown[] }>(relay, op(), "GET", "/emails/receiving");
+    expect(await page.getByTestId("received-row").count()).toBe(list.data.length);
+    await page.getByTestId("received-row").filter({ hasText: "Refund request" }).locator("a").click();
+    await page.waitForSelector('[data-testid="received-attachment"]');
+    expect(await text("received-text")).toContain("Please refund order 42.");
+    const href = await page.getByTestId("received-attachment").first().locator("a").getAttribute("href");
+    expect((await (await fetch(href!)).text()).trimEnd()).toBe("order 42");
+    await shot("received");
+  });
+
+  it("shows the provider, policy and warm-up settings as the API does, and saves the tenant's quota", async () => {
+    await view("settings");
+    const [providers, policies, warmups] = await Promise.all([
+      api<{ data: unknown[] }>(relay, op(), "GET", "/relay/providers"), api<{ data: unknown[] }>(relay, op(), "GET", "/relay/policies"), api<{ data: unknown[] }>(relay, op(), "GET", "/relay/warmup"),
+    ]);
+    expect(await page.getByTestId("provider-row").count()).toBe(providers.data.length);
+    expect(await page.getByTestId("policy-row").count()).toBe(policies.data.length);
+    expect(await page.getByTestId("policy-row").filter({ hasText: "tenant:acme" }).textContent()).toContain("concurrency 5, rate 120/m");
+    expect(await page.getByTestId("warmup-row").count()).toBe(warmups.data.length);
+    expect(await page.getByTestId("warmup-row").first().textContent()).toContain("1 of 2");
+    await page.fill('[data-testid="quota-form"] input[name="quota"]', "250");
+    await page.click('[data-testid="quota-form"] button[type="submit"]');
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[data-testid="setting-quota"]')?.textContent?.includes("250"));
+    expect((await api<{ receiving_daily_quota: number }>(relay, op(), "GET", "/relay/settings")).receiving_daily_quota).toBe(250);
+    await page.getByTestId("warmup-advance").first().click();
+    await page.waitForFunction(() => (globalThis as any).document.querySelector('[data-testid="warmup-row"]')?.textContent?.includes("2 of 2"));
+    await shot("settings");
   });
 });

@@ -5,8 +5,9 @@
  * catcher (scripts/lib/smtp-catcher.ts: `reject-…` → 550 bounce, `tempfail-…` → 451 deferral).
  *
  * DESCRIPTION
- *   startRelay()   applies the migrations, creates an operator key (tenant "ops") and a tenant
- *                  key (tenant "acme"), starts the catcher and wrangler dev, waits for /health.
+ *   startRelay(vars?)  applies the migrations, creates an operator key (tenant "ops") and a tenant
+ *                  key (tenant "acme"), starts the catcher and wrangler dev (with `vars` as
+ *                  --var overrides), waits for /health.
  *                  Returns { url, operatorKey, tenantKey, smarthost, catcher, stop }.
  *   api(relay, key, method, path, body?)  one JSON call; throws on a non-2xx answer.
  *   waitFor(probe, ms, what)  polls until probe() answers something other than undefined.
@@ -51,7 +52,7 @@ function stopGroup(child: ChildProcess): Promise<void> {
 }
 
 /** Starts the relay (see header). */
-export async function startRelay(): Promise<Relay> {
+export async function startRelay(vars: Record<string, string> = {}): Promise<Relay> {
   const state = await mkdtemp(join(tmpdir(), "cohort-ops-"));
   const catcher = await startCatcher({ scripted: true });
   let child: ChildProcess | null = null;
@@ -72,7 +73,8 @@ export async function startRelay(): Promise<Relay> {
     const [port, inspector] = [await freePort(), await freePort()];
     const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
     child = spawn("npx", ["wrangler", "dev", join(bundle, "index.js"), "--no-bundle", "--config", "wrangler.toml", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", state,
-      "--show-interactive-dev-session=false", "--log-level", "warn", "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:http://127.0.0.1:${catcher.httpPort}/messages`],
+      "--show-interactive-dev-session=false", "--log-level", "warn", "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:http://127.0.0.1:${catcher.httpPort}/messages`,
+      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
     { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     const append = (b: Buffer) => { log = (log + b.toString()).slice(-20_000); };
     child.stdout?.on("data", append);

@@ -189,6 +189,35 @@ describe("npx cohort", () => {
     await api(relay, relay.operatorKey, "DELETE", "/relay/warmup/direct");
   });
 
+  it("drives Resend's newer resources: templates, topics, suppressions, received mail, metrics, key rename", async () => {
+    const k = relay.tenantKey;
+    const id = (await cohort(["template-create", "--name", "welcome", "--html", "<p>Hi {{{NAME}}}</p>", "--subject", "Welcome {{{NAME}}}", "--from", "ops@acme.test", "--var", "NAME:string:friend"], k)).stdout.trim();
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await cohort(["template-publish", id], k)).toMatchObject({ code: 0, stdout: `published ${id}\n` });
+    expect((await cohort(["template", id], k)).stdout).toMatch(/welcome\s+published\n.*\nvariables NAME:string=friend\n\n<p>Hi \{\{\{NAME\}\}\}<\/p>/);
+    expect((await cohort(["templates"], k)).stdout).toMatch(new RegExp(`${id}\\s+welcome\\s+-\\s+published`));
+    const sent = (await cohort(["send-template", "--to", "tpl@example.test", "--template", id, "--var", "NAME=Ann"], k)).stdout.trim();
+    const html = await waitFor(async () => {
+      const m = relay.catcher.messages.find((x) => x.rcptTo.includes("tpl@example.test"));
+      return m ? Buffer.from(m.body, "base64").toString("latin1") : undefined;
+    }, 30_000, "the templated email");
+    expect(sent).toMatch(/^[0-9a-f-]{36}$/);
+    expect(html).toContain("Subject: Welcome Ann");
+    const topic = (await cohort(["topic-create", "--name", "News", "--default", "opt_in"], k)).stdout.trim();
+    expect(await cohort(["unsubscribe-topic", "reader@example.test", topic], k)).toMatchObject({ code: 0, stdout: `reader@example.test: opted out of ${topic}\n` });
+    expect((await cohort(["subscriptions", "reader@example.test"], k)).stdout).toMatch(new RegExp(`${topic}\\s+News\\s+opt_out`));
+    expect((await cohort(["suppress", "gone@example.test"], k)).code).toBe(0);
+    expect((await cohort(["suppressions-list"], k)).stdout).toMatch(/gone@example\.test\s+manual\s+all\s+manual/);
+    expect((await cohort(["unsuppress", "gone@example.test"], k)).code).toBe(0);
+    expect((await cohort(["received"], k)).stdout).toBe("no received mail\n");
+    const metrics = await cohort(["metrics", "--days", "1", "--by", "domain"], k);
+    expect(metrics.stdout).toMatch(/^last 1 days\n\s+sent\s+delivered.*\nall\s+\d+/);
+    const keyId = (await api<{ id: string }>(relay, k, "POST", "/api-keys", { name: "cli" })).id;
+    expect(await cohort(["key-rename", keyId, "--name", "cli-renamed"], k)).toMatchObject({ code: 0, stdout: `renamed ${keyId}\n` });
+    expect((await cohort(["receiving", "x"], k)).code).toBe(2);
+    expect((await cohort(["template-create", "--name", "x"], k)).code).toBe(2);
+  });
+
   it("fails clearly: tenant key on an operator command, bad key, unreachable relay, bad usage", async () => {
     const restricted = await cohort(["queue"], relay.tenantKey);
     expect(restricted.code).toBe(1);

@@ -63,8 +63,8 @@ describe("POST /domains and friends", () => {
 
   it("PATCH and DELETE", async () => {
     const d = await (await api(a, "POST", "/domains", { name: "gone.acme-a.test" })).json<{ id: string }>();
-    expect(await (await api(a, "PATCH", `/domains/${d.id}`, { click_tracking: true, tls: "enforced" })).json()).toEqual({ object: "domain", id: d.id });
-    expect(await (await api(a, "GET", `/domains/${d.id}`)).json()).toMatchObject({ click_tracking: true });
+    expect(await (await api(a, "PATCH", `/domains/${d.id}`, { click_tracking: false, tls: "opportunistic", capabilities: { receiving: "enabled" } })).json()).toEqual({ object: "domain", id: d.id });
+    expect(await (await api(a, "GET", `/domains/${d.id}`)).json()).toMatchObject({ click_tracking: false, capabilities: { receiving: "enabled" } });
     expect(await (await api(a, "DELETE", `/domains/${d.id}`)).json()).toEqual({ object: "domain", id: d.id, deleted: true });
     expect((await api(a, "GET", `/domains/${d.id}`)).status).toBe(404);
     const keys = await env.DB.prepare("SELECT count(*) AS n FROM domain_keys WHERE domain_id = ?").bind(d.id).first<{ n: number }>("n");

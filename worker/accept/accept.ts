@@ -12,7 +12,9 @@
  *                                      decisions and the idempotency record (the Outbox admits
  *                                      decided ones to the Transport DOs with its next
  *                                      AdmissionBatch). Messages left undecided (scheduled, or
- *                                      a failed look-up) go to the classify queue. The response
+ *                                      a failed look-up) go to the classify queue, and a message with
+ *                                      attachments gets the copy kept for their links
+ *                                      (PreparedMessage.keep), both after the commit. The response
  *                                      is stored with the key, so a retry gets it byte for byte.
  *                                      While the Outbox says mail arrives faster than it is
  *                                      delivered, the answer waits IN_FLOW_DELAY_MS.
@@ -118,11 +120,27 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;
   }
-  await queueForClassify(env, input.tenant, undecided);
+  await Promise.all([queueForClassify(env, input.tenant, undecided), keepCopies(env, input.prepared)]);
   // Postfix's in_flow_delay: while mail arrives faster than it is delivered, the answer (the
   // message already safe) waits, so that a sender at full speed leaves the CPU to delivery.
   if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
   return input.response;
+}
+
+/**
+ * Writes the copies kept for attachment download links (model/files.ts; retention deletes them)
+ * once the messages are accepted, so that they never hold up the accept itself. A failure is
+ * only logged: the email goes out all the same, and its attachment links answer 404.
+ */
+async function keepCopies(env: Env, prepared: PreparedMessage[]): Promise<void> {
+  await Promise.all(prepared.filter((p) => p.keep !== undefined).map(async (p) => {
+    try {
+      await env.BODIES.put(p.keep!, p.body, { httpMetadata: { contentType: "message/rfc822" } });
+    } catch (e) {
+      const detail = e instanceof Error ? e.message : String(e);
+      console.error(JSON.stringify({ error: "attachment copy not kept; its links answer 404", id: p.record.id, detail }));
+    }
+  }));
 }
 
 /** The HTTP response for a stored (or replayed) response. */

@@ -2,9 +2,13 @@
  * Turns a validated send request into a message ready to store: composed, signed, measured.
  *
  * DESCRIPTION
- *   prepareEmail(env, input, ctx)  compose (worker/mail) → recipient limit → `scheduled_at` →
- *                                  DKIM (when configured) → size limit. Returns the R2 body and
- *                                  the Outbox record (NewMessage).
+ *   prepareEmail(env, input, ctx)  template (a send naming one is rendered here, once: the
+ *                                  rendered message is what is stored; worker/templates) → topic
+ *                                  (worker/topics: bulk mail of the topic) → compose
+ *                                  (worker/mail) → recipient limit → `scheduled_at` → DKIM (when
+ *                                  configured) → size limit. Returns the R2 body, the Outbox
+ *                                  record (NewMessage) and, for a message with attachments, the
+ *                                  R2 key its copy is kept under for GET /emails/:id/attachments.
  *   mailError(e)                   a MailInputError as the API's 422 ApiError (other errors pass).
  *   keepText                       html/text kept for GET /emails/:id only up to SUMMARY_TEXT_BYTES.
  *
@@ -21,13 +25,20 @@ import { tokenOf } from "../mail/verp";
 import { addressTokenKey } from "../inbound/tokens";
 import { ApiError } from "../model/errors";
 import { parseScheduledAt, type Limits } from "./limits";
-import type { SendEmail } from "./schemas";
+import type { SendEmail, SendRequest } from "./schemas";
 import { settingsOf } from "../settings/settings";
+import { renderSend, TemplateSource } from "../templates/templates";
+import { TopicSource, topicOf } from "../topics/topics";
+import { resolveAttachment, type AttachmentInput } from "../mail/mime";
+import { keptKey } from "../model/files";
+import type { SentAttachment } from "../model/message";
 
 /** A message ready for R2 (`body`) and the Outbox (`record`). */
 export interface PreparedMessage {
   body: string | Uint8Array;
   record: NewMessage;
+  /** For a message with attachments: the R2 key of the copy kept for their download (storeAndQueue writes it). */
+  keep?: string;
 }
 
 /** Where and when the request is being accepted. */
@@ -39,6 +50,9 @@ export interface PrepareContext {
   sender: SenderPolicy;
   /** The relay's public origin, for one-click unsubscribe links (PUBLIC_URL, else the request's). */
   origin: string;
+  /** The tenant's templates and topics, shared by a batch's messages (else read for this one). */
+  templates?: TemplateSource;
+  topics?: TopicSource;
 }
 
 /** html and text are kept for the status API up to this many bytes together (the body has them all). */
@@ -123,8 +137,28 @@ export function publicOrigin(env: Env, requestUrl: string): string {
   return (settingsOf(env).publicUrl || new URL(requestUrl).origin).replace(/\/+$/, "");
 }
 
+/** A templated send as the send it stands for; an ordinary send as it is. */
+async function resolved(env: Env, req: SendRequest, ctx: PrepareContext): Promise<SendEmail> {
+  if (!("template" in req) || req.template === undefined) return req as SendEmail;
+  const { template, ...rest } = req;
+  const r = await renderSend(template, rest, ctx.templates ?? new TemplateSource(env.DB, ctx.sender.tenant));
+  return { ...rest, ...r };
+}
+
+/** The attachments' metadata in the order of the composed MIME tree: cid images of an html email first. */
+function attachmentsOf(input: SendEmail, attachments: readonly AttachmentInput[]): SentAttachment[] {
+  const all = attachments.map((a, i) => ({ a: resolveAttachment(a, i), i }));
+  const inline = all.filter(({ a }) => input.html !== undefined && a.contentId !== undefined);
+  const regular = all.filter((x) => !inline.includes(x));
+  return [...inline, ...regular].map(({ a }) => ({
+    id: crypto.randomUUID(), filename: a.filename ?? null, size: a.bytes.byteLength, content_type: a.type,
+    content_disposition: inline.some((x) => x.a === a) ? "inline" as const : "attachment" as const, content_id: a.contentId ?? null,
+  }));
+}
+
 /** Composes, signs and measures one send request. */
-export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareContext): Promise<PreparedMessage> {
+export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareContext): Promise<PreparedMessage> {
+  const input = await resolved(env, req, ctx);
   const id = newMessageId(ctx.shard);
   const least = leastComposedBytes(input);
   if (least > ctx.limits.maxMessageBytes) {
@@ -146,13 +180,22 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   // List-Unsubscribe of their own; `false` opts out.
   const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
   const own = Object.keys(input.headers ?? {}).find((h) => /^list-unsubscribe(-post)?$/i.test(h));
-  const unsubscribe = input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
-  // Bulk mail (with one-click unsubscribe) waits out the complaint-rate brake; transactional does not.
+  // A topic's email is bulk mail of the topic; its one-click link (one recipient, no
+  // List-Unsubscribe of the caller's) opts the recipient out of the topic.
+  const topic = input.topic_id ? (await topicOf(input.topic_id, ctx.topics ?? new TopicSource(env.DB, ctx.sender.tenant))).id : null;
+  if (topic !== null && typeof input.unsubscribe === "object" && input.unsubscribe.topic !== undefined && input.unsubscribe.topic !== topic) {
+    throw new ApiError(422, "validation_error", "`unsubscribe.topic` and `topic_id` name different topics: give one.");
+  }
+  const unsubscribe = topic !== null ? (input.unsubscribe === false ? false : { topic })
+    : input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
+  const bulk = topic !== null || unsubscribe !== false;
+  // Bulk mail (with one-click unsubscribe, or of a topic) waits out the complaint-rate brake; transactional does not.
   const paused = ctx.sender.bulkPausedUntil;
-  if (unsubscribe && paused !== null && paused > ctx.nowMs) {
+  if (bulk && paused !== null && paused > ctx.nowMs) {
     throw new ApiError(429, "complaint_rate_exceeded", `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`);
   }
-  const listed = unsubscribe ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count, own) : input.headers;
+  const linked = unsubscribe !== false && !(topic !== null && (count !== 1 || own));
+  const listed = linked ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count, own) : input.headers;
   const headers = { ...listed, ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)) };
   let composed;
   try {
@@ -166,13 +209,15 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   const summary: MessageSummary = {
     from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
     subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
-    ...(typeof unsubscribe === "object" && unsubscribe.topic ? { unsubscribe_topic: unsubscribe.topic } : {}),
-    ...(unsubscribe ? { bulk: true as const } : {}),
+    ...(typeof unsubscribe === "object" && unsubscribe.topic ? { unsubscribe_topic: unsubscribe.topic } : topic !== null ? { unsubscribe_topic: topic } : {}),
+    ...(bulk ? { bulk: true as const } : {}),
+    ...(topic !== null ? { topic_id: topic } : {}),
+    ...(attachments && attachments.length > 0 ? { attachments: attachmentsOf(input, attachments) } : {}),
   };
   const record: NewMessage = {
     id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
     mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size: body.length, summary,
     returnPath,
   };
-  return { body, record };
+  return { body, record, ...(summary.attachments ? { keep: keptKey("sent", ctx.nowMs, id) } : {}) };
 }

@@ -4,6 +4,11 @@
  *
  * DESCRIPTION
  *   SendEmailSchema      POST /emails, Resend's field set (unknown fields are ignored, as Resend does).
+ *   TemplatedSendSchema  POST /emails naming a stored template (`template: {id, variables}`):
+ *                        `from` and `subject` may come from the template; `html` and `text` may not
+ *                        be given (the template's are rendered).
+ *   sendSchemaOf(value)  the schema a request body is checked against: TemplatedSendSchema when
+ *                        it has a `template`, else SendEmailSchema.
  *   BatchSchema          POST /emails/batch: 1–100 SendEmail objects, attachments allowed.
  *   BatchValidationSchema the `x-batch-validation` header: strict (default) | permissive.
  *   RawMessageSchema     POST /relay/messages/raw: envelope sender, recipients and the message.
@@ -51,10 +56,37 @@ export const SendEmailSchema = z.object({
    * false: not even the tenant's default (PATCH /relay/settings).
    */
   unsubscribe: z.union([z.boolean(), z.object({ topic: TagToken.optional() }).strict()]).optional(),
+  /** Resend's topic: the email is bulk mail of that topic (worker/topics/topics.ts). */
+  topic_id: z.string().min(1).max(64).nullable().optional(),
 });
 
 /** A validated send request. */
 export type SendEmail = z.infer<typeof SendEmailSchema>;
+
+const WithTemplate = z.undefined({ error: "cannot be used with `template` (the template's is rendered)" });
+
+/** POST /emails with a stored template (see the header). */
+export const TemplatedSendSchema = SendEmailSchema.extend({
+  from: z.string().min(1).optional(),
+  subject: z.string().optional(),
+  html: WithTemplate.optional(),
+  text: WithTemplate.optional(),
+  template: z.object({
+    id: z.string().min(1).max(256),
+    variables: z.record(z.string().max(100), z.union([z.string().max(100_000), z.number()])).optional(),
+  }),
+});
+
+/** A validated send request naming a template. */
+export type TemplatedSend = z.infer<typeof TemplatedSendSchema>;
+
+/** A send request of either kind. */
+export type SendRequest = SendEmail | TemplatedSend;
+
+/** The schema a send request body is checked against (see the header). */
+export function sendSchemaOf(value: unknown): typeof SendEmailSchema | typeof TemplatedSendSchema {
+  return value !== null && typeof value === "object" && (value as { template?: unknown }).template !== undefined ? TemplatedSendSchema : SendEmailSchema;
+}
 
 /** POST /emails/batch. */
 export const BatchSchema = z.array(z.unknown()).min(1, "must contain at least one email").max(100, "must contain at most 100 emails");

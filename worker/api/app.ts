@@ -4,7 +4,8 @@
  * DESCRIPTION
  *   createApp()  GET /health and /unsubscribe/:token (RFC 8058 one-click links; no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
  *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
- *                /webhooks (routes/webhooks.ts) and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
+ *                /webhooks (routes/webhooks.ts), Resend's /domains, /api-keys, /suppressions, /templates, /topics and
+ *                /contacts/:id/topics, and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
  * ERRORS
@@ -30,6 +31,13 @@ import { webhookRoutes } from "./routes/webhooks";
 import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
 import { complaintRateRoutes } from "./routes/complaint-rate";
+import { resendSuppressionRoutes } from "./routes/resend-suppressions";
+import { templatePreviewRoutes, templateRoutes } from "./routes/templates";
+import { contactTopicRoutes, topicRoutes } from "./routes/topics";
+import { receivingRoutes } from "./routes/receiving";
+import { emailAttachmentRoutes } from "./routes/email-attachments";
+import { metricsRoutes } from "./routes/metrics";
+import { fileRoutes } from "./routes/files";
 
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
@@ -45,12 +53,21 @@ export function createApp() {
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));
   // One-click unsubscribe links (RFC 8058) are signed: no key.
   app.route("/unsubscribe", unsubscribeRoutes());
+  // Download links (attachments, raw received mail) are signed: no key.
+  app.route("/files", fileRoutes());
 
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/openapi.json"]) app.use(prefix, auth);
+  const keyed = ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*", "/openapi.json"];
+  for (const prefix of keyed) {
+    app.use(prefix, auth);
+  }
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
+  // Before /emails, whose /:id would take these paths.
+  app.route("/emails/receiving", receivingRoutes());
+  app.route("/emails/metrics", metricsRoutes());
+  app.route("/emails", emailAttachmentRoutes());
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());
   app.route("/relay/messages", controlRoutes());
@@ -62,9 +79,14 @@ export function createApp() {
   app.route("/relay", relayRoutes());
   app.route("/relay", adminRoutes());
   app.route("/relay", domainRotationRoutes());
+  app.route("/relay", templatePreviewRoutes());
   app.route("/webhooks", webhookRoutes());
   app.route("/domains", domainRoutes());
   app.route("/api-keys", apiKeyRoutes());
+  app.route("/suppressions", resendSuppressionRoutes());
+  app.route("/templates", templateRoutes());
+  app.route("/topics", topicRoutes());
+  app.route("/contacts", contactTopicRoutes());
 
   app.notFound((c) => c.json(toErrorBody(404, "not_found", "The requested endpoint was not found."), 404));
 

@@ -24,9 +24,11 @@ import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-
 import { PolicyLimitsSchema } from "./routes/admin/policies";
 import { WarmupAdvanceSchema, WarmupPlanSchema } from "./routes/admin/warmup";
 import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ProviderRuleBodySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
+import { ErrorBody, type Operation, type Schema } from "./openapi-types";
+import { RESEND_ROUTES } from "./openapi-resend";
+import { TemplatedSendSchema } from "../accept/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
-const ErrorBody = z.object({ statusCode: z.number().int(), name: z.string(), message: z.string() });
 const IdBody = z.object({ id: z.string() });
 const BatchBody = z.object({ data: z.array(IdBody), errors: z.array(z.object({ index: z.number().int(), message: z.string() })).optional() });
 const RecipientView = z.object({
@@ -62,25 +64,8 @@ const Suppression = z.object({ object: z.literal("suppression"), address: z.stri
 const WebhookRef = z.object({ object: z.literal("webhook"), id: z.string() });
 const WebhookSecret = WebhookRef.extend({ signing_secret: z.string().describe("whsec_…; shown only here") });
 const WebhookView = WebhookRef.extend({ created_at: z.string(), status: z.enum(["enabled", "disabled"]), endpoint: z.string(), events: z.array(z.string()).nullable() });
-const FeedEvent = z.object({ id: z.string().describe("= the webhook-id of the push"), type: z.string(), created_at: z.string(), data: z.object({ email_id: z.string(), recipient: z.string() }).passthrough() });
+const FeedEvent = z.object({ id: z.string().describe("= the webhook-id of the push"), type: z.string(), created_at: z.string(), data: z.object({ email_id: z.string(), recipient: z.string().optional().describe("absent on email.received") }).passthrough() });
 const DeadLetter = z.object({ object: z.literal("dead_letter"), event_id: z.string(), type: z.string(), attempts: z.number().int(), reason: z.string(), dead_lettered_at: z.string(), replayed_at: z.string().nullable() });
-
-type Schema = z.ZodType;
-interface Operation {
-  method: "get" | "post" | "put" | "patch" | "delete";
-  path: string;
-  summary: string;
-  operationId: string;
-  auth: boolean;
-  body?: Schema;
-  /** A body that is not JSON: its media type (sent as a string). */
-  rawBody?: string;
-  query?: z.ZodObject;
-  headers?: { name: string; schema: Schema; description: string }[];
-  /** `media`: a response that is not JSON (its errors are the same media type). */
-  ok: { status: number; schema: Schema; media?: string };
-  errors: number[];
-}
 
 const idempotency = { name: "Idempotency-Key", schema: IdempotencyKeySchema, description: "Repeat-safe submission: kept 24 h; same key and payload answers the first response." };
 
@@ -88,13 +73,13 @@ const DomainRecordBody = z.object({ record: z.string(), name: z.string(), type: 
 const DomainSummary = z.object({ id: z.string(), name: z.string(), status: z.string(), created_at: z.string(), region: z.string(), capabilities: z.object({ sending: z.string(), receiving: z.string() }), open_tracking: z.boolean(), click_tracking: z.boolean() });
 const DomainBody = DomainSummary.extend({ object: z.literal("domain").optional(), records: z.array(DomainRecordBody) });
 
-/** Every operation of the API. */
+/** Every operation of the API (Resend's newer resources: openapi-resend.ts). */
 export const ROUTES: Operation[] = [
   { method: "get", path: "/unsubscribe/{token}", summary: "One-click unsubscribe link (RFC 8058; signed, no API key): a confirmation page; nothing changes", operationId: "unsubscribePage", auth: false, ok: { status: 200, schema: z.string(), media: "text/html" }, errors: [404] },
   { method: "post", path: "/unsubscribe/{token}", summary: "One-click unsubscribe (RFC 8058 List-Unsubscribe=One-Click; signed, no API key): email.unsubscribed once, and the address suppressed for the tenant until removed", operationId: "unsubscribe", auth: false, rawBody: "application/x-www-form-urlencoded", ok: { status: 200, schema: z.string(), media: "text/html" }, errors: [404] },
   { method: "get", path: "/health", summary: "Liveness (no API key)", operationId: "health", auth: false, ok: { status: 200, schema: Health }, errors: [] },
-  { method: "post", path: "/emails", summary: "Send an email (Resend-compatible)", operationId: "sendEmail", auth: true, body: SendEmailSchema, headers: [idempotency], ok: { status: 200, schema: IdBody }, errors: [400, 401, 409, 413, 422, 429] },
-  { method: "post", path: "/emails/batch", summary: "Send up to 100 emails", operationId: "sendBatch", auth: true, body: z.array(SendEmailSchema).min(1).max(100), headers: [idempotency, { name: "x-batch-validation", schema: BatchValidationSchema, description: "strict (all or nothing) or permissive (per item)." }], ok: { status: 200, schema: BatchBody }, errors: [400, 401, 409, 413, 422, 429] },
+  { method: "post", path: "/emails", summary: "Send an email (Resend-compatible)", operationId: "sendEmail", auth: true, body: z.union([SendEmailSchema, TemplatedSendSchema]), headers: [idempotency], ok: { status: 200, schema: IdBody }, errors: [400, 401, 409, 413, 422, 429] },
+  { method: "post", path: "/emails/batch", summary: "Send up to 100 emails", operationId: "sendBatch", auth: true, body: z.array(z.union([SendEmailSchema, TemplatedSendSchema])).min(1).max(100), headers: [idempotency, { name: "x-batch-validation", schema: BatchValidationSchema, description: "strict (all or nothing) or permissive (per item)." }], ok: { status: 200, schema: BatchBody }, errors: [400, 401, 409, 413, 422, 429] },
   { method: "get", path: "/emails", summary: "List emails, newest first (cursor pagination)", operationId: "listEmails", auth: true, query: ListQuerySchema as unknown as z.ZodObject, ok: { status: 200, schema: ListBody }, errors: [401, 422] },
   { method: "get", path: "/emails/{id}", summary: "An email with its recipients' states", operationId: "getEmail", auth: true, ok: { status: 200, schema: EmailBody }, errors: [401, 404] },
   { method: "patch", path: "/emails/{id}", summary: "Reschedule a scheduled email", operationId: "updateEmail", auth: true, body: UpdateEmailSchema, ok: { status: 200, schema: z.object({ object: z.literal("email"), id: z.string() }) }, errors: [400, 401, 404, 422] },
@@ -110,7 +95,7 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/domains", summary: "Add a sending domain: its own DKIM key and the DNS records to publish (Resend-compatible)", operationId: "createDomain", auth: true, body: CreateDomainSchema, ok: { status: 201, schema: DomainBody }, errors: [400, 401, 409, 422] },
   { method: "get", path: "/domains", summary: "List the tenant's sending domains", operationId: "listDomains", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(DomainSummary) }) }, errors: [401] },
   { method: "get", path: "/domains/{id}", summary: "A sending domain with its records and their verification status", operationId: "getDomain", auth: true, ok: { status: 200, schema: DomainBody }, errors: [401, 404] },
-  { method: "patch", path: "/domains/{id}", summary: "Change a domain's tracking or TLS settings", operationId: "updateDomain", auth: true, body: UpdateDomainSchema, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string() }) }, errors: [400, 401, 404, 422] },
+  { method: "patch", path: "/domains/{id}", summary: "Change a domain's settings (every field of domains.update; receiving on or off; what the relay does not do is a 422 naming it)", operationId: "updateDomain", auth: true, body: UpdateDomainSchema, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string() }) }, errors: [400, 401, 404, 422] },
   { method: "delete", path: "/domains/{id}", summary: "Remove a sending domain and its keys", operationId: "removeDomain", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string(), deleted: z.boolean() }) }, errors: [401, 404] },
   { method: "post", path: "/domains/{id}/verify", summary: "Look the domain's records up now (DNS over HTTPS)", operationId: "verifyDomain", auth: true, ok: { status: 200, schema: z.object({ object: z.literal("domain"), id: z.string() }) }, errors: [401, 404] },
   { method: "post", path: "/relay/domains/{id}/rotate-dkim", summary: "Publish a second DKIM selector; it signs once verified and the old one is retired", operationId: "rotateDomainKey", auth: true, ok: { status: 201, schema: z.object({}).passthrough() }, errors: [401, 404, 422] },
@@ -133,8 +118,8 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/suspensions", summary: "Operator: suspend a destination, tenant or transport for a TTL", operationId: "adminSuspend", auth: true, body: SuspendSchema, ok: { status: 201, schema: Admin.suspension }, errors: [400, 401, 403, 404, 422] },
   { method: "get", path: "/relay/suspensions", summary: "Operator: suspensions in force", operationId: "adminSuspensions", auth: true, ok: { status: 200, schema: Admin.suspensions }, errors: [401, 403] },
   { method: "delete", path: "/relay/suspensions/{target}/{name}", summary: "Operator: resume a suspended destination, tenant or transport", operationId: "adminResume", auth: true, query: ResumeQuerySchema, ok: { status: 200, schema: Admin.resumed }, errors: [401, 403, 404, 422] },
-  { method: "get", path: "/relay/settings", summary: "The tenant's defaults for the mail it sends (unsubscribe: true, {topic}, or null)", operationId: "getSettings", auth: true, ok: { status: 200, schema: SettingsBody }, errors: [401] },
-  { method: "patch", path: "/relay/settings", summary: "Set the tenant's default one-click unsubscribe (RFC 8058) for one-recipient emails", operationId: "updateSettings", auth: true, body: SettingsSchema, ok: { status: 200, schema: SettingsBody }, errors: [400, 401, 422] },
+  { method: "get", path: "/relay/settings", summary: "The tenant's defaults: one-click unsubscribe (true, {topic}, or null) and its daily quota of received mail", operationId: "getSettings", auth: true, ok: { status: 200, schema: SettingsBody }, errors: [401] },
+  { method: "patch", path: "/relay/settings", summary: "Set the tenant's default one-click unsubscribe (RFC 8058) for one-recipient emails, or its daily quota of received mail", operationId: "updateSettings", auth: true, body: SettingsSchema, ok: { status: 200, schema: SettingsBody }, errors: [400, 401, 422] },
   { method: "get", path: "/relay/complaint-rate", summary: "The complaint rate (email.complained / email.delivered) of the tenant and of each sending domain over the last `days`, against COMPLAINT_RATE_THRESHOLD", operationId: "complaintRate", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: ComplaintRateBody }, errors: [401, 422] },
   { method: "delete", path: "/relay/complaint-rate/pause", summary: "Operator: lift the complaint-rate brake on a tenant's bulk mail", operationId: "liftComplaintBrake", auth: true, query: ComplaintRateQuerySchema, ok: { status: 200, schema: z.object({ object: z.literal("complaint_rate_pause"), tenant: z.string(), lifted: z.boolean() }) }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/policies", summary: "Operator: pickup policies in force (caps, rates, connect intervals, suspensions, reply-rule throttles) by transport and key", operationId: "adminPolicies", auth: true, ok: { status: 200, schema: Admin.policies }, errors: [401, 403] },
@@ -161,6 +146,7 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/complaints", summary: "Report a feedback-loop complaint as an ARF report (RFC 5965, the whole message as the body): email.complained for each delivered recipient it names, and the address suppressed until removed", operationId: "reportArf", auth: true, rawBody: "message/rfc822", ok: { status: 200, schema: z.object({ object: z.literal("complaint"), email_id: z.string(), feedback_type: z.string(), recipients: z.array(z.object({ recipient: z.string(), result: z.enum(["ok", "duplicate", "no_recipient", "not_delivered"]) })) }) }, errors: [401, 404, 413, 422] },
   { method: "post", path: "/relay/messages/cancel", summary: "Cancel open recipients by filter: domain, tag, tenant (operator keys)", operationId: "cancelByFilter", auth: true, body: CancelFilterSchema, ok: { status: 200, schema: z.object({ object: z.literal("cancellation"), messages: z.number().int(), recipients: z.number().int(), has_more: z.boolean() }) }, errors: [400, 401, 403, 422] },
   { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
+  ...RESEND_ROUTES,
 ];
 
 function jsonSchema(s: Schema): Record<string, unknown> {
@@ -179,7 +165,7 @@ function operationOf(op: Operation) {
   for (const h of op.headers ?? []) parameters.push({ name: h.name, in: "header", required: false, description: h.description, schema: jsonSchema(h.schema) });
   const media = op.ok.media ? { [op.ok.media]: { schema: { type: "string" } } } : null;
   const responses: Record<string, unknown> = { [String(op.ok.status)]: { description: "Success", content: media ?? json(op.ok.schema) } };
-  for (const status of op.errors) responses[String(status)] = media ? { description: "Error (a page)", content: media } : { description: "Error (Resend's error body)", content: json(ErrorBody) };
+  for (const status of op.errors) responses[String(status)] = media && !op.ok.jsonErrors ? { description: "Error (a page)", content: media } : { description: "Error (Resend's error body)", content: json(ErrorBody) };
   return {
     operationId: op.operationId,
     summary: op.summary,

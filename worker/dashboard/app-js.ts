@@ -1,7 +1,9 @@
 /**
  * The dashboard's app.js, embedded as text (assets.ts): plain browser JavaScript that reads the JSON
  * API with the operator's key and renders with the DOM and SVG, textContent only (never HTML from
- * data). A String.raw literal: it must not contain a backtick or a dollar-brace.
+ * data). A String.raw literal: it must not contain a backtick or a dollar-brace. An ES module: its
+ * helpers are lib.js (lib-js.ts), the views of Resend's resources and of the settings are modules
+ * of their own (views-resend-js.ts, views-settings-js.ts).
  */
 
 /** app.js */
@@ -10,74 +12,16 @@ export const APP_JS = String.raw`/*
  * then views that read the JSON API with "Authorization: Bearer <key>" and render it with the
  * DOM (textContent only, never HTML from data) and hand-made SVG charts.
  * Views: overview (counts, age percentiles, qshape, throughput), destinations (window chart),
- * messages (search, detail timeline), webhooks, suppressions.
+ * messages (search, detail timeline), webhooks, suppressions; domains, API keys, templates and
+ * received mail (views-resend.js); provider, policy and warm-up settings (views-settings.js).
+ * Shared helpers: lib.js.
  */
-const KEY = "cohort.key";
 const STATES = ["incoming", "ready", "active", "deferred", "delivered", "bounced", "expired", "suppressed", "cancelled"];
-const VIEWS = ["overview", "destinations", "messages", "webhooks", "suppressions"];
+const VIEWS = ["overview", "destinations", "messages", "webhooks", "suppressions", "domains", "keys", "templates", "received", "settings"];
 const SERIES = [["delivered", "#2f855a"], ["bounced", "#c53030"], ["deferred", "#d69e2e"], ["failed", "#718096"]];
-const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
-
-/** An element with attributes and children (strings become text nodes). */
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, String(v));
-  }
-  for (const c of children.flat()) if (c !== null && c !== undefined) e.append(typeof c === "string" || typeof c === "number" ? String(c) : c);
-  return e;
-}
-
-/** An SVG element with attributes. */
-function svg(tag, attrs, ...children) {
-  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
-  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-  for (const c of children) e.append(c);
-  return e;
-}
-
-class ApiFailure extends Error {
-  constructor(status, body) {
-    super((body && body.message) || "HTTP " + status);
-    this.status = status;
-    this.body = body;
-  }
-}
-
-/** Calls the JSON API with the stored key. */
-async function api(path, init) {
-  const key = sessionStorage.getItem(KEY) || "";
-  const headers = { authorization: "Bearer " + key };
-  if (init && init.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(path, { ...(init || {}), headers });
-  const body = await res.json().catch(() => null);
-  if (!res.ok) throw new ApiFailure(res.status, body);
-  return body;
-}
-
-function fmtAge(sec) {
-  if (sec === null || sec === undefined) return "—";
-  if (sec < 60) return sec + "s";
-  if (sec < 3600) return Math.floor(sec / 60) + "m " + (sec % 60) + "s";
-  return Math.floor(sec / 3600) + "h " + Math.floor((sec % 3600) / 60) + "m";
-}
-const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
-
-function table(headers, rows, testid) {
-  return el("table", { "data-testid": testid },
-    el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))),
-    el("tbody", {}, rows.length ? rows : [el("tr", {}, el("td", { colspan: headers.length, class: "empty" }, "nothing"))]));
-}
-
-function card(label, value, testid) {
-  return el("div", { class: "card" }, el("div", { class: "label" }, label), el("div", { class: "value", "data-testid": testid }, String(value)));
-}
-
-function showError(where, e) {
-  where.replaceChildren(el("p", { class: "error", role: "alert" }, e instanceof Error ? e.message : String(e)));
-}
+import { KEY, $, el, svg, ApiFailure, api, fmtAge, fmtTime, table, card, showError } from "./lib.js";
+import { domains, apiKeys, templates, received } from "./views-resend.js";
+import { settings } from "./views-settings.js";
 
 /* ---------- charts ---------- */
 
@@ -297,7 +241,7 @@ async function suppressions() {
     list.has_more ? el("p", { class: "muted" }, "showing the first 100") : "");
 }
 
-const RENDER = { overview, destinations, messages, webhooks, suppressions };
+const RENDER = { overview, destinations, messages, webhooks, suppressions, domains, keys: apiKeys, templates, received, settings };
 
 function currentView() {
   const v = location.hash.replace(/^#/, "");

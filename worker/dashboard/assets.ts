@@ -1,7 +1,8 @@
 /**
  * The dashboard's static files, embedded as text so the worker serves them with no build step
- * and no CDN: index.html (login form and view sections), app.css, app.js (plain browser
- * JavaScript: reads the JSON API with the operator's key, renders with the DOM and SVG).
+ * and no CDN: index.html (login form and view sections), app.css, and the ES modules app.js
+ * (plain browser JavaScript: reads the JSON API with the operator's key, renders with the DOM
+ * and SVG), lib.js (its helpers), views-resend.js and views-settings.js (more views).
  *
  * INVARIANTS
  *   The files hold no data and no key; everything shown is fetched by app.js with the key the
@@ -27,6 +28,11 @@ export const INDEX_HTML = String.raw`<!doctype html>
     <a href="#messages">Messages</a>
     <a href="#webhooks">Webhooks</a>
     <a href="#suppressions">Suppressions</a>
+    <a href="#domains">Domains</a>
+    <a href="#keys">API keys</a>
+    <a href="#templates">Templates</a>
+    <a href="#received">Received</a>
+    <a href="#settings">Settings</a>
   </nav>
   <button id="logout" type="button" hidden>Sign out</button>
 </header>
@@ -45,6 +51,11 @@ export const INDEX_HTML = String.raw`<!doctype html>
   <section id="view-messages" hidden></section>
   <section id="view-webhooks" hidden></section>
   <section id="view-suppressions" hidden></section>
+  <section id="view-domains" hidden></section>
+  <section id="view-keys" hidden></section>
+  <section id="view-templates" hidden></section>
+  <section id="view-received" hidden></section>
+  <section id="view-settings" hidden></section>
 </main>
 <script type="module" src="/relay/dashboard/app.js"></script>
 </body>
@@ -87,6 +98,11 @@ input, select, button { font: inherit; padding: .25rem .5rem; }
 .timeline li { margin: .2rem 0; }
 #login { max-width: 28rem; margin: 3rem auto; background: #fff; padding: 1.5rem; border: 1px solid #e2e8f0; border-radius: 8px; }
 #login input { width: 100%; box-sizing: border-box; margin: .5rem 0; }
+iframe.preview { width: 100%; max-width: 760px; height: 240px; background: #fff; border: 1px solid #e2e8f0; }
+pre.resp { white-space: pre-wrap; background: #fff; border: 1px solid #e2e8f0; padding: .5rem; }
 `;
 
 export { APP_JS } from "./app-js";
+export { LIB_JS } from "./lib-js";
+export { VIEWS_RESEND_JS } from "./views-resend-js";
+export { VIEWS_SETTINGS_JS } from "./views-settings-js";

@@ -5,7 +5,7 @@
  *   insertDomain(db, d, key)     a new domain with its first (active) key; "taken" when another
  *                                tenant (or this one) already has the name.
  *   listDomains / getDomain      a tenant's domains; another tenant's id is not found.
- *   updateDomain(db, t, id, f)   tracking and TLS settings.
+ *   updateDomain(db, t, id, f)   tracking and TLS settings, and the receiving capability.
  *   deleteDomain(db, t, id)      the domain and its keys.
  *   saveVerification(db, id, records, status, nowMs)  per-record and domain status after a check.
  *   domainKeys / addKey / setKeyStates  the keys of a domain, for rotation.
@@ -35,6 +35,8 @@ export interface DomainRow {
   records: string;
   created_at: number;
   verified_at: number | null;
+  /** Receiving enabled (1) or not (0; migrations/0022). */
+  receiving?: number;
 }
 
 export interface KeyRow {
@@ -71,9 +73,12 @@ export async function getDomain(db: D1Database, tenant: string, id: string): Pro
   return db.prepare("SELECT * FROM domains WHERE id = ? AND tenant_id = ?").bind(id, tenant).first<DomainRow>();
 }
 
-export async function updateDomain(db: D1Database, tenant: string, id: string, f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string }): Promise<boolean> {
-  const r = await db.prepare(`UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking), tls = COALESCE(?, tls)
-    WHERE id = ? AND tenant_id = ?`).bind(f.open_tracking === undefined ? null : Number(f.open_tracking), f.click_tracking === undefined ? null : Number(f.click_tracking), f.tls ?? null, id, tenant).run();
+export async function updateDomain(db: D1Database, tenant: string, id: string,
+  f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string; receiving?: boolean }): Promise<boolean> {
+  const flag = (b: boolean | undefined) => (b === undefined ? null : Number(b));
+  const r = await db.prepare(`UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking),
+    tls = COALESCE(?, tls), receiving = COALESCE(?, receiving) WHERE id = ? AND tenant_id = ?`)
+    .bind(flag(f.open_tracking), flag(f.click_tracking), f.tls ?? null, flag(f.receiving), id, tenant).run();
   return (r.meta.changes ?? 0) > 0;
 }
 

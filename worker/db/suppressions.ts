@@ -9,6 +9,9 @@
  *                      address.
  *   addSuppression     insert or replace one entry (address and scope).
  *   removeSuppression  delete the tenant's entries for an address (one scope's, or all); how many.
+ *   listSuppressionEntries  Resend's page of entries (cursor after or before an entry, origin filter).
+ *   suppressionEntries the live entries of one address.
+ *   addSuppressions    many entries in one statement (batch add).
  */
 
 /** A stored suppression. */
@@ -63,4 +66,54 @@ export async function removeSuppression(db: D1Database, tenant: string, address:
     ? await db.prepare("DELETE FROM suppressions WHERE tenant_id = ? AND address = ?").bind(tenant, address).run()
     : await db.prepare("DELETE FROM suppressions WHERE tenant_id = ? AND address = ? AND scope = ?").bind(tenant, address, scope).run();
   return res.meta.changes;
+}
+
+/** Which entries a Resend `origin` filter keeps (their reason): bounce:*, complaint, or the rest. */
+export type SuppressionOriginFilter = "bounce" | "complaint" | "manual";
+
+const ORIGIN_SQL: Record<SuppressionOriginFilter, string> = {
+  bounce: "reason LIKE 'bounce:%'",
+  complaint: "reason = 'complaint'",
+  manual: "reason NOT LIKE 'bounce:%' AND reason != 'complaint'",
+};
+
+/**
+ * A page of the tenant's live entries in (address, scope) order, after or before an entry
+ * (Resend's cursors), optionally of one origin; the primary key serves the order and the cursor.
+ */
+export async function listSuppressionEntries(
+  db: D1Database, tenant: string, q: { limit: number; after?: [string, string]; before?: [string, string]; origin?: SuppressionOriginFilter }, nowMs: number,
+): Promise<{ rows: SuppressionRow[]; hasMore: boolean }> {
+  let where = "tenant_id = ? AND (expires_at IS NULL OR expires_at > ?)";
+  const args: (string | number)[] = [tenant, nowMs];
+  if (q.origin) where += ` AND ${ORIGIN_SQL[q.origin]}`;
+  if (q.after) {
+    where += " AND (address, scope) > (?, ?)";
+    args.push(...q.after);
+  }
+  if (q.before) {
+    where += " AND (address, scope) < (?, ?)";
+    args.push(...q.before);
+  }
+  const order = q.before ? "DESC" : "ASC";
+  const rows = (await db.prepare(`SELECT * FROM suppressions WHERE ${where} ORDER BY address ${order}, scope ${order} LIMIT ?`)
+    .bind(...args, q.limit + 1).all<SuppressionRow>()).results;
+  const hasMore = rows.length > q.limit;
+  const page = rows.slice(0, q.limit);
+  return { rows: q.before ? page.reverse() : page, hasMore };
+}
+
+/** The tenant's live entries of one address ('' scope first). */
+export async function suppressionEntries(db: D1Database, tenant: string, address: string, nowMs: number): Promise<SuppressionRow[]> {
+  return (await db.prepare("SELECT * FROM suppressions WHERE tenant_id = ? AND address = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY scope")
+    .bind(tenant, address, nowMs).all<SuppressionRow>()).results;
+}
+
+/** Adds (or replaces) many entries in one statement. */
+export async function addSuppressions(db: D1Database, rows: readonly SuppressionRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.prepare(`INSERT OR REPLACE INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at)
+      SELECT json_extract(j.value, '$.tenant_id'), json_extract(j.value, '$.address'), json_extract(j.value, '$.scope'),
+        json_extract(j.value, '$.reason'), json_extract(j.value, '$.created_at'), json_extract(j.value, '$.expires_at') FROM json_each(?) j`)
+    .bind(JSON.stringify(rows)).run();
 }

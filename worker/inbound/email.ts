@@ -17,10 +17,13 @@
  *       with the one-click link (api/routes/unsubscribe.ts).
  *     - an ARF report: each Original-Rcpt-To gets the complaint (as POST /relay/complaints).
  *     - an automatic reply (out of office): taken, changes nothing.
- *     - anything else, a DSN that names no message of this relay, or a token address whose
- *       signature does not verify: refused (setReject), so the sender's server bounces it.
+ *     - anything else: received mail when its recipient's domain receives (worker/receiving/:
+ *       kept, or refused beyond the tenant's quota); otherwise, like a DSN that names no message
+ *       of this relay or a token address whose signature does not verify: refused (setReject),
+ *       so the sender's server bounces it.
  *   Each message is counted in D1 `inbound_counts` (UTC day × kind): bounce, bounce_unmatched,
- *   delay, dsn_other, complaint, unsubscribe, auto_reply, rejected, too_large. GET /relay/inbound reads them.
+ *   delay, dsn_other, complaint, unsubscribe, auto_reply, rejected, too_large, received, receiving_refused.
+ *   GET /relay/inbound reads them.
  *
  * INVARIANTS
  *   Nothing is rewritten: a late bounce adds email.bounced after email.delivered. A message is
@@ -34,12 +37,14 @@ import { emailsByHeader } from "../db/messages";
 import { readTokenAddress } from "../mail/verp";
 import { addressTokenKey } from "./tokens";
 import { recordComplaint } from "../policy/complaint-brake";
+import { receiveMail } from "../receiving/receive";
 
 /** The largest inbound message read (a bounce quoting a large original is refused above it). */
 export const INBOUND_LIMIT = 4 * 1024 * 1024;
 
 /** What an inbound message came to, as counted. */
-export type InboundCount = "bounce" | "bounce_unmatched" | "delay" | "dsn_other" | "complaint" | "unsubscribe" | "auto_reply" | "rejected" | "too_large";
+export type InboundCount = "bounce" | "bounce_unmatched" | "delay" | "dsn_other" | "complaint" | "unsubscribe" | "auto_reply" | "rejected" | "too_large"
+  | "received" | "receiving_refused";
 
 /** What Email Routing hands the handler (ForwardableEmailMessage's part used here). */
 export interface InboundMessage {
@@ -103,7 +108,8 @@ async function decide(env: Env, message: InboundMessage, bytes: Uint8Array): Pro
   const what = readInbound(mail);
   if (what.kind === "arf") return complaint(env, mail);
   if (what.kind === "auto-reply") return "auto_reply";
-  if (what.kind === "other") return null;
+  // Mail that is not a report: kept when its domain receives (worker/receiving/), else refused.
+  if (what.kind === "other") return receiveMail(env, message, bytes);
   const failed = what.recipients.filter((r) => r.action === "failed");
   const id = token?.kind === "bounces" ? token.emailId : await emailOf(env, what.originalMessageId);
   if (id === null) return null;

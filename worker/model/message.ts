@@ -34,6 +34,20 @@ export interface MessageSummary {
   unsubscribe_topic?: string;
   /** The email carries one-click unsubscribe: bulk mail, which an unsubscribe holds back (suppression scopes). */
   bulk?: true;
+  /** Resend's topic_id the send named (the email is bulk mail of that topic). */
+  topic_id?: string;
+  /** Its attachments, in the composed message's order (GET /emails/:id/attachments; the bytes are in the kept copy). */
+  attachments?: SentAttachment[];
+}
+
+/** An attachment of a sent email, as Resend's attachment endpoints describe it. */
+export interface SentAttachment {
+  id: string;
+  filename: string | null;
+  size: number;
+  content_type: string;
+  content_disposition: "inline" | "attachment";
+  content_id: string | null;
 }
 
 /** The bulk mail a message is, for suppressions: its unsubscribe topic (null: none); absent for transactional mail. */

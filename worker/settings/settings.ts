@@ -85,6 +85,10 @@ export const SETTINGS = {
   dsnNotices: knob("DSN_NOTICES", "off", "\"on\": delivery status notices (RFC 3464) to the envelope sender", isOn("on")),
   bounceDomain: knob("BOUNCE_DOMAIN", "", "the domain of VERP envelope senders for mail from unverified domains (\"\": the From address)", (r) => r || null),
   publicUrl: knob("PUBLIC_URL", "", "the relay's public origin for one-click unsubscribe links (\"\": each request's origin)", (r) => r ?? ""),
+  receivingDailyQuota: knob("RECEIVING_DAILY_QUOTA", "1000", "received messages a tenant takes per UTC day unless it sets its own (1–10,000,000)",
+    (r) => Math.min(countSetting(r, 1000), 10_000_000)),
+  fileLinkSeconds: knob("FILE_LINK_SECONDS", "3600", "seconds a download link of an attachment or a raw received message stays valid (60–604,800)",
+    (r) => Math.min(Math.max(countSetting(r, 3600), 60), 604_800)),
   complaintThreshold: knob("COMPLAINT_RATE_THRESHOLD", "0.003", "a tenant's complaint rate above which its bulk mail is paused, in (0, 1)", (r) => {
     const t = Number(r);
     return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;

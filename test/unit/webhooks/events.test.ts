@@ -121,10 +121,10 @@ describe("envelope", () => {
     expect(toFeedItem(ev)).toEqual({ id: ev.id, ...ev.envelope });
   });
 
-  it("covers Resend's eight event types and the relay's email.unsubscribed, relay.destination.throttled and relay.complaint_rate.exceeded", () => {
+  it("covers Resend's nine event types (email.received too) and the relay's email.unsubscribed, relay.destination.throttled and relay.complaint_rate.exceeded", () => {
     expect([...EMAIL_EVENT_TYPES].sort()).toEqual(
-      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.sent", "email.suppressed", "email.unsubscribed",
-        "relay.complaint_rate.exceeded", "relay.destination.throttled"],
+      ["email.bounced", "email.canceled", "email.complained", "email.delivered", "email.delivery_delayed", "email.failed", "email.received", "email.sent", "email.suppressed",
+        "email.unsubscribed", "relay.complaint_rate.exceeded", "relay.destination.throttled"],
     );
   });
 

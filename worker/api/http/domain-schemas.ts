@@ -16,11 +16,15 @@ export const CreateDomainSchema = z.object({
   capabilities: z.object({ sending: z.enum(["enabled", "disabled"]).optional(), receiving: z.enum(["enabled", "disabled"]).optional() }).optional(),
   tracking_subdomain: z.string().max(63).optional(),
 });
+/**
+ * PATCH /domains/:id, every field the SDK's domains.update sends. Strict: an unknown field is a
+ * 422, never ignored. What the relay does not do is refused by name (routes/domains.ts).
+ */
 export const UpdateDomainSchema = z.object({
   open_tracking: z.boolean().optional(), click_tracking: z.boolean().optional(), tls: z.enum(["enforced", "opportunistic"]).optional(),
-  capabilities: z.object({ sending: z.enum(["enabled", "disabled"]).optional(), receiving: z.enum(["enabled", "disabled"]).optional() }).optional(),
+  capabilities: z.object({ sending: z.enum(["enabled", "disabled"]).optional(), receiving: z.enum(["enabled", "disabled"]).optional() }).strict().optional(),
   tracking_subdomain: z.string().max(63).optional(),
-});
+}).strict();
 
 export const CreateApiKeySchema = z.object({
   name: z.string().trim().min(1).max(50),
@@ -28,3 +32,6 @@ export const CreateApiKeySchema = z.object({
   domain_id: z.string().min(1).max(64).optional(),
 });
 
+
+/** PATCH /api-keys/:id (Resend's apiKeys.update: a rename). */
+export const UpdateApiKeySchema = z.object({ name: z.string().trim().min(1).max(50) });

@@ -43,7 +43,7 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
 }
 
 /** The event types a webhook endpoint can subscribe to (the ones this relay emits). */
-const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "email.unsubscribed", "relay.destination.throttled", "relay.complaint_rate.exceeded"]);
+const WebhookEventSchema = z.enum(["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "email.unsubscribed", "email.received", "relay.destination.throttled", "relay.complaint_rate.exceeded"]);
 
 /** POST /webhooks (Resend's shape). */
 export const CreateWebhookSchema = z.object({ endpoint: z.string().min(1).max(2048), events: z.array(WebhookEventSchema).min(1) });

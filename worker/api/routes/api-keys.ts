@@ -6,6 +6,7 @@
  *                         → { id, token }: the token is shown this once; only its SHA-256 is kept.
  *                         A sending_access key may only send, and only from `domain_id` if given.
  *   GET    /api-keys      { object: "list", has_more, data: [{ id, name, created_at, last_used_at }] }.
+ *   PATCH  /api-keys/:id  { name } renames the key → { object: "api_key", id }.
  *   DELETE /api-keys/:id  revokes the key: refused from its very next request (auth.ts reads D1
  *                         each time) → { object: "api_key", id, deleted: true }.
  *
@@ -19,7 +20,7 @@ import { getDomain } from "../../db/domains";
 import { type AppEnv } from "../http/context";
 import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { CreateApiKeySchema } from "../http/domain-schemas";
+import { CreateApiKeySchema, UpdateApiKeySchema } from "../http/domain-schemas";
 
 /** The /api-keys routes (mounted behind the API key middleware). */
 export function apiKeyRoutes() {
@@ -46,6 +47,15 @@ export function apiKeyRoutes() {
     const rows = (await c.env.DB.prepare("SELECT id, name, created_at FROM api_keys WHERE tenant_id = ? AND revoked_at IS NULL ORDER BY created_at DESC, id")
       .bind(c.get("tenant")).all<{ id: string; name: string; created_at: number }>()).results;
     return c.json({ object: "list", has_more: false, data: rows.map((k) => ({ id: k.id, name: k.name, created_at: new Date(k.created_at).toISOString(), last_used_at: null })) });
+  });
+
+  r.patch("/:id", async (c) => {
+    const id = c.req.param("id");
+    const input = parseInput(UpdateApiKeySchema, (await readJson(c, 16 * 1024)).value);
+    const res = await c.env.DB.prepare("UPDATE api_keys SET name = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL")
+      .bind(input.name, id, c.get("tenant")).run();
+    if ((res.meta.changes ?? 0) === 0) throw new ApiError(404, "not_found", "API key not found.");
+    return c.json({ object: "api_key", id });
   });
 
   r.delete("/:id", async (c) => {

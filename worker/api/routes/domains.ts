@@ -7,7 +7,13 @@
  *                                SPF MX and TXT on the return path, a DMARC suggestion).
  *   GET    /domains              { object: "list", has_more, data }.
  *   GET    /domains/:id          { object: "domain", …, records } with each record's status.
- *   PATCH  /domains/:id          { open_tracking?, click_tracking?, tls? } → { object, id }.
+ *   PATCH  /domains/:id          every field of the SDK's domains.update: { open_tracking?,
+ *                                click_tracking?, tls?, capabilities?: { sending?, receiving? },
+ *                                tracking_subdomain? } → { object, id }. capabilities.receiving
+ *                                "enabled" lets the verified domain receive mail (worker/receiving/);
+ *                                what the relay does not do (open and click tracking, a tracking
+ *                                subdomain, enforced TLS per domain, disabling sending) is a 422
+ *                                naming the field, never stored and ignored.
  *   DELETE /domains/:id          { object, id, deleted: true }; its keys go with it.
  *   POST   /domains/:id/verify   looks the records up (DoH) now → { object, id }; GET shows the
  *                                statuses (not_started, pending, verified, failed, …).
@@ -19,6 +25,7 @@
  *   claimed (by any tenant); 404 not_found for another tenant's id.
  */
 import { Hono, type Context } from "hono";
+import type { z } from "zod";
 import { addKey, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain, type DomainRow } from "../../db/domains";
 import { recordsFor } from "../../domains/records";
 import { newDkimKey, recordOptions, verifyDomain } from "../../domains/service";
@@ -28,10 +35,26 @@ import { ApiError } from "../../model/errors";
 import { CreateDomainSchema, UpdateDomainSchema } from "../http/domain-schemas";
 
 const iso = (ms: number) => new Date(ms).toISOString();
-const capabilities = { sending: "enabled", receiving: "disabled" } as const;
 
 function summary(d: DomainRow) {
+  const capabilities = { sending: "enabled", receiving: d.receiving === 1 ? "enabled" : "disabled" } as const;
   return { id: d.id, name: d.name, status: d.status, created_at: iso(d.created_at), region: d.region, capabilities, open_tracking: d.open_tracking === 1, click_tracking: d.click_tracking === 1 };
+}
+
+/** What the relay does not do, refused by name rather than stored and ignored. */
+function unsupported(input: z.infer<typeof UpdateDomainSchema>): string | null {
+  if (input.open_tracking === true || input.click_tracking === true || input.tracking_subdomain !== undefined) {
+    return "`open_tracking`, `click_tracking` and `tracking_subdomain`: this relay does not track opens or clicks "
+      + "(it rewrites no links and adds no pixel); only false is taken.";
+  }
+  if (input.tls === "enforced") {
+    return "`tls`: \"enforced\" per sending domain is not supported (TLS is set per transport: RELAY_TLS, provider rules' require_tls); "
+      + "only \"opportunistic\" is taken.";
+  }
+  if (input.capabilities?.sending === "disabled") {
+    return "`capabilities.sending`: a domain's sending cannot be disabled here; delete the domain (DELETE /domains/:id) to stop sending from it.";
+  }
+  return null;
 }
 
 function full(d: DomainRow) {
@@ -61,6 +84,10 @@ export function domainRoutes() {
       tls: input.tls ?? "opportunistic", records: JSON.stringify(records), created_at: now, verified_at: null,
     };
     if ((await insertDomain(c.env.DB, row, key)) === "taken") throw new ApiError(409, "validation_error", `The domain ${input.name} is already registered.`);
+    if (input.capabilities?.receiving === "enabled") {
+      await updateDomain(c.env.DB, row.tenant_id, id, { receiving: true });
+      row.receiving = 1;
+    }
     const { object: _object, ...body } = full(row);
     return c.json(body, 201);
   });
@@ -75,7 +102,10 @@ export function domainRoutes() {
   r.patch("/:id", async (c) => {
     const d = await mine(c);
     const input = parseInput(UpdateDomainSchema, (await readJson(c, 16 * 1024)).value);
-    await updateDomain(c.env.DB, d.tenant_id, d.id, input);
+    const refused = unsupported(input);
+    if (refused) throw new ApiError(422, "validation_error", refused);
+    const receiving = input.capabilities?.receiving === undefined ? undefined : input.capabilities.receiving === "enabled";
+    await updateDomain(c.env.DB, d.tenant_id, d.id, { ...input, ...(receiving === undefined ? {} : { receiving }) });
     return c.json({ object: "domain", id: d.id });
   });
 

@@ -2,7 +2,9 @@
  * Resend's email endpoints: send, batch, retrieve, list, reschedule, cancel.
  *
  * DESCRIPTION
- *   POST /emails              one message → 200 { id }.
+ *   POST /emails              one message → 200 { id }; `template: {id, variables}` sends a stored
+ *                             template's published version, rendered here (worker/templates);
+ *                             `topic_id` makes it bulk mail of that topic (worker/topics).
  *   POST /emails/batch        1–100 messages (attachments allowed) → 200 { data: [{ id }] };
  *                             `x-batch-validation: permissive` stores the valid ones and adds
  *                             `errors: [{ index, message }]`; strict (default) stores none if any
@@ -29,7 +31,9 @@ import { ApiError, isApiError } from "../../model/errors";
 import { limitsOf, parseScheduledAt } from "../../accept/limits";
 import { prepareEmail, publicOrigin, type PreparedMessage } from "../../accept/prepare";
 import { ListQuerySchema, UpdateEmailSchema } from "../http/schemas";
-import { BatchSchema, BatchValidationSchema, SendEmailSchema } from "../../accept/schemas";
+import { BatchSchema, BatchValidationSchema, sendSchemaOf } from "../../accept/schemas";
+import { TemplateSource } from "../../templates/templates";
+import { TopicSource } from "../../topics/topics";
 import { listMessages, type IndexedMessage } from "../../db/messages";
 import { type AppEnv } from "../http/context";
 import { SenderPolicy } from "../../domains/sender";
@@ -63,9 +67,13 @@ async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number,
   const limits = limitsOf(c.env);
   const ok: PreparedMessage[] = [];
   const errors: { index: number; message: string; error: ApiError }[] = [];
+  // A template or topic named by several items is read once for the batch.
+  const templates = new TemplateSource(c.env.DB, sender.tenant);
+  const topics = new TopicSource(c.env.DB, sender.tenant);
   for (const [index, item] of items.entries()) {
     try {
-      ok.push(await prepareEmail(c.env, parseInput(SendEmailSchema, item), { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) }));
+      const input = parseInput(sendSchemaOf(item), item);
+      ok.push(await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url), templates, topics }));
     } catch (e) {
       if (!isApiError(e)) throw e;
       errors.push({ index, message: e.message, error: e });
@@ -80,7 +88,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const limits = limitsOf(c.env);
     const { raw, value } = await readJson(c, requestLimitBytes(limits));
     const idem = await idempotencyOf(c, raw);
-    const input = parseInput(SendEmailSchema, value);
+    const input = parseInput(sendSchemaOf(value), value);
     const tenant = c.get("tenant");
     const shard = await shardFor(tenant, idem, limits.shards, 1);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));

@@ -56,14 +56,14 @@ export type EmailEventType =
   | "email.suppressed"
   | "email.canceled"
   | "email.complained"
-  | "email.unsubscribed"
+  | "email.unsubscribed" | "email.received"
   | "relay.destination.throttled"
   | "relay.complaint_rate.exceeded";
 
 /** Every event type, for filters and validation. */
 export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
   "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed",
-  "email.canceled", "email.complained", "email.unsubscribed", "relay.destination.throttled", "relay.complaint_rate.exceeded",
+  "email.canceled", "email.complained", "email.unsubscribed", "email.received", "relay.destination.throttled", "relay.complaint_rate.exceeded",
 ];
 
 /** A recipient's state in the relay ("failed" = internal error). */
