@@ -4,8 +4,9 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * A CA bundle file with the extra CAs already configured (if any) plus the test CA and the one
- * self-signed certificate the delivery-tls tests choose to trust (test/fixtures/tls/README.md).
+ * A CA bundle file with the extra CAs already configured (if any) plus the test CA, the one
+ * self-signed certificate the delivery-tls tests choose to trust and the MTA-STS tests' CA
+ * (test/fixtures/tls/README.md).
  */
 function withTestCa(extra: string | undefined): string {
   let bundle = "";
@@ -14,7 +15,7 @@ function withTestCa(extra: string | undefined): string {
   } catch { /* an unreadable bundle adds nothing */ }
   const file = join(tmpdir(), `cohort-test-ca-${process.getuid?.() ?? 0}.pem`);
   const fixture = (name: string) => readFileSync(new URL(`./test/fixtures/tls/${name}`, import.meta.url), "utf8");
-  writeFileSync(file, `${bundle}\n${fixture("ca.pem")}\n${fixture("pinned.pem")}`);
+  writeFileSync(file, `${bundle}\n${fixture("ca.pem")}\n${fixture("pinned.pem")}\n${fixture("sts-ca.pem")}`);
   return file;
 }
 
@@ -82,6 +83,8 @@ function deliveryProject(name: string, delivery: "queue" | "agents") {
             SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
             DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery,
             EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
+            // The MTA-STS world (test/integration/delivery/sts-world.ts): policies on this port; TLS-RPT reports by mail from here.
+            MTA_STS_PORT: String(inject("sts").policyPort), TLSRPT_FROM: "tlsrpt@cohort.test", TLSRPT_ORG: "cohort.test",
           },
           queueConsumers: {
             ...immediateConsumers,

@@ -1,6 +1,6 @@
 /**
  * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the cron (the
- * Outbox sweepers and D1 retention), mail that comes back through Email Routing (bounces,
+ * Outbox sweepers and D1 retention; daily, the TLS-RPT reports), mail that comes back through Email Routing (bounces,
  * feedback reports: inbound/email.ts), and the Durable Object classes.
  */
 import { createApp } from "./api/app";
@@ -14,6 +14,7 @@ import { configProblems, notConfigured } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
 import { settingsOf } from "./settings/settings";
+import { sendTlsReports, TLSRPT_CRON } from "./tls-policy/tlsrpt";
 
 export { TransportQueue } from "../durable-objects/transport/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination/destination-queue";
@@ -59,6 +60,12 @@ export default {
     const problems = configProblems(metered);
     if (problems.length > 0) {
       console.error(JSON.stringify({ error: "the relay is not configured; the sweepers wait", problems }));
+      return;
+    }
+    if (controller.cron === TLSRPT_CRON) {
+      ctx.waitUntil(sendTlsReports(metered, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports", ...r }))).catch((e: unknown) => {
+        console.error(JSON.stringify({ error: "TLS-RPT reports not sent; the next day's run tries again", detail: e instanceof Error ? e.message : String(e) }));
+      }));
       return;
     }
     ctx.waitUntil(wakeSweepers(metered));
