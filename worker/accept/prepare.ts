@@ -3,8 +3,11 @@
  *
  * DESCRIPTION
  *   prepareEmail(env, input, ctx)  compose (worker/mail) → recipient limit → `scheduled_at` →
- *                                  DKIM (when configured) → size limit. Returns the R2 body and
- *                                  the Outbox record (NewMessage).
+ *                                  DKIM (when configured) → size limit → the compliance check
+ *                                  (worker/compliance/: its warnings are kept with the summary;
+ *                                  the tenant's strict setting refuses with 422). Returns the R2
+ *                                  body and the Outbox record (NewMessage).
+ *   sendAnswer(prepared)           a send response's item: { id }, and `warnings` when any.
  *   mailError(e)                   a MailInputError as the API's 422 ApiError (other errors pass).
  *   keepText                       html/text kept for GET /emails/:id only up to SUMMARY_TEXT_BYTES.
  *
@@ -23,6 +26,7 @@ import { ApiError } from "../model/errors";
 import { parseScheduledAt, type Limits } from "./limits";
 import type { SendEmail } from "./schemas";
 import { settingsOf } from "../settings/settings";
+import { complianceWarnings, enforceCompliance } from "../compliance/check";
 
 /** A message ready for R2 (`body`) and the Outbox (`record`). */
 export interface PreparedMessage {
@@ -123,6 +127,12 @@ export function publicOrigin(env: Env, requestUrl: string): string {
   return (settingsOf(env).publicUrl || new URL(requestUrl).origin).replace(/\/+$/, "");
 }
 
+/** A send response's item (see the header): Resend's { id }, plus the compliance warnings when any. */
+export function sendAnswer(p: PreparedMessage): { id: string; warnings?: MessageSummary["warnings"] } {
+  const w = p.record.summary.warnings;
+  return { id: p.record.id, ...(w && w.length > 0 ? { warnings: w } : {}) };
+}
+
 /** Composes, signs and measures one send request. */
 export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareContext): Promise<PreparedMessage> {
   const id = newMessageId(ctx.shard);
@@ -163,11 +173,14 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
   const body = signers.length > 0 ? await signDkim(composed.raw, signers) : composed.raw;
   checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
+  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain, mailFrom: composed.envelope.mailFrom, returnPath, bulk: Boolean(unsubscribe), body, rcptTo: composed.envelope.rcptTo });
+  enforceCompliance(ctx.sender, warnings);
   const summary: MessageSummary = {
     from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
     subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
     ...(typeof unsubscribe === "object" && unsubscribe.topic ? { unsubscribe_topic: unsubscribe.topic } : {}),
     ...(unsubscribe ? { bulk: true as const } : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
   };
   const record: NewMessage = {
     id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,

@@ -34,6 +34,16 @@ export interface MessageSummary {
   unsubscribe_topic?: string;
   /** The email carries one-click unsubscribe: bulk mail, which an unsubscribe holds back (suppression scopes). */
   bulk?: true;
+  /** What the compliance check at send time warned of (worker/compliance/): each rule and the reply a receiver would give. */
+  warnings?: ComplianceWarning[];
+}
+
+/** One warning of the compliance check (worker/compliance/core/rules.ts Warning). */
+export interface ComplianceWarning {
+  rule: string;
+  code: number;
+  enhanced: string;
+  message: string;
 }
 
 /** The bulk mail a message is, for suppressions: its unsubscribe topic (null: none); absent for transactional mail. */

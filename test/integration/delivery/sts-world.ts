@@ -59,6 +59,14 @@ export function stsRecords(ruaUrl: string): Record<string, Answer> {
     out[`_smtp._tls.${domain}/TXT`] = one(`_smtp._tls.${domain}`, 16, `"v=TLSRPTv1; rua=mailto:tlsrpt@reports.test,${ruaUrl}"`);
   }
   out["reports.test/MX"] = one("reports.test", 15, "10 localhost.");
+  // The compliance test's domains (compliance.test.ts): one with a DMARC record (aspf strict, at
+  // enforcement) and a BIMI record, one with neither; the walk ends at "test", which has none.
+  const nx: Answer = { Status: 3 };
+  out["_dmarc.comp-dmarc.test/TXT"] = one("_dmarc.comp-dmarc.test", 16, "\"v=DMARC1; p=reject; aspf=s; rua=mailto:d@comp-dmarc.test\"");
+  out["default._bimi.comp-dmarc.test/TXT"] = one("default._bimi.comp-dmarc.test", 16, "\"v=BIMI1; l=https://comp-dmarc.test/logo.svg\"");
+  out["_dmarc.comp-nodmarc.test/TXT"] = nx;
+  out["default._bimi.comp-nodmarc.test/TXT"] = nx;
+  out["_dmarc.test/TXT"] = nx;
   return out;
 }
 

@@ -2,9 +2,12 @@
  * A tenant's defaults for the mail it sends.
  *
  * DESCRIPTION
- *   GET   /relay/settings   { object: "settings", unsubscribe }: the default of a send request's
- *                           `unsubscribe` (true, { topic }, or null: off).
- *   PATCH /relay/settings   { unsubscribe: true | { topic } | null } → the settings. With a
+ *   GET   /relay/settings   { object: "settings", unsubscribe, compliance }: the default of a send
+ *                           request's `unsubscribe` (true, { topic }, or null: off), and what the
+ *                           compliance check at send time does: "warn" (the default: warnings in
+ *                           the response and in GET /emails/:id) or "strict" (a send with any
+ *                           warning is refused, 422 compliance_error naming the rule).
+ *   PATCH /relay/settings   { unsubscribe?: true | { topic } | null, compliance?: "warn" | "strict" } → the settings. With a
  *                           default, every one-recipient email that says nothing about it (and
  *                           sets no List-Unsubscribe of its own) gets the one-click headers;
  *                           `"unsubscribe": false` opts one email out.
@@ -22,15 +25,16 @@ const TopicSchema = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, "must be 1–256 
 
 /** The body of PATCH /relay/settings. */
 export const SettingsSchema = z.object({
-  unsubscribe: z.union([z.literal(true), z.object({ topic: TopicSchema.optional() }).strict(), z.null()]),
+  unsubscribe: z.union([z.literal(true), z.object({ topic: TopicSchema.optional() }).strict(), z.null()]).optional(),
+  compliance: z.enum(["warn", "strict"]).optional(),
 }).strict();
 
 /** GET and PATCH /relay/settings's answer. */
-export const SettingsBody = z.object({ object: z.literal("settings"), unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }), z.null()]) });
+export const SettingsBody = z.object({ object: z.literal("settings"), unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }), z.null()]), compliance: z.enum(["warn", "strict"]) });
 
 async function read(db: D1Database, tenant: string): Promise<z.infer<typeof SettingsBody>> {
-  const row = await db.prepare("SELECT unsubscribe FROM tenant_settings WHERE tenant_id = ?").bind(tenant).first<{ unsubscribe: string | null }>();
-  return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null };
+  const row = await db.prepare("SELECT unsubscribe, compliance FROM tenant_settings WHERE tenant_id = ?").bind(tenant).first<{ unsubscribe: string | null; compliance: string | null }>();
+  return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null, compliance: row?.compliance === "strict" ? "strict" : "warn" };
 }
 
 /** The /relay/settings routes (behind the API key middleware). */
@@ -39,9 +43,11 @@ export function settingsRoutes() {
   r.get("/", async (c) => c.json(await read(c.env.DB, c.get("tenant"))));
   r.patch("/", async (c) => {
     const input = parseInput(SettingsSchema, (await readJson(c, 4096)).value);
-    await c.env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, unsubscribe, updated_at) VALUES (?1, ?2, ?3)
-        ON CONFLICT (tenant_id) DO UPDATE SET unsubscribe = excluded.unsubscribe, updated_at = excluded.updated_at`)
-      .bind(c.get("tenant"), input.unsubscribe === null ? null : JSON.stringify(input.unsubscribe), Date.now()).run();
+    const before = await read(c.env.DB, c.get("tenant"));
+    const unsubscribe = input.unsubscribe === undefined ? before.unsubscribe : input.unsubscribe;
+    await c.env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, unsubscribe, compliance, updated_at) VALUES (?1, ?2, ?3, ?4)
+        ON CONFLICT (tenant_id) DO UPDATE SET unsubscribe = excluded.unsubscribe, compliance = excluded.compliance, updated_at = excluded.updated_at`)
+      .bind(c.get("tenant"), unsubscribe === null ? null : JSON.stringify(unsubscribe), input.compliance ?? before.compliance, Date.now()).run();
     return c.json(await read(c.env.DB, c.get("tenant")));
   });
   return r;
