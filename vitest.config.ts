@@ -59,6 +59,12 @@ const immediateConsumers = {
   deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
 };
 
+/** The delivery projects' egress pools: a gate then Dante, a gate alone, a smarthost (the sink), Email Service, direct. */
+function egressPools(gates: Record<string, number>, socks: number, smtp: number): string {
+  const pools = { failover: [`socks5://127.0.0.1:${gates.g1}`, `socks5://127.0.0.1:${socks}`], solo: [`socks5://127.0.0.1:${gates.g2}`], smarthost: [`smtp://[127.0.0.1]:${smtp}`], cf: ["cf-email"], direct: ["direct"] };
+  return JSON.stringify({ pools, rules: Object.keys(pools).map((p) => ({ tenant: `pool-${p}`, pool: p })) });
+}
+
 /**
  * Delivery end to end, once per delivery agent (DELIVERY): the `deliver` queue consumer, and the
  * DeliveryAgent objects. The same tests run against both.
@@ -85,6 +91,8 @@ function deliveryProject(name: string, delivery: "queue" | "agents") {
             EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
             // The MTA-STS world (test/integration/delivery/sts-world.ts): policies on this port; TLS-RPT reports by mail from here.
             MTA_STS_PORT: String(inject("sts").policyPort), TLSRPT_FROM: "tlsrpt@cohort.test", TLSRPT_ORG: "cohort.test",
+            // Egress pools (egress-pools.test.ts): only the pool-* tenants have one; everyone else leaves by EGRESS.
+            EGRESS_POOLS: egressPools(inject("gates").ports, inject("socks").port, inject("sink").smtpPort), EGRESS_FAILURES: "2", EGRESS_SUSPEND_SECONDS: "2",
           },
           queueConsumers: {
             ...immediateConsumers,

@@ -28,14 +28,14 @@ const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
 /** The message's envelope for delivery, or null when unknown. */
 export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
   // One statement: the recipients come as a JSON array of [idx, address, status, attempts].
-  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
-    `SELECT mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
+  const m = sql.exec<{ tenant: string; mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
+    `SELECT tenant, mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
        FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`, id,
   ).toArray()[0];
   if (!m) return null;
   const rcpts = (JSON.parse(m.rcpts) as [number, string, RcptStatus, number][]).map(([idx, address, status, attempts]) => ({ idx, address, status, attempts }));
   return {
-    id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
+    id, tenant: m.tenant, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
     ...(m.return_path ? { returnPath: m.return_path } : {}),
   };
 }

@@ -37,6 +37,7 @@ import { providerRulesOf } from "../db/providers";
 import { settingsOf } from "../settings/settings";
 import { stsInfo } from "../tls-policy/sts";
 import { TlsRptTally } from "../tls-policy/tlsrpt";
+import { sendPooled } from "./pooled";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -112,11 +113,14 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
   if (nexthop === CF_EMAIL_NEXTHOP) return sendViaEmailService(env, prepared);
   if (!resolution || !hasWork(prepared)) return unsentParts(prepared);
   if (resolution.kind !== "hosts") return lookupFailureParts(prepared, resolution);
-  const parts = await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule, await stsContext(env, nexthop, extras));
+  const sts = await stsContext(env, nexthop, extras);
+  // An entry whose tenant, sending domain or provider has an egress pool leaves by it (pooled.ts).
+  const pooled = await sendPooled(env, prepared, resolution.hosts, mx().settings, cache, provider?.rule, sts, extras?.background ?? ((p) => void p));
+  const parts = pooled ?? await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule, sts);
   if (!provider) return parts;
   const shape = shapeOf(provider.rule);
   const egress = egressIdOf(env);
-  return parts.map((p) => ({ ...p, provider: shape, egress }));
+  return parts.map((p) => ({ ...p, provider: shape, egress: p.egress ?? egress }));
 }
 
 /**

@@ -199,6 +199,8 @@ export interface DelayWarning {
 /** What the delivery stage needs of a message: envelope sender, size and recipients. */
 export interface DeliveryEnvelope {
   id: string;
+  /** The tenant the message was accepted for (egress pools are chosen by it). */
+  tenant?: string;
   mailFrom: string;
   size: number;
   rcpts: { idx: number; address: string; status: RcptStatus; attempts: number }[];
