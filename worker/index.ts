@@ -1,5 +1,6 @@
 /**
- * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the cron (the
+ * The Worker entry: HTTP API, the classify, deliver, webhooks and email-events (Cloudflare Email
+ * Service's sending events) queue consumers, the cron (the
  * Outbox sweepers and D1 retention; daily, the TLS-RPT reports), mail that comes back through Email Routing (bounces,
  * feedback reports: inbound/email.ts), and the Durable Object classes.
  */
@@ -15,6 +16,7 @@ import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
 import { settingsOf } from "./settings/settings";
 import { sendTlsReports, TLSRPT_CRON } from "./tls-policy/tlsrpt";
+import { EMAIL_EVENTS_QUEUE, handleEmailServiceBatch } from "./inbound/email-service";
 
 export { TransportQueue } from "../durable-objects/transport/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination/destination-queue";
@@ -53,7 +55,8 @@ export default {
     const problems = configProblems(metered);
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
     return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
-      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered); // classify, classify-bulk
+      : b.queue === "deliver" ? handleDeliverBatch(b, metered)
+      : b.queue === EMAIL_EVENTS_QUEUE ? handleEmailServiceBatch(b, metered) : handleClassifyBatch(b, metered); // classify, classify-bulk
   }),
   scheduled: (controller, env, ctx) => {
     const metered = meterScheduled(env);
