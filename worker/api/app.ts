@@ -4,7 +4,8 @@
  * DESCRIPTION
  *   createApp()  GET /health and /unsubscribe/:token (RFC 8058 one-click links; no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
  *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
- *                /webhooks (routes/webhooks.ts) and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
+ *                /webhooks (routes/webhooks.ts), GET /openapi.json (openapi.ts) and GET /metrics (operator; routes/metrics.ts)
+ *                behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
  * ERRORS
@@ -30,6 +31,8 @@ import { webhookRoutes } from "./routes/webhooks";
 import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
 import { complaintRateRoutes } from "./routes/complaint-rate";
+import { metricsRoutes } from "./routes/metrics";
+import { countRefusals, flushRefusals } from "./http/refusals";
 
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
@@ -49,7 +52,11 @@ export function createApp() {
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/openapi.json"]) app.use(prefix, auth);
+  for (const prefix of ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/openapi.json", "/metrics"]) app.use(prefix, auth);
+  // Refused send requests are counted for GET /metrics (http/refusals.ts).
+  app.use("*", flushRefusals());
+  for (const path of ["/emails", "/emails/batch", "/relay/messages/raw"]) app.use(path, countRefusals());
+  app.route("/metrics", metricsRoutes());
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());

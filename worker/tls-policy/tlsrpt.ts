@@ -15,7 +15,8 @@
  *                            gzipped JSON attached, 5.3) accepted through the relay itself from
  *                            TLSRPT_FROM, signed with the operator's DKIM key for that domain. Each
  *                            report is recorded in `tlsrpt_reports` (sent or failed, by URI), and
- *                            counts older than RETAIN_DAYS and reports older than 30 days are purged.
+ *                            counts older than RETAIN_DAYS, reports older than 30 days (and GET
+ *                            /metrics' accept refusals as old) are purged.
  *
  * INVARIANTS
  *   A (day, domain) is reported once. Storage is bounded: counts exist only for domains with a
@@ -172,6 +173,8 @@ export async function sendTlsReports(env: Env, nowMs: number): Promise<{ reports
   await env.DB.batch([
     env.DB.prepare("DELETE FROM tlsrpt_counts WHERE day < ?").bind(oldest),
     env.DB.prepare("DELETE FROM tlsrpt_reports WHERE day < ?").bind(dayOf(nowMs - 30 * 86_400_000)),
+    // GET /metrics' accept refusals per day (worker/api/http/refusals.ts) are kept as long.
+    env.DB.prepare("DELETE FROM accept_refusals WHERE day < ?").bind(dayOf(nowMs - 30 * 86_400_000)),
   ]);
   return { reports: due.length, sent, failed };
 }
