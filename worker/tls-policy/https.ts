@@ -83,7 +83,7 @@ async function fetchOver(ip: string, port: number, host: string): Promise<FetchR
   void tls.close().catch(() => undefined);
   const answer = readPolicyResponse(bytes);
   if ("error" in answer) return answer;
-  const policy = parsePolicy(answer.body);
+  const policy = parsePolicy(new TextDecoder().decode(answer.body));
   return "error" in policy ? { error: policy.error, kind: "invalid" } : { policy };
 }
 

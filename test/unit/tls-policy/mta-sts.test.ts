@@ -91,8 +91,8 @@ describe("the cache (5.1)", () => {
 
 describe("the policy answer (3.3)", () => {
   it("takes a 200 text/plain body by Content-Length or chunked, and no redirect or other type", () => {
-    expect(readPolicyResponse(enc("HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n\r\nhello+extra"))).toEqual({ body: "hello" });
-    expect(readPolicyResponse(enc("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"))).toEqual({ body: "abcde" });
+    expect(readPolicyResponse(enc("HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n\r\nhello+extra"))).toEqual({ body: enc("hello") });
+    expect(readPolicyResponse(enc("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"))).toEqual({ body: enc("abcde") });
     expect(readPolicyResponse(enc("HTTP/1.1 301 Moved\r\nLocation: https://x/\r\n\r\n"))).toMatchObject({ kind: "fetch", error: expect.stringMatching(/not followed/) });
     expect(readPolicyResponse(enc("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html>"))).toMatchObject({ kind: "invalid" });
     expect(readPolicyResponse(enc("garbage"))).toMatchObject({ kind: "fetch" });

@@ -9,7 +9,7 @@
  *
  * DESCRIPTION
  *   policyRequest(host)       the GET of /.well-known/mta-sts.txt, Connection: close.
- *   readPolicyResponse(bytes) the whole answer (read until the server closed) → { body } for a
+ *   readPolicyResponse(bytes) the whole answer (read until the server closed) → { body } (its octets) for a
  *                             200 text/plain answer, else { error, kind }: a redirect is an error
  *                             (3.3: senders must not follow redirects), as is any other status, a
  *                             media type other than text/plain, or a malformed answer. Content-
@@ -32,7 +32,7 @@ export function policyRequest(host: string): string {
 }
 
 /** What reading the answer gave. */
-export type PolicyAnswer = { body: string } | { error: string; kind: "fetch" | "invalid" };
+export type PolicyAnswer = { body: Uint8Array } | { error: string; kind: "fetch" | "invalid" };
 
 const latin1 = (b: Uint8Array) => {
   let s = "";
@@ -85,5 +85,5 @@ export function readPolicyResponse(bytes: Uint8Array): PolicyAnswer {
     body = body.slice(0, n);
   }
   if (body.length > MAX_POLICY_BYTES) return { error: `the policy is over ${MAX_POLICY_BYTES} bytes`, kind: "invalid" };
-  return { body: new TextDecoder().decode(Uint8Array.from(body, (ch) => ch.charCodeAt(0))) };
+  return { body: Uint8Array.from(body, (ch) => ch.charCodeAt(0)) };
 }
