@@ -66,8 +66,10 @@ export default {
       return;
     }
     if (controller.cron === TLSRPT_CRON) {
-      ctx.waitUntil(sendTlsReports(metered, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports", ...r }))).catch((e: unknown) => {
-        console.error(JSON.stringify({ error: "TLS-RPT reports not sent; the next day's run tries again", detail: e instanceof Error ? e.message : String(e) }));
+      ctx.waitUntil(sendTlsReports(metered, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports",
+        ...r }))).catch((e: unknown) => {
+        console.error(JSON.stringify({ error: "TLS-RPT reports not sent; the next day's run tries again",
+          detail: e instanceof Error ? e.message : String(e) }));
       }));
       return;
     }

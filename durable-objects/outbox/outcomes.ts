@@ -176,12 +176,14 @@ export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string,
     return r;
   }
   if (report.kind === "relayed") {
-    const row = sql.exec<{ idx: number; address: string; status: string; attempts: number }>("SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?", id).toArray()
+    const row = sql.exec<{ idx: number; address: string; status: string; attempts: number }>("SELECT idx, address, status, attempts FROM rcpt WHERE " +
+      "message_id = ?", id).toArray()
       .find((x) => x.address.toLowerCase() === report.address.trim().toLowerCase());
     if (!row) return { result: "no_recipient" };
     if (row.status !== "delivered") return { result: "not_delivered" };
     sql.exec("UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", JSON.stringify(report.response), nowMs, id, row.idx);
-    if (report.delayed) recordEvent(sql, { message_id: id, tenant, type: "email.delivery_delayed", recipient: row.address, created_at: nowMs, data: { attempt: row.attempts, response: report.response, reason: "deferred by Cloudflare Email Service" } });
+    if (report.delayed) recordEvent(sql, { message_id: id, tenant, type: "email.delivery_delayed", recipient: row.address, created_at: nowMs,
+      data: { attempt: row.attempts, response: report.response, reason: "deferred by Cloudflare Email Service" } });
     return { result: "ok", address: row.address };
   }
   if (report.kind === "complaint") {

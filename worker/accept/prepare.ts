@@ -173,7 +173,8 @@ export async function prepareEmail(env: Env, input: SendEmail, ctx: PrepareConte
   checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
   const body = signers.length > 0 ? await signDkim(composed.raw, signers) : composed.raw;
   checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
-  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain, mailFrom: composed.envelope.mailFrom, returnPath, bulk: Boolean(unsubscribe), body, rcptTo: composed.envelope.rcptTo });
+  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain, mailFrom: composed.envelope.mailFrom, returnPath,
+    bulk: Boolean(unsubscribe), body, rcptTo: composed.envelope.rcptTo });
   enforceCompliance(ctx.sender, warnings);
   const summary: MessageSummary = {
     from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),

@@ -51,7 +51,8 @@ async function providerShares(env: Env, rcptTo: string[]): Promise<ProviderShare
   const out: ProviderShare[] = [];
   for (const r of rules) {
     const n = rcptTo.filter((a) => r.domains!.includes(a.slice(a.lastIndexOf("@") + 1).toLowerCase())).length;
-    if (n > 0) out.push({ provider: r.name, recipients: n, ...(r.max_message_bytes ? { maxMessageBytes: r.max_message_bytes } : {}), ...(r.max_recipients ? { maxRecipients: r.max_recipients } : {}) });
+    if (n > 0) out.push({ provider: r.name, recipients: n, ...(r.max_message_bytes ? { maxMessageBytes: r.max_message_bytes } : {}),
+      ...(r.max_recipients ? { maxRecipients: r.max_recipients } : {}) });
   }
   return out;
 }

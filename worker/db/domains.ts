@@ -87,8 +87,10 @@ export async function deleteDomain(db: D1Database, tenant: string, id: string): 
   return (gone!.meta.changes ?? 0) > 0;
 }
 
-export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number, dmarc?: object | null): Promise<void> {
-  await db.prepare("UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END, dmarc = COALESCE(?, dmarc) WHERE id = ?")
+export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number,
+  dmarc?: object | null): Promise<void> {
+  await db.prepare("UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END, " +
+    "dmarc = COALESCE(?, dmarc) WHERE id = ?")
     .bind(JSON.stringify(records), status, status, nowMs, dmarc ? JSON.stringify(dmarc) : null, id).run();
 }
 
@@ -170,10 +172,13 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
     .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null; settings: string | null }>();
   if (!row) return null;
   const verified = row.verified === null ? null
-    : (JSON.parse(row.verified) as [string, string, string, string, string, string | null][]).map(([id, name, selector, algorithm, rp, dmarc]) => ({ id, name, selector, algorithm, return_path: rp, dmarc }));
-  const [unsub, pausedUntil, compliance] = row.settings === null ? [null, null, null] : JSON.parse(row.settings) as [string | null, number | null, string | null];
+    : (JSON.parse(row.verified) as [string, string, string, string, string, string | null][]).map(([id, name, selector, algorithm, rp, dmarc]) => ({ id, name,
+      selector, algorithm, return_path: rp, dmarc }));
+  const [unsub, pausedUntil, compliance] = row.settings === null ? [null, null, null] : JSON.parse(row.settings) as [string | null, number | null,
+    string | null];
   const unsubscribe = unsub === null ? null : JSON.parse(unsub) as true | { topic?: string };
-  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified, unsubscribe, bulkPausedUntil: pausedUntil, compliance: compliance === "strict" ? "strict" : "warn" };
+  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified,
+    unsubscribe, bulkPausedUntil: pausedUntil, compliance: compliance === "strict" ? "strict" : "warn" };
 }
 
 /** The sealed private key of one domain key, or null. */

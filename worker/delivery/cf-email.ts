@@ -53,7 +53,8 @@ async function sendOne(binding: SendEmail | undefined, from: string, to: string,
   if (!binding) return { rcpt: to, code: 451, enhanced: "4.3.5", text: "no send_email binding (EMAIL) is configured for the cf-email transport", status: "deferred", source: "local" };
   try {
     const sent = await binding.send(new EmailMessage(from, to, raw)) as unknown as { messageId?: string } | undefined;
-    return { rcpt: to, code: 250, enhanced: "2.0.0", text: `accepted by Cloudflare Email Service${sent?.messageId ? ` ${sent.messageId}` : ""}`, status: "delivered", source: "remote", ...(sent?.messageId ? { serviceId: sent.messageId } : {}) };
+    return { rcpt: to, code: 250, enhanced: "2.0.0", text: `accepted by Cloudflare Email Service${sent?.messageId ? ` ${sent.messageId}` : ""}`,
+      status: "delivered", source: "remote", ...(sent?.messageId ? { serviceId: sent.messageId } : {}) };
   } catch (e) {
     const text = e instanceof Error ? e.message : String(e);
     return PERMANENT.test(text)
@@ -68,7 +69,8 @@ async function rememberIds(env: Env, emailId: string, sent: (RecipientResult & {
   if (rows.length === 0) return;
   await env.DB.prepare(`INSERT OR IGNORE INTO cf_email_sends (cf_message_id, email_id, address, created_at)
       SELECT json_extract(value, '$.id'), ?1, json_extract(value, '$.address'), ?2 FROM json_each(?3)`).bind(emailId, Date.now(), JSON.stringify(rows)).run()
-    .catch((e: unknown) => console.error(JSON.stringify({ error: "Email Service message ids not kept", emailId, detail: e instanceof Error ? e.message : String(e) })));
+    .catch((e: unknown) => console.error(JSON.stringify({ error: "Email Service message ids not kept", emailId,
+      detail: e instanceof Error ? e.message : String(e) })));
 }
 
 /** See the header. */

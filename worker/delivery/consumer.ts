@@ -105,7 +105,8 @@ async function stsContext(env: Env, domain: string, extras?: StageExtras) {
  * Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts (with
  * the domain's MTA-STS policy); over a cached connection when the delivery agent passes its cache.
  */
-export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>, cache?: SessionCache, provider?: ProviderMatch | null, extras?: StageExtras): Promise<SessionPart[]> {
+export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string,
+  DeliveryEnvelope | null>, cache?: SessionCache, provider?: ProviderMatch | null, extras?: StageExtras): Promise<SessionPart[]> {
   const nexthop = jobs[0]!.nexthop;
   const prepared = await prepareJobs(env, jobs, known);
   const target = relayTarget(nexthop);
@@ -128,7 +129,8 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
  * The MX lookup runs before the lease check, so an entry whose lease was taken back while the
  * resolver was slow is not sent.
  */
-async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known: Map<string, DeliveryEnvelope | null> | undefined, extras: StageExtras): Promise<SyncState[]> {
+async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known: Map<string, DeliveryEnvelope | null> | undefined,
+  extras: StageExtras): Promise<SyncState[]> {
   let parts: SessionPart[];
   let site: string | null = null;
   try {

@@ -160,18 +160,21 @@ function stsRefusedParts(prepared: PreparedJob[], domain: string, why: string): 
 }
 
 /** Tries the hosts in order; the first without a site failure decides (see header). A provider rule's bounds apply to each session. */
-export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule, sts?: StsContext): Promise<SessionPart[]> {
+export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule,
+  sts?: StsContext): Promise<SessionPart[]> {
   let last: SessionPart[] | null = null;
   const bounds = { ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}), ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}) };
   const info = sts?.info ?? null;
   const plan = planDelivery(info?.entry.policy ?? null, hosts.map((h) => h.host));
   if (plan.mode === "enforce" && plan.hosts.length === 0) {
     for (const h of plan.excluded) sts?.tally.add(info, "validation-failure", h);
-    return stsRefusedParts(prepared, info!.domain, `none of its MX hosts (${plan.excluded.join(", ")}) matches the policy's mx patterns (${info!.entry.policy!.mx.join(", ")})`);
+    return stsRefusedParts(prepared, info!.domain,
+      `none of its MX hosts (${plan.excluded.join(", ")}) matches the policy's mx patterns (${info!.entry.policy!.mx.join(", ")})`);
   }
   for (const { host } of hosts.filter((h) => plan.hosts.includes(h.host))) {
     const requireTls = rule?.require_tls === true || plan.requireTls;
-    const options = { config: mxConfigOf(env, host, requireTls), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds, ...(settings.egress ? { egress: settings.egress } : {}) };
+    const options = { config: mxConfigOf(env, host, requireTls), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds,
+      ...(settings.egress ? { egress: settings.egress } : {}) };
     // Connected by its address when the resolver gives one, so the report can name it (remoteip);
     // TLS is still verified against the host name.
     const ip = await addressOf(settings.resolverUrl, host);

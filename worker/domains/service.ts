@@ -78,7 +78,8 @@ export async function lookupDmarc(env: Env, domain: string, nowMs: number): Prom
 }
 
 /** Checks every record of the domain (see header). */
-export async function verifyDomain(env: Env, row: DomainRow, keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null; dmarc: DmarcFacts | null }> {
+export async function verifyDomain(env: Env, row: DomainRow,
+  keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null; dmarc: DmarcFacts | null }> {
   const records = JSON.parse(row.records) as DomainRecord[];
   const [checked, dmarc] = await Promise.all([
     Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await lookup(env, `${r.name}.${row.name}`, r.type)) }))),

@@ -14,7 +14,7 @@
  *     cohort_queue_messages{transport,state}                   incoming | deferred gauge
  *     cohort_destination_recipients{transport,destination,state} the busiest, and "other"  gauge
  *     cohort_destination_window{transport,destination}         the busiest          gauge
- *     cohort_outcomes_total{status,code_class,enhanced_class}  delivered, deferred, bounced, expired  counter
+ *     cohort_outcomes_total{status,code_class,enhanced_class}  delivered | deferred | bounced | expired; 2, 4, 5; X.Y  counter
  *     cohort_egress_up{pool,egress}                            1, or 0 while suspended gauge
  *     cohort_egress_suspended_until_seconds{pool,egress}       when a suspension ends  gauge
  *     cohort_webhook_unclaimed_events                          envelopes waiting to be enqueued again  gauge
@@ -34,29 +34,35 @@ import { usable, type EgressHealth } from "../egress/core/health";
 import { formatFamilies, type Family, type Sample } from "./core/prom";
 import { settingsOf } from "../settings/settings";
 
+const gauge = (name: string, help: string, samples: Sample[]): Family => ({ name, help, type: "gauge", samples });
+
 async function queueFamilies(env: Env): Promise<Family[]> {
   const topN = settingsOf(env).metricsTopN;
-  const all: TransportMetrics[] = await Promise.all((await allTransports(env)).map(async (t) => ({ ...(await env.TRANSPORT_QUEUE.getByName(t).metrics(topN)), transport: t })));
+  const names = await allTransports(env);
+  const all: TransportMetrics[] = await Promise.all(names.map(async (t) => ({ ...(await env.TRANSPORT_QUEUE.getByName(t).metrics(topN)), transport: t })));
   const rcpts: Sample[] = [];
   const msgs: Sample[] = [];
   const dest: Sample[] = [];
   const window: Sample[] = [];
   for (const m of all) {
-    rcpts.push({ labels: { transport: m.transport, state: "todo" }, value: m.todo }, { labels: { transport: m.transport, state: "in_flight" }, value: m.inflight });
-    msgs.push({ labels: { transport: m.transport, state: "incoming" }, value: m.incoming }, { labels: { transport: m.transport, state: "deferred" }, value: m.deferred });
+    const t = { transport: m.transport };
+    rcpts.push({ labels: { ...t, state: "todo" }, value: m.todo }, { labels: { ...t, state: "in_flight" }, value: m.inflight });
+    msgs.push({ labels: { ...t, state: "incoming" }, value: m.incoming }, { labels: { ...t, state: "deferred" }, value: m.deferred });
     for (const d of m.destinations) {
-      dest.push({ labels: { transport: m.transport, destination: d.queue, state: "todo" }, value: d.todo }, { labels: { transport: m.transport, destination: d.queue, state: "in_flight" }, value: d.busy });
-      window.push({ labels: { transport: m.transport, destination: d.queue }, value: d.window });
+      const at = { ...t, destination: d.queue };
+      dest.push({ labels: { ...at, state: "todo" }, value: d.todo }, { labels: { ...at, state: "in_flight" }, value: d.busy });
+      window.push({ labels: at, value: d.window });
     }
     if (m.other.queues > 0) {
-      dest.push({ labels: { transport: m.transport, destination: "other", state: "todo" }, value: m.other.todo }, { labels: { transport: m.transport, destination: "other", state: "in_flight" }, value: m.other.busy });
+      const at = { ...t, destination: "other" };
+      dest.push({ labels: { ...at, state: "todo" }, value: m.other.todo }, { labels: { ...at, state: "in_flight" }, value: m.other.busy });
     }
   }
   return [
-    { name: "cohort_queue_recipients", help: "Recipients in a Transport DO's active queue: waiting to be selected (todo) or in a delivery (in_flight).", type: "gauge", samples: rcpts },
-    { name: "cohort_queue_messages", help: `Messages waiting for room in the active queue (incoming) or for a retry (deferred), counted up to ${METRIC_COUNT_CAP}.`, type: "gauge", samples: msgs },
-    { name: "cohort_destination_recipients", help: "Recipients of the busiest destinations (METRICS_TOP_N; the rest summed as destination=\"other\").", type: "gauge", samples: dest },
-    { name: "cohort_destination_window", help: "The concurrency window of the busiest destinations (0: dead, below 0: suspended).", type: "gauge", samples: window },
+    gauge("cohort_queue_recipients", "Recipients in a Transport DO's active queue: waiting to be selected (todo) or in a delivery (in_flight).", rcpts),
+    gauge("cohort_queue_messages", `Messages waiting for the active queue (incoming) or for a retry (deferred), counted up to ${METRIC_COUNT_CAP}.`, msgs),
+    gauge("cohort_destination_recipients", "Recipients of the busiest destinations (METRICS_TOP_N; the rest summed as destination=\"other\").", dest),
+    gauge("cohort_destination_window", "The concurrency window of the busiest destinations (0: dead, below 0: suspended).", window),
   ];
 }
 
@@ -67,7 +73,7 @@ async function outcomeFamily(env: Env): Promise<Family> {
   for (const r of snaps.flat()) sum.set(`${r.status}|${r.code}|${r.enhanced}`, (sum.get(`${r.status}|${r.code}|${r.enhanced}`) ?? 0) + r.n);
   return {
     name: "cohort_outcomes_total", type: "counter",
-    help: "Recipient outcomes recorded by the Outbox shards since they started (a restart starts them at zero), by status and reply class (2, 4, 5; enhanced X.Y).",
+    help: "Recipient outcomes recorded by the Outbox shards since they started (a restart starts them at zero), by status and reply class.",
     samples: [...sum].sort().map(([k, n]) => {
       const [status, code, enhanced] = k.split("|") as [string, string, string];
       return { labels: { status, code_class: code, enhanced_class: enhanced }, value: n };
@@ -90,8 +96,8 @@ async function egressFamilies(env: Env, nowMs: number): Promise<Family[]> {
     }
   }
   return [
-    { name: "cohort_egress_up", help: "1 while an egress of a pool may be used (healthy or on probation), 0 while it is suspended.", type: "gauge", samples: up },
-    { name: "cohort_egress_suspended_until_seconds", help: "When an egress's current or last suspension ends (unix seconds).", type: "gauge", samples: until },
+    gauge("cohort_egress_up", "1 while an egress of a pool may be used (healthy or on probation), 0 while it is suspended.", up),
+    gauge("cohort_egress_suspended_until_seconds", "When an egress's current or last suspension ends (unix seconds).", until),
   ];
 }
 
@@ -101,19 +107,24 @@ async function webhookAndRefusals(env: Env, nowMs: number): Promise<Family[]> {
     env.DB.prepare("SELECT state FROM webhook_endpoint_health"),
     env.DB.prepare("SELECT reason, status, sum(n) AS n FROM accept_refusals GROUP BY reason, status ORDER BY reason, status"),
   ]);
-  const blocked = (endpoints!.results as { state: string }[]).filter((r) => (JSON.parse(r.state) as { blockedUntilMs?: number | null }).blockedUntilMs! > nowMs).length;
+  const until = (state: string) => (JSON.parse(state) as { blockedUntilMs?: number | null }).blockedUntilMs ?? 0;
+  const blocked = (endpoints!.results as { state: string }[]).filter((r) => until(r.state) > nowMs).length;
+  const waiting = (unclaimed!.results[0] as { n: number }).n;
+  const refused = refusals!.results as { reason: string; status: number; n: number }[];
   return [
-    { name: "cohort_webhook_unclaimed_events", help: `Webhook envelopes whose enqueue failed and that wait to be enqueued again (counted up to ${METRIC_COUNT_CAP}).`, type: "gauge", samples: [{ value: (unclaimed!.results[0] as { n: number }).n }] },
-    { name: "cohort_webhook_endpoints_blocked", help: "Webhook endpoints in a dead period or throttled by Retry-After now.", type: "gauge", samples: [{ value: blocked }] },
+    gauge("cohort_webhook_unclaimed_events", `Webhook envelopes whose enqueue failed, to be enqueued again (up to ${METRIC_COUNT_CAP}).`, [{ value: waiting }]),
+    gauge("cohort_webhook_endpoints_blocked", "Webhook endpoints in a dead period or throttled by Retry-After now.", [{ value: blocked }]),
     {
       name: "cohort_accept_refusals_total", help: "Send requests refused, by error name and HTTP status (the last 30 days).", type: "counter",
-      samples: (refusals!.results as { reason: string; status: number; n: number }[]).map((r) => ({ labels: { reason: r.reason, status: String(r.status) }, value: r.n })),
+      samples: refused.map((r) => ({ labels: { reason: r.reason, status: String(r.status) }, value: r.n })),
     },
   ];
 }
 
 /** See the header. */
 export async function metricsText(env: Env, nowMs = Date.now()): Promise<string> {
-  const [queues, outcomes, egress, rest] = await Promise.all([queueFamilies(env), outcomeFamily(env), egressFamilies(env, nowMs), webhookAndRefusals(env, nowMs)]);
+  const [queues, outcomes, egress, rest] = await Promise.all([
+    queueFamilies(env), outcomeFamily(env), egressFamilies(env, nowMs), webhookAndRefusals(env, nowMs),
+  ]);
   return formatFamilies([...queues, outcomes, ...egress, ...rest]);
 }

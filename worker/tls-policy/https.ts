@@ -11,7 +11,11 @@
  *       MTA_STS_PORT (443; other values for local runs and tests). Answers { policy } or
  *       { error, kind }: "webpki" when TLS failed, "invalid" for a policy that does not parse,
  *       "fetch" for everything else (no address, refused by the guard, HTTP errors, redirects,
- *       timeouts).
+ *       timeouts). Workers may not open sockets to Cloudflare's own addresses (a policy host behind
+ *       Cloudflare, common for mta-sts.<domain>): when the socket cannot connect, the policy is
+ *       fetched with fetch() instead, through the same guard as webhooks (checkEndpointUrl, then
+ *       resolvedTarget's DoH check of every address), redirects not followed; Cloudflare's edge
+ *       then verifies the certificate (WebPKI) as fetch() always does.
  *
  * INVARIANTS
  *   Nothing is fetched from an address the guard refused; redirects are never followed; the read
@@ -20,6 +24,7 @@
 import { connect } from "cloudflare:sockets";
 import { checkEndpointUrl, checkResolvedAddress, LOCAL_DEVELOPMENT } from "../net/core/ssrf";
 import { resolveAddress } from "../net/mx";
+import { resolvedTarget } from "../net/fetch-guard";
 import { MAX_POLICY_BYTES, policyRequest, readPolicyResponse } from "./core/http";
 import { parsePolicy, type StsPolicy } from "./core/mta-sts";
 import { settingsOf } from "../settings/settings";
@@ -87,6 +92,22 @@ async function fetchOver(ip: string, port: number, host: string): Promise<FetchR
   return "error" in policy ? { error: policy.error, kind: "invalid" } : { policy };
 }
 
+/** The fetch() path (see the header), for a host the socket could not reach. */
+async function fetchViaFetch(env: Env, url: URL): Promise<FetchResult> {
+  const resolved = await resolvedTarget(env, url.href);
+  if (resolved.kind !== "ok") return { error: resolved.reason, kind: "fetch" };
+  const res = await fetch(url.href, { redirect: "manual", headers: { accept: "text/plain" } });
+  const head = `HTTP/1.1 ${res.status} x\r\n${[...res.headers].map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n`;
+  const body = new Uint8Array(await res.arrayBuffer());
+  const bytes = new Uint8Array(head.length + body.length);
+  bytes.set(Uint8Array.from(head, (ch) => ch.charCodeAt(0)), 0);
+  bytes.set(body, head.length);
+  const answer = readPolicyResponse(bytes);
+  if ("error" in answer) return answer;
+  const policy = parsePolicy(new TextDecoder().decode(answer.body));
+  return "error" in policy ? { error: policy.error, kind: "invalid" } : { policy };
+}
+
 /** See the header. */
 export async function fetchStsPolicy(env: Env, domain: string): Promise<FetchResult> {
   const s = settingsOf(env);
@@ -108,8 +129,12 @@ export async function fetchStsPolicy(env: Env, domain: string): Promise<FetchRes
   const timeout = new Promise<FetchResult>((resolve) => {
     timer = setTimeout(() => resolve({ error: `fetching the policy of ${domain} timed out after ${FETCH_TIMEOUT_MS} ms`, kind: "fetch" }), FETCH_TIMEOUT_MS);
   });
+  const attempt = async (): Promise<FetchResult> => {
+    const got = await fetchOver(ip, url.port === "" ? 443 : Number(url.port), host);
+    return "error" in got && got.kind === "fetch" && got.error.startsWith("connect to ") ? fetchViaFetch(env, url) : got;
+  };
   try {
-    return await Promise.race([fetchOver(ip, url.port === "" ? 443 : Number(url.port), host).catch((e: unknown) => ({ error: describe(e), kind: "fetch" as const })), timeout]);
+    return await Promise.race([attempt().catch((e: unknown) => ({ error: describe(e), kind: "fetch" as const })), timeout]);
   } finally {
     clearTimeout(timer);
   }

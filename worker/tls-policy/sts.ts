@@ -64,7 +64,8 @@ interface Row { entry: string; rua: string | null; fetch_error: string | null }
 async function readRow(env: Env, domain: string): Promise<StsInfo | null> {
   const row = await env.DB.prepare("SELECT entry, rua, fetch_error FROM mta_sts_policies WHERE domain = ?").bind(domain).first<Row>();
   if (!row) return null;
-  return { domain, entry: JSON.parse(row.entry) as StsCacheEntry, rua: row.rua === null ? null : JSON.parse(row.rua) as string[], fetchError: row.fetch_error as TlsResultType | null };
+  return { domain, entry: JSON.parse(row.entry) as StsCacheEntry, rua: row.rua === null ? null : JSON.parse(row.rua) as string[],
+    fetchError: row.fetch_error as TlsResultType | null };
 }
 
 /** Looks the domain up now and stores the new entry. */
@@ -97,7 +98,8 @@ async function load(env: Env, domain: string, nowSec: number, background: (p: Pr
   const next = nextLookup(stored?.entry ?? null, nowSec, { refreshSec: settingsOf(env).mtaStsRefreshSeconds, negativeSec: 3600 });
   if (stored && next !== "lookup") {
     if (next === "use-and-refresh") {
-      background(discover(env, domain, stored, nowSec).then((info) => memory.set(domain, { at: Date.now(), info: Promise.resolve(info) })).catch(() => undefined));
+      background(discover(env, domain, stored, nowSec).then((info) => memory.set(domain, { at: Date.now(),
+        info: Promise.resolve(info) })).catch(() => undefined));
     }
     return stored;
   }

@@ -72,7 +72,8 @@ export class TlsRptTally {
     const rows = [...this.rows.values()];
     this.rows.clear();
     await env.DB.prepare(`INSERT INTO tlsrpt_counts (day, domain, result, mx, ip, n)
-        SELECT json_extract(value, '$.day'), json_extract(value, '$.domain'), json_extract(value, '$.result'), json_extract(value, '$.mx'), json_extract(value, '$.ip'), json_extract(value, '$.n')
+        SELECT json_extract(value, '$.day'), json_extract(value, '$.domain'), json_extract(value, '$.result'),
+          json_extract(value, '$.mx'), json_extract(value, '$.ip'), json_extract(value, '$.n')
         FROM json_each(?1) WHERE true
         ON CONFLICT (day, domain, result, mx, ip) DO UPDATE SET n = n + excluded.n`).bind(JSON.stringify(rows)).run()
       .catch((e: unknown) => console.error(JSON.stringify({ error: "TLS-RPT counts not written", detail: e instanceof Error ? e.message : String(e) })));
@@ -92,7 +93,8 @@ function base64Lines(bytes: Uint8Array): string {
 
 /** The operator identity the report mail is accepted with. */
 function operatorKey(): KeyAccess {
-  return { id: "tlsrpt", tenant: REPORT_TENANT, role: "operator", permission: "full_access", domainId: null, domainName: null, verified: null, unsubscribe: null, bulkPausedUntil: null };
+  return { id: "tlsrpt", tenant: REPORT_TENANT, role: "operator", permission: "full_access", domainId: null, domainName: null, verified: null,
+    unsubscribe: null, bulkPausedUntil: null };
 }
 
 async function sendMail(env: Env, to: string, from: string, org: string, domain: string, reportId: string, file: string, gz: Uint8Array): Promise<string> {
@@ -108,7 +110,8 @@ async function sendMail(env: Env, to: string, from: string, org: string, domain:
   const limits = limitsOf(env);
   const shard = affineShard(limits.shards);
   const sender = new SenderPolicy(env, REPORT_TENANT, operatorKey());
-  const prepared = await prepareRaw(env, { mail_from: from, rcpt_to: [to], message, encoding: "utf8" }, { shard, nowMs: Date.now(), limits, sender, origin: "" });
+  const prepared = await prepareRaw(env, { mail_from: from, rcpt_to: [to], message, encoding: "utf8" }, { shard, nowMs: Date.now(), limits, sender,
+    origin: "" });
   await storeAndQueue(env, { tenant: REPORT_TENANT, shard, idempotency: null, prepared: [prepared], response: { status: 200, body: "{}" } });
   return prepared.record.id;
 }
@@ -159,7 +162,10 @@ export async function sendTlsReports(env: Env, nowMs: number): Promise<{ reports
       try {
         if (/^https:/i.test(uri)) outcomes[uri] = await post(env, uri, gz);
         else if (!s.tlsrptFrom) throw new Error("TLSRPT_FROM is not set: mailto reports are not sent");
-        else outcomes[uri] = `queued ${await sendMail(env, decodeURIComponent(uri.slice(7)), s.tlsrptFrom, s.tlsrptOrg, domain, reportId, reportFileName(s.tlsrptOrg, domain, day, reportId), gz)}`;
+        else {
+          const file = reportFileName(s.tlsrptOrg, domain, day, reportId);
+          outcomes[uri] = `queued ${await sendMail(env, decodeURIComponent(uri.slice(7)), s.tlsrptFrom, s.tlsrptOrg, domain, reportId, file, gz)}`;
+        }
         sent++;
       } catch (e) {
         failed++;

@@ -85,7 +85,8 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const shard = await shardFor(tenant, idem, limits.shards, 1);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify(sendAnswer(prepared)) } });
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
+      body: JSON.stringify(sendAnswer(prepared)) } });
     return sender.withNotice(jsonResponse(res));
   });
 

@@ -47,7 +47,8 @@ export function relayRoutes() {
     const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : affineShard(limits.shards);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify(sendAnswer(prepared)) } });
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
+      body: JSON.stringify(sendAnswer(prepared)) } });
     return sender.withNotice(jsonResponse(res));
   });
 

@@ -30,11 +30,14 @@ export const SettingsSchema = z.object({
 }).strict();
 
 /** GET and PATCH /relay/settings's answer. */
-export const SettingsBody = z.object({ object: z.literal("settings"), unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }), z.null()]), compliance: z.enum(["warn", "strict"]) });
+export const SettingsBody = z.object({ object: z.literal("settings"), unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }),
+  z.null()]), compliance: z.enum(["warn", "strict"]) });
 
 async function read(db: D1Database, tenant: string): Promise<z.infer<typeof SettingsBody>> {
-  const row = await db.prepare("SELECT unsubscribe, compliance FROM tenant_settings WHERE tenant_id = ?").bind(tenant).first<{ unsubscribe: string | null; compliance: string | null }>();
-  return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null, compliance: row?.compliance === "strict" ? "strict" : "warn" };
+  const row = await db.prepare("SELECT unsubscribe, compliance FROM tenant_settings WHERE tenant_id = " +
+    "?").bind(tenant).first<{ unsubscribe: string | null; compliance: string | null }>();
+  return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null,
+    compliance: row?.compliance === "strict" ? "strict" : "warn" };
 }
 
 /** The /relay/settings routes (behind the API key middleware). */

@@ -77,12 +77,14 @@ export function observe(h: EgressHealth, failure: string | null, now: number, cf
     if (now < h.suspendedUntil) return { health: h, event: null }; // a delivery that was already under way
     const strikes = Math.min(h.strikes + 1, 16);
     const until = now + cfg.suspendSec * 2 ** strikes;
-    return { health: { state: "suspended", failures: [], suspendedUntil: until, strikes, reason: failure }, event: { kind: "suspended", reason: failure, until } };
+    return { health: { state: "suspended", failures: [], suspendedUntil: until, strikes, reason: failure }, event: { kind: "suspended", reason: failure,
+      until } };
   }
   const failures = [...h.failures.filter((t) => t > now - cfg.windowSec), now];
   if (failures.length < cfg.failures) return { health: { ...h, failures, reason: failure }, event: null };
   const until = now + cfg.suspendSec;
-  return { health: { state: "suspended", failures: [], suspendedUntil: until, strikes: 0, reason: failure }, event: { kind: "suspended", reason: failure, until } };
+  return { health: { state: "suspended", failures: [], suspendedUntil: until, strikes: 0, reason: failure }, event: { kind: "suspended", reason: failure,
+    until } };
 }
 
 export function orderMembers<T extends { id: string }>(members: readonly T[], healths: ReadonlyMap<string, EgressHealth>, now: number): T[] {

@@ -61,7 +61,8 @@ export function parseEgressPools(text: string): { ok: true; pools: EgressPools |
   const r = raw as { pools?: unknown; rules?: unknown; default?: unknown } | null;
   const errors: string[] = [];
   const pools = new Map<string, Egress[]>();
-  if (r === null || typeof r !== "object" || typeof r.pools !== "object" || r.pools === null || Array.isArray(r.pools)) return { ok: false, errors: ["EGRESS_POOLS needs {\"pools\": {name: [egress, …]}}"] };
+  if (r === null || typeof r !== "object" || typeof r.pools !== "object" || r.pools === null || Array.isArray(r.pools)) return { ok: false,
+    errors: ["EGRESS_POOLS needs {\"pools\": {name: [egress, …]}}"] };
   for (const [name, list] of Object.entries(r.pools as Record<string, unknown>)) {
     if (!Array.isArray(list) || list.length === 0) { errors.push(`pools.${name}: a non-empty list of egresses`); continue; }
     const members = list.map((e) => (typeof e === "string" ? parseEgress(e) : null));
@@ -84,7 +85,8 @@ export function parseEgressPools(text: string): { ok: true; pools: EgressPools |
 }
 
 /** See the header. */
-export function poolFor(cfg: EgressPools, who: { tenant?: string | null; domain?: string | null; provider?: string | null }): { name: string; members: Egress[] } | null {
+export function poolFor(cfg: EgressPools,
+  who: { tenant?: string | null; domain?: string | null; provider?: string | null }): { name: string; members: Egress[] } | null {
   const of = { tenant: who.tenant?.toLowerCase(), domain: who.domain?.toLowerCase(), provider: who.provider?.toLowerCase() };
   const rule = cfg.rules.find((r) => of[r.field] === r.value);
   const name = rule?.pool ?? cfg.default;

@@ -40,7 +40,8 @@ const PREFIX = "cf.email.sending.message.";
 
 export function readEmailServiceEvent(body: unknown): ReadEvent {
   const e = body as { type?: unknown; payload?: Record<string, unknown> } | null;
-  if (!e || typeof e.type !== "string" || !e.type.startsWith(PREFIX) || !e.payload || typeof e.payload !== "object") return { error: "not an Email Sending event" };
+  if (!e || typeof e.type !== "string" || !e.type.startsWith(PREFIX) || !e.payload || typeof e.payload !== "object") return { error: "not an Email Sending " +
+    "event" };
   const p = e.payload;
   if (typeof p.messageId !== "string" || typeof p.recipient !== "string") return { error: "an Email Sending event without messageId or recipient" };
   const d = (p.delivery ?? {}) as Record<string, unknown>;
@@ -48,7 +49,8 @@ export function readEmailServiceEvent(body: unknown): ReadEvent {
   const mx = `email-service${str(d.provider) ? `/${str(d.provider)}` : ""}`;
   const code = Number(str(d.smtpStatusCode));
   const smtp = (fallback: string): Reply => ({
-    code: Number.isInteger(code) && code >= 200 && code < 600 ? code : null, ...(str(d.smtpEnhancedStatusCode) ? { enhanced: str(d.smtpEnhancedStatusCode)! } : {}),
+    code: Number.isInteger(code) && code >= 200 && code < 600 ? code : null,
+      ...(str(d.smtpEnhancedStatusCode) ? { enhanced: str(d.smtpEnhancedStatusCode)! } : {}),
     text: str(d.smtpResponse) ?? fallback, mx,
   });
   const kind = e.type.slice(PREFIX.length);
@@ -63,7 +65,8 @@ export function readEmailServiceEvent(body: unknown): ReadEvent {
     }
     case "rejected": {
       const r = (p.rejection ?? {}) as Record<string, unknown>;
-      return out({ kind: "bounce", response: { code: 550, enhanced: "5.7.1", text: `rejected by Cloudflare Email Service: ${str(r.reason) ?? "rejected"}${str(r.detail) ? ` (${str(r.detail)})` : ""}`, mx } });
+      return out({ kind: "bounce", response: { code: 550, enhanced: "5.7.1",
+        text: `rejected by Cloudflare Email Service: ${str(r.reason) ?? "rejected"}${str(r.detail) ? ` (${str(r.detail)})` : ""}`, mx } });
     }
     case "complained": return out({ kind: "complaint", feedbackType: str((p.complaint as Record<string, unknown> | undefined)?.type) ?? "abuse" });
     default: return { error: `unknown Email Sending event ${e.type}` };

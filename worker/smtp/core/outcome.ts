@@ -197,7 +197,8 @@ export function buildTransactionResult(
 ): TransactionResult {
   const env = s.messages[messageIndex];
   if (!env) throw new InvariantError(`no message ${messageIndex}`);
-  return { messageId: env.id, recipients, remoteHost: cfg.remoteHost, tls: s.tls, possibleDuplicate, ...(!s.tls && s.tlsProblem ? { tlsProblem: s.tlsProblem } : {}) };
+  return { messageId: env.id, recipients, remoteHost: cfg.remoteHost, tls: s.tls, possibleDuplicate,
+    ...(!s.tls && s.tlsProblem ? { tlsProblem: s.tlsProblem } : {}) };
 }
 
 /** Collects the results; every message must be decided. */
