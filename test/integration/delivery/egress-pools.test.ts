@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
+import { callWithKey, email, eventually, getEmail, newKey, newOperatorKey, settle } from "../helpers";
 import { recipientsWhen } from "./observe";
 
 const gates = inject("gates");
@@ -71,6 +71,10 @@ describe("failover", () => {
     await eventually(async () => ((await events(g1)).includes("resumed") ? true : undefined), 5_000, "a resumed event");
     const health = await env.DB.prepare("SELECT health FROM egress_health WHERE egress = ?").bind(g1).first<string>("health");
     expect(JSON.parse(health!)).toMatchObject({ state: "healthy", strikes: 0 });
+    // The operator's view: the pool's members and the events, newest first.
+    const view = await (await callWithKey(await newOperatorKey("egress-operator"), "GET", "/relay/egress")).json<{ pools: { name: string; members: { id: string; state: string }[] }[]; events: { egress: string; kind: string }[] }>();
+    expect(view.pools.find((p) => p.name === "failover")!.members).toEqual([expect.objectContaining({ id: g1, state: "healthy" }), expect.objectContaining({ id: `127.0.0.1:${socks.port}`, state: "healthy" })]);
+    expect(view.events.filter((e) => e.egress === g1).map((e) => e.kind).reverse()).toEqual(["failover", "failover", "suspended", "resumed"]);
   });
 
   it("a pool with no member left defers with blocked_by egress:<id>, then egress_suspended:<pool>, and delivers once its egress is back", async () => {

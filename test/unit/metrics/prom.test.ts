@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
-import { formatFamilies, replyClass, topN } from "../../../worker/metrics/core/prom";
+import { formatFamilies, replyClass } from "../../../worker/metrics/core/prom";
 
 describe("the text format", () => {
   it("writes HELP and TYPE lines and samples that the parser reads back", () => {
@@ -32,14 +32,7 @@ describe("the text format", () => {
   });
 });
 
-describe("bounded labels", () => {
-  it("keeps the n heaviest rows, ties in key order", () => {
-    const rows = [{ k: "b", w: 2 }, { k: "a", w: 2 }, { k: "c", w: 9 }, { k: "d", w: 1 }];
-    const { top, rest } = topN(rows, 2, (r) => r.w, (r) => r.k);
-    expect(top.map((r) => r.k)).toEqual(["c", "a"]);
-    expect(rest.map((r) => r.k)).toEqual(["b", "d"]);
-  });
-
+describe("reply classes", () => {
   it("classes replies by the code's first digit and the enhanced status's class and subject", () => {
     expect(replyClass(250, "2.0.0")).toEqual({ code: "2", enhanced: "2.0" });
     expect(replyClass(550, "5.1.1")).toEqual({ code: "5", enhanced: "5.1" });

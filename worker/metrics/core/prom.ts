@@ -1,6 +1,6 @@
 /*
  * NAME
- *   prom - the Prometheus text exposition format (version 0.0.4) and bounded label sets
+ *   prom - the Prometheus text exposition format (version 0.0.4) and the bounded class of a reply
  *
  * DESCRIPTION
  *   formatFamilies(families)  the text of metric families: per family a "# HELP" and a "# TYPE"
@@ -8,9 +8,6 @@
  *                             label values escaped (backslash, double quote, line feed), HELP
  *                             text escaped (backslash, line feed), values as Prometheus reads
  *                             them (NaN, +Inf, -Inf, integers without exponent).
- *   topN(rows, n, weight, key)  the n heaviest rows by weight (ties by key), and the rest summed
- *                             by the caller as one "other" row: label sets never grow with the
- *                             number of destinations.
  *   replyClass(code, enhanced)  the bounded class of a reply: the code's first digit and the
  *                             enhanced status's class and subject ("5", "5.1"); "none" without.
  *
@@ -59,11 +56,6 @@ export function formatFamilies(families: readonly Family[]): string {
     }
   }
   return out.length === 0 ? "" : `${out.join("\n")}\n`;
-}
-
-export function topN<T>(rows: readonly T[], n: number, weight: (r: T) => number, key: (r: T) => string): { top: T[]; rest: T[] } {
-  const sorted = [...rows].sort((a, b) => weight(b) - weight(a) || (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-  return { top: sorted.slice(0, n), rest: sorted.slice(n) };
 }
 
 export function replyClass(code: number | undefined | null, enhanced: string | undefined | null): { code: string; enhanced: string } {
