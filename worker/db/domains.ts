@@ -89,8 +89,8 @@ export async function deleteDomain(db: D1Database, tenant: string, id: string): 
 
 export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number,
   dmarc?: object | null): Promise<void> {
-  await db.prepare("UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END, " +
-    "dmarc = COALESCE(?, dmarc) WHERE id = ?")
+  await db.prepare(`UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END,
+      dmarc = COALESCE(?, dmarc) WHERE id = ?`)
     .bind(JSON.stringify(records), status, status, nowMs, dmarc ? JSON.stringify(dmarc) : null, id).run();
 }
 

@@ -100,6 +100,6 @@ export async function recordHealth(env: Env, seen: Seen[], nowMs = Date.now()): 
 
 /** See the header. */
 export async function egressEvents(env: Env, limit = 100): Promise<{ egress: string; pool: string; kind: string; detail: string | null; at: number }[]> {
-  return (await env.DB.prepare("SELECT egress, pool, kind, detail, at FROM egress_events ORDER BY id DESC LIMIT " +
-    "?").bind(limit).all<{ egress: string; pool: string; kind: string; detail: string | null; at: number }>()).results;
+  return (await env.DB.prepare("SELECT egress, pool, kind, detail, at FROM egress_events ORDER BY id DESC LIMIT ?").bind(limit)
+    .all<{ egress: string; pool: string; kind: string; detail: string | null; at: number }>()).results;
 }

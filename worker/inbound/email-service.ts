@@ -26,8 +26,8 @@ export const EMAIL_EVENTS_QUEUE = "email-events";
 async function apply(env: Env, body: unknown): Promise<string> {
   const ev = readEmailServiceEvent(body);
   if ("error" in ev) return ev.error;
-  const row = await env.DB.prepare("SELECT email_id, address FROM cf_email_sends WHERE cf_message_id = " +
-    "?").bind(ev.messageId).first<{ email_id: string; address: string }>();
+  const row = await env.DB.prepare("SELECT email_id, address FROM cf_email_sends WHERE cf_message_id = ?").bind(ev.messageId)
+    .first<{ email_id: string; address: string }>();
   if (!row) return `no recipient of this relay has Email Service message id ${ev.messageId}`;
   const a = ev.action;
   if (a.kind === "complaint") return (await recordComplaint(env, row.email_id, null, row.address, a.feedbackType)).result;

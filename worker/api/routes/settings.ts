@@ -34,8 +34,8 @@ export const SettingsBody = z.object({ object: z.literal("settings"), unsubscrib
   z.null()]), compliance: z.enum(["warn", "strict"]) });
 
 async function read(db: D1Database, tenant: string): Promise<z.infer<typeof SettingsBody>> {
-  const row = await db.prepare("SELECT unsubscribe, compliance FROM tenant_settings WHERE tenant_id = " +
-    "?").bind(tenant).first<{ unsubscribe: string | null; compliance: string | null }>();
+  const row = await db.prepare("SELECT unsubscribe, compliance FROM tenant_settings WHERE tenant_id = ?")
+    .bind(tenant).first<{ unsubscribe: string | null; compliance: string | null }>();
   return { object: "settings", unsubscribe: row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null,
     compliance: row?.compliance === "strict" ? "strict" : "warn" };
 }

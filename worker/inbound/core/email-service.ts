@@ -40,8 +40,8 @@ const PREFIX = "cf.email.sending.message.";
 
 export function readEmailServiceEvent(body: unknown): ReadEvent {
   const e = body as { type?: unknown; payload?: Record<string, unknown> } | null;
-  if (!e || typeof e.type !== "string" || !e.type.startsWith(PREFIX) || !e.payload || typeof e.payload !== "object") return { error: "not an Email Sending " +
-    "event" };
+  if (!e || typeof e.type !== "string" || !e.type.startsWith(PREFIX)) return { error: "not an Email Sending event" };
+  if (!e.payload || typeof e.payload !== "object") return { error: "not an Email Sending event" };
   const p = e.payload;
   if (typeof p.messageId !== "string" || typeof p.recipient !== "string") return { error: "an Email Sending event without messageId or recipient" };
   const d = (p.delivery ?? {}) as Record<string, unknown>;
