@@ -31,7 +31,7 @@ import { webhookRoutes } from "./routes/webhooks";
 import { unsubscribeRoutes } from "./routes/unsubscribe";
 import { settingsRoutes } from "./routes/settings";
 import { complaintRateRoutes } from "./routes/complaint-rate";
-import { metricsRoutes } from "./routes/metrics";
+import { metricsRoutes } from "./routes/prometheus";
 import { countRefusals, flushRefusals } from "./http/refusals";
 
 

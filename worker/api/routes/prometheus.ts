@@ -7,7 +7,7 @@
 import { Hono } from "hono";
 import { type AppEnv } from "../http/context";
 import { RoleCache, requireOperator } from "../http/operator";
-import { metricsText } from "../../metrics/metrics";
+import { metricsText } from "../../metrics/prometheus";
 
 export function metricsRoutes() {
   const r = new Hono<AppEnv>();
