@@ -4,8 +4,9 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * A CA bundle file with the extra CAs already configured (if any) plus the test CA and the one
- * self-signed certificate the delivery-tls tests choose to trust (test/fixtures/tls/README.md).
+ * A CA bundle file with the extra CAs already configured (if any) plus the test CA, the one
+ * self-signed certificate the delivery-tls tests choose to trust and the MTA-STS tests' CA
+ * (test/fixtures/tls/README.md).
  */
 function withTestCa(extra: string | undefined): string {
   let bundle = "";
@@ -14,7 +15,7 @@ function withTestCa(extra: string | undefined): string {
   } catch { /* an unreadable bundle adds nothing */ }
   const file = join(tmpdir(), `cohort-test-ca-${process.getuid?.() ?? 0}.pem`);
   const fixture = (name: string) => readFileSync(new URL(`./test/fixtures/tls/${name}`, import.meta.url), "utf8");
-  writeFileSync(file, `${bundle}\n${fixture("ca.pem")}\n${fixture("pinned.pem")}`);
+  writeFileSync(file, `${bundle}\n${fixture("ca.pem")}\n${fixture("pinned.pem")}\n${fixture("sts-ca.pem")}`);
   return file;
 }
 
@@ -58,6 +59,12 @@ const immediateConsumers = {
   deliver: { maxBatchTimeout: 0, maxBatchSize: 10 },
 };
 
+/** The delivery projects' egress pools: a gate then Dante, a gate alone, a smarthost (the sink), Email Service, direct. */
+function egressPools(gates: Record<string, number>, socks: number, smtp: number): string {
+  const pools = { failover: [`socks5://127.0.0.1:${gates.g1}`, `socks5://127.0.0.1:${socks}`], solo: [`socks5://127.0.0.1:${gates.g2}`], smarthost: [`smtp://[127.0.0.1]:${smtp}`], cf: ["cf-email"], direct: ["direct"] };
+  return JSON.stringify({ pools, rules: Object.keys(pools).map((p) => ({ tenant: `pool-${p}`, pool: p })) });
+}
+
 /**
  * Delivery end to end, once per delivery agent (DELIVERY): the `deliver` queue consumer, and the
  * DeliveryAgent objects. The same tests run against both.
@@ -82,6 +89,10 @@ function deliveryProject(name: string, delivery: "queue" | "agents") {
             SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
             DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery,
             EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
+            // The MTA-STS world (test/integration/delivery/sts-world.ts): policies on this port; TLS-RPT reports by mail from here.
+            MTA_STS_PORT: String(inject("sts").policyPort), TLSRPT_FROM: "tlsrpt@cohort.test", TLSRPT_ORG: "cohort.test",
+            // Egress pools (egress-pools.test.ts): only the pool-* tenants have one; everyone else leaves by EGRESS.
+            EGRESS_POOLS: egressPools(inject("gates").ports, inject("socks").port, inject("sink").smtpPort), EGRESS_FAILURES: "2", EGRESS_SUSPEND_SECONDS: "2",
           },
           queueConsumers: {
             ...immediateConsumers,

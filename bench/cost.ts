@@ -18,6 +18,15 @@
  *     template  200 one-recipient POST /emails naming a stored template (rendered at accept);
  *     received  200 messages to a verified receiving domain through wrangler's
  *               /cdn-cgi/handler/email (the email() handler): kept and pushed as email.received.
+ *   and, when named in --cases (not by default):
+ *     compliance  200 one-recipient bulk messages (unsubscribe) to gmail.com: every rule of the
+ *               compliance check at send time evaluated (it runs on every send; this case has
+ *               the most to check), compared with 1rcpt as a ratio when both run.
+ *     mx, mx-sts  200 one-recipient messages each to MX hosts (bench/lib/mx-world.ts; one more
+ *               wrangler dev, EGRESS direct): a domain without MTA-STS, and one whose enforce
+ *               policy the warm-up discovered and cached (each delivery then needs verified TLS and
+ *               is counted for TLS-RPT), with the DoH queries and policy fetches the case made and
+ *               the ratio mx-sts / mx. One destination each.
  *   A case ends when the sink has every recipient, the receiver every event (email.sent and
  *   email.delivered per recipient; email.received per received message) and the meter has not
  *   moved for 3 s; then the meter is read. A case's `prepare` (a template, a receiving domain
@@ -49,6 +58,7 @@ import { startReceiver, type Receiver } from "../test/integration/webhooks/recei
 import { devFetch, startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { startCatcher, type Catcher } from "../scripts/lib/smtp-catcher";
 import { startDohZone, type DohZone } from "../scripts/lib/doh-zone";
+import { startMxWorld } from "./lib/mx-world";
 
 const { values } = parseArgs({
   options: {
@@ -97,8 +107,8 @@ async function api<T>(s: DevServer, method: string, path: string, body?: unknown
   return (await res.json()) as T;
 }
 
-async function setup(vars: Record<string, string> = {}): Promise<Setup> {
-  const catcher = await startCatcher({});
+async function setup(vars: Record<string, string> = {}, sink?: Catcher): Promise<Setup> {
+  const catcher = sink ?? await startCatcher({});
   const receiver = await startReceiver();
   const doh = await startDohZone();
   const server = await startDevServer({
@@ -213,6 +223,16 @@ function cases(messages: number): CaseDef[] {
       name: "received", messages: 200, rcptsPer: 0, requests: 200, events: 200, make: (i) => inbound(i, "in.bench.example"),
       prepare: (s) => receivingDomain(s, "in.bench.example"),
     },
+    // Bulk mail whose every compliance rule is evaluated (one-click unsubscribe, a Gmail recipient's limits).
+    { name: "compliance", messages: 200, rcptsPer: 1, requests: 200, make: (i) => ({ path: "/emails", body: { ...email(i, [`c${i}@gmail.com`]), unsubscribe: true } }) },
+  ];
+}
+
+/** The mx cases (bench/lib/mx-world.ts): 200 messages each to MX hosts, without and with a cached MTA-STS policy. */
+function mxCases(): CaseDef[] {
+  return [
+    { name: "mx", messages: 200, rcptsPer: 1, requests: 200, make: (i) => ({ path: "/emails", body: email(i, [`p${i}@plain.bench`]) }) },
+    { name: "mx-sts", messages: 200, rcptsPer: 1, requests: 200, make: (i) => ({ path: "/emails", body: email(i, [`s${i}@sts-enforce.test`]) }) },
   ];
 }
 
@@ -281,9 +301,9 @@ function summarise(def: CaseDef, snap: Snapshot, events: Counts, seconds: number
   return res;
 }
 
-/** Ten warm-up messages: start-up costs (migrations, first alarms, key look-ups) are not the mail's. */
-async function warmUp(s: Setup): Promise<void> {
-  await sendAll(s.server, 10, (i) => ({ path: "/emails", body: email(i, [`warm${i}@warm.example`]) }));
+/** Ten warm-up messages: start-up costs (migrations, first alarms, key look-ups; the mx cases' MTA-STS discovery) are not the mail's. */
+async function warmUp(s: Setup, domain = "warm.example"): Promise<void> {
+  await sendAll(s.server, 10, (i) => ({ path: "/emails", body: email(i, [`warm${i}@${domain}`]) }));
   await waitDone(s, 10, "warm-up");
 }
 
@@ -397,6 +417,33 @@ async function main(): Promise<number> {
       await teardown(s);
     }
   }
+  const mxDefs = mxCases().filter((d) => want.has(d.name));
+  if (mxDefs.length > 0) {
+    const world = await startMxWorld();
+    const s = await setup(world.vars, world.catcher);
+    try {
+      for (const d of ["plain.bench", "sts-enforce.test"]) await warmUp(s, d);
+      for (const def of mxDefs) {
+        const before = await world.lookups();
+        const r = await runCase(s, def);
+        const after = await world.lookups();
+        // What the case itself asked of DNS and of the policy server (the warm-up discovered the policy).
+        const sts = Object.keys(after.queries).filter((k) => /mta-sts|smtp\._tls/.test(k)).reduce((n, k) => n + after.queries[k]! - (before.queries[k] ?? 0), 0);
+        Object.assign(r, { sts_doh_queries: sts, policy_fetches: after.fetches - before.fetches });
+        out.cases[def.name] = r;
+        printCase(def.name, r);
+        console.log(`  MTA-STS and TLS-RPT DoH queries during the case: ${sts}; policy fetches: ${after.fetches - before.fetches}`);
+      }
+    } finally {
+      await teardown(s);
+      await world.close();
+    }
+    const [base, sts] = [out.cases.mx, out.cases["mx-sts"]];
+    if (base && sts) console.log(`\n== mx-sts / mx (same run): ${Object.keys(base.per_message).map((k) => `${k} ${base.per_message[k] ? round(sts.per_message[k]! / base.per_message[k]!, 2) : "-"}`).join(", ")}`);
+  }
+  const baseline = out.cases["1rcpt"];
+  const comp = out.cases.compliance;
+  if (baseline && comp) console.log(`\n== compliance / 1rcpt (same run): ${Object.keys(baseline.per_message).map((k) => `${k} ${baseline.per_message[k] ? round(comp.per_message[k]! / baseline.per_message[k]!, 2) : "-"}`).join(", ")}`);
   if (!values["no-retention"]) {
     const ret = await runRetention(Math.max(1, Number(values["retention-messages"])));
     out.rows_left_after_retention = ret.total;

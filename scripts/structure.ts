@@ -22,11 +22,13 @@ const SOURCE_ROOTS = ["worker", "durable-objects", "bin"];
  */
 const LAYERS: Array<[number, string[]]> = [
   [0, ["worker/model", "worker/settings", "worker/lib", "worker/meter", "durable-objects/core", "worker/smtp/core", "worker/net/core",
-    "worker/webhooks/core", "worker/dashboard/core", "worker/templates/core", "worker/receiving/core", "worker/metrics/core"]],
+    "worker/webhooks/core", "worker/dashboard/core", "worker/templates/core", "worker/receiving/core", "worker/metrics/core",
+    "worker/tls-policy/core", "worker/compliance/core", "worker/egress/core", "worker/inbound/core"]],
   [1, ["worker/mail", "worker/smtp", "worker/net"]],
   [2, ["worker/db"]],
-  [3, ["worker/indexing", "worker/webhooks", "worker/domains", "durable-objects/storage", "worker/templates", "worker/topics", "worker/receiving", "worker/metrics"]],
-  [4, ["worker/accept", "worker/classify", "worker/delivery", "worker/inbound", "worker/policy", "worker/consumers",
+  [3, ["worker/indexing", "worker/webhooks", "worker/domains", "durable-objects/storage", "worker/templates", "worker/topics", "worker/receiving",
+    "worker/compliance", "worker/egress"]],
+  [4, ["worker/accept", "worker/classify", "worker/delivery", "worker/inbound", "worker/policy", "worker/consumers", "worker/tls-policy", "worker/metrics",
     "durable-objects/outbox", "durable-objects/transport", "durable-objects/destination", "durable-objects"]],
   [5, ["worker/api", "worker/dashboard"]],
   [6, ["worker", "bin"]],

@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 printf '%s\n' . scripts durable-objects/core worker/smtp/core worker/net/core \
-  worker/webhooks/core worker/dashboard/core worker/templates/core worker/receiving/core worker/metrics/core test/chaos/core |
+  worker/webhooks/core worker/dashboard/core worker/templates/core worker/receiving/core worker/metrics/core test/chaos/core \
+  worker/tls-policy/core worker/compliance/core worker/egress/core worker/inbound/core |
   xargs -P 2 -I{} sh -c 'npx tsc -p "$1" || { echo "typecheck: tsc -p $1 failed" >&2; exit 1; }' _ {}

@@ -1,6 +1,7 @@
 /**
- * The Worker entry: HTTP API, the classify, deliver and webhooks queue consumers, the cron (the
- * Outbox sweepers and D1 retention), mail that comes back through Email Routing (bounces,
+ * The Worker entry: HTTP API, the classify, deliver, webhooks and email-events (Cloudflare Email
+ * Service's sending events) queue consumers, the cron (the
+ * Outbox sweepers and D1 retention; daily, the TLS-RPT reports), mail that comes back through Email Routing (bounces,
  * feedback reports: inbound/email.ts), and the Durable Object classes.
  */
 import { createApp } from "./api/app";
@@ -15,6 +16,8 @@ import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
 import { settingsOf } from "./settings/settings";
 import { purgeKept } from "./receiving/retention";
+import { sendTlsReports, TLSRPT_CRON } from "./tls-policy/tlsrpt";
+import { EMAIL_EVENTS_QUEUE, handleEmailServiceBatch } from "./inbound/email-service";
 
 export { TransportQueue } from "../durable-objects/transport/transport-queue";
 export { DestinationQueue } from "../durable-objects/destination/destination-queue";
@@ -56,13 +59,22 @@ export default {
     const problems = configProblems(metered);
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
     return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
-      : b.queue === "deliver" ? handleDeliverBatch(b, metered) : handleClassifyBatch(b, metered); // classify, classify-bulk
+      : b.queue === "deliver" ? handleDeliverBatch(b, metered)
+      : b.queue === EMAIL_EVENTS_QUEUE ? handleEmailServiceBatch(b, metered) : handleClassifyBatch(b, metered); // classify, classify-bulk
   }),
   scheduled: (controller, env, ctx) => {
     const metered = meterScheduled(env);
     const problems = configProblems(metered);
     if (problems.length > 0) {
       console.error(JSON.stringify({ error: "the relay is not configured; the sweepers wait", problems }));
+      return;
+    }
+    if (controller.cron === TLSRPT_CRON) {
+      ctx.waitUntil(sendTlsReports(metered, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports",
+        ...r }))).catch((e: unknown) => {
+        console.error(JSON.stringify({ error: "TLS-RPT reports not sent; the next day's run tries again",
+          detail: e instanceof Error ? e.message : String(e) }));
+      }));
       return;
     }
     ctx.waitUntil(wakeSweepers(metered));

@@ -23,7 +23,9 @@
  *                     delayNotices() are the core's delay warnings.
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
  *                     (postsuper -h/-H/-r/-d), see storage/outbox-operator.ts.
- *   afterDelivery     a complaint (email.complained) or late bounce (email.bounced) of a delivered recipient.
+ *   afterDelivery     a complaint (email.complained) or late bounce (email.bounced) of a delivered
+ *                     recipient, or what its next hop (Email Service) said of it later.
+ *   metrics           outcomes recorded since the object started, by status and reply class.
  *   ensureSweep/alarm the sweeper (storage/outbox-alarm.ts): after OUTBOX_GRACE_SECONDS it
  *                     re-triggers classification of lost messages, triggers scheduled messages
  *                     when due, deletes orphan bodies, forgets finished messages after
@@ -36,6 +38,7 @@
  *   that changed reaches the D1 index: through the classify queue, or (admitted to an active
  *   queue) with the delivery stage's write, or the sweeper's after INDEX_LAG_SECONDS.
  */
+import { OutcomeTally } from "./tally";
 import { DurableObject } from "cloudflare:workers";
 import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
 import { shardOf } from "../../worker/model/ids";
@@ -58,6 +61,8 @@ import { settingsOf } from "../../worker/settings/settings";
 
 
 export class Outbox extends DurableObject<Env> {
+  /** Outcomes recorded since the object started (GET /metrics; tally.ts). */
+  private readonly tally = new OutcomeTally();
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
   private readonly admission: AdmissionBatch;
@@ -247,6 +252,7 @@ export class Outbox extends DurableObject<Env> {
       return r;
     }));
     const applied = results.map((r) => r.applied.length);
+    for (const r of results) this.tally.count(r.applied);
     const doneIds = new Set(items.filter((_, i) => results[i]!.done).map((x) => x.id)); // an id twice: done after both
     const done = items.map(({ id }) => doneIds.has(id));
     this.flow.leave(applied.reduce((n, a) => n + a, 0), Math.floor(now / 1000));
@@ -257,6 +263,11 @@ export class Outbox extends DurableObject<Env> {
     if (touched.length > 0) await this.afterChange(now, bodies, indexedByCaller ? [] : touched, done.some((d, i) => d && applied[i]! > 0));
     // The caller that indexes gets the state to index with the answer (no second call to read it).
     return items.map(({ id }, i) => ({ applied: applied[i]!, done: done[i]!, sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
+  }
+
+  /** Outcomes recorded since the object started, by status and reply class (GET /metrics). */
+  async metrics(): Promise<ReturnType<OutcomeTally["snapshot"]>> {
+    return this.tally.snapshot();
   }
 
   /** The core's delay warnings for recipients still being retried, many messages per call: `delayed` notices when notices are on. */

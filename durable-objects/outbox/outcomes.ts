@@ -28,14 +28,14 @@ const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
 /** The message's envelope for delivery, or null when unknown. */
 export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
   // One statement: the recipients come as a JSON array of [idx, address, status, attempts].
-  const m = sql.exec<{ mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
-    `SELECT mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
+  const m = sql.exec<{ tenant: string; mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
+    `SELECT tenant, mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
        FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`, id,
   ).toArray()[0];
   if (!m) return null;
   const rcpts = (JSON.parse(m.rcpts) as [number, string, RcptStatus, number][]).map(([idx, address, status, attempts]) => ({ idx, address, status, attempts }));
   return {
-    id, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
+    id, tenant: m.tenant, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
     ...(m.return_path ? { returnPath: m.return_path } : {}),
   };
 }
@@ -155,7 +155,13 @@ export type AfterDelivery =
   | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
   /** The complaint-rate brake a complaint about `address` set off (api/complaint-brake.ts): its event only. */
   | { kind: "brake"; address: string; data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } }
-  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } };
+  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } }
+  /**
+   * What the next hop (Cloudflare Email Service) later said of a recipient it accepted: the
+   * receiving server's reply becomes its last_response; `delayed` (a deferral there) also records
+   * email.delivery_delayed. The recipient stays delivered.
+   */
+  | { kind: "relayed"; address: string; response: { code: number | null; enhanced?: string; text: string; mx?: string }; delayed: boolean };
 
 /** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
 export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
@@ -168,6 +174,17 @@ export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string,
     const topic = (JSON.parse(readWithSummary(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
     if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.unsubscribed", recipient: r.address, created_at: nowMs, data: { reason: topic, method: report.method } });
     return r;
+  }
+  if (report.kind === "relayed") {
+    const row = sql.exec<{ idx: number; address: string; status: string; attempts: number }>("SELECT idx, address, status, attempts FROM rcpt WHERE " +
+      "message_id = ?", id).toArray()
+      .find((x) => x.address.toLowerCase() === report.address.trim().toLowerCase());
+    if (!row) return { result: "no_recipient" };
+    if (row.status !== "delivered") return { result: "not_delivered" };
+    sql.exec("UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", JSON.stringify(report.response), nowMs, id, row.idx);
+    if (report.delayed) recordEvent(sql, { message_id: id, tenant, type: "email.delivery_delayed", recipient: row.address, created_at: nowMs,
+      data: { attempt: row.attempts, response: report.response, reason: "deferred by Cloudflare Email Service" } });
+    return { result: "ok", address: row.address };
   }
   if (report.kind === "complaint") {
     const r = recordComplaint(sql, id, report.address, report.feedbackType, nowMs);

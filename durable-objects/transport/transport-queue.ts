@@ -26,7 +26,7 @@
  *
  * AUTHORITY AND OPERATORS
  *   verdict() applies a Destination DO's answer (window, dead until) to the core's queue.
- *   inspect() (qshape, deferred shape, destinations, policies), flush() (postqueue -f),
+ *   inspect() (qshape, deferred shape, destinations, policies), metrics() (GET /metrics), flush() (postqueue -f),
  *   setPolicy() (caps, rates, suspensions with an expiry) and remove() (a message out of the
  *   queue, for hold and requeue) serve the admin API.
  */
@@ -45,9 +45,9 @@ import type { Leases } from "./leases";
 import { OutboxNotes } from "./outbox-notes";
 import { toDispatched, type DispatchedEntry } from "./transport-types";
 import { coreIdOf, destinationName, parseCoreId, type DeliverJob, type EntryReport, type ReportAnswer, type TakeAnswer } from "../../worker/model/delivery";
-import type { AdmitAnswer, AdmitRequest, TransportInspect, WaitReason } from "../../worker/model/transport";
+import type { AdmitAnswer, AdmitRequest, TransportInspect, TransportMetrics, WaitReason } from "../../worker/model/transport";
 import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, SqliteRecipientSource, type StoredRecipient } from "./sqlite-source";
-import { explainWaits, inspectTransport } from "./views";
+import { explainWaits, inspectTransport, metricsOf } from "./views";
 import { Handoff } from "./handoff";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
 import { settingsOf } from "../../worker/settings/settings";
@@ -151,6 +151,11 @@ export class TransportQueue extends DurableObject<Env> {
   /** The operator's view: qshape, deferred recipients, destinations and policies. */
   async inspect(): Promise<TransportInspect> {
     return { ...inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec()), inFlightTimes: this.leases.inFlightTimes() };
+  }
+
+  /** GET /metrics' view: queues by state and the topN busiest destinations (views.ts metricsOf). */
+  async metrics(topN: number): Promise<TransportMetrics> {
+    return metricsOf(this.qmgr, this.ctx.storage.sql, topN);
   }
 
   /** postqueue -f: every deferred message is retried now and dead destinations (here and in their Destination DOs) revive. */

@@ -6,9 +6,13 @@
  *   explainWaits(qmgr, sql, messageId, now)  why each recipient of a message waits: in core
  *                                (every attempt of it), or in the incoming queue.
  *   inspectTransport(qmgr, sql, now)         qshape, deferred shape, destinations, policies.
+ *   metricsOf(qmgr, sql, topN)               GET /metrics' view: in-core counts from memory, the
+ *                                            incoming and deferred messages counted up to
+ *                                            METRIC_COUNT_CAP (never a full scan), the topN
+ *                                            busiest destinations and the rest summed.
  */
 import { destinationsView, explainMessage, queueShape, type Qmgr, type ResolvedRecipient } from "../core";
-import type { TransportInspect, WaitReason } from "../../worker/model/transport";
+import { METRIC_COUNT_CAP, type TransportInspect, type TransportMetrics, type WaitReason } from "../../worker/model/transport";
 import { deferredShape, incomingCount, incomingOf, pendingRecipients } from "./delivery-state";
 import { parseCoreId } from "../../worker/model/delivery";
 import type { StoredRecipient } from "./sqlite-source";
@@ -26,5 +30,19 @@ export function inspectTransport(qmgr: Qmgr<StoredRecipient>, sql: SqlStorage, n
     transport: qmgr.transports.keys().next().value ?? "", now, inflight: qmgr.busy.size, incoming: incomingCount(sql),
     qshape: queueShape(qmgr, now), deferred: deferredShape(sql, now), destinations: destinationsView(qmgr),
     policies: [...qmgr.policies.values()].map((c) => ({ key: c.key, rule: c.rule })),
+  };
+}
+
+/** GET /metrics' view of a transport (see the header). */
+export function metricsOf(qmgr: Qmgr<StoredRecipient>, sql: SqlStorage, topN: number): TransportMetrics {
+  const capped = (table: string) => sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (SELECT 1 FROM ${table} LIMIT ${METRIC_COUNT_CAP})`).one().n;
+  const all = destinationsView(qmgr);
+  const top = all.slice(0, topN);
+  const rest = all.slice(topN);
+  return {
+    transport: qmgr.transports.keys().next().value ?? "", inflight: qmgr.busy.size, todo: all.reduce((n, d) => n + d.todo, 0),
+    incoming: capped("incoming"), deferred: capped("retry_due"),
+    destinations: top.map((d) => ({ queue: d.queue, state: d.state, window: d.window, busy: d.busy, todo: d.todo })),
+    other: { queues: rest.length, busy: rest.reduce((n, d) => n + d.busy, 0), todo: rest.reduce((n, d) => n + d.todo, 0) },
   };
 }

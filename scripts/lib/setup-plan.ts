@@ -3,7 +3,7 @@
  *
  * DESCRIPTION
  *   RESOURCES            the names the production environment of wrangler.toml binds: the D1
- *                        database, the R2 bucket, the four queues and a dead-letter queue for each.
+ *                        database, the R2 bucket, the queues (email-events among them) and a dead-letter queue for each.
  *   planSetup(seen, opts)  the wrangler commands to run, in order, each with why: a create for
  *                        every resource not in `seen`, the D1 migrations (always: applying them is
  *                        idempotent), WEBHOOK_SECRETS_KEY when the worker has no such secret (its
@@ -19,8 +19,10 @@
 export const RESOURCES = {
   d1: "cohort",
   bucket: "cohort-bodies",
-  queues: ["classify", "classify-bulk", "deliver", "webhooks", "webhooks-slow"],
-  deadLetterQueues: ["classify-dlq", "classify-bulk-dlq", "deliver-dlq", "webhooks-dlq", "webhooks-slow-dlq"],
+  // email-events: Cloudflare Email Service's sending events; each sending domain's event
+  // subscription is pointed at it in the dashboard (docs/deliverability.md).
+  queues: ["classify", "classify-bulk", "deliver", "webhooks", "webhooks-slow", "email-events"],
+  deadLetterQueues: ["classify-dlq", "classify-bulk-dlq", "deliver-dlq", "webhooks-dlq", "webhooks-slow-dlq", "email-events-dlq"],
   secrets: ["WEBHOOK_SECRETS_KEY"],
 } as const;
 

@@ -9,3 +9,14 @@ declare module "*.eml?raw" {
   const text: string;
   export default text;
 }
+
+/** parse-prometheus-text-format (npm) ships no types: what the /metrics test reads of its answer. */
+declare module "parse-prometheus-text-format" {
+  interface ParsedFamily {
+    name: string;
+    help: string;
+    type: "GAUGE" | "COUNTER" | "SUMMARY" | "HISTOGRAM" | "UNTYPED";
+    metrics: { labels?: Record<string, string>; value: string }[];
+  }
+  export default function parsePrometheusTextFormat(text: string): ParsedFamily[];
+}

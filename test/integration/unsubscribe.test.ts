@@ -132,10 +132,10 @@ describe("one-click unsubscribe", () => {
 
   it("a tenant default (PATCH /relay/settings) covers one-recipient emails that say nothing; false opts out; other tenants are untouched", async () => {
     const other = await newKey("other-tenant");
-    expect(await (await callWithKey(key, "GET", "/relay/settings")).json()).toEqual({ object: "settings", unsubscribe: null, receiving_daily_quota: null });
+    expect(await (await callWithKey(key, "GET", "/relay/settings")).json()).toEqual({ object: "settings", unsubscribe: null, receiving_daily_quota: null, compliance: "warn" });
     const set = await callWithKey(key, "PATCH", "/relay/settings", { unsubscribe: { topic: "digest" } });
     expect(set.status).toBe(200);
-    expect(await set.json()).toEqual({ object: "settings", unsubscribe: { topic: "digest" }, receiving_daily_quota: null });
+    expect(await set.json()).toEqual({ object: "settings", unsubscribe: { topic: "digest" }, receiving_daily_quota: null, compliance: "warn" });
     expect((await callWithKey(key, "PATCH", "/relay/settings", { unsubscribe: "yes" })).status).toBe(422);
 
     const one = await send({ to: "default@example.com" });

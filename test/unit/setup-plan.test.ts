@@ -27,7 +27,7 @@ describe("npm run setup:cloudflare's plan", () => {
   it("creates only what is missing, and the operator key only when asked", () => {
     const plan = planSetup({ ...everything, queues: ["classify", "deliver"] }, { operatorKey: true });
     expect(plan.map((s) => s.args.slice(0, 3).join(" "))).toEqual([
-      "d1 migrations apply", "queues create classify-bulk", "queues create webhooks", "queues create webhooks-slow",
+      "d1 migrations apply", "queues create classify-bulk", "queues create webhooks", "queues create webhooks-slow", "queues create email-events",
       ...RESOURCES.deadLetterQueues.map((q) => `queues create ${q}`), "d1 execute DB",
     ]);
   });

@@ -6,9 +6,13 @@
  *                                  rendered message is what is stored; worker/templates) → topic
  *                                  (worker/topics: bulk mail of the topic) → compose
  *                                  (worker/mail) → recipient limit → `scheduled_at` → DKIM (when
- *                                  configured) → size limit. Returns the R2 body, the Outbox
- *                                  record (NewMessage) and, for a message with attachments, the
- *                                  R2 key its copy is kept under for GET /emails/:id/attachments.
+ *                                  configured) → size limit → the compliance check
+ *                                  (worker/compliance/: its warnings are kept with the summary;
+ *                                  the tenant's strict setting refuses with 422). Returns the R2
+ *                                  body, the Outbox record (NewMessage) and, for a message with
+ *                                  attachments, the R2 key its copy is kept under for
+ *                                  GET /emails/:id/attachments.
+ *   sendAnswer(prepared)           a send response's item: { id }, and `warnings` when any.
  *   mailError(e)                   a MailInputError as the API's 422 ApiError (other errors pass).
  *   keepText                       html/text kept for GET /emails/:id only up to SUMMARY_TEXT_BYTES.
  *
@@ -32,6 +36,7 @@ import { TopicSource, topicOf } from "../topics/topics";
 import { resolveAttachment, type AttachmentInput } from "../mail/mime";
 import { keptKey } from "../model/files";
 import type { SentAttachment } from "../model/message";
+import { complianceWarnings, enforceCompliance } from "../compliance/check";
 
 /** A message ready for R2 (`body`) and the Outbox (`record`). */
 export interface PreparedMessage {
@@ -156,6 +161,12 @@ function attachmentsOf(input: SendEmail, attachments: readonly AttachmentInput[]
   }));
 }
 
+/** A send response's item (see the header): Resend's { id }, plus the compliance warnings when any. */
+export function sendAnswer(p: PreparedMessage): { id: string; warnings?: MessageSummary["warnings"] } {
+  const w = p.record.summary.warnings;
+  return { id: p.record.id, ...(w && w.length > 0 ? { warnings: w } : {}) };
+}
+
 /** Composes, signs and measures one send request. */
 export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareContext): Promise<PreparedMessage> {
   const input = await resolved(env, req, ctx);
@@ -206,6 +217,9 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
   checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
   const body = signers.length > 0 ? await signDkim(composed.raw, signers) : composed.raw;
   checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
+  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain, mailFrom: composed.envelope.mailFrom, returnPath,
+    bulk, body, rcptTo: composed.envelope.rcptTo });
+  enforceCompliance(ctx.sender, warnings);
   const summary: MessageSummary = {
     from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
     subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
@@ -213,6 +227,7 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
     ...(bulk ? { bulk: true as const } : {}),
     ...(topic !== null ? { topic_id: topic } : {}),
     ...(attachments && attachments.length > 0 ? { attachments: attachmentsOf(input, attachments) } : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
   };
   const record: NewMessage = {
     id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,

@@ -9,8 +9,8 @@
  *                                does: the recipients are the envelope's), parses it with postal-mime, validates
  *                                the envelope (MAIL FROM, RCPT TO, de-duplicated), adds Date and
  *                                Message-ID when missing (as a submission server does, RFC 6409
- *                                §8), DKIM-signs when configured, and applies the size and
- *                                recipient limits.
+ *                                §8), DKIM-signs when configured, applies the size and
+ *                                recipient limits, and runs the compliance check as POST /emails does.
  *
  * ERRORS
  *   ApiError 422 validation_error naming `message`, `mail_from` or `rcpt_to[i]`; 413 when too large.
@@ -23,6 +23,7 @@ import { ApiError } from "../model/errors";
 import { parseScheduledAt } from "./limits";
 import { checkEnvelope, keepText, mailError, type PrepareContext, type PreparedMessage } from "./prepare";
 import type { RawMessage } from "./schemas";
+import { complianceWarnings, enforceCompliance } from "../compliance/check";
 
 const bad = (issue: string) => new ApiError(422, "validation_error", `\`message\` ${issue}`);
 
@@ -121,6 +122,8 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   if (mailFrom !== "") await ctx.sender.authorize(mailFrom.slice(mailFrom.lastIndexOf("@") + 1).toLowerCase());
   if (signers.length > 0) body = await signDkim(body, signers);
   checkEnvelope(rcptTo.length, body.length, ctx.limits);
+  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain: domain, mailFrom, returnPath: null, bulk: false, body, rcptTo });
+  enforceCompliance(ctx.sender, warnings);
   const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
   const addrs = (l: { address?: string }[] | undefined) => (l ?? []).flatMap((a) => (a.address ? [a.address] : []));
   const record: NewMessage = {
@@ -129,7 +132,7 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
       from: parsed.from?.address ? (parsed.from.name ? `${parsed.from.name} <${parsed.from.address}>` : parsed.from.address) : mailFrom,
       to: addrs(parsed.to), cc: parsed.cc ? addrs(parsed.cc) : null, bcc: rcptTo.filter((r) => ![...addrs(parsed.to), ...addrs(parsed.cc)].includes(r)),
       reply_to: parsed.replyTo ? addrs(parsed.replyTo) : null, subject: parsed.subject ?? null, ...keepText(parsed.html, parsed.text),
-      tags: input.tags ?? null, message_id: messageId,
+      tags: input.tags ?? null, message_id: messageId, ...(warnings.length > 0 ? { warnings } : {}),
     },
   };
   return { body, record };

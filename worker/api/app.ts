@@ -5,7 +5,8 @@
  *   createApp()  GET /health and /unsubscribe/:token (RFC 8058 one-click links; no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
  *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
  *                /webhooks (routes/webhooks.ts), Resend's /domains, /api-keys, /suppressions, /templates, /topics and
- *                /contacts/:id/topics, and GET /openapi.json (openapi.ts) behind `Authorization: Bearer <key>`; one
+ *                /contacts/:id/topics, GET /openapi.json (openapi.ts) and GET /metrics (operator; routes/prometheus.ts)
+ *                behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
  * ERRORS
@@ -38,6 +39,8 @@ import { receivingRoutes } from "./routes/receiving";
 import { emailAttachmentRoutes } from "./routes/email-attachments";
 import { metricsRoutes } from "./routes/metrics";
 import { fileRoutes } from "./routes/files";
+import { metricsRoutes as prometheusRoutes } from "./routes/prometheus";
+import { countRefusals, flushRefusals } from "./http/refusals";
 
 
 /** The HTTP API. Routes are added per resource with `app.route()`. */
@@ -59,10 +62,12 @@ export function createApp() {
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  const keyed = ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*", "/openapi.json"];
-  for (const prefix of keyed) {
-    app.use(prefix, auth);
-  }
+  const keyed = ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*"];
+  for (const prefix of [...keyed, "/openapi.json", "/metrics"]) app.use(prefix, auth);
+  // Refused send requests are counted for GET /metrics (http/refusals.ts).
+  app.use("*", flushRefusals());
+  for (const path of ["/emails", "/emails/batch", "/relay/messages/raw"]) app.use(path, countRefusals());
+  app.route("/metrics", prometheusRoutes());
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   // Before /emails, whose /:id would take these paths.
   app.route("/emails/receiving", receivingRoutes());

@@ -29,7 +29,9 @@ import { RESEND_ROUTES } from "./openapi-resend";
 import { TemplatedSendSchema } from "../accept/schemas";
 
 const ControlBody = z.object({ object: z.literal("email"), id: z.string(), action: z.enum(["hold", "release", "requeue", "cancel"]), recipients: z.number().int() });
-const IdBody = z.object({ id: z.string() });
+const Warning = z.object({ rule: z.string(), code: z.number().int(), enhanced: z.string(), message: z.string() })
+  .describe("A compliance check's warning: the rule and the reply a receiver would give (docs/deliverability.md)");
+const IdBody = z.object({ id: z.string(), warnings: z.array(Warning).optional() });
 const BatchBody = z.object({ data: z.array(IdBody), errors: z.array(z.object({ index: z.number().int(), message: z.string() })).optional() });
 const RecipientView = z.object({
   email: z.string(),
@@ -56,10 +58,17 @@ const EmailBody = z.object({
   created_at: z.string().nullable(),
   scheduled_at: z.string().nullable(),
   last_event: z.string(),
+  warnings: z.array(Warning),
   recipients: z.array(RecipientView),
 });
 const ListBody = z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(EmailBody.omit({ recipients: true }).partial().extend({ id: z.string() })) });
 const Health = z.object({ ok: z.boolean(), service: z.string() });
+const EgressMember = z.object({ id: z.string(), state: z.enum(["healthy", "suspended", "probation"]), suspended_until: z.string().nullable(), reason: z.string().nullable() });
+const EgressView = z.object({
+  object: z.literal("egress"),
+  pools: z.array(z.object({ name: z.string(), members: z.array(EgressMember) })),
+  events: z.array(z.object({ egress: z.string(), pool: z.string(), kind: z.string(), detail: z.string().nullable(), at: z.string() })),
+});
 const Suppression = z.object({ object: z.literal("suppression"), address: z.string(), scope: z.string(), reason: z.string(), created_at: z.string(), expires_at: z.string().nullable() });
 const WebhookRef = z.object({ object: z.literal("webhook"), id: z.string() });
 const WebhookSecret = WebhookRef.extend({ signing_secret: z.string().describe("whsec_…; shown only here") });
@@ -145,6 +154,14 @@ export const ROUTES: Operation[] = [
   { method: "post", path: "/relay/messages/{id}/complaint", summary: "Report a feedback-loop complaint about a delivered recipient: email.complained, and the address is suppressed until removed", operationId: "reportComplaint", auth: true, body: ComplaintSchema, ok: { status: 200, schema: z.object({ object: z.literal("complaint"), email_id: z.string(), recipient: z.string(), feedback_type: z.string(), duplicate: z.boolean() }) }, errors: [400, 401, 404, 422] },
   { method: "post", path: "/relay/complaints", summary: "Report a feedback-loop complaint as an ARF report (RFC 5965, the whole message as the body): email.complained for each delivered recipient it names, and the address suppressed until removed", operationId: "reportArf", auth: true, rawBody: "message/rfc822", ok: { status: 200, schema: z.object({ object: z.literal("complaint"), email_id: z.string(), feedback_type: z.string(), recipients: z.array(z.object({ recipient: z.string(), result: z.enum(["ok", "duplicate", "no_recipient", "not_delivered"]) })) }) }, errors: [401, 404, 413, 422] },
   { method: "post", path: "/relay/messages/cancel", summary: "Cancel open recipients by filter: domain, tag, tenant (operator keys)", operationId: "cancelByFilter", auth: true, body: CancelFilterSchema, ok: { status: 200, schema: z.object({ object: z.literal("cancellation"), messages: z.number().int(), recipients: z.number().int(), has_more: z.boolean() }) }, errors: [400, 401, 403, 422] },
+  {
+    method: "get", path: "/relay/egress", summary: "Operator: egress pools, each member's health, and the latest suspensions, failovers and returns",
+    operationId: "adminEgress", auth: true, ok: { status: 200, schema: EgressView }, errors: [401, 403],
+  },
+  {
+    method: "get", path: "/metrics", summary: "Operator: the relay's state in Prometheus' text format (docs/deliverability.md#metrics)", operationId: "metrics",
+    auth: true, ok: { status: 200, schema: z.string(), media: "text/plain" }, errors: [401, 403],
+  },
   { method: "get", path: "/openapi.json", summary: "This document", operationId: "openapi", auth: true, ok: { status: 200, schema: z.object({ openapi: z.string() }).passthrough() }, errors: [401] },
   ...RESEND_ROUTES,
 ];

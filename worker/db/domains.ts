@@ -37,6 +37,8 @@ export interface DomainRow {
   verified_at: number | null;
   /** Receiving enabled (1) or not (0; migrations/0022). */
   receiving?: number;
+  /** DMARC facts found at the last verification (compliance/core/dmarc.ts DmarcFacts, JSON), or null. */
+  dmarc?: string | null;
 }
 
 export interface KeyRow {
@@ -90,9 +92,11 @@ export async function deleteDomain(db: D1Database, tenant: string, id: string): 
   return (gone!.meta.changes ?? 0) > 0;
 }
 
-export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number): Promise<void> {
-  await db.prepare("UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END WHERE id = ?")
-    .bind(JSON.stringify(records), status, status, nowMs, id).run();
+export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number,
+  dmarc?: object | null): Promise<void> {
+  await db.prepare(`UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END,
+      dmarc = COALESCE(?, dmarc) WHERE id = ?`)
+    .bind(JSON.stringify(records), status, status, nowMs, dmarc ? JSON.stringify(dmarc) : null, id).run();
 }
 
 export async function domainKeys(db: D1Database, domainId: string): Promise<KeyRow[]> {
@@ -121,11 +125,13 @@ export interface SendingDomain {
   selector: string;
   algorithm: string;
   private_sealed: string;
+  /** DomainRow.dmarc. */
+  dmarc: string | null;
 }
 
 export async function sendingDomains(db: D1Database, tenant: string, names: readonly string[]): Promise<SendingDomain[]> {
   if (names.length === 0) return [];
-  return (await db.prepare(`SELECT d.id, d.name, d.return_path, k.selector, k.algorithm, k.private_sealed FROM domains d
+  return (await db.prepare(`SELECT d.id, d.name, d.return_path, k.selector, k.algorithm, k.private_sealed, d.dmarc FROM domains d
       JOIN domain_keys k ON k.domain_id = d.id AND k.state = 'active'
       WHERE d.tenant_id = ? AND d.status = 'verified' AND d.name IN (SELECT value FROM json_each(?))`)
     .bind(tenant, JSON.stringify(names)).all<SendingDomain>()).results;
@@ -138,6 +144,8 @@ export interface VerifiedDomain {
   return_path: string;
   selector: string;
   algorithm: string;
+  /** DomainRow.dmarc. */
+  dmarc: string | null;
 }
 
 /** What a live key may do. */
@@ -154,23 +162,28 @@ export interface KeyAccess {
   unsubscribe: true | { topic?: string } | null;
   /** Until when the complaint-rate brake holds the tenant's bulk mail (epoch ms; send endpoints only). */
   bulkPausedUntil: number | null;
+  /** The tenant's compliance setting (tenant_settings; send endpoints only): "strict" refuses what the compliance check warns of. */
+  compliance?: "warn" | "strict";
 }
 
 export async function keyAccess(db: D1Database, keyHash: string, withDomains = false): Promise<KeyAccess | null> {
   const domains = withDomains
-    ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm, vd.return_path)) FROM domains vd
+    ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm, vd.return_path, vd.dmarc)) FROM domains vd
          JOIN domain_keys vk ON vk.domain_id = vd.id AND vk.state = 'active' WHERE vd.tenant_id = k.tenant_id AND vd.status = 'verified')`
     : "NULL";
-  const settings = withDomains ? "(SELECT json_array(unsubscribe, bulk_paused_until) FROM tenant_settings WHERE tenant_id = k.tenant_id)" : "NULL";
+  const settings = withDomains ? "(SELECT json_array(unsubscribe, bulk_paused_until, compliance) FROM tenant_settings WHERE tenant_id = k.tenant_id)" : "NULL";
   const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified, ${settings} AS settings FROM api_keys k
       LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`)
     .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null; settings: string | null }>();
   if (!row) return null;
   const verified = row.verified === null ? null
-    : (JSON.parse(row.verified) as [string, string, string, string, string][]).map(([id, name, selector, algorithm, rp]) => ({ id, name, selector, algorithm, return_path: rp }));
-  const [unsub, pausedUntil] = row.settings === null ? [null, null] : JSON.parse(row.settings) as [string | null, number | null];
+    : (JSON.parse(row.verified) as [string, string, string, string, string, string | null][]).map(([id, name, selector, algorithm, rp, dmarc]) => ({ id, name,
+      selector, algorithm, return_path: rp, dmarc }));
+  const [unsub, pausedUntil, compliance] = row.settings === null ? [null, null, null] : JSON.parse(row.settings) as [string | null, number | null,
+    string | null];
   const unsubscribe = unsub === null ? null : JSON.parse(unsub) as true | { topic?: string };
-  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified, unsubscribe, bulkPausedUntil: pausedUntil };
+  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified,
+    unsubscribe, bulkPausedUntil: pausedUntil, compliance: compliance === "strict" ? "strict" : "warn" };
 }
 
 /** The sealed private key of one domain key, or null. */

@@ -9,7 +9,9 @@
  *   providerRulesOf(env)         the rules as the delivery stage reads them: once per
  *                                PROVIDER_RULES_TTL_MS per isolate (a change applies to
  *                                deliveries from then on); the last rules read (or none) when D1
- *                                cannot answer, so delivery never waits on it.
+ *                                cannot answer, so delivery never waits on it. The accept path's
+ *                                compliance check reads them the same way.
+ *   forgetProviderRules()        drops this isolate's copy (tests, and after an edit here).
  */
 import { parseProviderRule, type ProviderRule } from "../net/core/providers";
 
@@ -43,6 +45,11 @@ export async function deleteProviderRule(db: D1Database, name: string): Promise<
 
 let cached: { at: number; rules: Promise<ProviderRule[]> } | null = null;
 let lastGood: ProviderRule[] = [];
+
+/** Drops this isolate's copy of the rules (see the header). */
+export function forgetProviderRules(): void {
+  cached = null;
+}
 
 /** The rules for delivery (see the header). */
 export async function providerRulesOf(env: Pick<Env, "DB">, nowMs = Date.now()): Promise<ProviderRule[]> {

@@ -38,7 +38,8 @@
 import type { DeliveryEnvelope } from "../model/message";
 import { AGENT_SESSIONS, type DeliverJob } from "../model/delivery";
 import { Coalescer } from "../lib/coalesce";
-import { lookupFor, providerAndSite, sendGroup, type MxContext } from "./consumer";
+import { lookupFor, providerAndSite, sendGroup, type MxContext, type StageExtras } from "./consumer";
+import { TlsRptTally } from "../tls-policy/tlsrpt";
 import { feedDestinations, finishAll, latestStates, type FinishItem, type Finished, type ReportVia } from "./finish";
 import { indexMessages } from "../indexing/writes";
 import { PendingAcks } from "../indexing/pending-acks";
@@ -83,10 +84,13 @@ export class AgentWork {
   private readonly held = new Map<number, number>();
   private readonly waiting: (() => void)[] = [];
   private mx: (MxContext & { at: number }) | null = null;
+  /** TLS-RPT counts, written with the feedback stage. */
+  private readonly extras: StageExtras;
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
     // Idle means no session running and no connection kept for more: then no request is coming.
     const stageMs = settingsOf(env).agentStageMs;
+    this.extras = { tally: new TlsRptTally(), background: keepAlive };
     this.acks = new PendingAcks(env, keepAlive, () => this.active > 0 || this.cache.size() > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
@@ -100,6 +104,7 @@ export class AgentWork {
       const bySite = new Map<string | null, Finished[]>();
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
       for (const [site, finished] of bySite) await feedDestinations(env, finished, site);
+      await this.extras.tally.flush(env);
       return batches.map(() => null);
     }, stageMs);
     this.index = new Coalescer(async (batches) => {
@@ -135,7 +140,7 @@ export class AgentWork {
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
       const { provider, site } = await providerAndSite(this.env, resolution);
       const known = new Map([[job.messageId, await envelope]]);
-      const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache, provider);
+      const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache, provider, this.extras);
       done = { job, part: part!, site, tries: 0 };
     } catch (e) {
       console.error(JSON.stringify({ error: "agent: delivery failed (left to its lease)", entryId: job.entryId, detail: e instanceof Error ? e.message : String(e) }));

@@ -35,6 +35,9 @@ import { CF_EMAIL_NEXTHOP, sendViaEmailService } from "./cf-email";
 import { matchProvider, shapeOf, type ProviderMatch } from "../net/core/providers";
 import { providerRulesOf } from "../db/providers";
 import { settingsOf } from "../settings/settings";
+import { stsInfo } from "../tls-policy/sts";
+import { TlsRptTally } from "../tls-policy/tlsrpt";
+import { sendPooled } from "./pooled";
 
 /** Simultaneous SMTP sessions per invocation (Workers allow 6 open sockets). */
 const MAX_SOCKETS = 6;
@@ -82,11 +85,28 @@ export async function lookupFor(nexthop: string, mx: () => MxContext): Promise<M
   return relayTarget(nexthop) || nexthop === CF_EMAIL_NEXTHOP ? null : mx().lookup(nexthop);
 }
 
+/** What a delivery stage (a consumer invocation, a delivery agent) keeps across its sessions: the TLS-RPT tally, and where background work goes. */
+export interface StageExtras {
+  tally: TlsRptTally;
+  background(p: Promise<unknown>): void;
+}
+
+/** The MTA-STS and TLS-RPT context of an MX delivery (null without a stage to count in). */
+async function stsContext(env: Env, domain: string, extras?: StageExtras) {
+  if (!extras) return undefined;
+  const info = await stsInfo(env, domain, extras.background).catch((e: unknown) => {
+    console.error(JSON.stringify({ error: "MTA-STS lookup failed; delivering without a policy", domain, detail: e instanceof Error ? e.message : String(e) }));
+    return null;
+  });
+  return { info, tally: extras.tally };
+}
+
 /**
- * Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts;
- * over a cached connection when the delivery agent passes its cache.
+ * Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts (with
+ * the domain's MTA-STS policy); over a cached connection when the delivery agent passes its cache.
  */
-export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>, cache?: SessionCache, provider?: ProviderMatch | null): Promise<SessionPart[]> {
+export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string,
+  DeliveryEnvelope | null>, cache?: SessionCache, provider?: ProviderMatch | null, extras?: StageExtras): Promise<SessionPart[]> {
   const nexthop = jobs[0]!.nexthop;
   const prepared = await prepareJobs(env, jobs, known);
   const target = relayTarget(nexthop);
@@ -94,11 +114,14 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
   if (nexthop === CF_EMAIL_NEXTHOP) return sendViaEmailService(env, prepared);
   if (!resolution || !hasWork(prepared)) return unsentParts(prepared);
   if (resolution.kind !== "hosts") return lookupFailureParts(prepared, resolution);
-  const parts = await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule);
+  const sts = await stsContext(env, nexthop, extras);
+  // An entry whose tenant, sending domain or provider has an egress pool leaves by it (pooled.ts).
+  const pooled = await sendPooled(env, prepared, resolution.hosts, mx().settings, cache, provider?.rule, sts, extras?.background ?? ((p) => void p));
+  const parts = pooled ?? await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule, sts);
   if (!provider) return parts;
   const shape = shapeOf(provider.rule);
   const egress = egressIdOf(env);
-  return parts.map((p) => ({ ...p, provider: shape, egress }));
+  return parts.map((p) => ({ ...p, provider: shape, egress: p.egress ?? egress }));
 }
 
 /**
@@ -106,7 +129,8 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
  * The MX lookup runs before the lease check, so an entry whose lease was taken back while the
  * resolver was slow is not sent.
  */
-async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known?: Map<string, DeliveryEnvelope | null>): Promise<SyncState[]> {
+async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known: Map<string, DeliveryEnvelope | null> | undefined,
+  extras: StageExtras): Promise<SyncState[]> {
   let parts: SessionPart[];
   let site: string | null = null;
   try {
@@ -115,7 +139,7 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known?
     site = found.site;
     items = await liveItems(env, items);
     if (items.length === 0) return [];
-    parts = await sendGroup(env, items.map((i) => i.job), resolution, mx, known, undefined, found.provider);
+    parts = await sendGroup(env, items.map((i) => i.job), resolution, mx, known, undefined, found.provider, extras);
   } catch (e) {
     for (const it of items) fail(it.msg, "session", e);
     return [];
@@ -145,7 +169,9 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
   // fail, each session reads its own and fails alone.
   const known = await readEnvelopes(env, items.map((i) => i.job.messageId)).catch(() => undefined);
   const sessions = splitForSessions(groupByNexthop(items), MAX_SOCKETS);
-  const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext, known)), MAX_SOCKETS);
+  const later: Promise<unknown>[] = [];
+  const extras: StageExtras = { tally: new TlsRptTally(), background: (p) => later.push(p) };
+  const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext, known, extras)), MAX_SOCKETS);
   // The latest state of each message (a message may span sessions; the Outbox answered each).
-  await indexMessages(env, latestStates(touched.flat()));
+  await Promise.all([indexMessages(env, latestStates(touched.flat())), extras.tally.flush(env), ...later.map((p) => p.catch(() => undefined))]);
 }

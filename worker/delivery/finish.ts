@@ -58,7 +58,7 @@ export interface Finished {
  */
 export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[], report?: ReportVia, acks?: PendingAcks): Promise<{ finished: Finished[]; changed: SyncState[] }> {
   const rules = replyRulesOf(env);
-  const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site, rules) }));
+  const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site, rules, part.blockedBy ?? null) }));
   const states = new Map<string, SyncState>();
   const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
   const failedFinals = await recordAll(env, judged.map(({ part, v }) => ({ id: part.job.messageId, reports: v.outcomes.filter((o) => o.status !== "deferred") })), keep, acks);

@@ -19,6 +19,13 @@
  *                                  connected to at its A record's address when the resolver
  *                                  gives one (cached 5 minutes), which the parts report as
  *                                  `remoteip`; else by name.
+ *   With an MTA-STS policy (sts: worker/tls-policy/) in `enforce`, only the MX hosts its mx
+ *                                  patterns allow are tried, each with STARTTLS required and the
+ *                                  certificate verified for the host name; a delivery that cannot
+ *                                  meet it is deferred with blocked_by mta_sts, never sent in clear.
+ *                                  In `testing` delivery goes on as usual. Every session to a
+ *                                  domain with a TLS-RPT record is counted (success, or the
+ *                                  failure's result type) in the stage's tally.
  *   lookupFailureParts(prepared, resolution)  the parts of a lookup that ended in `bounce` (null
  *                                  MX 5.1.10, NXDOMAIN 5.1.2, no address 5.4.4: every sendable
  *                                  recipient bounced) or `defer` (DNS trouble: deferred).
@@ -40,6 +47,10 @@ import { runSession, unsentParts, type PreparedJob, type SessionPart } from "./s
 import type { SessionCache } from "./session-cache";
 import type { ProviderRule } from "../net/core/providers";
 import { settingsOf } from "../settings/settings";
+import { planDelivery } from "../tls-policy/core/mta-sts";
+import { resultTypeOf } from "../tls-policy/core/tlsrpt";
+import type { StsInfo } from "../tls-policy/sts";
+import type { TlsRptTally } from "../tls-policy/tlsrpt";
 
 /** The SMTP port of MX hosts (RFC 5321). */
 export const DEFAULT_MX_PORT = 25;
@@ -49,6 +60,8 @@ export interface MxSettings {
   resolverUrl: string;
   port: number;
   connect: ConnectSocket;
+  /** The egress the connections leave by, when it is not the deployment's one (an egress pool's member): part of the connection cache's key. */
+  egress?: string;
 }
 
 /** Resolves a domain's mail hosts (cached for one consumer invocation). */
@@ -117,17 +130,63 @@ function mxConfigOf(env: Env, host: string, requireTls: boolean): SessionConfig 
   return createSessionConfig({ heloName: settingsOf(env).heloName, remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: settingsOf(env).smtpTimeouts });
 }
 
+/** What MTA-STS and TLS-RPT need of a delivery to a domain. */
+export interface StsContext {
+  info: StsInfo | null;
+  tally: TlsRptTally;
+}
+
+/** The TLS failure of an enforced session (STARTTLS missing or refused, a handshake or certificate failure), or null. */
+function enforcedTlsFailure(parts: SessionPart[]): string | null {
+  const site = parts.find((p) => p.site)?.site;
+  if (site && /^4\.7\./.test(site.dsnStatus)) return site.reason;
+  const local = parts.flatMap((p) => p.txn?.recipients ?? []).find((r) => r.source === "local" && /^4\.7\.[45]$/.test(r.enhanced ?? ""));
+  return local?.text ?? null;
+}
+
+/** The parts of an enforced delivery that failed: deferred, blocked_by mta_sts, saying why. */
+function stsDeferred(parts: SessionPart[], domain: string, why: string): SessionPart[] {
+  const text = `MTA-STS policy of ${domain} (enforce): ${why}; not sent in clear`;
+  return parts.map((p) => ({
+    ...p, blockedBy: "mta_sts",
+    ...(p.site ? { site: { ...p.site, reason: text } } : {}),
+    ...(p.txn ? { txn: { ...p.txn, recipients: p.txn.recipients.map((r) => (r.status === "deferred" ? { ...r, text } : r)) } } : {}),
+  }));
+}
+
+/** Parts for a delivery the policy forbids before any connection: every open recipient deferred. */
+function stsRefusedParts(prepared: PreparedJob[], domain: string, why: string): SessionPart[] {
+  return stsDeferred(lookupFailureParts(prepared, { kind: "defer", code: 451, enhanced: "4.7.5", text: why, expiresAtMs: 0 } as never), domain, why);
+}
+
 /** Tries the hosts in order; the first without a site failure decides (see header). A provider rule's bounds apply to each session. */
-export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule): Promise<SessionPart[]> {
+export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule,
+  sts?: StsContext): Promise<SessionPart[]> {
   let last: SessionPart[] | null = null;
   const bounds = { ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}), ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}) };
-  for (const { host } of hosts) {
-    const options = { config: mxConfigOf(env, host, rule?.require_tls === true), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds };
+  const info = sts?.info ?? null;
+  const plan = planDelivery(info?.entry.policy ?? null, hosts.map((h) => h.host));
+  if (plan.mode === "enforce" && plan.hosts.length === 0) {
+    for (const h of plan.excluded) sts?.tally.add(info, "validation-failure", h);
+    return stsRefusedParts(prepared, info!.domain,
+      `none of its MX hosts (${plan.excluded.join(", ")}) matches the policy's mx patterns (${info!.entry.policy!.mx.join(", ")})`);
+  }
+  for (const { host } of hosts.filter((h) => plan.hosts.includes(h.host))) {
+    const requireTls = rule?.require_tls === true || plan.requireTls;
+    const options = { config: mxConfigOf(env, host, requireTls), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds,
+      ...(settings.egress ? { egress: settings.egress } : {}) };
     // Connected by its address when the resolver gives one, so the report can name it (remoteip);
     // TLS is still verified against the host name.
     const ip = await addressOf(settings.resolverUrl, host);
     const sent = await runSession(env, { host: ip ?? host, port: settings.port }, prepared, options);
-    const parts = ip ? sent.map((p) => ({ ...p, remoteip: ip })) : sent;
+    let parts = ip ? sent.map((p) => ({ ...p, remoteip: ip })) : sent;
+    if (info?.rua || plan.mode !== "none") {
+      const txn = parts.find((p) => p.txn)?.txn;
+      const failure = plan.mode === "enforce" ? enforcedTlsFailure(parts) : txn?.tlsProblem ?? null;
+      if (failure) sts?.tally.add(info, resultTypeOf(failure), host, ip ?? "");
+      else if (txn?.tls) sts?.tally.add(info, plan.excluded.includes(host) ? "validation-failure" : "success", host, ip ?? "");
+      if (plan.mode === "enforce" && failure) parts = stsDeferred(parts, info!.domain, `${host}: ${failure}`);
+    }
     const site = parts.find((p) => p.site)?.site;
     if (!site) return parts;
     console.warn(JSON.stringify({ warning: "deliver: MX host failed, trying the next", host, reason: site.reason }));

@@ -18,7 +18,8 @@
  *                                    reply_rule:<name>; a bounce rule makes a 4xx a bounce, with
  *                                    relay.destination.throttled); a recipient with no result is
  *                                    deferred. `mx` and `tls` are reported when a remote host
- *                                    answered.
+ *                                    answered. `blockedBy` (a policy of the delivery stage that
+ *                                    deferred the entry: mta_sts, egress:<id>) labels its deferrals.
  */
 import type { DeliverJob } from "../model/delivery";
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport } from "../model/message";
@@ -117,7 +118,8 @@ export function sendableRcpts(job: DeliverJob, env: DeliveryEnvelope | null): Ma
 }
 
 /** Judges one entry from its transaction (if it ran) and the session's site failure. */
-export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: TransactionResult | undefined, site: SiteFailure | null, rules: readonly ReplyRule[] = []): EntryVerdict {
+export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: TransactionResult | undefined, site: SiteFailure | null,
+  rules: readonly ReplyRule[] = [], blockedBy: string | null = null): EntryVerdict {
   const finalIdx: number[] = [];
   const outcomes: OutcomeReport[] = [];
   for (const m of matched) {
@@ -127,7 +129,8 @@ export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: Transac
     }
     const res = txn?.recipients.find((r) => r.rcpt.toLowerCase() === m.address.toLowerCase());
     if (!res) {
-      outcomes.push({ idx: m.outboxIdx, status: "deferred", attempt: job.attempt, response: { text: site?.reason ?? "not attempted", ...(site ? { enhanced: site.dsnStatus } : {}) }, blockedBy: site ? "site_failure" : null });
+      outcomes.push({ idx: m.outboxIdx, status: "deferred", attempt: job.attempt, response: { text: site?.reason ?? "not attempted",
+        ...(site ? { enhanced: site.dsnStatus } : {}) }, blockedBy: blockedBy ?? (site ? "site_failure" : null) });
       continue;
     }
     // No remote host: the result was decided before any connection (an MX lookup that failed).
@@ -138,7 +141,8 @@ export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: Transac
     if (status !== "deferred") finalIdx.push(m.idx);
     const reply = [res.code, res.enhanced, res.text].filter((x) => x !== undefined && x !== null && x !== "").join(" ");
     outcomes.push({
-      idx: m.outboxIdx, status, attempt: job.attempt, response, blockedBy: override?.status === "deferred" ? replyRuleLabel(override.rule) : null,
+      idx: m.outboxIdx, status, attempt: job.attempt, response,
+        blockedBy: override?.status === "deferred" ? replyRuleLabel(override.rule) : status === "deferred" ? blockedBy : null,
       // A deferral is told to the Transport DO, whose rules say it once; a bounce only here.
       ...(override?.status === "bounced" ? { throttled: { rule: override.rule.name, key: `dest:${job.transport}/${job.nexthop}`, until: 0, reply, action: "bounce" } } : {}),
     });

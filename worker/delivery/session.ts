@@ -46,6 +46,8 @@ export interface SessionPart {
   egress?: string;
   /** The MX address the session connected to, when known. */
   remoteip?: string;
+  /** Why its deferred recipients wait, when a policy of the delivery stage deferred them (mta_sts, egress:<id>). */
+  blockedBy?: string;
 }
 
 /** An entry with its Outbox envelope and matched recipients, ready to send. */
@@ -65,6 +67,8 @@ export interface SessionOptions {
   /** A provider rule's bounds (worker/net/core/providers.ts): recipients per transaction, and messages a cached connection carries. */
   rcptsPerMessage?: number;
   messagesPerSession?: number;
+  /** The egress the connection leaves by, when not the deployment's: cached connections are kept apart per egress. */
+  egress?: string;
 }
 
 type Secrets = { RELAY_USERNAME?: string; RELAY_PASSWORD?: string };
@@ -197,7 +201,7 @@ export async function runSession(env: Env, target: RelayTarget, prepared: Prepar
     ...(options.tlsServerName ? { tlsServerName: options.tlsServerName } : {}),
   };
   const cache = options.cache;
-  const key = `${target.host}:${target.port}/${options.tlsServerName ?? ""}/${request.config.tlsPolicy}`;
+  const key = `${target.host}:${target.port}/${options.tlsServerName ?? ""}/${request.config.tlsPolicy}/${options.egress ?? ""}`;
   const outcome = cache
     ? await cache.run(key, () => new CachedSmtpSession(request), messages, openBody, options.messagesPerSession)
     : await deliverSession({ ...request, messages, openBody });

@@ -20,6 +20,9 @@
  *                       envelope sender, as before).
  *   verifiedReturnPath(domain)  the first case only (a CFBL-Address must align with the DKIM
  *                       domain, RFC 9477).
+ *   verifiedDmarc(domain)  after authorize(domain): whether the tenant verified it, and the DMARC
+ *                       facts its verification stored (for the compliance check).
+ *   strictCompliance    the tenant's `compliance: "strict"` (tenant_settings).
  *   withNotice(res)     the response with the Cohort-Unverified-Domains header when any.
  *
  * INVARIANTS
@@ -45,6 +48,8 @@ export class SenderPolicy {
   readonly unverified = new Set<string>();
   private readonly seen = new Map<string, Promise<DkimSigner[]>>();
   private readonly returnPaths = new Map<string, string>();
+  /** The DMARC facts (JSON, or null) of each domain the tenant verified that authorize() saw. */
+  private readonly dmarc = new Map<string, string | null>();
 
   constructor(private readonly env: Env, readonly tenant: string, private readonly key: KeyAccess | undefined) {}
 
@@ -68,6 +73,7 @@ export class SenderPolicy {
       : (await sendingDomains(this.env.DB, this.tenant, [domain]))[0];
     if (own) {
       this.returnPaths.set(domain, `${own.return_path}.${domain}`);
+      this.dmarc.set(domain, own.dmarc ?? null);
       const privateKey = await this.privateKey(own.id, own.selector, "private_sealed" in own ? own.private_sealed as string : null);
       return [{ domain, selector: own.selector, algorithm: own.algorithm as DkimSigner["algorithm"], privateKey, signTime: new Date() }];
     }
@@ -110,6 +116,17 @@ export class SenderPolicy {
   /** The tenant's default `unsubscribe` for its send requests (tenant_settings), or null. */
   get unsubscribeDefault(): true | { topic?: string } | null {
     return this.key?.unsubscribe ?? null;
+  }
+
+  /** After authorize(domain): whether the tenant verified it, and its DMARC facts as stored at verification (null: none kept). */
+  verifiedDmarc(domain: string): { verified: boolean; facts: string | null } {
+    const d = domain.toLowerCase();
+    return { verified: this.dmarc.has(d), facts: this.dmarc.get(d) ?? null };
+  }
+
+  /** The tenant's compliance setting refuses what the check warns of. */
+  get strictCompliance(): boolean {
+    return this.key?.compliance === "strict";
   }
 
   /** After authorize(domain): the return-path host of a domain the tenant verified, else null. */

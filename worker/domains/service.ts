@@ -11,7 +11,11 @@
  *                        each, and returns the records, the domain's status and the selector of a
  *                        rotation key that just verified (to promote), if any. A rotation's record
  *                        not yet published, or a lookup that failed, leaves a verified domain
- *                        verified (records.ts domainStatus).
+ *                        verified (records.ts domainStatus). It also walks the DNS tree for the
+ *                        domain's DMARC record (RFC 9989: `_dmarc` of the domain and its ancestors)
+ *                        and reads default._bimi: the facts (compliance/core/dmarc.ts) the
+ *                        compliance check reads on every send without a query, and GET
+ *                        /domains/:id shows (null when a lookup failed: the last facts stay).
  */
 import type { DomainRow, KeyRow } from "../db/domains";
 import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
@@ -19,6 +23,7 @@ import { queryDoh } from "../net/mx";
 import { sealSecret, secretsKey } from "../lib/secrets";
 import { domainStatus, judgeRecord, txtValue, type DomainRecord, type DomainStatus, type Found, type RecordOptions } from "./records";
 import { settingsOf } from "../settings/settings";
+import { dmarcFacts, parseDmarc, treeWalkNames, type DmarcFacts, type DmarcRecord } from "../compliance/core/dmarc";
 
 function b64(bytes: ArrayBuffer): string {
   let s = "";
@@ -62,15 +67,29 @@ async function lookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found
   return { kind: "answer", values: sel.records.map((r) => (type === "TXT" ? txtValue(r.data) : r.data)) };
 }
 
+/** The domain's DMARC facts by RFC 9989's tree walk, or null when a lookup failed. */
+export async function lookupDmarc(env: Env, domain: string, nowMs: number): Promise<DmarcFacts | null> {
+  const names = treeWalkNames(domain);
+  const [answers, bimi] = await Promise.all([Promise.all(names.map((n) => lookup(env, `_dmarc.${n}`, "TXT"))), lookup(env, `default._bimi.${domain}`, "TXT")]);
+  if (answers.some((a) => a.kind === "error")) return null;
+  const records = new Map<string, DmarcRecord | null>(names.map((n, i) => [n, parseDmarc((answers[i] as { values: string[] }).values)]));
+  const bimiRecord = bimi.kind === "answer" && bimi.values.some((v) => /^v=BIMI1\b/i.test(v.trim()));
+  return dmarcFacts(domain, records, bimiRecord, nowMs);
+}
+
 /** Checks every record of the domain (see header). */
-export async function verifyDomain(env: Env, row: DomainRow, keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null }> {
+export async function verifyDomain(env: Env, row: DomainRow,
+  keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null; dmarc: DmarcFacts | null }> {
   const records = JSON.parse(row.records) as DomainRecord[];
-  const checked = await Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await lookup(env, `${r.name}.${row.name}`, r.type)) })));
+  const [checked, dmarc] = await Promise.all([
+    Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await lookup(env, `${r.name}.${row.name}`, r.type)) }))),
+    lookupDmarc(env, row.name, Date.now()),
+  ]);
   const next = keys.find((k) => k.state === "next");
   const nextOk = next !== undefined && checked.some((r) => r.record === "DKIM" && r.name === `${next.selector}._domainkey` && r.status === "verified");
   // Once the rotation's selector verifies, the old selector's record is no longer needed.
   const active = keys.find((k) => k.state === "active");
   const kept = nextOk && active ? checked.filter((r) => !(r.record === "DKIM" && r.name === `${active.selector}._domainkey`)) : checked;
   const rotating = next !== undefined && !nextOk ? `${next.selector}._domainkey` : undefined;
-  return { records: kept, status: domainStatus(kept, { rotating, previous: row.status }), promote: nextOk ? next!.selector : null };
+  return { records: kept, status: domainStatus(kept, { rotating, previous: row.status }), promote: nextOk ? next!.selector : null, dmarc };
 }

@@ -20,6 +20,8 @@ export type ErrorName =
   | "rate_limit_exceeded"
   /** The relay's: the complaint-rate brake holds the tenant's bulk mail (api/complaint-brake.ts). */
   | "complaint_rate_exceeded"
+  /** The relay's: the compliance check at send time refused the message (the tenant's compliance: "strict"; worker/compliance/). */
+  | "compliance_error"
   | "security_error"
   | "application_error"
   | "internal_server_error";

@@ -38,6 +38,8 @@ export interface MessageSummary {
   topic_id?: string;
   /** Its attachments, in the composed message's order (GET /emails/:id/attachments; the bytes are in the kept copy). */
   attachments?: SentAttachment[];
+  /** What the compliance check at send time warned of (worker/compliance/): each rule and the reply a receiver would give. */
+  warnings?: ComplianceWarning[];
 }
 
 /** An attachment of a sent email, as Resend's attachment endpoints describe it. */
@@ -48,6 +50,14 @@ export interface SentAttachment {
   content_type: string;
   content_disposition: "inline" | "attachment";
   content_id: string | null;
+}
+
+/** One warning of the compliance check (worker/compliance/core/rules.ts Warning). */
+export interface ComplianceWarning {
+  rule: string;
+  code: number;
+  enhanced: string;
+  message: string;
 }
 
 /** The bulk mail a message is, for suppressions: its unsubscribe topic (null: none); absent for transactional mail. */
@@ -203,6 +213,8 @@ export interface DelayWarning {
 /** What the delivery stage needs of a message: envelope sender, size and recipients. */
 export interface DeliveryEnvelope {
   id: string;
+  /** The tenant the message was accepted for (egress pools are chosen by it). */
+  tenant?: string;
   mailFrom: string;
   size: number;
   rcpts: { idx: number; address: string; status: RcptStatus; attempts: number }[];

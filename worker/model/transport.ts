@@ -62,3 +62,19 @@ export interface TransportInspect {
   /** Dispatch-to-report times of the last reports (transport/leases.ts); null before the first, or absent. */
   inFlightTimes?: InFlightTimes | null;
 }
+
+/** What a Transport DO tells GET /metrics: its queues by state, and its busiest destinations (the rest summed). */
+export interface TransportMetrics {
+  transport: string;
+  /** Recipients in core waiting to be selected, and entries in flight. */
+  todo: number;
+  inflight: number;
+  /** Messages waiting for room in the active queue, and waiting for a retry (counted up to METRIC_COUNT_CAP). */
+  incoming: number;
+  deferred: number;
+  destinations: { queue: string; state: string; window: number; busy: number; todo: number }[];
+  other: { queues: number; busy: number; todo: number };
+}
+
+/** Where a Transport DO stops counting its incoming and deferred messages for GET /metrics (no full scan of a large backlog). */
+export const METRIC_COUNT_CAP = 100_000;

@@ -107,6 +107,21 @@ export const SETTINGS = {
       return {};
     }
   }),
+  mtaStsPort: knob("MTA_STS_PORT", "443", "the port MTA-STS policies are fetched from (443; other values for local runs and tests)", (r) => {
+    const port = Number(r || 443);
+    return Number.isInteger(port) && port > 0 && port < 65536 ? port : 443;
+  }),
+  mtaStsRefreshSeconds: knob("MTA_STS_REFRESH_SECONDS", "86400",
+    "seconds after which a cached MTA-STS policy's TXT record is checked again in the background", positive(86_400)),
+  tlsrptFrom: knob("TLSRPT_FROM", "",
+    "the From address of TLS-RPT reports sent by mail (\"\": mailto reports are not sent); the operator's DKIM_KEYS must cover its domain", (r) => r ?? ""),
+  tlsrptOrg: knob("TLSRPT_ORG", "", "organization-name of TLS-RPT reports (\"\": HELO_NAME)", (r, vars) => r || vars.HELO_NAME || "cohort.localhost"),
+  egressPools: knob("EGRESS_POOLS", "", "egress pools as JSON (worker/egress/core/pools.ts); \"\": every MX connection leaves by EGRESS", (r) => r ?? ""),
+  egressSuspendSeconds: knob("EGRESS_SUSPEND_SECONDS", "300",
+    "seconds an egress that failed its health is first suspended (doubling on each relapse, at most 16 times)", positive(300)),
+  egressFailures: knob("EGRESS_FAILURES", "3", "health failures of an egress within 60 s that suspend it", (r) => countSetting(r, 3)),
+  metricsTopN: knob("METRICS_TOP_N", "20", "destinations GET /metrics names one by one (the rest are summed as \"other\"), at most 200",
+    (r) => Math.min(countSetting(r, 20), 200)),
   webhooks: knob("WEBHOOK_*", "", "WEBHOOK_DELAYED_EVERY_NTH, WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS, WEBHOOK_RETRY_SCALE, WEBHOOK_TIMEOUT_MS (webhooks/core/webhook-config.ts)",
     (_r, vars): WebhookConfig => parseWebhookConfig(vars)),
 };

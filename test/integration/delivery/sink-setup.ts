@@ -7,7 +7,9 @@
  * whose log the resolver serves at GET /log/socks. vitest.config.ts reads them for the project's
  * bindings (MX_PORT, DOH_RESOLVER_URL, EGRESS and its credentials). The scripted servers of
  * scripted-sinks.ts (a 5-session limit, a drop in DATA, a slow sink, a 554 greeting) are provided
- * as `scripted`. Everything is stopped when the run ends.
+ * as `scripted`; the MTA-STS world (sts-world.ts: policy server, rua receiver, MX sinks with a good,
+ * a wrong-name and no certificate) as `sts`; two gates in front of Dante (gates.ts) for the egress
+ * pools as `gates`. Everything is stopped when the run ends.
  */
 import { createServer, type AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
@@ -15,6 +17,8 @@ import { startCatcher } from "../../../scripts/lib/smtp-catcher";
 import { DANTE_USER, startDante } from "../../unit/net/dante";
 import { startDohServer } from "./doh-server";
 import { startScriptedSinks } from "./scripted-sinks";
+import { startStsWorld, stsRecords } from "./sts-world";
+import { startGates } from "./gates";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -23,6 +27,10 @@ declare module "vitest" {
     socks: { port: number; username: string; password: string };
     /** The scripted servers of scripted-sinks.ts: ports by name, and where their stats are read. */
     scripted: { ports: Record<string, number>; statsUrl: string };
+    /** The MTA-STS world (sts-world.ts): the policy server's port, the rua receiver and its stats, the MX sinks' stats. */
+    sts: { policyPort: number; ruaUrl: string; statsUrl: string; sinksUrl: string };
+    /** Gates in front of Dante for the egress pool tests (gates.ts): their ports and the control URL. */
+    gates: { ports: Record<string, number>; controlUrl: string };
   }
 }
 
@@ -42,7 +50,9 @@ function closedPort(): Promise<number> {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const catcher = await startCatcher({ scripted: true });
   const dante = await startDante({ method: "username" });
-  const doh = await startDohServer({ socks: () => dante.log() });
+  const sts = await startStsWorld(catcher.smtpPort);
+  const gates = await startGates(["g1", "g2"], dante.port);
+  const doh = await startDohServer({ socks: () => dante.log() }, stsRecords(sts.ruaUrl));
   // limited: 5 sessions, then 421; drop: connection lost in DATA once per recipient set; slow:
   // 40 ms per message (eviction mid-run); cached: 20 ms per message (agents.test.ts); greet554: the first MX host of mx-greet.test, on the
   // sink's port (MX_PORT) at another loopback address.
@@ -63,7 +73,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("doh", { url: doh.url });
   project.provide("socks", { port: dante.port, ...DANTE_USER });
   project.provide("scripted", { ports: scripted.ports, statsUrl: scripted.statsUrl });
+  project.provide("sts", { policyPort: sts.policyPort, ruaUrl: sts.ruaUrl, statsUrl: sts.statsUrl, sinksUrl: sts.sinks.statsUrl });
+  project.provide("gates", { ports: gates.ports, controlUrl: gates.controlUrl });
   return async () => {
+    await gates.close();
+    await sts.close();
     await scripted.close();
     await doh.close();
     await dante.stop();

@@ -46,14 +46,16 @@ describe("matching", () => {
 });
 
 describe("the shipped rules", () => {
-  it("are valid, say where each value comes from, and are exactly what migration 0015 seeds", () => {
+  it("are valid, say where each value comes from, and are exactly what migrations 0015 and 0031 seed", () => {
     for (const r of DEFAULT_PROVIDER_RULES) {
       expect(parseProviderRule(r), r.name).toEqual({ ok: true, rule: r });
       for (const field of Object.keys(r).filter((k) => k !== "name" && k !== "sources")) expect(r.sources?.[field], `${r.name}.${field}`).toBeTruthy();
     }
     const sql = readFileSync(new URL("../../../migrations/0015_provider_rules.sql", import.meta.url), "utf8");
-    const seeded = [...sql.matchAll(/VALUES \('([^']+)', '((?:[^']|'')*)', 0\);/g)].map((m) => ({ name: m[1], rule: JSON.parse(m[2]!.replace(/''/g, "'")) as unknown }));
-    expect(seeded).toEqual(DEFAULT_PROVIDER_RULES.map((r) => ({ name: r.name, rule: r })));
+    const seeded = new Map([...sql.matchAll(/VALUES \('([^']+)', '((?:[^']|'')*)', 0\);/g)].map((m) => [m[1], JSON.parse(m[2]!.replace(/''/g, "'")) as unknown]));
+    const update = readFileSync(new URL("../../../migrations/0031_compliance.sql", import.meta.url), "utf8");
+    for (const m of update.matchAll(/SET rule = '((?:[^']|'')*)', updated_at = 0 WHERE name = '([^']+)'/g)) seeded.set(m[2], JSON.parse(m[1]!.replace(/''/g, "'")));
+    expect([...seeded].map(([name, rule]) => ({ name, rule }))).toEqual(DEFAULT_PROVIDER_RULES.map((r) => ({ name: r.name, rule: r })));
   });
 
   it("tell the Transport DO the name, window bounds and rate only", () => {

@@ -223,6 +223,21 @@ describe("session STARTTLS", () => {
   });
 });
 
+describe("why a session went on without TLS (tlsProblem, for TLS reporting)", () => {
+  const TLS_EHLO = "250-mx.test\r\n250 STARTTLS";
+
+  it("names STARTTLS not offered, refused, or the handshake's failure; says nothing of an encrypted session", () => {
+    const notOffered = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], {});
+    expect(notOffered.outcome.transactions[0]!.tlsProblem).toBe("STARTTLS not offered by host mx.test[192.0.2.1]");
+    const refused = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: TLS_EHLO, STARTTLS: "454 4.7.0 TLS not available" });
+    expect(refused.outcome.transactions[0]!.tlsProblem).toMatch(/refused to start TLS: 454 4\.7\.0 TLS not available/);
+    const failed = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: "250-mx.test\r\n250 STARTTLS", "<starttls>": { drop: "handshake failure" } });
+    expect(failed.outcome.transactions[0]!.tlsProblem).toMatch(/while performing the TLS handshake: handshake failure/);
+    const off = runScripted({ tlsPolicy: "off" }, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: TLS_EHLO });
+    expect(off.outcome.transactions[0]!.tlsProblem).toBeUndefined();
+  });
+});
+
 describe("session AUTH", () => {
   const creds = { username: "joe", password: "secret" };
   const AUTH_EHLO = "250-mx.test\r\n250 AUTH LOGIN PLAIN";

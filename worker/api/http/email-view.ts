@@ -4,7 +4,8 @@
  * DESCRIPTION
  *   emailObject(view)                 the Resend shape plus the additive `recipients[]`
  *                                     (email, status, attempts, next_attempt_at, last_response,
- *                                     blocked_by, blocked_until) and `message_id`.
+ *                                     blocked_by, blocked_until), `message_id` and the compliance
+ *                                     check's `warnings` (empty when none).
  */
 import type { MessageView } from "../../model/message";
 import { iso, lastEventOf } from "../../model/status";
@@ -29,6 +30,7 @@ export function emailObject(v: MessageView, nowMs: number, waiting: Map<string, 
     created_at: iso(v.created_at),
     scheduled_at: iso(v.scheduled_at),
     last_event: lastEventOf(v.recipients.map((r) => r.status), scheduled, v.complained === true),
+    warnings: s.warnings ?? [],
     recipients: v.recipients.map((r) => ({
       email: r.email,
       status: r.status,

@@ -6,7 +6,11 @@
  *                                tls? } → the domain with the DNS `records` to publish (DKIM TXT,
  *                                SPF MX and TXT on the return path, a DMARC suggestion).
  *   GET    /domains              { object: "list", has_more, data }.
- *   GET    /domains/:id          { object: "domain", …, records } with each record's status.
+ *   GET    /domains/:id          { object: "domain", …, records } with each record's status, and
+ *                                (relay extra) `dmarc`: the DMARC policy found by RFC 9989's tree
+ *                                walk at the last verification, DKIM and SPF alignment (the
+ *                                return path against the domain), BIMI readiness (record published,
+ *                                policy at enforcement); null before a verification.
  *   PATCH  /domains/:id          every field of the SDK's domains.update: { open_tracking?,
  *                                click_tracking?, tls?, capabilities?: { sending?, receiving? },
  *                                tracking_subdomain? } → { object, id }. capabilities.receiving
@@ -33,6 +37,7 @@ import { type AppEnv } from "../http/context";
 import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
 import { CreateDomainSchema, UpdateDomainSchema } from "../http/domain-schemas";
+import { aligned, type DmarcFacts } from "../../compliance/core/dmarc";
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -57,8 +62,26 @@ function unsupported(input: z.infer<typeof UpdateDomainSchema>): string | null {
   return null;
 }
 
+/** The domain's DMARC policy, alignment and BIMI readiness as its last verification found them (relay extra; null before one). */
+function dmarcView(d: DomainRow) {
+  if (!d.dmarc) return null;
+  const f = JSON.parse(d.dmarc) as DmarcFacts;
+  const records = new Map(f.record && f.foundAt ? [[f.foundAt, f.record]] : []);
+  const mode = (m: "r" | "s" | undefined) => (m === "s" ? "strict" : "relaxed");
+  const returnPath = `${d.return_path}.${d.name}`;
+  return {
+    policy: f.policy, record_found_at: f.foundAt, organizational_domain: f.organizationalDomain,
+    alignment: {
+      dkim: mode(f.record?.adkim), spf: mode(f.record?.aspf), dkim_aligned: true, spf_aligned: aligned(returnPath, d.name, f.record?.aspf ?? "r", records),
+      return_path: returnPath,
+    },
+    bimi: { record: f.bimi.record, enforcement: f.bimi.enforcement, ready: f.bimi.ready },
+    checked_at: iso(f.checkedAt),
+  };
+}
+
 function full(d: DomainRow) {
-  return { object: "domain" as const, ...summary(d), records: JSON.parse(d.records) as unknown[] };
+  return { object: "domain" as const, ...summary(d), records: JSON.parse(d.records) as unknown[], dmarc: dmarcView(d) };
 }
 
 async function mine(c: Context<AppEnv>): Promise<DomainRow> {
@@ -119,7 +142,7 @@ export function domainRoutes() {
     const d = await mine(c);
     const keys = await domainKeys(c.env.DB, d.id);
     const v = await verifyDomain(c.env, d, keys);
-    await saveVerification(c.env.DB, d.id, v.records, v.status, Date.now());
+    await saveVerification(c.env.DB, d.id, v.records, v.status, Date.now(), v.dmarc);
     if (v.promote) await promoteKey(c.env.DB, d.id, v.promote);
     return c.json({ object: "domain", id: d.id });
   });

@@ -29,7 +29,7 @@ import { emailObject } from "../http/email-view";
 import { iso } from "../../model/status";
 import { ApiError, isApiError } from "../../model/errors";
 import { limitsOf, parseScheduledAt } from "../../accept/limits";
-import { prepareEmail, publicOrigin, type PreparedMessage } from "../../accept/prepare";
+import { prepareEmail, publicOrigin, sendAnswer, type PreparedMessage } from "../../accept/prepare";
 import { ListQuerySchema, UpdateEmailSchema } from "../http/schemas";
 import { BatchSchema, BatchValidationSchema, sendSchemaOf } from "../../accept/schemas";
 import { TemplateSource } from "../../templates/templates";
@@ -93,7 +93,8 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const shard = await shardFor(tenant, idem, limits.shards, 1);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
+      body: JSON.stringify(sendAnswer(prepared)) } });
     return sender.withNotice(jsonResponse(res));
   });
 
@@ -109,7 +110,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const { ok, errors } = await prepareBatch(c, items, shard, sender);
     const first = errors[0];
     if (first && mode === "strict") throw new ApiError(first.error.statusCode, first.error.errorName, `[${first.index}] ${first.message}`);
-    const body = { data: ok.map((p) => ({ id: p.record.id })), ...(mode === "permissive" ? { errors: errors.map(({ index, message }) => ({ index, message })) } : {}) };
+    const body = { data: ok.map(sendAnswer), ...(mode === "permissive" ? { errors: errors.map(({ index, message }) => ({ index, message })) } : {}) };
     if (ok.length === 0) return c.json(body, 200);
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: ok, response: { status: 200, body: JSON.stringify(body) } });
     return sender.withNotice(jsonResponse(res));

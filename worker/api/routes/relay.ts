@@ -27,7 +27,7 @@ import { parseInput, readJson, requestLimitBytes } from "../http/body";
 import { ApiError } from "../../model/errors";
 import { limitsOf } from "../../accept/limits";
 import { prepareRaw } from "../../accept/raw";
-import { publicOrigin } from "../../accept/prepare";
+import { publicOrigin, sendAnswer } from "../../accept/prepare";
 import { RawMessageSchema } from "../../accept/schemas";
 import { RoleCache, roleOf } from "../http/operator";
 import { SenderPolicy } from "../../domains/sender";
@@ -47,7 +47,8 @@ export function relayRoutes() {
     const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : affineShard(limits.shards);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200, body: JSON.stringify({ id: prepared.record.id }) } });
+    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
+      body: JSON.stringify(sendAnswer(prepared)) } });
     return sender.withNotice(jsonResponse(res));
   });
 

@@ -13,6 +13,11 @@
  *     recipients_per_message    at most this many RCPT TO per transaction;
  *     rate                      at most this many deliveries per interval to the provider ("300/m");
  *     require_tls               STARTTLS is required: a server that does not offer it defers.
+ *     domains                   recipient domains known to be hosted there (gmail.com, …), so
+ *                               the accept path's compliance check knows a recipient's provider
+ *                               without a DNS query;
+ *     max_message_bytes, max_recipients  the largest message and the most recipients per
+ *                               message the provider takes (the compliance check warns above).
  *   Each value may say where it comes from (`sources`, by field name).
  *
  *   Rules live in D1 (migrations/0015_provider_rules.sql seeds DEFAULT_PROVIDER_RULES) and are
@@ -37,6 +42,9 @@ export interface ProviderRule {
   recipients_per_message?: number;
   rate?: string;
   require_tls?: boolean;
+  domains?: string[];
+  max_message_bytes?: number;
+  max_recipients?: number;
   /** Where each value comes from, by field name. */
   sources?: Record<string, string>;
 }
@@ -53,20 +61,36 @@ const KUMO = "KumoMTA's shipped traffic shaping (assets/policy-extras/shaping.to
 /** The rules the relay ships (seeded into D1 by migrations/0015_provider_rules.sql). */
 export const DEFAULT_PROVIDER_RULES: readonly ProviderRule[] = [
   {
-    name: "apple", mx: [".icloud.com"], window: { initial: 5, limit: 10 }, messages_per_session: 5,
-    sources: { mx: "iCloud Mail's MX hosts are mx01–mx02.mail.icloud.com", window: `${KUMO}: provider_connection_limit 10, after Apple's postmaster page (support.apple.com/102322)`, messages_per_session: `${KUMO}: max_deliveries_per_connection 5` },
+    name: "apple", mx: [".icloud.com"], window: { initial: 5, limit: 10 }, messages_per_session: 5, domains: ["icloud.com", "me.com", "mac.com"],
+    sources: {
+      domains: "iCloud Mail's domains", mx: "iCloud Mail's MX hosts are mx01–mx02.mail.icloud.com",
+        window: `${KUMO}: provider_connection_limit 10, after Apple's postmaster page (support.apple.com/102322)`,
+        messages_per_session: `${KUMO}: max_deliveries_per_connection 5` },
   },
   {
     name: "google", mx: [".google.com", ".googlemail.com"], window: { initial: 5, limit: 5 }, messages_per_session: 50, require_tls: true,
-    sources: { mx: "Gmail and Google Workspace MX hosts (aspmx.l.google.com, gmail-smtp-in.l.google.com) share one edge", window: `${KUMO}: provider_connection_limit 5`, messages_per_session: `${KUMO}: max_deliveries_per_connection 50`, require_tls: "Gmail's sender guidelines (support.google.com/mail/answer/81126) require a TLS connection for transmitting email" },
+    domains: ["gmail.com", "googlemail.com"], max_message_bytes: 52_428_800, max_recipients: 100,
+    sources: {
+      domains: "Gmail's consumer domains", max_message_bytes: "Gmail receives messages of up to 50 MB (support.google.com/mail/answer/6584); above, 552 5.3.4",
+      max_recipients: "Gmail answers 452 4.5.3 'Your message has too many recipients' (Gmail SMTP errors and codes)",
+        mx: "Gmail and Google Workspace MX hosts (aspmx.l.google.com, gmail-smtp-in.l.google.com) share one edge",
+        window: `${KUMO}: provider_connection_limit 5`, messages_per_session: `${KUMO}: max_deliveries_per_connection 50`,
+        require_tls: "Gmail's sender guidelines (support.google.com/mail/answer/81126) require a TLS connection for transmitting email" },
   },
   {
     name: "microsoft", mx: [".olc.protection.outlook.com", ".mail.protection.outlook.com", ".mx.microsoft"], window: { initial: 5, limit: 5 }, messages_per_session: 50,
-    sources: { mx: "Outlook.com (consumer), Exchange Online and its DANE MX hosts (techcommunity.microsoft.com, inbound SMTP DANE for Exchange Online)", window: `${KUMO}: provider_connection_limit 5 for outlook and office365`, messages_per_session: `${KUMO}: max_deliveries_per_connection 50` },
+    domains: ["outlook.com", "hotmail.com", "live.com", "msn.com"], max_message_bytes: 37_748_736,
+    sources: {
+      domains: "Outlook.com's consumer domains",
+        max_message_bytes: "Exchange Online's default maximum receive size, 36 MB (learn.microsoft.com, Exchange Online limits)",
+        mx: "Outlook.com (consumer), Exchange Online and its DANE MX hosts (techcommunity.microsoft.com, inbound SMTP DANE for Exchange Online)",
+        window: `${KUMO}: provider_connection_limit 5 for outlook and office365`, messages_per_session: `${KUMO}: max_deliveries_per_connection 50` },
   },
   {
-    name: "yahoo", mx: [".yahoodns.net"], messages_per_session: 20,
-    sources: { mx: "Yahoo, AOL and their partner domains are served by *.yahoodns.net MX hosts", messages_per_session: `${KUMO}: max_deliveries_per_connection 20, given by Yahoo (senders.yahooinc.com/best-practices)` },
+    name: "yahoo", mx: [".yahoodns.net"], messages_per_session: 20, domains: ["yahoo.com", "aol.com", "ymail.com", "rocketmail.com"],
+    sources: {
+      domains: "Yahoo's and AOL's consumer domains", mx: "Yahoo, AOL and their partner domains are served by *.yahoodns.net MX hosts",
+        messages_per_session: `${KUMO}: max_deliveries_per_connection 20, given by Yahoo (senders.yahooinc.com/best-practices)` },
   },
 ];
 
@@ -107,7 +131,8 @@ export function shapeOf(rule: ProviderRule): { name: string; initial?: number; l
 const NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
 const SUFFIX = /^\.?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$|^\.[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 const RATE = /^(\d+)\s*\/\s*(\d*)\s*([smhd])$/;
-const FIELDS = new Set(["name", "mx", "window", "messages_per_session", "recipients_per_message", "rate", "require_tls", "sources"]);
+const FIELDS = new Set(["name", "mx", "window", "messages_per_session", "recipients_per_message", "rate", "require_tls", "domains", "max_message_bytes",
+  "max_recipients", "sources"]);
 
 const int = (v: unknown, min: number, max: number) => Number.isInteger(v) && (v as number) >= min && (v as number) <= max;
 
@@ -137,6 +162,10 @@ export function parseProviderRule(input: unknown): { ok: true; rule: ProviderRul
     if (!m || Number(m[1]) < 1 || (m[2] !== "" && Number(m[2]) < 1)) errors.push('rate: "<count>/<unit>", e.g. "300/m" (s, m, h or d)');
   }
   if (r.require_tls !== undefined && typeof r.require_tls !== "boolean") errors.push("require_tls: true or false");
+  const domainName = (d: unknown) => typeof d === "string" && /^[a-z0-9-]+(\.[a-z0-9-]+)+$/.test(d);
+  if (r.domains !== undefined && (!Array.isArray(r.domains) || r.domains.length > 100 || !r.domains.every(domainName))) errors.push("domains: up to 100 lower-case domain names");
+  if (r.max_message_bytes !== undefined && !int(r.max_message_bytes, 1024, 1_000_000_000)) errors.push("max_message_bytes: an integer 1024–1000000000");
+  if (r.max_recipients !== undefined && !int(r.max_recipients, 1, 100_000)) errors.push("max_recipients: an integer 1–100000");
   if (r.sources !== undefined && (r.sources === null || typeof r.sources !== "object" || Array.isArray(r.sources) || !Object.entries(r.sources).every(([k, v]) => FIELDS.has(k) && typeof v === "string" && v.length <= 500))) {
     errors.push("sources: {<field>: text}, by field name");
   }

@@ -131,6 +131,7 @@ export function failConnection(
   const step = s.tlsUnconfirmed ? "tls-handshake" : (s.wait?.step ?? "connect");
   if (s.phase === "quit") return endQuitWait(s);
   if (step === "tls-handshake" && cfg.tlsPolicy === "opportunistic" && !s.tlsFallback) {
+    s.tlsProblem = describeFailure(cfg.remoteHost, step, failure, timedOut);
     return reconnectWithoutTls(s, cfg);
   }
   // A handshake that failed never encrypted anything: the results must not say TLS was used.
@@ -196,7 +197,8 @@ export function buildTransactionResult(
 ): TransactionResult {
   const env = s.messages[messageIndex];
   if (!env) throw new InvariantError(`no message ${messageIndex}`);
-  return { messageId: env.id, recipients, remoteHost: cfg.remoteHost, tls: s.tls, possibleDuplicate };
+  return { messageId: env.id, recipients, remoteHost: cfg.remoteHost, tls: s.tls, possibleDuplicate,
+    ...(!s.tls && s.tlsProblem ? { tlsProblem: s.tlsProblem } : {}) };
 }
 
 /** Collects the results; every message must be decided. */

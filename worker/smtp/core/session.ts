@@ -240,6 +240,7 @@ function afterHello(s: SessionState, cfg: SessionConfig): SessionAction[] {
     waitIn(s, "starttls", cfg);
     return [{ kind: "send", data: "STARTTLS\r\n" }];
   }
+  if (!s.tls && cfg.tlsPolicy === "opportunistic" && !s.tlsFallback && !s.caps.startTls) s.tlsProblem = `STARTTLS not offered by host ${cfg.remoteHost}`;
   if (!s.tls && cfg.tlsPolicy === "required") {
     const reason = `TLS is required, but was not offered by host ${cfg.remoteHost}`;
     return refuseLocally(s, cfg, "4.7.4", reason, true);
@@ -260,6 +261,7 @@ function onStarttlsReply(s: SessionState, reply: SmtpReply, cfg: SessionConfig):
     return refuseSession(s, cfg, reply, reason, true);
   }
   s.tlsFallback = true;
+  s.tlsProblem = `host ${cfg.remoteHost} refused to start TLS: ${formatReply(reply)}`;
   return afterHello(s, cfg);
 }
 

@@ -101,6 +101,8 @@ export interface SessionState {
   tlsFallback: boolean;
   /** TLS was reported up but no reply has come over it yet (a handshake error may still surface). */
   tlsUnconfirmed: boolean;
+  /** Why an opportunistic session went on without TLS (not offered, refused, or the handshake's failure); absent otherwise. */
+  tlsProblem?: string;
   /** The server accepted EHLO (not just HELO). */
   esmtp: boolean;
   caps: EhloCapabilities;

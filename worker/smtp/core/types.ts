@@ -79,6 +79,11 @@ export interface TransactionResult {
   tls: boolean;
   /** The connection was lost after the final "." was sent: the server may have the message. */
   possibleDuplicate: boolean;
+  /**
+   * Why the session was not encrypted although TLS was allowed: STARTTLS not offered or refused,
+   * or the handshake's failure (opportunistic TLS then went on in plaintext). For TLS reporting.
+   */
+  tlsProblem?: string;
 }
 
 /** Destination-level failure for concurrency feedback (Postfix's destination status). */

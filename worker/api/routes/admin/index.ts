@@ -1,7 +1,7 @@
 /**
  * The admin API under /relay/ (issue 6): message search for every key, the queue, destination,
- * flush, suspension, policy, warm-up, stats, inbound and provider-rule routes for operator keys
- * only. See queue.ts, policies.ts, warmup.ts, providers.ts and messages.ts.
+ * flush, suspension, policy, warm-up, egress, stats, inbound and provider-rule routes for operator
+ * keys only. See queue.ts, policies.ts, warmup.ts, egress.ts, providers.ts and messages.ts.
  */
 import { Hono } from "hono";
 import { type AppEnv } from "../../http/context";
@@ -12,9 +12,10 @@ import { queueRoutes } from "./queue";
 import { providerRoutes } from "./providers";
 import { policyRoutes } from "./policies";
 import { warmupRoutes } from "./warmup";
+import { egressRoutes } from "./egress";
 
 /** The operator-only path prefixes (under /relay). */
-export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats", "/inbound", "/providers", "/policies", "/warmup"] as const;
+export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats", "/inbound", "/providers", "/policies", "/warmup", "/egress"] as const;
 
 /** The admin routes, mounted at /relay behind the API key middleware. */
 export function adminRoutes() {
@@ -30,6 +31,7 @@ export function adminRoutes() {
   r.route("/", providerRoutes());
   r.route("/", policyRoutes());
   r.route("/", warmupRoutes());
+  r.route("/", egressRoutes());
   r.route("/", messageRoutes(roles));
   return r;
 }
