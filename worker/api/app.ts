@@ -37,9 +37,9 @@ import { templatePreviewRoutes, templateRoutes } from "./routes/templates";
 import { contactTopicRoutes, topicRoutes } from "./routes/topics";
 import { receivingRoutes } from "./routes/receiving";
 import { emailAttachmentRoutes } from "./routes/email-attachments";
-import { metricsRoutes } from "./routes/metrics";
+import { emailMetricsRoutes } from "./routes/email-metrics";
 import { fileRoutes } from "./routes/files";
-import { metricsRoutes as prometheusRoutes } from "./routes/prometheus";
+import { prometheusRoutes } from "./routes/prometheus";
 import { countRefusals, flushRefusals } from "./http/refusals";
 
 
@@ -71,7 +71,7 @@ export function createApp() {
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   // Before /emails, whose /:id would take these paths.
   app.route("/emails/receiving", receivingRoutes());
-  app.route("/emails/metrics", metricsRoutes());
+  app.route("/emails/metrics", emailMetricsRoutes());
   app.route("/emails", emailAttachmentRoutes());
   app.route("/emails", emailRoutes());
   app.route("/relay/suppressions", suppressionRoutes());

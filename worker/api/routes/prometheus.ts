@@ -9,7 +9,7 @@ import { type AppEnv } from "../http/context";
 import { RoleCache, requireOperator } from "../http/operator";
 import { metricsText } from "../../metrics/prometheus";
 
-export function metricsRoutes() {
+export function prometheusRoutes() {
   const r = new Hono<AppEnv>();
   r.get("/", requireOperator(new RoleCache()), async (c) => c.body(await metricsText(c.env), 200,
     { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));

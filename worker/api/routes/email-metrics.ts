@@ -19,7 +19,7 @@
 import { Hono } from "hono";
 import { listDomains } from "../../db/domains";
 import { foldMetrics, METRICS, validZone } from "../../metrics/core/metrics";
-import { hourlyCounts } from "../../metrics/metrics";
+import { hourlyCounts } from "../../metrics/email-metrics";
 import { type AppEnv } from "../http/context";
 import { parseInput } from "../http/body";
 import { ApiError } from "../../model/errors";
@@ -37,7 +37,7 @@ function dateOf(s: string | undefined, name: string, fallback: number): number {
 }
 
 /** The /emails/metrics route (mounted behind the API key middleware, before /emails). */
-export function metricsRoutes() {
+export function emailMetricsRoutes() {
   const r = new Hono<AppEnv>();
   r.get("/", async (c) => {
     const q = parseInput(MetricsQuerySchema, c.req.query());
