@@ -8,7 +8,7 @@
  *       data? }. end_date defaults to now, start_date to six days before it (no earlier than
  *       MESSAGE_RETENTION_DAYS back: older events are gone); metrics to all of them; dimensions to
  *       none (totals only). domain_id keeps the mail of those sending domains. The counts are the
- *       events pushed for the tenant's mail in the range (metrics/metrics.ts reads them by
+ *       events pushed for the tenant's mail in the range (metrics/email-metrics.ts reads them by
  *       primary key, core/metrics.ts folds them); what each metric means is core/metrics.ts's.
  *
  * ERRORS
