@@ -7,7 +7,8 @@
  *       PURGE_ROWS rows each), every finished message (last_event final) created and last
  *       changed before the cutoff: its event_log rows, recipients, message_tags and
  *       webhook_delay_notices first, the message row last (so a run cut short finds the message
- *       again next time); then the dead letters older than the cutoff, and the inbound counts of days before it. Returns what it deleted
+ *       again next time); then the dead letters older than the cutoff, the inbound counts of days before it and the
+ *       inbound reports received before it. Returns what it deleted
  *       and whether it stopped at its statement budget (the next run continues).
  *
  * INVARIANTS
@@ -56,6 +57,7 @@ export const PURGE_SQL = {
   endpoints: "SELECT (SELECT MIN(endpoint_id) FROM webhook_dead_letters WHERE endpoint_id > ?1) AS e",
   deadLetters: "DELETE FROM webhook_dead_letters WHERE rowid IN (SELECT rowid FROM webhook_dead_letters WHERE endpoint_id = ?1 AND created_at < ?2 LIMIT ?3)",
   inboundCounts: "DELETE FROM inbound_counts WHERE day < ?1",
+  inboundReports: "DELETE FROM inbound_reports WHERE rowid IN (SELECT rowid FROM inbound_reports WHERE received_at < ?1 LIMIT ?2)",
 } as const;
 
 /** Deletes expired rows (see the header). */
@@ -112,5 +114,10 @@ export async function purgeExpired(db: D1Database, nowMs: number, retentionDays:
     if (report.truncated) break;
   }
   if (spend(1)) report.rows += (await db.prepare(PURGE_SQL.inboundCounts).bind(new Date(cutoff).toISOString().slice(0, 10)).run()).meta.changes ?? 0;
+  while (spend(1)) {
+    const n = (await db.prepare(PURGE_SQL.inboundReports).bind(cutoff, PURGE_ROWS).run()).meta.changes ?? 0;
+    report.rows += n;
+    if (n < PURGE_ROWS) break;
+  }
   return report;
 }

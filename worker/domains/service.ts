@@ -7,6 +7,8 @@
  *                        record) and its private half (PKCS#8 PEM) sealed with WEBHOOK_SECRETS_KEY.
  *   recordOptions(env, selector, publicKey, returnPath)  what recordsFor needs, from the config:
  *                        RETURN_PATH_MX (default feedback.<HELO_NAME>) and SPF_RECORD.
+ *   dnsLookup(env, name, type)  the TXT texts (joined per record) or MX data of a name over DoH:
+ *                        { kind: "answer", values } (none for NXDOMAIN) or { kind: "error" }.
  *   verifyDomain(env, row, keys)  looks every record up (DoH JSON at DOH_RESOLVER_URL), judges
  *                        each, and returns the records, the domain's status and the selector of a
  *                        rotation key that just verified (to promote), if any. A rotation's record
@@ -50,7 +52,8 @@ export function recordOptions(env: Env, selector: string, publicKey: string, ret
   };
 }
 
-async function lookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found> {
+/** See the header. */
+export async function dnsLookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found> {
   const event = await queryDoh(name, type, { resolverUrl: settingsOf(env).dohResolverUrl });
   if (event.kind === "failed") return { kind: "error" };
   const msg = parseDohJson(event.body);
@@ -65,7 +68,7 @@ async function lookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found
 /** Checks every record of the domain (see header). */
 export async function verifyDomain(env: Env, row: DomainRow, keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null }> {
   const records = JSON.parse(row.records) as DomainRecord[];
-  const checked = await Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await lookup(env, `${r.name}.${row.name}`, r.type)) })));
+  const checked = await Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await dnsLookup(env, `${r.name}.${row.name}`, r.type)) })));
   const next = keys.find((k) => k.state === "next");
   const nextOk = next !== undefined && checked.some((r) => r.record === "DKIM" && r.name === `${next.selector}._domainkey` && r.status === "verified");
   // Once the rotation's selector verifies, the old selector's record is no longer needed.

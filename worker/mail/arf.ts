@@ -11,6 +11,8 @@
  *                    `message/rfc822` or `text/rfc822-headers` part.
  *   fields(text)     the first header block of `text`, unfolded: lower-cased name → values.
  *   addresses(value) the bare addresses of an address field (or an Original-Rcpt-To value).
+ *   COMPLAINT_FEEDBACK_TYPES  the Feedback-Types that are complaints (RFC 5965 §7.3): abuse,
+ *                    fraud, virus, other; not-spam and auth-failure (RFC 6591) are not.
  *   emailIdOf(messageId, isId)  the relay's email id in a Message-ID it generated,
  *                    `<email id@from-domain>`, or null (a custom or foreign Message-ID).
  *
@@ -23,6 +25,9 @@
  *   part), "no_original" (no Message-ID in the original part), "no_recipient" (no
  *   Original-Rcpt-To and no single To address).
  */
+
+/** See the header. */
+export const COMPLAINT_FEEDBACK_TYPES = ["abuse", "fraud", "virus", "other"] as const;
 
 /** One part of the report. */
 export interface ReportPart {
