@@ -10,7 +10,7 @@ import { handleWebhooksBatch } from "./webhooks/consumer";
 import { purgeExpired } from "./db/retention";
 import { outboxName } from "./model/ids";
 import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter";
-import { configProblems, notConfigured } from "./settings/config-check";
+import { configProblems, notConfigured, servedFromEdge } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
 import { settingsOf } from "./settings/settings";
@@ -41,8 +41,11 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
 export default {
   // Every entry runs with the metered env (worker/meter/meter.ts), and none runs while a production
   // secret is missing or malformed (config-check.ts): requests get a 503 naming it, queue batches
-  // are retried later, the cron waits.
+  // are retried later, the cron waits. A development Worker answers nothing that came through
+  // Cloudflare's edge (config-check.ts servedFromEdge).
   fetch: (request, env, ctx) => {
+    const edge = servedFromEdge(request, env);
+    if (edge !== null) return edge;
     const metered = meterFetch(request, env);
     const problems = configProblems(metered);
     if (problems.length > 0) return notConfigured(problems);

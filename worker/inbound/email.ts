@@ -18,6 +18,9 @@
  *   report that changed nothing its kind and verdict (bounce_unauthenticated, bounce_mismatch,
  *   bounce_unmatched, complaint_unauthenticated, ...). GET /relay/inbound reads them.
  *
+ *   A development Worker takes no mail that Email Routing delivered (config-check.ts
+ *   developmentMailProblem; thrown, so the sender tries again): it never serves the world.
+ *
  * INVARIANTS
  *   Nothing is rewritten: a late bounce adds email.bounced after email.delivered. A message is
  *   only ever refused, never lost: an error thrown here makes Email Routing retry or refuse it.
@@ -30,6 +33,7 @@ import { countInbound } from "../db/inbound";
 import { parseInbound } from "./parse";
 import { addressTokenKey } from "./tokens";
 import { reportOf } from "./core/report";
+import { developmentMailProblem } from "../settings/config-check";
 import { takeReport, type InboundMessage } from "./reports";
 
 export type { InboundMessage } from "./reports";
@@ -56,6 +60,10 @@ export async function handleInbound(message: InboundMessage, env: Env, nowMs = D
     return "too_large";
   }
   const bytes = new Uint8Array(await new Response(message.raw).arrayBuffer());
+  const head = new TextDecoder("latin1").decode(bytes.subarray(0, 4096));
+  const dev = developmentMailProblem(head, env);
+  // Thrown, as while the deployment is misconfigured (worker/index.ts): the sender tries again later.
+  if (dev !== null) throw new Error(dev);
   const token = await readTokenAddress(await addressTokenKey(env), message.to);
   const mail = await parseInbound(bytes.subarray(0, INBOUND_PARSE_BYTES), message.from);
   const report = reportOf(readInbound(mail), token);
