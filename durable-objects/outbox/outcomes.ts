@@ -17,7 +17,9 @@
  *   A final recipient never changes again. A message is `done` exactly when all its recipients
  *   are final.
  */
-import { cancelRecipients, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type ComplaintTarget, type LateBounceTarget, type LateOutcome } from "./control";
+import {
+  cancelRecipients, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type ComplaintTarget, type LateBounceTarget, type LateOutcome,
+} from "./control";
 import { FINAL_STATUSES, type DeliveryEnvelope, type MessageSummary, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
 import { FINAL_SQL, KeptEvent, MessageRow, insertEvent, readHead, readWithSummary, recordEvent, updateUnclassified } from "./store";
 
@@ -192,7 +194,8 @@ export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string,
   if (r.result === "ok") {
     const attempt = sql.exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address).toArray()[0]?.attempts ?? 0;
     const late = LATE_EVENTS[outcome];
-    recordEvent(sql, { message_id: id, tenant, type: late.type, recipient: r.address, created_at: nowMs, data: { attempt, response: report.response, ...late.data } });
+    const data = { attempt, response: report.response, ...late.data };
+    recordEvent(sql, { message_id: id, tenant, type: late.type, recipient: r.address, created_at: nowMs, data });
   }
   return r;
 }

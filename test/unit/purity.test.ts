@@ -37,7 +37,7 @@ const FORBIDDEN: [RegExp, string][] = [
 ];
 
 describe("pure cores stay pure", () => {
-  const cores = ["durable-objects/core", "worker/smtp/core", "worker/net/core", "worker/webhooks/core", "worker/dashboard/core", "worker/inbound/core", "test/chaos/core"];
+  const cores = ["durable-objects/core", "worker/smtp/core", "worker/net/core", "worker/webhooks/core", "worker/dashboard/core", "worker/inbound/core", "worker/domains/core", "test/chaos/core"];
   it.each(cores)("%s uses no Workers API, clock, randomness, timers, console or network", (dir) => {
     const problems: string[] = [];
     for (const file of sources(join(root, dir))) {

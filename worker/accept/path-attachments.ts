@@ -55,7 +55,8 @@ export async function fetchPathAttachments(
     }
     if (!declared.has(url.origin.toLowerCase())) {
       const guard = checkEndpointUrl(url, {});
-      if (!guard.ok) throw bad(i, `is refused: ${guard.detail}${settingsOf(env).local ? " (in development, only the origins in DEV_PATH_ORIGINS besides public https)" : ""}`);
+      const dev = settingsOf(env).local ? " (in development, only the origins in DEV_PATH_ORIGINS besides public https)" : "";
+      if (!guard.ok) throw bad(i, `is refused: ${guard.detail}${dev}`);
       const resolved = await resolvedTarget(env, url.href, deps, true);
       if (resolved.kind !== "ok") throw bad(i, `is refused: ${resolved.reason}`);
     }

@@ -45,7 +45,8 @@ export async function reportSeen(db: D1Database, messageId: string | null, to: s
 
 /** See the header. */
 export async function saveReport(db: D1Database, r: InboundReportRow): Promise<void> {
-  await db.prepare(`INSERT OR IGNORE INTO inbound_reports (id, received_at, kind, verdict, email_id, tenant_id, envelope_from, envelope_to, message_id, detail, raw, raw_size)
+  await db.prepare(`INSERT OR IGNORE INTO inbound_reports
+      (id, received_at, kind, verdict, email_id, tenant_id, envelope_from, envelope_to, message_id, detail, raw, raw_size)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
     .bind(r.id, r.received_at, r.kind, r.verdict, r.email_id, r.tenant_id, r.envelope_from, r.envelope_to, r.message_id, r.detail, r.raw, r.raw_size).run();
 }

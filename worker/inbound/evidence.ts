@@ -65,7 +65,8 @@ export class Proof {
     const d = domain.toLowerCase();
     let p = this.mx.get(d);
     if (!p) {
-      p = dnsLookup(this.env, d, "MX").then((f) => (f.kind === "answer" ? f.values.map((v) => v.trim().split(/\s+/).pop()!.replace(/\.$/, "").toLowerCase()) : []));
+      const host = (v: string) => v.trim().split(/\s+/).pop()!.replace(/\.$/, "").toLowerCase();
+      p = dnsLookup(this.env, d, "MX").then((f) => (f.kind === "answer" ? f.values.map(host) : []));
       this.mx.set(d, p);
     }
     return p;

@@ -103,7 +103,9 @@ async function takeDsn(env: Env, dsn: Extract<Report, { kind: "dsn" }>, inc: Inc
     ({ address: r.address, action: r.action, status: r.status, reason: r.diagnostic, verdict, ...(why ? { why } : {}) });
   const id = dsn.token?.emailId ?? await emailOf(env, [dsn.dsn.originalMessageId, ...dsn.dsn.references]);
   if (first === undefined) return { kind, verdict: "info", emailId: id, tenant: null, lines: dsn.dsn.recipients.map((r) => line(r, "info")) };
-  if (id === null) return { kind, verdict: "unmatched", emailId: null, tenant: null, lines: blocks.map((r) => line(r, "unmatched", "names no message of this relay")) };
+  if (id === null) {
+    return { kind, verdict: "unmatched", emailId: null, tenant: null, lines: blocks.map((r) => line(r, "unmatched", "names no message of this relay")) };
+  }
   const outbox = outboxOf(env, id);
   const lines: Line[] = [];
   let tenant: string | null = null;

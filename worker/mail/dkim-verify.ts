@@ -112,7 +112,8 @@ async function verifyOne(field: HeaderField, fields: readonly HeaderField[], bod
   const domain = (t?.get("d") ?? "").toLowerCase();
   const selector = t?.get("s") ?? "";
   const done = (v: Verdict): DkimVerdict => ({ domain, selector, ...v });
-  if (t === null || t.get("v") !== "1" || !domain || !selector || !t.get("h") || !t.get("bh") || !t.get("b")) return done({ result: "permerror", why: "malformed signature" });
+  const complete = t !== null && t.get("v") === "1" && domain && selector && t.get("h") && t.get("bh") && t.get("b");
+  if (!complete || t === null) return done({ result: "permerror", why: "malformed signature" });
   const alg = (t.get("a") ?? "").toLowerCase();
   if (alg !== "rsa-sha256" && alg !== "ed25519-sha256") return done({ result: "neutral", why: `algorithm ${alg || "none"} is not supported` });
   const h = t.get("h")!.toLowerCase().split(":").filter(Boolean);
@@ -120,7 +121,8 @@ async function verifyOne(field: HeaderField, fields: readonly HeaderField[], bod
   const [hc, bc = "simple"] = (t.get("c") ?? "simple/simple").toLowerCase().split("/");
   if (!["simple", "relaxed"].includes(hc!) || !["simple", "relaxed"].includes(bc)) return done({ result: "permerror", why: "unknown canonicalisation" });
   const i = t.get("i");
-  if (i !== undefined && !(`.${i.slice(i.lastIndexOf("@") + 1).toLowerCase()}`.endsWith(`.${domain}`))) return done({ result: "permerror", why: "i= is not within d=" });
+  const iDomain = i === undefined ? null : i.slice(i.lastIndexOf("@") + 1).toLowerCase();
+  if (iDomain !== null && !`.${iDomain}`.endsWith(`.${domain}`)) return done({ result: "permerror", why: "i= is not within d=" });
   const x = t.get("x");
   if (x !== undefined && nowSec !== null && /^\d+$/.test(x) && Number(x) < nowSec) return done({ result: "fail", why: "the signature expired" });
   let canonBody = bc === "relaxed" ? canonBodyRelaxed(body) : canonBodySimple(body);
@@ -138,7 +140,7 @@ async function verifyOne(field: HeaderField, fields: readonly HeaderField[], bod
   const p = key.get("p")!;
   if (p === "") return done({ result: "fail", why: "the key is revoked" });
   const k = (key.get("k") ?? "rsa").toLowerCase();
-  if ((alg === "rsa-sha256") !== (k === "rsa") || (alg === "ed25519-sha256") !== (k === "ed25519")) return done({ result: "permerror", why: `key type ${k} does not fit ${alg}` });
+  if (`${k}-sha256` !== alg) return done({ result: "permerror", why: `key type ${k} does not fit ${alg}` });
   const der = base64ToBytes(p);
   const cryptoKey = der === null ? null : await importKey(alg, der);
   if (cryptoKey === null) return done({ result: "permerror", why: "the key record's p= is not a usable key" });

@@ -47,7 +47,8 @@ export interface DsnRecipient {
 }
 
 const ENHANCED_RE = /(?:^|[^\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.]*\d)/;
-const EXPIRY_RE = /retry time ?(out)? (was )?(exceeded|reached)|retry timeout|too long in (the )?queue|been in the queue too long|delivery time expired|message expired|could not be delivered within/i;
+const EXPIRY_RE = new RegExp(["retry time ?(out)? (was )?(exceeded|reached)", "retry timeout", "too long in (the )?queue", "been in the queue too long",
+  "delivery time expired", "message expired", "could not be delivered within"].join("|"), "i");
 
 function first(f: Map<string, string[]>, name: string): string | null {
   return f.get(name)?.[0] ?? null;

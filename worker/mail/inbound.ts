@@ -135,7 +135,9 @@ export function readInbound(mail: InboundMail): InboundKind {
 
 /** A recipient's reply as the relay records one (see the header). */
 export function bounceReply(r: DsnRecipient): { code: number | null; enhanced: string; text: string; mx?: string } {
-  const smtp = r.diagnosticType === "smtp" ? r.diagnostic.match(/^([245]\d\d)\b/)?.[1] : r.diagnosticType === null ? r.diagnostic.match(/(?:^|\s)([45]\d\d)[ -]/)?.[1] : undefined;
+  // An smtp Diagnostic-Code starts with the reply; a reason from the text may hold one anywhere.
+  const smtp = r.diagnosticType === "smtp" ? r.diagnostic.match(/^([245]\d\d)\b/)?.[1]
+    : r.diagnosticType === null ? r.diagnostic.match(/(?:^|\s)([45]\d\d)[ -]/)?.[1] : undefined;
   const code = smtp !== undefined ? Number(smtp) : r.status.startsWith("5") ? 550 : r.status.startsWith("4") ? 450 : null;
   return { code, enhanced: r.status, text: r.diagnostic || `status ${r.status}`, ...(r.remoteMta ? { mx: r.remoteMta } : {}) };
 }

@@ -54,7 +54,9 @@ async function addresses(name: string, type: "A" | "AAAA", resolverUrl: string, 
 }
 
 /** Checks where a webhook URL's host name resolves (see header). */
-export async function resolvedTarget(env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string }, url: string, deps: ResolveDeps = {}, always = false): Promise<ResolvedVerdict> {
+export async function resolvedTarget(
+  env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string }, url: string, deps: ResolveDeps = {}, always = false,
+): Promise<ResolvedVerdict> {
   if (settingsOf(env).local && !always) return { kind: "ok" };
   let host: string;
   try {

@@ -87,12 +87,17 @@ export const SETTINGS = {
   dsnNotices: knob("DSN_NOTICES", "off", "\"on\": delivery status notices (RFC 3464) to the envelope sender", isOn("on")),
   bounceDomain: knob("BOUNCE_DOMAIN", "", "the domain of VERP envelope senders for mail from unverified domains (\"\": the From address)", (r) => r || null),
   publicUrl: knob("PUBLIC_URL", "", "the relay's public origin for one-click unsubscribe links (\"\": each request's origin)", (r) => r ?? ""),
-  routingAuthservId: knob("ROUTING_AUTHSERV_ID", "mx.cloudflare.net", "the authserv-id of Email Routing's Authentication-Results, whose SPF and DKIM verdicts inbound reports may use (\"\": believe none)",
+  routingAuthservId: knob("ROUTING_AUTHSERV_ID", "mx.cloudflare.net",
+    "the authserv-id of Email Routing's Authentication-Results, whose SPF and DKIM verdicts inbound reports may use (\"\": believe none)",
     (r) => (r ?? "mx.cloudflare.net").trim().toLowerCase()),
-  reportingMtas: knob("REPORTING_MTAS", "", "domains whose authenticated bounces count for any recipient domain (a smarthost, a provider bouncing from another domain than its MX)", list),
-  feedbackLoopSenders: knob("FEEDBACK_LOOP_SENDERS", "", "domains whose DKIM-aligned ARF reports count as complaints (feedback loops); others are kept for the operator", list),
-  domainClaimTtlMs: knob("DOMAIN_CLAIM_TTL_HOURS", "72", "hours an unverified claim on a domain name lasts; verified domains never lapse", positive(72, 3_600_000)),
-  devPathOrigins: knob("DEV_PATH_ORIGINS", "", "development only: the origins (http://127.0.0.1:2526) an attachment `path` may reach besides public https URLs", list),
+  reportingMtas: knob("REPORTING_MTAS", "",
+    "domains whose authenticated bounces count for any recipient domain (a smarthost, a provider bouncing from another domain than its MX)", list),
+  feedbackLoopSenders: knob("FEEDBACK_LOOP_SENDERS", "",
+    "domains whose DKIM-aligned ARF reports count as complaints (feedback loops); others are kept for the operator", list),
+  domainClaimTtlMs: knob("DOMAIN_CLAIM_TTL_HOURS", "72", "hours an unverified claim on a domain name lasts; verified domains never lapse",
+    positive(72, 3_600_000)),
+  devPathOrigins: knob("DEV_PATH_ORIGINS", "",
+    "development only: the origins (http://127.0.0.1:2526) an attachment `path` may reach besides public https URLs", list),
   complaintThreshold: knob("COMPLAINT_RATE_THRESHOLD", "0.003", "a tenant's complaint rate above which its bulk mail is paused, in (0, 1)", (r) => {
     const t = Number(r);
     return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;

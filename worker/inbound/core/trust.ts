@@ -90,7 +90,8 @@ export function dsnVerdict(e: Evidence, recipientDomain: string, mxHosts: readon
     if (covers(reporters, d)) return { act: true, by: `${how} ${d}, a configured reporting MTA` };
   }
   const names = [...new Set(ids.map((i) => i.d))].join(", ");
-  return { act: false, why: `authenticated as ${names}, which is neither ${recipientDomain} nor its MX (${mxHosts.join(", ") || "none found"}) nor a configured reporting MTA` };
+  const mx = mxHosts.join(", ") || "none found";
+  return { act: false, why: `authenticated as ${names}, which is neither ${recipientDomain} nor its MX (${mx}) nor a configured reporting MTA` };
 }
 
 /** See the header. */
@@ -99,7 +100,8 @@ export function arfVerdict(e: Evidence, fblSenders: readonly string[]): Verdict 
   if (from === null || !covers(fblSenders, from)) return { act: false, why: `from ${from ?? "no domain"}, which is not a configured feedback-loop sender` };
   const aligned = e.dkim.find((d) => sameOrg(d, from));
   if (aligned === undefined) {
-    return { act: false, why: `from ${from}, but no verified DKIM signature aligns with it (${e.dkim.length > 0 ? `signed by ${e.dkim.join(", ")}` : "none verified"})` };
+    const signed = e.dkim.length > 0 ? `signed by ${e.dkim.join(", ")}` : "none verified";
+    return { act: false, why: `from ${from}, but no verified DKIM signature aligns with it (${signed})` };
   }
   return { act: true, by: `DKIM ${aligned}, aligned with ${from}, a configured feedback-loop sender` };
 }

@@ -188,7 +188,8 @@ export function queueRoutes() {
   r.get("/inbound/reports", async (c) => {
     const q = parseInput(ReportsQuerySchema, c.req.query());
     const now = Date.now();
-    const rows = await listReports(c.env.DB, { fromMs: now - q.days * 86_400_000, beforeMs: q.before ? Date.parse(q.before) : now + 1, limit: q.limit + 1, verdict: q.verdict ?? null });
+    const beforeMs = q.before ? Date.parse(q.before) : now + 1;
+    const rows = await listReports(c.env.DB, { fromMs: now - q.days * 86_400_000, beforeMs, limit: q.limit + 1, verdict: q.verdict ?? null });
     const data = rows.slice(0, q.limit).map((r) => ({
       object: "inbound_report" as const, id: r.id, received_at: new Date(r.received_at).toISOString(), kind: r.kind, verdict: r.verdict, email_id: r.email_id,
       tenant: r.tenant_id, envelope_from: r.envelope_from, envelope_to: r.envelope_to, message_id: r.message_id,
