@@ -103,6 +103,22 @@ describe("sending only from verified domains (production)", () => {
     expect(raw.status).toBe(403);
   });
 
+  it("a raw message names one author, and every mailbox of From, Sender, Resent-From and Resent-Sender must be the tenant's to use", async () => {
+    const own = await (await api(b, "POST", "/domains", { name: "own-b.test" })).json<{ id: string }>();
+    await markVerified(own.id);
+    const raw = (head: string) => api(b, "POST", "/relay/messages/raw", { mail_from: "x@own-b.test", rcpt_to: "x@example.com", message: `${head}\r\nSubject: s\r\n\r\nhi` });
+    const two = await raw("From: x@own-b.test, ceo@mail.acme-a.test");
+    expect(two.status).toBe(422);
+    expect(await two.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/From field with more than one mailbox/) });
+    for (const field of ["Sender", "Resent-From", "Resent-Sender"]) {
+      const res = await raw(`From: x@own-b.test\r\n${field}: "CEO" <ceo@mail.acme-a.test>`);
+      expect(res.status, field).toBe(403);
+      expect(await res.json()).toMatchObject({ message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/) });
+    }
+    expect((await raw("From: x@own-b.test\r\nResent-From: Team: a@own-b.test, ceo@mail.acme-a.test;")).status).toBe(403);
+    expect((await raw("From: x@own-b.test\r\nSender: y@own-b.test\r\nResent-From: z@own-b.test, w@own-b.test")).status).toBe(200);
+  });
+
   it("the operator's DKIM_KEYS domains are the operator's only: a tenant key is refused, an operator key sends", async () => {
     expect((await api(b, "POST", "/emails", email({ from: "x@signed.test" }))).status).toBe(403);
     const op = await newKey("operator-x");
