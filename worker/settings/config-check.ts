@@ -61,7 +61,8 @@ export function configProblems(env: Env): string[] {
 
 /** The answer to every request while the deployment is misconfigured. */
 export function notConfigured(problems: string[]): Response {
-  return Response.json({ statusCode: 503, name: "application_error", message: `The relay is not configured: ${problems.join("; ")}.` }, { status: 503 });
+  const message = `The relay is not configured: ${problems.join("; ")}.`;
+  return Response.json({ statusCode: 503, name: "application_error", message }, { status: 503, headers: { "x-content-type-options": "nosniff" } });
 }
 
 /** What a development Worker answers to the world (see the header). */
@@ -71,7 +72,7 @@ const AT_THE_EDGE = "This relay runs in development mode (COHORT_ENV is not \"pr
 /** See the header. */
 export function servedFromEdge(request: Request, env: object): Response | null {
   if (!isLocal(env) || !request.headers.has("cf-ray")) return null;
-  return Response.json({ statusCode: 503, name: "application_error", message: AT_THE_EDGE }, { status: 503 });
+  return Response.json({ statusCode: 503, name: "application_error", message: AT_THE_EDGE }, { status: 503, headers: { "x-content-type-options": "nosniff" } });
 }
 
 /** See the header. */
