@@ -109,9 +109,11 @@ export function compose(input: SendRequest, opts: ComposeOptions): ComposedMessa
   for (const h of custom) if (!h.overrides) fields.push(foldHeader(h.name, unstructuredTokens(h.value)));
 
   const built = buildBody(input);
+  // An address with a UTF-8 local part (RFC 6531) is written as it is (RFC 6532): the text is 8-bit.
+  const utf8Address = [from, ...to, ...cc, ...replyTo].some((m) => /[^\x00-\x7f]/.test(m.address));
   const entity = renderEntity(built.entity, boundaries(opts.boundarySeed ?? left));
   const raw = [...fields, ...entity.headers].join(CRLF) + CRLF + CRLF + entity.body + CRLF;
-  return { raw, messageId, envelope: { mailFrom: from.address, rcptTo: dedupeRecipients([...to, ...cc, ...bcc]) }, eightBit: built.eightBit };
+  return { raw, messageId, envelope: { mailFrom: from.address, rcptTo: dedupeRecipients([...to, ...cc, ...bcc]) }, eightBit: built.eightBit || utf8Address };
 }
 
 /** Chooses the MIME tree: alternative for text+html, related for cid images, mixed for attachments. */
