@@ -81,7 +81,9 @@ function addressLiteral(domain: string): { ok: true; literal: string } | { ok: f
   const m = LITERAL_RE.exec(domain);
   const ip = m?.[2] ?? m?.[3];
   const c = ip === undefined ? null : classifyIp(ip);
-  if (c === null || (m![1] !== undefined) !== (c.family === 6)) return { ok: false, why: "has an invalid address literal (use [192.0.2.1] or [IPv6:2001:db8::1])" };
+  if (c === null || (m![1] !== undefined) !== (c.family === 6)) {
+    return { ok: false, why: "has an invalid address literal (use [192.0.2.1] or [IPv6:2001:db8::1])" };
+  }
   if (c.range !== "public") return { ok: false, why: `has an address literal that is not a public address (${c.range})` };
   return { ok: true, literal: c.family === 6 ? `[IPv6:${ip!.toLowerCase()}]` : `[${ip}]` };
 }

@@ -66,7 +66,8 @@ function compositeBody(bytes: Uint8Array, type: string, params: readonly string[
   }
   if (text.includes("\0")) return `must not contain a NUL for ${type}`;
   text = text.replace(/\r\n|\r|\n/g, "\r\n");
-  if (text.split("\r\n").some((l) => new TextEncoder().encode(l).length > 998)) return `has a line over 998 octets, which ${type} cannot carry (RFC 5322 §2.1.1)`;
+  const long = text.split("\r\n").some((l) => new TextEncoder().encode(l).length > 998);
+  if (long) return `has a line over 998 octets, which ${type} cannot carry (RFC 5322 §2.1.1)`;
   return { cte: /^[\x00-\x7f]*$/.test(text) ? "7bit" : "8bit", text };
 }
 

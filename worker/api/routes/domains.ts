@@ -29,7 +29,8 @@
  */
 import { Hono, type Context } from "hono";
 import {
-  addKey, claimOwnership, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain, verifiedOwners, type DomainRow,
+  addKey, claimOwnership, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain,
+  verifiedOwners, type DomainRow,
 } from "../../db/domains";
 import { claimProblem, lineage } from "../../domains/core/names";
 import { settingsOf } from "../../settings/settings";
