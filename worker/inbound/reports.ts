@@ -133,7 +133,7 @@ async function takeDsn(env: Env, dsn: Extract<Report, { kind: "dsn" }>, inc: Inc
 async function takeArf(env: Env, token: Token | null, inc: Incoming, proof: Proof): Promise<Outcome> {
   let arf: ArfComplaint;
   try {
-    arf = readArf(inc.mail.parts);
+    arf = readArf(inc.mail.parts, token !== null);
   } catch (e) {
     return { kind: "complaint", verdict: "unmatched", emailId: null, tenant: null, lines: [], proof: { why: e instanceof Error ? e.message : String(e) } };
   }
@@ -150,6 +150,7 @@ async function takeArf(env: Env, token: Token | null, inc: Incoming, proof: Proo
   }
   const out: Line[] = [];
   let tenant: string | null = null;
+  // A report to a VERP address may name no recipient (feedback loops redact it): the address says who.
   const targets = token !== null ? [{ idx: token.idx, named: arf.recipients }] : arf.recipients;
   for (const who of targets) {
     const res = await recordComplaint(env, id, null, who, arf.feedbackType);

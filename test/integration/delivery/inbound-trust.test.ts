@@ -121,8 +121,8 @@ describe("complaints", () => {
     expect(await events(id, to[1]!)).not.toContain("email.complained");
   });
 
-  it("an ARF report to a VERP address acts on its recipient, and one naming another recipient is a mismatch", async () => {
-    const vt = ["arf-v@sink.test", "arf-w@sink.test"];
+  it("an ARF report to a VERP address acts on its recipient, also with the recipient redacted; one naming another recipient is a mismatch", async () => {
+    const vt = ["arf-v@sink.test", "arf-w@sink.test", "arf-x@sink.test"];
     const vid = await send(key, email({ to: vt, subject: "news" }), BOUNCE_DOMAIN);
     const [mv, mw] = [await arrival(vt[0]!), await arrival(vt[1]!)];
     await recipientsWhen(key, vid, (r) => r.status === "delivered", "delivered");
@@ -132,6 +132,12 @@ describe("complaints", () => {
     await eventually(async () => ((await events(vid, vt[0]!)).includes("email.complained") ? true : undefined), 10_000, "email.complained");
     expect(await events(vid, vt[1]!)).not.toContain("email.complained");
     expect(mw.mailFrom).not.toBe(mv.mailFrom);
+    const mx = await arrival(vt[2]!);
+    const redacted = withId(filled(arf, { ...v(vt[2]!, "<redacted@isp.example>"), TO: mx.mailFrom }), "<arf-verp-3@isp.example>")
+      .replace(/^Original-Rcpt-To: .*\r\n/m, "").replace(/^To: arf-x@sink\.test\r\n/m, "").replace(/^Message-ID: <redacted@isp\.example>\r\n/m, "");
+    expect(redacted).not.toContain("arf-x@sink.test");
+    expect(await inbound(redacted, mx.mailFrom, "x@isp.example")).toEqual({ kind: "complaint", rejected: null });
+    await eventually(async () => ((await events(vid, vt[2]!)).includes("email.complained") ? true : undefined), 10_000, "email.complained, redacted");
   });
 
   it("the complaint-rate brake counts only authenticated complaints", async () => {
@@ -176,7 +182,7 @@ describe("what is not a report, and what cannot be matched", () => {
   it("GET /relay/inbound counts each kind with its verdict", async () => {
     const body = await (await callWithKey(operator, "GET", "/relay/inbound?days=1")).json<{ totals: Record<string, number> }>();
     expect(body.totals).toEqual({
-      bounce: 4, bounce_unauthenticated: 3, bounce_unmatched: 1, complaint: 3, complaint_unauthenticated: 4, complaint_mismatch: 1, rejected: 2,
+      bounce: 4, bounce_unauthenticated: 3, bounce_unmatched: 1, complaint: 4, complaint_unauthenticated: 4, complaint_mismatch: 1, rejected: 2,
     });
   });
 });
