@@ -95,7 +95,7 @@ function lateOutcome(r: DsnRecipient): "bounced" | "expired" | "delayed" {
   return r.action === "delayed" ? "delayed" : r.expired ? "expired" : "bounced";
 }
 
-async function takeDsn(env: Env, dsn: Extract<Report, { kind: "dsn" }>, inc: Incoming, proof: Proof): Promise<Outcome> {
+async function takeDsn(env: Env, dsn: Extract<Report, { kind: "dsn" }>, proof: Proof): Promise<Outcome> {
   const blocks = dsn.dsn.recipients.filter((r) => r.action === "failed" || r.action === "delayed").slice(0, MAX_BLOCKS);
   const first = blocks[0];
   const kind = first === undefined ? "dsn_other" : { bounced: "bounce", expired: "expired", delayed: "delay" }[lateOutcome(first)];
@@ -177,7 +177,7 @@ export async function takeReport(env: Env, report: Report, inc: Incoming): Promi
   const messageId = ownMessageId(inc.mail.head);
   if (await reportSeen(env.DB, messageId, inc.message.to)) return "duplicate";
   const proof = new Proof(env, inc.bytes, inc.mail);
-  const out = report.kind === "dsn" ? await takeDsn(env, report, inc, proof) : await takeArf(env, report.token, inc, proof);
+  const out = report.kind === "dsn" ? await takeDsn(env, report, proof) : await takeArf(env, report.token, inc, proof);
   const evidence = report.token === null && out.verdict !== "info" && out.verdict !== "unmatched" ? await proof.evidence() : null;
   await saveReport(env.DB, {
     id: crypto.randomUUID(), received_at: inc.nowMs, kind: report.kind, verdict: out.verdict, email_id: out.emailId, tenant_id: out.tenant,
