@@ -105,6 +105,8 @@ describe("complaints", () => {
   it("a co-recipient's ARF report and a stranger's by a custom Message-ID change nothing; a DKIM-aligned configured feedback loop's is a complaint", async () => {
     id = await send(key, email({ to, subject: "news", headers: { "Message-ID": "<custom-37@acme.test>" } }), null);
     await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered");
+    // A custom Message-ID is found through the D1 index, which the delivery stage writes a moment later.
+    await eventually(() => env.DB.prepare("SELECT id FROM messages WHERE message_id = '<custom-37@acme.test>'").first<string>("id").then((x) => x ?? undefined), 10_000, "indexed");
     const stranger = withId(filled(arf, v(to[0]!, "<custom-37@acme.test>")), "<arf-stranger@example.org>");
     expect(await inbound(stranger, `fbl@${BOUNCE_DOMAIN}`, "someone@example.org", FBL)).toEqual({ kind: "complaint_unauthenticated", rejected: null });
     const coRecipient = await mailbox(withId(filled(arf, v(to[0]!, "<custom-37@acme.test>")).replace("From: Feedback Loop <fbl@isp.example>", `From: <${to[1]}>`), "<arf-co@sink.test>"));
