@@ -4,7 +4,10 @@
  * free, else any free ports — then runs `npm run dev` on PORT (default 8787) with SMARTHOST
  * pointing the default transport at it and DEV_MAILBOX_URL
  * pointing GET /relay/dev/mailbox at its listing. Stops the catcher when wrangler exits, and
- * passes SIGINT/SIGTERM on to wrangler.
+ * passes SIGINT/SIGTERM on to wrangler. DEV_PATH_ORIGINS from the environment (e.g.
+ * "http://127.0.0.1:8000" for a local file server) is passed on: the only loopback origins an
+ * attachment `path` may reach. The catcher's own listing is never one of them (it holds every
+ * tenant's mail; only an operator key reads it, through GET /relay/dev/mailbox).
  *
  * wrangler's inspector listens on INSPECTOR_PORT (default 9229, else a free port; Chrome's
  * chrome://inspect finds it there). Once the relay answers /health, the DevTools Network events
@@ -48,7 +51,8 @@ const catcher = await start();
 const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
 const mailbox = `http://127.0.0.1:${catcher.httpPort}/messages`;
 const INSPECTOR = await freePort(portOf("INSPECTOR_PORT", 9229)).catch(() => freePort());
-const child = spawn("npm", ["run", "dev", "--", "--inspector-port", String(INSPECTOR), "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:${mailbox}`],
+const pathOrigins = process.env.DEV_PATH_ORIGINS ? ["--var", `DEV_PATH_ORIGINS:${process.env.DEV_PATH_ORIGINS}`] : [];
+const child = spawn("npm", ["run", "dev", "--", "--inspector-port", String(INSPECTOR), "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:${mailbox}`, ...pathOrigins],
   { stdio: "inherit", env: { ...process.env, PORT: String(PORT) } });
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
 child.on("exit", (code) => {

@@ -9,9 +9,10 @@ import { handleClassifyBatch } from "./classify/consumer";
 import { handleDeliverBatch } from "./delivery/consumer";
 import { handleWebhooksBatch } from "./webhooks/consumer";
 import { purgeExpired } from "./db/retention";
+import { deleteLapsedClaims } from "./db/domains";
 import { outboxName } from "./model/ids";
 import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter";
-import { configProblems, notConfigured } from "./settings/config-check";
+import { configProblems, notConfigured, servedFromEdge } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
 import { settingsOf } from "./settings/settings";
@@ -32,7 +33,10 @@ async function wakeSweepers(env: Env): Promise<void> {
   await Promise.all(Array.from({ length: n }, (_, s) => env.OUTBOX.getByName(outboxName(s)).ensureSweep(s)));
 }
 
-/** Deletes D1 rows past MESSAGE_RETENTION_DAYS (worker/db/retention.ts); a failure waits for the next run. */
+/**
+ * Deletes D1 rows past MESSAGE_RETENTION_DAYS (worker/db/retention.ts) and domain claims left
+ * unverified past DOMAIN_CLAIM_TTL_HOURS; a failure waits for the next run.
+ */
 async function purgeD1(env: Env, nowMs: number): Promise<void> {
   try {
     const r = await purgeExpired(env.DB, nowMs, settingsOf(env).retentionMs / 86_400_000);
@@ -40,6 +44,8 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
     // Received mail and the files kept for download links (worker/receiving/retention.ts).
     const k = await purgeKept(env, nowMs, settingsOf(env).retentionMs);
     if (k.rows > 0 || k.objects > 0 || k.truncated) console.log(JSON.stringify({ event: "kept files retention", ...k }));
+    const lapsed = await deleteLapsedClaims(env.DB, nowMs - settingsOf(env).domainClaimTtlMs);
+    if (lapsed > 0) console.log(JSON.stringify({ event: "domain claims lapsed", claims: lapsed }));
   } catch (e) {
     console.error(JSON.stringify({ error: "d1 retention failed", detail: e instanceof Error ? e.message : String(e) }));
   }
@@ -48,9 +54,12 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
 export default {
   // Every entry runs with the metered env (worker/meter/meter.ts), and none runs while a production
   // secret is missing or malformed (config-check.ts): requests get a 503 naming it, queue batches
-  // are retried later, the cron waits.
+  // are retried later, the cron waits. A development Worker answers nothing that came through
+  // Cloudflare's edge (config-check.ts servedFromEdge).
   fetch: (request, env, ctx) => {
     const metered = meterFetch(request, env);
+    const edge = servedFromEdge(request, metered);
+    if (edge !== null) return edge;
     const problems = configProblems(metered);
     if (problems.length > 0) return notConfigured(problems);
     return app.fetch(request, metered, ctx);

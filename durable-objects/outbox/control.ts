@@ -20,13 +20,20 @@
  *   complainedOf       whether any recipient of the message complained.
  *   recordComplaint    a feedback-loop complaint about a delivered recipient, once per
  *                      recipient: "ok" (the caller records the email.complained event),
- *                      "duplicate", "no_recipient" (not one of the message's), "not_delivered".
- *   recordLateBounce   an asynchronous bounce (a DSN that came back by mail after the 250) of a
- *                      delivered recipient, found by index or address: it becomes `bounced`,
- *                      with the bounce's reply as its last response ("ok": the caller records
- *                      email.bounced); "duplicate" when it already is, "not_delivered" when it
- *                      is not delivered (a bounce for a recipient still in the queue changes
- *                      nothing: its own delivery decides), "no_recipient".
+ *                      "duplicate", "no_recipient" (not one of the message's), "not_delivered";
+ *                      for a recipient found by index (a report to its VERP address) "mismatch"
+ *                      when the addresses the report names are not the recipient's.
+ *   recordLateBounce   an asynchronous report (a DSN that came back by mail after the 250) of a
+ *                      delivered recipient, found by index or address. Found by index (a VERP
+ *                      address), the addresses the DSN names must fit the recipient (`named`,
+ *                      inbound/core/trust.ts tokenNames), else "mismatch" and nothing changes.
+ *                      outcome "bounced" or "expired": the recipient becomes that, with the
+ *                      report's reply as its last response ("ok": the caller records
+ *                      email.bounced or email.failed); "duplicate" when it already ended so,
+ *                      "not_delivered" when it is not delivered (a bounce for a recipient still
+ *                      in the queue changes nothing: its own delivery decides), "no_recipient".
+ *                      outcome "delayed": a delivered recipient keeps its state and takes the
+ *                      notice's reply as its last response ("duplicate" when it is the same).
  *   recordUnsubscribe  a recipient's unsubscribe (one-click link or mailto), once per recipient
  *                      in table `unsubscribe`: "ok" (the caller records email.unsubscribed),
  *                      "duplicate", "no_recipient".
@@ -42,6 +49,7 @@
  */
 import { coreIdOf } from "../../worker/model/delivery";
 import { FINAL_STATUSES } from "../../worker/model/message";
+import { tokenNames } from "../../worker/inbound/core/trust";
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -64,20 +72,23 @@ export function recordUnsubscribe(sql: SqlStorage, id: string, idx: number, meth
   return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
 }
 
-/** What recordComplaint found. */
-export type ComplaintResult = { result: "ok"; address: string } | { result: "duplicate" | "no_recipient" | "not_delivered" };
+/** What recordComplaint (or recordLateBounce) found. */
+export type ComplaintResult = { result: "ok" | "mismatch"; address: string } | { result: "duplicate" | "no_recipient" | "not_delivered" };
 
 /** Whether a complaint was recorded about any recipient of the message. */
 export function complainedOf(sql: SqlStorage, id: string): boolean {
   return sql.exec("SELECT 1 FROM complaint WHERE message_id = ? LIMIT 1", id).toArray().length > 0;
 }
 
-/** Records a complaint about the recipient `address` of message `id` (see the header). */
-export function recordComplaint(sql: SqlStorage, id: string, address: string, feedbackType: string, nowMs: number): ComplaintResult {
-  const want = address.trim().toLowerCase();
-  const r = sql.exec<{ idx: number; address: string; status: string }>("SELECT idx, address, status FROM rcpt WHERE message_id = ?", id)
-    .toArray().find((x) => x.address.toLowerCase() === want);
+/** Who a complaint is about: an address, or a recipient index with the addresses the report names. */
+export type ComplaintTarget = string | { idx: number; named: readonly string[] };
+
+/** Records a complaint about the recipient `who` of message `id` (see the header). */
+export function recordComplaint(sql: SqlStorage, id: string, who: ComplaintTarget, feedbackType: string, nowMs: number): ComplaintResult {
+  const rows = sql.exec<{ idx: number; address: string; status: string }>("SELECT idx, address, status FROM rcpt WHERE message_id = ?", id).toArray();
+  const r = typeof who === "string" ? rows.find((x) => x.address.toLowerCase() === who.trim().toLowerCase()) : rows.find((x) => x.idx === who.idx);
   if (!r) return { result: "no_recipient" };
+  if (typeof who !== "string" && !tokenNames(r.address, who.named).act) return { result: "mismatch", address: r.address };
   if (r.status !== "delivered") return { result: "not_delivered" };
   const added = sql.exec("INSERT OR IGNORE INTO complaint (message_id, idx, feedback_type, at) VALUES (?, ?, ?, ?)", id, r.idx, feedbackType, nowMs).rowsWritten;
   return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
@@ -86,14 +97,27 @@ export function recordComplaint(sql: SqlStorage, id: string, address: string, fe
 /** Where a late bounce points: a recipient index (from a VERP address) or an address (from the DSN). */
 export type LateBounceTarget = { idx: number } | { address: string };
 
-/** Records a late bounce of the recipient `target` of message `id` (see the header). */
-export function recordLateBounce(sql: SqlStorage, id: string, target: LateBounceTarget, response: object, nowMs: number): ComplaintResult {
-  const rows = sql.exec<{ idx: number; address: string; status: string }>("SELECT idx, address, status FROM rcpt WHERE message_id = ?", id).toArray();
+/** What a late report does to a delivered recipient. */
+export type LateOutcome = "bounced" | "expired" | "delayed";
+
+/** Records a late report about the recipient `target` of message `id` (see the header). */
+export function recordLateBounce(sql: SqlStorage, id: string, target: LateBounceTarget, response: object, nowMs: number,
+  named: readonly (string | null)[] = [], outcome: LateOutcome = "bounced"): ComplaintResult {
+  const rows = sql.exec<{ idx: number; address: string; status: string; last_response: string | null }>(
+    "SELECT idx, address, status, last_response FROM rcpt WHERE message_id = ?", id).toArray();
   const r = "idx" in target ? rows.find((x) => x.idx === target.idx) : rows.find((x) => x.address.toLowerCase() === target.address.trim().toLowerCase());
   if (!r) return { result: "no_recipient" };
-  if (r.status === "bounced") return { result: "duplicate" };
+  if ("idx" in target && !tokenNames(r.address, named).act) return { result: "mismatch", address: r.address };
+  const json = JSON.stringify(response);
+  if (outcome === "delayed") {
+    if (r.status !== "delivered") return { result: "not_delivered" };
+    if (r.last_response === json) return { result: "duplicate" };
+    sql.exec("UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", json, nowMs, id, r.idx);
+    return { result: "ok", address: r.address };
+  }
+  if (r.status === "bounced" || r.status === "expired") return { result: "duplicate" };
   if (r.status !== "delivered") return { result: "not_delivered" };
-  sql.exec("UPDATE rcpt SET status = 'bounced', last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", JSON.stringify(response), nowMs, id, r.idx);
+  sql.exec("UPDATE rcpt SET status = ?, last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", outcome, json, nowMs, id, r.idx);
   return { result: "ok", address: r.address };
 }
 

@@ -17,7 +17,9 @@
  *   A final recipient never changes again. A message is `done` exactly when all its recipients
  *   are final.
  */
-import { cancelRecipients, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type LateBounceTarget } from "./control";
+import {
+  cancelRecipients, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type ComplaintTarget, type LateBounceTarget, type LateOutcome,
+} from "./control";
 import { FINAL_STATUSES, type DeliveryEnvelope, type MessageSummary, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
 import { FINAL_SQL, KeptEvent, MessageRow, insertEvent, readHead, readWithSummary, recordEvent, updateUnclassified } from "./store";
 
@@ -151,17 +153,30 @@ function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boo
 
 /** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
 export type AfterDelivery =
-  | { kind: "complaint"; address: string; feedbackType: string }
+  | { kind: "complaint"; address: ComplaintTarget; feedbackType: string }
   | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
   /** The complaint-rate brake a complaint about `address` set off (api/complaint-brake.ts): its event only. */
   | { kind: "brake"; address: string; data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } }
-  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string } }
+  /**
+   * A DSN that came back by mail: a late bounce (email.bounced), an expiry downstream
+   * (email.failed, reason "expired"), or a delay notice (email.delivery_delayed, the recipient
+   * stays delivered). `named`: the addresses the DSN names, checked against a VERP target.
+   */
+  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string };
+    named?: (string | null)[]; outcome?: LateOutcome }
   /**
    * What the next hop (Cloudflare Email Service) later said of a recipient it accepted: the
    * receiving server's reply becomes its last_response; `delayed` (a deferral there) also records
    * email.delivery_delayed. The recipient stays delivered.
    */
   | { kind: "relayed"; address: string; response: { code: number | null; enhanced?: string; text: string; mx?: string }; delayed: boolean };
+
+/** The event a late report records, by its outcome: a delay notice's is published as it comes (`late`), not counted as a deferral. */
+const LATE_EVENTS: Record<LateOutcome, { type: string; data: Record<string, unknown> }> = {
+  bounced: { type: "email.bounced", data: { reason: "late bounce" } },
+  expired: { type: "email.failed", data: { reason: "expired" } },
+  delayed: { type: "email.delivery_delayed", data: { reason: "late delay", late: true } },
+};
 
 /** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
 export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
@@ -191,10 +206,13 @@ export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string,
     if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: report.feedbackType } });
     return r;
   }
-  const r = recordLateBounce(sql, id, report.target, report.response, nowMs);
+  const outcome = report.outcome ?? "bounced";
+  const r = recordLateBounce(sql, id, report.target, report.response, nowMs, report.named ?? [], outcome);
   if (r.result === "ok") {
     const attempt = sql.exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address).toArray()[0]?.attempts ?? 0;
-    recordEvent(sql, { message_id: id, tenant, type: "email.bounced", recipient: r.address, created_at: nowMs, data: { attempt, response: report.response, reason: "late bounce" } });
+    const late = LATE_EVENTS[outcome];
+    const data = { attempt, response: report.response, ...late.data };
+    recordEvent(sql, { message_id: id, tenant, type: late.type, recipient: r.address, created_at: nowMs, data });
   }
   return r;
 }

@@ -70,9 +70,21 @@ function parsed(body: string | undefined): unknown {
   try { return JSON.parse(body) as unknown; } catch { return undefined; }
 }
 
+/**
+ * An address as one string for both sides: lower case, the domain as A-labels. smtp-server writes
+ * a recipient's domain back in Unicode (punycode.toUnicode) while the relay sends A-labels, and a
+ * request may give either form (rené@xn--bcher-kva.example, user@bücher.example).
+ */
 function bare(a: string): string {
   const m = /<([^<>]*)>\s*$/.exec(a);
-  return (m ? m[1]! : a).trim().toLowerCase();
+  const addr = (m ? m[1]! : a).trim().toLowerCase();
+  const at = addr.lastIndexOf("@");
+  if (at < 0 || addr.slice(at + 1).startsWith("[")) return addr;
+  try {
+    return `${addr.slice(0, at)}@${new URL(`http://${addr.slice(at + 1)}`).hostname}`;
+  } catch {
+    return addr;
+  }
 }
 
 function listOf(v: unknown): string[] {
@@ -192,7 +204,7 @@ async function checkDelivery(rt: Runtime, sink: Catcher, t: Tally, timeoutS: num
       const raw = rawOf(m);
       const key = (headerOf(raw, "Message-ID") ?? "").replace(/^<|@.*$/g, "");
       const e = byKey.get(key) ?? { rcpts: new Set(), raws: [] };
-      for (const r of m.rcptTo) e.rcpts.add(r.toLowerCase());
+      for (const r of m.rcptTo) e.rcpts.add(bare(r));
       e.raws.push(raw);
       byKey.set(key, e);
     }

@@ -4,7 +4,8 @@
  * apiKeys.create/list/remove. A DNS-over-HTTPS fixture answers nothing at first (verify: failed),
  * then the records the relay asked to publish (verify: verified); mail from the domain then
  * arrives signed with the domain's own key, and mailauth verifies the signature against the
- * published record.
+ * published record. An attachment by path reaches the file server the test declares in
+ * DEV_PATH_ORIGINS, and no other loopback port (the SMTP catcher's listing is refused).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -23,8 +24,17 @@ let dohUrl: string;
 let server: DevServer;
 let catcher: Catcher;
 let resend: Resend;
+let files: Server;
+let filesBase: string;
+const PDF = Buffer.from("%PDF-1.4 fixture bytes\n");
 
 beforeAll(async () => {
+  files = createServer((req, res) => {
+    if (req.url === "/files/invoice.pdf") res.writeHead(200, { "content-type": "application/pdf" }).end(PDF);
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => files.listen(0, "127.0.0.1", r));
+  filesBase = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
   doh = createServer((req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
     const name = (u.searchParams.get("name") ?? "").replace(/\.$/, "").toLowerCase();
@@ -41,7 +51,7 @@ beforeAll(async () => {
   catcher = await startCatcher();
   server = await startDevServer({
     tenant: "sdk", role: "operator",
-    vars: { DOH_RESOLVER_URL: dohUrl, SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off" },
+    vars: { DOH_RESOLVER_URL: dohUrl, SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", DEV_PATH_ORIGINS: filesBase },
   });
   resend = new Resend(server.key, { baseUrl: server.url } as never);
 }, 120_000);
@@ -50,6 +60,7 @@ afterAll(async () => {
   await server?.stop();
   await catcher?.close();
   await new Promise<void>((r) => (doh ? doh.close(() => r()) : r()));
+  await new Promise<void>((r) => (files ? files.close(() => r()) : r()));
 });
 
 describe("the resend SDK against the relay", () => {
@@ -151,30 +162,21 @@ describe("the resend SDK against the relay", () => {
     expect((await restricted.emails.send({ from: "a@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t" })).error).toMatchObject({ name: "invalid_api_key" });
   });
 
-  it("emails.send with an attachment by path: the relay fetches it (loopback http is allowed in development only)", async () => {
-    const bytes = Buffer.from("%PDF-1.4 fixture bytes\n");
-    const files = createServer((req, res) => {
-      if (req.url === "/files/invoice.pdf") res.writeHead(200, { "content-type": "application/pdf" }).end(bytes);
-      else res.writeHead(404).end();
-    });
-    await new Promise<void>((r) => files.listen(0, "127.0.0.1", r));
-    const base = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
-    try {
-      catcher.messages.length = 0;
-      const sent = await resend.emails.send({ from: "team@sdk-mail.test", to: ["invoice@example.com"], subject: "invoice", text: "attached", attachments: [{ path: `${base}/files/invoice.pdf` }] });
-      expect(sent.error).toBeNull();
-      const missing = await resend.emails.send({ from: "team@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t", attachments: [{ path: `${base}/nope.pdf` }] });
-      expect(missing.error).toMatchObject({ name: "invalid_attachment", message: expect.stringMatching(/HTTP 404/) });
-      const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline && !catcher.messages.some((m) => m.rcptTo.includes("invoice@example.com"))) await new Promise((r) => setTimeout(r, 200));
-      const raw = Buffer.from(catcher.messages.find((m) => m.rcptTo.includes("invoice@example.com"))!.body, "base64");
-      const { default: PostalMime } = await import("postal-mime");
-      const parsed = await PostalMime.parse(raw);
-      expect(parsed.attachments.map((a) => ({ filename: a.filename, mimeType: a.mimeType }))).toEqual([{ filename: "invoice.pdf", mimeType: "application/pdf" }]);
-      expect(Buffer.from(parsed.attachments[0]!.content as ArrayBuffer)).toEqual(bytes);
-    } finally {
-      await new Promise<void>((r) => files.close(() => r()));
-    }
+  it("emails.send with an attachment by path: the relay fetches it from an origin the local stack declares, and from no other loopback port", async () => {
+    catcher.messages.length = 0;
+    const sent = await resend.emails.send({ from: "team@sdk-mail.test", to: ["invoice@example.com"], subject: "invoice", text: "attached", attachments: [{ path: `${filesBase}/files/invoice.pdf` }] });
+    expect(sent.error).toBeNull();
+    const missing = await resend.emails.send({ from: "team@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t", attachments: [{ path: `${filesBase}/nope.pdf` }] });
+    expect(missing.error).toMatchObject({ name: "invalid_attachment", message: expect.stringMatching(/HTTP 404/) });
+    const listing = await resend.emails.send({ from: "team@sdk-mail.test", to: ["x@example.com"], subject: "s", text: "t", attachments: [{ path: `http://127.0.0.1:${catcher.httpPort}/messages` }] });
+    expect(listing.error).toMatchObject({ name: "invalid_attachment", message: expect.stringMatching(/is refused: .*only the origins in DEV_PATH_ORIGINS/) });
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && !catcher.messages.some((m) => m.rcptTo.includes("invoice@example.com"))) await new Promise((r) => setTimeout(r, 200));
+    const raw = Buffer.from(catcher.messages.find((m) => m.rcptTo.includes("invoice@example.com"))!.body, "base64");
+    const { default: PostalMime } = await import("postal-mime");
+    const parsed = await PostalMime.parse(raw);
+    expect(parsed.attachments.map((a) => ({ filename: a.filename, mimeType: a.mimeType }))).toEqual([{ filename: "invoice.pdf", mimeType: "application/pdf" }]);
+    expect(Buffer.from(parsed.attachments[0]!.content as ArrayBuffer)).toEqual(PDF);
   });
 
   it("domains.remove", async () => {

@@ -24,7 +24,8 @@ async function api(key: string, method: string, path: string, body?: unknown, e:
   return res;
 }
 
-const markVerified = (id: string) => env.DB.prepare("UPDATE domains SET status = 'verified' WHERE id = ?").bind(id).run();
+/** What POST /domains/:id/verify records once the records resolve (test/integration/domain-claims.test.ts drives it through DNS). */
+const markVerified = (id: string) => env.DB.prepare("UPDATE domains SET status = 'verified', verified_at = created_at WHERE id = ?").bind(id).run();
 
 let a: string;
 let b: string;
@@ -52,12 +53,12 @@ describe("POST /domains and friends", () => {
     expect(list.data.map((d) => d.id)).toContain(domainA.id);
   });
 
-  it("keeps tenants apart: another tenant's id is not found, and a claimed name cannot be claimed again", async () => {
+  it("keeps tenants apart: another tenant's id is not found; a tenant claims a name once (other tenants' claims: domain-claims.test.ts)", async () => {
     expect((await api(b, "GET", `/domains/${domainA.id}`)).status).toBe(404);
     expect((await api(b, "DELETE", `/domains/${domainA.id}`)).status).toBe(404);
-    const again = await api(b, "POST", "/domains", { name: "mail.acme-a.test" });
+    const again = await api(a, "POST", "/domains", { name: "mail.acme-a.test." });
     expect(again.status).toBe(409);
-    expect(await again.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/already registered/) });
+    expect(await again.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/already registered to this account/) });
     expect((await api(a, "POST", "/domains", { name: "not a domain" })).status).toBe(422);
   });
 
@@ -100,6 +101,22 @@ describe("sending only from verified domains (production)", () => {
     expect(res.status).toBe(403);
     const raw = await api(b, "POST", "/relay/messages/raw", { mail_from: "ceo@mail.acme-a.test", rcpt_to: "x@example.com", message: "From: ceo@mail.acme-a.test\r\n\r\nhi" });
     expect(raw.status).toBe(403);
+  });
+
+  it("a raw message names one author, and every mailbox of From, Sender, Resent-From and Resent-Sender must be the tenant's to use", async () => {
+    const own = await (await api(b, "POST", "/domains", { name: "own-b.test" })).json<{ id: string }>();
+    await markVerified(own.id);
+    const raw = (head: string) => api(b, "POST", "/relay/messages/raw", { mail_from: "x@own-b.test", rcpt_to: "x@example.com", message: `${head}\r\nSubject: s\r\n\r\nhi` });
+    const two = await raw("From: x@own-b.test, ceo@mail.acme-a.test");
+    expect(two.status).toBe(422);
+    expect(await two.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/From field with more than one mailbox/) });
+    for (const field of ["Sender", "Resent-From", "Resent-Sender"]) {
+      const res = await raw(`From: x@own-b.test\r\n${field}: "CEO" <ceo@mail.acme-a.test>`);
+      expect(res.status, field).toBe(403);
+      expect(await res.json()).toMatchObject({ message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/) });
+    }
+    expect((await raw("From: x@own-b.test\r\nResent-From: Team: a@own-b.test, ceo@mail.acme-a.test;")).status).toBe(403);
+    expect((await raw("From: x@own-b.test\r\nSender: y@own-b.test\r\nResent-From: z@own-b.test, w@own-b.test")).status).toBe(200);
   });
 
   it("the operator's DKIM_KEYS domains are the operator's only: a tenant key is refused, an operator key sends", async () => {

@@ -76,6 +76,7 @@ describe("POST /emails", () => {
     { name: "header injection in a custom header", body: email({ headers: { "X-A": "1\nX-B: 2" } }), status: 422, error: "validation_error", message: /headers/ },
     { name: "bad base64 attachment", body: email({ attachments: [{ filename: "a.bin", content: "***" }] }), status: 422, error: "invalid_attachment", message: /attachments\[0\]/ },
     { name: "bad scheduled_at", body: email({ scheduled_at: "next tuesday-ish" }), status: 422, error: "validation_error", message: /scheduled_at/ },
+    { name: "scheduled_at in the past", body: email({ scheduled_at: "2020-01-01T00:00:00Z" }), status: 422, error: "validation_error", message: /scheduled_at`: 2020-01-01T00:00:00\.000Z is in the past/ },
     { name: "51 recipients", body: email({ to: Array.from({ length: 51 }, (_, i) => `u${i}@example.com`) }), status: 422, error: "validation_error", message: /limit is 50/ },
     { name: "a message over MAX_MESSAGE_BYTES", body: email({ text: "x".repeat(210_000) }), status: 413, error: "validation_error", message: /limit is 200000 bytes/ },
     // Refused from the parts' sizes, before anything is composed (issue 12: 50 MB took 12 s of CPU first).
@@ -148,5 +149,21 @@ describe("routing of errors", () => {
     const res = await callWithKey(key, "GET", "/emails/not-an-id");
     expect(res.status).toBe(404);
     expect(await res.json()).toMatchObject({ name: "not_found" });
+  });
+
+  it("answers GET /emails/batch 405 method_not_allowed: batch is the batch endpoint, not an email id", async () => {
+    for (const method of ["GET", "PATCH", "DELETE"]) {
+      const res = await callWithKey(key, method, "/emails/batch", method === "PATCH" ? {} : undefined);
+      expect(res.status, method).toBe(405);
+      expect(await res.json()).toMatchObject({ statusCode: 405, name: "method_not_allowed" });
+    }
+  });
+
+  it("sends X-Content-Type-Options: nosniff with every answer: JSON, errors, the dashboard", async () => {
+    const answers = [
+      await callWithKey(key, "GET", "/emails?limit=1"), await callWithKey(key, "GET", "/emails/not-an-id"), await callWithKey(key, "DELETE", "/emails"),
+      await callWithKey(key, "GET", "/no-such-endpoint"), await callWithKey("re_wrong", "GET", "/emails"), await callWithKey(key, "GET", "/relay/dashboard/"),
+    ];
+    for (const res of answers) expect(res.headers.get("x-content-type-options"), `${res.status} ${res.url}`).toBe("nosniff");
   });
 });

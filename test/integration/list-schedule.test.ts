@@ -91,14 +91,17 @@ describe("scheduled sending", () => {
     expect(body.scheduled_at).toBe(at);
   });
 
-  it("reschedules with PATCH, and sends at once when rescheduled to the past", async () => {
+  it("reschedules with PATCH, refuses a time in the past, and sends at once when rescheduled to now", async () => {
     const id = await send(email({ scheduled_at: "in 1 hour" }));
     const later = new Date(Date.now() + 2 * 3600_000).toISOString();
     const res = await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: later });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ object: "email", id });
     expect((await getEmail(key, id)).body.scheduled_at).toBe(later);
-    await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 60_000).toISOString() });
+    const past = await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 3_600_000).toISOString() });
+    expect(past.status).toBe(422);
+    expect(await past.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/is in the past; omit it \(or say "now"\)/) });
+    expect((await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 5_000).toISOString() })).status).toBe(200);
     expect((await classified(key, id)).recipients[0]!.status).toBe("ready");
     // The event log carries times as ISO 8601, as everything else does (issue 12: epoch ms here).
     await settle();

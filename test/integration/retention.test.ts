@@ -85,6 +85,7 @@ describe("D1 retention", () => {
     await explain(PURGE_SQL.messages, "[]");
     await explain(PURGE_SQL.endpoints, "");
     await explain(PURGE_SQL.deadLetters, "e", 0, 500);
+    await explain(PURGE_SQL.inboundReports, 0, 500);
     const scans = plans.filter((p) => /^SCAN (?!json_each|j\b|CONSTANT)/.test(p) && !/USING (COVERING )?INDEX|USING PRIMARY KEY/.test(p));
     expect(scans, plans.join("\n")).toEqual([]);
   });

@@ -39,7 +39,7 @@ const FORBIDDEN: [RegExp, string][] = [
 describe("pure cores stay pure", () => {
   const cores = ["durable-objects/core", "worker/smtp/core", "worker/net/core", "worker/webhooks/core", "worker/dashboard/core", "worker/templates/core",
     "worker/receiving/core", "worker/metrics/core", "test/chaos/core", "worker/tls-policy/core", "worker/compliance/core", "worker/egress/core",
-    "worker/inbound/core"];
+    "worker/inbound/core", "worker/domains/core"];
   it.each(cores)("%s uses no Workers API, clock, randomness, timers, console or network", (dir) => {
     const problems: string[] = [];
     for (const file of sources(join(root, dir))) {

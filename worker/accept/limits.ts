@@ -9,7 +9,8 @@
  *                        ("in 1 hour", "tomorrow at 9am", "Friday at 3pm ET"; when.ts) → epoch ms.
  *
  * ERRORS
- *   ApiError 422 validation_error for an unparsable or too distant `scheduled_at`.
+ *   ApiError 422 validation_error for an unparsable or too distant `scheduled_at`, or one more than
+ *   SCHEDULE_PAST_TOLERANCE_MS in the past (omit it, or say "now", to send at once).
  */
 import { ApiError } from "../model/errors";
 import { parseWhen } from "./when";
@@ -27,6 +28,9 @@ export interface Limits {
 
 /** The latest a message may be scheduled: 30 days ahead (Resend's limit is 72 h; we allow more). */
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
+
+/** How far in the past a `scheduled_at` may be (clock skew between the caller and the relay). */
+export const SCHEDULE_PAST_TOLERANCE_MS = 60_000;
 
 /** Reads the limits from the environment. */
 export function limitsOf(env: Env): Limits {
@@ -48,5 +52,8 @@ export function parseScheduledAt(value: string, nowMs: number, field = "schedule
     throw new ApiError(422, "validation_error", `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) or natural language ("in 10 minutes", "tomorrow at 9am", "Friday at 3pm ET"; UTC unless a zone is given).`);
   }
   if (at > nowMs + MAX_SCHEDULE_AHEAD_MS) throw new ApiError(422, "validation_error", `Invalid \`${field}\`: at most 30 days ahead.`);
+  if (at < nowMs - SCHEDULE_PAST_TOLERANCE_MS) {
+    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: ${new Date(at).toISOString()} is in the past; omit it (or say "now") to send at once.`);
+  }
   return at;
 }

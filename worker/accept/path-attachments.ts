@@ -5,9 +5,12 @@
  * DESCRIPTION
  *   fetchPathAttachments(env, attachments, maxBytes, deps?)  the attachments with every `path`
  *                        one fetched into `content` (bytes): the URL must pass checkEndpointUrl
- *                        (https only, no internal names or addresses; http and loopback only
- *                        under COHORT_ENV development or test) and its host must resolve only
- *                        to public addresses (resolve-guard.ts); redirects are not followed; the
+ *                        (https only, no internal names or addresses) and its host must resolve
+ *                        only to public addresses (fetch-guard.ts), in development as in
+ *                        production; under COHORT_ENV development or test, an origin the local
+ *                        stack declares in DEV_PATH_ORIGINS (the catcher, test receivers) is
+ *                        reached as it is, and no other loopback or private port is. Redirects
+ *                        are not followed; the
  *                        body is read up to `maxBytes` in all; the content type comes from the
  *                        response unless `content_type` is given; the file name from `filename`
  *                        or the URL's last path segment.
@@ -17,7 +20,7 @@
  *   unreachable, timed out, not 2xx, a redirect, or larger than the limit.
  */
 import type { AttachmentInput } from "../mail/mime";
-import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../net/core/ssrf";
+import { checkEndpointUrl } from "../net/core/ssrf";
 import { resolvedTarget, type ResolveDeps } from "../net/fetch-guard";
 import { ApiError } from "../model/errors";
 import { settingsOf } from "../settings/settings";
@@ -29,14 +32,14 @@ const bad = (i: number, why: string) => new ApiError(422, "invalid_attachment", 
 
 /** See the header. */
 export async function fetchPathAttachments(
-  env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string },
+  env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string; DEV_PATH_ORIGINS?: string },
   attachments: readonly AttachmentInput[] | undefined,
   maxBytes: number,
   deps: ResolveDeps = {},
 ): Promise<AttachmentInput[] | undefined> {
   if (!attachments || !attachments.some((a) => a.path !== undefined && a.content === undefined)) return attachments as AttachmentInput[] | undefined;
   const doFetch = deps.fetch ?? globalThis.fetch;
-  const local = settingsOf(env).local;
+  const declared = settingsOf(env).local ? new Set(settingsOf(env).devPathOrigins) : new Set<string>();
   let budget = maxBytes;
   const out: AttachmentInput[] = [];
   for (const [i, att] of attachments.entries()) {
@@ -50,10 +53,13 @@ export async function fetchPathAttachments(
     } catch {
       throw bad(i, "is not a URL");
     }
-    const guard = checkEndpointUrl(url, local ? LOCAL_DEVELOPMENT : {});
-    if (!guard.ok) throw bad(i, `is refused: ${guard.detail}`);
-    const resolved = await resolvedTarget(env, url.href, deps);
-    if (resolved.kind !== "ok") throw bad(i, `is refused: ${resolved.reason}`);
+    if (!declared.has(url.origin.toLowerCase())) {
+      const guard = checkEndpointUrl(url, {});
+      const dev = settingsOf(env).local ? " (in development, only the origins in DEV_PATH_ORIGINS besides public https)" : "";
+      if (!guard.ok) throw bad(i, `is refused: ${guard.detail}${dev}`);
+      const resolved = await resolvedTarget(env, url.href, deps, true);
+      if (resolved.kind !== "ok") throw bad(i, `is refused: ${resolved.reason}`);
+    }
     let res: Response;
     try {
       res = await doFetch(url.href, { redirect: "manual", signal: AbortSignal.timeout(PATH_FETCH_TIMEOUT_MS) });

@@ -229,9 +229,11 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
     ...(attachments && attachments.length > 0 ? { attachments: attachmentsOf(input, attachments) } : {}),
     ...(warnings.length > 0 ? { warnings } : {}),
   };
+  // An 8bit composite attachment (mail/mime.ts) makes the text longer in octets than in characters.
+  const size = composed.eightBit ? new TextEncoder().encode(body).length : body.length;
   const record: NewMessage = {
     id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
-    mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size: body.length, summary,
+    mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size, summary,
     returnPath,
   };
   return { body, record, ...(summary.attachments ? { keep: keptKey("sent", ctx.nowMs, id) } : {}) };

@@ -4,18 +4,22 @@
  * DESCRIPTION
  *   prepareRaw(env, input, ctx)  decodes the message (UTF-8 text or base64 octets), normalises
  *                                line ends to CRLF, checks it as RFC 5322 requires (no NUL octet,
- *                                no line over 998 octets, exactly one From field holding a valid
- *                                address), removes Bcc and Resent-Bcc fields (as Postfix's cleanup
+ *                                no line over 998 octets, exactly one From field holding exactly
+ *                                one valid mailbox), removes Bcc and Resent-Bcc fields (as Postfix's cleanup
  *                                does: the recipients are the envelope's), parses it with postal-mime, validates
  *                                the envelope (MAIL FROM, RCPT TO, de-duplicated), adds Date and
  *                                Message-ID when missing (as a submission server does, RFC 6409
  *                                §8), DKIM-signs when configured, applies the size and
- *                                recipient limits, and runs the compliance check as POST /emails does.
+ *                                recipient limits, and runs the compliance check as POST /emails
+ *                                does. Every mailbox of From, Sender, Resent-From and
+ *                                Resent-Sender, and the envelope sender, must be of a domain the
+ *                                tenant may send from (domains/sender.ts authorize), not only the
+ *                                first From mailbox.
  *
  * ERRORS
  *   ApiError 422 validation_error naming `message`, `mail_from` or `rcpt_to[i]`; 413 when too large.
  */
-import PostalMime from "postal-mime";
+import PostalMime, { addressParser } from "postal-mime";
 import { newMessageId } from "../model/ids";
 import type { NewMessage } from "../model/message";
 import { formatDate, parseMailbox, signDkim } from "../mail";
@@ -84,6 +88,14 @@ function checkMessage(bin: string): { bin: string; names: Set<string> } {
   return { bin: kept.map((l) => `${l}\r\n`).join("") + rest, names };
 }
 
+/** Fields that name who wrote or sent the message: each of their mailboxes must be the tenant's to use. */
+const ORIGINATORS = new Set(["from", "sender", "resent-from", "resent-sender"]);
+
+/** The mailbox addresses of an address field value, groups flattened. */
+function mailboxesOf(value: string): string[] {
+  return addressParser(value).flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => a.address ?? "").filter((a) => a !== "");
+}
+
 function toBytes(bin: string): Uint8Array {
   return Uint8Array.from(bin, (c) => c.charCodeAt(0));
 }
@@ -105,13 +117,30 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   const names = checked.names;
   const parsed = await PostalMime.parse(toBytes(bin)).catch(() => { throw bad("could not be parsed as RFC 5322/MIME"); });
   // The From field must name a sender: one valid address (a group or a bare phrase is none).
+  let fromAddress: string;
   try {
     if (!parsed.from?.address) throw new Error("no address");
-    parseMailbox("message", parsed.from.address);
+    fromAddress = parseMailbox("message", parsed.from.address).address;
   } catch {
     throw bad("has a From field without a valid address");
   }
-  const domain = (parsed.from?.address ?? mailFrom).split("@").pop() || "localhost";
+  const originators = parsed.headers.filter((h) => ORIGINATORS.has(h.key)).map((h) => ({ field: h.originalKey, boxes: mailboxesOf(h.value) }));
+  if ((originators.find((o) => o.field.toLowerCase() === "from")?.boxes.length ?? 0) > 1) {
+    throw bad("has a From field with more than one mailbox; the relay takes one author per message");
+  }
+  const domains = new Set<string>();
+  for (const o of originators) {
+    for (const box of o.boxes) {
+      try {
+        const address = parseMailbox("message", box).address;
+        domains.add(address.slice(address.lastIndexOf("@") + 1).toLowerCase());
+      } catch {
+        throw bad(`has a ${o.field} field with an invalid mailbox`);
+      }
+    }
+  }
+  // The domain as the relay writes domain names (A-labels, lower case: domains/core/names.ts).
+  const domain = fromAddress.slice(fromAddress.lastIndexOf("@") + 1);
   const messageId = parsed.messageId ?? `<${id}@${domain}>`;
   const added = [names.has("date") ? "" : `Date: ${formatDate(new Date(ctx.nowMs))}\r\n`, names.has("message-id") ? "" : `Message-ID: ${messageId}\r\n`].join("");
   bin = added + bin;
@@ -120,6 +149,7 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   // The From domain signs; the envelope sender's domain must be the tenant's too (or null).
   const signers = await ctx.sender.authorize(domain.toLowerCase());
   if (mailFrom !== "") await ctx.sender.authorize(mailFrom.slice(mailFrom.lastIndexOf("@") + 1).toLowerCase());
+  for (const d of domains) await ctx.sender.authorize(d);
   if (signers.length > 0) body = await signDkim(body, signers);
   checkEnvelope(rcptTo.length, body.length, ctx.limits);
   const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain: domain, mailFrom, returnPath: null, bulk: false, body, rcptTo });

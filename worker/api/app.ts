@@ -9,6 +9,9 @@
  *                behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
+ *                Every answer carries X-Content-Type-Options: nosniff (a JSON error echoing input
+ *                is never sniffed into HTML).
+ *
  * ERRORS
  *   Unknown errors are logged with the request id and answered as a bare 500
  *   internal_server_error; no stack trace or secret ever reaches a response.
@@ -51,6 +54,13 @@ export function createApp() {
   app.use("*", async (c, next) => {
     c.set("requestId", crypto.randomUUID());
     await next();
+    try {
+      c.res.headers.set("X-Content-Type-Options", "nosniff");
+    } catch {
+      // A response whose headers are immutable (passed through from a fetch): copied once.
+      c.res = new Response(c.res.body, c.res);
+      c.res.headers.set("X-Content-Type-Options", "nosniff");
+    }
   });
 
   app.get("/health", (c) => c.json({ ok: true, service: "cohort" }));

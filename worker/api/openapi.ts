@@ -23,7 +23,7 @@ import { SettingsBody, SettingsSchema } from "./routes/settings";
 import { ComplaintRateBody, ComplaintRateQuerySchema } from "./routes/complaint-rate";
 import { PolicyLimitsSchema } from "./routes/admin/policies";
 import { WarmupAdvanceSchema, WarmupPlanSchema } from "./routes/admin/warmup";
-import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ProviderRuleBodySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
+import { AdminResponses as Admin, EventsQuerySchema, FlushSchema, InboundQuerySchema, ProviderRuleBodySchema, ReportsQuerySchema, ResumeQuerySchema, SearchQuerySchema, StatsQuerySchema, SuspendSchema } from "./routes/admin/schemas";
 import { ErrorBody, type Operation, type Schema } from "./openapi-types";
 import { RESEND_ROUTES } from "./openapi-resend";
 import { TemplatedSendSchema } from "../accept/schemas";
@@ -143,6 +143,7 @@ export const ROUTES: Operation[] = [
   { method: "put", path: "/relay/providers/{name}", summary: "Operator: create or replace a provider rule", operationId: "adminPutProvider", auth: true, body: ProviderRuleBodySchema, ok: { status: 200, schema: Admin.provider }, errors: [400, 401, 403, 422] },
   { method: "delete", path: "/relay/providers/{name}", summary: "Operator: delete a provider rule", operationId: "adminDeleteProvider", auth: true, ok: { status: 200, schema: Admin.providerDeleted }, errors: [401, 403, 404] },
   { method: "get", path: "/relay/inbound", summary: "Operator: mail that came back through Email Routing (bounces, complaints, auto-replies, rejections) by day and kind", operationId: "adminInbound", auth: true, query: InboundQuerySchema, ok: { status: 200, schema: Admin.inbound }, errors: [401, 403, 422] },
+  { method: "get", path: "/relay/inbound/reports", summary: "Operator: the DSNs and ARF reports that came back, newest first, each with its verdict (acted, unauthenticated, mismatch, unmatched, ...) and its first 64 KiB", operationId: "adminInboundReports", auth: true, query: ReportsQuerySchema, ok: { status: 200, schema: Admin.reports }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/stats", summary: "Operator: delivered/bounced/deferred/failed per minute over a window", operationId: "adminStats", auth: true, query: StatsQuerySchema, ok: { status: 200, schema: Admin.stats }, errors: [401, 403, 422] },
   { method: "get", path: "/relay/messages", summary: "Search messages by id, address, tag and state (a tenant key: its own mail)", operationId: "searchMessages", auth: true, query: SearchQuerySchema, ok: { status: 200, schema: Admin.search }, errors: [401, 404, 422] },
   { method: "get", path: "/relay/messages/{id}", summary: "A message with its recipients and its event timeline", operationId: "getMessageDetail", auth: true, ok: { status: 200, schema: EmailBody.extend({ tenant: z.string(), events: Admin.messageEvents }) }, errors: [401, 404] },

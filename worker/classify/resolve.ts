@@ -3,20 +3,24 @@
  *
  * DESCRIPTION
  *   rewriteAddress(address)      lower-cases the domain and converts an IDN domain to punycode
- *                                (A-labels); the local part is kept as given (RFC 5321 §2.4).
+ *                                (A-labels); the local part is kept as given (RFC 5321 §2.4); an
+ *                                address literal (mail/address.ts normalised it) is kept.
  *   resolveRecipient(address, tenant, routing, defaults)
  *                                → { transport, nexthop }. The most specific matching route wins:
  *                                an exact domain, then the longest `*.suffix` (subdomains only),
  *                                then `*`; a tenant's own route beats a global one of the same
  *                                specificity. The nexthop is the route's, else the transport's
- *                                fixed one, else the recipient domain. With no route: the default
- *                                transport (DEFAULT_TRANSPORT, "smtp") to SMARTHOST or the domain.
+ *                                fixed one, else the recipient domain (an address literal as
+ *                                net/core/mx.ts literalNexthop, for the mx kind, never the relay
+ *                                kind's "[host]"). With no route: the default transport
+ *                                (DEFAULT_TRANSPORT, "smtp") to SMARTHOST or the domain.
  *   defaultTransportOf(env)      that default transport's name.
  *
  * ERRORS
  *   MailInputError from rewriteAddress for an address whose domain is not a valid DNS name.
  */
 import { toAsciiDomain } from "../mail";
+import { literalNexthop } from "../net/core/mx";
 import type { RouteRow, Routing } from "../db/routing";
 
 /** The default route when no route matches. */
@@ -35,7 +39,7 @@ export interface Resolution {
 /** Lower-cases the domain (IDN → punycode); the local part is left alone. */
 export function rewriteAddress(address: string): string {
   const at = address.lastIndexOf("@");
-  if (at < 0) return address;
+  if (at < 0 || address.slice(at + 1).startsWith("[")) return address;
   return `${address.slice(0, at)}@${toAsciiDomain("rcpt", address.slice(at + 1))}`;
 }
 
@@ -65,8 +69,8 @@ export function resolveRecipient(address: string, tenant: string, routing: Routi
   const domain = address.slice(address.lastIndexOf("@") + 1);
   const route = bestRoute(routing.routes, tenant, domain);
   if (route) {
-    return { transport: route.transport, nexthop: route.nexthop ?? routing.transports.get(route.transport) ?? domain };
+    return { transport: route.transport, nexthop: route.nexthop ?? routing.transports.get(route.transport) ?? literalNexthop(domain) };
   }
   const fixed = routing.transports.get(defaults.transport) ?? null;
-  return { transport: defaults.transport, nexthop: defaults.smarthost || fixed || domain };
+  return { transport: defaults.transport, nexthop: defaults.smarthost || fixed || literalNexthop(domain) };
 }

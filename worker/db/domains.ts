@@ -2,8 +2,9 @@
  * Sending domains and their DKIM keys in D1 (migrations/0008).
  *
  * DESCRIPTION
- *   insertDomain(db, d, key)     a new domain with its first (active) key; "taken" when another
- *                                tenant (or this one) already has the name.
+ *   insertDomain(db, d, key)     a new claim on a domain with its first (active) key; "taken" when
+ *                                this tenant already claims the name (other tenants' unverified
+ *                                claims coexist: migrations/0018).
  *   listDomains / getDomain      a tenant's domains; another tenant's id is not found.
  *   updateDomain(db, t, id, f)   tracking and TLS settings, and the receiving capability.
  *   deleteDomain(db, t, id)      the domain and its keys.
@@ -17,8 +18,12 @@
  *                                and with `withDomains` (the send endpoints) the tenant's verified
  *                                domains with their active selector, in the same query.
  *   sealedKey(db, domainId, selector)  the sealed private key of one domain key.
- *   verifiedElsewhere(db, tenant, name)  whether another tenant has verified `name` (one row
- *                                read by the unique name).
+ *   verifiedOwners(db, names)    of `names`, those a tenant verified, with that tenant (name →
+ *                                tenant; through domains_owner).
+ *   claimOwnership(db, d, records, nowMs)  `d` becomes verified and its tenant the name's owner, and
+ *                                the other tenants' unverified claims on the name lapse, in one
+ *                                batch; "taken" when another tenant verified the name meanwhile.
+ *   deleteLapsedClaims(db, cutoffMs)  the unverified claims made before cutoffMs go, with their keys.
  */
 import type { DomainRecord, DomainStatus } from "../model/domain";
 
@@ -62,7 +67,7 @@ export async function insertDomain(db: D1Database, d: DomainRow, key: KeyRow): P
     ]);
     return "ok";
   } catch (e) {
-    if (/UNIQUE constraint failed: domains\.name/i.test(String(e instanceof Error ? e.message : e))) return "taken";
+    if (/UNIQUE constraint failed: domains\./i.test(String(e instanceof Error ? e.message : e))) return "taken";
     throw e;
   }
 }
@@ -191,7 +196,38 @@ export async function sealedKey(db: D1Database, domainId: string, selector: stri
   return db.prepare("SELECT private_sealed FROM domain_keys WHERE domain_id = ? AND selector = ?").bind(domainId, selector).first<string>("private_sealed");
 }
 
-/** Whether a tenant other than `tenant` has verified the domain `name`. */
-export async function verifiedElsewhere(db: D1Database, tenant: string, name: string): Promise<boolean> {
-  return (await db.prepare("SELECT 1 AS x FROM domains WHERE name = ? AND tenant_id != ? AND status = 'verified'").bind(name, tenant).first<{ x: number }>()) !== null;
+/** See the header. */
+export async function verifiedOwners(db: D1Database, names: readonly string[]): Promise<Map<string, string>> {
+  if (names.length === 0) return new Map();
+  const rows = (await db.prepare("SELECT name, tenant_id FROM domains WHERE verified_at IS NOT NULL AND name IN (SELECT value FROM json_each(?))")
+    .bind(JSON.stringify(names)).all<{ name: string; tenant_id: string }>()).results;
+  return new Map(rows.map((r) => [r.name, r.tenant_id]));
+}
+
+/** See the header. */
+export async function claimOwnership(db: D1Database, d: DomainRow, records: DomainRecord[], nowMs: number,
+  dmarc?: object | null): Promise<"ok" | "taken"> {
+  const others = "FROM domains WHERE name = ?1 AND id != ?2 AND verified_at IS NULL";
+  try {
+    await db.batch([
+      db.prepare("UPDATE domains SET records = ?, status = 'verified', verified_at = COALESCE(verified_at, ?), dmarc = COALESCE(?, dmarc) WHERE id = ?")
+        .bind(JSON.stringify(records), nowMs, dmarc ? JSON.stringify(dmarc) : null, d.id),
+      db.prepare(`DELETE FROM domain_keys WHERE domain_id IN (SELECT id ${others})`).bind(d.name, d.id),
+      db.prepare(`DELETE ${others}`).bind(d.name, d.id),
+    ]);
+    return "ok";
+  } catch (e) {
+    if (/UNIQUE constraint failed: domains\.name/i.test(String(e instanceof Error ? e.message : e))) return "taken";
+    throw e;
+  }
+}
+
+/** See the header. */
+export async function deleteLapsedClaims(db: D1Database, cutoffMs: number): Promise<number> {
+  const lapsed = "FROM domains WHERE verified_at IS NULL AND created_at < ?";
+  const [, gone] = await db.batch([
+    db.prepare(`DELETE FROM domain_keys WHERE domain_id IN (SELECT id ${lapsed})`).bind(cutoffMs),
+    db.prepare(`DELETE ${lapsed}`).bind(cutoffMs),
+  ]);
+  return gone!.meta.changes ?? 0;
 }

@@ -8,8 +8,9 @@
  *       changed before the cutoff: its event_log rows, recipients, message_tags and
  *       webhook_delay_notices first, the message row last (so a run cut short finds the message
  *       again next time); then the dead letters older than the cutoff, the inbound counts of days
- *       before it and the Email Service message ids kept before it. Returns what it deleted and
- *       whether it stopped at its statement budget (the next run continues).
+ *       before it, the Email Service message ids kept before it and the inbound reports received
+ *       before it. Returns what it deleted and whether it stopped at its statement budget (the
+ *       next run continues).
  *
  * INVARIANTS
  *   Every statement finds its rows through an index: messages through messages_by_tenant_time
@@ -58,6 +59,7 @@ export const PURGE_SQL = {
   deadLetters: "DELETE FROM webhook_dead_letters WHERE rowid IN (SELECT rowid FROM webhook_dead_letters WHERE endpoint_id = ?1 AND created_at < ?2 LIMIT ?3)",
   inboundCounts: "DELETE FROM inbound_counts WHERE day < ?1",
   cfEmailSends: "DELETE FROM cf_email_sends WHERE cf_message_id IN (SELECT cf_message_id FROM cf_email_sends WHERE created_at < ?1 LIMIT ?2)",
+  inboundReports: "DELETE FROM inbound_reports WHERE rowid IN (SELECT rowid FROM inbound_reports WHERE received_at < ?1 LIMIT ?2)",
 } as const;
 
 /** Deletes expired rows (see the header). */
@@ -116,5 +118,10 @@ export async function purgeExpired(db: D1Database, nowMs: number, retentionDays:
   if (spend(1)) report.rows += (await db.prepare(PURGE_SQL.inboundCounts).bind(new Date(cutoff).toISOString().slice(0, 10)).run()).meta.changes ?? 0;
   // Email Service's message ids of the cf-email egress (its events come within days).
   if (spend(1)) report.rows += (await db.prepare(PURGE_SQL.cfEmailSends).bind(cutoff, PURGE_ROWS).run()).meta.changes ?? 0;
+  while (spend(1)) {
+    const n = (await db.prepare(PURGE_SQL.inboundReports).bind(cutoff, PURGE_ROWS).run()).meta.changes ?? 0;
+    report.rows += n;
+    if (n < PURGE_ROWS) break;
+  }
   return report;
 }

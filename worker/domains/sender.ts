@@ -7,7 +7,8 @@
  *     - a sending_access key restricted to a domain sends only from it (401 restricted_api_key);
  *     - a domain the tenant verified signs with its own active key (decrypted here; the private
  *       key never leaves the worker);
- *     - a domain another tenant verified is refused to everyone else, whatever follows;
+ *     - a domain another tenant verified, or a name under one (core/names.ts claimProblem), is
+ *       refused to everyone else, whatever follows;
  *     - under COHORT_ENV development or test an unverified domain may send (signed with the
  *       operator's DKIM_KEYS when they cover it); `unverified` lists them, and the response says
  *       so in the Cohort-Unverified-Domains header;
@@ -29,7 +30,8 @@
  *   In production a tenant's mail is signed only with a key of a domain it verified, never with
  *   the operator's keys or another tenant's.
  */
-import { sealedKey, sendingDomains, verifiedElsewhere, type KeyAccess } from "../db/domains";
+import { sealedKey, sendingDomains, verifiedOwners, type KeyAccess } from "../db/domains";
+import { claimProblem, lineage } from "./core/names";
 
 /** Decrypted domain keys by "domainId/selector" (see privateKey). */
 const DECRYPTED = new Map<string, string>();
@@ -80,7 +82,7 @@ export class SenderPolicy {
     // The fallbacks below (development, the operator's DKIM_KEYS) never cover a domain that
     // another tenant proved it owns: one row read, only on these paths.
     const fallback = settingsOf(this.env).local || key?.role === "operator";
-    if (fallback && await verifiedElsewhere(this.env.DB, this.tenant, domain)) throw notVerified(domain);
+    if (fallback && claimProblem(domain, this.tenant, await verifiedOwners(this.env.DB, lineage(domain))) !== null) throw notVerified(domain);
     if (settingsOf(this.env).local) {
       this.unverified.add(domain);
       return signersFor(this.env, domain);

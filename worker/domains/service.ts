@@ -7,6 +7,8 @@
  *                        record) and its private half (PKCS#8 PEM) sealed with WEBHOOK_SECRETS_KEY.
  *   recordOptions(env, selector, publicKey, returnPath)  what recordsFor needs, from the config:
  *                        RETURN_PATH_MX (default feedback.<HELO_NAME>) and SPF_RECORD.
+ *   dnsLookup(env, name, type)  the TXT texts (joined per record) or MX data of a name over DoH:
+ *                        { kind: "answer", values } (none for NXDOMAIN) or { kind: "error" }.
  *   verifyDomain(env, row, keys)  looks every record up (DoH JSON at DOH_RESOLVER_URL), judges
  *                        each, and returns the records, the domain's status and the selector of a
  *                        rotation key that just verified (to promote), if any. A rotation's record
@@ -55,7 +57,8 @@ export function recordOptions(env: Env, selector: string, publicKey: string, ret
   };
 }
 
-async function lookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found> {
+/** See the header. */
+export async function dnsLookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found> {
   const event = await queryDoh(name, type, { resolverUrl: settingsOf(env).dohResolverUrl });
   if (event.kind === "failed") return { kind: "error" };
   const msg = parseDohJson(event.body);
@@ -70,7 +73,7 @@ async function lookup(env: Env, name: string, type: "TXT" | "MX"): Promise<Found
 /** The domain's DMARC facts by RFC 9989's tree walk, or null when a lookup failed. */
 export async function lookupDmarc(env: Env, domain: string, nowMs: number): Promise<DmarcFacts | null> {
   const names = treeWalkNames(domain);
-  const [answers, bimi] = await Promise.all([Promise.all(names.map((n) => lookup(env, `_dmarc.${n}`, "TXT"))), lookup(env, `default._bimi.${domain}`, "TXT")]);
+  const [answers, bimi] = await Promise.all([Promise.all(names.map((n) => dnsLookup(env, `_dmarc.${n}`, "TXT"))), dnsLookup(env, `default._bimi.${domain}`, "TXT")]);
   if (answers.some((a) => a.kind === "error")) return null;
   const records = new Map<string, DmarcRecord | null>(names.map((n, i) => [n, parseDmarc((answers[i] as { values: string[] }).values)]));
   const bimiRecord = bimi.kind === "answer" && bimi.values.some((v) => /^v=BIMI1\b/i.test(v.trim()));
@@ -82,7 +85,7 @@ export async function verifyDomain(env: Env, row: DomainRow,
   keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null; dmarc: DmarcFacts | null }> {
   const records = JSON.parse(row.records) as DomainRecord[];
   const [checked, dmarc] = await Promise.all([
-    Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await lookup(env, `${r.name}.${row.name}`, r.type)) }))),
+    Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await dnsLookup(env, `${r.name}.${row.name}`, r.type)) }))),
     lookupDmarc(env, row.name, Date.now()),
   ]);
   const next = keys.find((k) => k.state === "next");

@@ -5,7 +5,12 @@
  *   toAsciiDomain   a domain (U-labels allowed) → lower-case A-labels via WHATWG URL's IDNA
  *                   (UTS #46), which both workerd and Node implement; validates LDH labels.
  *   parseMailbox    "Name <local@domain>", "\"Quoted, Name\" <addr>", "<addr>" or a bare "addr" →
- *                   { name, address } with the domain in punycode.
+ *                   { name, address } with the domain in punycode. The local part is a dot-atom
+ *                   (with UTF-8 characters, RFC 6531: delivered only to a server offering SMTPUTF8,
+ *                   else bounced 5.6.7 by the SMTP client) or a quoted string (RFC 5321 §4.1.2,
+ *                   `"john doe"@example.com`); the domain a name or an address literal of a public
+ *                   address (`[192.0.2.1]`, `[IPv6:2001:db8::1]`, RFC 5321 §4.1.3).
+ *   isAddressLiteral(domain)  whether a domain part is an address literal.
  *   parseMailboxes  string | string[] | undefined → Mailbox[] (fields named `to[0]`, `to[1]`…).
  *   mailboxTokens   a mailbox list as foldable header tokens (names quoted or RFC 2047-encoded).
  *   dedupeRecipients  mailboxes → RCPT TO addresses without duplicates.
@@ -13,15 +18,18 @@
  *                   domain compared case-insensitively, first occurrence kept, in request order).
  *
  * INVARIANTS
- *   Addresses are ASCII dot-atom local parts (≤ 64) and LDH domains with a non-numeric TLD (≤ 253).
- *   Display names are trimmed; rendered names are 7-bit ASCII.
+ *   Local parts are at most 64 octets; domains are LDH names with a non-numeric TLD (≤ 253) or
+ *   address literals of public addresses. Display names are trimmed; rendered names are 7-bit
+ *   ASCII (an address with a UTF-8 local part is rendered as it is: RFC 6532).
  *
  * ERRORS
- *   MailInputError (422) naming the field for CR/LF/NUL, a malformed or non-ASCII local part, or an
- *   invalid domain. `from` errors use the Resend name `invalid_from_address`.
+ *   MailInputError (422) naming the field for CR/LF/NUL, a malformed local part, an invalid domain,
+ *   or an address literal that is not a public address. `from` errors use the Resend name
+ *   `invalid_from_address`.
  */
 import { MailInputError, type MailErrorName } from "./errors";
 import { assertHeaderSafe, encodeWords, isPlainAscii } from "./header";
+import { classifyIp } from "../net/core/ip-address";
 
 /** A parsed mailbox; `address` is `local@ascii-domain`. */
 export type Mailbox = { name: string; address: string };
@@ -31,6 +39,11 @@ export type Envelope = { mailFrom: string; rcptTo: string[] };
 
 const ATEXT = "A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~";
 const DOT_ATOM_RE = new RegExp(`^[${ATEXT}]+(?:\\.[${ATEXT}]+)*$`);
+/** RFC 6531 §3.3: atext extended with UTF-8 non-ASCII characters. */
+const UTF8_DOT_ATOM_RE = new RegExp(`^[${ATEXT}\\u0080-\\u{10FFFF}]+(?:\\.[${ATEXT}\\u0080-\\u{10FFFF}]+)*$`, "u");
+/** RFC 5321 §4.1.2 Quoted-string: qtextSMTP or quoted-pairSMTP between quotes. */
+const QUOTED_LOCAL_RE = /^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"$/;
+const LITERAL_RE = /^\[(?:(IPv6:)([0-9A-Fa-f:.]+)|(\d{1,3}(?:\.\d{1,3}){3}))\]$/i;
 const PHRASE_RE = new RegExp(`^[${ATEXT}]+(?: [${ATEXT}]+)*$`);
 const LABEL_RE = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 /** Characters that would make `http://<domain>` mean something other than a host name. */
@@ -58,6 +71,23 @@ export function toAsciiDomain(field: string, domain: string, errorName: MailErro
   return ascii;
 }
 
+/** See the header. */
+export function isAddressLiteral(domain: string): boolean {
+  return domain.startsWith("[");
+}
+
+/** An address literal of a public address, normalised ("[IPv6:2001:db8::1]"), or a reason. */
+function addressLiteral(domain: string): { ok: true; literal: string } | { ok: false; why: string } {
+  const m = LITERAL_RE.exec(domain);
+  const ip = m?.[2] ?? m?.[3];
+  const c = ip === undefined ? null : classifyIp(ip);
+  if (c === null || (m![1] !== undefined) !== (c.family === 6)) {
+    return { ok: false, why: "has an invalid address literal (use [192.0.2.1] or [IPv6:2001:db8::1])" };
+  }
+  if (c.range !== "public") return { ok: false, why: `has an address literal that is not a public address (${c.range})` };
+  return { ok: true, literal: c.family === 6 ? `[IPv6:${ip!.toLowerCase()}]` : `[${ip}]` };
+}
+
 /** Parses one mailbox; the domain is converted to punycode. */
 export function parseMailbox(field: string, raw: string): Mailbox {
   const errorName: MailErrorName = field === "from" ? "invalid_from_address" : "validation_error";
@@ -73,13 +103,17 @@ export function parseMailbox(field: string, raw: string): Mailbox {
     throw new MailInputError(field, "must be an email address like user@example.com or Name <user@example.com>", errorName);
   }
   const local = addr.slice(0, at);
-  if (!/^[\x20-\x7e]*$/.test(local)) {
-    throw new MailInputError(field, "has a non-ASCII local part, which needs SMTPUTF8 (not supported)", errorName);
-  }
-  if (local.length > 64 || !DOT_ATOM_RE.test(local)) {
+  const valid = DOT_ATOM_RE.test(local) || QUOTED_LOCAL_RE.test(local) || (!isPlainAscii(local) && UTF8_DOT_ATOM_RE.test(local));
+  if (!valid || new TextEncoder().encode(local).length > 64) {
     throw new MailInputError(field, "has an invalid local part (before the @)", errorName);
   }
-  return { name, address: `${local}@${toAsciiDomain(field, addr.slice(at + 1), errorName)}` };
+  const domain = addr.slice(at + 1);
+  if (isAddressLiteral(domain)) {
+    const lit = addressLiteral(domain);
+    if (!lit.ok) throw new MailInputError(field, lit.why, errorName);
+    return { name, address: `${local}@${lit.literal}` };
+  }
+  return { name, address: `${local}@${toAsciiDomain(field, domain, errorName)}` };
 }
 
 /** Parses a string-or-array address field; an absent field is an empty list. */

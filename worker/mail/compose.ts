@@ -22,8 +22,10 @@
  *   unescaped inside quotes, and has no quoted-printable. Those are exactly our requirements.
  *
  * INVARIANTS
- *   Same input and options → same bytes. Output is 7-bit ASCII, CRLF only, every line ≤ 998 octets
- *   (headers fold at 78 where possible; bodies are ≤ 76-column QP/base64), and it ends with CRLF.
+ *   Same input and options → same bytes. Output is 7-bit ASCII (but for a message/rfc822 or
+ *   multipart attachment of UTF-8 text, sent as 8bit: `eightBit`), CRLF only, every line ≤ 998
+ *   octets (headers fold at 78 where possible; bodies are ≤ 76-column QP/base64, composite
+ *   attachments as they are), and it ends with CRLF.
  *   No request value can introduce a line break into a header.
  *
  * ERRORS
@@ -66,7 +68,7 @@ export type ComposeOptions = {
 };
 
 /** The composed message and its SMTP envelope. */
-export type ComposedMessage = { raw: string; messageId: string; envelope: Envelope };
+export type ComposedMessage = { raw: string; messageId: string; envelope: Envelope; eightBit: boolean };
 
 const CRLF = "\r\n";
 const DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
@@ -106,13 +108,16 @@ export function compose(input: SendRequest, opts: ComposeOptions): ComposedMessa
   fields.push(`Date: ${formatDate(opts.now)}`, foldHeader("Message-ID", [messageId]), "MIME-Version: 1.0");
   for (const h of custom) if (!h.overrides) fields.push(foldHeader(h.name, unstructuredTokens(h.value)));
 
-  const entity = renderEntity(buildBody(input), boundaries(opts.boundarySeed ?? left));
+  const built = buildBody(input);
+  // An address with a UTF-8 local part (RFC 6531) is written as it is (RFC 6532): the text is 8-bit.
+  const utf8Address = [from, ...to, ...cc, ...replyTo].some((m) => /[^\x00-\x7f]/.test(m.address));
+  const entity = renderEntity(built.entity, boundaries(opts.boundarySeed ?? left));
   const raw = [...fields, ...entity.headers].join(CRLF) + CRLF + CRLF + entity.body + CRLF;
-  return { raw, messageId, envelope: { mailFrom: from.address, rcptTo: dedupeRecipients([...to, ...cc, ...bcc]) } };
+  return { raw, messageId, envelope: { mailFrom: from.address, rcptTo: dedupeRecipients([...to, ...cc, ...bcc]) }, eightBit: built.eightBit || utf8Address };
 }
 
 /** Chooses the MIME tree: alternative for text+html, related for cid images, mixed for attachments. */
-function buildBody(input: SendRequest): Entity {
+function buildBody(input: SendRequest): { entity: Entity; eightBit: boolean } {
   for (const k of ["text", "html"] as const) {
     if (input[k] !== undefined && typeof input[k] !== "string") throw new MailInputError(k, "must be a string");
   }
@@ -132,7 +137,7 @@ function buildBody(input: SendRequest): Entity {
     body = html ?? textLeaf("plain", input.text ?? "");
   }
   if (regular.length > 0) body = multipart("mixed", [body, ...regular.map((a) => attachmentLeaf(a, false))]);
-  return body;
+  return { entity: body, eightBit: atts.some((a) => a.composite?.cte === "8bit") };
 }
 
 /** A deterministic boundary generator: "=_cohort_<seed>_<n>" (≤ 70 chars, never in QP/base64 text). */

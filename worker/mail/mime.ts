@@ -6,18 +6,25 @@
  *   resolveAttachment  validates one request attachment (content base64, filename, content_type,
  *                      content_id) and decodes its bytes.
  *   attachmentLeaf     an attachment or inline (cid) part, base64 in 76-column lines, with
- *                      Content-Type `name=` and Content-Disposition `filename=` (RFC 2231 if needed).
+ *                      Content-Type `name=` and Content-Disposition `filename=` (RFC 2231 if needed);
+ *                      a composite one (message/rfc822, message/partial, message/external-body,
+ *                      multipart/*) as it is, 7bit, or 8bit when it is UTF-8 text: RFC 2045 §6.4
+ *                      and RFC 2046 §5.2.1 allow those no other encoding.
  *   multipart          a multipart/{mixed,alternative,related} entity.
  *   renderEntity       an entity → its header fields and body text; boundaries come from `boundary()`.
  *
  * INVARIANTS
- *   Every body line is ≤ 76 characters (all leaves are base64 or quoted-printable), so no body line
- *   can start with a "--=_" boundary delimiter; boundaries are "=_"-prefixed (see encoding.ts).
- *   Rendered output is 7-bit ASCII with CRLF line breaks and no trailing CRLF.
+ *   Every body line of a text or discrete leaf is ≤ 76 characters (base64 or quoted-printable), so
+ *   no such line can start with a "--=_" boundary delimiter; boundaries are "=_"-prefixed (see
+ *   encoding.ts) and carry the message's id, which a composite attachment cannot know in advance.
+ *   Rendered output has CRLF line breaks, no line over 998 octets and no trailing CRLF; it is 7-bit
+ *   ASCII but for a composite attachment that is UTF-8 text (ResolvedAttachment.composite "8bit").
  *
  * ERRORS
  *   MailInputError (422, `invalid_attachment`) naming `attachments[i].<field>` for missing or
- *   malformed content, unsafe filename/content_id, or a malformed content_type.
+ *   malformed content, unsafe filename/content_id, or a malformed content_type; for a composite
+ *   attachment that is not 7-bit or UTF-8 text, has a NUL or a line over 998 octets, or is a
+ *   multipart without its boundary parameter.
  */
 import { base64Lines, base64ToBytes, encodeTextBody } from "./encoding";
 import { MailInputError } from "./errors";
@@ -39,7 +46,30 @@ export type ResolvedAttachment = {
   params: string[];
   contentId: string | undefined;
   bytes: Uint8Array;
+  /** A composite type's body as text with CRLF line ends, and its encoding; null for the others. */
+  composite: { cte: "7bit" | "8bit"; text: string } | null;
 };
+
+/** Types whose body may only be 7bit, 8bit or binary (RFC 2045 §6.4, RFC 2046 §5.2.1, §5.2.2, §5.2.3). */
+function isComposite(type: string): boolean {
+  return type.startsWith("multipart/") || ["message/rfc822", "message/partial", "message/external-body"].includes(type);
+}
+
+/** The body of a composite attachment as it travels, or why it cannot. */
+function compositeBody(bytes: Uint8Array, type: string, params: readonly string[]): { cte: "7bit" | "8bit"; text: string } | string {
+  if (type.startsWith("multipart/") && !params.some((p) => /^boundary=/i.test(p))) return "must name its boundary for a multipart content_type";
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return `must be 7-bit or UTF-8 text for ${type}, which may not be base64-encoded (RFC 2045 §6.4)`;
+  }
+  if (text.includes("\0")) return `must not contain a NUL for ${type}`;
+  text = text.replace(/\r\n|\r|\n/g, "\r\n");
+  const long = text.split("\r\n").some((l) => new TextEncoder().encode(l).length > 998);
+  if (long) return `has a line over 998 octets, which ${type} cannot carry (RFC 5322 §2.1.1)`;
+  return { cte: /^[\x00-\x7f]*$/.test(text) ? "7bit" : "8bit", text };
+}
 
 /** A single-part entity: header fields plus an already-encoded body. */
 export type Leaf = { kind: "leaf"; headers: string[]; body: string };
@@ -93,7 +123,13 @@ export function resolveAttachment(att: AttachmentInput, i: number): ResolvedAtta
       throw fail("content_id", "must be 1–250 printable ASCII characters without spaces or angle brackets");
     }
   }
-  return { filename, type: media.type, params: media.params, contentId, bytes };
+  let composite: ResolvedAttachment["composite"] = null;
+  if (isComposite(media.type)) {
+    const c = compositeBody(bytes, media.type, media.params);
+    if (typeof c === "string") throw fail("content", c);
+    composite = c;
+  }
+  return { filename, type: media.type, params: media.params, contentId, bytes, composite };
 }
 
 function guessType(filename: string | undefined): string {
@@ -101,17 +137,17 @@ function guessType(filename: string | undefined): string {
   return (ext !== undefined ? TYPE_BY_EXTENSION[ext] : undefined) ?? "application/octet-stream";
 }
 
-/** A base64 leaf for an attachment; `inline` marks a cid image inside multipart/related. */
+/** A base64 leaf for an attachment (a composite one as it is); `inline` marks a cid image inside multipart/related. */
 export function attachmentLeaf(a: ResolvedAttachment, inline: boolean): Leaf {
   const nameParam = a.filename !== undefined ? [paramTokens("name", a.filename)] : [];
   const fileParam = a.filename !== undefined ? [paramTokens("filename", a.filename)] : [];
   const headers = [
     foldHeader("Content-Type", withParams(a.type, [...a.params.map((p) => [p]), ...nameParam])),
-    "Content-Transfer-Encoding: base64",
+    `Content-Transfer-Encoding: ${a.composite?.cte ?? "base64"}`,
     foldHeader("Content-Disposition", withParams(inline ? "inline" : "attachment", fileParam)),
   ];
   if (a.contentId !== undefined) headers.push(foldHeader("Content-ID", [`<${a.contentId}>`]));
-  return { kind: "leaf", headers, body: base64Lines(a.bytes).join(CRLF) };
+  return { kind: "leaf", headers, body: a.composite?.text ?? base64Lines(a.bytes).join(CRLF) };
 }
 
 /** A multipart entity of the given subtype. */

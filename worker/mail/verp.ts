@@ -21,7 +21,9 @@
  */
 
 /** What a token address is for. */
-export type TokenKind = "bounces" | "unsubscribe";
+import type { TokenKind } from "../model/tokens";
+
+export type { TokenKind };
 
 const KINDS: readonly TokenKind[] = ["bounces", "unsubscribe"];
 const LOCAL_RE = /^(bounces|unsubscribe)\+([0-9a-f]{32})-([0-9a-z]{1,4})-([0-9a-f]{12})$/;

@@ -2,7 +2,7 @@
  * The SSRF guard's second half at send time: the addresses a webhook host name resolves to.
  *
  * DESCRIPTION
- *   resolvedTarget(env, url, deps?)  for a URL whose host is a name (IP literals are judged by
+ *   resolvedTarget(env, url, deps?, always?)  for a URL whose host is a name (IP literals are judged by
  *                         core/ssrf.ts checkEndpointUrl), asks the DoH resolver (DOH_RESOLVER_URL,
  *                         the JSON API) for its A and AAAA records and checks every address with
  *                         checkResolvedAddress: { kind: "ok" }, { kind: "refused", reason } when
@@ -10,7 +10,8 @@
  *                         metadata…), or { kind: "unresolved", reason } when the resolver failed
  *                         or the name has no address (a transient failure: retry later). Under
  *                         COHORT_ENV development or test nothing is resolved (local receivers
- *                         listen on loopback). Answers are cached per isolate for their TTL, at
+ *                         listen on loopback), unless `always` (attachments by path: only the
+ *                         declared local origins skip the guard, path-attachments.ts). Answers are cached per isolate for their TTL, at
  *                         most CACHE_MAX_MS, so a busy endpoint costs one lookup a minute.
  *
  * INVARIANTS
@@ -53,8 +54,10 @@ async function addresses(name: string, type: "A" | "AAAA", resolverUrl: string, 
 }
 
 /** Checks where a webhook URL's host name resolves (see header). */
-export async function resolvedTarget(env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string }, url: string, deps: ResolveDeps = {}): Promise<ResolvedVerdict> {
-  if (settingsOf(env).local) return { kind: "ok" };
+export async function resolvedTarget(
+  env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string }, url: string, deps: ResolveDeps = {}, always = false,
+): Promise<ResolvedVerdict> {
+  if (settingsOf(env).local && !always) return { kind: "ok" };
   let host: string;
   try {
     host = new URL(url).hostname.toLowerCase();

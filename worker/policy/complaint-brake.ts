@@ -12,8 +12,9 @@
  *   sumCounts(by), complaintRate(delivered, complained)  the tenant's totals; the rate to six
  *       places (0 when nothing was delivered).
  *   pausedUntil(db, tenant, nowMs)  the brake's end when it holds, else null.
- *   recordComplaint(env, id, scope, address, feedbackType)  records a complaint through the
- *       Outbox (email.complained), then, unless the brake already holds, counts the tenant's last
+ *   recordComplaint(env, id, scope, who, feedbackType)  records a complaint through the
+ *       Outbox (email.complained) about `who` (an address, or a recipient index with the addresses
+ *       the report names, for a report to a VERP address), then, unless the brake already holds, counts the tenant's last
  *       COMPLAINT_WINDOW_DAYS (7) in D1 with this complaint added (it is not indexed yet): with
  *       at least COMPLAINT_MIN_DELIVERED (1000) deliveries and a rate above the threshold, it
  *       pauses the tenant's bulk mail for COMPLAINT_PAUSE_HOURS (24) (tenant_settings,
@@ -25,6 +26,10 @@
  *   liftBrake(env, tenant)  an operator's resume: the pause and the suspensions end.
  *
  * INVARIANTS
+ *   Only authenticated complaints are recorded, so only they count: an API key's
+ *   (POST /relay/complaints, POST /relay/messages/:id/complaint), an ARF report to a VERP
+ *   address or from a DKIM-aligned feedback-loop sender (inbound/email.ts). A report that does
+ *   not prove itself records no email.complained, and the brake counts nothing else.
  *   The counting runs only when a complaint is recorded, never on a message's path. Mail without
  *   unsubscribe (transactional) is never paused.
  */
@@ -32,6 +37,7 @@ import { outboxOf } from "../model/ids";
 import { resumeRule, suspendRule } from "../dashboard/core/operator-views";
 import { allTransports, inspectAll, transportStub } from "./transports";
 import { settingsOf } from "../settings/settings";
+import type { ComplaintTarget } from "../../durable-objects/outbox/control";
 
 const RATE_SQL = `SELECT e.type AS type, lower(rtrim(substr(m.from_addr, instr(m.from_addr, '@') + 1), '> ')) AS domain, count(*) AS n
   FROM event_log e JOIN messages m ON m.id = e.email_id
@@ -103,9 +109,9 @@ export async function liftBrake(env: Env, tenant: string): Promise<void> {
 type Recorded = Awaited<ReturnType<ReturnType<typeof outboxOf>["afterDelivery"]>>;
 
 /** See the header. */
-export async function recordComplaint(env: Env, id: string, scope: string | null, address: string, feedbackType: string): Promise<Recorded> {
+export async function recordComplaint(env: Env, id: string, scope: string | null, who: ComplaintTarget, feedbackType: string): Promise<Recorded> {
   const outbox = outboxOf(env, id);
-  const res = await outbox.afterDelivery(id, scope, { kind: "complaint", address, feedbackType });
+  const res = await outbox.afterDelivery(id, scope, { kind: "complaint", address: who, feedbackType });
   if (res.result !== "ok") return res;
   const nowMs = Date.now();
   if ((await pausedUntil(env.DB, res.tenant, nowMs)) !== null) return res;

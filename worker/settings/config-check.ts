@@ -8,9 +8,19 @@
  *                        key written in the source serves development and tests only), and
  *                        DKIM_KEYS, when set, must be a JSON array. Empty when all is well.
  *   notConfigured(problems)  the 503 every request gets meanwhile (Resend's error shape).
+ *   servedFromEdge(request, env)  the 503 a development or test Worker answers a request that came
+ *                        through Cloudflare's edge (it carries CF-Ray, which the edge sets and
+ *                        wrangler dev does not; CF-Connecting-IP is no sign, wrangler dev sets it
+ *                        too): a plain `wrangler deploy` of the top-level configuration runs in
+ *                        development mode, with the operator's DKIM keys for any tenant,
+ *                        unverified senders and the source's own sealing key. Null otherwise.
+ *   developmentMailProblem(head, env)  the same for mail: why a development Worker takes no
+ *                        message whose first header field is Email Routing's Received line
+ *                        (the caller throws, so the sender tries again), or null.
  *
  * INVARIANTS
- *   Development and test have no required secret (npm start runs on embedded defaults).
+ *   Development and test have no required secret (npm start runs on embedded defaults), and
+ *   never serve the world.
  */
 import { settingsOf } from "./settings";
 
@@ -51,5 +61,24 @@ export function configProblems(env: Env): string[] {
 
 /** The answer to every request while the deployment is misconfigured. */
 export function notConfigured(problems: string[]): Response {
-  return Response.json({ statusCode: 503, name: "application_error", message: `The relay is not configured: ${problems.join("; ")}.` }, { status: 503 });
+  const message = `The relay is not configured: ${problems.join("; ")}.`;
+  return Response.json({ statusCode: 503, name: "application_error", message }, { status: 503, headers: { "x-content-type-options": "nosniff" } });
+}
+
+/** What a development Worker answers to the world (see the header). */
+const AT_THE_EDGE = "This relay runs in development mode (COHORT_ENV is not \"production\") and does not serve requests through Cloudflare's edge: "
+  + "deploy it with `wrangler deploy --env production` (npm run deploy), which fails closed without its secrets.";
+
+/** See the header. */
+export function servedFromEdge(request: Request, env: object): Response | null {
+  if (!isLocal(env) || !request.headers.has("cf-ray")) return null;
+  return Response.json({ statusCode: 503, name: "application_error", message: AT_THE_EDGE }, { status: 503, headers: { "x-content-type-options": "nosniff" } });
+}
+
+/** See the header. */
+export function developmentMailProblem(head: string, env: object): string | null {
+  if (!isLocal(env)) return null;
+  const first = head.replace(/\r\n[ \t]+/g, " ").split(/\r?\n/, 1)[0] ?? "";
+  if (!/^received:.*\bby [a-z0-9.-]*(cloudflare-email\.net|email\.cloudflare\.net)\b/i.test(first)) return null;
+  return "this relay runs in development mode and takes no mail from Email Routing; deploy it with wrangler deploy --env production";
 }

@@ -47,6 +47,8 @@ const positive = (def: number, unit = 1) => (raw: string | undefined) => {
 };
 const text = (def: string) => (raw: string | undefined) => raw || def;
 const isOn = (on: string) => (raw: string | undefined) => (raw ?? "").toLowerCase() === on;
+/** A list separated by commas or spaces, lower-cased, without empty entries or a trailing dot. */
+const list = (raw: string | undefined): string[] => (raw ?? "").split(/[\s,]+/).map((x) => x.trim().toLowerCase().replace(/\.$/, "")).filter((x) => x !== "");
 
 /** The knobs (see the header); the order is wrangler.toml's. */
 export const SETTINGS = {
@@ -89,6 +91,17 @@ export const SETTINGS = {
     (r) => Math.min(countSetting(r, 1000), 10_000_000)),
   fileLinkSeconds: knob("FILE_LINK_SECONDS", "3600", "seconds a download link of an attachment or a raw received message stays valid (60–604,800)",
     (r) => Math.min(Math.max(countSetting(r, 3600), 60), 604_800)),
+  routingAuthservId: knob("ROUTING_AUTHSERV_ID", "mx.cloudflare.net",
+    "the authserv-id of Email Routing's Authentication-Results, whose SPF and DKIM verdicts inbound reports may use (\"\": believe none)",
+    (r) => (r ?? "mx.cloudflare.net").trim().toLowerCase()),
+  reportingMtas: knob("REPORTING_MTAS", "",
+    "domains whose authenticated bounces count for any recipient domain (a smarthost, a provider bouncing from another domain than its MX)", list),
+  feedbackLoopSenders: knob("FEEDBACK_LOOP_SENDERS", "",
+    "domains whose DKIM-aligned ARF reports count as complaints (feedback loops); others are kept for the operator", list),
+  domainClaimTtlMs: knob("DOMAIN_CLAIM_TTL_HOURS", "72", "hours an unverified claim on a domain name lasts; verified domains never lapse",
+    positive(72, 3_600_000)),
+  devPathOrigins: knob("DEV_PATH_ORIGINS", "",
+    "development only: the origins (http://127.0.0.1:2526) an attachment `path` may reach besides public https URLs", list),
   complaintThreshold: knob("COMPLAINT_RATE_THRESHOLD", "0.003", "a tenant's complaint rate above which its bulk mail is paused, in (0, 1)", (r) => {
     const t = Number(r);
     return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;

@@ -20,6 +20,8 @@
  *
  * Every query is counted by "name/type" (GET /queries lists the counts). GET /log/<name> returns
  * the text of a log the caller registered (the SOCKS5 bridge's, so tests can see it was used).
+ * POST /records {name, type: "TXT" | "MX", data: [...]} publishes an answer for a test (a DKIM key
+ * the test generated, a domain's MX hosts); TXT data are quoted as resolvers quote them.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -58,8 +60,26 @@ export interface DohServer {
 /** Logs the server can show at GET /log/<name>. */
 export type Logs = Record<string, () => string>;
 
-function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs, extra: Record<string, Answer>): void {
+const TXT = 16;
+
+/** Takes a POST /records body and publishes it (see the header). */
+function publish(req: IncomingMessage, res: ServerResponse, added: Map<string, Answer>): void {
+  let body = "";
+  req.on("data", (c: Buffer) => (body += c.toString("utf8")));
+  req.on("end", () => {
+    const r = JSON.parse(body) as { name: string; type: "TXT" | "MX"; data: string[] };
+    const name = r.name.toLowerCase().replace(/\.$/, "");
+    const type = r.type === "TXT" ? TXT : MX;
+    // Long TXT texts are split into strings of at most 255 characters, as DNS carries them.
+    const data = r.data.map((d) => (r.type === "TXT" ? (d.match(/.{1,255}/g) ?? [""]).map((x) => `"${x}"`).join(" ") : d));
+    added.set(`${name}/${r.type}`, { Status: 0, Answer: data.map((d) => ({ name: `${name}.`, type, TTL: 60, data: d })) });
+    res.writeHead(204).end();
+  });
+}
+
+function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs, added: Map<string, Answer>): void {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
+  if (req.method === "POST" && url.pathname === "/records") return publish(req, res, added);
   if (url.pathname === "/queries") {
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(Object.fromEntries(counts)));
     return;
@@ -68,7 +88,7 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
   if (log) return void res.writeHead(200, { "content-type": "text/plain" }).end(log());
   const key = `${(url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "")}/${url.searchParams.get("type") ?? ""}`;
   counts.set(key, (counts.get(key) ?? 0) + 1);
-  const fixture = extra[key] ?? FIXTURES[key] ?? { Status: 2 };
+  const fixture = added.get(key) ?? FIXTURES[key] ?? { Status: 2 };
   const reply = (body: Answer) => res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   if (!("slowMs" in fixture)) return void reply(fixture);
   const timer = setTimeout(() => {
@@ -82,7 +102,8 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
 export function startDohServer(logs: Logs = {}, extra: Record<string, Answer> = {}): Promise<DohServer> {
   const counts = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
-  const server = createServer((req, res) => answer(req, res, counts, timers, logs, extra));
+  const added = new Map<string, Answer>(Object.entries(extra));
+  const server = createServer((req, res) => answer(req, res, counts, timers, logs, added));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {

@@ -69,4 +69,32 @@ describe("attachments given by path", () => {
     const err = await fetchPathAttachments(production, [{ path: "https://files.example.com/x" }, { path: "https://files.example.com/x" }], 1000, { fetch: n.fetch }).catch((e: unknown) => e);
     expect(err).toMatchObject({ message: expect.stringMatching(/attachments\[1\]\.path.*larger/) });
   });
+
+  describe("in development", () => {
+    const dev = { COHORT_ENV: "development", DOH_RESOLVER_URL: "https://doh.test/dns-query", DEV_PATH_ORIGINS: "http://127.0.0.1:2600, http://127.0.0.1:2700" };
+
+    it("reaches an origin the local stack declares, as it is", async () => {
+      const n = net({}, { "http://127.0.0.1:2600/files/a.pdf": () => new Response(PDF) });
+      const [a] = (await fetchPathAttachments(dev, [{ path: "http://127.0.0.1:2600/files/a.pdf" }], 1000, { fetch: n.fetch }))!;
+      expect(a!.content).toEqual(PDF);
+    });
+
+    it.each([
+      ["another loopback port (the SMTP catcher's listing)", "http://127.0.0.1:2601/messages", {}],
+      ["a declared port under another name", "http://localhost:2600/files/a.pdf", {}],
+      ["a private address", "http://10.0.0.5:2600/x", {}],
+      ["a name that resolves to loopback", "https://sneaky.example.com/x", { "sneaky.example.com": ["127.0.0.1"] }],
+    ])("refuses %s, fetching nothing", async (_, path, dns) => {
+      const n = net(dns, {});
+      const err = await fetchPathAttachments(dev, [{ path }], 1000, { fetch: n.fetch }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ statusCode: 422, errorName: "invalid_attachment", message: expect.stringMatching(/refused/) });
+      expect(n.fetched).toEqual([]);
+    });
+
+    it("still fetches a public https URL, checked as in production", async () => {
+      const n = net({ "files.example.com": ["93.184.216.34"] }, { "https://files.example.com/x": () => new Response(PDF) });
+      const [a] = (await fetchPathAttachments(dev, [{ path: "https://files.example.com/x" }], 1000, { fetch: n.fetch }))!;
+      expect(a!.content).toEqual(PDF);
+    });
+  });
 });

@@ -73,5 +73,8 @@ describe("Resend's natural-language scheduled_at", () => {
     expect(parseScheduledAt("2026-11-24T09:00:00Z", NOW)).toBe(Date.parse("2026-11-24T09:00:00Z"));
     expect(() => parseScheduledAt("tomorrow-ish", NOW)).toThrow(/tomorrow at 9am/);
     expect(() => parseScheduledAt("in 31 days", NOW)).toThrow(/30 days/);
+    expect(parseScheduledAt("now", NOW)).toBe(NOW);
+    expect(parseScheduledAt(new Date(NOW - 59_000).toISOString(), NOW)).toBe(NOW - 59_000);
+    expect(() => parseScheduledAt(new Date(NOW - 61_000).toISOString(), NOW)).toThrow(/is in the past/);
   });
 });

@@ -2,6 +2,8 @@
 import { describe, expect, it } from "vitest";
 import type { Routing } from "../../../worker/db/routing";
 import { resolveRecipient, rewriteAddress } from "../../../worker/classify/resolve";
+import { relayTarget } from "../../../worker/delivery/plan";
+import { createMxConfig, startMxLookup } from "../../../worker/net/core/mx";
 
 const routing: Routing = {
   routes: [
@@ -20,6 +22,8 @@ describe("rewriteAddress", () => {
     { name: "lower-cases the domain only", input: "John.Doe@Example.COM", want: "John.Doe@example.com" },
     { name: "converts an IDN domain to punycode", input: "info@Bücher.example", want: "info@xn--bcher-kva.example" },
     { name: "keeps an ASCII domain as is", input: "a@b.example", want: "a@b.example" },
+    { name: "keeps an address literal", input: "a@[IPv6:2606:4700::ab]", want: "a@[IPv6:2606:4700::ab]" },
+    { name: "keeps a quoted or UTF-8 local part", input: '"john doe"@Example.com', want: '"john doe"@example.com' },
   ])("$name", ({ input, want }) => {
     expect(rewriteAddress(input)).toBe(want);
   });
@@ -40,5 +44,14 @@ describe("resolveRecipient", () => {
 
   it("sends unrouted mail to the smarthost when one is configured", () => {
     expect(resolveRecipient("a@other.test", "x", routing, { transport: "smtp", smarthost: "[smarthost.test]:587" })).toEqual({ transport: "smtp", nexthop: "[smarthost.test]:587" });
+  });
+
+  it("sends an address literal to the mx kind (its own host, no DNS), never as the relay kind's \"[host]\" with its credentials", () => {
+    const r = resolveRecipient("postmaster@[93.184.216.34]", "x", routing, defaults);
+    expect(r).toEqual({ transport: "smtp", nexthop: "literal:[93.184.216.34]" });
+    expect(relayTarget(r.nexthop)).toBeNull();
+    const step = startMxLookup({ domain: r.nexthop }, 0, createMxConfig());
+    expect(step).toMatchObject({ kind: "done", result: { kind: "hosts", hosts: [{ host: "93.184.216.34", preference: 0 }], implicit: true } });
+    expect(resolveRecipient("a@[IPv6:2606:4700::ab]", "x", routing, defaults).nexthop).toBe("literal:[IPv6:2606:4700::ab]");
   });
 });

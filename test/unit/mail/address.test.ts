@@ -67,6 +67,12 @@ describe("parseMailbox", () => {
     { name: "escaped quote", raw: '"Say \\"hi\\"" <j@x.com>', want: { name: 'Say "hi"', address: "j@x.com" } },
     { name: "surrounding spaces", raw: "  Ann   <  a@x.com >  ", want: { name: "Ann", address: "a@x.com" } },
     { name: "plus tag and dots", raw: "first.last+tag@sub.x.com", want: { name: "", address: "first.last+tag@sub.x.com" } },
+    { name: "a quoted local part (RFC 5321 §4.1.2)", raw: 'John <"john doe"@x.com>', want: { name: "John", address: '"john doe"@x.com' } },
+    { name: "a quoted local part with a quoted pair and an @", raw: '"a\\"b@c"@x.com', want: { name: "", address: '"a\\"b@c"@x.com' } },
+    { name: "a UTF-8 local part (RFC 6531)", raw: "josé@x.com", want: { name: "", address: "josé@x.com" } },
+    { name: "a UTF-8 local part and IDN domain", raw: "用户@例え.テスト", want: { name: "", address: "用户@xn--r8jz45g.xn--zckzah" } },
+    { name: "an IPv4 address literal", raw: "postmaster@[93.184.216.34]", want: { name: "", address: "postmaster@[93.184.216.34]" } },
+    { name: "an IPv6 address literal", raw: "a@[ipv6:2606:4700::AB]", want: { name: "", address: "a@[IPv6:2606:4700::ab]" } },
   ])("parses $name", ({ raw, want }) => {
     expect(parseMailbox("to", raw)).toEqual(want);
   });
@@ -75,13 +81,29 @@ describe("parseMailbox", () => {
     { name: "no @", raw: "nobody" },
     { name: "empty local part", raw: "@x.com" },
     { name: "double dot", raw: "a..b@x.com" },
-    { name: "non-ASCII local part", raw: "josé@x.com" },
+    { name: "an unquoted space", raw: "john doe@x.com" },
+    { name: "an unbalanced quote", raw: '"john@x.com' },
+    { name: "a UTF-8 local part of more than 64 octets", raw: `${"é".repeat(33)}@x.com` },
+    { name: "a loopback address literal", raw: "a@[127.0.0.1]" },
+    { name: "a private address literal", raw: "a@[10.1.2.3]" },
+    { name: "a short IPv4 literal", raw: "a@[1.2.3]" },
+    { name: "an IPv6 literal without its tag", raw: "a@[2001:db8::1]" },
     { name: "comma-separated list", raw: "a@x.com, b@x.com" },
     { name: "64+ octet local part", raw: `${"a".repeat(65)}@x.com` },
   ])("rejects $name with 422", ({ raw }) => {
     const err = errorOf(() => parseMailbox("cc[2]", raw));
     expect(err.field).toBe("cc[2]");
     expect(err.errorName).toBe("validation_error");
+  });
+
+  it("composes such addresses as they are; a UTF-8 one makes the message 8-bit (RFC 6532)", () => {
+    const ascii = compose({ from: "a@x.com", to: ['"john doe"@example.com', "b@[93.184.216.34]"], subject: "s", text: "t" }, { now: NOW, messageId: "id2" });
+    expect(ascii.raw).toContain('To: "john doe"@example.com, b@[93.184.216.34]\r\n');
+    expect(ascii.envelope.rcptTo).toEqual(['"john doe"@example.com', "b@[93.184.216.34]"]);
+    expect(ascii.eightBit).toBe(false);
+    const utf8 = compose({ from: "a@x.com", to: "josé@example.com", subject: "s", text: "t" }, { now: NOW, messageId: "id3" });
+    expect(utf8.raw).toContain("To: josé@example.com\r\n");
+    expect(utf8.eightBit).toBe(true);
   });
 
   it("reports a bad from address as invalid_from_address", () => {

@@ -171,6 +171,39 @@ describe("compose", () => {
     expect(new Uint8Array(parsed.attachments[0]!.content as ArrayBuffer)).toEqual(bytes);
   });
 
+  it("sends message/rfc822 and multipart attachments as they are (7bit, or 8bit for UTF-8), never base64 (RFC 2045 §6.4)", async () => {
+    const forwarded = "From: Ann <ann@example.org>\nTo: bob@example.com\nSubject: Original\n\nThe original text.\n";
+    const signed = "--b1\r\nContent-Type: text/plain\r\n\r\nsigned\r\n--b1\r\nContent-Type: application/pgp-signature\r\n\r\nsig\r\n--b1--\r\n";
+    const utf8 = "From: zoë@example.org\r\nSubject: Grüße\r\n\r\nÜber\r\n";
+    const out = compose({
+      ...base, text: "t",
+      attachments: [
+        { content: b64(forwarded), filename: "original.eml", content_type: "message/rfc822" },
+        { content: b64(signed), content_type: 'multipart/signed; boundary="b1"; protocol="application/pgp-signature"' },
+        { content: Buffer.from(utf8).toString("base64"), filename: "intl.eml", content_type: "message/rfc822" },
+      ],
+    }, OPTS);
+    const parts = out.raw.split(/\r\n--=_cohort_[^\r\n]*\r\n/);
+    const part = (type: string) => parts.find((p) => p.startsWith(`Content-Type: ${type}`))!;
+    expect(part("message/rfc822; name=\"original.eml\"")).toMatch(/^Content-Type: message\/rfc822; name="original\.eml"\r\nContent-Transfer-Encoding: 7bit\r\n/);
+    expect(part("message/rfc822; name=\"original.eml\"")).toContain("\r\n\r\nFrom: Ann <ann@example.org>\r\nTo: bob@example.com\r\nSubject: Original\r\n\r\nThe original text.\r\n");
+    expect(part("multipart/signed")).toMatch(/Content-Transfer-Encoding: 7bit\r\n[^]*\r\n\r\n--b1\r\nContent-Type: text\/plain/);
+    expect(part("message/rfc822; name=\"intl.eml\"")).toMatch(/Content-Transfer-Encoding: 8bit\r\n[^]*Subject: Grüße/);
+    expect(out.eightBit).toBe(true);
+    const parsed = await PostalMime.parse(new TextEncoder().encode(out.raw), { forceRfc822Attachments: true });
+    // A parser reads the multipart as MIME now (its signature part comes out), and each message whole.
+    expect(parsed.attachments.map((a) => a.mimeType)).toEqual(["message/rfc822", "application/pgp-signature", "message/rfc822"]);
+    expect(compose({ ...base, text: "t", attachments: [{ content: b64(forwarded), content_type: "message/rfc822" }] }, OPTS).eightBit).toBe(false);
+  });
+
+  it.each([
+    ["bytes that are not UTF-8", Buffer.from([0x46, 0x72, 0x6f, 0x6d, 0x3a, 0x20, 0xe9, 0x0d, 0x0a]).toString("base64"), "message/rfc822", /7-bit or UTF-8/],
+    ["a line over 998 octets", Buffer.from(`Subject: ${"x".repeat(1000)}\r\n\r\nb`).toString("base64"), "message/rfc822", /998 octets/],
+    ["a multipart without its boundary", Buffer.from("--x\r\n\r\na\r\n--x--").toString("base64"), "multipart/mixed", /boundary/],
+  ])("refuses a composite attachment with %s (it cannot be sent base64)", (_, content, content_type, message) => {
+    expect(errorOf({ ...base, text: "t", attachments: [{ content, content_type }] })).toMatchObject({ field: "attachments[0].content", message: expect.stringMatching(message) });
+  });
+
   it("escapes dot-leading lines and wraps lines over 998 characters in the text part", () => {
     const { raw } = compose({ ...base, text: `.\n.hidden\n${"x".repeat(5000)}` }, OPTS);
     const bodyLines = raw.slice(raw.indexOf("\r\n\r\n") + 4).split("\r\n");

@@ -2,6 +2,7 @@
  * Request schemas of the message control routes (routes/control.ts), kept apart from the routes
  * so the OpenAPI document can import them without the Workers runtime.
  */
+import { COMPLAINT_FEEDBACK_TYPES } from "../../mail/arf";
 import { z } from "zod";
 
 /** A domain name: at most 253 octets, dot-separated labels of 1 to 63 (no spaces, no @); compared lower-case. */
@@ -30,7 +31,7 @@ export const CancelFilterSchema = z.object({
 }).strict().refine((f) => f.domain !== undefined || f.tag !== undefined || f.tenant !== undefined, { message: "give at least one of domain, tag, tenant" });
 
 /** ARF Feedback-Types that are complaints (RFC 5965 §7.3); "not-spam" (RFC 6430) is not one. */
-export const COMPLAINT_FEEDBACK_TYPES = ["abuse", "fraud", "virus", "other"] as const;
+export { COMPLAINT_FEEDBACK_TYPES };
 
 /** The body of POST /relay/messages/:id/complaint: who complained, and the ARF Feedback-Type (RFC 5965). */
 export const ComplaintSchema = z.object({

@@ -3,11 +3,17 @@
  * document can import them without the Workers runtime.
  */
 import { z } from "zod";
+import { domainName } from "../../domains/core/names";
 
 const Label = z.string().min(1).max(63).regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/i, "must be a DNS label");
 export const CreateDomainSchema = z.object({
-  name: z.string().min(3).max(253).transform((s) => s.trim().toLowerCase().replace(/\.$/, ""))
-    .refine((s) => /^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/.test(s), "must be a domain name such as example.com"),
+  // One way everywhere (domains/core/names.ts): case, trailing dot, IDN to A-labels; no public suffix.
+  name: z.string().min(3).max(253).transform((s, ctx) => {
+    const r = domainName(s);
+    if (r.ok) return r.name;
+    ctx.addIssue({ code: "custom", message: r.why });
+    return z.NEVER;
+  }),
   region: z.enum(["us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"]).optional(),
   custom_return_path: Label.optional(),
   open_tracking: z.boolean().optional(),

@@ -24,13 +24,27 @@
  *   POST   /relay/domains/:id/rotate-dkim  (relay extra) adds a second selector to publish; it
  *                                signs once it verifies, and the old one is retired then.
  *
+ * CLAIMS (domains/core/names.ts, db/domains.ts; as Resend does it)
+ *   Several tenants may hold an unverified claim on one name; the first to verify it owns it and
+ *   the others' claims lapse. An unverified claim lapses DOMAIN_CLAIM_TTL_HOURS after it was made
+ *   (the cron deletes it; verify answers 404 for it). A name is normalised one way (case, trailing
+ *   dot, IDN to A-labels); a public suffix is refused, and so is a name at or under a domain
+ *   another tenant verified.
+ *
  * ERRORS
- *   422 validation_error for a bad name or field; 409 validation_error when the name is already
- *   claimed (by any tenant); 404 not_found for another tenant's id.
+ *   422 validation_error for a bad name (a public suffix among them) or field; 409
+ *   validation_error when the tenant already claims the name, or another tenant verified it or a
+ *   domain above it (at POST and at verify); 404 not_found for another tenant's id or a lapsed
+ *   claim.
  */
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
-import { addKey, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain, type DomainRow } from "../../db/domains";
+import {
+  addKey, claimOwnership, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain,
+  verifiedOwners, type DomainRow,
+} from "../../db/domains";
+import { claimProblem, lineage } from "../../domains/core/names";
+import { settingsOf } from "../../settings/settings";
 import { recordsFor } from "../../domains/records";
 import { newDkimKey, recordOptions, verifyDomain } from "../../domains/service";
 import { type AppEnv } from "../http/context";
@@ -96,6 +110,8 @@ export function domainRoutes() {
 
   r.post("/", async (c) => {
     const input = parseInput(CreateDomainSchema, (await readJson(c, 16 * 1024)).value);
+    const taken = claimProblem(input.name, c.get("tenant"), await verifiedOwners(c.env.DB, lineage(input.name)));
+    if (taken !== null) throw new ApiError(409, "validation_error", taken);
     const now = Date.now();
     const id = crypto.randomUUID();
     const selector = "cohort1";
@@ -106,7 +122,9 @@ export function domainRoutes() {
       return_path: input.custom_return_path ?? "send", open_tracking: Number(input.open_tracking ?? false), click_tracking: Number(input.click_tracking ?? false),
       tls: input.tls ?? "opportunistic", records: JSON.stringify(records), created_at: now, verified_at: null,
     };
-    if ((await insertDomain(c.env.DB, row, key)) === "taken") throw new ApiError(409, "validation_error", `The domain ${input.name} is already registered.`);
+    if ((await insertDomain(c.env.DB, row, key)) === "taken") {
+      throw new ApiError(409, "validation_error", `The domain ${input.name} is already registered to this account.`);
+    }
     if (input.capabilities?.receiving === "enabled") {
       await updateDomain(c.env.DB, row.tenant_id, id, { receiving: true });
       row.receiving = 1;
@@ -140,9 +158,23 @@ export function domainRoutes() {
 
   r.post("/:id/verify", async (c) => {
     const d = await mine(c);
+    const now = Date.now();
+    if (d.verified_at === null && d.created_at < now - settingsOf(c.env).domainClaimTtlMs) {
+      await deleteDomain(c.env.DB, d.tenant_id, d.id);
+      throw new ApiError(404, "not_found", `Domain not found: the claim on ${d.name} lapsed unverified; add it again.`);
+    }
+    const taken = d.verified_at === null ? claimProblem(d.name, d.tenant_id, await verifiedOwners(c.env.DB, lineage(d.name))) : null;
+    if (taken !== null) throw new ApiError(409, "validation_error", taken);
     const keys = await domainKeys(c.env.DB, d.id);
     const v = await verifyDomain(c.env, d, keys);
-    await saveVerification(c.env.DB, d.id, v.records, v.status, Date.now(), v.dmarc);
+    if (v.status === "verified" && d.verified_at === null) {
+      // The first to verify owns the name; the others' claims on it lapse (db/domains.ts).
+      if ((await claimOwnership(c.env.DB, d, v.records, now, v.dmarc)) === "taken") {
+        throw new ApiError(409, "validation_error", `The domain ${d.name} is verified by another account.`);
+      }
+    } else {
+      await saveVerification(c.env.DB, d.id, v.records, v.status, now, v.dmarc);
+    }
     if (v.promote) await promoteKey(c.env.DB, d.id, v.promote);
     return c.json({ object: "domain", id: d.id });
   });

@@ -156,7 +156,9 @@ function addStatusRoutes(r: Hono<AppEnv>): void {
 export function emailRoutes() {
   const r = new Hono<AppEnv>();
   addSendRoutes(r);
+  // "batch" is no email id: GET /emails/batch is a method the batch endpoint does not take, not "Email not found".
+  r.all("/batch", methodNotAllowed);
   addStatusRoutes(r);
-  for (const path of ["/", "/batch", "/:id", "/:id/cancel"]) r.all(path, methodNotAllowed);
+  for (const path of ["/", "/:id", "/:id/cancel"]) r.all(path, methodNotAllowed);
   return r;
 }

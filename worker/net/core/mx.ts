@@ -12,7 +12,9 @@
  *   Queries go MX, then, only when the domain exists but has no MX (NODATA),
  *   A, then AAAA; an address record makes the domain its own mail host with
  *   preference 0 (RFC 5321 5.1, "implicit MX"). Address literals
- *   ("[192.0.2.1]", "[IPv6:2001:db8::1]") resolve without DNS.
+ *   ("[192.0.2.1]", "[IPv6:2001:db8::1]") resolve without DNS; as a recipient's
+ *   nexthop one carries LITERAL_NEXTHOP ("literal:[192.0.2.1]", literalNexthop),
+ *   since "[host]" alone names the relay kind's fixed host (delivery/plan.ts).
  *
  *   Outcomes (code, RFC 3463 status):
  *     NXDOMAIN, or a domain that is not a host name   bounce 550 5.1.2
@@ -121,6 +123,14 @@ export type MxResolution =
 export type MxStep =
   | { kind: "query"; state: MxLookupState; name: string; type: MxQueryType }
   | { kind: "done"; result: MxResolution };
+
+/** The prefix of an address literal as a recipient's nexthop (see the header). */
+export const LITERAL_NEXTHOP = "literal:";
+
+/** The nexthop of a recipient domain: the domain, or an address literal with LITERAL_NEXTHOP. */
+export function literalNexthop(domain: string): string {
+  return domain.startsWith("[") ? `${LITERAL_NEXTHOP}${domain}` : domain;
+}
 
 /** Starts resolving `domain` (ASCII; convert IDNs to punycode first). */
 export function startMxLookup(input: { domain: string; tieSeed?: number | null }, nowMs: number, cfg: MxConfig): MxStep {
@@ -247,7 +257,8 @@ function mulberry32(seed: number): () => number {
 
 /** "[192.0.2.1]" or "[IPv6:2001:db8::1]" to the address text, else null. */
 function parseAddressLiteral(domain: string): string | null {
-  const m = /^\[(?:IPv6:([^\]]+)|([0-9.]+))\]$/i.exec(domain.trim());
+  const d = domain.trim();
+  const m = /^\[(?:IPv6:([^\]]+)|([0-9.]+))\]$/i.exec(d.startsWith(LITERAL_NEXTHOP) ? d.slice(LITERAL_NEXTHOP.length) : d);
   if (!m) return null;
   if (m[1] !== undefined) return parseIPv6(m[1]) ? m[1].toLowerCase() : null;
   return m[2] !== undefined && parseIPv4(m[2]) ? m[2] : null;

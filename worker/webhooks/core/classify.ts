@@ -94,7 +94,7 @@ export const BOUNCE_RULES: readonly BounceRule[] = [
   // Domain-level problems.
   { name: "null-mx", category: "bad_domain", enhanced: /^5\.1\.10$/ },
   { name: "bad-domain-enhanced", category: "bad_domain", enhanced: /^5\.1\.2$/ },
-  { name: "bad-domain-text", category: "bad_domain", text: /null MX|no such domain|domain (does not exist|not found|name not found)|NXDOMAIN/i },
+  { name: "bad-domain-text", category: "bad_domain", text: /null MX|no such domain|domain (does not exist|not found|name not found)|NXDOMAIN|unrouteable address/i },
   { name: "dns-enhanced", category: "dns_failure", enhanced: /^[45]\.4\.[34]$/ },
   { name: "dns-text", category: "dns_failure", text: /host not found|name service error|DNS (lookup|resolution|failure|error|timeout)|no (MX|A|address) record/i },
   // Recipient-level problems.

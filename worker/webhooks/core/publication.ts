@@ -29,7 +29,9 @@
  *                                       expands to the message's cancelled
  *                                       recipients;
  *     email.delivery_delayed            a deferral: email.delivery_delayed
- *                                       when shouldNotifyDelay says so;
+ *                                       when shouldNotifyDelay says so; a delay
+ *                                       notice that came back by mail after
+ *                                       delivery (data.late) always, as it is;
  *     email.delivered, email.bounced    the same type, with data.delivery;
  *     email.failed                      email.failed (reason "expired" or
  *                                       the recorded one).
@@ -144,6 +146,8 @@ const DIRECT: Readonly<Record<string, EmailEventType>> = {
   "email.delivered": "email.delivered",
   "email.bounced": "email.bounced",
   "email.failed": "email.failed",
+  /** Only a late delay notice (data.late) is published directly; deferrals go through the notice state. */
+  "email.delivery_delayed": "email.delivery_delayed",
   "email.complained": "email.complained",
   "email.unsubscribed": "email.unsubscribed",
   "relay.complaint_rate.exceeded": "relay.complaint_rate.exceeded",
@@ -181,7 +185,7 @@ export function planPublication(messages: readonly SourceMessage[], notices: Rea
   const changed = new Map<string, NoticeRecord>();
   for (const m of messages) {
     for (const row of m.events) {
-      if (row.type !== "email.delivery_delayed") {
+      if (row.type !== "email.delivery_delayed" || row.data.late === true) {
         for (const e of directEvents(m, row)) events.push(planned(m, row, e));
         continue;
       }

@@ -23,6 +23,10 @@
  *   GET    /relay/stats?window=  delivered / bounced / deferred / failed per minute (D1 events).
  *   GET    /relay/inbound?days=  mail that came back through Email Routing, by UTC day and kind
  *                                (bounce, complaint, auto_reply, rejected...: inbound/email.ts).
+ *   GET    /relay/inbound/reports?days=&verdict=&limit=&before=  the DSNs and ARF reports that
+ *                                came back, newest first, each with its verdict (acted,
+ *                                unauthenticated, mismatch, ...), what it said and its first
+ *                                64 KiB (inbound/reports.ts).
  *
  * ERRORS
  *   403 restricted_api_key for a tenant key; 422 validation_error for bad input; 404 not_found
@@ -37,7 +41,8 @@ import { activeSuspensions, EVERYWHERE, mergeQshape, resumeRule, suspendRule, su
 import { type AppEnv } from "../../http/context";
 import { parseInput, readJson, readOptionalJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
-import { FlushSchema, InboundQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
+import { listReports } from "../../../db/inbound";
+import { FlushSchema, InboundQuerySchema, ReportsQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
 import { providerOfDestination } from "./providers";
 import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "../../../policy/transports";
 import { settingsOf } from "../../../settings/settings";
@@ -178,6 +183,19 @@ export function queueRoutes() {
     const series = throughputSeries(await throughputRows(c.env.DB, fromMin * 60_000, (toMin + 1) * 60_000), fromMin, toMin);
     const totals = series.reduce((t, p) => ({ delivered: t.delivered + p.delivered, bounced: t.bounced + p.bounced, deferred: t.deferred + p.deferred, failed: t.failed + p.failed }), { delivered: 0, bounced: 0, deferred: 0, failed: 0 });
     return c.json({ object: "stats", window_minutes: q.window, from: new Date(fromMin * 60_000).toISOString(), to: new Date((toMin + 1) * 60_000).toISOString(), totals, series: series.map((p) => ({ ...p, at: new Date(p.at).toISOString() })) });
+  });
+
+  r.get("/inbound/reports", async (c) => {
+    const q = parseInput(ReportsQuerySchema, c.req.query());
+    const now = Date.now();
+    const beforeMs = q.before ? Date.parse(q.before) : now + 1;
+    const rows = await listReports(c.env.DB, { fromMs: now - q.days * 86_400_000, beforeMs, limit: q.limit + 1, verdict: q.verdict ?? null });
+    const data = rows.slice(0, q.limit).map((r) => ({
+      object: "inbound_report" as const, id: r.id, received_at: new Date(r.received_at).toISOString(), kind: r.kind, verdict: r.verdict, email_id: r.email_id,
+      tenant: r.tenant_id, envelope_from: r.envelope_from, envelope_to: r.envelope_to, message_id: r.message_id,
+      detail: JSON.parse(r.detail) as Record<string, unknown>, size: r.raw_size, raw: r.raw,
+    }));
+    return c.json({ object: "list", has_more: rows.length > q.limit, data });
   });
 
   r.get("/inbound", async (c) => {

@@ -10,6 +10,8 @@
  *                         tenant (operators only), limit 1–100 (default 20), after.
  *   StatsQuerySchema      GET /relay/stats: window in minutes 1–1440 (default 60).
  *   InboundQuerySchema    GET /relay/inbound: days 1–90 (default 7).
+ *   ReportsQuerySchema    GET /relay/inbound/reports: days 1–90 (default 7), verdict, limit 1–100
+ *                         (default 50), before (ISO 8601, for the next page).
  *   EventsQuerySchema     GET /relay/messages/:id/events: limit 1–1000 (default 500).
  */
 import { z } from "zod";
@@ -75,6 +77,14 @@ export const StatsQuerySchema = z.object({ window: z.coerce.number().int().min(1
 /** GET /relay/inbound. */
 export const InboundQuerySchema = z.object({ days: z.coerce.number().int().min(1).max(90).default(7) });
 
+/** GET /relay/inbound/reports. */
+export const ReportsQuerySchema = z.object({
+  days: z.coerce.number().int().min(1).max(90).default(7),
+  verdict: z.enum(["acted", "duplicate", "mismatch", "not_delivered", "unauthenticated", "unmatched", "info"]).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(50),
+  before: z.string().datetime({ offset: true }).optional(),
+});
+
 /** GET /relay/messages/:id/events. */
 export const EventsQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(500) });
 
@@ -131,6 +141,14 @@ export const AdminResponses = {
   inbound: z.object({
     object: z.literal("inbound"), from: z.string(), totals: z.record(z.string(), z.number().int()),
     days: z.array(z.object({ day: z.string(), counts: z.record(z.string(), z.number().int()) })),
+  }),
+  reports: z.object({
+    object: z.literal("list"), has_more: z.boolean(),
+    data: z.array(z.object({
+      object: z.literal("inbound_report"), id: z.string(), received_at: Iso, kind: z.enum(["dsn", "arf"]), verdict: z.string(),
+      email_id: z.string().nullable(), tenant: z.string().nullable(), envelope_from: z.string(), envelope_to: z.string(), message_id: z.string().nullable(),
+      detail: z.record(z.string(), z.unknown()), size: z.number().int(), raw: z.string().describe("the first 64 KiB of the message"),
+    })),
   }),
   search: z.object({
     object: z.literal("list"), has_more: z.boolean(),
