@@ -26,25 +26,11 @@
  * INVARIANTS
  *   Pure: no I/O, no clock. Field names are matched case-insensitively, folded lines unfolded.
  */
+import type { DsnRecipient } from "../model/inbound";
+
+export type { DsnRecipient };
 import { fields } from "./arf";
 
-/** One recipient of a delivery status notification. */
-export interface DsnRecipient {
-  /** The address, without `rfc822;`; null when the notice names none. */
-  address: string | null;
-  /** Original-Recipient (the address as the relay gave it), or null. */
-  original: string | null;
-  action: string;
-  /** RFC 3463 status, the most specific one the notice gives, e.g. "5.1.1". */
-  status: string;
-  /** The remote server's reply (the Diagnostic-Code without its type), else the text's reason, or "". */
-  diagnostic: string;
-  /** The Diagnostic-Code's type ("smtp", "x-unix"...), lower-case, or null. */
-  diagnosticType: string | null;
-  remoteMta: string | null;
-  /** A failure after retrying (see the header). */
-  expired: boolean;
-}
 
 const ENHANCED_RE = /(?:^|[^\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.]*\d)/;
 const EXPIRY_RE = new RegExp(["retry time ?(out)? (was )?(exceeded|reached)", "retry timeout", "too long in (the )?queue", "been in the queue too long",

@@ -40,6 +40,9 @@
  */
 import { addresses, fields, type ReportPart } from "./arf";
 import { enhancedIn, isExpiry, readDsnPart, type DsnRecipient } from "./dsn-read";
+import type { InboundKind } from "../model/inbound";
+
+export type { InboundKind };
 
 export type { DsnRecipient } from "./dsn-read";
 
@@ -55,12 +58,6 @@ export interface InboundMail {
   text: string;
 }
 
-/** What readInbound found. */
-export type InboundKind =
-  | { kind: "arf" }
-  | { kind: "dsn"; format: "rfc3464" | "heuristic"; recipients: DsnRecipient[]; originalMessageId: string | null; references: string[] }
-  | { kind: "auto-reply"; why: string }
-  | { kind: "other" };
 
 const DSN_TYPES = ["message/delivery-status", "message/global-delivery-status"];
 const ORIGINAL_TYPES = ["message/rfc822", "text/rfc822-headers", "message/global", "message/global-headers"];

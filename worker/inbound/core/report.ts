@@ -25,7 +25,7 @@
  * ERRORS
  *   None thrown.
  */
-import type { InboundKind } from "../../mail/inbound";
+import type { InboundKind } from "../../model/inbound";
 import type { TokenKind } from "../../model/tokens";
 
 /** A verified token address: what it names. */
