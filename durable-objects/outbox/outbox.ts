@@ -91,8 +91,12 @@ export class Outbox extends DurableObject<Env> {
   /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch. */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
     const now = Date.now();
-    // A body older than the grace period may already have been swept as an orphan.
-    if (req.messages.some((m) => m.createdAt < now - this.graceMs())) return { kind: "stale" };
+    // A body in R2 written before the grace period may already have been swept as an orphan (a
+    // body kept in the row cannot be): the time that counts is when the bodies were written, not
+    // when the messages were composed, which for a large batch may be well before.
+    const inR2 = req.messages.filter((m) => m.body === undefined);
+    const writtenAt = req.bodiesAt ?? Math.min(...inR2.map((m) => m.createdAt));
+    if (inR2.length > 0 && writtenAt < now - this.graceMs()) return { kind: "stale" };
     const result = this.ctx.storage.transactionSync((): AcceptResult => {
       if (req.idempotency) {
         const seen = checkIdempotency(this.sql, req.tenant, req.idempotency, now, token);

@@ -103,6 +103,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     // classify queue message).
     const limit = settingsOf(env).inlineBodyBytes;
     const inline = input.prepared.map((p) => fitsInline(p.body, limit));
+    const bodiesAt = Date.now();
     const [decisions] = await Promise.all([
       decideNew(env, input.tenant, input.prepared.map((p) => p.record)),
       ...input.prepared.filter((_, i) => !inline[i])
@@ -112,7 +113,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
       ...p.record, ...(inline[i] ? { body: p.body } : {}), ...(decisions[i] ? { decisions: decisions[i] } : {}),
     }));
     undecided = messages.filter((m) => m.decisions === undefined);
-    const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response }, idem?.token);
+    const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response, bodiesAt }, idem?.token);
     if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
     if (res.kind !== "accepted") return resolveSeen(res);
     pauseMs = res.pauseMs ?? 0;

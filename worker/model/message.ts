@@ -109,6 +109,8 @@ export interface AcceptRequest {
   idempotency: IdempotencyClaim | null;
   messages: NewMessage[];
   response: StoredResponse;
+  /** When the accepting worker began writing the bodies that are not inline to R2 (epoch ms); else their createdAt. */
+  bodiesAt?: number;
 }
 
 /** Outcome of reserving or using an idempotency key. */

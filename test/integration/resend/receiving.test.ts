@@ -112,7 +112,8 @@ describe("receiving", () => {
     const dsn = ["From: MAILER-DAEMON@outside.example", "To: help@inbox.example", "Subject: Undelivered Mail Returned to Sender", "MIME-Version: 1.0",
       "Content-Type: multipart/report; report-type=delivery-status; boundary=\"r\"", "", "--r", "Content-Type: text/plain", "", "failed", "--r",
       "Content-Type: message/delivery-status", "", "Reporting-MTA: dns; outside.example", "", "Final-Recipient: rfc822; gone@elsewhere.example", "Action: failed", "Status: 5.1.1", "--r--", ""].join("\r\n");
-    expect((await deliver("", "help@inbox.example", dsn)).kind).toBe("rejected");
+    // A report is never refused (issue 37): one that names no mail of this relay is kept for the operator.
+    expect((await deliver("", "help@inbox.example", dsn)).kind).toBe("bounce_unmatched");
     expect(await env.DB.prepare("SELECT count(*) AS n FROM received_emails WHERE tenant_id = 'recv'").first<number>("n")).toBe(before);
   });
 
