@@ -16,6 +16,7 @@
  *                         clock also starts with the sink.
  *     stats()             counters since the last reset (SinkStats).
  *     deliveries()        per recipient address: the times (epoch ms) it was delivered.
+ *     greylist()          per greylisted address: its first attempt, refusals and attempt times.
  *     waitFor(pred, timeoutMs)  resolves when pred(stats) holds (checked at every delivery and
  *                         every 200 ms), rejects after timeoutMs with the counters.
  *     reset()             starts new counters and records (sessions already open stay open; greylist
@@ -63,12 +64,21 @@ export interface SinkStats {
   maxOpen: number;
 }
 
+/** What the greylist remembers of a recipient. */
+export interface GreylistRecord {
+  first: number;
+  refusals: number;
+  /** Every RCPT of the address at a greylisting domain, epoch ms (the accepted one last). */
+  attempts: number[];
+}
+
 /** A running sink. */
 export interface WorldSink {
   readonly port: number;
   startClock(): void;
   stats(): SinkStats;
   deliveries(): ReadonlyMap<string, number[]>;
+  greylist(): ReadonlyMap<string, GreylistRecord>;
   /** Open sessions now, per domain name (only domains with any). */
   openSessions(): Record<string, number>;
   waitFor(pred: (s: SinkStats) => boolean, timeoutMs: number): Promise<SinkStats>;
@@ -97,8 +107,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 class SinkState {
   s = fresh();
   delivered = new Map<string, number[]>();
-  /** First attempt and refusals per greylisted address. */
-  greylist = new Map<string, { first: number; refusals: number }>();
+  /** Per greylisted address: its refusals and the time of every attempt (RCPT). */
+  greylist = new Map<string, GreylistRecord>();
   open = new Map<string, number>();
   totalOpen = 0;
   clockStart = Date.now();
@@ -254,9 +264,10 @@ class Session {
     if (d.greylistMs > 0) {
       const now = Date.now();
       const g = this.st.greylist.get(address);
+      g?.attempts.push(now);
       if (!g || now - g.first < d.greylistMs) {
         if (!g) {
-          this.st.greylist.set(address, { first: now, refusals: 1 });
+          this.st.greylist.set(address, { first: now, refusals: 1, attempts: [now] });
           this.st.s.greylistRefused++;
         } else if (++g.refusals === 2) this.st.s.greylistRefusedTwice++;
         this.st.s.rcptGreylisted++;
@@ -350,6 +361,7 @@ export async function startWorldSink(world: World, opts: WorldSinkOptions = {}):
     startClock: () => { st.clockStart = Date.now(); },
     stats: () => st.s,
     deliveries: () => st.delivered,
+    greylist: () => st.greylist,
     openSessions: () => Object.fromEntries(st.open),
     waitFor,
     reset: () => st.reset(opts.keepGreylist === true),

@@ -15,6 +15,8 @@
  *                   does not come back and hold up the serial test queue again).
  *   dies.test       the same after LONG_SLOW_MS, for a test that must finish its steps before
  *                   that bounce lands, with the margin a busy machine needs.
+ *   names of the mail world (bench/world/doh.ts, when the caller passes its answerer as `extra`):
+ *                   each domain's MX on its own loopback address
  *   anything else   SERVFAIL
  *
  * Every query is counted by "name/type" (GET /queries lists the counts). GET /log/<name> returns
@@ -57,7 +59,10 @@ export interface DohServer {
 /** Logs the server can show at GET /log/<name>. */
 export type Logs = Record<string, () => string>;
 
-function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs): void {
+/** Answers for names the fixtures do not hold (the mail world's), or undefined. */
+export type ExtraAnswers = (name: string, type: string) => Answer | undefined;
+
+function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs, extra?: ExtraAnswers): void {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
   if (url.pathname === "/queries") {
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(Object.fromEntries(counts)));
@@ -67,7 +72,7 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
   if (log) return void res.writeHead(200, { "content-type": "text/plain" }).end(log());
   const key = `${(url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "")}/${url.searchParams.get("type") ?? ""}`;
   counts.set(key, (counts.get(key) ?? 0) + 1);
-  const fixture = FIXTURES[key] ?? { Status: 2 };
+  const fixture = FIXTURES[key] ?? extra?.(url.searchParams.get("name") ?? "", url.searchParams.get("type") ?? "") ?? { Status: 2 };
   const reply = (body: Answer) => res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   if (!("slowMs" in fixture)) return void reply(fixture);
   const timer = setTimeout(() => {
@@ -78,10 +83,10 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
 }
 
 /** Starts the resolver on 127.0.0.1, port 0. */
-export function startDohServer(logs: Logs = {}): Promise<DohServer> {
+export function startDohServer(logs: Logs = {}, extra?: ExtraAnswers): Promise<DohServer> {
   const counts = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
-  const server = createServer((req, res) => answer(req, res, counts, timers, logs));
+  const server = createServer((req, res) => answer(req, res, counts, timers, logs, extra));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {

@@ -7,7 +7,8 @@
  * whose log the resolver serves at GET /log/socks. vitest.config.ts reads them for the project's
  * bindings (MX_PORT, DOH_RESOLVER_URL, EGRESS and its credentials). The scripted servers of
  * scripted-sinks.ts (a 5-session limit, a drop in DATA, a slow sink, a 554 greeting) are provided
- * as `scripted`. Everything is stopped when the run ends.
+ * as `scripted`; the small mail world of world.ts (its sink on the catcher's port at 127.78.x.y,
+ * its names answered by the resolver) as `world`. Everything is stopped when the run ends.
  */
 import { createServer, type AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
@@ -15,6 +16,10 @@ import { startCatcher } from "../../../scripts/lib/smtp-catcher";
 import { DANTE_USER, startDante } from "../../unit/net/dante";
 import { startDohServer } from "./doh-server";
 import { startScriptedSinks } from "./scripted-sinks";
+import { worldDnsAnswer } from "../../../bench/world/doh";
+import { startWorldSink } from "../../../bench/world/sink";
+import { serveSinkView } from "../../../bench/world/sink-http";
+import { TEST_WORLD } from "./world";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -23,6 +28,8 @@ declare module "vitest" {
     socks: { port: number; username: string; password: string };
     /** The scripted servers of scripted-sinks.ts: ports by name, and where their stats are read. */
     scripted: { ports: Record<string, number>; statsUrl: string };
+    /** The mail world's sink (world.ts): where its view (bench/world/sink-http.ts) answers. */
+    world: { viewUrl: string };
   }
 }
 
@@ -42,7 +49,10 @@ function closedPort(): Promise<number> {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const catcher = await startCatcher({ scripted: true });
   const dante = await startDante({ method: "username" });
-  const doh = await startDohServer({ socks: () => dante.log() });
+  const doh = await startDohServer({ socks: () => dante.log() }, worldDnsAnswer(TEST_WORLD));
+  // The mail world's MX hosts listen on the catcher's port (MX_PORT), each at its own address.
+  const world = await startWorldSink(TEST_WORLD, { port: catcher.smtpPort });
+  const view = await serveSinkView(world);
   // limited: 5 sessions, then 421; drop: connection lost in DATA once per recipient set; slow:
   // 40 ms per message (eviction mid-run); cached: 20 ms per message (agents.test.ts); greet554: the first MX host of mx-greet.test, on the
   // sink's port (MX_PORT) at another loopback address.
@@ -63,7 +73,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("doh", { url: doh.url });
   project.provide("socks", { port: dante.port, ...DANTE_USER });
   project.provide("scripted", { ports: scripted.ports, statsUrl: scripted.statsUrl });
+  project.provide("world", { viewUrl: view.url });
   return async () => {
+    await view.close();
+    await world.stop();
     await scripted.close();
     await doh.close();
     await dante.stop();
