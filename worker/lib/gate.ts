@@ -23,8 +23,7 @@
  *   takes a slot only for the first waiter that may enter now (the gate has room and the waiter's
  *   key is under its share), so slots go in arrival order and a new caller never jumps the queue
  *   (enter() refuses while someone who could take the slot waits). The gate holds no timers and
- *   no promises: the caller polls claim() on a timer of its own and may be woken early by
- *   next() after a release. A first version parked waiters on promises that only another
+ *   no promises: the caller polls claim() on a timer of its own. A first version parked waiters on promises that only another
  *   request's release resolved; in the full chaos load campaign the runtime cancelled such
  *   requests as hung ("your Worker's code had hung and would never generate a response"), slots
  *   stopped coming back, and from 45 s on nothing more was accepted. A waiter that stops
@@ -39,7 +38,9 @@
  *   claim(t)     a release function when ticket t is the first waiter that may enter now (it
  *                then leaves the queue), else null; each call proves the waiter alive.
  *   leave(t)     takes ticket t out of the queue (timed out, cancelled); idempotent.
- *   next()       the ticket that would get the next claim, or null: whom to wake.
+ *   next()       the ticket that would get the next claim, or null.
+ *   rank(t, cap) how many waiters are ahead of ticket t (counted up to cap): a caller far back
+ *                may poll less often.
  *   waiting()    tickets queued.
  *   held(key?)   slots held (by `key`).
  *   share(key)   the slots `key` may hold now (see above).
@@ -76,6 +77,8 @@ export class Gate {
   private seq = 0;
   /** Waiters by ticket, in arrival order, with when each last claimed. */
   private readonly waiters = new Map<number, { key: string; seen: number }>();
+  /** When the waiters were last swept for stale ones. */
+  private swept = Number.NEGATIVE_INFINITY;
 
   constructor(readonly opts: GateOptions, private readonly now: () => number) {
     if (!(opts.limit >= 1) || !(opts.perKey >= 1) || opts.perKey > opts.limit) throw new RangeError("Gate needs 1 <= perKey <= limit");
@@ -127,16 +130,32 @@ export class Gate {
   }
 
   next(): number | null {
-    const stale = this.now() - (this.opts.staleMs ?? 1000);
-    for (const [ticket, w] of this.waiters) {
-      if (w.seen < stale) this.waiters.delete(ticket);
-      else if (this.mayEnter(w.key)) return ticket;
-    }
+    this.sweep();
+    if (this.holds.size >= this.opts.limit) return null;
+    for (const [ticket, w] of this.waiters) if (this.mayEnter(w.key)) return ticket;
     return null;
+  }
+
+  rank(ticket: number, cap: number): number {
+    let n = 0;
+    for (const t of this.waiters.keys()) {
+      if (t === ticket || n >= cap) break;
+      n++;
+    }
+    return n;
   }
 
   waiting(): number {
     return this.waiters.size;
+  }
+
+  /** Forgets the waiters that stopped claiming (at most one scan per half staleMs). */
+  private sweep(): void {
+    const staleMs = this.opts.staleMs ?? 1000;
+    const now = this.now();
+    if (now - this.swept < staleMs / 2) return;
+    this.swept = now;
+    for (const [ticket, w] of this.waiters) if (w.seen < now - staleMs) this.waiters.delete(ticket);
   }
 
   /** Whether `key` may take a slot now (room, and under its share). */

@@ -147,6 +147,8 @@ describe("Gate", () => {
     const first = g.wait("b");
     const second = g.wait("c");
     expect(g.waiting()).toBe(2);
+    expect([g.rank(first, 5), g.rank(second, 5), g.rank(second, 0)]).toEqual([0, 1, 0]);
+    expect(g.next()).toBeNull(); // full: nobody may enter
     expect(g.claim(first)).toBeNull(); // still full
     holder();
     expect(g.next()).toBe(first);
