@@ -1,6 +1,6 @@
 /*
  * npm run bench:mix [-- --domains N] [--sustained N] [--saturation N] [--rate R] [--saturation-rate R]
- *                      [--metered N] [--only relay|postfix] [--ci] [--json]
+ *                      [--metered N] [--only relay|postfix] [--var NAME=value …] [--profile] [--ci] [--json]
  *
  * Real traffic: the relay and a private Postfix deliver the same arrival stream to the same mail
  * world of many domains (bench/world/), in the same run, one after the other.
@@ -22,6 +22,9 @@
  *   Postfix's default back-off of 300 s) and the same connect and greeting timeouts (5 s, 10 s).
  *   Then a metered pass: a fresh relay with the meter on gets --metered messages (1,000) of the
  *   sustained stream, for DO requests and objects per email and $ per million operations.
+ *   --var NAME=value overrides a wrangler.toml [vars] value of the relay (printed with the figures);
+ *   --profile takes a CPU profile of the relay's sustained phase and charges it to object classes
+ *   (world/class-profile.ts): the profiler slows the relay, so its figures are not the run's.
  *   Everything is loopback; everything started is stopped.
  *
  * Output
@@ -50,12 +53,15 @@ import { printPhases, summary } from "./world/report";
 import { startPostfixSide, startRelaySide, type MixSide, type Timers } from "./world/sides";
 import { startWorldSink } from "./world/sink";
 import { createWorld, kindCounts } from "./world/world";
+import { startClassProfile } from "./world/class-profile";
+import type { DevServer } from "../scripts/lib/dev-server";
 import { postfixUnavailableReason } from "../test/e2e/postfix/harness";
 
 const { values } = parseArgs({
   options: {
     domains: { type: "string" }, sustained: { type: "string" }, saturation: { type: "string" }, rate: { type: "string" },
     "saturation-rate": { type: "string" }, metered: { type: "string" }, only: { type: "string" }, seed: { type: "string", default: "41" },
+    var: { type: "string", multiple: true, default: [] }, profile: { type: "boolean", default: false },
     ci: { type: "boolean", default: false }, json: { type: "boolean", default: false },
   },
 });
@@ -69,6 +75,12 @@ const CFG = {
   domains: num(values.domains, CI ? 300 : 2000), sustained: num(values.sustained, CI ? 300 : 2500), saturation: num(values.saturation, CI ? 300 : 2500),
   rate: num(values.rate, 40), saturationRate: num(values["saturation-rate"], 400), metered: num(values.metered, CI ? 200 : 1000), seed: num(values.seed, 41),
 };
+/** --var NAME=value overrides of the relay's [vars]. */
+const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
+  const eq = kv.indexOf("=");
+  if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
+  return [kv.slice(0, eq), kv.slice(eq + 1)];
+}));
 const TIMERS: Timers = { minimalBackoff: 5, maximalBackoff: 20, connectTimeout: 5, heloTimeout: 10 };
 const CONCURRENCY = 32;
 const PHASE_LIMIT_MS = 6 * 60_000;
@@ -90,7 +102,10 @@ async function measure(side: MixSide, ctx: PhaseContext, streams: { sustained: A
   const out: PhaseResult[] = [];
   for (const [phase, arrivals] of [["sustained", streams.sustained], ["saturation", streams.saturation]] as const) {
     log(`  ${side.name}: ${phase}, ${arrivals.length} requests`);
-    out.push(await runPhase(side, ctx, arrivals, { phase, concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log }));
+    const profile = values.profile && phase === "sustained" && "server" in side ? await startClassProfile(side.server as DevServer) : null;
+    const r = await runPhase(side, ctx, arrivals, { phase, concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log });
+    if (profile) r.classes = await profile.stop();
+    out.push(r);
   }
   return out;
 }
@@ -104,7 +119,7 @@ async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): 
     arrivals.push(a);
     n += a.messages.length;
   }
-  const side = await startRelaySide(ctx.world, { sinkPort, dohUrl: ctx.doh.url, timers: TIMERS, meter: true });
+  const side = await startRelaySide(ctx.world, { sinkPort, dohUrl: ctx.doh.url, timers: TIMERS, meter: true, vars: VARS });
   try {
     await warmUp(side, ctx);
     await new Promise((r) => setTimeout(r, SETTLE_MS));
@@ -135,9 +150,10 @@ async function main(): Promise<number> {
     const undeliverable = all.flatMap((a) => a.messages.flatMap((m) => m.to)).filter((r) => !deliverable(world, r)).length;
     log(`bench:mix: world of ${world.domains.length} domains ${JSON.stringify(kindCounts(world))}, sink on port ${sink.port}`);
     log(`  streams: ${JSON.stringify(stats)}; ${undeliverable} recipients never deliverable`);
+    if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
     if (only !== "postfix") {
-      const relay = await startRelaySide(world, { sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS });
+      const relay = await startRelaySide(world, { sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS });
       try { results.push(...await measure(relay, ctx, streams)); } finally { await relay.stop(); }
     }
     if (only !== "relay") {
@@ -146,7 +162,7 @@ async function main(): Promise<number> {
     }
     const ops = only === "postfix" || CFG.metered === 0 ? null : await metered(ctx, streams.sustained, sink.port);
     printPhases(results, ops);
-    const out = summary({ world, stats, results, ops, cfg: CFG, timers: TIMERS });
+    const out = { ...summary({ world, stats, results, ops, cfg: CFG, timers: TIMERS }), ...(Object.keys(VARS).length > 0 ? { relay_vars: VARS } : {}) };
     console.log(`(${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     if (values.json) console.log(JSON.stringify(out));
     const bad = results.filter((r) => r.timedOut || r.duplicates > 0 || r.missing > 0);

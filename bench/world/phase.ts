@@ -10,6 +10,7 @@
  *       o.settleMs, and returns a PhaseResult:
  *     latency       from a recipient's arrival (its request's scheduled time) to its first
  *                   delivery at the sink, for recipients of well-behaved domains (world.ts);
+ *     acceptMs      from a request's scheduled time to its answer (the client's wait);
  *     deliveriesPerS recipients delivered from the first arrival until the last well-behaved
  *                   recipient was delivered, per second of that span (a side's rate while it works
  *                   through its backlog; mail held back by awkward domains does not stretch it);
@@ -50,6 +51,8 @@ export interface PhaseResult {
   deliveriesPerS: number;
   goodRecipients: number;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
+  /** From a request's scheduled arrival to its answer (accepted), ms. */
+  acceptMs: { p50: number; p99: number };
   refused429: number;
   requestErrors: number;
   cpu: CpuSample;
@@ -59,6 +62,8 @@ export interface PhaseResult {
   idleGapMs: { n: number; p50: number; mean: number };
   sessionsPerDelivery: number;
   dnsQueries: Record<string, number>;
+  /** With --profile: the relay's sampled CPU by object class (class-profile.ts). */
+  classes?: { sampledMs: number; byClass: Record<string, number> };
 }
 
 /** What a phase needs besides the side. */
@@ -99,8 +104,9 @@ function good(world: World, address: string): boolean {
 }
 
 /** Plays the stream into the side (see the header); returns the scheduled time of each recipient. */
-async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: number, t0: number): Promise<{ at: Map<string, number>; errors: () => number; done: Promise<void> }> {
+async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: number, t0: number): Promise<{ at: Map<string, number>; acceptMs: number[]; errors: () => number; done: Promise<void> }> {
   const at = new Map<string, number>();
+  const acceptMs: number[] = [];
   let [inFlight, errors] = [0, 0];
   const slots: (() => void)[] = [];
   const all: Promise<void>[] = [];
@@ -110,14 +116,14 @@ async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: nu
     while (inFlight >= concurrency) await new Promise<void>((r) => slots.push(r));
     for (const m of a.messages) for (const r of m.to) at.set(r, t0 + a.atMs);
     inFlight++;
-    all.push(side.send(a).catch((e: unknown) => {
+    all.push(side.send(a).then(() => void acceptMs.push(Date.now() - (t0 + a.atMs)), (e: unknown) => {
       if (errors++ < 3) console.error(`  ${side.name}: ${e instanceof Error ? e.message : String(e)}`);
     }).finally(() => {
       inFlight--;
       slots.shift()?.();
     }));
   }
-  return { at, errors: () => errors, done: Promise.all(all).then(() => undefined) };
+  return { at, acceptMs, errors: () => errors, done: Promise.all(all).then(() => undefined) };
 }
 
 /** Runs one phase (see the header). */
@@ -181,6 +187,10 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
     deliveriesPerS: lastGood > t0 ? (inSpan * 1000) / (lastGood - t0) : 0,
     goodRecipients: goodN,
     latencyMs: { p50: quantile(lat, 0.5), p90: quantile(lat, 0.9), p99: quantile(lat, 0.99), max: lat.at(-1) ?? 0 },
+    acceptMs: (() => {
+      const a = [...played.acceptMs].sort((x, y) => x - y);
+      return { p50: quantile(a, 0.5), p99: quantile(a, 0.99) };
+    })(),
     refused429: side.refused() - refusedBefore, requestErrors: played.errors(),
     cpu, cpuMsPerEmail: cpu.totalMs / messages,
     deferredPct: attempts > 0 ? (100 * deferrals) / attempts : 0,

@@ -31,6 +31,7 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
     ["good latency p90 s", (r) => s3(r.latencyMs.p90).toString()],
     ["good latency p99 s", (r) => s3(r.latencyMs.p99).toString()],
     ["good latency max s", (r) => s3(r.latencyMs.max).toString()],
+    ["accept answer p50 / p99 s", (r) => `${s3(r.acceptMs.p50)} / ${s3(r.acceptMs.p99)}`],
     ["429s at accept", (r) => String(r.refused429)],
     ["request errors", (r) => String(r.requestErrors)],
     ["CPU s (own processes)", (r) => r1(r.cpu.totalMs / 1000).toString()],
@@ -53,6 +54,14 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
   for (const r of results) {
     const top = Object.entries(r.cpu.byCommand).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${r1(v / 1000)}`);
     console.log(`  CPU s by process, ${r.side} ${r.phase}: ${top.join(", ")}`);
+  }
+  for (const r of results) {
+    if (!r.classes) continue;
+    const total = r.classes.sampledMs;
+    const busy = Object.entries(r.classes.byClass).filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]);
+    const busyMs = busy.reduce((a, [, v]) => a + v, 0);
+    console.log(`  profiled CPU of the Worker thread, ${r.side} ${r.phase}: ${r1(total / 1000)} s sampled, ${r1((100 * busyMs) / total)} % busy; ms per email by class:`);
+    for (const [k, v] of busy) console.log(`    ${k.padEnd(20)} ${r3(v / r.messages).toString().padStart(8)}  (${r1((100 * v) / busyMs)} %)`);
   }
   if (ops) {
     console.log(`\nrelay, metered pass (${ops.messages} messages of the sustained stream, meter on):`);
@@ -99,6 +108,7 @@ export function summary(o: {
     relay_greylist_refused_twice: twice("relay"), postfix_greylist_refused_twice: twice("postfix"),
     relay_p90_good_s: rs ? s3(rs.latencyMs.p90) : null, postfix_p90_good_s: ps ? s3(ps.latencyMs.p90) : null,
     relay_429_saturation: rx ? rx.refused429 : null,
+    relay_accept_p50_s: rs ? s3(rs.acceptMs.p50) : null, relay_accept_p99_s: rs ? s3(rs.acceptMs.p99) : null,
     relay_cpu_ms_per_email_saturation: rx ? r1(rx.cpuMsPerEmail) : null, postfix_cpu_ms_per_email_saturation: px ? r1(px.cpuMsPerEmail) : null,
     relay_sessions_per_delivery: rx ? r3(rx.sessionsPerDelivery) : null, postfix_sessions_per_delivery: px ? r3(px.sessionsPerDelivery) : null,
     relay_idle_gap_ms_mean: rx ? r1(rx.idleGapMs.mean) : null, postfix_idle_gap_ms_mean: px ? r1(px.idleGapMs.mean) : null,
@@ -107,6 +117,7 @@ export function summary(o: {
     do_requests_per_email: o.ops?.do_requests ?? null, do_requests_per_email_by_class: o.ops?.do_requests_by_class ?? null,
     do_objects_created: o.ops?.do_objects_created ?? null,
     timers_s: o.timers,
+    ...(rs?.classes ? { relay_profiled_ms_per_email_by_class: Object.fromEntries(Object.entries(rs.classes.byClass).filter(([k]) => k !== "(idle)").map(([k, v]) => [k, r3(v / rs.messages)])) } : {}),
   };
 }
 
