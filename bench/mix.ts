@@ -12,11 +12,13 @@
  *   (arrivals.ts: single POST /emails with Poisson arrivals, some 10-recipient messages and some
  *   batches), then for each side (sides.ts), relay first:
  *     a warm-up of 20 messages to the big domains, not measured;
- *     sustained   --sustained messages (2,500) at --rate messages/s (40): latency from arrival to
- *                 delivery for well-behaved domains, 429s at accept, CPU of the side's own
- *                 processes per email (the relay's meter is off, as deployed);
  *     saturation  --saturation messages (2,500) at --saturation-rate (400/s), faster than either
- *                 side delivers: deliveries/s (phase.ts says how each figure is taken).
+ *                 side delivers: deliveries/s (phase.ts says how each figure is taken);
+ *     sustained   --sustained messages (2,500) at --rate messages/s (by default 0.6 of the
+ *                 relay's saturation deliveries/s in this run, so that both keep up on a machine
+ *                 whose speed varies with its other work): latency from arrival to delivery for
+ *                 well-behaved domains, 429s at accept, CPU of the side's own processes per
+ *                 email (the relay's meter is off, as deployed).
  *   Each side gets at most 32 requests (relay: HTTP; Postfix: SMTP connections) in flight. Both use
  *   back-off 5 s / 20 s (the world's greylist delay is 5 s, as postgrey's default delay equals
  *   Postfix's default back-off of 300 s) and the same connect and greeting timeouts (5 s, 10 s).
@@ -73,7 +75,7 @@ const num = (v: string | undefined, def: number) => {
 const CI = values.ci;
 const CFG = {
   domains: num(values.domains, CI ? 300 : 2000), sustained: num(values.sustained, CI ? 300 : 2500), saturation: num(values.saturation, CI ? 300 : 2500),
-  rate: num(values.rate, 40), saturationRate: num(values["saturation-rate"], 400), metered: num(values.metered, CI ? 200 : 1000), seed: num(values.seed, 41),
+  rate: values.rate === undefined || values.rate === "auto" ? null : num(values.rate, 0), saturationRate: num(values["saturation-rate"], 400), metered: num(values.metered, CI ? 200 : 1000), seed: num(values.seed, 41),
 };
 /** --var NAME=value overrides of the relay's [vars]. */
 const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
@@ -96,11 +98,15 @@ async function warmUp(side: MixSide, ctx: PhaseContext): Promise<void> {
   await ctx.sink.waitFor((s) => s.delivered >= 20, 120_000);
 }
 
-/** Runs both phases on one side. */
-async function measure(side: MixSide, ctx: PhaseContext, streams: { sustained: Arrival[]; saturation: Arrival[] }): Promise<PhaseResult[]> {
+/**
+ * Runs both phases on one side: saturation first, then sustained, whose stream `sustained()`
+ * draws (at a rate set from the relay's saturation rate, unless --rate).
+ */
+async function measure(side: MixSide, ctx: PhaseContext, saturation: Arrival[], sustained: (satRate: number) => Arrival[]): Promise<PhaseResult[]> {
   await warmUp(side, ctx);
   const out: PhaseResult[] = [];
-  for (const [phase, arrivals] of [["sustained", streams.sustained], ["saturation", streams.saturation]] as const) {
+  for (const phase of ["saturation", "sustained"] as const) {
+    const arrivals = phase === "saturation" ? saturation : sustained(out[0]!.deliveriesPerS);
     log(`  ${side.name}: ${phase}, ${arrivals.length} requests`);
     const profile = values.profile && phase === "sustained" && "server" in side ? await startClassProfile(side.server as DevServer) : null;
     const r = await runPhase(side, ctx, arrivals, { phase, concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log });
@@ -109,6 +115,9 @@ async function measure(side: MixSide, ctx: PhaseContext, streams: { sustained: A
   }
   return out;
 }
+
+/** The sustained rate when --rate is not given: this share of the relay's saturation deliveries/s. */
+const AUTO_RATE_SHARE = 0.6;
 
 /** The metered pass: a fresh relay with the meter on, part of the sustained stream. */
 async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): Promise<OpsPerEmail & { messages: number }> {
@@ -141,32 +150,42 @@ async function main(): Promise<number> {
   const ctx: PhaseContext = { world, sink, doh };
   const started = Date.now();
   try {
-    const streams = {
-      sustained: generateArrivals(world, { messages: CFG.sustained, ratePerSec: CFG.rate, prefix: "s", seed: CFG.seed + 1 }),
-      saturation: generateArrivals(world, { messages: CFG.saturation, ratePerSec: CFG.saturationRate, prefix: "x", seed: CFG.seed + 2 }),
+    const saturation = generateArrivals(world, { messages: CFG.saturation, ratePerSec: CFG.saturationRate, prefix: "x", seed: CFG.seed + 2 });
+    // One sustained stream for both sides, drawn once its rate is known.
+    let sustained: Arrival[] | null = null;
+    let rate = CFG.rate ?? 0;
+    const sustainedAt = (relaySat: number) => {
+      if (sustained) return sustained;
+      if (CFG.rate === null && only === "postfix") throw new Error("--only postfix needs --rate");
+      rate = CFG.rate ?? Math.max(1, Math.round(relaySat * AUTO_RATE_SHARE * 10) / 10);
+      sustained = generateArrivals(world, { messages: CFG.sustained, ratePerSec: rate, prefix: "s", seed: CFG.seed + 1 });
+      log(`  sustained stream at ${rate} messages/s${CFG.rate === null ? ` (${AUTO_RATE_SHARE} of the relay's saturation rate)` : ""}`);
+      return sustained;
     };
-    const all = [...streams.sustained, ...streams.saturation];
-    const stats = streamStats(all);
-    const undeliverable = all.flatMap((a) => a.messages.flatMap((m) => m.to)).filter((r) => !deliverable(world, r)).length;
+    const satStats = streamStats(saturation);
     log(`bench:mix: world of ${world.domains.length} domains ${JSON.stringify(kindCounts(world))}, sink on port ${sink.port}`);
-    log(`  streams: ${JSON.stringify(stats)}; ${undeliverable} recipients never deliverable`);
+    log(`  saturation stream: ${JSON.stringify(satStats)}`);
     if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
     if (only !== "postfix") {
       const relay = await startRelaySide(world, { sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS });
-      try { results.push(...await measure(relay, ctx, streams)); } finally { await relay.stop(); }
+      try { results.push(...await measure(relay, ctx, saturation, sustainedAt)); } finally { await relay.stop(); }
     }
     if (only !== "relay") {
       const postfix = await startPostfixSide(world, { sinkPort: sink.port, timers: TIMERS, connections: CONCURRENCY });
-      try { results.push(...await measure(postfix, ctx, streams)); } finally { await postfix.stop(); }
+      try { results.push(...await measure(postfix, ctx, saturation, sustainedAt)); } finally { await postfix.stop(); }
     }
-    const ops = only === "postfix" || CFG.metered === 0 ? null : await metered(ctx, streams.sustained, sink.port);
+    const all = [...(sustained ?? []), ...saturation];
+    const stats = streamStats(all);
+    const undeliverable = all.flatMap((a) => a.messages.flatMap((m) => m.to)).filter((r) => !deliverable(world, r)).length;
+    log(`  streams: ${JSON.stringify(stats)}; ${undeliverable} recipients never deliverable`);
+    const ops = only === "postfix" || CFG.metered === 0 ? null : await metered(ctx, sustained ?? [], sink.port);
     printPhases(results, ops);
-    const out = { ...summary({ world, stats, results, ops, cfg: CFG, timers: TIMERS }), ...(Object.keys(VARS).length > 0 ? { relay_vars: VARS } : {}) };
+    const out = { ...summary({ world, stats, results, ops, cfg: { ...CFG, rate }, timers: TIMERS }), ...(Object.keys(VARS).length > 0 ? { relay_vars: VARS } : {}) };
     console.log(`(${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     if (values.json) console.log(JSON.stringify(out));
     const bad = results.filter((r) => r.timedOut || r.duplicates > 0 || r.missing > 0);
-    for (const r of bad) console.log(`PROBLEM: ${r.side} ${r.phase}: timed out ${r.timedOut}, missing ${r.missing}, duplicates ${r.duplicates}`);
+    for (const r of bad) console.log(`PROBLEM: ${r.side} ${r.phase}: timed out ${r.timedOut}, missing ${r.missing} ${r.missingSample.join(", ")}, duplicates ${r.duplicates}`);
     return CI && bad.length > 0 ? 1 : 0;
   } finally {
     await sink.stop();

@@ -25,8 +25,8 @@ import { join } from "node:path";
 import { cdp, type Profile } from "../../scripts/lib/cdp";
 import type { DevServer } from "../../scripts/lib/dev-server";
 
-/** Sampled ms by class (see the header). */
-export interface ClassProfile { sampledMs: number; byClass: Record<string, number> }
+/** Sampled ms by class (see the header), and the functions with the most self time in each. */
+export interface ClassProfile { sampledMs: number; byClass: Record<string, number>; top: Record<string, { fn: string; module: string; ms: number }[]> }
 
 const CLASSES: [RegExp, string][] = [
   [/^durable-objects\/outbox\//, "Outbox"],
@@ -86,12 +86,21 @@ function charge(p: Profile, pathOf: (line: number) => string): ClassProfile {
     classOfNode.set(id, cls);
     return cls;
   };
-  const out: ClassProfile = { sampledMs: 0, byClass: {} };
+  const out: ClassProfile = { sampledMs: 0, byClass: {}, top: {} };
+  const self = new Map<string, Map<string, number>>();
   for (let i = 0; i < p.samples.length; i++) {
     const ms = (p.timeDeltas[i] ?? 0) / 1000;
     const cls = classOf(p.samples[i]!);
     out.byClass[cls] = (out.byClass[cls] ?? 0) + ms;
     out.sampledMs += ms;
+    const f = byId.get(p.samples[i]!)!.callFrame;
+    const fn = `${f.functionName || "(anonymous)"}|${f.url.endsWith("index.js") ? pathOf(f.lineNumber) : f.url.split("/").pop() ?? ""}`;
+    const m = self.get(cls) ?? new Map<string, number>();
+    m.set(fn, (m.get(fn) ?? 0) + ms);
+    self.set(cls, m);
+  }
+  for (const [cls, m] of self) {
+    out.top[cls] = [...m].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, ms]) => ({ fn: k.split("|")[0]!, module: k.split("|")[1]!, ms }));
   }
   return out;
 }

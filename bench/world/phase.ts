@@ -26,6 +26,7 @@
  *   The same stream, world and sink measure both sides; nothing here depends on which side runs.
  */
 import type { Arrival } from "./arrivals";
+import type { ClassProfile } from "./class-profile";
 import { cpuDelta, type CpuSample } from "./cpu";
 import type { WorldDoh } from "./doh";
 import type { MixSide } from "./sides";
@@ -47,6 +48,8 @@ export interface PhaseResult {
   deliverable: number;
   delivered: number;
   missing: number;
+  /** Up to ten of the missing recipients, with their domain's kind. */
+  missingSample: string[];
   duplicates: number;
   deliveriesPerS: number;
   goodRecipients: number;
@@ -63,7 +66,7 @@ export interface PhaseResult {
   sessionsPerDelivery: number;
   dnsQueries: Record<string, number>;
   /** With --profile: the relay's sampled CPU by object class (class-profile.ts). */
-  classes?: { sampledMs: number; byClass: Record<string, number> };
+  classes?: ClassProfile;
 }
 
 /** What a phase needs besides the side. */
@@ -184,6 +187,7 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
   return {
     side: side.name, phase: o.phase, requests: arrivals.length, messages, recipients: addresses.length,
     elapsedMs: doneAt - t0, playedMs, timedOut, deliverable: expected.length, delivered, missing: expected.length - delivered, duplicates: s.duplicates,
+    missingSample: expected.filter((a) => !deliveries.has(a)).slice(0, 10).map((a) => `${a} (${domainByName(world, a.slice(a.indexOf("@") + 1))?.kind ?? "?"})`),
     deliveriesPerS: lastGood > t0 ? (inSpan * 1000) / (lastGood - t0) : 0,
     goodRecipients: goodN,
     latencyMs: { p50: quantile(lat, 0.5), p90: quantile(lat, 0.9), p99: quantile(lat, 0.99), max: lat.at(-1) ?? 0 },

@@ -61,7 +61,10 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
     const busy = Object.entries(r.classes.byClass).filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]);
     const busyMs = busy.reduce((a, [, v]) => a + v, 0);
     console.log(`  profiled CPU of the Worker thread, ${r.side} ${r.phase}: ${r1(total / 1000)} s sampled, ${r1((100 * busyMs) / total)} % busy; ms per email by class:`);
-    for (const [k, v] of busy) console.log(`    ${k.padEnd(20)} ${r3(v / r.messages).toString().padStart(8)}  (${r1((100 * v) / busyMs)} %)`);
+    for (const [k, v] of busy) {
+      console.log(`    ${k.padEnd(20)} ${r3(v / r.messages).toString().padStart(8)}  (${r1((100 * v) / busyMs)} %)`);
+      if (process.env.MIX_PROFILE_TOP) for (const f of r.classes.top[k] ?? []) console.log(`        ${r3(f.ms / r.messages).toString().padStart(8)}  ${f.fn}  ${f.module}`);
+    }
   }
   if (ops) {
     console.log(`\nrelay, metered pass (${ops.messages} messages of the sustained stream, meter on):`);
