@@ -47,16 +47,20 @@ import { createMxLookup, mxSettingsOf } from "./mx";
 import { readEnvelopes, type SessionPart } from "./session";
 import { SessionCache } from "./session-cache";
 import { settingsOf } from "../settings/settings";
+import { IntervalMean } from "../lib/ewma";
 
 /** Times a failed finish is tried again before the entry is left to its lease. */
 const FINISH_TRIES = 5;
 /**
  * How long a finished entry waits for the agent's other sessions before it is recorded and
- * reported, ms, while any of them is still running (none running: at once). Under load this joins
- * the outcomes of several sessions in one Outbox and one Transport request; it holds a session's
- * next entry back by at most this much, against the ~100 ms or more of a transaction to a real MX.
- * Shorter makes more, emptier requests (more CPU per email); much longer holds sessions idle
- * (docs/delivery.md has the measurements).
+ * reported, ms, while any of them is still running and sessions have lately been finishing more
+ * often than this (else at once: waiting would rarely catch another, and would only hold the
+ * server's session idle). Under load this joins the outcomes of several sessions in one Outbox
+ * and one Transport request; it holds a session's next entry back by at most this much. Shorter
+ * makes more, emptier requests (more CPU per email); much longer holds sessions idle
+ * (docs/delivery.md has the measurements). Against a server that paces its replies (700 ms per
+ * RCPT, 7 sessions: a session finishing every ~200 ms) the fixed wait made the server's session
+ * idle 60 ms between two transactions at the median, Postfix's 2 ms (docs/real-traffic.md).
  */
 const FINISH_LINGER_MS = 50;
 /** How long MX answers are reused, ms. */
@@ -83,6 +87,8 @@ export class AgentWork {
   private readonly held = new Map<number, number>();
   private readonly waiting: (() => void)[] = [];
   private mx: (MxContext & { at: number }) | null = null;
+  /** How often this agent's sessions finish lately (the finisher lingers only when often). */
+  private readonly finishes = new IntervalMean();
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
     // Idle means no session running and no connection kept for more: then no request is coming.
@@ -95,7 +101,7 @@ export class AgentWork {
     this.finisher = new Coalescer(async (done) => {
       await this.finish(done);
       return done.map(() => null);
-    }, () => (this.active > 0 ? FINISH_LINGER_MS : 0));
+    }, () => (this.active > 0 && this.finishes.mean(Date.now()) < FINISH_LINGER_MS ? FINISH_LINGER_MS : 0));
     this.feedback = new Coalescer(async (batches) => {
       const bySite = new Map<string | null, Finished[]>();
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
@@ -144,6 +150,7 @@ export class AgentWork {
     } finally {
       this.release();
     }
+    this.finishes.note(Date.now());
     await this.finisher.add(done).catch((e: unknown) => this.again(done, "finish", e));
   }
 
