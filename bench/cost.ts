@@ -14,7 +14,10 @@
  *   after the previous phase, the meter is reset. Then:
  *     1rcpt     --messages (1,000) one-recipient messages, POST /emails, 10 in flight;
  *     10rcpt    200 ten-recipient messages, one domain;
- *     batch100  ten POST /emails/batch of 100 one-recipient messages.
+ *     batch100  ten POST /emails/batch of 100 one-recipient messages;
+ *     mix       --mix-messages (500) of real traffic to 1,000 domains by MX, on a server of its own
+ *               (bench/world/cost-mix.ts: one at a time at 20 a second, some 10-recipient messages
+ *               and batches; greylisting, session-limited, slow and flaky domains).
  *   A case ends when the sink has every recipient, the receiver every event (email.sent and
  *   email.delivered per recipient) and the meter has not moved for 3 s; then the meter is read.
  *   The meter's own requests (/relay/dev/*) are not counted.
@@ -41,11 +44,13 @@ import { parseArgs } from "node:util";
 import { startReceiver, type Receiver } from "../test/integration/webhooks/receiver";
 import { devFetch, startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { startCatcher, type Catcher } from "../scripts/lib/smtp-catcher";
+import { runMixCase } from "./world/cost-mix";
 
 const { values } = parseArgs({
   options: {
     messages: { type: "string", default: "1000" },
-    cases: { type: "string", default: "1rcpt,10rcpt,batch100" },
+    cases: { type: "string", default: "1rcpt,10rcpt,batch100,mix" },
+    "mix-messages": { type: "string", default: "500" },
     json: { type: "boolean", default: false },
     budget: { type: "boolean", default: false },
     "no-retention": { type: "boolean", default: false },
@@ -343,6 +348,12 @@ async function main(): Promise<number> {
     } finally {
       await teardown(s);
     }
+  }
+  if (want.has("mix")) {
+    const mix = await runMixCase({ setup, teardown, api, summarise: (messages, rcpts, requests, snap, seconds) =>
+      summarise({ name: "mix", messages, rcptsPer: rcpts / messages, requests, make: () => ({ path: "", body: null }) }, snap as Snapshot, {}, seconds) }, Math.max(1, Number(values["mix-messages"])));
+    out.cases.mix = mix;
+    printCase("mix", mix);
   }
   if (!values["no-retention"]) {
     const ret = await runRetention(Math.max(1, Number(values["retention-messages"])));

@@ -14,9 +14,9 @@
  *     a warm-up of 20 messages to the big domains, not measured;
  *     saturation  --saturation messages (2,500) at --saturation-rate (400/s), faster than either
  *                 side delivers: deliveries/s (phase.ts says how each figure is taken);
- *     sustained   --sustained messages (2,500) at --rate messages/s (by default 0.6 of the
- *                 relay's saturation deliveries/s in this run, so that both keep up on a machine
- *                 whose speed varies with its other work): latency from arrival to delivery for
+ *     sustained   --sustained messages (2,500) at --rate messages/s (by default half the relay's
+ *                 saturation rate in this run, in recipients a second, so that both keep up on a
+ *                 machine whose speed varies with its other work): latency from arrival to delivery for
  *                 well-behaved domains, 429s at accept, CPU of the side's own processes per
  *                 email (the relay's meter is off, as deployed).
  *   Each side gets at most 32 requests (relay: HTTP; Postfix: SMTP connections) in flight. Both use
@@ -106,7 +106,8 @@ async function measure(side: MixSide, ctx: PhaseContext, saturation: Arrival[], 
   await warmUp(side, ctx);
   const out: PhaseResult[] = [];
   for (const phase of ["saturation", "sustained"] as const) {
-    const arrivals = phase === "saturation" ? saturation : sustained(out[0]!.deliveriesPerS);
+    if (phase === "saturation" && saturation.length === 0) continue; // --saturation 0 (with --rate)
+    const arrivals = phase === "saturation" ? saturation : sustained(out[0]?.deliveriesPerS ?? 0);
     log(`  ${side.name}: ${phase}, ${arrivals.length} requests`);
     const profile = values.profile && phase === "sustained" && "server" in side ? await startClassProfile(side.server as DevServer) : null;
     const r = await runPhase(side, ctx, arrivals, { phase, concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log });
@@ -116,8 +117,11 @@ async function measure(side: MixSide, ctx: PhaseContext, saturation: Arrival[], 
   return out;
 }
 
-/** The sustained rate when --rate is not given: this share of the relay's saturation deliveries/s. */
-const AUTO_RATE_SHARE = 0.6;
+/**
+ * The sustained rate when --rate is not given: this share of the relay's saturation rate
+ * (recipients delivered a second; the stream's messages carry about 1.27 recipients each).
+ */
+const AUTO_RATE_SHARE = 0.5;
 
 /** The metered pass: a fresh relay with the meter on, part of the sustained stream. */
 async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): Promise<OpsPerEmail & { messages: number }> {
@@ -154,17 +158,18 @@ async function main(): Promise<number> {
     // One sustained stream for both sides, drawn once its rate is known.
     let sustained: Arrival[] | null = null;
     let rate = CFG.rate ?? 0;
+    const sat = streamStats(saturation);
+    const rcptsPerMessage = sat.messages > 0 ? sat.recipients / sat.messages : 1;
     const sustainedAt = (relaySat: number) => {
       if (sustained) return sustained;
       if (CFG.rate === null && only === "postfix") throw new Error("--only postfix needs --rate");
-      rate = CFG.rate ?? Math.max(1, Math.round(relaySat * AUTO_RATE_SHARE * 10) / 10);
+      rate = CFG.rate ?? Math.max(1, Math.round(((relaySat * AUTO_RATE_SHARE) / rcptsPerMessage) * 10) / 10);
       sustained = generateArrivals(world, { messages: CFG.sustained, ratePerSec: rate, prefix: "s", seed: CFG.seed + 1 });
-      log(`  sustained stream at ${rate} messages/s${CFG.rate === null ? ` (${AUTO_RATE_SHARE} of the relay's saturation rate)` : ""}`);
+      log(`  sustained stream at ${rate} messages/s${CFG.rate === null ? ` (${AUTO_RATE_SHARE} of the relay's saturation rate, in recipients)` : ""}`);
       return sustained;
     };
-    const satStats = streamStats(saturation);
     log(`bench:mix: world of ${world.domains.length} domains ${JSON.stringify(kindCounts(world))}, sink on port ${sink.port}`);
-    log(`  saturation stream: ${JSON.stringify(satStats)}`);
+    log(`  saturation stream: ${JSON.stringify(sat)}`);
     if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
     if (only !== "postfix") {

@@ -106,7 +106,8 @@ export function summary(o: {
     usd_per_million_all_in: ops, all_in_pending: true, usd_per_million_ops: ops,
     world_domains: o.world.domains.length, recipients: o.stats.recipients,
     sustained_messages: o.cfg.sustained, sustained_rate: o.cfg.rate, saturation_messages: o.cfg.saturation, saturation_rate: o.cfg.saturationRate,
-    sustained_rate_share_of_relay_saturation: rx && rx.deliveriesPerS > 0 ? r3(o.cfg.rate / rx.deliveriesPerS) : null,
+    // Both in recipients a second: the sustained stream's messages carry rcpts/messages each.
+    sustained_rate_share_of_relay_saturation: rx && rs && rx.deliveriesPerS > 0 ? r3((o.cfg.rate * rs.recipients) / rs.messages / rx.deliveriesPerS) : null,
     relay_greylisted: greylisted("relay"), postfix_greylisted: greylisted("postfix"),
     relay_greylist_refused_twice: twice("relay"), postfix_greylist_refused_twice: twice("postfix"),
     relay_p90_good_s: rs ? s3(rs.latencyMs.p90) : null, postfix_p90_good_s: ps ? s3(ps.latencyMs.p90) : null,

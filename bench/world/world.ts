@@ -122,7 +122,7 @@ export function addressOf(net: number, i: number): string {
 }
 
 /** Builds the world of `config` (see the header); throws on a configuration it cannot build. */
-export function createWorld(partial: Partial<WorldConfig> = {}): World {
+export function createWorld(partial: Partial<Omit<WorldConfig, "shares">> & { shares?: Partial<Shares> } = {}): World {
   const config: WorldConfig = { ...DEFAULT_WORLD, ...partial, shares: { ...DEFAULT_WORLD.shares, ...partial.shares } };
   if (!(config.domains >= 1) || !(config.net >= 1 && config.net <= 254)) throw new RangeError("a world needs at least one domain and a net in 1..254");
   const rng = createRng(config.seed);
