@@ -9,8 +9,9 @@
  *       SOA); an unknown name under the world's suffix → NXDOMAIN. TTL 300 s by default.
  *   startWorldDoh(world, opts?)     an HTTP server on 127.0.0.1 (port 0) answering
  *       GET /dns-query?name=&type= with those answers (NXDOMAIN for names outside the world).
- *       Returns { url, queries(), reset(), close() }: queries() counts the queries by type and by
- *       "name/type" since the last reset().
+ *       Returns { url, queries(), firstMx(), reset(), close() }: queries() counts the queries by
+ *       type and by "name/type" since the last reset(); firstMx() says when each domain's MX was
+ *       first asked for.
  *
  * INVARIANTS
  *   Answers are pure functions of the world; nothing is cached here.
@@ -56,6 +57,8 @@ export interface DohQueries {
 export interface WorldDoh {
   url: string;
   queries(): DohQueries;
+  /** When each domain's MX was first asked for since the last reset, epoch ms. */
+  firstMx(): ReadonlyMap<string, number>;
   reset(): void;
   close(): Promise<void>;
 }
@@ -64,6 +67,7 @@ export interface WorldDoh {
 export function startWorldDoh(world: World, opts: { ttlSec?: number } = {}): Promise<WorldDoh> {
   const answer = worldDnsAnswer(world, opts.ttlSec);
   let q: DohQueries = { total: 0, byType: {}, byName: {} };
+  let first = new Map<string, number>();
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
     const name = (url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "");
@@ -71,6 +75,7 @@ export function startWorldDoh(world: World, opts: { ttlSec?: number } = {}): Pro
     q.total++;
     q.byType[type] = (q.byType[type] ?? 0) + 1;
     q.byName[`${name}/${type}`] = (q.byName[`${name}/${type}`] ?? 0) + 1;
+    if (type === "MX" && !first.has(name)) first.set(name, Date.now());
     const body = answer(name, type) ?? { Status: 3 };
     res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   });
@@ -82,7 +87,11 @@ export function startWorldDoh(world: World, opts: { ttlSec?: number } = {}): Pro
       resolve({
         url: `http://127.0.0.1:${port}/dns-query`,
         queries: () => ({ total: q.total, byType: { ...q.byType }, byName: { ...q.byName } }),
-        reset: () => { q = { total: 0, byType: {}, byName: {} }; },
+        firstMx: () => first,
+        reset: () => {
+          q = { total: 0, byType: {}, byName: {} };
+          first = new Map();
+        },
         close: () => new Promise<void>((done) => {
           server.closeAllConnections();
           server.close(() => done());

@@ -56,6 +56,13 @@ export interface PhaseResult {
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   /** From a request's scheduled arrival to its answer (accepted), ms. */
   acceptMs: { p50: number; p99: number };
+  /**
+   * Where a well-behaved recipient's time goes, medians in ms, for those whose domain's MX was
+   * first asked for after their arrival (the relay's MX look-up is the first thing its delivery
+   * agent does): arrival → MX query (accept, admission, scheduling, hand-off) and MX query →
+   * delivery (DNS, connection, greeting, transaction). Postfix asks no DNS here: n = 0.
+   */
+  breakdownMs: { n: number; toLookup: number; lookupToDelivery: number };
   refused429: number;
   requestErrors: number;
   cpu: CpuSample;
@@ -176,6 +183,18 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
     lastGood = Math.max(lastGood, times[0]!);
   }
   lat.sort((a, b) => a - b);
+  const toLookup: number[] = [];
+  const afterLookup: number[] = [];
+  for (const a of expected) {
+    const at = played.at.get(a)!;
+    const q = doh.firstMx().get(a.slice(a.indexOf("@") + 1));
+    const times = deliveries.get(a);
+    if (!good(world, a) || q === undefined || q < at || !times) continue;
+    toLookup.push(q - at);
+    afterLookup.push(times[0]! - q);
+  }
+  toLookup.sort((x, y) => x - y);
+  afterLookup.sort((x, y) => x - y);
   let inSpan = 0;
   for (const times of deliveries.values()) for (const t of times) if (t <= lastGood) inSpan++;
   const { idleGapsMs, ...s } = sink.stats();
@@ -195,6 +214,7 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
       const a = [...played.acceptMs].sort((x, y) => x - y);
       return { p50: quantile(a, 0.5), p99: quantile(a, 0.99) };
     })(),
+    breakdownMs: { n: toLookup.length, toLookup: Math.round(quantile(toLookup, 0.5)), lookupToDelivery: Math.round(quantile(afterLookup, 0.5)) },
     refused429: side.refused() - refusedBefore, requestErrors: played.errors(),
     cpu, cpuMsPerEmail: cpu.totalMs / messages,
     deferredPct: attempts > 0 ? (100 * deferrals) / attempts : 0,
