@@ -1,37 +1,26 @@
 /**
- * The mean interval between events, as an exponentially weighted moving average: how often
- * something happens lately, to decide whether waiting for the next one pays (a batching window
- * that opens only under load, as Nagle's rule does for TCP).
+ * An exponentially weighted moving average of samples (durations, say): what is typical lately,
+ * to decide whether waiting for the next event pays (a batching window that opens only when it
+ * is likely to catch something, as Nagle's rule does for TCP).
  *
  * DESCRIPTION
- *   new IntervalMean(weight = 0.2, idleMs = 1000)
- *   note(nowMs)   an event happened at nowMs.
- *   mean(nowMs)   the weighted mean interval, ms; the time since the last event counts once it is
- *                 longer than the mean (a quiet spell raises it at once); Infinity before two events
- *                 or after idleMs without one.
+ *   new Ewma(weight = 0.2)
+ *   add(x)     takes a sample.
+ *   value()    the average; Infinity before the first sample.
  *
  * INVARIANTS
- *   Pure: time comes from the caller. Memory O(1).
+ *   Pure; memory O(1). The first sample is the average as it is.
  */
-export class IntervalMean {
-  private last: number | null = null;
+export class Ewma {
   private avg = Number.POSITIVE_INFINITY;
 
-  constructor(private readonly weight = 0.2, private readonly idleMs = 1000) {}
+  constructor(private readonly weight = 0.2) {}
 
-  note(nowMs: number): void {
-    if (this.last !== null) {
-      const gap = Math.max(0, nowMs - this.last);
-      if (gap >= this.idleMs) this.avg = Number.POSITIVE_INFINITY; // a quiet spell: start afresh
-      else this.avg = Number.isFinite(this.avg) ? this.avg + this.weight * (gap - this.avg) : gap;
-    }
-    this.last = nowMs;
+  add(x: number): void {
+    this.avg = Number.isFinite(this.avg) ? this.avg + this.weight * (x - this.avg) : x;
   }
 
-  mean(nowMs: number): number {
-    if (this.last === null) return Number.POSITIVE_INFINITY;
-    const since = nowMs - this.last;
-    if (since >= this.idleMs) return Number.POSITIVE_INFINITY;
-    return Math.max(this.avg, since);
+  value(): number {
+    return this.avg;
   }
 }

@@ -1,26 +1,23 @@
 import { describe, expect, it } from "vitest";
-import { IntervalMean } from "../../../worker/lib/ewma";
+import fc from "fast-check";
+import { Ewma } from "../../../worker/lib/ewma";
 
-describe("IntervalMean", () => {
-  it("is Infinity until two events, then follows the intervals between them", () => {
-    const m = new IntervalMean(0.5, 1000);
-    expect(m.mean(0)).toBe(Number.POSITIVE_INFINITY);
-    m.note(0);
-    expect(m.mean(0)).toBe(Number.POSITIVE_INFINITY);
-    m.note(10);
-    expect(m.mean(10)).toBe(10);
-    m.note(40); // gap 30: 10 + 0.5 × 20
-    expect(m.mean(40)).toBe(20);
+describe("Ewma", () => {
+  it("is Infinity before a sample, the first sample itself, then moves a weight's share toward each new one", () => {
+    const m = new Ewma(0.5);
+    expect(m.value()).toBe(Number.POSITIVE_INFINITY);
+    m.add(100);
+    expect(m.value()).toBe(100);
+    m.add(200);
+    expect(m.value()).toBe(150);
   });
 
-  it("rises at once in a quiet spell, and forgets the past after idleMs", () => {
-    const m = new IntervalMean(0.2, 500);
-    for (let t = 0; t <= 100; t += 10) m.note(t);
-    expect(m.mean(100)).toBe(10);
-    expect(m.mean(180)).toBe(80); // 80 ms without an event
-    expect(m.mean(600)).toBe(Number.POSITIVE_INFINITY);
-    m.note(700); // after an idle spell the gap starts the mean afresh
-    m.note(900);
-    expect(m.mean(900)).toBe(200);
+  it("stays between the smallest and the largest sample (property)", () => {
+    fc.assert(fc.property(fc.array(fc.double({ min: 0, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 50 }), (xs) => {
+      const m = new Ewma();
+      for (const x of xs) m.add(x);
+      expect(m.value()).toBeGreaterThanOrEqual(Math.min(...xs) - 1e-6);
+      expect(m.value()).toBeLessThanOrEqual(Math.max(...xs) + 1e-6);
+    }));
   });
 });
