@@ -46,7 +46,9 @@ export async function runMixCase<R>(deps: MixCaseDeps<R>, messages: number): Pro
       SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 5, maximal_backoff_time: 20 }),
     });
     try {
-      const email = (m: Arrival["messages"][number]) => ({ from: `Mix <${MIX_FROM}>`, to: m.to, subject: `Cost mix ${m.id}`, text: `Cost benchmark message ${m.id}.` });
+      const email = (m: Arrival["messages"][number]) => ({
+        from: `Mix <${MIX_FROM}>`, to: m.to, subject: `Cost mix ${m.id}`, text: `Cost benchmark message ${m.id}.`,
+      });
       const big = world.domains.slice(0, world.config.bigDomains);
       for (let i = 0; i < 10; i++) await deps.api(s.server, "POST", "/emails", email({ id: `w${i}`, to: [`warm${i}@${big[i % big.length]!.name}`] }));
       await sink.waitFor((st) => st.delivered >= 10, 120_000);
@@ -61,7 +63,8 @@ export async function runMixCase<R>(deps: MixCaseDeps<R>, messages: number): Pro
       for (const a of arrivals) {
         const wait = t0 + a.atMs - Date.now();
         if (wait > 1) await sleep(wait);
-        sent.push(a.kind === "batch" ? deps.api(s.server, "POST", "/emails/batch", a.messages.map(email)) : deps.api(s.server, "POST", "/emails", email(a.messages[0]!)));
+        const [path, body] = a.kind === "batch" ? ["/emails/batch", a.messages.map(email)] : ["/emails", email(a.messages[0]!)];
+        sent.push(deps.api(s.server, "POST", path, body));
       }
       await Promise.all(sent);
       await sink.waitFor(() => wanted.every((r) => sink.deliveries().has(r)), 300_000);

@@ -44,7 +44,8 @@ export function parseStat(text: string): ProcStat | null {
   const f = text.slice(close + 2).split(" ");
   // After ")": state(0) ppid(1) pgrp(2) session(3) … utime(11) stime(12) cutime(13) cstime(14).
   const n = (i: number) => Number(f[i]);
-  return { pid: Number(text.slice(0, open).trim()), comm: text.slice(open + 1, close), ppid: n(1), pgrp: n(2), session: n(3), ticks: n(11) + n(12) + n(13) + n(14) };
+  const pid = Number(text.slice(0, open).trim());
+  return { pid, comm: text.slice(open + 1, close), ppid: n(1), pgrp: n(2), session: n(3), ticks: n(11) + n(12) + n(13) + n(14) };
 }
 
 /** Selects processes by their group. */

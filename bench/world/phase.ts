@@ -114,7 +114,10 @@ function good(world: World, address: string): boolean {
 }
 
 /** Plays the stream into the side (see the header); returns the scheduled time of each recipient. */
-async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: number, t0: number): Promise<{ at: Map<string, number>; acceptMs: number[]; errors: () => number; done: Promise<void> }> {
+/** What play() leaves: each recipient's scheduled time, each request's wait for its answer, errors. */
+interface Played { at: Map<string, number>; acceptMs: number[]; errors: () => number; done: Promise<void> }
+
+async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: number, t0: number): Promise<Played> {
   const at = new Map<string, number>();
   const acceptMs: number[] = [];
   let [inFlight, errors] = [0, 0];
@@ -159,7 +162,9 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
     for (const a of sink.deliveries().keys()) if (expectedSet.has(a)) n++;
     return n;
   };
-  const progress = setInterval(() => log(`    ${side.name} ${o.phase}: ${countDelivered()}/${expected.length} delivered, ${((Date.now() - t0) / 1000).toFixed(0)} s`), 10_000);
+  const progress = setInterval(() => {
+    log(`    ${side.name} ${o.phase}: ${countDelivered()}/${expected.length} delivered, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  }, 10_000);
   try {
     await sink.waitFor(() => countDelivered() >= expected.length, Math.max(1000, o.timeoutMs - (Date.now() - t0)));
   } catch {
@@ -206,7 +211,8 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
   return {
     side: side.name, phase: o.phase, requests: arrivals.length, messages, recipients: addresses.length,
     elapsedMs: doneAt - t0, playedMs, timedOut, deliverable: expected.length, delivered, missing: expected.length - delivered, duplicates: s.duplicates,
-    missingSample: expected.filter((a) => !deliveries.has(a)).slice(0, 10).map((a) => `${a} (${domainByName(world, a.slice(a.indexOf("@") + 1))?.kind ?? "?"})`),
+    missingSample: expected.filter((a) => !deliveries.has(a)).slice(0, 10)
+      .map((a) => `${a} (${domainByName(world, a.slice(a.indexOf("@") + 1))?.kind ?? "?"})`),
     deliveriesPerS: lastGood > t0 ? (inSpan * 1000) / (lastGood - t0) : 0,
     goodRecipients: goodN,
     latencyMs: { p50: quantile(lat, 0.5), p90: quantile(lat, 0.9), p99: quantile(lat, 0.99), max: lat.at(-1) ?? 0 },

@@ -32,7 +32,10 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
     ["good latency p99 s", (r) => s3(r.latencyMs.p99).toString()],
     ["good latency max s", (r) => s3(r.latencyMs.max).toString()],
     ["accept answer p50 / p99 s", (r) => `${s3(r.acceptMs.p50)} / ${s3(r.acceptMs.p99)}`],
-    ["arrival→MX query / →delivery ms", (r) => (r.breakdownMs.n ? `${r.breakdownMs.toLookup} / ${r.breakdownMs.lookupToDelivery} (${r.breakdownMs.n})` : "-")],
+    ["arrival→MX query / →delivery ms", (r) => {
+      const b = r.breakdownMs;
+      return b.n ? `${b.toLookup} / ${b.lookupToDelivery} (${b.n})` : "-";
+    }],
     ["429s at accept", (r) => String(r.refused429)],
     ["request errors", (r) => String(r.requestErrors)],
     ["CPU s (own processes)", (r) => r1(r.cpu.totalMs / 1000).toString()],
@@ -61,17 +64,20 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
     const total = r.classes.sampledMs;
     const busy = Object.entries(r.classes.byClass).filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]);
     const busyMs = busy.reduce((a, [, v]) => a + v, 0);
-    console.log(`  profiled CPU of the Worker thread, ${r.side} ${r.phase}: ${r1(total / 1000)} s sampled, ${r1((100 * busyMs) / total)} % busy; ms per email by class:`);
+    const busyPct = r1((100 * busyMs) / total);
+    console.log(`  profiled CPU of the Worker thread, ${r.side} ${r.phase}: ${r1(total / 1000)} s sampled, ${busyPct} % busy; ms per email by class:`);
     for (const [k, v] of busy) {
       console.log(`    ${k.padEnd(20)} ${r3(v / r.messages).toString().padStart(8)}  (${r1((100 * v) / busyMs)} %)`);
-      if (process.env.MIX_PROFILE_TOP) for (const f of r.classes.top[k] ?? []) console.log(`        ${r3(f.ms / r.messages).toString().padStart(8)}  ${f.fn}  ${f.module}`);
+      if (!process.env.MIX_PROFILE_TOP) continue;
+      for (const f of r.classes.top[k] ?? []) console.log(`        ${r3(f.ms / r.messages).toString().padStart(8)}  ${f.fn}  ${f.module}`);
     }
   }
   if (ops) {
     console.log(`\nrelay, metered pass (${ops.messages} messages of the sustained stream, meter on):`);
     console.log(`  DO requests per email ${ops.do_requests}: ${JSON.stringify(ops.do_requests_by_class)}`);
     console.log(`  DO objects created per class: ${JSON.stringify(ops.do_objects_created)}`);
-    console.log(`  rows written ${ops.rows_written}, rows read ${ops.rows_read}, queue ops ${ops.queue_ops} per email; $ per million (operations only) ${ops.usd_per_million_ops}`);
+    console.log(`  rows written ${ops.rows_written}, rows read ${ops.rows_read}, queue ops ${ops.queue_ops} per email; ` +
+      `$ per million (operations only) ${ops.usd_per_million_ops}`);
   }
 }
 
@@ -123,7 +129,10 @@ export function summary(o: {
     do_requests_per_email: o.ops?.do_requests ?? null, do_requests_per_email_by_class: o.ops?.do_requests_by_class ?? null,
     do_objects_created: o.ops?.do_objects_created ?? null,
     timers_s: o.timers,
-    ...(rs?.classes ? { relay_profiled_ms_per_email_by_class: Object.fromEntries(Object.entries(rs.classes.byClass).filter(([k]) => k !== "(idle)").map(([k, v]) => [k, r3(v / rs.messages)])) } : {}),
+    ...(rs?.classes ? {
+      relay_profiled_ms_per_email_by_class: Object.fromEntries(Object.entries(rs.classes.byClass)
+        .filter(([k]) => k !== "(idle)").map(([k, v]) => [k, r3(v / rs.messages)])),
+    } : {}),
   };
 }
 

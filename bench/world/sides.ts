@@ -57,7 +57,9 @@ function apiEmail(m: MixMessage) {
 }
 
 /** The relay under wrangler dev (see the header). */
-export async function startRelaySide(world: World, o: { sinkPort: number; dohUrl: string; timers: Timers; vars?: Record<string, string>; meter?: boolean }): Promise<MixSide & { server: DevServer }> {
+export async function startRelaySide(
+  world: World, o: { sinkPort: number; dohUrl: string; timers: Timers; vars?: Record<string, string>; meter?: boolean },
+): Promise<MixSide & { server: DevServer }> {
   const t = o.timers;
   const server = await startDevServer({
     tenant: "bench-mix", frozen: true, meter: o.meter === true, role: o.meter ? "operator" : undefined,
@@ -93,7 +95,9 @@ async function masterPid(p: PostfixInstance): Promise<number> {
 }
 
 /** A private Postfix for the world (see the header). */
-export async function startPostfixSide(world: World, o: { sinkPort: number; timers: Timers; connections: number }): Promise<MixSide & { postfix: PostfixInstance }> {
+export async function startPostfixSide(
+  world: World, o: { sinkPort: number; timers: Timers; connections: number },
+): Promise<MixSide & { postfix: PostfixInstance }> {
   const t = o.timers;
   const dir = await mkdtemp(join(tmpdir(), "cohort-mix-transport-"));
   const map = join(dir, "transport");

@@ -122,7 +122,8 @@ export function createSubmitter(o: { host: string; port: number; connections: nu
   const submit = async (m: Submission): Promise<string> => {
     const c = await take();
     try {
-      const steps: [string, string][] = [[`MAIL FROM:<${m.from}>\r\n`, "250"], ...m.to.map((t): [string, string] => [`RCPT TO:<${t}>\r\n`, "250"]), ["DATA\r\n", "354"]];
+      const rcpts = m.to.map((t): [string, string] => [`RCPT TO:<${t}>\r\n`, "250"]);
+      const steps: [string, string][] = [[`MAIL FROM:<${m.from}>\r\n`, "250"], ...rcpts, ["DATA\r\n", "354"]];
       for (const [line, want] of steps) {
         const reply = await c.send(line);
         if (!ok(reply, want)) {

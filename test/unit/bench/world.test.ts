@@ -139,7 +139,8 @@ describe("the world's sink", () => {
     const d = of("timeout");
     const before = sink.stats().silentConnections;
     const s = submitTo(d);
-    const outcome = await Promise.race([s.submit(message(`s@${d.name}`)).then(() => "sent", () => "failed"), new Promise((r) => setTimeout(() => r("silent"), 300))]);
+    const sent = s.submit(message(`s@${d.name}`)).then(() => "sent", () => "failed");
+    const outcome = await Promise.race([sent, new Promise((r) => setTimeout(() => r("silent"), 300))]);
     expect(outcome).toBe("silent");
     expect(sink.stats().silentConnections).toBe(before + 1);
   });
