@@ -136,7 +136,7 @@ async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): 
     arrivals.push(a);
     n += a.messages.length;
   }
-  const side = await startRelaySide(ctx.world, { sinkPort, dohUrl: ctx.doh.url, timers: TIMERS, meter: true, vars: VARS });
+  const side = await startRelaySide({ sinkPort, dohUrl: ctx.doh.url, timers: TIMERS, meter: true, vars: VARS });
   try {
     await warmUp(side, ctx);
     await new Promise((r) => setTimeout(r, SETTLE_MS));
@@ -177,7 +177,7 @@ async function main(): Promise<number> {
     if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
     if (only !== "postfix") {
-      const relay = await startRelaySide(world, { sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS });
+      const relay = await startRelaySide({ sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS });
       try { results.push(...await measure(relay, ctx, saturation, sustainedAt)); } finally { await relay.stop(); }
     }
     if (only !== "relay") {

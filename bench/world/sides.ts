@@ -3,7 +3,7 @@
  * private Postfix, each behind one interface.
  *
  * DESCRIPTION
- *   startRelaySide(world, o)    a private wrangler dev (frozen bundle) whose default transport
+ *   startRelaySide(o)           a private wrangler dev (frozen bundle) whose default transport
  *       delivers to each domain's MX: EGRESS "direct", MX_PORT the sink's port, DOH_RESOLVER_URL
  *       the world's resolver; `vars` add to or override that. send() makes one API request per
  *       arrival (POST /emails, or /emails/batch for a batch); a 429 is counted and the request sent
@@ -58,7 +58,7 @@ function apiEmail(m: MixMessage) {
 
 /** The relay under wrangler dev (see the header). */
 export async function startRelaySide(
-  world: World, o: { sinkPort: number; dohUrl: string; timers: Timers; vars?: Record<string, string>; meter?: boolean },
+  o: { sinkPort: number; dohUrl: string; timers: Timers; vars?: Record<string, string>; meter?: boolean },
 ): Promise<MixSide & { server: DevServer }> {
   const t = o.timers;
   const server = await startDevServer({
@@ -78,7 +78,6 @@ export async function startRelaySide(
     if (!res.ok) throw new Error(`relay ${path}: ${res.status} ${(await res.text()).slice(0, 200)}`);
     await res.arrayBuffer();
   };
-  void world;
   return {
     name: "relay", server,
     send: (a) => (a.kind === "batch" ? post("/emails/batch", a.messages.map(apiEmail)) : post("/emails", apiEmail(a.messages[0]!))),
