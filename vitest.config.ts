@@ -140,6 +140,8 @@ export default defineConfig({
               // can be exercised quickly; the queue consumer runs without batching delay.
               bindings: {
                 TEST_MIGRATIONS: migrations, COHORT_ENV: "test", IN_FLOW_DELAY_MS: "0",
+                // A request that finds every accept slot held waits 300 ms, not 10 s, before its 429 (accept-gate.test.ts).
+                ACCEPT_WAIT_MS: "300",
                 MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
                 // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots,
                 // and keep its ring small, so a test wraps it round.

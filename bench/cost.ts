@@ -18,6 +18,9 @@
  *     template  200 one-recipient POST /emails naming a stored template (rendered at accept);
  *     received  200 messages to a verified receiving domain through wrangler's
  *               /cdn-cgi/handler/email (the email() handler): kept and pushed as email.received.
+ *     mix       --mix-messages (500) of real traffic to 1,000 domains by MX, on a server of its own
+ *               (bench/world/cost-mix.ts: one at a time at 20 a second, some 10-recipient messages
+ *               and batches; greylisting, session-limited, slow and flaky domains).
  *   and, when named in --cases (not by default):
  *     compliance  200 one-recipient bulk messages (unsubscribe) to gmail.com: every rule of the
  *               compliance check at send time evaluated (it runs on every send; this case has
@@ -59,11 +62,13 @@ import { devFetch, startDevServer, type DevServer } from "../scripts/lib/dev-ser
 import { startCatcher, type Catcher } from "../scripts/lib/smtp-catcher";
 import { startDohZone, type DohZone } from "../scripts/lib/doh-zone";
 import { startMxWorld } from "./lib/mx-world";
+import { runMixCase } from "./world/cost-mix";
 
 const { values } = parseArgs({
   options: {
     messages: { type: "string", default: "1000" },
-    cases: { type: "string", default: "1rcpt,10rcpt,batch100,template,received" },
+    cases: { type: "string", default: "1rcpt,10rcpt,batch100,template,received,mix" },
+    "mix-messages": { type: "string", default: "500" },
     json: { type: "boolean", default: false },
     budget: { type: "boolean", default: false },
     "no-retention": { type: "boolean", default: false },
@@ -444,6 +449,12 @@ async function main(): Promise<number> {
   const baseline = out.cases["1rcpt"];
   const comp = out.cases.compliance;
   if (baseline && comp) console.log(`\n== compliance / 1rcpt (same run): ${Object.keys(baseline.per_message).map((k) => `${k} ${baseline.per_message[k] ? round(comp.per_message[k]! / baseline.per_message[k]!, 2) : "-"}`).join(", ")}`);
+  if (want.has("mix")) {
+    const mix = await runMixCase({ setup, teardown, api, summarise: (messages, rcpts, requests, snap, seconds) =>
+      summarise({ name: "mix", messages, rcptsPer: rcpts / messages, requests, make: () => ({ path: "", body: null }) }, snap as Snapshot, {}, seconds) }, Math.max(1, Number(values["mix-messages"])));
+    out.cases.mix = mix;
+    printCase("mix", mix);
+  }
   if (!values["no-retention"]) {
     const ret = await runRetention(Math.max(1, Number(values["retention-messages"])));
     out.rows_left_after_retention = ret.total;

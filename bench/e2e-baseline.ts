@@ -127,15 +127,16 @@ export async function measurePostfixBaseline(
   }
 }
 
-/** Runs smtp-source against 127.0.0.1:port; rejects on a non-zero exit or after the timeout. */
+/** Runs smtp-source against 127.0.0.1:port (o.recipients per message, default 1); rejects on a non-zero exit or after the timeout. */
 export function runSmtpSource(
   port: number,
-  o: { count: number; sessions: number; bodyBytes: number; timeoutMs: number },
+  o: { count: number; sessions: number; bodyBytes: number; timeoutMs: number; recipients?: number },
 ): Promise<void> {
   const args = [
     "-4",
     "-d", // several messages per connection
     "-N", // distinct recipient per message
+    ...(o.recipients && o.recipients > 1 ? ["-r", String(o.recipients)] : []), // recipients per message
     "-s",
     String(o.sessions),
     "-m",

@@ -1,5 +1,6 @@
 /*
- * npm run bench:sessions [-- --messages N] [--max-sessions S] [--sessions P] [--timeline] [--json]
+ * npm run bench:sessions [-- --messages N] [--max-sessions S] [--sessions P] [--rcpts R]
+ *                          [--rcpt-delay-ms D] [--rcpt-jitter-ms J] [--timeline] [--json]
  *
  * How many SMTP sessions the relay keeps open to one destination, measured by the server, and
  * how many it opens beyond what the server admits; Postfix against the same server in the same
@@ -8,7 +9,12 @@
  * What it does
  *   Starts a session meter (bench/lib/session-meter.ts): an SMTP sink on 127.0.0.1 that admits
  *   S sessions at once (default 5) and answers 421 at the greeting beyond that, and integrates the
- *   number of sessions open over time, from the first connection to the last message.
+ *   number of sessions open over time, from the first connection to the last message. With
+ *   --rcpt-delay-ms D (and --rcpt-jitter-ms J) it waits D ± J ms before each RCPT reply, a
+ *   server that paces its clients; with --rcpts R each message has R recipients (one
+ *   transaction each). The meter also measures the idle gap of each reused session: from the
+ *   reply to one message's final dot to the next MAIL FROM on the same connection, the time a
+ *   client holds the server's session between two transactions.
  *   1. the relay: a private wrangler dev (frozen bundle) with SMARTHOST = the meter, RELAY_TLS off;
  *      a 20-message warm-up, then N one-recipient messages (POST /emails/batch, 100 per request,
  *      2 at a time) until the meter has all N.
@@ -22,7 +28,11 @@
  *   messages received in the half second, and 421s so far (stalls and waves show there).
  *   Prints a table; with --json the last line is
  *   {"max_sessions":S,"relay_sessions_mean":…,"messages":N,"deferred_421":…, …extra keys}
- *   (postfix_sessions_mean is null when Postfix was not available).
+ *   (postfix_sessions_mean is null when Postfix was not available), among the extra keys
+ *   relay/postfix_idle_gap_ms_mean and _p50, relay/postfix_rcpts_per_s (recipients over the busy
+ *   period, first admitted connection to the last message) and relay/postfix_deferred_pct
+ *   (sessions refused / (sessions refused + transactions), each refusal deferring one delivery).
+ *   The issue-41 case: --max-sessions 7 --rcpt-delay-ms 700 --rcpt-jitter-ms 300 --rcpts 2.
  *
  * Assumptions
  *   Loopback only; everything started is stopped. The machine is shared: compare within one run.
@@ -32,7 +42,7 @@ import { parseArgs } from "node:util";
 import { startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { startSessionMeter, type SessionMeter, type SessionReport } from "./lib/session-meter";
 import { postfixUnavailableReason, postfixVersion, startRelayingPostfix, type PostfixInstance } from "../test/e2e/postfix/harness";
-import { buildApiMessages, submitMessages } from "../test/e2e/postfix/relay-api";
+import { buildApiMessages, submitMessages, type ApiMessage } from "../test/e2e/postfix/relay-api";
 import { runSmtpSource } from "./e2e-baseline";
 
 const WARMUP = 20;
@@ -42,13 +52,14 @@ const BACKOFF = { minimal_backoff_time: 1, maximal_backoff_time: 10 };
 
 interface Side { report: SessionReport; elapsedMs: number; perS: number }
 
-interface Cli { messages: number; maxSessions: number; sessions: number; timeline: boolean; json: boolean }
+interface Cli { messages: number; maxSessions: number; sessions: number; rcpts: number; rcptDelayMs: number; rcptJitterMs: number; timeline: boolean; json: boolean }
 
 function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
       messages: { type: "string", default: "1000" }, "max-sessions": { type: "string", default: "5" },
       sessions: { type: "string", default: "10" }, timeline: { type: "boolean", default: false }, json: { type: "boolean", default: false },
+      rcpts: { type: "string", default: "1" }, "rcpt-delay-ms": { type: "string", default: "0" }, "rcpt-jitter-ms": { type: "string", default: "0" },
     },
   });
   const int = (name: string, v: string) => {
@@ -56,7 +67,16 @@ function parseCli(): Cli {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} needs a positive integer`);
     return n;
   };
-  return { messages: int("messages", values.messages), maxSessions: int("max-sessions", values["max-sessions"]), sessions: int("sessions", values.sessions), timeline: values.timeline, json: values.json };
+  const ms = (name: string, v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} needs an integer >= 0`);
+    return n;
+  };
+  return {
+    messages: int("messages", values.messages), maxSessions: int("max-sessions", values["max-sessions"]), sessions: int("sessions", values.sessions),
+    rcpts: int("rcpts", values.rcpts), rcptDelayMs: ms("rcpt-delay-ms", values["rcpt-delay-ms"]), rcptJitterMs: ms("rcpt-jitter-ms", values["rcpt-jitter-ms"]),
+    timeline: values.timeline, json: values.json,
+  };
 }
 
 const log = (line: string) => console.error(line);
@@ -69,6 +89,12 @@ async function quiesce(meter: SessionMeter): Promise<void> {
 }
 
 let timeline = false;
+let rcpts = 1;
+
+/** n messages of `rcpts` recipients each, all at example.test. */
+function messagesOf(n: number, run: string): ApiMessage[] {
+  return buildApiMessages(n, "example.test", run).map((m, i) => (rcpts > 1 ? { ...m, to: Array.from({ length: rcpts }, (_, r) => `user${i}r${r}@example.test`) } : m));
+}
 
 /** Runs `submit` and waits until the meter has n messages; the window is the meter's. */
 async function measure(meter: SessionMeter, n: number, submit: () => Promise<unknown>): Promise<Side> {
@@ -97,11 +123,11 @@ async function measureRelay(meter: SessionMeter, n: number): Promise<Side> {
     relay = await startDevServer({ tenant: "bench-sessions", frozen: true, vars: { SMARTHOST: `[${meter.host}]:${meter.port}`, RELAY_TLS: "off", SCHEDULER_CONFIG: JSON.stringify(BACKOFF) } });
     const run = Date.now().toString(36);
     meter.reset();
-    await submitMessages(relay, buildApiMessages(WARMUP, "example.test", `${run}w`));
+    await submitMessages(relay, messagesOf(WARMUP, `${run}w`));
     await meter.waitForMessages(WARMUP, 120_000);
     await quiesce(meter);
     const dev = relay;
-    return await measure(meter, n, () => submitMessages(dev, buildApiMessages(n, "example.test", run)));
+    return await measure(meter, n, () => submitMessages(dev, messagesOf(n, run)));
   } finally {
     await relay?.stop();
   }
@@ -115,7 +141,7 @@ async function measurePostfix(meter: SessionMeter, n: number, sessions: number):
       mainCf: { minimal_backoff_time: `${BACKOFF.minimal_backoff_time}s`, maximal_backoff_time: `${BACKOFF.maximal_backoff_time}s`, queue_run_delay: "1s" },
     });
     const port = postfix.port;
-    const submit = (count: number) => runSmtpSource(port, { count, sessions: Math.min(sessions, count), bodyBytes: 1024, timeoutMs: RUN_LIMIT_MS });
+    const submit = (count: number) => runSmtpSource(port, { count, sessions: Math.min(sessions, count), bodyBytes: 1024, timeoutMs: RUN_LIMIT_MS, recipients: rcpts });
     meter.reset();
     await submit(WARMUP);
     await meter.waitForMessages(WARMUP, 120_000);
@@ -126,6 +152,21 @@ async function measurePostfix(meter: SessionMeter, n: number, sessions: number):
   }
 }
 
+const round1 = (n: number, d = 1) => Number(n.toFixed(d));
+
+/** The idle gaps' mean and quantiles, ms. */
+function gapsOf(r: SessionReport): { n: number; mean: number; p50: number; p90: number } {
+  const g = r.idleGapsMs;
+  const q = (x: number) => (g.length ? g[Math.min(g.length - 1, Math.ceil(x * g.length) - 1)]! : 0);
+  return { n: g.length, mean: g.length ? g.reduce((a, v) => a + v, 0) / g.length : 0, p50: q(0.5), p90: q(0.9) };
+}
+
+/** Recipients per second over the busy period (first admitted connection to the last message). */
+const rcptsPerS = (s: Side) => (s.report.windowMs > 0 ? (s.report.recipients * 1000) / s.report.windowMs : 0);
+
+/** Sessions refused over refusals plus transactions (each refusal defers one delivery), %. */
+const deferredPct = (r: SessionReport) => (r.deferred421 + r.messages > 0 ? (100 * r.deferred421) / (r.deferred421 + r.messages) : 0);
+
 function row(name: string, s: Side | null, why = ""): string {
   if (!s) return `  ${name.padEnd(26)} ${why}`;
   const r = s.report;
@@ -135,7 +176,8 @@ function row(name: string, s: Side | null, why = ""): string {
 async function main(): Promise<void> {
   const cli = parseCli();
   timeline = cli.timeline;
-  const meter = await startSessionMeter({ maxSessions: cli.maxSessions });
+  rcpts = cli.rcpts;
+  const meter = await startSessionMeter({ maxSessions: cli.maxSessions, rcptDelayMs: cli.rcptDelayMs, rcptJitterMs: cli.rcptJitterMs });
   try {
     log(`bench:sessions: session meter on ${meter.host}:${meter.port}, at most ${cli.maxSessions} sessions`);
     const relay = await measureRelay(meter, cli.messages);
@@ -143,11 +185,19 @@ async function main(): Promise<void> {
     const reason = postfixUnavailableReason();
     const postfix = reason ? null : await measurePostfix(meter, cli.messages, cli.sessions);
     const version = reason ? "" : await postfixVersion();
-    console.log(`bench:sessions: ${cli.messages} one-recipient messages to one SMTP server that admits ${cli.maxSessions} sessions (421 at the greeting beyond)`);
+    const pace = cli.rcptDelayMs > 0 ? `, ${cli.rcptDelayMs} ± ${cli.rcptJitterMs} ms before each RCPT reply` : "";
+    console.log(`bench:sessions: ${cli.messages} messages of ${cli.rcpts} recipient(s) to one SMTP server that admits ${cli.maxSessions} sessions (421 at the greeting beyond)${pace}`);
     console.log(`  ${"client".padEnd(26)} ${"messages".padStart(8)} ${"mean sessions".padStart(13)} ${"max open".padStart(8)} ${"sessions".padStart(9)} ${"msgs/sess".padStart(9)} ${"421s".padStart(8)} ${"seconds".padStart(8)} ${"deliveries/s".padStart(13)}`);
     console.log(row("relay (wrangler dev, API)", relay));
     console.log(row(postfix ? `Postfix ${version}` : "Postfix", postfix, `not available: ${reason ?? ""}`));
     console.log("  mean sessions: integrated exactly from the first admitted connection to the last message (the server's view; a 421 is not a session)");
+    for (const [name, side] of [["relay", relay], ["Postfix", postfix]] as const) {
+      if (!side) continue;
+      const g = gapsOf(side.report);
+      console.log(`  ${name}: idle gap between transactions on a reused session: mean ${g.mean.toFixed(1)} ms, p50 ${g.p50.toFixed(1)} ms, p90 ${g.p90.toFixed(1)} ms (${g.n} gaps); ` +
+        `${rcptsPerS(side).toFixed(2)} recipients/s over the busy period; deferred ${deferredPct(side.report).toFixed(1)} %; ${(side.report.windowMs * side.report.meanOpen / Math.max(1, side.report.messages)).toFixed(0)} session-ms per delivery`);
+    }
+    if (relay && postfix) console.log(`  relay/Postfix: recipients/s ${(rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)}, idle gap ${(gapsOf(relay.report).mean - gapsOf(postfix.report).mean).toFixed(1)} ms longer`);
     console.log(`  retry timers shortened on both: ${JSON.stringify(BACKOFF)} (seconds)${postfix ? ", Postfix queue_run_delay 1s" : ""}`);
     if (cli.json) {
       console.log(JSON.stringify({
@@ -161,6 +211,12 @@ async function main(): Promise<void> {
         postfix_sessions: postfix ? postfix.report.sessions : null,
         relay_deliveries_per_s: Number(relay.perS.toFixed(1)),
         postfix_deliveries_per_s: postfix ? Number(postfix.perS.toFixed(1)) : null,
+        rcpts: cli.rcpts, rcpt_delay_ms: cli.rcptDelayMs, rcpt_jitter_ms: cli.rcptJitterMs,
+        relay_idle_gap_ms_mean: round1(gapsOf(relay.report).mean), relay_idle_gap_ms_p50: round1(gapsOf(relay.report).p50),
+        postfix_idle_gap_ms_mean: postfix ? round1(gapsOf(postfix.report).mean) : null, postfix_idle_gap_ms_p50: postfix ? round1(gapsOf(postfix.report).p50) : null,
+        relay_rcpts_per_s: round1(rcptsPerS(relay), 2), postfix_rcpts_per_s: postfix ? round1(rcptsPerS(postfix), 2) : null,
+        rcpts_per_s_ratio: postfix ? Number((rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)) : null,
+        relay_deferred_pct: round1(deferredPct(relay.report)), postfix_deferred_pct: postfix ? round1(deferredPct(postfix.report)) : null,
       }));
     }
   } finally {

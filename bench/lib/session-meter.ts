@@ -23,7 +23,8 @@
  *                     starts the change's own figures (report().change).
  *   As the limiter fixture of bench:limiter, it also waits rcptDelayMs ± rcptJitterMs (uniform,
  *   from a seeded generator) before each RCPT TO reply, and counts the recipients of the messages
- *   it received.
+ *   it received, and the idle gaps of reused sessions (report().idleGapsMs): from the reply to a
+ *   message's final dot to the next MAIL FROM on the same connection.
  *   Shaped like test/e2e/postfix/harness.ts's SmtpSink (host, port, messages, sessions,
  *   waitForMessages, dumpDirectory, stop), so code that takes one can take this.
  *
@@ -78,6 +79,12 @@ export interface SessionReport {
   change: ChangeReport | null;
   /** Refusals (421) while at least one open session was idle between transactions (a client's cached connection). */
   refusedWhileIdle: number;
+  /**
+   * Idle gaps of reused sessions: from the reply to one message's final dot to the next MAIL FROM
+   * on the same connection, ms (the time a client holds the server's session between two
+   * transactions), sorted.
+   */
+  idleGapsMs: number[];
 }
 
 /** A running meter. */
@@ -113,11 +120,12 @@ interface Window {
   deferred421: number;
   recipients: number;
   refusedWhileIdle: number;
+  idleGapsMs: number[];
   change: { to: number; atMs: number; reachedMs: number | null; deferred421: number; messages: number } | null;
 }
 
 function freshWindow(): Window {
-  return { startMs: null, area: 0, lastStepMs: 0, areaAtMessage: 0, lastMessageMs: null, maxOpen: 0, messages: 0, sessions: 0, deferred421: 0, recipients: 0, refusedWhileIdle: 0, change: null };
+  return { startMs: null, area: 0, lastStepMs: 0, areaAtMessage: 0, lastMessageMs: null, maxOpen: 0, messages: 0, sessions: 0, deferred421: 0, recipients: 0, refusedWhileIdle: 0, idleGapsMs: [], change: null };
 }
 
 
@@ -130,6 +138,8 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
   const admitted = new Set<string>();
   /** Admitted sessions inside a transaction (MAIL FROM seen, message not yet received). */
   const inTransaction = new Set<string>();
+  /** When each session's last message was answered (its idle gap starts). */
+  const doneAt = new Map<string, number>();
   let w = freshWindow();
   const now = () => performance.now();
   // Advances the integral to `t` with the number open until then.
@@ -173,6 +183,7 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
       step(now());
       admitted.delete(session.id);
       inTransaction.delete(session.id);
+      doneAt.delete(session.id);
     },
     onMailFrom: (_address, session, callback) => {
       // After setMaxSessions() lowered S, sessions beyond it are shed as they start their next
@@ -185,6 +196,9 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
         return callback(e);
       }
       inTransaction.add(session.id);
+      const last = doneAt.get(session.id);
+      if (last !== undefined) w.idleGapsMs.push(now() - last);
+      doneAt.delete(session.id);
       callback();
     },
     onData: (stream, session, callback) => {
@@ -199,6 +213,7 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
         w.areaAtMessage = w.area;
         w.lastMessageMs = t;
         callback();
+        doneAt.set(session.id, now());
       });
     },
   });
@@ -226,6 +241,7 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
       messagesPerSession: w.sessions > 0 ? w.messages / w.sessions : 0,
       recipients: w.recipients,
       refusedWhileIdle: w.refusedWhileIdle,
+      idleGapsMs: [...w.idleGapsMs].sort((a, b) => a - b),
       change: w.change && {
         to: w.change.to, deferred421: w.change.deferred421, messages: w.change.messages,
         reachedAfterS: w.change.reachedMs === null ? null : (w.change.reachedMs - w.change.atMs) / 1000,

@@ -7,7 +7,10 @@
  *                object left and drops the table.
  *   final_rcpt   recipients (core message id, backlog index) that reached a final state while
  *                others of the same attempt did not (an attempt that ends writes none).
- *   retry_due    messages the core deferred, with the time their next attempt is due.
+ *   retry_due    messages the core deferred, with the time their next attempt is due, in ms: the
+ *                configured back-off counted from the moment the attempt ended, never from the
+ *                start of its second (the core's clock is whole seconds, and a retry armed at
+ *                the core's second came up to 1 s early: greylisted mail met its greylist again).
  *   incoming     admitted messages waiting for room in the active queue (Postfix's incoming
  *                queue: qmgr_message_active_limit bounds the core, not what is accepted), in
  *                arrival order; their recipients are already in the backlog.
@@ -32,6 +35,8 @@ export function migrateDelivery(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
   // The next retry is found through this index, so the alarm's work does not grow with the backlog.
   sql.exec("CREATE INDEX IF NOT EXISTS retry_due_by_due ON retry_due (due)");
+  // Version 3: due in ms (rows of older objects held seconds; a due in ms is above 10^11).
+  sql.exec("UPDATE retry_due SET due = due * 1000 WHERE due < 100000000000");
   sql.exec("CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)");
   // Version 2: a waiting message's pickup-policy fields (campaign, bulk), JSON or null.
   if (!sql.exec<{ name: string }>("PRAGMA table_info(incoming)").toArray().some((c) => c.name === "fields")) sql.exec("ALTER TABLE incoming ADD COLUMN fields TEXT");
@@ -137,14 +142,22 @@ export function markFinal(sql: SqlStorage, coreId: string, idxs: number[]): void
   for (const idx of idxs) sql.exec("INSERT OR IGNORE INTO final_rcpt (core_id, idx) VALUES (?, ?)", coreId, idx);
 }
 
-/** Schedules the next attempt of a deferred core message. */
-export function scheduleRetry(sql: SqlStorage, coreId: string, due: number): void {
-  sql.exec("INSERT OR REPLACE INTO retry_due (core_id, due) VALUES (?, ?)", coreId, due);
+/**
+ * When a deferred attempt is due, ms: the core decided `nextAttemptAt` (whole seconds) at its
+ * clock `now` (the second of `nowMs`), so the back-off it chose is counted from `nowMs` itself.
+ */
+export function retryDueMs(nextAttemptAt: number, now: number, nowMs: number): number {
+  return Math.max(nextAttemptAt * 1000, nowMs + (nextAttemptAt - now) * 1000);
 }
 
-/** Core messages whose next attempt is due at `now`. */
-export function dueRetries(sql: SqlStorage, now: number): string[] {
-  return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", now).toArray().map((r) => r.core_id);
+/** Schedules the next attempt of a deferred core message (due in ms). */
+export function scheduleRetry(sql: SqlStorage, coreId: string, dueMs: number): void {
+  sql.exec("INSERT OR REPLACE INTO retry_due (core_id, due) VALUES (?, ?)", coreId, dueMs);
+}
+
+/** Core messages whose next attempt is due at `nowMs`. */
+export function dueRetries(sql: SqlStorage, nowMs: number): string[] {
+  return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", nowMs).toArray().map((r) => r.core_id);
 }
 
 /** The recipients of a core message that are not final yet (its recipients minus final ones). */
@@ -159,14 +172,14 @@ export function forgetAttempt(sql: SqlStorage, coreId: string): void {
   sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
 }
 
-/** The earliest retry due time, or null (through its index). */
+/** The earliest retry due time (ms), or null (through its index). */
 export function nextRetryDue(sql: SqlStorage): number | null {
   return sql.exec<{ due: number }>("SELECT due FROM retry_due ORDER BY due LIMIT 1").toArray()[0]?.due ?? null;
 }
 
-/** Makes every scheduled retry due now (postqueue -f). */
-export function flushRetries(sql: SqlStorage, now: number): void {
-  sql.exec("UPDATE retry_due SET due = ? WHERE due > ?", now, now);
+/** Makes every scheduled retry due now (postqueue -f; `nowMs` in ms). */
+export function flushRetries(sql: SqlStorage, nowMs: number): void {
+  sql.exec("UPDATE retry_due SET due = ? WHERE due > ?", nowMs, nowMs);
 }
 
 /** The core message ids of a message's attempts waiting for a retry. */

@@ -38,7 +38,7 @@ import {
 } from "../core";
 import {
   leaseUntil, nowSec, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, restoreLeases,
-  pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries,
+  pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries, retryDueMs,
 } from "./delivery-state";
 import { Journal } from "./journal";
 import type { Leases } from "./leases";
@@ -163,7 +163,7 @@ export class TransportQueue extends DurableObject<Env> {
     const dead = destinationsView(this.qmgr).filter((d) => d.state === "dead");
     await Promise.all(dead.map((d) => this.env.DESTINATION_QUEUE.getByName(destinationName(d.transport, d.queue)).flush()));
     this.run({ kind: "flush", now: nowSec() });
-    flushRetries(this.ctx.storage.sql, nowSec());
+    flushRetries(this.ctx.storage.sql, Date.now());
     await this.alarm();
   }
 
@@ -200,7 +200,7 @@ export class TransportQueue extends DurableObject<Env> {
     this.run({ kind: "tick", now: nowSec() });
     this.crash(this.leases.expired(nowSec()));
     if (settingsOf(this.env).agents) await this.checkAgents();
-    for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
+    for (const coreId of dueRetries(sql, Date.now())) this.retry(coreId);
     // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
     if (this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
@@ -319,21 +319,29 @@ export class TransportQueue extends DurableObject<Env> {
         noteFinished(sql, e.messageId, cmd.now);
         forgetAttempt(sql, e.messageId);
       } else if (e.kind === "message-deferred") {
-        scheduleRetry(sql, e.messageId, e.nextAttemptAt);
+        scheduleRetry(sql, e.messageId, retryDueMs(e.nextAttemptAt, cmd.now, Date.now()));
       }
     }
     return res;
   }
 
-  /** Arms the alarm at the earliest core wake-up, lease deadline or retry. */
+  /**
+   * Arms the alarm at the earliest core wake-up, lease deadline or retry. A core wake-up (a dead
+   * destination's revival, a rate's next token) fires at the last millisecond of its second: the
+   * core counted it from the start of the second it decided in, so it is never early.
+   */
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
     const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
     const check = settingsOf(this.env).agents ? this.leases.nextCheck(settingsOf(this.env).agentCheckMs) : null;
-    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check].filter((t): t is number => t !== null);
+    const wake = nextWakeupAt(this.qmgr);
+    const times = [wake === null ? null : wake + 0.999, this.leases.nextUntil(), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check]
+      .filter((t): t is number => t !== null).map((t) => t * 1000);
+    const retry = nextRetryDue(sql);
+    if (retry !== null) times.push(retry);
     if (times.length === 0) return;
-    const at = Math.min(...times) * 1000;
+    const at = Math.round(Math.min(...times));
     if (at === this.alarmAt) return; // a setAlarm is a billed write
     this.alarmAt = at;
     await this.ctx.storage.setAlarm(at);

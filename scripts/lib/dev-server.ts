@@ -14,7 +14,7 @@
  *                               at the cost of the Worker's CPU time), waits for GET /health → 200; starts
  *                               again on new ports (up to 3 times) when a port it found free
  *                               was taken before wrangler bound it ("Address already in use").
- *                               Returns { url, key, state, inspector, stop }. Before it
+ *                               Returns { url, key, state, inspector, pid, stop }. Before it
  *                               returns, it turns off the Network events wrangler's inspector
  *                               proxy has the Worker send for every subrequest (cdp.ts,
  *                               stopNetworkCapture: a cost of local dev alone, which halved
@@ -63,6 +63,8 @@ export interface DevServer {
   state: string;
   /** wrangler's inspector port (Chrome DevTools Protocol, e.g. for CPU profiles). */
   inspector: number;
+  /** The process group of wrangler and workerd (its leader's pid), e.g. to read their CPU time. */
+  pid: number;
   stop: () => Promise<void>;
 }
 
@@ -178,6 +180,6 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
       await rm(state, { recursive: true, force: true });
       throw e;
     }
-    return { url, key, state, inspector, stop };
+    return { url, key, state, inspector, pid: child.pid!, stop };
   }
 }

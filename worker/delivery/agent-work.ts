@@ -48,16 +48,22 @@ import { createMxLookup, mxSettingsOf } from "./mx";
 import { readEnvelopes, type SessionPart } from "./session";
 import { SessionCache } from "./session-cache";
 import { settingsOf } from "../settings/settings";
+import { Ewma } from "../lib/ewma";
 
 /** Times a failed finish is tried again before the entry is left to its lease. */
 const FINISH_TRIES = 5;
 /**
  * How long a finished entry waits for the agent's other sessions before it is recorded and
- * reported, ms, while any of them is still running (none running: at once). Under load this joins
- * the outcomes of several sessions in one Outbox and one Transport request; it holds a session's
- * next entry back by at most this much, against the ~100 ms or more of a transaction to a real MX.
- * Shorter makes more, emptier requests (more CPU per email); much longer holds sessions idle
- * (docs/delivery.md has the measurements).
+ * reported, ms, when one of them is likely to finish soon: the oldest still running has lasted
+ * within twice that of the agent's typical session (a moving average of their lengths). Else the
+ * entry goes at once (none running, or none about to finish: the wait would only hold the
+ * server's session idle). Sessions that started together, as a burst's do, finish together and
+ * go in one Outbox and one Transport request; it holds a session's next entry back by at most
+ * this much. Shorter makes more, emptier requests (more CPU and DO requests per email); much
+ * longer holds sessions idle (docs/delivery.md has the measurements). Against a server that paces
+ * its replies (700 ms per RCPT, 7 sessions, so staggered) a wait whenever another session ran
+ * made the server's session idle 60 ms between two transactions at the median, Postfix's 2 ms
+ * (docs/real-traffic.md).
  */
 const FINISH_LINGER_MS = 50;
 /** How long MX answers are reused, ms. */
@@ -86,6 +92,10 @@ export class AgentWork {
   private mx: (MxContext & { at: number }) | null = null;
   /** TLS-RPT counts, written with the feedback stage. */
   private readonly extras: StageExtras;
+  /** How long this agent's sessions last lately, ms, and when each running one started. */
+  private readonly sessionMs = new Ewma();
+  private readonly running = new Map<number, number>();
+  private runs = 0;
 
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
     // Idle means no session running and no connection kept for more: then no request is coming.
@@ -99,7 +109,7 @@ export class AgentWork {
     this.finisher = new Coalescer(async (done) => {
       await this.finish(done);
       return done.map(() => null);
-    }, () => (this.active > 0 ? FINISH_LINGER_MS : 0));
+    }, () => (this.finishSoon(Date.now()) ? FINISH_LINGER_MS : 0));
     this.feedback = new Coalescer(async (batches) => {
       const bySite = new Map<string | null, Finished[]>();
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
@@ -135,6 +145,8 @@ export class AgentWork {
 
   private async run(job: DeliverJob, envelope: Promise<DeliveryEnvelope | null>): Promise<void> {
     await this.acquire();
+    const [run, started] = [++this.runs, Date.now()];
+    this.running.set(run, started);
     let done: Done;
     try {
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
@@ -147,8 +159,10 @@ export class AgentWork {
       this.drop(job.entryId);
       return;
     } finally {
+      this.running.delete(run);
       this.release();
     }
+    this.sessionMs.add(Date.now() - started);
     await this.finisher.add(done).catch((e: unknown) => this.again(done, "finish", e));
   }
 
@@ -195,6 +209,14 @@ export class AgentWork {
     const n = (this.held.get(entryId) ?? 1) - 1;
     if (n > 0) this.held.set(entryId, n);
     else this.held.delete(entryId);
+  }
+
+  /** Whether a running session is likely to finish soon: within twice FINISH_LINGER_MS of its typical length (see there). */
+  private finishSoon(nowMs: number): boolean {
+    if (this.running.size === 0) return false;
+    let oldest = nowMs;
+    for (const t of this.running.values()) oldest = Math.min(oldest, t);
+    return this.sessionMs.value() - (nowMs - oldest) <= 2 * FINISH_LINGER_MS;
   }
 
   private mxContext(): MxContext {

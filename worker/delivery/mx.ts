@@ -10,8 +10,8 @@
  *                                  secrets EGRESS_USERNAME / EGRESS_PASSWORD); throws otherwise.
  *   mxSettingsOf(env)              resolver URL (DOH_RESOLVER_URL), port (MX_PORT, default 25)
  *                                  and socket factory (EGRESS) of the mx kind.
- *   createMxLookup(settings)       resolveMx with a cache that lives as long as the returned
- *                                  function (one consumer invocation).
+ *   createMxLookup(settings)       resolveMx through the isolate's cache (mx-cache.ts): an answer
+ *                                  is reused until its DNS TTL runs out, across invocations.
  *   egressIdOf(env)                the egress's id for pickup policies and warm-up plans.
  *   runMxSessions(env, hosts, prepared, settings, cache?, rule?)  the sessions to each host in
  *                                  turn, until one has no site failure (or the last one has
@@ -40,6 +40,7 @@
 import { createEgressConnect, type EgressPath } from "../net/socks5";
 import { DEFAULT_DOH_URL, resolveAddress, resolveMx } from "../net/mx";
 import type { MxHost, MxResolution } from "../net/core/mx";
+import { mxCache } from "./mx-cache";
 import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
 import type { TransactionResult } from "../smtp/core/types";
 import type { ConnectSocket } from "../smtp/socket";
@@ -64,7 +65,7 @@ export interface MxSettings {
   egress?: string;
 }
 
-/** Resolves a domain's mail hosts (cached for one consumer invocation). */
+/** Resolves a domain's mail hosts (cached by the answer's TTL, mx-cache.ts). */
 export type MxLookup = (domain: string) => Promise<MxResolution>;
 
 type EgressSecrets = { EGRESS_USERNAME?: string; EGRESS_PASSWORD?: string };
@@ -95,18 +96,9 @@ export function mxSettingsOf(env: Env): MxSettings {
   return { resolverUrl: settings.dohResolverUrl, port, connect };
 }
 
-/** A lookup function whose answers are shared until it is dropped. */
+/** A lookup function answering from the isolate's cache while the answer's TTL lasts. */
 export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLookup {
-  const cache = new Map<string, Promise<MxResolution>>();
-  return (domain) => {
-    const key = domain.toLowerCase();
-    let hit = cache.get(key);
-    if (!hit) {
-      hit = resolveMx(domain, { resolverUrl: settings.resolverUrl });
-      cache.set(key, hit);
-    }
-    return hit;
-  };
+  return (domain) => mxCache.lookup(`${settings.resolverUrl} ${domain.toLowerCase()}`, () => resolveMx(domain, { resolverUrl: settings.resolverUrl }), Date.now());
 }
 
 /** How long an MX host's address is reused (ms). */

@@ -30,7 +30,17 @@ export const SMARTHOST_CONCURRENCY_LIMIT = 200;
 
 type ConfigEnv = Pick<Env, "SCHEDULER_CONFIG" | "DELIVERY"> & Partial<Pick<Env, "SMARTHOST" | "DEFAULT_TRANSPORT">>;
 
+/**
+ * The scheduler configuration of an env, parsed once per isolate and configuration (every
+ * Transport and Destination DO of the isolate shares it: nothing mutates a configuration). A
+ * parse per object constructed cost each new Destination DO a schema validation, a few ms of CPU
+ * for every new domain of the many-domain bench.
+ */
 export function schedulerConfigOf(env: ConfigEnv): SchedulerConfig {
+  return cachedConfig(env);
+}
+
+function parseConfig(env: ConfigEnv): SchedulerConfig {
   const input = (env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {}) as Record<string, unknown>;
   if (!settingsOf(env).agents && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
   if (settingsOf(env).smarthost && !("default_destination_concurrency_limit" in input)) {
@@ -51,7 +61,7 @@ let cache: { key: string; config: SchedulerConfig } | null = null;
 
 function cachedConfig(env: ConfigEnv): SchedulerConfig {
   const key = `${env.DELIVERY}\n${env.SMARTHOST ?? ""}\n${env.DEFAULT_TRANSPORT ?? ""}\n${env.SCHEDULER_CONFIG ?? ""}`;
-  if (cache?.key !== key) cache = { key, config: schedulerConfigOf(env) };
+  if (cache?.key !== key) cache = { key, config: parseConfig(env) };
   return cache.config;
 }
 

@@ -63,6 +63,7 @@ export const SETTINGS = {
   admitBatchMs: knob("ADMIT_BATCH_MS", "1000", "ms an Outbox shard gathers messages decided at accept before admitting them together (0: at once; at most 10 s)", (r) => msSetting(r, 1000, 10_000)),
   inFlowDelayMs: knob("IN_FLOW_DELAY_MS", "1000", "ms an accept's answer waits while mail arrives faster than it is delivered (Postfix's in_flow_delay; 0: never; at most 10 s)", (r) => msSetting(r, 1000, 10_000)),
   acceptConcurrency: knob("ACCEPT_CONCURRENCY", "4", "send requests one isolate works on at once (Postfix's smtpd process_limit; at most 10,000)", (r) => Math.min(countSetting(r, 4), 10_000)),
+  acceptWaitMs: knob("ACCEPT_WAIT_MS", "10000", "ms a send request waits for an accept slot, in arrival order, before it is answered 429 (0: at once; at most 60 s)", (r) => msSetting(r, 10_000, 60_000)),
   maxMessageBytes: knob("MAX_MESSAGE_BYTES", "41943040", "largest accepted message, bytes (413 above)", (r) => countSetting(r, 40 * 1024 * 1024)),
   maxRecipients: knob("MAX_RECIPIENTS", "50", "most recipients per message, to + cc + bcc after de-duplication (422 above)", (r) => countSetting(r, 50)),
   defaultTransport: knob("DEFAULT_TRANSPORT", "smtp", "the transport of recipients no route matches", text("smtp")),

@@ -16,6 +16,8 @@
  *   dies.test       the same after LONG_SLOW_MS, for a test that must finish its steps before
  *                   that bounce lands, with the margin a busy machine needs.
  *   the MTA-STS test domains (sts-world.ts stsRecords), passed in as `extra`
+ *   names of the mail world (bench/world/doh.ts, when the caller passes its answerer as `extra`):
+ *                   each domain's MX on its own loopback address
  *   anything else   SERVFAIL
  *
  * Every query is counted by "name/type" (GET /queries lists the counts). GET /log/<name> returns
@@ -77,7 +79,11 @@ function publish(req: IncomingMessage, res: ServerResponse, added: Map<string, A
   });
 }
 
-function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs, added: Map<string, Answer>): void {
+/** Answers for names the fixtures do not hold (the mail world's), or undefined. */
+export type ExtraAnswers = (name: string, type: string) => Answer | undefined;
+
+function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs,
+  added: Map<string, Answer>, world?: ExtraAnswers): void {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
   if (req.method === "POST" && url.pathname === "/records") return publish(req, res, added);
   if (url.pathname === "/queries") {
@@ -88,7 +94,7 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
   if (log) return void res.writeHead(200, { "content-type": "text/plain" }).end(log());
   const key = `${(url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "")}/${url.searchParams.get("type") ?? ""}`;
   counts.set(key, (counts.get(key) ?? 0) + 1);
-  const fixture = added.get(key) ?? FIXTURES[key] ?? { Status: 2 };
+  const fixture = added.get(key) ?? FIXTURES[key] ?? world?.(url.searchParams.get("name") ?? "", url.searchParams.get("type") ?? "") ?? { Status: 2 };
   const reply = (body: Answer) => res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   if (!("slowMs" in fixture)) return void reply(fixture);
   const timer = setTimeout(() => {
@@ -98,12 +104,15 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
   timers.add(timer);
 }
 
-/** Starts the resolver on 127.0.0.1, port 0; `extra` answers besides the fixtures (the MTA-STS world's, sts-world.ts). */
-export function startDohServer(logs: Logs = {}, extra: Record<string, Answer> = {}): Promise<DohServer> {
+/**
+ * Starts the resolver on 127.0.0.1, port 0; `extra` answers besides the fixtures (the MTA-STS
+ * world's, sts-world.ts), `world` the names of a mail world (bench/world/doh.ts).
+ */
+export function startDohServer(logs: Logs = {}, extra: Record<string, Answer> = {}, world?: ExtraAnswers): Promise<DohServer> {
   const counts = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
   const added = new Map<string, Answer>(Object.entries(extra));
-  const server = createServer((req, res) => answer(req, res, counts, timers, logs, added));
+  const server = createServer((req, res) => answer(req, res, counts, timers, logs, added, world));
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {

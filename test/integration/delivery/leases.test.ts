@@ -4,10 +4,11 @@
  * attempts loses nothing.
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { beforeAll, describe, expect, inject, it } from "vitest";
+import { beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 import { outboxName, shardOf } from "../../../worker/model/ids";
 import { expireLeases, leasesIn } from "../leases-probe";
+import { mxCache } from "../../../worker/delivery/mx-cache";
 
 const sink = inject("sink");
 let key: string;
@@ -22,6 +23,10 @@ beforeAll(async () => {
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink'), (NULL, 'lapse.test', 'lapse'), (NULL, 'dies.test', 'lapse')"),
   ]);
 });
+
+// Each test needs the resolver's slow answer, not the isolate's cached one (an NXDOMAIN is kept
+// at least a minute, worker/delivery/mx-cache.ts): the test and the objects share the isolate.
+beforeEach(() => mxCache.clear());
 
 async function send(to: string[]): Promise<string> {
   const res = await callWithKey(key, "POST", "/emails", email({ to }));

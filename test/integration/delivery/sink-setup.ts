@@ -9,7 +9,8 @@
  * scripted-sinks.ts (a 5-session limit, a drop in DATA, a slow sink, a 554 greeting) are provided
  * as `scripted`; the MTA-STS world (sts-world.ts: policy server, rua receiver, MX sinks with a good,
  * a wrong-name and no certificate) as `sts`; two gates in front of Dante (gates.ts) for the egress
- * pools as `gates`. Everything is stopped when the run ends.
+ * pools as `gates`; the small mail world of world.ts (its sink on the catcher's port at 127.78.x.y,
+ * its names answered by the resolver) as `world`. Everything is stopped when the run ends.
  */
 import { createServer, type AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
@@ -19,6 +20,10 @@ import { startDohServer } from "./doh-server";
 import { startScriptedSinks } from "./scripted-sinks";
 import { startStsWorld, stsRecords } from "./sts-world";
 import { startGates } from "./gates";
+import { worldDnsAnswer } from "../../../bench/world/doh";
+import { startWorldSink } from "../../../bench/world/sink";
+import { serveSinkView } from "../../../bench/world/sink-http";
+import { TEST_WORLD } from "./world";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -31,6 +36,8 @@ declare module "vitest" {
     sts: { policyPort: number; ruaUrl: string; statsUrl: string; sinksUrl: string };
     /** Gates in front of Dante for the egress pool tests (gates.ts): their ports and the control URL. */
     gates: { ports: Record<string, number>; controlUrl: string };
+    /** The mail world's sink (world.ts): where its view (bench/world/sink-http.ts) answers. */
+    world: { viewUrl: string };
   }
 }
 
@@ -52,7 +59,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const dante = await startDante({ method: "username" });
   const sts = await startStsWorld(catcher.smtpPort);
   const gates = await startGates(["g1", "g2"], dante.port);
-  const doh = await startDohServer({ socks: () => dante.log() }, stsRecords(sts.ruaUrl));
+  const doh = await startDohServer({ socks: () => dante.log() }, stsRecords(sts.ruaUrl), worldDnsAnswer(TEST_WORLD));
+  // The mail world's MX hosts listen on the catcher's port (MX_PORT), each at its own address.
+  const world = await startWorldSink(TEST_WORLD, { port: catcher.smtpPort });
+  const view = await serveSinkView(world);
   // limited: 5 sessions, then 421; drop: connection lost in DATA once per recipient set; slow:
   // 40 ms per message (eviction mid-run); cached: 20 ms per message (agents.test.ts); greet554: the first MX host of mx-greet.test, on the
   // sink's port (MX_PORT) at another loopback address.
@@ -75,7 +85,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("scripted", { ports: scripted.ports, statsUrl: scripted.statsUrl });
   project.provide("sts", { policyPort: sts.policyPort, ruaUrl: sts.ruaUrl, statsUrl: sts.statsUrl, sinksUrl: sts.sinks.statsUrl });
   project.provide("gates", { ports: gates.ports, controlUrl: gates.controlUrl });
+  project.provide("world", { viewUrl: view.url });
   return async () => {
+    await view.close();
+    await world.stop();
     await gates.close();
     await sts.close();
     await scripted.close();

@@ -139,4 +139,87 @@ describe("Gate", () => {
       },
     ), { numRuns: 500 });
   });
+
+  it("queues a caller that finds no room and gives it the next slot that frees, before any newcomer", () => {
+    const c = clock();
+    const g = new Gate({ limit: 1, perKey: 1, maxHoldMs: 60_000 }, c.now);
+    const holder = g.enter("a")!;
+    const first = g.wait("b");
+    const second = g.wait("c");
+    expect(g.waiting()).toBe(2);
+    expect([g.rank(first, 5), g.rank(second, 5), g.rank(second, 0)]).toEqual([0, 1, 0]);
+    expect(g.next()).toBeNull(); // full: nobody may enter
+    expect(g.claim(first)).toBeNull(); // still full
+    holder();
+    expect(g.next()).toBe(first);
+    expect(g.enter("newcomer")).toBeNull(); // a waiter could take the slot: no jumping the queue
+    expect(g.claim(second)).toBeNull(); // not its turn
+    const b = g.claim(first);
+    expect(b).not.toBeNull();
+    expect(g.waiting()).toBe(1);
+    b!();
+    expect(g.claim(second)).not.toBeNull();
+    expect(g.waiting()).toBe(0);
+  });
+
+  it("passes over a waiter whose key is at its share, and forgets one that stopped claiming", () => {
+    const c = clock();
+    const g = new Gate({ limit: 4, perKey: 3, maxHoldMs: 60_000, staleMs: 500 }, c.now);
+    const flood = [g.enter("flood"), g.enter("flood"), g.enter("flood")];
+    const other = g.enter("other")!;
+    const more = g.wait("flood"); // at its share: must not take the slot the other frees
+    const gone = g.wait("cancelled");
+    const late = g.wait("late");
+    other();
+    expect(g.next()).toBe(gone);
+    c.advance(300);
+    expect(g.claim(more)).toBeNull(); // `more` keeps polling; `gone` never claims again: its request was cancelled
+    c.advance(300);
+    const l = g.claim(late); // the stale waiter is skipped, the flood is still at its share
+    expect(l).not.toBeNull();
+    expect(g.claim(more)).toBeNull();
+    flood[0]!();
+    l!(); // the flood sends alone again: its share is 3
+    expect(g.claim(more)).not.toBeNull();
+    expect(g.waiting()).toBe(0);
+  });
+
+  it("hands slots to waiters in arrival order and never past limit or a key's share (property)", () => {
+    fc.assert(fc.property(
+      fc.integer({ min: 1, max: 4 }),
+      fc.array(fc.oneof(
+        fc.record({ op: fc.constant("arrive" as const), key: fc.constantFrom("a", "b", "c") }),
+        fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
+        fc.record({ op: fc.constant("poll" as const) }),
+      ), { maxLength: 80 }),
+      (limit, ops) => {
+        const g = new Gate({ limit, perKey: limit, maxHoldMs: 60_000 }, clock().now);
+        const live: (() => void)[] = [];
+        const queue: number[] = [];
+        const served: number[] = [];
+        for (const o of ops) {
+          if (o.op === "arrive") {
+            const r = g.enter(o.key);
+            if (r) live.push(r);
+            else queue.push(g.wait(o.key));
+          } else if (o.op === "release") {
+            if (live.length > 0) live.splice(o.pick % live.length, 1)[0]!();
+          } else {
+            // Every waiter polls, last first: only the head may get a slot.
+            for (const t of [...queue].reverse()) {
+              const r = g.claim(t);
+              if (!r) continue;
+              live.push(r);
+              served.push(t);
+              queue.splice(queue.indexOf(t), 1);
+            }
+          }
+          expect(g.held()).toBe(live.length);
+          expect(g.held()).toBeLessThanOrEqual(limit);
+        }
+        // One key per share of `limit`: waiters are served in ticket order.
+        expect(served).toEqual([...served].sort((x, y) => x - y));
+      },
+    ), { numRuns: 300 });
+  });
 });

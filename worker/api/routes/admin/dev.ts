@@ -1,5 +1,5 @@
 /**
- * The meter's development endpoints (worker/meter/meter.ts), for npm run bench:cost.
+ * The meter's (and the DNS cache's) development endpoints (worker/meter/meter.ts), for npm run bench:cost.
  *
  * DESCRIPTION
  *   GET  /relay/dev/meter         every counter of the meter (meterSnapshot()).
@@ -10,6 +10,9 @@
  *                                 outboxName(shard < OUTBOX_SHARDS), Transport DOs by the
  *                                 configured transport names, Destination DOs by the names the
  *                                 meter saw stubs created for in this isolate.
+ *   GET  /relay/dev/dns           the isolate's MX answer cache (worker/delivery/mx-cache.ts):
+ *                                 { mx: { entries, bytes, hits, misses, evictions } } (wrangler
+ *                                 dev runs every object in this one isolate; the meter need not be on).
  *   These requests are not themselves counted (meterFetch serves /relay/dev/* unmetered).
  *
  * ERRORS
@@ -24,8 +27,9 @@ import { ApiError } from "../../../model/errors";
 import { requireOperator, type RoleCache } from "../../http/operator";
 import { allTransports } from "../../../policy/transports";
 import { settingsOf } from "../../../settings/settings";
+import { mxCache } from "../../../delivery/mx-cache";
 
-const DEV_PATHS = ["/dev/meter", "/dev/meter/reset", "/dev/rows"] as const;
+const DEV_PATHS = ["/dev/meter", "/dev/meter/reset", "/dev/rows", "/dev/dns"] as const;
 
 const devOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (!settingsOf(c.env).local) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
@@ -75,5 +79,7 @@ export function devRoutes(roles: RoleCache) {
     ]);
     return c.json({ d1, outbox, transport, destination });
   });
+
+  r.get("/dev/dns", (c) => c.json({ mx: mxCache.stats() }));
   return r;
 }
