@@ -37,7 +37,7 @@
  *   queue) with the delivery stage's write, or the sweeper's after INDEX_LAG_SECONDS.
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
+import { sqlRowCounts } from "../../worker/meter";
 import { shardOf } from "../../worker/model/ids";
 import { AdmissionBatch, admitAll } from "./admit";
 import { FlowMeter } from "../core";
@@ -66,7 +66,6 @@ export class Outbox extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
     this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
     this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
@@ -275,7 +274,6 @@ export class Outbox extends DurableObject<Env> {
 
   /** The sweeper (storage/outbox-alarm.ts). */
   override async alarm(): Promise<void> {
-    meterAlarm("Outbox");
     const at = await this.sweeper.run(Date.now());
     if (at !== null) await this.ctx.storage.setAlarm(at);
   }

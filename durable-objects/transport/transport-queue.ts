@@ -31,7 +31,7 @@
  *   queue, for hold and requeue) serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
+import { sqlRowCounts } from "../../worker/meter";
 import {
   hasActiveRoom, destinationsView, nextWakeupAt,
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
@@ -71,7 +71,6 @@ export class TransportQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ({ ctx, env } = meterObject(this, "TransportQueue"));
     this.cfg = schedulerConfigOf(env);
     this.handoff = new Handoff(() => this.env);
     ctx.blockConcurrencyWhile(async () => {
@@ -189,7 +188,6 @@ export class TransportQueue extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
-    meterAlarm("TransportQueue");
     this.alarmAt = null;
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });

@@ -9,3 +9,9 @@ declare module "*.eml?raw" {
   const text: string;
   export default text;
 }
+
+/** wrangler.toml, read as text (the meter's coverage test lists its bindings). */
+declare module "*.toml?raw" {
+  const text: string;
+  export default text;
+}
