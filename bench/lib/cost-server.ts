@@ -96,8 +96,11 @@ export async function waitDelivered(s: Setup, rcpts: number, what: string): Prom
   }
 }
 
-/** Until the meter stands still for QUIET_MS with no object active; answers that snapshot. */
-export async function waitStill(s: Setup, what: string): Promise<Snapshot> {
+/**
+ * Until the meter stands still for QUIET_MS with no object active, or until `deadline` (ms since
+ * the epoch, if given), whichever comes first; answers the snapshot then.
+ */
+export async function waitStill(s: Setup, what: string, deadline = Infinity): Promise<Snapshot> {
   const t0 = Date.now();
   const read = async () => api<Snapshot>(s.server, "GET", "/relay/dev/meter");
   let last = await read();
@@ -113,6 +116,7 @@ export async function waitStill(s: Setup, what: string): Promise<Snapshot> {
     } else if (Date.now() - stillSince >= QUIET_MS) {
       return now;
     }
+    if (Date.now() >= deadline) return now;
     if (Date.now() - t0 > TIMEOUT_MS) throw new Error(`${what}: the meter did not stand still`);
   }
 }
