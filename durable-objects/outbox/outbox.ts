@@ -48,7 +48,7 @@ import { cancelMessage, deleteEvents, insertMessage, nextScheduledAt, readEvents
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
 import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
-import { deleteDoneBodies, enqueueForClassify, rememberShard } from "./sweep";
+import { deleteDoneBodies, enqueueForClassify, markOrphansDue, rememberShard } from "./sweep";
 import { OutboxAlarm } from "./alarm";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DelayWarning, DeliveryEnvelope, EventAck, IdempotencyClaim,
@@ -266,10 +266,12 @@ export class Outbox extends DurableObject<Env> {
     await this.afterChange(now, [], []);
   }
 
-  /** Makes sure the sweeper will run (the cron calls this for every shard). */
+  /** The cron's wake of every shard: a full run of the sweeper within a grace period, with a listing of R2 for orphan bodies. */
   async ensureSweep(shard: number): Promise<void> {
     rememberShard(this.sql, shard);
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + this.graceMs());
+    markOrphansDue(this.sql);
+    this.sweeper.fullRunNext();
+    await this.armAt(Date.now() + this.graceMs());
   }
 
   /** The sweeper (storage/outbox-alarm.ts). */
@@ -304,9 +306,14 @@ export class Outbox extends DurableObject<Env> {
     }
   }
 
-  /** Arms the alarm at the next scheduled message or one grace period from now, whichever is first. */
+  /**
+   * Arms the alarm at the next scheduled message, or one grace period or index lag from now
+   * (whichever is sooner): a message admitted at once arms its lag anyway (afterChange), so the
+   * accept's alarm is the same one, written once.
+   */
   private async armSweep(now: number): Promise<void> {
-    await this.armAt(Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(this.graceMs(), 1000)));
+    const { graceMs, indexLagMs } = settingsOf(this.env);
+    await this.armAt(Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(Math.min(graceMs, indexLagMs), 1000)));
   }
 
   /** Moves the alarm earlier to `at` (a setAlarm is a billed write: only when it moves). */

@@ -25,8 +25,8 @@
  * were two. Rows at or below the snapshot's seq are dead and skipped by load(); fewer than
  * `ring` flushes happen between two checkpoints (one is forced before), so a live row is never
  * overwritten. Rows written with another ring size (an upgrade) are folded into a snapshot at
- * load. clear() empties the ring when the transport falls idle, so no command naming a
- * finished message stays behind.
+ * load. clear() empties the ring when finished messages' records are forgotten while the
+ * transport is idle, so no command naming a finished message outlives its records.
  *
  * Hand-offs: the shell journals a dispatch before it hands the entries over (the deliver queue,
  * the agents), so an entry is never delivered without being on record; but a stop inside the

@@ -5,7 +5,7 @@
  * nothing are not journaled; a snapshot now and then), re-arms the alarm, and returns the
  * core's decisions. After an eviction the state is the last snapshot plus the journal replayed.
  * Records of finished messages go at a checkpoint: the alarm takes one when they expire
- * (storage/sqlite-source.ts admissionTtlSec) or the queue is idle.
+ * (storage/sqlite-source.ts admissionTtlSec), and then empties the journal ring if the queue is idle.
  *
  * ADMISSION
  *   admit() always takes a message durably: into the core when the active queue has room
@@ -194,10 +194,15 @@ export class TransportQueue extends DurableObject<Env> {
     this.crash(this.leases.expired(nowSec()));
     if (settingsOf(this.env).agents) await this.checkAgents();
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
-    // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
+    // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
+    // ring is emptied with it (no command naming a finished message stays behind its records).
+    // Not on falling idle as such: for mail that comes one message at a time, that was a
+    // snapshot, the ring's deletes and an alarm per message, where this checkpoint comes anyway.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
-    if (this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
-    else if (forget !== null && forget <= nowSec()) this.journal.checkpoint(this.qmgr);
+    if (forget !== null && forget <= nowSec()) {
+      if (this.qmgr.messages.size === 0) this.journal.clear(this.qmgr);
+      else this.journal.checkpoint(this.qmgr);
+    }
     await this.pump();
   }
 
@@ -322,9 +327,8 @@ export class TransportQueue extends DurableObject<Env> {
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
-    const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
     const check = settingsOf(this.env).agents ? this.leases.nextCheck(settingsOf(this.env).agentCheckMs) : null;
-    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check].filter((t): t is number => t !== null);
+    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), check].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;
     if (at === this.alarmAt) return; // a setAlarm is a billed write

@@ -15,7 +15,9 @@
  * finished entries are recorded and reported at once when the agent is quiet, and together when
  * sessions finish while a call is out or within FINISH_LINGER_MS of each other. The Destination
  * DOs' feedback and the D1 index (with the webhook publication) are two more stages behind the
- * reports, each batching what arrives while it runs, so a report never waits for them. The index
+ * reports, each batching what arrives while it runs, so a report never waits for them; while other
+ * sessions of the agent run they also wait AGENT_STAGE_MS to gather more, and an agent with nothing
+ * else running writes at once (no timer keeps a lone email's agent awake). The index
  * stage's acks to the Outbox (the events it may forget) ride on the agent's next envelope or
  * outcome request to the same shard (pending-acks.ts), or go on their own after a second.
  *
@@ -87,6 +89,8 @@ export class AgentWork {
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
     // Idle means no session running and no connection kept for more: then no request is coming.
     const stageMs = settingsOf(env).agentStageMs;
+    // The stages gather only while other sessions run (more is coming): an idle agent writes at once.
+    const gather = () => (this.active > 0 ? stageMs : 0);
     this.acks = new PendingAcks(env, keepAlive, () => this.active > 0 || this.cache.size() > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
@@ -101,11 +105,11 @@ export class AgentWork {
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
       for (const [site, finished] of bySite) await feedDestinations(env, finished, site);
       return batches.map(() => null);
-    }, stageMs);
+    }, gather);
     this.index = new Coalescer(async (batches) => {
       await indexMessages(env, latestStates(batches.flat()), this.acks);
       return batches.map(() => null);
-    }, stageMs);
+    }, gather);
   }
 
   /** Starts the entries; each runs on its own session slot. */
