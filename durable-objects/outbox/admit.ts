@@ -3,7 +3,8 @@
  * (Outbox.classify): one RPC per transport, idempotent by core message id there.
  *
  * DESCRIPTION
- *   admitPlan(env, plan)  admits the plan's decided recipients, one call per transport, under
+ *   admitPlan(env, plan)  admits the plan's decided recipients, one call per Transport DO (a
+ *                         transport's, or with TRANSPORT_SHARDS its destination's shard's), under
  *                         the plan's admission id (`<id>`, or `<id>#<n>` after a release or
  *                         requeue); returns the indexes admitted, and `active`: every one of
  *                         them went into the active queue of a self-dispatching transport, so
@@ -45,17 +46,20 @@ import { claimClassifyWork, markReady } from "./classify-state";
 import type { ClassifyWork } from "../../worker/model/message";
 import type { AdmitAnswer, AdmitRequest } from "../../worker/model/transport";
 import { policyTagsOf } from "../../worker/settings/scheduler";
+import { settingsOf } from "../../worker/settings/settings";
+import { schedulerName } from "../../worker/model/delivery";
 
-/** One admission request of a plan per transport it uses (its decided recipients there). */
-function requestsOf(plan: ClassifyWork, policyTags: readonly string[]): Map<string, AdmitRequest> {
+/** One admission request of a plan per Transport DO it uses (its decided recipients there; schedulerName). */
+function requestsOf(plan: ClassifyWork, policyTags: readonly string[], shards: number): Map<string, AdmitRequest> {
   const byTransport = new Map<string, AdmitRequest>();
   const tags = policyTags.length === 0 ? [] : (plan.tags ?? []).filter((t) => policyTags.includes(t.name));
   for (const r of plan.rcpts) {
     if (r.transport === null || r.nexthop === null) continue;
     const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}), ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}) };
-    const req = byTransport.get(r.transport) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [] };
+    const scheduler = schedulerName(r.transport, r.nexthop, shards);
+    const req = byTransport.get(scheduler) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [] };
     req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
-    byTransport.set(r.transport, req);
+    byTransport.set(scheduler, req);
   }
   return byTransport;
 }
@@ -73,7 +77,7 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
  */
 export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
   const policyTags = policyTagsOf(env);
-  const requests = plans.map((p) => requestsOf(p, policyTags));
+  const requests = plans.map((p) => requestsOf(p, policyTags, settingsOf(env).transportShards));
   const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
   const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<AdmitAnswer[]>]> => {
     const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);

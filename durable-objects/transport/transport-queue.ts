@@ -72,7 +72,7 @@ export class TransportQueue extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.cfg = schedulerConfigOf(env);
-    this.handoff = new Handoff(() => this.env);
+    this.handoff = new Handoff(() => this.env, Date.now, ctx.id.name);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);

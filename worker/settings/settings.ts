@@ -64,6 +64,7 @@ export const SETTINGS = {
   maxMessageBytes: knob("MAX_MESSAGE_BYTES", "41943040", "largest accepted message, bytes (413 above)", (r) => countSetting(r, 40 * 1024 * 1024)),
   maxRecipients: knob("MAX_RECIPIENTS", "50", "most recipients per message, to + cc + bcc after de-duplication (422 above)", (r) => countSetting(r, 50)),
   defaultTransport: knob("DEFAULT_TRANSPORT", "smtp", "the transport of recipients no route matches", text("smtp")),
+  transportShards: knob("TRANSPORT_SHARDS", "1", "Transport DOs each transport runs on, by destination (1–64; docs/scale.md)", (r) => Math.min(64, Math.max(1, countSetting(r, 1)))),
   checkpointEvery: knob("TRANSPORT_CHECKPOINT_EVERY", "500", "commands a Transport DO journals between two snapshots while the snapshot is small", positive(500)),
   journalRing: knob("TRANSPORT_JOURNAL_RING", "16384", "rows of a Transport DO's journal ring (the most flushes between two snapshots)", (r) => positive(0)(r) || undefined),
   smarthost: knob("SMARTHOST", "", "\"[host]:port\": the default transport relays everything there instead of to each domain's MX", (r) => r ?? ""),
