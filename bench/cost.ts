@@ -14,12 +14,12 @@
  *   receiver on loopback subscribed to every event. Every case sends to ONE destination (the
  *   sink); bench:mix prices a world of many. Ten warm-up messages go first.
  *   The server keeps a message MESSAGE_RETENTION_DAYS of 60 s (--retention-s; trickle's server of
- *   its own 20 s) instead of 30 days, and OUTBOX_GRACE_SECONDS is 2, so that a message's whole
- *   life, accept to purge, fits in the run: every Outbox alarm is then a full sweep, as it is in
- *   production only every 5 minutes. The back-off is 5–10 s so that the deferred case's retry
- *   comes soon. Each case is run by bench/lib/cost-cases.ts (runCase: to delivery, then retention
+ *   its own 20 s) instead of 30 days, and OUTBOX_GRACE_SECONDS is 15 (the index lag; 300 in
+ *   production), so that a message's whole life, accept to purge, fits in the run: an Outbox's
+ *   full sweeps then come every 15 s while it is busy, not every 5 minutes. The back-off is 5–10 s
+ *   so that the deferred case's retry comes soon. Each case is run by bench/lib/cost-cases.ts (runCase: to delivery, then retention
  *   and the cron, then the cron's own cost measured and taken off). Cases: 1rcpt (--messages,
- *   1,000), 10rcpt, batch100, trickle (--trickle, 5, 30 s apart), deferred, spread (cost-cases.ts
+ *   1,000), 10rcpt, batch100, trickle (--trickle, 5, 40 s apart), deferred, spread (cost-cases.ts
  *   says what each is).
  *   The figures:
  *     usd_per_million          the operations until delivery (the figure printed before the whole
@@ -45,7 +45,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { casesOf, runCase, sendAll, email, type CaseDef, type Measured } from "./lib/cost-cases";
 import { printCase, summarise, type CaseResult } from "./lib/cost-report";
-import { devRows, running, runCron, setup, sleep, teardown, waitDelivered, waitStill, type Counts, type Setup } from "./lib/cost-server";
+import { rowsLeft, running, runCron, setup, sleep, teardown, waitDelivered, waitPurged, waitStill, type Counts } from "./lib/cost-server";
 
 const { values } = parseArgs({
   options: {
@@ -68,13 +68,6 @@ const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
 
 const RETENTION_MS = Number(values["retention-s"]) * 1000;
 
-/** Tables that hold per-message data (the others are configuration, keys, snapshots, feedback state). */
-const MESSAGE_TABLES = {
-  d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices"],
-  outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint", "unsubscribe"],
-  transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal", "journal_ring"],
-};
-
 const round = (n: number, d = 3) => Math.round(n * 10 ** d) / 10 ** d;
 
 function checkBudget(results: Record<string, CaseResult>): string[] {
@@ -92,17 +85,6 @@ function checkBudget(results: Record<string, CaseResult>): string[] {
   return over;
 }
 
-/** Rows of message tables a server still holds (every message of its cases is past its retention by then). */
-async function rowsLeft(s: Setup): Promise<Counts> {
-  const rows = await devRows(s);
-  const tables: Counts = {};
-  for (const t of MESSAGE_TABLES.d1) tables[`d1.${t}`] = rows.d1[t] ?? 0;
-  for (const [kind, objs] of [["outbox", rows.outbox], ["transport", rows.transport]] as const) {
-    for (const counts of Object.values(objs)) for (const t of MESSAGE_TABLES[kind]) tables[`${kind}.${t}`] = (tables[`${kind}.${t}`] ?? 0) + (counts[t] ?? 0);
-  }
-  return tables;
-}
-
 async function main(): Promise<number> {
   const want = new Set(values.cases.split(",").map((c) => c.trim()).filter(Boolean));
   const defs = casesOf({ messages: Math.max(1, Number(values.messages)), trickle: Math.max(1, Number(values.trickle)) }).filter((d) => want.has(d.name));
@@ -115,7 +97,7 @@ async function main(): Promise<number> {
   for (const d of defs) groups.set(d.retentionMs ?? RETENTION_MS, [...(groups.get(d.retentionMs ?? RETENTION_MS) ?? []), d]);
   for (const [retentionMs, group] of groups) {
     const s = await setup({
-      MESSAGE_RETENTION_DAYS: String(retentionMs / 86_400_000), OUTBOX_GRACE_SECONDS: "2",
+      MESSAGE_RETENTION_DAYS: String(retentionMs / 86_400_000), OUTBOX_GRACE_SECONDS: "15",
       SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: "5s", maximal_backoff_time: "10s" }), ...VARS,
     });
     try {
@@ -126,7 +108,7 @@ async function main(): Promise<number> {
       await waitDelivered(s, 10, "warm-up");
       await sleep(retentionMs + 2000);
       await runCron(s);
-      await sleep(5000);
+      await waitPurged(s, "warm-up");
       await waitStill(s, "warm-up");
       for (const def of group) {
         const m = await runCase(s, def, retentionMs);

@@ -9,7 +9,8 @@
  *        email.delivered at the receiver, the meter still with no object active: `toDelivery`,
  *        with the bytes held then (`bytes`, per message) and the workerd CPU used since 1;
  *     3. retention passes (the last delivery + retentionMs + 2 s), the cron runs once (D1's
- *        retention), the sweepers' alarms purge, the meter stands still: `whole`, accept to purge;
+ *        retention), the sweepers' alarms purge until no message table holds a row, the meter
+ *        stands still: `whole`, accept to purge;
  *     4. the meter is reset, the cron runs once more with nothing due, the meter stands still:
  *        `cron`, what a cron run costs whatever the mail (it runs every 10 minutes in production),
  *        taken off `whole`.
@@ -27,7 +28,7 @@
  *             16 isolates (X-Relay-Dev-Isolate, round robin), each of which sticks to an Outbox
  *             shard of its own as production's isolates do: the mail lands on every shard.
  */
-import { api, cpuMs, runCron, sleep, waitDelivered, waitStill, type Setup, type Snapshot } from "./cost-server";
+import { api, cpuMs, runCron, sleep, waitDelivered, waitPurged, waitStill, type Setup, type Snapshot } from "./cost-server";
 
 export interface CaseDef {
   name: string;
@@ -46,9 +47,9 @@ export interface CaseDef {
 }
 
 const CONCURRENCY = 10;
-/** Trickle's spacing: longer than a message's whole life on its server (TRICKLE_RETENTION_MS, the index lag's 15 s). */
+/** Trickle's spacing: longer than a message's whole life on its server (TRICKLE_RETENTION_MS, the sweeper's 15 s). */
 export const TRICKLE_RETENTION_MS = 20_000;
-export const SPACING_MS = 30_000;
+export const SPACING_MS = 40_000;
 
 export const email = (i: number, to: string[]) => ({ from: "Bench <bench@acme.example>", to, subject: `Cost ${i}`, text: `Cost benchmark message ${i}.` });
 
@@ -127,7 +128,7 @@ export async function runCase(s: Setup, def: CaseDef, retentionMs: number): Prom
   // The whole life: retention passes, the cron purges D1, the sweepers purge the objects.
   await sleep(Math.max(0, lastDelivery + retentionMs + 2000 - Date.now()));
   await runCron(s);
-  await sleep(5000);
+  await waitPurged(s, def.name);
   const whole = await waitStill(s, `${def.name} retention`);
   await api(s.server, "POST", "/relay/dev/meter/reset");
   await runCron(s);

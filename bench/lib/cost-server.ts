@@ -12,6 +12,7 @@
  *   waitStill(s, what)     until the meter has not moved for QUIET_MS and no object is active
  *                          (do_busy_now 0); answers the snapshot.
  *   runCron(s)             the cron trigger (wrangler's /cdn-cgi/handler/scheduled).
+ *   rowsLeft(s), waitPurged(s, what)  rows the message tables hold; until they hold none.
  *   cpuMs(s)               CPU ms the server's workerd processes have used so far (Linux /proc:
  *                          the processes of wrangler's process group named workerd).
  *   devRows(s)             GET /relay/dev/rows.
@@ -133,6 +134,35 @@ export async function runCron(s: Setup): Promise<void> {
 export interface Rows { d1: Counts; outbox: Record<string, Counts>; transport: Record<string, Counts>; destination: Record<string, Counts> }
 
 export const devRows = (s: Setup) => api<Rows>(s.server, "GET", "/relay/dev/rows");
+
+/** Tables that hold per-message data (the others are configuration, keys, snapshots, feedback state). */
+export const MESSAGE_TABLES = {
+  d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices"],
+  outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint", "unsubscribe"],
+  transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal", "journal_ring"],
+};
+
+/** Rows the server's message tables hold now, by "<store>.<table>". */
+export async function rowsLeft(s: Setup): Promise<Counts> {
+  const rows = await devRows(s);
+  const tables: Counts = {};
+  for (const t of MESSAGE_TABLES.d1) tables[`d1.${t}`] = rows.d1[t] ?? 0;
+  for (const [kind, objs] of [["outbox", rows.outbox], ["transport", rows.transport]] as const) {
+    for (const counts of Object.values(objs)) for (const t of MESSAGE_TABLES[kind]) tables[`${kind}.${t}`] = (tables[`${kind}.${t}`] ?? 0) + (counts[t] ?? 0);
+  }
+  return tables;
+}
+
+/** Until no message table holds a row (every message past its retention purged), or PURGE_WAIT_MS. */
+export async function waitPurged(s: Setup, what: string): Promise<void> {
+  const t0 = Date.now();
+  while (total(await rowsLeft(s)) > 0) {
+    if (Date.now() - t0 > PURGE_WAIT_MS) { console.log(`${what}: rows still held after ${PURGE_WAIT_MS / 1000} s: ${JSON.stringify(await rowsLeft(s))}`); return; }
+    await sleep(2000);
+  }
+}
+
+const PURGE_WAIT_MS = 90_000;
 
 const TICK_MS = 10; // Linux USER_HZ 100
 

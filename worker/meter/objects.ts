@@ -80,6 +80,7 @@ function counted(cls: DoClass, name: string, f: (...a: unknown[]) => unknown): (
     if (!a || current.getStore() === a) return Reflect.apply(f, this, args);
     add(reg.do_requests, cls, 1);
     add(reg.do_methods, `${cls}.${name}`, 1);
+    add(reg.do_requests_by_object, `${cls}/${a.name}`, 1);
     if (name === "alarm") add(reg.do_alarms, cls, 1);
     a.enter();
     let out: unknown;

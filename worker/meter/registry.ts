@@ -46,6 +46,8 @@ interface Registry {
   do_active_objects: Record<string, Set<string>>;
   /** Messages sent through the send_email binding (EMAIL). */
   email_sends: number;
+  /** Requests per object, by "<class>/<name>" (docs/scale.md: the hottest object). */
+  do_requests_by_object: Counts;
 }
 
 function fresh(): Registry {
@@ -54,7 +56,7 @@ function fresh(): Registry {
     d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
     r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
     rows_written_by_statement: {}, rows_read_by_statement: {}, runs_by_statement: {},
-    do_active_ms: {}, do_wakes: {}, do_active_objects: {}, email_sends: 0,
+    do_active_ms: {}, do_wakes: {}, do_active_objects: {}, email_sends: 0, do_requests_by_object: {},
   };
 }
 
@@ -126,6 +128,8 @@ export interface MeterSnapshot {
   do_bytes_by_class: Counts;
   d1_bytes: number;
   email_sends: number;
+  /** Requests per object, "<class>/<name>". */
+  do_requests_by_object: Counts;
 }
 
 /** Objects active now, set by activity.ts (a function, to keep this module below it). */
@@ -153,6 +157,7 @@ export function meterSnapshot(): MeterSnapshot {
     do_active_ms_by_class: copy(reg.do_active_ms), do_wakes_by_class: copy(reg.do_wakes),
     do_active_objects_by_class: Object.fromEntries(Object.entries(reg.do_active_objects).map(([k, v]) => [k, v.size])),
     do_busy_now: busyNow(), do_bytes_by_class: bytesByClass(), d1_bytes: levels.d1_bytes, email_sends: reg.email_sends,
+    do_requests_by_object: copy(reg.do_requests_by_object),
   };
 }
 
