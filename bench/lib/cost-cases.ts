@@ -38,6 +38,8 @@ export interface CaseDef {
   about: string;
   /** Runs on a server of its own whose retention is this (ms). */
   retentionMs?: number;
+  /** Ms from each accept's answer to the sink's receipt, where the case measures it (trickle). */
+  latencies?: number[];
   /**
    * Stores hold bytes in pages of 4 KiB, so bytes per message are measured where many messages
    * are held at once; trickle's one message at a time prices the bytes `bytesOf` measured.
@@ -75,14 +77,15 @@ export function casesOf(o: { messages: number; trickle: number }): CaseDef[] {
     { name: "batch100", messages: 1000, rcptsPer: 1, about: "ten batches of 100 one-recipient messages, one destination",
       send: (s) => sendAll(s, 10, (b) => ({ path: "/emails/batch", body: Array.from({ length: 100 }, (_, k) => email(b * 100 + k, [`b${b}k${k}@batch.example`])) })) },
     { name: "trickle", messages: o.trickle, rcptsPer: 1, bytesOf: "1rcpt", retentionMs: TRICKLE_RETENTION_MS, about: `one-recipient messages one at a time, ${SPACING_MS / 1000} s apart (each one's timers and alarms run alone)`,
-      send: async (s) => {
+      latencies: [],
+      async send(s) {
         for (let i = 0; i < o.trickle; i++) {
           const t = Date.now();
           await api(s.server, "POST", "/emails", email(i, [`t${i}@trickle.example`]));
-          if (i < o.trickle - 1) {
-            await waitDelivered(s, i + 1, "trickle");
-            await sleep(Math.max(0, t + SPACING_MS - Date.now()));
-          }
+          const answered = Date.now();
+          await waitDelivered(s, i + 1, "trickle");
+          this.latencies!.push(s.catcher.messages[i]!.receivedAt - answered);
+          if (i < o.trickle - 1) await sleep(Math.max(0, t + SPACING_MS - Date.now()));
         }
       } },
     { name: "deferred", messages: 100, rcptsPer: 1, about: "one-recipient messages greylisted at the first attempt, delivered at the retry",

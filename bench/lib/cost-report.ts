@@ -30,6 +30,8 @@ export interface CaseResult {
   duration: { active_ms_per_message: Counts; wakes_per_message: Counts; objects_active: Counts };
   storage: { bytes_per_message: Counts };
   cpu_ms_per_message: number;
+  /** Where the case measures it (trickle): ms from an accept's answer to the sink's receipt, the median and the largest. */
+  delivery_ms?: { p50: number; max: number };
   breakdown: {
     worker_invocations_by_kind: Counts; do_requests_by_class: Counts; do_requests_by_method: Counts; do_alarms_by_class: Counts;
     do_rows_written_by_class: Counts; do_rows_read_by_class: Counts; queue_ops_by_queue: Counts;
@@ -101,6 +103,10 @@ export function summarise(def: CaseDef, m: Measured): CaseResult {
       whole_life_rows_written_by_statement: sorted(life.rows_written_by_statement, n),
     },
   };
+  if (def.latencies && def.latencies.length > 0) {
+    const l = [...def.latencies].sort((a, b) => a - b);
+    res.delivery_ms = { p50: l[Math.floor((l.length - 1) / 2)]!, max: l[l.length - 1]! };
+  }
   if (def.rcptsPer > 1) {
     res.per_recipient = Object.fromEntries(Object.entries(totals).map(([k, v]) => [k, round(v / recipients)]));
     res.per_recipient.transport_do_requests = round((snap.do_requests_by_class.TransportQueue ?? 0) / recipients);
@@ -127,6 +133,7 @@ export function printCase(name: string, r: CaseResult, vars: Record<string, stri
   line("objects active (count)", r.duration.objects_active);
   line("bytes held per message", r.storage.bytes_per_message);
   console.log(`  workerd CPU ms per message (Worker and objects; an upper bound of Workers CPU): ${r.cpu_ms_per_message}`);
+  if (r.delivery_ms) console.log(`  ms from an accept's answer to the sink: median ${r.delivery_ms.p50}, largest ${r.delivery_ms.max}`);
   console.log(`  rows written per message over the whole life, by statement:`);
   for (const [k, v] of Object.entries(b.whole_life_rows_written_by_statement)) if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
   console.log(`  DO SQL statements run per message to delivery: ${b.do_sql_statements} (not billed; each costs the object's thread)`);

@@ -196,13 +196,14 @@ export class TransportQueue extends DurableObject<Env> {
     for (const coreId of dueRetries(sql, nowSec())) this.retry(coreId);
     // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
     // ring is emptied with it (no command naming a finished message stays behind its records).
-    // Not on falling idle as such: for mail that comes one message at a time, that was a
-    // snapshot, the ring's deletes and an alarm per message, where this checkpoint comes anyway.
+    // Not on falling idle as such while a record waits to be forgotten: for mail that comes one
+    // message at a time, that was a snapshot, the ring's deletes and an alarm per message, where
+    // this checkpoint comes anyway. An idle queue with nothing left to forget empties its ring.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
     if (forget !== null && forget <= nowSec()) {
       if (this.qmgr.messages.size === 0) this.journal.clear(this.qmgr);
       else this.journal.checkpoint(this.qmgr);
-    }
+    } else if (forget === null && this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
     await this.pump();
   }
 
@@ -328,7 +329,10 @@ export class TransportQueue extends DurableObject<Env> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
     const check = settingsOf(this.env).agents ? this.leases.nextCheck(settingsOf(this.env).agentCheckMs) : null;
-    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), nextForgetAt(sql, admissionTtlSec(this.env)), check].filter((t): t is number => t !== null);
+    const forget = nextForgetAt(sql, admissionTtlSec(this.env));
+    // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
+    const idle = this.qmgr.messages.size === 0 && this.journal.dirty && forget === null ? nowSec() + 60 : null;
+    const times = [nextWakeupAt(this.qmgr), this.leases.nextUntil(), nextRetryDue(sql), forget, idle, check].filter((t): t is number => t !== null);
     if (times.length === 0) return;
     const at = Math.min(...times) * 1000;
     if (at === this.alarmAt) return; // a setAlarm is a billed write

@@ -17,7 +17,9 @@
  * DOs' feedback and the D1 index (with the webhook publication) are two more stages behind the
  * reports, each batching what arrives while it runs, so a report never waits for them; while other
  * sessions of the agent run they also wait AGENT_STAGE_MS to gather more, and an agent with nothing
- * else running writes at once (no timer keeps a lone email's agent awake). The index
+ * else running writes at once unless the stage wrote less than AGENT_STAGE_MS ago (then at the end
+ * of that interval): no timer keeps a lone email's agent awake, and a stream of lone retries still
+ * writes once per interval. The index
  * stage's acks to the Outbox (the events it may forget) ride on the agent's next envelope or
  * outcome request to the same shard (pending-acks.ts), or go on their own after a second.
  *
@@ -89,8 +91,15 @@ export class AgentWork {
   constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
     // Idle means no session running and no connection kept for more: then no request is coming.
     const stageMs = settingsOf(env).agentStageMs;
-    // The stages gather only while other sessions run (more is coming): an idle agent writes at once.
-    const gather = () => (this.active > 0 ? stageMs : 0);
+    // Nagle's rule for the stages: while other sessions run (more is coming) a stage gathers for
+    // stageMs; an idle agent's stage writes at once if it has not written within stageMs, else at
+    // the end of that interval (a stream of lone retries writes once per interval, a lone email at once).
+    const last = { feedback: -Infinity, index: -Infinity };
+    const gather = (stage: keyof typeof last) => () => {
+      const wait = this.active > 0 ? stageMs : Math.max(0, last[stage] + stageMs - Date.now());
+      last[stage] = Date.now() + wait;
+      return wait;
+    };
     this.acks = new PendingAcks(env, keepAlive, () => this.active > 0 || this.cache.size() > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
@@ -105,11 +114,11 @@ export class AgentWork {
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
       for (const [site, finished] of bySite) await feedDestinations(env, finished, site);
       return batches.map(() => null);
-    }, gather);
+    }, gather("feedback"));
     this.index = new Coalescer(async (batches) => {
       await indexMessages(env, latestStates(batches.flat()), this.acks);
       return batches.map(() => null);
-    }, gather);
+    }, gather("index"));
   }
 
   /** Starts the entries; each runs on its own session slot. */
