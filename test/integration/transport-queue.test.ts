@@ -203,9 +203,9 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     expect(await count("admission")).toBe(1);
     // Two days later (the record's finish time moved back): its admission record goes, and the ring with it.
     await runInDurableObject(stub, (_i, state) => { state.storage.sql.exec("UPDATE finished SET at = at - 172800"); });
-    await stub.dispatch(1); // any call re-arms the alarm at the forget time, now due
-    expect(await runDurableObjectAlarm(stub)).toBe(true);
-    expect({ ring: await count("journal_ring"), admission: await count("admission"), finished: await count("finished") }).toEqual({ ring: 0, admission: 0, finished: 0 });
+    await stub.dispatch(1); // any call re-arms the alarm at the forget time, now due (it may fire at once)
+    await runDurableObjectAlarm(stub);
+    await eventually(async () => ((await count("journal_ring")) + (await count("admission")) + (await count("finished")) === 0 ? true : undefined), 5000, "the records and the ring forgotten");
   });
 
   it("arms an alarm for the dead destination and revives it when the alarm runs", async () => {
