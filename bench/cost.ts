@@ -45,7 +45,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { casesOf, runCase, sendAll, email, type CaseDef, type Measured } from "./lib/cost-cases";
 import { printCase, summarise, type CaseResult } from "./lib/cost-report";
-import { rowsLeft, running, runCron, setup, sleep, teardown, waitDelivered, waitPurged, waitStill, type Counts } from "./lib/cost-server";
+import { GRACE_S, rowsLeft, running, runCron, setup, sleep, teardown, waitDelivered, waitPurged, waitStill, type Counts } from "./lib/cost-server";
 
 const { values } = parseArgs({
   options: {
@@ -97,7 +97,7 @@ async function main(): Promise<number> {
   for (const d of defs) groups.set(d.retentionMs ?? RETENTION_MS, [...(groups.get(d.retentionMs ?? RETENTION_MS) ?? []), d]);
   for (const [retentionMs, group] of groups) {
     const s = await setup({
-      MESSAGE_RETENTION_DAYS: String(retentionMs / 86_400_000), OUTBOX_GRACE_SECONDS: "15",
+      MESSAGE_RETENTION_DAYS: String(retentionMs / 86_400_000), OUTBOX_GRACE_SECONDS: String(GRACE_S),
       SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: "5s", maximal_backoff_time: "10s" }), ...VARS,
     });
     try {

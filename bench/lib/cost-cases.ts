@@ -135,7 +135,6 @@ export async function runCase(s: Setup, def: CaseDef, retentionMs: number): Prom
   const whole = await waitStill(s, `${def.name} retention`);
   await api(s.server, "POST", "/relay/dev/meter/reset");
   await runCron(s);
-  await sleep(5000);
   const cron = await waitStill(s, `${def.name} cron`);
   return { seconds, toDelivery, whole, cron, bytes, cpuMs: cpu };
 }

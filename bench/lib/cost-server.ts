@@ -122,13 +122,17 @@ export async function waitStill(s: Setup, what: string, deadline = Infinity): Pr
   }
 }
 
-/** Runs the cron handler once. */
+/** The Outbox's grace period on bench:cost's servers, seconds: the cron's wake arms every shard's sweep that far ahead. */
+export const GRACE_S = 15;
+
+/** Runs the cron handler once, and waits for the sweeps it arms (a grace period later) to have run. */
 export async function runCron(s: Setup): Promise<void> {
   // wrangler 4 serves the cron trigger at /cdn-cgi/handler/scheduled (older: /__scheduled).
   let res = await devFetch(`${s.server.url}/cdn-cgi/handler/scheduled`);
   if (!res.ok) res = await devFetch(`${s.server.url}/__scheduled`);
   if (!res.ok) throw new Error(`scheduled trigger: ${res.status} ${await res.text()}`);
   await res.arrayBuffer();
+  await sleep(GRACE_S * 1000 + 3000);
 }
 
 export interface Rows { d1: Counts; outbox: Record<string, Counts>; transport: Record<string, Counts>; destination: Record<string, Counts> }
