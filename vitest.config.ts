@@ -80,7 +80,8 @@ function deliveryProject(name: string, delivery: "queue" | "agents", opts: { inc
             // positive feedback, as in the seed README's limiter experiment.
             // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
             SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
-            DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery, ...opts.bindings,
+            DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery,
+            ...opts.bindings,
             EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
           },
           queueConsumers: {

@@ -88,7 +88,8 @@ function checkBudget(results: Record<string, CaseResult>): string[] {
 async function main(): Promise<number> {
   const want = new Set(values.cases.split(",").map((c) => c.trim()).filter(Boolean));
   const defs = casesOf({ messages: Math.max(1, Number(values.messages)), trickle: Math.max(1, Number(values.trickle)) }).filter((d) => want.has(d.name));
-  const out: { cases: Record<string, CaseResult>; rows_left_after_retention?: number; rows_left_by_table?: Counts; retention_seconds: Record<string, number> } = { cases: {}, retention_seconds: {} };
+  type Out = { cases: Record<string, CaseResult>; rows_left_after_retention?: number; rows_left_by_table?: Counts; retention_seconds: Record<string, number> };
+  const out: Out = { cases: {}, retention_seconds: {} };
   const t0 = Date.now();
   const measured: Record<string, Measured> = {};
   const left: Counts = {};
@@ -127,7 +128,8 @@ async function main(): Promise<number> {
   }
   out.rows_left_by_table = Object.fromEntries(Object.entries(left).filter(([, v]) => v > 0));
   out.rows_left_after_retention = Object.values(left).reduce((a, b) => a + b, 0);
-  console.log(`\n== retention: rows of message tables left after every case's purge: ${out.rows_left_after_retention} ${JSON.stringify(out.rows_left_by_table)}`);
+  console.log(`\n== retention: rows of message tables left after every case's purge: ${out.rows_left_after_retention}`
+    + ` ${JSON.stringify(out.rows_left_by_table)}`);
   console.log(`\n(${round((Date.now() - t0) / 1000, 0)} s in all)`);
   const over = values.budget ? checkBudget(out.cases) : [];
   if (values.budget && out.rows_left_after_retention > 0) over.push(`rows left after retention ${out.rows_left_after_retention} > 0`);

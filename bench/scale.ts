@@ -40,7 +40,10 @@ import { WRANGLER_ENV } from "../scripts/lib/keys";
 import { cdp, type Profile } from "../scripts/lib/cdp";
 import { cpuByClass } from "./lib/cpu-by-class";
 
-const { values } = parseArgs({ options: { messages: { type: "string", default: "2000" }, domains: { type: "string", default: "32" }, shards: { type: "string", default: "4" }, json: { type: "boolean", default: false } } });
+const { values } = parseArgs({ options: {
+  messages: { type: "string", default: "2000" }, domains: { type: "string", default: "32" }, shards: { type: "string", default: "4" },
+  json: { type: "boolean", default: false },
+} });
 const N = Number(values.messages);
 const D = Number(values.domains);
 const S = Number(values.shards);
@@ -74,7 +77,8 @@ function zipf(d: number): { pick: (u: number) => number; top: number } {
 }
 
 async function api<T>(s: DevServer, method: string, path: string, body?: unknown): Promise<T> {
-  const res = await devFetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const headers = { authorization: `Bearer ${s.key}`, "content-type": "application/json" };
+  const res = await devFetch(`${s.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }
@@ -84,7 +88,8 @@ async function sendAll(s: DevServer, n: number, domainOf: (i: number) => number,
   const worker = async () => {
     while (next < n) {
       const i = next++;
-      await api(s, "POST", "/emails", { from: "Scale <scale@acme.example>", to: [`${tag}${i}@d${domainOf(i)}.load.test`], subject: `Scale ${i}`, text: `Scale ${i}.` });
+      const to = [`${tag}${i}@d${domainOf(i)}.load.test`];
+      await api(s, "POST", "/emails", { from: "Scale <scale@acme.example>", to, subject: `Scale ${i}`, text: `Scale ${i}.` });
     }
   };
   await Promise.all(Array.from({ length: 20 }, worker));
@@ -100,8 +105,10 @@ async function main(): Promise<number> {
     server = await startDevServer({ tenant: "scale", role: "operator", frozen: true, meter: true,
       vars: { TRANSPORT_SHARDS: String(S), RELAY_TLS: "off", COHORT_ENV: "development", IN_FLOW_DELAY_MS: "0" } });
     const sql = ["INSERT INTO transports (name, nexthop) VALUES ('load', NULL)",
-      ...sinks.map((k, i) => `INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'd${i}.load.test', 'load', '[${k.host}]:${k.port}')`)].join("; ");
-    await run("npx", ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", server.state, "--command", sql], { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
+      ...sinks.map((k, i) => `INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'd${i}.load.test', 'load', '[${k.host}]:${k.port}')`),
+    ].join("; ");
+    const d1 = ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", server.state, "--command", sql];
+    await run("npx", d1, { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
     const delivered = () => sinks.reduce((n, k) => n + k.count(), 0);
     await sleep(6000); // the accepting isolate reads routing at most every 5 s
     await sendAll(server, D, (i) => i, "warm");
@@ -132,19 +139,28 @@ async function main(): Promise<number> {
     }));
     const perEmail = { requests: per(m.do_requests_by_class), cpu_ms: per(cpu), d1_statements: round(m.d1_statements / N, 3) };
     // The share of the mail a class's busiest object takes (see the header).
-    const share: Record<string, number> = { Outbox: 1 / OUTBOX_SHARDS, TransportQueue: top + (1 - top) / S, DestinationQueue: top, DeliveryAgent: top / AGENTS_PER_DESTINATION };
+    const share: Record<string, number> = {
+      Outbox: 1 / OUTBOX_SHARDS, TransportQueue: top + (1 - top) / S, DestinationQueue: top, DeliveryAgent: top / AGENTS_PER_DESTINATION,
+    };
     const model = RATES.flatMap((rate) => CLASSES.map((c) => {
       const req = rate * (perEmail.requests[c] ?? 0) * share[c]!;
       const cpuMs = rate * (perEmail.cpu_ms[c] ?? 0) * share[c]!;
-      return { rate, class: c, requests_per_s: round(req, 0), cpu_ms_per_s: round(cpuMs, 0), load: round(Math.max(req / CEILING.requests, cpuMs / CEILING.cpu_ms), 2) };
+      const load = round(Math.max(req / CEILING.requests, cpuMs / CEILING.cpu_ms), 2);
+      return { rate, class: c, requests_per_s: round(req, 0), cpu_ms_per_s: round(cpuMs, 0), load };
     }));
-    const out = { messages: N, domains: D, shards: S, seconds: round(seconds, 1), emails_per_s: round(N / seconds, 1), top_domain_share: round(top, 3), per_email: perEmail, hottest, model,
-      worker_cpu_ms_per_email: round((cpu.Worker ?? 0) / N, 3), shared_cpu_ms_per_email: round(((cpu.shared ?? 0) + (cpu.runtime ?? 0)) / N, 3) };
-    console.log(`${N} messages to ${D} domains (top share ${round(top * 100, 1)} %), TRANSPORT_SHARDS ${S}: ${out.seconds} s, ${out.emails_per_s} emails/s locally`);
+    const out = {
+      messages: N, domains: D, shards: S, seconds: round(seconds, 1), emails_per_s: round(N / seconds, 1), top_domain_share: round(top, 3),
+      per_email: perEmail, hottest, model,
+      worker_cpu_ms_per_email: round((cpu.Worker ?? 0) / N, 3), shared_cpu_ms_per_email: round(((cpu.shared ?? 0) + (cpu.runtime ?? 0)) / N, 3),
+    };
+    console.log(`${N} messages to ${D} domains (top share ${round(top * 100, 1)} %), TRANSPORT_SHARDS ${S}:`
+      + ` ${out.seconds} s, ${out.emails_per_s} emails/s locally`);
     console.log(`per email: requests ${JSON.stringify(perEmail.requests)}; CPU ms ${JSON.stringify(perEmail.cpu_ms)}; D1 statements ${perEmail.d1_statements}`);
     console.log(`busiest object of each class: ${JSON.stringify(hottest)}`);
-    console.log(`${"emails/s".padStart(9)} ${"class".padEnd(17)}${"req/s/object".padStart(14)}${"CPU ms/s/object".padStart(17)}${"load (1 = ceiling)".padStart(20)}`);
-    for (const r of model) console.log(`${String(r.rate).padStart(9)} ${r.class.padEnd(17)}${String(r.requests_per_s).padStart(14)}${String(r.cpu_ms_per_s).padStart(17)}${String(r.load).padStart(20)}`);
+    const row = (a: unknown, b: unknown, c: unknown, d: unknown, e: unknown) =>
+      `${String(a).padStart(9)} ${String(b).padEnd(17)}${String(c).padStart(14)}${String(d).padStart(17)}${String(e).padStart(20)}`;
+    console.log(row("emails/s", "class", "req/s/object", "CPU ms/s/object", "load (1 = ceiling)"));
+    for (const r of model) console.log(row(r.rate, r.class, r.requests_per_s, r.cpu_ms_per_s, r.load));
     if (values.json) console.log(JSON.stringify(out));
     return 0;
   } finally {

@@ -75,8 +75,11 @@ export function casesOf(o: { messages: number; trickle: number }): CaseDef[] {
     { name: "10rcpt", messages: 200, rcptsPer: 10, about: "ten-recipient messages, 10 in flight, one destination",
       send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: email(i, Array.from({ length: 10 }, (_, r) => `m${i}r${r}@ten.example`)) })) },
     { name: "batch100", messages: 1000, rcptsPer: 1, about: "ten batches of 100 one-recipient messages, one destination",
-      send: (s) => sendAll(s, 10, (b) => ({ path: "/emails/batch", body: Array.from({ length: 100 }, (_, k) => email(b * 100 + k, [`b${b}k${k}@batch.example`])) })) },
-    { name: "trickle", messages: o.trickle, rcptsPer: 1, bytesOf: "1rcpt", retentionMs: TRICKLE_RETENTION_MS, about: `one-recipient messages one at a time, ${SPACING_MS / 1000} s apart (each one's timers and alarms run alone)`,
+      send: (s) => sendAll(s, 10, (b) => ({
+        path: "/emails/batch", body: Array.from({ length: 100 }, (_, k) => email(b * 100 + k, [`b${b}k${k}@batch.example`])),
+      })) },
+    { name: "trickle", messages: o.trickle, rcptsPer: 1, bytesOf: "1rcpt", retentionMs: TRICKLE_RETENTION_MS,
+      about: `one-recipient messages one at a time, ${SPACING_MS / 1000} s apart (each one's timers and alarms run alone)`,
       latencies: [],
       async send(s) {
         for (let i = 0; i < o.trickle; i++) {

@@ -88,11 +88,15 @@ export function summarise(def: CaseDef, m: Measured): CaseResult {
     about: def.about, messages: n, recipients, seconds: round(m.seconds, 1), totals, per_message, usd_per_million: priceOps(exact(totals, n)),
     usd_per_million_all_in: bill.usd_per_million_all_in, all_in: bill.parts,
     whole_life_per_message: Object.fromEntries(Object.entries(lifeTotals).map(([k, v]) => [k, round(v / n)])),
-    duration: { active_ms_per_message: perN(life.do_active_ms_by_class, n), wakes_per_message: perN(life.do_wakes_by_class, n), objects_active: { ...(m.whole.do_active_objects_by_class ?? {}) } },
+    duration: {
+      active_ms_per_message: perN(life.do_active_ms_by_class, n), wakes_per_message: perN(life.do_wakes_by_class, n),
+      objects_active: { ...(m.whole.do_active_objects_by_class ?? {}) },
+    },
     storage: { bytes_per_message: { D1: round(m.bytes.d1, 0), ...Object.fromEntries(Object.entries(m.bytes.do).map(([k, v]) => [k, round(v, 0)])) } },
     cpu_ms_per_message: round(m.cpuMs / n, 2),
     breakdown: {
-      worker_invocations_by_kind: perN(snap.worker_invocations_by_kind, n), do_requests_by_class: perN(snap.do_requests_by_class, n), do_requests_by_method: perN(snap.do_requests_by_method, n),
+      worker_invocations_by_kind: perN(snap.worker_invocations_by_kind, n), do_requests_by_class: perN(snap.do_requests_by_class, n),
+      do_requests_by_method: perN(snap.do_requests_by_method, n),
       do_alarms_by_class: perN(snap.do_alarms_by_class, n), do_rows_written_by_class: perN(snap.do_rows_written_by_class, n),
       do_rows_read_by_class: perN(snap.do_rows_read_by_class, n), queue_ops_by_queue: perN(snap.queue_ops_by_queue, n),
       d1_statements: round(snap.d1_statements / n), r2_deletes: round(snap.r2_deletes / n),
@@ -118,9 +122,12 @@ export function summarise(def: CaseDef, m: Measured): CaseResult {
 const line = (label: string, c: Counts) => console.log(`  ${label.padEnd(34)}${JSON.stringify(c)}`);
 
 export function printCase(name: string, r: CaseResult, vars: Record<string, string>): void {
-  console.log(`\n== ${name}: ${r.messages} ${r.about}; ${r.recipients} recipients, ${r.seconds} s${Object.keys(vars).length > 0 ? `; --var ${JSON.stringify(vars)}` : ""}`);
+  const overrides = Object.keys(vars).length > 0 ? `; --var ${JSON.stringify(vars)}` : "";
+  console.log(`\n== ${name}: ${r.messages} ${r.about}; ${r.recipients} recipients, ${r.seconds} s${overrides}`);
   console.log(`${"".padEnd(20)}${"to delivery".padStart(14)}${"whole life".padStart(14)}   (per message)`);
-  for (const k of Object.keys(r.per_message)) console.log(`${k.padEnd(20)}${String(r.per_message[k]).padStart(14)}${String(r.whole_life_per_message[k] ?? "").padStart(14)}`);
+  for (const k of Object.keys(r.per_message)) {
+    console.log(`${k.padEnd(20)}${String(r.per_message[k]).padStart(14)}${String(r.whole_life_per_message[k] ?? "").padStart(14)}`);
+  }
   const b = r.breakdown;
   line("DO requests by class", b.do_requests_by_class);
   line("  by method (to delivery)", b.do_requests_by_method);
@@ -139,7 +146,9 @@ export function printCase(name: string, r: CaseResult, vars: Record<string, stri
   console.log(`  DO SQL statements run per message to delivery: ${b.do_sql_statements} (not billed; each costs the object's thread)`);
   if (r.per_recipient?.transport_do_requests !== undefined) console.log(`  Transport DO requests per recipient: ${r.per_recipient.transport_do_requests}`);
   const p = r.all_in;
-  console.log(`  $ per million messages, all in: ${r.usd_per_million_all_in} = operations to delivery ${p.operations_to_delivery} + after delivery ${p.operations_after_delivery}`
+  console.log(`  $ per million messages, all in: ${r.usd_per_million_all_in} = operations to delivery ${p.operations_to_delivery}`
+    + ` + after delivery ${p.operations_after_delivery}`
     + ` + DO duration ${p.do_duration} + storage D1 ${p.storage_d1} + storage DO ${p.storage_do} + Workers CPU ${p.workers_cpu}`);
-  console.log(`  $ per million messages, operations to delivery (as printed before): ${r.usd_per_million}${r.usd_per_million_rcpts !== undefined ? `; per million recipients: ${r.usd_per_million_rcpts}` : ""}`);
+  const rcpts = r.usd_per_million_rcpts !== undefined ? `; per million recipients: ${r.usd_per_million_rcpts}` : "";
+  console.log(`  $ per million messages, operations to delivery (as printed before): ${r.usd_per_million}${rcpts}`);
 }

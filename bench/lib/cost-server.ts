@@ -38,14 +38,17 @@ export interface Snapshot {
 
 export interface Setup { server: DevServer; catcher: Catcher; receiver: Receiver }
 
-const EVENTS = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained"];
+const EVENTS = [
+  "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained",
+];
 const TIMEOUT_MS = 300_000;
 const QUIET_MS = 3000;
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const running: Setup[] = [];
 
 export async function api<T>(s: DevServer, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
-  const res = await devFetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json", ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const all = { authorization: `Bearer ${s.key}`, "content-type": "application/json", ...headers };
+  const res = await devFetch(`${s.url}${path}`, { method, headers: all, body: body === undefined ? undefined : JSON.stringify(body) });
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }
@@ -92,7 +95,9 @@ export async function waitDelivered(s: Setup, rcpts: number, what: string): Prom
   const t0 = Date.now();
   const delivered = () => distinctEvents(s.receiver)["email.delivered"] ?? 0;
   while (rcptsCaught(s.catcher) < rcpts || delivered() < rcpts || (distinctEvents(s.receiver)["email.sent"] ?? 0) < rcpts) {
-    if (Date.now() - t0 > TIMEOUT_MS) throw new Error(`${what}: ${rcptsCaught(s.catcher)}/${rcpts} recipients and ${delivered()}/${rcpts} delivered events after ${TIMEOUT_MS / 1000} s`);
+    if (Date.now() - t0 > TIMEOUT_MS) {
+      throw new Error(`${what}: ${rcptsCaught(s.catcher)}/${rcpts} recipients and ${delivered()}/${rcpts} delivered events after ${TIMEOUT_MS / 1000} s`);
+    }
     await sleep(250);
   }
 }
@@ -161,7 +166,10 @@ export async function rowsLeft(s: Setup): Promise<Counts> {
 export async function waitPurged(s: Setup, what: string): Promise<void> {
   const t0 = Date.now();
   while (total(await rowsLeft(s)) > 0) {
-    if (Date.now() - t0 > PURGE_WAIT_MS) { console.log(`${what}: rows still held after ${PURGE_WAIT_MS / 1000} s: ${JSON.stringify(await rowsLeft(s))}`); return; }
+    if (Date.now() - t0 > PURGE_WAIT_MS) {
+      console.log(`${what}: rows still held after ${PURGE_WAIT_MS / 1000} s: ${JSON.stringify(await rowsLeft(s))}`);
+      return;
+    }
     await sleep(2000);
   }
 }

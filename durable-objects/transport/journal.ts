@@ -189,7 +189,10 @@ export class Journal<R extends ResolvedRecipient> {
     const text = JSON.stringify(snapshotQmgr(q));
     const parts = Math.max(1, Math.ceil(text.length / CHUNK_CHARS));
     // Each part rewritten in place (one row written; a delete and an insert were two), then the parts past the new last.
-    for (let i = 0; i < parts; i++) this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?1, ?2) ON CONFLICT (part) DO UPDATE SET data = ?2", i, text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS));
+    for (let i = 0; i < parts; i++) {
+      const data = text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS);
+      this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?1, ?2) ON CONFLICT (part) DO UPDATE SET data = ?2", i, data);
+    }
     this.sql.exec("DELETE FROM snapshot_chunk WHERE part >= ?", parts);
     for (const id of this.outstanding) if (!q.busy.has(id)) this.outstanding.delete(id); // reported, crashed or never dispatched
     this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)", this.seq, parts, this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null);

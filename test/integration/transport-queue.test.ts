@@ -195,7 +195,8 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     await stub.admit({ id: "i0", createTime: 1, rcpts: rcpts(1, ["p.example"]) });
     const { entries } = await stub.dispatch(10);
     for (const e of entries) await stub.report(e.entryId, { status: "ok" });
-    const count = (table: string) => runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n);
+    const count = (table: string) => runInDurableObject(stub, (_i, state) =>
+      state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n);
     expect(await count("journal_ring")).toBeGreaterThan(0);
     // Falling idle alone forgets nothing (no snapshot, no delete, no alarm of its own per message).
     await runDurableObjectAlarm(stub);
@@ -205,7 +206,8 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     await runInDurableObject(stub, (_i, state) => { state.storage.sql.exec("UPDATE finished SET at = at - 172800"); });
     await stub.dispatch(1); // any call re-arms the alarm at the forget time, now due (it may fire at once)
     await runDurableObjectAlarm(stub);
-    await eventually(async () => ((await count("journal_ring")) + (await count("admission")) + (await count("finished")) === 0 ? true : undefined), 5000, "the records and the ring forgotten");
+    const held = async () => (await count("journal_ring")) + (await count("admission")) + (await count("finished"));
+    await eventually(async () => ((await held()) === 0 ? true : undefined), 5000, "the records and the ring forgotten");
   });
 
   it("arms an alarm for the dead destination and revives it when the alarm runs", async () => {

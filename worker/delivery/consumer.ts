@@ -65,7 +65,8 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
   const shards = settingsOf(env).transportShards;
   const byScheduler = new Map<string, Item[]>();
   for (const it of items) byScheduler.set(schedulerOf(it.job, shards), [...(byScheduler.get(schedulerOf(it.job, shards)) ?? []), it]);
-  const live = new Set((await Promise.all([...byScheduler].map(([name, mine]) => env.TRANSPORT_QUEUE.getByName(name).leased(mine.map((i) => i.job.entryId))))).flat());
+  const answers = await Promise.all([...byScheduler].map(([name, mine]) => env.TRANSPORT_QUEUE.getByName(name).leased(mine.map((i) => i.job.entryId))));
+  const live = new Set(answers.flat());
   for (const it of items) if (!live.has(it.job.entryId)) it.msg.ack();
   return items.filter((i) => live.has(i.job.entryId));
 }

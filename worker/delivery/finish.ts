@@ -106,7 +106,11 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     if (e !== undefined) return msg.retry("report", e);
     msg.ack();
     const hit = hits[i];
-    finished.push({ messageId: job.messageId, transport: job.transport, scheduler: schedulerOf(job, settingsOf(env).transportShards), destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null, ...(hit ? { replyRule: hit.rule } : {}) });
+    const scheduler = schedulerOf(job, settingsOf(env).transportShards);
+    finished.push({
+      messageId: job.messageId, transport: job.transport, scheduler, destination: answers[i]!.destination,
+      siteFailure: reports[i]!.report.siteFailure ?? null, ...(hit ? { replyRule: hit.rule } : {}),
+    });
   });
   return { finished, changed: changed() };
 }

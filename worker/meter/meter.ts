@@ -246,7 +246,12 @@ function meterR2(bucket: R2Bucket): R2Bucket {
       const f = v as (...a: unknown[]) => unknown;
       if (R2_CLASS_A.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_a, prop, 1); return trackIo(Reflect.apply(f, target, a)); };
       if (R2_CLASS_B.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_b, prop, 1); return trackIo(Reflect.apply(f, target, a)); };
-      if (prop === "delete") return (keys: string | string[]) => { if (quiet === 0) reg.r2_deletes += Array.isArray(keys) ? keys.length : 1; return trackIo(Reflect.apply(f, target, [keys])); };
+      if (prop === "delete") {
+        return (keys: string | string[]) => {
+          if (quiet === 0) reg.r2_deletes += Array.isArray(keys) ? keys.length : 1;
+          return trackIo(Reflect.apply(f, target, [keys]));
+        };
+      }
       return bindTo(target, f);
     },
   });
@@ -257,8 +262,11 @@ function meterSendEmail(binding: SendEmail): SendEmail {
   return new Proxy(binding, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
-      if (prop === "send") return (...a: unknown[]) => { if (quiet === 0) reg.email_sends++; return trackIo(Reflect.apply(v as (...x: unknown[]) => unknown, target, a)); };
-      return bindTo(target, v);
+      if (prop !== "send") return bindTo(target, v);
+      return (...a: unknown[]) => {
+        if (quiet === 0) reg.email_sends++;
+        return trackIo(Reflect.apply(v as (...x: unknown[]) => unknown, target, a));
+      };
     },
   });
 }

@@ -23,7 +23,9 @@ export class MeteredCursor {
   private seenRead = 0;
   private seenWritten = 0;
 
-  constructor(private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?", private readonly onWrite: () => void = () => undefined) {
+  constructor(
+    private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?", private readonly onWrite: () => void = () => undefined,
+  ) {
     add(reg.runs_by_statement, statementKey(cls, query), 1);
     this.sync();
   }

@@ -38,7 +38,10 @@ function bindingsOf(text: string): { name: string; kind: string; target: string 
     const field = (k: string) => new RegExp(`^${k}\\s*=\\s*"([^"]*)"`, "m").exec(block)?.[1];
     const name = field("binding") ?? (header === "durable_objects.bindings" || header === "send_email" ? field("name") : undefined);
     if (name === undefined) continue;
-    const kind = { "durable_objects.bindings": "do", d1_databases: "d1", r2_buckets: "r2", "queues.producers": "queue", send_email: "email" }[header] ?? `unknown (${header})`;
+    const kinds: Record<string, string> = {
+      "durable_objects.bindings": "do", d1_databases: "d1", r2_buckets: "r2", "queues.producers": "queue", send_email: "email",
+    };
+    const kind = kinds[header] ?? `unknown (${header})`;
     out.push({ name, kind, target: field("class_name") ?? field("queue") ?? name });
   }
   return out;
@@ -56,7 +59,8 @@ function wrap(proto: object, name: string, before: (self: unknown, args: unknown
   const d = Object.getOwnPropertyDescriptor(proto, name);
   if (!d || typeof d.value !== "function") return;
   const f = d.value as (...a: unknown[]) => unknown;
-  Object.defineProperty(proto, name, { ...d, value: function (this: unknown, ...args: unknown[]) { return before(this, args, Reflect.apply(f, this, args)); } });
+  const wrapped = function (this: unknown, ...args: unknown[]) { return before(this, args, Reflect.apply(f, this, args)); };
+  Object.defineProperty(proto, name, { ...d, value: wrapped });
   restore.push(() => Object.defineProperty(proto, name, d));
 }
 
@@ -75,7 +79,9 @@ async function installIndependentCount(): Promise<Map<object, string>> {
   // Storage: from the raw state of an object (its prototype's accessor, beneath the meter's own `storage`).
   await runInDurableObject(env.OUTBOX.getByName("coverage-probe"), (_obj, state) => {
     let getter: (() => unknown) | undefined;
-    for (let p = Object.getPrototypeOf(state) as object | null; p && !getter; p = Object.getPrototypeOf(p) as object | null) getter = Object.getOwnPropertyDescriptor(p, "storage")?.get;
+    for (let p = Object.getPrototypeOf(state) as object | null; p && !getter; p = Object.getPrototypeOf(p) as object | null) {
+      getter = Object.getOwnPropertyDescriptor(p, "storage")?.get;
+    }
     const raw = (getter ? getter.call(state) : state.storage) as DurableObjectStorage;
     const storage = Object.getPrototypeOf(raw) as object;
     for (const m of Object.getOwnPropertyNames(storage)) {
@@ -183,7 +189,8 @@ describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
     for (const b of bindings.filter((x) => x.kind === "queue")) await (metered as unknown as Record<string, Queue>)[b.name]!.send({ probe: "meter coverage" });
     await quiet();
     const m = meterSnapshot();
-    const storage = { written: cursors.reduce((n, c) => n + c.rowsWritten, 0) + (seen["do.rows_written"] ?? 0), read: cursors.reduce((n, c) => n + c.rowsRead, 0) };
+    const written = cursors.reduce((n, c) => n + c.rowsWritten, 0) + (seen["do.rows_written"] ?? 0);
+    const storage = { written, read: cursors.reduce((n, c) => n + c.rowsRead, 0) };
     for (const b of bindings) {
       const [want, got] = b.kind === "do" ? [seen[`do.${b.target}`] ?? 0, (m.do_requests_by_class[b.target] ?? 0) - (m.do_alarms_by_class[b.target] ?? 0)]
         : b.kind === "d1" ? [seen["d1.statements"] ?? 0, m.d1_statements]
@@ -195,7 +202,8 @@ describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
       expect(got, `${b.name} (${b.kind}): the meter's count against the runtime's`).toBe(want);
     }
     expect(Object.keys(seen).filter((k) => k.includes("unknown")), "calls on objects of no binding").toEqual([]);
-    expect({ d1_written: m.d1_rows_written, d1_read: m.d1_rows_read }).toEqual({ d1_written: seen["d1.rows_written"] ?? 0, d1_read: seen["d1.rows_read"] ?? 0 });
+    expect({ d1_written: m.d1_rows_written, d1_read: m.d1_rows_read })
+      .toEqual({ d1_written: seen["d1.rows_written"] ?? 0, d1_read: seen["d1.rows_read"] ?? 0 });
     expect({ written: m.do_rows_written, read: m.do_rows_read }).toEqual(storage);
     expect(m.r2_deletes).toBe(seen["r2.deletes"] ?? 0);
     expect([...storageUsed].filter((s) => !(s in STORAGE_METHODS)), "storage methods the meter does not count").toEqual([]);

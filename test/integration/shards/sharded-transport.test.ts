@@ -22,7 +22,8 @@ beforeAll(async () => {
   operator = await newOperatorKey("ops");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('split', ?)").bind(nexthops[0]),
-    ...nexthops.map((n, i) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, ?, 'split', ?)").bind(`d${i}.split.test`, n)),
+    ...nexthops.map((n, i) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, ?, 'split', ?)")
+      .bind(`d${i}.split.test`, n)),
   ]);
 });
 

@@ -13,7 +13,10 @@ function fakeState(name: string) {
   const waits: Promise<unknown>[] = [];
   const ctx = {
     id: { name, toString: () => name },
-    storage: { sql: { exec: () => ({ rowsRead: 0, rowsWritten: 0, toArray: () => [] }), databaseSize: 4096 }, setAlarm: async () => undefined, getAlarm: async () => null },
+    storage: {
+      sql: { exec: () => ({ rowsRead: 0, rowsWritten: 0, toArray: () => [] }), databaseSize: 4096 },
+      setAlarm: async () => undefined, getAlarm: async () => null,
+    },
     waitUntil: (p: Promise<unknown>) => { waits.push(p); },
     blockConcurrencyWhile: async <T>(f: () => Promise<T>) => f(),
   };
