@@ -58,7 +58,8 @@ function requestsOf(plan: ClassifyWork, policyTags: readonly string[], shards: n
     const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}), ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}) };
     const scheduler = schedulerName(r.transport, r.nexthop, shards);
     const fresh = (): AdmitRequest => ({
-      id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [],
+      id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant,
+      ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [],
     });
     const req = byTransport.get(scheduler) ?? fresh();
     req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
