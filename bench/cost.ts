@@ -35,7 +35,7 @@
  *   rows_left_after_retention: rows of message tables each server still holds after its last case's purge.
  *   --var overrides a wrangler.toml [vars] value for the whole run, printed with the figures.
  *   --budget: exits 1 when a figure of a case named in bench/cost-budget.json exceeds it, or when
- *   retention left any row. CI runs `--cases 1rcpt --messages 200 --budget`.
+ *   retention left any row. CI runs `--cases 1rcpt,trickle --messages 200 --trickle 3 --budget`.
  *
  * OUTPUT
  *   Tables per case; with --json the last line is one JSON object:
