@@ -2,12 +2,12 @@
  * The delivery agent's connection cache, as Postfix's smtp(8) keeps one
  * (smtp_connection_cache_on_demand): a session that finished its messages stays open, idle, and
  * the next entry to the same host takes it instead of connecting, greeting and saying EHLO again.
- * Only under load, as Nagle's rule batches: a connection stays open only when mail to its host is
- * flowing (an earlier transaction to the host began within SESSION_IDLE_MS), and then for twice
- * the time between the last two (at least HOLD_MIN_MS, at most SESSION_IDLE_MS,
- * smtp_connection_cache_time_limit, 2 s); a lone message's connection is closed at once. An open
- * connection keeps its agent billed as active: holding one for a lone email cost up to 2 s of
- * duration, and the next lone email to the host would rarely come in time to use it. A connection is not reused once
+ * Only under load, as Nagle's rule batches: a connection stays open, for SESSION_IDLE_MS
+ * (smtp_connection_cache_time_limit, 2 s), only when mail to its host is flowing: another
+ * transaction to the host began less than SESSION_IDLE_MS before this one, or began while it ran;
+ * a lone message's connection is closed at once. An open connection keeps its agent billed as active: holding one
+ * for a lone email cost 2 s of duration, and the next lone email to the host would rarely come in
+ * time to use it. A connection is not reused once
  * it is SESSION_REUSE_MS old (smtp_connection_reuse_time_limit, 300 s). A cached connection that
  * fails its reuse check (the RSET before the new messages: staleCache) is dropped and the
  * messages go over a new one, as Postfix does; nothing of them reached the server. A provider
@@ -29,8 +29,6 @@ import { SESSION_IDLE_MS } from "../model/delivery";
 
 /** Postfix's smtp_connection_reuse_time_limit: how long a connection may be reused at all. */
 export const SESSION_REUSE_MS = 300_000;
-/** The shortest hold of a connection under load: longer than a report and the next hand-off take. */
-export const HOLD_MIN_MS = 250;
 
 interface Held {
   session: CachedSmtpSession;
@@ -42,31 +40,35 @@ interface Held {
 
 export class SessionCache {
   private readonly idle = new Map<string, Held[]>();
-  /** When the last transaction to each key began (ms), for the hold under load. */
-  private readonly began = new Map<string, number>();
+  /** Transactions begun to each key, and when the last began (ms), for the hold under load. */
+  private readonly began = new Map<string, { n: number; at: number }>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Sends `messages` over an idle session for `key`, or over a new one (see header). */
   async run(key: string, open: () => CachedSmtpSession, messages: MessageEnvelope[], openBody: SmtpDeliveryRequest["openBody"], reuseLimit = 0): Promise<CachedBatch> {
-    const hold = this.holdFor(key);
+    const hold = this.begin(key);
     const cached = this.take(key);
     if (cached) {
       const batch = await cached.session.send(messages, openBody);
-      if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit, hold);
+      if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit, hold());
     }
     const fresh: Held = { session: open(), born: this.now(), timer: null, sent: 0 };
-    return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit, hold);
+    return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit, hold());
   }
 
-  /** How long a connection to `key` stays open after a transaction beginning now (see the header): 0 when no mail to it flows. */
-  private holdFor(key: string): number {
+  /**
+   * Notes a transaction to `key` beginning now; answers, for when it ends, how long its connection
+   * stays open (see the header): SESSION_IDLE_MS when mail to the host flows, else 0.
+   */
+  private begin(key: string): () => number {
     const now = this.now();
     const last = this.began.get(key);
     if (this.began.size >= 4096) this.began.clear();
-    this.began.set(key, now);
-    if (last === undefined || now - last >= SESSION_IDLE_MS) return 0;
-    return Math.min(SESSION_IDLE_MS, Math.max(HOLD_MIN_MS, 2 * (now - last)));
+    const mine = (last?.n ?? 0) + 1;
+    this.began.set(key, { n: mine, at: now });
+    const before = last !== undefined && now - last.at < SESSION_IDLE_MS;
+    return () => (before || (this.began.get(key)?.n ?? 0) > mine ? SESSION_IDLE_MS : 0);
   }
 
   /** Idle sessions held now. */
