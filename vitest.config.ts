@@ -148,7 +148,7 @@ export default defineConfig({
         test: {
           name: "workers",
           include: ["test/integration/**/*.test.ts"],
-          exclude: ["test/integration/delivery/**", "test/integration/webhooks/**"],
+          exclude: ["test/integration/delivery/**", "test/integration/webhooks/**", "test/integration/shards/**"],
           setupFiles: ["test/integration/apply-migrations.ts"],
         },
       },
