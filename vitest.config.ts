@@ -69,7 +69,7 @@ function egressPools(gates: Record<string, number>, socks: number, smtp: number)
  * Delivery end to end, once per delivery agent (DELIVERY): the `deliver` queue consumer, and the
  * DeliveryAgent objects. The same tests run against both.
  */
-function deliveryProject(name: string, delivery: "queue" | "agents") {
+function deliveryProject(name: string, delivery: "queue" | "agents", opts: { include?: string[]; bindings?: Record<string, string> } = {}) {
   return {
     // Delivery end to end: the Transport DO dispatches on its own ("auto") to the deliver
     // consumer, which talks SMTP to a sink started by globalSetup.
@@ -88,6 +88,7 @@ function deliveryProject(name: string, delivery: "queue" | "agents") {
             // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
             SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
             DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery,
+            ...opts.bindings,
             EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
             // The MTA-STS world (test/integration/delivery/sts-world.ts): policies on this port; TLS-RPT reports by mail from here.
             MTA_STS_PORT: String(inject("sts").policyPort), TLSRPT_FROM: "tlsrpt@cohort.test", TLSRPT_ORG: "cohort.test",
@@ -102,7 +103,7 @@ function deliveryProject(name: string, delivery: "queue" | "agents") {
     ],
     test: {
       name,
-      include: ["test/integration/delivery/**/*.test.ts"],
+      include: opts.include ?? ["test/integration/delivery/**/*.test.ts"],
       exclude: ["test/integration/delivery/tls/**"],
       setupFiles: ["test/integration/apply-migrations.ts"],
       globalSetup: ["test/integration/delivery/sink-setup.ts"],
@@ -160,12 +161,14 @@ export default defineConfig({
         test: {
           name: "workers",
           include: ["test/integration/**/*.test.ts"],
-          exclude: ["test/integration/delivery/**", "test/integration/webhooks/**"],
+          exclude: ["test/integration/delivery/**", "test/integration/webhooks/**", "test/integration/shards/**"],
           setupFiles: ["test/integration/apply-migrations.ts"],
         },
       },
       deliveryProject("delivery", "queue"),
       deliveryProject("delivery-agents", "agents"),
+      // A transport on three Transport DOs (TRANSPORT_SHARDS, docs/scale.md), end to end.
+      deliveryProject("delivery-shards", "agents", { include: ["test/integration/shards/**/*.test.ts"], bindings: { TRANSPORT_SHARDS: "3" } }),
       {
         // STARTTLS and AUTH to a smarthost (the relay kind): TLS required, credentials as the
         // RELAY_USERNAME / RELAY_PASSWORD bindings; the servers are started by tls/tls-setup.ts.

@@ -11,7 +11,7 @@ import { handleWebhooksBatch } from "./webhooks/consumer";
 import { purgeExpired } from "./db/retention";
 import { deleteLapsedClaims } from "./db/domains";
 import { outboxName } from "./model/ids";
-import { meterEmail, meterFetch, meterQueue, meterScheduled } from "./meter";
+import { meterClass, meterWorker } from "./meter";
 import { configProblems, notConfigured, servedFromEdge } from "./settings/config-check";
 import { handleInbound } from "./inbound/email";
 import { applyWarmups } from "./policy/warmup";
@@ -20,10 +20,21 @@ import { purgeKept } from "./receiving/retention";
 import { sendTlsReports, TLSRPT_CRON } from "./tls-policy/tlsrpt";
 import { EMAIL_EVENTS_QUEUE, handleEmailServiceBatch } from "./inbound/email-service";
 
-export { TransportQueue } from "../durable-objects/transport/transport-queue";
-export { DestinationQueue } from "../durable-objects/destination/destination-queue";
-export { Outbox } from "../durable-objects/outbox/outbox";
-export { DeliveryAgent } from "./delivery/delivery-agent";
+import { TransportQueue as TransportQueueObject } from "../durable-objects/transport/transport-queue";
+import { DestinationQueue as DestinationQueueObject } from "../durable-objects/destination/destination-queue";
+import { Outbox as OutboxObject } from "../durable-objects/outbox/outbox";
+import { DeliveryAgent as DeliveryAgentObject } from "./delivery/delivery-agent";
+
+// Each Durable Object class with the meter around it (worker/meter/objects.ts): its storage, env,
+// requests and duration counted where METER is "on"; made as it is everywhere else.
+export const TransportQueue = meterClass("TransportQueue", TransportQueueObject);
+export type TransportQueue = TransportQueueObject;
+export const DestinationQueue = meterClass("DestinationQueue", DestinationQueueObject);
+export type DestinationQueue = DestinationQueueObject;
+export const Outbox = meterClass("Outbox", OutboxObject);
+export type Outbox = OutboxObject;
+export const DeliveryAgent = meterClass("DeliveryAgent", DeliveryAgentObject);
+export type DeliveryAgent = DeliveryAgentObject;
 
 const app = createApp();
 
@@ -51,53 +62,50 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
   }
 }
 
-export default {
-  // Every entry runs with the metered env (worker/meter/meter.ts), and none runs while a production
-  // secret is missing or malformed (config-check.ts): requests get a 503 naming it, queue batches
-  // are retried later, the cron waits. A development Worker answers nothing that came through
-  // Cloudflare's edge (config-check.ts servedFromEdge).
+// Every entry runs with the metered env (meterWorker, worker/meter/objects.ts), and none runs while
+// a production secret is missing or malformed (config-check.ts): requests get a 503 naming it,
+// queue batches are retried later, the cron waits. A development Worker answers nothing that came
+// through Cloudflare's edge (config-check.ts servedFromEdge).
+export default meterWorker({
   fetch: (request, env, ctx) => {
-    const metered = meterFetch(request, env);
-    const edge = servedFromEdge(request, metered);
+    const edge = servedFromEdge(request, env);
     if (edge !== null) return edge;
-    const problems = configProblems(metered);
+    const problems = configProblems(env);
     if (problems.length > 0) return notConfigured(problems);
-    return app.fetch(request, metered, ctx);
+    return app.fetch(request, env, ctx);
   },
-  queue: (batch, env, _ctx) => meterQueue(batch, env, (b, metered) => {
-    const problems = configProblems(metered);
+  queue: (b, env, _ctx) => {
+    const problems = configProblems(env);
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
-    return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, metered)
-      : b.queue === "deliver" ? handleDeliverBatch(b, metered)
-      : b.queue === EMAIL_EVENTS_QUEUE ? handleEmailServiceBatch(b, metered) : handleClassifyBatch(b, metered); // classify, classify-bulk
-  }),
+    return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, env)
+      : b.queue === "deliver" ? handleDeliverBatch(b, env)
+      : b.queue === EMAIL_EVENTS_QUEUE ? handleEmailServiceBatch(b, env) : handleClassifyBatch(b, env); // classify, classify-bulk
+  },
   scheduled: (controller, env, ctx) => {
-    const metered = meterScheduled(env);
-    const problems = configProblems(metered);
+    const problems = configProblems(env);
     if (problems.length > 0) {
       console.error(JSON.stringify({ error: "the relay is not configured; the sweepers wait", problems }));
       return;
     }
     if (controller.cron === TLSRPT_CRON) {
-      ctx.waitUntil(sendTlsReports(metered, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports",
+      ctx.waitUntil(sendTlsReports(env, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports",
         ...r }))).catch((e: unknown) => {
         console.error(JSON.stringify({ error: "TLS-RPT reports not sent; the next day's run tries again",
           detail: e instanceof Error ? e.message : String(e) }));
       }));
       return;
     }
-    ctx.waitUntil(wakeSweepers(metered));
-    ctx.waitUntil(purgeD1(metered, controller.scheduledTime));
+    ctx.waitUntil(wakeSweepers(env));
+    ctx.waitUntil(purgeD1(env, controller.scheduledTime));
     // An IP warm-up's caps of the new day (a D1 read; the Transport DOs only when a day turned).
-    ctx.waitUntil(applyWarmups(metered, Math.floor(controller.scheduledTime / 1000)).catch((e: unknown) => {
+    ctx.waitUntil(applyWarmups(env, Math.floor(controller.scheduledTime / 1000)).catch((e: unknown) => {
       console.error(JSON.stringify({ error: "warm-up caps not applied; the next run tries again", detail: e instanceof Error ? e.message : String(e) }));
     }));
   },
   email: async (message, env, _ctx) => {
-    const metered = meterEmail(env);
-    const problems = configProblems(metered);
+    const problems = configProblems(env);
     // Thrown, Email Routing tells the sending server to try later: nothing is lost meanwhile.
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
-    await handleInbound(message, metered);
+    await handleInbound(message, env);
   },
-} satisfies ExportedHandler<Env>;
+});

@@ -11,7 +11,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
+import { sqlRowCounts } from "../../worker/meter";
 import {
   applyDestinationReport,
   createDestination,
@@ -36,7 +36,6 @@ export class DestinationQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ({ ctx, env } = meterObject(this, "DestinationQueue"));
     // The same parameters as the Transport DOs' cores, so both agree on every report.
     this.cfg = schedulerConfigOf(env);
     ctx.blockConcurrencyWhile(async () => {
@@ -97,7 +96,6 @@ export class DestinationQueue extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
-    meterAlarm("DestinationQueue");
     if (!this.record) return;
     this.apply(reviveDestination(this.record, this.params(this.record.transport)), null);
     this.store();

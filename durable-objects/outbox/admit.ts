@@ -3,7 +3,8 @@
  * (Outbox.classify): one RPC per transport, idempotent by core message id there.
  *
  * DESCRIPTION
- *   admitPlan(env, plan)  admits the plan's decided recipients, one call per transport, under
+ *   admitPlan(env, plan)  admits the plan's decided recipients, one call per Transport DO (a
+ *                         transport's, or with TRANSPORT_SHARDS its destination's shard's), under
  *                         the plan's admission id (`<id>`, or `<id>#<n>` after a release or
  *                         requeue); returns the indexes admitted, and `active`: every one of
  *                         them went into the active queue of a self-dispatching transport, so
@@ -21,21 +22,22 @@
  *                         them again admits the same recipients).
  *   inFlowDelayMsOf       IN_FLOW_DELAY_MS, the pause of an accept's answer while the Outbox's
  *                         inflow is over (Postfix's in_flow_delay; see Outbox.accept).
- *   AdmissionBatch        admission of accepted messages, coalesced over ADMIT_BATCH_MS: the
- *                         Outbox answers an accept once the messages are stored, and admits
- *                         every message of the shard accepted within the window with one
- *                         admitAll (one Transport.admitMany per transport), as a queue consumer
- *                         waits up to max_batch_timeout to fill a batch. Runs never overlap, and
- *                         a window that ends during a run waits for it, then takes everything
- *                         that arrived meanwhile (runs grow when admission is slow instead of
- *                         queueing up); a run takes at most ADMIT_BATCH_MAX messages, the rest
- *                         wait for the next.
- *                         A request that brings ADMIT_AT_ONCE messages or more is a batch
- *                         already: the run starts at once (with what waited). ADMIT_BATCH_MS
- *                         "0": each accept admits its own messages before it answers.
+ *   AdmissionBatch        admission of accepted messages, coalesced only under load, by Nagle's
+ *                         rule: the Outbox answers an accept once the messages are stored, and
+ *                         an idle shard (no run in flight, none started within ADMIT_BATCH_MS)
+ *                         admits them at once, with no timer. While a run is in flight, or one
+ *                         started less than ADMIT_BATCH_MS ago, what arrives waits and goes in the
+ *                         next run, one gap after the last began and not before it ended: one
+ *                         admitAll (one Transport.admitMany per transport) for all of it. So an
+ *                         idle relay adds no delay, and a busy shard makes at most one run per
+ *                         gap, whose size grows with the load (group commit). A run takes at
+ *                         most ADMIT_BATCH_MAX messages, the rest go in the next. A request that
+ *                         brings ADMIT_AT_ONCE messages or more is a batch already: its run
+ *                         starts at once (after one in flight). ADMIT_BATCH_MS "0": each accept
+ *                         admits its own messages before it answers.
  *
  * INVARIANTS
- *   The window only ever delays work that is already durable: a message waiting in it is stored
+ *   The wait only ever delays work that is already durable: a message waiting in it is stored
  *   `incoming` with its decisions, and an Outbox that stops before admitting it (eviction, a
  *   failed run) leaves it to the sweeper, which hands unclassified messages to the classify
  *   queue after OUTBOX_GRACE_SECONDS; classifying admits the recorded decisions.
@@ -44,17 +46,24 @@ import { claimClassifyWork, markReady } from "./classify-state";
 import type { ClassifyWork } from "../../worker/model/message";
 import type { AdmitAnswer, AdmitRequest } from "../../worker/model/transport";
 import { policyTagsOf } from "../../worker/settings/scheduler";
+import { settingsOf } from "../../worker/settings/settings";
+import { schedulerName } from "../../worker/model/delivery";
 
-/** One admission request of a plan per transport it uses (its decided recipients there). */
-function requestsOf(plan: ClassifyWork, policyTags: readonly string[]): Map<string, AdmitRequest> {
+/** One admission request of a plan per Transport DO it uses (its decided recipients there; schedulerName). */
+function requestsOf(plan: ClassifyWork, policyTags: readonly string[], shards: number): Map<string, AdmitRequest> {
   const byTransport = new Map<string, AdmitRequest>();
   const tags = policyTags.length === 0 ? [] : (plan.tags ?? []).filter((t) => policyTags.includes(t.name));
   for (const r of plan.rcpts) {
     if (r.transport === null || r.nexthop === null) continue;
     const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}), ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}) };
-    const req = byTransport.get(r.transport) ?? { id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant, ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [] };
+    const scheduler = schedulerName(r.transport, r.nexthop, shards);
+    const fresh = (): AdmitRequest => ({
+      id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant,
+      ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [],
+    });
+    const req = byTransport.get(scheduler) ?? fresh();
     req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
-    byTransport.set(r.transport, req);
+    byTransport.set(scheduler, req);
   }
   return byTransport;
 }
@@ -72,7 +81,7 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
  */
 export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
   const policyTags = policyTagsOf(env);
-  const requests = plans.map((p) => requestsOf(p, policyTags));
+  const requests = plans.map((p) => requestsOf(p, policyTags, settingsOf(env).transportShards));
   const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
   const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<AdmitAnswer[]>]> => {
     const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);
@@ -129,24 +138,29 @@ export class AdmissionBatch {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private timerAt = 0;
   private running: Promise<void> = Promise.resolve();
+  private busy = false;
+  private lastStart = -Infinity;
 
   /** `admit` admits and indexes the given messages; it runs for one batch at a time. */
-  constructor(private readonly delayMs: number, private readonly admit: (ids: string[]) => Promise<void>) {}
+  constructor(private readonly gapMs: number, private readonly admit: (ids: string[]) => Promise<void>, private readonly now: () => number = Date.now) {}
 
   /** Messages waiting for the next run. */
   get waiting(): number { return this.pending.size; }
 
-  /** Adds accepted messages; with no window, admits them before it returns. */
+  /** Adds accepted messages; with no gap, admits them before it returns (see the header). */
   async add(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    if (this.delayMs === 0) return this.serially([...ids]);
+    if (this.gapMs === 0) return this.serially([...ids]);
     for (const id of ids) this.pending.add(id);
-    this.arm(ids.length >= ADMIT_AT_ONCE ? 0 : this.delayMs);
+    const wait = ids.length >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now());
+    // Idle (no run in flight, none started within the gap): at once, no timer.
+    if (wait === 0 && !this.busy) void this.flush();
+    else this.arm(wait);
   }
 
   /** Runs a flush `ms` from now, unless one is due sooner. */
   private arm(ms: number): void {
-    const at = Date.now() + ms;
+    const at = this.now() + ms;
     if (this.timer !== null && this.timerAt <= at) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timerAt = at;
@@ -157,15 +171,25 @@ export class AdmissionBatch {
     // While a run is under way, what arrives waits and joins the next run whole (group commit): a
     // slow Transport DO makes the runs larger, not more numerous.
     await this.running;
-    if (this.pending.size === 0) return;
+    if (this.pending.size === 0 || this.busy) return;
     const ids = [...this.pending].slice(0, ADMIT_BATCH_MAX);
     for (const id of ids) this.pending.delete(id);
+    // What was waiting goes now: a timer armed for it has no more work (what comes is re-armed from this run).
+    if (this.timer !== null && this.pending.size === 0) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.busy = true;
+    this.lastStart = this.now();
     try {
       await this.serially(ids);
     } catch (e) {
       console.error(JSON.stringify({ error: "outbox: coalesced admission failed (the sweeper classifies them again)", messages: ids.length, detail: e instanceof Error ? e.message : String(e) }));
+    } finally {
+      this.busy = false;
     }
-    if (this.pending.size > 0) this.arm(0); // a full run left some behind
+    // What arrived during the run (or a full run left behind) goes one gap after this run began.
+    if (this.pending.size > 0) this.arm(this.pending.size >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now()));
   }
 
   private serially(ids: string[]): Promise<void> {

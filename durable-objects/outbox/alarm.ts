@@ -4,9 +4,11 @@
  *
  * DESCRIPTION
  *   OutboxAlarm.run(now)  one alarm; returns when the next is due (ms), or null for none.
- *     A full run (the first after a start, then whenever nextSweepAt said): re-triggers
+ *     A full run (the first after a start, then whenever nextSweepAt said, or when nothing waits
+ *     for the sweeper: then it is a few probes and a purge of what is due): re-triggers
  *     classification of lost messages, sends pending notices, sweeps one page of orphan
- *     bodies, purges finished messages past their retention, and forwards lagging events.
+ *     bodies when a listing is due (the cron's wake), purges finished messages past their
+ *     retention, and forwards lagging events.
  *     Between full runs (armed by Outbox.classify at INDEX_LAG_SECONDS when it left a
  *     message's index write to the delivery stage, and by recordOutcomes when a message
  *     finished): only the lagging events are forwarded, those of event rows and those that
@@ -21,7 +23,7 @@
  */
 import { dueForClassify, markClassifySent, unindexed } from "./classify-state";
 import { nextScheduledAt } from "./store";
-import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies } from "./sweep";
+import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies, waitingAny } from "./sweep";
 import { finishedLagging, forwardCursor } from "./forward";
 import { settingsOf } from "../../worker/settings/settings";
 
@@ -42,11 +44,16 @@ export class OutboxAlarm {
     private readonly sendNotices: (now: number) => Promise<string[]>,
   ) {}
 
+  /** The next alarm is a full run (the cron's wake). */
+  fullRunNext(): void { this.sweepAt = null; }
+
   /** One alarm (see the header); returns the next alarm time, or null. */
   async run(now: number): Promise<number | null> {
     const { graceMs: grace, retentionMs } = settingsOf(this.env);
     const lagging = await this.lagging(now, grace);
-    if (this.sweepAt === null || now >= this.sweepAt) {
+    // A run that finds nothing waiting is a full run at once (a few probes): the next alarm is then
+    // the purge, not another sweep a grace period later (a lone message's alarms: its lag, its purge).
+    if (this.sweepAt === null || now >= this.sweepAt || !waitingAny(this.sql)) {
       const due = dueForClassify(this.sql, now, grace, 500);
       markClassifySent(this.sql, due, now);
       await this.enqueue([...new Set([...due, ...lagging])]);

@@ -15,12 +15,19 @@
 import { beginControl, controlOf, noteAttempt, openTransports, readmitMessage } from "./control";
 import { cancelWithEvents } from "./outcomes";
 import { FINAL_STATUSES, type ControlResult, type MessageView } from "../../worker/model/message";
+import { schedulerNames } from "../../worker/model/delivery";
+import { settingsOf } from "../../worker/settings/settings";
+
+/** Every Transport DO the open recipients of a message may be in: each transport's shards (TRANSPORT_SHARDS). */
+function openSchedulers(sql: SqlStorage, env: Env, id: string): string[] {
+  return openTransports(sql, id).flatMap((t) => schedulerNames(t, settingsOf(env).transportShards));
+}
 
 /** Hold (postsuper -h): the message leaves every Transport DO, in-flight deliveries finish, nothing is admitted until release. */
 export async function holdIn(storage: DurableObjectStorage, env: Env, v: MessageView, nowMs: number): Promise<ControlResult> {
   const sql = storage.sql;
   if (!storage.transactionSync(() => beginControl(sql, v.id, "hold", nowMs))) return { result: v.state === "open" ? "already_held" : "not_open", recipients: 0 };
-  for (const t of openTransports(sql, v.id)) noteAttempt(sql, v.id, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
+  for (const t of openSchedulers(sql, env, v.id)) noteAttempt(sql, v.id, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
   return { result: "ok", recipients: v.recipients.filter((r) => !FINAL_STATUSES.includes(r.status)).length };
 }
 
@@ -34,7 +41,7 @@ export function releaseIn(storage: DurableObjectStorage, v: MessageView, nowMs: 
 export async function requeueIn(storage: DurableObjectStorage, env: Env, v: MessageView, nowMs: number): Promise<ControlResult> {
   if (v.state !== "open") return { result: "not_open", recipients: 0 };
   let used = 0;
-  for (const t of openTransports(storage.sql, v.id)) used = Math.max(used, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
+  for (const t of openSchedulers(storage.sql, env, v.id)) used = Math.max(used, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
   return { result: "ok", recipients: storage.transactionSync(() => readmitMessage(storage.sql, v.id, true, nowMs, used)) };
 }
 

@@ -40,7 +40,7 @@
  */
 import { OutcomeTally } from "./tally";
 import { DurableObject } from "cloudflare:workers";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
+import { sqlRowCounts } from "../../worker/meter";
 import { shardOf } from "../../worker/model/ids";
 import { AdmissionBatch, admitAll } from "./admit";
 import { FlowMeter } from "../core";
@@ -51,7 +51,7 @@ import { cancelMessage, deleteEvents, insertMessage, nextScheduledAt, readEvents
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
 import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
-import { deleteDoneBodies, enqueueForClassify, rememberShard } from "./sweep";
+import { deleteDoneBodies, enqueueForClassify, markOrphansDue, rememberShard } from "./sweep";
 import { OutboxAlarm } from "./alarm";
 import type {
   AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DelayWarning, DeliveryEnvelope, EventAck, IdempotencyClaim,
@@ -71,7 +71,6 @@ export class Outbox extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ({ ctx, env } = meterObject(this, "Outbox"));
     this.sql = ctx.storage.sql;
     this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
     this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
@@ -282,15 +281,16 @@ export class Outbox extends DurableObject<Env> {
     await this.afterChange(now, [], []);
   }
 
-  /** Makes sure the sweeper will run (the cron calls this for every shard). */
+  /** The cron's wake of every shard: a full run of the sweeper within a grace period, with a listing of R2 for orphan bodies. */
   async ensureSweep(shard: number): Promise<void> {
     rememberShard(this.sql, shard);
-    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + this.graceMs());
+    markOrphansDue(this.sql);
+    this.sweeper.fullRunNext();
+    await this.armAt(Date.now() + this.graceMs());
   }
 
   /** The sweeper (storage/outbox-alarm.ts). */
   override async alarm(): Promise<void> {
-    meterAlarm("Outbox");
     const at = await this.sweeper.run(Date.now());
     if (at !== null) await this.ctx.storage.setAlarm(at);
   }
@@ -321,9 +321,14 @@ export class Outbox extends DurableObject<Env> {
     }
   }
 
-  /** Arms the alarm at the next scheduled message or one grace period from now, whichever is first. */
+  /**
+   * Arms the alarm at the next scheduled message, or one grace period or index lag from now
+   * (whichever is sooner): a message admitted at once arms its lag anyway (afterChange), so the
+   * accept's alarm is the same one, written once.
+   */
   private async armSweep(now: number): Promise<void> {
-    await this.armAt(Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(this.graceMs(), 1000)));
+    const { graceMs, indexLagMs } = settingsOf(this.env);
+    await this.armAt(Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(Math.min(graceMs, indexLagMs), 1000)));
   }
 
   /** Moves the alarm earlier to `at` (a setAlarm is a billed write: only when it moves). */

@@ -5,7 +5,14 @@
  *   sweepOrphanBodies  lists one page of this shard's bodies in R2 (`mess/<hh>`, resuming from a
  *                      cursor kept in `meta`) and deletes those older than the grace period that
  *                      have no envelope: a request that stopped between the body write and the
- *                      envelope commit (qmail's mess/ without todo/).
+ *                      envelope commit (qmail's mess/ without todo/). Only when a listing is due:
+ *                      the cron's wake (every 10 minutes, ensureSweep) asks for one (markOrphansDue),
+ *                      and a listing cut into pages goes on page by page; a message's own alarms
+ *                      never list (an R2 list is a class A operation, $4.50 per million: a lone
+ *                      message's alarms listed twice, at the sweep after its grace period and at
+ *                      its purge). Orphans are rare (a stop between two writes) and cost only
+ *                      R2 storage while they wait for the next wake.
+ *   markOrphansDue     asks the next full run for a listing.
  *   deleteDoneBodies   deletes the bodies of those `among` the given messages that finished at
  *                      `nowMs` (in the change just made) and have no notice pending. Nothing
  *                      is written: finishing marked the body for deletion (finishIfDone), a
@@ -61,11 +68,16 @@ export function rememberShard(sql: SqlStorage, shard: number): void {
   if (getMeta(sql, "shard") === null) setMeta(sql, "shard", String(shard));
 }
 
-/** Deletes one page of orphan bodies; returns how many bodies the page listed. */
+/** Asks the next full run for a listing of this shard's bodies (the cron's wake). */
+export function markOrphansDue(sql: SqlStorage): void {
+  if (getMeta(sql, "orphans_due") === null) setMeta(sql, "orphans_due", "1");
+}
+
+/** Deletes one page of orphan bodies when a listing is due (see the header); returns how many bodies the page listed. */
 export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs: number, graceMs: number): Promise<{ listed: number; deleted: string[] }> {
   const shard = getMeta(sql, "shard");
-  if (shard === null) return { listed: 0, deleted: [] };
   const cursor = getMeta(sql, "orphan_cursor");
+  if (shard === null || (cursor === null && getMeta(sql, "orphans_due") === null)) return { listed: 0, deleted: [] };
   const page = await bucket.list({ prefix: `mess/${shardHex(Number(shard))}`, limit: PAGE, ...(cursor ? { cursor } : {}) });
   const deleted: string[] = [];
   for (const obj of page.objects) {
@@ -76,6 +88,7 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
   }
   if (deleted.length > 0) await bucket.delete(deleted);
   setMeta(sql, "orphan_cursor", page.truncated ? page.cursor : null);
+  if (!page.truncated) setMeta(sql, "orphans_due", null);
   return { listed: page.objects.length, deleted };
 }
 
@@ -115,11 +128,15 @@ export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: nu
   return old;
 }
 
+/** Whether anything waits for the sweeper: unclassified messages or unforwarded events, idempotency records, notices. */
+export function waitingAny(sql: SqlStorage): boolean {
+  return ["SELECT 1 FROM message WHERE waiting = 1 LIMIT 1", "SELECT 1 FROM event LIMIT 1", "SELECT 1 FROM idem LIMIT 1", "SELECT 1 FROM dsn_pending LIMIT 1"]
+    .some((q) => sql.exec(q).toArray().length > 0);
+}
+
 /** When the sweeper must run next (see the header), or null. */
 export function nextSweepAt(sql: SqlStorage, nowMs: number, graceMs: number, retentionMs: number): number | null {
-  const waiting = ["SELECT 1 FROM message WHERE waiting = 1 LIMIT 1", "SELECT 1 FROM event LIMIT 1", "SELECT 1 FROM idem LIMIT 1", "SELECT 1 FROM dsn_pending LIMIT 1"]
-    .some((q) => sql.exec(q).toArray().length > 0);
-  if (waiting) return nowMs + graceMs;
+  if (waitingAny(sql)) return nowMs + graceMs;
   const first = sql.exec<{ at: number | null }>("SELECT min(done_at) AS at FROM message WHERE state = 'done'").one().at;
   return first === null ? null : Math.max(first + retentionMs, nowMs + graceMs);
 }

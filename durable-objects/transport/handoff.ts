@@ -8,7 +8,8 @@
  *             however many entries it carries.
  *
  * DESCRIPTION
- *   new Handoff(env, now?)   env() is read at each hand-off; now() in ms.
+ *   new Handoff(env, now?, scheduler?)   env() is read at each hand-off; now() in ms; scheduler:
+ *                            this Transport DO's name, given to the jobs of a shard (schedulerName).
  *   send(entries, until, caller?)  hands the entries over; answers the ids that could not be
  *                          handed over and the error (the caller reports them as crashed), and
  *                          the jobs for `caller`, the agent whose report runs this hand-off: they
@@ -52,8 +53,17 @@ export class Handoff {
    */
   private readonly warm = new Map<string, { name: string; at: number }[]>();
 
-  /** `env` is read at each hand-off (the object's env, which tests may swap). */
-  constructor(private readonly env: () => Env, private readonly now: () => number = Date.now) {}
+  /**
+   * `env` is read at each hand-off (the object's env, which tests may swap); `scheduler` is this
+   * Transport DO's name, given to each job when it is a shard's (schedulerName), so that its
+   * report comes back here.
+   */
+  constructor(private readonly env: () => Env, private readonly now: () => number = Date.now, private readonly scheduler?: string) {}
+
+  private job(e: DispatchedEntry, until: number): DeliverJob {
+    const job = toJob(e, until);
+    return this.scheduler !== undefined && this.scheduler !== e.transport ? { ...job, scheduler: this.scheduler } : job;
+  }
 
   pending(entryId: number): boolean {
     return this.handing.has(entryId);
@@ -65,7 +75,7 @@ export class Handoff {
     try {
       if (!settingsOf(env).agents) {
         try {
-          await env.DELIVER.sendBatch(entries.map((e) => ({ body: toJob(e, until), contentType: "json" as const })));
+          await env.DELIVER.sendBatch(entries.map((e) => ({ body: this.job(e, until), contentType: "json" as const })));
           return { failed: [], inline: [] };
         } catch (error) {
           return { failed: entries.map((e) => e.entryId), error, inline: [] };
@@ -74,7 +84,7 @@ export class Handoff {
       const byAgent = new Map<string, DeliverJob[]>();
       for (const e of entries) {
         const name = this.assign(e);
-        byAgent.set(name, [...(byAgent.get(name) ?? []), { ...toJob(e, until), agent: name }]);
+        byAgent.set(name, [...(byAgent.get(name) ?? []), { ...this.job(e, until), agent: name }]);
       }
       // The calling agent's entries go back with its report's answer, not in a call of their own.
       const inline = caller !== undefined ? (byAgent.get(caller) ?? []) : [];

@@ -25,8 +25,8 @@
  * were two. Rows at or below the snapshot's seq are dead and skipped by load(); fewer than
  * `ring` flushes happen between two checkpoints (one is forced before), so a live row is never
  * overwritten. Rows written with another ring size (an upgrade) are folded into a snapshot at
- * load. clear() empties the ring when the transport falls idle, so no command naming a
- * finished message stays behind.
+ * load. clear() empties the ring when finished messages' records are forgotten while the
+ * transport is idle, so no command naming a finished message outlives its records.
  *
  * Hand-offs: the shell journals a dispatch before it hands the entries over (the deliver queue,
  * the agents), so an entry is never delivered without being on record; but a stop inside the
@@ -188,8 +188,12 @@ export class Journal<R extends ResolvedRecipient> {
     this.buffered = [];
     const text = JSON.stringify(snapshotQmgr(q));
     const parts = Math.max(1, Math.ceil(text.length / CHUNK_CHARS));
-    this.sql.exec("DELETE FROM snapshot_chunk");
-    for (let i = 0; i < parts; i++) this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?, ?)", i, text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS));
+    // Each part rewritten in place (one row written; a delete and an insert were two), then the parts past the new last.
+    for (let i = 0; i < parts; i++) {
+      const data = text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS);
+      this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?1, ?2) ON CONFLICT (part) DO UPDATE SET data = ?2", i, data);
+    }
+    this.sql.exec("DELETE FROM snapshot_chunk WHERE part >= ?", parts);
     for (const id of this.outstanding) if (!q.busy.has(id)) this.outstanding.delete(id); // reported, crashed or never dispatched
     this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)", this.seq, parts, this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null);
     this.marks = { s: [], ok: [] };

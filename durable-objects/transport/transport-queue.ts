@@ -5,7 +5,7 @@
  * nothing are not journaled; a snapshot now and then), re-arms the alarm, and returns the
  * core's decisions. After an eviction the state is the last snapshot plus the journal replayed.
  * Records of finished messages go at a checkpoint: the alarm takes one when they expire
- * (storage/sqlite-source.ts admissionTtlSec) or the queue is idle.
+ * (storage/sqlite-source.ts admissionTtlSec), and then empties the journal ring if the queue is idle.
  *
  * ADMISSION
  *   admit() always takes a message durably: into the core when the active queue has room
@@ -31,7 +31,7 @@
  *   queue, for hold and requeue) serve the admin API.
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterAlarm, meterObject, sqlRowCounts } from "../../worker/meter";
+import { sqlRowCounts } from "../../worker/meter";
 import {
   hasActiveRoom, destinationsView, nextWakeupAt,
   type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
@@ -71,9 +71,8 @@ export class TransportQueue extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ({ ctx, env } = meterObject(this, "TransportQueue"));
     this.cfg = schedulerConfigOf(env);
-    this.handoff = new Handoff(() => this.env);
+    this.handoff = new Handoff(() => this.env, Date.now, ctx.id.name);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);
@@ -194,17 +193,22 @@ export class TransportQueue extends DurableObject<Env> {
   }
 
   override async alarm(): Promise<void> {
-    meterAlarm("TransportQueue");
     this.alarmAt = null;
     const sql = this.ctx.storage.sql;
     this.run({ kind: "tick", now: nowSec() });
     this.crash(this.leases.expired(nowSec()));
     if (settingsOf(this.env).agents) await this.checkAgents();
     for (const coreId of dueRetries(sql, Date.now())) this.retry(coreId);
-    // Finished messages' records are due to go (or the queue went idle): a checkpoint forgets them.
+    // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
+    // ring is emptied with it (no command naming a finished message stays behind its records).
+    // Not on falling idle as such while a record waits to be forgotten: for mail that comes one
+    // message at a time, that was a snapshot, the ring's deletes and an alarm per message, where
+    // this checkpoint comes anyway. An idle queue with nothing left to forget empties its ring.
     const forget = nextForgetAt(sql, admissionTtlSec(this.env));
-    if (this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
-    else if (forget !== null && forget <= nowSec()) this.journal.checkpoint(this.qmgr);
+    if (forget !== null && forget <= nowSec()) {
+      if (this.qmgr.messages.size === 0) this.journal.clear(this.qmgr);
+      else this.journal.checkpoint(this.qmgr);
+    } else if (forget === null && this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
     await this.pump();
   }
 
@@ -333,10 +337,13 @@ export class TransportQueue extends DurableObject<Env> {
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
     const sql = this.ctx.storage.sql;
-    const idle = this.qmgr.messages.size === 0 && this.journal.dirty ? nowSec() + 60 : null;
     const check = settingsOf(this.env).agents ? this.leases.nextCheck(settingsOf(this.env).agentCheckMs) : null;
     const wake = nextWakeupAt(this.qmgr);
-    const times = [wake === null ? null : wake + 0.999, this.leases.nextUntil(), nextForgetAt(sql, admissionTtlSec(this.env)), idle, check]
+    const forget = nextForgetAt(sql, admissionTtlSec(this.env));
+    // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
+    const idle = this.qmgr.messages.size === 0 && this.journal.dirty && forget === null ? nowSec() + 60 : null;
+    // Seconds, but the retries' due times are in ms (a retry is never early).
+    const times = [wake === null ? null : wake + 0.999, this.leases.nextUntil(), forget, idle, check]
       .filter((t): t is number => t !== null).map((t) => t * 1000);
     const retry = nextRetryDue(sql);
     if (retry !== null) times.push(retry);

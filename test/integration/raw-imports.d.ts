@@ -20,3 +20,9 @@ declare module "parse-prometheus-text-format" {
   }
   export default function parsePrometheusTextFormat(text: string): ParsedFamily[];
 }
+
+/** wrangler.toml, read as text (the meter's coverage test lists its bindings). */
+declare module "*.toml?raw" {
+  const text: string;
+  export default text;
+}

@@ -49,7 +49,9 @@ export async function readHealth(db: D1Database, ids: readonly string[]): Promis
 
 /** Stores one endpoint's health state. */
 export function healthUpsertStatement(db: D1Database, id: string, state: object, nowMs: number): D1PreparedStatement {
-  return db.prepare("INSERT OR REPLACE INTO webhook_endpoint_health (endpoint_id, state, updated_at) VALUES (?, ?, ?)").bind(id, JSON.stringify(state), nowMs);
+  // An upsert, not INSERT OR REPLACE (a delete and an insert: two rows written).
+  return db.prepare(`INSERT INTO webhook_endpoint_health (endpoint_id, state, updated_at) VALUES (?, ?, ?)
+    ON CONFLICT (endpoint_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`).bind(id, JSON.stringify(state), nowMs);
 }
 
 export { feedBodyOf } from "./events";

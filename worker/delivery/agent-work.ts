@@ -15,7 +15,11 @@
  * finished entries are recorded and reported at once when the agent is quiet, and together when
  * sessions finish while a call is out or within FINISH_LINGER_MS of each other. The Destination
  * DOs' feedback and the D1 index (with the webhook publication) are two more stages behind the
- * reports, each batching what arrives while it runs, so a report never waits for them. The index
+ * reports, each batching what arrives while it runs, so a report never waits for them; while other
+ * sessions of the agent run they also wait AGENT_STAGE_MS to gather more, and an agent with nothing
+ * else running writes at once unless the stage wrote less than AGENT_STAGE_MS ago (then at the end
+ * of that interval): no timer keeps a lone email's agent awake, and a stream of lone retries still
+ * writes once per interval. The index
  * stage's acks to the Outbox (the events it may forget) ride on the agent's next envelope or
  * outcome request to the same shard (pending-acks.ts), or go on their own after a second.
  *
@@ -101,6 +105,15 @@ export class AgentWork {
     // Idle means no session running and no connection kept for more: then no request is coming.
     const stageMs = settingsOf(env).agentStageMs;
     this.extras = { tally: new TlsRptTally(), background: keepAlive };
+    // Nagle's rule for the stages: while other sessions run (more is coming) a stage gathers for
+    // stageMs; an idle agent's stage writes at once if it has not written within stageMs, else at
+    // the end of that interval (a stream of lone retries writes once per interval, a lone email at once).
+    const last = { feedback: -Infinity, index: -Infinity };
+    const gather = (stage: keyof typeof last) => () => {
+      const wait = this.active > 0 ? stageMs : Math.max(0, last[stage] + stageMs - Date.now());
+      last[stage] = Date.now() + wait;
+      return wait;
+    };
     this.acks = new PendingAcks(env, keepAlive, () => this.active > 0 || this.cache.size() > 0);
     this.envelopes = new Coalescer(async (ids) => {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
@@ -116,11 +129,11 @@ export class AgentWork {
       for (const [site, finished] of bySite) await feedDestinations(env, finished, site);
       await this.extras.tally.flush(env);
       return batches.map(() => null);
-    }, stageMs);
+    }, gather("feedback"));
     this.index = new Coalescer(async (batches) => {
       await indexMessages(env, latestStates(batches.flat()), this.acks);
       return batches.map(() => null);
-    }, stageMs);
+    }, gather("index"));
   }
 
   /** Starts the entries; each runs on its own session slot. */

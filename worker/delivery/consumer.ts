@@ -21,7 +21,7 @@
  *   the Outbox are never sent again. An entry whose nexthop is not a relay (the `mx` kind, not wired yet)
  *   is acked without a report: its lease runs out and the Transport DO retries it.
  */
-import type { DeliverJob } from "../model/delivery";
+import { schedulerOf, type DeliverJob } from "../model/delivery";
 import type { DeliveryEnvelope, SyncState } from "../model/message";
 import { indexMessages } from "../indexing/writes";
 import { finishParts, latestStates, type FinishItem } from "./finish";
@@ -64,7 +64,12 @@ function finishItem({ msg, job }: Item): FinishItem {
 async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
   // Entries no longer leased were reported already (a redelivered queue message) or given up
   // as crashed and retried as a new attempt: nothing to send.
-  const live = new Set(await env.TRANSPORT_QUEUE.getByName(items[0]!.job.transport).leased(items.map((i) => i.job.entryId)));
+  // One request per Transport DO the items came from (a transport's shards hand over their own).
+  const shards = settingsOf(env).transportShards;
+  const byScheduler = new Map<string, Item[]>();
+  for (const it of items) byScheduler.set(schedulerOf(it.job, shards), [...(byScheduler.get(schedulerOf(it.job, shards)) ?? []), it]);
+  const answers = await Promise.all([...byScheduler].map(([name, mine]) => env.TRANSPORT_QUEUE.getByName(name).leased(mine.map((i) => i.job.entryId))));
+  const live = new Set(answers.flat());
   for (const it of items) if (!live.has(it.job.entryId)) it.msg.ack();
   return items.filter((i) => live.has(i.job.entryId));
 }

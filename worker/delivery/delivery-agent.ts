@@ -14,7 +14,6 @@
  *   idleSessions()  cached connections held now (tests).
  */
 import { DurableObject } from "cloudflare:workers";
-import { meterObject } from "../meter";
 import { AgentWork } from "./agent-work";
 import type { DeliverJob } from "../model/delivery";
 
@@ -23,7 +22,6 @@ export class DeliveryAgent extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ({ ctx, env } = meterObject(this, "DeliveryAgent"));
     this.work = new AgentWork(env, (p) => ctx.waitUntil(p));
   }
 

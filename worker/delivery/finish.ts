@@ -14,7 +14,8 @@
  *   finishParts(env, items, parts, site)  both; returns the states to index.
  *   latestStates(states)           the latest state of each message, with the events of all.
  */
-import { coreIdOf, destinationName, type DeliverJob, type EntryReport, type ReportAnswer } from "../model/delivery";
+import { coreIdOf, destinationName, schedulerOf, type DeliverJob, type EntryReport, type ReportAnswer } from "../model/delivery";
+import { settingsOf } from "../settings/settings";
 import type { Effect } from "../../durable-objects/core";
 import { byOutbox } from "../model/ids";
 import type { OutcomeReport, SyncState } from "../model/message";
@@ -39,6 +40,8 @@ export type ReportVia = (transport: ReturnType<Env["TRANSPORT_QUEUE"]["getByName
 export interface Finished {
   messageId: string;
   transport: string;
+  /** The Transport DO that scheduled it (a shard's name with TRANSPORT_SHARDS), for the verdict. */
+  scheduler: string;
   destination: { queue: string; busy: number; conc?: number; window: number } | null;
   siteFailure: { dsnStatus: string; reason: string } | null;
   /** The reply rule the site failure set off, if any. */
@@ -77,7 +80,8 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   }));
   let answers: ReportAnswer[];
   try {
-    const transport = env.TRANSPORT_QUEUE.getByName(open[0]!.part.job.transport);
+    // The entries of one finish share their destination, so their Transport DO (schedulerOf).
+    const transport = env.TRANSPORT_QUEUE.getByName(schedulerOf(open[0]!.part.job, settingsOf(env).transportShards));
     answers = report ? await report(transport, reports) : await transport.reportMany(reports);
   } catch (e) {
     for (const o of open) o.msg.retry("report", e);
@@ -102,7 +106,11 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     if (e !== undefined) return msg.retry("report", e);
     msg.ack();
     const hit = hits[i];
-    finished.push({ messageId: job.messageId, transport: job.transport, destination: answers[i]!.destination, siteFailure: reports[i]!.report.siteFailure ?? null, ...(hit ? { replyRule: hit.rule } : {}) });
+    const scheduler = schedulerOf(job, settingsOf(env).transportShards);
+    finished.push({
+      messageId: job.messageId, transport: job.transport, scheduler, destination: answers[i]!.destination,
+      siteFailure: reports[i]!.report.siteFailure ?? null, ...(hit ? { replyRule: hit.rule } : {}),
+    });
   });
   return { finished, changed: changed() };
 }
@@ -141,12 +149,12 @@ async function recordAll(env: Env, items: { id: string; reports: OutcomeReport[]
  * destination's state again.
  */
 export async function feedDestinations(env: Env, done: Finished[], site: string | null): Promise<void> {
-  const byQueue = new Map<string, { name: string; transport: string; queue: string; reports: Finished[] }>();
+  const byQueue = new Map<string, { name: string; transport: string; scheduler: string; queue: string; reports: Finished[] }>();
   for (const f of done) {
     if (!f.destination) continue;
     const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
     const key = `${f.transport}/${f.destination.queue}`;
-    const d = byQueue.get(key) ?? { name, transport: f.transport, queue: f.destination.queue, reports: [] };
+    const d = byQueue.get(key) ?? { name, transport: f.transport, scheduler: f.scheduler, queue: f.destination.queue, reports: [] };
     d.reports.push(f);
     byQueue.set(key, d);
   }
@@ -162,7 +170,7 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
       // differs, with the window it answers (basis) so that a stale one is ignored.
       const last = d.reports[d.reports.length - 1]!.destination!;
       if (verdict.deadUntil * 1000 <= Date.now() && (site === null || last.window === verdict.window)) continue;
-      await env.TRANSPORT_QUEUE.getByName(d.transport).verdict(d.queue, { ...verdict, basis: last.window });
+      await env.TRANSPORT_QUEUE.getByName(d.scheduler).verdict(d.queue, { ...verdict, basis: last.window });
     }
   } catch (e) {
     console.error(JSON.stringify({ error: "deliver: destination feedback failed", detail: e instanceof Error ? e.message : String(e) }));

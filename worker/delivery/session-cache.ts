@@ -1,8 +1,13 @@
 /**
  * The delivery agent's connection cache, as Postfix's smtp(8) keeps one
- * (smtp_connection_cache_on_demand): a session that finished its messages stays open, idle, for
- * SESSION_IDLE_MS (smtp_connection_cache_time_limit, 2 s), and the next entry to the same host
- * takes it instead of connecting, greeting and saying EHLO again. A connection is not reused once
+ * (smtp_connection_cache_on_demand): a session that finished its messages stays open, idle, and
+ * the next entry to the same host takes it instead of connecting, greeting and saying EHLO again.
+ * Only under load, as Nagle's rule batches: a connection stays open, for SESSION_IDLE_MS
+ * (smtp_connection_cache_time_limit, 2 s), only when mail to its host is flowing: another
+ * transaction to the host began less than SESSION_IDLE_MS before this one, or began while it ran;
+ * a lone message's connection is closed at once. An open connection keeps its agent billed as active: holding one
+ * for a lone email cost 2 s of duration, and the next lone email to the host would rarely come in
+ * time to use it. A connection is not reused once
  * it is SESSION_REUSE_MS old (smtp_connection_reuse_time_limit, 300 s). A cached connection that
  * fails its reuse check (the RSET before the new messages: staleCache) is dropped and the
  * messages go over a new one, as Postfix does; nothing of them reached the server. A provider
@@ -13,8 +18,8 @@
  *   new SessionCache(now?)   now() in ms (injected for tests).
  *   run(key, open, messages, openBody, reuseLimit?)  the messages over a cached session for
  *                            `key` (a host, port and session settings), or over a new one from
- *                            open(); kept for more only while it has carried fewer than
- *                            `reuseLimit` messages.
+ *                            open(); kept for more only under load (see above) and while it has
+ *                            carried fewer than `reuseLimit` messages.
  *   size()                   idle sessions held.
  *   closeAll()               QUITs every idle session.
  */
@@ -35,18 +40,35 @@ interface Held {
 
 export class SessionCache {
   private readonly idle = new Map<string, Held[]>();
+  /** Transactions begun to each key, and when the last began (ms), for the hold under load. */
+  private readonly began = new Map<string, { n: number; at: number }>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Sends `messages` over an idle session for `key`, or over a new one (see header). */
   async run(key: string, open: () => CachedSmtpSession, messages: MessageEnvelope[], openBody: SmtpDeliveryRequest["openBody"], reuseLimit = 0): Promise<CachedBatch> {
+    const hold = this.begin(key);
     const cached = this.take(key);
     if (cached) {
       const batch = await cached.session.send(messages, openBody);
-      if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit);
+      if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit, hold());
     }
     const fresh: Held = { session: open(), born: this.now(), timer: null, sent: 0 };
-    return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit);
+    return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit, hold());
+  }
+
+  /**
+   * Notes a transaction to `key` beginning now; answers, for when it ends, how long its connection
+   * stays open (see the header): SESSION_IDLE_MS when mail to the host flows, else 0.
+   */
+  private begin(key: string): () => number {
+    const now = this.now();
+    const last = this.began.get(key);
+    if (this.began.size >= 4096) this.began.clear();
+    const mine = (last?.n ?? 0) + 1;
+    this.began.set(key, { n: mine, at: now });
+    const before = last !== undefined && now - last.at < SESSION_IDLE_MS;
+    return () => (before || (this.began.get(key)?.n ?? 0) > mine ? SESSION_IDLE_MS : 0);
   }
 
   /** Idle sessions held now. */
@@ -73,15 +95,18 @@ export class SessionCache {
     return held;
   }
 
-  /** Caches a session that stays open, is young enough and has carried fewer than `reuseLimit` messages (0: any number); closes it otherwise. */
-  private keep(key: string, held: Held, batch: CachedBatch, sent: number, reuseLimit: number): CachedBatch {
+  /**
+   * Caches, for `hold` ms, a session that stays open, is young enough and has carried fewer than
+   * `reuseLimit` messages (0: any number); closes it otherwise, and when `hold` is 0.
+   */
+  private keep(key: string, held: Held, batch: CachedBatch, sent: number, reuseLimit: number, hold: number): CachedBatch {
     if (!batch.open) return batch;
     held.sent += sent;
-    if (this.now() - held.born >= SESSION_REUSE_MS || (reuseLimit > 0 && held.sent >= reuseLimit)) {
+    if (hold === 0 || this.now() - held.born >= SESSION_REUSE_MS || (reuseLimit > 0 && held.sent >= reuseLimit)) {
       void held.session.close();
       return batch;
     }
-    held.timer = setTimeout(() => this.expire(key, held), SESSION_IDLE_MS);
+    held.timer = setTimeout(() => this.expire(key, held), hold);
     const list = this.idle.get(key) ?? [];
     list.push(held);
     this.idle.set(key, list);

@@ -3,9 +3,10 @@
  * (meta.rows_read / rows_written), by statement, with first() and raw() answered from all().
  */
 import { bindTo } from "./meter";
-import { add, quiet, reg } from "./registry";
+import { add, levels, quiet, reg } from "./registry";
+import { trackIo } from "./activity";
 
-interface D1Meta { rows_read?: number; rows_written?: number }
+interface D1Meta { rows_read?: number; rows_written?: number; size_after?: number }
 
 export const keys = new Map<string, Map<string, string>>();
 
@@ -23,6 +24,7 @@ export function statementKey(owner: string, q: string): string {
 
 /** Adds the rows of one D1 result (its `meta`); `q` is the statement's text when known. */
 export function recordD1(meta: D1Meta | undefined, q = "?"): void {
+  if (typeof meta?.size_after === "number") levels.d1_bytes = meta.size_after;
   if (quiet > 0) return;
   reg.d1_statements++;
   reg.d1_rows_read += meta?.rows_read ?? 0;
@@ -46,13 +48,13 @@ class MeteredStatement {
   }
 
   async run<T = Record<string, unknown>>(): Promise<D1Result<T>> {
-    const r = await this[RAW_STATEMENT].run<T>();
+    const r = await trackIo(this[RAW_STATEMENT].run<T>());
     recordD1(r.meta, this.query);
     return r;
   }
 
   async all<T = Record<string, unknown>>(): Promise<D1Result<T>> {
-    const r = await this[RAW_STATEMENT].all<T>();
+    const r = await trackIo(this[RAW_STATEMENT].all<T>());
     recordD1(r.meta, this.query);
     return r;
   }
@@ -87,14 +89,14 @@ export function meterD1(db: D1Database): D1Database {
       if (prop === "prepare") return (q: string) => new MeteredStatement(target.prepare(q), q);
       if (prop === "batch") {
         return async (stmts: D1PreparedStatement[]) => {
-          const rs = await target.batch(stmts.map(rawStatement));
+          const rs = await trackIo(target.batch(stmts.map(rawStatement)));
           rs.forEach((r, i) => recordD1(r.meta, (stmts[i] as unknown as MeteredStatement).query ?? "?"));
           return rs;
         };
       }
       if (prop === "exec") {
         // exec() answers no row counts: each of its statements is counted with none.
-        return async (q: string) => { const r = await target.exec(q); if (quiet === 0) reg.d1_statements += r.count; return r; };
+        return async (q: string) => { const r = await trackIo(target.exec(q)); if (quiet === 0) reg.d1_statements += r.count; return r; };
       }
       return bindTo(target, v);
     },

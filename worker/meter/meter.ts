@@ -20,17 +20,12 @@
  *                        and a delete per message that ends acked (ack(), ackAll(), or neither
  *                        ack nor retry when `run` resolves); runs `run` with the metered batch/env.
  *   meterScheduled(env)  counts a scheduled invocation, returns the metered env.
- *   meterEnv(env)        env with D1 (DB), R2 (BODIES), the DO namespaces and the queue producers
- *                        wrapped; idempotent and cached per env object.
- *   meterCtx(ctx, cls)   a DurableObjectState whose storage.sql counts rows read/written (cursor
- *                        deltas as the cursor is consumed) and whose setAlarm counts as a row written.
- *   meterObject(obj, cls)  replaces a constructed Durable Object's `ctx` and `env` with metered
- *                        ones and returns them, for the constructor to go on with:
- *                          super(ctx, env);
- *                          ({ ctx, env } = meterObject(this, "Outbox"));
- *                        (workerd's DurableObject constructor accepts only the real state object,
- *                        so the metered one cannot be handed to super().)
- *   meterAlarm(cls)      one DO request for an alarm() run.
+ *   meterEnv(env)        env with D1 (DB), R2 (BODIES), the send_email binding (EMAIL), the DO
+ *                        namespaces and the queue producers wrapped; idempotent and cached per env.
+ *   meterClass(cls, Impl) / meterWorker(handlers)  (objects.ts) apply the meter once around each
+ *                        Durable Object class and the Worker entry: every object's storage and
+ *                        env metered, every request to it (RPC, alarm) counted where it lands,
+ *                        and its billed duration clocked (activity.ts).
  *   meterQuietly(fn)     runs a synchronous fn without counting (the dev row counts).
  *   meterSnapshot()      the counters as plain JSON; meterReset() zeroes them.
  *
@@ -38,19 +33,26 @@
  *   Counting never changes what an operation does or returns (first()/raw() of D1 are answered
  *   from all(), which reads the same rows). RPC stubs are wrapped so that only a property called
  *   as a function counts as a request; `then` is passed through untouched (never made thenable).
- *   TransportQueue.flush() calls alarm() itself: that call counts as an alarm request too.
+ *   A DO request is counted once, by the object that receives it; a method an object calls on
+ *   itself (TransportQueue.flush() runs alarm()) is not a request.
  */
 import { settingsOf } from "../settings/settings";
 import { DoClass, add, quiet, reg } from "./registry";
-import { keys, meterD1 } from "./d1";
+import { meterD1 } from "./d1";
+import { trackIo } from "./activity";
 
 const DO_BINDINGS: Record<string, DoClass> = { OUTBOX: "Outbox", TRANSPORT_QUEUE: "TransportQueue", DESTINATION_QUEUE: "DestinationQueue", DELIVERY_AGENT: "DeliveryAgent" };
 
-const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", CLASSIFY_BULK: "classify-bulk", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow" };
+const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", CLASSIFY_BULK: "classify-bulk", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow", EMAIL_EVENTS: "email-events" };
 
 const D1_BINDINGS = ["DB"];
 
 const R2_BINDINGS = ["BODIES"];
+
+const EMAIL_BINDINGS = ["EMAIL"];
+
+/** Every binding the meter wraps, by kind. */
+export const BINDINGS = { durableObjects: DO_BINDINGS, queues: QUEUE_BINDINGS, d1: D1_BINDINGS, r2: R2_BINDINGS, email: EMAIL_BINDINGS } as const;
 
 const QUEUE_OP_BYTES = 64 * 1024;
 
@@ -171,6 +173,7 @@ export function meterEnv(env: Env): Env {
   for (const [b, q] of Object.entries(QUEUE_BINDINGS)) if (raw[b]) e[b] = meterQueueProducer(raw[b] as Queue, q);
   for (const b of D1_BINDINGS) if (raw[b]) e[b] = meterD1(raw[b] as D1Database);
   for (const b of R2_BINDINGS) if (raw[b]) e[b] = meterR2(raw[b] as R2Bucket);
+  for (const b of EMAIL_BINDINGS) if (raw[b]) e[b] = meterSendEmail(raw[b] as SendEmail);
   Object.defineProperty(e, METERED, { value: true, enumerable: false });
   envCache.set(env, e as unknown as Env);
   return e as unknown as Env;
@@ -194,27 +197,20 @@ export function meterNamespace<N extends DurableObjectNamespace>(ns: N, cls: DoC
   });
 }
 
-/** A stub (any RPC target) whose method calls count as DO requests of `cls`. */
-export function meterStub<S extends object>(stub: S, cls: DoClass): S {
+/**
+ * A stub (any RPC target) whose calls, made from inside a Durable Object, keep that object
+ * active until answered (activity.ts). The request itself is counted where it lands, by the
+ * callee's class (objects.ts), so that a call from anywhere is counted once.
+ */
+export function meterStub<S extends object>(stub: S, _cls: DoClass): S {
   return new Proxy(stub, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
       // Symbols (dispose) and `then` (await probing) pass through as they are.
       if (typeof prop === "symbol" || prop === "then" || typeof v !== "function") return v;
-      return (...args: unknown[]) => {
-        add(reg.do_requests, cls, 1);
-        add(reg.do_methods, `${cls}.${prop}`, 1);
-        return Reflect.apply(v as (...a: unknown[]) => unknown, target, args);
-      };
+      return (...args: unknown[]) => trackIo(Reflect.apply(v as (...a: unknown[]) => unknown, target, args));
     },
   });
-}
-
-/** One DO request: an alarm() run of `cls`. */
-export function meterAlarm(cls: DoClass): void {
-  add(reg.do_requests, cls, 1);
-  add(reg.do_methods, `${cls}.alarm`, 1);
-  add(reg.do_alarms, cls, 1);
 }
 
 function meterQueueProducer(q: Queue, name: string): Queue {
@@ -222,7 +218,7 @@ function meterQueueProducer(q: Queue, name: string): Queue {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
       if (prop === "send") {
-        return (body: unknown, o?: QueueSendOptions) => { add(reg.queue_writes, name, queueOps(body, o?.contentType)); return target.send(body, o); };
+        return (body: unknown, o?: QueueSendOptions) => { add(reg.queue_writes, name, queueOps(body, o?.contentType)); return trackIo(target.send(body, o)); };
       }
       if (prop === "sendBatch") {
         return (msgs: Iterable<MessageSendRequest>, o?: QueueSendBatchOptions) => {
@@ -230,7 +226,7 @@ function meterQueueProducer(q: Queue, name: string): Queue {
           let n = 0;
           for (const m of list) n += queueOps(m.body, m.contentType);
           add(reg.queue_writes, name, n);
-          return target.sendBatch(list, o);
+          return trackIo(target.sendBatch(list, o));
         };
       }
       return bindTo(target, v);
@@ -248,13 +244,29 @@ function meterR2(bucket: R2Bucket): R2Bucket {
       const v = Reflect.get(target, prop, target);
       if (typeof prop !== "string" || typeof v !== "function") return v;
       const f = v as (...a: unknown[]) => unknown;
-      if (R2_CLASS_A.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_a, prop, 1); return Reflect.apply(f, target, a); };
-      if (R2_CLASS_B.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_b, prop, 1); return Reflect.apply(f, target, a); };
-      if (prop === "delete") return (keys: string | string[]) => { if (quiet === 0) reg.r2_deletes += Array.isArray(keys) ? keys.length : 1; return Reflect.apply(f, target, [keys]); };
+      if (R2_CLASS_A.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_a, prop, 1); return trackIo(Reflect.apply(f, target, a)); };
+      if (R2_CLASS_B.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_b, prop, 1); return trackIo(Reflect.apply(f, target, a)); };
+      if (prop === "delete") {
+        return (keys: string | string[]) => {
+          if (quiet === 0) reg.r2_deletes += Array.isArray(keys) ? keys.length : 1;
+          return trackIo(Reflect.apply(f, target, [keys]));
+        };
+      }
       return bindTo(target, f);
     },
   });
 }
 
-// ---------------------------------------------------------------------------------------------
-// D1
+/** The send_email binding (EMAIL): each message sent counts (Email Service bills per message). */
+function meterSendEmail(binding: SendEmail): SendEmail {
+  return new Proxy(binding, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      if (prop !== "send") return bindTo(target, v);
+      return (...a: unknown[]) => {
+        if (quiet === 0) reg.email_sends++;
+        return trackIo(Reflect.apply(v as (...x: unknown[]) => unknown, target, a));
+      };
+    },
+  });
+}

@@ -5,7 +5,8 @@
  * DESCRIPTION
  *   meterSnapshot()      the counters as plain JSON; meterReset() zeroes them.
  *   meterQuietly(fn)     runs a synchronous fn without counting (the dev row counts).
- *   add / reg            the counting primitives the wrappers use.
+ *   add / reg            the counting primitives the wrappers use; levels, the bytes each store
+ *                        holds (not reset).
  */
 
 
@@ -37,6 +38,16 @@ interface Registry {
   rows_written_by_statement: Counts;
   rows_read_by_statement: Counts;
   runs_by_statement: Counts;
+  /** Wall-clock ms each class's objects were billed as active (activity.ts). */
+  do_active_ms: Counts;
+  /** Times an object of each class went from idle (hibernatable) to active. */
+  do_wakes: Counts;
+  /** Objects of each class that were active since the reset, by "<class>/<name>". */
+  do_active_objects: Record<string, Set<string>>;
+  /** Messages sent through the send_email binding (EMAIL). */
+  email_sends: number;
+  /** Requests per object, by "<class>/<name>" (docs/scale.md: the hottest object). */
+  do_requests_by_object: Counts;
 }
 
 function fresh(): Registry {
@@ -45,8 +56,16 @@ function fresh(): Registry {
     d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
     r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
     rows_written_by_statement: {}, rows_read_by_statement: {}, runs_by_statement: {},
+    do_active_ms: {}, do_wakes: {}, do_active_objects: {}, email_sends: 0, do_requests_by_object: {},
   };
 }
+
+/**
+ * Bytes each store holds now, not counts: a Durable Object's SQLite (databaseSize, by
+ * "<class>/<name>") after its last write, and D1's (meta.size_after of its last result). Kept
+ * across resets.
+ */
+export const levels = { do_bytes: new Map<string, number>(), d1_bytes: 0 };
 
 export let reg = fresh();
 
@@ -98,7 +117,24 @@ export interface MeterSnapshot {
   rows_read_by_statement: Counts;
   /** DO SQL executions per statement, keyed as rows_written_by_statement: not billed, but each costs the object's thread. */
   runs_by_statement: Counts;
+  /** Wall-clock ms each class's objects were active (billed as duration), closed intervals only. */
+  do_active_ms_by_class: Counts;
+  do_wakes_by_class: Counts;
+  /** Distinct objects of each class active since the reset. */
+  do_active_objects_by_class: Counts;
+  /** Objects active right now (their open interval is not in do_active_ms_by_class yet). */
+  do_busy_now: number;
+  /** Bytes held now: each class's objects' SQLite databases summed, and D1 (levels). */
+  do_bytes_by_class: Counts;
+  d1_bytes: number;
+  email_sends: number;
+  /** Requests per object, "<class>/<name>". */
+  do_requests_by_object: Counts;
 }
+
+/** Objects active now, set by activity.ts (a function, to keep this module below it). */
+let busyNow: () => number = () => 0;
+export function countBusyWith(f: () => number): void { busyNow = f; }
 
 /** The counters as plain JSON. */
 export function meterSnapshot(): MeterSnapshot {
@@ -118,7 +154,20 @@ export function meterSnapshot(): MeterSnapshot {
     r2_deletes: reg.r2_deletes,
     do_names: Object.fromEntries(Object.entries(reg.do_names).map(([k, v]) => [k, [...v].sort()])),
     rows_written_by_statement: copy(reg.rows_written_by_statement), rows_read_by_statement: copy(reg.rows_read_by_statement), runs_by_statement: copy(reg.runs_by_statement),
+    do_active_ms_by_class: copy(reg.do_active_ms), do_wakes_by_class: copy(reg.do_wakes),
+    do_active_objects_by_class: Object.fromEntries(Object.entries(reg.do_active_objects).map(([k, v]) => [k, v.size])),
+    do_busy_now: busyNow(), do_bytes_by_class: bytesByClass(), d1_bytes: levels.d1_bytes, email_sends: reg.email_sends,
+    do_requests_by_object: copy(reg.do_requests_by_object),
   };
+}
+
+function bytesByClass(): Counts {
+  const out: Counts = {};
+  for (const [key, n] of levels.do_bytes) {
+    const cls = key.slice(0, key.indexOf("/"));
+    out[cls] = (out[cls] ?? 0) + n;
+  }
+  return out;
 }
 
 /** Zeroes every counter (the names of the objects touched are kept: they still hold rows). */
@@ -126,7 +175,13 @@ export function meterReset(): void {
   const names = reg.do_names;
   reg = fresh();
   reg.do_names = names;
+  for (const f of resetHooks) f();
 }
+
+const resetHooks: (() => void)[] = [];
+
+/** `f` runs at every reset (activity.ts restarts the open intervals there). */
+export function onMeterReset(f: () => void): void { resetHooks.push(f); }
 
 /** Runs a synchronous fn without counting anything it does. */
 export function meterQuietly<T>(fn: () => T): T {

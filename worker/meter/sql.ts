@@ -1,10 +1,10 @@
 /**
  * The meter's Durable Object storage wrapper: SQL rows read and written from the cursor as it is
- * consumed, setAlarm as a row written, and meterObject/meterCtx, which hand a Durable Object its
- * metered state and env.
+ * consumed, setAlarm as a row written, and the bytes each object's database holds after a write
+ * (meterClass in objects.ts applies it to every object; meterCtx wraps a state for tests).
  */
-import { bindTo, meterEnv, meterOn } from "./meter";
-import { DoClass, add, meterQuietly, reg } from "./registry";
+import { bindTo } from "./meter";
+import { DoClass, add, levels, meterQuietly, reg } from "./registry";
 import { statementKey } from "./d1";
 
 /** The part of a SqlStorageCursor the meter reads. */
@@ -23,7 +23,9 @@ export class MeteredCursor {
   private seenRead = 0;
   private seenWritten = 0;
 
-  constructor(private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?") {
+  constructor(
+    private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?", private readonly onWrite: () => void = () => undefined,
+  ) {
     add(reg.runs_by_statement, statementKey(cls, query), 1);
     this.sync();
   }
@@ -33,7 +35,10 @@ export class MeteredCursor {
     const w = this.cursor.rowsWritten;
     add(reg.do_rows_read, this.cls, r - this.seenRead);
     add(reg.do_rows_written, this.cls, w - this.seenWritten);
-    if (w > this.seenWritten) add(reg.rows_written_by_statement, statementKey(this.cls, this.query), w - this.seenWritten);
+    if (w > this.seenWritten) {
+      add(reg.rows_written_by_statement, statementKey(this.cls, this.query), w - this.seenWritten);
+      this.onWrite();
+    }
     if (r > this.seenRead) add(reg.rows_read_by_statement, statementKey(this.cls, this.query), r - this.seenRead);
     this.seenRead = r;
     this.seenWritten = w;
@@ -77,14 +82,20 @@ export class MeteredCursor {
   }
 }
 
-/** A SqlStorage whose exec() cursors are metered for `cls`. */
-export function meterSql(sql: SqlStorage, cls: DoClass): SqlStorage {
+/**
+ * A SqlStorage whose exec() cursors are metered for `cls`; with `key` ("<class>/<name>"), the
+ * database's size after each write is kept as the bytes that object holds (levels.do_bytes).
+ */
+export function meterSql(sql: SqlStorage, cls: DoClass, key?: string): SqlStorage {
+  const onWrite = key === undefined ? undefined : () => { levels.do_bytes.set(key, sql.databaseSize); };
   return new Proxy(sql, {
     get(target, prop) {
       if (prop === "exec") {
         return (q: string, ...b: unknown[]) => {
+          // The local runtime's own bookkeeping (miniflare records each object's name): not billed.
+          if (q.includes("__miniflare")) return target.exec(q, ...b);
           add(reg.do_sql_statements, cls, 1);
-          return new MeteredCursor(target.exec(q, ...b) as unknown as CursorLike, cls, q);
+          return new MeteredCursor(target.exec(q, ...b) as unknown as CursorLike, cls, q, onWrite);
         };
       }
       return bindTo(target, Reflect.get(target, prop, target));
@@ -92,30 +103,32 @@ export function meterSql(sql: SqlStorage, cls: DoClass): SqlStorage {
   });
 }
 
-function meterStorage(storage: DurableObjectStorage, cls: DoClass): DurableObjectStorage {
-  const sql = meterSql(storage.sql, cls);
+/**
+ * What each Durable Object storage method the relay uses costs, as the meter counts it: SQL by the
+ * rows each statement reports; an alarm set or deleted is a row written (cost.md); reading the
+ * alarm and wrapping statements in a transaction are not billed of themselves. A method not
+ * listed is not counted: test/integration/delivery/meter-coverage.test.ts fails when the relay
+ * uses one.
+ */
+export const STORAGE_METHODS = { sql: "rows", setAlarm: "row written", deleteAlarm: "row written", getAlarm: "free", transactionSync: "free" } as const;
+
+/** A DurableObjectStorage whose SQL is metered (meterSql) and whose alarm writes count as rows written (STORAGE_METHODS). */
+export function meterStorage(storage: DurableObjectStorage, cls: DoClass, key?: string): DurableObjectStorage {
+  const sql = meterSql(storage.sql, cls, key);
   return new Proxy(storage, {
     get(target, prop) {
       if (prop === "sql") return sql;
       const v = Reflect.get(target, prop, target);
-      if (prop === "setAlarm") {
-        // cost.md: a setAlarm is a row written.
-        return (...a: unknown[]) => { add(reg.do_set_alarms, cls, 1); add(reg.do_rows_written, cls, 1); return Reflect.apply(v as (...x: unknown[]) => unknown, target, a); };
+      if (typeof prop === "string" && STORAGE_METHODS[prop as keyof typeof STORAGE_METHODS] === "row written") {
+        return (...a: unknown[]) => {
+          if (prop === "setAlarm") add(reg.do_set_alarms, cls, 1);
+          add(reg.do_rows_written, cls, 1);
+          return Reflect.apply(v as (...x: unknown[]) => unknown, target, a);
+        };
       }
       return bindTo(target, v);
     },
   });
-}
-
-/** Swaps a Durable Object's ctx and env for metered ones (see header); returns them. */
-export function meterObject(obj: object, cls: DoClass): { ctx: DurableObjectState; env: Env } {
-  const o = obj as { ctx: DurableObjectState; env: Env };
-  if (!meterOn(o.env)) return { ctx: o.ctx, env: o.env };
-  const ctx = meterCtx(o.ctx, cls);
-  const env = meterEnv(o.env);
-  Object.defineProperty(o, "ctx", { value: ctx, writable: true, enumerable: true, configurable: true });
-  Object.defineProperty(o, "env", { value: env, writable: true, enumerable: true, configurable: true });
-  return { ctx, env };
 }
 
 /** A DurableObjectState whose storage is metered for `cls` (see header). */

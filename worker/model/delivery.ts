@@ -17,6 +17,12 @@
  *   SESSION_IDLE_MS   how long a finished session's connection waits for the next entry
  *                     (Postfix's smtp_connection_cache_time_limit).
  *   agentName(t, nexthop, slot)  a DeliveryAgent's object name.
+ *   schedulerName(t, nexthop, shards)  the Transport DO that schedules a destination of a
+ *                     transport run on `shards` objects (TRANSPORT_SHARDS): sharded by
+ *                     destination, as Postfix scales by running instances; shard 0 keeps the
+ *                     transport's own name (one shard is the transport as it always was), shard k
+ *                     is `<t>~<k>`. schedulerNames(t, shards): all of them; transportOfScheduler
+ *                     back.
  *   destinationName(t, queue)   a Destination DO's object name.
  *   coreIdOf / parseCoreId      an attempt's id in the queue manager (`<id>` for the first
  *                     attempt, `<id>#<n>` after) and back.
@@ -47,6 +53,8 @@ export interface DeliverJob {
   leaseUntil: number;
   /** The DeliveryAgent it was handed to (DELIVERY = "agents"), which reports with reportAndTake. */
   agent?: string;
+  /** The Transport DO that handed it over (schedulerName), which takes its report; absent: the transport's own. */
+  scheduler?: string;
 }
 
 /** What an agent reports of one entry. */
@@ -78,6 +86,32 @@ export interface TakeAnswer {
 /** A DeliveryAgent's object name: one per transport, destination and slot of AGENT_SESSIONS sessions. */
 export function agentName(transport: string, nexthop: string, slot: number): string {
   return `${transport}/${nexthop}#${slot}`;
+}
+
+/** The Transport DO scheduling `nexthop` of `transport` on `shards` objects (see the header). */
+export function schedulerName(transport: string, nexthop: string, shards: number): string {
+  if (shards <= 1) return transport;
+  // FNV-1a (32 bits) of the nexthop, lower case: a destination stays on one shard.
+  let h = 0x811c9dc5;
+  for (const c of nexthop.toLowerCase()) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193) >>> 0;
+  const k = h % shards;
+  return k === 0 ? transport : `${transport}~${k}`;
+}
+
+/** Every Transport DO of a transport run on `shards` objects. */
+export function schedulerNames(transport: string, shards: number): string[] {
+  return Array.from({ length: Math.max(1, shards) }, (_, k) => (k === 0 ? transport : `${transport}~${k}`));
+}
+
+/** The transport a Transport DO's name belongs to. */
+export function transportOfScheduler(name: string): string {
+  const i = name.lastIndexOf("~");
+  return i > 0 && /^\d+$/.test(name.slice(i + 1)) ? name.slice(0, i) : name;
+}
+
+/** Where a job's report goes: the Transport DO that handed it over. */
+export function schedulerOf(job: DeliverJob, shards: number): string {
+  return job.scheduler ?? schedulerName(job.transport, job.nexthop, shards);
 }
 
 /** The Destination DO's name for one destination queue of a transport. */

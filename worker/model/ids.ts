@@ -104,9 +104,23 @@ export class ShardAffinity {
 
 const affinity = new ShardAffinity();
 
-/** This isolate's current shard (ShardAffinity) for a request of `messages` messages without an idempotency key. */
-export function affineShard(count: number, messages = 1, nowMs = Date.now()): number {
-  return affinity.next(count, nowMs, messages);
+/** Isolates a local runtime plays (affineShard's `isolate`): production has many, wrangler dev one. */
+const played = new Map<string, ShardAffinity>();
+
+/**
+ * This isolate's current shard (ShardAffinity) for a request of `messages` messages without an
+ * idempotency key. `isolate` (development and test only: bench:cost's spread case) names one of
+ * several isolates this one plays, each with its own affinity, as production's many isolates
+ * each stick to a shard of their own.
+ */
+export function affineShard(count: number, messages = 1, nowMs = Date.now(), isolate?: string): number {
+  if (isolate === undefined) return affinity.next(count, nowMs, messages);
+  let a = played.get(isolate);
+  if (!a) {
+    if (played.size >= 256) played.clear();
+    played.set(isolate, (a = new ShardAffinity()));
+  }
+  return a.next(count, nowMs, messages);
 }
 
 /** The shard for an idempotency key: every retry of a request reaches the same record. */

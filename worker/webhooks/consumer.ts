@@ -75,6 +75,8 @@ interface Lane {
   slowUntilMs: number | null;
   /** Whether this is the webhooks-slow consumer. */
   slowLane: boolean;
+  /** The state as stored when the lane started (JSON), so an unchanged state is not written again. */
+  storedJson: string | null;
   secrets: string[];
   disabled: boolean;
 }
@@ -233,7 +235,8 @@ async function runLane(env: Env, cfg: WebhookConfig, slowLane: boolean, endpoint
     return null;
   }
   const { slowUntilMs, ...health } = healthOf(stored, cfg);
-  const lane: Lane = { env, cfg, endpoint, health, slowUntilMs: slowUntilMs ?? null, slowLane, secrets: [], disabled: false };
+  const storedJson = stored === undefined ? null : JSON.stringify(stored);
+  const lane: Lane = { env, cfg, endpoint, health, slowUntilMs: slowUntilMs ?? null, slowLane, storedJson, secrets: [], disabled: false };
   if (typeof resolved !== "string" && resolved.kind === "unresolved") {
     // As a network error of every item: retried on the usual schedule, counted as attempts.
     const nowMs = Date.now();
@@ -279,7 +282,10 @@ function groupJobs(batch: MessageBatch<unknown>, ledger: BundleLedger): Map<stri
 
 /** Stores the lanes' endpoint health and slow marks (in-flight counts are never stored). */
 async function storeHealth(env: Env, lanes: Lane[]): Promise<void> {
-  const stmts = lanes.map((l) => healthUpsertStatement(env.DB, l.endpoint.id, { ...l.health, inflight: 0, slowUntilMs: l.slowUntilMs }, Date.now()));
+  // A healthy endpoint's state mostly comes back as it was: it is written only when it changed (a row written each time otherwise).
+  const changed = lanes.map((l) => ({ l, state: { ...l.health, inflight: 0, slowUntilMs: l.slowUntilMs } }))
+    .filter(({ l, state }) => JSON.stringify(state) !== l.storedJson);
+  const stmts = changed.map(({ l, state }) => healthUpsertStatement(env.DB, l.endpoint.id, state, Date.now()));
   if (stmts.length > 0) await env.DB.batch(stmts).catch((e) => log("webhooks: health write failed", { detail: e instanceof Error ? e.message : String(e) }));
 }
 

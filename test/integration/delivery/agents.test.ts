@@ -16,6 +16,9 @@ const PER_WAVE = 8;
 
 type Stats = { connections: number; sessions: number; maxConcurrent: number; refused: number; messages: { rcptTo: string[] }[] };
 const stats = async (): Promise<Stats> => (await fetch(`${scripted.statsUrl}/cached`)).json<Stats>();
+/** Until the sink has a message to `to`. */
+const at = async (to: string) =>
+  eventually(async () => ((await stats()).messages.some((m) => m.rcptTo.includes(to)) ? true : undefined), 10_000, to);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.runIf(env.DELIVERY === "agents")("delivery agents", () => {
@@ -58,13 +61,24 @@ describe.runIf(env.DELIVERY === "agents")("delivery agents", () => {
     expect(times!.max_ms).toBeLessThan(20_000);
   });
 
-  it("an idle connection waits 2 s in its agent (smtp_connection_cache_time_limit), then is closed", { timeout: 20_000 }, async () => {
+  it("while mail to its host flows, an idle connection waits 2 s in its agent (smtp_connection_cache_time_limit), then is closed",
+    { timeout: 20_000 }, async () => {
     const agent = env.DELIVERY_AGENT.getByName(agentName("cached", NEXTHOP, 0));
-    const res = await callWithKey(key, "POST", "/emails", email({ to: ["late@cached.test"] }));
-    expect(res.status).toBe(200);
-    await eventually(async () => ((await stats()).messages.some((m) => m.rcptTo.includes("late@cached.test")) ? true : undefined), 10_000, "the late message");
+    for (const to of ["late1@cached.test", "late2@cached.test"]) {
+      expect((await callWithKey(key, "POST", "/emails", email({ to: [to] }))).status).toBe(200);
+      await at(to);
+    }
     await eventually(async () => ((await agent.idleSessions()) >= 1 ? true : undefined), 2_000, "an idle cached session");
     await eventually(async () => ((await agent.idleSessions()) === 0 ? true : undefined), 5_000, "the idle session closed");
+  });
+
+  it("closes a lone message's connection at once: nothing keeps its agent awake", { timeout: 20_000 }, async () => {
+    const agent = env.DELIVERY_AGENT.getByName(agentName("cached", NEXTHOP, 0));
+    await eventually(async () => ((await agent.idleSessions()) === 0 ? true : undefined), 5_000, "no idle session left");
+    await sleep(2_100); // the host's last transaction more than SESSION_IDLE_MS ago: the next message is alone
+    expect((await callWithKey(key, "POST", "/emails", email({ to: ["alone@cached.test"] }))).status).toBe(200);
+    await at("alone@cached.test");
+    expect(await agent.idleSessions()).toBe(0);
   });
 
   it("lets the queues settle", async () => {

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { meterCtx, meterD1, meterEnv, meterFetch, meterObject, meterQueue, meterReset, meterScheduled, meterSnapshot, meterStub, queueOps } from "../../../worker/meter";
+import { meterCtx, meterD1, meterEnv, meterFetch, meterQueue, meterReset, meterScheduled, meterSnapshot, meterStub, queueOps } from "../../../worker/meter";
 
 const ON = { METER: "on" } as Env;
 
@@ -155,12 +155,12 @@ describe("meter: queues", () => {
 });
 
 describe("meter: Durable Object stubs and entries", () => {
-  it("counts a call on a stub as a request, and leaves `then` and plain properties alone", async () => {
+  it("passes a call on a stub through (the object that receives it counts the request), and leaves `then` and plain properties alone", async () => {
     const stub = meterStub({ name: "o", ping: async (x: number) => x + 1 } as { name: string; ping: (x: number) => Promise<number>; then?: unknown }, "Outbox");
     expect(stub.then).toBeUndefined();
     expect(stub.name).toBe("o");
     expect(await stub.ping(1)).toBe(2);
-    expect(meterSnapshot().do_requests_by_class).toEqual({ Outbox: 1 });
+    expect(meterSnapshot().do_requests_by_class).toEqual({});
   });
 
   it("remembers the names of the objects stubs were made for", () => {
@@ -187,10 +187,6 @@ describe("meter: off unless METER is \"on\"", () => {
       const { batch, log } = (() => { const l: string[] = []; return { batch: { queue: "deliver", messages: [{ id: "0", body: {}, attempts: 1, ack: () => l.push("ack") }] } as unknown as MessageBatch<unknown>, log: l }; })();
       await meterQueue(batch, env, async (b, e) => { expect(b).toBe(batch); expect(e).toBe(env); b.messages[0]!.ack(); });
       expect(log).toEqual(["ack"]);
-      const obj = { ctx: { storage: {} } as DurableObjectState, env };
-      const got = meterObject(obj, "Outbox");
-      expect(got.ctx).toBe(obj.ctx);
-      expect(got.env).toBe(env);
     }
     expect(meterSnapshot()).toMatchObject({ worker_invocations: 0, do_requests: 0, queue_ops: 0 });
   });

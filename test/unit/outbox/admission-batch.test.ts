@@ -22,45 +22,67 @@ function recorder(delayMs: number, opts: { hold?: boolean; fail?: boolean } = {}
   return { batch, runs, releases, maxInFlight: () => maxInFlight };
 }
 
-describe("AdmissionBatch: accepted messages admitted together", () => {
-  it("admits nothing before the window ends, then every message accepted in it with one run", async () => {
+describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's rule)", () => {
+  it("an idle shard admits at once, with no timer", async () => {
+    const { batch, runs } = recorder(1000);
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["a"]]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("what arrives within the gap after a run began waits, and goes together one gap after it", async () => {
     const { batch, runs } = recorder(1000);
     await batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(400);
     await batch.add(["b", "c"]);
-    await vi.advanceTimersByTimeAsync(599);
-    expect(runs).toEqual([]);
+    await vi.advanceTimersByTimeAsync(300);
+    await batch.add(["d"]);
+    await vi.advanceTimersByTimeAsync(299);
+    expect(runs).toEqual([["a"]]);
     expect(batch.waiting).toBe(3);
     await vi.advanceTimersByTimeAsync(1);
-    expect(runs).toEqual([["a", "b", "c"]]);
+    expect(runs).toEqual([["a"], ["b", "c", "d"]]);
     expect(batch.waiting).toBe(0);
+  });
+
+  it("after a quiet gap, the next message is admitted at once again", async () => {
+    const { batch, runs } = recorder(100);
+    await batch.add(["a"]);
+    await vi.advanceTimersByTimeAsync(150);
+    await batch.add(["b"]);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(runs).toEqual([["a"], ["b"]]);
   });
 
   it("a message accepted twice (a retried accept) is admitted once per run", async () => {
     const { batch, runs } = recorder(100);
+    await batch.add(["x"]);
     await batch.add(["a", "b"]);
     await batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(100);
-    expect(runs).toEqual([["a", "b"]]);
+    expect(runs).toEqual([["x"], ["a", "b"]]);
   });
 
-  it(`a request of ${ADMIT_AT_ONCE} messages or more starts a run at once, taking what waited in the window with it`, async () => {
+  it(`a request of ${ADMIT_AT_ONCE} messages or more starts a run at once, taking what waited with it`, async () => {
     const { batch, runs } = recorder(1000);
+    await batch.add(["first"]);
+    await vi.advanceTimersByTimeAsync(100);
     await batch.add(["early"]);
-    await vi.advanceTimersByTimeAsync(200);
+    await vi.advanceTimersByTimeAsync(100);
     const big = Array.from({ length: ADMIT_AT_ONCE }, (_, i) => `b${i}`);
     await batch.add(big);
     await vi.advanceTimersByTimeAsync(0);
-    expect(runs).toEqual([["early", ...big]]);
-    // The next small one waits for its own window again.
+    expect(runs).toEqual([["first"], ["early", ...big]]);
+    // The next small one waits a gap after that run.
     await batch.add(["late"]);
     await vi.advanceTimersByTimeAsync(999);
-    expect(runs).toHaveLength(1);
+    expect(runs).toHaveLength(2);
     await vi.advanceTimersByTimeAsync(1);
-    expect(runs).toEqual([["early", ...big], ["late"]]);
+    expect(runs).toEqual([["first"], ["early", ...big], ["late"]]);
   });
 
-  it("with no window, an accept admits its own messages before it returns", async () => {
+  it("with no gap, an accept admits its own messages before it returns", async () => {
     const { batch, runs } = recorder(0);
     await batch.add(["a"]);
     expect(runs).toEqual([["a"]]);
@@ -68,13 +90,13 @@ describe("AdmissionBatch: accepted messages admitted together", () => {
     expect(runs).toEqual([["a"]]);
   });
 
-  it("runs never overlap: messages accepted during a run wait for it, then for their own window", async () => {
+  it("runs never overlap: messages accepted during a run wait for it", async () => {
     const { batch, runs, releases, maxInFlight } = recorder(100, { hold: true });
     await batch.add(["a"]);
-    await vi.advanceTimersByTimeAsync(100);
+    await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["a"]]);
     await batch.add(["b"]);
-    await vi.advanceTimersByTimeAsync(500); // b's window ended while a's run still holds
+    await vi.advanceTimersByTimeAsync(500); // b's gap ended while a's run still holds
     expect(runs).toEqual([["a"]]);
     releases.shift()!();
     await vi.advanceTimersByTimeAsync(0);
@@ -84,13 +106,13 @@ describe("AdmissionBatch: accepted messages admitted together", () => {
     expect(maxInFlight()).toBe(1);
   });
 
-  it("windows that end during a slow run do not queue runs up: what arrived meanwhile is one run after it", async () => {
+  it("a slow run does not queue runs up: what arrived meanwhile is one run after it", async () => {
     const { batch, runs, releases } = recorder(100, { hold: true });
     await batch.add(["a"]);
-    await vi.advanceTimersByTimeAsync(100);
+    await vi.advanceTimersByTimeAsync(0);
     for (const id of ["b", "c", "d"]) {
       await batch.add([id]);
-      await vi.advanceTimersByTimeAsync(300); // each window ends while a's run holds
+      await vi.advanceTimersByTimeAsync(300);
     }
     expect(runs).toEqual([["a"]]);
     releases.shift()!();
@@ -117,20 +139,20 @@ describe("AdmissionBatch: accepted messages admitted together", () => {
     await batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(100);
     await batch.add(["b"]);
-    await vi.advanceTimersByTimeAsync(100);
+    await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["a"], ["b"]]);
     expect(errors).toHaveBeenCalledTimes(2);
     expect(String(errors.mock.calls[0]![0])).toContain("coalesced admission failed");
     errors.mockRestore();
   });
 
-  it("ADMIT_BATCH_MS: default 1000, 0 allowed, at most 10000, anything invalid the default", () => {
-    expect(settingsOf({}).admitBatchMs).toBe(1000);
-    expect(settingsOf({ ADMIT_BATCH_MS: "" }).admitBatchMs).toBe(1000);
+  it("ADMIT_BATCH_MS: default 100, 0 allowed, at most 10000, anything invalid the default", () => {
+    expect(settingsOf({}).admitBatchMs).toBe(100);
+    expect(settingsOf({ ADMIT_BATCH_MS: "" }).admitBatchMs).toBe(100);
     expect(settingsOf({ ADMIT_BATCH_MS: "0" }).admitBatchMs).toBe(0);
     expect(settingsOf({ ADMIT_BATCH_MS: "250" }).admitBatchMs).toBe(250);
     expect(settingsOf({ ADMIT_BATCH_MS: "60000" }).admitBatchMs).toBe(10_000);
-    expect(settingsOf({ ADMIT_BATCH_MS: "-1" }).admitBatchMs).toBe(1000);
-    expect(settingsOf({ ADMIT_BATCH_MS: "soon" }).admitBatchMs).toBe(1000);
+    expect(settingsOf({ ADMIT_BATCH_MS: "-1" }).admitBatchMs).toBe(100);
+    expect(settingsOf({ ADMIT_BATCH_MS: "soon" }).admitBatchMs).toBe(100);
   });
 });

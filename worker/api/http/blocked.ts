@@ -18,6 +18,8 @@
  */
 import type { WaitReason } from "../../model/transport";
 import type { MessageView } from "../../model/message";
+import { schedulerNames } from "../../model/delivery";
+import { settingsOf } from "../../settings/settings";
 
 /** A waiting recipient's reason and until when (epoch ms, null when open-ended). */
 export interface Waiting {
@@ -51,7 +53,9 @@ export async function explainWaiting(env: Env, view: MessageView): Promise<Map<s
     if (r.blocked_by) out.set(r.email.toLowerCase(), { blocked_by: r.blocked_by, blocked_until: until });
     else if (until !== null) out.set(r.email.toLowerCase(), { blocked_by: "retry", blocked_until: until });
   }
-  const transports = [...new Set(waiting.map((r) => r.transport).filter((t): t is string => t !== null))];
+  // Every Transport DO of the transports involved (a transport's shards, TRANSPORT_SHARDS).
+  const shards = settingsOf(env).transportShards;
+  const transports = [...new Set(waiting.map((r) => r.transport).filter((t): t is string => t !== null))].flatMap((t) => schedulerNames(t, shards));
   await Promise.all(transports.map(async (t) => {
     try {
       for (const x of await env.TRANSPORT_QUEUE.getByName(t).explain(view.id)) {

@@ -37,13 +37,18 @@ import { TopicSource } from "../../topics/topics";
 import { listMessages, type IndexedMessage } from "../../db/messages";
 import { type AppEnv } from "../http/context";
 import { SenderPolicy } from "../../domains/sender";
+import { settingsOf } from "../../settings/settings";
 
 const notFound = () => new ApiError(404, "not_found", "Email not found.");
 const methodNotAllowed = () => { throw new ApiError(405, "method_not_allowed", "Method not allowed."); };
 
-/** The shard for a request: the key's shard when idempotent (retries meet their record), else this isolate's current shard (affineShard). */
-async function shardFor(tenant: string, idem: Idempotency | null, shards: number, messages: number): Promise<number> {
-  return idem ? shardForKey(tenant, idem.claim.key, shards) : affineShard(shards, messages);
+/**
+ * The shard for a request: the key's shard when idempotent (retries meet their record), else this
+ * isolate's current shard (affineShard); locally, X-Relay-Dev-Isolate names an isolate to play.
+ */
+async function shardFor(c: Context<AppEnv>, idem: Idempotency | null, shards: number, messages: number): Promise<number> {
+  if (idem) return shardForKey(c.get("tenant"), idem.claim.key, shards);
+  return affineShard(shards, messages, Date.now(), settingsOf(c.env).local ? c.req.header("x-relay-dev-isolate") : undefined);
 }
 
 /** The Outbox view of an email of this tenant, or 404. */
@@ -90,7 +95,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const idem = await idempotencyOf(c, raw);
     const input = parseInput(sendSchemaOf(value), value);
     const tenant = c.get("tenant");
-    const shard = await shardFor(tenant, idem, limits.shards, 1);
+    const shard = await shardFor(c, idem, limits.shards, 1);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
     const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
@@ -105,7 +110,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const idem = await idempotencyOf(c, raw);
     const items = parseInput(BatchSchema, value, "Batch:");
     const tenant = c.get("tenant");
-    const shard = await shardFor(tenant, idem, limits.shards, items.length);
+    const shard = await shardFor(c, idem, limits.shards, items.length);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const { ok, errors } = await prepareBatch(c, items, shard, sender);
     const first = errors[0];

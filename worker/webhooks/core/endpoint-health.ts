@@ -128,6 +128,9 @@ export function onDeliverySuccess(state: EndpointHealth, cfg: HealthConfig = DEF
     success -= 1;
     if (window < cfg.maxWindow) window += 1;
   }
+  // At the largest window there is nothing left to open: no feedback is kept, so a healthy
+  // endpoint's state stays the same from one delivery to the next (and is not written again).
+  if (window >= cfg.maxWindow) success = 0;
   return {
     ...state,
     window,

@@ -8,7 +8,7 @@
  *                                 transport: {…}, destination: {…} }. D1: every table but
  *                                 sqlite_/_cf_ ones and d1_migrations. Outbox shards by
  *                                 outboxName(shard < OUTBOX_SHARDS), Transport DOs by the
- *                                 configured transport names, Destination DOs by the names the
+ *                                 configured transport names (each shard, TRANSPORT_SHARDS), Destination DOs by the names the
  *                                 meter saw stubs created for in this isolate.
  *   GET  /relay/dev/dns           the isolate's MX answer cache (worker/delivery/mx-cache.ts):
  *                                 { mx: { entries, bytes, hits, misses, evictions } } (wrangler
@@ -21,6 +21,7 @@
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { outboxName } from "../../../model/ids";
+import { schedulerNames } from "../../../model/delivery";
 import { meterReset, meterSnapshot } from "../../../meter";
 import { type AppEnv } from "../../http/context";
 import { ApiError } from "../../../model/errors";
@@ -67,7 +68,7 @@ export function devRoutes(roles: RoleCache) {
   r.get("/dev/rows", async (c) => {
     const env = c.env;
     const shards = Array.from({ length: settingsOf(env).outboxShards }, (_, s) => outboxName(s));
-    const transports = await allTransports(env);
+    const transports = (await allTransports(env)).flatMap((t) => schedulerNames(t, settingsOf(env).transportShards));
     const destinations = meterSnapshot().do_names.DestinationQueue ?? [];
     const each = async (names: string[], stub: (n: string) => { devRowCounts(): Promise<Record<string, number>> }) =>
       Object.fromEntries(await Promise.all(names.map(async (n) => [n, await stub(n).devRowCounts()] as const)));
