@@ -37,8 +37,12 @@
  *    "relay_deferred_pct","postfix_deferred_pct","usd_per_million_all_in", …extra keys}
  *   ratio and deliveries/s come from the saturation phase; latencies, 429s and CPU from the
  *   sustained phase; deferred % and greylisted recipients refused twice from both.
- *   usd_per_million_all_in is today's operations-only figure (usd_per_million_ops) until the
- *   all-in pricing of bench:cost lands ("all_in_pending": true).
+ *   usd_per_million_all_in: bench:cost's pricing (bench/lib/cost-price.ts allIn) of the metered
+ *   pass, every part in "all_in": operations to delivery, each object's billed active time, the
+ *   bytes held at the default retention, and the sustained phase's relay CPU per email (workerd
+ *   and wrangler: an upper bound of Workers CPU). The pass ends at delivery, so the operations
+ *   after it (retention's deletes, the sweeps) are not in it ("all_in_after_delivery": false):
+ *   bench:cost's `mix` case counts a message of the same world over its whole life.
  *   --ci: 300 domains, 300 + 300 messages, no metered pass (under 2 minutes); exits 1 when a
  *   recipient was lost or delivered twice, or a phase timed out.
  *
@@ -140,10 +144,10 @@ async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): 
   try {
     await warmUp(side, ctx);
     await new Promise((r) => setTimeout(r, SETTLE_MS));
-    const names = (await readMeter(side.server)).do_names;
     await resetMeter(side.server);
+    const before = await readMeter(side.server);
     await runPhase(side, ctx, arrivals, { phase: "metered", concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log });
-    return { ...opsOf(names, await readMeter(side.server), n), messages: n };
+    return { ...opsOf(before, await readMeter(side.server), n), messages: n };
   } finally {
     await side.stop();
   }

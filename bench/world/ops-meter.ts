@@ -1,16 +1,18 @@
 /**
  * The relay's billable operations on the mix, read from the meter (GET /relay/dev/meter, the
- * counters bench:cost reads; METER "on") and priced with today's operations-only list prices
- * (../shared/design/cost.md, the PRICES of bench/cost.ts).
+ * counters bench:cost reads; METER "on") and priced with bench:cost's prices
+ * (bench/lib/cost-price.ts, ../shared/design/cost.md).
  *
  * DESCRIPTION
  *   readMeter(server)        the meter's snapshot.
  *   resetMeter(server)       zeroes the counters (the names of objects touched are kept).
  *   opsOf(before, after, messages)  per email: DO requests (all, and by class), DO objects created
  *       per class (names first seen between the two snapshots), rows, queue and R2 operations,
- *       and usd_per_million_ops.
+ *       and usd_per_million_ops; what allIn needs besides CPU (`bill`: the operations, each
+ *       object's billed active ms, the bytes each store holds more than before).
  */
 import { devFetch, type DevServer } from "../../scripts/lib/dev-server";
+import { priceOps, type AllInInput } from "../lib/cost-price";
 
 type Counts = Record<string, number>;
 
@@ -18,11 +20,9 @@ type Counts = Record<string, number>;
 export interface MeterSnapshot {
   worker_invocations: number; do_requests: number; do_requests_by_class: Counts; do_names: Record<string, string[]>;
   do_rows_read: number; do_rows_written: number; d1_rows_read: number; d1_rows_written: number;
-  queue_ops: number; r2_class_a: number; r2_class_b: number;
+  queue_ops: number; r2_class_a: number; r2_class_b: number; email_sends?: number;
+  do_active_ms_by_class?: Counts; do_bytes_by_class?: Counts; d1_bytes?: number;
 }
-
-/** $ per million operations (cost.md), as bench/cost.ts prices them. */
-const PRICES = { worker_invocations: 0.3, do_requests: 0.15, rows_written: 1.0, rows_read: 0.001, queue_ops: 0.4, r2_class_a: 4.5, r2_class_b: 0.36 } as const;
 
 async function dev<T>(s: DevServer, method: string, path: string): Promise<T> {
   const res = await devFetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.key}` } });
@@ -44,12 +44,14 @@ export interface OpsPerEmail {
   rows_read: number;
   queue_ops: number;
   usd_per_million_ops: number;
+  bill: Pick<AllInInput, "toDelivery" | "activeMs" | "bytes">;
 }
 
 const round = (n: number, d = 3) => Math.round(n * 10 ** d) / 10 ** d;
 
 /** Per-email figures between a reset (`before` holds only the object names) and `after`. */
-export function opsOf(namesBefore: Record<string, string[]>, after: MeterSnapshot, messages: number): OpsPerEmail {
+export function opsOf(before: MeterSnapshot, after: MeterSnapshot, messages: number): OpsPerEmail {
+  const namesBefore = before.do_names;
   const per = (n: number) => n / messages;
   const created: Counts = {};
   for (const [cls, names] of Object.entries(after.do_names)) {
@@ -59,15 +61,21 @@ export function opsOf(namesBefore: Record<string, string[]>, after: MeterSnapsho
   const ops = {
     worker_invocations: per(after.worker_invocations), do_requests: per(after.do_requests),
     rows_written: per(after.do_rows_written + after.d1_rows_written), rows_read: per(after.do_rows_read + after.d1_rows_read),
-    queue_ops: per(after.queue_ops), r2_class_a: per(after.r2_class_a), r2_class_b: per(after.r2_class_b),
+    queue_ops: per(after.queue_ops), r2_class_a: per(after.r2_class_a), r2_class_b: per(after.r2_class_b), email_sends: per(after.email_sends ?? 0),
   };
-  let usd = 0;
-  for (const [k, p] of Object.entries(PRICES)) usd += ops[k as keyof typeof ops] * p;
+  const classes = new Set([...Object.keys(after.do_bytes_by_class ?? {}), ...Object.keys(before.do_bytes_by_class ?? {})]);
+  const grown = (c: string) => per((after.do_bytes_by_class?.[c] ?? 0) - (before.do_bytes_by_class?.[c] ?? 0));
+  const bill = {
+    toDelivery: ops,
+    activeMs: Object.fromEntries(Object.entries(after.do_active_ms_by_class ?? {}).map(([k, v]) => [k, per(v)])),
+    bytes: { d1: per((after.d1_bytes ?? 0) - (before.d1_bytes ?? 0)), do: Object.fromEntries([...classes].map((c) => [c, grown(c)])) },
+  };
   return {
     do_requests: round(ops.do_requests),
     do_requests_by_class: Object.fromEntries(Object.entries(after.do_requests_by_class).sort().map(([k, v]) => [k, round(per(v))])),
     do_objects_created: created,
     rows_written: round(ops.rows_written), rows_read: round(ops.rows_read), queue_ops: round(ops.queue_ops),
-    usd_per_million_ops: round(usd, 2),
+    usd_per_million_ops: priceOps(ops),
+    bill,
   };
 }

@@ -9,6 +9,8 @@
  */
 import type { Arrival } from "./arrivals";
 import type { OpsPerEmail } from "./ops-meter";
+import { allIn } from "../lib/cost-price";
+import { HOLD } from "../lib/cost-report";
 import type { PhaseResult } from "./phase";
 import type { Timers } from "./sides";
 import type { World } from "./world";
@@ -101,6 +103,7 @@ export function summary(o: {
   const twice = (side: string) => (both(side).length ? both(side).reduce((n, r) => n + r.sink.greylistRefusedTwice, 0) : null);
   const greylisted = (side: string) => (both(side).length ? both(side).reduce((n, r) => n + r.sink.greylistRefused, 0) : null);
   const ops = o.ops?.usd_per_million_ops ?? null;
+  const bill = o.ops && rs ? allIn({ ...o.ops.bill, wholeLife: o.ops.bill.toDelivery, cpuMs: rs.cpuMsPerEmail, ...HOLD }) : null;
   return {
     domains: o.stats.domains, messages: o.stats.messages,
     relay_deliveries_per_s: rx ? r1(rx.deliveriesPerS) : null, postfix_deliveries_per_s: px ? r1(px.deliveriesPerS) : null,
@@ -110,7 +113,7 @@ export function summary(o: {
     relay_429_sustained: rs ? rs.refused429 : null,
     relay_cpu_ms_per_email: rs ? r1(rs.cpuMsPerEmail) : null, postfix_cpu_ms_per_email: ps ? r1(ps.cpuMsPerEmail) : null,
     relay_deferred_pct: deferred("relay"), postfix_deferred_pct: deferred("postfix"),
-    usd_per_million_all_in: ops, all_in_pending: true, usd_per_million_ops: ops,
+    usd_per_million_all_in: bill?.usd_per_million_all_in ?? null, all_in: bill?.parts ?? null, all_in_after_delivery: false, usd_per_million_ops: ops,
     world_domains: o.world.domains.length, recipients: o.stats.recipients,
     sustained_messages: o.cfg.sustained, sustained_rate: o.cfg.rate, saturation_messages: o.cfg.saturation, saturation_rate: o.cfg.saturationRate,
     // Both in recipients a second: the sustained stream's messages carry rcpts/messages each.
