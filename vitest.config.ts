@@ -12,7 +12,9 @@ function withTestCa(extra: string | undefined): string {
   let bundle = "";
   try {
     bundle = extra ? readFileSync(extra, "utf8") : "";
-  } catch { /* an unreadable bundle adds nothing */ }
+  } catch {
+    /* an unreadable bundle adds nothing */
+  }
   const file = join(tmpdir(), `cohort-test-ca-${process.getuid?.() ?? 0}.pem`);
   const fixture = (name: string) => readFileSync(new URL(`./test/fixtures/tls/${name}`, import.meta.url), "utf8");
   writeFileSync(file, `${bundle}\n${fixture("ca.pem")}\n${fixture("pinned.pem")}\n${fixture("sts-ca.pem")}`);
@@ -51,7 +53,18 @@ const dkimKey = generateKeyPairSync("ed25519").privateKey.export({ format: "pem"
 // retries every 1–2 s, a second's gathering plus the acknowledgement's second kept a deferred
 // recipient's newest event unacknowledged at every moment, and `settle` (helpers.ts) never saw
 // the events drained.
-const autoDispatch = { TEST_MIGRATIONS: migrations, COHORT_ENV: "test", DISPATCH: "auto", OUTBOX_SHARDS: "4", INDEX_LAG_SECONDS: "2", ADMIT_BATCH_MS: "0", IN_FLOW_DELAY_MS: "0", ACCEPT_CONCURRENCY: "64", AGENT_CHECK_SECONDS: "2", AGENT_STAGE_MS: "200" };
+const autoDispatch = {
+  TEST_MIGRATIONS: migrations,
+  COHORT_ENV: "test",
+  DISPATCH: "auto",
+  OUTBOX_SHARDS: "4",
+  INDEX_LAG_SECONDS: "2",
+  ADMIT_BATCH_MS: "0",
+  IN_FLOW_DELAY_MS: "0",
+  ACCEPT_CONCURRENCY: "64",
+  AGENT_CHECK_SECONDS: "2",
+  AGENT_STAGE_MS: "200",
+};
 const fastBackoff = { minimal_backoff_time: 1, maximal_backoff_time: 2 };
 const immediateConsumers = {
   classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
@@ -61,7 +74,13 @@ const immediateConsumers = {
 
 /** The delivery projects' egress pools: a gate then Dante, a gate alone, a smarthost (the sink), Email Service, direct. */
 function egressPools(gates: Record<string, number>, socks: number, smtp: number): string {
-  const pools = { failover: [`socks5://127.0.0.1:${gates.g1}`, `socks5://127.0.0.1:${socks}`], solo: [`socks5://127.0.0.1:${gates.g2}`], smarthost: [`smtp://[127.0.0.1]:${smtp}`], cf: ["cf-email"], direct: ["direct"] };
+  const pools = {
+    failover: [`socks5://127.0.0.1:${gates.g1}`, `socks5://127.0.0.1:${socks}`],
+    solo: [`socks5://127.0.0.1:${gates.g2}`],
+    smarthost: [`smtp://[127.0.0.1]:${smtp}`],
+    cf: ["cf-email"],
+    direct: ["direct"],
+  };
   return JSON.stringify({ pools, rules: Object.keys(pools).map((p) => ({ tenant: `pool-${p}`, pool: p })) });
 }
 
@@ -69,7 +88,11 @@ function egressPools(gates: Record<string, number>, socks: number, smtp: number)
  * Delivery end to end, once per delivery agent (DELIVERY): the `deliver` queue consumer, and the
  * DeliveryAgent objects. The same tests run against both.
  */
-function deliveryProject(name: string, delivery: "queue" | "agents", opts: { include?: string[]; bindings?: Record<string, string> } = {}) {
+function deliveryProject(
+  name: string,
+  delivery: "queue" | "agents",
+  opts: { include?: string[]; bindings?: Record<string, string> } = {},
+) {
   return {
     // Delivery end to end: the Transport DO dispatches on its own ("auto") to the deliver
     // consumer, which talks SMTP to a sink started by globalSetup.
@@ -86,14 +109,28 @@ function deliveryProject(name: string, delivery: "queue" | "agents", opts: { inc
             // The "limited" transport (concurrency.test.ts) learns with Postfix's classic 1/concurrency
             // positive feedback, as in the seed README's limiter experiment.
             // A small active queue (qmgr_message_active_limit 20), so bursts wait in the Transport DO's incoming queue.
-            SCHEDULER_CONFIG: JSON.stringify({ ...fastBackoff, qmgr_message_active_limit: 20, transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } } }),
-            DOH_RESOLVER_URL: inject("doh").url, MX_PORT: String(inject("sink").smtpPort), DSN_NOTICES: "on", DESTINATION_GROUPING: "site", DELIVERY: delivery,
+            SCHEDULER_CONFIG: JSON.stringify({
+              ...fastBackoff,
+              qmgr_message_active_limit: 20,
+              transports: { limited: { destination_concurrency_positive_feedback: "1/concurrency" } },
+            }),
+            DOH_RESOLVER_URL: inject("doh").url,
+            MX_PORT: String(inject("sink").smtpPort),
+            DSN_NOTICES: "on",
+            DESTINATION_GROUPING: "site",
+            DELIVERY: delivery,
             ...opts.bindings,
-            EGRESS: `socks5://127.0.0.1:${inject("socks").port}`, EGRESS_USERNAME: inject("socks").username, EGRESS_PASSWORD: inject("socks").password,
+            EGRESS: `socks5://127.0.0.1:${inject("socks").port}`,
+            EGRESS_USERNAME: inject("socks").username,
+            EGRESS_PASSWORD: inject("socks").password,
             // The MTA-STS world (test/integration/delivery/sts-world.ts): policies on this port; TLS-RPT reports by mail from here.
-            MTA_STS_PORT: String(inject("sts").policyPort), TLSRPT_FROM: "tlsrpt@cohort.test", TLSRPT_ORG: "cohort.test",
+            MTA_STS_PORT: String(inject("sts").policyPort),
+            TLSRPT_FROM: "tlsrpt@cohort.test",
+            TLSRPT_ORG: "cohort.test",
             // Egress pools (egress-pools.test.ts): only the pool-* tenants have one; everyone else leaves by EGRESS.
-            EGRESS_POOLS: egressPools(inject("gates").ports, inject("socks").port, inject("sink").smtpPort), EGRESS_FAILURES: "2", EGRESS_SUSPEND_SECONDS: "2",
+            EGRESS_POOLS: egressPools(inject("gates").ports, inject("socks").port, inject("sink").smtpPort),
+            EGRESS_FAILURES: "2",
+            EGRESS_SUSPEND_SECONDS: "2",
           },
           queueConsumers: {
             ...immediateConsumers,
@@ -140,21 +177,31 @@ export default defineConfig({
               // Small limits and a 1 s sweeper grace period, so the limits and the crash recovery
               // can be exercised quickly; the queue consumer runs without batching delay.
               bindings: {
-                TEST_MIGRATIONS: migrations, COHORT_ENV: "test", IN_FLOW_DELAY_MS: "0",
+                TEST_MIGRATIONS: migrations,
+                COHORT_ENV: "test",
+                IN_FLOW_DELAY_MS: "0",
                 // A request that finds every accept slot held waits 300 ms, not 10 s, before its 429 (accept-gate.test.ts).
                 ACCEPT_WAIT_MS: "300",
-                MAX_MESSAGE_BYTES: "200000", OUTBOX_GRACE_SECONDS: "1", OUTBOX_SHARDS: "4",
+                MAX_MESSAGE_BYTES: "200000",
+                OUTBOX_GRACE_SECONDS: "1",
+                OUTBOX_SHARDS: "4",
                 // Checkpoint the Transport DO's journal often, so eviction tests cross snapshots,
                 // and keep its ring small, so a test wraps it round.
-                TRANSPORT_CHECKPOINT_EVERY: "7", TRANSPORT_JOURNAL_RING: "1024",
+                TRANSPORT_CHECKPOINT_EVERY: "7",
+                TRANSPORT_JOURNAL_RING: "1024",
                 // The scheduler tests drive dispatch through the RPC themselves.
                 DISPATCH: "manual",
                 // These tests look at bodies in R2; inline-body.test.ts covers bodies kept in the
                 // Outbox row (the default, used by the delivery and webhook projects end to end).
                 INLINE_BODY_BYTES: "0",
-                DKIM_KEYS: JSON.stringify([{ domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey }]),
+                DKIM_KEYS: JSON.stringify([
+                  { domain: "signed.test", selector: "s1", algorithm: "ed25519-sha256", private_key: dkimKey },
+                ]),
               },
-              queueConsumers: { classify: { maxBatchTimeout: 0, maxBatchSize: 100 }, "classify-bulk": { maxBatchTimeout: 0, maxBatchSize: 100 } },
+              queueConsumers: {
+                classify: { maxBatchTimeout: 0, maxBatchSize: 100 },
+                "classify-bulk": { maxBatchTimeout: 0, maxBatchSize: 100 },
+              },
             },
           }),
         ],
@@ -168,7 +215,10 @@ export default defineConfig({
       deliveryProject("delivery", "queue"),
       deliveryProject("delivery-agents", "agents"),
       // A transport on three Transport DOs (TRANSPORT_SHARDS, docs/scale.md), end to end.
-      deliveryProject("delivery-shards", "agents", { include: ["test/integration/shards/**/*.test.ts"], bindings: { TRANSPORT_SHARDS: "3" } }),
+      deliveryProject("delivery-shards", "agents", {
+        include: ["test/integration/shards/**/*.test.ts"],
+        bindings: { TRANSPORT_SHARDS: "3" },
+      }),
       {
         // STARTTLS and AUTH to a smarthost (the relay kind): TLS required, credentials as the
         // RELAY_USERNAME / RELAY_PASSWORD bindings; the servers are started by tls/tls-setup.ts.
@@ -179,7 +229,9 @@ export default defineConfig({
               bindings: {
                 ...autoDispatch,
                 SCHEDULER_CONFIG: JSON.stringify(fastBackoff),
-                RELAY_TLS: "required", RELAY_USERNAME: "cohort", RELAY_PASSWORD: "s3cret-pass",
+                RELAY_TLS: "required",
+                RELAY_USERNAME: "cohort",
+                RELAY_PASSWORD: "s3cret-pass",
               },
               queueConsumers: {
                 ...immediateConsumers,
@@ -208,8 +260,10 @@ export default defineConfig({
               bindings: {
                 ...autoDispatch,
                 SCHEDULER_CONFIG: JSON.stringify(fastBackoff),
-                SMARTHOST: `[127.0.0.1]:${inject("webhookSink").smtpPort}`, RELAY_TLS: "off",
-                WEBHOOK_RETRY_SCALE: "0.0001", WEBHOOK_TIMEOUT_MS: "5000",
+                SMARTHOST: `[127.0.0.1]:${inject("webhookSink").smtpPort}`,
+                RELAY_TLS: "off",
+                WEBHOOK_RETRY_SCALE: "0.0001",
+                WEBHOOK_TIMEOUT_MS: "5000",
               },
               queueConsumers: {
                 ...immediateConsumers,

@@ -17,7 +17,11 @@ import { compose } from "../worker/mail/compose";
 import { startDevServer, type DevServer, devFetch } from "../scripts/lib/dev-server";
 
 const { values } = parseArgs({
-  options: { duration: { type: "string", default: "10" }, connections: { type: "string", default: "10" }, json: { type: "boolean", default: false } },
+  options: {
+    duration: { type: "string", default: "10" },
+    connections: { type: "string", default: "10" },
+    json: { type: "boolean", default: false },
+  },
 });
 const DURATION_S = Math.max(1, Number(values.duration));
 const CONNECTIONS = Math.max(1, Number(values.connections));
@@ -33,7 +37,15 @@ function messageFor(rcpts: number): string {
   return JSON.stringify({ ...base, text });
 }
 
-type Case = { acceptPerS: number; p50: number; p99: number; total: number; failed: number; bytes: number; drainS: number | null };
+type Case = {
+  acceptPerS: number;
+  p50: number;
+  p99: number;
+  total: number;
+  failed: number;
+  bytes: number;
+  drainS: number | null;
+};
 
 /**
  * Seconds until a message sent right after the load is classified (its recipients left
@@ -42,10 +54,16 @@ type Case = { acceptPerS: number; p50: number; p99: number; total: number; faile
 async function classifyLag(server: DevServer, body: string): Promise<number | null> {
   const auth = { authorization: `Bearer ${server.key}` };
   const t0 = Date.now();
-  const res = await devFetch(`${server.url}/emails`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body });
+  const res = await devFetch(`${server.url}/emails`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body,
+  });
   const { id } = (await res.json()) as { id: string };
   while (Date.now() - t0 < 120_000) {
-    const email = (await (await devFetch(`${server.url}/emails/${id}`, { headers: auth })).json()) as { recipients: { status: string }[] };
+    const email = (await (await devFetch(`${server.url}/emails/${id}`, { headers: auth })).json()) as {
+      recipients: { status: string }[];
+    };
     if (email.recipients.every((r) => r.status !== "incoming")) return (Date.now() - t0) / 1000;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -63,35 +81,58 @@ async function runCase(rcpts: number): Promise<Case> {
 
 async function measure(server: DevServer, rcpts: number): Promise<Case> {
   const body = messageFor(rcpts);
-  const opts = { url: `${server.url}/emails`, method: "POST", body, connections: CONNECTIONS, headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" } };
+  const opts = {
+    url: `${server.url}/emails`,
+    method: "POST",
+    body,
+    connections: CONNECTIONS,
+    headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+  };
   await autocannon({ ...opts, duration: 2 }); // warm-up: isolates, Durable Objects, caches
   const r = await autocannon({ ...opts, duration: DURATION_S });
   const drainS = await classifyLag(server, body);
-  return { acceptPerS: r["2xx"] / r.duration, p50: r.latency.p50, p99: r.latency.p99, total: r.requests.total, failed: r.non2xx + r.errors + r.timeouts, bytes: body.length, drainS };
+  return {
+    acceptPerS: r["2xx"] / r.duration,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    total: r.requests.total,
+    failed: r.non2xx + r.errors + r.timeouts,
+    bytes: body.length,
+    drainS,
+  };
 }
 
 function describe(name: string, c: Case): string {
   const lag = c.drainS === null ? "not within 120 s" : `${c.drainS.toFixed(1)} s`;
-  return `${name.padEnd(13)} ${c.acceptPerS.toFixed(0).padStart(6)} accepted/s   p50 ${c.p50.toFixed(1).padStart(6)} ms   p99 ${c.p99.toFixed(1).padStart(6)} ms   ` +
-    `(${c.total} requests, ${c.failed} not accepted; classification caught up ${lag} after the load)`;
+  return (
+    `${name.padEnd(13)} ${c.acceptPerS.toFixed(0).padStart(6)} accepted/s   p50 ${c.p50.toFixed(1).padStart(6)} ms   p99 ${c.p99.toFixed(1).padStart(6)} ms   ` +
+    `(${c.total} requests, ${c.failed} not accepted; classification caught up ${lag} after the load)`
+  );
 }
 
 let server: DevServer | null = null;
-const stop = async () => { await server?.stop(); server = null; };
+const stop = async () => {
+  await server?.stop();
+  server = null;
+};
 process.once("SIGINT", () => void stop().then(() => process.exit(130)));
 
 try {
-  console.log(`POST /emails over loopback, ${TARGET_BYTES}-byte message, ${CONNECTIONS} connections, ${DURATION_S} s per case (autocannon), fresh wrangler dev per case`);
+  console.log(
+    `POST /emails over loopback, ${TARGET_BYTES}-byte message, ${CONNECTIONS} connections, ${DURATION_S} s per case (autocannon), fresh wrangler dev per case`,
+  );
   const one = await runCase(1);
   console.log(describe("1 recipient", one));
   const ten = await runCase(10);
   console.log(describe("10 recipients", ten));
   if (values.json) {
     const round = (n: number) => Math.round(n * 10) / 10;
-    console.log(JSON.stringify({
-      accept_per_s: { "1rcpt": round(one.acceptPerS), "10rcpt": round(ten.acceptPerS) },
-      latency_ms: { "1rcpt": { p50: one.p50, p99: one.p99 }, "10rcpt": { p50: ten.p50, p99: ten.p99 } },
-    }));
+    console.log(
+      JSON.stringify({
+        accept_per_s: { "1rcpt": round(one.acceptPerS), "10rcpt": round(ten.acceptPerS) },
+        latency_ms: { "1rcpt": { p50: one.p50, p99: one.p99 }, "10rcpt": { p50: ten.p50, p99: ten.p99 } },
+      }),
+    );
   }
 } catch (e) {
   await stop();

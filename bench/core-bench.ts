@@ -131,7 +131,8 @@ const SIZES = [
 const results: Record<string, { perSec: number; bytesPerRcpt: number }> = {};
 // Warm the JIT on a throwaway run so the first size measured is not penalised.
 run(build(100_000), 50_000);
-if (!(globalThis as { gc?: unknown }).gc) console.warn("note: run with --expose-gc for accurate heap figures (npm run bench does)");
+if (!(globalThis as { gc?: unknown }).gc)
+  console.warn("note: run with --expose-gc for accurate heap figures (npm run bench does)");
 for (const { key, total } of SIZES) {
   const rates: number[] = [];
   const bytes: number[] = [];
@@ -159,21 +160,35 @@ console.log("Cohort scheduling core benchmark (Node " + process.version + ", " +
 console.log("in-core rcpts | selections+completions/s | ns/selection | heap bytes/rcpt");
 for (const { key } of SIZES) {
   const r = results[key]!;
-  console.log(`${key.padStart(13)} | ${Math.round(r.perSec).toLocaleString("en-US").padStart(24)} | ${per(key).toFixed(0).padStart(12)} | ${r.bytesPerRcpt.toFixed(1).padStart(15)}`);
+  console.log(
+    `${key.padStart(13)} | ${Math.round(r.perSec).toLocaleString("en-US").padStart(24)} | ${per(key).toFixed(0).padStart(12)} | ${r.bytesPerRcpt.toFixed(1).padStart(15)}`,
+  );
 }
 const ratio = per("1m") / per("10k");
-console.log(`per-selection cost 1m / 10k = ${ratio.toFixed(2)} (target ≤ 1.5); 100k rate target ≥ 1,000,000/s; bytes target ≤ 300`);
+console.log(
+  `per-selection cost 1m / 10k = ${ratio.toFixed(2)} (target ≤ 1.5); 100k rate target ≥ 1,000,000/s; bytes target ≤ 300`,
+);
 // bytes_per_rcpt is the marginal cost per recipient, measured where per-destination and
 // per-job state is spread thinnest (1M recipients over 10k destinations); the smaller sizes
 // carry 10k destinations' and 1k jobs' state over fewer recipients and are reported beside it.
 const round1 = (x: number) => Math.round(x * 10) / 10;
-console.log(`bytes per recipient: ${round1(results["1m"]!.bytesPerRcpt)} at 1m (10k destinations and 1k jobs amortised); ${round1(results["100k"]!.bytesPerRcpt)} at 100k; ${round1(results["10k"]!.bytesPerRcpt)} at 10k (one recipient per destination)`);
+console.log(
+  `bytes per recipient: ${round1(results["1m"]!.bytesPerRcpt)} at 1m (10k destinations and 1k jobs amortised); ${round1(results["100k"]!.bytesPerRcpt)} at 100k; ${round1(results["10k"]!.bytesPerRcpt)} at 10k (one recipient per destination)`,
+);
 if (json) {
   console.log(
     JSON.stringify({
-      selections_per_s: { "10k": Math.round(results["10k"]!.perSec), "100k": Math.round(results["100k"]!.perSec), "1m": Math.round(results["1m"]!.perSec) },
+      selections_per_s: {
+        "10k": Math.round(results["10k"]!.perSec),
+        "100k": Math.round(results["100k"]!.perSec),
+        "1m": Math.round(results["1m"]!.perSec),
+      },
       bytes_per_rcpt: round1(results["1m"]!.bytesPerRcpt),
-      bytes_per_rcpt_by_size: { "10k": round1(results["10k"]!.bytesPerRcpt), "100k": round1(results["100k"]!.bytesPerRcpt), "1m": round1(results["1m"]!.bytesPerRcpt) },
+      bytes_per_rcpt_by_size: {
+        "10k": round1(results["10k"]!.bytesPerRcpt),
+        "100k": round1(results["100k"]!.bytesPerRcpt),
+        "1m": round1(results["1m"]!.bytesPerRcpt),
+      },
       cost_ratio_1m_over_10k: Math.round(ratio * 100) / 100,
     }),
   );

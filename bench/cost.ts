@@ -47,7 +47,19 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { casesOf, runCase, type CaseDef, type Measured } from "./lib/cost-cases";
 import { printCase, summarise, type CaseResult } from "./lib/cost-report";
-import { GRACE_S, rowsLeft, running, runCron, setup, sleep, teardown, waitPurged, waitStill, type Counts, type Setup } from "./lib/cost-server";
+import {
+  GRACE_S,
+  rowsLeft,
+  running,
+  runCron,
+  setup,
+  sleep,
+  teardown,
+  waitPurged,
+  waitStill,
+  type Counts,
+  type Setup,
+} from "./lib/cost-server";
 import { startWorld, type World } from "./lib/cost-worlds";
 
 const { values } = parseArgs({
@@ -64,18 +76,23 @@ const { values } = parseArgs({
 });
 
 /** --var NAME=value overrides of wrangler.toml [vars]. */
-const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
-  const eq = kv.indexOf("=");
-  if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
-  return [kv.slice(0, eq), kv.slice(eq + 1)];
-}));
+const VARS: Record<string, string> = Object.fromEntries(
+  values.var.map((kv) => {
+    const eq = kv.indexOf("=");
+    if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
+    return [kv.slice(0, eq), kv.slice(eq + 1)];
+  }),
+);
 
 const RETENTION_MS = Number(values["retention-s"]) * 1000;
 
 const round = (n: number, d = 3) => Math.round(n * 10 ** d) / 10 ** d;
 
 function checkBudget(results: Record<string, CaseResult>): string[] {
-  const budget = JSON.parse(readFileSync(new URL("./cost-budget.json", import.meta.url), "utf8")) as Record<string, Record<string, number>>;
+  const budget = JSON.parse(readFileSync(new URL("./cost-budget.json", import.meta.url), "utf8")) as Record<
+    string,
+    Record<string, number>
+  >;
   const over: string[] = [];
   for (const [name, limits] of Object.entries(budget)) {
     const r = results[name];
@@ -90,10 +107,23 @@ function checkBudget(results: Record<string, CaseResult>): string[] {
 }
 
 async function main(): Promise<number> {
-  const want = new Set(values.cases.split(",").map((c) => c.trim()).filter(Boolean));
-  const defs = casesOf({ messages: Math.max(1, Number(values.messages)), trickle: Math.max(1, Number(values.trickle)), mixMessages: Math.max(1, Number(values["mix-messages"])) })
-    .filter((d) => want.has(d.name));
-  type Out = { cases: Record<string, CaseResult>; rows_left_after_retention?: number; rows_left_by_table?: Counts; retention_seconds: Record<string, number> };
+  const want = new Set(
+    values.cases
+      .split(",")
+      .map((c) => c.trim())
+      .filter(Boolean),
+  );
+  const defs = casesOf({
+    messages: Math.max(1, Number(values.messages)),
+    trickle: Math.max(1, Number(values.trickle)),
+    mixMessages: Math.max(1, Number(values["mix-messages"])),
+  }).filter((d) => want.has(d.name));
+  type Out = {
+    cases: Record<string, CaseResult>;
+    rows_left_after_retention?: number;
+    rows_left_by_table?: Counts;
+    retention_seconds: Record<string, number>;
+  };
   const out: Out = { cases: {}, retention_seconds: {} };
   const t0 = Date.now();
   const measured: Record<string, Measured> = {};
@@ -109,10 +139,16 @@ async function main(): Promise<number> {
     const world: World = await startWorld(group[0]!.world ?? "sink", Math.max(1, Number(values["mix-messages"])));
     let s: Setup;
     try {
-      s = await setup({
-        MESSAGE_RETENTION_DAYS: String(retentionMs / 86_400_000), OUTBOX_GRACE_SECONDS: String(GRACE_S),
-        SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: "5s", maximal_backoff_time: "10s" }), ...world.vars, ...VARS,
-      }, world.catcher);
+      s = await setup(
+        {
+          MESSAGE_RETENTION_DAYS: String(retentionMs / 86_400_000),
+          OUTBOX_GRACE_SECONDS: String(GRACE_S),
+          SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: "5s", maximal_backoff_time: "10s" }),
+          ...world.vars,
+          ...VARS,
+        },
+        world.catcher,
+      );
     } catch (e) {
       await world.close();
       throw e;
@@ -141,9 +177,13 @@ async function main(): Promise<number> {
         if (lookups && world.lookups) {
           // What the case itself asked of DNS and of the policy server (the warm-up discovered the policy).
           const after = await world.lookups();
-          const sts = Object.keys(after.queries).filter((k) => /mta-sts|smtp\._tls/.test(k)).reduce((n, k) => n + after.queries[k]! - (lookups.queries[k] ?? 0), 0);
+          const sts = Object.keys(after.queries)
+            .filter((k) => /mta-sts|smtp\._tls/.test(k))
+            .reduce((n, k) => n + after.queries[k]! - (lookups.queries[k] ?? 0), 0);
           Object.assign(r, { sts_doh_queries: sts, policy_fetches: after.fetches - lookups.fetches });
-          console.log(`  MTA-STS and TLS-RPT DoH queries during the case's life: ${sts}; policy fetches: ${after.fetches - lookups.fetches}`);
+          console.log(
+            `  MTA-STS and TLS-RPT DoH queries during the case's life: ${sts}; policy fetches: ${after.fetches - lookups.fetches}`,
+          );
         }
       }
       for (const [t, n] of Object.entries(await rowsLeft(s))) left[t] = (left[t] ?? 0) + n;
@@ -152,18 +192,29 @@ async function main(): Promise<number> {
       await world.close();
     }
   }
-  for (const [a, b] of [["compliance", "1rcpt"], ["mx-sts", "mx"]] as const) {
+  for (const [a, b] of [
+    ["compliance", "1rcpt"],
+    ["mx-sts", "mx"],
+  ] as const) {
     const [x, y] = [out.cases[a], out.cases[b]];
-    if (x && y) console.log(`\n== ${a} / ${b} (same run): all in ${round(x.usd_per_million_all_in / y.usd_per_million_all_in, 2)}; `
-      + Object.keys(y.per_message).map((k) => `${k} ${y.per_message[k] ? round(x.per_message[k]! / y.per_message[k]!, 2) : "-"}`).join(", "));
+    if (x && y)
+      console.log(
+        `\n== ${a} / ${b} (same run): all in ${round(x.usd_per_million_all_in / y.usd_per_million_all_in, 2)}; ` +
+          Object.keys(y.per_message)
+            .map((k) => `${k} ${y.per_message[k] ? round(x.per_message[k]! / y.per_message[k]!, 2) : "-"}`)
+            .join(", "),
+      );
   }
   out.rows_left_by_table = Object.fromEntries(Object.entries(left).filter(([, v]) => v > 0));
   out.rows_left_after_retention = Object.values(left).reduce((a, b) => a + b, 0);
-  console.log(`\n== retention: rows of message tables left after every case's purge: ${out.rows_left_after_retention}`
-    + ` ${JSON.stringify(out.rows_left_by_table)}`);
+  console.log(
+    `\n== retention: rows of message tables left after every case's purge: ${out.rows_left_after_retention}` +
+      ` ${JSON.stringify(out.rows_left_by_table)}`,
+  );
   console.log(`\n(${round((Date.now() - t0) / 1000, 0)} s in all)`);
   const over = values.budget ? checkBudget(out.cases) : [];
-  if (values.budget && out.rows_left_after_retention > 0) over.push(`rows left after retention ${out.rows_left_after_retention} > 0`);
+  if (values.budget && out.rows_left_after_retention > 0)
+    over.push(`rows left after retention ${out.rows_left_after_retention} > 0`);
   for (const o of over) console.log(`OVER BUDGET: ${o}`);
   if (values.json) console.log(JSON.stringify(out));
   return over.length > 0 ? 1 : 0;
@@ -174,6 +225,6 @@ try {
   process.exitCode = await main();
 } catch (e) {
   await Promise.all([...running].map(teardown));
-  console.error(e instanceof Error ? e.stack ?? e.message : String(e));
+  console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
   process.exitCode = 1;
 }

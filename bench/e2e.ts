@@ -25,7 +25,13 @@
 import { parseArgs } from "node:util";
 import { startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { postfixUnavailableReason, startSmtpSink, type SmtpSink } from "../test/e2e/postfix/harness";
-import { buildApiMessages, describeSample, recipientStates, submitMessages, type ApiMessage } from "../test/e2e/postfix/relay-api";
+import {
+  buildApiMessages,
+  describeSample,
+  recipientStates,
+  submitMessages,
+  type ApiMessage,
+} from "../test/e2e/postfix/relay-api";
 import { measurePostfixBaseline } from "./e2e-baseline";
 
 /** The relay's side of the run. */
@@ -45,7 +51,10 @@ const TEXT_BYTES = 1024;
 /** Messages with ~TEXT_BYTES of text each (like smtp-source -l 1024). */
 function workload(n: number, run: string): ApiMessage[] {
   const filler = "The quick brown fox jumps over the lazy dog 0123456789.\n".repeat(Math.ceil(TEXT_BYTES / 57));
-  return buildApiMessages(n, "example.test", run).map((m) => ({ ...m, text: `${String(m.text)}${filler}`.slice(0, TEXT_BYTES) }));
+  return buildApiMessages(n, "example.test", run).map((m) => ({
+    ...m,
+    text: `${String(m.text)}${filler}`.slice(0, TEXT_BYTES),
+  }));
 }
 
 /** How long the sink's count may stay still before the run is declared stalled, ms. */
@@ -64,7 +73,8 @@ async function sinkReaches(sink: SmtpSink, count: number): Promise<void> {
       return;
     } catch {
       const now = sink.messages();
-      if (now === seen) throw new Error(`stalled: the sink has ${now} of ${count} messages and got none for ${STALL_MS / 1000} s`);
+      if (now === seen)
+        throw new Error(`stalled: the sink has ${now} of ${count} messages and got none for ${STALL_MS / 1000} s`);
       seen = now;
     }
   }
@@ -74,7 +84,11 @@ async function sinkReaches(sink: SmtpSink, count: number): Promise<void> {
 async function measureRelay(n: number, sink: SmtpSink): Promise<RelayResult> {
   let relay: DevServer | null = null;
   try {
-    relay = await startDevServer({ tenant: "bench-e2e", frozen: true, vars: { SMARTHOST: `[${sink.host}]:${sink.port}`, RELAY_TLS: "off" } });
+    relay = await startDevServer({
+      tenant: "bench-e2e",
+      frozen: true,
+      vars: { SMARTHOST: `[${sink.host}]:${sink.port}`, RELAY_TLS: "off" },
+    });
     const run = Date.now().toString(36);
     const warm = sink.messages();
     await submitMessages(relay, workload(WARMUP, `${run}w`));
@@ -87,7 +101,9 @@ async function measureRelay(n: number, sink: SmtpSink): Promise<RelayResult> {
     const ids = await submitMessages(relay, workload(n, run));
     const acceptMs = performance.now() - started;
     await done.catch(async (e: unknown) => {
-      throw new Error(`${e instanceof Error ? e.message : String(e)}; the API says of the last messages: ${await describeSample(relay!, ids.slice(-3))}`);
+      throw new Error(
+        `${e instanceof Error ? e.message : String(e)}; the API says of the last messages: ${await describeSample(relay!, ids.slice(-3))}`,
+      );
     });
     const elapsedMs = performance.now() - started;
     let states = await recipientStates(relay, ids);
@@ -95,7 +111,8 @@ async function measureRelay(n: number, sink: SmtpSink): Promise<RelayResult> {
       await new Promise((r) => setTimeout(r, 1000));
       states = await recipientStates(relay, ids);
     }
-    if ((states.delivered ?? 0) !== n) throw new Error(`the API does not say all ${n} recipients are delivered: ${JSON.stringify(states)}`);
+    if ((states.delivered ?? 0) !== n)
+      throw new Error(`the API does not say all ${n} recipients are delivered: ${JSON.stringify(states)}`);
     return { messages: n, acceptMs, elapsedMs, deliveriesPerSecond: (n * 1000) / elapsedMs, states };
   } finally {
     await relay?.stop();
@@ -104,7 +121,11 @@ async function measureRelay(n: number, sink: SmtpSink): Promise<RelayResult> {
 
 function parseCli(): { messages: number; sessions: number; json: boolean } {
   const { values } = parseArgs({
-    options: { messages: { type: "string", default: "1000" }, sessions: { type: "string", default: "10" }, json: { type: "boolean", default: false } },
+    options: {
+      messages: { type: "string", default: "1000" },
+      sessions: { type: "string", default: "10" },
+      json: { type: "boolean", default: false },
+    },
   });
   const messages = Number(values.messages);
   const sessions = Number(values.sessions);
@@ -120,25 +141,47 @@ async function main(): Promise<void> {
   const sink = await startSmtpSink();
   try {
     const relay = await measureRelay(cli.messages, sink);
-    const postfix = await measurePostfixBaseline(cli.messages, { sink, sessions: cli.sessions, bodyBytes: TEXT_BYTES, warmup: WARMUP });
+    const postfix = await measurePostfixBaseline(cli.messages, {
+      sink,
+      sessions: cli.sessions,
+      bodyBytes: TEXT_BYTES,
+      warmup: WARMUP,
+    });
     const ratio = relay.deliveriesPerSecond / postfix.deliveriesPerSecond;
     const row = (name: string, msgs: number, ms: number, rate: number) =>
       `  ${name.padEnd(28)} ${String(msgs).padStart(8)} ${(ms / 1000).toFixed(1).padStart(10)} ${rate.toFixed(1).padStart(14)}`;
-    console.log(`bench:e2e: ${cli.messages} one-recipient messages (~${TEXT_BYTES} B of text) to Postfix's smtp-sink on 127.0.0.1:${sink.port}`);
-    console.log(`  ${"path".padEnd(28)} ${"messages".padStart(8)} ${"seconds".padStart(10)} ${"deliveries/s".padStart(14)}`);
+    console.log(
+      `bench:e2e: ${cli.messages} one-recipient messages (~${TEXT_BYTES} B of text) to Postfix's smtp-sink on 127.0.0.1:${sink.port}`,
+    );
+    console.log(
+      `  ${"path".padEnd(28)} ${"messages".padStart(8)} ${"seconds".padStart(10)} ${"deliveries/s".padStart(14)}`,
+    );
     console.log(row("relay (wrangler dev, API)", relay.messages, relay.elapsedMs, relay.deliveriesPerSecond));
-    console.log(row(`Postfix ${postfix.postfixVersion} (smtp-source)`, postfix.messages, postfix.elapsedMs, postfix.deliveriesPerSecond));
+    console.log(
+      row(
+        `Postfix ${postfix.postfixVersion} (smtp-source)`,
+        postfix.messages,
+        postfix.elapsedMs,
+        postfix.deliveriesPerSecond,
+      ),
+    );
     console.log(`  ratio relay/Postfix: ${ratio.toFixed(3)}`);
-    console.log(`  relay: API accepted all ${relay.messages} after ${(relay.acceptMs / 1000).toFixed(1)} s; recipients ${JSON.stringify(relay.states)}`);
-    console.log(`  Postfix: ${postfix.sessions} submission sessions; maillog accepted=${postfix.log.accepted} sent=${postfix.log.sent} (warm-up included)`);
+    console.log(
+      `  relay: API accepted all ${relay.messages} after ${(relay.acceptMs / 1000).toFixed(1)} s; recipients ${JSON.stringify(relay.states)}`,
+    );
+    console.log(
+      `  Postfix: ${postfix.sessions} submission sessions; maillog accepted=${postfix.log.accepted} sent=${postfix.log.sent} (warm-up included)`,
+    );
     console.log("  (shared CPU: compare within one run only)");
     if (cli.json) {
-      console.log(JSON.stringify({
-        messages: cli.messages,
-        relay_deliveries_per_s: Number(relay.deliveriesPerSecond.toFixed(1)),
-        postfix_deliveries_per_s: Number(postfix.deliveriesPerSecond.toFixed(1)),
-        ratio: Number(ratio.toFixed(4)),
-      }));
+      console.log(
+        JSON.stringify({
+          messages: cli.messages,
+          relay_deliveries_per_s: Number(relay.deliveriesPerSecond.toFixed(1)),
+          postfix_deliveries_per_s: Number(postfix.deliveriesPerSecond.toFixed(1)),
+          ratio: Number(ratio.toFixed(4)),
+        }),
+      );
     }
   } finally {
     await sink.stop();

@@ -17,7 +17,9 @@ const ROUNDS = 5;
 
 /** The hash by its definition: a BigInt multiply per UTF-16 code unit. */
 function bigintId(identity: EventIdentity): string {
-  const text = [identity.emailId, identity.recipient, String(identity.attempt), identity.type].map((f) => `${f.length}:${f}`).join("|");
+  const text = [identity.emailId, identity.recipient, String(identity.attempt), identity.type]
+    .map((f) => `${f.length}:${f}`)
+    .join("|");
   return `evt_${identity.emailId}_${fnv1a64ByDefinition(text).toString(16).padStart(16, "0")}`;
 }
 
@@ -52,4 +54,12 @@ console.log(`bench:event-id: ${IDS} event ids, median of ${ROUNDS} alternating r
 console.log(`  eventId (two 32-bit halves)   ${Math.round(a).toLocaleString("en")} ids/s`);
 console.log(`  BigInt per code unit          ${Math.round(b).toLocaleString("en")} ids/s`);
 console.log(`  ratio: ${(a / b).toFixed(2)} (shared CPU: compare within one run only)`);
-if (process.argv.includes("--json")) console.log(JSON.stringify({ ids: IDS, ids_per_s: Math.round(a), bigint_ids_per_s: Math.round(b), ratio: Number((a / b).toFixed(2)) }));
+if (process.argv.includes("--json"))
+  console.log(
+    JSON.stringify({
+      ids: IDS,
+      ids_per_s: Math.round(a),
+      bigint_ids_per_s: Math.round(b),
+      ratio: Number((a / b).toFixed(2)),
+    }),
+  );

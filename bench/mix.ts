@@ -65,10 +65,18 @@ import { postfixUnavailableReason } from "../test/e2e/postfix/harness";
 
 const { values } = parseArgs({
   options: {
-    domains: { type: "string" }, sustained: { type: "string" }, saturation: { type: "string" }, rate: { type: "string" },
-    "saturation-rate": { type: "string" }, metered: { type: "string" }, only: { type: "string" }, seed: { type: "string", default: "41" },
-    var: { type: "string", multiple: true, default: [] }, profile: { type: "boolean", default: false },
-    ci: { type: "boolean", default: false }, json: { type: "boolean", default: false },
+    domains: { type: "string" },
+    sustained: { type: "string" },
+    saturation: { type: "string" },
+    rate: { type: "string" },
+    "saturation-rate": { type: "string" },
+    metered: { type: "string" },
+    only: { type: "string" },
+    seed: { type: "string", default: "41" },
+    var: { type: "string", multiple: true, default: [] },
+    profile: { type: "boolean", default: false },
+    ci: { type: "boolean", default: false },
+    json: { type: "boolean", default: false },
   },
 });
 const num = (v: string | undefined, def: number) => {
@@ -78,16 +86,22 @@ const num = (v: string | undefined, def: number) => {
 };
 const CI = values.ci;
 const CFG = {
-  domains: num(values.domains, CI ? 300 : 2000), sustained: num(values.sustained, CI ? 300 : 2500), saturation: num(values.saturation, CI ? 300 : 2500),
-  rate: values.rate === undefined || values.rate === "auto" ? null : num(values.rate, 0), saturationRate: num(values["saturation-rate"], 400),
-  metered: num(values.metered, CI ? 0 : 1000), seed: num(values.seed, 41),
+  domains: num(values.domains, CI ? 300 : 2000),
+  sustained: num(values.sustained, CI ? 300 : 2500),
+  saturation: num(values.saturation, CI ? 300 : 2500),
+  rate: values.rate === undefined || values.rate === "auto" ? null : num(values.rate, 0),
+  saturationRate: num(values["saturation-rate"], 400),
+  metered: num(values.metered, CI ? 0 : 1000),
+  seed: num(values.seed, 41),
 };
 /** --var NAME=value overrides of the relay's [vars]. */
-const VARS: Record<string, string> = Object.fromEntries(values.var.map((kv) => {
-  const eq = kv.indexOf("=");
-  if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
-  return [kv.slice(0, eq), kv.slice(eq + 1)];
-}));
+const VARS: Record<string, string> = Object.fromEntries(
+  values.var.map((kv) => {
+    const eq = kv.indexOf("=");
+    if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
+    return [kv.slice(0, eq), kv.slice(eq + 1)];
+  }),
+);
 const TIMERS: Timers = { minimalBackoff: 5, maximalBackoff: 20, connectTimeout: 5, heloTimeout: 10 };
 const CONCURRENCY = 32;
 const PHASE_LIMIT_MS = 6 * 60_000;
@@ -98,7 +112,9 @@ const log = (line: string) => console.error(line);
 async function warmUp(side: MixSide, ctx: PhaseContext): Promise<void> {
   const big = ctx.world.domains.slice(0, ctx.world.config.bigDomains);
   const arrivals: Arrival[] = Array.from({ length: 20 }, (_, i) => ({
-    atMs: 0, kind: "single", messages: [{ id: `w${side.name}${i}`, to: [`warm${side.name}${i}@${big[i % big.length]!.name}`] }],
+    atMs: 0,
+    kind: "single",
+    messages: [{ id: `w${side.name}${i}`, to: [`warm${side.name}${i}@${big[i % big.length]!.name}`] }],
   }));
   ctx.sink.reset();
   await Promise.all(arrivals.map((a) => side.send(a)));
@@ -109,15 +125,29 @@ async function warmUp(side: MixSide, ctx: PhaseContext): Promise<void> {
  * Runs both phases on one side: saturation first, then sustained, whose stream `sustained()`
  * draws (at a rate set from the relay's saturation rate, unless --rate).
  */
-async function measure(side: MixSide, ctx: PhaseContext, saturation: Arrival[], sustained: (satRate: number) => Arrival[]): Promise<PhaseResult[]> {
+async function measure(
+  side: MixSide,
+  ctx: PhaseContext,
+  saturation: Arrival[],
+  sustained: (satRate: number) => Arrival[],
+): Promise<PhaseResult[]> {
   await warmUp(side, ctx);
   const out: PhaseResult[] = [];
   for (const phase of ["saturation", "sustained"] as const) {
     if (phase === "saturation" && saturation.length === 0) continue; // --saturation 0 (with --rate)
     const arrivals = phase === "saturation" ? saturation : sustained(out[0]?.deliveriesPerS ?? 0);
     log(`  ${side.name}: ${phase}, ${arrivals.length} requests`);
-    const profile = values.profile && phase === "sustained" && "server" in side ? await startClassProfile(side.server as DevServer) : null;
-    const r = await runPhase(side, ctx, arrivals, { phase, concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log });
+    const profile =
+      values.profile && phase === "sustained" && "server" in side
+        ? await startClassProfile(side.server as DevServer)
+        : null;
+    const r = await runPhase(side, ctx, arrivals, {
+      phase,
+      concurrency: CONCURRENCY,
+      timeoutMs: PHASE_LIMIT_MS,
+      settleMs: SETTLE_MS,
+      log,
+    });
     if (profile) r.classes = await profile.stop();
     out.push(r);
   }
@@ -132,7 +162,11 @@ async function measure(side: MixSide, ctx: PhaseContext, saturation: Arrival[], 
 const AUTO_RATE_SHARE = 0.52;
 
 /** The metered pass: a fresh relay with the meter on, part of the sustained stream. */
-async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): Promise<OpsPerEmail & { messages: number }> {
+async function metered(
+  ctx: PhaseContext,
+  stream: Arrival[],
+  sinkPort: number,
+): Promise<OpsPerEmail & { messages: number }> {
   const arrivals: Arrival[] = [];
   let n = 0;
   for (const a of stream) {
@@ -146,7 +180,13 @@ async function metered(ctx: PhaseContext, stream: Arrival[], sinkPort: number): 
     await new Promise((r) => setTimeout(r, SETTLE_MS));
     await resetMeter(side.server);
     const before = await readMeter(side.server);
-    await runPhase(side, ctx, arrivals, { phase: "metered", concurrency: CONCURRENCY, timeoutMs: PHASE_LIMIT_MS, settleMs: SETTLE_MS, log });
+    await runPhase(side, ctx, arrivals, {
+      phase: "metered",
+      concurrency: CONCURRENCY,
+      timeoutMs: PHASE_LIMIT_MS,
+      settleMs: SETTLE_MS,
+      log,
+    });
     return { ...opsOf(before, await readMeter(side.server), n), messages: n };
   } finally {
     await side.stop();
@@ -162,7 +202,12 @@ async function main(): Promise<number> {
   const ctx: PhaseContext = { world, sink, doh };
   const started = Date.now();
   try {
-    const saturation = generateArrivals(world, { messages: CFG.saturation, ratePerSec: CFG.saturationRate, prefix: "x", seed: CFG.seed + 2 });
+    const saturation = generateArrivals(world, {
+      messages: CFG.saturation,
+      ratePerSec: CFG.saturationRate,
+      prefix: "x",
+      seed: CFG.seed + 2,
+    });
     // One sustained stream for both sides, drawn once its rate is known.
     let sustained: Arrival[] | null = null;
     let rate = CFG.rate ?? 0;
@@ -172,35 +217,58 @@ async function main(): Promise<number> {
       if (sustained) return sustained;
       if (CFG.rate === null && only === "postfix") throw new Error("--only postfix needs --rate");
       rate = CFG.rate ?? Math.max(1, Math.round(((relaySat * AUTO_RATE_SHARE) / rcptsPerMessage) * 10) / 10);
-      sustained = generateArrivals(world, { messages: CFG.sustained, ratePerSec: rate, prefix: "s", seed: CFG.seed + 1 });
-      log(`  sustained stream at ${rate} messages/s${CFG.rate === null ? ` (${AUTO_RATE_SHARE} of the relay's saturation rate, in recipients)` : ""}`);
+      sustained = generateArrivals(world, {
+        messages: CFG.sustained,
+        ratePerSec: rate,
+        prefix: "s",
+        seed: CFG.seed + 1,
+      });
+      log(
+        `  sustained stream at ${rate} messages/s${CFG.rate === null ? ` (${AUTO_RATE_SHARE} of the relay's saturation rate, in recipients)` : ""}`,
+      );
       return sustained;
     };
-    log(`bench:mix: world of ${world.domains.length} domains ${JSON.stringify(kindCounts(world))}, sink on port ${sink.port}`);
+    log(
+      `bench:mix: world of ${world.domains.length} domains ${JSON.stringify(kindCounts(world))}, sink on port ${sink.port}`,
+    );
     log(`  saturation stream: ${JSON.stringify(sat)}`);
     if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
     if (only !== "postfix") {
       const relay = await startRelaySide({ sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS });
-      try { results.push(...await measure(relay, ctx, saturation, sustainedAt)); } finally { await relay.stop(); }
+      try {
+        results.push(...(await measure(relay, ctx, saturation, sustainedAt)));
+      } finally {
+        await relay.stop();
+      }
     }
     if (only !== "relay") {
       const postfix = await startPostfixSide(world, { sinkPort: sink.port, timers: TIMERS, connections: CONCURRENCY });
-      try { results.push(...await measure(postfix, ctx, saturation, sustainedAt)); } finally { await postfix.stop(); }
+      try {
+        results.push(...(await measure(postfix, ctx, saturation, sustainedAt)));
+      } finally {
+        await postfix.stop();
+      }
     }
     const all = [...(sustained ?? []), ...saturation];
     const stats = streamStats(all);
-    const undeliverable = all.flatMap((a) => a.messages.flatMap((m) => m.to)).filter((r) => !deliverable(world, r)).length;
+    const undeliverable = all
+      .flatMap((a) => a.messages.flatMap((m) => m.to))
+      .filter((r) => !deliverable(world, r)).length;
     log(`  streams: ${JSON.stringify(stats)}; ${undeliverable} recipients never deliverable`);
     const ops = only === "postfix" || CFG.metered === 0 ? null : await metered(ctx, sustained ?? [], sink.port);
     printPhases(results, ops);
-    const out = { ...summary({ world, stats, results, ops, cfg: { ...CFG, rate }, timers: TIMERS }),
-      ...(Object.keys(VARS).length > 0 ? { relay_vars: VARS } : {}) };
+    const out = {
+      ...summary({ world, stats, results, ops, cfg: { ...CFG, rate }, timers: TIMERS }),
+      ...(Object.keys(VARS).length > 0 ? { relay_vars: VARS } : {}),
+    };
     console.log(`(${((Date.now() - started) / 1000).toFixed(0)} s in all)`);
     if (values.json) console.log(JSON.stringify(out));
     const bad = results.filter((r) => r.timedOut || r.duplicates > 0 || r.missing > 0);
     for (const r of bad) {
-      console.log(`PROBLEM: ${r.side} ${r.phase}: timed out ${r.timedOut}, missing ${r.missing} ${r.missingSample.join(", ")}, duplicates ${r.duplicates}`);
+      console.log(
+        `PROBLEM: ${r.side} ${r.phase}: timed out ${r.timedOut}, missing ${r.missing} ${r.missingSample.join(", ")}, duplicates ${r.duplicates}`,
+      );
     }
     return CI && bad.length > 0 ? 1 : 0;
   } finally {
@@ -212,6 +280,6 @@ async function main(): Promise<number> {
 try {
   process.exitCode = await main();
 } catch (e) {
-  console.error(e instanceof Error ? e.stack ?? e.message : String(e));
+  console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
   process.exitCode = 1;
 }

@@ -24,7 +24,14 @@ import { startSmtpSink, type SmtpSink } from "../test/e2e/postfix/harness";
 import { startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { cdp, type Profile } from "../scripts/lib/cdp";
 
-const { values } = parseArgs({ options: { messages: { type: "string", default: "1000" }, top: { type: "string", default: "25" }, out: { type: "string" }, json: { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: {
+    messages: { type: "string", default: "1000" },
+    top: { type: "string", default: "25" },
+    out: { type: "string" },
+    json: { type: "boolean", default: false },
+  },
+});
 const N = Number(values.messages);
 const TOP = Number(values.top);
 
@@ -32,12 +39,18 @@ const TOP = Number(values.top);
 function selfTimes(p: Profile): { fn: string; url: string; line: number; selfMs: number }[] {
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const self = new Map<number, number>();
-  for (let i = 0; i < p.samples.length; i++) self.set(p.samples[i]!, (self.get(p.samples[i]!) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
+  for (let i = 0; i < p.samples.length; i++)
+    self.set(p.samples[i]!, (self.get(p.samples[i]!) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
   const byFn = new Map<string, { fn: string; url: string; line: number; selfMs: number }>();
   for (const [id, ms] of self) {
     const f = byId.get(id)!.callFrame;
     const key = `${f.functionName}|${f.url}|${f.lineNumber}`;
-    const e = byFn.get(key) ?? { fn: f.functionName || "(anonymous)", url: f.url.split("/").slice(-2).join("/"), line: f.lineNumber + 1, selfMs: 0 };
+    const e = byFn.get(key) ?? {
+      fn: f.functionName || "(anonymous)",
+      url: f.url.split("/").slice(-2).join("/"),
+      line: f.lineNumber + 1,
+      selfMs: 0,
+    };
     e.selfMs += ms;
     byFn.set(key, e);
   }
@@ -49,7 +62,11 @@ async function main(): Promise<void> {
   let relay: DevServer | null = null;
   try {
     sink = await startSmtpSink();
-    relay = await startDevServer({ tenant: "profile", frozen: true, vars: { SMARTHOST: `[${sink.host}]:${sink.port}`, RELAY_TLS: "off" } });
+    relay = await startDevServer({
+      tenant: "profile",
+      frozen: true,
+      vars: { SMARTHOST: `[${sink.host}]:${sink.port}`, RELAY_TLS: "off" },
+    });
     const run = Date.now().toString(36);
     const base = sink.messages();
     await submitMessages(relay, buildApiMessages(20, "example.test", `${run}w`));
@@ -68,14 +85,37 @@ async function main(): Promise<void> {
     const rows = selfTimes(profile);
     const total = rows.reduce((a, r) => a + r.selfMs, 0);
     const idle = rows.filter((r) => r.fn === "(idle)" || r.fn === "(program)").reduce((a, r) => a + r.selfMs, 0);
-    console.log(`${N} messages in ${seconds.toFixed(1)} s (${(N / seconds).toFixed(1)}/s under the profiler); sampled ${(total / 1000).toFixed(1)} s, idle/program ${(100 * idle / total).toFixed(0)} %`);
+    console.log(
+      `${N} messages in ${seconds.toFixed(1)} s (${(N / seconds).toFixed(1)}/s under the profiler); sampled ${(total / 1000).toFixed(1)} s, idle/program ${((100 * idle) / total).toFixed(0)} %`,
+    );
     const top = rows.filter((r) => r.fn !== "(idle)").slice(0, TOP);
-    for (const r of top) console.log(`  ${r.selfMs.toFixed(0).padStart(7)} ms ${(100 * r.selfMs / total).toFixed(1).padStart(5)} %  ${r.fn}  ${r.url}:${r.line}`);
-    if (values.json) console.log(JSON.stringify({ messages: N, seconds, deliveries_per_s: N / seconds, busy_share: 1 - idle / total, top: top.map((r) => ({ fn: r.fn, url: r.url, line: r.line, self_ms: Math.round(r.selfMs), share: r.selfMs / total })) }));
+    for (const r of top)
+      console.log(
+        `  ${r.selfMs.toFixed(0).padStart(7)} ms ${((100 * r.selfMs) / total).toFixed(1).padStart(5)} %  ${r.fn}  ${r.url}:${r.line}`,
+      );
+    if (values.json)
+      console.log(
+        JSON.stringify({
+          messages: N,
+          seconds,
+          deliveries_per_s: N / seconds,
+          busy_share: 1 - idle / total,
+          top: top.map((r) => ({
+            fn: r.fn,
+            url: r.url,
+            line: r.line,
+            self_ms: Math.round(r.selfMs),
+            share: r.selfMs / total,
+          })),
+        }),
+      );
   } finally {
     await relay?.stop();
     await sink?.stop();
   }
 }
 
-main().catch((e) => { console.error(e instanceof Error ? e.message : e); process.exit(1); });
+main().catch((e) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+});

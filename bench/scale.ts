@@ -40,10 +40,14 @@ import { WRANGLER_ENV } from "../scripts/lib/keys";
 import { cdp, type Profile } from "../scripts/lib/cdp";
 import { cpuByClass } from "./lib/cpu-by-class";
 
-const { values } = parseArgs({ options: {
-  messages: { type: "string", default: "2000" }, domains: { type: "string", default: "32" }, shards: { type: "string", default: "4" },
-  json: { type: "boolean", default: false },
-} });
+const { values } = parseArgs({
+  options: {
+    messages: { type: "string", default: "2000" },
+    domains: { type: "string", default: "32" },
+    shards: { type: "string", default: "4" },
+    json: { type: "boolean", default: false },
+  },
+});
 const N = Number(values.messages);
 const D = Number(values.domains);
 const S = Number(values.shards);
@@ -56,15 +60,40 @@ const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Counts = Record<string, number>;
 
-interface Sink { host: string; port: number; count: () => number; close: () => Promise<void> }
+interface Sink {
+  host: string;
+  port: number;
+  count: () => number;
+  close: () => Promise<void>;
+}
 
 async function startSink(host: string): Promise<Sink> {
   let n = 0;
-  const server = new SMTPServer({ logger: false, disableReverseLookup: true, authOptional: true, disabledCommands: ["STARTTLS"], closeTimeout: 50,
-    onData: (stream, _s, cb) => { stream.on("data", () => undefined); stream.on("end", () => { n++; cb(); }); } });
+  const server = new SMTPServer({
+    logger: false,
+    disableReverseLookup: true,
+    authOptional: true,
+    disabledCommands: ["STARTTLS"],
+    closeTimeout: 50,
+    onData: (stream, _s, cb) => {
+      stream.on("data", () => undefined);
+      stream.on("end", () => {
+        n++;
+        cb();
+      });
+    },
+  });
   server.on("error", () => undefined);
-  await new Promise<void>((resolve, reject) => { server.server.once("error", reject); server.listen(0, host, () => resolve()); });
-  return { host, port: (server.server.address() as AddressInfo).port, count: () => n, close: () => new Promise((r) => server.close(() => r())) };
+  await new Promise<void>((resolve, reject) => {
+    server.server.once("error", reject);
+    server.listen(0, host, () => resolve());
+  });
+  return {
+    host,
+    port: (server.server.address() as AddressInfo).port,
+    count: () => n,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
 }
 
 /** Domain k (0-based) of the Zipf popularity: share ∝ 1/(k+1). */
@@ -72,13 +101,20 @@ function zipf(d: number): { pick: (u: number) => number; top: number } {
   const w = Array.from({ length: d }, (_, k) => 1 / (k + 1));
   const sum = w.reduce((a, b) => a + b, 0);
   const cum: number[] = [];
-  w.reduce((acc, x) => { cum.push((acc + x) / sum); return acc + x; }, 0);
+  w.reduce((acc, x) => {
+    cum.push((acc + x) / sum);
+    return acc + x;
+  }, 0);
   return { pick: (u) => cum.findIndex((c) => u <= c), top: w[0]! / sum };
 }
 
 async function api<T>(s: DevServer, method: string, path: string, body?: unknown): Promise<T> {
   const headers = { authorization: `Bearer ${s.key}`, "content-type": "application/json" };
-  const res = await devFetch(`${s.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await devFetch(`${s.url}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }
@@ -89,7 +125,12 @@ async function sendAll(s: DevServer, n: number, domainOf: (i: number) => number,
     while (next < n) {
       const i = next++;
       const to = [`${tag}${i}@d${domainOf(i)}.load.test`];
-      await api(s, "POST", "/emails", { from: "Scale <scale@acme.example>", to, subject: `Scale ${i}`, text: `Scale ${i}.` });
+      await api(s, "POST", "/emails", {
+        from: "Scale <scale@acme.example>",
+        to,
+        subject: `Scale ${i}`,
+        text: `Scale ${i}.`,
+      });
     }
   };
   await Promise.all(Array.from({ length: 20 }, worker));
@@ -102,10 +143,19 @@ async function main(): Promise<number> {
   let server: DevServer | null = null;
   try {
     for (let k = 0; k < D; k++) sinks.push(await startSink(`127.0.0.${k + 2}`));
-    server = await startDevServer({ tenant: "scale", role: "operator", frozen: true, meter: true,
-      vars: { TRANSPORT_SHARDS: String(S), RELAY_TLS: "off", COHORT_ENV: "development", IN_FLOW_DELAY_MS: "0" } });
-    const sql = ["INSERT INTO transports (name, nexthop) VALUES ('load', NULL)",
-      ...sinks.map((k, i) => `INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'd${i}.load.test', 'load', '[${k.host}]:${k.port}')`),
+    server = await startDevServer({
+      tenant: "scale",
+      role: "operator",
+      frozen: true,
+      meter: true,
+      vars: { TRANSPORT_SHARDS: String(S), RELAY_TLS: "off", COHORT_ENV: "development", IN_FLOW_DELAY_MS: "0" },
+    });
+    const sql = [
+      "INSERT INTO transports (name, nexthop) VALUES ('load', NULL)",
+      ...sinks.map(
+        (k, i) =>
+          `INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'd${i}.load.test', 'load', '[${k.host}]:${k.port}')`,
+      ),
     ].join("; ");
     const d1 = ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", server.state, "--command", sql];
     await run("npx", d1, { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
@@ -121,7 +171,7 @@ async function main(): Promise<number> {
     await session.send("Profiler.start");
     const { pick, top } = zipf(D);
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const rand = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
     const domains = Array.from({ length: N }, () => pick(rand()));
     const t0 = Date.now();
     await sendAll(server, N, (i) => domains[i]!, "m");
@@ -130,32 +180,75 @@ async function main(): Promise<number> {
     const { profile } = (await session.send("Profiler.stop")) as { profile: Profile };
     session.close();
     await sleep(3000);
-    const m = await api<{ do_requests_by_class: Counts; do_requests_by_object: Counts; d1_statements: number }>(server, "GET", "/relay/dev/meter");
+    const m = await api<{ do_requests_by_class: Counts; do_requests_by_object: Counts; d1_statements: number }>(
+      server,
+      "GET",
+      "/relay/dev/meter",
+    );
     const cpu = cpuByClass(profile, await readFile(`${server.state}/bundle/index.js`, "utf8"));
     const per = (c: Counts) => Object.fromEntries(Object.entries(c).map(([k, v]) => [k, round(v / N, 3)]));
-    const hottest = Object.fromEntries(CLASSES.map((c) => {
-      const objs = Object.entries(m.do_requests_by_object).filter(([k]) => k.startsWith(`${c}/`)).sort((a, b) => b[1] - a[1]);
-      return [c, { objects: objs.length, name: objs[0]?.[0] ?? null, share: round((objs[0]?.[1] ?? 0) / Math.max(1, objs.reduce((a, [, v]) => a + v, 0)), 3) }];
-    }));
-    const perEmail = { requests: per(m.do_requests_by_class), cpu_ms: per(cpu), d1_statements: round(m.d1_statements / N, 3) };
+    const hottest = Object.fromEntries(
+      CLASSES.map((c) => {
+        const objs = Object.entries(m.do_requests_by_object)
+          .filter(([k]) => k.startsWith(`${c}/`))
+          .sort((a, b) => b[1] - a[1]);
+        return [
+          c,
+          {
+            objects: objs.length,
+            name: objs[0]?.[0] ?? null,
+            share: round(
+              (objs[0]?.[1] ?? 0) /
+                Math.max(
+                  1,
+                  objs.reduce((a, [, v]) => a + v, 0),
+                ),
+              3,
+            ),
+          },
+        ];
+      }),
+    );
+    const perEmail = {
+      requests: per(m.do_requests_by_class),
+      cpu_ms: per(cpu),
+      d1_statements: round(m.d1_statements / N, 3),
+    };
     // The share of the mail a class's busiest object takes (see the header).
     const share: Record<string, number> = {
-      Outbox: 1 / OUTBOX_SHARDS, TransportQueue: top + (1 - top) / S, DestinationQueue: top, DeliveryAgent: top / AGENTS_PER_DESTINATION,
+      Outbox: 1 / OUTBOX_SHARDS,
+      TransportQueue: top + (1 - top) / S,
+      DestinationQueue: top,
+      DeliveryAgent: top / AGENTS_PER_DESTINATION,
     };
-    const model = RATES.flatMap((rate) => CLASSES.map((c) => {
-      const req = rate * (perEmail.requests[c] ?? 0) * share[c]!;
-      const cpuMs = rate * (perEmail.cpu_ms[c] ?? 0) * share[c]!;
-      const load = round(Math.max(req / CEILING.requests, cpuMs / CEILING.cpu_ms), 2);
-      return { rate, class: c, requests_per_s: round(req, 0), cpu_ms_per_s: round(cpuMs, 0), load };
-    }));
+    const model = RATES.flatMap((rate) =>
+      CLASSES.map((c) => {
+        const req = rate * (perEmail.requests[c] ?? 0) * share[c]!;
+        const cpuMs = rate * (perEmail.cpu_ms[c] ?? 0) * share[c]!;
+        const load = round(Math.max(req / CEILING.requests, cpuMs / CEILING.cpu_ms), 2);
+        return { rate, class: c, requests_per_s: round(req, 0), cpu_ms_per_s: round(cpuMs, 0), load };
+      }),
+    );
     const out = {
-      messages: N, domains: D, shards: S, seconds: round(seconds, 1), emails_per_s: round(N / seconds, 1), top_domain_share: round(top, 3),
-      per_email: perEmail, hottest, model,
-      worker_cpu_ms_per_email: round((cpu.Worker ?? 0) / N, 3), shared_cpu_ms_per_email: round(((cpu.shared ?? 0) + (cpu.runtime ?? 0)) / N, 3),
+      messages: N,
+      domains: D,
+      shards: S,
+      seconds: round(seconds, 1),
+      emails_per_s: round(N / seconds, 1),
+      top_domain_share: round(top, 3),
+      per_email: perEmail,
+      hottest,
+      model,
+      worker_cpu_ms_per_email: round((cpu.Worker ?? 0) / N, 3),
+      shared_cpu_ms_per_email: round(((cpu.shared ?? 0) + (cpu.runtime ?? 0)) / N, 3),
     };
-    console.log(`${N} messages to ${D} domains (top share ${round(top * 100, 1)} %), TRANSPORT_SHARDS ${S}:`
-      + ` ${out.seconds} s, ${out.emails_per_s} emails/s locally`);
-    console.log(`per email: requests ${JSON.stringify(perEmail.requests)}; CPU ms ${JSON.stringify(perEmail.cpu_ms)}; D1 statements ${perEmail.d1_statements}`);
+    console.log(
+      `${N} messages to ${D} domains (top share ${round(top * 100, 1)} %), TRANSPORT_SHARDS ${S}:` +
+        ` ${out.seconds} s, ${out.emails_per_s} emails/s locally`,
+    );
+    console.log(
+      `per email: requests ${JSON.stringify(perEmail.requests)}; CPU ms ${JSON.stringify(perEmail.cpu_ms)}; D1 statements ${perEmail.d1_statements}`,
+    );
     console.log(`busiest object of each class: ${JSON.stringify(hottest)}`);
     const row = (a: unknown, b: unknown, c: unknown, d: unknown, e: unknown) =>
       `${String(a).padStart(9)} ${String(b).padEnd(17)}${String(c).padStart(14)}${String(d).padStart(17)}${String(e).padStart(20)}`;
@@ -169,4 +262,12 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((c) => { process.exitCode = c; }, (e: unknown) => { console.error(e instanceof Error ? e.stack ?? e.message : String(e)); process.exitCode = 1; });
+main().then(
+  (c) => {
+    process.exitCode = c;
+  },
+  (e: unknown) => {
+    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
+    process.exitCode = 1;
+  },
+);

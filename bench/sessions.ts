@@ -41,7 +41,12 @@
 import { parseArgs } from "node:util";
 import { startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { startSessionMeter, type SessionMeter, type SessionReport } from "./lib/session-meter";
-import { postfixUnavailableReason, postfixVersion, startRelayingPostfix, type PostfixInstance } from "../test/e2e/postfix/harness";
+import {
+  postfixUnavailableReason,
+  postfixVersion,
+  startRelayingPostfix,
+  type PostfixInstance,
+} from "../test/e2e/postfix/harness";
 import { buildApiMessages, submitMessages, type ApiMessage } from "../test/e2e/postfix/relay-api";
 import { runSmtpSource } from "./e2e-baseline";
 
@@ -50,16 +55,34 @@ const WARMUP = 20;
 const RUN_LIMIT_MS = 10 * 60_000;
 const BACKOFF = { minimal_backoff_time: 1, maximal_backoff_time: 10 };
 
-interface Side { report: SessionReport; elapsedMs: number; perS: number }
+interface Side {
+  report: SessionReport;
+  elapsedMs: number;
+  perS: number;
+}
 
-interface Cli { messages: number; maxSessions: number; sessions: number; rcpts: number; rcptDelayMs: number; rcptJitterMs: number; timeline: boolean; json: boolean }
+interface Cli {
+  messages: number;
+  maxSessions: number;
+  sessions: number;
+  rcpts: number;
+  rcptDelayMs: number;
+  rcptJitterMs: number;
+  timeline: boolean;
+  json: boolean;
+}
 
 function parseCli(): Cli {
   const { values } = parseArgs({
     options: {
-      messages: { type: "string", default: "1000" }, "max-sessions": { type: "string", default: "5" },
-      sessions: { type: "string", default: "10" }, timeline: { type: "boolean", default: false }, json: { type: "boolean", default: false },
-      rcpts: { type: "string", default: "1" }, "rcpt-delay-ms": { type: "string", default: "0" }, "rcpt-jitter-ms": { type: "string", default: "0" },
+      messages: { type: "string", default: "1000" },
+      "max-sessions": { type: "string", default: "5" },
+      sessions: { type: "string", default: "10" },
+      timeline: { type: "boolean", default: false },
+      json: { type: "boolean", default: false },
+      rcpts: { type: "string", default: "1" },
+      "rcpt-delay-ms": { type: "string", default: "0" },
+      "rcpt-jitter-ms": { type: "string", default: "0" },
     },
   });
   const int = (name: string, v: string) => {
@@ -73,9 +96,14 @@ function parseCli(): Cli {
     return n;
   };
   return {
-    messages: int("messages", values.messages), maxSessions: int("max-sessions", values["max-sessions"]), sessions: int("sessions", values.sessions),
-    rcpts: int("rcpts", values.rcpts), rcptDelayMs: ms("rcpt-delay-ms", values["rcpt-delay-ms"]), rcptJitterMs: ms("rcpt-jitter-ms", values["rcpt-jitter-ms"]),
-    timeline: values.timeline, json: values.json,
+    messages: int("messages", values.messages),
+    maxSessions: int("max-sessions", values["max-sessions"]),
+    sessions: int("sessions", values.sessions),
+    rcpts: int("rcpts", values.rcpts),
+    rcptDelayMs: ms("rcpt-delay-ms", values["rcpt-delay-ms"]),
+    rcptJitterMs: ms("rcpt-jitter-ms", values["rcpt-jitter-ms"]),
+    timeline: values.timeline,
+    json: values.json,
   };
 }
 
@@ -93,7 +121,9 @@ let rcpts = 1;
 
 /** n messages of `rcpts` recipients each, all at example.test. */
 function messagesOf(n: number, run: string): ApiMessage[] {
-  return buildApiMessages(n, "example.test", run).map((m, i) => (rcpts > 1 ? { ...m, to: Array.from({ length: rcpts }, (_, r) => `user${i}r${r}@example.test`) } : m));
+  return buildApiMessages(n, "example.test", run).map((m, i) =>
+    rcpts > 1 ? { ...m, to: Array.from({ length: rcpts }, (_, r) => `user${i}r${r}@example.test`) } : m,
+  );
 }
 
 /** Runs `submit` and waits until the meter has n messages; the window is the meter's. */
@@ -102,11 +132,15 @@ async function measure(meter: SessionMeter, n: number, submit: () => Promise<unk
   const received = meter.waitForMessages(n, RUN_LIMIT_MS);
   received.catch(() => undefined);
   let seen = 0;
-  const tick = timeline ? setInterval(() => {
-    const m = meter.messages();
-    log(`    ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s  open ${meter.open()}  +${m - seen} messages  421s ${meter.deferred421()}`);
-    seen = m;
-  }, 500) : null;
+  const tick = timeline
+    ? setInterval(() => {
+        const m = meter.messages();
+        log(
+          `    ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s  open ${meter.open()}  +${m - seen} messages  421s ${meter.deferred421()}`,
+        );
+        seen = m;
+      }, 500)
+    : null;
   try {
     await submit();
     await received;
@@ -120,7 +154,11 @@ async function measure(meter: SessionMeter, n: number, submit: () => Promise<unk
 async function measureRelay(meter: SessionMeter, n: number): Promise<Side> {
   let relay: DevServer | null = null;
   try {
-    relay = await startDevServer({ tenant: "bench-sessions", frozen: true, vars: { SMARTHOST: `[${meter.host}]:${meter.port}`, RELAY_TLS: "off", SCHEDULER_CONFIG: JSON.stringify(BACKOFF) } });
+    relay = await startDevServer({
+      tenant: "bench-sessions",
+      frozen: true,
+      vars: { SMARTHOST: `[${meter.host}]:${meter.port}`, RELAY_TLS: "off", SCHEDULER_CONFIG: JSON.stringify(BACKOFF) },
+    });
     const run = Date.now().toString(36);
     meter.reset();
     await submitMessages(relay, messagesOf(WARMUP, `${run}w`));
@@ -138,10 +176,21 @@ async function measurePostfix(meter: SessionMeter, n: number, sessions: number):
   try {
     postfix = await startRelayingPostfix({
       relayhost: { host: meter.host, port: meter.port },
-      mainCf: { minimal_backoff_time: `${BACKOFF.minimal_backoff_time}s`, maximal_backoff_time: `${BACKOFF.maximal_backoff_time}s`, queue_run_delay: "1s" },
+      mainCf: {
+        minimal_backoff_time: `${BACKOFF.minimal_backoff_time}s`,
+        maximal_backoff_time: `${BACKOFF.maximal_backoff_time}s`,
+        queue_run_delay: "1s",
+      },
     });
     const port = postfix.port;
-    const submit = (count: number) => runSmtpSource(port, { count, sessions: Math.min(sessions, count), bodyBytes: 1024, timeoutMs: RUN_LIMIT_MS, recipients: rcpts });
+    const submit = (count: number) =>
+      runSmtpSource(port, {
+        count,
+        sessions: Math.min(sessions, count),
+        bodyBytes: 1024,
+        timeoutMs: RUN_LIMIT_MS,
+        recipients: rcpts,
+      });
     meter.reset();
     await submit(WARMUP);
     await meter.waitForMessages(WARMUP, 120_000);
@@ -165,7 +214,8 @@ function gapsOf(r: SessionReport): { n: number; mean: number; p50: number; p90: 
 const rcptsPerS = (s: Side) => (s.report.windowMs > 0 ? (s.report.recipients * 1000) / s.report.windowMs : 0);
 
 /** Sessions refused over refusals plus transactions (each refusal defers one delivery), %. */
-const deferredPct = (r: SessionReport) => (r.deferred421 + r.messages > 0 ? (100 * r.deferred421) / (r.deferred421 + r.messages) : 0);
+const deferredPct = (r: SessionReport) =>
+  r.deferred421 + r.messages > 0 ? (100 * r.deferred421) / (r.deferred421 + r.messages) : 0;
 
 function row(name: string, s: Side | null, why = ""): string {
   if (!s) return `  ${name.padEnd(26)} ${why}`;
@@ -177,7 +227,11 @@ async function main(): Promise<void> {
   const cli = parseCli();
   timeline = cli.timeline;
   rcpts = cli.rcpts;
-  const meter = await startSessionMeter({ maxSessions: cli.maxSessions, rcptDelayMs: cli.rcptDelayMs, rcptJitterMs: cli.rcptJitterMs });
+  const meter = await startSessionMeter({
+    maxSessions: cli.maxSessions,
+    rcptDelayMs: cli.rcptDelayMs,
+    rcptJitterMs: cli.rcptJitterMs,
+  });
   try {
     log(`bench:sessions: session meter on ${meter.host}:${meter.port}, at most ${cli.maxSessions} sessions`);
     const relay = await measureRelay(meter, cli.messages);
@@ -186,38 +240,62 @@ async function main(): Promise<void> {
     const postfix = reason ? null : await measurePostfix(meter, cli.messages, cli.sessions);
     const version = reason ? "" : await postfixVersion();
     const pace = cli.rcptDelayMs > 0 ? `, ${cli.rcptDelayMs} ± ${cli.rcptJitterMs} ms before each RCPT reply` : "";
-    console.log(`bench:sessions: ${cli.messages} messages of ${cli.rcpts} recipient(s) to one SMTP server that admits ${cli.maxSessions} sessions (421 at the greeting beyond)${pace}`);
-    console.log(`  ${"client".padEnd(26)} ${"messages".padStart(8)} ${"mean sessions".padStart(13)} ${"max open".padStart(8)} ${"sessions".padStart(9)} ${"msgs/sess".padStart(9)} ${"421s".padStart(8)} ${"seconds".padStart(8)} ${"deliveries/s".padStart(13)}`);
+    console.log(
+      `bench:sessions: ${cli.messages} messages of ${cli.rcpts} recipient(s) to one SMTP server that admits ${cli.maxSessions} sessions (421 at the greeting beyond)${pace}`,
+    );
+    console.log(
+      `  ${"client".padEnd(26)} ${"messages".padStart(8)} ${"mean sessions".padStart(13)} ${"max open".padStart(8)} ${"sessions".padStart(9)} ${"msgs/sess".padStart(9)} ${"421s".padStart(8)} ${"seconds".padStart(8)} ${"deliveries/s".padStart(13)}`,
+    );
     console.log(row("relay (wrangler dev, API)", relay));
     console.log(row(postfix ? `Postfix ${version}` : "Postfix", postfix, `not available: ${reason ?? ""}`));
-    console.log("  mean sessions: integrated exactly from the first admitted connection to the last message (the server's view; a 421 is not a session)");
-    for (const [name, side] of [["relay", relay], ["Postfix", postfix]] as const) {
+    console.log(
+      "  mean sessions: integrated exactly from the first admitted connection to the last message (the server's view; a 421 is not a session)",
+    );
+    for (const [name, side] of [
+      ["relay", relay],
+      ["Postfix", postfix],
+    ] as const) {
       if (!side) continue;
       const g = gapsOf(side.report);
-      console.log(`  ${name}: idle gap between transactions on a reused session: mean ${g.mean.toFixed(1)} ms, p50 ${g.p50.toFixed(1)} ms, p90 ${g.p90.toFixed(1)} ms (${g.n} gaps); ` +
-        `${rcptsPerS(side).toFixed(2)} recipients/s over the busy period; deferred ${deferredPct(side.report).toFixed(1)} %; ${(side.report.windowMs * side.report.meanOpen / Math.max(1, side.report.messages)).toFixed(0)} session-ms per delivery`);
+      console.log(
+        `  ${name}: idle gap between transactions on a reused session: mean ${g.mean.toFixed(1)} ms, p50 ${g.p50.toFixed(1)} ms, p90 ${g.p90.toFixed(1)} ms (${g.n} gaps); ` +
+          `${rcptsPerS(side).toFixed(2)} recipients/s over the busy period; deferred ${deferredPct(side.report).toFixed(1)} %; ${((side.report.windowMs * side.report.meanOpen) / Math.max(1, side.report.messages)).toFixed(0)} session-ms per delivery`,
+      );
     }
-    if (relay && postfix) console.log(`  relay/Postfix: recipients/s ${(rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)}, idle gap ${(gapsOf(relay.report).mean - gapsOf(postfix.report).mean).toFixed(1)} ms longer`);
-    console.log(`  retry timers shortened on both: ${JSON.stringify(BACKOFF)} (seconds)${postfix ? ", Postfix queue_run_delay 1s" : ""}`);
+    if (relay && postfix)
+      console.log(
+        `  relay/Postfix: recipients/s ${(rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)}, idle gap ${(gapsOf(relay.report).mean - gapsOf(postfix.report).mean).toFixed(1)} ms longer`,
+      );
+    console.log(
+      `  retry timers shortened on both: ${JSON.stringify(BACKOFF)} (seconds)${postfix ? ", Postfix queue_run_delay 1s" : ""}`,
+    );
     if (cli.json) {
-      console.log(JSON.stringify({
-        max_sessions: cli.maxSessions,
-        relay_sessions_mean: Number(relay.report.meanOpen.toFixed(3)),
-        messages: relay.report.messages,
-        deferred_421: relay.report.deferred421,
-        postfix_sessions_mean: postfix ? Number(postfix.report.meanOpen.toFixed(3)) : null,
-        postfix_deferred_421: postfix ? postfix.report.deferred421 : null,
-        relay_sessions: relay.report.sessions,
-        postfix_sessions: postfix ? postfix.report.sessions : null,
-        relay_deliveries_per_s: Number(relay.perS.toFixed(1)),
-        postfix_deliveries_per_s: postfix ? Number(postfix.perS.toFixed(1)) : null,
-        rcpts: cli.rcpts, rcpt_delay_ms: cli.rcptDelayMs, rcpt_jitter_ms: cli.rcptJitterMs,
-        relay_idle_gap_ms_mean: round1(gapsOf(relay.report).mean), relay_idle_gap_ms_p50: round1(gapsOf(relay.report).p50),
-        postfix_idle_gap_ms_mean: postfix ? round1(gapsOf(postfix.report).mean) : null, postfix_idle_gap_ms_p50: postfix ? round1(gapsOf(postfix.report).p50) : null,
-        relay_rcpts_per_s: round1(rcptsPerS(relay), 2), postfix_rcpts_per_s: postfix ? round1(rcptsPerS(postfix), 2) : null,
-        rcpts_per_s_ratio: postfix ? Number((rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)) : null,
-        relay_deferred_pct: round1(deferredPct(relay.report)), postfix_deferred_pct: postfix ? round1(deferredPct(postfix.report)) : null,
-      }));
+      console.log(
+        JSON.stringify({
+          max_sessions: cli.maxSessions,
+          relay_sessions_mean: Number(relay.report.meanOpen.toFixed(3)),
+          messages: relay.report.messages,
+          deferred_421: relay.report.deferred421,
+          postfix_sessions_mean: postfix ? Number(postfix.report.meanOpen.toFixed(3)) : null,
+          postfix_deferred_421: postfix ? postfix.report.deferred421 : null,
+          relay_sessions: relay.report.sessions,
+          postfix_sessions: postfix ? postfix.report.sessions : null,
+          relay_deliveries_per_s: Number(relay.perS.toFixed(1)),
+          postfix_deliveries_per_s: postfix ? Number(postfix.perS.toFixed(1)) : null,
+          rcpts: cli.rcpts,
+          rcpt_delay_ms: cli.rcptDelayMs,
+          rcpt_jitter_ms: cli.rcptJitterMs,
+          relay_idle_gap_ms_mean: round1(gapsOf(relay.report).mean),
+          relay_idle_gap_ms_p50: round1(gapsOf(relay.report).p50),
+          postfix_idle_gap_ms_mean: postfix ? round1(gapsOf(postfix.report).mean) : null,
+          postfix_idle_gap_ms_p50: postfix ? round1(gapsOf(postfix.report).p50) : null,
+          relay_rcpts_per_s: round1(rcptsPerS(relay), 2),
+          postfix_rcpts_per_s: postfix ? round1(rcptsPerS(postfix), 2) : null,
+          rcpts_per_s_ratio: postfix ? Number((rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)) : null,
+          relay_deferred_pct: round1(deferredPct(relay.report)),
+          postfix_deferred_pct: postfix ? round1(deferredPct(postfix.report)) : null,
+        }),
+      );
     }
   } finally {
     await meter.stop();

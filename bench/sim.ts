@@ -61,14 +61,16 @@ function parseArgs(argv: readonly string[]): CliArgs | string {
     else if (a === "--seed" || a === "--reject-delay") {
       const v = Number(argv[++i]);
       if (a === "--seed" && !Number.isSafeInteger(v)) return `--seed needs an integer, got "${argv[i] ?? ""}"`;
-      if (a === "--reject-delay" && !(v >= 0 && Number.isFinite(v))) return `--reject-delay needs seconds ≥ 0, got "${argv[i] ?? ""}"`;
+      if (a === "--reject-delay" && !(v >= 0 && Number.isFinite(v)))
+        return `--reject-delay needs seconds ≥ 0, got "${argv[i] ?? ""}"`;
       if (a === "--seed") args.seed = v;
       else args.rejectDelaySec = v;
     } else if ((SCENARIOS as readonly string[]).includes(a)) {
       if (!args.scenarios.includes(a as Scenario)) args.scenarios.push(a as Scenario);
     } else return `unknown argument "${a}"`;
   }
-  if (args.json && args.scenarios.length !== 1) return "--json needs exactly one scenario (limiter, bulk-small or ceiling), so that the last line is that scenario's JSON object";
+  if (args.json && args.scenarios.length !== 1)
+    return "--json needs exactly one scenario (limiter, bulk-small or ceiling), so that the last line is that scenario's JSON object";
   if (args.scenarios.length === 0) args.scenarios = [...SCENARIOS];
   return args;
 }

@@ -59,11 +59,17 @@ async function stopAll(): Promise<void> {
 /** Routes every recipient to the catcher (D1 route "*"). */
 async function routeToCatcher(state: string, smtpPort: number): Promise<void> {
   const sql = `INSERT INTO transports (name, nexthop) VALUES ('bench-sink', '[127.0.0.1]:${smtpPort}'); INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, '*', 'bench-sink');`;
-  await run("npx", ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", state, "--command", sql], { env: WRANGLER_ENV });
+  await run("npx", ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", state, "--command", sql], {
+    env: WRANGLER_ENV,
+  });
 }
 
 async function api<T>(s: DevServer, method: string, path: string, body: unknown): Promise<T> {
-  const res = await devFetch(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await devFetch(`${s.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }
@@ -75,22 +81,33 @@ async function sendAll(s: DevServer): Promise<void> {
     while (next < MESSAGES) {
       const i = next++;
       const to = Array.from({ length: RCPTS }, (_, r) => `m${i}r${r}@bench.example`);
-      await api(s, "POST", "/emails", { from: "Bench <bench@acme.example>", to, subject: `Bench ${i}`, text: "Webhook benchmark" });
+      await api(s, "POST", "/emails", {
+        from: "Bench <bench@acme.example>",
+        to,
+        subject: `Bench ${i}`,
+        text: "Webhook benchmark",
+      });
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
 }
 
 /** Waits until the receiver has `expected` distinct events; returns when the last new one came. */
-async function waitForEvents(r: Receiver, expected: number, t0: number): Promise<{ lastAt: number; firstAt: number; distinct: number }> {
+async function waitForEvents(
+  r: Receiver,
+  expected: number,
+  t0: number,
+): Promise<{ lastAt: number; firstAt: number; distinct: number }> {
   for (;;) {
     const ids = new Map<string, number>();
-    for (const d of r.log) if (d.status === 200 && !ids.has(d.headers["webhook-id"]!)) ids.set(d.headers["webhook-id"]!, d.at);
+    for (const d of r.log)
+      if (d.status === 200 && !ids.has(d.headers["webhook-id"]!)) ids.set(d.headers["webhook-id"]!, d.at);
     if (ids.size >= expected) {
       const times = [...ids.values()];
       return { lastAt: Math.max(...times), firstAt: Math.min(...times), distinct: ids.size };
     }
-    if (Date.now() - t0 > TIMEOUT_MS) throw new Error(`only ${ids.size} of ${expected} events arrived within ${TIMEOUT_MS / 1000} s`);
+    if (Date.now() - t0 > TIMEOUT_MS)
+      throw new Error(`only ${ids.size} of ${expected} events arrived within ${TIMEOUT_MS / 1000} s`);
     await new Promise((res) => setTimeout(res, 100));
   }
 }
@@ -102,14 +119,20 @@ async function replayAll(s: DevServer, r: Receiver, endpointId: string, events: 
   let after: string | null = null;
   let enqueued = 0;
   for (;;) {
-    const page: { enqueued: number; has_more: boolean; last_event_id: string | null } = await api(s, "POST", `/relay/webhooks/${endpointId}/replay`, after ? { after } : { from: new Date(0).toISOString() });
+    const page: { enqueued: number; has_more: boolean; last_event_id: string | null } = await api(
+      s,
+      "POST",
+      `/relay/webhooks/${endpointId}/replay`,
+      after ? { after } : { from: new Date(0).toISOString() },
+    );
     enqueued += page.enqueued;
     if (!page.has_more || !page.last_event_id) break;
     after = page.last_event_id;
   }
   if (enqueued !== events) throw new Error(`replay enqueued ${enqueued} events, expected ${events}`);
   while (r.log.length - before < events) {
-    if (Date.now() - t0 > TIMEOUT_MS) throw new Error(`only ${r.log.length - before} of ${events} replayed events arrived`);
+    if (Date.now() - t0 > TIMEOUT_MS)
+      throw new Error(`only ${r.log.length - before} of ${events} replayed events arrived`);
     await new Promise((res) => setTimeout(res, 50));
   }
   const last = Math.max(...r.log.slice(before).map((d) => d.at));
@@ -121,7 +144,11 @@ function verifyAll(r: Receiver, secret: string): number {
   let bad = 0;
   for (const d of r.log) {
     try {
-      wh.verify(d.body, { "webhook-id": d.headers["svix-id"]!, "webhook-timestamp": d.headers["svix-timestamp"]!, "webhook-signature": d.headers["svix-signature"]! });
+      wh.verify(d.body, {
+        "webhook-id": d.headers["svix-id"]!,
+        "webhook-timestamp": d.headers["svix-timestamp"]!,
+        "webhook-signature": d.headers["svix-signature"]!,
+      });
     } catch {
       bad++;
     }
@@ -134,9 +161,14 @@ async function main(): Promise<void> {
   receiver = await startReceiver();
   server = await startDevServer({ tenant: "bench" });
   await routeToCatcher(server.state, catcher.smtpPort);
-  const hook = await api<{ id: string; signing_secret: string }>(server, "POST", "/webhooks", { endpoint: `http://127.0.0.1:${receiver.port}/hook`, events: ["email.sent", "email.delivered"] });
+  const hook = await api<{ id: string; signing_secret: string }>(server, "POST", "/webhooks", {
+    endpoint: `http://127.0.0.1:${receiver.port}/hook`,
+    events: ["email.sent", "email.delivered"],
+  });
   const expected = MESSAGES * RCPTS * 2;
-  console.log(`${MESSAGES} emails × ${RCPTS} recipients over ${CONCURRENCY} parallel requests → ${expected} events (email.sent + email.delivered) to one receiver on loopback, wrangler dev`);
+  console.log(
+    `${MESSAGES} emails × ${RCPTS} recipients over ${CONCURRENCY} parallel requests → ${expected} events (email.sent + email.delivered) to one receiver on loopback, wrangler dev`,
+  );
   const t0 = Date.now();
   await sendAll(server);
   const acceptedS = (Date.now() - t0) / 1000;
@@ -149,13 +181,28 @@ async function main(): Promise<void> {
   const rate = got.distinct / seconds;
   const pushRate = got.distinct / pushSeconds;
   console.log(`accepted all emails in ${acceptedS.toFixed(1)} s; last event at ${seconds.toFixed(1)} s`);
-  console.log(`end to end   ${rate.toFixed(1).padStart(8)} events/s   (${got.distinct} events, ${duplicates} repeated deliveries, ${bad} bad signatures)`);
-  console.log(`push phase   ${pushRate.toFixed(1).padStart(8)} events/s   (first to last event at the receiver, ${pushSeconds.toFixed(1)} s)`);
-  console.log(`replay       ${replayRate.toFixed(1).padStart(8)} events/s   (every event replayed: queue → consumer → signed POST only)`);
+  console.log(
+    `end to end   ${rate.toFixed(1).padStart(8)} events/s   (${got.distinct} events, ${duplicates} repeated deliveries, ${bad} bad signatures)`,
+  );
+  console.log(
+    `push phase   ${pushRate.toFixed(1).padStart(8)} events/s   (first to last event at the receiver, ${pushSeconds.toFixed(1)} s)`,
+  );
+  console.log(
+    `replay       ${replayRate.toFixed(1).padStart(8)} events/s   (every event replayed: queue → consumer → signed POST only)`,
+  );
   if (bad > 0) throw new Error(`${bad} deliveries failed signature verification`);
   if (values.json) {
     const round = (n: number) => Math.round(n * 10) / 10;
-    console.log(JSON.stringify({ events_per_s: round(rate), push_phase_events_per_s: round(pushRate), replay_events_per_s: round(replayRate), events: got.distinct, duplicates, seconds: round(seconds) }));
+    console.log(
+      JSON.stringify({
+        events_per_s: round(rate),
+        push_phase_events_per_s: round(pushRate),
+        replay_events_per_s: round(replayRate),
+        events: got.distinct,
+        duplicates,
+        seconds: round(seconds),
+      }),
+    );
   }
 }
 

@@ -86,7 +86,7 @@ class ApiError extends Error {
 export function parseTtl(text) {
   const m = /^(\d+)\s*([smhd]?)$/.exec(String(text).trim());
   if (!m) throw new UsageError(`bad --ttl ${JSON.stringify(text)}: expected e.g. 90s, 15m, 1h or 2d`);
-  const n = Number(m[1]) * ({ "": 1, s: 1, m: 60, h: 3600, d: 86400 })[m[2] ?? ""];
+  const n = Number(m[1]) * { "": 1, s: 1, m: 60, h: 3600, d: 86400 }[m[2] ?? ""];
   if (n <= 0) throw new UsageError("--ttl must be positive");
   return n;
 }
@@ -98,15 +98,26 @@ function client(url, key) {
     try {
       res = await fetch(new URL(path, url), {
         method,
-        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (e) {
-      throw new ApiError(0, "unreachable", `cannot reach ${url}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`);
+      throw new ApiError(
+        0,
+        "unreachable",
+        `cannot reach ${url}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`,
+      );
     }
     const text = await res.text();
     let json;
-    try { json = text ? JSON.parse(text) : null; } catch { json = null; }
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null;
+    }
     if (!res.ok) throw new ApiError(res.status, json?.name ?? "http_error", json?.message ?? `HTTP ${res.status}`);
     return json;
   };
@@ -127,12 +138,31 @@ export async function main(argv, out = process.stdout, env = process.env) {
     args: argv,
     allowPositionals: true,
     options: {
-      url: { type: "string" }, key: { type: "string" }, json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
-      transport: { type: "string" }, ttl: { type: "string" },
-      from: { type: "string" }, to: { type: "string", multiple: true }, subject: { type: "string" }, text: { type: "string" }, html: { type: "string" }, tag: { type: "string", multiple: true },
-      domain: { type: "string" }, tenant: { type: "string" }, days: { type: "string" }, file: { type: "string" },
-      concurrency: { type: "string" }, rate: { type: "string" }, "connect-interval": { type: "string" },
-      type: { type: "string" }, after: { type: "string" }, interval: { type: "string", default: "2" }, count: { type: "string" }, once: { type: "boolean", default: false }, limit: { type: "string" },
+      url: { type: "string" },
+      key: { type: "string" },
+      json: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
+      transport: { type: "string" },
+      ttl: { type: "string" },
+      from: { type: "string" },
+      to: { type: "string", multiple: true },
+      subject: { type: "string" },
+      text: { type: "string" },
+      html: { type: "string" },
+      tag: { type: "string", multiple: true },
+      domain: { type: "string" },
+      tenant: { type: "string" },
+      days: { type: "string" },
+      file: { type: "string" },
+      concurrency: { type: "string" },
+      rate: { type: "string" },
+      "connect-interval": { type: "string" },
+      type: { type: "string" },
+      after: { type: "string" },
+      interval: { type: "string", default: "2" },
+      count: { type: "string" },
+      once: { type: "boolean", default: false },
+      limit: { type: "string" },
       ...RESEND_OPTIONS,
     },
   });
@@ -155,42 +185,82 @@ export async function main(argv, out = process.stdout, env = process.env) {
     }
     case "flush": {
       const r = await call("POST", "/relay/flush", values.transport ? { transport: values.transport } : {});
-      print(r, `flushed ${r.transports.join(", ")}; revived ${r.revived.length} dead destination(s)${r.revived.length ? `: ${r.revived.map((d) => `${d.transport}/${d.queue}`).join(", ")}` : ""}`);
+      print(
+        r,
+        `flushed ${r.transports.join(", ")}; revived ${r.revived.length} dead destination(s)${r.revived.length ? `: ${r.revived.map((d) => `${d.transport}/${d.queue}`).join(", ")}` : ""}`,
+      );
       return 0;
     }
     case "suspend": {
       const [target, name] = args;
-      if (!target || !name || !values.ttl) throw new UsageError("usage: cohort suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]");
-      const r = await call("POST", "/relay/suspensions", { target, name, ttl_seconds: parseTtl(values.ttl), ...(values.transport ? { transport: values.transport } : {}) });
+      if (!target || !name || !values.ttl)
+        throw new UsageError(
+          "usage: cohort suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]",
+        );
+      const r = await call("POST", "/relay/suspensions", {
+        target,
+        name,
+        ttl_seconds: parseTtl(values.ttl),
+        ...(values.transport ? { transport: values.transport } : {}),
+      });
       print(r, `suspended ${r.key} until ${r.until} (in ${r.transports.join(", ")})`);
       return 0;
     }
     case "resume": {
       const [target, name] = args;
-      if (!target || !name) throw new UsageError("usage: cohort resume <destination|tenant|transport|site|egress> <name> [--transport T]");
+      if (!target || !name)
+        throw new UsageError("usage: cohort resume <destination|tenant|transport|site|egress> <name> [--transport T]");
       const qs = values.transport ? `?transport=${encodeURIComponent(values.transport)}` : "";
-      const r = await call("DELETE", `/relay/suspensions/${encodeURIComponent(target)}/${encodeURIComponent(name)}${qs}`);
+      const r = await call(
+        "DELETE",
+        `/relay/suspensions/${encodeURIComponent(target)}/${encodeURIComponent(name)}${qs}`,
+      );
       print(r, `resumed ${r.key}`);
       return 0;
     }
     case "suspensions": {
       const r = await call("GET", "/relay/suspensions");
-      print(r, r.data.length ? textTable(["key", "until", "set by", "transports"], r.data.map((s) => [s.key, s.until, s.set_by ?? "operator", s.transports.join(",")])) : "no suspensions");
+      print(
+        r,
+        r.data.length
+          ? textTable(
+              ["key", "until", "set by", "transports"],
+              r.data.map((s) => [s.key, s.until, s.set_by ?? "operator", s.transports.join(",")]),
+            )
+          : "no suspensions",
+      );
       return 0;
     }
     case "inbound": {
       const r = await call("GET", `/relay/inbound${values.days ? `?days=${encodeURIComponent(values.days)}` : ""}`);
       const kinds = Object.keys(r.totals).sort();
-      print(r, r.days.length ? textTable(["day", ...kinds], r.days.map((d) => [d.day, ...kinds.map((k) => d.counts[k] ?? 0)])) : `nothing came back since ${r.from}`);
+      print(
+        r,
+        r.days.length
+          ? textTable(
+              ["day", ...kinds],
+              r.days.map((d) => [d.day, ...kinds.map((k) => d.counts[k] ?? 0)]),
+            )
+          : `nothing came back since ${r.from}`,
+      );
       return 0;
     }
     case "complaint-rate": {
-      const qs = new URLSearchParams({ ...(values.days ? { days: values.days } : {}), ...(values.tenant ? { tenant: values.tenant } : {}) });
+      const qs = new URLSearchParams({
+        ...(values.days ? { days: values.days } : {}),
+        ...(values.tenant ? { tenant: values.tenant } : {}),
+      });
       const r = await call("GET", `/relay/complaint-rate?${qs}`);
       const pct = (x) => `${(x * 100).toFixed(3)}%`;
-      const rows = [["all", r.totals.delivered, r.totals.complained, pct(r.totals.rate)], ...r.domains.map((d) => [d.domain, d.delivered, d.complained, pct(d.rate)])];
+      const rows = [
+        ["all", r.totals.delivered, r.totals.complained, pct(r.totals.rate)],
+        ...r.domains.map((d) => [d.domain, d.delivered, d.complained, pct(d.rate)]),
+      ];
       const brake = r.bulk_paused_until ? `bulk mail paused until ${r.bulk_paused_until}` : "bulk mail not paused";
-      print(r, `${r.tenant}, last ${r.days} days (line ${pct(r.threshold)}; ${brake})\n${textTable(["sending domain", "delivered", "complained", "rate"], rows)}`);
+      print(
+        r,
+        `${r.tenant}, last ${r.days} days (line ${pct(r.threshold)}; ${brake})\n${textTable(["sending domain", "delivered", "complained", "rate"], rows)}`,
+      );
       return 0;
     }
     case "brake-lift": {
@@ -202,13 +272,33 @@ export async function main(argv, out = process.stdout, env = process.env) {
     }
     case "providers": {
       const r = await call("GET", "/relay/providers");
-      const shape = (p) => [p.window?.initial !== undefined || p.window?.limit !== undefined ? `window ${p.window.initial ?? "-"}..${p.window.limit ?? "-"}` : "", p.messages_per_session ? `${p.messages_per_session} msgs/session` : "", p.recipients_per_message ? `${p.recipients_per_message} rcpts/msg` : "", p.rate ? `rate ${p.rate}` : "", p.require_tls ? "TLS required" : ""].filter(Boolean).join(", ");
-      print(r, r.data.length ? textTable(["name", "mx suffixes", "shape"], r.data.map((p) => [p.name, p.mx.join(" "), shape(p)])) : "no provider rules");
+      const shape = (p) =>
+        [
+          p.window?.initial !== undefined || p.window?.limit !== undefined
+            ? `window ${p.window.initial ?? "-"}..${p.window.limit ?? "-"}`
+            : "",
+          p.messages_per_session ? `${p.messages_per_session} msgs/session` : "",
+          p.recipients_per_message ? `${p.recipients_per_message} rcpts/msg` : "",
+          p.rate ? `rate ${p.rate}` : "",
+          p.require_tls ? "TLS required" : "",
+        ]
+          .filter(Boolean)
+          .join(", ");
+      print(
+        r,
+        r.data.length
+          ? textTable(
+              ["name", "mx suffixes", "shape"],
+              r.data.map((p) => [p.name, p.mx.join(" "), shape(p)]),
+            )
+          : "no provider rules",
+      );
       return 0;
     }
     case "provider-set": {
       const [name] = args;
-      if (!name || !values.file) throw new UsageError("usage: cohort provider-set <name> --file rule.json (- for stdin)");
+      if (!name || !values.file)
+        throw new UsageError("usage: cohort provider-set <name> --file rule.json (- for stdin)");
       const text = values.file === "-" ? await readStdin() : await readFile(values.file, "utf8");
       let rule;
       try {
@@ -229,28 +319,66 @@ export async function main(argv, out = process.stdout, env = process.env) {
     }
     case "policies": {
       const r = await call("GET", "/relay/policies");
-      const limits = (p) => [p.concurrency !== null ? `concurrency ${p.concurrency}` : "", p.rate ? `rate ${p.rate}` : "", p.interval_seconds !== null ? `interval ${p.interval_seconds}s` : "", p.suspended_until ? `suspended until ${p.suspended_until}` : "", p.throttle ? `throttled to ${p.throttle.rate} until ${p.throttle.until}` : ""].filter(Boolean).join(", ");
-      print(r, r.data.length ? textTable(["transport", "key", "limits", "set by"], r.data.map((p) => [p.transport, p.key, limits(p), p.set_by ?? "operator"])) : "no pickup policies");
+      const limits = (p) =>
+        [
+          p.concurrency !== null ? `concurrency ${p.concurrency}` : "",
+          p.rate ? `rate ${p.rate}` : "",
+          p.interval_seconds !== null ? `interval ${p.interval_seconds}s` : "",
+          p.suspended_until ? `suspended until ${p.suspended_until}` : "",
+          p.throttle ? `throttled to ${p.throttle.rate} until ${p.throttle.until}` : "",
+        ]
+          .filter(Boolean)
+          .join(", ");
+      print(
+        r,
+        r.data.length
+          ? textTable(
+              ["transport", "key", "limits", "set by"],
+              r.data.map((p) => [p.transport, p.key, limits(p), p.set_by ?? "operator"]),
+            )
+          : "no pickup policies",
+      );
       return 0;
     }
     case "policy-set": {
       const [pkey] = args;
-      if (!pkey) throw new UsageError("usage: cohort policy-set <key> [--concurrency N] [--rate 300/m] [--connect-interval 10] (none: remove the key's limits)");
+      if (!pkey)
+        throw new UsageError(
+          "usage: cohort policy-set <key> [--concurrency N] [--rate 300/m] [--connect-interval 10] (none: remove the key's limits)",
+        );
       const num = (v, name) => {
         if (v === undefined) return undefined;
         const n = Number(v);
         if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
         return n;
       };
-      const body = { concurrency: num(values.concurrency, "concurrency") ?? null, rate: values.rate ?? null, interval_seconds: num(values["connect-interval"], "connect-interval") ?? null };
+      const body = {
+        concurrency: num(values.concurrency, "concurrency") ?? null,
+        rate: values.rate ?? null,
+        interval_seconds: num(values["connect-interval"], "connect-interval") ?? null,
+      };
       const r = await call("PUT", `/relay/policies/${encodeURIComponent(pkey)}`, body);
-      print(r, r.data.length ? `${pkey}: set in ${r.data.map((p) => p.transport).join(", ")}` : `${pkey}: no limits left`);
+      print(
+        r,
+        r.data.length ? `${pkey}: set in ${r.data.map((p) => p.transport).join(", ")}` : `${pkey}: no limits left`,
+      );
       return 0;
     }
     case "warmup": {
       const r = await call("GET", "/relay/warmup");
-      const caps = (w) => Object.entries(w.caps_today).map(([p, c]) => `${p} ${c.per_day}/d ${c.per_hour}/h`).join(", ") || "none (done)";
-      print(r, r.data.length ? textTable(["egress", "day", "caps today"], r.data.map((w) => [w.egress, `${w.day} of ${w.days}`, caps(w)])) : "no warm-up plans");
+      const caps = (w) =>
+        Object.entries(w.caps_today)
+          .map(([p, c]) => `${p} ${c.per_day}/d ${c.per_hour}/h`)
+          .join(", ") || "none (done)";
+      print(
+        r,
+        r.data.length
+          ? textTable(
+              ["egress", "day", "caps today"],
+              r.data.map((w) => [w.egress, `${w.day} of ${w.days}`, caps(w)]),
+            )
+          : "no warm-up plans",
+      );
       return 0;
     }
     case "warmup-advance": {
@@ -263,7 +391,12 @@ export async function main(argv, out = process.stdout, env = process.env) {
       return 0;
     }
     case "send": {
-      if (!values.from || !values.to?.length || values.subject === undefined || (values.text === undefined && values.html === undefined)) {
+      if (
+        !values.from ||
+        !values.to?.length ||
+        values.subject === undefined ||
+        (values.text === undefined && values.html === undefined)
+      ) {
         throw new UsageError("usage: cohort send --from A --to B --subject S (--text T | --html H) [--tag name:value]");
       }
       const tags = (values.tag ?? []).map((t) => {
@@ -271,7 +404,14 @@ export async function main(argv, out = process.stdout, env = process.env) {
         if (!name || !value) throw new UsageError(`bad --tag ${JSON.stringify(t)}: expected name:value`);
         return { name, value };
       });
-      const body = { from: values.from, to: values.to, subject: values.subject, ...(values.text !== undefined ? { text: values.text } : {}), ...(values.html !== undefined ? { html: values.html } : {}), ...(tags.length ? { tags } : {}) };
+      const body = {
+        from: values.from,
+        to: values.to,
+        subject: values.subject,
+        ...(values.text !== undefined ? { text: values.text } : {}),
+        ...(values.html !== undefined ? { html: values.html } : {}),
+        ...(tags.length ? { tags } : {}),
+      };
       const r = await call("POST", "/emails", body);
       print(r, r.id);
       return 0;
@@ -282,7 +422,11 @@ export async function main(argv, out = process.stdout, env = process.env) {
       const interval = Math.max(0.1, Number(values.interval)) * 1000;
       let seen = 0;
       for (;;) {
-        const qs = new URLSearchParams({ limit: values.limit ?? "100", ...(after ? { after } : {}), ...(values.type ? { type: values.type } : {}) });
+        const qs = new URLSearchParams({
+          limit: values.limit ?? "100",
+          ...(after ? { after } : {}),
+          ...(values.type ? { type: values.type } : {}),
+        });
         const page = await call("GET", `/relay/events?${qs}`);
         for (const e of page.data) {
           out.write(`${values.json ? JSON.stringify(e) : eventLine(e)}\n`);
@@ -312,17 +456,31 @@ export async function main(argv, out = process.stdout, env = process.env) {
     case "cancel": {
       const [id] = args;
       if (id) {
-        const r = await call("POST", `/relay/messages/${encodeURIComponent(id)}/cancel`, values.domain ? { domain: values.domain } : {});
+        const r = await call(
+          "POST",
+          `/relay/messages/${encodeURIComponent(id)}/cancel`,
+          values.domain ? { domain: values.domain } : {},
+        );
         print(r, `cancelled ${r.recipients} recipient(s) of ${r.id}`);
         return 0;
       }
       const tag = values.tag?.[0];
       const [tagName, tagValue] = tag ? tag.split(":") : [];
       if (tag && (!tagName || !tagValue)) throw new UsageError(`bad --tag ${JSON.stringify(tag)}: expected name:value`);
-      if (!values.domain && !tag && !values.tenant) throw new UsageError("usage: cohort cancel <email id> | cohort cancel [--domain D] [--tag name:value] [--tenant T]");
-      const body = { ...(values.domain ? { domain: values.domain } : {}), ...(tag ? { tag: { name: tagName, value: tagValue } } : {}), ...(values.tenant ? { tenant: values.tenant } : {}) };
+      if (!values.domain && !tag && !values.tenant)
+        throw new UsageError(
+          "usage: cohort cancel <email id> | cohort cancel [--domain D] [--tag name:value] [--tenant T]",
+        );
+      const body = {
+        ...(values.domain ? { domain: values.domain } : {}),
+        ...(tag ? { tag: { name: tagName, value: tagValue } } : {}),
+        ...(values.tenant ? { tenant: values.tenant } : {}),
+      };
       const r = await call("POST", "/relay/messages/cancel", body);
-      print(r, `cancelled ${r.recipients} recipient(s) in ${r.messages} message(s)${r.has_more ? " (more match: run it again)" : ""}`);
+      print(
+        r,
+        `cancelled ${r.recipients} recipient(s) in ${r.messages} message(s)${r.has_more ? " (more match: run it again)" : ""}`,
+      );
       return 0;
     }
     default: {
@@ -338,7 +496,11 @@ async function run() {
   try {
     process.exitCode = await main(process.argv.slice(2));
   } catch (e) {
-    if (e instanceof UsageError || e instanceof ResendUsageError || (e instanceof Error && "code" in e && String(e.code).startsWith("ERR_PARSE_ARGS"))) {
+    if (
+      e instanceof UsageError ||
+      e instanceof ResendUsageError ||
+      (e instanceof Error && "code" in e && String(e.code).startsWith("ERR_PARSE_ARGS"))
+    ) {
       process.stderr.write(`cohort: ${e.message}\n`);
       process.exitCode = 2;
     } else if (e instanceof ApiError) {

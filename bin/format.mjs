@@ -5,7 +5,14 @@
 export function textTable(head, rows) {
   const all = [head, ...rows].map((r) => r.map((c) => (c === null || c === undefined ? "-" : String(c))));
   const widths = head.map((_, i) => Math.max(...all.map((r) => r[i].length)));
-  return all.map((r) => r.map((c, i) => (i > 0 && /^-?\d+$/.test(c) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd()).join("\n");
+  return all
+    .map((r) =>
+      r
+        .map((c, i) => (i > 0 && /^-?\d+$/.test(c) ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 function ageText(sec) {
@@ -16,11 +23,17 @@ function ageText(sec) {
 
 function qshapeText(title, rows, buckets) {
   const head = ["", "T", ...buckets.map(String), `${buckets[buckets.length - 1]}+`];
-  return `${title}\n${textTable(head, rows.map((r) => [r.transport ? `${r.transport}/${r.destination}` : r.destination, r.total, ...r.buckets]))}`;
+  return `${title}\n${textTable(
+    head,
+    rows.map((r) => [r.transport ? `${r.transport}/${r.destination}` : r.destination, r.total, ...r.buckets]),
+  )}`;
 }
 
 export function queueText(q) {
-  const states = Object.entries(q.counts.by_state).map(([s, n]) => `${s}=${n}`).join(" ") || "(none)";
+  const states =
+    Object.entries(q.counts.by_state)
+      .map(([s, n]) => `${s}=${n}`)
+      .join(" ") || "(none)";
   const ages = q.open.age_percentiles.map((p) => `p${p.p}=${ageText(p.age_seconds)}`).join(" ") || "-";
   return [
     qshapeText("active queue (minutes since arrival):", q.qshape, q.buckets_min),
@@ -37,17 +50,38 @@ function responseText(r) {
   if (!r) return "";
   // The reply text often starts with the enhanced code already.
   const enhanced = r.enhanced && !String(r.text ?? "").startsWith(r.enhanced) ? r.enhanced : null;
-  return [r.code, enhanced, r.text].filter((x) => x !== null && x !== undefined && x !== "").join(" ") + (r.mx ? ` (${r.mx})` : "");
+  return (
+    [r.code, enhanced, r.text].filter((x) => x !== null && x !== undefined && x !== "").join(" ") +
+    (r.mx ? ` (${r.mx})` : "")
+  );
 }
 
 export function showText(m) {
-  const lines = [`${m.id}  tenant=${m.tenant}  last_event=${m.last_event}`, `from ${m.from}  subject ${JSON.stringify(m.subject)}  created ${m.created_at}`, "", "recipients:"];
-  lines.push(textTable(["address", "status", "attempts", "next attempt", "blocked by", "last response"],
-    m.recipients.map((r) => [r.email, r.status, r.attempts, r.next_attempt_at, r.blocked_by, responseText(r.last_response)])));
+  const lines = [
+    `${m.id}  tenant=${m.tenant}  last_event=${m.last_event}`,
+    `from ${m.from}  subject ${JSON.stringify(m.subject)}  created ${m.created_at}`,
+    "",
+    "recipients:",
+  ];
+  lines.push(
+    textTable(
+      ["address", "status", "attempts", "next attempt", "blocked by", "last response"],
+      m.recipients.map((r) => [
+        r.email,
+        r.status,
+        r.attempts,
+        r.next_attempt_at,
+        r.blocked_by,
+        responseText(r.last_response),
+      ]),
+    ),
+  );
   lines.push("", "timeline:");
   for (const e of m.events) {
     const d = e.data ?? {};
-    lines.push(`  ${e.created_at}  ${e.type}${e.recipient ? `  ${e.recipient}` : ""}${d.attempt ? `  attempt ${d.attempt}` : ""}${d.response ? `  ${responseText(d.response)}` : ""}`);
+    lines.push(
+      `  ${e.created_at}  ${e.type}${e.recipient ? `  ${e.recipient}` : ""}${d.attempt ? `  attempt ${d.attempt}` : ""}${d.response ? `  ${responseText(d.response)}` : ""}`,
+    );
   }
   return lines.join("\n");
 }
@@ -55,6 +89,8 @@ export function showText(m) {
 export function eventLine(e) {
   const d = e.data ?? {};
   const who = d.recipient ?? (Array.isArray(d.to) ? d.to.join(",") : "");
-  const reply = d.delivery ? `  ${[d.delivery.smtp_code, d.delivery.response].filter((x) => x !== null && x !== undefined && x !== "").join(" ")}` : "";
+  const reply = d.delivery
+    ? `  ${[d.delivery.smtp_code, d.delivery.response].filter((x) => x !== null && x !== undefined && x !== "").join(" ")}`
+    : "";
   return `${e.created_at}  ${e.type.padEnd(22)}  ${d.email_id ?? ""}  ${who}${reply}`.trimEnd();
 }

@@ -33,18 +33,35 @@ Resend's resources:
 
 /** Options these commands add to cohort's. */
 export const RESEND_OPTIONS = /** @type {const} */ ({
-  name: { type: "string" }, var: { type: "string", multiple: true }, template: { type: "string" }, default: { type: "string" }, by: { type: "string" },
+  name: { type: "string" },
+  var: { type: "string", multiple: true },
+  template: { type: "string" },
+  default: { type: "string" },
+  by: { type: "string" },
 });
 
 export class UsageError extends Error {}
 
 const pct = (x) => `${(x * 100).toFixed(2)}%`;
-const METRIC_HEAD = ["", "sent", "delivered", "bounced", "complained", "unsubscribed", "suppressed", "received", "delivery", "bounce", "complaint"];
+const METRIC_HEAD = [
+  "",
+  "sent",
+  "delivered",
+  "bounced",
+  "complained",
+  "unsubscribed",
+  "suppressed",
+  "received",
+  "delivery",
+  "bounce",
+  "complaint",
+];
 
 /** A template variable declaration from "KEY:type[:fallback]". */
 function variable(spec) {
   const [key, type, ...rest] = spec.split(":");
-  if (!key || (type !== "string" && type !== "number")) throw new UsageError(`bad --var ${JSON.stringify(spec)}: expected KEY:string|number[:fallback]`);
+  if (!key || (type !== "string" && type !== "number"))
+    throw new UsageError(`bad --var ${JSON.stringify(spec)}: expected KEY:string|number[:fallback]`);
   const fb = rest.length ? rest.join(":") : undefined;
   return { key, type, ...(fb === undefined ? {} : { fallback_value: type === "number" ? Number(fb) : fb }) };
 }
@@ -55,36 +72,52 @@ function variable(spec) {
  * @param {(method: string, path: string, body?: unknown) => Promise<any>} call @param {(json: unknown, text: string) => void} print
  */
 export async function resendCommand(command, args, values, call, print) {
-  const need = (v, usage) => { if (!v) throw new UsageError(`usage: cohort ${usage}`); return v; };
+  const need = (v, usage) => {
+    if (!v) throw new UsageError(`usage: cohort ${usage}`);
+    return v;
+  };
   const enc = encodeURIComponent;
   switch (command) {
     case "templates": {
       const r = await call("GET", "/templates?limit=100");
       print(
         r,
-        r.data.length ? textTable(
-          ["id", "name", "alias", "status", "updated"], r.data.map((t) => [t.id, t.name, t.alias, t.status, t.updated_at]),
-        ) : "no templates",
+        r.data.length
+          ? textTable(
+              ["id", "name", "alias", "status", "updated"],
+              r.data.map((t) => [t.id, t.name, t.alias, t.status, t.updated_at]),
+            )
+          : "no templates",
       );
       return 0;
     }
     case "template": {
       const t = await call("GET", `/templates/${enc(need(args[0], "template <id|alias>"))}`);
-      const vars = t.variables.map((v) => `${v.key}:${v.type}${v.fallback_value === null ? "" : `=${v.fallback_value}`}`).join(" ") || "-";
+      const vars =
+        t.variables
+          .map((v) => `${v.key}:${v.type}${v.fallback_value === null ? "" : `=${v.fallback_value}`}`)
+          .join(" ") || "-";
       print(
         t,
-        [`${t.id}  ${t.name}  ${t.status}${t.has_unpublished_versions ? " (draft changed since published)" : ""}`,
-          `from ${t.from ?? "-"}  subject ${JSON.stringify(t.subject)}`, `variables ${vars}`, "", t.html].join("\n"),
+        [
+          `${t.id}  ${t.name}  ${t.status}${t.has_unpublished_versions ? " (draft changed since published)" : ""}`,
+          `from ${t.from ?? "-"}  subject ${JSON.stringify(t.subject)}`,
+          `variables ${vars}`,
+          "",
+          t.html,
+        ].join("\n"),
       );
       return 0;
     }
     case "template-create": {
       const html = values.html ?? (values.file ? await readFile(values.file, "utf8") : undefined);
-      const body = { name: need(
-        values.name, "template-create --name N (--html H | --file F) …",
-      ), html: need(html, "template-create --name N (--html H | --file F) …"),
-        ...(values.subject !== undefined ? { subject: values.subject } : {}), ...(values.from ? { from: values.from } : {}),
-        variables: (values.var ?? []).map(variable) };
+      const body = {
+        name: need(values.name, "template-create --name N (--html H | --file F) …"),
+        html: need(html, "template-create --name N (--html H | --file F) …"),
+        ...(values.subject !== undefined ? { subject: values.subject } : {}),
+        ...(values.from ? { from: values.from } : {}),
+        variables: (values.var ?? []).map(variable),
+      };
       const r = await call("POST", "/templates", body);
       print(r, r.id);
       return 0;
@@ -96,47 +129,62 @@ export async function resendCommand(command, args, values, call, print) {
     }
     case "send-template": {
       const usage = "send-template --from A --to B --template <id|alias> [--var KEY=value]…";
-      const variables = Object.fromEntries((values.var ?? []).map((kv) => {
-        const eq = kv.indexOf("=");
-        if (eq < 1) throw new UsageError(`bad --var ${JSON.stringify(kv)}: expected KEY=value`);
-        return [kv.slice(0, eq), kv.slice(eq + 1)];
-      }));
-      const r = await call(
-        "POST", "/emails",
-        {
-          ...(values.from ? { from: values.from } : {}), to: need(values.to?.length ? values.to : null, usage),
-          template: { id: need(values.template, usage), variables },
-        },
+      const variables = Object.fromEntries(
+        (values.var ?? []).map((kv) => {
+          const eq = kv.indexOf("=");
+          if (eq < 1) throw new UsageError(`bad --var ${JSON.stringify(kv)}: expected KEY=value`);
+          return [kv.slice(0, eq), kv.slice(eq + 1)];
+        }),
       );
+      const r = await call("POST", "/emails", {
+        ...(values.from ? { from: values.from } : {}),
+        to: need(values.to?.length ? values.to : null, usage),
+        template: { id: need(values.template, usage), variables },
+      });
       print(r, r.id);
       return 0;
     }
     case "topics": {
       const r = await call("GET", "/topics");
-      print(r, r.data.length ? textTable(["id", "name", "default"], r.data.map((t) => [t.id, t.name, t.default_subscription])) : "no topics");
+      print(
+        r,
+        r.data.length
+          ? textTable(
+              ["id", "name", "default"],
+              r.data.map((t) => [t.id, t.name, t.default_subscription]),
+            )
+          : "no topics",
+      );
       return 0;
     }
     case "topic-create": {
-      const r = await call(
-        "POST", "/topics",
-        {
-          name: need(values.name, "topic-create --name N --default opt_in|opt_out"),
-          default_subscription: need(values.default, "topic-create --name N --default opt_in|opt_out"),
-        },
-      );
+      const r = await call("POST", "/topics", {
+        name: need(values.name, "topic-create --name N --default opt_in|opt_out"),
+        default_subscription: need(values.default, "topic-create --name N --default opt_in|opt_out"),
+      });
       print(r, r.id);
       return 0;
     }
     case "subscriptions": {
       const r = await call("GET", `/contacts/${enc(need(args[0], "subscriptions <email>"))}/topics`);
-      print(r, r.data.length ? textTable(["topic", "name", "subscription"], r.data.map((t) => [t.id, t.name, t.subscription])) : "no topics");
+      print(
+        r,
+        r.data.length
+          ? textTable(
+              ["topic", "name", "subscription"],
+              r.data.map((t) => [t.id, t.name, t.subscription]),
+            )
+          : "no topics",
+      );
       return 0;
     }
     case "subscribe":
     case "unsubscribe-topic": {
       const [email, topic] = args;
       need(email && topic, `${command} <email> <topic id>`);
-      const r = await call("PATCH", `/contacts/${enc(email)}/topics`, [{ id: topic, subscription: command === "subscribe" ? "opt_in" : "opt_out" }]);
+      const r = await call("PATCH", `/contacts/${enc(email)}/topics`, [
+        { id: topic, subscription: command === "subscribe" ? "opt_in" : "opt_out" },
+      ]);
       print(r, `${r.id}: ${command === "subscribe" ? "opted in to" : "opted out of"} ${topic}`);
       return 0;
     }
@@ -154,9 +202,12 @@ export async function resendCommand(command, args, values, call, print) {
       const r = await call("GET", "/suppressions?limit=100");
       print(
         r,
-        r.data.length ? textTable(
-          ["email", "origin", "scope", "reason", "since"], r.data.map((s) => [s.email, s.origin, s.scope, s.reason, s.created_at]),
-        ) : "no suppressions",
+        r.data.length
+          ? textTable(
+              ["email", "origin", "scope", "reason", "since"],
+              r.data.map((s) => [s.email, s.origin, s.scope, s.reason, s.created_at]),
+            )
+          : "no suppressions",
       );
       return 0;
     }
@@ -164,20 +215,40 @@ export async function resendCommand(command, args, values, call, print) {
       const r = await call("GET", `/emails/receiving?limit=${enc(values.limit ?? "20")}`);
       print(
         r,
-        r.data.length ? textTable(
-          ["id", "received", "from", "to", "subject", "files"],
-          r.data.map((m) => [m.id, m.created_at, m.from, m.received_for.join(","), m.subject, m.attachments.length]),
-        ) : "no received mail",
+        r.data.length
+          ? textTable(
+              ["id", "received", "from", "to", "subject", "files"],
+              r.data.map((m) => [
+                m.id,
+                m.created_at,
+                m.from,
+                m.received_for.join(","),
+                m.subject,
+                m.attachments.length,
+              ]),
+            )
+          : "no received mail",
       );
       return 0;
     }
     case "received-show": {
       const m = await call("GET", `/emails/receiving/${enc(need(args[0], "received-show <id>"))}?html_format=cid`);
-      const files = m.attachments.map((a) => `  ${a.filename ?? "(unnamed)"}  ${a.content_type}  ${a.size} bytes`).join("\n") || "  none";
+      const files =
+        m.attachments.map((a) => `  ${a.filename ?? "(unnamed)"}  ${a.content_type}  ${a.size} bytes`).join("\n") ||
+        "  none";
       print(
         m,
-        [`${m.id}  received ${m.created_at}`, `from ${m.from}`, `to ${m.to.join(", ")}`, `subject ${JSON.stringify(m.subject)}`,
-          "", m.text ?? "", "", "attachments:", files].join("\n"),
+        [
+          `${m.id}  received ${m.created_at}`,
+          `from ${m.from}`,
+          `to ${m.to.join(", ")}`,
+          `subject ${JSON.stringify(m.subject)}`,
+          "",
+          m.text ?? "",
+          "",
+          "attachments:",
+          files,
+        ].join("\n"),
       );
       return 0;
     }
@@ -188,25 +259,39 @@ export async function resendCommand(command, args, values, call, print) {
       const start = new Date(Date.now() - days * 86_400_000).toISOString();
       const r = await call("GET", `/emails/metrics?start_date=${enc(start)}${by}`);
       const row = (label, t) => [
-        label, t.sent, t.delivered, t.bounced, t.complained, t.unsubscribed, t.suppressed, t.received, pct(t.delivery_rate), pct(t.bounce_rate),
+        label,
+        t.sent,
+        t.delivered,
+        t.bounced,
+        t.complained,
+        t.unsubscribed,
+        t.suppressed,
+        t.received,
+        pct(t.delivery_rate),
+        pct(t.bounce_rate),
         pct(t.complaint_rate),
       ];
-      const rows = [row("all", r.totals), ...(r.data ?? []).map((d) => row([d.period?.slice(0, 10), d.domain_name].filter(Boolean).join(" "), d))];
-      print(
-        r,
-        `last ${days} days\n${textTable(METRIC_HEAD, rows)}`,
-      );
+      const rows = [
+        row("all", r.totals),
+        ...(r.data ?? []).map((d) => row([d.period?.slice(0, 10), d.domain_name].filter(Boolean).join(" "), d)),
+      ];
+      print(r, `last ${days} days\n${textTable(METRIC_HEAD, rows)}`);
       return 0;
     }
     case "key-rename": {
-      const r = await call("PATCH", `/api-keys/${enc(need(args[0], "key-rename <id> --name N"))}`, { name: need(values.name, "key-rename <id> --name N") });
+      const r = await call("PATCH", `/api-keys/${enc(need(args[0], "key-rename <id> --name N"))}`, {
+        name: need(values.name, "key-rename <id> --name N"),
+      });
       print(r, `renamed ${r.id}`);
       return 0;
     }
     case "receiving": {
       const [id, state] = args;
-      if (!id || (state !== "on" && state !== "off")) throw new UsageError("usage: cohort receiving <domain id> on|off");
-      const r = await call("PATCH", `/domains/${enc(id)}`, { capabilities: { receiving: state === "on" ? "enabled" : "disabled" } });
+      if (!id || (state !== "on" && state !== "off"))
+        throw new UsageError("usage: cohort receiving <domain id> on|off");
+      const r = await call("PATCH", `/domains/${enc(id)}`, {
+        capabilities: { receiving: state === "on" ? "enabled" : "disabled" },
+      });
       print(r, `${r.id}: receiving ${state}`);
       return 0;
     }

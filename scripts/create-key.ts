@@ -11,15 +11,31 @@ import { isTenantId } from "../worker/db/api-keys";
 import { createKey } from "./lib/keys";
 
 const { values } = parseArgs({
-  options: { tenant: { type: "string" }, name: { type: "string", default: "" }, remote: { type: "boolean", default: false }, "persist-to": { type: "string" }, operator: { type: "boolean", default: false } },
+  options: {
+    tenant: { type: "string" },
+    name: { type: "string", default: "" },
+    remote: { type: "boolean", default: false },
+    "persist-to": { type: "string" },
+    operator: { type: "boolean", default: false },
+  },
 });
 if (!values.tenant || !isTenantId(values.tenant)) {
-  console.error("usage: npm run key:create -- --tenant <id> [--name <label>] [--operator] [--remote] [--persist-to <dir>]\n  <id>: lowercase letters, digits, - and _ (1–64)");
+  console.error(
+    "usage: npm run key:create -- --tenant <id> [--name <label>] [--operator] [--remote] [--persist-to <dir>]\n  <id>: lowercase letters, digits, - and _ (1–64)",
+  );
   process.exit(2);
 }
 try {
-  const key = await createKey({ tenant: values.tenant, name: values.name ?? "", remote: values.remote ?? false, role: values.operator ? "operator" : "tenant", ...(values["persist-to"] ? { persistTo: values["persist-to"] } : {}) });
-  console.error(`Created ${values.operator ? "an operator" : "an"} API key for tenant "${values.tenant}". It is shown once; only its hash is stored:`);
+  const key = await createKey({
+    tenant: values.tenant,
+    name: values.name ?? "",
+    remote: values.remote ?? false,
+    role: values.operator ? "operator" : "tenant",
+    ...(values["persist-to"] ? { persistTo: values["persist-to"] } : {}),
+  });
+  console.error(
+    `Created ${values.operator ? "an operator" : "an"} API key for tenant "${values.tenant}". It is shown once; only its hash is stored:`,
+  );
   console.log(key);
 } catch (e) {
   console.error(e instanceof Error ? e.message : String(e));

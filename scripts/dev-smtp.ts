@@ -52,8 +52,22 @@ const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
 const mailbox = `http://127.0.0.1:${catcher.httpPort}/messages`;
 const INSPECTOR = await freePort(portOf("INSPECTOR_PORT", 9229)).catch(() => freePort());
 const pathOrigins = process.env.DEV_PATH_ORIGINS ? ["--var", `DEV_PATH_ORIGINS:${process.env.DEV_PATH_ORIGINS}`] : [];
-const child = spawn("npm", ["run", "dev", "--", "--inspector-port", String(INSPECTOR), "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:${mailbox}`, ...pathOrigins],
-  { stdio: "inherit", env: { ...process.env, PORT: String(PORT) } });
+const child = spawn(
+  "npm",
+  [
+    "run",
+    "dev",
+    "--",
+    "--inspector-port",
+    String(INSPECTOR),
+    "--var",
+    `SMARTHOST:${smarthost}`,
+    "--var",
+    `DEV_MAILBOX_URL:${mailbox}`,
+    ...pathOrigins,
+  ],
+  { stdio: "inherit", env: { ...process.env, PORT: String(PORT) } },
+);
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => child.kill(sig));
 child.on("exit", (code) => {
   void catcher.close().finally(() => process.exit(code ?? 0));
@@ -61,13 +75,18 @@ child.on("exit", (code) => {
 // Once the relay answers, turn the inspector's Network events off (see the header).
 // Then say what a newcomer needs, last, below wrangler's own lines.
 const base = `http://127.0.0.1:${PORT}`;
-waitHealthy(base, child, () => "", 120_000).then(async () => {
-  const capture = await stopNetworkCapture(INSPECTOR).then(
-    () => `  Inspector:  127.0.0.1:${INSPECTOR} (chrome://inspect; per-subrequest Network events off until DevTools attaches)`,
-    (e: unknown) => `  Inspector:  127.0.0.1:${INSPECTOR} (could not turn its Network events off: ${e instanceof Error ? e.message.split("\n")[0] : String(e)})`,
-  );
-  console.log(readyBanner(base, smarthost, capture));
-}, () => {});
+waitHealthy(base, child, () => "", 120_000).then(
+  async () => {
+    const capture = await stopNetworkCapture(INSPECTOR).then(
+      () =>
+        `  Inspector:  127.0.0.1:${INSPECTOR} (chrome://inspect; per-subrequest Network events off until DevTools attaches)`,
+      (e: unknown) =>
+        `  Inspector:  127.0.0.1:${INSPECTOR} (could not turn its Network events off: ${e instanceof Error ? e.message.split("\n")[0] : String(e)})`,
+    );
+    console.log(readyBanner(base, smarthost, capture));
+  },
+  () => {},
+);
 
 /** What `npm start` ends with: where the relay is, the key, the dashboard and a first email. */
 function readyBanner(url: string, smtp: string, inspector: string): string {

@@ -5,10 +5,14 @@
  */
 import { spawnSync } from "node:child_process";
 
-const out = spawnSync("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", ".wrangler/state"], {
-  encoding: "utf8",
-  env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", CI: "true" },
-});
+const out = spawnSync(
+  "npx",
+  ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", ".wrangler/state"],
+  {
+    encoding: "utf8",
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", CI: "true" },
+  },
+);
 const text = `${out.stdout ?? ""}${out.stderr ?? ""}`;
 if (out.status !== 0) {
   process.stderr.write(text);
@@ -16,4 +20,8 @@ if (out.status !== 0) {
 }
 // wrangler lists each migration it applied with a ✅ in its last table.
 const applied = [...new Set([...text.matchAll(/│\s*(\d{4}_[\w-]+\.sql)\s*│\s*✅/g)].map((m) => m[1]!))];
-console.log(applied.length > 0 ? `  D1 migrations applied: ${applied.length} (${applied[0]} … ${applied[applied.length - 1]})` : "  D1 migrations: up to date");
+console.log(
+  applied.length > 0
+    ? `  D1 migrations applied: ${applied.length} (${applied[0]} … ${applied[applied.length - 1]})`
+    : "  D1 migrations: up to date",
+);

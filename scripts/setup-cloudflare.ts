@@ -19,7 +19,9 @@ import { WRANGLER_ENV, storeKey } from "./lib/keys";
 import { parseD1Id, planSetup, setDatabaseId, type Seen, type Step } from "./lib/setup-plan";
 
 const run = promisify(execFile);
-const { values } = parseArgs({ options: { "dry-run": { type: "boolean", default: false }, remote: { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: { "dry-run": { type: "boolean", default: false }, remote: { type: "boolean", default: false } },
+});
 const TOML = new URL("../wrangler.toml", import.meta.url);
 
 async function wrangler(args: string[], stdin?: string): Promise<string> {
@@ -30,9 +32,13 @@ async function wrangler(args: string[], stdin?: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn("npx", ["wrangler", ...args], { env: WRANGLER_ENV, stdio: ["pipe", "pipe", "inherit"] });
     let out = "";
-    child.stdout.on("data", (d: Buffer) => { out += d.toString(); });
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
     child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`wrangler ${args.slice(0, 3).join(" ")} exited ${code}`))));
+    child.on("close", (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`wrangler ${args.slice(0, 3).join(" ")} exited ${code}`)),
+    );
     child.stdin.end(stdin);
   });
 }
@@ -41,14 +47,30 @@ async function wrangler(args: string[], stdin?: string): Promise<string> {
 async function observe(): Promise<Seen> {
   const safe = async (args: string[]) => wrangler(args).catch(() => "");
   const [d1, buckets, queues, secrets] = await Promise.all([
-    safe(["d1", "list", "--json"]), safe(["r2", "bucket", "list"]), safe(["queues", "list"]), safe(["secret", "list", "--env", "production"]),
+    safe(["d1", "list", "--json"]),
+    safe(["r2", "bucket", "list"]),
+    safe(["queues", "list"]),
+    safe(["secret", "list", "--env", "production"]),
   ]);
   const names = (text: string, re: RegExp) => [...text.matchAll(re)].map((m) => m[1]!);
   let d1Names: string[] = [];
-  try { d1Names = (JSON.parse(d1) as { name: string }[]).map((d) => d.name); } catch { d1Names = []; }
+  try {
+    d1Names = (JSON.parse(d1) as { name: string }[]).map((d) => d.name);
+  } catch {
+    d1Names = [];
+  }
   let secretNames: string[] = [];
-  try { secretNames = (JSON.parse(secrets) as { name: string }[]).map((s) => s.name); } catch { secretNames = []; }
-  return { d1: d1Names, buckets: names(buckets, /^name:\s*(\S+)/gm), queues: names(queues, /│\s*[0-9a-f]{32}\s*│\s*([a-z0-9-]+)\s*│/gm).concat(names(queues, /^\s*([a-z0-9-]+)\s*$/gm)), secrets: secretNames };
+  try {
+    secretNames = (JSON.parse(secrets) as { name: string }[]).map((s) => s.name);
+  } catch {
+    secretNames = [];
+  }
+  return {
+    d1: d1Names,
+    buckets: names(buckets, /^name:\s*(\S+)/gm),
+    queues: names(queues, /│\s*[0-9a-f]{32}\s*│\s*([a-z0-9-]+)\s*│/gm).concat(names(queues, /^\s*([a-z0-9-]+)\s*$/gm)),
+    secrets: secretNames,
+  };
 }
 
 function show(step: Step): string {
@@ -61,7 +83,9 @@ async function main(): Promise<void> {
   const seen: Seen = dry ? { d1: [], buckets: [], queues: [], secrets: [] } : await observe();
   const steps = planSetup(seen, { operatorKey: values.remote ?? false });
   if (dry) {
-    console.log("setup:cloudflare --dry-run: on an account that has nothing yet, these would run (existing resources are skipped):");
+    console.log(
+      "setup:cloudflare --dry-run: on an account that has nothing yet, these would run (existing resources are skipped):",
+    );
     for (const s of steps) console.log(show(s));
     console.log("then: npm run deploy");
     return;
@@ -70,12 +94,21 @@ async function main(): Promise<void> {
     console.error(`$ ${show(step)}`);
     if (step.args[0] === "d1" && step.args[1] === "execute") {
       const key = generateApiKey();
-      await storeKey(key, { tenant: "operator", name: "first operator key", remote: true, env: "production", role: "operator" });
+      await storeKey(key, {
+        tenant: "operator",
+        name: "first operator key",
+        remote: true,
+        env: "production",
+        role: "operator",
+      });
       console.error("The first operator API key (shown once; only its hash is stored):");
       console.log(key);
       continue;
     }
-    const out = await wrangler(step.args, step.stdin === "generated-secret" ? randomBytes(32).toString("base64") : undefined);
+    const out = await wrangler(
+      step.args,
+      step.stdin === "generated-secret" ? randomBytes(32).toString("base64") : undefined,
+    );
     if (step.writesDatabaseId) {
       const id = parseD1Id(out);
       if (id === null) throw new Error(`could not read the database id from wrangler's output:\n${out}`);

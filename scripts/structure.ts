@@ -21,15 +21,60 @@ const SOURCE_ROOTS = ["worker", "durable-objects", "bin"];
  * import each other (no back arrow), but a circle between them still counts as a circle.
  */
 const LAYERS: Array<[number, string[]]> = [
-  [0, ["worker/model", "worker/settings", "worker/lib", "worker/meter", "durable-objects/core", "worker/smtp/core", "worker/net/core",
-    "worker/webhooks/core", "worker/dashboard/core", "worker/templates/core", "worker/receiving/core", "worker/metrics/core",
-    "worker/tls-policy/core", "worker/compliance/core", "worker/egress/core", "worker/inbound/core"]],
+  [
+    0,
+    [
+      "worker/model",
+      "worker/settings",
+      "worker/lib",
+      "worker/meter",
+      "durable-objects/core",
+      "worker/smtp/core",
+      "worker/net/core",
+      "worker/webhooks/core",
+      "worker/dashboard/core",
+      "worker/templates/core",
+      "worker/receiving/core",
+      "worker/metrics/core",
+      "worker/tls-policy/core",
+      "worker/compliance/core",
+      "worker/egress/core",
+      "worker/inbound/core",
+    ],
+  ],
   [1, ["worker/mail", "worker/smtp", "worker/net"]],
   [2, ["worker/db"]],
-  [3, ["worker/indexing", "worker/webhooks", "worker/domains", "durable-objects/storage", "worker/templates", "worker/topics", "worker/receiving",
-    "worker/compliance", "worker/egress"]],
-  [4, ["worker/accept", "worker/classify", "worker/delivery", "worker/inbound", "worker/policy", "worker/consumers", "worker/tls-policy", "worker/metrics",
-    "durable-objects/outbox", "durable-objects/transport", "durable-objects/destination", "durable-objects"]],
+  [
+    3,
+    [
+      "worker/indexing",
+      "worker/webhooks",
+      "worker/domains",
+      "durable-objects/storage",
+      "worker/templates",
+      "worker/topics",
+      "worker/receiving",
+      "worker/compliance",
+      "worker/egress",
+    ],
+  ],
+  [
+    4,
+    [
+      "worker/accept",
+      "worker/classify",
+      "worker/delivery",
+      "worker/inbound",
+      "worker/policy",
+      "worker/consumers",
+      "worker/tls-policy",
+      "worker/metrics",
+      "durable-objects/outbox",
+      "durable-objects/transport",
+      "durable-objects/destination",
+      "durable-objects",
+    ],
+  ],
   [5, ["worker/api", "worker/dashboard"]],
   [6, ["worker", "bin"]],
 ];
@@ -39,7 +84,10 @@ function layerOf(room: string): number {
   let bestLen = -1;
   for (const [rank, prefixes] of LAYERS) {
     for (const p of prefixes) {
-      if ((room === p || room.startsWith(`${p}/`)) && p.length > bestLen) { best = rank; bestLen = p.length; }
+      if ((room === p || room.startsWith(`${p}/`)) && p.length > bestLen) {
+        best = rank;
+        bestLen = p.length;
+      }
     }
   }
   return best;
@@ -48,7 +96,10 @@ function layerOf(room: string): number {
 function walk(dir: string, out: string[]): void {
   for (const name of readdirSync(dir)) {
     const p = join(dir, name);
-    if (statSync(p).isDirectory()) { if (name !== "node_modules") walk(p, out); continue; }
+    if (statSync(p).isDirectory()) {
+      if (name !== "node_modules") walk(p, out);
+      continue;
+    }
     if (/\.(ts|mts|mjs|js)$/.test(name) && !name.endsWith(".d.ts")) out.push(p);
   }
 }
@@ -75,16 +126,25 @@ function sccs(nodes: string[], adj: Map<string, Set<string>>): string[][] {
   const stack: string[] = [];
   const out: string[][] = [];
   const strong = (v: string): void => {
-    idx.set(v, index); low.set(v, index); index++;
-    stack.push(v); onStack.add(v);
+    idx.set(v, index);
+    low.set(v, index);
+    index++;
+    stack.push(v);
+    onStack.add(v);
     for (const w of adj.get(v) ?? []) {
-      if (!idx.has(w)) { strong(w); low.set(v, Math.min(low.get(v)!, low.get(w)!)); }
-      else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, idx.get(w)!));
+      if (!idx.has(w)) {
+        strong(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, idx.get(w)!));
     }
     if (low.get(v) === idx.get(v)) {
       const comp: string[] = [];
       let w: string;
-      do { w = stack.pop()!; onStack.delete(w); comp.push(w); } while (w !== v);
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        comp.push(w);
+      } while (w !== v);
       if (comp.length > 1) out.push(comp.sort());
     }
   };
@@ -93,14 +153,30 @@ function sccs(nodes: string[], adj: Map<string, Set<string>>): string[][] {
 }
 
 export interface Structure {
-  files: number; lines: number; rooms: number; arrows: number; back_arrows: number;
-  file_circles_across_folders: number; folder_circles: number;
-  files_over_300: number; files_over_400: number; files_over_500: number;
-  lines_over_160: number; lines_over_200: number; lines_over_300: number;
+  files: number;
+  lines: number;
+  rooms: number;
+  arrows: number;
+  back_arrows: number;
+  file_circles_across_folders: number;
+  folder_circles: number;
+  files_over_300: number;
+  files_over_400: number;
+  files_over_500: number;
+  lines_over_160: number;
+  lines_over_200: number;
+  lines_over_300: number;
 }
 
-export function measure(root: string): { summary: Structure; edges: Map<string, Set<string>>; back: string[]; circles: string[][];
-  folderCircles: string[][]; big: Array<[string, number]>; longLines: Array<[string, number, number]> } {
+export function measure(root: string): {
+  summary: Structure;
+  edges: Map<string, Set<string>>;
+  back: string[];
+  circles: string[][];
+  folderCircles: string[][];
+  big: Array<[string, number]>;
+  longLines: Array<[string, number, number]>;
+} {
   const all: string[] = [];
   for (const r of SOURCE_ROOTS) if (existsSync(join(root, r))) walk(join(root, r), all);
   const files = new Set(all);
@@ -116,7 +192,9 @@ export function measure(root: string): { summary: Structure; edges: Map<string, 
     const n = text.endsWith("\n") ? ls.length - 1 : ls.length;
     lines += n;
     if (n > 300) big.push([relative(root, f), n]);
-    ls.forEach((l, i) => { if (l.length > 160) longLines.push([relative(root, f), i + 1, l.length]); });
+    ls.forEach((l, i) => {
+      if (l.length > 160) longLines.push([relative(root, f), i + 1, l.length]);
+    });
     const info = ts.preProcessFile(text, true, true);
     const deps = new Set<string>();
     for (const imp of info.importedFiles) {
@@ -138,7 +216,9 @@ export function measure(root: string): { summary: Structure; edges: Map<string, 
     const [a, b] = k.split(" -> ") as [string, string];
     return layerOf(a) < layerOf(b);
   });
-  const circles = sccs(all, fileAdj).filter((c) => new Set(c.map(room)).size > 1).map((c) => c.map((f) => relative(root, f)));
+  const circles = sccs(all, fileAdj)
+    .filter((c) => new Set(c.map(room)).size > 1)
+    .map((c) => c.map((f) => relative(root, f)));
   const roomAdj = new Map<string, Set<string>>();
   for (const k of edges.keys()) {
     const [a, b] = k.split(" -> ") as [string, string];
@@ -148,13 +228,26 @@ export function measure(root: string): { summary: Structure; edges: Map<string, 
   const folderCircles = sccs([...rooms], roomAdj);
   return {
     summary: {
-      files: all.length, lines, rooms: rooms.size, arrows: edges.size, back_arrows: back.length,
-      file_circles_across_folders: circles.length, folder_circles: folderCircles.length,
-      files_over_300: big.length, files_over_400: big.filter(([, n]) => n > 400).length, files_over_500: big.filter(([, n]) => n > 500).length,
-      lines_over_160: longLines.length, lines_over_200: longLines.filter(([, , n]) => n > 200).length,
+      files: all.length,
+      lines,
+      rooms: rooms.size,
+      arrows: edges.size,
+      back_arrows: back.length,
+      file_circles_across_folders: circles.length,
+      folder_circles: folderCircles.length,
+      files_over_300: big.length,
+      files_over_400: big.filter(([, n]) => n > 400).length,
+      files_over_500: big.filter(([, n]) => n > 500).length,
+      lines_over_160: longLines.length,
+      lines_over_200: longLines.filter(([, , n]) => n > 200).length,
       lines_over_300: longLines.filter(([, , n]) => n > 300).length,
     },
-    edges, back, circles, folderCircles, big: big.sort((x, y) => y[1] - x[1]), longLines,
+    edges,
+    back,
+    circles,
+    folderCircles,
+    big: big.sort((x, y) => y[1] - x[1]),
+    longLines,
   };
 }
 
@@ -167,7 +260,9 @@ if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith
   console.log(`files ${s.files}, lines ${s.lines}, rooms ${s.rooms}, arrows ${s.arrows}, back arrows ${s.back_arrows}`);
   console.log(`import circles across folders: ${s.file_circles_across_folders} (files), ${s.folder_circles} (folders)`);
   console.log(`files over 300 lines ${s.files_over_300}, over 400 ${s.files_over_400}, over 500 ${s.files_over_500}`);
-  console.log(`lines over 160 characters ${s.lines_over_160}, over 200 ${s.lines_over_200}, over 300 ${s.lines_over_300}`);
+  console.log(
+    `lines over 160 characters ${s.lines_over_160}, over 200 ${s.lines_over_200}, over 300 ${s.lines_over_300}`,
+  );
   if (m.back.length) console.log(`back arrows:\n  ${m.back.join("\n  ")}`);
   for (const c of m.circles) console.log(`circle (${c.length} files): ${c.join(", ")}`);
   for (const c of m.folderCircles) console.log(`folder circle: ${c.join(", ")}`);

@@ -54,7 +54,8 @@ async function purgeD1(env: Env, nowMs: number): Promise<void> {
     if (r.rows > 0 || r.truncated) console.log(JSON.stringify({ event: "d1 retention", ...r }));
     // Received mail and the files kept for download links (worker/receiving/retention.ts).
     const k = await purgeKept(env, nowMs, settingsOf(env).retentionMs);
-    if (k.rows > 0 || k.objects > 0 || k.truncated) console.log(JSON.stringify({ event: "kept files retention", ...k }));
+    if (k.rows > 0 || k.objects > 0 || k.truncated)
+      console.log(JSON.stringify({ event: "kept files retention", ...k }));
     const lapsed = await deleteLapsedClaims(env.DB, nowMs - settingsOf(env).domainClaimTtlMs);
     if (lapsed > 0) console.log(JSON.stringify({ event: "domain claims lapsed", claims: lapsed }));
   } catch (e) {
@@ -77,9 +78,13 @@ export default meterWorker({
   queue: (b, env, _ctx) => {
     const problems = configProblems(env);
     if (problems.length > 0) throw new Error(`the relay is not configured: ${problems.join("; ")}`);
-    return b.queue === "webhooks" || b.queue === "webhooks-slow" ? handleWebhooksBatch(b, env)
-      : b.queue === "deliver" ? handleDeliverBatch(b, env)
-      : b.queue === EMAIL_EVENTS_QUEUE ? handleEmailServiceBatch(b, env) : handleClassifyBatch(b, env); // classify, classify-bulk
+    return b.queue === "webhooks" || b.queue === "webhooks-slow"
+      ? handleWebhooksBatch(b, env)
+      : b.queue === "deliver"
+        ? handleDeliverBatch(b, env)
+        : b.queue === EMAIL_EVENTS_QUEUE
+          ? handleEmailServiceBatch(b, env)
+          : handleClassifyBatch(b, env); // classify, classify-bulk
   },
   scheduled: (controller, env, ctx) => {
     const problems = configProblems(env);
@@ -88,19 +93,33 @@ export default meterWorker({
       return;
     }
     if (controller.cron === TLSRPT_CRON) {
-      ctx.waitUntil(sendTlsReports(env, controller.scheduledTime).then((r) => console.log(JSON.stringify({ event: "tls-rpt reports",
-        ...r }))).catch((e: unknown) => {
-        console.error(JSON.stringify({ error: "TLS-RPT reports not sent; the next day's run tries again",
-          detail: e instanceof Error ? e.message : String(e) }));
-      }));
+      ctx.waitUntil(
+        sendTlsReports(env, controller.scheduledTime)
+          .then((r) => console.log(JSON.stringify({ event: "tls-rpt reports", ...r })))
+          .catch((e: unknown) => {
+            console.error(
+              JSON.stringify({
+                error: "TLS-RPT reports not sent; the next day's run tries again",
+                detail: e instanceof Error ? e.message : String(e),
+              }),
+            );
+          }),
+      );
       return;
     }
     ctx.waitUntil(wakeSweepers(env));
     ctx.waitUntil(purgeD1(env, controller.scheduledTime));
     // An IP warm-up's caps of the new day (a D1 read; the Transport DOs only when a day turned).
-    ctx.waitUntil(applyWarmups(env, Math.floor(controller.scheduledTime / 1000)).catch((e: unknown) => {
-      console.error(JSON.stringify({ error: "warm-up caps not applied; the next run tries again", detail: e instanceof Error ? e.message : String(e) }));
-    }));
+    ctx.waitUntil(
+      applyWarmups(env, Math.floor(controller.scheduledTime / 1000)).catch((e: unknown) => {
+        console.error(
+          JSON.stringify({
+            error: "warm-up caps not applied; the next run tries again",
+            detail: e instanceof Error ? e.message : String(e),
+          }),
+        );
+      }),
+    );
   },
   email: async (message, env, _ctx) => {
     const problems = configProblems(env);

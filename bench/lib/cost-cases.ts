@@ -43,7 +43,18 @@
  *             (each delivery then needs verified TLS and is counted for TLS-RPT).
  */
 import { devFetch } from "../../scripts/lib/dev-server";
-import { api, cpuMs, distinctEvents, runCron, sleep, waitDelivered, waitPurged, waitStill, type Setup, type Snapshot } from "./cost-server";
+import {
+  api,
+  cpuMs,
+  distinctEvents,
+  runCron,
+  sleep,
+  waitDelivered,
+  waitPurged,
+  waitStill,
+  type Setup,
+  type Snapshot,
+} from "./cost-server";
 
 export interface CaseDef {
   name: string;
@@ -74,7 +85,12 @@ const CONCURRENCY = 10;
 export const TRICKLE_RETENTION_MS = 20_000;
 export const SPACING_MS = 40_000;
 
-export const email = (i: number, to: string[]) => ({ from: "Bench <bench@acme.example>", to, subject: `Cost ${i}`, text: `Cost benchmark message ${i}.` });
+export const email = (i: number, to: string[]) => ({
+  from: "Bench <bench@acme.example>",
+  to,
+  subject: `Cost ${i}`,
+  text: `Cost benchmark message ${i}.`,
+});
 
 type Request = { path: string; body: unknown; headers?: Record<string, string>; raw?: boolean };
 
@@ -85,7 +101,8 @@ export async function sendAll(s: Setup, n: number, make: (i: number) => Request)
     while (next < n) {
       const r = make(next++);
       if (!r.raw) await api(s.server, "POST", r.path, r.body, r.headers);
-      else if (!(await devFetch(`${s.server.url}${r.path}`, { method: "POST", body: r.body as string })).ok) throw new Error(`POST ${r.path} failed`);
+      else if (!(await devFetch(`${s.server.url}${r.path}`, { method: "POST", body: r.body as string })).ok)
+        throw new Error(`POST ${r.path} failed`);
     }
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, n) }, worker));
@@ -93,42 +110,104 @@ export async function sendAll(s: Setup, n: number, make: (i: number) => Request)
 
 /** A verified domain of the bench tenant that receives mail (records published in the server's DoH zone). */
 export async function receivingDomain(s: Setup, name: string): Promise<void> {
-  const d = await api<{ id: string; records: { name: string; type: string; value: string }[] }>(s.server, "POST", "/domains", { name, capabilities: { receiving: "enabled" } });
+  const d = await api<{ id: string; records: { name: string; type: string; value: string }[] }>(
+    s.server,
+    "POST",
+    "/domains",
+    { name, capabilities: { receiving: "enabled" } },
+  );
   s.doh.publish(name, d.records);
   await api(s.server, "POST", `/domains/${d.id}/verify`);
 }
 
 /** A received message with a small attachment, as wrangler's email handler takes it. */
 export const inbound = (i: number, domain: string): Request => ({
-  path: `/cdn-cgi/handler/email?from=sender${i}%40outside.example&to=support%40${domain}`, raw: true,
-  body: [`From: Sender ${i} <sender${i}@outside.example>`, `To: support@${domain}`, `Subject: Received ${i}`, `Message-ID: <in-${i}@outside.example>`, "MIME-Version: 1.0",
-    "Content-Type: multipart/mixed; boundary=\"b\"", "", "--b", "Content-Type: text/plain", "", `Received benchmark message ${i}.`, "--b",
-    "Content-Type: text/plain; name=\"note.txt\"", "Content-Disposition: attachment; filename=\"note.txt\"", "", `note ${i}`, "--b--", ""].join("\r\n"),
+  path: `/cdn-cgi/handler/email?from=sender${i}%40outside.example&to=support%40${domain}`,
+  raw: true,
+  body: [
+    `From: Sender ${i} <sender${i}@outside.example>`,
+    `To: support@${domain}`,
+    `Subject: Received ${i}`,
+    `Message-ID: <in-${i}@outside.example>`,
+    "MIME-Version: 1.0",
+    'Content-Type: multipart/mixed; boundary="b"',
+    "",
+    "--b",
+    "Content-Type: text/plain",
+    "",
+    `Received benchmark message ${i}.`,
+    "--b",
+    'Content-Type: text/plain; name="note.txt"',
+    'Content-Disposition: attachment; filename="note.txt"',
+    "",
+    `note ${i}`,
+    "--b--",
+    "",
+  ].join("\r\n"),
 });
 
 /** The template the template case sends (published by its prepare). */
-const TEMPLATE = { name: "bench", alias: "bench", from: "Bench <bench@acme.example>", subject: "Cost {{{N}}}", html: "<p>Cost benchmark message {{{N}}} for {{{WHO}}}.</p>",
-  variables: [{ key: "N", type: "number" }, { key: "WHO", type: "string", fallback_value: "you" }] };
+const TEMPLATE = {
+  name: "bench",
+  alias: "bench",
+  from: "Bench <bench@acme.example>",
+  subject: "Cost {{{N}}}",
+  html: "<p>Cost benchmark message {{{N}}} for {{{WHO}}}.</p>",
+  variables: [
+    { key: "N", type: "number" },
+    { key: "WHO", type: "string", fallback_value: "you" },
+  ],
+};
 
 /** Until the receiver has `n` email.received events. */
 async function received(s: Setup, n: number): Promise<void> {
   for (const t0 = Date.now(); (distinctEvents(s.receiver)["email.received"] ?? 0) < n; await sleep(250)) {
-    if (Date.now() - t0 > 300_000) throw new Error(`received: ${distinctEvents(s.receiver)["email.received"] ?? 0}/${n} events after 300 s`);
+    if (Date.now() - t0 > 300_000)
+      throw new Error(`received: ${distinctEvents(s.receiver)["email.received"] ?? 0}/${n} events after 300 s`);
   }
 }
 
 export function casesOf(o: { messages: number; trickle: number; mixMessages: number }): CaseDef[] {
   const n = o.messages;
   return [
-    { name: "1rcpt", messages: n, rcptsPer: 1, about: "one-recipient messages, 10 in flight, one destination",
-      send: (s) => sendAll(s, n, (i) => ({ path: "/emails", body: email(i, [`r${i}@one.example`]) })) },
-    { name: "10rcpt", messages: 200, rcptsPer: 10, about: "ten-recipient messages, 10 in flight, one destination",
-      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: email(i, Array.from({ length: 10 }, (_, r) => `m${i}r${r}@ten.example`)) })) },
-    { name: "batch100", messages: 1000, rcptsPer: 1, about: "ten batches of 100 one-recipient messages, one destination",
-      send: (s) => sendAll(s, 10, (b) => ({
-        path: "/emails/batch", body: Array.from({ length: 100 }, (_, k) => email(b * 100 + k, [`b${b}k${k}@batch.example`])),
-      })) },
-    { name: "trickle", messages: o.trickle, rcptsPer: 1, bytesOf: "1rcpt", retentionMs: TRICKLE_RETENTION_MS,
+    {
+      name: "1rcpt",
+      messages: n,
+      rcptsPer: 1,
+      about: "one-recipient messages, 10 in flight, one destination",
+      send: (s) => sendAll(s, n, (i) => ({ path: "/emails", body: email(i, [`r${i}@one.example`]) })),
+    },
+    {
+      name: "10rcpt",
+      messages: 200,
+      rcptsPer: 10,
+      about: "ten-recipient messages, 10 in flight, one destination",
+      send: (s) =>
+        sendAll(s, 200, (i) => ({
+          path: "/emails",
+          body: email(
+            i,
+            Array.from({ length: 10 }, (_, r) => `m${i}r${r}@ten.example`),
+          ),
+        })),
+    },
+    {
+      name: "batch100",
+      messages: 1000,
+      rcptsPer: 1,
+      about: "ten batches of 100 one-recipient messages, one destination",
+      send: (s) =>
+        sendAll(s, 10, (b) => ({
+          path: "/emails/batch",
+          body: Array.from({ length: 100 }, (_, k) => email(b * 100 + k, [`b${b}k${k}@batch.example`])),
+        })),
+    },
+    {
+      name: "trickle",
+      messages: o.trickle,
+      rcptsPer: 1,
+      bytesOf: "1rcpt",
+      retentionMs: TRICKLE_RETENTION_MS,
       about: `one-recipient messages one at a time, ${SPACING_MS / 1000} s apart (each one's timers and alarms run alone)`,
       latencies: [],
       async send(s) {
@@ -140,27 +219,90 @@ export function casesOf(o: { messages: number; trickle: number; mixMessages: num
           this.latencies!.push(s.catcher.messages[i]!.receivedAt - answered);
           if (i < o.trickle - 1) await sleep(Math.max(0, t + SPACING_MS - Date.now()));
         }
-      } },
-    { name: "deferred", messages: 100, rcptsPer: 1, about: "one-recipient messages greylisted at the first attempt, delivered at the retry",
-      send: (s) => sendAll(s, 100, (i) => ({ path: "/emails", body: email(i, [`tempfail-g${i}@grey.example`]) })) },
-    { name: "spread", messages: n, rcptsPer: 1, about: "one-recipient messages from 16 played isolates, so on every Outbox shard",
-      send: (s) => sendAll(s, n, (i) => ({ path: "/emails", body: email(i, [`s${i}@spread.example`]), headers: { "x-relay-dev-isolate": String(i % 16) } })) },
-    { name: "template", messages: 200, rcptsPer: 1, about: "one-recipient messages naming a stored template, 10 in flight, one destination",
-      prepare: async (s) => { await api(s.server, "POST", `/templates/${(await api<{ id: string }>(s.server, "POST", "/templates", TEMPLATE)).id}/publish`); },
-      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: { to: [`t${i}@template.example`], template: { id: "bench", variables: { N: i } } } })) },
-    { name: "received", messages: 200, rcptsPer: 0, about: "messages received at a verified receiving domain, kept and pushed as email.received",
+      },
+    },
+    {
+      name: "deferred",
+      messages: 100,
+      rcptsPer: 1,
+      about: "one-recipient messages greylisted at the first attempt, delivered at the retry",
+      send: (s) => sendAll(s, 100, (i) => ({ path: "/emails", body: email(i, [`tempfail-g${i}@grey.example`]) })),
+    },
+    {
+      name: "spread",
+      messages: n,
+      rcptsPer: 1,
+      about: "one-recipient messages from 16 played isolates, so on every Outbox shard",
+      send: (s) =>
+        sendAll(s, n, (i) => ({
+          path: "/emails",
+          body: email(i, [`s${i}@spread.example`]),
+          headers: { "x-relay-dev-isolate": String(i % 16) },
+        })),
+    },
+    {
+      name: "template",
+      messages: 200,
+      rcptsPer: 1,
+      about: "one-recipient messages naming a stored template, 10 in flight, one destination",
+      prepare: async (s) => {
+        await api(
+          s.server,
+          "POST",
+          `/templates/${(await api<{ id: string }>(s.server, "POST", "/templates", TEMPLATE)).id}/publish`,
+        );
+      },
+      send: (s) =>
+        sendAll(s, 200, (i) => ({
+          path: "/emails",
+          body: { to: [`t${i}@template.example`], template: { id: "bench", variables: { N: i } } },
+        })),
+    },
+    {
+      name: "received",
+      messages: 200,
+      rcptsPer: 0,
+      about: "messages received at a verified receiving domain, kept and pushed as email.received",
       prepare: (s) => receivingDomain(s, "in.bench.example"),
-      send: (s) => sendAll(s, 200, (i) => inbound(i, "in.bench.example")), done: (s) => received(s, 200) },
-    { name: "mix", messages: o.mixMessages, rcptsPer: 1, world: "mix",
-      about: "messages of real traffic one at a time to 1,000 domains by MX (greylisting, limits, slow and flaky hosts)",
-      async send(s) { this.rcptsPer = (await s.world!.send((path, body) => api(s.server, "POST", path, body))) / this.messages; },
-      done: (s) => s.world!.done() },
-    { name: "compliance", messages: 200, rcptsPer: 1, about: "one-recipient bulk messages (unsubscribe) to gmail.com, every compliance rule evaluated",
-      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: { ...email(i, [`c${i}@gmail.com`]), unsubscribe: true } })) },
-    { name: "mx", messages: 200, rcptsPer: 1, world: "mx", about: "one-recipient messages to an MX host without MTA-STS",
-      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: email(i, [`p${i}@plain.bench`]) })) },
-    { name: "mx-sts", messages: 200, rcptsPer: 1, world: "mx", about: "one-recipient messages to an MX host of an MTA-STS enforce domain (policy cached)",
-      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: email(i, [`s${i}@sts-enforce.test`]) })) },
+      send: (s) => sendAll(s, 200, (i) => inbound(i, "in.bench.example")),
+      done: (s) => received(s, 200),
+    },
+    {
+      name: "mix",
+      messages: o.mixMessages,
+      rcptsPer: 1,
+      world: "mix",
+      about:
+        "messages of real traffic one at a time to 1,000 domains by MX (greylisting, limits, slow and flaky hosts)",
+      async send(s) {
+        this.rcptsPer = (await s.world!.send((path, body) => api(s.server, "POST", path, body))) / this.messages;
+      },
+      done: (s) => s.world!.done(),
+    },
+    {
+      name: "compliance",
+      messages: 200,
+      rcptsPer: 1,
+      about: "one-recipient bulk messages (unsubscribe) to gmail.com, every compliance rule evaluated",
+      send: (s) =>
+        sendAll(s, 200, (i) => ({ path: "/emails", body: { ...email(i, [`c${i}@gmail.com`]), unsubscribe: true } })),
+    },
+    {
+      name: "mx",
+      messages: 200,
+      rcptsPer: 1,
+      world: "mx",
+      about: "one-recipient messages to an MX host without MTA-STS",
+      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: email(i, [`p${i}@plain.bench`]) })),
+    },
+    {
+      name: "mx-sts",
+      messages: 200,
+      rcptsPer: 1,
+      world: "mx",
+      about: "one-recipient messages to an MX host of an MTA-STS enforce domain (policy cached)",
+      send: (s) => sendAll(s, 200, (i) => ({ path: "/emails", body: email(i, [`s${i}@sts-enforce.test`]) })),
+    },
   ];
 }
 
@@ -201,7 +343,10 @@ export async function runCase(s: Setup, def: CaseDef, retentionMs: number): Prom
   const after = levelsOf(toDelivery);
   const per = (a: number, b: number) => (a - b) / def.messages;
   const classes = new Set([...Object.keys(after.do), ...Object.keys(before.do)]);
-  const bytes = { d1: per(after.d1, before.d1), do: Object.fromEntries([...classes].map((c) => [c, per(after.do[c] ?? 0, before.do[c] ?? 0)])) };
+  const bytes = {
+    d1: per(after.d1, before.d1),
+    do: Object.fromEntries([...classes].map((c) => [c, per(after.do[c] ?? 0, before.do[c] ?? 0)])),
+  };
   // The whole life: retention passes, the cron purges D1, the sweepers purge the objects.
   await sleep(Math.max(0, lastDelivery + retentionMs + 2000 - Date.now()));
   await runCron(s);
@@ -212,4 +357,3 @@ export async function runCase(s: Setup, def: CaseDef, retentionMs: number): Prom
   const cron = await waitStill(s, `${def.name} cron`);
   return { seconds, toDelivery, whole, cron, bytes, cpuMs: cpu };
 }
-

@@ -25,7 +25,14 @@
 
 /** $ per million operations (list prices, free allowances ignored). */
 export const PRICES = {
-  worker_invocations: 0.3, do_requests: 0.15, rows_written: 1.0, rows_read: 0.001, queue_ops: 0.4, r2_class_a: 4.5, r2_class_b: 0.36, email_sends: 350,
+  worker_invocations: 0.3,
+  do_requests: 0.15,
+  rows_written: 1.0,
+  rows_read: 0.001,
+  queue_ops: 0.4,
+  r2_class_a: 4.5,
+  r2_class_b: 0.36,
+  email_sends: 350,
 } as const;
 
 /** $ per million GB-s of Durable Object duration, and the memory an object is billed at. */
@@ -87,12 +94,17 @@ export function allIn(x: AllInInput): AllIn {
   // bytes × 10^6 messages / 10^9 bytes per GB × $ per GB-month × months held
   const months = (days: number) => days / MONTH_DAYS;
   const d1 = cents(x.bytes.d1 * 1e-3 * D1_GB_MONTH * months(x.retentionDays));
-  const held = (cls: string, b: number) => Math.max(0, b) * 1e-3 * DO_GB_MONTH * months(x.holdDays?.[cls] ?? x.retentionDays);
+  const held = (cls: string, b: number) =>
+    Math.max(0, b) * 1e-3 * DO_GB_MONTH * months(x.holdDays?.[cls] ?? x.retentionDays);
   const dos = cents(Object.entries(x.bytes.do).reduce((s, [cls, b]) => s + held(cls, b), 0));
   const cpu = cents(x.cpuMs * CPU_MS);
   const parts = {
-    operations_to_delivery: toDelivery, operations_after_delivery: Math.max(0, after), do_duration: duration,
-    storage_d1: Math.max(0, d1), storage_do: dos, workers_cpu: cpu,
+    operations_to_delivery: toDelivery,
+    operations_after_delivery: Math.max(0, after),
+    do_duration: duration,
+    storage_d1: Math.max(0, d1),
+    storage_do: dos,
+    workers_cpu: cpu,
   };
   return { usd_per_million_all_in: cents(Object.values(parts).reduce((a, b) => a + b, 0)), parts };
 }

@@ -17,7 +17,9 @@ export const HOLD = { retentionDays: 30, holdDays: { TransportQueue: 1 } };
 
 export interface CaseResult {
   about: string;
-  messages: number; recipients: number; seconds: number;
+  messages: number;
+  recipients: number;
+  seconds: number;
   totals: Record<string, number>;
   per_message: Record<string, number>;
   per_recipient?: Record<string, number>;
@@ -33,10 +35,17 @@ export interface CaseResult {
   /** Where the case measures it (trickle): ms from an accept's answer to the sink's receipt, the median and the largest. */
   delivery_ms?: { p50: number; max: number };
   breakdown: {
-    worker_invocations_by_kind: Counts; do_requests_by_class: Counts; do_requests_by_method: Counts; do_alarms_by_class: Counts;
-    do_rows_written_by_class: Counts; do_rows_read_by_class: Counts; queue_ops_by_queue: Counts;
-    d1_statements: number; r2_deletes: number;
-    rows_written_by_statement: Counts; rows_read_by_statement: Counts;
+    worker_invocations_by_kind: Counts;
+    do_requests_by_class: Counts;
+    do_requests_by_method: Counts;
+    do_alarms_by_class: Counts;
+    do_rows_written_by_class: Counts;
+    do_rows_read_by_class: Counts;
+    queue_ops_by_queue: Counts;
+    d1_statements: number;
+    r2_deletes: number;
+    rows_written_by_statement: Counts;
+    rows_read_by_statement: Counts;
     /** DO SQL statements run per message (not billed: each costs the object's thread). */
     do_sql_statements: number;
     runs_by_statement: Counts;
@@ -46,15 +55,34 @@ export interface CaseResult {
 }
 
 const round = (n: number, d = 3) => Math.round(n * 10 ** d) / 10 ** d;
-const perN = (c: Counts | undefined, n: number) => Object.fromEntries(Object.entries(c ?? {}).sort().map(([k, v]) => [k, round(v / n)]));
-const sorted = (c: Counts | undefined, n: number) => Object.fromEntries(Object.entries(c ?? {}).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / n)]));
+const perN = (c: Counts | undefined, n: number) =>
+  Object.fromEntries(
+    Object.entries(c ?? {})
+      .sort()
+      .map(([k, v]) => [k, round(v / n)]),
+  );
+const sorted = (c: Counts | undefined, n: number) =>
+  Object.fromEntries(
+    Object.entries(c ?? {})
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => [k, round(v / n)]),
+  );
 
 /** The billed totals of a snapshot. */
 function totalsOf(s: Snapshot): Record<string, number> {
   return {
-    worker_invocations: s.worker_invocations, do_requests: s.do_requests, do_rows_written: s.do_rows_written, do_rows_read: s.do_rows_read,
-    d1_rows_written: s.d1_rows_written, d1_rows_read: s.d1_rows_read, rows_written: s.do_rows_written + s.d1_rows_written,
-    rows_read: s.do_rows_read + s.d1_rows_read, queue_ops: s.queue_ops, r2_class_a: s.r2_class_a, r2_class_b: s.r2_class_b, email_sends: s.email_sends ?? 0,
+    worker_invocations: s.worker_invocations,
+    do_requests: s.do_requests,
+    do_rows_written: s.do_rows_written,
+    do_rows_read: s.do_rows_read,
+    d1_rows_written: s.d1_rows_written,
+    d1_rows_read: s.d1_rows_read,
+    rows_written: s.do_rows_written + s.d1_rows_written,
+    rows_read: s.do_rows_read + s.d1_rows_read,
+    queue_ops: s.queue_ops,
+    r2_class_a: s.r2_class_a,
+    r2_class_b: s.r2_class_b,
+    email_sends: s.email_sends ?? 0,
   };
 }
 
@@ -66,7 +94,8 @@ export function minus(a: Snapshot, b: Snapshot): Snapshot {
     if (typeof v === "number") out[k] = v - (typeof w === "number" ? w : 0);
     else if (v && typeof v === "object" && !Array.isArray(v)) {
       const m: Counts = {};
-      for (const [kk, vv] of Object.entries(v as Counts)) if (typeof vv === "number") m[kk] = vv - ((w as Counts | undefined)?.[kk] ?? 0);
+      for (const [kk, vv] of Object.entries(v as Counts))
+        if (typeof vv === "number") m[kk] = vv - ((w as Counts | undefined)?.[kk] ?? 0);
       out[k] = m;
     } else out[k] = v;
   }
@@ -78,29 +107,55 @@ export function summarise(def: CaseDef, m: Measured): CaseResult {
   const recipients = n * def.rcptsPer;
   const snap = m.toDelivery;
   const totals = totalsOf(snap);
-  const exact = (t: Record<string, number>, d: number) => Object.fromEntries(Object.entries(t).map(([k, v]) => [k, v / d]));
+  const exact = (t: Record<string, number>, d: number) =>
+    Object.fromEntries(Object.entries(t).map(([k, v]) => [k, v / d]));
   const per_message = Object.fromEntries(Object.entries(totals).map(([k, v]) => [k, round(v / n)]));
   const life = minus(m.whole, m.cron);
   const lifeTotals = totalsOf(life);
   const activeMs = exact(life.do_active_ms_by_class ?? {}, n);
-  const bill = allIn({ toDelivery: exact(totals, n), wholeLife: exact(lifeTotals, n), activeMs, bytes: m.bytes, cpuMs: m.cpuMs / n, ...HOLD });
+  const bill = allIn({
+    toDelivery: exact(totals, n),
+    wholeLife: exact(lifeTotals, n),
+    activeMs,
+    bytes: m.bytes,
+    cpuMs: m.cpuMs / n,
+    ...HOLD,
+  });
   const res: CaseResult = {
-    about: def.about, messages: n, recipients, seconds: round(m.seconds, 1), totals, per_message, usd_per_million: priceOps(exact(totals, n)),
-    usd_per_million_all_in: bill.usd_per_million_all_in, all_in: bill.parts,
+    about: def.about,
+    messages: n,
+    recipients,
+    seconds: round(m.seconds, 1),
+    totals,
+    per_message,
+    usd_per_million: priceOps(exact(totals, n)),
+    usd_per_million_all_in: bill.usd_per_million_all_in,
+    all_in: bill.parts,
     whole_life_per_message: Object.fromEntries(Object.entries(lifeTotals).map(([k, v]) => [k, round(v / n)])),
     duration: {
-      active_ms_per_message: perN(life.do_active_ms_by_class, n), wakes_per_message: perN(life.do_wakes_by_class, n),
+      active_ms_per_message: perN(life.do_active_ms_by_class, n),
+      wakes_per_message: perN(life.do_wakes_by_class, n),
       objects_active: { ...(m.whole.do_active_objects_by_class ?? {}) },
     },
-    storage: { bytes_per_message: { D1: round(m.bytes.d1, 0), ...Object.fromEntries(Object.entries(m.bytes.do).map(([k, v]) => [k, round(v, 0)])) } },
+    storage: {
+      bytes_per_message: {
+        D1: round(m.bytes.d1, 0),
+        ...Object.fromEntries(Object.entries(m.bytes.do).map(([k, v]) => [k, round(v, 0)])),
+      },
+    },
     cpu_ms_per_message: round(m.cpuMs / n, 2),
     breakdown: {
-      worker_invocations_by_kind: perN(snap.worker_invocations_by_kind, n), do_requests_by_class: perN(snap.do_requests_by_class, n),
+      worker_invocations_by_kind: perN(snap.worker_invocations_by_kind, n),
+      do_requests_by_class: perN(snap.do_requests_by_class, n),
       do_requests_by_method: perN(snap.do_requests_by_method, n),
-      do_alarms_by_class: perN(snap.do_alarms_by_class, n), do_rows_written_by_class: perN(snap.do_rows_written_by_class, n),
-      do_rows_read_by_class: perN(snap.do_rows_read_by_class, n), queue_ops_by_queue: perN(snap.queue_ops_by_queue, n),
-      d1_statements: round(snap.d1_statements / n), r2_deletes: round(snap.r2_deletes / n),
-      rows_written_by_statement: sorted(snap.rows_written_by_statement, n), rows_read_by_statement: sorted(snap.rows_read_by_statement, n),
+      do_alarms_by_class: perN(snap.do_alarms_by_class, n),
+      do_rows_written_by_class: perN(snap.do_rows_written_by_class, n),
+      do_rows_read_by_class: perN(snap.do_rows_read_by_class, n),
+      queue_ops_by_queue: perN(snap.queue_ops_by_queue, n),
+      d1_statements: round(snap.d1_statements / n),
+      r2_deletes: round(snap.r2_deletes / n),
+      rows_written_by_statement: sorted(snap.rows_written_by_statement, n),
+      rows_read_by_statement: sorted(snap.rows_read_by_statement, n),
       do_sql_statements: round(Object.values(snap.runs_by_statement ?? {}).reduce((a, v) => a + v, 0) / n),
       runs_by_statement: sorted(snap.runs_by_statement, n),
       whole_life_do_requests_by_method: sorted(life.do_requests_by_method, n),
@@ -126,7 +181,9 @@ export function printCase(name: string, r: CaseResult, vars: Record<string, stri
   console.log(`\n== ${name}: ${r.messages} ${r.about}; ${r.recipients} recipients, ${r.seconds} s${overrides}`);
   console.log(`${"".padEnd(20)}${"to delivery".padStart(14)}${"whole life".padStart(14)}   (per message)`);
   for (const k of Object.keys(r.per_message)) {
-    console.log(`${k.padEnd(20)}${String(r.per_message[k]).padStart(14)}${String(r.whole_life_per_message[k] ?? "").padStart(14)}`);
+    console.log(
+      `${k.padEnd(20)}${String(r.per_message[k]).padStart(14)}${String(r.whole_life_per_message[k] ?? "").padStart(14)}`,
+    );
   }
   const b = r.breakdown;
   line("DO requests by class", b.do_requests_by_class);
@@ -139,16 +196,25 @@ export function printCase(name: string, r: CaseResult, vars: Record<string, stri
   line("DO wakes by class", r.duration.wakes_per_message);
   line("objects active (count)", r.duration.objects_active);
   line("bytes held per message", r.storage.bytes_per_message);
-  console.log(`  workerd CPU ms per message (Worker and objects; an upper bound of Workers CPU): ${r.cpu_ms_per_message}`);
-  if (r.delivery_ms) console.log(`  ms from an accept's answer to the sink: median ${r.delivery_ms.p50}, largest ${r.delivery_ms.max}`);
+  console.log(
+    `  workerd CPU ms per message (Worker and objects; an upper bound of Workers CPU): ${r.cpu_ms_per_message}`,
+  );
+  if (r.delivery_ms)
+    console.log(`  ms from an accept's answer to the sink: median ${r.delivery_ms.p50}, largest ${r.delivery_ms.max}`);
   console.log(`  rows written per message over the whole life, by statement:`);
-  for (const [k, v] of Object.entries(b.whole_life_rows_written_by_statement)) if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
-  console.log(`  DO SQL statements run per message to delivery: ${b.do_sql_statements} (not billed; each costs the object's thread)`);
-  if (r.per_recipient?.transport_do_requests !== undefined) console.log(`  Transport DO requests per recipient: ${r.per_recipient.transport_do_requests}`);
+  for (const [k, v] of Object.entries(b.whole_life_rows_written_by_statement))
+    if (v >= 0.01) console.log(`    ${String(v).padStart(8)}  ${k}`);
+  console.log(
+    `  DO SQL statements run per message to delivery: ${b.do_sql_statements} (not billed; each costs the object's thread)`,
+  );
+  if (r.per_recipient?.transport_do_requests !== undefined)
+    console.log(`  Transport DO requests per recipient: ${r.per_recipient.transport_do_requests}`);
   const p = r.all_in;
-  console.log(`  $ per million messages, all in: ${r.usd_per_million_all_in} = operations to delivery ${p.operations_to_delivery}`
-    + ` + after delivery ${p.operations_after_delivery}`
-    + ` + DO duration ${p.do_duration} + storage D1 ${p.storage_d1} + storage DO ${p.storage_do} + Workers CPU ${p.workers_cpu}`);
+  console.log(
+    `  $ per million messages, all in: ${r.usd_per_million_all_in} = operations to delivery ${p.operations_to_delivery}` +
+      ` + after delivery ${p.operations_after_delivery}` +
+      ` + DO duration ${p.do_duration} + storage D1 ${p.storage_d1} + storage DO ${p.storage_do} + Workers CPU ${p.workers_cpu}`,
+  );
   const rcpts = r.usd_per_million_rcpts !== undefined ? `; per million recipients: ${r.usd_per_million_rcpts}` : "";
   console.log(`  $ per million messages, operations to delivery (as printed before): ${r.usd_per_million}${rcpts}`);
 }

@@ -29,45 +29,104 @@ export type Counts = Record<string, number>;
 
 /** What GET /relay/dev/meter answers (the fields bench:cost reads). */
 export interface Snapshot {
-  worker_invocations: number; worker_invocations_by_kind: Counts;
-  do_requests: number; do_requests_by_class: Counts; do_requests_by_method?: Counts; do_alarms_by_class: Counts;
-  do_rows_read: number; do_rows_read_by_class: Counts; do_rows_written: number; do_rows_written_by_class: Counts;
-  d1_rows_read: number; d1_rows_written: number; d1_statements: number;
-  queue_ops: number; queue_ops_by_queue: Counts; queue_writes: Counts; queue_reads: Counts; queue_deletes: Counts;
-  r2_class_a: number; r2_class_b: number; r2_deletes: number; rows_written_by_statement?: Counts; rows_read_by_statement?: Counts; runs_by_statement?: Counts;
-  do_active_ms_by_class?: Counts; do_wakes_by_class?: Counts; do_active_objects_by_class?: Counts; do_busy_now?: number;
-  do_bytes_by_class?: Counts; d1_bytes?: number; email_sends?: number;
+  worker_invocations: number;
+  worker_invocations_by_kind: Counts;
+  do_requests: number;
+  do_requests_by_class: Counts;
+  do_requests_by_method?: Counts;
+  do_alarms_by_class: Counts;
+  do_rows_read: number;
+  do_rows_read_by_class: Counts;
+  do_rows_written: number;
+  do_rows_written_by_class: Counts;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  d1_statements: number;
+  queue_ops: number;
+  queue_ops_by_queue: Counts;
+  queue_writes: Counts;
+  queue_reads: Counts;
+  queue_deletes: Counts;
+  r2_class_a: number;
+  r2_class_b: number;
+  r2_deletes: number;
+  rows_written_by_statement?: Counts;
+  rows_read_by_statement?: Counts;
+  runs_by_statement?: Counts;
+  do_active_ms_by_class?: Counts;
+  do_wakes_by_class?: Counts;
+  do_active_objects_by_class?: Counts;
+  do_busy_now?: number;
+  do_bytes_by_class?: Counts;
+  d1_bytes?: number;
+  email_sends?: number;
 }
 
 export interface Setup {
-  server: DevServer; catcher: Catcher; receiver: Receiver; doh: DohZone;
+  server: DevServer;
+  catcher: Catcher;
+  receiver: Receiver;
+  doh: DohZone;
   /** The mail world the server delivers to, where a case runs in one (bench/world/cost-mix.ts). */
   world?: MixCostWorld;
 }
 
 const EVENTS = [
-  "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled", "email.complained", "email.received",
+  "email.sent",
+  "email.delivered",
+  "email.delivery_delayed",
+  "email.bounced",
+  "email.failed",
+  "email.suppressed",
+  "email.canceled",
+  "email.complained",
+  "email.received",
 ];
 const TIMEOUT_MS = 300_000;
 const QUIET_MS = 3000;
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const running: Setup[] = [];
 
-export async function api<T>(s: DevServer, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+export async function api<T>(
+  s: DevServer,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<T> {
   const all = { authorization: `Bearer ${s.key}`, "content-type": "application/json", ...headers };
-  const res = await devFetch(`${s.url}${path}`, { method, headers: all, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await devFetch(`${s.url}${path}`, {
+    method,
+    headers: all,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }
 
 export async function setup(vars: Record<string, string>, sink?: Catcher): Promise<Setup> {
-  const catcher = sink ?? await startCatcher({ scripted: true });
+  const catcher = sink ?? (await startCatcher({ scripted: true }));
   const receiver = await startReceiver();
   const doh = await startDohZone();
   const server = await startDevServer({
-    tenant: "bench", role: "operator", frozen: true, testScheduled: true, meter: true,
-    vars: { SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`, RELAY_TLS: "off", COHORT_ENV: "development", DOH_RESOLVER_URL: doh.url, ...vars },
-  }).catch(async (e: unknown) => { await catcher.close(); await receiver.close(); await doh.close(); throw e; });
+    tenant: "bench",
+    role: "operator",
+    frozen: true,
+    testScheduled: true,
+    meter: true,
+    vars: {
+      SMARTHOST: `[127.0.0.1]:${catcher.smtpPort}`,
+      RELAY_TLS: "off",
+      COHORT_ENV: "development",
+      DOH_RESOLVER_URL: doh.url,
+      ...vars,
+    },
+  }).catch(async (e: unknown) => {
+    await catcher.close();
+    await receiver.close();
+    await doh.close();
+    throw e;
+  });
   const s: Setup = { server, catcher, receiver, doh };
   running.push(s);
   await api(server, "POST", "/webhooks", { endpoint: `http://127.0.0.1:${receiver.port}/hook`, events: EVENTS });
@@ -103,9 +162,15 @@ export const total = (c: Counts) => Object.values(c).reduce((a, b) => a + b, 0);
 export async function waitDelivered(s: Setup, rcpts: number, what: string): Promise<void> {
   const t0 = Date.now();
   const delivered = () => distinctEvents(s.receiver)["email.delivered"] ?? 0;
-  while (rcptsCaught(s.catcher) < rcpts || delivered() < rcpts || (distinctEvents(s.receiver)["email.sent"] ?? 0) < rcpts) {
+  while (
+    rcptsCaught(s.catcher) < rcpts ||
+    delivered() < rcpts ||
+    (distinctEvents(s.receiver)["email.sent"] ?? 0) < rcpts
+  ) {
     if (Date.now() - t0 > TIMEOUT_MS) {
-      throw new Error(`${what}: ${rcptsCaught(s.catcher)}/${rcpts} recipients and ${delivered()}/${rcpts} delivered events after ${TIMEOUT_MS / 1000} s`);
+      throw new Error(
+        `${what}: ${rcptsCaught(s.catcher)}/${rcpts} recipients and ${delivered()}/${rcpts} delivered events after ${TIMEOUT_MS / 1000} s`,
+      );
     }
     await sleep(250);
   }
@@ -124,7 +189,11 @@ export async function waitStill(s: Setup, what: string, deadline = Infinity): Pr
   for (;;) {
     await sleep(500);
     const now = await read();
-    if (JSON.stringify(now) !== JSON.stringify(last) || s.receiver.log.length !== lastEvents || (now.do_busy_now ?? 0) > 0) {
+    if (
+      JSON.stringify(now) !== JSON.stringify(last) ||
+      s.receiver.log.length !== lastEvents ||
+      (now.do_busy_now ?? 0) > 0
+    ) {
       last = now;
       lastEvents = s.receiver.log.length;
       stillSince = Date.now();
@@ -149,15 +218,41 @@ export async function runCron(s: Setup): Promise<void> {
   await sleep(GRACE_S * 1000 + 3000);
 }
 
-export interface Rows { d1: Counts; outbox: Record<string, Counts>; transport: Record<string, Counts>; destination: Record<string, Counts> }
+export interface Rows {
+  d1: Counts;
+  outbox: Record<string, Counts>;
+  transport: Record<string, Counts>;
+  destination: Record<string, Counts>;
+}
 
 export const devRows = (s: Setup) => api<Rows>(s.server, "GET", "/relay/dev/rows");
 
 /** Tables that hold per-message data (the others are configuration, keys, snapshots, feedback state). */
 export const MESSAGE_TABLES = {
-  d1: ["messages", "recipients", "event_log", "events", "event_feed", "message_tags", "webhook_delay_notices", "received_emails"],
+  d1: [
+    "messages",
+    "recipients",
+    "event_log",
+    "events",
+    "event_feed",
+    "message_tags",
+    "webhook_delay_notices",
+    "received_emails",
+  ],
   outbox: ["message", "rcpt", "event", "idem", "dsn_pending", "control", "readmit", "complaint", "unsubscribe"],
-  transport: ["rcpt", "finished", "admission", "admitted", "lease", "msg_meta", "final_rcpt", "retry_due", "incoming", "journal", "journal_ring"],
+  transport: [
+    "rcpt",
+    "finished",
+    "admission",
+    "admitted",
+    "lease",
+    "msg_meta",
+    "final_rcpt",
+    "retry_due",
+    "incoming",
+    "journal",
+    "journal_ring",
+  ],
 };
 
 /** Rows the server's message tables hold now, by "<store>.<table>". */
@@ -165,8 +260,12 @@ export async function rowsLeft(s: Setup): Promise<Counts> {
   const rows = await devRows(s);
   const tables: Counts = {};
   for (const t of MESSAGE_TABLES.d1) tables[`d1.${t}`] = rows.d1[t] ?? 0;
-  for (const [kind, objs] of [["outbox", rows.outbox], ["transport", rows.transport]] as const) {
-    for (const counts of Object.values(objs)) for (const t of MESSAGE_TABLES[kind]) tables[`${kind}.${t}`] = (tables[`${kind}.${t}`] ?? 0) + (counts[t] ?? 0);
+  for (const [kind, objs] of [
+    ["outbox", rows.outbox],
+    ["transport", rows.transport],
+  ] as const) {
+    for (const counts of Object.values(objs))
+      for (const t of MESSAGE_TABLES[kind]) tables[`${kind}.${t}`] = (tables[`${kind}.${t}`] ?? 0) + (counts[t] ?? 0);
   }
   return tables;
 }
@@ -193,15 +292,22 @@ export function cpuMs(s: Setup): number {
   const stat = (pid: string) => {
     const text = readFileSync(`/proc/${pid}/stat`, "utf8");
     const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    return { comm: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), pgid: f[2]!, cpu: (Number(f[11]) + Number(f[12])) * TICK_MS };
+    return {
+      comm: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")),
+      pgid: f[2]!,
+      cpu: (Number(f[11]) + Number(f[12])) * TICK_MS,
+    };
   };
   const pids = readdirSync("/proc").filter((p) => /^\d+$/.test(p));
   let group: string | null = null;
   for (const pid of pids) {
     try {
       const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-      if (args.some((a) => a.includes("wrangler")) && args.includes("dev") && args[args.indexOf("--port") + 1] === port) group = stat(pid).pgid;
-    } catch { /* gone */ }
+      if (args.some((a) => a.includes("wrangler")) && args.includes("dev") && args[args.indexOf("--port") + 1] === port)
+        group = stat(pid).pgid;
+    } catch {
+      /* gone */
+    }
   }
   if (group === null) return 0;
   let ms = 0;
@@ -209,7 +315,9 @@ export function cpuMs(s: Setup): number {
     try {
       const st = stat(pid);
       if (st.pgid === group && st.comm === "workerd") ms += st.cpu;
-    } catch { /* gone */ }
+    } catch {
+      /* gone */
+    }
   }
   return ms;
 }

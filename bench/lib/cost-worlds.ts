@@ -37,11 +37,22 @@ async function warmTo(s: Setup, domains: string[]): Promise<void> {
 export async function startWorld(kind: "sink" | "mx" | "mix", mixMessages: number): Promise<World> {
   if (kind === "mx") {
     const w = await startMxWorld();
-    return { vars: w.vars, catcher: w.catcher, warm: (s) => warmTo(s, ["plain.bench", "sts-enforce.test"]), lookups: () => w.lookups(), close: () => w.close() };
+    return {
+      vars: w.vars,
+      catcher: w.catcher,
+      warm: (s) => warmTo(s, ["plain.bench", "sts-enforce.test"]),
+      lookups: () => w.lookups(),
+      close: () => w.close(),
+    };
   }
   if (kind === "mix") {
     const mix = await startMixCostWorld(mixMessages);
-    return { vars: mix.vars, mix, warm: (s) => mix.warm((path, body) => api(s.server, "POST", path, body)), close: () => mix.close() };
+    return {
+      vars: mix.vars,
+      mix,
+      warm: (s) => mix.warm((path, body) => api(s.server, "POST", path, body)),
+      close: () => mix.close(),
+    };
   }
   return { vars: {}, warm: (s) => warmTo(s, ["warm.example"]), close: async () => undefined };
 }

@@ -62,7 +62,8 @@ function fileAt(mods: { line: number; file: string }[], line: number): string | 
   return found;
 }
 
-const classOf = (table: [RegExp, string][], file: string | null) => (file === null ? null : table.find(([re]) => re.test(file))?.[1] ?? null);
+const classOf = (table: [RegExp, string][], file: string | null) =>
+  file === null ? null : (table.find(([re]) => re.test(file))?.[1] ?? null);
 
 /** ms of CPU per class (see the header). */
 export function cpuByClass(profile: Profile, bundle: string): Record<string, number> {
@@ -81,9 +82,14 @@ export function cpuByClass(profile: Profile, bundle: string): Record<string, num
     else {
       const path: number[] = [];
       for (let p: number | undefined = id; p !== undefined; p = parent.get(p)) path.unshift(p);
-      const files = path.map((p) => { const cf = byId.get(p)!.callFrame; return cf.url.endsWith("index.js") ? fileAt(mods, cf.lineNumber) : null; });
-      out = files.map((file) => classOf(FILE_CLASSES, file)).find((c) => c !== null)
-        ?? classOf(FOLDER_CLASSES, files[files.length - 1] ?? null) ?? "shared";
+      const files = path.map((p) => {
+        const cf = byId.get(p)!.callFrame;
+        return cf.url.endsWith("index.js") ? fileAt(mods, cf.lineNumber) : null;
+      });
+      out =
+        files.map((file) => classOf(FILE_CLASSES, file)).find((c) => c !== null) ??
+        classOf(FOLDER_CLASSES, files[files.length - 1] ?? null) ??
+        "shared";
     }
     memo.set(id, out);
     return out;

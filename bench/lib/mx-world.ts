@@ -25,16 +25,28 @@ const fixture = (name: string) => readFileSync(new URL(`../../test/fixtures/tls/
 const POLICY = "version: STSv1\nmode: enforce\nmx: *.sts-enforce.test\nmax_age: 86400\n";
 
 type Rr = { name: string; type: number; TTL: number; data: string };
-const one = (name: string, type: number, data: string) => ({ Status: 0, Answer: [{ name: `${name}.`, type, TTL: 300, data }] as Rr[] });
+const one = (name: string, type: number, data: string) => ({
+  Status: 0,
+  Answer: [{ name: `${name}.`, type, TTL: 300, data }] as Rr[],
+});
 
 function sink(messages: CaughtMessage[], tls: boolean): SMTPServer {
   const s = new SMTPServer({
-    logger: false, disableReverseLookup: true, authOptional: true, closeTimeout: 50, ...(tls ? { key: fixture("sts-mx-key.pem"), cert: fixture("sts-mx.pem") } : { disabledCommands: ["STARTTLS"] }),
+    logger: false,
+    disableReverseLookup: true,
+    authOptional: true,
+    closeTimeout: 50,
+    ...(tls ? { key: fixture("sts-mx-key.pem"), cert: fixture("sts-mx.pem") } : { disabledCommands: ["STARTTLS"] }),
     onData: (stream, session, callback) => {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
-        messages.push({ mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", rcptTo: session.envelope.rcptTo.map((r) => r.address), body: "", receivedAt: Date.now() });
+        messages.push({
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          rcptTo: session.envelope.rcptTo.map((r) => r.address),
+          body: "",
+          receivedAt: Date.now(),
+        });
         callback();
       });
     },
@@ -43,10 +55,11 @@ function sink(messages: CaughtMessage[], tls: boolean): SMTPServer {
   return s;
 }
 
-const listen = (server: NetServer, host: string, port: number) => new Promise<number>((resolve, reject) => {
-  server.once("error", reject);
-  server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
-});
+const listen = (server: NetServer, host: string, port: number) =>
+  new Promise<number>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+  });
 
 /** The running world: the vars for wrangler dev, the sink as a Catcher, and the lookups made so far. */
 export interface MxWorld {
@@ -74,25 +87,54 @@ export async function startMxWorld(): Promise<MxWorld> {
   });
   const policyPort = await listen(policy, "127.0.0.1", 0);
   const nx = { Status: 3 };
-  const doh = await startDohServer({}, {
-    "plain.bench/MX": one("plain.bench", 15, "10 mx.plain.bench."), "mx.plain.bench/A": one("mx.plain.bench", 1, "127.0.0.1"),
-    "_mta-sts.plain.bench/TXT": nx, "_smtp._tls.plain.bench/TXT": nx,
-    "sts-enforce.test/MX": one("sts-enforce.test", 15, "10 mx.sts-enforce.test."), "mx.sts-enforce.test/A": one("mx.sts-enforce.test", 1, "127.0.0.4"),
-    "_mta-sts.sts-enforce.test/TXT": one("_mta-sts.sts-enforce.test", 16, "\"v=STSv1; id=bench1;\""),
-    "_smtp._tls.sts-enforce.test/TXT": one("_smtp._tls.sts-enforce.test", 16, "\"v=TLSRPTv1; rua=mailto:tlsrpt@plain.bench\""),
-    "mta-sts.sts-enforce.test/A": one("mta-sts.sts-enforce.test", 1, "127.0.0.1"),
-  });
+  const doh = await startDohServer(
+    {},
+    {
+      "plain.bench/MX": one("plain.bench", 15, "10 mx.plain.bench."),
+      "mx.plain.bench/A": one("mx.plain.bench", 1, "127.0.0.1"),
+      "_mta-sts.plain.bench/TXT": nx,
+      "_smtp._tls.plain.bench/TXT": nx,
+      "sts-enforce.test/MX": one("sts-enforce.test", 15, "10 mx.sts-enforce.test."),
+      "mx.sts-enforce.test/A": one("mx.sts-enforce.test", 1, "127.0.0.4"),
+      "_mta-sts.sts-enforce.test/TXT": one("_mta-sts.sts-enforce.test", 16, '"v=STSv1; id=bench1;"'),
+      "_smtp._tls.sts-enforce.test/TXT": one(
+        "_smtp._tls.sts-enforce.test",
+        16,
+        '"v=TLSRPTv1; rua=mailto:tlsrpt@plain.bench"',
+      ),
+      "mta-sts.sts-enforce.test/A": one("mta-sts.sts-enforce.test", 1, "127.0.0.1"),
+    },
+  );
   const catcher: Catcher = {
-    smtpPort: port, httpPort: 0, messages,
-    close: async () => { await Promise.all([new Promise<void>((r) => secure.close(() => r())), new Promise<void>((r) => plain.close(() => r()))]); },
+    smtpPort: port,
+    httpPort: 0,
+    messages,
+    close: async () => {
+      await Promise.all([
+        new Promise<void>((r) => secure.close(() => r())),
+        new Promise<void>((r) => plain.close(() => r())),
+      ]);
+    },
   };
   return {
-    vars: { SMARTHOST: "", DOH_RESOLVER_URL: doh.url, MX_PORT: String(port), MTA_STS_PORT: String(policyPort), EGRESS: "direct" },
+    vars: {
+      SMARTHOST: "",
+      DOH_RESOLVER_URL: doh.url,
+      MX_PORT: String(port),
+      MTA_STS_PORT: String(policyPort),
+      EGRESS: "direct",
+    },
     catcher,
-    lookups: async () => ({ queries: await (await fetch(doh.url.replace("/dns-query", "/queries"))).json() as Record<string, number>, fetches }),
+    lookups: async () => ({
+      queries: (await (await fetch(doh.url.replace("/dns-query", "/queries"))).json()) as Record<string, number>,
+      fetches,
+    }),
     close: async () => {
       await doh.close();
-      await new Promise<void>((r) => { policy.closeAllConnections(); policy.close(() => r()); });
+      await new Promise<void>((r) => {
+        policy.closeAllConnections();
+        policy.close(() => r());
+      });
     },
   };
 }

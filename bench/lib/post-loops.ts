@@ -47,14 +47,20 @@ type FromChild = { kind: "started" } | { kind: "done"; result: PostLoopResult };
 
 /** Starts the loops in a child process; resolves once they run. */
 export async function startPostLoops(opts: PostLoopOptions): Promise<{ stop: () => Promise<PostLoopResult> }> {
-  const child = fork(fileURLToPath(import.meta.url), ["--post-loops-child"], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(fileURLToPath(import.meta.url), ["--post-loops-child"], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   const done = new Promise<PostLoopResult>((resolve, reject) => {
-    child.on("message", (m: FromChild) => { if (m.kind === "done") resolve(m.result); });
+    child.on("message", (m: FromChild) => {
+      if (m.kind === "done") resolve(m.result);
+    });
     child.once("exit", (code) => reject(new Error(`post loops exited with ${code} before reporting`)));
   });
   done.catch(() => undefined); // observed by stop()
   await new Promise<void>((resolve, reject) => {
-    child.on("message", (m: FromChild) => { if (m.kind === "started") resolve(); });
+    child.on("message", (m: FromChild) => {
+      if (m.kind === "started") resolve();
+    });
     child.once("exit", (code) => reject(new Error(`post loops exited with ${code}`)));
     child.send({ kind: "start", opts } satisfies ToChild);
   });
@@ -76,26 +82,43 @@ async function runChild(opts: PostLoopOptions, stopped: () => boolean): Promise<
   const r: PostLoopResult = { accepted: 0, refused: 0, failed: 0, ms: 0 };
   let seq = 0;
   const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
-  await Promise.all(Array.from({ length: opts.workers }, async () => {
-    while (!stopped()) {
-      const k = seq++;
-      const subject = `load ${k}`;
-      try {
-        const res = await devFetch(`${opts.url}/emails`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${opts.key}`, "content-type": "application/json" },
-          body: JSON.stringify({ from: "Load <load@cohort.test>", to: [`load${k}-${opts.tag}@${opts.domain}`], subject, text: `${subject}\nThe quick brown fox jumps over the lazy dog.\n` }),
-        }, undefined, false); // a 429 is counted here, then waited out
-        await res.arrayBuffer();
-        if (res.status === 200) r.accepted++;
-        else if (res.status === 429) { r.refused++; await sleep(1000 * Math.max(0, Number(res.headers.get("retry-after") ?? 1) || 1)); }
-        else { r.failed++; await sleep(100); }
-      } catch {
-        r.failed++;
-        await sleep(100);
+  await Promise.all(
+    Array.from({ length: opts.workers }, async () => {
+      while (!stopped()) {
+        const k = seq++;
+        const subject = `load ${k}`;
+        try {
+          const res = await devFetch(
+            `${opts.url}/emails`,
+            {
+              method: "POST",
+              headers: { authorization: `Bearer ${opts.key}`, "content-type": "application/json" },
+              body: JSON.stringify({
+                from: "Load <load@cohort.test>",
+                to: [`load${k}-${opts.tag}@${opts.domain}`],
+                subject,
+                text: `${subject}\nThe quick brown fox jumps over the lazy dog.\n`,
+              }),
+            },
+            undefined,
+            false,
+          ); // a 429 is counted here, then waited out
+          await res.arrayBuffer();
+          if (res.status === 200) r.accepted++;
+          else if (res.status === 429) {
+            r.refused++;
+            await sleep(1000 * Math.max(0, Number(res.headers.get("retry-after") ?? 1) || 1));
+          } else {
+            r.failed++;
+            await sleep(100);
+          }
+        } catch {
+          r.failed++;
+          await sleep(100);
+        }
       }
-    }
-  }));
+    }),
+  );
   r.ms = Date.now() - t0;
   return r;
 }
@@ -103,9 +126,14 @@ async function runChild(opts: PostLoopOptions, stopped: () => boolean): Promise<
 if (process.argv.includes("--post-loops-child") && process.send !== undefined) {
   let stop = false;
   process.on("message", (m: ToChild) => {
-    if (m.kind === "stop") { stop = true; return; }
+    if (m.kind === "stop") {
+      stop = true;
+      return;
+    }
     const work = runChild(m.opts, () => stop);
     process.send!({ kind: "started" } satisfies FromChild);
-    void work.then((result) => { process.send!({ kind: "done", result } satisfies FromChild, () => process.exit(0)); });
+    void work.then((result) => {
+      process.send!({ kind: "done", result } satisfies FromChild, () => process.exit(0));
+    });
   });
 }

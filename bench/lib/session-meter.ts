@@ -125,9 +125,22 @@ interface Window {
 }
 
 function freshWindow(): Window {
-  return { startMs: null, area: 0, lastStepMs: 0, areaAtMessage: 0, lastMessageMs: null, maxOpen: 0, messages: 0, sessions: 0, deferred421: 0, recipients: 0, refusedWhileIdle: 0, idleGapsMs: [], change: null };
+  return {
+    startMs: null,
+    area: 0,
+    lastStepMs: 0,
+    areaAtMessage: 0,
+    lastMessageMs: null,
+    maxOpen: 0,
+    messages: 0,
+    sessions: 0,
+    deferred421: 0,
+    recipients: 0,
+    refusedWhileIdle: 0,
+    idleGapsMs: [],
+    change: null,
+  };
 }
-
 
 type SmtpError = Error & { responseCode?: number };
 
@@ -227,7 +240,8 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
   const waitForMessages = async (count: number, timeoutMs: number) => {
     const deadline = Date.now() + timeoutMs;
     while (w.messages < count) {
-      if (Date.now() > deadline) throw new Error(`the session meter has ${w.messages} of ${count} messages after ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new Error(`the session meter has ${w.messages} of ${count} messages after ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 20));
     }
     return w.messages;
@@ -237,23 +251,37 @@ export async function startSessionMeter(opts: SessionMeterOptions = {}): Promise
     const windowMs = w.startMs === null || w.lastMessageMs === null ? 0 : w.lastMessageMs - w.startMs;
     return {
       meanOpen: windowMs > 0 ? w.areaAtMessage / windowMs : 0,
-      windowMs, maxOpen: w.maxOpen, messages: w.messages, sessions: w.sessions, deferred421: w.deferred421,
+      windowMs,
+      maxOpen: w.maxOpen,
+      messages: w.messages,
+      sessions: w.sessions,
+      deferred421: w.deferred421,
       messagesPerSession: w.sessions > 0 ? w.messages / w.sessions : 0,
       recipients: w.recipients,
       refusedWhileIdle: w.refusedWhileIdle,
       idleGapsMs: [...w.idleGapsMs].sort((a, b) => a - b),
       change: w.change && {
-        to: w.change.to, deferred421: w.change.deferred421, messages: w.change.messages,
+        to: w.change.to,
+        deferred421: w.change.deferred421,
+        messages: w.change.messages,
         reachedAfterS: w.change.reachedMs === null ? null : (w.change.reachedMs - w.change.atMs) / 1000,
       },
     };
   };
 
   return {
-    host: "127.0.0.1", port, maxSessions, dumpDirectory: null,
-    messages: () => w.messages, sessions: () => w.sessions, deferred421: () => w.deferred421, open: () => admitted.size,
+    host: "127.0.0.1",
+    port,
+    maxSessions,
+    dumpDirectory: null,
+    messages: () => w.messages,
+    sessions: () => w.sessions,
+    deferred421: () => w.deferred421,
+    open: () => admitted.size,
     waitForMessages,
-    reset: () => { w = freshWindow(); },
+    reset: () => {
+      w = freshWindow();
+    },
     report,
     setMaxSessions: (n: number) => {
       maxSessions = n;

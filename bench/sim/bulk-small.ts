@@ -123,7 +123,13 @@ export function runBulkSmallOnce(preemption: boolean, opts: BulkSmallOptions = B
     const done = r.store.completedAt(m.id);
     if (done !== null) latencies.push(done - m.arriveAt);
   }
-  return { preemption, smallLatency: summarize(latencies), bulkDoneSec: r.store.completedAt("bulk") ?? NaN, attempts: r.attempts.length, audit: r.audit };
+  return {
+    preemption,
+    smallLatency: summarize(latencies),
+    bulkDoneSec: r.store.completedAt("bulk") ?? NaN,
+    attempts: r.attempts.length,
+    audit: r.audit,
+  };
 }
 
 /** Runs the scenario with preemption on and off, on the same arrivals. */

@@ -70,7 +70,13 @@ export function runCeilingOnce(c: CeilingCase, ceiling: boolean, seed = 1): Ceil
   const rcpts = Array.from({ length: RECIPIENTS }, (_, i) => ({ address: `u${i}@${NEXTHOP}`, nexthop: NEXTHOP }));
   const messages: SimMessage[] = [{ id: "list", arriveAt: 0, rcpts }];
   const spec = { ...DEFAULT_DESTINATION, sessionLimit: 1, sessionLimitAt: LIMITS[c] };
-  const r = runSimulation({ config: config(ceiling), messages, destinationFor: () => spec, seed: deriveSeed(seed, 3), traceNexthops: [NEXTHOP] });
+  const r = runSimulation({
+    config: config(ceiling),
+    messages,
+    destinationFor: () => spec,
+    seed: deriveSeed(seed, 3),
+    traceNexthops: [NEXTHOP],
+  });
   const rejected = r.attempts.filter((a) => a.outcome === "rejected-421");
   const trace = r.traces.get(NEXTHOP)!;
   const end = r.endAt;
@@ -112,8 +118,15 @@ export function formatCeiling(runs: readonly CeilingRun[]): string[] {
     "case     feedback        attempts   421s  421 %   run s  conc mean  after the change",
   ];
   for (const r of runs) {
-    const after = r.case === "rising" ? `window 10 after ${r.reachedNewLimitAfterSec ?? "never"} s` : r.case === "falling" ? `${r.rejectedAfterChange} 421s from t=${RISE_AT + 10} s` : "";
-    out.push(`${r.case.padEnd(8)} ${(r.ceiling ? "with ceiling" : "Postfix").padEnd(14)} ${String(r.attempts).padStart(9)} ${String(r.rejected).padStart(6)} ${r.rejectedPct.toFixed(1).padStart(6)} ${r.endSec.toFixed(0).padStart(7)} ${r.concurrencyMean.toFixed(2).padStart(10)}  ${after}`);
+    const after =
+      r.case === "rising"
+        ? `window 10 after ${r.reachedNewLimitAfterSec ?? "never"} s`
+        : r.case === "falling"
+          ? `${r.rejectedAfterChange} 421s from t=${RISE_AT + 10} s`
+          : "";
+    out.push(
+      `${r.case.padEnd(8)} ${(r.ceiling ? "with ceiling" : "Postfix").padEnd(14)} ${String(r.attempts).padStart(9)} ${String(r.rejected).padStart(6)} ${r.rejectedPct.toFixed(1).padStart(6)} ${r.endSec.toFixed(0).padStart(7)} ${r.concurrencyMean.toFixed(2).padStart(10)}  ${after}`,
+    );
   }
   return out;
 }
@@ -122,6 +135,15 @@ export function formatCeiling(runs: readonly CeilingRun[]): string[] {
 export function ceilingJson(runs: readonly CeilingRun[]): object {
   return {
     scenario: "ceiling",
-    results: runs.map((r) => ({ case: r.case, ceiling: r.ceiling, attempts: r.attempts, rejected_pct: Number(r.rejectedPct.toFixed(2)), run_s: Math.round(r.endSec), concurrency_mean: Number(r.concurrencyMean.toFixed(2)), reached_new_limit_after_s: r.reachedNewLimitAfterSec, rejected_after_change: r.rejectedAfterChange })),
+    results: runs.map((r) => ({
+      case: r.case,
+      ceiling: r.ceiling,
+      attempts: r.attempts,
+      rejected_pct: Number(r.rejectedPct.toFixed(2)),
+      run_s: Math.round(r.endSec),
+      concurrency_mean: Number(r.concurrencyMean.toFixed(2)),
+      reached_new_limit_after_s: r.reachedNewLimitAfterSec,
+      rejected_after_change: r.rejectedAfterChange,
+    })),
   };
 }

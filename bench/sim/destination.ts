@@ -73,7 +73,10 @@ export interface SessionPlan {
   holdsSession: boolean;
 }
 
-const REJECT_421: DeliveryReport = { status: "defer", siteFailure: { dsnStatus: "4.7.0", reason: "421 too many connections" } };
+const REJECT_421: DeliveryReport = {
+  status: "defer",
+  siteFailure: { dsnStatus: "4.7.0", reason: "421 too many connections" },
+};
 const TIMEOUT: DeliveryReport = { status: "defer", siteFailure: { dsnStatus: "4.4.2", reason: "connect timeout" } };
 const REFUSED: DeliveryReport = { status: "defer", siteFailure: { dsnStatus: "4.4.1", reason: "connection refused" } };
 const DELIVERED: DeliveryReport = { status: "ok" };
@@ -90,7 +93,8 @@ export class DestinationServer {
   /** Starts a session for an entry of `rcptCount` recipients at time `at`. */
   connect(at: number, rcptCount: number, rng: Rng): SessionPlan {
     const s = this.spec;
-    if (at < s.deadUntilSec) return { outcome: "refused", endAt: at + s.refuseDelaySec, report: REFUSED, holdsSession: false };
+    if (at < s.deadUntilSec)
+      return { outcome: "refused", endAt: at + s.refuseDelaySec, report: REFUSED, holdsSession: false };
     if (s.connectTimeoutProb > 0 && rng.next() < s.connectTimeoutProb) {
       return { outcome: "connect-timeout", endAt: at + s.connectTimeoutSec, report: TIMEOUT, holdsSession: false };
     }
@@ -101,7 +105,12 @@ export class DestinationServer {
     this.open += 1;
     this.peakOpen = Math.max(this.peakOpen, this.open);
     const factor = s.jitter > 0 ? uniformBetween(rng, 1 - s.jitter, 1 + s.jitter) : 1;
-    return { outcome: "delivered", endAt: at + rcptCount * s.perRcptLatencySec * factor, report: DELIVERED, holdsSession: true };
+    return {
+      outcome: "delivered",
+      endAt: at + rcptCount * s.perRcptLatencySec * factor,
+      report: DELIVERED,
+      holdsSession: true,
+    };
   }
 
   /** Ends a session started by connect(). */

@@ -59,7 +59,11 @@ import { StepSeries } from "./stats";
 
 export type { AttemptRecord, DestinationTrace, SimMessage, SimResult, SimSetup } from "./run-types";
 
-type SimEvent = { kind: "arrive"; id: string } | { kind: "retry"; id: string } | { kind: "finish"; entryId: number } | { kind: "wake"; at: number };
+type SimEvent =
+  | { kind: "arrive"; id: string }
+  | { kind: "retry"; id: string }
+  | { kind: "finish"; entryId: number }
+  | { kind: "wake"; at: number };
 
 interface Session {
   entry: Entry<SimRcpt>;
@@ -96,7 +100,8 @@ class Simulation {
   constructor(private readonly setup: SimSetup) {
     this.q = createQmgr<SimRcpt>(mustParseSchedulerConfig(setup.config), this.store);
     this.rng = createRng(setup.seed);
-    for (const n of setup.traceNexthops ?? []) this.traces.set(n, { inflight: new StepSeries(), window: new StepSeries() });
+    for (const n of setup.traceNexthops ?? [])
+      this.traces.set(n, { inflight: new StepSeries(), window: new StepSeries() });
   }
 
   run(): SimResult {
@@ -108,7 +113,10 @@ class Simulation {
     while (!this.finished()) {
       const ev = this.events.pop();
       if (!ev) {
-        this.audit.violate("stalled", `no events left at t=${this.now.toFixed(1)} with ${this.store.undeliveredTotal} recipients undelivered`);
+        this.audit.violate(
+          "stalled",
+          `no events left at t=${this.now.toFixed(1)} with ${this.store.undeliveredTotal} recipients undelivered`,
+        );
         break;
       }
       if (ev.at > limit || ++this.eventCount > MAX_EVENTS) {
@@ -118,7 +126,15 @@ class Simulation {
       this.step(ev.at, ev.event);
     }
     this.checkEnd();
-    return { store: this.store, attempts: this.attempts, traces: this.traces, servers: this.servers, audit: this.audit, endAt: this.now, events: this.eventCount };
+    return {
+      store: this.store,
+      attempts: this.attempts,
+      traces: this.traces,
+      servers: this.servers,
+      audit: this.audit,
+      endAt: this.now,
+      events: this.eventCount,
+    };
   }
 
   private finished(): boolean {
@@ -161,7 +177,8 @@ class Simulation {
       }
       this.applyEffects(sec);
       // A message with nothing to deliver now (all deferred at resolve) must leave at once (§8).
-      if (m.refcount === 0 && this.q.messages.get(id) === m) this.audit.violate("stuck message", `${id} stays in the active queue with no entries`);
+      if (m.refcount === 0 && this.q.messages.get(id) === m)
+        this.audit.violate("stuck message", `${id} stays in the active queue with no entries`);
     }
   }
 
@@ -174,10 +191,12 @@ class Simulation {
     }
     for (const queue of touched) {
       const n = this.inflight.get(queue.name) ?? 0;
-      if (n !== queue.busyCount) this.audit.violate("busy count", `${queue.name}: simulator has ${n} in flight, core ${queue.busyCount}`);
+      if (n !== queue.busyCount)
+        this.audit.violate("busy count", `${queue.name}: simulator has ${n} in flight, core ${queue.busyCount}`);
     }
     for (const t of this.q.transports.values()) {
-      if (t.busyCount > t.p.processLimit) this.audit.violate("process limit", `${t.name}: ${t.busyCount} in flight > ${t.p.processLimit}`);
+      if (t.busyCount > t.p.processLimit)
+        this.audit.violate("process limit", `${t.name}: ${t.busyCount} in flight > ${t.p.processLimit}`);
     }
     this.applyEffects(sec);
   }
@@ -186,7 +205,11 @@ class Simulation {
     const queue = e.peer.queue;
     const n = (this.inflight.get(queue.name) ?? 0) + 1;
     this.inflight.set(queue.name, n);
-    if (n > queue.window) this.audit.violate("window exceeded", `${queue.name}: ${n} in flight > window ${queue.window} at t=${this.now.toFixed(2)}`);
+    if (n > queue.window)
+      this.audit.violate(
+        "window exceeded",
+        `${queue.name}: ${n} in flight > window ${queue.window} at t=${this.now.toFixed(2)}`,
+      );
     const server = this.serverFor(queue.nexthop);
     const plan = server.connect(this.now, e.rcpts.length, this.rng);
     const pass = this.store.get(e.peer.job.message.id).passes;
@@ -215,11 +238,20 @@ class Simulation {
     this.inflight.set(s.queueName, (this.inflight.get(s.queueName) ?? 0) - 1);
     if (s.plan.outcome === "delivered") {
       for (const r of s.entry.rcpts) {
-        if (!this.store.markDelivered(r, this.now)) this.audit.violate("delivered twice", `${r.address} of ${r.messageId}`);
+        if (!this.store.markDelivered(r, this.now))
+          this.audit.violate("delivered twice", `${r.address} of ${r.messageId}`);
       }
     }
     const { entry, plan } = s;
-    this.attempts.push({ nexthop: s.nexthop, messageId: entry.peer.job.message.id, pass: s.pass, rcpts: entry.rcpts.length, startAt: s.startAt, endAt: this.now, outcome: plan.outcome });
+    this.attempts.push({
+      nexthop: s.nexthop,
+      messageId: entry.peer.job.message.id,
+      pass: s.pass,
+      rcpts: entry.rcpts.length,
+      startAt: s.startAt,
+      endAt: this.now,
+      outcome: plan.outcome,
+    });
     const res = reportDelivery(this.q, entryId, plan.report, sec);
     if (res.kind !== "applied") this.audit.violate("report not applied", `entry ${entryId}: ${res.kind}`);
     this.applyEffects(sec);
@@ -244,10 +276,12 @@ class Simulation {
   private onMessageLeft(id: string, nextAttemptAt: number | null): void {
     const m = this.store.get(id);
     if (nextAttemptAt === null) {
-      if (m.undelivered > 0) this.audit.violate("done but undelivered", `${id}: message-done with ${m.undelivered} recipients undelivered`);
+      if (m.undelivered > 0)
+        this.audit.violate("done but undelivered", `${id}: message-done with ${m.undelivered} recipients undelivered`);
       return;
     }
-    if (m.undelivered === 0) this.audit.violate("deferred but delivered", `${id}: message-deferred with every recipient delivered`);
+    if (m.undelivered === 0)
+      this.audit.violate("deferred but delivered", `${id}: message-deferred with every recipient delivered`);
     else this.events.push(Math.max(nextAttemptAt, this.now), { kind: "retry", id });
   }
 
@@ -272,8 +306,11 @@ class Simulation {
   }
 
   private checkEnd(): void {
-    if (this.store.undeliveredTotal > 0) this.audit.violate("undelivered", `${this.store.undeliveredTotal} recipients never delivered`);
-    if (this.q.messages.size > 0) this.audit.violate("active queue not empty", `${this.q.messages.size} messages left in core`);
-    if (this.q.busy.size > 0 || this.sessions.size > 0) this.audit.violate("in flight at end", `${this.q.busy.size} busy in core, ${this.sessions.size} sessions`);
+    if (this.store.undeliveredTotal > 0)
+      this.audit.violate("undelivered", `${this.store.undeliveredTotal} recipients never delivered`);
+    if (this.q.messages.size > 0)
+      this.audit.violate("active queue not empty", `${this.q.messages.size} messages left in core`);
+    if (this.q.busy.size > 0 || this.sessions.size > 0)
+      this.audit.violate("in flight at end", `${this.q.busy.size} busy in core, ${this.sessions.size} sessions`);
   }
 }

@@ -79,7 +79,15 @@ export interface LimiterOptions {
 }
 
 /** The scenario as specified: 2000 recipients, S = 5, 1 s per recipient. */
-export const LIMITER_DEFAULTS: LimiterOptions = { recipients: 2000, serverLimit: 5, perRcptLatencySec: 1, jitter: 0.1, rejectDelaySec: 0, retryDelaySec: 10, seed: 1 };
+export const LIMITER_DEFAULTS: LimiterOptions = {
+  recipients: 2000,
+  serverLimit: 5,
+  perRcptLatencySec: 1,
+  jitter: 0.1,
+  rejectDelaySec: 0,
+  retryDelaySec: 10,
+  seed: 1,
+};
 
 /** Results of one feedback style. */
 export interface LimiterRun {
@@ -119,21 +127,46 @@ export function limiterConfig(feedback: string, retryDelaySec: number): Schedule
 export function runLimiterOnce(feedback: LimiterFeedback, opts: LimiterOptions = LIMITER_DEFAULTS): LimiterRun {
   const rcpts = Array.from({ length: opts.recipients }, (_, i) => ({ address: `u${i}@${NEXTHOP}`, nexthop: NEXTHOP }));
   const messages: SimMessage[] = [{ id: "list", arriveAt: 0, rcpts }];
-  const spec = { ...DEFAULT_DESTINATION, sessionLimit: opts.serverLimit, perRcptLatencySec: opts.perRcptLatencySec, jitter: opts.jitter, rejectDelaySec: opts.rejectDelaySec };
-  const r = runSimulation({ config: limiterConfig(feedback, opts.retryDelaySec), messages, destinationFor: () => spec, seed: deriveSeed(opts.seed, 2), traceNexthops: [NEXTHOP] });
+  const spec = {
+    ...DEFAULT_DESTINATION,
+    sessionLimit: opts.serverLimit,
+    perRcptLatencySec: opts.perRcptLatencySec,
+    jitter: opts.jitter,
+    rejectDelaySec: opts.rejectDelaySec,
+  };
+  const r = runSimulation({
+    config: limiterConfig(feedback, opts.retryDelaySec),
+    messages,
+    destinationFor: () => spec,
+    seed: deriveSeed(opts.seed, 2),
+    traceNexthops: [NEXTHOP],
+  });
   const first = r.attempts.filter((a) => a.pass === 1);
   const rejected = (list: typeof first) => list.filter((a) => a.outcome === "rejected-421").length;
   const endSec = first.reduce((m, a) => Math.max(m, a.startAt), 0);
   const trace = r.traces.get(NEXTHOP)!;
   return {
     feedback,
-    firstPass: { attempts: first.length, rejected: rejected(first), deferredPct: pct(rejected(first), first.length), endSec },
-    allPasses: { attempts: r.attempts.length, rejected: rejected(r.attempts), deferredPct: pct(rejected(r.attempts), r.attempts.length), passes: r.store.get("list").passes },
+    firstPass: {
+      attempts: first.length,
+      rejected: rejected(first),
+      deferredPct: pct(rejected(first), first.length),
+      endSec,
+    },
+    allPasses: {
+      attempts: r.attempts.length,
+      rejected: rejected(r.attempts),
+      deferredPct: pct(rejected(r.attempts), r.attempts.length),
+      passes: r.store.get("list").passes,
+    },
     concurrency: trace.inflight.timeWeighted(0, endSec),
     window: trace.window.timeWeighted(0, endSec),
     serverPeak: r.servers.get(NEXTHOP)?.peakOpen ?? 0,
     endSec: r.endAt,
-    predicted: { readme: readmeDeferFraction(feedback, opts.serverLimit), coreSerial: idealisedDeferFraction(feedback, opts.serverLimit) },
+    predicted: {
+      readme: readmeDeferFraction(feedback, opts.serverLimit),
+      coreSerial: idealisedDeferFraction(feedback, opts.serverLimit),
+    },
     audit: r.audit,
   };
 }

@@ -49,8 +49,22 @@ export class MailStore implements RecipientSource<SimRcpt> {
   /** Stores a new message with its recipients (transport "smtp"). */
   add(id: string, arriveAt: number, rcpts: readonly { address: string; nexthop: string }[]): StoredMessage {
     if (this.messages.has(id)) throw new Error(`MailStore: duplicate message ${id}`);
-    const list: SimRcpt[] = rcpts.map((r, index) => ({ address: r.address, nexthop: r.nexthop, transport: "smtp", messageId: id, index }));
-    const m: StoredMessage = { id, arriveAt, rcpts: list, deliveredAt: list.map(() => null), undelivered: list.length, passes: 0, file: [] };
+    const list: SimRcpt[] = rcpts.map((r, index) => ({
+      address: r.address,
+      nexthop: r.nexthop,
+      transport: "smtp",
+      messageId: id,
+      index,
+    }));
+    const m: StoredMessage = {
+      id,
+      arriveAt,
+      rcpts: list,
+      deliveredAt: list.map(() => null),
+      undelivered: list.length,
+      passes: 0,
+      file: [],
+    };
     this.messages.set(id, m);
     this.undeliveredTotal += list.length;
     this.rcptTotal += list.length;

@@ -43,7 +43,7 @@ export function formatLimiter(runs: readonly LimiterRun[], opts: LimiterOptions)
     "",
     "deferred = 421 rejections / delivery attempts. conc = entries in flight at the destination, time-weighted over the first pass",
     `  (until its last dispatch; ${opts.rejectDelaySec === 0 ? "a 421 takes no time, so this is also the sessions the server served" : "includes attempts waiting for their 421"}); window = the core's window, same interval.`,
-    "README formula = 1/(1+roundup(1/g(5))); core F-LIM = serial model \"a delivery fails iff window > 5\" run through the core's own",
+    'README formula = 1/(1+roundup(1/g(5))); core F-LIM = serial model "a delivery fails iff window > 5" run through the core\'s own',
     "  feedback code, i.e. with Postfix's g/2 and f/2 rounding margins (spec §6.2, §6.3, §10.1).",
     "constant 1: the f/2 margin makes the 421 at window 6 drop it by 2 (to 4), so two successes pass before the next overshoot:",
     "  S S F = 1/3 deferred, not the README's S F = 1/2 (which assumes a drop of exactly 1 per 421).",
@@ -89,7 +89,8 @@ export function limiterJson(runs: readonly LimiterRun[]): object {
 /** The bulk-small table and notes. */
 export function formatBulkSmall(rep: BulkSmallReport): string[] {
   const o = rep.opts;
-  const row = (name: string, s: Summary) => `${padEnd(name, 16)} ${[s.p50, s.p90, s.p99, s.max, s.mean].map((v) => pad(v.toFixed(2), 8)).join(" ")}`;
+  const row = (name: string, s: Summary) =>
+    `${padEnd(name, 16)} ${[s.p50, s.p90, s.p99, s.max, s.mean].map((v) => pad(v.toFixed(2), 8)).join(" ")}`;
   const ratio = (k: "p50" | "p90" | "p99" | "max" | "mean") => rep.off.smallLatency[k] / rep.on.smallLatency[k];
   return [
     "== bulk-small: small messages behind a bulk job, preemption on vs off (spec §5) ==",
@@ -119,7 +120,10 @@ export function bulkSmallJson(rep: BulkSmallReport): object {
   return {
     scenario: "bulk-small",
     small_latency_s: { preemption_on: latencyJson(rep.on), preemption_off: latencyJson(rep.off) },
-    ratio_off_on: { p50: round1(rep.off.smallLatency.p50 / rep.on.smallLatency.p50), p99: round1(rep.off.smallLatency.p99 / rep.on.smallLatency.p99) },
+    ratio_off_on: {
+      p50: round1(rep.off.smallLatency.p50 / rep.on.smallLatency.p50),
+      p99: round1(rep.off.smallLatency.p99 / rep.on.smallLatency.p99),
+    },
     bulk_done_s: { preemption_on: round2(rep.on.bulkDoneSec), preemption_off: round2(rep.off.bulkDoneSec) },
   };
 }
@@ -127,6 +131,11 @@ export function bulkSmallJson(rep: BulkSmallReport): object {
 /** "invariants: ok" or the violations. */
 export function formatAudit(audits: readonly Audit[]): { ok: boolean; lines: string[] } {
   const bad = audits.flatMap((a) => a.describeViolations());
-  const lines = bad.length === 0 ? [`invariants: ok (${audits.length} runs; window respected at every dispatch; every recipient delivered exactly once)`] : ["invariants: VIOLATED", ...bad.map((l) => `  ${l}`)];
+  const lines =
+    bad.length === 0
+      ? [
+          `invariants: ok (${audits.length} runs; window respected at every dispatch; every recipient delivered exactly once)`,
+        ]
+      : ["invariants: VIOLATED", ...bad.map((l) => `  ${l}`)];
   return { ok: bad.length === 0, lines };
 }

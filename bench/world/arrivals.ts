@@ -57,7 +57,12 @@ export interface ArrivalConfig {
 
 /** The default shares (see the header). */
 export const DEFAULT_ARRIVALS: Omit<ArrivalConfig, "messages" | "ratePerSec" | "prefix"> = {
-  seed: 7, multiShare: 0.05, multiRcpts: 10, batchShare: 0.03, batchSize: [10, 50], unknownShare: 0.2,
+  seed: 7,
+  multiShare: 0.05,
+  multiRcpts: 10,
+  batchShare: 0.03,
+  batchSize: [10, 50],
+  unknownShare: 0.2,
 };
 
 /** A sampler of domains by weight (inverse CDF over the cumulative weights). */
@@ -70,14 +75,18 @@ function zipfSampler(world: World): (u: number) => Domain {
     let [lo, hi] = [0, cdf.length - 1];
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (cdf[mid]! > x) hi = mid; else lo = mid + 1;
+      if (cdf[mid]! > x) hi = mid;
+      else lo = mid + 1;
     }
     return world.domains[lo]!;
   };
 }
 
 /** Draws the stream (see the header). */
-export function generateArrivals(world: World, partial: Partial<ArrivalConfig> & Pick<ArrivalConfig, "messages" | "ratePerSec" | "prefix">): Arrival[] {
+export function generateArrivals(
+  world: World,
+  partial: Partial<ArrivalConfig> & Pick<ArrivalConfig, "messages" | "ratePerSec" | "prefix">,
+): Arrival[] {
   const c: ArrivalConfig = { ...DEFAULT_ARRIVALS, ...partial };
   const rng = createRng(c.seed);
   const draw = zipfSampler(world);
@@ -112,7 +121,13 @@ export function generateArrivals(world: World, partial: Partial<ArrivalConfig> &
 }
 
 /** Counts of a stream. */
-export function streamStats(arrivals: readonly Arrival[]): { requests: number; messages: number; recipients: number; domains: number; spanMs: number } {
+export function streamStats(arrivals: readonly Arrival[]): {
+  requests: number;
+  messages: number;
+  recipients: number;
+  domains: number;
+  spanMs: number;
+} {
   const domains = new Set<string>();
   let [messages, recipients] = [0, 0];
   for (const a of arrivals) {

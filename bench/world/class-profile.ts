@@ -26,7 +26,11 @@ import { cdp, type Profile } from "../../scripts/lib/cdp";
 import type { DevServer } from "../../scripts/lib/dev-server";
 
 /** Sampled ms by class (see the header), and the functions with the most self time in each. */
-export interface ClassProfile { sampledMs: number; byClass: Record<string, number>; top: Record<string, { fn: string; module: string; ms: number }[]> }
+export interface ClassProfile {
+  sampledMs: number;
+  byClass: Record<string, number>;
+  top: Record<string, { fn: string; module: string; ms: number }[]>;
+}
 
 const CLASSES: [RegExp, string][] = [
   [/^durable-objects\/outbox\//, "Outbox"],
@@ -94,13 +98,16 @@ function charge(p: Profile, pathOf: (line: number) => string): ClassProfile {
     out.byClass[cls] = (out.byClass[cls] ?? 0) + ms;
     out.sampledMs += ms;
     const f = byId.get(p.samples[i]!)!.callFrame;
-    const fn = `${f.functionName || "(anonymous)"}|${f.url.endsWith("index.js") ? pathOf(f.lineNumber) : f.url.split("/").pop() ?? ""}`;
+    const fn = `${f.functionName || "(anonymous)"}|${f.url.endsWith("index.js") ? pathOf(f.lineNumber) : (f.url.split("/").pop() ?? "")}`;
     const m = self.get(cls) ?? new Map<string, number>();
     m.set(fn, (m.get(fn) ?? 0) + ms);
     self.set(cls, m);
   }
   for (const [cls, m] of self) {
-    out.top[cls] = [...m].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, ms]) => ({ fn: k.split("|")[0]!, module: k.split("|")[1]!, ms }));
+    out.top[cls] = [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12)
+      .map(([k, ms]) => ({ fn: k.split("|")[0]!, module: k.split("|")[1]!, ms }));
   }
   return out;
 }

@@ -36,23 +36,36 @@ export interface MixCostWorld {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const email = (m: Arrival["messages"][number]) => ({ from: `Mix <${MIX_FROM}>`, to: m.to, subject: `Cost mix ${m.id}`, text: `Cost benchmark message ${m.id}.` });
+const email = (m: Arrival["messages"][number]) => ({
+  from: `Mix <${MIX_FROM}>`,
+  to: m.to,
+  subject: `Cost mix ${m.id}`,
+  text: `Cost benchmark message ${m.id}.`,
+});
 
 /** See the header. */
 export async function startMixCostWorld(messages: number): Promise<MixCostWorld> {
   const world = createWorld({ domains: 1000, shares: { down: 0, timeout: 0 }, backAfterMs: 10_000 });
   const doh = await startWorldDoh(world);
-  const sink = await startWorldSink(world).catch(async (e: unknown) => { await doh.close(); throw e; });
+  const sink = await startWorldSink(world).catch(async (e: unknown) => {
+    await doh.close();
+    throw e;
+  });
   const arrivals = generateArrivals(world, { messages, ratePerSec: MIX_RATE, prefix: "c", seed: 11 });
   const wanted = arrivals.flatMap((a) => a.messages.flatMap((m) => m.to)).filter((r) => deliverable(world, r));
   return {
     vars: {
-      SMARTHOST: "", DEFAULT_TRANSPORT: "smtp", EGRESS: "direct", MX_PORT: String(sink.port), DOH_RESOLVER_URL: doh.url,
+      SMARTHOST: "",
+      DEFAULT_TRANSPORT: "smtp",
+      EGRESS: "direct",
+      MX_PORT: String(sink.port),
+      DOH_RESOLVER_URL: doh.url,
       SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 5, maximal_backoff_time: 20 }),
     },
     async warm(post) {
       const big = world.domains.slice(0, world.config.bigDomains);
-      for (let i = 0; i < 10; i++) await post("/emails", email({ id: `w${i}`, to: [`warm${i}@${big[i % big.length]!.name}`] }));
+      for (let i = 0; i < 10; i++)
+        await post("/emails", email({ id: `w${i}`, to: [`warm${i}@${big[i % big.length]!.name}`] }));
       await sink.waitFor((st) => st.delivered >= 10, 120_000);
     },
     async send(post) {
@@ -63,7 +76,9 @@ export async function startMixCostWorld(messages: number): Promise<MixCostWorld>
       for (const a of arrivals) {
         const wait = t0 + a.atMs - Date.now();
         if (wait > 1) await sleep(wait);
-        sent.push(a.kind === "batch" ? post("/emails/batch", a.messages.map(email)) : post("/emails", email(a.messages[0]!)));
+        sent.push(
+          a.kind === "batch" ? post("/emails/batch", a.messages.map(email)) : post("/emails", email(a.messages[0]!)),
+        );
       }
       await Promise.all(sent);
       return arrivals.reduce((n, a) => n + a.messages.reduce((k, m) => k + m.to.length, 0), 0);

@@ -20,10 +20,20 @@ import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
 /** The fields of /proc/<pid>/stat used here. */
-export interface ProcStat { pid: number; comm: string; ppid: number; pgrp: number; session: number; ticks: number }
+export interface ProcStat {
+  pid: number;
+  comm: string;
+  ppid: number;
+  pgrp: number;
+  session: number;
+  ticks: number;
+}
 
 /** CPU used so far, ms. */
-export interface CpuSample { totalMs: number; byCommand: Record<string, number> }
+export interface CpuSample {
+  totalMs: number;
+  byCommand: Record<string, number>;
+}
 
 let tickMs: number | null = null;
 
@@ -45,7 +55,14 @@ export function parseStat(text: string): ProcStat | null {
   // After ")": state(0) ppid(1) pgrp(2) session(3) … utime(11) stime(12) cutime(13) cstime(14).
   const n = (i: number) => Number(f[i]);
   const pid = Number(text.slice(0, open).trim());
-  return { pid, comm: text.slice(open + 1, close), ppid: n(1), pgrp: n(2), session: n(3), ticks: n(11) + n(12) + n(13) + n(14) };
+  return {
+    pid,
+    comm: text.slice(open + 1, close),
+    ppid: n(1),
+    pgrp: n(2),
+    session: n(3),
+    ticks: n(11) + n(12) + n(13) + n(14),
+  };
 }
 
 /** Selects processes by their group. */

@@ -32,7 +32,9 @@ const TYPES: Record<string, number> = { A: 1, MX: 15, AAAA: 28, TXT: 16, SOA: 6 
 /** The answerer for a world's names (see the header). */
 export function worldDnsAnswer(world: World, ttlSec = 300): (name: string, type: string) => DohAnswer | undefined {
   const suffix = world.config.suffix;
-  const soa = [{ name: `${suffix}.`, type: TYPES.SOA!, TTL: 60, data: `ns.${suffix}. hostmaster.${suffix}. 1 3600 600 86400 60` }];
+  const soa = [
+    { name: `${suffix}.`, type: TYPES.SOA!, TTL: 60, data: `ns.${suffix}. hostmaster.${suffix}. 1 3600 600 86400 60` },
+  ];
   return (rawName, rawType) => {
     const name = rawName.toLowerCase().replace(/\.$/, "");
     const type = rawType.toUpperCase();
@@ -40,8 +42,10 @@ export function worldDnsAnswer(world: World, ttlSec = 300): (name: string, type:
     const host = name.startsWith("mx.") ? domainByName(world, name.slice(3)) : undefined;
     const domain = host ?? domainByName(world, name);
     if (!domain) return { Status: 3, Authority: soa };
-    if (!host && type === "MX") return { Status: 0, Answer: [{ name: `${name}.`, type: TYPES.MX!, TTL: ttlSec, data: `10 ${domain.mxHost}.` }] };
-    if (host && type === "A") return { Status: 0, Answer: [{ name: `${name}.`, type: TYPES.A!, TTL: ttlSec, data: host.address }] };
+    if (!host && type === "MX")
+      return { Status: 0, Answer: [{ name: `${name}.`, type: TYPES.MX!, TTL: ttlSec, data: `10 ${domain.mxHost}.` }] };
+    if (host && type === "A")
+      return { Status: 0, Answer: [{ name: `${name}.`, type: TYPES.A!, TTL: ttlSec, data: host.address }] };
     return { Status: 0, Authority: soa };
   };
 }
@@ -92,10 +96,11 @@ export function startWorldDoh(world: World, opts: { ttlSec?: number } = {}): Pro
           q = { total: 0, byType: {}, byName: {} };
           first = new Map();
         },
-        close: () => new Promise<void>((done) => {
-          server.closeAllConnections();
-          server.close(() => done());
-        }),
+        close: () =>
+          new Promise<void>((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
       });
     });
   });

@@ -18,10 +18,21 @@ type Counts = Record<string, number>;
 
 /** The part of the meter's snapshot used here. */
 export interface MeterSnapshot {
-  worker_invocations: number; do_requests: number; do_requests_by_class: Counts; do_names: Record<string, string[]>;
-  do_rows_read: number; do_rows_written: number; d1_rows_read: number; d1_rows_written: number;
-  queue_ops: number; r2_class_a: number; r2_class_b: number; email_sends?: number;
-  do_active_ms_by_class?: Counts; do_bytes_by_class?: Counts; d1_bytes?: number;
+  worker_invocations: number;
+  do_requests: number;
+  do_requests_by_class: Counts;
+  do_names: Record<string, string[]>;
+  do_rows_read: number;
+  do_rows_written: number;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  queue_ops: number;
+  r2_class_a: number;
+  r2_class_b: number;
+  email_sends?: number;
+  do_active_ms_by_class?: Counts;
+  do_bytes_by_class?: Counts;
+  d1_bytes?: number;
 }
 
 async function dev<T>(s: DevServer, method: string, path: string): Promise<T> {
@@ -59,22 +70,39 @@ export function opsOf(before: MeterSnapshot, after: MeterSnapshot, messages: num
     created[cls] = names.filter((n) => !old.has(n)).length;
   }
   const ops = {
-    worker_invocations: per(after.worker_invocations), do_requests: per(after.do_requests),
-    rows_written: per(after.do_rows_written + after.d1_rows_written), rows_read: per(after.do_rows_read + after.d1_rows_read),
-    queue_ops: per(after.queue_ops), r2_class_a: per(after.r2_class_a), r2_class_b: per(after.r2_class_b), email_sends: per(after.email_sends ?? 0),
+    worker_invocations: per(after.worker_invocations),
+    do_requests: per(after.do_requests),
+    rows_written: per(after.do_rows_written + after.d1_rows_written),
+    rows_read: per(after.do_rows_read + after.d1_rows_read),
+    queue_ops: per(after.queue_ops),
+    r2_class_a: per(after.r2_class_a),
+    r2_class_b: per(after.r2_class_b),
+    email_sends: per(after.email_sends ?? 0),
   };
-  const classes = new Set([...Object.keys(after.do_bytes_by_class ?? {}), ...Object.keys(before.do_bytes_by_class ?? {})]);
+  const classes = new Set([
+    ...Object.keys(after.do_bytes_by_class ?? {}),
+    ...Object.keys(before.do_bytes_by_class ?? {}),
+  ]);
   const grown = (c: string) => per((after.do_bytes_by_class?.[c] ?? 0) - (before.do_bytes_by_class?.[c] ?? 0));
   const bill = {
     toDelivery: ops,
     activeMs: Object.fromEntries(Object.entries(after.do_active_ms_by_class ?? {}).map(([k, v]) => [k, per(v)])),
-    bytes: { d1: per((after.d1_bytes ?? 0) - (before.d1_bytes ?? 0)), do: Object.fromEntries([...classes].map((c) => [c, grown(c)])) },
+    bytes: {
+      d1: per((after.d1_bytes ?? 0) - (before.d1_bytes ?? 0)),
+      do: Object.fromEntries([...classes].map((c) => [c, grown(c)])),
+    },
   };
   return {
     do_requests: round(ops.do_requests),
-    do_requests_by_class: Object.fromEntries(Object.entries(after.do_requests_by_class).sort().map(([k, v]) => [k, round(per(v))])),
+    do_requests_by_class: Object.fromEntries(
+      Object.entries(after.do_requests_by_class)
+        .sort()
+        .map(([k, v]) => [k, round(per(v))]),
+    ),
     do_objects_created: created,
-    rows_written: round(ops.rows_written), rows_read: round(ops.rows_read), queue_ops: round(ops.queue_ops),
+    rows_written: round(ops.rows_written),
+    rows_read: round(ops.rows_read),
+    queue_ops: round(ops.queue_ops),
     usd_per_million_ops: priceOps(ops),
     bill,
   };

@@ -115,7 +115,12 @@ function good(world: World, address: string): boolean {
 
 /** Plays the stream into the side (see the header); returns the scheduled time of each recipient. */
 /** What play() leaves: each recipient's scheduled time, each request's wait for its answer, errors. */
-interface Played { at: Map<string, number>; acceptMs: number[]; errors: () => number; done: Promise<void> }
+interface Played {
+  at: Map<string, number>;
+  acceptMs: number[];
+  errors: () => number;
+  done: Promise<void>;
+}
 
 async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: number, t0: number): Promise<Played> {
   const at = new Map<string, number>();
@@ -129,18 +134,31 @@ async function play(side: MixSide, arrivals: readonly Arrival[], concurrency: nu
     while (inFlight >= concurrency) await new Promise<void>((r) => slots.push(r));
     for (const m of a.messages) for (const r of m.to) at.set(r, t0 + a.atMs);
     inFlight++;
-    all.push(side.send(a).then(() => void acceptMs.push(Date.now() - (t0 + a.atMs)), (e: unknown) => {
-      if (errors++ < 3) console.error(`  ${side.name}: ${e instanceof Error ? e.message : String(e)}`);
-    }).finally(() => {
-      inFlight--;
-      slots.shift()?.();
-    }));
+    all.push(
+      side
+        .send(a)
+        .then(
+          () => void acceptMs.push(Date.now() - (t0 + a.atMs)),
+          (e: unknown) => {
+            if (errors++ < 3) console.error(`  ${side.name}: ${e instanceof Error ? e.message : String(e)}`);
+          },
+        )
+        .finally(() => {
+          inFlight--;
+          slots.shift()?.();
+        }),
+    );
   }
   return { at, acceptMs, errors: () => errors, done: Promise.all(all).then(() => undefined) };
 }
 
 /** Runs one phase (see the header). */
-export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: readonly Arrival[], o: PhaseOptions): Promise<PhaseResult> {
+export async function runPhase(
+  side: MixSide,
+  ctx: PhaseContext,
+  arrivals: readonly Arrival[],
+  o: PhaseOptions,
+): Promise<PhaseResult> {
   const { world, sink, doh } = ctx;
   const log = o.log ?? (() => undefined);
   const addresses = arrivals.flatMap((a) => a.messages.flatMap((m) => m.to));
@@ -163,7 +181,9 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
     return n;
   };
   const progress = setInterval(() => {
-    log(`    ${side.name} ${o.phase}: ${countDelivered()}/${expected.length} delivered, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    log(
+      `    ${side.name} ${o.phase}: ${countDelivered()}/${expected.length} delivered, ${((Date.now() - t0) / 1000).toFixed(0)} s`,
+    );
   }, 10_000);
   try {
     await sink.waitFor(() => countDelivered() >= expected.length, Math.max(1000, o.timeoutMs - (Date.now() - t0)));
@@ -209,9 +229,21 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
   const attempts = deferrals + s.rcptAccepted + s.rcptUnknown;
   const messages = arrivals.reduce((n, a) => n + a.messages.length, 0);
   return {
-    side: side.name, phase: o.phase, requests: arrivals.length, messages, recipients: addresses.length,
-    elapsedMs: doneAt - t0, playedMs, timedOut, deliverable: expected.length, delivered, missing: expected.length - delivered, duplicates: s.duplicates,
-    missingSample: expected.filter((a) => !deliveries.has(a)).slice(0, 10)
+    side: side.name,
+    phase: o.phase,
+    requests: arrivals.length,
+    messages,
+    recipients: addresses.length,
+    elapsedMs: doneAt - t0,
+    playedMs,
+    timedOut,
+    deliverable: expected.length,
+    delivered,
+    missing: expected.length - delivered,
+    duplicates: s.duplicates,
+    missingSample: expected
+      .filter((a) => !deliveries.has(a))
+      .slice(0, 10)
       .map((a) => `${a} (${domainByName(world, a.slice(a.indexOf("@") + 1))?.kind ?? "?"})`),
     deliveriesPerS: lastGood > t0 ? (inSpan * 1000) / (lastGood - t0) : 0,
     goodRecipients: goodN,
@@ -220,12 +252,22 @@ export async function runPhase(side: MixSide, ctx: PhaseContext, arrivals: reado
       const a = [...played.acceptMs].sort((x, y) => x - y);
       return { p50: quantile(a, 0.5), p99: quantile(a, 0.99) };
     })(),
-    breakdownMs: { n: toLookup.length, toLookup: Math.round(quantile(toLookup, 0.5)), lookupToDelivery: Math.round(quantile(afterLookup, 0.5)) },
-    refused429: side.refused() - refusedBefore, requestErrors: played.errors(),
-    cpu, cpuMsPerEmail: cpu.totalMs / messages,
+    breakdownMs: {
+      n: toLookup.length,
+      toLookup: Math.round(quantile(toLookup, 0.5)),
+      lookupToDelivery: Math.round(quantile(afterLookup, 0.5)),
+    },
+    refused429: side.refused() - refusedBefore,
+    requestErrors: played.errors(),
+    cpu,
+    cpuMsPerEmail: cpu.totalMs / messages,
     deferredPct: attempts > 0 ? (100 * deferrals) / attempts : 0,
     sink: { ...s },
-    idleGapMs: { n: gaps.length, p50: quantile(gaps, 0.5), mean: gaps.length ? gaps.reduce((a, g) => a + g, 0) / gaps.length : 0 },
+    idleGapMs: {
+      n: gaps.length,
+      p50: quantile(gaps, 0.5),
+      mean: gaps.length ? gaps.reduce((a, g) => a + g, 0) / gaps.length : 0,
+    },
     sessionsPerDelivery: s.transactions > 0 ? s.sessions / s.transactions : 0,
     dnsQueries: doh.queries().byType,
   };

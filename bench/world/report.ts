@@ -34,10 +34,13 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
     ["good latency p99 s", (r) => s3(r.latencyMs.p99).toString()],
     ["good latency max s", (r) => s3(r.latencyMs.max).toString()],
     ["accept answer p50 / p99 s", (r) => `${s3(r.acceptMs.p50)} / ${s3(r.acceptMs.p99)}`],
-    ["arrival→MX query / →delivery ms", (r) => {
-      const b = r.breakdownMs;
-      return b.n ? `${b.toLookup} / ${b.lookupToDelivery} (${b.n})` : "-";
-    }],
+    [
+      "arrival→MX query / →delivery ms",
+      (r) => {
+        const b = r.breakdownMs;
+        return b.n ? `${b.toLookup} / ${b.lookupToDelivery} (${b.n})` : "-";
+      },
+    ],
     ["429s at accept", (r) => String(r.refused429)],
     ["request errors", (r) => String(r.requestErrors)],
     ["CPU s (own processes)", (r) => r1(r.cpu.totalMs / 1000).toString()],
@@ -58,38 +61,65 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
   console.log(`\n${"".padEnd(30)}${head.map((h) => h.padStart(w)).join("")}`);
   for (const [name, f] of cols) console.log(`${name.padEnd(30)}${results.map((r) => f(r).padStart(w)).join("")}`);
   for (const r of results) {
-    const top = Object.entries(r.cpu.byCommand).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${r1(v / 1000)}`);
+    const top = Object.entries(r.cpu.byCommand)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 8)
+      .map(([k, v]) => `${k} ${r1(v / 1000)}`);
     console.log(`  CPU s by process, ${r.side} ${r.phase}: ${top.join(", ")}`);
   }
   for (const r of results) {
     if (!r.classes) continue;
     const total = r.classes.sampledMs;
-    const busy = Object.entries(r.classes.byClass).filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]);
+    const busy = Object.entries(r.classes.byClass)
+      .filter(([k]) => k !== "(idle)")
+      .sort((a, b) => b[1] - a[1]);
     const busyMs = busy.reduce((a, [, v]) => a + v, 0);
     const busyPct = r1((100 * busyMs) / total);
-    console.log(`  profiled CPU of the Worker thread, ${r.side} ${r.phase}: ${r1(total / 1000)} s sampled, ${busyPct} % busy; ms per email by class:`);
+    console.log(
+      `  profiled CPU of the Worker thread, ${r.side} ${r.phase}: ${r1(total / 1000)} s sampled, ${busyPct} % busy; ms per email by class:`,
+    );
     for (const [k, v] of busy) {
-      console.log(`    ${k.padEnd(20)} ${r3(v / r.messages).toString().padStart(8)}  (${r1((100 * v) / busyMs)} %)`);
+      console.log(
+        `    ${k.padEnd(20)} ${r3(v / r.messages)
+          .toString()
+          .padStart(8)}  (${r1((100 * v) / busyMs)} %)`,
+      );
       if (!process.env.MIX_PROFILE_TOP) continue;
-      for (const f of r.classes.top[k] ?? []) console.log(`        ${r3(f.ms / r.messages).toString().padStart(8)}  ${f.fn}  ${f.module}`);
+      for (const f of r.classes.top[k] ?? [])
+        console.log(
+          `        ${r3(f.ms / r.messages)
+            .toString()
+            .padStart(8)}  ${f.fn}  ${f.module}`,
+        );
     }
   }
   if (ops) {
     console.log(`\nrelay, metered pass (${ops.messages} messages of the sustained stream, meter on):`);
     console.log(`  DO requests per email ${ops.do_requests}: ${JSON.stringify(ops.do_requests_by_class)}`);
     console.log(`  DO objects created per class: ${JSON.stringify(ops.do_objects_created)}`);
-    console.log(`  rows written ${ops.rows_written}, rows read ${ops.rows_read}, queue ops ${ops.queue_ops} per email; ` +
-      `$ per million (operations only) ${ops.usd_per_million_ops}`);
+    console.log(
+      `  rows written ${ops.rows_written}, rows read ${ops.rows_read}, queue ops ${ops.queue_ops} per email; ` +
+        `$ per million (operations only) ${ops.usd_per_million_ops}`,
+    );
   }
 }
 
 /** The JSON summary (see bench/mix.ts's header). */
 export function summary(o: {
-  world: World; stats: { messages: number; recipients: number; domains: number }; results: PhaseResult[]; ops: (OpsPerEmail & { messages: number }) | null;
-  cfg: { sustained: number; saturation: number; rate: number; saturationRate: number }; timers: Timers;
+  world: World;
+  stats: { messages: number; recipients: number; domains: number };
+  results: PhaseResult[];
+  ops: (OpsPerEmail & { messages: number }) | null;
+  cfg: { sustained: number; saturation: number; rate: number; saturationRate: number };
+  timers: Timers;
 }): Record<string, unknown> {
   const get = (side: string, phase: string) => o.results.find((r) => r.side === side && r.phase === phase) ?? null;
-  const [rs, rx, ps, px] = [get("relay", "sustained"), get("relay", "saturation"), get("postfix", "sustained"), get("postfix", "saturation")];
+  const [rs, rx, ps, px] = [
+    get("relay", "sustained"),
+    get("relay", "saturation"),
+    get("postfix", "sustained"),
+    get("postfix", "saturation"),
+  ];
   const both = (side: string) => o.results.filter((r) => r.side === side && r.phase !== "metered");
   const deferred = (side: string) => {
     let [d, a] = [0, 0];
@@ -100,42 +130,73 @@ export function summary(o: {
     }
     return a > 0 ? r1((100 * d) / a) : null;
   };
-  const twice = (side: string) => (both(side).length ? both(side).reduce((n, r) => n + r.sink.greylistRefusedTwice, 0) : null);
-  const greylisted = (side: string) => (both(side).length ? both(side).reduce((n, r) => n + r.sink.greylistRefused, 0) : null);
+  const twice = (side: string) =>
+    both(side).length ? both(side).reduce((n, r) => n + r.sink.greylistRefusedTwice, 0) : null;
+  const greylisted = (side: string) =>
+    both(side).length ? both(side).reduce((n, r) => n + r.sink.greylistRefused, 0) : null;
   const ops = o.ops?.usd_per_million_ops ?? null;
-  const bill = o.ops && rs ? allIn({ ...o.ops.bill, wholeLife: o.ops.bill.toDelivery, cpuMs: rs.cpuMsPerEmail, ...HOLD }) : null;
+  const bill =
+    o.ops && rs ? allIn({ ...o.ops.bill, wholeLife: o.ops.bill.toDelivery, cpuMs: rs.cpuMsPerEmail, ...HOLD }) : null;
   return {
-    domains: o.stats.domains, messages: o.stats.messages,
-    relay_deliveries_per_s: rx ? r1(rx.deliveriesPerS) : null, postfix_deliveries_per_s: px ? r1(px.deliveriesPerS) : null,
+    domains: o.stats.domains,
+    messages: o.stats.messages,
+    relay_deliveries_per_s: rx ? r1(rx.deliveriesPerS) : null,
+    postfix_deliveries_per_s: px ? r1(px.deliveriesPerS) : null,
     ratio: rx && px && px.deliveriesPerS > 0 ? r3(rx.deliveriesPerS / px.deliveriesPerS) : null,
-    relay_p50_good_s: rs ? s3(rs.latencyMs.p50) : null, relay_p99_good_s: rs ? s3(rs.latencyMs.p99) : null,
-    postfix_p50_good_s: ps ? s3(ps.latencyMs.p50) : null, postfix_p99_good_s: ps ? s3(ps.latencyMs.p99) : null,
+    relay_p50_good_s: rs ? s3(rs.latencyMs.p50) : null,
+    relay_p99_good_s: rs ? s3(rs.latencyMs.p99) : null,
+    postfix_p50_good_s: ps ? s3(ps.latencyMs.p50) : null,
+    postfix_p99_good_s: ps ? s3(ps.latencyMs.p99) : null,
     relay_429_sustained: rs ? rs.refused429 : null,
-    relay_cpu_ms_per_email: rs ? r1(rs.cpuMsPerEmail) : null, postfix_cpu_ms_per_email: ps ? r1(ps.cpuMsPerEmail) : null,
-    relay_deferred_pct: deferred("relay"), postfix_deferred_pct: deferred("postfix"),
-    usd_per_million_all_in: bill?.usd_per_million_all_in ?? null, all_in: bill?.parts ?? null, all_in_after_delivery: false, usd_per_million_ops: ops,
-    world_domains: o.world.domains.length, recipients: o.stats.recipients,
-    sustained_messages: o.cfg.sustained, sustained_rate: o.cfg.rate, saturation_messages: o.cfg.saturation, saturation_rate: o.cfg.saturationRate,
+    relay_cpu_ms_per_email: rs ? r1(rs.cpuMsPerEmail) : null,
+    postfix_cpu_ms_per_email: ps ? r1(ps.cpuMsPerEmail) : null,
+    relay_deferred_pct: deferred("relay"),
+    postfix_deferred_pct: deferred("postfix"),
+    usd_per_million_all_in: bill?.usd_per_million_all_in ?? null,
+    all_in: bill?.parts ?? null,
+    all_in_after_delivery: false,
+    usd_per_million_ops: ops,
+    world_domains: o.world.domains.length,
+    recipients: o.stats.recipients,
+    sustained_messages: o.cfg.sustained,
+    sustained_rate: o.cfg.rate,
+    saturation_messages: o.cfg.saturation,
+    saturation_rate: o.cfg.saturationRate,
     // Both in recipients a second: the sustained stream's messages carry rcpts/messages each.
-    sustained_rate_share_of_relay_saturation: rx && rs && rx.deliveriesPerS > 0 ? r3((o.cfg.rate * rs.recipients) / rs.messages / rx.deliveriesPerS) : null,
-    relay_greylisted: greylisted("relay"), postfix_greylisted: greylisted("postfix"),
-    relay_greylist_refused_twice: twice("relay"), postfix_greylist_refused_twice: twice("postfix"),
-    relay_p90_good_s: rs ? s3(rs.latencyMs.p90) : null, postfix_p90_good_s: ps ? s3(ps.latencyMs.p90) : null,
+    sustained_rate_share_of_relay_saturation:
+      rx && rs && rx.deliveriesPerS > 0 ? r3((o.cfg.rate * rs.recipients) / rs.messages / rx.deliveriesPerS) : null,
+    relay_greylisted: greylisted("relay"),
+    postfix_greylisted: greylisted("postfix"),
+    relay_greylist_refused_twice: twice("relay"),
+    postfix_greylist_refused_twice: twice("postfix"),
+    relay_p90_good_s: rs ? s3(rs.latencyMs.p90) : null,
+    postfix_p90_good_s: ps ? s3(ps.latencyMs.p90) : null,
     relay_429_saturation: rx ? rx.refused429 : null,
-    relay_accept_p50_s: rs ? s3(rs.acceptMs.p50) : null, relay_accept_p99_s: rs ? s3(rs.acceptMs.p99) : null,
+    relay_accept_p50_s: rs ? s3(rs.acceptMs.p50) : null,
+    relay_accept_p99_s: rs ? s3(rs.acceptMs.p99) : null,
     relay_breakdown_ms_sustained: rs ? rs.breakdownMs : null,
-    relay_cpu_ms_per_email_saturation: rx ? r1(rx.cpuMsPerEmail) : null, postfix_cpu_ms_per_email_saturation: px ? r1(px.cpuMsPerEmail) : null,
-    relay_sessions_per_delivery: rx ? r3(rx.sessionsPerDelivery) : null, postfix_sessions_per_delivery: px ? r3(px.sessionsPerDelivery) : null,
-    relay_idle_gap_ms_mean: rx ? r1(rx.idleGapMs.mean) : null, postfix_idle_gap_ms_mean: px ? r1(px.idleGapMs.mean) : null,
-    relay_dns_mx_queries_sustained: rs ? rs.dnsQueries.MX ?? 0 : null,
-    lost: o.results.reduce((n, r) => n + r.missing, 0), duplicates: o.results.reduce((n, r) => n + r.duplicates, 0),
-    do_requests_per_email: o.ops?.do_requests ?? null, do_requests_per_email_by_class: o.ops?.do_requests_by_class ?? null,
+    relay_cpu_ms_per_email_saturation: rx ? r1(rx.cpuMsPerEmail) : null,
+    postfix_cpu_ms_per_email_saturation: px ? r1(px.cpuMsPerEmail) : null,
+    relay_sessions_per_delivery: rx ? r3(rx.sessionsPerDelivery) : null,
+    postfix_sessions_per_delivery: px ? r3(px.sessionsPerDelivery) : null,
+    relay_idle_gap_ms_mean: rx ? r1(rx.idleGapMs.mean) : null,
+    postfix_idle_gap_ms_mean: px ? r1(px.idleGapMs.mean) : null,
+    relay_dns_mx_queries_sustained: rs ? (rs.dnsQueries.MX ?? 0) : null,
+    lost: o.results.reduce((n, r) => n + r.missing, 0),
+    duplicates: o.results.reduce((n, r) => n + r.duplicates, 0),
+    do_requests_per_email: o.ops?.do_requests ?? null,
+    do_requests_per_email_by_class: o.ops?.do_requests_by_class ?? null,
     do_objects_created: o.ops?.do_objects_created ?? null,
     timers_s: o.timers,
-    ...(rs?.classes ? {
-      relay_profiled_ms_per_email_by_class: Object.fromEntries(Object.entries(rs.classes.byClass)
-        .filter(([k]) => k !== "(idle)").map(([k, v]) => [k, r3(v / rs.messages)])),
-    } : {}),
+    ...(rs?.classes
+      ? {
+          relay_profiled_ms_per_email_by_class: Object.fromEntries(
+            Object.entries(rs.classes.byClass)
+              .filter(([k]) => k !== "(idle)")
+              .map(([k, v]) => [k, r3(v / rs.messages)]),
+          ),
+        }
+      : {}),
   };
 }
 

@@ -36,7 +36,12 @@ import type { World } from "./world";
 export const MIX_FROM = "sender@bounces.cohort.test";
 
 /** Retry timers and client timeouts both sides use, seconds. */
-export interface Timers { minimalBackoff: number; maximalBackoff: number; connectTimeout: number; heloTimeout: number }
+export interface Timers {
+  minimalBackoff: number;
+  maximalBackoff: number;
+  connectTimeout: number;
+  heloTimeout: number;
+}
 
 /** What every side offers the runner. */
 export interface MixSide {
@@ -57,30 +62,54 @@ function apiEmail(m: MixMessage) {
 }
 
 /** The relay under wrangler dev (see the header). */
-export async function startRelaySide(
-  o: { sinkPort: number; dohUrl: string; timers: Timers; vars?: Record<string, string>; meter?: boolean },
-): Promise<MixSide & { server: DevServer }> {
+export async function startRelaySide(o: {
+  sinkPort: number;
+  dohUrl: string;
+  timers: Timers;
+  vars?: Record<string, string>;
+  meter?: boolean;
+}): Promise<MixSide & { server: DevServer }> {
   const t = o.timers;
   const server = await startDevServer({
-    tenant: "bench-mix", frozen: true, meter: o.meter === true, role: o.meter ? "operator" : undefined,
+    tenant: "bench-mix",
+    frozen: true,
+    meter: o.meter === true,
+    role: o.meter ? "operator" : undefined,
     vars: {
-      SMARTHOST: "", DEFAULT_TRANSPORT: "smtp", EGRESS: "direct", MX_PORT: String(o.sinkPort), DOH_RESOLVER_URL: o.dohUrl,
-      SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: t.minimalBackoff, maximal_backoff_time: t.maximalBackoff }),
+      SMARTHOST: "",
+      DEFAULT_TRANSPORT: "smtp",
+      EGRESS: "direct",
+      MX_PORT: String(o.sinkPort),
+      DOH_RESOLVER_URL: o.dohUrl,
+      SCHEDULER_CONFIG: JSON.stringify({
+        minimal_backoff_time: t.minimalBackoff,
+        maximal_backoff_time: t.maximalBackoff,
+      }),
       SMTP_TIMEOUTS: JSON.stringify({ smtp_connect_timeout: t.connectTimeout, smtp_helo_timeout: t.heloTimeout }),
       ...o.vars,
     },
   });
   let refused = 0;
   const post = async (path: string, body: unknown) => {
-    const res = await devFetch(`${server.url}${path}`, () => ({
-      method: "POST", headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" }, body: JSON.stringify(body),
-    }), undefined, true, () => void refused++);
+    const res = await devFetch(
+      `${server.url}${path}`,
+      () => ({
+        method: "POST",
+        headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+      undefined,
+      true,
+      () => void refused++,
+    );
     if (!res.ok) throw new Error(`relay ${path}: ${res.status} ${(await res.text()).slice(0, 200)}`);
     await res.arrayBuffer();
   };
   return {
-    name: "relay", server,
-    send: (a) => (a.kind === "batch" ? post("/emails/batch", a.messages.map(apiEmail)) : post("/emails", apiEmail(a.messages[0]!))),
+    name: "relay",
+    server,
+    send: (a) =>
+      a.kind === "batch" ? post("/emails/batch", a.messages.map(apiEmail)) : post("/emails", apiEmail(a.messages[0]!)),
     cpu: () => cpuSample(byGroup(server.pid)),
     refused: () => refused,
     stop: () => server.stop(),
@@ -95,7 +124,8 @@ async function masterPid(p: PostfixInstance): Promise<number> {
 
 /** A private Postfix for the world (see the header). */
 export async function startPostfixSide(
-  world: World, o: { sinkPort: number; timers: Timers; connections: number },
+  world: World,
+  o: { sinkPort: number; timers: Timers; connections: number },
 ): Promise<MixSide & { postfix: PostfixInstance }> {
   const t = o.timers;
   const dir = await mkdtemp(join(tmpdir(), "cohort-mix-transport-"));
@@ -110,8 +140,11 @@ export async function startPostfixSide(
       relayhost: { host: "127.0.0.1", port: o.sinkPort },
       mainCf: {
         transport_maps: `texthash:${map}`,
-        minimal_backoff_time: `${t.minimalBackoff}s`, maximal_backoff_time: `${t.maximalBackoff}s`, queue_run_delay: "1s",
-        smtp_connect_timeout: `${t.connectTimeout}s`, smtp_helo_timeout: `${t.heloTimeout}s`,
+        minimal_backoff_time: `${t.minimalBackoff}s`,
+        maximal_backoff_time: `${t.maximalBackoff}s`,
+        queue_run_delay: "1s",
+        smtp_connect_timeout: `${t.connectTimeout}s`,
+        smtp_helo_timeout: `${t.heloTimeout}s`,
       },
     });
   } catch (e) {
@@ -120,10 +153,18 @@ export async function startPostfixSide(
   }
   const sid = await masterPid(postfix);
   const submitter: Submitter = createSubmitter({ host: postfix.host, port: postfix.port, connections: o.connections });
-  const one = (m: MixMessage) => submitter.submit({ from: MIX_FROM, to: m.to, data: mixBody({ from: MIX_FROM, to: m.to, subject: subjectOf(m), id: m.id }) });
+  const one = (m: MixMessage) =>
+    submitter.submit({
+      from: MIX_FROM,
+      to: m.to,
+      data: mixBody({ from: MIX_FROM, to: m.to, subject: subjectOf(m), id: m.id }),
+    });
   return {
-    name: "postfix", postfix,
-    send: async (a) => { await Promise.all(a.messages.map(one)); },
+    name: "postfix",
+    postfix,
+    send: async (a) => {
+      await Promise.all(a.messages.map(one));
+    },
     cpu: () => cpuSample(bySession(sid)),
     refused: () => 0,
     stop: async () => {

@@ -16,7 +16,8 @@ import type { WorldSink } from "./sink";
 export function serveSinkView(sink: WorldSink): Promise<{ url: string; close: () => Promise<void> }> {
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1");
-    const json = (body: unknown) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+    const json = (body: unknown) =>
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
     if (url.pathname === "/stats") {
       const { idleGapsMs: _gaps, ...counts } = sink.stats();
       return json(counts);
@@ -33,10 +34,11 @@ export function serveSinkView(sink: WorldSink): Promise<{ url: string; close: ()
       const { port } = server.address() as AddressInfo;
       resolve({
         url: `http://127.0.0.1:${port}`,
-        close: () => new Promise<void>((done) => {
-          server.closeAllConnections();
-          server.close(() => done());
-        }),
+        close: () =>
+          new Promise<void>((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
       });
     });
   });

@@ -97,8 +97,21 @@ export interface WorldSinkOptions {
 }
 
 const fresh = (): SinkStats => ({
-  sessions: 0, refused421: 0, refusedConnections: 0, silentConnections: 0, transactions: 0, rcptAccepted: 0, rcptGreylisted: 0,
-  rcptUnknown: 0, delivered: 0, duplicates: 0, greylistRefusedTwice: 0, greylistRefused: 0, idleGapsMs: [], sessionMs: 0, maxOpen: 0,
+  sessions: 0,
+  refused421: 0,
+  refusedConnections: 0,
+  silentConnections: 0,
+  transactions: 0,
+  rcptAccepted: 0,
+  rcptGreylisted: 0,
+  rcptUnknown: 0,
+  delivered: 0,
+  duplicates: 0,
+  greylistRefusedTwice: 0,
+  greylistRefused: 0,
+  idleGapsMs: [],
+  sessionMs: 0,
+  maxOpen: 0,
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -158,7 +171,8 @@ function serve(st: SinkState, d: Domain, socket: Socket): void {
   st.s.maxOpen = Math.max(st.s.maxOpen, st.totalOpen);
   socket.once("close", () => {
     const left = (st.open.get(d.name) ?? 1) - 1;
-    if (left > 0) st.open.set(d.name, left); else st.open.delete(d.name);
+    if (left > 0) st.open.set(d.name, left);
+    else st.open.delete(d.name);
     st.totalOpen--;
     st.s.sessionMs += Date.now() - Math.max(now, st.resetAt);
   });
@@ -175,7 +189,11 @@ class Session {
   private lastDoneAt: number | null = null;
   private closed = false;
 
-  constructor(private readonly st: SinkState, private readonly d: Domain, private readonly socket: Socket) {}
+  constructor(
+    private readonly st: SinkState,
+    private readonly d: Domain,
+    private readonly socket: Socket,
+  ) {}
 
   start(): void {
     this.socket.setEncoding("latin1");
@@ -183,7 +201,9 @@ class Session {
       this.buf += chunk;
       void this.pump();
     });
-    this.socket.on("close", () => { this.closed = true; });
+    this.socket.on("close", () => {
+      this.closed = true;
+    });
     this.socket.setTimeout(300_000, () => this.socket.destroy());
     this.write(`220 ${this.d.mxHost} ESMTP world sink`);
   }
@@ -224,7 +244,9 @@ class Session {
   private async command(line: string): Promise<void> {
     const verb = line.slice(0, 4).toUpperCase();
     if (verb === "EHLO") {
-      this.write(`250-${this.d.mxHost}\r\n250-PIPELINING\r\n250-8BITMIME\r\n250-ENHANCEDSTATUSCODES\r\n250 SIZE 52428800`);
+      this.write(
+        `250-${this.d.mxHost}\r\n250-PIPELINING\r\n250-8BITMIME\r\n250-ENHANCEDSTATUSCODES\r\n250 SIZE 52428800`,
+      );
     } else if (verb === "HELO") {
       this.write(`250 ${this.d.mxHost}`);
     } else if (verb === "MAIL") {
@@ -271,7 +293,9 @@ class Session {
           this.st.s.greylistRefused++;
         } else if (++g.refusals === 2) this.st.s.greylistRefusedTwice++;
         this.st.s.rcptGreylisted++;
-        return this.write(`451 4.7.1 <${address}>: Recipient address rejected: Greylisted, see https://postgrey.schweikert.ch/help/${d.name}.html`);
+        return this.write(
+          `451 4.7.1 <${address}>: Recipient address rejected: Greylisted, see https://postgrey.schweikert.ch/help/${d.name}.html`,
+        );
       }
     }
     this.st.s.rcptAccepted++;
@@ -336,29 +360,32 @@ export async function startWorldSink(world: World, opts: WorldSinkOptions = {}):
       port = 0;
     }
   }
-  const waitFor = (pred: (s: SinkStats) => boolean, timeoutMs: number) => new Promise<SinkStats>((resolve, reject) => {
-    const check = () => {
-      if (!pred(st.s)) return;
-      done();
-      resolve(st.s);
-    };
-    const timer = setTimeout(() => {
-      done();
-      const { idleGapsMs: _gaps, ...counts } = st.s;
-      reject(new Error(`the world sink did not get there in ${timeoutMs} ms: ${JSON.stringify(counts)}`));
-    }, timeoutMs);
-    const tick = setInterval(check, 200);
-    const done = () => {
-      clearTimeout(timer);
-      clearInterval(tick);
-      st.waiters.delete(check);
-    };
-    st.waiters.add(check);
-    check();
-  });
+  const waitFor = (pred: (s: SinkStats) => boolean, timeoutMs: number) =>
+    new Promise<SinkStats>((resolve, reject) => {
+      const check = () => {
+        if (!pred(st.s)) return;
+        done();
+        resolve(st.s);
+      };
+      const timer = setTimeout(() => {
+        done();
+        const { idleGapsMs: _gaps, ...counts } = st.s;
+        reject(new Error(`the world sink did not get there in ${timeoutMs} ms: ${JSON.stringify(counts)}`));
+      }, timeoutMs);
+      const tick = setInterval(check, 200);
+      const done = () => {
+        clearTimeout(timer);
+        clearInterval(tick);
+        st.waiters.delete(check);
+      };
+      st.waiters.add(check);
+      check();
+    });
   return {
     port,
-    startClock: () => { st.clockStart = Date.now(); },
+    startClock: () => {
+      st.clockStart = Date.now();
+    },
     stats: () => st.s,
     deliveries: () => st.delivered,
     greylist: () => st.greylist,

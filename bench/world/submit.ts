@@ -71,7 +71,9 @@ class Conn {
   /** Sends `line` (or nothing) and reads one reply. */
   async send(line: string | null): Promise<string> {
     if (this.dead) return "000 connection lost";
-    const reply = new Promise<string>((resolve) => { this.waiting = resolve; });
+    const reply = new Promise<string>((resolve) => {
+      this.waiting = resolve;
+    });
     if (line !== null) this.socket.write(line);
     return reply;
   }
@@ -141,10 +143,12 @@ export function createSubmitter(o: { host: string; port: number; connections: nu
   return {
     submit,
     close: async () => {
-      await Promise.all(idle.splice(0).map(async (c) => {
-        await c.send("QUIT\r\n");
-        c.socket.destroy();
-      }));
+      await Promise.all(
+        idle.splice(0).map(async (c) => {
+          await c.send("QUIT\r\n");
+          c.socket.destroy();
+        }),
+      );
     },
   };
 }
@@ -154,8 +158,15 @@ const FILLER = "The quick brown fox jumps over the lazy dog, again and again, fo
 /** A message's text (see the header): ~1 KiB of body like the relay side's. */
 export function mixBody(o: { from: string; to: string[]; subject: string; id: string }): string {
   const lines = [
-    `From: Mix <${o.from}>`, `To: ${o.to.join(", ")}`, `Subject: ${o.subject}`, `Message-ID: <${o.id}@mix.cohort.test>`,
-    `Date: ${new Date().toUTCString()}`, `X-Mix-Id: ${o.id}`, "MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "",
+    `From: Mix <${o.from}>`,
+    `To: ${o.to.join(", ")}`,
+    `Subject: ${o.subject}`,
+    `Message-ID: <${o.id}@mix.cohort.test>`,
+    `Date: ${new Date().toUTCString()}`,
+    `X-Mix-Id: ${o.id}`,
+    "MIME-Version: 1.0",
+    "Content-Type: text/plain; charset=utf-8",
+    "",
     ...Array.from({ length: 12 }, () => FILLER),
   ];
   return lines.join("\r\n");

@@ -124,7 +124,8 @@ export function addressOf(net: number, i: number): string {
 /** Builds the world of `config` (see the header); throws on a configuration it cannot build. */
 export function createWorld(partial: Partial<Omit<WorldConfig, "shares">> & { shares?: Partial<Shares> } = {}): World {
   const config: WorldConfig = { ...DEFAULT_WORLD, ...partial, shares: { ...DEFAULT_WORLD.shares, ...partial.shares } };
-  if (!(config.domains >= 1) || !(config.net >= 1 && config.net <= 254)) throw new RangeError("a world needs at least one domain and a net in 1..254");
+  if (!(config.domains >= 1) || !(config.net >= 1 && config.net <= 254))
+    throw new RangeError("a world needs at least one domain and a net in 1..254");
   const rng = createRng(config.seed);
   const raw = Array.from({ length: config.domains }, (_, r) => 1 / (r + 1) ** config.zipf);
   const total = raw.reduce((a, w) => a + w, 0);
@@ -134,15 +135,26 @@ export function createWorld(partial: Partial<Omit<WorldConfig, "shares">> & { sh
     const name = `d${String(i + 1).padStart(digits, "0")}.${config.suffix}`;
     const kind = i < config.bigDomains ? "normal" : pickKind(rng.next(), kinds, i >= TAIL_FROM);
     const d: Domain = {
-      index: i, name, mxHost: `mx.${name}`, address: addressOf(config.net, i), kind, weight: w / total,
-      maxSessions: i < config.bigDomains ? config.bigMaxSessions : 0, rcptDelayMs: 0, dataDelayMs: 0, greylistMs: 0,
-      rejectsUnknown: false, refuseUntilMs: 0, silent: false,
+      index: i,
+      name,
+      mxHost: `mx.${name}`,
+      address: addressOf(config.net, i),
+      kind,
+      weight: w / total,
+      maxSessions: i < config.bigDomains ? config.bigMaxSessions : 0,
+      rcptDelayMs: 0,
+      dataDelayMs: 0,
+      greylistMs: 0,
+      rejectsUnknown: false,
+      refuseUntilMs: 0,
+      silent: false,
     };
     if (kind === "greylist") d.greylistMs = config.greylistMs;
     else if (kind === "limited") d.maxSessions = rng.int(config.limitedSessions[0], config.limitedSessions[1]);
     else if (kind === "slow") {
       const ms = rng.int(config.slowMs[0], config.slowMs[1]);
-      if (rng.next() < 0.5) d.rcptDelayMs = ms; else d.dataDelayMs = ms;
+      if (rng.next() < 0.5) d.rcptDelayMs = ms;
+      else d.dataDelayMs = ms;
     } else if (kind === "strict") d.rejectsUnknown = true;
     else if (kind === "down") d.refuseUntilMs = null;
     else if (kind === "flaky") d.refuseUntilMs = config.backAfterMs;
@@ -173,7 +185,10 @@ const indexes = new WeakMap<World, { byName: Map<string, Domain>; byAddress: Map
 function indexOf(world: World) {
   let ix = indexes.get(world);
   if (!ix) {
-    ix = { byName: new Map(world.domains.map((d) => [d.name, d])), byAddress: new Map(world.domains.map((d) => [d.address, d])) };
+    ix = {
+      byName: new Map(world.domains.map((d) => [d.name, d])),
+      byAddress: new Map(world.domains.map((d) => [d.address, d])),
+    };
     indexes.set(world, ix);
   }
   return ix;
@@ -191,7 +206,16 @@ export function domainByAddress(world: World, address: string): Domain | undefin
 
 /** How many domains of each kind the world has. */
 export function kindCounts(world: World): Record<DomainKind, number> {
-  const out: Record<DomainKind, number> = { normal: 0, greylist: 0, limited: 0, slow: 0, strict: 0, down: 0, timeout: 0, flaky: 0 };
+  const out: Record<DomainKind, number> = {
+    normal: 0,
+    greylist: 0,
+    limited: 0,
+    slow: 0,
+    strict: 0,
+    down: 0,
+    timeout: 0,
+    flaky: 0,
+  };
   for (const d of world.domains) out[d.kind]++;
   return out;
 }

@@ -114,7 +114,9 @@ export function enqueueMessage(q: Qmgr, intake: MessageIntake, now: number): Mes
     nullSender,
     singleRcpt: intake.singleRcpt ?? false,
     tenant: intake.tenant ?? null,
-    ...(intake.fields && (intake.fields.jobid !== undefined || intake.fields.bulk || intake.fields.tags) ? { fields: intake.fields } : {}),
+    ...(intake.fields && (intake.fields.jobid !== undefined || intake.fields.bulk || intake.fields.tags)
+      ? { fields: intake.fields }
+      : {}),
     priority: intake.priority ?? 0,
     rcptOffset: intake.rcptOffset ?? 0,
     hasUnread: intake.rcptTotal > 0,
@@ -125,7 +127,9 @@ export function enqueueMessage(q: Qmgr, intake: MessageIntake, now: number): Mes
     refcount: 0,
     refillTime: now,
     deferred: false,
-    warnTime: intake.warnTime ?? (intake.createTime === null ? 0 : initialWarnTime(intake.createTime, nullSender, q.cfg.global)),
+    warnTime:
+      intake.warnTime ??
+      (intake.createTime === null ? 0 : initialWarnTime(intake.createTime, nullSender, q.cfg.global)),
     jobs: [],
   };
   q.messages.set(m.id, m);
@@ -166,7 +170,12 @@ function sortBatch<R extends ResolvedRecipient>(q: Qmgr, rcpts: R[]): Keyed<R>[]
   const keyed = rcpts.map((r) => {
     const t = obtainTransport(q, r.transport);
     const at = r.address.lastIndexOf("@");
-    return { r, t, queue: queueName(t, r, q.cfg.global.recipientDelimiter), domain: r.address.slice(at + 1).toLowerCase() };
+    return {
+      r,
+      t,
+      queue: queueName(t, r, q.cfg.global.recipientDelimiter),
+      domain: r.address.slice(at + 1).toLowerCase(),
+    };
   });
   if (keyed.length > 1) keyed.sort(compareKeyed);
   return keyed;
@@ -206,11 +215,25 @@ export function assignRecipients<R extends ResolvedRecipient>(q: Qmgr, m: Messag
 }
 
 /** Defers one recipient without an attempt, merging with the previous effect if alike. */
-function deferAtResolve(q: Qmgr, m: Message, r: ResolvedRecipient, transport: string, nexthop: string, reason: string): void {
+function deferAtResolve(
+  q: Qmgr,
+  m: Message,
+  r: ResolvedRecipient,
+  transport: string,
+  nexthop: string,
+  reason: string,
+): void {
   m.deferred = true;
   m.refusedOnly = false;
   const last: Effect | undefined = q.effects[q.effects.length - 1];
-  if (last && last.kind === "deferred" && last.messageId === m.id && last.transport === transport && last.nexthop === nexthop && last.reason === reason) {
+  if (
+    last &&
+    last.kind === "deferred" &&
+    last.messageId === m.id &&
+    last.transport === transport &&
+    last.nexthop === nexthop &&
+    last.reason === reason
+  ) {
     last.rcpts.push(r);
     return;
   }

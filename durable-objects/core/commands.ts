@@ -90,7 +90,10 @@ export function runCommand<R extends ResolvedRecipient>(q: Qmgr<R>, c: Command):
 }
 
 /** runCommand(), and whether the command changed anything a replay needs (see the header). */
-export function runJournaled<R extends ResolvedRecipient>(q: Qmgr<R>, c: Command): CommandResult<R> & { changed: boolean } {
+export function runJournaled<R extends ResolvedRecipient>(
+  q: Qmgr<R>,
+  c: Command,
+): CommandResult<R> & { changed: boolean } {
   const due = nextWakeupAt(q);
   const res = runCommand(q, c);
   let changed = true;

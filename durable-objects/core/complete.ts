@@ -28,14 +28,37 @@
  *   None for expected input; InvariantError on corrupt state.
  */
 import { refillMessage } from "./assign";
-import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, refusalOnly, reviveWindow } from "./destination-window";
+import {
+  isConcurrencyRefusal,
+  learnCeiling,
+  onNegativeFeedback,
+  onPositiveFeedback,
+  refusalOnly,
+  reviveWindow,
+} from "./destination-window";
 import { bumpCandidates, freeJob, isBlocker, moveLimits, releaseBlockers } from "./job-list";
 import type { Entry, Message, Qmgr, Queue, Transport } from "./model";
 import { countLate, releasePolicies, setPolicy } from "./policy";
 import { peerPolicyKeys } from "./select";
 import { applySiteShape, boundWindow, windowParamsOf, type SiteShape } from "./site-shape";
-import { matchReplyRule, replyOf, replyRuleKey, replyRulePolicy, type ReplyInfo, type ReplyRuleAction } from "./reply-rules";
-import { addTimer, blockerUpdate, expireIdle, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
+import {
+  matchReplyRule,
+  replyOf,
+  replyRuleKey,
+  replyRulePolicy,
+  type ReplyInfo,
+  type ReplyRuleAction,
+} from "./reply-rules";
+import {
+  addTimer,
+  blockerUpdate,
+  expireIdle,
+  freePeer,
+  queueIdle,
+  todoEntriesOf,
+  unlinkTodo,
+  updateReady,
+} from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
 import { popDueTimer } from "./timer-heap";
 
@@ -76,7 +99,12 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
   if (report.remoteip) queue.remoteip = report.remoteip;
   // The entry was selected before its destination's provider and egress were known: it counts
   // against their caps and rates now (an IP warm-up's), as it would have at selection.
-  if (`${queue.egress}\n${queue.site}\n${queue.remoteip ?? null}` !== known && q.policies.size > 0) countLate(q, peerPolicyKeys(q, e.peer).filter((k) => !(e.flight ?? []).some((c) => c.key === k)), now);
+  if (`${queue.egress}\n${queue.site}\n${queue.remoteip ?? null}` !== known && q.policies.size > 0)
+    countLate(
+      q,
+      peerPolicyKeys(q, e.peer).filter((k) => !(e.flight ?? []).some((c) => c.key === k)),
+      now,
+    );
   const p = windowParamsOf(queue);
   const site = report.siteFailure ?? null;
   // The deliveries in flight when this one started (reports come in batches, after later
@@ -89,8 +117,16 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
     const refused = site !== null && (t.p.ceilingMemory ?? 0) > 0 && isConcurrencyRefusal(site.reason);
     m.refusedOnly = refused && (!m.deferred || m.refusedOnly === true);
     m.deferred = true;
-    const reply = site ? replyOf(site) : report.reply ?? null;
-    const acted = reply ? applyReplyRules(q, e, reply, site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "), now) : null;
+    const reply = site ? replyOf(site) : (report.reply ?? null);
+    const acted = reply
+      ? applyReplyRules(
+          q,
+          e,
+          reply,
+          site?.reason ?? [reply.code, reply.enhanced, reply.text].filter((x) => x !== null && x !== "").join(" "),
+          now,
+        )
+      : null;
     // A ceiling rule takes the reply for a concurrency refusal, whatever its wording.
     const refusal = acted === "ceiling" || (site !== null && isConcurrencyRefusal(site.reason));
     if (site && queue.window > 0) {
@@ -126,12 +162,27 @@ export function reportDelivery(q: Qmgr, entryId: number, report: DeliveryReport,
  * ceiling, or nothing more for a defer rule (the delivery stage already made the 5xx a deferral).
  * The effect tells the delivery stage, which records relay.destination.throttled with the outcome.
  */
-function applyReplyRules(q: Qmgr, e: Entry, reply: ReplyInfo, text: string, now: number): ReplyRuleAction["kind"] | null {
+function applyReplyRules(
+  q: Qmgr,
+  e: Entry,
+  reply: ReplyInfo,
+  text: string,
+  now: number,
+): ReplyRuleAction["kind"] | null {
   const rule = matchReplyRule(q.cfg.global.replyRules ?? [], reply);
   if (!rule || rule.action.kind === "bounce") return null;
   const queue = e.peer.queue;
   const dest = { transport: queue.transport.name, queue: queue.name, egress: queue.egress, site: queue.site };
-  const base = { kind: "reply-rule" as const, entryId: e.id, messageId: e.peer.job.message.id, transport: dest.transport, queue: dest.queue, rule: rule.name, action: rule.action.kind, reply: text };
+  const base = {
+    kind: "reply-rule" as const,
+    entryId: e.id,
+    messageId: e.peer.job.message.id,
+    transport: dest.transport,
+    queue: dest.queue,
+    rule: rule.name,
+    action: rule.action.kind,
+    reply: text,
+  };
   const a = rule.action;
   const next = replyRulePolicy(rule, dest, q.policies.get(replyRuleKey(rule, dest))?.rule, now);
   if (next) {
@@ -144,12 +195,25 @@ function applyReplyRules(q: Qmgr, e: Entry, reply: ReplyInfo, text: string, now:
 }
 
 /** A destination just died: remember why, arm revival (by default after minimal_backoff_time), defer its todo entries (§6.4). */
-export function queueDied(q: Qmgr, queue: Queue, reason: string, now: number, until = now + q.cfg.global.minimalBackoffTime): void {
+export function queueDied(
+  q: Qmgr,
+  queue: Queue,
+  reason: string,
+  now: number,
+  until = now + q.cfg.global.minimalBackoffTime,
+): void {
   const t = queue.transport;
   queue.dsn = reason;
   queue.timerAt = until;
   addTimer(q, queue.timerAt, "queue", t.name, queue.name);
-  q.effects.push({ kind: "destination", transport: t.name, queue: queue.name, event: "dead", until: queue.timerAt, reason });
+  q.effects.push({
+    kind: "destination",
+    transport: t.name,
+    queue: queue.name,
+    event: "dead",
+    until: queue.timerAt,
+    reason,
+  });
   deferAllTodo(q, queue, reason, now);
 }
 
@@ -166,7 +230,14 @@ export function deferAllTodo(q: Qmgr, queue: Queue, reason: string, now: number)
     const m = e.peer.job.message;
     m.deferred = true;
     m.refusedOnly = false;
-    q.effects.push({ kind: "deferred", messageId: m.id, rcpts: e.rcpts, reason, transport: t.name, nexthop: queue.nexthop });
+    q.effects.push({
+      kind: "deferred",
+      messageId: m.id,
+      rcpts: e.rcpts,
+      reason,
+      transport: t.name,
+      nexthop: queue.nexthop,
+    });
     entryDone(q, e, now);
   }
 }
@@ -193,7 +264,8 @@ export function entryDone(q: Qmgr, e: Entry, now: number): void {
     t.busyCount -= 1;
     q.busy.delete(e.id);
     queue.lastDone = now;
-    if (charged.length > 0 && releasePolicies(charged)) for (const other of q.transports.values()) releaseBlockers(other);
+    if (charged.length > 0 && releasePolicies(charged))
+      for (const other of q.transports.values()) releaseBlockers(other);
   } else {
     unlinkTodo(e);
     job.selectedEntries += 1; // disposed of while todo: counts as handed out
@@ -259,7 +331,14 @@ export function finishMessage(q: Qmgr, m: Message, now: number): void {
   }
   const d = decideAfterAttempt(m, now, q.cfg.global, m.refusedOnly === true);
   if (d.kind === "expired") q.effects.push({ kind: "message-expired", messageId: m.id });
-  else q.effects.push({ kind: "message-deferred", messageId: m.id, nextAttemptAt: d.nextAttemptAt, warn: d.warn, warnTime: d.warnTime });
+  else
+    q.effects.push({
+      kind: "message-deferred",
+      messageId: m.id,
+      nextAttemptAt: d.nextAttemptAt,
+      warn: d.warn,
+      warnTime: d.warnTime,
+    });
 }
 
 /** The delivery service of a transport is unusable: suspend it and defer its work (§6.5). */

@@ -125,11 +125,21 @@ const globalSchema = z
     delay_warning_time: duration(0),
     transport_retry_time: duration(1),
     destination_idle_memory: duration(0),
-    recipient_delimiter: z.string().max(8).regex(/^[^@\s]*$/, "must not contain @ or spaces"),
+    recipient_delimiter: z
+      .string()
+      .max(8)
+      .regex(/^[^@\s]*$/, "must not contain @ or spaces"),
     defer_transports: z.array(z.string().min(1)),
     reply_rules: z.array(z.unknown()),
     policy_tags: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "a tag name")).max(8),
-    policy_combinations: z.array(z.string().regex(/^(tenant|jobid|bulk|egress|site|transport|dest)(\+(tenant|jobid|bulk|egress|site|transport|dest))+$/, 'e.g. "egress+site": two or more of tenant, jobid, bulk, egress, site, transport, dest joined by +')),
+    policy_combinations: z.array(
+      z
+        .string()
+        .regex(
+          /^(tenant|jobid|bulk|egress|site|transport|dest)(\+(tenant|jobid|bulk|egress|site|transport|dest))+$/,
+          'e.g. "egress+site": two or more of tenant, jobid, bulk, egress, site, transport, dest joined by +',
+        ),
+    ),
     transports: z.record(z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/i, "bad transport name"), transportSchema),
   })
   .partial();
@@ -262,7 +272,10 @@ export function parseSchedulerConfig(input: unknown): ConfigResult {
   }
   const defaults = globalSchema.parse(DEFAULTS);
   const g = { ...defaults, ...parsed.data } as Required<z.output<typeof globalSchema>>;
-  const replyRules = parsed.data.reply_rules === undefined ? { ok: true as const, rules: [...DEFAULT_REPLY_RULES] } : parseReplyRules(parsed.data.reply_rules);
+  const replyRules =
+    parsed.data.reply_rules === undefined
+      ? { ok: true as const, rules: [...DEFAULT_REPLY_RULES] }
+      : parseReplyRules(parsed.data.reply_rules);
   if (!replyRules.ok) return { ok: false, errors: replyRules.errors };
   const global: GlobalParams = {
     messageActiveLimit: g.qmgr_message_active_limit,

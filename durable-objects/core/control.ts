@@ -41,7 +41,13 @@ export interface DestinationVerdict {
 }
 
 /** Aligns a destination queue with its Destination DO's verdict; true if anything changed. */
-export function applyDestinationState(q: Qmgr, transport: string, queueName: string, v: DestinationVerdict, now: number): boolean {
+export function applyDestinationState(
+  q: Qmgr,
+  transport: string,
+  queueName: string,
+  v: DestinationVerdict,
+  now: number,
+): boolean {
   q.now = now;
   const t = q.transports.get(transport);
   const queue = t?.queues.get(queueName);

@@ -148,7 +148,13 @@ function activeCeiling(s: WindowState, now: number, p: WindowParams): Ceiling | 
  * window holds, and nothing accumulates, while deliveries count down to the next probe; then it
  * opens by exactly one. Returns null when Postfix's arithmetic decides (below the ceiling, or none).
  */
-function holdAtCeiling(s: WindowState, busy: number, conc: number, now: number, p: WindowParams): FeedbackOutcome | null {
+function holdAtCeiling(
+  s: WindowState,
+  busy: number,
+  conc: number,
+  now: number,
+  p: WindowParams,
+): FeedbackOutcome | null {
   const c = activeCeiling(s, now, p);
   if (!c) return null;
   c.refusing = false;
@@ -192,7 +198,10 @@ function holdAtCeiling(s: WindowState, busy: number, conc: number, now: number, 
  * greeting, or "too many connections/sessions/clients" in the reply (§12.7).
  */
 export function isConcurrencyRefusal(reason: string): boolean {
-  return /refused to talk to me: 421\b/.test(reason) || /too many (?:connections|connected clients|concurrent|simultaneous|sessions|clients)/i.test(reason);
+  return (
+    /refused to talk to me: 421\b/.test(reason) ||
+    /too many (?:connections|connected clients|concurrent|simultaneous|sessions|clients)/i.test(reason)
+  );
 }
 
 /**
@@ -236,9 +245,22 @@ export function learnCeiling(s: WindowState, busy: number, now: number, p: Windo
   // A refusal never raises a ceiling in force (short of a climb): the server took fewer, not more.
   if (c !== null && !c.climbing) limit = Math.min(limit, c.limit);
   const probeRefused = c !== null && !c.climbing && (c.pending ?? 0) > 0;
-  const gap = probeRefused ? Math.min(c.gap * 2, PROBE_GAP_MAX * limit)
-    : c !== null && !c.climbing ? Math.min(Math.max(c.gap, PROBE_GAP_MIN * limit), PROBE_GAP_MAX * limit) : PROBE_GAP_MIN * limit;
-  s.ceiling = { limit, at: now, probeAt: now + (p.probeDelay ?? 1), gap, left: gap, pending: 0, climbing: false, refusing: true, ...(seq !== undefined ? { cohort: [seq] } : {}) };
+  const gap = probeRefused
+    ? Math.min(c.gap * 2, PROBE_GAP_MAX * limit)
+    : c !== null && !c.climbing
+      ? Math.min(Math.max(c.gap, PROBE_GAP_MIN * limit), PROBE_GAP_MAX * limit)
+      : PROBE_GAP_MIN * limit;
+  s.ceiling = {
+    limit,
+    at: now,
+    probeAt: now + (p.probeDelay ?? 1),
+    gap,
+    left: gap,
+    pending: 0,
+    climbing: false,
+    refusing: true,
+    ...(seq !== undefined ? { cohort: [seq] } : {}),
+  };
   // The server took `limit` sessions: the window goes to it, not below (Postfix's negative
   // feedback may have taken it further down), nor above.
   s.window = limit;
@@ -259,7 +281,13 @@ export function reviveWindow(s: WindowState, busy: number, p: WindowParams): voi
  * delivery; `conc` is the number in flight when it started, itself included (§12.7's probe
  * evidence; by default `busy`). A dead destination is revived at once.
  */
-export function onPositiveFeedback(s: WindowState, busy: number, p: WindowParams, now = 0, conc = busy): FeedbackOutcome {
+export function onPositiveFeedback(
+  s: WindowState,
+  busy: number,
+  p: WindowParams,
+  now = 0,
+  conc = busy,
+): FeedbackOutcome {
   s.failCohorts = 0;
   if (s.window === 0) {
     reviveWindow(s, busy, p);

@@ -20,7 +20,17 @@
  * ERRORS
  *   None.
  */
-import { isConcurrencyRefusal, learnCeiling, onNegativeFeedback, onPositiveFeedback, refusalOnly, reviveWindow, type FeedbackOutcome, type WindowParams, type WindowState } from "./destination-window";
+import {
+  isConcurrencyRefusal,
+  learnCeiling,
+  onNegativeFeedback,
+  onPositiveFeedback,
+  refusalOnly,
+  reviveWindow,
+  type FeedbackOutcome,
+  type WindowParams,
+  type WindowState,
+} from "./destination-window";
 
 /** A destination's stored record (version 1). */
 export interface DestinationRecord extends WindowState {
@@ -84,11 +94,26 @@ export interface DestinationStep {
 
 /** A fresh record at the initial window. */
 export function createDestination(transport: string, p: DestinationParams): DestinationRecord {
-  return { v: 1, transport, window: p.initialConcurrency, success: 0, failure: 0, failCohorts: 0, deadUntil: 0, reason: null, lastReportAt: 0 };
+  return {
+    v: 1,
+    transport,
+    window: p.initialConcurrency,
+    success: 0,
+    failure: 0,
+    failCohorts: 0,
+    deadUntil: 0,
+    reason: null,
+    lastReportAt: 0,
+  };
 }
 
 /** Applies one delivery report. */
-export function applyDestinationReport(rec: DestinationRecord, r: DestinationReport, now: number, p: DestinationParams): DestinationStep {
+export function applyDestinationReport(
+  rec: DestinationRecord,
+  r: DestinationReport,
+  now: number,
+  p: DestinationParams,
+): DestinationStep {
   let s: DestinationRecord = { ...rec };
   if (s.deadUntil === 0 && s.lastReportAt > 0 && p.idleMemorySec > 0 && now - s.lastReportAt >= p.idleMemorySec) {
     s = { ...createDestination(s.transport, p), lastReportAt: s.lastReportAt };
@@ -121,7 +146,15 @@ export function applyDestinationReport(rec: DestinationRecord, r: DestinationRep
     }
   }
   if (r.window !== undefined && r.window > 0 && s.window > 0) s.window = r.window;
-  const event: DestinationEvent = { at: now, kind: r.siteFailure ? "site_failure" : "success", outcome, window: s.window, busy: r.busy, reason: r.siteFailure?.reason ?? null, ...(r.replyRule ? { replyRule: r.replyRule } : {}) };
+  const event: DestinationEvent = {
+    at: now,
+    kind: r.siteFailure ? "site_failure" : "success",
+    outcome,
+    window: s.window,
+    busy: r.busy,
+    reason: r.siteFailure?.reason ?? null,
+    ...(r.replyRule ? { replyRule: r.replyRule } : {}),
+  };
   return { record: s, answer: { window: s.window, deadUntil: s.deadUntil }, event, alarmAt };
 }
 

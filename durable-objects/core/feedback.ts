@@ -29,9 +29,7 @@ export interface Feedback {
 }
 
 /** Result of parsing a feedback setting. */
-export type FeedbackParse =
-  | { ok: true; feedback: Feedback; warning?: string }
-  | { ok: false; error: string };
+export type FeedbackParse = { ok: true; feedback: Feedback; warning?: string } | { ok: false; error: string };
 
 const NUMBER = /^\s*(\d+(?:\.\d*)?|\.\d+)\s*$/;
 

@@ -61,8 +61,12 @@ export class FlowMeter {
   /** Recipients arrived and left over the window ending at `now`. */
   totals(now: number): { arrived: number; left: number } {
     this.roll(now);
-    let arrived = 0, left = 0;
-    for (let i = 0; i < this.opts.windowSec; i++) { arrived += this.arrived[i]!; left += this.left[i]!; }
+    let arrived = 0,
+      left = 0;
+    for (let i = 0; i < this.opts.windowSec; i++) {
+      arrived += this.arrived[i]!;
+      left += this.left[i]!;
+    }
     return { arrived, left };
   }
 
@@ -76,7 +80,10 @@ export class FlowMeter {
   private roll(now: number): void {
     if (now <= this.at) return;
     const w = this.opts.windowSec;
-    for (let s = Math.max(this.at + 1, now - w + 1); s <= now; s++) { this.arrived[s % w] = 0; this.left[s % w] = 0; }
+    for (let s = Math.max(this.at + 1, now - w + 1); s <= now; s++) {
+      this.arrived[s % w] = 0;
+      this.left[s % w] = 0;
+    }
     this.at = now;
   }
 }

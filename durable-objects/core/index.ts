@@ -19,7 +19,14 @@ export * from "./errors";
 export type * from "./model";
 export { obtainTransport, readBatchLimit, hasActiveRoom, READ_CAP, type MessageIntake } from "./assign";
 export { selectEntry, selectTransport, dispatch, transportReady } from "./select";
-export { reportDelivery, failTransport, flush, type DeliveryReport, type SiteFailure, type ReportResult } from "./complete";
+export {
+  reportDelivery,
+  failTransport,
+  flush,
+  type DeliveryReport,
+  type SiteFailure,
+  type ReportResult,
+} from "./complete";
 export { findCandidate, tryPreempt, maxCandidateSlots, preemptAffordable, extraGrant } from "./preempt";
 export { hasEntries, maxEntries, isBlocker, obtainJob, popJob } from "./job-list";
 export { enqueueMessage, refillMessage } from "./assign";

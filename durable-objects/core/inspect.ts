@@ -46,7 +46,8 @@ export function shapeOf(samples: Iterable<ShapeSample>, limits: readonly number[
   const total: ShapeRow = { destination: "TOTAL", total: 0, buckets: new Array<number>(limits.length + 1).fill(0) };
   for (const { destination, ageSec, n } of samples) {
     let row = rows.get(destination);
-    if (!row) rows.set(destination, (row = { destination, total: 0, buckets: new Array<number>(limits.length + 1).fill(0) }));
+    if (!row)
+      rows.set(destination, (row = { destination, total: 0, buckets: new Array<number>(limits.length + 1).fill(0) }));
     const b = bucketOf(ageSec / 60, limits);
     row.buckets[b]! += n;
     row.total += n;
@@ -67,7 +68,11 @@ function* inCoreSamples(q: Qmgr, now: number): Generator<ShapeSample> {
   }
   for (const e of q.busy.values()) {
     const m = e.peer.job.message;
-    yield { destination: e.peer.queue.nexthop, ageSec: Math.max(0, now - (m.createTime ?? m.queuedTime)), n: e.rcpts.length };
+    yield {
+      destination: e.peer.queue.nexthop,
+      ageSec: Math.max(0, now - (m.createTime ?? m.queuedTime)),
+      n: e.rcpts.length,
+    };
   }
 }
 
@@ -106,9 +111,19 @@ export function destinationsView(q: Qmgr): DestinationView[] {
   for (const t of q.transports.values()) {
     for (const queue of t.queues.values()) {
       out.push({
-        transport: t.name, queue: queue.name, nexthop: queue.nexthop, state: stateOf(queue), window: queue.window,
-        busy: queue.busyCount, todo: queue.todoCount, until: queue.timerAt > 0 ? queue.timerAt : null, reason: queue.dsn,
-        success: queue.success, failure: queue.failure, failCohorts: queue.failCohorts, lastDone: queue.lastDone > 0 ? queue.lastDone : null,
+        transport: t.name,
+        queue: queue.name,
+        nexthop: queue.nexthop,
+        state: stateOf(queue),
+        window: queue.window,
+        busy: queue.busyCount,
+        todo: queue.todoCount,
+        until: queue.timerAt > 0 ? queue.timerAt : null,
+        reason: queue.dsn,
+        success: queue.success,
+        failure: queue.failure,
+        failCohorts: queue.failCohorts,
+        lastDone: queue.lastDone > 0 ? queue.lastDone : null,
       });
     }
   }

@@ -300,14 +300,40 @@ export interface Timer {
 
 /** Something the shell must do or record; drained after each call. */
 export type Effect =
-  | { kind: "deferred"; messageId: string; rcpts: ResolvedRecipient[]; reason: string; transport: string; nexthop: string }
+  | {
+      kind: "deferred";
+      messageId: string;
+      rcpts: ResolvedRecipient[];
+      reason: string;
+      transport: string;
+      nexthop: string;
+    }
   | { kind: "message-done"; messageId: string }
   | { kind: "message-deferred"; messageId: string; nextAttemptAt: number; warn: boolean; warnTime: number }
   | { kind: "message-expired"; messageId: string }
-  | { kind: "destination"; transport: string; queue: string; event: "dead" | "revived" | "suspended" | "resumed"; until?: number; reason?: string }
+  | {
+      kind: "destination";
+      transport: string;
+      queue: string;
+      event: "dead" | "revived" | "suspended" | "resumed";
+      until?: number;
+      reason?: string;
+    }
   | { kind: "transport"; transport: string; event: "dead" | "revived"; until?: number }
   /** A reply rule matched a site failure of the entry `entryId` and suspended `key` until `until` (reply-rules.ts). */
-  | { kind: "reply-rule"; entryId: number; messageId: string; transport: string; queue: string; rule: string; action: string; key: string; until: number; reply: string; rate?: string };
+  | {
+      kind: "reply-rule";
+      entryId: number;
+      messageId: string;
+      transport: string;
+      queue: string;
+      rule: string;
+      action: string;
+      key: string;
+      until: number;
+      reply: string;
+      rate?: string;
+    };
 
 /** The whole in-core state of the queue manager. */
 export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {

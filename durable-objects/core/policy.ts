@@ -48,7 +48,12 @@ export function parseRate(spec: string): { count: number; perSec: number } | nul
 
 /** Prints a rate back in the form parseRate reads. */
 export function formatRate(r: { count: number; perSec: number }): string {
-  for (const [u, sec] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]] as const) {
+  for (const [u, sec] of [
+    ["d", 86400],
+    ["h", 3600],
+    ["m", 60],
+    ["s", 1],
+  ] as const) {
     if (r.perSec % sec === 0) return r.perSec === sec ? `${r.count}/${u}` : `${r.count}/${r.perSec / sec}${u}`;
   }
   return `${r.count}/${r.perSec}s`;
@@ -115,13 +120,17 @@ export function policyBlock(q: Qmgr, keys: readonly string[], now: number): Poli
     const c = q.policies.get(key);
     if (!c) continue;
     const r = c.rule;
-    if (r.suspendedUntil !== undefined && r.suspendedUntil > now) return { key, reason: "suspended", until: r.suspendedUntil, ...(r.label ? { label: r.label } : {}) };
+    if (r.suspendedUntil !== undefined && r.suspendedUntil > now)
+      return { key, reason: "suspended", until: r.suspendedUntil, ...(r.label ? { label: r.label } : {}) };
     if (r.concurrency !== undefined && c.inflight >= r.concurrency) return { key, reason: "concurrency", until: null };
-    if (r.interval !== undefined && c.lastAt !== undefined && now < c.lastAt + r.interval) return { key, reason: "interval", until: c.lastAt + r.interval };
+    if (r.interval !== undefined && c.lastAt !== undefined && now < c.lastAt + r.interval)
+      return { key, reason: "interval", until: c.lastAt + r.interval };
     if (r.caps) {
       const label = r.caps.label ? { label: r.caps.label } : {};
-      if (r.caps.perDay !== undefined && countIn(c.day, now, DAY) >= r.caps.perDay) return { key, reason: "cap", until: windowStart(now, DAY) + DAY, ...label };
-      if (r.caps.perHour !== undefined && countIn(c.hour, now, HOUR) >= r.caps.perHour) return { key, reason: "cap", until: windowStart(now, HOUR) + HOUR, ...label };
+      if (r.caps.perDay !== undefined && countIn(c.day, now, DAY) >= r.caps.perDay)
+        return { key, reason: "cap", until: windowStart(now, DAY) + DAY, ...label };
+      if (r.caps.perHour !== undefined && countIn(c.hour, now, HOUR) >= r.caps.perHour)
+        return { key, reason: "cap", until: windowStart(now, HOUR) + HOUR, ...label };
     }
     const rate = rateOf(r, now);
     if (rate) {
@@ -195,8 +204,20 @@ export type PolicyField = (typeof POLICY_FIELDS)[number];
  * The policy keys of an entry of a message (tenant, fields) for a queue (transport, destination,
  * egress, site), and of each configured combination whose fields are all present.
  */
-export function policyKeysOf(tenant: string | null, transport: string, queue: string, egress: string | null, site: string | null, fields?: MessageFields, combinations: readonly (readonly PolicyField[])[] = [], remoteip: string | null = null): string[] {
-  const one: Partial<Record<PolicyField, string>> = { transport: `transport:${transport}`, dest: `dest:${transport}/${queue}` };
+export function policyKeysOf(
+  tenant: string | null,
+  transport: string,
+  queue: string,
+  egress: string | null,
+  site: string | null,
+  fields?: MessageFields,
+  combinations: readonly (readonly PolicyField[])[] = [],
+  remoteip: string | null = null,
+): string[] {
+  const one: Partial<Record<PolicyField, string>> = {
+    transport: `transport:${transport}`,
+    dest: `dest:${transport}/${queue}`,
+  };
   if (tenant !== null) one.tenant = `tenant:${tenant}`;
   if (fields?.jobid !== undefined) one.jobid = `jobid:${tenant ?? ""}/${fields.jobid}`;
   if (fields?.bulk) one.bulk = `bulk:${tenant ?? ""}`;
@@ -204,7 +225,8 @@ export function policyKeysOf(tenant: string | null, transport: string, queue: st
   if (site !== null) one.site = `site:${site}`;
   if (remoteip !== null) one.remoteip = `remoteip:${remoteip}`;
   const keys = POLICY_FIELDS.flatMap((f) => (one[f] !== undefined ? [one[f]!] : []));
-  if (fields?.tags) for (const name of Object.keys(fields.tags).sort()) keys.push(`tag:${tenant ?? ""}/${name}=${fields.tags[name]}`);
+  if (fields?.tags)
+    for (const name of Object.keys(fields.tags).sort()) keys.push(`tag:${tenant ?? ""}/${name}=${fields.tags[name]}`);
   for (const combo of [WARMUP_COMBINATION, ...combinations]) {
     const parts = combo.map((f) => one[f]);
     if (!parts.every((p) => p !== undefined)) continue;

@@ -27,7 +27,15 @@
  *   InvariantError if the search returns the current job or a stack parent.
  */
 import { invariant } from "./errors";
-import { bumpCandidates, invalidateCandidateCache, isBlocker, maxEntries, popJob, schedInsertAfter, schedRemove } from "./job-list";
+import {
+  bumpCandidates,
+  invalidateCandidateCache,
+  isBlocker,
+  maxEntries,
+  popJob,
+  schedInsertAfter,
+  schedRemove,
+} from "./job-list";
 import type { Job, Transport } from "./model";
 
 /** Slots `cur` can still accumulate: floor((in-core unselected + counter) / cost) (U1). */
@@ -36,7 +44,11 @@ export function maxCandidateSlots(cur: Job, slotCost: number): number {
 }
 
 /** Whether accumulated whole slots plus the loan cover (100 - discount)% of `expected` (U2). */
-export function preemptAffordable(slotsAvailable: number, expected: number, p: { slotCost: number; slotLoan: number; slotDiscount: number }): boolean {
+export function preemptAffordable(
+  slotsAvailable: number,
+  expected: number,
+  p: { slotCost: number; slotLoan: number; slotDiscount: number },
+): boolean {
   const loanFactor = 100 - p.slotDiscount;
   return Math.trunc(slotsAvailable / p.slotCost) + p.slotLoan >= (expected * loanFactor) / 100.0;
 }

@@ -66,7 +66,8 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
   const found = t.queues.get(name);
   if (found) {
     if (found.idleSince >= 0) {
-      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0) Object.assign(found, createWindowState(windowParamsOf(found)));
+      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0)
+        Object.assign(found, createWindowState(windowParamsOf(found)));
       idleUnlink(q, found);
     }
     return found;
@@ -99,7 +100,8 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
 
 /** Deletes a queue object. */
 export function deleteQueue(q: Qmgr, queue: Queue): void {
-  if (queue.todoCount !== 0 || queue.busyCount !== 0) throw new InvariantError("deleteQueue", `queue ${queue.name} in use`);
+  if (queue.todoCount !== 0 || queue.busyCount !== 0)
+    throw new InvariantError("deleteQueue", `queue ${queue.name} in use`);
   if (queue.idleSince >= 0) idleUnlink(q, queue);
   updateReady(queue);
   if (queue.transport.queues.get(queue.name) === queue) {

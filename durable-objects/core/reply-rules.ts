@@ -79,26 +79,30 @@ export const DEFAULT_REPLY_RULES: readonly ReplyRule[] = [
     codes: [421],
     text: "\\[TSS04\\]",
     action: { kind: "suspend", scope: "site", seconds: 3600 },
-    source: "Yahoo answers \"421 4.7.0 [TSS04] Messages from <ip> temporarily deferred due to unexpected volume or user complaints\" to MAIL FROM and points to postmaster.yahooinc.com/error-codes; the deferral lifts after hours, so retrying sooner only adds deferrals",
+    source:
+      'Yahoo answers "421 4.7.0 [TSS04] Messages from <ip> temporarily deferred due to unexpected volume or user complaints" to MAIL FROM and points to postmaster.yahooinc.com/error-codes; the deferral lifts after hours, so retrying sooner only adds deferrals',
   },
   {
     name: "yahoo-ts",
     codes: [421],
     text: "\\[TS0[1-3]\\]",
     action: { kind: "suspend", scope: "site", seconds: 3600 },
-    source: "Yahoo's older \"421 4.7.0 [TS01]\"–\"[TS03]\" temporary deferrals for unusual traffic or complaints from the sending IP",
+    source:
+      'Yahoo\'s older "421 4.7.0 [TS01]"–"[TS03]" temporary deferrals for unusual traffic or complaints from the sending IP',
   },
   {
     name: "gmail-4.7.28",
     enhanced: "4.7.28",
     action: { kind: "suspend", scope: "site", seconds: 900 },
-    source: "Gmail answers 421 4.7.28 when it sees \"an unusual rate of unsolicited mail\" from the sending IP and rate-limits it (Gmail's SMTP error reference, support.google.com/a/answer/3726730)",
+    source:
+      'Gmail answers 421 4.7.28 when it sees "an unusual rate of unsolicited mail" from the sending IP and rate-limits it (Gmail\'s SMTP error reference, support.google.com/a/answer/3726730)',
   },
   {
     name: "microsoft-4.7.650",
     enhanced: "4.7.650",
     action: { kind: "suspend", scope: "site", seconds: 3600 },
-    source: "Outlook.com answers 451 4.7.650 \"has been temporarily rate limited due to IP reputation\" (Microsoft's sender support, sendersupport.olc.protection.outlook.com/pm)",
+    source:
+      'Outlook.com answers 451 4.7.650 "has been temporarily rate limited due to IP reputation" (Microsoft\'s sender support, sendersupport.olc.protection.outlook.com/pm)',
   },
 ];
 
@@ -140,9 +144,11 @@ export type ReplyRuleDest = { transport: string; queue: string; egress: string |
 /** The policy key a match puts its suspension on (its scope; the destination when the queue has no site or egress). */
 export function replyRuleKey(rule: ReplyRule, dest: ReplyRuleDest): string {
   const scope = "scope" in rule.action ? rule.action.scope : "destination";
-  return scope === "site" && dest.site !== null ? `site:${dest.site}`
-    : scope === "egress" && dest.egress !== null ? `egress:${dest.egress}`
-    : `dest:${dest.transport}/${dest.queue}`;
+  return scope === "site" && dest.site !== null
+    ? `site:${dest.site}`
+    : scope === "egress" && dest.egress !== null
+      ? `egress:${dest.egress}`
+      : `dest:${dest.transport}/${dest.queue}`;
 }
 
 /**
@@ -152,20 +158,31 @@ export function replyRuleKey(rule: ReplyRule, dest: ReplyRuleDest): string {
  * the rate until `now + seconds`; one in force stays when it is stricter, and lasts at least as
  * long as it did. null for the other kinds.
  */
-export function replyRulePolicy(rule: ReplyRule, dest: ReplyRuleDest, existing: PolicyRule | undefined, now: number): { key: string; rule: PolicyRule; until: number } | null {
+export function replyRulePolicy(
+  rule: ReplyRule,
+  dest: ReplyRuleDest,
+  existing: PolicyRule | undefined,
+  now: number,
+): { key: string; rule: PolicyRule; until: number } | null {
   const key = replyRuleKey(rule, dest);
   const a = rule.action;
   if (a.kind !== "suspend" && a.kind !== "rate") return null;
   if (a.kind === "suspend") {
     const until = Math.max(now + a.seconds, existing?.suspendedUntil ?? 0);
     const keepLabel = existing?.suspendedUntil !== undefined && existing.suspendedUntil > now + a.seconds;
-    return { key, until, rule: { ...existing, suspendedUntil: until, label: keepLabel ? existing.label! : replyRuleLabel(rule) } };
+    return {
+      key,
+      until,
+      rule: { ...existing, suspendedUntil: until, label: keepLabel ? existing.label! : replyRuleLabel(rule) },
+    };
   }
   const rate = parseRate(a.rate)!;
   const old = existing?.throttle !== undefined && existing.throttle.until > now ? existing.throttle : undefined;
   const until = Math.max(now + a.seconds, old?.until ?? 0);
   const stricter = old !== undefined && old.count / old.perSec <= rate.count / rate.perSec;
-  const throttle = stricter ? { ...old, until } : { count: rate.count, perSec: rate.perSec, until, label: replyRuleLabel(rule) };
+  const throttle = stricter
+    ? { ...old, until }
+    : { count: rate.count, perSec: rate.perSec, until, label: replyRuleLabel(rule) };
   return { key, until, rule: { ...existing, throttle } };
 }
 
@@ -174,7 +191,10 @@ export function replyRulePolicy(rule: ReplyRule, dest: ReplyRuleDest, existing: 
  * 5xx a defer rule matches, "bounced" for a 4xx a bounce rule matches, with the rule; null when
  * the first rule that matches is of another kind, or there is none.
  */
-export function outcomeOverride(rules: readonly ReplyRule[], reply: ReplyInfo): { status: "deferred" | "bounced"; rule: ReplyRule } | null {
+export function outcomeOverride(
+  rules: readonly ReplyRule[],
+  reply: ReplyInfo,
+): { status: "deferred" | "bounced"; rule: ReplyRule } | null {
   const rule = matchReplyRule(rules, reply);
   if (!rule || reply.code === null) return null;
   if (rule.action.kind === "defer" && reply.code >= 500) return { status: "deferred", rule };
@@ -190,11 +210,17 @@ export function parseReplyRules(input: unknown): { ok: true; rules: ReplyRule[] 
   input.forEach((r: Partial<ReplyRule> | null, i) => {
     const at = `reply_rules[${i}]`;
     if (r === null || typeof r !== "object") return errors.push(`${at}: must be an object`);
-    if (typeof r.name !== "string" || !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(r.name)) errors.push(`${at}.name: lower-case letters, digits, '.', '_' or '-', at most 64`);
+    if (typeof r.name !== "string" || !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(r.name))
+      errors.push(`${at}.name: lower-case letters, digits, '.', '_' or '-', at most 64`);
     else if (names.has(r.name)) errors.push(`${at}.name: "${r.name}" is used twice`);
     else names.add(r.name);
-    if (r.codes !== undefined && (!Array.isArray(r.codes) || r.codes.some((c) => !Number.isInteger(c) || c < 200 || c > 599))) errors.push(`${at}.codes: reply codes 200–599`);
-    if (r.enhanced !== undefined && (typeof r.enhanced !== "string" || !/^[245](\.\d{0,3}){0,2}\.?$/.test(r.enhanced))) errors.push(`${at}.enhanced: an enhanced status code or its prefix, e.g. "4.7."`);
+    if (
+      r.codes !== undefined &&
+      (!Array.isArray(r.codes) || r.codes.some((c) => !Number.isInteger(c) || c < 200 || c > 599))
+    )
+      errors.push(`${at}.codes: reply codes 200–599`);
+    if (r.enhanced !== undefined && (typeof r.enhanced !== "string" || !/^[245](\.\d{0,3}){0,2}\.?$/.test(r.enhanced)))
+      errors.push(`${at}.enhanced: an enhanced status code or its prefix, e.g. "4.7."`);
     if (r.text !== undefined) {
       try {
         if (typeof r.text !== "string") throw new Error();
@@ -203,7 +229,8 @@ export function parseReplyRules(input: unknown): { ok: true; rules: ReplyRule[] 
         errors.push(`${at}.text: a regular expression`);
       }
     }
-    if (r.codes === undefined && r.enhanced === undefined && r.text === undefined) errors.push(`${at}: needs codes, enhanced or text (a rule that matches every reply)`);
+    if (r.codes === undefined && r.enhanced === undefined && r.text === undefined)
+      errors.push(`${at}: needs codes, enhanced or text (a rule that matches every reply)`);
     const problem = actionProblem(r.action);
     if (problem) errors.push(`${at}.action: ${problem}`);
     return undefined;
@@ -217,9 +244,17 @@ const SCOPED = `"scope":"site"|"egress"|"destination","seconds":1..604800`;
 function actionProblem(a: Partial<Record<string, unknown>> | undefined): string | null {
   const kinds = `{"kind":"suspend",${SCOPED}}, {"kind":"rate","rate":"<n>/<unit>",${SCOPED}}, {"kind":"ceiling"}, {"kind":"defer"} or {"kind":"bounce"}`;
   if (!a || typeof a !== "object") return kinds;
-  if (a.kind === "ceiling" || a.kind === "defer" || a.kind === "bounce") return Object.keys(a).length === 1 ? null : `{"kind":"${a.kind}"} takes nothing else`;
+  if (a.kind === "ceiling" || a.kind === "defer" || a.kind === "bounce")
+    return Object.keys(a).length === 1 ? null : `{"kind":"${a.kind}"} takes nothing else`;
   if (a.kind !== "suspend" && a.kind !== "rate") return kinds;
-  const scoped = typeof a.scope === "string" && ["site", "egress", "destination"].includes(a.scope) && Number.isInteger(a.seconds) && (a.seconds as number) >= 1 && (a.seconds as number) <= 7 * 86400;
+  const scoped =
+    typeof a.scope === "string" &&
+    ["site", "egress", "destination"].includes(a.scope) &&
+    Number.isInteger(a.seconds) &&
+    (a.seconds as number) >= 1 &&
+    (a.seconds as number) <= 7 * 86400;
   if (a.kind === "suspend") return scoped ? null : `{"kind":"suspend",${SCOPED}}`;
-  return scoped && typeof a.rate === "string" && parseRate(a.rate) !== null ? null : `{"kind":"rate","rate":"<n>/<unit>" (e.g. "60/h"),${SCOPED}}`;
+  return scoped && typeof a.rate === "string" && parseRate(a.rate) !== null
+    ? null
+    : `{"kind":"rate","rate":"<n>/<unit>" (e.g. "60/h"),${SCOPED}}`;
 }

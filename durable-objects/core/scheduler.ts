@@ -28,7 +28,27 @@ import { peekTimerAt } from "./timer-heap";
 
 /** An empty queue manager. */
 export function createQmgr<R extends ResolvedRecipient>(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
-  return { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: 0, queueCount: 0, nextEntryId: 1, batchSeq: 0, busy: new Map(), timers: [], timerSeq: 0, idleHead: null, idleTail: null, idleTimerAt: 0, policies: new Map(), effects: [], candidateShortcut: true, now: 0 };
+  return {
+    cfg,
+    source,
+    messages: new Map(),
+    transports: new Map(),
+    transportOrder: [],
+    rcptCount: 0,
+    queueCount: 0,
+    nextEntryId: 1,
+    batchSeq: 0,
+    busy: new Map(),
+    timers: [],
+    timerSeq: 0,
+    idleHead: null,
+    idleTail: null,
+    idleTimerAt: 0,
+    policies: new Map(),
+    effects: [],
+    candidateShortcut: true,
+    now: 0,
+  };
 }
 
 /** Admits a message to the active queue, or returns null when it is full. */
@@ -79,20 +99,32 @@ export type BlockedBy =
   | { kind: "destination_dead"; until: number; reason: string | null }
   | { kind: "rate_delay"; until: number }
   | { kind: "concurrency"; window: number; busy: number }
-  | { kind: "policy"; key: string; reason: "suspended" | "concurrency" | "rate" | "interval" | "cap"; until: number | null; label?: string }
+  | {
+      kind: "policy";
+      key: string;
+      reason: "suspended" | "concurrency" | "rate" | "interval" | "cap";
+      until: number | null;
+      label?: string;
+    }
   | { kind: "transport_dead"; until: number }
   | { kind: "process_limit"; limit: number }
   | { kind: "queued" };
 
 /** Says why each in-core entry of a message waits (empty if the message is not in core). */
-export function explainMessage(q: Qmgr, messageId: string, now: number): { entryId: number; rcpts: ResolvedRecipient[]; blockedBy: BlockedBy }[] {
+export function explainMessage(
+  q: Qmgr,
+  messageId: string,
+  now: number,
+): { entryId: number; rcpts: ResolvedRecipient[]; blockedBy: BlockedBy }[] {
   const m = q.messages.get(messageId);
   if (!m) return [];
   const out: { entryId: number; rcpts: ResolvedRecipient[]; blockedBy: BlockedBy }[] = [];
-  for (const e of q.busy.values()) if (e.peer.job.message === m) out.push({ entryId: e.id, rcpts: e.rcpts, blockedBy: { kind: "in_flight" } });
+  for (const e of q.busy.values())
+    if (e.peer.job.message === m) out.push({ entryId: e.id, rcpts: e.rcpts, blockedBy: { kind: "in_flight" } });
   for (const j of m.jobs) {
     for (let p = j.peerHead; p; p = p.next) {
-      for (let e = p.todoHead; e; e = e.pNext) out.push({ entryId: e.id, rcpts: e.rcpts, blockedBy: explainTodo(q, e, now) });
+      for (let e = p.todoHead; e; e = e.pNext)
+        out.push({ entryId: e.id, rcpts: e.rcpts, blockedBy: explainTodo(q, e, now) });
     }
   }
   return out;
@@ -107,7 +139,8 @@ function explainTodo(q: Qmgr, e: Entry, now: number): BlockedBy {
   if (queue.busyCount >= queue.window) return { kind: "concurrency", window: queue.window, busy: queue.busyCount };
   if (q.policies.size > 0) {
     const b = policyBlock(q, peerPolicyKeys(q, e.peer), now);
-    if (b) return { kind: "policy", key: b.key, reason: b.reason, until: b.until, ...(b.label ? { label: b.label } : {}) };
+    if (b)
+      return { kind: "policy", key: b.key, reason: b.reason, until: b.until, ...(b.label ? { label: b.label } : {}) };
   }
   if (t.busyCount >= t.p.processLimit) return { kind: "process_limit", limit: t.p.processLimit };
   return { kind: "queued" };

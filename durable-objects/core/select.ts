@@ -31,7 +31,16 @@ import { refillMessage } from "./assign";
 export function peerPolicyKeys(q: Qmgr, peer: Peer): string[] {
   const queue = peer.queue;
   const m = peer.job.message;
-  return policyKeysOf(m.tenant, queue.transport.name, queue.name, queue.egress, queue.site, m.fields, q.cfg.global.policyCombinations, queue.remoteip ?? null);
+  return policyKeysOf(
+    m.tenant,
+    queue.transport.name,
+    queue.name,
+    queue.egress,
+    queue.site,
+    m.fields,
+    q.cfg.global.policyCombinations,
+    queue.remoteip ?? null,
+  );
 }
 
 /** True if the peer's destination has room and its policies allow a selection now. */
@@ -88,7 +97,8 @@ function pickPeer(q: Qmgr, t: Transport, job: Job, now: number): Peer | null {
   if (
     m.hasUnread &&
     m.refcount > 0 &&
-    (m.rcptLimit - m.rcptCount >= t.p.refillLimit || (m.rcptLimit > m.rcptCount && now - m.refillTime >= t.p.refillDelay))
+    (m.rcptLimit - m.rcptCount >= t.p.refillLimit ||
+      (m.rcptLimit > m.rcptCount && now - m.refillTime >= t.p.refillDelay))
   ) {
     refillMessage(q, m, now);
   }

@@ -37,7 +37,12 @@ export function windowParamsOf(queue: Queue): WindowParams {
   const p = queue.transport.p;
   const s = queue.shape;
   if (!s) return p;
-  const limit = s.limit !== undefined ? (p.concurrencyLimit > 0 ? Math.min(p.concurrencyLimit, s.limit) : s.limit) : p.concurrencyLimit;
+  const limit =
+    s.limit !== undefined
+      ? p.concurrencyLimit > 0
+        ? Math.min(p.concurrencyLimit, s.limit)
+        : s.limit
+      : p.concurrencyLimit;
   const initial = Math.min(s.initial ?? p.initialConcurrency, limit > 0 ? limit : Infinity);
   return { ...p, initialConcurrency: initial, concurrencyLimit: limit };
 }
@@ -51,14 +56,23 @@ export function boundWindow(queue: Queue): void {
 /** Applies a reported shape to the queue and the provider's policy key (see the header). */
 export function applySiteShape(q: Qmgr, queue: Queue, shape: SiteShape, now: number): void {
   queue.site = shape.name;
-  const mine = shape.initial === undefined && shape.limit === undefined ? null : { ...(shape.initial !== undefined ? { initial: shape.initial } : {}), ...(shape.limit !== undefined ? { limit: shape.limit } : {}) };
+  const mine =
+    shape.initial === undefined && shape.limit === undefined
+      ? null
+      : {
+          ...(shape.initial !== undefined ? { initial: shape.initial } : {}),
+          ...(shape.limit !== undefined ? { limit: shape.limit } : {}),
+        };
   queue.shape = mine;
   boundWindow(queue);
   const key = `site:${shape.name}`;
   const existing = q.policies.get(key)?.rule;
   if (existing && existing.provider !== shape.name) return; // an operator's (or a reply rule's) rule stays
   const rate = shape.rate !== undefined ? parseRate(shape.rate) : null;
-  const wanted: PolicyRule = { ...(shape.limit !== undefined ? { concurrency: shape.limit } : {}), ...(rate ? { rate } : {}) };
+  const wanted: PolicyRule = {
+    ...(shape.limit !== undefined ? { concurrency: shape.limit } : {}),
+    ...(rate ? { rate } : {}),
+  };
   if (wanted.concurrency === undefined && !wanted.rate) return;
   if (existing && sameShape(existing, wanted)) return;
   // Keeps what a reply rule added since (a suspension, a throttle).

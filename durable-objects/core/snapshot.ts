@@ -20,13 +20,42 @@
 import { obtainTransport } from "./assign";
 import type { SchedulerConfig } from "./config";
 import { invariant } from "./errors";
-import type { Entry, Job, Message, PolicyCounter, Qmgr, Queue, RecipientSource, ResolvedRecipient, Timer, Transport } from "./model";
+import type {
+  Entry,
+  Job,
+  Message,
+  PolicyCounter,
+  Qmgr,
+  Queue,
+  RecipientSource,
+  ResolvedRecipient,
+  Timer,
+  Transport,
+} from "./model";
 import { NO_CHARGES, findPeer, updateReady } from "./queue";
 
 type MessageSnap = Omit<Message, "jobs"> & { jobs: string[] };
 type QueueSnap = Omit<Queue, "transport" | "readyShare" | "idlePrev" | "idleNext">;
-interface PeerSnap { queue: string; todo: number[]; refcount: number }
-type JobSnap = Omit<Job, "message" | "transport" | "peerHead" | "peerTail" | "peerByQueue" | "peerBatch" | "stackParent" | "stackChildren" | "schedPrev" | "schedNext" | "timePrev" | "timeNext"> & {
+interface PeerSnap {
+  queue: string;
+  todo: number[];
+  refcount: number;
+}
+type JobSnap = Omit<
+  Job,
+  | "message"
+  | "transport"
+  | "peerHead"
+  | "peerTail"
+  | "peerByQueue"
+  | "peerBatch"
+  | "stackParent"
+  | "stackChildren"
+  | "schedPrev"
+  | "schedNext"
+  | "timePrev"
+  | "timeNext"
+> & {
   message: string;
   stackParent: string | null;
   stackChildren: string[];
@@ -50,7 +79,16 @@ interface TransportSnap {
   queues: QueueSnap[];
   jobs: JobSnap[];
 }
-interface EntrySnap<R> { id: number; transport: string; message: string; queue: string; rcpts: R[]; busy: boolean; charged: string[] | null; conc?: number }
+interface EntrySnap<R> {
+  id: number;
+  transport: string;
+  message: string;
+  queue: string;
+  rcpts: R[];
+  busy: boolean;
+  charged: string[] | null;
+  conc?: number;
+}
 
 /** The scheduler state as plain data (version 1). */
 export interface QmgrSnapshot<R extends ResolvedRecipient = ResolvedRecipient> {
@@ -82,7 +120,16 @@ function listIds(head: Job | null, next: (j: Job) => Job | null): string[] {
 function snapEntry<R extends ResolvedRecipient>(e: Entry): EntrySnap<R> {
   const queue = e.peer.queue;
   const busy = e.flight !== null;
-  return { id: e.id, transport: queue.transport.name, message: e.peer.job.message.id, queue: queue.name, rcpts: e.rcpts as R[], busy, charged: busy && e.flight!.length > 0 ? e.flight!.map((c) => c.key) : null, ...(busy && e.conc !== undefined ? { conc: e.conc } : {}) };
+  return {
+    id: e.id,
+    transport: queue.transport.name,
+    message: e.peer.job.message.id,
+    queue: queue.name,
+    rcpts: e.rcpts as R[],
+    busy,
+    charged: busy && e.flight!.length > 0 ? e.flight!.map((c) => c.key) : null,
+    ...(busy && e.conc !== undefined ? { conc: e.conc } : {}),
+  };
 }
 
 function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): TransportSnap {
@@ -103,13 +150,46 @@ function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): T
       peers.push({ queue: p.queue.name, todo, refcount: p.refcount });
     }
     // peerBatch and peerByQueue only speed up obtainPeer (queue.ts); neither is state to keep.
-    const { message, transport: _t, peerHead: _ph, peerTail: _pt, peerByQueue: _pb, peerBatch: _pn, stackParent, stackChildren, schedPrev: _a, schedNext: _b, timePrev: _c, timeNext: _d, ...rest } = j;
-    jobs.push({ ...rest, message: message.id, stackParent: mid(stackParent), stackChildren: stackChildren.map((c) => c.message.id), peers });
+    const {
+      message,
+      transport: _t,
+      peerHead: _ph,
+      peerTail: _pt,
+      peerByQueue: _pb,
+      peerBatch: _pn,
+      stackParent,
+      stackChildren,
+      schedPrev: _a,
+      schedNext: _b,
+      timePrev: _c,
+      timeNext: _d,
+      ...rest
+    } = j;
+    jobs.push({
+      ...rest,
+      message: message.id,
+      stackParent: mid(stackParent),
+      stackChildren: stackChildren.map((c) => c.message.id),
+      peers,
+    });
   }
   return {
-    name: t.name, pending: t.pending, dead: t.dead, deadUntil: t.deadUntil, rateLockedUntil: t.rateLockedUntil, rcptUnused: t.rcptUnused, blockerTag: t.blockerTag,
-    candCache: mid(t.candCache), candCacheCurrent: mid(t.candCacheCurrent), candCacheTime: t.candCacheTime, current: mid(t.current), nextUnread: mid(t.nextUnread),
-    sched: listIds(t.schedHead, (j) => j.schedNext), time: listIds(t.timeHead, (j) => j.timeNext), queues, jobs,
+    name: t.name,
+    pending: t.pending,
+    dead: t.dead,
+    deadUntil: t.deadUntil,
+    rateLockedUntil: t.rateLockedUntil,
+    rcptUnused: t.rcptUnused,
+    blockerTag: t.blockerTag,
+    candCache: mid(t.candCache),
+    candCacheCurrent: mid(t.candCacheCurrent),
+    candCacheTime: t.candCacheTime,
+    current: mid(t.current),
+    nextUnread: mid(t.nextUnread),
+    sched: listIds(t.schedHead, (j) => j.schedNext),
+    time: listIds(t.timeHead, (j) => j.timeNext),
+    queues,
+    jobs,
   };
 }
 
@@ -123,7 +203,22 @@ export function snapshotQmgr<R extends ResolvedRecipient>(q: Qmgr<R>): QmgrSnaps
   const transportOrder = q.transportOrder.map((t) => t.name);
   const idle: [string, string][] = [];
   for (let queue = q.idleHead; queue; queue = queue.idleNext) idle.push([queue.transport.name, queue.name]);
-  return { v: 1, now: q.now, nextEntryId: q.nextEntryId, batchSeq: q.batchSeq, timerSeq: q.timerSeq, rcptCount: q.rcptCount, messages, transports, transportOrder, entries: entries as EntrySnap<R>[], timers: q.timers.map((t) => ({ ...t })), policies, idle, idleTimerAt: q.idleTimerAt };
+  return {
+    v: 1,
+    now: q.now,
+    nextEntryId: q.nextEntryId,
+    batchSeq: q.batchSeq,
+    timerSeq: q.timerSeq,
+    rcptCount: q.rcptCount,
+    messages,
+    transports,
+    transportOrder,
+    entries: entries as EntrySnap<R>[],
+    timers: q.timers.map((t) => ({ ...t })),
+    policies,
+    idle,
+    idleTimerAt: q.idleTimerAt,
+  };
 }
 
 function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
@@ -131,9 +226,33 @@ function structuredCloneRule(r: PolicyCounter["rule"]): PolicyCounter["rule"] {
 }
 
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */
-export function restoreQmgr<R extends ResolvedRecipient>(s: QmgrSnapshot<R>, cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
+export function restoreQmgr<R extends ResolvedRecipient>(
+  s: QmgrSnapshot<R>,
+  cfg: SchedulerConfig,
+  source: RecipientSource<R>,
+): Qmgr<R> {
   invariant(s.v === 1, "restoreQmgr", `unknown snapshot version ${String(s.v)}`);
-  const q: Qmgr<R> = { cfg, source, messages: new Map(), transports: new Map(), transportOrder: [], rcptCount: s.rcptCount, queueCount: 0, nextEntryId: s.nextEntryId, batchSeq: s.batchSeq, busy: new Map(), timers: s.timers.map((t) => ({ ...t })), timerSeq: s.timerSeq, idleHead: null, idleTail: null, idleTimerAt: s.idleTimerAt, policies: new Map(), effects: [], candidateShortcut: true, now: s.now };
+  const q: Qmgr<R> = {
+    cfg,
+    source,
+    messages: new Map(),
+    transports: new Map(),
+    transportOrder: [],
+    rcptCount: s.rcptCount,
+    queueCount: 0,
+    nextEntryId: s.nextEntryId,
+    batchSeq: s.batchSeq,
+    busy: new Map(),
+    timers: s.timers.map((t) => ({ ...t })),
+    timerSeq: s.timerSeq,
+    idleHead: null,
+    idleTail: null,
+    idleTimerAt: s.idleTimerAt,
+    policies: new Map(),
+    effects: [],
+    candidateShortcut: true,
+    now: s.now,
+  };
   for (const ms of s.messages) q.messages.set(ms.id, { ...ms, jobs: [] });
   for (const c of s.policies) q.policies.set(c.key, { ...c, rule: structuredCloneRule(c.rule) });
   const entryById = new Map(s.entries.map((e) => [e.id, e]));
@@ -159,10 +278,22 @@ function must<T>(v: T | undefined | null, what: string): T {
   return v;
 }
 
-function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: TransportSnap, entryById: Map<number, EntrySnap<R>>): void {
+function restoreTransport<R extends ResolvedRecipient>(
+  q: Qmgr<R>,
+  ts: TransportSnap,
+  entryById: Map<number, EntrySnap<R>>,
+): void {
   const t = obtainTransport(q, ts.name);
   const todoById = new Map<number, Entry>();
-  Object.assign(t, { pending: ts.pending, dead: ts.dead, deadUntil: ts.deadUntil, rateLockedUntil: ts.rateLockedUntil, rcptUnused: ts.rcptUnused, blockerTag: ts.blockerTag, candCacheTime: ts.candCacheTime });
+  Object.assign(t, {
+    pending: ts.pending,
+    dead: ts.dead,
+    deadUntil: ts.deadUntil,
+    rateLockedUntil: ts.rateLockedUntil,
+    rcptUnused: ts.rcptUnused,
+    blockerTag: ts.blockerTag,
+    candCacheTime: ts.candCacheTime,
+  });
   for (const qs of ts.queues) {
     t.queues.set(qs.name, { ...qs, transport: t, readyShare: 0, idlePrev: null, idleNext: null });
     q.queueCount += 1;
@@ -171,7 +302,21 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
     const { message, stackParent: _p, stackChildren: _c, peers: _peers, ...rest } = js;
     const m = must(q.messages.get(message), `message ${message}`);
     // peerBatch -1: no batch made these peers, so the next one to add a peer builds peerByQueue (snapshots before 2026-11-27 carry a peerBatch; it is dropped).
-    const job: Job = { ...rest, peerBatch: -1, message: m, transport: t, peerHead: null, peerTail: null, peerByQueue: null, stackParent: null, stackChildren: [], schedPrev: null, schedNext: null, timePrev: null, timeNext: null };
+    const job: Job = {
+      ...rest,
+      peerBatch: -1,
+      message: m,
+      transport: t,
+      peerHead: null,
+      peerTail: null,
+      peerByQueue: null,
+      stackParent: null,
+      stackChildren: [],
+      schedPrev: null,
+      schedNext: null,
+      timePrev: null,
+      timeNext: null,
+    };
     t.jobsByMessage.set(message, job);
   }
   const job = (id: string | null): Job | null => (id === null ? null : must(t.jobsByMessage.get(id), `job ${id}`));
@@ -181,8 +326,16 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
     j.stackChildren = js.stackChildren.map((c) => job(c)!);
     for (const ps of js.peers) restorePeer(j, ps, entryById, todoById);
   }
-  linkList(ts.sched.map((id) => job(id)!), (a, b) => ((a.schedNext = b), b && (b.schedPrev = a)), (h, tl) => ((t.schedHead = h), (t.schedTail = tl)));
-  linkList(ts.time.map((id) => job(id)!), (a, b) => ((a.timeNext = b), b && (b.timePrev = a)), (h, tl) => ((t.timeHead = h), (t.timeTail = tl)));
+  linkList(
+    ts.sched.map((id) => job(id)!),
+    (a, b) => ((a.schedNext = b), b && (b.schedPrev = a)),
+    (h, tl) => ((t.schedHead = h), (t.schedTail = tl)),
+  );
+  linkList(
+    ts.time.map((id) => job(id)!),
+    (a, b) => ((a.timeNext = b), b && (b.timePrev = a)),
+    (h, tl) => ((t.timeHead = h), (t.timeTail = tl)),
+  );
   for (const queue of t.queues.values()) updateReady(queue);
   t.current = job(ts.current);
   t.nextUnread = job(ts.nextUnread);
@@ -190,15 +343,32 @@ function restoreTransport<R extends ResolvedRecipient>(q: Qmgr<R>, ts: Transport
   t.candCacheCurrent = job(ts.candCacheCurrent);
 }
 
-function linkList(jobs: Job[], link: (a: Job, b: Job | null) => unknown, ends: (h: Job | null, t: Job | null) => unknown): void {
+function linkList(
+  jobs: Job[],
+  link: (a: Job, b: Job | null) => unknown,
+  ends: (h: Job | null, t: Job | null) => unknown,
+): void {
   for (let i = 0; i < jobs.length; i++) link(jobs[i]!, jobs[i + 1] ?? null);
   ends(jobs[0] ?? null, jobs[jobs.length - 1] ?? null);
 }
 
-function restorePeer<R extends ResolvedRecipient>(j: Job, ps: PeerSnap, entryById: Map<number, EntrySnap<R>>, todoById: Map<number, Entry>): void {
+function restorePeer<R extends ResolvedRecipient>(
+  j: Job,
+  ps: PeerSnap,
+  entryById: Map<number, EntrySnap<R>>,
+  todoById: Map<number, Entry>,
+): void {
   const t = j.transport;
   const queue = must(t.queues.get(ps.queue), `queue ${ps.queue}`);
-  const peer = { job: j, queue, todoHead: null as Entry | null, todoTail: null as Entry | null, refcount: ps.refcount, prev: j.peerTail, next: null };
+  const peer = {
+    job: j,
+    queue,
+    todoHead: null as Entry | null,
+    todoTail: null as Entry | null,
+    refcount: ps.refcount,
+    prev: j.peerTail,
+    next: null,
+  };
   if (j.peerTail) j.peerTail.next = peer;
   else j.peerHead = peer;
   j.peerTail = peer;
@@ -216,7 +386,17 @@ function restoreBusy<R extends ResolvedRecipient>(q: Qmgr<R>, es: EntrySnap<R>):
   const j = must(q.transports.get(es.transport)?.jobsByMessage.get(es.message), `job ${es.message}/${es.transport}`);
   const queue = must(j.transport.queues.get(es.queue), `queue ${es.queue}`);
   const peer = must(findPeer(j, queue), `peer ${es.message}/${es.queue}`);
-  const charged = es.charged ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined) : [];
-  q.busy.set(es.id, { id: es.id, peer, rcpts: es.rcpts, pPrev: null, pNext: null, flight: charged.length > 0 ? charged : NO_CHARGES, ...(es.conc !== undefined ? { conc: es.conc } : {}) });
+  const charged = es.charged
+    ? es.charged.map((k) => q.policies.get(k)).filter((c): c is PolicyCounter => c !== undefined)
+    : [];
+  q.busy.set(es.id, {
+    id: es.id,
+    peer,
+    rcpts: es.rcpts,
+    pPrev: null,
+    pNext: null,
+    flight: charged.length > 0 ? charged : NO_CHARGES,
+    ...(es.conc !== undefined ? { conc: es.conc } : {}),
+  });
   j.transport.busyCount += 1; // derived: the transport's busy entries
 }

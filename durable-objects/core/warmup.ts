@@ -31,7 +31,8 @@ export interface WarmupPlan {
 
 /** 18 days from 50 to 500,000 a day per provider. */
 export const DEFAULT_WARMUP_RAMP: WarmupPlan["ramp"] = [
-  50, 100, 200, 400, 800, 1_500, 3_000, 6_000, 10_000, 20_000, 35_000, 50_000, 75_000, 100_000, 150_000, 200_000, 300_000, 500_000,
+  50, 100, 200, 400, 800, 1_500, 3_000, 6_000, 10_000, 20_000, 35_000, 50_000, 75_000, 100_000, 150_000, 200_000,
+  300_000, 500_000,
 ].map((per_day) => ({ per_day }));
 
 /** The plan's day (0-based) at `now`, both in seconds. */
@@ -40,7 +41,11 @@ export function warmupDay(startedAt: number, now: number): number {
 }
 
 /** The caps on `provider` on day `day`, or null once the ramp is over (see the header). */
-export function warmupCaps(plan: WarmupPlan, day: number, provider: string): { perDay: number; perHour: number } | null {
+export function warmupCaps(
+  plan: WarmupPlan,
+  day: number,
+  provider: string,
+): { perDay: number; perHour: number } | null {
   const step = plan.ramp[day];
   if (!step) return null;
   const scale = plan.scale?.[provider] ?? 1;
@@ -54,7 +59,8 @@ export function warmupKey(egress: string, provider: string): string {
   return `egress:${egress}+site:${provider}`;
 }
 
-const int = (v: unknown, min: number, max: number) => Number.isInteger(v) && (v as number) >= min && (v as number) <= max;
+const int = (v: unknown, min: number, max: number) =>
+  Number.isInteger(v) && (v as number) >= min && (v as number) <= max;
 
 /** A plan from untrusted input, or its problems. */
 export function parseWarmupPlan(input: unknown): { ok: true; plan: WarmupPlan } | { ok: false; errors: string[] } {
@@ -63,19 +69,41 @@ export function parseWarmupPlan(input: unknown): { ok: true; plan: WarmupPlan } 
   const errors: string[] = [];
   for (const k of Object.keys(p)) if (k !== "ramp" && k !== "scale") errors.push(`${k}: unknown field`);
   const ramp = p.ramp as unknown[];
-  if (!Array.isArray(ramp) || ramp.length === 0 || ramp.length > 366) errors.push("ramp: 1–366 days of {per_day, per_hour?}");
+  if (!Array.isArray(ramp) || ramp.length === 0 || ramp.length > 366)
+    errors.push("ramp: 1–366 days of {per_day, per_hour?}");
   else {
     ramp.forEach((s, i) => {
       const step = s as Record<string, unknown> | null;
-      if (step === null || typeof step !== "object" || !int(step.per_day, 1, 100_000_000) || (step.per_hour !== undefined && !int(step.per_hour, 1, 100_000_000)) || Object.keys(step).some((k) => k !== "per_day" && k !== "per_hour")) {
+      if (
+        step === null ||
+        typeof step !== "object" ||
+        !int(step.per_day, 1, 100_000_000) ||
+        (step.per_hour !== undefined && !int(step.per_hour, 1, 100_000_000)) ||
+        Object.keys(step).some((k) => k !== "per_day" && k !== "per_hour")
+      ) {
         errors.push(`ramp[${i}]: {per_day: 1…, per_hour?: 1…}`);
-      } else if (i > 0 && (ramp[i - 1] as { per_day?: unknown }).per_day !== undefined && (step.per_day as number) < ((ramp[i - 1] as { per_day: number }).per_day)) {
+      } else if (
+        i > 0 &&
+        (ramp[i - 1] as { per_day?: unknown }).per_day !== undefined &&
+        (step.per_day as number) < (ramp[i - 1] as { per_day: number }).per_day
+      ) {
         errors.push(`ramp[${i}]: per_day below the day before's (a ramp never decreases)`);
       }
     });
   }
-  if (p.scale !== undefined && (p.scale === null || typeof p.scale !== "object" || Array.isArray(p.scale) || !Object.values(p.scale).every((v) => typeof v === "number" && v > 0 && v <= 100))) {
+  if (
+    p.scale !== undefined &&
+    (p.scale === null ||
+      typeof p.scale !== "object" ||
+      Array.isArray(p.scale) ||
+      !Object.values(p.scale).every((v) => typeof v === "number" && v > 0 && v <= 100))
+  ) {
     errors.push("scale: {<provider>: a factor above 0, at most 100}");
   }
-  return errors.length > 0 ? { ok: false, errors } : { ok: true, plan: { ramp: ramp as WarmupPlan["ramp"], ...(p.scale ? { scale: p.scale as Record<string, number> } : {}) } };
+  return errors.length > 0
+    ? { ok: false, errors }
+    : {
+        ok: true,
+        plan: { ramp: ramp as WarmupPlan["ramp"], ...(p.scale ? { scale: p.scale as Record<string, number> } : {}) },
+      };
 }

@@ -41,14 +41,24 @@ export class DestinationQueue extends DurableObject<Env> {
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");
-      if (!sql.exec<{ name: string }>("PRAGMA table_info(dest)").toArray().some((c) => c.name === "history")) {
+      if (
+        !sql
+          .exec<{ name: string }>("PRAGMA table_info(dest)")
+          .toArray()
+          .some((c) => c.name === "history")
+      ) {
         sql.exec("ALTER TABLE dest ADD COLUMN history TEXT NOT NULL DEFAULT '[]'");
       }
-      const row = sql.exec<{ state: string; history: string }>("SELECT state, history FROM dest WHERE id = 1").toArray()[0];
+      const row = sql
+        .exec<{ state: string; history: string }>("SELECT state, history FROM dest WHERE id = 1")
+        .toArray()[0];
       this.record = row ? (JSON.parse(row.state) as DestinationRecord) : null;
       this.history = row ? (JSON.parse(row.history) as DestinationEvent[]) : [];
       if (sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").toArray().length > 0) {
-        const old = sql.exec<{ event: string }>("SELECT event FROM history ORDER BY seq").toArray().map((r) => JSON.parse(r.event) as DestinationEvent);
+        const old = sql
+          .exec<{ event: string }>("SELECT event FROM history ORDER BY seq")
+          .toArray()
+          .map((r) => JSON.parse(r.event) as DestinationEvent);
         this.history = [...old, ...this.history].slice(-HISTORY_LIMIT);
         if (this.record) this.store();
         sql.exec("DROP TABLE history");
@@ -65,9 +75,13 @@ export class DestinationQueue extends DurableObject<Env> {
    * Applies several delivery reports in order (as many report() calls would) and answers the
    * state after the last; one storage alarm, the last one asked for.
    */
-  async reportMany(reports: (DestinationReport & { transport: string })[]): Promise<{ window: number; deadUntil: number }> {
+  async reportMany(
+    reports: (DestinationReport & { transport: string })[],
+  ): Promise<{ window: number; deadUntil: number }> {
     const now = Math.floor(Date.now() / 1000);
-    let answer = this.record ? { window: this.record.window, deadUntil: this.record.deadUntil } : { window: 0, deadUntil: 0 };
+    let answer = this.record
+      ? { window: this.record.window, deadUntil: this.record.deadUntil }
+      : { window: 0, deadUntil: 0 };
     let alarmAt: number | null = null;
     for (const r of reports) {
       const p = this.params(r.transport);
@@ -103,7 +117,11 @@ export class DestinationQueue extends DurableObject<Env> {
 
   private params(transport: string): DestinationParams {
     const t = transportParams(this.cfg, transport);
-    return { ...t, deadTimeSec: this.cfg.global.minimalBackoffTime, idleMemorySec: this.cfg.global.destinationIdleMemory };
+    return {
+      ...t,
+      deadTimeSec: this.cfg.global.minimalBackoffTime,
+      idleMemorySec: this.cfg.global.destinationIdleMemory,
+    };
   }
 
   /** Takes the record and a history line, keeping the last HISTORY_LIMIT lines (in memory). */
@@ -118,7 +136,8 @@ export class DestinationQueue extends DurableObject<Env> {
   private store(): void {
     this.ctx.storage.sql.exec(
       "INSERT INTO dest (id, state, history) VALUES (1, ?1, ?2) ON CONFLICT (id) DO UPDATE SET state = ?1, history = ?2",
-      JSON.stringify(this.record), JSON.stringify(this.history),
+      JSON.stringify(this.record),
+      JSON.stringify(this.history),
     );
   }
 

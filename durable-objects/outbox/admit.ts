@@ -55,11 +55,18 @@ function requestsOf(plan: ClassifyWork, policyTags: readonly string[], shards: n
   const tags = policyTags.length === 0 ? [] : (plan.tags ?? []).filter((t) => policyTags.includes(t.name));
   for (const r of plan.rcpts) {
     if (r.transport === null || r.nexthop === null) continue;
-    const fields = { ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}), ...(plan.bulk ? { bulk: true } : {}), ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}) };
+    const fields = {
+      ...(plan.campaign !== undefined ? { jobid: plan.campaign } : {}),
+      ...(plan.bulk ? { bulk: true } : {}),
+      ...(tags.length > 0 ? { tags: Object.fromEntries(tags.map((t) => [t.name, t.value])) } : {}),
+    };
     const scheduler = schedulerName(r.transport, r.nexthop, shards);
     const fresh = (): AdmitRequest => ({
-      id: plan.admitId ?? plan.id, createTime: Math.floor(plan.createdAt / 1000), tenant: plan.tenant,
-      ...(Object.keys(fields).length > 0 ? { fields } : {}), rcpts: [],
+      id: plan.admitId ?? plan.id,
+      createTime: Math.floor(plan.createdAt / 1000),
+      tenant: plan.tenant,
+      ...(Object.keys(fields).length > 0 ? { fields } : {}),
+      rcpts: [],
     });
     const req = byTransport.get(scheduler) ?? fresh();
     req.rcpts.push({ address: r.address, transport: r.transport, nexthop: r.nexthop });
@@ -79,50 +86,86 @@ export async function admitPlan(env: Env, plan: ClassifyWork): Promise<{ idxs: n
  * admitPlan for several plans with one Transport.admitMany request per transport for all of
  * them; settled in order (a plan fails when a transport it uses failed or refused it).
  */
-export async function admitPlans(env: Env, plans: ClassifyWork[]): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
+export async function admitPlans(
+  env: Env,
+  plans: ClassifyWork[],
+): Promise<PromiseSettledResult<{ idxs: number[]; active: boolean }>[]> {
   const policyTags = policyTagsOf(env);
   const requests = plans.map((p) => requestsOf(p, policyTags, settingsOf(env).transportShards));
   const transports = [...new Set(requests.flatMap((m) => [...m.keys()]))];
-  const answers = new Map(await Promise.all(transports.map(async (t): Promise<[string, PromiseSettledResult<AdmitAnswer[]>]> => {
-    const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);
-    try {
-      return [t, { status: "fulfilled", value: await env.TRANSPORT_QUEUE.getByName(t).admitMany(mine) }];
-    } catch (reason) {
-      return [t, { status: "rejected", reason }];
-    }
-  })));
+  const answers = new Map(
+    await Promise.all(
+      transports.map(async (t): Promise<[string, PromiseSettledResult<AdmitAnswer[]>]> => {
+        const mine = requests.filter((m) => m.has(t)).map((m) => m.get(t)!);
+        try {
+          return [t, { status: "fulfilled", value: await env.TRANSPORT_QUEUE.getByName(t).admitMany(mine) }];
+        } catch (reason) {
+          return [t, { status: "rejected", reason }];
+        }
+      }),
+    ),
+  );
   // Where each plan's request sits in its transport's admitMany call (request order).
   const counts = new Map<string, number>();
-  const positions = requests.map((m) => new Map([...m.keys()].map((t) => { const k = counts.get(t) ?? 0; counts.set(t, k + 1); return [t, k]; })));
+  const positions = requests.map(
+    (m) =>
+      new Map(
+        [...m.keys()].map((t) => {
+          const k = counts.get(t) ?? 0;
+          counts.set(t, k + 1);
+          return [t, k];
+        }),
+      ),
+  );
   return plans.map((plan, i) => {
     let active = requests[i]!.size > 0;
     for (const [t, k] of positions[i]!) {
       const res = answers.get(t)!;
       if (res.status === "rejected") return { status: "rejected", reason: res.reason } as const;
       const a = res.value[k]!;
-      if (!a.admitted) return { status: "rejected", reason: new Error(`transport ${t} has no room for message ${plan.id}`) } as const;
+      if (!a.admitted)
+        return { status: "rejected", reason: new Error(`transport ${t} has no room for message ${plan.id}`) } as const;
       active &&= a.active === true;
     }
-    return { status: "fulfilled", value: { idxs: plan.rcpts.filter((r) => r.transport !== null && r.nexthop !== null).map((r) => r.idx), active } } as const;
+    return {
+      status: "fulfilled",
+      value: { idxs: plan.rcpts.filter((r) => r.transport !== null && r.nexthop !== null).map((r) => r.idx), active },
+    } as const;
   });
 }
 
 /** Admits the due decided recipients of `ids` and marks them ready (`claimed`: their work, already read in this turn); see the header. */
-export async function admitAll(storage: DurableObjectStorage, env: Env, ids: string[], nowMs: number, claimed?: ReadonlyMap<string, ClassifyWork>): Promise<{ active: Set<string>; failed: string[] }> {
-  const plans = ids.map((id) => claimed?.get(id) ?? claimClassifyWork(storage.sql, id, nowMs)).filter((p): p is ClassifyWork => p !== null);
+export async function admitAll(
+  storage: DurableObjectStorage,
+  env: Env,
+  ids: string[],
+  nowMs: number,
+  claimed?: ReadonlyMap<string, ClassifyWork>,
+): Promise<{ active: Set<string>; failed: string[] }> {
+  const plans = ids
+    .map((id) => claimed?.get(id) ?? claimClassifyWork(storage.sql, id, nowMs))
+    .filter((p): p is ClassifyWork => p !== null);
   const settled = await admitPlans(env, plans);
   const active = new Set<string>();
   const failed: string[] = [];
-  storage.transactionSync(() => settled.forEach((s, i) => {
-    const id = plans[i]!.id;
-    if (s.status === "rejected") {
-      failed.push(id);
-      console.error(JSON.stringify({ error: "outbox: admission failed (classified again)", id, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }));
-      return;
-    }
-    markReady(storage.sql, id, s.value.idxs, Date.now());
-    if (s.value.active) active.add(id);
-  }));
+  storage.transactionSync(() =>
+    settled.forEach((s, i) => {
+      const id = plans[i]!.id;
+      if (s.status === "rejected") {
+        failed.push(id);
+        console.error(
+          JSON.stringify({
+            error: "outbox: admission failed (classified again)",
+            id,
+            detail: s.reason instanceof Error ? s.reason.message : String(s.reason),
+          }),
+        );
+        return;
+      }
+      markReady(storage.sql, id, s.value.idxs, Date.now());
+      if (s.value.active) active.add(id);
+    }),
+  );
   return { active, failed };
 }
 
@@ -142,10 +185,16 @@ export class AdmissionBatch {
   private lastStart = -Infinity;
 
   /** `admit` admits and indexes the given messages; it runs for one batch at a time. */
-  constructor(private readonly gapMs: number, private readonly admit: (ids: string[]) => Promise<void>, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly gapMs: number,
+    private readonly admit: (ids: string[]) => Promise<void>,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** Messages waiting for the next run. */
-  get waiting(): number { return this.pending.size; }
+  get waiting(): number {
+    return this.pending.size;
+  }
 
   /** Adds accepted messages; with no gap, admits them before it returns (see the header). */
   async add(ids: readonly string[]): Promise<void> {
@@ -164,7 +213,10 @@ export class AdmissionBatch {
     if (this.timer !== null && this.timerAt <= at) return;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => { this.timer = null; void this.flush(); }, ms);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.flush();
+    }, ms);
   }
 
   private async flush(): Promise<void> {
@@ -184,12 +236,19 @@ export class AdmissionBatch {
     try {
       await this.serially(ids);
     } catch (e) {
-      console.error(JSON.stringify({ error: "outbox: coalesced admission failed (the sweeper classifies them again)", messages: ids.length, detail: e instanceof Error ? e.message : String(e) }));
+      console.error(
+        JSON.stringify({
+          error: "outbox: coalesced admission failed (the sweeper classifies them again)",
+          messages: ids.length,
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      );
     } finally {
       this.busy = false;
     }
     // What arrived during the run (or a full run left behind) goes one gap after this run began.
-    if (this.pending.size > 0) this.arm(this.pending.size >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now()));
+    if (this.pending.size > 0)
+      this.arm(this.pending.size >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now()));
   }
 
   private serially(ids: string[]): Promise<void> {

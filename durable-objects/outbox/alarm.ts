@@ -27,7 +27,13 @@ import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies, waitingAny } 
 import { finishedLagging, forwardCursor } from "./forward";
 import { settingsOf } from "../../worker/settings/settings";
 
-type AlarmEnv = { BODIES: R2Bucket; DB: D1Database; OUTBOX_GRACE_SECONDS?: string; INDEX_LAG_SECONDS?: string; MESSAGE_RETENTION_DAYS?: string };
+type AlarmEnv = {
+  BODIES: R2Bucket;
+  DB: D1Database;
+  OUTBOX_GRACE_SECONDS?: string;
+  INDEX_LAG_SECONDS?: string;
+  MESSAGE_RETENTION_DAYS?: string;
+};
 
 export class OutboxAlarm {
   /** When the next full run is due (ms); null after a start, so the first alarm is a full run. */
@@ -45,7 +51,9 @@ export class OutboxAlarm {
   ) {}
 
   /** The next alarm is a full run (the cron's wake). */
-  fullRunNext(): void { this.sweepAt = null; }
+  fullRunNext(): void {
+    this.sweepAt = null;
+  }
 
   /** One alarm (see the header); returns the next alarm time, or null. */
   async run(now: number): Promise<number | null> {
@@ -68,7 +76,12 @@ export class OutboxAlarm {
     } else {
       await this.enqueue(lagging);
     }
-    const at = Math.min(this.sweepAt, nextLagAt(this.sql, settingsOf(this.env).indexLagMs) ?? Infinity, this.walkAt ?? Infinity, nextScheduledAt(this.sql, now) ?? Infinity);
+    const at = Math.min(
+      this.sweepAt,
+      nextLagAt(this.sql, settingsOf(this.env).indexLagMs) ?? Infinity,
+      this.walkAt ?? Infinity,
+      nextScheduledAt(this.sql, now) ?? Infinity,
+    );
     return Number.isFinite(at) ? Math.max(at, now + 1000) : null;
   }
 
@@ -80,10 +93,17 @@ export class OutboxAlarm {
     for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
     const ids = unindexed(this.sql, now, settingsOf(this.env).indexLagMs, 500).filter((id) => !this.forwarding.has(id));
     for (const id of ids) this.forwarding.set(id, now);
-    const finished = await finishedLagging(this.sql, this.env.DB, now, settingsOf(this.env).indexLagMs).catch((e: unknown) => {
-      console.error(JSON.stringify({ error: "outbox: the walk of finished messages could not read D1 (walked again later)", detail: e instanceof Error ? e.message : String(e) }));
-      return { ids: [], next: now + settingsOf(this.env).indexLagMs };
-    });
+    const finished = await finishedLagging(this.sql, this.env.DB, now, settingsOf(this.env).indexLagMs).catch(
+      (e: unknown) => {
+        console.error(
+          JSON.stringify({
+            error: "outbox: the walk of finished messages could not read D1 (walked again later)",
+            detail: e instanceof Error ? e.message : String(e),
+          }),
+        );
+        return { ids: [], next: now + settingsOf(this.env).indexLagMs };
+      },
+    );
     this.walkAt = finished.next;
     return [...new Set([...ids, ...finished.ids])];
   }

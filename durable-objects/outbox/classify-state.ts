@@ -19,7 +19,15 @@
  */
 import { admissionId, controlOf } from "./control";
 import { type ClassifyResult, type ClassifyWork } from "../../worker/model/message";
-import { KeptEvent, insertEvent, readHead, readMessage, readWithSummary, recordEvent, updateUnclassified } from "./store";
+import {
+  KeptEvent,
+  insertEvent,
+  readHead,
+  readMessage,
+  readWithSummary,
+  recordEvent,
+  updateUnclassified,
+} from "./store";
 import { finishIfDone } from "./outcomes";
 
 /**
@@ -29,26 +37,51 @@ import { finishIfDone } from "./outcomes";
  * writes `"bulk":true` and `"tags":null` exactly so; inside a string value a quote is escaped);
  * otherwise SQLite reads the two fields.
  */
-function policyFieldsOf(sql: SqlStorage, id: string, summary: string): Pick<ClassifyWork, "bulk" | "campaign" | "tags"> {
+function policyFieldsOf(
+  sql: SqlStorage,
+  id: string,
+  summary: string,
+): Pick<ClassifyWork, "bulk" | "campaign" | "tags"> {
   const bulk = summary.includes('"bulk":true');
   if (!bulk && summary.includes('"tags":null')) return {};
-  const row = sql.exec<{ topic: string | null; tags: string | null }>("SELECT json_extract(summary, '$.unsubscribe_topic') AS topic, json_extract(summary, '$.tags') AS tags FROM message WHERE id = ?", id).one();
+  const row = sql
+    .exec<{ topic: string | null; tags: string | null }>(
+      "SELECT json_extract(summary, '$.unsubscribe_topic') AS topic, json_extract(summary, '$.tags') AS tags FROM message WHERE id = ?",
+      id,
+    )
+    .one();
   const tags = row.tags === null ? [] : (JSON.parse(row.tags) as { name: string; value: string }[]);
   const campaign = tags.find((t) => t.name === "campaign")?.value;
-  return { ...(bulk ? { bulk: { topic: row.topic } } : {}), ...(campaign !== undefined ? { campaign } : {}), ...(tags.length > 0 ? { tags } : {}) };
+  return {
+    ...(bulk ? { bulk: { topic: row.topic } } : {}),
+    ...(campaign !== undefined ? { campaign } : {}),
+    ...(tags.length > 0 ? { tags } : {}),
+  };
 }
 
 /** A due, open message's still-incoming recipients with any recorded decision, or null. */
 export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): ClassifyWork | null {
   const m = readWithSummary(sql, id);
-  if (!m || m.state !== "open" || m.unclassified === 0 || (m.scheduled_at !== null && m.scheduled_at > nowMs)) return null;
+  if (!m || m.state !== "open" || m.unclassified === 0 || (m.scheduled_at !== null && m.scheduled_at > nowMs))
+    return null;
   if (controlOf(sql, id)?.action === "hold") return null; // held: nothing is admitted until released
-  const rcpts = sql.exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
-    "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' ORDER BY idx", id,
-  ).toArray();
+  const rcpts = sql
+    .exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
+      "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' ORDER BY idx",
+      id,
+    )
+    .toArray();
   if (rcpts.length === 0) return null;
   const admitId = admissionId(sql, id);
-  return { id, tenant: m.tenant, createdAt: m.created_at, mailFrom: m.mail_from, rcpts, ...(admitId !== id ? { admitId } : {}), ...policyFieldsOf(sql, id, m.summary) };
+  return {
+    id,
+    tenant: m.tenant,
+    createdAt: m.created_at,
+    mailFrom: m.mail_from,
+    rcpts,
+    ...(admitId !== id ? { admitId } : {}),
+    ...policyFieldsOf(sql, id, m.summary),
+  };
 }
 
 /**
@@ -62,17 +95,34 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
   let open = false; // a recipient decided `ready` here stays open: the message cannot finish
   for (const r of results) {
     if (r.status === "ready") {
-      open = sql.exec(
-        "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
-        r.address, r.transport, r.nexthop, nowMs, id, r.idx,
-      ).rowsWritten > 0 || open;
+      open =
+        sql.exec(
+          "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+          r.address,
+          r.transport,
+          r.nexthop,
+          nowMs,
+          id,
+          r.idx,
+        ).rowsWritten > 0 || open;
       continue;
     }
     const cur = sql.exec(
       "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
-      r.address, nowMs, id, r.idx,
+      r.address,
+      nowMs,
+      id,
+      r.idx,
     );
-    if (cur.rowsWritten > 0) recordEvent(sql, { message_id: id, tenant: (tenant ??= readMessage(sql, id)!.tenant), type: "email.suppressed", recipient: r.address, created_at: nowMs, data: { reason: r.reason } });
+    if (cur.rowsWritten > 0)
+      recordEvent(sql, {
+        message_id: id,
+        tenant: (tenant ??= readMessage(sql, id)!.tenant),
+        type: "email.suppressed",
+        recipient: r.address,
+        created_at: nowMs,
+        data: { reason: r.reason },
+      });
   }
   updateUnclassified(sql, id);
   return !open && finishIfDone(sql, id, nowMs);
@@ -90,28 +140,51 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   if (!m || m.unclassified === 0) return 0;
   const wanted = new Set(idxs);
   const again = m.again === 1; // released or requeued: email.queued was said already
-  const moved = sql.exec<{ idx: number; address: string; transport: string; nexthop: string }>(
-    "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx", id,
-  ).toArray().filter((r) => wanted.has(r.idx));
+  const moved = sql
+    .exec<{ idx: number; address: string; transport: string; nexthop: string }>(
+      "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx",
+      id,
+    )
+    .toArray()
+    .filter((r) => wanted.has(r.idx));
   // One email.queued row for all of them; for more than one it names no recipient and lists them
   // (publication expands it to one email.sent each): a row per recipient was written and deleted again.
   // The message leaving `unclassified` keeps email.queued in that write (its row stays in the
   // index of waiting messages until the event is forwarded); else it is an event row.
   const [one] = moved;
-  const e = !again && one ? {
-    message_id: id, tenant: m.tenant, type: "email.queued", recipient: moved.length === 1 ? one.address : null, created_at: nowMs,
-    data: moved.length === 1 ? { transport: one.transport, nexthop: one.nexthop } : { recipients: moved.map((r) => r.address) },
-  } : null;
+  const e =
+    !again && one
+      ? {
+          message_id: id,
+          tenant: m.tenant,
+          type: "email.queued",
+          recipient: moved.length === 1 ? one.address : null,
+          created_at: nowMs,
+          data:
+            moved.length === 1
+              ? { transport: one.transport, nexthop: one.nexthop }
+              : { recipients: moved.map((r) => r.address) },
+        }
+      : null;
   const last = m.last_seq;
-  const kept = e ? JSON.stringify({ seq: Math.max(last + 1, nowMs * 1000), type: e.type, created_at: nowMs, data: e.data, recipient: e.recipient } satisfies KeptEvent) : null;
+  const kept = e
+    ? JSON.stringify({
+        seq: Math.max(last + 1, nowMs * 1000),
+        type: e.type,
+        created_at: nowMs,
+        data: e.data,
+        recipient: e.recipient,
+      } satisfies KeptEvent)
+    : null;
   // An unclassified message is waiting (its index entry): keeping email.queued, it stays so, and
   // `waiting` is not assigned (assigning it, even unchanged, would rewrite the index entry).
   const set = kept !== null ? "queued_event = ?2" : "waiting = (queued_event IS NOT NULL)";
-  const ready = sql.exec(
-    `UPDATE message SET unclassified = 0, ${set}
+  const ready =
+    sql.exec(
+      `UPDATE message SET unclassified = 0, ${set}
        WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)`,
-    ...(kept !== null ? [id, kept] : [id]),
-  ).rowsWritten > 0;
+      ...(kept !== null ? [id, kept] : [id]),
+    ).rowsWritten > 0;
   if (e && !ready) insertEvent(sql, e, last);
   return moved.length;
 }
@@ -124,13 +197,23 @@ const DUE_FOR_CLASSIFY = `waiting = 1 AND unclassified = 1 AND state = 'open' AN
 
 /** Open messages whose classification is due and was not triggered within `graceMs`. */
 export function dueForClassify(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
-  return sql.exec<{ id: string }>(`SELECT id FROM message WHERE ${DUE_FOR_CLASSIFY} ORDER BY created_at LIMIT ?3`, nowMs - graceMs, nowMs, limit)
-    .toArray().map((r) => r.id);
+  return sql
+    .exec<{ id: string }>(
+      `SELECT id FROM message WHERE ${DUE_FOR_CLASSIFY} ORDER BY created_at LIMIT ?3`,
+      nowMs - graceMs,
+      nowMs,
+      limit,
+    )
+    .toArray()
+    .map((r) => r.id);
 }
 
 /** Those of `ids` whose classification is due now (each looked up by its key, never a scan). */
 export function dueAmong(sql: SqlStorage, ids: readonly string[], nowMs: number): string[] {
-  return ids.filter((id) => sql.exec(`SELECT 1 FROM message WHERE id = ?3 AND ${DUE_FOR_CLASSIFY}`, nowMs, nowMs, id).toArray().length > 0);
+  return ids.filter(
+    (id) =>
+      sql.exec(`SELECT 1 FROM message WHERE id = ?3 AND ${DUE_FOR_CLASSIFY}`, nowMs, nowMs, id).toArray().length > 0,
+  );
 }
 
 /**
@@ -139,10 +222,20 @@ export function dueAmong(sql: SqlStorage, ids: readonly string[], nowMs: number)
  * messages).
  */
 export function unindexed(sql: SqlStorage, nowMs: number, graceMs: number, limit: number): string[] {
-  const rows = sql.exec<{ message_id: string }>("SELECT DISTINCT message_id FROM event WHERE created_at <= ? LIMIT ?", nowMs - graceMs, limit).toArray();
-  const queued = sql.exec<{ message_id: string }>(
-    "SELECT id AS message_id FROM message WHERE waiting = 1 AND queued_event IS NOT NULL AND json_extract(queued_event, '$.created_at') <= ? LIMIT ?", nowMs - graceMs, limit,
-  ).toArray();
+  const rows = sql
+    .exec<{ message_id: string }>(
+      "SELECT DISTINCT message_id FROM event WHERE created_at <= ? LIMIT ?",
+      nowMs - graceMs,
+      limit,
+    )
+    .toArray();
+  const queued = sql
+    .exec<{ message_id: string }>(
+      "SELECT id AS message_id FROM message WHERE waiting = 1 AND queued_event IS NOT NULL AND json_extract(queued_event, '$.created_at') <= ? LIMIT ?",
+      nowMs - graceMs,
+      limit,
+    )
+    .toArray();
   return [...new Set([...rows, ...queued].map((r) => r.message_id))].slice(0, limit);
 }
 

@@ -58,22 +58,43 @@ export type ControlAction = "hold";
 
 /** Creates the control tables if missing. */
 export function migrateControl(sql: SqlStorage): void {
-  sql.exec("CREATE TABLE IF NOT EXISTS control (message_id TEXT PRIMARY KEY, action TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL) WITHOUT ROWID");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS control (message_id TEXT PRIMARY KEY, action TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL) WITHOUT ROWID",
+  );
   sql.exec("CREATE TABLE IF NOT EXISTS readmit (message_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL) WITHOUT ROWID");
-  sql.exec("CREATE TABLE IF NOT EXISTS complaint (message_id TEXT NOT NULL, idx INTEGER NOT NULL, feedback_type TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID");
-  sql.exec("CREATE TABLE IF NOT EXISTS unsubscribe (message_id TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS complaint (message_id TEXT NOT NULL, idx INTEGER NOT NULL, feedback_type TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID",
+  );
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS unsubscribe (message_id TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID",
+  );
 }
 
 /** Records that recipient `idx` of message `id` unsubscribed (see the header). */
-export function recordUnsubscribe(sql: SqlStorage, id: string, idx: number, method: string, nowMs: number): ComplaintResult {
-  const r = sql.exec<{ address: string }>("SELECT address FROM rcpt WHERE message_id = ? AND idx = ?", id, idx).toArray()[0];
+export function recordUnsubscribe(
+  sql: SqlStorage,
+  id: string,
+  idx: number,
+  method: string,
+  nowMs: number,
+): ComplaintResult {
+  const r = sql
+    .exec<{ address: string }>("SELECT address FROM rcpt WHERE message_id = ? AND idx = ?", id, idx)
+    .toArray()[0];
   if (!r) return { result: "no_recipient" };
-  const added = sql.exec("INSERT OR IGNORE INTO unsubscribe (message_id, idx, method, at) VALUES (?, ?, ?, ?)", id, idx, method, nowMs).rowsWritten;
+  const added = sql.exec(
+    "INSERT OR IGNORE INTO unsubscribe (message_id, idx, method, at) VALUES (?, ?, ?, ?)",
+    id,
+    idx,
+    method,
+    nowMs,
+  ).rowsWritten;
   return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
 }
 
 /** What recordComplaint (or recordLateBounce) found. */
-export type ComplaintResult = { result: "ok" | "mismatch"; address: string } | { result: "duplicate" | "no_recipient" | "not_delivered" };
+export type ComplaintResult =
+  { result: "ok" | "mismatch"; address: string } | { result: "duplicate" | "no_recipient" | "not_delivered" };
 
 /** Whether a complaint was recorded about any recipient of the message. */
 export function complainedOf(sql: SqlStorage, id: string): boolean {
@@ -84,13 +105,34 @@ export function complainedOf(sql: SqlStorage, id: string): boolean {
 export type ComplaintTarget = string | { idx: number; named: readonly string[] };
 
 /** Records a complaint about the recipient `who` of message `id` (see the header). */
-export function recordComplaint(sql: SqlStorage, id: string, who: ComplaintTarget, feedbackType: string, nowMs: number): ComplaintResult {
-  const rows = sql.exec<{ idx: number; address: string; status: string }>("SELECT idx, address, status FROM rcpt WHERE message_id = ?", id).toArray();
-  const r = typeof who === "string" ? rows.find((x) => x.address.toLowerCase() === who.trim().toLowerCase()) : rows.find((x) => x.idx === who.idx);
+export function recordComplaint(
+  sql: SqlStorage,
+  id: string,
+  who: ComplaintTarget,
+  feedbackType: string,
+  nowMs: number,
+): ComplaintResult {
+  const rows = sql
+    .exec<{ idx: number; address: string; status: string }>(
+      "SELECT idx, address, status FROM rcpt WHERE message_id = ?",
+      id,
+    )
+    .toArray();
+  const r =
+    typeof who === "string"
+      ? rows.find((x) => x.address.toLowerCase() === who.trim().toLowerCase())
+      : rows.find((x) => x.idx === who.idx);
   if (!r) return { result: "no_recipient" };
-  if (typeof who !== "string" && !tokenNames(r.address, who.named).act) return { result: "mismatch", address: r.address };
+  if (typeof who !== "string" && !tokenNames(r.address, who.named).act)
+    return { result: "mismatch", address: r.address };
   if (r.status !== "delivered") return { result: "not_delivered" };
-  const added = sql.exec("INSERT OR IGNORE INTO complaint (message_id, idx, feedback_type, at) VALUES (?, ?, ?, ?)", id, r.idx, feedbackType, nowMs).rowsWritten;
+  const added = sql.exec(
+    "INSERT OR IGNORE INTO complaint (message_id, idx, feedback_type, at) VALUES (?, ?, ?, ?)",
+    id,
+    r.idx,
+    feedbackType,
+    nowMs,
+  ).rowsWritten;
   return added > 0 ? { result: "ok", address: r.address } : { result: "duplicate" };
 }
 
@@ -101,29 +143,60 @@ export type LateBounceTarget = { idx: number } | { address: string };
 export type LateOutcome = "bounced" | "expired" | "delayed";
 
 /** Records a late report about the recipient `target` of message `id` (see the header). */
-export function recordLateBounce(sql: SqlStorage, id: string, target: LateBounceTarget, response: object, nowMs: number,
-  named: readonly (string | null)[] = [], outcome: LateOutcome = "bounced"): ComplaintResult {
-  const rows = sql.exec<{ idx: number; address: string; status: string; last_response: string | null }>(
-    "SELECT idx, address, status, last_response FROM rcpt WHERE message_id = ?", id).toArray();
-  const r = "idx" in target ? rows.find((x) => x.idx === target.idx) : rows.find((x) => x.address.toLowerCase() === target.address.trim().toLowerCase());
+export function recordLateBounce(
+  sql: SqlStorage,
+  id: string,
+  target: LateBounceTarget,
+  response: object,
+  nowMs: number,
+  named: readonly (string | null)[] = [],
+  outcome: LateOutcome = "bounced",
+): ComplaintResult {
+  const rows = sql
+    .exec<{ idx: number; address: string; status: string; last_response: string | null }>(
+      "SELECT idx, address, status, last_response FROM rcpt WHERE message_id = ?",
+      id,
+    )
+    .toArray();
+  const r =
+    "idx" in target
+      ? rows.find((x) => x.idx === target.idx)
+      : rows.find((x) => x.address.toLowerCase() === target.address.trim().toLowerCase());
   if (!r) return { result: "no_recipient" };
   if ("idx" in target && !tokenNames(r.address, named).act) return { result: "mismatch", address: r.address };
   const json = JSON.stringify(response);
   if (outcome === "delayed") {
     if (r.status !== "delivered") return { result: "not_delivered" };
     if (r.last_response === json) return { result: "duplicate" };
-    sql.exec("UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", json, nowMs, id, r.idx);
+    sql.exec(
+      "UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+      json,
+      nowMs,
+      id,
+      r.idx,
+    );
     return { result: "ok", address: r.address };
   }
   if (r.status === "bounced" || r.status === "expired") return { result: "duplicate" };
   if (r.status !== "delivered") return { result: "not_delivered" };
-  sql.exec("UPDATE rcpt SET status = ?, last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", outcome, json, nowMs, id, r.idx);
+  sql.exec(
+    "UPDATE rcpt SET status = ?, last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+    outcome,
+    json,
+    nowMs,
+    id,
+    r.idx,
+  );
   return { result: "ok", address: r.address };
 }
 
 /** The message's control row, or null. */
 export function controlOf(sql: SqlStorage, id: string): { action: ControlAction; attempt: number } | null {
-  return sql.exec<{ action: ControlAction; attempt: number }>("SELECT action, attempt FROM control WHERE message_id = ?", id).toArray()[0] ?? null;
+  return (
+    sql
+      .exec<{ action: ControlAction; attempt: number }>("SELECT action, attempt FROM control WHERE message_id = ?", id)
+      .toArray()[0] ?? null
+  );
 }
 
 /** The core message id the message's next admission uses. */
@@ -139,9 +212,13 @@ export function isReadmission(sql: SqlStorage, id: string): boolean {
 
 /** Transports of the message's recipients that are not final. */
 export function openTransports(sql: SqlStorage, id: string): string[] {
-  return sql.exec<{ transport: string }>(
-    `SELECT DISTINCT transport FROM rcpt WHERE message_id = ? AND transport IS NOT NULL AND status NOT IN (${FINAL_SQL})`, id,
-  ).toArray().map((r) => r.transport);
+  return sql
+    .exec<{ transport: string }>(
+      `SELECT DISTINCT transport FROM rcpt WHERE message_id = ? AND transport IS NOT NULL AND status NOT IN (${FINAL_SQL})`,
+      id,
+    )
+    .toArray()
+    .map((r) => r.transport);
 }
 
 /** Records a hold on an open message; false if it is not open or already held. */
@@ -160,11 +237,20 @@ export function noteAttempt(sql: SqlStorage, id: string, attempt: number): void 
 /** Cancels the recipients that are not final (only those at `domain` when given); returns their addresses. */
 export function cancelRecipients(sql: SqlStorage, id: string, domain: string | null, nowMs: number): string[] {
   const at = domain === null ? null : `@${domain.toLowerCase()}`;
-  const rows = sql.exec<{ idx: number; address: string }>(
-    `SELECT idx, address FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id,
-  ).toArray().filter((r) => at === null || r.address.toLowerCase().endsWith(at));
+  const rows = sql
+    .exec<{ idx: number; address: string }>(
+      `SELECT idx, address FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`,
+      id,
+    )
+    .toArray()
+    .filter((r) => at === null || r.address.toLowerCase().endsWith(at));
   for (const r of rows) {
-    sql.exec("UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, next_attempt_at = NULL, updated_at = ? WHERE message_id = ? AND idx = ?", nowMs, id, r.idx);
+    sql.exec(
+      "UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, next_attempt_at = NULL, updated_at = ? WHERE message_id = ? AND idx = ?",
+      nowMs,
+      id,
+      r.idx,
+    );
   }
   return rows.map((r) => r.address);
 }
@@ -172,12 +258,16 @@ export function cancelRecipients(sql: SqlStorage, id: string, domain: string | n
 /** Release or requeue: open recipients become `incoming` for a new admission. Returns how many. */
 export function readmitMessage(sql: SqlStorage, id: string, reroute: boolean, nowMs: number, usedAttempt = 0): number {
   const ctl = controlOf(sql, id);
-  const maxAttempts = sql.exec<{ n: number | null }>("SELECT max(attempts) AS n FROM rcpt WHERE message_id = ?", id).one().n ?? 0;
-  const prev = sql.exec<{ attempt: number }>("SELECT attempt FROM readmit WHERE message_id = ?", id).toArray()[0]?.attempt ?? 1;
+  const maxAttempts =
+    sql.exec<{ n: number | null }>("SELECT max(attempts) AS n FROM rcpt WHERE message_id = ?", id).one().n ?? 0;
+  const prev =
+    sql.exec<{ attempt: number }>("SELECT attempt FROM readmit WHERE message_id = ?", id).toArray()[0]?.attempt ?? 1;
   const attempt = Math.max(ctl?.attempt ?? 0, usedAttempt, maxAttempts, prev) + 1;
   const set = reroute ? "status = 'incoming', transport = NULL, nexthop = NULL" : "status = 'incoming'";
   const n = sql.exec(
-    `UPDATE rcpt SET ${set}, blocked_by = NULL, next_attempt_at = NULL, updated_at = ? WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, nowMs, id,
+    `UPDATE rcpt SET ${set}, blocked_by = NULL, next_attempt_at = NULL, updated_at = ? WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`,
+    nowMs,
+    id,
   ).rowsWritten;
   sql.exec("DELETE FROM control WHERE message_id = ?", id);
   sql.exec("INSERT OR REPLACE INTO readmit (message_id, attempt) VALUES (?, ?)", id, attempt);

@@ -53,27 +53,37 @@ export function forwardCursor(sql: SqlStorage): ForwardCursor {
 
 /** Sets the cursor at `nowMs` unless it is set (writes nothing then). */
 export function startForwardCursor(sql: SqlStorage, nowMs: number): void {
-  sql.exec("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", KEY, JSON.stringify({ at: nowMs, id: "" } satisfies ForwardCursor));
+  sql.exec(
+    "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+    KEY,
+    JSON.stringify({ at: nowMs, id: "" } satisfies ForwardCursor),
+  );
 }
 
 type Finished = { id: string; done_at: number; kept: string | null };
 
 /** The kept events' seqs of finished messages after `c`, in the order of the index. */
 function page(sql: SqlStorage, c: ForwardCursor): Finished[] {
-  return sql.exec<Finished>(
-    `SELECT m.id, m.done_at, (SELECT json_group_array(s) FROM (
+  return sql
+    .exec<Finished>(
+      `SELECT m.id, m.done_at, (SELECT json_group_array(s) FROM (
          SELECT json_extract(m.queued_event, '$.seq') AS s WHERE m.queued_event IS NOT NULL
          UNION ALL SELECT json_extract(r.pending_event, '$.seq') FROM rcpt r WHERE r.message_id = m.id AND r.pending_event IS NOT NULL)) AS kept
      FROM message m WHERE m.state = 'done' AND (m.done_at, m.id) > (?1, ?2) ORDER BY m.done_at, m.id LIMIT ?3`,
-    c.at, c.id, PAGE,
-  ).toArray();
+      c.at,
+      c.id,
+      PAGE,
+    )
+    .toArray();
 }
 
 /** Those of `kept` (message → seqs) with a seq D1's event log does not hold. */
 async function missingInD1(db: D1Database, kept: Map<string, number[]>): Promise<string[]> {
   if (kept.size === 0) return [];
-  const { results } = await db.prepare("SELECT email_id, source_seq FROM event_log WHERE email_id IN (SELECT value FROM json_each(?1))")
-    .bind(JSON.stringify([...kept.keys()])).all<{ email_id: string; source_seq: number }>();
+  const { results } = await db
+    .prepare("SELECT email_id, source_seq FROM event_log WHERE email_id IN (SELECT value FROM json_each(?1))")
+    .bind(JSON.stringify([...kept.keys()]))
+    .all<{ email_id: string; source_seq: number }>();
   const logged = new Set(results.map((r) => `${r.email_id}:${r.source_seq}`));
   return [...kept].filter(([id, seqs]) => seqs.some((s) => !logged.has(`${id}:${s}`))).map(([id]) => id);
 }
@@ -82,12 +92,17 @@ async function missingInD1(db: D1Database, kept: Map<string, number[]>): Promise
  * One walk (see the header): the finished messages whose kept events D1 does not hold
  * `lagMs` after they finished, and when the walk must run again (null: nothing is waiting).
  */
-export async function finishedLagging(sql: SqlStorage, db: D1Database, nowMs: number, lagMs: number): Promise<{ ids: string[]; next: number | null }> {
+export async function finishedLagging(
+  sql: SqlStorage,
+  db: D1Database,
+  nowMs: number,
+  lagMs: number,
+): Promise<{ ids: string[]; next: number | null }> {
   const start = forwardCursor(sql);
   let cur = start;
   const ids: string[] = [];
   let next: number | null = null;
-  for (let walked = 0; next === null; ) {
+  for (let walked = 0; next === null;) {
     const rows = page(sql, cur);
     const kept = new Map<string, number[]>();
     for (const m of rows) {

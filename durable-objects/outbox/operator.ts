@@ -24,10 +24,17 @@ function openSchedulers(sql: SqlStorage, env: Env, id: string): string[] {
 }
 
 /** Hold (postsuper -h): the message leaves every Transport DO, in-flight deliveries finish, nothing is admitted until release. */
-export async function holdIn(storage: DurableObjectStorage, env: Env, v: MessageView, nowMs: number): Promise<ControlResult> {
+export async function holdIn(
+  storage: DurableObjectStorage,
+  env: Env,
+  v: MessageView,
+  nowMs: number,
+): Promise<ControlResult> {
   const sql = storage.sql;
-  if (!storage.transactionSync(() => beginControl(sql, v.id, "hold", nowMs))) return { result: v.state === "open" ? "already_held" : "not_open", recipients: 0 };
-  for (const t of openSchedulers(sql, env, v.id)) noteAttempt(sql, v.id, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
+  if (!storage.transactionSync(() => beginControl(sql, v.id, "hold", nowMs)))
+    return { result: v.state === "open" ? "already_held" : "not_open", recipients: 0 };
+  for (const t of openSchedulers(sql, env, v.id))
+    noteAttempt(sql, v.id, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
   return { result: "ok", recipients: v.recipients.filter((r) => !FINAL_STATUSES.includes(r.status)).length };
 }
 
@@ -38,15 +45,31 @@ export function releaseIn(storage: DurableObjectStorage, v: MessageView, nowMs: 
 }
 
 /** Requeue (postsuper -r): the open recipients are taken out, routed again and admitted as a new attempt. */
-export async function requeueIn(storage: DurableObjectStorage, env: Env, v: MessageView, nowMs: number): Promise<ControlResult> {
+export async function requeueIn(
+  storage: DurableObjectStorage,
+  env: Env,
+  v: MessageView,
+  nowMs: number,
+): Promise<ControlResult> {
   if (v.state !== "open") return { result: "not_open", recipients: 0 };
   let used = 0;
-  for (const t of openSchedulers(storage.sql, env, v.id)) used = Math.max(used, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
-  return { result: "ok", recipients: storage.transactionSync(() => readmitMessage(storage.sql, v.id, true, nowMs, used)) };
+  for (const t of openSchedulers(storage.sql, env, v.id))
+    used = Math.max(used, (await env.TRANSPORT_QUEUE.getByName(t).remove(v.id)).attempt);
+  return {
+    result: "ok",
+    recipients: storage.transactionSync(() => readmitMessage(storage.sql, v.id, true, nowMs, used)),
+  };
 }
 
 /** Cancels the open recipients (only those at `domain` when given), with one email.canceled event each. */
-export function cancelIn(storage: DurableObjectStorage, v: MessageView, domain: string | null, nowMs: number): ControlResult {
+export function cancelIn(
+  storage: DurableObjectStorage,
+  v: MessageView,
+  domain: string | null,
+  nowMs: number,
+): ControlResult {
   const done = storage.transactionSync(() => cancelWithEvents(storage.sql, v.id, v.tenant, domain, nowMs));
-  return done === 0 ? { result: v.state === "open" ? "no_match" : "not_open", recipients: 0 } : { result: "ok", recipients: done };
+  return done === 0
+    ? { result: v.state === "open" ? "no_match" : "not_open", recipients: 0 }
+    : { result: "ok", recipients: done };
 }

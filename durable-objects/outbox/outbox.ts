@@ -47,18 +47,38 @@ import { FlowMeter } from "../core";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
 import { claimClassifyWork, markClassifySent, dueAmong, recordDecisions } from "./classify-state";
 import { applyOutcomes, recordAfterDelivery, type AfterDelivery, readEnvelope } from "./outcomes";
-import { cancelMessage, deleteEvents, insertMessage, nextScheduledAt, readEvents, readMessage, readView, rescheduleMessage } from "./store";
+import {
+  cancelMessage,
+  deleteEvents,
+  insertMessage,
+  nextScheduledAt,
+  readEvents,
+  readMessage,
+  readView,
+  rescheduleMessage,
+} from "./store";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
 import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
 import { deleteDoneBodies, enqueueForClassify, markOrphansDue, rememberShard } from "./sweep";
 import { OutboxAlarm } from "./alarm";
 import type {
-  AcceptRequest, AcceptResult, ChangeResult, ClassifyResult, ClassifyWork, ControlResult, DelayWarning, DeliveryEnvelope, EventAck, IdempotencyClaim,
-  IdempotencyResult, MessageView, OutcomeReport, SyncState,
+  AcceptRequest,
+  AcceptResult,
+  ChangeResult,
+  ClassifyResult,
+  ClassifyWork,
+  ControlResult,
+  DelayWarning,
+  DeliveryEnvelope,
+  EventAck,
+  IdempotencyClaim,
+  IdempotencyResult,
+  MessageView,
+  OutcomeReport,
+  SyncState,
 } from "../../worker/model/message";
 import { settingsOf } from "../../worker/settings/settings";
-
 
 export class Outbox extends DurableObject<Env> {
   /** Outcomes recorded since the object started (GET /metrics; tally.ts). */
@@ -72,9 +92,18 @@ export class Outbox extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    this.sweeper = new OutboxAlarm(this.sql, this.env, (ids) => enqueueForClassify(this.env.CLASSIFY, ids), (now) => this.sendNotices(now));
+    this.sweeper = new OutboxAlarm(
+      this.sql,
+      this.env,
+      (ids) => enqueueForClassify(this.env.CLASSIFY, ids),
+      (now) => this.sendNotices(now),
+    );
     this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
-    ctx.blockConcurrencyWhile(async () => { migrateOutbox(this.sql); migrateDsn(this.sql); migrateControl(this.sql); });
+    ctx.blockConcurrencyWhile(async () => {
+      migrateOutbox(this.sql);
+      migrateDsn(this.sql);
+      migrateControl(this.sql);
+    });
   }
 
   /** Reserves an Idempotency-Key for a request about to write its bodies. */
@@ -85,7 +114,9 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** Releases a reservation whose request failed before accept. */
-  async release(tenant: string, key: string, token: string): Promise<void> { releaseIdempotency(this.sql, tenant, key, token); }
+  async release(tenant: string, key: string, token: string): Promise<void> {
+    releaseIdempotency(this.sql, tenant, key, token);
+  }
 
   /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch. */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
@@ -114,7 +145,10 @@ export class Outbox extends DurableObject<Env> {
     await this.admission.add(decided.filter((id) => !finished.includes(id)));
     await this.afterChange(now, finished, finished);
     const sec = Math.floor(now / 1000);
-    this.flow.arrive(req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0), sec); // scheduled mail is not due
+    this.flow.arrive(
+      req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0),
+      sec,
+    ); // scheduled mail is not due
     return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0 };
   }
 
@@ -122,7 +156,12 @@ export class Outbox extends DurableObject<Env> {
   private async admitAccepted(ids: string[]): Promise<void> {
     const now = Date.now();
     const { active } = await admitAll(this.ctx.storage, this.env, ids, now);
-    await this.afterChange(now, ids, ids.filter((id) => !active.has(id)), active.size > 0);
+    await this.afterChange(
+      now,
+      ids,
+      ids.filter((id) => !active.has(id)),
+      active.size > 0,
+    );
   }
 
   /** The message for its tenant, or null (unknown, or another tenant's). */
@@ -138,7 +177,11 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** classifyMany for one message; throws when its admission failed (classifying it again repairs that). */
-  async classify(id: string, results: ClassifyResult[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean }> {
+  async classify(
+    id: string,
+    results: ClassifyResult[],
+    admit = true,
+  ): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean }> {
     const [r] = await this.classifyMany([{ id, results }], admit);
     if (r!.failed) throw new Error(`admission of ${id} failed; classify it again`);
     return r!;
@@ -151,10 +194,15 @@ export class Outbox extends DurableObject<Env> {
    * with `indexLater`: all in an active queue, the delivery stage indexes it) and `failed` (admission
    * failed). Calling it again repairs a stop anywhere: decisions are kept, admission is idempotent.
    */
-  async classifyMany(items: { id: string; results: ClassifyResult[] }[], admit = true): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean; failed: boolean }[]> {
+  async classifyMany(
+    items: { id: string; results: ClassifyResult[] }[],
+    admit = true,
+  ): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean; failed: boolean }[]> {
     const now = Date.now();
     // Only a message that finished here (every recipient suppressed) has a body to delete.
-    const finished = this.ctx.storage.transactionSync(() => items.filter((x) => x.results.length > 0 && recordDecisions(this.sql, x.id, x.results, now)).map((x) => x.id));
+    const finished = this.ctx.storage.transactionSync(() =>
+      items.filter((x) => x.results.length > 0 && recordDecisions(this.sql, x.id, x.results, now)).map((x) => x.id),
+    );
     const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
     const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
     const claimed = new Map(plans.flatMap((p) => (p ? [[p.id, p] as const] : [])));
@@ -163,12 +211,19 @@ export class Outbox extends DurableObject<Env> {
     // A message all in an active queue is indexed by the delivery stage: no state to read and send for it.
     return items.map((x, i) => {
       const indexLater = admitted?.active.has(x.id) ?? false;
-      return { plan: plans[i] ?? null, sync: indexLater ? null : this.syncState(x.id, Date.now()), indexLater, failed: admitted?.failed.includes(x.id) ?? false };
+      return {
+        plan: plans[i] ?? null,
+        sync: indexLater ? null : this.syncState(x.id, Date.now()),
+        indexLater,
+        failed: admitted?.failed.includes(x.id) ?? false,
+      };
     });
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
-  async ackEventsMany(acks: EventAck[]): Promise<void> { deleteEvents(this.sql, acks); }
+  async ackEventsMany(acks: EventAck[]): Promise<void> {
+    deleteEvents(this.sql, acks);
+  }
 
   /** Cancels a scheduled message that is not yet due. */
   async cancel(id: string, tenant: string): Promise<ChangeResult> {
@@ -189,16 +244,26 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** Hold (postsuper -h), release (-H), requeue (-r): see storage/outbox-operator.ts; `tenant` null: an operator, any tenant. */
-  async holdMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => holdIn(this.ctx.storage, this.env, v, now)); }
-  async releaseMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => releaseIn(this.ctx.storage, v, now)); }
-  async requeueMessage(id: string, tenant: string | null): Promise<ControlResult> { return this.operate(id, tenant, (v, now) => requeueIn(this.ctx.storage, this.env, v, now)); }
+  async holdMessage(id: string, tenant: string | null): Promise<ControlResult> {
+    return this.operate(id, tenant, (v, now) => holdIn(this.ctx.storage, this.env, v, now));
+  }
+  async releaseMessage(id: string, tenant: string | null): Promise<ControlResult> {
+    return this.operate(id, tenant, (v, now) => releaseIn(this.ctx.storage, v, now));
+  }
+  async requeueMessage(id: string, tenant: string | null): Promise<ControlResult> {
+    return this.operate(id, tenant, (v, now) => requeueIn(this.ctx.storage, this.env, v, now));
+  }
 
   /**
    * What came back about a delivered recipient, once per recipient: a feedback-loop complaint
    * (email.complained, which suppresses the address for the tenant until removed) or a late
    * bounce (email.bounced, suppressing per the bounce rules). See storage/outbox-control.ts.
    */
-  async afterDelivery(id: string, tenant: string | null, report: AfterDelivery): Promise<(ComplaintResult & { tenant: string }) | { result: "not_found" }> {
+  async afterDelivery(
+    id: string,
+    tenant: string | null,
+    report: AfterDelivery,
+  ): Promise<(ComplaintResult & { tenant: string }) | { result: "not_found" }> {
     const now = Date.now();
     const v = readMessage(this.sql, id);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
@@ -213,7 +278,11 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** An operator call on a message of `tenant` (null: any): runs it on the message's view and re-indexes the message when it changed it. */
-  private async operate(id: string, tenant: string | null, run: (v: MessageView, now: number) => ControlResult | Promise<ControlResult>): Promise<ControlResult> {
+  private async operate(
+    id: string,
+    tenant: string | null,
+    run: (v: MessageView, now: number) => ControlResult | Promise<ControlResult>,
+  ): Promise<ControlResult> {
     const now = Date.now();
     const v = readView(this.sql, id, now);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
@@ -234,7 +303,11 @@ export class Outbox extends DurableObject<Env> {
   }
 
   /** recordOutcomes for one message. */
-  async recordOutcome(id: string, reports: OutcomeReport[], indexedByCaller = false): Promise<{ applied: number; done: boolean; sync: SyncState | null }> {
+  async recordOutcome(
+    id: string,
+    reports: OutcomeReport[],
+    indexedByCaller = false,
+  ): Promise<{ applied: number; done: boolean; sync: SyncState | null }> {
     return (await this.recordOutcomes([{ id, reports }], indexedByCaller))[0]!;
   }
 
@@ -245,27 +318,46 @@ export class Outbox extends DurableObject<Env> {
    * to the classify queue for indexing, and each answer carries the state to index; should the
    * caller's write fail, the sweeper forwards the events after the grace period.
    */
-  async recordOutcomes(items: { id: string; reports: OutcomeReport[] }[], indexedByCaller = false, acks: EventAck[] = []): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
+  async recordOutcomes(
+    items: { id: string; reports: OutcomeReport[] }[],
+    indexedByCaller = false,
+    acks: EventAck[] = [],
+  ): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
     const now = Date.now();
     const dsn = settingsOf(this.env).dsnNotices;
     deleteEvents(this.sql, acks); // ackEventsMany, riding along
-    const results = this.ctx.storage.transactionSync(() => items.map(({ id, reports }) => {
-      const r = applyOutcomes(this.sql, id, reports, now, dsn);
-      if (dsn) planDsn(this.sql, id, r.applied, now);
-      return r;
-    }));
+    const results = this.ctx.storage.transactionSync(() =>
+      items.map(({ id, reports }) => {
+        const r = applyOutcomes(this.sql, id, reports, now, dsn);
+        if (dsn) planDsn(this.sql, id, r.applied, now);
+        return r;
+      }),
+    );
     const applied = results.map((r) => r.applied.length);
     for (const r of results) this.tally.count(r.applied);
     const doneIds = new Set(items.filter((_, i) => results[i]!.done).map((x) => x.id)); // an id twice: done after both
     const done = items.map(({ id }) => doneIds.has(id));
-    this.flow.leave(applied.reduce((n, a) => n + a, 0), Math.floor(now / 1000));
+    this.flow.leave(
+      applied.reduce((n, a) => n + a, 0),
+      Math.floor(now / 1000),
+    );
     const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
     // Only a message that just finished with its body in R2 or kept for a notice has a body to delete.
     const bodies = items.filter((_, i) => results[i]!.bodyLeft).map((x) => x.id);
     // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
-    if (touched.length > 0) await this.afterChange(now, bodies, indexedByCaller ? [] : touched, done.some((d, i) => d && applied[i]! > 0));
+    if (touched.length > 0)
+      await this.afterChange(
+        now,
+        bodies,
+        indexedByCaller ? [] : touched,
+        done.some((d, i) => d && applied[i]! > 0),
+      );
     // The caller that indexes gets the state to index with the answer (no second call to read it).
-    return items.map(({ id }, i) => ({ applied: applied[i]!, done: done[i]!, sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null }));
+    return items.map(({ id }, i) => ({
+      applied: applied[i]!,
+      done: done[i]!,
+      sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null,
+    }));
   }
 
   /** Outcomes recorded since the object started, by status and reply class (GET /metrics). */
@@ -277,7 +369,9 @@ export class Outbox extends DurableObject<Env> {
   async delayNotices(items: DelayWarning[], reason: string): Promise<void> {
     if (!settingsOf(this.env).dsnNotices || items.length === 0) return;
     const now = Date.now();
-    this.ctx.storage.transactionSync(() => { for (const w of items) planDelayNotice(this.sql, w.id, w.addresses, reason, w.retryUntilMs, now); });
+    this.ctx.storage.transactionSync(() => {
+      for (const w of items) planDelayNotice(this.sql, w.id, w.addresses, reason, w.retryUntilMs, now);
+    });
     await this.afterChange(now, [], []);
   }
 
@@ -316,7 +410,12 @@ export class Outbox extends DurableObject<Env> {
     try {
       return await sendPendingDsns(this.ctx.storage, this.env.BODIES, settingsOf(this.env).heloName, now);
     } catch (e) {
-      console.error(JSON.stringify({ error: "outbox: sending a delivery status notice failed (kept for the sweeper)", detail: e instanceof Error ? e.message : String(e) }));
+      console.error(
+        JSON.stringify({
+          error: "outbox: sending a delivery status notice failed (kept for the sweeper)",
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      );
       return [];
     }
   }
@@ -328,7 +427,9 @@ export class Outbox extends DurableObject<Env> {
    */
   private async armSweep(now: number): Promise<void> {
     const { graceMs, indexLagMs } = settingsOf(this.env);
-    await this.armAt(Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(Math.min(graceMs, indexLagMs), 1000)));
+    await this.armAt(
+      Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(Math.min(graceMs, indexLagMs), 1000)),
+    );
   }
 
   /** Moves the alarm earlier to `at` (a setAlarm is a billed write: only when it moves). */
@@ -342,7 +443,9 @@ export class Outbox extends DurableObject<Env> {
     return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 
-  private graceMs(): number { return settingsOf(this.env).graceMs; }
+  private graceMs(): number {
+    return settingsOf(this.env).graceMs;
+  }
 
   /** Development and test only (GET /relay/dev/rows): rows held in each of this object's tables. */
   async devRowCounts(): Promise<Record<string, number>> {

@@ -18,26 +18,70 @@
  *   are final.
  */
 import {
-  cancelRecipients, recordComplaint, recordLateBounce, recordUnsubscribe, type ComplaintResult, type ComplaintTarget, type LateBounceTarget, type LateOutcome,
+  cancelRecipients,
+  recordComplaint,
+  recordLateBounce,
+  recordUnsubscribe,
+  type ComplaintResult,
+  type ComplaintTarget,
+  type LateBounceTarget,
+  type LateOutcome,
 } from "./control";
-import { FINAL_STATUSES, type DeliveryEnvelope, type MessageSummary, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
-import { FINAL_SQL, KeptEvent, MessageRow, insertEvent, readHead, readWithSummary, recordEvent, updateUnclassified } from "./store";
+import {
+  FINAL_STATUSES,
+  type DeliveryEnvelope,
+  type MessageSummary,
+  type OutcomeReport,
+  type RcptStatus,
+} from "../../worker/model/message";
+import {
+  FINAL_SQL,
+  KeptEvent,
+  MessageRow,
+  insertEvent,
+  readHead,
+  readWithSummary,
+  recordEvent,
+  updateUnclassified,
+} from "./store";
 
 const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
-  active: null, deferred: "email.delivery_delayed", delivered: "email.delivered", bounced: "email.bounced", expired: "email.failed",
+  active: null,
+  deferred: "email.delivery_delayed",
+  delivered: "email.delivered",
+  bounced: "email.bounced",
+  expired: "email.failed",
 };
 
 /** The message's envelope for delivery, or null when unknown. */
 export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | null {
   // One statement: the recipients come as a JSON array of [idx, address, status, attempts].
-  const m = sql.exec<{ tenant: string; mail_from: string; size: number; body: string | ArrayBuffer | null; body_r2: number; return_path: string | null; rcpts: string }>(
-    `SELECT tenant, mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
-       FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`, id,
-  ).toArray()[0];
+  const m = sql
+    .exec<{
+      tenant: string;
+      mail_from: string;
+      size: number;
+      body: string | ArrayBuffer | null;
+      body_r2: number;
+      return_path: string | null;
+      rcpts: string;
+    }>(
+      `SELECT tenant, mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
+       FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`,
+      id,
+    )
+    .toArray()[0];
   if (!m) return null;
-  const rcpts = (JSON.parse(m.rcpts) as [number, string, RcptStatus, number][]).map(([idx, address, status, attempts]) => ({ idx, address, status, attempts }));
+  const rcpts = (JSON.parse(m.rcpts) as [number, string, RcptStatus, number][]).map(
+    ([idx, address, status, attempts]) => ({ idx, address, status, attempts }),
+  );
   return {
-    id, tenant: m.tenant, mailFrom: m.mail_from, size: m.size, rcpts, ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
+    id,
+    tenant: m.tenant,
+    mailFrom: m.mail_from,
+    size: m.size,
+    rcpts,
+    ...(m.body_r2 === 0 && m.body !== null ? { body: m.body } : {}),
     ...(m.return_path ? { returnPath: m.return_path } : {}),
   };
 }
@@ -58,7 +102,14 @@ export function failsForDsn(r: { status: RcptStatus }): boolean {
   return r.status === "bounced" || r.status === "expired";
 }
 
-type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address: string; transport: string | null; nexthop: string | null };
+type OutcomeRcpt = {
+  idx: number;
+  status: RcptStatus;
+  attempts: number;
+  address: string;
+  transport: string | null;
+  nexthop: string | null;
+};
 
 /**
  * applyOutcome for several reports on one message, in order; returns those that applied, and
@@ -66,10 +117,21 @@ type OutcomeRcpt = { idx: number; status: RcptStatus; attempts: number; address:
  * are read once, and whether it finished is decided once at the end from the recipients in hand,
  * instead of for every report (a 50-recipient session's reports).
  */
-export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly OutcomeReport[], nowMs: number, keepBody = false): { applied: OutcomeReport[]; done: boolean; bodyLeft: boolean } {
+export function applyOutcomes(
+  sql: SqlStorage,
+  id: string,
+  reports: readonly OutcomeReport[],
+  nowMs: number,
+  keepBody = false,
+): { applied: OutcomeReport[]; done: boolean; bodyLeft: boolean } {
   const m = readHead(sql, id);
   if (!m || reports.length === 0) return { applied: [], done: m?.state === "done", bodyLeft: false };
-  const rcpts = new Map(sql.exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id).toArray().map((r) => [r.idx, r]));
+  const rcpts = new Map(
+    sql
+      .exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id)
+      .toArray()
+      .map((r) => [r.idx, r]),
+  );
   const again = m.again === 1;
   let last = m.last_seq;
   let wasIncoming = false;
@@ -78,31 +140,78 @@ export function applyOutcomes(sql: SqlStorage, id: string, reports: readonly Out
   for (const r of reports) {
     const cur = rcpts.get(r.idx);
     if (!applies(m, cur, r)) continue;
-    if (cur.status === "incoming" && m.unclassified === 1) { // not yet marked ready (see below)
+    if (cur.status === "incoming" && m.unclassified === 1) {
+      // not yet marked ready (see below)
       wasIncoming = true;
-      if (!again) last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "email.queued", recipient: cur.address, created_at: nowMs, data: { transport: cur.transport, nexthop: cur.nexthop } }, last);
+      if (!again)
+        last = insertEvent(
+          sql,
+          {
+            message_id: id,
+            tenant: m.tenant,
+            type: "email.queued",
+            recipient: cur.address,
+            created_at: nowMs,
+            data: { transport: cur.transport, nexthop: cur.nexthop },
+          },
+          last,
+        );
     }
     const attempts = Math.max(cur.attempts, r.attempt);
     const type = OUTCOME_EVENT[r.status];
-    const data = { attempt: r.attempt, response: r.response ?? null, ...(r.status === "expired" ? { reason: "expired" } : {}) };
+    const data = {
+      attempt: r.attempt,
+      response: r.response ?? null,
+      ...(r.status === "expired" ? { reason: "expired" } : {}),
+    };
     // The report that finishes its message keeps its event in the recipient row it writes anyway.
     let pending: string | null = null;
     if (type !== null && finishing && FINAL_STATUSES.includes(r.status)) {
       last = Math.max(last + 1, nowMs * 1000);
       pending = JSON.stringify({ seq: last, type, created_at: nowMs, data } satisfies KeptEvent);
     } else if (type !== null) {
-      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data }, last);
+      last = insertEvent(
+        sql,
+        { message_id: id, tenant: m.tenant, type, recipient: cur.address, created_at: nowMs, data },
+        last,
+      );
     }
     sql.exec(
       `UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ?,
          pending_event = COALESCE(?, pending_event) WHERE message_id = ? AND idx = ?`,
-      r.status, attempts, r.status === "deferred" ? r.nextAttemptAt ?? null : null,
-      r.response ? JSON.stringify(r.response) : null, r.blockedBy ?? null, nowMs, pending, id, r.idx,
+      r.status,
+      attempts,
+      r.status === "deferred" ? (r.nextAttemptAt ?? null) : null,
+      r.response ? JSON.stringify(r.response) : null,
+      r.blockedBy ?? null,
+      nowMs,
+      pending,
+      id,
+      r.idx,
     );
     rcpts.set(r.idx, { ...cur, status: r.status, attempts });
     if (r.throttled) {
       const t = r.throttled;
-      last = insertEvent(sql, { message_id: id, tenant: m.tenant, type: "relay.destination.throttled", recipient: cur.address, created_at: nowMs, data: { attempt: r.attempt, rule: t.rule, action: t.action ?? "suspend", ...(t.rate ? { rate: t.rate } : {}), policy_key: t.key, suspended_until: t.until, response: r.response ?? null } }, last);
+      last = insertEvent(
+        sql,
+        {
+          message_id: id,
+          tenant: m.tenant,
+          type: "relay.destination.throttled",
+          recipient: cur.address,
+          created_at: nowMs,
+          data: {
+            attempt: r.attempt,
+            rule: t.rule,
+            action: t.action ?? "suspend",
+            ...(t.rate ? { rate: t.rate } : {}),
+            policy_key: t.key,
+            suspended_until: t.until,
+            response: r.response ?? null,
+          },
+        },
+        last,
+      );
     }
     applied.push(r);
   }
@@ -141,14 +250,22 @@ function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, report
  * status notice may still quote its headers; deleteDoneBodies clears it then).
  */
 export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
-  const open = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id).one().n;
+  const open = sql
+    .exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id)
+    .one().n;
   return open === 0 && finishMessage(sql, id, nowMs, keepBody);
 }
 
 /** Marks an open message done (every recipient final); its body goes unless `keepBody`. */
 function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boolean): boolean {
-  return sql.exec("UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
-    nowMs, keepBody ? 1 : 0, id).rowsWritten > 0;
+  return (
+    sql.exec(
+      "UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
+      nowMs,
+      keepBody ? 1 : 0,
+      id,
+    ).rowsWritten > 0
+  );
 }
 
 /** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
@@ -156,20 +273,34 @@ export type AfterDelivery =
   | { kind: "complaint"; address: ComplaintTarget; feedbackType: string }
   | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
   /** The complaint-rate brake a complaint about `address` set off (api/complaint-brake.ts): its event only. */
-  | { kind: "brake"; address: string; data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } }
+  | {
+      kind: "brake";
+      address: string;
+      data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number };
+    }
   /**
    * A DSN that came back by mail: a late bounce (email.bounced), an expiry downstream
    * (email.failed, reason "expired"), or a delay notice (email.delivery_delayed, the recipient
    * stays delivered). `named`: the addresses the DSN names, checked against a VERP target.
    */
-  | { kind: "bounce"; target: LateBounceTarget; response: { code: number | null; enhanced?: string; text: string; mx?: string };
-    named?: (string | null)[]; outcome?: LateOutcome }
+  | {
+      kind: "bounce";
+      target: LateBounceTarget;
+      response: { code: number | null; enhanced?: string; text: string; mx?: string };
+      named?: (string | null)[];
+      outcome?: LateOutcome;
+    }
   /**
    * What the next hop (Cloudflare Email Service) later said of a recipient it accepted: the
    * receiving server's reply becomes its last_response; `delayed` (a deferral there) also records
    * email.delivery_delayed. The recipient stays delivered.
    */
-  | { kind: "relayed"; address: string; response: { code: number | null; enhanced?: string; text: string; mx?: string }; delayed: boolean };
+  | {
+      kind: "relayed";
+      address: string;
+      response: { code: number | null; enhanced?: string; text: string; mx?: string };
+      delayed: boolean;
+    };
 
 /** The event a late report records, by its outcome: a delay notice's is published as it comes (`late`), not counted as a deferral. */
 const LATE_EVENTS: Record<LateOutcome, { type: string; data: Record<string, unknown> }> = {
@@ -179,37 +310,86 @@ const LATE_EVENTS: Record<LateOutcome, { type: string; data: Record<string, unkn
 };
 
 /** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
-export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string, report: AfterDelivery, nowMs: number): ComplaintResult {
+export function recordAfterDelivery(
+  sql: SqlStorage,
+  id: string,
+  tenant: string,
+  report: AfterDelivery,
+  nowMs: number,
+): ComplaintResult {
   if (report.kind === "brake") {
-    recordEvent(sql, { message_id: id, tenant, type: "relay.complaint_rate.exceeded", recipient: report.address, created_at: nowMs, data: report.data });
+    recordEvent(sql, {
+      message_id: id,
+      tenant,
+      type: "relay.complaint_rate.exceeded",
+      recipient: report.address,
+      created_at: nowMs,
+      data: report.data,
+    });
     return { result: "ok", address: report.address };
   }
   if (report.kind === "unsubscribe") {
     const r = recordUnsubscribe(sql, id, report.idx, report.method, nowMs);
     const topic = (JSON.parse(readWithSummary(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
-    if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.unsubscribed", recipient: r.address, created_at: nowMs, data: { reason: topic, method: report.method } });
+    if (r.result === "ok")
+      recordEvent(sql, {
+        message_id: id,
+        tenant,
+        type: "email.unsubscribed",
+        recipient: r.address,
+        created_at: nowMs,
+        data: { reason: topic, method: report.method },
+      });
     return r;
   }
   if (report.kind === "relayed") {
-    const row = sql.exec<{ idx: number; address: string; status: string; attempts: number }>("SELECT idx, address, status, attempts FROM rcpt WHERE " +
-      "message_id = ?", id).toArray()
+    const row = sql
+      .exec<{ idx: number; address: string; status: string; attempts: number }>(
+        "SELECT idx, address, status, attempts FROM rcpt WHERE " + "message_id = ?",
+        id,
+      )
+      .toArray()
       .find((x) => x.address.toLowerCase() === report.address.trim().toLowerCase());
     if (!row) return { result: "no_recipient" };
     if (row.status !== "delivered") return { result: "not_delivered" };
-    sql.exec("UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?", JSON.stringify(report.response), nowMs, id, row.idx);
-    if (report.delayed) recordEvent(sql, { message_id: id, tenant, type: "email.delivery_delayed", recipient: row.address, created_at: nowMs,
-      data: { attempt: row.attempts, response: report.response, reason: "deferred by Cloudflare Email Service" } });
+    sql.exec(
+      "UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+      JSON.stringify(report.response),
+      nowMs,
+      id,
+      row.idx,
+    );
+    if (report.delayed)
+      recordEvent(sql, {
+        message_id: id,
+        tenant,
+        type: "email.delivery_delayed",
+        recipient: row.address,
+        created_at: nowMs,
+        data: { attempt: row.attempts, response: report.response, reason: "deferred by Cloudflare Email Service" },
+      });
     return { result: "ok", address: row.address };
   }
   if (report.kind === "complaint") {
     const r = recordComplaint(sql, id, report.address, report.feedbackType, nowMs);
-    if (r.result === "ok") recordEvent(sql, { message_id: id, tenant, type: "email.complained", recipient: r.address, created_at: nowMs, data: { reason: report.feedbackType } });
+    if (r.result === "ok")
+      recordEvent(sql, {
+        message_id: id,
+        tenant,
+        type: "email.complained",
+        recipient: r.address,
+        created_at: nowMs,
+        data: { reason: report.feedbackType },
+      });
     return r;
   }
   const outcome = report.outcome ?? "bounced";
   const r = recordLateBounce(sql, id, report.target, report.response, nowMs, report.named ?? [], outcome);
   if (r.result === "ok") {
-    const attempt = sql.exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address).toArray()[0]?.attempts ?? 0;
+    const attempt =
+      sql
+        .exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address)
+        .toArray()[0]?.attempts ?? 0;
     const late = LATE_EVENTS[outcome];
     const data = { attempt, response: report.response, ...late.data };
     recordEvent(sql, { message_id: id, tenant, type: late.type, recipient: r.address, created_at: nowMs, data });
@@ -218,9 +398,23 @@ export function recordAfterDelivery(sql: SqlStorage, id: string, tenant: string,
 }
 
 /** cancelRecipients with one email.canceled event each, finishing the message if none is left open; returns how many. */
-export function cancelWithEvents(sql: SqlStorage, id: string, tenant: string, domain: string | null, nowMs: number): number {
+export function cancelWithEvents(
+  sql: SqlStorage,
+  id: string,
+  tenant: string,
+  domain: string | null,
+  nowMs: number,
+): number {
   const addresses = cancelRecipients(sql, id, domain, nowMs);
-  for (const a of addresses) recordEvent(sql, { message_id: id, tenant, type: "email.canceled", recipient: a, created_at: nowMs, data: { reason: "cancelled by an operator" } });
+  for (const a of addresses)
+    recordEvent(sql, {
+      message_id: id,
+      tenant,
+      type: "email.canceled",
+      recipient: a,
+      created_at: nowMs,
+      data: { reason: "cancelled by an operator" },
+    });
   finishIfDone(sql, id, nowMs);
   return addresses.length;
 }

@@ -62,7 +62,9 @@ const TABLES = [
 
 /** Creates the Outbox tables if missing, rebuilding schema-1 tables once. */
 export function migrateOutbox(sql: SqlStorage): void {
-  const ddl = (t: string) => sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", t).toArray()[0]?.sql ?? null;
+  const ddl = (t: string) =>
+    sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", t).toArray()[0]?.sql ??
+    null;
   const oldMessage = ddl("message");
   if (oldMessage !== null && !/WITHOUT ROWID/i.test(oldMessage)) {
     sql.exec("DROP INDEX IF EXISTS message_unclassified");
@@ -96,7 +98,8 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec("DROP INDEX IF EXISTS message_unclassified");
   }
   // Schema 6: the domain of the message's VERP envelope senders.
-  if (!/\breturn_path\b/.test(ddl("message") ?? "return_path")) sql.exec("ALTER TABLE message ADD COLUMN return_path TEXT");
+  if (!/\breturn_path\b/.test(ddl("message") ?? "return_path"))
+    sql.exec("ALTER TABLE message ADD COLUMN return_path TEXT");
   // Schema 4: a finishing report's event kept in its recipient row (outbox-forward.ts).
   const rcpt = ddl("rcpt");
   if (rcpt !== null && !/\bpending_event\b/.test(rcpt)) sql.exec("ALTER TABLE rcpt ADD COLUMN pending_event TEXT");
@@ -104,36 +107,79 @@ export function migrateOutbox(sql: SqlStorage): void {
   startForwardCursor(sql, Date.now());
 }
 
-type IdemRow = { hash: string; state: string; token: string | null; status: number | null; body: string | null; expires_at: number };
+type IdemRow = {
+  hash: string;
+  state: string;
+  token: string | null;
+  status: number | null;
+  body: string | null;
+  expires_at: number;
+};
 
 /**
  * What `claim` means at `nowMs`. A reservation holding `ownToken` is the caller's own and
  * counts as fresh.
  */
-export function checkIdempotency(sql: SqlStorage, tenant: string, claim: IdempotencyClaim, nowMs: number, ownToken?: string): IdempotencyResult {
-  const row = sql.exec<IdemRow>("SELECT hash, state, token, status, body, expires_at FROM idem WHERE tenant = ? AND key = ?", tenant, claim.key).toArray()[0];
+export function checkIdempotency(
+  sql: SqlStorage,
+  tenant: string,
+  claim: IdempotencyClaim,
+  nowMs: number,
+  ownToken?: string,
+): IdempotencyResult {
+  const row = sql
+    .exec<IdemRow>(
+      "SELECT hash, state, token, status, body, expires_at FROM idem WHERE tenant = ? AND key = ?",
+      tenant,
+      claim.key,
+    )
+    .toArray()[0];
   if (!row || row.expires_at <= nowMs) return { kind: "fresh" };
   if (row.hash !== claim.hash) return { kind: "mismatch" };
-  if (row.state === "pending") return ownToken !== undefined && row.token === ownToken ? { kind: "fresh" } : { kind: "in_flight" };
+  if (row.state === "pending")
+    return ownToken !== undefined && row.token === ownToken ? { kind: "fresh" } : { kind: "in_flight" };
   return { kind: "replay", response: { status: row.status ?? 200, body: JSON.parse(row.body ?? "null") } };
 }
 
 /** Reserves a fresh key for RESERVATION_MS under `token`; returns what the key meant. */
-export function reserveIdempotency(sql: SqlStorage, tenant: string, claim: IdempotencyClaim, token: string, nowMs: number): IdempotencyResult {
+export function reserveIdempotency(
+  sql: SqlStorage,
+  tenant: string,
+  claim: IdempotencyClaim,
+  token: string,
+  nowMs: number,
+): IdempotencyResult {
   const seen = checkIdempotency(sql, tenant, claim, nowMs);
   if (seen.kind !== "fresh") return seen;
   sql.exec(
     "INSERT OR REPLACE INTO idem (tenant, key, hash, state, token, created_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
-    tenant, claim.key, claim.hash, token, nowMs, nowMs + RESERVATION_MS,
+    tenant,
+    claim.key,
+    claim.hash,
+    token,
+    nowMs,
+    nowMs + RESERVATION_MS,
   );
   return seen;
 }
 
 /** Records the finished response under the key for IDEMPOTENCY_TTL_MS. */
-export function completeIdempotency(sql: SqlStorage, tenant: string, claim: IdempotencyClaim, response: StoredResponse, nowMs: number): void {
+export function completeIdempotency(
+  sql: SqlStorage,
+  tenant: string,
+  claim: IdempotencyClaim,
+  response: StoredResponse,
+  nowMs: number,
+): void {
   sql.exec(
     "INSERT OR REPLACE INTO idem (tenant, key, hash, state, token, status, body, created_at, expires_at) VALUES (?, ?, ?, 'done', NULL, ?, ?, ?, ?)",
-    tenant, claim.key, claim.hash, response.status, JSON.stringify(response.body), nowMs, nowMs + IDEMPOTENCY_TTL_MS,
+    tenant,
+    claim.key,
+    claim.hash,
+    response.status,
+    JSON.stringify(response.body),
+    nowMs,
+    nowMs + IDEMPOTENCY_TTL_MS,
   );
 }
 

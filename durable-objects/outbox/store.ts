@@ -17,15 +17,43 @@
  *   transaction: an event row, or (a report that finishes the message) its recipient row. A
  *   message is `done` exactly when all its recipients are final.
  */
-import { FINAL_STATUSES, type EventAck, type MessageSummary, type MessageView, type NewMessage, type OutboxEvent, type RcptStatus, type RcptView } from "../../worker/model/message";
+import {
+  FINAL_STATUSES,
+  type EventAck,
+  type MessageSummary,
+  type MessageView,
+  type NewMessage,
+  type OutboxEvent,
+  type RcptStatus,
+  type RcptView,
+} from "../../worker/model/message";
 import { finishIfDone } from "./outcomes";
 
-export type MessageRow = { id: string; tenant: string; created_at: number; scheduled_at: number | null; state: "open" | "done"; mail_from: string; unclassified: number };
+export type MessageRow = {
+  id: string;
+  tenant: string;
+  created_at: number;
+  scheduled_at: number | null;
+  state: "open" | "done";
+  mail_from: string;
+  unclassified: number;
+};
 
 /** The row with its summary (which may hold the text and HTML, up to 256 KiB: read only where needed). */
 type MessageWithSummary = MessageRow & { summary: string };
 
-type RcptRow = { idx: number; address: string; status: RcptStatus; transport: string | null; nexthop: string | null; attempts: number; next_attempt_at: number | null; last_response: string | null; blocked_by: string | null; updated_at: number };
+type RcptRow = {
+  idx: number;
+  address: string;
+  status: RcptStatus;
+  transport: string | null;
+  nexthop: string | null;
+  attempts: number;
+  next_attempt_at: number | null;
+  last_response: string | null;
+  blocked_by: string | null;
+  updated_at: number;
+};
 
 export const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -52,19 +80,35 @@ function lastSeq(sql: SqlStorage, id: string): number {
  * The message row with what a change to it needs, in one statement instead of three: whether it
  * was readmitted (isReadmission), its largest event seq (lastSeq), and where its body is.
  */
-export function readHead(sql: SqlStorage, id: string): (MessageRow & { again: number; last_seq: number; body_r2: number }) | undefined {
-  return sql.exec<MessageRow & { again: number; last_seq: number; body_r2: number }>(
-    `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, body_r2,
-       EXISTS (SELECT 1 FROM readmit WHERE message_id = ?1) AS again, ${LAST_SEQ} AS last_seq FROM message WHERE id = ?1`, id,
-  ).toArray()[0];
+export function readHead(
+  sql: SqlStorage,
+  id: string,
+): (MessageRow & { again: number; last_seq: number; body_r2: number }) | undefined {
+  return sql
+    .exec<MessageRow & { again: number; last_seq: number; body_r2: number }>(
+      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, body_r2,
+       EXISTS (SELECT 1 FROM readmit WHERE message_id = ?1) AS again, ${LAST_SEQ} AS last_seq FROM message WHERE id = ?1`,
+      id,
+    )
+    .toArray()[0];
 }
 
 /** recordEvent after `last` (the message's largest seq so far, known to the caller); returns the seq used. */
-export function insertEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"> & { data: object }, last: number): number {
+export function insertEvent(
+  sql: SqlStorage,
+  e: Omit<OutboxEvent, "seq" | "data"> & { data: object },
+  last: number,
+): number {
   const seq = Math.max(last + 1, e.created_at * 1000);
   sql.exec(
     "INSERT INTO event (message_id, seq, tenant, type, recipient, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    e.message_id, seq, e.tenant, e.type, e.recipient, e.created_at, JSON.stringify(e.data),
+    e.message_id,
+    seq,
+    e.tenant,
+    e.type,
+    e.recipient,
+    e.created_at,
+    JSON.stringify(e.data),
   );
   return seq;
 }
@@ -87,56 +131,137 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   sql.exec(
     "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
-    m.id, tenant, m.createdAt, m.scheduledAt, m.mailFrom, m.size, JSON.stringify(m.summary), inlineBody(m.body), m.body === undefined ? 1 : 0, open ? 1 : 0,
+    m.id,
+    tenant,
+    m.createdAt,
+    m.scheduledAt,
+    m.mailFrom,
+    m.size,
+    JSON.stringify(m.summary),
+    inlineBody(m.body),
+    m.body === undefined ? 1 : 0,
+    open ? 1 : 0,
     m.returnPath ?? null,
   );
   m.rcptTo.forEach((address, idx) => {
     const d = decided.get(idx);
     if (d === undefined) {
-      sql.exec("INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)", m.id, idx, address, m.createdAt);
+      sql.exec(
+        "INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)",
+        m.id,
+        idx,
+        address,
+        m.createdAt,
+      );
     } else if (d.status === "ready") {
-      sql.exec("INSERT INTO rcpt (message_id, idx, address, status, transport, nexthop, updated_at) VALUES (?, ?, ?, 'incoming', ?, ?, ?)", m.id, idx, d.address, d.transport, d.nexthop, m.createdAt);
+      sql.exec(
+        "INSERT INTO rcpt (message_id, idx, address, status, transport, nexthop, updated_at) VALUES (?, ?, ?, 'incoming', ?, ?, ?)",
+        m.id,
+        idx,
+        d.address,
+        d.transport,
+        d.nexthop,
+        m.createdAt,
+      );
     } else {
-      sql.exec("INSERT INTO rcpt (message_id, idx, address, status, blocked_by, updated_at) VALUES (?, ?, ?, 'suppressed', 'suppressed', ?)", m.id, idx, d.address, m.createdAt);
-      recordEvent(sql, { message_id: m.id, tenant, type: "email.suppressed", recipient: d.address, created_at: m.createdAt, data: { reason: d.reason } });
+      sql.exec(
+        "INSERT INTO rcpt (message_id, idx, address, status, blocked_by, updated_at) VALUES (?, ?, ?, 'suppressed', 'suppressed', ?)",
+        m.id,
+        idx,
+        d.address,
+        m.createdAt,
+      );
+      recordEvent(sql, {
+        message_id: m.id,
+        tenant,
+        type: "email.suppressed",
+        recipient: d.address,
+        created_at: m.createdAt,
+        data: { reason: d.reason },
+      });
     }
   });
   // No email.accepted row: the message row says when it was accepted (the D1 timeline shows it
   // from there), and an event row would cost an insert and a delete here and two rows in D1.
-  if (m.scheduledAt !== null) recordEvent(sql, { message_id: m.id, tenant, recipient: null, created_at: m.createdAt, type: "email.scheduled", data: { scheduled_at: new Date(m.scheduledAt).toISOString() } });
+  if (m.scheduledAt !== null)
+    recordEvent(sql, {
+      message_id: m.id,
+      tenant,
+      recipient: null,
+      created_at: m.createdAt,
+      type: "email.scheduled",
+      data: { scheduled_at: new Date(m.scheduledAt).toISOString() },
+    });
   if (!open) finishIfDone(sql, m.id, nowMs);
 }
 
 /** The message's own row without its summary (no recipients), or undefined. */
 export function readMessage(sql: SqlStorage, id: string): MessageRow | undefined {
-  return sql.exec<MessageRow>("SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified FROM message WHERE id = ?", id).toArray()[0];
+  return sql
+    .exec<MessageRow>(
+      "SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified FROM message WHERE id = ?",
+      id,
+    )
+    .toArray()[0];
 }
 
 /** readMessage with the summary. */
 export function readWithSummary(sql: SqlStorage, id: string): MessageWithSummary | undefined {
-  return sql.exec<MessageWithSummary>("SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified FROM message WHERE id = ?", id).toArray()[0];
+  return sql
+    .exec<MessageWithSummary>(
+      "SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified FROM message WHERE id = ?",
+      id,
+    )
+    .toArray()[0];
 }
 
 /** The message as the status API shows it, or null. */
 export function readView(sql: SqlStorage, id: string, nowMs: number): MessageView | null {
   // One statement for the row, its control action (controlOf) and whether it drew a complaint (complainedOf).
-  const m = sql.exec<MessageWithSummary & { action: string | null; complained: number }>(
-    `SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified,
+  const m = sql
+    .exec<MessageWithSummary & { action: string | null; complained: number }>(
+      `SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified,
        (SELECT action FROM control WHERE message_id = ?1) AS action, EXISTS (SELECT 1 FROM complaint WHERE message_id = ?1) AS complained
-     FROM message WHERE id = ?1`, id,
-  ).toArray()[0];
+     FROM message WHERE id = ?1`,
+      id,
+    )
+    .toArray()[0];
   if (!m) return null;
   const waiting = m.scheduled_at !== null && m.scheduled_at > nowMs;
   const held = m.action === "hold";
-  const rows = sql.exec<RcptRow>(
-    "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx", id,
-  ).toArray();
+  const rows = sql
+    .exec<RcptRow>(
+      "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx",
+      id,
+    )
+    .toArray();
   const recipients: RcptView[] = rows.map((r) => ({
-    idx: r.idx, email: r.address, status: isAdmitted(m, r) ? "ready" : r.status, transport: r.transport, nexthop: r.nexthop, attempts: r.attempts,
-    next_attempt_at: r.next_attempt_at, last_response: r.last_response,
-    blocked_by: held && !FINAL_STATUSES.includes(r.status) ? "held" : r.status === "incoming" && waiting ? "scheduled" : r.blocked_by, updated_at: r.updated_at,
+    idx: r.idx,
+    email: r.address,
+    status: isAdmitted(m, r) ? "ready" : r.status,
+    transport: r.transport,
+    nexthop: r.nexthop,
+    attempts: r.attempts,
+    next_attempt_at: r.next_attempt_at,
+    last_response: r.last_response,
+    blocked_by:
+      held && !FINAL_STATUSES.includes(r.status)
+        ? "held"
+        : r.status === "incoming" && waiting
+          ? "scheduled"
+          : r.blocked_by,
+    updated_at: r.updated_at,
   }));
-  return { id: m.id, tenant: m.tenant, created_at: m.created_at, scheduled_at: m.scheduled_at, state: m.state, summary: JSON.parse(m.summary) as MessageSummary, recipients, complained: m.complained === 1 };
+  return {
+    id: m.id,
+    tenant: m.tenant,
+    created_at: m.created_at,
+    scheduled_at: m.scheduled_at,
+    state: m.state,
+    summary: JSON.parse(m.summary) as MessageSummary,
+    recipients,
+    complained: m.complained === 1,
+  };
 }
 
 /**
@@ -154,16 +279,47 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
  */
 export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
   // One statement: event rows (kept = 0), then the events kept in rows (kept = 1, `data` the KeptEvent).
-  const rows = sql.exec<{ kept: number; seq: number | null; tenant: string; type: string | null; recipient: string | null; created_at: number | null; data: string }>(
-    `SELECT 0 AS kept, seq, tenant, type, recipient, created_at, data FROM event WHERE message_id = ?1
+  const rows = sql
+    .exec<{
+      kept: number;
+      seq: number | null;
+      tenant: string;
+      type: string | null;
+      recipient: string | null;
+      created_at: number | null;
+      data: string;
+    }>(
+      `SELECT 0 AS kept, seq, tenant, type, recipient, created_at, data FROM event WHERE message_id = ?1
      UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
-     UNION ALL SELECT 1, NULL, tenant, NULL, NULL, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`, id,
-  ).toArray();
-  return rows.map((r): OutboxEvent => {
-    if (r.kept === 0) return { seq: r.seq!, message_id: id, tenant: r.tenant, type: r.type!, recipient: r.recipient, created_at: r.created_at!, data: r.data };
-    const e = JSON.parse(r.data) as KeptEvent;
-    return { seq: e.seq, message_id: id, tenant: r.tenant, type: e.type, recipient: r.recipient ?? e.recipient ?? null, created_at: e.created_at, data: JSON.stringify(e.data), kept: true };
-  }).sort((a, b) => a.seq - b.seq);
+     UNION ALL SELECT 1, NULL, tenant, NULL, NULL, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`,
+      id,
+    )
+    .toArray();
+  return rows
+    .map((r): OutboxEvent => {
+      if (r.kept === 0)
+        return {
+          seq: r.seq!,
+          message_id: id,
+          tenant: r.tenant,
+          type: r.type!,
+          recipient: r.recipient,
+          created_at: r.created_at!,
+          data: r.data,
+        };
+      const e = JSON.parse(r.data) as KeptEvent;
+      return {
+        seq: e.seq,
+        message_id: id,
+        tenant: r.tenant,
+        type: e.type,
+        recipient: r.recipient ?? e.recipient ?? null,
+        created_at: e.created_at,
+        data: JSON.stringify(e.data),
+        kept: true,
+      };
+    })
+    .sort((a, b) => a.seq - b.seq);
 }
 
 /** An event kept in a row written anyway: a finishing outcome's in its rcpt row, email.queued in its message row. */
@@ -177,7 +333,9 @@ function clearForwardedQueued(sql: SqlStorage, acks: readonly EventAck[]): void 
   for (const a of acks) {
     sql.exec(
       `UPDATE message SET queued_event = NULL, waiting = unclassified WHERE id = ? AND state = 'open' AND queued_event IS NOT NULL
-         AND json_extract(queued_event, '$.seq') <= ?`, a.id, a.uptoSeq,
+         AND json_extract(queued_event, '$.seq') <= ?`,
+      a.id,
+      a.uptoSeq,
     );
   }
 }
@@ -195,15 +353,29 @@ export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
  * `incoming` recipient of an admitted message is `ready` (see isAdmitted).
  */
 export function updateUnclassified(sql: SqlStorage, id: string): void {
-  sql.exec("UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')", id);
+  sql.exec(
+    "UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')",
+    id,
+  );
 }
 
 /** Cancels a scheduled message that is not yet due: every incoming recipient ends `cancelled`. */
 export function cancelMessage(sql: SqlStorage, id: string, nowMs: number): boolean {
   const m = readMessage(sql, id);
   if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
-  sql.exec("UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND status = 'incoming'", nowMs, id);
-  recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.canceled", recipient: null, created_at: nowMs, data: {} });
+  sql.exec(
+    "UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND status = 'incoming'",
+    nowMs,
+    id,
+  );
+  recordEvent(sql, {
+    message_id: id,
+    tenant: m.tenant,
+    type: "email.canceled",
+    recipient: null,
+    created_at: nowMs,
+    data: {},
+  });
   updateUnclassified(sql, id);
   finishIfDone(sql, id, nowMs);
   return true;
@@ -214,11 +386,23 @@ export function rescheduleMessage(sql: SqlStorage, id: string, atMs: number, now
   const m = readMessage(sql, id);
   if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
   sql.exec("UPDATE message SET scheduled_at = ?, classify_sent_at = NULL WHERE id = ?", atMs, id);
-  recordEvent(sql, { message_id: id, tenant: m.tenant, type: "email.scheduled", recipient: null, created_at: nowMs, data: { scheduled_at: new Date(atMs).toISOString() } });
+  recordEvent(sql, {
+    message_id: id,
+    tenant: m.tenant,
+    type: "email.scheduled",
+    recipient: null,
+    created_at: nowMs,
+    data: { scheduled_at: new Date(atMs).toISOString() },
+  });
   return true;
 }
 
 /** The earliest future scheduled time among unclassified messages, or null. */
 export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
-  return sql.exec<{ at: number | null }>("SELECT min(scheduled_at) AS at FROM message WHERE waiting = 1 AND unclassified = 1 AND state = 'open' AND scheduled_at > ?", nowMs).one().at;
+  return sql
+    .exec<{ at: number | null }>(
+      "SELECT min(scheduled_at) AS at FROM message WHERE waiting = 1 AND unclassified = 1 AND state = 'open' AND scheduled_at > ?",
+      nowMs,
+    )
+    .one().at;
 }

@@ -50,16 +50,20 @@ const PAGE = 500;
 export async function enqueueForClassify(queue: Queue, ids: string[]): Promise<void> {
   for (let i = 0; i < ids.length; i += 100) {
     const chunk = ids.slice(i, i + 100);
-    await queue.send((chunk.length === 1 ? { id: chunk[0]! } : { ids: chunk }) satisfies ClassifyJob, { contentType: "json" });
+    await queue.send((chunk.length === 1 ? { id: chunk[0]! } : { ids: chunk }) satisfies ClassifyJob, {
+      contentType: "json",
+    });
   }
 }
 
 /** When the oldest unforwarded event (an event row, or an open message's kept email.queued) is `lagMs` old, or null. */
 export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
-  const at = sql.exec<{ at: number | null }>(
-    `SELECT min(t) AS at FROM (SELECT min(created_at) AS t FROM event
+  const at = sql
+    .exec<{ at: number | null }>(
+      `SELECT min(t) AS at FROM (SELECT min(created_at) AS t FROM event
        UNION ALL SELECT min(json_extract(queued_event, '$.created_at')) FROM message WHERE waiting = 1 AND queued_event IS NOT NULL)`,
-  ).one().at;
+    )
+    .one().at;
   return at === null ? null : at + lagMs;
 }
 
@@ -74,11 +78,20 @@ export function markOrphansDue(sql: SqlStorage): void {
 }
 
 /** Deletes one page of orphan bodies when a listing is due (see the header); returns how many bodies the page listed. */
-export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs: number, graceMs: number): Promise<{ listed: number; deleted: string[] }> {
+export async function sweepOrphanBodies(
+  sql: SqlStorage,
+  bucket: R2Bucket,
+  nowMs: number,
+  graceMs: number,
+): Promise<{ listed: number; deleted: string[] }> {
   const shard = getMeta(sql, "shard");
   const cursor = getMeta(sql, "orphan_cursor");
   if (shard === null || (cursor === null && getMeta(sql, "orphans_due") === null)) return { listed: 0, deleted: [] };
-  const page = await bucket.list({ prefix: `mess/${shardHex(Number(shard))}`, limit: PAGE, ...(cursor ? { cursor } : {}) });
+  const page = await bucket.list({
+    prefix: `mess/${shardHex(Number(shard))}`,
+    limit: PAGE,
+    ...(cursor ? { cursor } : {}),
+  });
   const deleted: string[] = [];
   for (const obj of page.objects) {
     if (obj.uploaded.getTime() > nowMs - graceMs) continue;
@@ -93,14 +106,26 @@ export async function sweepOrphanBodies(sql: SqlStorage, bucket: R2Bucket, nowMs
 }
 
 /** Deletes the bodies of the messages among `among` that finished at `nowMs`; returns their ids. */
-export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, among: readonly string[], nowMs: number): Promise<string[]> {
+export async function deleteDoneBodies(
+  sql: SqlStorage,
+  bucket: R2Bucket,
+  among: readonly string[],
+  nowMs: number,
+): Promise<string[]> {
   // A message with a notice still to send keeps its body: the notice quotes its headers.
-  const done = among.flatMap((id) => sql.exec<{ id: string; body_r2: number; kept: number }>(
-    "SELECT id, body_r2, body IS NOT NULL AS kept FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)", id, nowMs,
-  ).toArray());
+  const done = among.flatMap((id) =>
+    sql
+      .exec<{ id: string; body_r2: number; kept: number }>(
+        "SELECT id, body_r2, body IS NOT NULL AS kept FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)",
+        id,
+        nowMs,
+      )
+      .toArray(),
+  );
   // A body kept in the row normally went with the write that finished the message; one kept for
   // a notice goes now.
-  for (const m of done) if (m.body_r2 === 0 && m.kept === 1) sql.exec("UPDATE message SET body = NULL WHERE id = ?", m.id);
+  for (const m of done)
+    if (m.body_r2 === 0 && m.kept === 1) sql.exec("UPDATE message SET body = NULL WHERE id = ?", m.id);
   const inR2 = done.filter((m) => m.body_r2 === 1).map((m) => m.id);
   if (inR2.length > 0) await bucket.delete(inR2.map(bodyKey));
   return done.map((m) => m.id);
@@ -111,15 +136,28 @@ export async function deleteDoneBodies(sql: SqlStorage, bucket: R2Bucket, among:
  * records; only messages up to `forwarded` (the walk of outbox-forward.ts passed them: the events
  * they keep in their rows are in D1).
  */
-export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: number, retentionMs: number, forwarded: ForwardCursor, limit = 500): Promise<string[]> {
-  const rows = sql.exec<{ id: string; body_r2: number }>(
-    `SELECT id, body_r2 FROM message WHERE state = 'done' AND done_at <= ?1 AND (done_at, id) <= (?2, ?3)
+export async function purgeFinished(
+  sql: SqlStorage,
+  bucket: R2Bucket,
+  nowMs: number,
+  retentionMs: number,
+  forwarded: ForwardCursor,
+  limit = 500,
+): Promise<string[]> {
+  const rows = sql
+    .exec<{ id: string; body_r2: number }>(
+      `SELECT id, body_r2 FROM message WHERE state = 'done' AND done_at <= ?1 AND (done_at, id) <= (?2, ?3)
        AND id NOT IN (SELECT message_id FROM dsn_pending) ORDER BY done_at LIMIT ?4`,
-    nowMs - retentionMs, forwarded.at, forwarded.id, limit,
-  ).toArray();
+      nowMs - retentionMs,
+      forwarded.at,
+      forwarded.id,
+      limit,
+    )
+    .toArray();
   const old = rows.map((r) => r.id);
   for (const id of old) {
-    for (const table of ["rcpt", "event", "control", "readmit", "complaint", "unsubscribe"]) sql.exec(`DELETE FROM ${table} WHERE message_id = ?`, id);
+    for (const table of ["rcpt", "event", "control", "readmit", "complaint", "unsubscribe"])
+      sql.exec(`DELETE FROM ${table} WHERE message_id = ?`, id);
     sql.exec("DELETE FROM message WHERE id = ?", id);
   }
   const inR2 = rows.filter((r) => r.body_r2 === 1).map((r) => r.id);
@@ -130,8 +168,12 @@ export async function purgeFinished(sql: SqlStorage, bucket: R2Bucket, nowMs: nu
 
 /** Whether anything waits for the sweeper: unclassified messages or unforwarded events, idempotency records, notices. */
 export function waitingAny(sql: SqlStorage): boolean {
-  return ["SELECT 1 FROM message WHERE waiting = 1 LIMIT 1", "SELECT 1 FROM event LIMIT 1", "SELECT 1 FROM idem LIMIT 1", "SELECT 1 FROM dsn_pending LIMIT 1"]
-    .some((q) => sql.exec(q).toArray().length > 0);
+  return [
+    "SELECT 1 FROM message WHERE waiting = 1 LIMIT 1",
+    "SELECT 1 FROM event LIMIT 1",
+    "SELECT 1 FROM idem LIMIT 1",
+    "SELECT 1 FROM dsn_pending LIMIT 1",
+  ].some((q) => sql.exec(q).toArray().length > 0);
 }
 
 /** When the sweeper must run next (see the header), or null. */

@@ -31,15 +31,25 @@ import { settingsOf } from "../../worker/settings/settings";
 
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
-  sql.exec("CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS final_rcpt (core_id TEXT NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (core_id, idx)) WITHOUT ROWID",
+  );
   sql.exec("CREATE TABLE IF NOT EXISTS retry_due (core_id TEXT PRIMARY KEY, due INTEGER NOT NULL) WITHOUT ROWID");
   // The next retry is found through this index, so the alarm's work does not grow with the backlog.
   sql.exec("CREATE INDEX IF NOT EXISTS retry_due_by_due ON retry_due (due)");
   // Version 3: due in ms (rows of older objects held seconds; a due in ms is above 10^11).
   sql.exec("UPDATE retry_due SET due = due * 1000 WHERE due < 100000000000");
-  sql.exec("CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)",
+  );
   // Version 2: a waiting message's pickup-policy fields (campaign, bulk), JSON or null.
-  if (!sql.exec<{ name: string }>("PRAGMA table_info(incoming)").toArray().some((c) => c.name === "fields")) sql.exec("ALTER TABLE incoming ADD COLUMN fields TEXT");
+  if (
+    !sql
+      .exec<{ name: string }>("PRAGMA table_info(incoming)")
+      .toArray()
+      .some((c) => c.name === "fields")
+  )
+    sql.exec("ALTER TABLE incoming ADD COLUMN fields TEXT");
 }
 
 /** A message waiting in the incoming queue. */
@@ -54,14 +64,25 @@ export interface IncomingMessage {
 
 /** The core's intake of a message. */
 export function intakeOf(m: IncomingMessage): MessageIntake {
-  return { id: m.coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcptTotal: m.rcptTotal, ...(m.fields ? { fields: m.fields } : {}) };
+  return {
+    id: m.coreId,
+    createTime: m.createTime,
+    tenant: m.tenant,
+    priority: m.priority,
+    rcptTotal: m.rcptTotal,
+    ...(m.fields ? { fields: m.fields } : {}),
+  };
 }
 
 /**
  * Moves messages from the incoming queue into the core, oldest first, while it has room;
  * `admit` runs the core's admit command (false: refused, stop). True when it left the queue empty.
  */
-export function drainIncoming(sql: SqlStorage, qmgr: Qmgr<StoredRecipient>, admit: (intake: MessageIntake) => boolean): boolean {
+export function drainIncoming(
+  sql: SqlStorage,
+  qmgr: Qmgr<StoredRecipient>,
+  admit: (intake: MessageIntake) => boolean,
+): boolean {
   while (hasActiveRoom(qmgr)) {
     const next = oldestIncoming(sql, 50);
     if (next.length === 0) return true;
@@ -75,14 +96,37 @@ export function drainIncoming(sql: SqlStorage, qmgr: Qmgr<StoredRecipient>, admi
 
 /** Queues an admitted message for the active queue (idempotent by core id). */
 export function addIncoming(sql: SqlStorage, m: IncomingMessage): void {
-  sql.exec("INSERT OR IGNORE INTO incoming (core_id, create_time, tenant, priority, rcpt_total, fields) VALUES (?, ?, ?, ?, ?, ?)", m.coreId, m.createTime, m.tenant, m.priority, m.rcptTotal, m.fields ? JSON.stringify(m.fields) : null);
+  sql.exec(
+    "INSERT OR IGNORE INTO incoming (core_id, create_time, tenant, priority, rcpt_total, fields) VALUES (?, ?, ?, ?, ?, ?)",
+    m.coreId,
+    m.createTime,
+    m.tenant,
+    m.priority,
+    m.rcptTotal,
+    m.fields ? JSON.stringify(m.fields) : null,
+  );
 }
 
 /** The oldest messages waiting in the incoming queue. */
 export function oldestIncoming(sql: SqlStorage, limit: number): IncomingMessage[] {
-  return sql.exec<{ core_id: string; create_time: number; tenant: string | null; priority: number; rcpt_total: number; fields: string | null }>(
-    "SELECT core_id, create_time, tenant, priority, rcpt_total, fields FROM incoming ORDER BY seq LIMIT ?", limit,
-  ).toArray().map((r) => ({ coreId: r.core_id, createTime: r.create_time, tenant: r.tenant, priority: r.priority, rcptTotal: r.rcpt_total, fields: r.fields === null ? null : (JSON.parse(r.fields) as MessageFields) }));
+  return sql
+    .exec<{
+      core_id: string;
+      create_time: number;
+      tenant: string | null;
+      priority: number;
+      rcpt_total: number;
+      fields: string | null;
+    }>("SELECT core_id, create_time, tenant, priority, rcpt_total, fields FROM incoming ORDER BY seq LIMIT ?", limit)
+    .toArray()
+    .map((r) => ({
+      coreId: r.core_id,
+      createTime: r.create_time,
+      tenant: r.tenant,
+      priority: r.priority,
+      rcptTotal: r.rcpt_total,
+      fields: r.fields === null ? null : (JSON.parse(r.fields) as MessageFields),
+    }));
 }
 
 /** Takes a message out of the incoming queue; true if it was there. */
@@ -92,7 +136,10 @@ export function dropIncoming(sql: SqlStorage, coreId: string): boolean {
 
 /** Whether the message (any attempt) waits in the incoming queue, and how many do. */
 export function incomingOf(sql: SqlStorage, messageId: string): string[] {
-  return sql.exec<{ core_id: string }>("SELECT core_id FROM incoming WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId).toArray().map((r) => r.core_id);
+  return sql
+    .exec<{ core_id: string }>("SELECT core_id FROM incoming WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId)
+    .toArray()
+    .map((r) => r.core_id);
 }
 
 /** How many messages wait in the incoming queue (the operator's view; it counts). */
@@ -122,17 +169,31 @@ export function leaseUntil(env: object, now: number): number {
  * for AGENT_CHECK_SECONDS, unless a consumer picks its job up. With DELIVERY "agents" the agents
  * are asked about every entry instead (TransportQueue.checkAgents).
  */
-export function restoreLeases(sql: SqlStorage, env: Env, busy: ReadonlyMap<number, { peer: { job: { message: { id: string } } } }>, unconfirmed: ReadonlySet<number>): Leases {
+export function restoreLeases(
+  sql: SqlStorage,
+  env: Env,
+  busy: ReadonlyMap<number, { peer: { job: { message: { id: string } } } }>,
+  unconfirmed: ReadonlySet<number>,
+): Leases {
   const inFlight = [...busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
   const settings = settingsOf(env);
   const unsure = settings.agents ? null : { ids: unconfirmed, until: nowSec() + settings.agentCheckMs / 1000 };
-  return Leases.restore(sql, takeLegacyLeases(sql), inFlight, leaseUntil(env, nowSec()), Math.ceil(settings.leaseSeconds / 2), unsure);
+  return Leases.restore(
+    sql,
+    takeLegacyLeases(sql),
+    inFlight,
+    leaseUntil(env, nowSec()),
+    Math.ceil(settings.leaseSeconds / 2),
+    unsure,
+  );
 }
 
 /** The leases a version-1 object kept in its `lease` table (dropped here), by entry id. */
 export function takeLegacyLeases(sql: SqlStorage): [number, { coreId: string; until: number }][] {
   if (sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lease'").toArray().length === 0) return [];
-  const rows = sql.exec<{ entry_id: number; core_id: string; until: number }>("SELECT entry_id, core_id, until FROM lease").toArray();
+  const rows = sql
+    .exec<{ entry_id: number; core_id: string; until: number }>("SELECT entry_id, core_id, until FROM lease")
+    .toArray();
   sql.exec("DROP TABLE lease");
   return rows.map((r) => [r.entry_id, { coreId: r.core_id, until: r.until }]);
 }
@@ -157,12 +218,20 @@ export function scheduleRetry(sql: SqlStorage, coreId: string, dueMs: number): v
 
 /** Core messages whose next attempt is due at `nowMs`. */
 export function dueRetries(sql: SqlStorage, nowMs: number): string[] {
-  return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", nowMs).toArray().map((r) => r.core_id);
+  return sql
+    .exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", nowMs)
+    .toArray()
+    .map((r) => r.core_id);
 }
 
 /** The recipients of a core message that are not final yet (its recipients minus final ones). */
 export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] {
-  const final = new Set(sql.exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId).toArray().map((r) => r.idx));
+  const final = new Set(
+    sql
+      .exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId)
+      .toArray()
+      .map((r) => r.idx),
+  );
   return recipientsFrom(sql, coreId, 0).filter((r) => !final.has(r.idx));
 }
 
@@ -184,7 +253,10 @@ export function flushRetries(sql: SqlStorage, nowMs: number): void {
 
 /** The core message ids of a message's attempts waiting for a retry. */
 export function retriesOf(sql: SqlStorage, messageId: string): string[] {
-  return sql.exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId).toArray().map((r) => r.core_id);
+  return sql
+    .exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId)
+    .toArray()
+    .map((r) => r.core_id);
 }
 
 /**
@@ -207,8 +279,9 @@ export function dropWaiting(sql: SqlStorage, messageId: string, now: number): { 
 /** Recipients waiting for a retry, by nexthop and message age, as qshape rows (TOTAL first). */
 export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
   // Recipients are rcpt rows, or JSON in the admission row (sqlite-source.ts recordAdmission).
-  const rows = sql.exec<{ nexthop: string; create_time: number; n: number }>(
-    `WITH r AS (
+  const rows = sql
+    .exec<{ nexthop: string; create_time: number; n: number }>(
+      `WITH r AS (
        SELECT d.core_id, r.idx, r.nexthop FROM retry_due d JOIN rcpt r ON r.message_id = d.core_id
        UNION ALL
        SELECT d.core_id, CAST(j.key AS INTEGER) AS idx, json_extract(j.value, '$.nexthop') AS nexthop
@@ -217,6 +290,7 @@ export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
        JOIN admission m ON m.core_id = r.core_id
        WHERE r.idx NOT IN (SELECT idx FROM final_rcpt f WHERE f.core_id = r.core_id)
        GROUP BY r.nexthop, m.create_time`,
-  ).toArray();
+    )
+    .toArray();
   return shapeOf(rows.map((r) => ({ destination: r.nexthop, ageSec: Math.max(0, now - r.create_time), n: r.n })));
 }

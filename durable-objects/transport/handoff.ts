@@ -58,7 +58,11 @@ export class Handoff {
    * Transport DO's name, given to each job when it is a shard's (schedulerName), so that its
    * report comes back here.
    */
-  constructor(private readonly env: () => Env, private readonly now: () => number = Date.now, private readonly scheduler?: string) {}
+  constructor(
+    private readonly env: () => Env,
+    private readonly now: () => number = Date.now,
+    private readonly scheduler?: string,
+  ) {}
 
   private job(e: DispatchedEntry, until: number): DeliverJob {
     const job = toJob(e, until);
@@ -69,7 +73,11 @@ export class Handoff {
     return this.handing.has(entryId);
   }
 
-  async send(entries: DispatchedEntry[], until: number, caller?: string): Promise<{ failed: number[]; error?: unknown; inline: DeliverJob[] }> {
+  async send(
+    entries: DispatchedEntry[],
+    until: number,
+    caller?: string,
+  ): Promise<{ failed: number[]; error?: unknown; inline: DeliverJob[] }> {
     for (const e of entries) this.handing.add(e.entryId);
     const env = this.env();
     try {
@@ -91,17 +99,19 @@ export class Handoff {
       if (caller !== undefined) byAgent.delete(caller);
       const failed: number[] = [];
       let error: unknown;
-      await Promise.all([...byAgent].map(async ([name, jobs]) => {
-        try {
-          await env.DELIVERY_AGENT.getByName(name).deliver(jobs);
-        } catch (e) {
-          error = e;
-          for (const j of jobs) {
-            failed.push(j.entryId);
-            this.release(j.entryId, false);
+      await Promise.all(
+        [...byAgent].map(async ([name, jobs]) => {
+          try {
+            await env.DELIVERY_AGENT.getByName(name).deliver(jobs);
+          } catch (e) {
+            error = e;
+            for (const j of jobs) {
+              failed.push(j.entryId);
+              this.release(j.entryId, false);
+            }
           }
-        }
-      }));
+        }),
+      );
       return error === undefined ? { failed, inline } : { failed, error, inline };
     } finally {
       for (const e of entries) this.handing.delete(e.entryId);
@@ -118,25 +128,32 @@ export class Handoff {
       // Slots are taken lowest first, AGENT_SESSIONS entries each, and the transport never has
       // more than process_limit entries in flight: no life of this object used a slot past these.
       const slots = Math.max(1, Math.ceil(entry.peer.queue.transport.p.processLimit / AGENT_SESSIONS));
-      const names = known !== undefined ? [known] : Array.from({ length: slots }, (_, s) => agentName(e.transport, e.nexthop, s));
+      const names =
+        known !== undefined ? [known] : Array.from({ length: slots }, (_, s) => agentName(e.transport, e.nexthop, s));
       asked.set(e.entryId, { e, names });
       for (const n of names) byAgent.set(n, [...(byAgent.get(n) ?? []), e.entryId]);
     }
     const holder = new Map<number, string>();
     const silent = new Set<string>();
-    await Promise.all([...byAgent].map(async ([name, ids]) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      try {
-        // An agent too busy to answer in time is asked again at the next check.
-        const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error("no answer")), CHECK_ANSWER_MS); });
-        for (const id of await Promise.race([this.env().DELIVERY_AGENT.getByName(name).holding(ids), late])) holder.set(id, name);
-      } catch {
-        silent.add(name);
-      } finally {
-        clearTimeout(timer);
-      }
-    }));
-    const lost: number[] = [], held: number[] = [];
+    await Promise.all(
+      [...byAgent].map(async ([name, ids]) => {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        try {
+          // An agent too busy to answer in time is asked again at the next check.
+          const late = new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error("no answer")), CHECK_ANSWER_MS);
+          });
+          for (const id of await Promise.race([this.env().DELIVERY_AGENT.getByName(name).holding(ids), late]))
+            holder.set(id, name);
+        } catch {
+          silent.add(name);
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
+    const lost: number[] = [],
+      held: number[] = [];
     for (const [id, { e, names }] of asked) {
       const name = holder.get(id);
       if (name !== undefined) {

@@ -37,7 +37,19 @@
  * checkpoint (unless the ring forces one). After load(), `unconfirmed` holds the entries whose
  * hand-off was not seen to return: the shell gives those a short lease instead of a full one.
  */
-import { createQmgr, restoreQmgr, runCommand, runJournaled, snapshotQmgr, type Command, type Qmgr, type QmgrSnapshot, type RecipientSource, type ResolvedRecipient, type SchedulerConfig } from "../core";
+import {
+  createQmgr,
+  restoreQmgr,
+  runCommand,
+  runJournaled,
+  snapshotQmgr,
+  type Command,
+  type Qmgr,
+  type QmgrSnapshot,
+  type RecipientSource,
+  type ResolvedRecipient,
+  type SchedulerConfig,
+} from "../core";
 
 /** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
 const CHUNK_CHARS = 500_000;
@@ -50,11 +62,21 @@ export const SMALL_SNAPSHOT_CHARS = 1_000_000;
 
 /** Creates the journal tables if missing (schema version 2: the ring; version 1's `journal` is read once, then dropped). */
 export function migrateJournal(sql: SqlStorage): void {
-  sql.exec("CREATE TABLE IF NOT EXISTS journal_ring (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, cmd TEXT NOT NULL)");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS journal_ring (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, cmd TEXT NOT NULL)",
+  );
   sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
-  sql.exec("CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)",
+  );
   // Version 2 without `sending` (hand-offs outstanding at the checkpoint): added in place.
-  if (!sql.exec<{ name: string }>("PRAGMA table_info(snapshot_meta)").toArray().some((c) => c.name === "sending")) sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
+  if (
+    !sql
+      .exec<{ name: string }>("PRAGMA table_info(snapshot_meta)")
+      .toArray()
+      .some((c) => c.name === "sending")
+  )
+    sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
 }
 
 /** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */
@@ -93,11 +115,17 @@ export class Journal<R extends ResolvedRecipient> {
   /** Restores the newest snapshot and replays the journal after it. */
   load(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
     migrateJournal(this.sql);
-    const meta = this.sql.exec<{ seq: number; parts: number; sending: string | null }>("SELECT seq, parts, sending FROM snapshot_meta WHERE id = 1").toArray()[0];
+    const meta = this.sql
+      .exec<{ seq: number; parts: number; sending: string | null }>(
+        "SELECT seq, parts, sending FROM snapshot_meta WHERE id = 1",
+      )
+      .toArray()[0];
     for (const id of JSON.parse(meta?.sending ?? "[]") as number[]) this.unconfirmed.add(id);
     let q: Qmgr<R>;
     if (meta) {
-      const parts = this.sql.exec<{ data: string }>("SELECT data FROM snapshot_chunk WHERE part < ? ORDER BY part", meta.parts).toArray();
+      const parts = this.sql
+        .exec<{ data: string }>("SELECT data FROM snapshot_chunk WHERE part < ? ORDER BY part", meta.parts)
+        .toArray();
       const text = parts.map((p) => p.data).join("");
       this.snapshotChars = text.length;
       q = restoreQmgr(JSON.parse(text) as QmgrSnapshot<R>, cfg, source);
@@ -105,11 +133,20 @@ export class Journal<R extends ResolvedRecipient> {
     } else {
       q = createQmgr(cfg, source);
     }
-    const legacy = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'journal'").one().n > 0;
-    const rows = this.sql.exec<{ slot: number; seq: number; cmd: string }>(legacy
-      ? "SELECT -1 AS slot, seq, cmd FROM journal WHERE seq > ?1 UNION ALL SELECT slot, seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq"
-      : "SELECT slot, seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq", this.seq).toArray();
-    this.ringUsed = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM (SELECT 1 FROM journal_ring LIMIT 1)").one().n > 0;
+    const legacy =
+      this.sql
+        .exec<{ n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'journal'")
+        .one().n > 0;
+    const rows = this.sql
+      .exec<{ slot: number; seq: number; cmd: string }>(
+        legacy
+          ? "SELECT -1 AS slot, seq, cmd FROM journal WHERE seq > ?1 UNION ALL SELECT slot, seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq"
+          : "SELECT slot, seq, cmd FROM journal_ring WHERE seq > ?1 ORDER BY seq",
+        this.seq,
+      )
+      .toArray();
+    this.ringUsed =
+      this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM (SELECT 1 FROM journal_ring LIMIT 1)").one().n > 0;
     for (const row of rows) {
       // A row is one command (version 1's first rows) or the array of commands one flush wrote.
       const parsed = JSON.parse(row.cmd) as Command | Row;
@@ -161,10 +198,18 @@ export class Journal<R extends ResolvedRecipient> {
     }
     this.seq += 1;
     const { s, ok } = this.marks;
-    const cmd = JSON.stringify(s.length + ok.length === 0 ? this.buffered : { c: this.buffered, ...(s.length > 0 ? { s } : {}), ...(ok.length > 0 ? { ok } : {}) } satisfies Row);
+    const cmd = JSON.stringify(
+      s.length + ok.length === 0
+        ? this.buffered
+        : ({ c: this.buffered, ...(s.length > 0 ? { s } : {}), ...(ok.length > 0 ? { ok } : {}) } satisfies Row),
+    );
     this.marks = { s: [], ok: [] };
-    this.sql.exec("INSERT INTO journal_ring (slot, seq, cmd) VALUES (?1, ?2, ?3) ON CONFLICT (slot) DO UPDATE SET seq = ?2, cmd = ?3",
-      this.seq % this.ring, this.seq, cmd);
+    this.sql.exec(
+      "INSERT INTO journal_ring (slot, seq, cmd) VALUES (?1, ?2, ?3) ON CONFLICT (slot) DO UPDATE SET seq = ?2, cmd = ?3",
+      this.seq % this.ring,
+      this.seq,
+      cmd,
+    );
     this.buffered = [];
     this.ringUsed = true;
     this.flushes += 1;
@@ -191,11 +236,20 @@ export class Journal<R extends ResolvedRecipient> {
     // Each part rewritten in place (one row written; a delete and an insert were two), then the parts past the new last.
     for (let i = 0; i < parts; i++) {
       const data = text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS);
-      this.sql.exec("INSERT INTO snapshot_chunk (part, data) VALUES (?1, ?2) ON CONFLICT (part) DO UPDATE SET data = ?2", i, data);
+      this.sql.exec(
+        "INSERT INTO snapshot_chunk (part, data) VALUES (?1, ?2) ON CONFLICT (part) DO UPDATE SET data = ?2",
+        i,
+        data,
+      );
     }
     this.sql.exec("DELETE FROM snapshot_chunk WHERE part >= ?", parts);
     for (const id of this.outstanding) if (!q.busy.has(id)) this.outstanding.delete(id); // reported, crashed or never dispatched
-    this.sql.exec("INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)", this.seq, parts, this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null);
+    this.sql.exec(
+      "INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)",
+      this.seq,
+      parts,
+      this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null,
+    );
     this.marks = { s: [], ok: [] };
     this.sinceCheckpoint = 0;
     this.flushes = 0;

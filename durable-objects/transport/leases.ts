@@ -75,11 +75,24 @@ export class Leases {
   private readonly leased = new Uint32Array(RECENT_REPORTS);
   private held = 0;
 
-  private constructor(private readonly sql: SqlStorage, private horizon: number | null, private readonly slack: number) {}
+  private constructor(
+    private readonly sql: SqlStorage,
+    private horizon: number | null,
+    private readonly slack: number,
+  ) {}
 
-  static restore(sql: SqlStorage, legacy: Iterable<[number, { coreId: string; until: number }]>, inFlight: Iterable<[number, string]>, fallback: number, slack: number,
-    unsure: { ids: ReadonlySet<number>; until: number } | null = null, nowMs = Date.now()): Leases {
-    sql.exec("CREATE TABLE IF NOT EXISTS lease_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL)");
+  static restore(
+    sql: SqlStorage,
+    legacy: Iterable<[number, { coreId: string; until: number }]>,
+    inFlight: Iterable<[number, string]>,
+    fallback: number,
+    slack: number,
+    unsure: { ids: ReadonlySet<number>; until: number } | null = null,
+    nowMs = Date.now(),
+  ): Leases {
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS lease_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL)",
+    );
     const row = sql.exec<{ until: number }>("SELECT until FROM lease_horizon WHERE id = 0").toArray()[0];
     const l = new Leases(sql, row?.until ?? null, slack);
     for (const [entryId, lease] of legacy) l.byEntry.set(entryId, { ...lease, checked: nowMs });
@@ -87,7 +100,12 @@ export class Leases {
       if (l.byEntry.has(entryId)) continue;
       if (l.horizon === null) l.store(fallback);
       const until = unsure?.ids.has(entryId) ? Math.min(unsure.until, l.horizon!) : l.horizon!;
-      l.byEntry.set(entryId, { coreId, until, checked: nowMs, ...(until < l.horizon! ? { unsure: true as const } : {}) });
+      l.byEntry.set(entryId, {
+        coreId,
+        until,
+        checked: nowMs,
+        ...(until < l.horizon! ? { unsure: true as const } : {}),
+      });
     }
     return l;
   }
@@ -110,12 +128,21 @@ export class Leases {
 
   add(entries: readonly { entryId: number; messageId: string }[], until: number, nowMs?: number): void {
     if (entries.length > 0) this.cover(until);
-    for (const e of entries) this.byEntry.set(e.entryId, { coreId: e.messageId, until, checked: nowMs ?? Date.now(), ...(nowMs !== undefined ? { since: nowMs } : {}) });
+    for (const e of entries)
+      this.byEntry.set(e.entryId, {
+        coreId: e.messageId,
+        until,
+        checked: nowMs ?? Date.now(),
+        ...(nowMs !== undefined ? { since: nowMs } : {}),
+      });
   }
 
   private store(horizon: number): void {
     this.horizon = horizon;
-    this.sql.exec("INSERT INTO lease_horizon (id, until) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET until = excluded.until", horizon);
+    this.sql.exec(
+      "INSERT INTO lease_horizon (id, until) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET until = excluded.until",
+      horizon,
+    );
   }
 
   take(entryId: number, nowMs?: number): string | null {
@@ -135,7 +162,14 @@ export class Leases {
     const xs = [...this.recent.subarray(0, n)].sort((a, b) => a - b);
     const at = (q: number) => xs[Math.min(n - 1, Math.ceil(q * n) - 1)]!;
     const peak = this.leased.subarray(0, n).reduce((a, x) => Math.max(a, x), 0);
-    return { reports: n, mean_ms: Math.round(xs.reduce((a, x) => a + x, 0) / n), p50_ms: at(0.5), p99_ms: at(0.99), max_ms: xs[n - 1]!, peak_in_flight: peak };
+    return {
+      reports: n,
+      mean_ms: Math.round(xs.reduce((a, x) => a + x, 0) / n),
+      p50_ms: at(0.5),
+      p99_ms: at(0.99),
+      max_ms: xs[n - 1]!,
+      peak_in_flight: peak,
+    };
   }
 
   has(entryId: number): boolean {
@@ -143,7 +177,11 @@ export class Leases {
   }
 
   expired(now: number): number[] {
-    return [...this.byEntry].filter(([, l]) => l.until <= now).sort((a, b) => a[1].until - b[1].until).slice(0, 500).map(([id]) => id);
+    return [...this.byEntry]
+      .filter(([, l]) => l.until <= now)
+      .sort((a, b) => a[1].until - b[1].until)
+      .slice(0, 500)
+      .map(([id]) => id);
   }
 
   nextUntil(): number | null {
@@ -153,7 +191,11 @@ export class Leases {
   }
 
   unconfirmed(nowMs: number, ageMs: number): number[] {
-    return [...this.byEntry].filter(([, l]) => l.checked + ageMs <= nowMs).sort((a, b) => a[1].checked - b[1].checked).slice(0, 500).map(([id]) => id);
+    return [...this.byEntry]
+      .filter(([, l]) => l.checked + ageMs <= nowMs)
+      .sort((a, b) => a[1].checked - b[1].checked)
+      .slice(0, 500)
+      .map(([id]) => id);
   }
 
   confirm(entryIds: readonly number[], nowMs: number): void {

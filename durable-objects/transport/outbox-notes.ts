@@ -32,7 +32,8 @@ interface OutboxNote {
 }
 
 function logged(what: string, messageId: string) {
-  return (e: unknown) => console.error(JSON.stringify({ error: `transport: ${what} failed`, messageId, detail: String(e) }));
+  return (e: unknown) =>
+    console.error(JSON.stringify({ error: `transport: ${what} failed`, messageId, detail: String(e) }));
 }
 
 /** Notes waiting to be handed to their Outbox. */
@@ -44,23 +45,46 @@ export class OutboxNotes {
    * Records what one command's effects mean for the Outboxes. `finalNow`: recipients the report
    * being applied made final, not yet recorded as such (an attempt that ends records none).
    */
-  collect(sql: SqlStorage, effects: Effect[], lifetimeSec: number, finalNow: { coreId: string; idxs: number[] } | null = null): void {
+  collect(
+    sql: SqlStorage,
+    effects: Effect[],
+    lifetimeSec: number,
+    finalNow: { coreId: string; idxs: number[] } | null = null,
+  ): void {
     const pending = (coreId: string) => {
       const done = finalNow?.coreId === coreId ? new Set(finalNow.idxs) : null;
       return pendingRecipients(sql, coreId).filter((r) => !done?.has(r.idx));
     };
     for (const e of effects) {
       if (e.kind === "message-expired") {
-        this.notes.push({ ...parseCoreId(e.messageId), addresses: pending(e.messageId).map((r) => r.address), status: "expired", text: "maximal_queue_lifetime exceeded", blockedBy: null, nextAttemptAt: null });
+        this.notes.push({
+          ...parseCoreId(e.messageId),
+          addresses: pending(e.messageId).map((r) => r.address),
+          status: "expired",
+          text: "maximal_queue_lifetime exceeded",
+          blockedBy: null,
+          nextAttemptAt: null,
+        });
       } else if (e.kind === "deferred") {
         // Deferred without an attempt (its destination died): say so, with the retry time if known.
         const retry = effects.find((d) => d.kind === "message-deferred" && d.messageId === e.messageId);
         const nextAttemptAt = retry?.kind === "message-deferred" ? retry.nextAttemptAt * 1000 : null;
-        this.notes.push({ ...parseCoreId(e.messageId), addresses: e.rcpts.map((r) => r.address), status: "deferred", text: e.reason, blockedBy: "destination_dead", nextAttemptAt });
+        this.notes.push({
+          ...parseCoreId(e.messageId),
+          addresses: e.rcpts.map((r) => r.address),
+          status: "deferred",
+          text: e.reason,
+          blockedBy: "destination_dead",
+          nextAttemptAt,
+        });
       } else if (e.kind === "message-deferred" && e.warn) {
         const { messageId } = parseCoreId(e.messageId);
         const meta = readMeta(sql, messageId);
-        this.warnings.push({ id: messageId, addresses: pending(e.messageId).map((r) => r.address), retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null });
+        this.warnings.push({
+          id: messageId,
+          addresses: pending(e.messageId).map((r) => r.address),
+          retryUntilMs: meta ? (meta.createTime + lifetimeSec) * 1000 : null,
+        });
       }
     }
   }
@@ -80,13 +104,26 @@ export class OutboxNotes {
    * the same way: every message queued in one burst reaches delay_warning_time at once.
    */
   async deliver(env: Env): Promise<void> {
-    await perShard(env, this.warnings.splice(0), (w) => w.id, "handing a delay warning to the Outbox",
-      (outbox, part) => outbox.delayNotices(part, "delivery delayed; still being retried"));
-    await perShard(env, this.notes.splice(0), (n) => n.messageId, "recording an outcome in the Outbox", async (outbox, part) => {
-      const envelopes = await outbox.envelopes(part.map((x) => x.messageId));
-      const items = part.map((x, j) => ({ id: x.messageId, reports: reportsOf(x, envelopes[j] ?? null) })).filter((it) => it.reports.length > 0);
-      if (items.length > 0) await outbox.recordOutcomes(items);
-    });
+    await perShard(
+      env,
+      this.warnings.splice(0),
+      (w) => w.id,
+      "handing a delay warning to the Outbox",
+      (outbox, part) => outbox.delayNotices(part, "delivery delayed; still being retried"),
+    );
+    await perShard(
+      env,
+      this.notes.splice(0),
+      (n) => n.messageId,
+      "recording an outcome in the Outbox",
+      async (outbox, part) => {
+        const envelopes = await outbox.envelopes(part.map((x) => x.messageId));
+        const items = part
+          .map((x, j) => ({ id: x.messageId, reports: reportsOf(x, envelopes[j] ?? null) }))
+          .filter((it) => it.reports.length > 0);
+        if (items.length > 0) await outbox.recordOutcomes(items);
+      },
+    );
   }
 }
 
@@ -94,8 +131,17 @@ export class OutboxNotes {
  * Calls `send` for `items` (those with a message id) in batches of NOTE_BATCH per Outbox shard,
  * one shard after the other; a failed batch is logged for each of its messages.
  */
-async function perShard<T>(env: Env, items: T[], idOf: (item: T) => string, what: string, send: (outbox: OutboxStub, part: T[]) => Promise<void>): Promise<void> {
-  for (const [name, list] of byOutbox(items.filter((x) => isMessageId(idOf(x))), idOf)) {
+async function perShard<T>(
+  env: Env,
+  items: T[],
+  idOf: (item: T) => string,
+  what: string,
+  send: (outbox: OutboxStub, part: T[]) => Promise<void>,
+): Promise<void> {
+  for (const [name, list] of byOutbox(
+    items.filter((x) => isMessageId(idOf(x))),
+    idOf,
+  )) {
     const outbox = env.OUTBOX.getByName(name);
     for (let i = 0; i < list.length; i += NOTE_BATCH) {
       const part = list.slice(i, i + NOTE_BATCH);
@@ -116,6 +162,14 @@ const NOTE_BATCH = 100;
 /** The Outbox reports for a note's recipients (those of its addresses the envelope has). */
 function reportsOf(x: OutboxNote, envelope: { rcpts: { idx: number; address: string }[] } | null) {
   const wanted = new Set(x.addresses.map((a) => a.toLowerCase()));
-  return (envelope?.rcpts ?? []).filter((r) => wanted.has(r.address.toLowerCase()))
-    .map((r) => ({ idx: r.idx, status: x.status, attempt: x.attempt, nextAttemptAt: x.nextAttemptAt, response: { text: x.text }, blockedBy: x.blockedBy }));
+  return (envelope?.rcpts ?? [])
+    .filter((r) => wanted.has(r.address.toLowerCase()))
+    .map((r) => ({
+      idx: r.idx,
+      status: x.status,
+      attempt: x.attempt,
+      nextAttemptAt: x.nextAttemptAt,
+      response: { text: x.text },
+      blockedBy: x.blockedBy,
+    }));
 }

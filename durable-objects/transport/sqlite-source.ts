@@ -37,18 +37,31 @@ export function migrateBacklog(sql: SqlStorage): void {
     message_id TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL,
     transport TEXT NOT NULL, nexthop TEXT NOT NULL, egress TEXT, site TEXT,
     PRIMARY KEY (message_id, idx)) WITHOUT ROWID`);
-  const has = (t: string) => sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", t).toArray().length > 0;
-  if (has("finished") && !sql.exec<{ name: string }>("PRAGMA table_info(finished)").toArray().some((c) => c.name === "at")) {
+  const has = (t: string) =>
+    sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", t).toArray().length > 0;
+  if (
+    has("finished") &&
+    !sql
+      .exec<{ name: string }>("PRAGMA table_info(finished)")
+      .toArray()
+      .some((c) => c.name === "at")
+  ) {
     sql.exec("ALTER TABLE finished RENAME TO finished_v1");
   }
-  sql.exec("CREATE TABLE IF NOT EXISTS finished (at INTEGER NOT NULL, core_id TEXT NOT NULL, PRIMARY KEY (at, core_id)) WITHOUT ROWID");
-  sql.exec("CREATE TABLE IF NOT EXISTS admission (core_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS finished (at INTEGER NOT NULL, core_id TEXT NOT NULL, PRIMARY KEY (at, core_id)) WITHOUT ROWID",
+  );
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS admission (core_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID",
+  );
   if (has("finished_v1")) {
     sql.exec("INSERT OR IGNORE INTO finished (at, core_id) SELECT 0, message_id FROM finished_v1");
     sql.exec("DROP TABLE finished_v1");
   }
   if (has("msg_meta")) {
-    sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority) SELECT message_id, create_time, tenant, priority FROM msg_meta");
+    sql.exec(
+      "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority) SELECT message_id, create_time, tenant, priority FROM msg_meta",
+    );
     if (has("admitted")) {
       sql.exec(`INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority)
         SELECT DISTINCT a.message_id, m.create_time, m.tenant, m.priority FROM admitted a JOIN msg_meta m
@@ -57,7 +70,10 @@ export function migrateBacklog(sql: SqlStorage): void {
     sql.exec("DROP TABLE msg_meta");
   }
   if (has("admitted")) sql.exec("DROP TABLE admitted");
-  const columns = sql.exec<{ name: string }>("PRAGMA table_info(admission)").toArray().map((c) => c.name);
+  const columns = sql
+    .exec<{ name: string }>("PRAGMA table_info(admission)")
+    .toArray()
+    .map((c) => c.name);
   if (!columns.includes("rcpts")) sql.exec("ALTER TABLE admission ADD COLUMN rcpts TEXT");
   if (!columns.includes("fields")) sql.exec("ALTER TABLE admission ADD COLUMN fields TEXT");
 }
@@ -65,15 +81,31 @@ export function migrateBacklog(sql: SqlStorage): void {
 /** Core messages with at most this many recipients keep them in their admission row. */
 export const INLINE_RCPTS = 50;
 
-type RcptRow = { idx: number; address: string; transport: string; nexthop: string; egress: string | null; site: string | null };
+type RcptRow = {
+  idx: number;
+  address: string;
+  transport: string;
+  nexthop: string;
+  egress: string | null;
+  site: string | null;
+};
 
 function toStored(r: RcptRow): StoredRecipient {
-  return { idx: r.idx, address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) };
+  return {
+    idx: r.idx,
+    address: r.address,
+    transport: r.transport,
+    nexthop: r.nexthop,
+    ...(r.egress ? { egress: r.egress } : {}),
+    ...(r.site ? { site: r.site } : {}),
+  };
 }
 
 /** The recipients kept in a core message's admission row, or null when they are rcpt rows. */
 function inlineRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] | null {
-  const text = sql.exec<{ rcpts: string | null }>("SELECT rcpts FROM admission WHERE core_id = ?", coreId).toArray()[0]?.rcpts ?? null;
+  const text =
+    sql.exec<{ rcpts: string | null }>("SELECT rcpts FROM admission WHERE core_id = ?", coreId).toArray()[0]?.rcpts ??
+    null;
   if (text === null) return null;
   return (JSON.parse(text) as ResolvedRecipient[]).map((r, idx) => ({ ...r, idx }));
 }
@@ -82,8 +114,15 @@ function inlineRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] | 
 export function recipientsFrom(sql: SqlStorage, coreId: string, offset: number, limit = -1): StoredRecipient[] {
   const inline = inlineRecipients(sql, coreId);
   if (inline !== null) return inline.slice(offset, limit < 0 ? undefined : offset + limit);
-  return sql.exec<RcptRow>("SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ? AND idx >= ? ORDER BY idx LIMIT ?", coreId, offset, limit)
-    .toArray().map(toStored);
+  return sql
+    .exec<RcptRow>(
+      "SELECT idx, address, transport, nexthop, egress, site FROM rcpt WHERE message_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+      coreId,
+      offset,
+      limit,
+    )
+    .toArray()
+    .map(toStored);
 }
 
 /**
@@ -106,10 +145,34 @@ export function nextForgetAt(sql: SqlStorage, ttlSec: number): number | null {
  * in the admission row up to INLINE_RCPTS, else as rcpt rows. Idempotent: false (nothing
  * written) when the message was admitted here before (a repeated RPC, also after it left the core).
  */
-export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMeta, rcpts: readonly ResolvedRecipient[]): boolean {
+export function recordAdmission(
+  sql: SqlStorage,
+  coreId: string,
+  m: AdmissionMeta,
+  rcpts: readonly ResolvedRecipient[],
+): boolean {
   const inline = rcpts.length <= INLINE_RCPTS;
-  const json = inline ? JSON.stringify(rcpts.map((r) => ({ address: r.address, transport: r.transport, nexthop: r.nexthop, ...(r.egress ? { egress: r.egress } : {}), ...(r.site ? { site: r.site } : {}) }))) : null;
-  const fresh = sql.exec("INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)", coreId, m.createTime, m.tenant, m.priority, json, m.fields ? JSON.stringify(m.fields) : null).rowsWritten > 0;
+  const json = inline
+    ? JSON.stringify(
+        rcpts.map((r) => ({
+          address: r.address,
+          transport: r.transport,
+          nexthop: r.nexthop,
+          ...(r.egress ? { egress: r.egress } : {}),
+          ...(r.site ? { site: r.site } : {}),
+        })),
+      )
+    : null;
+  const fresh =
+    sql.exec(
+      "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)",
+      coreId,
+      m.createTime,
+      m.tenant,
+      m.priority,
+      json,
+      m.fields ? JSON.stringify(m.fields) : null,
+    ).rowsWritten > 0;
   if (fresh && !inline) storeRecipients(sql, coreId, rcpts);
   return fresh;
 }
@@ -117,10 +180,20 @@ export function recordAdmission(sql: SqlStorage, coreId: string, m: AdmissionMet
 /** What a message (any of its attempts still recorded) was admitted with, or null. */
 export function readMeta(sql: SqlStorage, messageId: string): AdmissionMeta | null {
   // Attempts are `<id>` and `<id>#<n>`: a range on the key ('$' follows '#').
-  const row = sql.exec<{ create_time: number; tenant: string | null; priority: number; fields: string | null }>(
-    "SELECT create_time, tenant, priority, fields FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$' LIMIT 1", messageId,
-  ).toArray()[0];
-  return row ? { createTime: row.create_time, tenant: row.tenant, priority: row.priority, fields: row.fields === null ? null : (JSON.parse(row.fields) as MessageFields) } : null;
+  const row = sql
+    .exec<{ create_time: number; tenant: string | null; priority: number; fields: string | null }>(
+      "SELECT create_time, tenant, priority, fields FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$' LIMIT 1",
+      messageId,
+    )
+    .toArray()[0];
+  return row
+    ? {
+        createTime: row.create_time,
+        tenant: row.tenant,
+        priority: row.priority,
+        fields: row.fields === null ? null : (JSON.parse(row.fields) as MessageFields),
+      }
+    : null;
 }
 
 /** Stores a message's recipients as rcpt rows; idempotent by (message, index). */
@@ -128,7 +201,13 @@ function storeRecipients(sql: SqlStorage, messageId: string, rcpts: readonly Res
   rcpts.forEach((r, idx) => {
     sql.exec(
       "INSERT OR IGNORE INTO rcpt (message_id, idx, address, transport, nexthop, egress, site) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      messageId, idx, r.address, r.transport, r.nexthop, r.egress ?? null, r.site ?? null,
+      messageId,
+      idx,
+      r.address,
+      r.transport,
+      r.nexthop,
+      r.egress ?? null,
+      r.site ?? null,
     );
   });
 }
@@ -146,7 +225,9 @@ export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
     }
     const rcpts = recipientsFrom(this.sql, messageId, offset, limit);
     const nextOffset = rcpts.length > 0 ? rcpts[rcpts.length - 1]!.idx + 1 : offset;
-    const left = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND idx >= ?", messageId, nextOffset).one().n;
+    const left = this.sql
+      .exec<{ n: number }>("SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND idx >= ?", messageId, nextOffset)
+      .one().n;
     return { rcpts, nextOffset, unread: left };
   }
 }
@@ -164,7 +245,13 @@ export function noteFinished(sql: SqlStorage, coreId: string, now: number): void
  */
 export function forgetFinished(sql: SqlStorage, since: number, now: number, ttlSec: number, limit = 500): number {
   sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT core_id FROM finished WHERE at >= ?)", since);
-  const old = sql.exec<{ at: number; core_id: string }>("SELECT at, core_id FROM finished WHERE at <= ? ORDER BY at LIMIT ?", now - ttlSec, limit).toArray();
+  const old = sql
+    .exec<{ at: number; core_id: string }>(
+      "SELECT at, core_id FROM finished WHERE at <= ? ORDER BY at LIMIT ?",
+      now - ttlSec,
+      limit,
+    )
+    .toArray();
   for (const f of old) {
     sql.exec("DELETE FROM admission WHERE core_id = ?", f.core_id);
     sql.exec("DELETE FROM finished WHERE at = ? AND core_id = ?", f.at, f.core_id);

@@ -33,20 +33,69 @@
 import { DurableObject } from "cloudflare:workers";
 import { sqlRowCounts } from "../../worker/meter";
 import {
-  hasActiveRoom, destinationsView, nextWakeupAt,
-  type Command, type DeliveryReport, type DestinationVerdict, type Effect, type MessageFields, type PolicyRule, type Qmgr, type ResolvedRecipient, type SchedulerConfig,
+  hasActiveRoom,
+  destinationsView,
+  nextWakeupAt,
+  type Command,
+  type DeliveryReport,
+  type DestinationVerdict,
+  type Effect,
+  type MessageFields,
+  type PolicyRule,
+  type Qmgr,
+  type ResolvedRecipient,
+  type SchedulerConfig,
 } from "../core";
 import {
-  leaseUntil, nowSec, dueRetries, forgetAttempt, markFinal, migrateDelivery, nextRetryDue, restoreLeases,
-  pendingRecipients, addIncoming, drainIncoming, dropWaiting, hasIncoming, intakeOf, scheduleRetry, flushRetries, retryDueMs,
+  leaseUntil,
+  nowSec,
+  dueRetries,
+  forgetAttempt,
+  markFinal,
+  migrateDelivery,
+  nextRetryDue,
+  restoreLeases,
+  pendingRecipients,
+  addIncoming,
+  drainIncoming,
+  dropWaiting,
+  hasIncoming,
+  intakeOf,
+  scheduleRetry,
+  flushRetries,
+  retryDueMs,
 } from "./delivery-state";
 import { Journal } from "./journal";
 import type { Leases } from "./leases";
 import { OutboxNotes } from "./outbox-notes";
 import { toDispatched, type DispatchedEntry } from "./transport-types";
-import { coreIdOf, destinationName, parseCoreId, type DeliverJob, type EntryReport, type ReportAnswer, type TakeAnswer } from "../../worker/model/delivery";
-import type { AdmitAnswer, AdmitRequest, TransportInspect, TransportMetrics, WaitReason } from "../../worker/model/transport";
-import { admissionTtlSec, forgetFinished, migrateBacklog, nextForgetAt, noteFinished, readMeta, recordAdmission, SqliteRecipientSource, type StoredRecipient } from "./sqlite-source";
+import {
+  coreIdOf,
+  destinationName,
+  parseCoreId,
+  type DeliverJob,
+  type EntryReport,
+  type ReportAnswer,
+  type TakeAnswer,
+} from "../../worker/model/delivery";
+import type {
+  AdmitAnswer,
+  AdmitRequest,
+  TransportInspect,
+  TransportMetrics,
+  WaitReason,
+} from "../../worker/model/transport";
+import {
+  admissionTtlSec,
+  forgetFinished,
+  migrateBacklog,
+  nextForgetAt,
+  noteFinished,
+  readMeta,
+  recordAdmission,
+  SqliteRecipientSource,
+  type StoredRecipient,
+} from "./sqlite-source";
 import { explainWaits, inspectTransport, metricsOf } from "./views";
 import { Handoff } from "./handoff";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
@@ -79,7 +128,14 @@ export class TransportQueue extends DurableObject<Env> {
       migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
       const { checkpointEvery: every, journalRing: ring } = settingsOf(env);
-      this.journal = new Journal<StoredRecipient>(sql, every, () => { this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env)); }, ring);
+      this.journal = new Journal<StoredRecipient>(
+        sql,
+        every,
+        () => {
+          this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env));
+        },
+        ring,
+      );
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.alarmAt = await ctx.storage.getAlarm();
       this.leases = restoreLeases(sql, env, this.qmgr.busy, this.journal.unconfirmed); // every entry in flight, leased anew
@@ -95,8 +151,11 @@ export class TransportQueue extends DurableObject<Env> {
   /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
   async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
     const auto = settingsOf(this.env).autoDispatch;
-    const answers = reqs.map((req) => this.qmgr.messages.has(req.id) ? { admitted: true, effects: [], active: false }
-      : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null));
+    const answers = reqs.map((req) =>
+      this.qmgr.messages.has(req.id)
+        ? { admitted: true, effects: [], active: false }
+        : this.admitCore(req.id, req.createTime, req.tenant ?? null, req.priority ?? 0, req.rcpts, req.fields ?? null),
+    );
     await this.pump();
     return answers.map((a) => ({ ...a, active: a.active && auto }));
   }
@@ -149,7 +208,10 @@ export class TransportQueue extends DurableObject<Env> {
 
   /** The operator's view: qshape, deferred recipients, destinations and policies. */
   async inspect(): Promise<TransportInspect> {
-    return { ...inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec()), inFlightTimes: this.leases.inFlightTimes() };
+    return {
+      ...inspectTransport(this.qmgr, this.ctx.storage.sql, nowSec()),
+      inFlightTimes: this.leases.inFlightTimes(),
+    };
   }
 
   /** GET /metrics' view: queues by state and the topN busiest destinations (views.ts metricsOf). */
@@ -160,7 +222,9 @@ export class TransportQueue extends DurableObject<Env> {
   /** postqueue -f: every deferred message is retried now and dead destinations (here and in their Destination DOs) revive. */
   async flush(): Promise<void> {
     const dead = destinationsView(this.qmgr).filter((d) => d.state === "dead");
-    await Promise.all(dead.map((d) => this.env.DESTINATION_QUEUE.getByName(destinationName(d.transport, d.queue)).flush()));
+    await Promise.all(
+      dead.map((d) => this.env.DESTINATION_QUEUE.getByName(destinationName(d.transport, d.queue)).flush()),
+    );
     this.run({ kind: "flush", now: nowSec() });
     flushRetries(this.ctx.storage.sql, Date.now());
     await this.alarm();
@@ -223,7 +287,14 @@ export class TransportQueue extends DurableObject<Env> {
       noteFinished(sql, coreId, nowSec());
       return;
     }
-    this.admitCore(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts, meta.fields ?? null);
+    this.admitCore(
+      coreIdOf(messageId, attempt + 1),
+      meta.createTime,
+      meta.tenant,
+      meta.priority,
+      rcpts,
+      meta.fields ?? null,
+    );
     forgetAttempt(sql, coreId);
     noteFinished(sql, coreId, nowSec()); // its backlog rows go at the next checkpoint
   }
@@ -233,10 +304,18 @@ export class TransportQueue extends DurableObject<Env> {
    * it, else into the incoming queue, from which pump() moves messages in arrival order as room
    * frees (Postfix's incoming → active). Either way it is durably taken.
    */
-  private admitCore(id: string, createTime: number, tenant: string | null, priority: number, rcpts: ResolvedRecipient[], fields: MessageFields | null): { admitted: boolean; effects: Effect[]; active: boolean } {
+  private admitCore(
+    id: string,
+    createTime: number,
+    tenant: string | null,
+    priority: number,
+    rcpts: ResolvedRecipient[],
+    fields: MessageFields | null,
+  ): { admitted: boolean; effects: Effect[]; active: boolean } {
     const sql = this.ctx.storage.sql;
     // Admitted here before (a repeated RPC, also after it left the core): nothing to do.
-    if (!recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts)) return { admitted: true, effects: [], active: false };
+    if (!recordAdmission(sql, id, { createTime, tenant, priority, fields }, rcpts))
+      return { admitted: true, effects: [], active: false };
     const m = { coreId: id, createTime, tenant, priority, rcptTotal: rcpts.length, fields };
     if (hasActiveRoom(this.qmgr) && (this.incomingEmpty ||= !hasIncoming(sql))) {
       const res = this.run({ kind: "admit", now: nowSec(), intake: intakeOf(m) });
@@ -259,10 +338,15 @@ export class TransportQueue extends DurableObject<Env> {
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
     const [busy, conc] = [queue?.busyCount ?? 0, e?.conc ?? queue?.busyCount ?? 0];
-    const res = this.run({ kind: "report", now: nowSec(), entryId, report }, coreId !== null ? { coreId, idxs: finalIdx } : null);
+    const res = this.run(
+      { kind: "report", now: nowSec(), entryId, report },
+      coreId !== null ? { coreId, idxs: finalIdx } : null,
+    );
     const destination = queue ? { queue: queue.name, busy, conc, window: queue.window } : null;
     // Recipients final while the attempt goes on (or is retried); an attempt that ended needs no record.
-    const ended = res.effects.some((x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId);
+    const ended = res.effects.some(
+      (x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId,
+    );
     if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
@@ -271,7 +355,10 @@ export class TransportQueue extends DurableObject<Env> {
   private async checkAgents(): Promise<void> {
     const due = this.leases.unconfirmed(Date.now(), settingsOf(this.env).agentCheckMs);
     const lost = new Set((await this.handoff.check(due.flatMap((id) => this.qmgr.busy.get(id) ?? []))).lost);
-    this.leases.confirm(due.filter((id) => !lost.has(id)), Date.now()); // else the alarm would come back at once
+    this.leases.confirm(
+      due.filter((id) => !lost.has(id)),
+      Date.now(),
+    ); // else the alarm would come back at once
     this.crash([...lost].filter((id) => this.leases.has(id)));
   }
 
@@ -283,20 +370,33 @@ export class TransportQueue extends DurableObject<Env> {
   /** In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the alarm. */
   private async pump(agent?: string): Promise<DeliverJob[]> {
     const inline: DeliverJob[] = [];
-    if (!this.incomingEmpty) this.incomingEmpty = drainIncoming(this.ctx.storage.sql, this.qmgr, (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted);
-    if (this.notes.waiting) { this.journal.flush(this.qmgr); await this.notes.deliver(this.env); } // else one row below: this call's commands and its dispatch
+    if (!this.incomingEmpty)
+      this.incomingEmpty = drainIncoming(
+        this.ctx.storage.sql,
+        this.qmgr,
+        (intake) => this.run({ kind: "admit", now: nowSec(), intake }).accepted,
+      );
+    if (this.notes.waiting) {
+      this.journal.flush(this.qmgr);
+      await this.notes.deliver(this.env);
+    } // else one row below: this call's commands and its dispatch
     if (settingsOf(this.env).autoDispatch) {
       for (let round = 0; round < 10; round++) {
         const { entries } = this.dispatchCore(100);
         if (entries.length === 0) break;
-        const until = leaseUntil(this.env, nowSec()), ids = entries.map((e) => e.entryId);
+        const until = leaseUntil(this.env, nowSec()),
+          ids = entries.map((e) => e.entryId);
         this.leases.cover(until); // before the jobs can reach an agent: a stop inside send leases them till then
         this.journal.flush(this.qmgr, ids); // on record before they leave, marked as being handed over
         const { failed, error, inline: mine } = await this.handoff.send(entries, until, agent);
         this.journal.handedOver(ids);
         inline.push(...mine);
         const lost = new Set(failed); // not handed over: crashed (deferred, retried) now, not leased for nothing
-        this.leases.add(entries.filter((e) => !lost.has(e.entryId)), until, Date.now());
+        this.leases.add(
+          entries.filter((e) => !lost.has(e.entryId)),
+          until,
+          Date.now(),
+        );
         if (lost.size > 0) {
           this.crash(failed);
           await this.arm();
@@ -344,7 +444,8 @@ export class TransportQueue extends DurableObject<Env> {
     const idle = this.qmgr.messages.size === 0 && this.journal.dirty && forget === null ? nowSec() + 60 : null;
     // Seconds, but the retries' due times are in ms (a retry is never early).
     const times = [wake === null ? null : wake + 0.999, this.leases.nextUntil(), forget, idle, check]
-      .filter((t): t is number => t !== null).map((t) => t * 1000);
+      .filter((t): t is number => t !== null)
+      .map((t) => t * 1000);
     const retry = nextRetryDue(sql);
     if (retry !== null) times.push(retry);
     if (times.length === 0) return;

@@ -17,11 +17,25 @@ export interface DispatchedEntry {
 
 /** A core entry as handed to the delivery stage. */
 export function toDispatched(e: Entry<StoredRecipient>): DispatchedEntry {
-  return { entryId: e.id, messageId: e.peer.job.message.id, transport: e.peer.queue.transport.name, nexthop: e.peer.queue.nexthop, rcpts: e.rcpts };
+  return {
+    entryId: e.id,
+    messageId: e.peer.job.message.id,
+    transport: e.peer.queue.transport.name,
+    nexthop: e.peer.queue.nexthop,
+    rcpts: e.rcpts,
+  };
 }
 
 /** The delivery job of a dispatched entry. */
 export function toJob(e: DispatchedEntry, leaseUntil: number): DeliverJob {
   const { messageId, attempt } = parseCoreId(e.messageId);
-  return { entryId: e.entryId, messageId, attempt, transport: e.transport, nexthop: e.nexthop, rcpts: e.rcpts.map((r) => ({ idx: r.idx, address: r.address })), leaseUntil };
+  return {
+    entryId: e.entryId,
+    messageId,
+    attempt,
+    transport: e.transport,
+    nexthop: e.nexthop,
+    rcpts: e.rcpts.map((r) => ({ idx: r.idx, address: r.address })),
+    leaseUntil,
+  };
 }

@@ -27,17 +27,37 @@
  */
 import WebSocket from "ws";
 
-export interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-export interface Profile { nodes: ProfileNode[]; startTime: number; endTime: number; samples: number[]; timeDeltas: number[] }
+export interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+export interface Profile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
 
 /** A CDP session over wrangler's inspector proxy. */
-export async function cdp(port: number): Promise<{ send: (method: string, params?: object) => Promise<unknown>; close: () => void }> {
-  const targets = (await (await fetch(`http://127.0.0.1:${port}/json`)).json()) as { webSocketDebuggerUrl: string; title?: string }[];
+export async function cdp(
+  port: number,
+): Promise<{ send: (method: string, params?: object) => Promise<unknown>; close: () => void }> {
+  const targets = (await (await fetch(`http://127.0.0.1:${port}/json`)).json()) as {
+    webSocketDebuggerUrl: string;
+    title?: string;
+  }[];
   const target = targets.find((t) => t.title?.includes("cohort")) ?? targets[0];
   if (!target) throw new Error("no inspector target");
   // wrangler's inspector proxy wants an allowed Origin from a client that sends a User-Agent.
-  const ws = new WebSocket(target.webSocketDebuggerUrl, { headers: { origin: "http://localhost", "user-agent": "cohort-cdp" } });
-  await new Promise((resolve, reject) => { ws.once("open", resolve); ws.once("error", reject); });
+  const ws = new WebSocket(target.webSocketDebuggerUrl, {
+    headers: { origin: "http://localhost", "user-agent": "cohort-cdp" },
+  });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
   let next = 1;
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   ws.on("message", (data) => {
@@ -48,9 +68,17 @@ export async function cdp(port: number): Promise<{ send: (method: string, params
     if (msg.error) w.reject(new Error(JSON.stringify(msg.error)));
     else w.resolve(msg.result);
   });
-  ws.on("close", () => { for (const w of waiting.values()) w.reject(new Error("inspector session closed")); waiting.clear(); });
+  ws.on("close", () => {
+    for (const w of waiting.values()) w.reject(new Error("inspector session closed"));
+    waiting.clear();
+  });
   return {
-    send: (method, params = {}) => new Promise((resolve, reject) => { const id = next++; waiting.set(id, { resolve, reject }); ws.send(JSON.stringify({ id, method, params })); }),
+    send: (method, params = {}) =>
+      new Promise((resolve, reject) => {
+        const id = next++;
+        waiting.set(id, { resolve, reject });
+        ws.send(JSON.stringify({ id, method, params }));
+      }),
     close: () => ws.close(),
   };
 }

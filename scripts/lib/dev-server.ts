@@ -76,7 +76,13 @@ export function isDevProxyReset(status: number, text: string): boolean {
 }
 
 /** fetch() that sends again what wrangler dev's proxy dropped (see the header). */
-export async function devFetch(url: string, init: RequestInit | (() => RequestInit) = {}, onReset: () => void = () => undefined, resendRefused = true, onRefused: () => void = () => undefined): Promise<Response> {
+export async function devFetch(
+  url: string,
+  init: RequestInit | (() => RequestInit) = {},
+  onReset: () => void = () => undefined,
+  resendRefused = true,
+  onRefused: () => void = () => undefined,
+): Promise<Response> {
   for (let attempt = 0, refused = 0; ; attempt++) {
     const res = await fetch(url, typeof init === "function" ? init() : init);
     if (res.status === 429 && resendRefused && refused < 30 && res.headers.has("retry-after")) {
@@ -89,7 +95,8 @@ export async function devFetch(url: string, init: RequestInit | (() => RequestIn
     }
     if (res.status !== 503 || attempt >= 5) return res;
     const text = await res.text();
-    if (!isDevProxyReset(res.status, text)) return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
+    if (!isDevProxyReset(res.status, text))
+      return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
     onReset();
   }
 }
@@ -109,21 +116,37 @@ export function freePort(port = 0): Promise<number> {
 function stopGroup(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.pid === undefined) return resolve();
-    const kill = (sig: NodeJS.Signals) => { try { process.kill(-child.pid!, sig); } catch { /* already gone */ } };
+    const kill = (sig: NodeJS.Signals) => {
+      try {
+        process.kill(-child.pid!, sig);
+      } catch {
+        /* already gone */
+      }
+    };
     const timer = setTimeout(() => kill("SIGKILL"), 5000);
-    child.once("exit", () => { clearTimeout(timer); resolve(); });
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
     kill("SIGTERM");
   });
 }
 
 /** Waits until `url`/health answers 200; rejects when `child` exits first or after `limitMs`. */
-export async function waitHealthy(url: string, child: ChildProcess, log: () => string, limitMs = 60_000): Promise<void> {
+export async function waitHealthy(
+  url: string,
+  child: ChildProcess,
+  log: () => string,
+  limitMs = 60_000,
+): Promise<void> {
   const deadline = Date.now() + limitMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}\n${log()}`);
     try {
       if ((await fetch(`${url}/health`)).status === 200) return;
-    } catch { /* not listening yet */ }
+    } catch {
+      /* not listening yet */
+    }
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`wrangler dev did not answer /health within ${limitMs / 1000} s\n${log()}`);
@@ -144,24 +167,61 @@ async function frozenBundle(state: string): Promise<string> {
 }
 
 /** Starts a private wrangler dev and returns its URL, an API key and a stop function. */
-export async function startDevServer(opts: { tenant: string; vars?: Record<string, string>; meter?: boolean; frozen?: boolean; role?: KeyRole; testScheduled?: boolean; logLevel?: "warn" | "info" }): Promise<DevServer> {
+export async function startDevServer(opts: {
+  tenant: string;
+  vars?: Record<string, string>;
+  meter?: boolean;
+  frozen?: boolean;
+  role?: KeyRole;
+  testScheduled?: boolean;
+  logLevel?: "warn" | "info";
+}): Promise<DevServer> {
   const vars = { METER: opts.meter ? "on" : "off", ...opts.vars };
   const state = await mkdtemp(join(tmpdir(), "cohort-dev-"));
-  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV });
+  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+    env: WRANGLER_ENV,
+  });
   const key = await createKey({ tenant: opts.tenant, name: "dev-server", persistTo: state, role: opts.role });
-  const config = opts.frozen ? ["-c", await frozenBundle(state).catch(async (e: unknown) => {
-    await rm(state, { recursive: true, force: true });
-    throw e;
-  })] : [];
+  const config = opts.frozen
+    ? [
+        "-c",
+        await frozenBundle(state).catch(async (e: unknown) => {
+          await rm(state, { recursive: true, force: true });
+          throw e;
+        }),
+      ]
+    : [];
   // A port found free can be taken by another process before wrangler binds it: start again on
   // new ports when that is why it failed (at most 3 times).
   for (let attempt = 1; ; attempt++) {
     const [port, inspector] = [await freePort(), await freePort()];
-    const child = spawn("npx", ["wrangler", "dev", ...config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-      "--persist-to", state, "--show-interactive-dev-session=false", "--log-level", opts.logLevel ?? "warn", ...(opts.testScheduled ? ["--test-scheduled"] : []),
-      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])], { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      "npx",
+      [
+        "wrangler",
+        "dev",
+        ...config,
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--inspector-port",
+        String(inspector),
+        "--persist-to",
+        state,
+        "--show-interactive-dev-session=false",
+        "--log-level",
+        opts.logLevel ?? "warn",
+        ...(opts.testScheduled ? ["--test-scheduled"] : []),
+        ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+      ],
+      { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+    );
     let output = "";
-    const append = (b: Buffer) => { output = (output + b.toString()).slice(-20_000); if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString()); };
+    const append = (b: Buffer) => {
+      output = (output + b.toString()).slice(-20_000);
+      if (process.env.DEV_LOG_FILE) appendFileSync(process.env.DEV_LOG_FILE, b.toString());
+    };
     child.stdout?.on("data", append);
     child.stderr?.on("data", append);
     const url = `http://127.0.0.1:${port}`;
@@ -172,7 +232,9 @@ export async function startDevServer(opts: { tenant: string; vars?: Record<strin
     try {
       await waitHealthy(url, child, () => output);
       await stopNetworkCapture(inspector).catch((e: unknown) => {
-        throw new Error(`wrangler dev: turning off its DevTools Network capture failed: ${e instanceof Error ? e.message : String(e)}\n${output}`);
+        throw new Error(
+          `wrangler dev: turning off its DevTools Network capture failed: ${e instanceof Error ? e.message : String(e)}\n${output}`,
+        );
       });
     } catch (e) {
       await stopGroup(child);

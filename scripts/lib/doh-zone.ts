@@ -28,10 +28,18 @@ export async function startDohZone(): Promise<DohZone> {
     const name = (u.searchParams.get("name") ?? "").replace(/\.$/, "").toLowerCase();
     const type = u.searchParams.get("type") as "TXT" | "MX";
     const data = zone.get(name)?.[type];
-    const body = data === undefined ? { Status: 3 } : {
-      Status: 0,
-      Answer: data.map((d) => ({ name: `${name}.`, type: type === "TXT" ? 16 : 15, TTL: 60, data: type === "TXT" ? `"${d}"` : `10 ${d}.` })),
-    };
+    const body =
+      data === undefined
+        ? { Status: 3 }
+        : {
+            Status: 0,
+            Answer: data.map((d) => ({
+              name: `${name}.`,
+              type: type === "TXT" ? 16 : 15,
+              TTL: 60,
+              data: type === "TXT" ? `"${d}"` : `10 ${d}.`,
+            })),
+          };
     res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

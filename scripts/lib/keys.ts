@@ -34,18 +34,35 @@ export interface KeyOptions {
 }
 
 /** The environment wrangler runs with: no telemetry, no cf.json fetch. */
-export const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", NO_COLOR: "1" };
+export const WRANGLER_ENV = {
+  ...process.env,
+  WRANGLER_SEND_METRICS: "false",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  NO_COLOR: "1",
+};
 
 /** Stores `key` (hashed) for the tenant. */
 export async function storeKey(key: string, opts: KeyOptions): Promise<void> {
   const hash = await hashApiKey(key);
-  const sql = insertKeySql(opts.tenant, hash, opts.name ?? "", Date.now()) + (opts.role === "operator" ? ` ${keyRoleSql(hash, "operator")}` : "");
-  const where = [...(opts.remote ? ["--remote"] : ["--local", "--persist-to", opts.persistTo ?? process.env.COHORT_STATE_DIR ?? ".wrangler/state"]), ...(opts.env ? ["--env", opts.env] : [])];
+  const sql =
+    insertKeySql(opts.tenant, hash, opts.name ?? "", Date.now()) +
+    (opts.role === "operator" ? ` ${keyRoleSql(hash, "operator")}` : "");
+  const where = [
+    ...(opts.remote
+      ? ["--remote"]
+      : ["--local", "--persist-to", opts.persistTo ?? process.env.COHORT_STATE_DIR ?? ".wrangler/state"]),
+    ...(opts.env ? ["--env", opts.env] : []),
+  ];
   try {
-    await run("npx", ["wrangler", "d1", "execute", "DB", ...where, "--command", sql], { env: WRANGLER_ENV, maxBuffer: 16 << 20 });
+    await run("npx", ["wrangler", "d1", "execute", "DB", ...where, "--command", sql], {
+      env: WRANGLER_ENV,
+      maxBuffer: 16 << 20,
+    });
   } catch (e) {
     const out = e as { stdout?: string; stderr?: string };
-    throw new Error(`wrangler d1 execute failed (are the migrations applied? npm run db:migrate:local)\n${out.stdout ?? ""}${out.stderr ?? ""}`);
+    throw new Error(
+      `wrangler d1 execute failed (are the migrations applied? npm run db:migrate:local)\n${out.stdout ?? ""}${out.stderr ?? ""}`,
+    );
   }
 }
 

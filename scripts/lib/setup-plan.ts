@@ -22,7 +22,14 @@ export const RESOURCES = {
   // email-events: Cloudflare Email Service's sending events; each sending domain's event
   // subscription is pointed at it in the dashboard (docs/deliverability.md).
   queues: ["classify", "classify-bulk", "deliver", "webhooks", "webhooks-slow", "email-events"],
-  deadLetterQueues: ["classify-dlq", "classify-bulk-dlq", "deliver-dlq", "webhooks-dlq", "webhooks-slow-dlq", "email-events-dlq"],
+  deadLetterQueues: [
+    "classify-dlq",
+    "classify-bulk-dlq",
+    "deliver-dlq",
+    "webhooks-dlq",
+    "webhooks-slow-dlq",
+    "email-events-dlq",
+  ],
   secrets: ["WEBHOOK_SECRETS_KEY"],
 } as const;
 
@@ -49,22 +56,43 @@ const ENV = ["--env", "production"];
 /** The commands to run (see header). */
 export function planSetup(seen: Seen, opts: { operatorKey: boolean }): Step[] {
   const steps: Step[] = [];
-  if (!seen.d1.includes(RESOURCES.d1)) steps.push({ args: ["d1", "create", RESOURCES.d1], why: "the D1 database (index, routes, keys)", writesDatabaseId: true });
+  if (!seen.d1.includes(RESOURCES.d1))
+    steps.push({
+      args: ["d1", "create", RESOURCES.d1],
+      why: "the D1 database (index, routes, keys)",
+      writesDatabaseId: true,
+    });
   steps.push({ args: ["d1", "migrations", "apply", "DB", "--remote", ...ENV], why: "the D1 schema (idempotent)" });
-  if (!seen.buckets.includes(RESOURCES.bucket)) steps.push({ args: ["r2", "bucket", "create", RESOURCES.bucket], why: "the R2 bucket for message bodies over INLINE_BODY_BYTES" });
+  if (!seen.buckets.includes(RESOURCES.bucket))
+    steps.push({
+      args: ["r2", "bucket", "create", RESOURCES.bucket],
+      why: "the R2 bucket for message bodies over INLINE_BODY_BYTES",
+    });
   for (const q of [...RESOURCES.queues, ...RESOURCES.deadLetterQueues]) {
-    if (!seen.queues.includes(q)) steps.push({ args: ["queues", "create", q], why: q.endsWith("-dlq") ? "a dead-letter queue" : "a queue" });
+    if (!seen.queues.includes(q))
+      steps.push({ args: ["queues", "create", q], why: q.endsWith("-dlq") ? "a dead-letter queue" : "a queue" });
   }
   for (const s of RESOURCES.secrets) {
-    if (!seen.secrets.includes(s)) steps.push({ args: ["secret", "put", s, ...ENV], why: "seals webhook signing secrets at rest (32 random bytes)", stdin: "generated-secret" });
+    if (!seen.secrets.includes(s))
+      steps.push({
+        args: ["secret", "put", s, ...ENV],
+        why: "seals webhook signing secrets at rest (32 random bytes)",
+        stdin: "generated-secret",
+      });
   }
-  if (opts.operatorKey) steps.push({ args: ["d1", "execute", "DB", "--remote", ...ENV, "--command", "<INSERT of the new operator key's SHA-256>"], why: "the first operator API key (shown once)" });
+  if (opts.operatorKey)
+    steps.push({
+      args: ["d1", "execute", "DB", "--remote", ...ENV, "--command", "<INSERT of the new operator key's SHA-256>"],
+      why: "the first operator API key (shown once)",
+    });
   return steps;
 }
 
 /** The database id `wrangler d1 create` printed, or null. */
 export function parseD1Id(output: string): string | null {
-  const m = /"?(?:database_id|uuid)"?\s*[=:]\s*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"/i.exec(output);
+  const m = /"?(?:database_id|uuid)"?\s*[=:]\s*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"/i.exec(
+    output,
+  );
   return m ? m[1]!.toLowerCase() : null;
 }
 

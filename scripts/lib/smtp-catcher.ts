@@ -122,7 +122,10 @@ export async function startCatcher(opts: CatcherOptions = {}): Promise<Catcher> 
   }
   const close = async () => {
     http.closeAllConnections();
-    await Promise.all([new Promise<void>((r) => smtp.close(() => r())), new Promise<void>((r) => http.close(() => r()))]);
+    await Promise.all([
+      new Promise<void>((r) => smtp.close(() => r())),
+      new Promise<void>((r) => http.close(() => r())),
+    ]);
   };
   return { smtpPort, httpPort, messages, close };
 }

@@ -44,9 +44,18 @@ export interface Relay {
 function stopGroup(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.pid === undefined) return resolve();
-    const kill = (sig: NodeJS.Signals) => { try { process.kill(-child.pid!, sig); } catch { /* gone */ } };
+    const kill = (sig: NodeJS.Signals) => {
+      try {
+        process.kill(-child.pid!, sig);
+      } catch {
+        /* gone */
+      }
+    };
     const timer = setTimeout(() => kill("SIGKILL"), 5000);
-    child.once("exit", () => { clearTimeout(timer); resolve(); });
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
     kill("SIGTERM");
   });
 }
@@ -63,27 +72,69 @@ export async function startRelay(vars: Record<string, string> = {}): Promise<Rel
     await rm(state, { recursive: true, force: true });
   };
   try {
-    await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { env: WRANGLER_ENV, cwd: ROOT });
+    await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+      env: WRANGLER_ENV,
+      cwd: ROOT,
+    });
     const operatorKey = await createKey({ tenant: "ops", name: "operator", persistTo: state, role: "operator" });
     const tenantKey = await createKey({ tenant: "acme", name: "tenant", persistTo: state });
     // Bundle once and serve that bundle, so edits to the source tree while the tests run do not
     // make wrangler rebuild and restart the worker under them.
     const bundle = join(state, "bundle");
-    await run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", bundle], { env: WRANGLER_ENV, cwd: ROOT, maxBuffer: 16 << 20 });
+    await run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", bundle], {
+      env: WRANGLER_ENV,
+      cwd: ROOT,
+      maxBuffer: 16 << 20,
+    });
     const [port, inspector] = [await freePort(), await freePort()];
     const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
-    child = spawn("npx", ["wrangler", "dev", join(bundle, "index.js"), "--no-bundle", "--config", "wrangler.toml", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", state,
-      "--show-interactive-dev-session=false", "--log-level", "warn", "--var", `SMARTHOST:${smarthost}`, "--var", `DEV_MAILBOX_URL:http://127.0.0.1:${catcher.httpPort}/messages`,
-      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
-    { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-    const append = (b: Buffer) => { log = (log + b.toString()).slice(-20_000); };
+    child = spawn(
+      "npx",
+      [
+        "wrangler",
+        "dev",
+        join(bundle, "index.js"),
+        "--no-bundle",
+        "--config",
+        "wrangler.toml",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--inspector-port",
+        String(inspector),
+        "--persist-to",
+        state,
+        "--show-interactive-dev-session=false",
+        "--log-level",
+        "warn",
+        "--var",
+        `SMARTHOST:${smarthost}`,
+        "--var",
+        `DEV_MAILBOX_URL:http://127.0.0.1:${catcher.httpPort}/messages`,
+        ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+      ],
+      { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const append = (b: Buffer) => {
+      log = (log + b.toString()).slice(-20_000);
+    };
     child.stdout?.on("data", append);
     child.stderr?.on("data", append);
     const url = `http://127.0.0.1:${port}`;
-    await waitFor(async () => {
-      if (child?.exitCode !== null) throw new Error(`wrangler dev exited with ${child?.exitCode}\n${log}`);
-      return (await fetch(`${url}/health`).then((r) => r.status === 200, () => false)) ? true : undefined;
-    }, 90_000, `wrangler dev /health\n${log}`);
+    await waitFor(
+      async () => {
+        if (child?.exitCode !== null) throw new Error(`wrangler dev exited with ${child?.exitCode}\n${log}`);
+        return (await fetch(`${url}/health`).then(
+          (r) => r.status === 200,
+          () => false,
+        ))
+          ? true
+          : undefined;
+      },
+      90_000,
+      `wrangler dev /health\n${log}`,
+    );
     return { url, operatorKey, tenantKey, smarthost, catcher, log: () => log, stop };
   } catch (e) {
     await stop();
@@ -92,9 +143,16 @@ export async function startRelay(vars: Record<string, string> = {}): Promise<Rel
 }
 
 /** One JSON API call; throws with the body on a non-2xx answer. */
-export async function api<T = any>(relay: Relay, key: string, method: string, path: string, body?: unknown): Promise<T> {
+export async function api<T = any>(
+  relay: Relay,
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<T> {
   const res = await fetch(`${relay.url}${path}`, {
-    method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -115,8 +173,17 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs:
 
 /** Waits until every recipient of the email is in one of `states`; returns GET /relay/messages/:id. */
 export function recipientsIn(relay: Relay, key: string, id: string, states: string[], timeoutMs = 30_000) {
-  return waitFor(async () => {
-    const m = await api<{ recipients: { email: string; status: string }[]; events: { type: string }[] }>(relay, key, "GET", `/relay/messages/${id}`).catch(() => undefined);
-    return m && m.recipients.length > 0 && m.recipients.every((r) => states.includes(r.status)) ? m : undefined;
-  }, timeoutMs, `recipients of ${id} in ${states.join("|")}`);
+  return waitFor(
+    async () => {
+      const m = await api<{ recipients: { email: string; status: string }[]; events: { type: string }[] }>(
+        relay,
+        key,
+        "GET",
+        `/relay/messages/${id}`,
+      ).catch(() => undefined);
+      return m && m.recipients.length > 0 && m.recipients.every((r) => states.includes(r.status)) ? m : undefined;
+    },
+    timeoutMs,
+    `recipients of ${id} in ${states.join("|")}`,
+  );
 }

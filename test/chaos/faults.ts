@@ -49,18 +49,138 @@ export interface Scenario {
 
 /** The faults and what each must lead to. */
 export const SCENARIOS: Scenario[] = [
-  { fault: "refused", what: "connection refused, then the sink starts listening", faultySessions: Infinity, messages: 1, rcptsPerMessage: 3, deferral: { enhanced: "4.4.1" }, final: "delivered", siteFailure: true, expectDuplicates: false },
-  { fault: "greeting-timeout", what: "no greeting on the first session", faultySessions: 1, messages: 1, rcptsPerMessage: 2, deferral: { enhanced: "4.4.2" }, final: "delivered", siteFailure: true, expectDuplicates: false },
-  { fault: "greeting-421", what: "421 at the greeting on the first session", faultySessions: 1, messages: 1, rcptsPerMessage: 3, deferral: { code: 421 }, final: "delivered", siteFailure: true, expectDuplicates: false },
-  { fault: "session-cap", what: "421 to a second simultaneous session and after 3 messages in a session (20 messages)", faultySessions: Infinity, messages: 20, rcptsPerMessage: 1, deferral: { code: 421 }, final: "delivered", siteFailure: "either", expectDuplicates: false },
-  { fault: "drop-in-data", what: "connection dropped during DATA on the first session", faultySessions: 1, messages: 1, rcptsPerMessage: 3, deferral: { enhanced: "4." }, final: "delivered", siteFailure: true, expectDuplicates: false },
-  { fault: "drop-after-dot", what: "dropped after the final dot, before the reply, first session", faultySessions: 1, messages: 1, rcptsPerMessage: 2, deferral: { enhanced: "4." }, final: "delivered", siteFailure: true, expectDuplicates: true },
-  { fault: "tls-fail", what: "STARTTLS offered, handshake fails (opportunistic TLS)", faultySessions: Infinity, messages: 1, rcptsPerMessage: 2, deferral: null, final: "delivered", siteFailure: false, expectDuplicates: false },
-  { fault: "rcpt-452", what: "452 4.5.3 from the third RCPT of a transaction on", faultySessions: Infinity, messages: 1, rcptsPerMessage: 5, deferral: { code: 452, enhanced: "4.5.3" }, final: "delivered", siteFailure: false, expectDuplicates: false },
-  { fault: "size-552", what: "552 5.3.4 after the final dot", faultySessions: Infinity, messages: 1, rcptsPerMessage: 3, deferral: null, final: "bounced", siteFailure: false, expectDuplicates: false },
-  { fault: "trickle", what: "every reply 1 byte per 100 ms", faultySessions: Infinity, messages: 1, rcptsPerMessage: 2, deferral: null, final: "delivered", siteFailure: false, expectDuplicates: false },
-  { fault: "healthy", what: "a healthy destination, sent to while another hangs at the greeting", faultySessions: 0, messages: 2, rcptsPerMessage: 1, deferral: null, final: "delivered", siteFailure: false, expectDuplicates: false },
-  { fault: "invalid-reply", what: "EHLO answered with a line without a reply code, first session", faultySessions: 1, messages: 1, rcptsPerMessage: 2, deferral: { enhanced: "4." }, final: "delivered", siteFailure: true, expectDuplicates: false },
+  {
+    fault: "refused",
+    what: "connection refused, then the sink starts listening",
+    faultySessions: Infinity,
+    messages: 1,
+    rcptsPerMessage: 3,
+    deferral: { enhanced: "4.4.1" },
+    final: "delivered",
+    siteFailure: true,
+    expectDuplicates: false,
+  },
+  {
+    fault: "greeting-timeout",
+    what: "no greeting on the first session",
+    faultySessions: 1,
+    messages: 1,
+    rcptsPerMessage: 2,
+    deferral: { enhanced: "4.4.2" },
+    final: "delivered",
+    siteFailure: true,
+    expectDuplicates: false,
+  },
+  {
+    fault: "greeting-421",
+    what: "421 at the greeting on the first session",
+    faultySessions: 1,
+    messages: 1,
+    rcptsPerMessage: 3,
+    deferral: { code: 421 },
+    final: "delivered",
+    siteFailure: true,
+    expectDuplicates: false,
+  },
+  {
+    fault: "session-cap",
+    what: "421 to a second simultaneous session and after 3 messages in a session (20 messages)",
+    faultySessions: Infinity,
+    messages: 20,
+    rcptsPerMessage: 1,
+    deferral: { code: 421 },
+    final: "delivered",
+    siteFailure: "either",
+    expectDuplicates: false,
+  },
+  {
+    fault: "drop-in-data",
+    what: "connection dropped during DATA on the first session",
+    faultySessions: 1,
+    messages: 1,
+    rcptsPerMessage: 3,
+    deferral: { enhanced: "4." },
+    final: "delivered",
+    siteFailure: true,
+    expectDuplicates: false,
+  },
+  {
+    fault: "drop-after-dot",
+    what: "dropped after the final dot, before the reply, first session",
+    faultySessions: 1,
+    messages: 1,
+    rcptsPerMessage: 2,
+    deferral: { enhanced: "4." },
+    final: "delivered",
+    siteFailure: true,
+    expectDuplicates: true,
+  },
+  {
+    fault: "tls-fail",
+    what: "STARTTLS offered, handshake fails (opportunistic TLS)",
+    faultySessions: Infinity,
+    messages: 1,
+    rcptsPerMessage: 2,
+    deferral: null,
+    final: "delivered",
+    siteFailure: false,
+    expectDuplicates: false,
+  },
+  {
+    fault: "rcpt-452",
+    what: "452 4.5.3 from the third RCPT of a transaction on",
+    faultySessions: Infinity,
+    messages: 1,
+    rcptsPerMessage: 5,
+    deferral: { code: 452, enhanced: "4.5.3" },
+    final: "delivered",
+    siteFailure: false,
+    expectDuplicates: false,
+  },
+  {
+    fault: "size-552",
+    what: "552 5.3.4 after the final dot",
+    faultySessions: Infinity,
+    messages: 1,
+    rcptsPerMessage: 3,
+    deferral: null,
+    final: "bounced",
+    siteFailure: false,
+    expectDuplicates: false,
+  },
+  {
+    fault: "trickle",
+    what: "every reply 1 byte per 100 ms",
+    faultySessions: Infinity,
+    messages: 1,
+    rcptsPerMessage: 2,
+    deferral: null,
+    final: "delivered",
+    siteFailure: false,
+    expectDuplicates: false,
+  },
+  {
+    fault: "healthy",
+    what: "a healthy destination, sent to while another hangs at the greeting",
+    faultySessions: 0,
+    messages: 2,
+    rcptsPerMessage: 1,
+    deferral: null,
+    final: "delivered",
+    siteFailure: false,
+    expectDuplicates: false,
+  },
+  {
+    fault: "invalid-reply",
+    what: "EHLO answered with a line without a reply code, first session",
+    faultySessions: 1,
+    messages: 1,
+    rcptsPerMessage: 2,
+    deferral: { enhanced: "4." },
+    final: "delivered",
+    siteFailure: true,
+    expectDuplicates: false,
+  },
 ];
 
 /** Fault campaign options. */
@@ -94,9 +214,22 @@ const BYSTANDER_MAX_S = 30;
 function remember(run: Run, r: Rcpt): void {
   const key = r.email.toLowerCase();
   const h = run.history.get(key) ?? [];
-  const seen: Seen = { status: r.status, code: r.last_response?.code ?? null, enhanced: r.last_response?.enhanced ?? null, text: r.last_response?.text ?? "", blockedBy: r.blocked_by ?? null };
+  const seen: Seen = {
+    status: r.status,
+    code: r.last_response?.code ?? null,
+    enhanced: r.last_response?.enhanced ?? null,
+    text: r.last_response?.text ?? "",
+    blockedBy: r.blocked_by ?? null,
+  };
   const prev = h[h.length - 1];
-  if (!prev || prev.status !== seen.status || prev.code !== seen.code || prev.enhanced !== seen.enhanced || prev.blockedBy !== seen.blockedBy) h.push(seen);
+  if (
+    !prev ||
+    prev.status !== seen.status ||
+    prev.code !== seen.code ||
+    prev.enhanced !== seen.enhanced ||
+    prev.blockedBy !== seen.blockedBy
+  )
+    h.push(seen);
   run.history.set(key, h);
   run.last.set(key, r);
 }
@@ -104,8 +237,21 @@ function remember(run: Run, r: Rcpt): void {
 async function submitAll(rt: Runtime, run: Run): Promise<void> {
   for (let m = 0; m < run.sc.messages; m++) {
     const to = Array.from({ length: run.sc.rcptsPerMessage }, (_, j) => `u${m}-${j}@${run.domain}`);
-    const a = await request(rt, "POST", "/emails", JSON.stringify({ from: "Faults <faults@sender.example>", to, subject: `fault ${run.sc.fault} #${m}`, text: `fault ${run.sc.fault}\n${"y".repeat(2000)}` }));
-    if (a.status !== 200) throw new Error(`POST /emails for ${run.sc.fault} answered ${a.status}: ${JSON.stringify(a.body)}; runtime ${rt.running() ? "running" : "exited"}; wrangler log tail:\n${rt.log().slice(-3000)}`);
+    const a = await request(
+      rt,
+      "POST",
+      "/emails",
+      JSON.stringify({
+        from: "Faults <faults@sender.example>",
+        to,
+        subject: `fault ${run.sc.fault} #${m}`,
+        text: `fault ${run.sc.fault}\n${"y".repeat(2000)}`,
+      }),
+    );
+    if (a.status !== 200)
+      throw new Error(
+        `POST /emails for ${run.sc.fault} answered ${a.status}: ${JSON.stringify(a.body)}; runtime ${rt.running() ? "running" : "exited"}; wrangler log tail:\n${rt.log().slice(-3000)}`,
+      );
     run.ids.push((a.body as { id: string }).id);
     run.rcpts.push(...to);
   }
@@ -116,7 +262,10 @@ async function poll(rt: Runtime, run: Run, t0: number): Promise<void> {
   const all = run.rcpts.map((a) => run.last.get(a.toLowerCase()));
   const sawDeferral = [...run.history.values()].some((h) => h.some((s) => s.status === "deferred"));
   if (run.sc.fault === "refused" && sawDeferral) await run.sink.open();
-  if (all.every((r) => r && FINAL.has(r.status))) { run.done = true; run.doneAtS = (Date.now() - t0) / 1000; }
+  if (all.every((r) => r && FINAL.has(r.status))) {
+    run.done = true;
+    run.doneAtS = (Date.now() - t0) / 1000;
+  }
 }
 
 async function sampleDestinations(rt: Runtime, runs: Run[]): Promise<boolean> {
@@ -132,15 +281,25 @@ async function sampleDestinations(rt: Runtime, runs: Run[]): Promise<boolean> {
 }
 
 /** The Destination DO's feedback history lines of a run's destination(s). */
-async function siteFailuresOf(rt: Runtime, run: Run): Promise<{ lines: number; siteFailures: number; died: boolean } | null> {
+async function siteFailuresOf(
+  rt: Runtime,
+  run: Run,
+): Promise<{ lines: number; siteFailures: number; died: boolean } | null> {
   if (!rt.operatorKey) return null;
   const queues = run.queues.size > 0 ? [...run.queues] : [`[127.0.0.1]:${run.sink.port}`];
-  let lines = 0, siteFailures = 0, died = false, any = false;
+  let lines = 0,
+    siteFailures = 0,
+    died = false,
+    any = false;
   for (const q of queues) {
-    const a = await request({ url: rt.url, key: rt.operatorKey }, "GET", `/relay/destinations/${encodeURIComponent(run.transport)}/${encodeURIComponent(q)}`);
+    const a = await request(
+      { url: rt.url, key: rt.operatorKey },
+      "GET",
+      `/relay/destinations/${encodeURIComponent(run.transport)}/${encodeURIComponent(q)}`,
+    );
     if (a.status !== 200) continue;
     any = true;
-    const hist = ((a.body as { history?: { kind: string; outcome: string }[] }).history) ?? [];
+    const hist = (a.body as { history?: { kind: string; outcome: string }[] }).history ?? [];
     lines += hist.length;
     siteFailures += hist.filter((h) => h.kind === "site_failure").length;
     died ||= hist.some((h) => h.outcome === "died");
@@ -154,9 +313,21 @@ function matches(d: { code?: number; enhanced?: string }, code: number | null, e
   return true;
 }
 
-interface Verdict { fault: Fault; ok: boolean; pending: boolean; summary: string; problems: string[]; detail: Record<string, unknown> }
+interface Verdict {
+  fault: Fault;
+  ok: boolean;
+  pending: boolean;
+  summary: string;
+  problems: string[];
+  detail: Record<string, unknown>;
+}
 
-function judge(run: Run, events: ChaosEvent[], site: { lines: number; siteFailures: number; died: boolean } | null, quick: boolean): Verdict {
+function judge(
+  run: Run,
+  events: ChaosEvent[],
+  site: { lines: number; siteFailures: number; died: boolean } | null,
+  quick: boolean,
+): Verdict {
   const sc = run.sc;
   const problems: string[] = [];
   const finals = run.rcpts.map((a) => run.last.get(a.toLowerCase())?.status ?? "unknown");
@@ -164,26 +335,41 @@ function judge(run: Run, events: ChaosEvent[], site: { lines: number; siteFailur
   const greetingQuick = false; // the 20 s greeting timeout is awaited in every mode
   void quick;
   if (greetingQuick) {
-    if (finals.some((s) => FINAL.has(s))) problems.push(`expected the recipients in flight for ${GREETING_WAIT_QUICK_S} s (300 s greeting timeout), got ${finals.join(",")}`);
+    if (finals.some((s) => FINAL.has(s)))
+      problems.push(
+        `expected the recipients in flight for ${GREETING_WAIT_QUICK_S} s (300 s greeting timeout), got ${finals.join(",")}`,
+      );
   } else if (!finals.every((s) => s === sc.final)) {
-    const hol = sc.fault === "healthy" ? " — a healthy destination waited behind the session hanging at the greeting (head-of-line blocking in the deliver consumer)" : "";
+    const hol =
+      sc.fault === "healthy"
+        ? " — a healthy destination waited behind the session hanging at the greeting (head-of-line blocking in the deliver consumer)"
+        : "";
     problems.push(`final states ${finals.join(",")} (want all ${sc.final})${hol}`);
   }
   if (sc.fault === "healthy" && finals.every((s) => s === sc.final) && (run.doneAtS ?? Infinity) > BYSTANDER_MAX_S) {
-    problems.push(`the healthy destination took ${run.doneAtS?.toFixed(0)} s (more than ${BYSTANDER_MAX_S} s) while another session hung at the greeting (head-of-line blocking in the deliver consumer)`);
+    problems.push(
+      `the healthy destination took ${run.doneAtS?.toFixed(0)} s (more than ${BYSTANDER_MAX_S} s) while another session hung at the greeting (head-of-line blocking in the deliver consumer)`,
+    );
   }
   const deferrals = [...run.history.values()].flat().filter((s) => s.status === "deferred");
   const delayed = myEvents.filter((e) => e.type === "email.delivery_delayed");
   if (sc.deferral && !greetingQuick) {
-    const seen = deferrals.some((s) => matches(sc.deferral!, s.code, s.enhanced)) || delayed.some((e) => matches(sc.deferral!, e.code, e.enhanced));
-    if (!seen) problems.push(`no deferral matching ${JSON.stringify(sc.deferral)} (saw ${JSON.stringify(deferrals.slice(0, 3))}, events ${delayed.map((e) => `${e.code}/${e.enhanced}`).join(" ")})`);
+    const seen =
+      deferrals.some((s) => matches(sc.deferral!, s.code, s.enhanced)) ||
+      delayed.some((e) => matches(sc.deferral!, e.code, e.enhanced));
+    if (!seen)
+      problems.push(
+        `no deferral matching ${JSON.stringify(sc.deferral)} (saw ${JSON.stringify(deferrals.slice(0, 3))}, events ${delayed.map((e) => `${e.code}/${e.enhanced}`).join(" ")})`,
+      );
   }
   const copies = new Map<string, { kept: number; dropped: number }>();
-  for (const m of run.sink.received) for (const r of m.rcptTo) {
-    const c = copies.get(r.toLowerCase()) ?? { kept: 0, dropped: 0 };
-    if (m.dropped) c.dropped++; else c.kept++;
-    copies.set(r.toLowerCase(), c);
-  }
+  for (const m of run.sink.received)
+    for (const r of m.rcptTo) {
+      const c = copies.get(r.toLowerCase()) ?? { kept: 0, dropped: 0 };
+      if (m.dropped) c.dropped++;
+      else c.kept++;
+      copies.set(r.toLowerCase(), c);
+    }
   let extra = 0;
   if (sc.final === "delivered" && !greetingQuick) {
     for (const a of run.rcpts) {
@@ -197,32 +383,76 @@ function judge(run: Run, events: ChaosEvent[], site: { lines: number; siteFailur
   if (!greetingQuick) {
     for (const a of run.rcpts) {
       const want = finalTypes[sc.final]!;
-      if (!myEvents.some((e) => e.type === want && (e.recipient ?? "").toLowerCase() === a.toLowerCase())) problems.push(`${a}: no ${want} event`);
+      if (!myEvents.some((e) => e.type === want && (e.recipient ?? "").toLowerCase() === a.toLowerCase()))
+        problems.push(`${a}: no ${want} event`);
     }
   }
   const siteSeen = site ? site.siteFailures > 0 : null;
-  if (site && !greetingQuick && sc.siteFailure !== "either" && siteSeen !== sc.siteFailure) problems.push(`site failure ${siteSeen ? "recorded" : "not recorded"} (want ${sc.siteFailure ? "one" : "none"}): ${JSON.stringify(site)}`);
-  const counts = myEvents.reduce<Record<string, number>>((acc, e) => ({ ...acc, [e.type.replace("email.", "")]: (acc[e.type.replace("email.", "")] ?? 0) + 1 }), {});
+  if (site && !greetingQuick && sc.siteFailure !== "either" && siteSeen !== sc.siteFailure)
+    problems.push(
+      `site failure ${siteSeen ? "recorded" : "not recorded"} (want ${sc.siteFailure ? "one" : "none"}): ${JSON.stringify(site)}`,
+    );
+  const counts = myEvents.reduce<Record<string, number>>(
+    (acc, e) => ({ ...acc, [e.type.replace("email.", "")]: (acc[e.type.replace("email.", "")] ?? 0) + 1 }),
+    {},
+  );
   const attempts = Math.max(0, ...run.rcpts.map((a) => run.last.get(a.toLowerCase())?.attempts ?? 0));
   const firstDefer = deferrals[0] ?? null;
-  const summary = `${greetingQuick ? `in flight ${GREETING_WAIT_QUICK_S} s (not awaited)` : `${finals.filter((s) => s === sc.final).length}/${finals.length} ${sc.final}`}` +
+  const summary =
+    `${greetingQuick ? `in flight ${GREETING_WAIT_QUICK_S} s (not awaited)` : `${finals.filter((s) => s === sc.final).length}/${finals.length} ${sc.final}`}` +
     `${firstDefer ? `, deferred ${firstDefer.code ?? "-"} ${firstDefer.enhanced ?? ""}`.trimEnd() : ""}${attempts ? `, max attempts ${attempts}` : ""}` +
     `, site failure ${site ? (siteSeen ? `yes (${site.siteFailures}${site.died ? ", died" : ""})` : "no") : "not checked"}` +
-    `${extra > 0 ? `, ${extra} extra cop${extra === 1 ? "y" : "ies"}` : ""}, events ${Object.entries(counts).map(([k, v]) => `${k}×${v}`).join(" ") || "none"}` +
+    `${extra > 0 ? `, ${extra} extra cop${extra === 1 ? "y" : "ies"}` : ""}, events ${
+      Object.entries(counts)
+        .map(([k, v]) => `${k}×${v}`)
+        .join(" ") || "none"
+    }` +
     `${run.doneAtS !== null ? `, done in ${run.doneAtS.toFixed(0)} s` : ""}`;
-  return { fault: sc.fault, ok: problems.length === 0, pending: greetingQuick, summary, problems,
-    detail: { finals, first_deferral: firstDefer, attempts, site, dead_seen: run.dead, events: counts, extra_copies: extra, done_s: run.doneAtS, sessions: run.sink.sessions() } };
+  return {
+    fault: sc.fault,
+    ok: problems.length === 0,
+    pending: greetingQuick,
+    summary,
+    problems,
+    detail: {
+      finals,
+      first_deferral: firstDefer,
+      attempts,
+      site,
+      dead_seen: run.dead,
+      events: counts,
+      extra_copies: extra,
+      done_s: run.doneAtS,
+      sessions: run.sink.sessions(),
+    },
+  };
 }
 
 /** Runs the fault campaign. */
 export async function runFaults(o: FaultOptions): Promise<CampaignResult> {
   const scenarios = SCENARIOS.filter((s) => !o.only || o.only.includes(s.fault));
-  const sinks = await Promise.all(scenarios.map((sc) => startFaultSink({ fault: sc.fault, faultySessions: sc.faultySessions })));
-  const runs: Run[] = scenarios.map((sc, i) => ({ sc, sink: sinks[i]!, transport: `fault-${sc.fault}`, domain: `${sc.fault}.chaos`, ids: [], rcpts: [], history: new Map(), last: new Map(), done: false, doneAtS: null, queues: new Set(), dead: false }));
+  const sinks = await Promise.all(
+    scenarios.map((sc) => startFaultSink({ fault: sc.fault, faultySessions: sc.faultySessions })),
+  );
+  const runs: Run[] = scenarios.map((sc, i) => ({
+    sc,
+    sink: sinks[i]!,
+    transport: `fault-${sc.fault}`,
+    domain: `${sc.fault}.chaos`,
+    ids: [],
+    rcpts: [],
+    history: new Map(),
+    last: new Map(),
+    done: false,
+    doneAtS: null,
+    queues: new Set(),
+    dead: false,
+  }));
   const rt = await createRuntime({
     tenant: "chaos-faults",
     vars: {
-      SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }), OUTBOX_GRACE_SECONDS: "30",
+      SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+      OUTBOX_GRACE_SECONDS: "30",
       SMTP_TIMEOUTS: JSON.stringify({ smtp_connect_timeout: "10s", smtp_helo_timeout: "20s" }),
     },
     routes: runs.map((r) => ({ pattern: r.domain, transport: r.transport, nexthop: `[127.0.0.1]:${r.sink.port}` })),
@@ -249,11 +479,13 @@ async function campaign(rt: Runtime, runs: Run[], o: FaultOptions): Promise<Camp
   let served = false;
   if (first.length > 0) {
     o.log(`  phase 1: ${first.map((r) => r.sc.fault).join(", ")}`);
-    served = await runPhase(rt, first, o.quick ? 120_000 : 300_000, o.quick) || served;
+    served = (await runPhase(rt, first, o.quick ? 120_000 : 300_000, o.quick)) || served;
   }
   if (second.length > 0) {
-    o.log(`  phase 2: ${second.map((r) => r.sc.fault).join(", ")} (the bystander is sent to 2 s after the hanging session starts)`);
-    served = await runPhase(rt, second, 120_000, o.quick) || served;
+    o.log(
+      `  phase 2: ${second.map((r) => r.sc.fault).join(", ")} (the bystander is sent to 2 s after the hanging session starts)`,
+    );
+    served = (await runPhase(rt, second, 120_000, o.quick)) || served;
   }
   return conclude(rt, runs, o, served);
 }
@@ -280,23 +512,51 @@ async function runPhase(rt: Runtime, runs: Run[], budgetMs: number, quick: boole
   return destinationsServed;
 }
 
-async function conclude(rt: Runtime, runs: Run[], o: FaultOptions, destinationsServed: boolean): Promise<CampaignResult> {
+async function conclude(
+  rt: Runtime,
+  runs: Run[],
+  o: FaultOptions,
+  destinationsServed: boolean,
+): Promise<CampaignResult> {
   // The events are written by the delivery consumer right after the outcome: give them a moment.
   await sleep(3000);
-  const { source, events } = await eventsOf(rt, runs.flatMap((r) => r.ids));
+  const { source, events } = await eventsOf(
+    rt,
+    runs.flatMap((r) => r.ids),
+  );
   const verdicts: Verdict[] = [];
   for (const run of runs) verdicts.push(judge(run, events, await siteFailuresOf(rt, run), o.quick));
-  for (const v of verdicts) o.log(`  ${v.ok ? "ok  " : "FAIL"} ${v.fault.padEnd(17)} ${v.summary}${v.problems.length ? `\n         ${v.problems.join("\n         ")}` : ""}`);
+  for (const v of verdicts)
+    o.log(
+      `  ${v.ok ? "ok  " : "FAIL"} ${v.fault.padEnd(17)} ${v.summary}${v.problems.length ? `\n         ${v.problems.join("\n         ")}` : ""}`,
+    );
   const failed = verdicts.filter((v) => !v.ok);
   const passed = verdicts.filter((v) => v.ok && !v.pending).length;
   return {
     campaign: "faults",
-    tried: `${runs.filter((r) => r.sc.fault !== "healthy").length} misbehaving sinks (${runs.filter((r) => r.sc.fault !== "healthy").map((r) => r.sc.fault).join(", ")}) and a healthy bystander; back-off 1–2 s; events from ${source === "feed" ? "GET /relay/events" : "the D1 event_log table (no pull feed yet)"}; site failures from ${destinationsServed ? "GET /relay/destinations/:transport/:queue history" : "— (no destinations route: not checked)"}`,
+    tried: `${runs.filter((r) => r.sc.fault !== "healthy").length} misbehaving sinks (${runs
+      .filter((r) => r.sc.fault !== "healthy")
+      .map((r) => r.sc.fault)
+      .join(
+        ", ",
+      )}) and a healthy bystander; back-off 1–2 s; events from ${source === "feed" ? "GET /relay/events" : "the D1 event_log table (no pull feed yet)"}; site failures from ${destinationsServed ? "GET /relay/destinations/:transport/:queue history" : "— (no destinations route: not checked)"}`,
     result: failed.length === 0 ? "pass" : "fail",
     figures: `${passed}/${verdicts.length} as expected${verdicts.some((v) => v.pending) ? ` (+ greeting timeout in flight after ${GREETING_WAIT_QUICK_S} s; the 300 s timeout is not awaited in --quick)` : ""}; ${failed.length ? `failed: ${failed.map((v) => v.fault).join(", ")}` : "no failure"} (per fault below)`,
-    table: ["| fault | what the sink did | result | observed |", "|---|---|---|---|",
-      ...verdicts.map((v) => `| ${v.fault} | ${SCENARIOS.find((s) => s.fault === v.fault)!.what} | ${v.pending ? "PENDING" : v.ok ? "ok" : "FAIL"} | ${v.summary.replace(/\|/g, "\\|")} |`)].join("\n"),
+    table: [
+      "| fault | what the sink did | result | observed |",
+      "|---|---|---|---|",
+      ...verdicts.map(
+        (v) =>
+          `| ${v.fault} | ${SCENARIOS.find((s) => s.fault === v.fault)!.what} | ${v.pending ? "PENDING" : v.ok ? "ok" : "FAIL"} | ${v.summary.replace(/\|/g, "\\|")} |`,
+      ),
+    ].join("\n"),
     failures: failed.map((v) => `${v.fault}: ${v.problems.join("; ")}`),
-    details: { events_source: source, destinations_checked: destinationsServed, faults: Object.fromEntries(verdicts.map((v) => [v.fault, { ok: v.ok, summary: v.summary, problems: v.problems, ...v.detail }])) },
+    details: {
+      events_source: source,
+      destinations_checked: destinationsServed,
+      faults: Object.fromEntries(
+        verdicts.map((v) => [v.fault, { ok: v.ok, summary: v.summary, problems: v.problems, ...v.detail }]),
+      ),
+    },
   };
 }

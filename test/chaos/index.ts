@@ -79,7 +79,14 @@ async function runOne(name: string): Promise<CampaignResult> {
   } catch (e) {
     const msg = e instanceof Error ? `${e.message}` : String(e);
     log(`== ${name}: ERROR ${msg.slice(0, 2000)}`);
-    return { campaign: name, tried: "(did not complete)", result: "fail", figures: "error", failures: [msg.slice(0, 500)], details: {} };
+    return {
+      campaign: name,
+      tried: "(did not complete)",
+      result: "fail",
+      figures: "error",
+      failures: [msg.slice(0, 500)],
+      details: {},
+    };
   }
 }
 
@@ -87,7 +94,13 @@ async function dispatch(name: string): Promise<CampaignResult> {
   switch (name) {
     case "crash": {
       const { runCrash } = await import("./crash");
-      return runCrash({ messages: Number(values.messages ?? (QUICK ? 500 : 5000)), kills: Number(values.kills ?? (QUICK ? 2 : 10)), seed: SEED, drainTimeoutS: QUICK ? 180 : 900, log });
+      return runCrash({
+        messages: Number(values.messages ?? (QUICK ? 500 : 5000)),
+        kills: Number(values.kills ?? (QUICK ? 2 : 10)),
+        seed: SEED,
+        drainTimeoutS: QUICK ? 180 : 900,
+        log,
+      });
     }
     case "faults": {
       const { runFaults } = await import("./faults");
@@ -108,10 +121,16 @@ async function dispatch(name: string): Promise<CampaignResult> {
 
 /** Merges this run's results into the block between the markers of docs/reliability.md. */
 async function updateDoc(rows: CampaignResult[]): Promise<void> {
-  const start = "<!-- chaos:results:start -->", end = "<!-- chaos:results:end -->";
+  const start = "<!-- chaos:results:start -->",
+    end = "<!-- chaos:results:end -->";
   let doc: string;
-  try { doc = await readFile(DOC, "utf8"); } catch { return; }
-  const a = doc.indexOf(start), b = doc.indexOf(end);
+  try {
+    doc = await readFile(DOC, "utf8");
+  } catch {
+    return;
+  }
+  const a = doc.indexOf(start),
+    b = doc.indexOf(end);
   if (a < 0 || b < a) return;
   const run = `${QUICK ? "--quick" : "full"}, seed ${SEED}, ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC`;
   const block = mergeResults(doc.slice(a + start.length, b), rows, run);
@@ -122,7 +141,11 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.once(sig, () => void stopAllRuntimes().then(() => process.exit(130)));
 }
 const order = ["crash", "faults", "fuzz", "load"].filter((c) => ONLY.has(c));
-for (const c of ONLY) if (!order.includes(c)) { console.error(`unknown campaign ${c}`); process.exit(2); }
+for (const c of ONLY)
+  if (!order.includes(c)) {
+    console.error(`unknown campaign ${c}`);
+    process.exit(2);
+  }
 log(`chaos: ${QUICK ? "quick" : "full"} mode, campaigns ${order.join(", ")}, seed ${SEED} (rerun with --seed ${SEED})`);
 const rows: CampaignResult[] = [];
 for (const c of order) rows.push(await runOne(c));
@@ -131,6 +154,19 @@ for (const r of rows) if (r.table) log(`\n${r.campaign}:\n${r.table}`);
 if (!values["no-docs"]) await updateDoc(rows);
 const ok = rows.every((r) => r.result === "pass");
 if (values.json) {
-  console.log(JSON.stringify({ mode: QUICK ? "quick" : "full", seed: SEED, ok, campaigns: rows.map((r) => ({ campaign: r.campaign, result: r.result, figures: r.figures, failures: r.failures, details: r.details })) }));
+  console.log(
+    JSON.stringify({
+      mode: QUICK ? "quick" : "full",
+      seed: SEED,
+      ok,
+      campaigns: rows.map((r) => ({
+        campaign: r.campaign,
+        result: r.result,
+        figures: r.figures,
+        failures: r.failures,
+        details: r.details,
+      })),
+    }),
+  );
 }
 process.exit(ok ? 0 : 1);

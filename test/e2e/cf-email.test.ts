@@ -17,7 +17,11 @@ const api = apiOf(() => server);
 
 beforeAll(async () => {
   process.env.DEV_LOG_FILE = LOG;
-  server = await startDevServer({ tenant: "cf-email", vars: { SMARTHOST: "cf-email", COHORT_ENV: "development" }, logLevel: "info" });
+  server = await startDevServer({
+    tenant: "cf-email",
+    vars: { SMARTHOST: "cf-email", COHORT_ENV: "development" },
+    logLevel: "info",
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -28,13 +32,36 @@ afterAll(async () => {
 
 describe("the cf-email transport kind under wrangler dev", () => {
   it("hands the message to the simulated send_email binding and records the recipient delivered", async () => {
-    const { id } = await api<{ id: string }>("POST", "/emails", { from: "Acme <news@acme.test>", to: ["reader@example.net"], subject: "via Email Service", text: "Hello from the relay" });
-    const rcpt = await until(async () => {
-      const r = (await api<{ recipients: { status: string; last_response: { code?: number; text?: string; mx?: string } | null }[] }>("GET", `/emails/${id}`)).recipients[0]!;
-      return r.status === "delivered" ? r : undefined;
-    }, "delivered", 60_000);
-    expect(rcpt.last_response).toMatchObject({ code: 250, mx: "email-service.cloudflare", text: expect.stringMatching(/^accepted by Cloudflare Email Service/) });
-    const file = await until(async () => (existsSync(LOG) ? /send_email binding called with the following message:\s+(\S+\.eml)/.exec(readFileSync(LOG, "utf8"))?.[1] : undefined), "wrangler's log of the message");
+    const { id } = await api<{ id: string }>("POST", "/emails", {
+      from: "Acme <news@acme.test>",
+      to: ["reader@example.net"],
+      subject: "via Email Service",
+      text: "Hello from the relay",
+    });
+    const rcpt = await until(
+      async () => {
+        const r = (
+          await api<{
+            recipients: { status: string; last_response: { code?: number; text?: string; mx?: string } | null }[];
+          }>("GET", `/emails/${id}`)
+        ).recipients[0]!;
+        return r.status === "delivered" ? r : undefined;
+      },
+      "delivered",
+      60_000,
+    );
+    expect(rcpt.last_response).toMatchObject({
+      code: 250,
+      mx: "email-service.cloudflare",
+      text: expect.stringMatching(/^accepted by Cloudflare Email Service/),
+    });
+    const file = await until(
+      async () =>
+        existsSync(LOG)
+          ? /send_email binding called with the following message:\s+(\S+\.eml)/.exec(readFileSync(LOG, "utf8"))?.[1]
+          : undefined,
+      "wrangler's log of the message",
+    );
     const eml = readFileSync(file, "utf8");
     expect(eml).toMatch(/^Subject: via Email Service$/m);
     expect(eml).toMatch(new RegExp(`^Message-ID: <${id}@acme\\.test>$`, "m"));

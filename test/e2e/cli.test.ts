@@ -18,9 +18,15 @@ const QUIET = { ...process.env, NPM_CONFIG_LOGLEVEL: "error", NO_COLOR: "1" };
 let relay: Relay;
 
 /** Runs `npx cohort …` with the relay's URL and a key in the environment. */
-async function cohort(args: string[], key = relay.operatorKey): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cohort(
+  args: string[],
+  key = relay.operatorKey,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await exec("npx", ["cohort", ...args], { cwd: ROOT, env: { ...QUIET, COHORT_URL: relay.url, COHORT_API_KEY: key } });
+    const r = await exec("npx", ["cohort", ...args], {
+      cwd: ROOT,
+      env: { ...QUIET, COHORT_URL: relay.url, COHORT_API_KEY: key },
+    });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code: number; stdout: string; stderr: string };
@@ -39,7 +45,22 @@ describe("npx cohort", () => {
   let delivered: string;
 
   it("sends a test message and shows it delivered, with the SMTP response in the timeline", async () => {
-    const sent = await cohort(["send", "--from", "Ops <ops@acme.test>", "--to", "ann@example.test", "--subject", "CLI test", "--text", "hello", "--tag", "source:cli"], relay.tenantKey);
+    const sent = await cohort(
+      [
+        "send",
+        "--from",
+        "Ops <ops@acme.test>",
+        "--to",
+        "ann@example.test",
+        "--subject",
+        "CLI test",
+        "--text",
+        "hello",
+        "--tag",
+        "source:cli",
+      ],
+      relay.tenantKey,
+    );
     expect(sent).toMatchObject({ code: 0, stderr: expect.not.stringContaining("cohort:") });
     delivered = sent.stdout.trim();
     expect(delivered).toMatch(/^[0-9a-f]{2}/);
@@ -48,17 +69,25 @@ describe("npx cohort", () => {
 
     // The timeline is the D1 event log, which the delivery agent's index stage writes after
     // gathering for AGENT_STAGE_MS (1 s): it may land after the state above.
-    const shown = await waitFor(async () => {
-      const r = await cohort(["show", delivered], relay.tenantKey);
-      return r.code !== 0 || r.stdout.includes("email.delivered") ? r : undefined;
-    }, 15_000, "email.delivered in the timeline");
+    const shown = await waitFor(
+      async () => {
+        const r = await cohort(["show", delivered], relay.tenantKey);
+        return r.code !== 0 || r.stdout.includes("email.delivered") ? r : undefined;
+      },
+      15_000,
+      "email.delivered in the timeline",
+    );
     expect(shown.code).toBe(0);
     expect(shown.stdout).toContain("ann@example.test");
     expect(shown.stdout).toMatch(/ann@example\.test\s+delivered\s+1/);
     expect(shown.stdout).toContain("email.delivered");
     expect(shown.stdout).toMatch(/email\.delivered.*250/);
     const json = JSON.parse((await cohort(["show", delivered, "--json"], relay.tenantKey)).stdout);
-    expect(json).toMatchObject({ id: delivered, tenant: "acme", recipients: [{ email: "ann@example.test", status: "delivered" }] });
+    expect(json).toMatchObject({
+      id: delivered,
+      tenant: "acme",
+      recipients: [{ email: "ann@example.test", status: "delivered" }],
+    });
   });
 
   it("prints the queue summary as a qshape table, and --json equal to GET /relay/queue's counts", async () => {
@@ -80,7 +109,12 @@ describe("npx cohort", () => {
     expect(s.stdout).toContain(`suspended dest:smtp/${relay.smarthost} until`);
     expect((await cohort(["suspensions"])).stdout).toContain(`dest:smtp/${relay.smarthost}`);
 
-    const id = (await cohort(["send", "--from", "ops@acme.test", "--to", "held@example.test", "--subject", "held", "--text", "x"], relay.tenantKey)).stdout.trim();
+    const id = (
+      await cohort(
+        ["send", "--from", "ops@acme.test", "--to", "held@example.test", "--subject", "held", "--text", "x"],
+        relay.tenantKey,
+      )
+    ).stdout.trim();
     await recipientsIn(relay, relay.tenantKey, id, ["ready", "active"]);
     await new Promise((r) => setTimeout(r, 2000));
     const held = await api(relay, relay.tenantKey, "GET", `/relay/messages/${id}`);
@@ -93,7 +127,12 @@ describe("npx cohort", () => {
   });
 
   it("flushes: a deferred recipient is retried at once, long before its back-off", async () => {
-    const id = (await cohort(["send", "--from", "ops@acme.test", "--to", "tempfail-1@example.test", "--subject", "later", "--text", "x"], relay.tenantKey)).stdout.trim();
+    const id = (
+      await cohort(
+        ["send", "--from", "ops@acme.test", "--to", "tempfail-1@example.test", "--subject", "later", "--text", "x"],
+        relay.tenantKey,
+      )
+    ).stdout.trim();
     const deferred = await recipientsIn(relay, relay.tenantKey, id, ["deferred"]);
     expect(deferred.recipients[0]!.status).toBe("deferred");
     const f = await cohort(["flush"]);
@@ -109,28 +148,55 @@ describe("npx cohort", () => {
     const lines = all.stdout.trim().split("\n");
     expect(lines.some((l) => /email\.delivered/.test(l))).toBe(true);
     const json = await cohort(["tail", "--once", "--json", "--type", "email.delivered"], relay.tenantKey);
-    const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { id: string; type: string });
+    const events = json.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: string; type: string });
     expect(events.length).toBeGreaterThanOrEqual(3);
     expect(new Set(events.map((e) => e.type))).toEqual(new Set(["email.delivered"]));
     // --count stops after that many events; --after continues from an id.
     const two = await cohort(["tail", "--count", "2", "--json"], relay.tenantKey);
-    const [first, second] = two.stdout.trim().split("\n").map((l) => JSON.parse(l) as { id: string });
+    const [first, second] = two.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: string });
     const next = await cohort(["tail", "--count", "1", "--json", "--after", first!.id], relay.tenantKey);
     expect(JSON.parse(next.stdout.trim()).id).toBe(second!.id);
   });
 
   it("holds, releases, requeues and cancels a message; cancels by domain", async () => {
     const at = new Date(Date.now() + 3600_000).toISOString();
-    const sent = await api(relay, relay.tenantKey, "POST", "/emails", { from: "ops@acme.test", to: ["later@cli-later.test", "x@cli-other.test"], subject: "later", text: "x", scheduled_at: at });
+    const sent = await api(relay, relay.tenantKey, "POST", "/emails", {
+      from: "ops@acme.test",
+      to: ["later@cli-later.test", "x@cli-other.test"],
+      subject: "later",
+      text: "x",
+      scheduled_at: at,
+    });
     const id = sent.id as string;
-    expect(await cohort(["hold", id], relay.tenantKey)).toMatchObject({ code: 0, stdout: `hold: ${id} (2 recipient(s))\n` });
-    expect((await api(relay, relay.tenantKey, "GET", `/emails/${id}`)).recipients.map((r: { blocked_by: string }) => r.blocked_by)).toEqual(["held", "held"]);
-    expect(await cohort(["hold", id], relay.tenantKey)).toMatchObject({ code: 1, stderr: expect.stringContaining("already held") });
-    expect(await cohort(["release", id], relay.tenantKey)).toMatchObject({ code: 0, stdout: `release: ${id} (2 recipient(s))\n` });
+    expect(await cohort(["hold", id], relay.tenantKey)).toMatchObject({
+      code: 0,
+      stdout: `hold: ${id} (2 recipient(s))\n`,
+    });
+    expect(
+      (await api(relay, relay.tenantKey, "GET", `/emails/${id}`)).recipients.map(
+        (r: { blocked_by: string }) => r.blocked_by,
+      ),
+    ).toEqual(["held", "held"]);
+    expect(await cohort(["hold", id], relay.tenantKey)).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining("already held"),
+    });
+    expect(await cohort(["release", id], relay.tenantKey)).toMatchObject({
+      code: 0,
+      stdout: `release: ${id} (2 recipient(s))\n`,
+    });
     expect(await cohort(["requeue", id, "--json"], relay.tenantKey)).toMatchObject({ code: 0 });
     const one = await cohort(["cancel", id, "--domain", "cli-other.test"], relay.tenantKey);
     expect(one).toMatchObject({ code: 0, stdout: `cancelled 1 recipient(s) of ${id}\n` });
-    const statuses = (await api(relay, relay.tenantKey, "GET", `/emails/${id}`)).recipients.map((r: { status: string }) => r.status);
+    const statuses = (await api(relay, relay.tenantKey, "GET", `/emails/${id}`)).recipients.map(
+      (r: { status: string }) => r.status,
+    );
     expect(statuses).toEqual(["incoming", "cancelled"]);
     expect(await cohort(["cancel"], relay.tenantKey)).toMatchObject({ code: 2 });
     // By filter, through the D1 index (which follows the Outbox shortly).
@@ -148,7 +214,9 @@ describe("npx cohort", () => {
     expect(JSON.parse(inbound.stdout)).toEqual(await api(relay, relay.operatorKey, "GET", "/relay/inbound?days=2"));
     const rate = await cohort(["complaint-rate"], relay.tenantKey);
     expect(rate.code).toBe(0);
-    expect(rate.stdout).toMatch(/last 7 days \(line 0\.300%; bulk mail not paused\)\nsending domain\s+delivered\s+complained\s+rate\nall\s/);
+    expect(rate.stdout).toMatch(
+      /last 7 days \(line 0\.300%; bulk mail not paused\)\nsending domain\s+delivered\s+complained\s+rate\nall\s/,
+    );
     const lifted = await cohort(["brake-lift", "acme"]);
     expect(lifted).toMatchObject({ code: 0, stdout: "lifted the complaint-rate brake of acme\n" });
     expect((await cohort(["brake-lift", "acme"], relay.tenantKey)).stderr).toContain("restricted_api_key (HTTP 403)");
@@ -159,53 +227,110 @@ describe("npx cohort", () => {
     const list = await cohort(["providers"]);
     expect(list.code).toBe(0);
     expect(list.stdout).toMatch(/^name\s+mx suffixes\s+shape\n/);
-    expect(list.stdout).toMatch(/\ngoogle\s+\.google\.com \.googlemail\.com\s+window 5\.\.5, 50 msgs\/session, TLS required\n/);
+    expect(list.stdout).toMatch(
+      /\ngoogle\s+\.google\.com \.googlemail\.com\s+window 5\.\.5, 50 msgs\/session, TLS required\n/,
+    );
     const dir = await mkdtemp(join(tmpdir(), "cohort-cli-"));
     const file = join(dir, "rule.json");
     await writeFile(file, JSON.stringify({ mx: [".messagingengine.com"], rate: "600/m" }));
-    expect(await cohort(["provider-set", "fastmail", "--file", file])).toMatchObject({ code: 0, stdout: "provider rule fastmail set: .messagingengine.com\n" });
-    expect((await api<{ rate: string }>(relay, relay.operatorKey, "GET", "/relay/providers/fastmail")).rate).toBe("600/m");
+    expect(await cohort(["provider-set", "fastmail", "--file", file])).toMatchObject({
+      code: 0,
+      stdout: "provider rule fastmail set: .messagingengine.com\n",
+    });
+    expect((await api<{ rate: string }>(relay, relay.operatorKey, "GET", "/relay/providers/fastmail")).rate).toBe(
+      "600/m",
+    );
     await writeFile(file, JSON.stringify({ mx: ["not a suffix"] }));
     const bad = await cohort(["provider-set", "fastmail", "--file", file]);
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining("validation_error (HTTP 422)") });
-    expect(await cohort(["provider-delete", "fastmail"])).toMatchObject({ code: 0, stdout: "provider rule fastmail deleted\n" });
+    expect(await cohort(["provider-delete", "fastmail"])).toMatchObject({
+      code: 0,
+      stdout: "provider rule fastmail deleted\n",
+    });
     expect((await cohort(["provider-set", "x"])).code).toBe(2);
     await rm(dir, { recursive: true, force: true });
   });
 
   it("sets and lists pickup policies, and shows and advances warm-up plans", async () => {
-    const set = await cohort(["policy-set", "jobid:acme/drip", "--concurrency", "2", "--rate", "60/m", "--connect-interval", "5"]);
+    const set = await cohort([
+      "policy-set",
+      "jobid:acme/drip",
+      "--concurrency",
+      "2",
+      "--rate",
+      "60/m",
+      "--connect-interval",
+      "5",
+    ]);
     expect(set.code).toBe(0);
     expect(set.stdout).toMatch(/^jobid:acme\/drip: set in /);
     const list = await cohort(["policies"]);
     expect(list.stdout).toMatch(/jobid:acme\/drip\s+concurrency 2, rate 60\/m, interval 5s\s+operator/);
-    expect(await cohort(["policy-set", "jobid:acme/drip"])).toMatchObject({ code: 0, stdout: "jobid:acme/drip: no limits left\n" });
+    expect(await cohort(["policy-set", "jobid:acme/drip"])).toMatchObject({
+      code: 0,
+      stdout: "jobid:acme/drip: no limits left\n",
+    });
     expect((await cohort(["policy-set", "jobid:acme/drip", "--concurrency", "0"])).code).toBe(2);
     expect((await cohort(["warmup"])).stdout).toBe("no warm-up plans\n");
-    await api(relay, relay.operatorKey, "PUT", "/relay/warmup/direct", { ramp: [{ per_day: 10, per_hour: 2 }, { per_day: 20 }] });
+    await api(relay, relay.operatorKey, "PUT", "/relay/warmup/direct", {
+      ramp: [{ per_day: 10, per_hour: 2 }, { per_day: 20 }],
+    });
     expect((await cohort(["warmup"])).stdout).toMatch(/\ndirect\s+1 of 2\s+.*google 10\/d 2\/h/);
     expect(await cohort(["warmup-advance", "direct"])).toMatchObject({ code: 0, stdout: "direct: day 2 of 2\n" });
-    expect(await cohort(["warmup-advance", "direct", "--days", "5"])).toMatchObject({ code: 0, stdout: "direct: day 7 of 2 (done: nothing capped)\n" });
+    expect(await cohort(["warmup-advance", "direct", "--days", "5"])).toMatchObject({
+      code: 0,
+      stdout: "direct: day 7 of 2 (done: nothing capped)\n",
+    });
     await api(relay, relay.operatorKey, "DELETE", "/relay/warmup/direct");
   });
 
   it("drives Resend's newer resources: templates, topics, suppressions, received mail, metrics, key rename", async () => {
     const k = relay.tenantKey;
-    const id = (await cohort(["template-create", "--name", "welcome", "--html", "<p>Hi {{{NAME}}}</p>", "--subject", "Welcome {{{NAME}}}", "--from", "ops@acme.test", "--var", "NAME:string:friend"], k)).stdout.trim();
+    const id = (
+      await cohort(
+        [
+          "template-create",
+          "--name",
+          "welcome",
+          "--html",
+          "<p>Hi {{{NAME}}}</p>",
+          "--subject",
+          "Welcome {{{NAME}}}",
+          "--from",
+          "ops@acme.test",
+          "--var",
+          "NAME:string:friend",
+        ],
+        k,
+      )
+    ).stdout.trim();
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
     expect(await cohort(["template-publish", id], k)).toMatchObject({ code: 0, stdout: `published ${id}\n` });
-    expect((await cohort(["template", id], k)).stdout).toMatch(/welcome\s+published\n.*\nvariables NAME:string=friend\n\n<p>Hi \{\{\{NAME\}\}\}<\/p>/);
+    expect((await cohort(["template", id], k)).stdout).toMatch(
+      /welcome\s+published\n.*\nvariables NAME:string=friend\n\n<p>Hi \{\{\{NAME\}\}\}<\/p>/,
+    );
     expect((await cohort(["templates"], k)).stdout).toMatch(new RegExp(`${id}\\s+welcome\\s+-\\s+published`));
-    const sent = (await cohort(["send-template", "--to", "tpl@example.test", "--template", id, "--var", "NAME=Ann"], k)).stdout.trim();
-    const html = await waitFor(async () => {
-      const m = relay.catcher.messages.find((x) => x.rcptTo.includes("tpl@example.test"));
-      return m ? Buffer.from(m.body, "base64").toString("latin1") : undefined;
-    }, 30_000, "the templated email");
+    const sent = (
+      await cohort(["send-template", "--to", "tpl@example.test", "--template", id, "--var", "NAME=Ann"], k)
+    ).stdout.trim();
+    const html = await waitFor(
+      async () => {
+        const m = relay.catcher.messages.find((x) => x.rcptTo.includes("tpl@example.test"));
+        return m ? Buffer.from(m.body, "base64").toString("latin1") : undefined;
+      },
+      30_000,
+      "the templated email",
+    );
     expect(sent).toMatch(/^[0-9a-f-]{36}$/);
     expect(html).toContain("Subject: Welcome Ann");
     const topic = (await cohort(["topic-create", "--name", "News", "--default", "opt_in"], k)).stdout.trim();
-    expect(await cohort(["unsubscribe-topic", "reader@example.test", topic], k)).toMatchObject({ code: 0, stdout: `reader@example.test: opted out of ${topic}\n` });
-    expect((await cohort(["subscriptions", "reader@example.test"], k)).stdout).toMatch(new RegExp(`${topic}\\s+News\\s+opt_out`));
+    expect(await cohort(["unsubscribe-topic", "reader@example.test", topic], k)).toMatchObject({
+      code: 0,
+      stdout: `reader@example.test: opted out of ${topic}\n`,
+    });
+    expect((await cohort(["subscriptions", "reader@example.test"], k)).stdout).toMatch(
+      new RegExp(`${topic}\\s+News\\s+opt_out`),
+    );
     expect((await cohort(["suppress", "gone@example.test"], k)).code).toBe(0);
     expect((await cohort(["suppressions-list"], k)).stdout).toMatch(/gone@example\.test\s+manual\s+all\s+manual/);
     expect((await cohort(["unsuppress", "gone@example.test"], k)).code).toBe(0);
@@ -213,7 +338,10 @@ describe("npx cohort", () => {
     const metrics = await cohort(["metrics", "--days", "1", "--by", "domain"], k);
     expect(metrics.stdout).toMatch(/^last 1 days\n\s+sent\s+delivered.*\nall\s+\d+/);
     const keyId = (await api<{ id: string }>(relay, k, "POST", "/api-keys", { name: "cli" })).id;
-    expect(await cohort(["key-rename", keyId, "--name", "cli-renamed"], k)).toMatchObject({ code: 0, stdout: `renamed ${keyId}\n` });
+    expect(await cohort(["key-rename", keyId, "--name", "cli-renamed"], k)).toMatchObject({
+      code: 0,
+      stdout: `renamed ${keyId}\n`,
+    });
     expect((await cohort(["receiving", "x"], k)).code).toBe(2);
     expect((await cohort(["template-create", "--name", "x"], k)).code).toBe(2);
   });
@@ -227,7 +355,10 @@ describe("npx cohort", () => {
     const missing = await cohort(["show", "00000000-0000-0000-0000-000000000000"]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("not_found (HTTP 404)");
-    const down = await exec("npx", ["cohort", "queue", "--url", "http://127.0.0.1:9", "--key", "x"], { cwd: ROOT, env: QUIET }).catch((e: { code: number; stderr: string }) => e);
+    const down = await exec("npx", ["cohort", "queue", "--url", "http://127.0.0.1:9", "--key", "x"], {
+      cwd: ROOT,
+      env: QUIET,
+    }).catch((e: { code: number; stderr: string }) => e);
     expect(down).toMatchObject({ code: 1, stderr: expect.stringContaining("cannot reach http://127.0.0.1:9") });
     expect((await cohort(["frobnicate"])).code).toBe(2);
     expect((await cohort(["suspend", "tenant", "acme", "--ttl", "soon"])).stderr).toContain("bad --ttl");

@@ -10,7 +10,9 @@ export function apiOf(server: () => DevServer) {
   return async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
     const s = server();
     const res = await devFetch(`${s.url}${path}`, {
-      method, headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      method,
+      headers: { authorization: `Bearer ${s.key}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     expect(res.status, `${method} ${path}`).toBeLessThan(300);
     return (await res.json()) as T;

@@ -38,23 +38,39 @@ const fbl = generateKeyPairSync("rsa", { modulusLength: 2048 });
 let doh: Server;
 
 beforeAll(async () => {
-  const fblTxt = `"v=DKIM1; k=rsa; p=${fbl.publicKey.export({ format: "der", type: "spki" }).toString("base64")}"`.replace(/(.{250})/g, '$1" "');
+  const fblTxt =
+    `"v=DKIM1; k=rsa; p=${fbl.publicKey.export({ format: "der", type: "spki" }).toString("base64")}"`.replace(
+      /(.{250})/g,
+      '$1" "',
+    );
   doh = createServer((req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
-    const found = (u.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "") === "s1._domainkey.isp.example" && u.searchParams.get("type") === "TXT";
-    const body = found ? { Status: 0, Answer: [{ name: "s1._domainkey.isp.example.", type: 16, TTL: 60, data: fblTxt }] } : { Status: 3 };
+    const found =
+      (u.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "") === "s1._domainkey.isp.example" &&
+      u.searchParams.get("type") === "TXT";
+    const body = found
+      ? { Status: 0, Answer: [{ name: "s1._domainkey.isp.example.", type: 16, TTL: 60, data: fblTxt }] }
+      : { Status: 3 };
     res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   });
   await new Promise<void>((r) => doh.listen(0, "127.0.0.1", r));
   sink = new SMTPServer({
-    logger: false, disableReverseLookup: true, authOptional: true, disabledCommands: ["STARTTLS", "AUTH"],
+    logger: false,
+    disableReverseLookup: true,
+    authOptional: true,
+    disabledCommands: ["STARTTLS", "AUTH"],
     onData: (stream, session, cb) => {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
         const raw = Buffer.concat(chunks);
         const messageId = /^Message-ID:\s*(<[^>]+>)/im.exec(raw.toString("latin1"))?.[1] ?? "";
-        for (const r of session.envelope.rcptTo) envelopes.set(r.address, { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", messageId, raw });
+        for (const r of session.envelope.rcptTo)
+          envelopes.set(r.address, {
+            mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+            messageId,
+            raw,
+          });
         cb();
       });
     },
@@ -62,11 +78,23 @@ beforeAll(async () => {
   await new Promise<void>((r) => sink.listen(0, "127.0.0.1", r));
   const port = (sink.server.address() as AddressInfo).port;
   server = await startDevServer({
-    tenant: "inbound", role: "operator",
+    tenant: "inbound",
+    role: "operator",
     vars: {
-      SMARTHOST: `[127.0.0.1]:${port}`, RELAY_TLS: "off", COHORT_ENV: "development", BOUNCE_DOMAIN,
-      DOH_RESOLVER_URL: `http://127.0.0.1:${(doh.address() as AddressInfo).port}/dns-query`, FEEDBACK_LOOP_SENDERS: "isp.example",
-      DKIM_KEYS: JSON.stringify([{ domain: "acme.test", selector: "k1", algorithm: "rsa-sha256", private_key: dkim.privateKey.export({ format: "pem", type: "pkcs8" }).toString() }]),
+      SMARTHOST: `[127.0.0.1]:${port}`,
+      RELAY_TLS: "off",
+      COHORT_ENV: "development",
+      BOUNCE_DOMAIN,
+      DOH_RESOLVER_URL: `http://127.0.0.1:${(doh.address() as AddressInfo).port}/dns-query`,
+      FEEDBACK_LOOP_SENDERS: "isp.example",
+      DKIM_KEYS: JSON.stringify([
+        {
+          domain: "acme.test",
+          selector: "k1",
+          algorithm: "rsa-sha256",
+          private_key: dkim.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+        },
+      ]),
     },
   });
 }, 120_000);
@@ -79,7 +107,11 @@ afterAll(async () => {
 
 const api = apiOf(() => server);
 
-type Rcpt = { email: string; status: string; last_response: { code?: number; enhanced?: string; text?: string } | null };
+type Rcpt = {
+  email: string;
+  status: string;
+  last_response: { code?: number; enhanced?: string; text?: string } | null;
+};
 const recipients = async (id: string) => (await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).recipients;
 
 /** Posts a message to wrangler dev's email endpoint, as Email Routing would hand it to the Worker. */
@@ -92,7 +124,12 @@ async function post(text: string, to: string, from: string): Promise<{ status: n
 }
 
 /** A fixture, its own Message-ID replaced by `id` when given, posted to `vars.TO`. */
-function deliverInbound(name: string, vars: Record<string, string>, from: string, id?: string): Promise<{ status: number; text: string }> {
+function deliverInbound(
+  name: string,
+  vars: Record<string, string>,
+  from: string,
+  id?: string,
+): Promise<{ status: number; text: string }> {
   const text = fixtureText(name, vars);
   return post(id === undefined ? text : text.replace(/^Message-I[Dd]: <[^>]+>/m, `Message-ID: ${id}`), vars.TO!, from);
 }
@@ -101,26 +138,66 @@ function deliverInbound(name: string, vars: Record<string, string>, from: string
 async function signedArf(vars: Record<string, string>): Promise<string> {
   const text = fixtureText("arf.eml", vars).replace(/^Message-ID: <[^>]+>/m, "Message-ID: <arf-signed@isp.example>");
   const privateKey = fbl.privateKey.export({ format: "pem", type: "pkcs8" }).toString();
-  const signed = await dkimSign(text, { signatureData: [{ signingDomain: "isp.example", selector: "s1", privateKey, algorithm: "rsa-sha256", canonicalization: "relaxed/relaxed" }] } as never);
+  const signed = await dkimSign(text, {
+    signatureData: [
+      {
+        signingDomain: "isp.example",
+        selector: "s1",
+        privateKey,
+        algorithm: "rsa-sha256",
+        canonicalization: "relaxed/relaxed",
+      },
+    ],
+  } as never);
   return signed.signatures + text;
 }
 
 type Feed = { data: { type: string; data: { recipient: string } }[] };
 
 describe("mail that comes back through Email Routing", () => {
-  const rcpts = ["gmail@sink.test", "outlook@sink.test", "yahoo@sink.test", "qmail@sink.test", "away@sink.test", "co@sink.test"] as const;
+  const rcpts = [
+    "gmail@sink.test",
+    "outlook@sink.test",
+    "yahoo@sink.test",
+    "qmail@sink.test",
+    "away@sink.test",
+    "co@sink.test",
+  ] as const;
   let id: string;
-  const vars = (rcpt: string) => ({ TO: envelopes.get(rcpt)!.mailFrom, RCPT: rcpt, MSGID: envelopes.get(rcpt)!.messageId, SUBJECT: "Your receipt" });
+  const vars = (rcpt: string) => ({
+    TO: envelopes.get(rcpt)!.mailFrom,
+    RCPT: rcpt,
+    MSGID: envelopes.get(rcpt)!.messageId,
+    SUBJECT: "Your receipt",
+  });
 
   it("sends each recipient from its own VERP address on BOUNCE_DOMAIN", async () => {
-    id = (await api<{ id: string }>("POST", "/emails", { from: "Acme <no-reply@acme.test>", to: rcpts, subject: "Your receipt", text: "Thanks" })).id;
-    await until(async () => ((await recipients(id)).every((r) => r.status === "delivered") ? true : undefined), "delivered");
-    for (const r of rcpts) expect(envelopes.get(r)!.mailFrom).toMatch(/^bounces\+[0-9a-f]{32}-[0-9a-z]+-[0-9a-f]{12}@bounces\.cohort\.test$/);
+    id = (
+      await api<{ id: string }>("POST", "/emails", {
+        from: "Acme <no-reply@acme.test>",
+        to: rcpts,
+        subject: "Your receipt",
+        text: "Thanks",
+      })
+    ).id;
+    await until(
+      async () => ((await recipients(id)).every((r) => r.status === "delivered") ? true : undefined),
+      "delivered",
+    );
+    for (const r of rcpts)
+      expect(envelopes.get(r)!.mailFrom).toMatch(
+        /^bounces\+[0-9a-f]{32}-[0-9a-z]+-[0-9a-f]{12}@bounces\.cohort\.test$/,
+      );
     expect(new Set(rcpts.map((r) => envelopes.get(r)!.mailFrom)).size).toBe(rcpts.length);
   }, 60_000);
 
   it("Gmail, Outlook.com, Yahoo and qmail bounces move their recipient to bounced, with the reply, the event and a suppression", async () => {
-    for (const [name, rcpt] of [["gmail-5.1.1.eml", rcpts[0]], ["outlook-5.1.10.eml", rcpts[1]], ["yahoo-554.eml", rcpts[2]], ["qmail-5.1.1.eml", rcpts[3]]] as const) {
+    for (const [name, rcpt] of [
+      ["gmail-5.1.1.eml", rcpts[0]],
+      ["outlook-5.1.10.eml", rcpts[1]],
+      ["yahoo-554.eml", rcpts[2]],
+      ["qmail-5.1.1.eml", rcpts[3]],
+    ] as const) {
       const res = await deliverInbound(name, vars(rcpt), "MAILER-DAEMON@mx.example.net");
       expect(res.status, `${name}: ${res.text}`).toBe(200);
     }
@@ -130,7 +207,11 @@ describe("mail that comes back through Email Routing", () => {
     }, "four bounced");
     const by = new Map(rs.map((r) => [r.email, r]));
     expect(by.get(rcpts[0])!.last_response).toMatchObject({ code: 550, enhanced: "5.1.1" });
-    expect(by.get(rcpts[1])!.last_response).toMatchObject({ code: 550, enhanced: "5.1.10", text: expect.stringContaining("RecipientNotFound") });
+    expect(by.get(rcpts[1])!.last_response).toMatchObject({
+      code: 550,
+      enhanced: "5.1.10",
+      text: expect.stringContaining("RecipientNotFound"),
+    });
     expect(by.get(rcpts[2])!.last_response).toMatchObject({ code: 554 });
     expect(by.get(rcpts[3])!.last_response).toMatchObject({ code: 550, enhanced: "5.1.1" });
     expect(by.get(rcpts[4])!.status).toBe("delivered");
@@ -153,30 +234,85 @@ describe("mail that comes back through Email Routing", () => {
   it("forged reports change nothing, and the operator sees each: a VERP DSN naming another recipient, a co-recipient's DSN and ARF, a stranger's ARF", async () => {
     const away = rcpts[4];
     const co = rcpts[5];
-    const custom = (await api<{ id: string }>("POST", "/emails", { from: "Acme <no-reply@acme.test>", to: "custom@sink.test", subject: "Custom", text: "Hi", headers: { "Message-ID": "<custom-e2e@acme.test>" } })).id;
-    await until(async () => ((await recipients(custom))[0]!.status === "delivered" ? true : undefined), "custom delivered");
+    const custom = (
+      await api<{ id: string }>("POST", "/emails", {
+        from: "Acme <no-reply@acme.test>",
+        to: "custom@sink.test",
+        subject: "Custom",
+        text: "Hi",
+        headers: { "Message-ID": "<custom-e2e@acme.test>" },
+      })
+    ).id;
+    await until(
+      async () => ((await recipients(custom))[0]!.status === "delivered" ? true : undefined),
+      "custom delivered",
+    );
     // The custom Message-ID is found through the D1 index, which the delivery stage writes a moment later.
-    await until(async () => ((await api<{ data: { id: string }[] }>("GET", "/emails?limit=100")).data.some((e) => e.id === custom) ? true : undefined), "custom indexed");
+    await until(
+      async () =>
+        (await api<{ data: { id: string }[] }>("GET", "/emails?limit=100")).data.some((e) => e.id === custom)
+          ? true
+          : undefined,
+      "custom indexed",
+    );
     const forged = [
-      await deliverInbound("gmail-5.1.1.eml", { ...vars(away), TO: envelopes.get(co)!.mailFrom }, "MAILER-DAEMON@mx.example.net", "<forged-verp@example.org>"),
-      await deliverInbound("outlook-5.1.10.eml", { ...vars(away), TO: `postmaster@${BOUNCE_DOMAIN}` }, co, "<forged-dsn@sink.test>"),
-      await post(fixtureText("arf.eml", { ...vars(away), TO: `fbl@${BOUNCE_DOMAIN}` }).replace("Feedback Loop <fbl@isp.example>", `<${co}>`).replace("<arf-1@isp.example>", "<forged-arf@sink.test>"), `fbl@${BOUNCE_DOMAIN}`, co),
-      await deliverInbound("arf.eml", { TO: `fbl@${BOUNCE_DOMAIN}`, RCPT: "custom@sink.test", MSGID: "<custom-e2e@acme.test>", SUBJECT: "Custom" }, "stranger@example.org", "<forged-custom@example.org>"),
+      await deliverInbound(
+        "gmail-5.1.1.eml",
+        { ...vars(away), TO: envelopes.get(co)!.mailFrom },
+        "MAILER-DAEMON@mx.example.net",
+        "<forged-verp@example.org>",
+      ),
+      await deliverInbound(
+        "outlook-5.1.10.eml",
+        { ...vars(away), TO: `postmaster@${BOUNCE_DOMAIN}` },
+        co,
+        "<forged-dsn@sink.test>",
+      ),
+      await post(
+        fixtureText("arf.eml", { ...vars(away), TO: `fbl@${BOUNCE_DOMAIN}` })
+          .replace("Feedback Loop <fbl@isp.example>", `<${co}>`)
+          .replace("<arf-1@isp.example>", "<forged-arf@sink.test>"),
+        `fbl@${BOUNCE_DOMAIN}`,
+        co,
+      ),
+      await deliverInbound(
+        "arf.eml",
+        { TO: `fbl@${BOUNCE_DOMAIN}`, RCPT: "custom@sink.test", MSGID: "<custom-e2e@acme.test>", SUBJECT: "Custom" },
+        "stranger@example.org",
+        "<forged-custom@example.org>",
+      ),
     ];
     for (const r of forged) expect(r.status, r.text).toBe(200);
     const reports = await until(async () => {
-      const l = await api<{ data: { verdict: string; kind: string; message_id: string }[] }>("GET", "/relay/inbound/reports?limit=100");
+      const l = await api<{ data: { verdict: string; kind: string; message_id: string }[] }>(
+        "GET",
+        "/relay/inbound/reports?limit=100",
+      );
       return l.data.filter((x) => x.message_id.startsWith("<forged-")).length === 4 ? l.data : undefined;
     }, "the forged reports in GET /relay/inbound/reports");
     const verdict = (id: string) => reports.find((x) => x.message_id === id)?.verdict;
-    expect([verdict("<forged-verp@example.org>"), verdict("<forged-dsn@sink.test>"), verdict("<forged-arf@sink.test>"), verdict("<forged-custom@example.org>")])
-      .toEqual(["mismatch", "unauthenticated", "unauthenticated", "unauthenticated"]);
+    expect([
+      verdict("<forged-verp@example.org>"),
+      verdict("<forged-dsn@sink.test>"),
+      verdict("<forged-arf@sink.test>"),
+      verdict("<forged-custom@example.org>"),
+    ]).toEqual(["mismatch", "unauthenticated", "unauthenticated", "unauthenticated"]);
     await new Promise((r) => setTimeout(r, 1000));
-    expect((await recipients(id)).filter((r) => r.email === away || r.email === co).map((r) => r.status)).toEqual(["delivered", "delivered"]);
+    expect((await recipients(id)).filter((r) => r.email === away || r.email === co).map((r) => r.status)).toEqual([
+      "delivered",
+      "delivered",
+    ]);
     expect((await recipients(custom))[0]!.status).toBe("delivered");
     const feed = await api<Feed>("GET", "/relay/events?limit=100");
-    expect(feed.data.filter((e) => [away, co, "custom@sink.test"].includes(e.data.recipient as never) && ["email.bounced", "email.complained"].includes(e.type))).toEqual([]);
-    for (const a of [away, co, "custom@sink.test"]) expect((await api<{ data: unknown[] }>("GET", `/relay/suppressions?address=${a}`)).data).toEqual([]);
+    expect(
+      feed.data.filter(
+        (e) =>
+          [away, co, "custom@sink.test"].includes(e.data.recipient as never) &&
+          ["email.bounced", "email.complained"].includes(e.type),
+      ),
+    ).toEqual([]);
+    for (const a of [away, co, "custom@sink.test"])
+      expect((await api<{ data: unknown[] }>("GET", `/relay/suppressions?address=${a}`)).data).toEqual([]);
   }, 60_000);
 
   it("a delay warning and an out-of-office reply leave the recipient delivered; an ARF report DKIM-signed by a configured feedback loop is a complaint", async () => {
@@ -198,7 +334,16 @@ describe("mail that comes back through Email Routing", () => {
     expect(res.status).not.toBe(200);
     expect(res.text).toMatch(/550 5\.1\.1 this address takes only delivery status notifications/);
     const counts = await api<{ totals: Record<string, number> }>("GET", "/relay/inbound");
-    expect(counts.totals).toEqual({ bounce: 4, bounce_mismatch: 1, bounce_unauthenticated: 1, complaint_unauthenticated: 2, delay: 1, auto_reply: 1, complaint: 1, rejected: 1 });
+    expect(counts.totals).toEqual({
+      bounce: 4,
+      bounce_mismatch: 1,
+      bounce_unauthenticated: 1,
+      complaint_unauthenticated: 2,
+      delay: 1,
+      auto_reply: 1,
+      complaint: 1,
+      rejected: 1,
+    });
   }, 60_000);
 });
 
@@ -209,17 +354,34 @@ describe("one-click unsubscribe (RFC 8058)", () => {
   let mailto: string;
 
   it("the sent message carries List-Unsubscribe and List-Unsubscribe-Post inside a DKIM signature that verifies", async () => {
-    id = (await api<{ id: string }>("POST", "/emails", { from: "Acme <news@acme.test>", to: rcpt, subject: "News", text: "Hello", unsubscribe: { topic: "news" } })).id;
+    id = (
+      await api<{ id: string }>("POST", "/emails", {
+        from: "Acme <news@acme.test>",
+        to: rcpt,
+        subject: "News",
+        text: "Hello",
+        unsubscribe: { topic: "news" },
+      })
+    ).id;
     const got = await until(async () => envelopes.get(rcpt), "the message at the sink");
     const resolver = async (name: string, type: string) => {
       if (type === "TXT" && name.toLowerCase() === "k1._domainkey.acme.test") return [[DKIM_TXT]];
       throw Object.assign(new Error(`NXDOMAIN ${name}`), { code: "ENOTFOUND" });
     };
     const result = await dkimVerify(got.raw, { resolver: resolver as never });
-    expect(result.results.map((r) => ({ result: r.status.result, domain: r.signingDomain }))).toEqual([{ result: "pass", domain: "acme.test" }]);
-    const signed = (result.results[0] as unknown as { signingHeaders: { keys: string } }).signingHeaders.keys.toLowerCase().split(": ").join(":").split(":");
+    expect(result.results.map((r) => ({ result: r.status.result, domain: r.signingDomain }))).toEqual([
+      { result: "pass", domain: "acme.test" },
+    ]);
+    const signed = (result.results[0] as unknown as { signingHeaders: { keys: string } }).signingHeaders.keys
+      .toLowerCase()
+      .split(": ")
+      .join(":")
+      .split(":");
     expect(signed).toEqual(expect.arrayContaining(["list-unsubscribe", "list-unsubscribe-post"]));
-    const head = got.raw.toString("latin1").split("\r\n\r\n")[0]!.replace(/\r\n[ \t]+/g, " ");
+    const head = got.raw
+      .toString("latin1")
+      .split("\r\n\r\n")[0]!
+      .replace(/\r\n[ \t]+/g, " ");
     expect(/^List-Unsubscribe-Post: (.*)$/im.exec(head)?.[1]).toBe("List-Unsubscribe=One-Click");
     const links = /^List-Unsubscribe: (.*)$/im.exec(head)![1]!;
     link = new URL(/<(http[^>]+)>/.exec(links)![1]!);
@@ -234,26 +396,66 @@ describe("one-click unsubscribe (RFC 8058)", () => {
     expect(await page.text()).toMatch(/Unsubscribe/);
     await new Promise((r) => setTimeout(r, 1000));
     expect((await api<{ data: { address: string }[] }>("GET", `/relay/suppressions?address=${rcpt}`)).data).toEqual([]);
-    const res = await devFetch(link.toString(), { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" });
+    const res = await devFetch(link.toString(), {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: "List-Unsubscribe=One-Click",
+    });
     expect(res.status).toBe(200);
-    const s = await until(async () => (await api<{ data: { address: string; reason: string }[] }>("GET", `/relay/suppressions?address=${rcpt}`)).data[0], "the suppression");
+    const s = await until(
+      async () =>
+        (await api<{ data: { address: string; reason: string }[] }>("GET", `/relay/suppressions?address=${rcpt}`))
+          .data[0],
+      "the suppression",
+    );
     expect(s).toMatchObject({ address: rcpt, reason: "unsubscribe:news" });
-    const e = await until(async () => (await api<{ data: { type: string; data: { email_id: string; unsubscribe?: unknown } }[] }>("GET", "/relay/events?limit=100&type=email.unsubscribed")).data.find((x) => x.data.email_id === id), "email.unsubscribed in the feed");
+    const e = await until(
+      async () =>
+        (
+          await api<{ data: { type: string; data: { email_id: string; unsubscribe?: unknown } }[] }>(
+            "GET",
+            "/relay/events?limit=100&type=email.unsubscribed",
+          )
+        ).data.find((x) => x.data.email_id === id),
+      "email.unsubscribed in the feed",
+    );
     expect(e.data.unsubscribe).toEqual({ topic: "news", method: "one-click" });
   }, 60_000);
 
   it("mail to the List-Unsubscribe mailto address unsubscribes too", async () => {
     const other = "other@sink.test";
-    const id2 = (await api<{ id: string }>("POST", "/emails", { from: "Acme <news@acme.test>", to: other, subject: "News", text: "Hello", unsubscribe: true })).id;
+    const id2 = (
+      await api<{ id: string }>("POST", "/emails", {
+        from: "Acme <news@acme.test>",
+        to: other,
+        subject: "News",
+        text: "Hello",
+        unsubscribe: true,
+      })
+    ).id;
     const got = await until(async () => envelopes.get(other), "the message at the sink");
     const to = /<mailto:([^>]+)>/.exec(got.raw.toString("latin1"))![1]!;
     const url = new URL("/cdn-cgi/handler/email", server.url);
     url.searchParams.set("from", other);
     url.searchParams.set("to", to);
-    const res = await devFetch(url.toString(), { method: "POST", body: `From: ${other}\r\nTo: ${to}\r\nSubject: unsubscribe\r\nMessage-ID: <unsub-1@sink.test>\r\nDate: Thu, 26 Nov 2026 20:00:00 +0000\r\n\r\nunsubscribe\r\n` });
+    const res = await devFetch(url.toString(), {
+      method: "POST",
+      body: `From: ${other}\r\nTo: ${to}\r\nSubject: unsubscribe\r\nMessage-ID: <unsub-1@sink.test>\r\nDate: Thu, 26 Nov 2026 20:00:00 +0000\r\n\r\nunsubscribe\r\n`,
+    });
     expect(res.status, await res.clone().text()).toBe(200);
-    const e = await until(async () => (await api<{ data: { type: string; data: { email_id: string; unsubscribe?: unknown } }[] }>("GET", "/relay/events?limit=100&type=email.unsubscribed")).data.find((x) => x.data.email_id === id2), "email.unsubscribed by mail");
+    const e = await until(
+      async () =>
+        (
+          await api<{ data: { type: string; data: { email_id: string; unsubscribe?: unknown } }[] }>(
+            "GET",
+            "/relay/events?limit=100&type=email.unsubscribed",
+          )
+        ).data.find((x) => x.data.email_id === id2),
+      "email.unsubscribed by mail",
+    );
     expect(e.data.unsubscribe).toEqual({ topic: null, method: "mailto" });
-    expect((await api<{ data: { reason: string }[] }>("GET", `/relay/suppressions?address=${other}`)).data[0]).toMatchObject({ reason: "unsubscribe" });
+    expect(
+      (await api<{ data: { reason: string }[] }>("GET", `/relay/suppressions?address=${other}`)).data[0],
+    ).toMatchObject({ reason: "unsubscribe" });
   }, 60_000);
 });

@@ -24,7 +24,10 @@ let key: string;
 let env: NodeJS.ProcessEnv = { ...process.env };
 
 function sh(code: string, extra: Record<string, string> = {}) {
-  return run("bash", ["-eo", "pipefail", "-c", code], { env: { ...env, ...extra }, cwd: new URL("../..", import.meta.url).pathname });
+  return run("bash", ["-eo", "pipefail", "-c", code], {
+    env: { ...env, ...extra },
+    cwd: new URL("../..", import.meta.url).pathname,
+  });
 }
 
 beforeAll(async () => {
@@ -53,7 +56,13 @@ describe("the README's API examples", () => {
     const again = JSON.parse((await sh(blocks[1]!.code)).stdout) as { id: string };
     expect(again.id).toBe(first.id);
     const email = JSON.parse((await sh(blocks[2]!.code, { EMAIL_ID: first.id })).stdout);
-    expect(email).toMatchObject({ object: "email", id: first.id, from: "Acme <hello@acme.example>", to: ["ann@example.com"], subject: "Welcome" });
+    expect(email).toMatchObject({
+      object: "email",
+      id: first.id,
+      from: "Acme <hello@acme.example>",
+      to: ["ann@example.com"],
+      subject: "Welcome",
+    });
     expect(email.recipients[0]).toMatchObject({ email: "ann@example.com" });
     // The list is the D1 index, written by the classify consumer shortly after accept.
     const deadline = Date.now() + 15_000;
@@ -67,19 +76,30 @@ describe("the README's API examples", () => {
   }, 60_000);
 
   it("sends and reads back with the official resend SDK pointed at the relay", async () => {
-    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", blocks[4]!.code], { env, cwd: new URL("../..", import.meta.url).pathname });
+    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", blocks[4]!.code], {
+      env,
+      cwd: new URL("../..", import.meta.url).pathname,
+    });
     const [id, status] = stdout.trim().split("\n");
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
-    const [lastEvent, recipients] = [status!.slice(0, status!.indexOf(" ")), JSON.parse(status!.slice(status!.indexOf(" ") + 1))];
+    const [lastEvent, recipients] = [
+      status!.slice(0, status!.indexOf(" ")),
+      JSON.parse(status!.slice(status!.indexOf(" ") + 1)),
+    ];
     expect(lastEvent).toBe("scheduled");
-    expect(recipients).toEqual([expect.objectContaining({ email: "ann@example.com", status: "incoming", blocked_by: "scheduled" })]);
+    expect(recipients).toEqual([
+      expect.objectContaining({ email: "ann@example.com", status: "incoming", blocked_by: "scheduled" }),
+    ]);
   }, 60_000);
 
   it("rejects a wrong key through the SDK with Resend's error shape", async () => {
     const code = `import { Resend } from "resend";
 const { error } = await new Resend("co_wrong", { baseUrl: process.env.COHORT_URL }).emails.get("00000000-0000-4000-8000-000000000000");
 console.log(JSON.stringify(error));`;
-    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", code], { env, cwd: new URL("../..", import.meta.url).pathname });
+    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", code], {
+      env,
+      cwd: new URL("../..", import.meta.url).pathname,
+    });
     expect(JSON.parse(stdout)).toEqual({ statusCode: 403, name: "invalid_api_key", message: "API key is invalid." });
   }, 30_000);
 });

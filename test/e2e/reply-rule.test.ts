@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-server";
 import { until } from "./dev-api";
 
-const TSS04 = "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes";
+const TSS04 =
+  "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes";
 
 let sink: SMTPServer;
 let port = 0;
@@ -23,7 +24,10 @@ let server: DevServer;
 
 beforeAll(async () => {
   sink = new SMTPServer({
-    logger: false, disableReverseLookup: true, authOptional: true, disabledCommands: ["STARTTLS", "AUTH"],
+    logger: false,
+    disableReverseLookup: true,
+    authOptional: true,
+    disabledCommands: ["STARTTLS", "AUTH"],
     // As Yahoo's MX hosts: the reply goes out as written, with no enhanced code added.
     hideENHANCEDSTATUSCODES: true,
     onMailFrom: (_a, _s, cb) => {
@@ -42,8 +46,14 @@ beforeAll(async () => {
   await new Promise<void>((r) => sink.listen(0, "127.0.0.1", r));
   port = (sink.server.address() as AddressInfo).port;
   server = await startDevServer({
-    tenant: "throttled", role: "operator",
-    vars: { SMARTHOST: `[127.0.0.1]:${port}`, RELAY_TLS: "off", COHORT_ENV: "development", SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }) },
+    tenant: "throttled",
+    role: "operator",
+    vars: {
+      SMARTHOST: `[127.0.0.1]:${port}`,
+      RELAY_TLS: "off",
+      COHORT_ENV: "development",
+      SCHEDULER_CONFIG: JSON.stringify({ minimal_backoff_time: 1, maximal_backoff_time: 2 }),
+    },
   });
 }, 120_000);
 
@@ -54,15 +64,27 @@ afterAll(async () => {
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
   const res = await devFetch(`${server.url}${path}`, {
-    method, headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" }, ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    method,
+    headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: res.status, body: (await res.json()) as T };
 }
 
-type Rcpt = { email: string; status: string; blocked_by: string | null; last_response: { code?: number; text?: string } | null };
+type Rcpt = {
+  email: string;
+  status: string;
+  blocked_by: string | null;
+  last_response: { code?: number; text?: string } | null;
+};
 const recipient = async (id: string) => (await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).body.recipients[0]!;
 const send = async (to: string) => {
-  const r = await api<{ id: string }>("POST", "/emails", { from: "Shop <news@shop.example>", to: [to], subject: "Sale", text: "Hi" });
+  const r = await api<{ id: string }>("POST", "/emails", {
+    from: "Shop <news@shop.example>",
+    to: [to],
+    subject: "Sale",
+    text: "Hi",
+  });
   expect(r.status).toBe(200);
   return r.body.id;
 };
@@ -79,14 +101,22 @@ describe("a reply rule against wrangler dev", () => {
 
     // The suspension, set by the rule, on the destination.
     const nexthop = `[127.0.0.1]:${port}`;
-    const suspensions = await api<{ data: { key: string; until: string; set_by: string | null }[] }>("GET", "/relay/suspensions");
+    const suspensions = await api<{ data: { key: string; until: string; set_by: string | null }[] }>(
+      "GET",
+      "/relay/suspensions",
+    );
     const held = suspensions.body.data.find((s) => s.key === `dest:smtp/${nexthop}`);
     expect(held).toMatchObject({ set_by: "reply_rule:yahoo-tss04" });
     expect(Date.parse(held!.until)).toBeGreaterThan(Date.now() + 3_500_000);
 
     // The event, in the feed (the same envelope webhooks get).
     const event = await until(async () => {
-      const feed = await api<{ data: { type: string; data: { email_id: string; throttle?: { rule: string; policy_key: string; suspended_until: string } } }[] }>("GET", "/relay/events?type=relay.destination.throttled");
+      const feed = await api<{
+        data: {
+          type: string;
+          data: { email_id: string; throttle?: { rule: string; policy_key: string; suspended_until: string } };
+        }[];
+      }>("GET", "/relay/events?type=relay.destination.throttled");
       return feed.body.data.find((e) => e.data.email_id === first);
     }, "relay.destination.throttled in the feed");
     expect(event.data.throttle).toMatchObject({ rule: "yahoo-tss04", policy_key: `dest:smtp/${nexthop}` });
@@ -103,9 +133,18 @@ describe("a reply rule against wrangler dev", () => {
     expect({ mailFroms, delivered: delivered.length }).toEqual({ mailFroms: 1, delivered: 0 });
 
     // Lifted by an operator: both go.
-    const lifted = await api<{ deleted: boolean }>("DELETE", `/relay/suspensions/destination/${encodeURIComponent(nexthop)}?transport=smtp`);
+    const lifted = await api<{ deleted: boolean }>(
+      "DELETE",
+      `/relay/suspensions/destination/${encodeURIComponent(nexthop)}?transport=smtp`,
+    );
     expect(lifted).toMatchObject({ status: 200, body: { deleted: true } });
-    await until(async () => ((await recipient(first)).status === "delivered" && (await recipient(second)).status === "delivered" ? true : undefined), "both delivered once lifted");
+    await until(
+      async () =>
+        (await recipient(first)).status === "delivered" && (await recipient(second)).status === "delivered"
+          ? true
+          : undefined,
+      "both delivered once lifted",
+    );
     expect(delivered.flat().sort()).toEqual(["ann@yahoo.example", "bob@yahoo.example"]);
   }, 90_000);
 });

@@ -42,9 +42,21 @@ describe("accept gate", () => {
       expect(refused.headers.get("retry-after")).toBe("1");
       const err = await refused.json<{ statusCode: number; name: string; message: string }>();
       expect(err).toMatchObject({ statusCode: 429, name: "rate_limit_exceeded" });
-      expect(err.message).toMatch(/4 send requests are in progress and no slot freed within 300 ms.*Nothing was queued/);
-      expect((await callWithKey(key, "POST", "/emails/batch", [email({ to: ["gated2@example.com"] })])).status).toBe(429);
-      expect((await callWithKey(key, "POST", "/relay/messages/raw", { from: "a@acme.test", to: ["b@example.com"], raw: "Subject: x\r\n\r\nbody\r\n" })).status).toBe(429);
+      expect(err.message).toMatch(
+        /4 send requests are in progress and no slot freed within 300 ms.*Nothing was queued/,
+      );
+      expect((await callWithKey(key, "POST", "/emails/batch", [email({ to: ["gated2@example.com"] })])).status).toBe(
+        429,
+      );
+      expect(
+        (
+          await callWithKey(key, "POST", "/relay/messages/raw", {
+            from: "a@acme.test",
+            to: ["b@example.com"],
+            raw: "Subject: x\r\n\r\nbody\r\n",
+          })
+        ).status,
+      ).toBe(429);
       expect(await stored()).toBe(before);
       expect((await callWithKey(key, "GET", "/emails")).status).toBe(200); // other routes are not gated
     } finally {
@@ -62,7 +74,13 @@ describe("accept gate", () => {
     const held = Array.from({ length: 4 }, (_, i) => gate.enter(`holder-${i}`));
     expect(held.every((r) => r !== null)).toBe(true);
     const done: string[] = [];
-    const send = (name: string) => callWithKey(name === "first" ? key : other, "POST", "/emails", email({ to: [`${name}@example.com`] })).then((r) => { done.push(name); return r; });
+    const send = (name: string) =>
+      callWithKey(name === "first" ? key : other, "POST", "/emails", email({ to: [`${name}@example.com`] })).then(
+        (r) => {
+          done.push(name);
+          return r;
+        },
+      );
     const first = send("first");
     await new Promise((r) => setTimeout(r, 50));
     const second = send("second");
@@ -94,7 +112,9 @@ describe("accept gate", () => {
     try {
       const refused = await callWithKey(key, "POST", "/emails", email({ to: ["mine@example.com"] }));
       expect(refused.status).toBe(429);
-      expect((await refused.json<{ message: string }>()).message).toMatch(new RegExp(`this tenant has ${share} send requests in progress, its share of 4 while \\d+ tenants are sending`));
+      expect((await refused.json<{ message: string }>()).message).toMatch(
+        new RegExp(`this tenant has ${share} send requests in progress, its share of 4 while \\d+ tenants are sending`),
+      );
       expect((await callWithKey(other, "POST", "/emails", email({ to: ["theirs@example.com"] }))).status).toBe(200);
     } finally {
       for (const r of flood) r();

@@ -8,12 +8,32 @@ import { call } from "./helpers";
 describe("GET /relay/dashboard", () => {
   it.each([
     { name: "the page", path: "/relay/dashboard", type: "text/html", has: 'id="login-form"' },
-    { name: "the page with a trailing slash", path: "/relay/dashboard/", type: "text/html", has: "/relay/dashboard/app.js" },
+    {
+      name: "the page with a trailing slash",
+      path: "/relay/dashboard/",
+      type: "text/html",
+      has: "/relay/dashboard/app.js",
+    },
     { name: "the script", path: "/relay/dashboard/app.js", type: "text/javascript", has: "sessionStorage" },
     { name: "the style sheet", path: "/relay/dashboard/app.css", type: "text/css", has: ".chart" },
-    { name: "the helpers module", path: "/relay/dashboard/lib.js", type: "text/javascript", has: "export async function api" },
-    { name: "the views of Resend's resources", path: "/relay/dashboard/views-resend.js", type: "text/javascript", has: "/emails/receiving" },
-    { name: "the settings view", path: "/relay/dashboard/views-settings.js", type: "text/javascript", has: "/relay/warmup" },
+    {
+      name: "the helpers module",
+      path: "/relay/dashboard/lib.js",
+      type: "text/javascript",
+      has: "export async function api",
+    },
+    {
+      name: "the views of Resend's resources",
+      path: "/relay/dashboard/views-resend.js",
+      type: "text/javascript",
+      has: "/emails/receiving",
+    },
+    {
+      name: "the settings view",
+      path: "/relay/dashboard/views-settings.js",
+      type: "text/javascript",
+      has: "/relay/warmup",
+    },
   ])("serves $name without an API key, with a same-origin-only CSP", async ({ path, type, has }) => {
     const res = await call(path);
     expect(res.status).toBe(200);

@@ -13,7 +13,13 @@ type BatchBody = { data: { id: string }[]; errors?: { index: number; message: st
 
 describe("POST /emails/batch", () => {
   it("accepts up to 100 emails with attachments and returns their ids in order", async () => {
-    const items = Array.from({ length: 100 }, (_, i) => email({ to: `u${i}@example.com`, subject: `n${i}`, attachments: [{ filename: "a.txt", content: btoa(`file ${i}`) }] }));
+    const items = Array.from({ length: 100 }, (_, i) =>
+      email({
+        to: `u${i}@example.com`,
+        subject: `n${i}`,
+        attachments: [{ filename: "a.txt", content: btoa(`file ${i}`) }],
+      }),
+    );
     const res = await callWithKey(key, "POST", "/emails/batch", items);
     expect(res.status).toBe(200);
     const body = await res.json<BatchBody>();
@@ -46,7 +52,13 @@ describe("POST /emails/batch", () => {
   });
 
   it("permissive: stores the valid emails and reports the invalid ones by index", async () => {
-    const res = await callWithKey(key, "POST", "/emails/batch", [email({ subject: "ok-0" }), email({ to: 3 }), email({ subject: "ok-2" })], { "x-batch-validation": "permissive" });
+    const res = await callWithKey(
+      key,
+      "POST",
+      "/emails/batch",
+      [email({ subject: "ok-0" }), email({ to: 3 }), email({ subject: "ok-2" })],
+      { "x-batch-validation": "permissive" },
+    );
     expect(res.status).toBe(200);
     const body = await res.json<BatchBody>();
     expect(body.data).toHaveLength(2);
@@ -57,6 +69,9 @@ describe("POST /emails/batch", () => {
   it("rejects an unknown x-batch-validation mode with 422", async () => {
     const res = await callWithKey(key, "POST", "/emails/batch", [email()], { "x-batch-validation": "lenient" });
     expect(res.status).toBe(422);
-    expect(await res.json()).toMatchObject({ name: "validation_error", message: expect.stringContaining("x-batch-validation") });
+    expect(await res.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringContaining("x-batch-validation"),
+    });
   });
 });

@@ -16,7 +16,11 @@ import { email, newKey, settle } from "./helpers";
 let key: string;
 beforeAll(async () => {
   key = await newKey("acc");
-  await env.DB.prepare("INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES ('acc', 'gone@example.com', 'hard_bounce', ?1, NULL)").bind(Date.now()).run();
+  await env.DB.prepare(
+    "INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES ('acc', 'gone@example.com', 'hard_bounce', ?1, NULL)",
+  )
+    .bind(Date.now())
+    .run();
 });
 
 const held: { body: unknown }[] = [];
@@ -31,17 +35,36 @@ afterAll(async () => {
  * queue was sent, and its bulk lane (`classify-bulk`, messages of more than 10 recipients); both
  * held until the file ends, then sent to the real classify queue.
  */
-async function post(path: string, body: unknown, over: Partial<Env> = {}): Promise<{ status: number; json: Record<string, unknown>; classify: unknown[]; bulk: unknown[] }> {
+async function post(
+  path: string,
+  body: unknown,
+  over: Partial<Env> = {},
+): Promise<{ status: number; json: Record<string, unknown>; classify: unknown[]; bulk: unknown[] }> {
   const classify: unknown[] = [];
   const bulk: unknown[] = [];
-  const stub = (into: unknown[]) => ({
-    send: async (b: unknown) => { into.push(b); held.push({ body: b }); },
-    sendBatch: async (bs: MessageSendRequest[]) => { into.push(...bs.map((b) => b.body)); held.push(...bs); },
-  } as unknown as Queue);
+  const stub = (into: unknown[]) =>
+    ({
+      send: async (b: unknown) => {
+        into.push(b);
+        held.push({ body: b });
+      },
+      sendBatch: async (bs: MessageSendRequest[]) => {
+        into.push(...bs.map((b) => b.body));
+        held.push(...bs);
+      },
+    }) as unknown as Queue;
   const queue = stub(classify);
   const ctx = createExecutionContext();
-  const req = new Request(`http://relay.test${path}`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-  const res = await worker.fetch(req as Request<unknown, IncomingRequestCfProperties>, { ...env, CLASSIFY: queue, CLASSIFY_BULK: stub(bulk), CLASSIFY_AT_ACCEPT_MAX_RCPTS: "10", ...over } as Env, ctx);
+  const req = new Request(`http://relay.test${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const res = await worker.fetch(
+    req as Request<unknown, IncomingRequestCfProperties>,
+    { ...env, CLASSIFY: queue, CLASSIFY_BULK: stub(bulk), CLASSIFY_AT_ACCEPT_MAX_RCPTS: "10", ...over } as Env,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return { status: res.status, json: await res.json(), classify, bulk };
 }
@@ -49,7 +72,12 @@ async function post(path: string, body: unknown, over: Partial<Env> = {}): Promi
 /** The message's recipients as its Outbox holds them (readView: a decided recipient of an admitted message is ready), read the moment the API answered. */
 function outboxRcpts(id: string): Promise<{ address: string; status: string; transport: string | null }[]> {
   return runInDurableObject(env.OUTBOX.getByName(outboxName(shardOf(id))), (_o, state) =>
-    (readView(state.storage.sql, id, Date.now())?.recipients ?? []).map((r) => ({ address: r.email, status: r.status, transport: r.transport })));
+    (readView(state.storage.sql, id, Date.now())?.recipients ?? []).map((r) => ({
+      address: r.email,
+      status: r.status,
+      transport: r.transport,
+    })),
+  );
 }
 
 describe("classification at accept", () => {
@@ -61,33 +89,51 @@ describe("classification at accept", () => {
     // Decided when the API answered; the admission run starts as the accept answers (it may be done already).
     const [ann, gone] = await outboxRcpts(id);
     expect(["incoming", "ready"]).toContain(ann!.status);
-    expect({ ann: ann!.transport, gone }).toEqual({ ann: "smtp", gone: { address: "gone@example.com", status: "suppressed", transport: null } });
-    await vi.waitFor(async () => expect((await outboxRcpts(id))[0]!.status).toBe("ready"), { timeout: 10_000, interval: 100 });
-    const admitted = await runInDurableObject(env.TRANSPORT_QUEUE.getByName("smtp"), (_o, state) => recipientsFrom(state.storage.sql, id, 0).map((x) => x.address));
+    expect({ ann: ann!.transport, gone }).toEqual({
+      ann: "smtp",
+      gone: { address: "gone@example.com", status: "suppressed", transport: null },
+    });
+    await vi.waitFor(async () => expect((await outboxRcpts(id))[0]!.status).toBe("ready"), {
+      timeout: 10_000,
+      interval: 100,
+    });
+    const admitted = await runInDurableObject(env.TRANSPORT_QUEUE.getByName("smtp"), (_o, state) =>
+      recipientsFrom(state.storage.sql, id, 0).map((x) => x.address),
+    );
     expect(admitted).toEqual(["ann@example.com"]);
   });
 
   it("a batch of 100 and a send in the same window are admitted together, with no classify queue message", async () => {
     const [r, one] = await Promise.all([
-      post("/emails/batch", Array.from({ length: 100 }, (_, i) => email({ to: `b${i}@example.com` }))),
+      post(
+        "/emails/batch",
+        Array.from({ length: 100 }, (_, i) => email({ to: `b${i}@example.com` })),
+      ),
       post("/emails", email({ to: "single@example.com" })),
     ]);
     expect(r.status).toBe(200);
     expect(one.status).toBe(200);
     expect([...r.classify, ...one.classify]).toEqual([]);
     const ids = [...(r.json.data as { id: string }[]).map((d) => d.id), one.json.id as string];
-    await vi.waitFor(async () => {
-      const states = await Promise.all(ids.map(async (id) => (await outboxRcpts(id))[0]?.status));
-      expect(new Set(states)).toEqual(new Set(["ready"]));
-    }, { timeout: 10_000, interval: 200 });
+    await vi.waitFor(
+      async () => {
+        const states = await Promise.all(ids.map(async (id) => (await outboxRcpts(id))[0]?.status));
+        expect(new Set(states)).toEqual(new Set(["ready"]));
+      },
+      { timeout: 10_000, interval: 200 },
+    );
   });
 
   it("a message whose look-ups fail is stored undecided and handed to the classify queue", async () => {
     // Authentication and the sender check read D1 too: only the classify stage's look-ups fail.
     const db = new Proxy(env.DB, {
-      get: (t, p) => (p === "prepare"
-        ? (sql: string) => { if (/\broutes\b|\bsuppressions\b/.test(sql)) throw new Error("D1 is down"); return t.prepare(sql); }
-        : Reflect.get(t, p)),
+      get: (t, p) =>
+        p === "prepare"
+          ? (sql: string) => {
+              if (/\broutes\b|\bsuppressions\b/.test(sql)) throw new Error("D1 is down");
+              return t.prepare(sql);
+            }
+          : Reflect.get(t, p),
     });
     const r = await post("/emails", email({ to: "carl@example.com" }), { DB: db });
     expect(r.status).toBe(200);
@@ -109,7 +155,9 @@ describe("classification at accept", () => {
   });
 
   it("with CLASSIFY_AT_ACCEPT_MAX_RCPTS 0 (the default) every message goes through the classify queue", async () => {
-    const r = await post("/emails", email({ to: "dee@example.com" }), { CLASSIFY_AT_ACCEPT_MAX_RCPTS: "0" } as Partial<Env>);
+    const r = await post("/emails", email({ to: "dee@example.com" }), {
+      CLASSIFY_AT_ACCEPT_MAX_RCPTS: "0",
+    } as Partial<Env>);
     const id = r.json.id as string;
     expect(await outboxRcpts(id)).toEqual([{ address: "dee@example.com", status: "incoming", transport: null }]);
     expect(r.classify).toEqual([{ batch: [{ id, tenant: "acc", rcpts: ["dee@example.com"] }] }]);
@@ -118,7 +166,9 @@ describe("classification at accept", () => {
 
   it("with classification at accept off, a request's small and large messages go to their own lanes", async () => {
     const big = Array.from({ length: 11 }, (_, i) => `lane${i}@example.com`);
-    const r = await post("/emails/batch", [email({ to: "small@example.com" }), email({ to: big })], { CLASSIFY_AT_ACCEPT_MAX_RCPTS: "0" } as Partial<Env>);
+    const r = await post("/emails/batch", [email({ to: "small@example.com" }), email({ to: big })], {
+      CLASSIFY_AT_ACCEPT_MAX_RCPTS: "0",
+    } as Partial<Env>);
     expect(r.status).toBe(200);
     const [small, large] = (r.json.data as { id: string }[]).map((d) => d.id);
     expect(r.classify).toEqual([{ batch: [{ id: small, tenant: "acc", rcpts: ["small@example.com"] }] }]);
@@ -126,7 +176,10 @@ describe("classification at accept", () => {
   });
 
   it("a scheduled message is not decided before it is due", async () => {
-    const r = await post("/emails", email({ to: "later@example.com", scheduled_at: new Date(Date.now() + 3600_000).toISOString() }));
+    const r = await post(
+      "/emails",
+      email({ to: "later@example.com", scheduled_at: new Date(Date.now() + 3600_000).toISOString() }),
+    );
     expect(r.status).toBe(200);
     const id = r.json.id as string;
     expect(await outboxRcpts(id)).toEqual([{ address: "later@example.com", status: "incoming", transport: null }]);

@@ -1,5 +1,12 @@
 /** Crash safety of the accept path: a stop at each step, then the sweeper (Outbox alarm) and retries; nothing accepted is lost, nothing admitted twice. */
-import { createExecutionContext, createScheduledController, env, runDurableObjectAlarm, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  createScheduledController,
+  env,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newMessageId, outboxName } from "../../worker/model/ids";
 import type { NewMessage } from "../../worker/model/message";
@@ -28,15 +35,33 @@ afterAll(() => settle());
 /** An envelope as the API would have stored it, for `rcpts` on the crash transport. */
 function message(rcpts: string[], createdAt = Date.now()): NewMessage {
   return {
-    id: newMessageId(SHARD), createdAt, scheduledAt: null, mailFrom: "a@acme.test", rcptTo: rcpts, size: 20,
-    summary: { from: "a@acme.test", to: rcpts, cc: null, bcc: null, reply_to: null, subject: "crash", html: null, text: "t", tags: null, message_id: "<c@acme.test>" },
+    id: newMessageId(SHARD),
+    createdAt,
+    scheduledAt: null,
+    mailFrom: "a@acme.test",
+    rcptTo: rcpts,
+    size: 20,
+    summary: {
+      from: "a@acme.test",
+      to: rcpts,
+      cc: null,
+      bcc: null,
+      reply_to: null,
+      subject: "crash",
+      html: null,
+      text: "t",
+      tags: null,
+      message_id: "<c@acme.test>",
+    },
   };
 }
 
 /** The API's accept path, stopped right after the envelope commit (no classify enqueue). */
 async function acceptWithoutQueue(m: NewMessage): Promise<void> {
   await env.BODIES.put(`mess/${m.id}`, "From: a@acme.test\r\n\r\nbody\r\n");
-  expect(await outbox().accept({ tenant: "acme", idempotency: null, messages: [m], response: { status: 200, body: "{}" } })).toEqual({ kind: "accepted", pauseMs: 0 });
+  expect(
+    await outbox().accept({ tenant: "acme", idempotency: null, messages: [m], response: { status: 200, body: "{}" } }),
+  ).toEqual({ kind: "accepted", pauseMs: 0 });
 }
 
 /** Waits past the grace period and runs the sweeper (the Outbox alarm). */
@@ -53,7 +78,8 @@ async function statuses(id: string): Promise<string[]> {
 /** Admissions of the message (one record per admitted core message) and its recipients in the backlog. */
 function admittedRows(id: string): Promise<{ admissions: number; rcpts: number }> {
   return runInDurableObject(transport(), (_o, state) => ({
-    admissions: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission WHERE core_id = ?", id).one().n,
+    admissions: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission WHERE core_id = ?", id).one()
+      .n,
     rcpts: recipientsFrom(state.storage.sql, id, 0).length,
   }));
 }
@@ -81,7 +107,14 @@ describe("crash safety of the accept path", () => {
 
   it("refuses an envelope whose body is older than the grace period (it may have been swept)", async () => {
     const late = message(["late@x.crash.test"], Date.now() - 5000);
-    expect(await outbox().accept({ tenant: "acme", idempotency: null, messages: [late], response: { status: 200, body: "{}" } })).toEqual({ kind: "stale" });
+    expect(
+      await outbox().accept({
+        tenant: "acme",
+        idempotency: null,
+        messages: [late],
+        response: { status: 200, body: "{}" },
+      }),
+    ).toEqual({ kind: "stale" });
   });
 
   it("the cron wakes every shard's sweeper, also shards that never got an envelope", async () => {
@@ -134,13 +167,24 @@ describe("crash safety of the accept path", () => {
     const { entries } = await transport().dispatch(1000);
     const mine = entries.filter((e) => e.messageId === m.id);
     expect(mine.flatMap((e) => e.rcpts.map((r) => r.address)).sort()).toEqual(["j@one.crash.test", "k@two.crash.test"]);
-    const done = await outbox().recordOutcome(m.id, [0, 1].map((idx) => ({ idx, status: "delivered" as const, attempt: 1, response: { code: 250, text: "ok" } })), true);
+    const done = await outbox().recordOutcome(
+      m.id,
+      [0, 1].map((idx) => ({ idx, status: "delivered" as const, attempt: 1, response: { code: 250, text: "ok" } })),
+      true,
+    );
     expect(done).toMatchObject({ applied: 2, done: true });
-    for (const e of mine) await transport().report(e.entryId, { status: "ok" }, e.rcpts.map((r) => r.idx));
+    for (const e of mine)
+      await transport().report(
+        e.entryId,
+        { status: "ok" },
+        e.rcpts.map((r) => r.idx),
+      );
     // Now the held-back call lands, and the sweeper runs: nothing goes back.
     await outbox().classify(m.id, []);
     // Its unforwarded events: the queued ones in event rows, the finishing outcomes in the recipient rows.
-    const types = await runInDurableObject(outbox(), (_o, state) => readEvents(state.storage.sql, m.id).map((e) => e.type));
+    const types = await runInDurableObject(outbox(), (_o, state) =>
+      readEvents(state.storage.sql, m.id).map((e) => e.type),
+    );
     // Each recipient was queued (Resend's email.sent) before it was delivered, once.
     expect(types.filter((t) => t === "email.queued")).toHaveLength(2);
     expect(types.filter((t) => t === "email.delivered")).toHaveLength(2);
@@ -159,14 +203,26 @@ describe("crash safety of the accept path", () => {
     expect(await admittedRows(m.id)).toEqual({ admissions: 1, rcpts: 3 });
     // One email.queued event names all three (publication gives one email.sent each); it is kept
     // in the message row, which marking them ready wrote anyway.
-    const queued = await runInDurableObject(outbox(), (_o, state) => readEvents(state.storage.sql, m.id).filter((e) => e.type === "email.queued"));
-    expect(queued.map((q) => [q.recipient, JSON.parse(q.data)])).toEqual([[null, { recipients: ["g@one.crash.test", "h@two.crash.test", "i@three.crash.test"] }]]);
+    const queued = await runInDurableObject(outbox(), (_o, state) =>
+      readEvents(state.storage.sql, m.id).filter((e) => e.type === "email.queued"),
+    );
+    expect(queued.map((q) => [q.recipient, JSON.parse(q.data)])).toEqual([
+      [null, { recipients: ["g@one.crash.test", "h@two.crash.test", "i@three.crash.test"] }],
+    ]);
     // Nothing forwarded these events to D1 (no consumer ran): the sweeper re-queues the message.
     await sweep();
     await settle();
-    const d1 = await env.DB.prepare("SELECT count(*) AS n FROM event_log WHERE email_id = ? AND type = 'email.queued' AND data IS NOT NULL").bind(m.id).first<{ n: number }>();
+    const d1 = await env.DB.prepare(
+      "SELECT count(*) AS n FROM event_log WHERE email_id = ? AND type = 'email.queued' AND data IS NOT NULL",
+    )
+      .bind(m.id)
+      .first<{ n: number }>();
     expect(d1?.n).toBe(1);
-    const sent = await env.DB.prepare("SELECT recipient FROM event_log WHERE email_id = ? AND event_type = 'email.sent' ORDER BY part").bind(m.id).all<{ recipient: string | null }>();
+    const sent = await env.DB.prepare(
+      "SELECT recipient FROM event_log WHERE email_id = ? AND event_type = 'email.sent' ORDER BY part",
+    )
+      .bind(m.id)
+      .all<{ recipient: string | null }>();
     expect(sent.results.length).toBe(3);
   }, 20_000);
 });

@@ -12,7 +12,10 @@ import { newKey } from "./helpers";
 
 async function devCall(devEnv: Env, method: string, path: string, as: string): Promise<Response> {
   const ctx = createExecutionContext();
-  const req = new Request(`http://relay.test${path}`, { method, headers: { authorization: `Bearer ${as}` } }) as Request<unknown, IncomingRequestCfProperties>;
+  const req = new Request(`http://relay.test${path}`, {
+    method,
+    headers: { authorization: `Bearer ${as}` },
+  }) as Request<unknown, IncomingRequestCfProperties>;
   const res = await worker.fetch(req, devEnv, ctx);
   await waitOnExecutionContext(ctx);
   return res;
@@ -39,7 +42,10 @@ describe("/relay/dev/meter", () => {
   });
 
   it("is 404 not_found, saying why, where the meter is off", async () => {
-    for (const [method, path] of [["GET", "/relay/dev/meter"], ["POST", "/relay/dev/meter/reset"]] as const) {
+    for (const [method, path] of [
+      ["GET", "/relay/dev/meter"],
+      ["POST", "/relay/dev/meter/reset"],
+    ] as const) {
       const res = await devCall({ ...env, METER: "off" }, method, path, operator);
       expect(res.status).toBe(404);
       const body = await res.json<{ name: string; message: string }>();

@@ -13,7 +13,12 @@ import worker from "../../worker";
 import { email, newKey } from "./helpers";
 
 const secretsKey = btoa(String.fromCharCode(...Array.from({ length: 32 }, (_, i) => (i * 13) % 256)));
-const production = { ...env, COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: secretsKey, DOH_RESOLVER_URL: "https://doh.test/dns-query" } as Env;
+const production = {
+  ...env,
+  COHORT_ENV: "production",
+  WEBHOOK_SECRETS_KEY: secretsKey,
+  DOH_RESOLVER_URL: "https://doh.test/dns-query",
+} as Env;
 
 /** name → TXT texts / MX data the fixture resolver answers; anything else NXDOMAIN. */
 const zone = new Map<string, { TXT?: string[]; MX?: string[] }>();
@@ -26,23 +31,45 @@ beforeAll(() => {
     const name = (url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "");
     const type = url.searchParams.get("type") as "TXT" | "MX";
     const data = zone.get(name)?.[type];
-    return Response.json(data === undefined ? { Status: 3 } : {
-      Status: 0, Answer: data.map((d) => ({ name: `${name}.`, type: type === "TXT" ? 16 : 15, TTL: 60, data: type === "TXT" ? `"${d}"` : d })),
-    });
+    return Response.json(
+      data === undefined
+        ? { Status: 3 }
+        : {
+            Status: 0,
+            Answer: data.map((d) => ({
+              name: `${name}.`,
+              type: type === "TXT" ? 16 : 15,
+              TTL: 60,
+              data: type === "TXT" ? `"${d}"` : d,
+            })),
+          },
+    );
   });
 });
 afterAll(() => vi.restoreAllMocks());
 
 async function api(key: string, method: string, path: string, body?: unknown, e: Env = production): Promise<Response> {
   const ctx = createExecutionContext();
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) } };
+  const init: RequestInit = {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+  };
   if (body !== undefined) init.body = JSON.stringify(body);
-  const res = await worker.fetch(new Request(`http://relay.test${path}`, init) as Request<unknown, IncomingRequestCfProperties>, e, ctx);
+  const res = await worker.fetch(
+    new Request(`http://relay.test${path}`, init) as Request<unknown, IncomingRequestCfProperties>,
+    e,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return res;
 }
 
-type Domain = { id: string; name: string; status: string; records: { record: string; name: string; type: string; value: string; priority?: number }[] };
+type Domain = {
+  id: string;
+  name: string;
+  status: string;
+  records: { record: string; name: string; type: string; value: string; priority?: number }[];
+};
 
 async function claim(key: string, name: string, e: Env = production): Promise<Domain> {
   const res = await api(key, "POST", "/domains", { name }, e);
@@ -58,8 +85,10 @@ function publish(d: Domain): void {
   }
 }
 
-const verify = (key: string, d: Domain, e: Env = production) => api(key, "POST", `/domains/${d.id}/verify`, undefined, e);
-const statusOf = async (key: string, d: Domain) => (await (await api(key, "GET", `/domains/${d.id}`)).json<{ status?: string }>()).status;
+const verify = (key: string, d: Domain, e: Env = production) =>
+  api(key, "POST", `/domains/${d.id}/verify`, undefined, e);
+const statusOf = async (key: string, d: Domain) =>
+  (await (await api(key, "GET", `/domains/${d.id}`)).json<{ status?: string }>()).status;
 
 let a: string;
 let b: string;
@@ -82,7 +111,10 @@ describe("claims coexist, verification is exclusive", () => {
     expect(await (await api(b, "GET", "/domains")).json()).toMatchObject({ data: [] });
     const again = await api(b, "POST", "/domains", { name: "shared.test" });
     expect(again.status).toBe(409);
-    expect(await again.json()).toMatchObject({ name: "validation_error", message: "The domain shared.test is verified by another account." });
+    expect(await again.json()).toMatchObject({
+      name: "validation_error",
+      message: "The domain shared.test is verified by another account.",
+    });
     expect((await api(a, "POST", "/emails", email({ from: "x@shared.test" }))).status).toBe(200);
     expect((await api(b, "POST", "/emails", email({ from: "x@shared.test" }))).status).toBe(403);
   });
@@ -91,7 +123,9 @@ describe("claims coexist, verification is exclusive", () => {
     for (const name of ["mail.shared.test", "send.shared.test", "a.b.shared.test"]) {
       const res = await api(b, "POST", "/domains", { name });
       expect(res.status, name).toBe(409);
-      expect(await res.json()).toMatchObject({ message: `The domain ${name} is under shared.test, which another account verified.` });
+      expect(await res.json()).toMatchObject({
+        message: `The domain ${name} is under shared.test, which another account verified.`,
+      });
     }
     expect((await claim(a, "mail.shared.test")).name).toBe("mail.shared.test");
   });
@@ -104,7 +138,9 @@ describe("claims coexist, verification is exclusive", () => {
     expect((await verify(a, parent)).status).toBe(200);
     const late = await verify(b, early);
     expect(late.status).toBe(409);
-    expect(await late.json()).toMatchObject({ message: "The domain news.parent.test is under parent.test, which another account verified." });
+    expect(await late.json()).toMatchObject({
+      message: "The domain news.parent.test is under parent.test, which another account verified.",
+    });
     expect(await statusOf(b, early)).not.toBe("verified");
   });
 });
@@ -120,12 +156,23 @@ describe("unverified claims lapse", () => {
     await new Promise((r) => setTimeout(r, 600));
     const lapsed = await verify(b, one, short);
     expect(lapsed.status).toBe(404);
-    expect(await lapsed.json()).toMatchObject({ name: "not_found", message: expect.stringMatching(/lapsed unverified/) });
+    expect(await lapsed.json()).toMatchObject({
+      name: "not_found",
+      message: expect.stringMatching(/lapsed unverified/),
+    });
     const ctx = createExecutionContext();
-    await worker.scheduled({ scheduledTime: Date.now(), cron: "*/10 * * * *", noRetry: () => undefined } as ScheduledController, short, ctx);
+    await worker.scheduled(
+      { scheduledTime: Date.now(), cron: "*/10 * * * *", noRetry: () => undefined } as ScheduledController,
+      short,
+      ctx,
+    );
     await waitOnExecutionContext(ctx);
     expect((await api(b, "GET", `/domains/${two.id}`)).status).toBe(404);
-    expect(await env.DB.prepare("SELECT count(*) AS n FROM domain_keys WHERE domain_id IN (?, ?)").bind(one.id, two.id).first("n")).toBe(0);
+    expect(
+      await env.DB.prepare("SELECT count(*) AS n FROM domain_keys WHERE domain_id IN (?, ?)")
+        .bind(one.id, two.id)
+        .first("n"),
+    ).toBe(0);
     expect(await statusOf(a, kept)).toBe("verified");
   });
 });
@@ -134,7 +181,10 @@ describe("names", () => {
   it.each(["co.uk", "github.io", "CO.UK.", "ac.jp", "pages.dev"])("refuses the public suffix %s", async (name) => {
     const res = await api(a, "POST", "/domains", { name });
     expect(res.status).toBe(422);
-    expect(await res.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/is a public suffix/) });
+    expect(await res.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringMatching(/is a public suffix/),
+    });
   });
 
   it("refuses a top-level domain alone", async () => {

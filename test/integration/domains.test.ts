@@ -17,15 +17,23 @@ const development = { ...env, COHORT_ENV: "development", WEBHOOK_SECRETS_KEY: se
 
 async function api(key: string, method: string, path: string, body?: unknown, e: Env = production): Promise<Response> {
   const ctx = createExecutionContext();
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) } };
+  const init: RequestInit = {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+  };
   if (body !== undefined) init.body = JSON.stringify(body);
-  const res = await worker.fetch(new Request(`http://relay.test${path}`, init) as Request<unknown, IncomingRequestCfProperties>, e, ctx);
+  const res = await worker.fetch(
+    new Request(`http://relay.test${path}`, init) as Request<unknown, IncomingRequestCfProperties>,
+    e,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return res;
 }
 
 /** What POST /domains/:id/verify records once the records resolve (test/integration/domain-claims.test.ts drives it through DNS). */
-const markVerified = (id: string) => env.DB.prepare("UPDATE domains SET status = 'verified', verified_at = created_at WHERE id = ?").bind(id).run();
+const markVerified = (id: string) =>
+  env.DB.prepare("UPDATE domains SET status = 'verified', verified_at = created_at WHERE id = ?").bind(id).run();
 
 let a: string;
 let b: string;
@@ -40,7 +48,12 @@ beforeAll(async () => {
 
 describe("POST /domains and friends", () => {
   it("answers with the domain's own DKIM key and the records to publish, in Resend's shape", async () => {
-    expect(domainA).toMatchObject({ name: "mail.acme-a.test", status: "not_started", region: "us-east-1", capabilities: { sending: "enabled" } });
+    expect(domainA).toMatchObject({
+      name: "mail.acme-a.test",
+      status: "not_started",
+      region: "us-east-1",
+      capabilities: { sending: "enabled" },
+    });
     const byName = Object.fromEntries(domainA.records.map((r) => [`${r.record} ${r.type} ${r.name}`, r]));
     expect(byName["DKIM TXT cohort1._domainkey"]!.value).toMatch(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/]{300,}={0,2}$/);
     expect(byName["SPF MX send"]).toMatchObject({ status: "not_started", priority: 10 });
@@ -58,17 +71,37 @@ describe("POST /domains and friends", () => {
     expect((await api(b, "DELETE", `/domains/${domainA.id}`)).status).toBe(404);
     const again = await api(a, "POST", "/domains", { name: "mail.acme-a.test." });
     expect(again.status).toBe(409);
-    expect(await again.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/already registered to this account/) });
+    expect(await again.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringMatching(/already registered to this account/),
+    });
     expect((await api(a, "POST", "/domains", { name: "not a domain" })).status).toBe(422);
   });
 
   it("PATCH and DELETE", async () => {
     const d = await (await api(a, "POST", "/domains", { name: "gone.acme-a.test" })).json<{ id: string }>();
-    expect(await (await api(a, "PATCH", `/domains/${d.id}`, { click_tracking: false, tls: "opportunistic", capabilities: { receiving: "enabled" } })).json()).toEqual({ object: "domain", id: d.id });
-    expect(await (await api(a, "GET", `/domains/${d.id}`)).json()).toMatchObject({ click_tracking: false, capabilities: { receiving: "enabled" } });
-    expect(await (await api(a, "DELETE", `/domains/${d.id}`)).json()).toEqual({ object: "domain", id: d.id, deleted: true });
+    expect(
+      await (
+        await api(a, "PATCH", `/domains/${d.id}`, {
+          click_tracking: false,
+          tls: "opportunistic",
+          capabilities: { receiving: "enabled" },
+        })
+      ).json(),
+    ).toEqual({ object: "domain", id: d.id });
+    expect(await (await api(a, "GET", `/domains/${d.id}`)).json()).toMatchObject({
+      click_tracking: false,
+      capabilities: { receiving: "enabled" },
+    });
+    expect(await (await api(a, "DELETE", `/domains/${d.id}`)).json()).toEqual({
+      object: "domain",
+      id: d.id,
+      deleted: true,
+    });
     expect((await api(a, "GET", `/domains/${d.id}`)).status).toBe(404);
-    const keys = await env.DB.prepare("SELECT count(*) AS n FROM domain_keys WHERE domain_id = ?").bind(d.id).first<{ n: number }>("n");
+    const keys = await env.DB.prepare("SELECT count(*) AS n FROM domain_keys WHERE domain_id = ?")
+      .bind(d.id)
+      .first<{ n: number }>("n");
     expect(keys).toBe(0);
   });
 });
@@ -77,9 +110,16 @@ describe("sending only from verified domains (production)", () => {
   it("refuses an unverified domain with Resend's 403, for /emails, batch and raw", async () => {
     const res = await api(a, "POST", "/emails", email({ from: "Ann <ann@mail.acme-a.test>" }));
     expect(res.status).toBe(403);
-    expect(await res.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/) });
+    expect(await res.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/),
+    });
     expect((await api(a, "POST", "/emails/batch", [email({ from: "ann@mail.acme-a.test" })])).status).toBe(403);
-    const raw = await api(a, "POST", "/relay/messages/raw", { mail_from: "ann@mail.acme-a.test", rcpt_to: "x@example.com", message: "From: ann@mail.acme-a.test\r\n\r\nhi" });
+    const raw = await api(a, "POST", "/relay/messages/raw", {
+      mail_from: "ann@mail.acme-a.test",
+      rcpt_to: "x@example.com",
+      message: "From: ann@mail.acme-a.test\r\n\r\nhi",
+    });
     expect(raw.status).toBe(403);
   });
 
@@ -99,24 +139,42 @@ describe("sending only from verified domains (production)", () => {
   it("another tenant can never send as that domain, verified or not, nor with a raw envelope sender of it", async () => {
     const res = await api(b, "POST", "/emails", email({ from: "ceo@mail.acme-a.test" }));
     expect(res.status).toBe(403);
-    const raw = await api(b, "POST", "/relay/messages/raw", { mail_from: "ceo@mail.acme-a.test", rcpt_to: "x@example.com", message: "From: ceo@mail.acme-a.test\r\n\r\nhi" });
+    const raw = await api(b, "POST", "/relay/messages/raw", {
+      mail_from: "ceo@mail.acme-a.test",
+      rcpt_to: "x@example.com",
+      message: "From: ceo@mail.acme-a.test\r\n\r\nhi",
+    });
     expect(raw.status).toBe(403);
   });
 
   it("a raw message names one author, and every mailbox of From, Sender, Resent-From and Resent-Sender must be the tenant's to use", async () => {
     const own = await (await api(b, "POST", "/domains", { name: "own-b.test" })).json<{ id: string }>();
     await markVerified(own.id);
-    const raw = (head: string) => api(b, "POST", "/relay/messages/raw", { mail_from: "x@own-b.test", rcpt_to: "x@example.com", message: `${head}\r\nSubject: s\r\n\r\nhi` });
+    const raw = (head: string) =>
+      api(b, "POST", "/relay/messages/raw", {
+        mail_from: "x@own-b.test",
+        rcpt_to: "x@example.com",
+        message: `${head}\r\nSubject: s\r\n\r\nhi`,
+      });
     const two = await raw("From: x@own-b.test, ceo@mail.acme-a.test");
     expect(two.status).toBe(422);
-    expect(await two.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/From field with more than one mailbox/) });
+    expect(await two.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringMatching(/From field with more than one mailbox/),
+    });
     for (const field of ["Sender", "Resent-From", "Resent-Sender"]) {
       const res = await raw(`From: x@own-b.test\r\n${field}: "CEO" <ceo@mail.acme-a.test>`);
       expect(res.status, field).toBe(403);
-      expect(await res.json()).toMatchObject({ message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/) });
+      expect(await res.json()).toMatchObject({
+        message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/),
+      });
     }
-    expect((await raw("From: x@own-b.test\r\nResent-From: Team: a@own-b.test, ceo@mail.acme-a.test;")).status).toBe(403);
-    expect((await raw("From: x@own-b.test\r\nSender: y@own-b.test\r\nResent-From: z@own-b.test, w@own-b.test")).status).toBe(200);
+    expect((await raw("From: x@own-b.test\r\nResent-From: Team: a@own-b.test, ceo@mail.acme-a.test;")).status).toBe(
+      403,
+    );
+    expect(
+      (await raw("From: x@own-b.test\r\nSender: y@own-b.test\r\nResent-From: z@own-b.test, w@own-b.test")).status,
+    ).toBe(200);
   });
 
   it("the operator's DKIM_KEYS domains are the operator's only: a tenant key is refused, an operator key sends", async () => {
@@ -130,8 +188,17 @@ describe("sending only from verified domains (production)", () => {
     // Tenant A verified mail.acme-a.test above: development lets unverified domains through, not A's.
     const dev = await api(b, "POST", "/emails", email({ from: "ceo@mail.acme-a.test" }), development);
     expect(dev.status).toBe(403);
-    expect(await dev.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/) });
-    const devRaw = await api(b, "POST", "/relay/messages/raw", { mail_from: "ceo@mail.acme-a.test", rcpt_to: "x@example.com", message: "From: b@b.test\r\n\r\nhi" }, development);
+    expect(await dev.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringMatching(/The mail\.acme-a\.test domain is not verified/),
+    });
+    const devRaw = await api(
+      b,
+      "POST",
+      "/relay/messages/raw",
+      { mail_from: "ceo@mail.acme-a.test", rcpt_to: "x@example.com", message: "From: b@b.test\r\n\r\nhi" },
+      development,
+    );
     expect(devRaw.status).toBe(403);
     // A tenant verified signed.test (a DKIM_KEYS domain): the operator's key no longer covers it,
     // and the tenant's mail is signed with the tenant's own key, not the operator's.
@@ -173,7 +240,12 @@ describe("POST /api-keys, GET, DELETE", () => {
     expect(token).toMatch(/^co_/);
     expect((await api(token, "GET", "/emails")).status).toBe(200);
     const list = await (await api(a, "GET", "/api-keys")).json<{ data: Record<string, unknown>[] }>();
-    expect(list.data.find((k) => k.id === id)).toEqual({ id, name: "ci", created_at: expect.any(String), last_used_at: null });
+    expect(list.data.find((k) => k.id === id)).toEqual({
+      id,
+      name: "ci",
+      created_at: expect.any(String),
+      last_used_at: null,
+    });
     expect(JSON.stringify(list)).not.toContain(token);
     expect((await api(b, "DELETE", `/api-keys/${id}`)).status).toBe(404); // another tenant's
     expect(await (await api(a, "DELETE", `/api-keys/${id}`)).json()).toEqual({ object: "api_key", id, deleted: true });
@@ -183,9 +255,16 @@ describe("POST /api-keys, GET, DELETE", () => {
   });
 
   it("a sending_access key only sends, and only from its domain when it has one", async () => {
-    const { token } = await (await api(a, "POST", "/api-keys", { name: "sender", permission: "sending_access", domain_id: domainA.id })).json<{ token: string }>();
+    const { token } = await (
+      await api(a, "POST", "/api-keys", { name: "sender", permission: "sending_access", domain_id: domainA.id })
+    ).json<{ token: string }>();
     expect((await api(token, "POST", "/emails", email({ from: "ann@mail.acme-a.test" }))).status).toBe(200);
-    for (const [method, path] of [["GET", "/emails"], ["GET", "/domains"], ["POST", "/api-keys"], ["GET", "/relay/suppressions"]] as const) {
+    for (const [method, path] of [
+      ["GET", "/emails"],
+      ["GET", "/domains"],
+      ["POST", "/api-keys"],
+      ["GET", "/relay/suppressions"],
+    ] as const) {
       const res = await api(token, method, path, method === "POST" ? { name: "x" } : undefined);
       expect(res.status, `${method} ${path}`).toBe(401);
       expect(await res.json()).toMatchObject({ name: "restricted_api_key" });
@@ -196,7 +275,9 @@ describe("POST /api-keys, GET, DELETE", () => {
   });
 
   it("refuses a domain_id that is not the tenant's, and a domain restriction on a full_access key", async () => {
-    expect((await api(b, "POST", "/api-keys", { name: "x", permission: "sending_access", domain_id: domainA.id })).status).toBe(422);
+    expect(
+      (await api(b, "POST", "/api-keys", { name: "x", permission: "sending_access", domain_id: domainA.id })).status,
+    ).toBe(422);
     expect((await api(a, "POST", "/api-keys", { name: "x", domain_id: domainA.id })).status).toBe(422);
     expect((await api(a, "POST", "/api-keys", { name: "x", permission: "admin" })).status).toBe(422);
   });

@@ -12,7 +12,9 @@ import { deleteDoneBodies } from "../../durable-objects/outbox/sweep";
 import { callWithKey, classified, email, newKey } from "./helpers";
 
 let key: string;
-beforeAll(async () => { key = await newKey("acme"); });
+beforeAll(async () => {
+  key = await newKey("acme");
+});
 
 async function accepted(body: Record<string, unknown>, path = "/emails"): Promise<string> {
   const res = await callWithKey(key, "POST", path, body);
@@ -25,11 +27,20 @@ const stub = (id: string) => env.OUTBOX.getByName(outboxName(shardOf(id)));
 
 describe("delivery status notices in the Outbox", () => {
   it("a delay warning becomes a `delayed` multipart/report from MAILER-DAEMON, as a new message of the tenant", async () => {
-    const id = await accepted(email({ from: "Owner <owner@acme.test>", to: ["slow@example.com"], subject: "Slow one" }));
+    const id = await accepted(
+      email({ from: "Owner <owner@acme.test>", to: ["slow@example.com"], subject: "Slow one" }),
+    );
     await classified(key, id);
     const now = Date.now();
     const ids = await runInDurableObject(stub(id), async (_o, state) => {
-      planDelayNotice(state.storage.sql, id, ["slow@example.com"], "connect to example.com: timed out", now + 5 * 86_400_000, now);
+      planDelayNotice(
+        state.storage.sql,
+        id,
+        ["slow@example.com"],
+        "connect to example.com: timed out",
+        now + 5 * 86_400_000,
+        now,
+      );
       return sendPendingDsns(state.storage, env.BODIES, "relay.test", now);
     });
     expect(ids).toHaveLength(1);
@@ -55,7 +66,12 @@ describe("delivery status notices in the Outbox", () => {
     const now = Date.now();
     const counts = await runInDurableObject(stub(bounce), async (_o, state) => {
       const sql = state.storage.sql;
-      planDsn(sql, bounce, [{ idx: 0, status: "bounced", attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } }], now);
+      planDsn(
+        sql,
+        bounce,
+        [{ idx: 0, status: "bounced", attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } }],
+        now,
+      );
       return sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bounce).one().n;
     });
     expect(counts).toBe(0);
@@ -64,7 +80,9 @@ describe("delivery status notices in the Outbox", () => {
       planDsn(sql, normal, [{ idx: 0, status: "expired", attempt: 3 }], now);
       sql.exec("UPDATE message SET state = 'done', done_at = ? WHERE id = ?", now, normal);
       const deleted = await deleteDoneBodies(sql, env.BODIES, [normal], now);
-      const pending = sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", normal).one().n;
+      const pending = sql
+        .exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", normal)
+        .one().n;
       sql.exec("DELETE FROM dsn_pending WHERE message_id = ?", normal); // leave the shard clean for the next test
       return { pending, deleted };
     });
@@ -80,10 +98,21 @@ describe("delivery status notices in the Outbox", () => {
     const out = await runInDurableObject(stub(bad), async (_o, state) => {
       const sql = state.storage.sql;
       sql.exec("UPDATE message SET mail_from = 'jöhn@acme.test' WHERE id = ?", bad);
-      planDsn(sql, bad, [{ idx: 0, status: "bounced", attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } }], now);
-      const planned = sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bad).one().n;
+      planDsn(
+        sql,
+        bad,
+        [{ idx: 0, status: "bounced", attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } }],
+        now,
+      );
+      const planned = sql
+        .exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bad)
+        .one().n;
       const sent = await sendPendingDsns(state.storage, env.BODIES, "relay.test", now);
-      return { planned, sent, left: sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bad).one().n };
+      return {
+        planned,
+        sent,
+        left: sql.exec<{ n: number }>("SELECT count(*) AS n FROM dsn_pending WHERE message_id = ?", bad).one().n,
+      };
     });
     expect(out).toEqual({ planned: 1, sent: [], left: 0 });
   });

@@ -6,16 +6,32 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newMessageId } from "../../worker/model/ids";
-import { feedBodyOf, feedSeqOf, feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type LogRow } from "../../worker/db/events";
+import {
+  feedBodyOf,
+  feedSeqOf,
+  feedTakeoverStatement,
+  logInsertStatements,
+  releaseFeedClaims,
+  type LogRow,
+} from "../../worker/db/events";
 import { eventId } from "../../worker/webhooks/core/event-id";
 
 const row = (sourceSeq: number, id: string | null, at: number): LogRow => ({
-  source_seq: sourceSeq, part: 0, type: "email.delivered", recipient: "r@x.example", created_at: at, data: "{}",
-  event_id: id, event_type: id === null ? null : "email.delivered", body: id === null ? null : JSON.stringify({ n: sourceSeq }),
+  source_seq: sourceSeq,
+  part: 0,
+  type: "email.delivered",
+  recipient: "r@x.example",
+  created_at: at,
+  data: "{}",
+  event_id: id,
+  event_type: id === null ? null : "email.delivered",
+  body: id === null ? null : JSON.stringify({ n: sourceSeq }),
 });
 
 async function plan(sql: string, ...binds: unknown[]): Promise<string> {
-  const r = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...binds).all<{ detail: string }>();
+  const r = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+    .bind(...binds)
+    .all<{ detail: string }>();
   return r.results.map((x) => x.detail).join(" / ");
 }
 
@@ -30,10 +46,21 @@ describe("event ids that name their email (migration 0010)", () => {
     expect(await feedBodyOf(env.DB, id)).toBe(JSON.stringify({ n: 1 }));
     expect(await feedSeqOf(env.DB, "other-tenant", id)).toBeNull();
     // The same webhook-id from another transition keeps its transition without an envelope.
-    const again = await logInsertStatements(env.DB, [{ tenant: "ids", emailId: email, rows: [row(2, id, 5001)] }], 6001)[0]!.all<{ event_id: string | null }>();
+    const again = await logInsertStatements(
+      env.DB,
+      [{ tenant: "ids", emailId: email, rows: [row(2, id, 5001)] }],
+      6001,
+    )[0]!.all<{ event_id: string | null }>();
     expect(again.results.map((r) => r.event_id)).toEqual([null]);
-    const stored = await env.DB.prepare("SELECT source_seq, event_id FROM event_log WHERE email_id = ? ORDER BY source_seq").bind(email).all();
-    expect(stored.results).toEqual([{ source_seq: 1, event_id: id }, { source_seq: 2, event_id: null }]);
+    const stored = await env.DB.prepare(
+      "SELECT source_seq, event_id FROM event_log WHERE email_id = ? ORDER BY source_seq",
+    )
+      .bind(email)
+      .all();
+    expect(stored.results).toEqual([
+      { source_seq: 1, event_id: id },
+      { source_seq: 2, event_id: null },
+    ]);
   });
 
   it("claims and releases through the email's events", async () => {
@@ -42,19 +69,48 @@ describe("event ids that name their email (migration 0010)", () => {
     await logInsertStatements(env.DB, [{ tenant: "claims", emailId: email, rows: [row(1, id, 5000)] }], 1000)[0]!.run();
     // The insert holds the claim: a takeover within the lease takes nothing; after it, the event.
     expect((await feedTakeoverStatement(env.DB, [id], 2000, 10_000).all()).results).toEqual([]);
-    expect((await feedTakeoverStatement(env.DB, [id], 20_000, 10_000).all<{ event_id: string }>()).results.map((r) => r.event_id)).toEqual([id]);
+    expect(
+      (await feedTakeoverStatement(env.DB, [id], 20_000, 10_000).all<{ event_id: string }>()).results.map(
+        (r) => r.event_id,
+      ),
+    ).toEqual([id]);
     await releaseFeedClaims(env.DB, [id], 20_000);
-    expect((await env.DB.prepare("SELECT enqueued_at FROM event_log WHERE email_id = ?").bind(email).first<{ enqueued_at: number | null }>())!.enqueued_at).toBeNull();
+    expect(
+      (await env.DB.prepare("SELECT enqueued_at FROM event_log WHERE email_id = ?")
+        .bind(email)
+        .first<{ enqueued_at: number | null }>())!.enqueued_at,
+    ).toBeNull();
   });
 
   it("finds an id of the earlier form through the partial index, and every look-up uses an index", async () => {
     const legacy = "evt_0123456789abcdef0123456789abcdef";
-    await env.DB.prepare("INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, created_at, event_id, event_type, body) VALUES ('old', 7000000, 'm-old', -1, 0, 'email.sent', 7000, ?, 'email.sent', '{}')").bind(legacy).run();
+    await env.DB.prepare(
+      "INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, created_at, event_id, event_type, body) VALUES ('old', 7000000, 'm-old', -1, 0, 'email.sent', 7000, ?, 'email.sent', '{}')",
+    )
+      .bind(legacy)
+      .run();
     expect(await feedSeqOf(env.DB, "old", legacy)).toBe(7_000_000);
     expect(await feedBodyOf(env.DB, legacy)).toBe("{}");
-    expect(await plan("SELECT seq FROM event_log WHERE event_id = ? AND instr(substr(event_id, 5), '_') = 0 AND +tenant_id = ?", legacy, "old")).toContain("event_log_by_legacy_event_id");
-    expect(await plan("SELECT seq FROM event_log WHERE email_id = ? AND event_id = ? AND +tenant_id = ?", "e", "evt_e_0123456789abcdef", "t")).toContain("event_log_by_source");
-    const claim = await plan("UPDATE event_log SET enqueued_at = 1 WHERE email_id IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2))", "[\"e\"]", "[\"evt_e_0123456789abcdef\"]");
+    expect(
+      await plan(
+        "SELECT seq FROM event_log WHERE event_id = ? AND instr(substr(event_id, 5), '_') = 0 AND +tenant_id = ?",
+        legacy,
+        "old",
+      ),
+    ).toContain("event_log_by_legacy_event_id");
+    expect(
+      await plan(
+        "SELECT seq FROM event_log WHERE email_id = ? AND event_id = ? AND +tenant_id = ?",
+        "e",
+        "evt_e_0123456789abcdef",
+        "t",
+      ),
+    ).toContain("event_log_by_source");
+    const claim = await plan(
+      "UPDATE event_log SET enqueued_at = 1 WHERE email_id IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2))",
+      '["e"]',
+      '["evt_e_0123456789abcdef"]',
+    );
     expect(claim).toContain("event_log_by_source");
     expect(claim).not.toMatch(/SCAN event_log(?! USING)/);
   });

@@ -12,7 +12,11 @@ import { handleInbound } from "../../worker/inbound/email";
 
 async function get(path: string, e: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Response> {
   const ctx = createExecutionContext();
-  const res = await worker.fetch(new Request(`http://relay.test${path}`, { headers }) as Request<unknown, IncomingRequestCfProperties>, { ...env, ...e } as Env, ctx);
+  const res = await worker.fetch(
+    new Request(`http://relay.test${path}`, { headers }) as Request<unknown, IncomingRequestCfProperties>,
+    { ...env, ...e } as Env,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return res;
 }
@@ -21,10 +25,26 @@ const goodKey = btoa(String.fromCharCode(...Array.from({ length: 32 }, (_, i) =>
 
 describe("a production worker without its secrets", () => {
   it.each([
-    ["WEBHOOK_SECRETS_KEY missing", { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: undefined }, /WEBHOOK_SECRETS_KEY is not set/],
-    ["WEBHOOK_SECRETS_KEY of 16 bytes", { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: btoa("sixteen-bytes!!!") }, /WEBHOOK_SECRETS_KEY must be 32/],
-    ["WEBHOOK_SECRETS_KEY not base64", { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: "not base64 at all!" }, /WEBHOOK_SECRETS_KEY must be 32/],
-    ["DKIM_KEYS not JSON", { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: goodKey, DKIM_KEYS: "MIIEvSECRET" }, /DKIM_KEYS is set but is not a JSON array/],
+    [
+      "WEBHOOK_SECRETS_KEY missing",
+      { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: undefined },
+      /WEBHOOK_SECRETS_KEY is not set/,
+    ],
+    [
+      "WEBHOOK_SECRETS_KEY of 16 bytes",
+      { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: btoa("sixteen-bytes!!!") },
+      /WEBHOOK_SECRETS_KEY must be 32/,
+    ],
+    [
+      "WEBHOOK_SECRETS_KEY not base64",
+      { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: "not base64 at all!" },
+      /WEBHOOK_SECRETS_KEY must be 32/,
+    ],
+    [
+      "DKIM_KEYS not JSON",
+      { COHORT_ENV: "production", WEBHOOK_SECRETS_KEY: goodKey, DKIM_KEYS: "MIIEvSECRET" },
+      /DKIM_KEYS is set but is not a JSON array/,
+    ],
   ])("%s: every request is a 503 naming it, without its value", async (_, e, message) => {
     for (const path of ["/health", "/emails", "/relay/dashboard/"]) {
       const res = await get(path, e);
@@ -57,7 +77,11 @@ describe("a development worker", () => {
       for (const path of ["/health", "/emails", "/relay/dev/mailbox"]) {
         const res = await get(path, e, edge);
         expect(res.status).toBe(503);
-        expect(await res.json()).toEqual({ statusCode: 503, name: "application_error", message: expect.stringMatching(/development mode.*wrangler deploy --env production/) });
+        expect(await res.json()).toEqual({
+          statusCode: 503,
+          name: "application_error",
+          message: expect.stringMatching(/development mode.*wrangler deploy --env production/),
+        });
       }
     }
     // wrangler dev sets CF-Connecting-IP on local requests itself: it is no sign of the edge.
@@ -66,9 +90,18 @@ describe("a development worker", () => {
   });
 
   it("takes no mail that Email Routing delivered: it throws, so the sender tries again later", async () => {
-    const raw = "Received: from mx.example.net (192.0.2.7) by email.cloudflare.net (unknown) id x for <b@bounces.test>\r\nFrom: a@example.net\r\nSubject: hi\r\n\r\nhi\r\n";
+    const raw =
+      "Received: from mx.example.net (192.0.2.7) by email.cloudflare.net (unknown) id x for <b@bounces.test>\r\nFrom: a@example.net\r\nSubject: hi\r\n\r\nhi\r\n";
     const bytes = new TextEncoder().encode(raw);
-    const message = { from: "a@example.net", to: "b@bounces.test", raw: new Response(bytes).body!, rawSize: bytes.length, setReject: () => undefined };
-    await expect(handleInbound(message, { ...env, COHORT_ENV: "development" } as Env)).rejects.toThrow(/development mode.*--env production/);
+    const message = {
+      from: "a@example.net",
+      to: "b@bounces.test",
+      raw: new Response(bytes).body!,
+      rawSize: bytes.length,
+      setReject: () => undefined,
+    };
+    await expect(handleInbound(message, { ...env, COHORT_ENV: "development" } as Env)).rejects.toThrow(
+      /development mode.*--env production/,
+    );
   });
 });

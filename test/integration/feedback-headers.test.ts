@@ -18,7 +18,24 @@ beforeAll(async () => {
   const id = crypto.randomUUID();
   const now = Date.now();
   const dkim = await newDkimKey(env, id, "cohort1", "active", now);
-  await insertDomain(env.DB, { id, tenant_id: "acme", name: "mine.test", status: "verified", region: "us-east-1", return_path: "bounce", open_tracking: 0, click_tracking: 0, tls: "opportunistic", records: "[]", created_at: now, verified_at: now }, dkim);
+  await insertDomain(
+    env.DB,
+    {
+      id,
+      tenant_id: "acme",
+      name: "mine.test",
+      status: "verified",
+      region: "us-east-1",
+      return_path: "bounce",
+      open_tracking: 0,
+      click_tracking: 0,
+      tls: "opportunistic",
+      records: "[]",
+      created_at: now,
+      verified_at: now,
+    },
+    dkim,
+  );
 });
 
 async function send(body: Record<string, unknown>): Promise<string> {
@@ -27,12 +44,24 @@ async function send(body: Record<string, unknown>): Promise<string> {
   return (await res.json<{ id: string }>()).id;
 }
 
-const head = async (id: string) => new TextDecoder().decode(await storedBody(id)).split("\r\n\r\n")[0]!.replace(/\r\n[ \t]+/g, " ");
+const head = async (id: string) =>
+  new TextDecoder()
+    .decode(await storedBody(id))
+    .split("\r\n\r\n")[0]!
+    .replace(/\r\n[ \t]+/g, " ");
 const header = (h: string, name: string) => new RegExp(`^${name}: (.*)$`, "im").exec(h)?.[1] ?? null;
 
 describe("complaint routing headers", () => {
   it("Feedback-ID names the campaign and category tags, the tenant and the relay, under the DKIM signature", async () => {
-    const h = await head(await send({ from: "news@signed.test", tags: [{ name: "campaign", value: "spring_sale" }, { name: "category", value: "newsletter" }] }));
+    const h = await head(
+      await send({
+        from: "news@signed.test",
+        tags: [
+          { name: "campaign", value: "spring_sale" },
+          { name: "category", value: "newsletter" },
+        ],
+      }),
+    );
     expect(header(h, "Feedback-ID")).toBe("spring_sale:acme:newsletter:cohort");
     expect(header(h, "DKIM-Signature")).toMatch(/h=[^;]*feedback-id/);
     expect(header(h, "CFBL-Address")).toBeNull();
@@ -43,12 +72,17 @@ describe("complaint routing headers", () => {
     const id = await send({ from: "Mine <hello@mine.test>" });
     const h = await head(id);
     expect(header(h, "CFBL-Address")).toBe("fbl@bounce.mine.test; report=arf");
-    expect(await outboxOf(env, id).envelope(id)).toMatchObject({ mailFrom: "hello@mine.test", returnPath: "bounce.mine.test" });
+    expect(await outboxOf(env, id).envelope(id)).toMatchObject({
+      mailFrom: "hello@mine.test",
+      returnPath: "bounce.mine.test",
+    });
     expect(header(h, "DKIM-Signature")).toMatch(/d=mine\.test;.*h=[^;]*cfbl-address:cfbl-address/);
   });
 
   it("the request's own Feedback-ID and CFBL-Address win", async () => {
-    const h = await head(await send({ from: "hello@mine.test", headers: { "Feedback-ID": "x:y:z:me", "CFBL-Address": "fbl@mine.test" } }));
+    const h = await head(
+      await send({ from: "hello@mine.test", headers: { "Feedback-ID": "x:y:z:me", "CFBL-Address": "fbl@mine.test" } }),
+    );
     expect(header(h, "Feedback-ID")).toBe("x:y:z:me");
     expect(header(h, "CFBL-Address")).toBe("fbl@mine.test");
   });

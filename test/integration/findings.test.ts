@@ -23,7 +23,12 @@ function chunked(path: string, text: string): Promise<Response> {
       c.close();
     },
   });
-  return call(path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+  return call(path, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body,
+    duplex: "half",
+  } as RequestInit);
 }
 
 async function twoDomains(drop = "drop.example"): Promise<string> {
@@ -41,7 +46,10 @@ describe("POST /relay/messages/:id/cancel reads its body whatever the framing", 
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ recipients: 1 });
     const statuses = Object.fromEntries((await getEmail(key, id)).body.recipients.map((r) => [r.email, r.status]));
-    expect(statuses).toEqual({ "keep@keep.example": expect.not.stringMatching(/cancelled/), "gone@drop.example": "cancelled" });
+    expect(statuses).toEqual({
+      "keep@keep.example": expect.not.stringMatching(/cancelled/),
+      "gone@drop.example": "cancelled",
+    });
   });
 
   it("a malformed body is 400 and an unknown field 422; nothing is cancelled", async () => {
@@ -56,7 +64,10 @@ describe("POST /relay/messages/:id/cancel reads its body whatever the framing", 
 
   it("an empty body still cancels every recipient, as documented", async () => {
     const id = await twoDomains();
-    const res = await call(`/relay/messages/${id}/cancel`, { method: "POST", headers: { authorization: `Bearer ${key}` } });
+    const res = await call(`/relay/messages/${id}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}` },
+    });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ recipients: 2 });
   });
@@ -87,8 +98,12 @@ describe("POST /relay/messages/cancel with any domain", () => {
   });
 
   it("a label over 63 characters, or a domain over 253, is a 422", async () => {
-    expect((await callWithKey(key, "POST", "/relay/messages/cancel", { domain: `${label(64)}.example` })).status).toBe(422);
-    expect((await callWithKey(key, "POST", "/relay/messages/cancel", { domain: Array(64).fill("abc").join(".") })).status).toBe(422);
+    expect((await callWithKey(key, "POST", "/relay/messages/cancel", { domain: `${label(64)}.example` })).status).toBe(
+      422,
+    );
+    expect(
+      (await callWithKey(key, "POST", "/relay/messages/cancel", { domain: Array(64).fill("abc").join(".") })).status,
+    ).toBe(422);
   });
 
   it("matches the domain exactly: `_` is not a wildcard, and a sub-domain does not match its parent", async () => {
@@ -99,20 +114,31 @@ describe("POST /relay/messages/cancel with any domain", () => {
     expect(await parent.json()).toMatchObject({ recipients: 0 });
     const exact = await callWithKey(key, "POST", "/relay/messages/cancel", { domain: "EXACT.example" });
     expect(await exact.json()).toMatchObject({ recipients: 1 });
-    expect((await getEmail(key, id)).body.recipients.find((r) => r.email === "gone@exact.example")!.status).toBe("cancelled");
+    expect((await getEmail(key, id)).body.recipients.find((r) => r.email === "gone@exact.example")!.status).toBe(
+      "cancelled",
+    );
   });
 
-  it("takes a tag as \"name:value\", as search and the CLI write it, and still as {name, value}", async () => {
-    const res = await callWithKey(key, "POST", "/emails", email({ to: ["t@tagged.example"], tags: [{ name: "campaign", value: "spring" }] }));
+  it('takes a tag as "name:value", as search and the CLI write it, and still as {name, value}', async () => {
+    const res = await callWithKey(
+      key,
+      "POST",
+      "/emails",
+      email({ to: ["t@tagged.example"], tags: [{ name: "campaign", value: "spring" }] }),
+    );
     const { id } = await res.json<{ id: string }>();
     await classified(key, id);
     // The index of tags is written with the message's D1 index (classify): wait for it.
     for (let i = 0; i < 100; i++) {
-      const n = await env.DB.prepare("SELECT count(*) AS n FROM message_tags WHERE message_id = ?").bind(id).first<{ n: number }>("n");
+      const n = await env.DB.prepare("SELECT count(*) AS n FROM message_tags WHERE message_id = ?")
+        .bind(id)
+        .first<{ n: number }>("n");
       if (n) break;
       await new Promise((r) => setTimeout(r, 25));
     }
-    const none = await callWithKey(key, "POST", "/relay/messages/cancel", { tag: { name: "campaign", value: "autumn" } });
+    const none = await callWithKey(key, "POST", "/relay/messages/cancel", {
+      tag: { name: "campaign", value: "autumn" },
+    });
     expect(await none.json()).toMatchObject({ recipients: 0 });
     const byString = await callWithKey(key, "POST", "/relay/messages/cancel", { tag: "campaign:spring" });
     expect(await byString.json()).toMatchObject({ messages: 1, recipients: 1 });

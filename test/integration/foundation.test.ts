@@ -21,11 +21,17 @@ describe("the worker's foundation", () => {
     const res = await call("/nope");
     expect(res.status).toBe(404);
     expect(res.headers.get("content-type")).toContain("application/json");
-    expect(await res.json()).toEqual({ statusCode: 404, name: "not_found", message: "The requested endpoint was not found." });
+    expect(await res.json()).toEqual({
+      statusCode: 404,
+      name: "not_found",
+      message: "The requested endpoint was not found.",
+    });
   });
 
   it("has the D1 migrations applied", async () => {
-    const row = await env.DB.prepare("SELECT value FROM schema_meta WHERE key = 'created_by'").first<{ value: string }>();
+    const row = await env.DB.prepare("SELECT value FROM schema_meta WHERE key = 'created_by'").first<{
+      value: string;
+    }>();
     expect(row?.value).toBe("0001_create_schema_meta");
   });
 });

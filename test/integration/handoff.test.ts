@@ -8,18 +8,39 @@ import { Handoff } from "../../durable-objects/transport/handoff";
 import type { DispatchedEntry } from "../../durable-objects/transport/transport-types";
 
 const NEXTHOP = "[192.0.2.1]:25";
-const entry = (entryId: number): DispatchedEntry => ({ entryId, messageId: `m${entryId}`, transport: "smtp", nexthop: NEXTHOP, rcpts: [{ idx: 0, address: `r${entryId}@example.test` }] as DispatchedEntry["rcpts"] });
+const entry = (entryId: number): DispatchedEntry => ({
+  entryId,
+  messageId: `m${entryId}`,
+  transport: "smtp",
+  nexthop: NEXTHOP,
+  rcpts: [{ idx: 0, address: `r${entryId}@example.test` }] as DispatchedEntry["rcpts"],
+});
 
 function setup() {
   const delivered: { agent: string; ids: number[] }[] = [];
   const env = {
     DELIVERY: "agents",
-    DELIVERY_AGENT: { getByName: (agent: string) => ({ deliver: async (jobs: { entryId: number }[]) => { delivered.push({ agent, ids: jobs.map((j) => j.entryId) }); } }) },
+    DELIVERY_AGENT: {
+      getByName: (agent: string) => ({
+        deliver: async (jobs: { entryId: number }[]) => {
+          delivered.push({ agent, ids: jobs.map((j) => j.entryId) });
+        },
+      }),
+    },
   } as unknown as Env;
   let now = 1_000_000;
-  const h = new Handoff(() => env, () => now);
+  const h = new Handoff(
+    () => env,
+    () => now,
+  );
   const agentOf = (id: number) => delivered.find((d) => d.ids.includes(id))?.agent;
-  return { h, agentOf, tick: (ms: number) => { now += ms; } };
+  return {
+    h,
+    agentOf,
+    tick: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 describe("Handoff: which agent takes the next entry", () => {
@@ -49,9 +70,15 @@ describe("Handoff: which agent takes the next entry", () => {
 
 describe("Handoff.check: which entries leased for long no agent holds", () => {
   /** A core entry as check() reads it: its id, message, destination and transport's process_limit. */
-  const coreEntry = (id: number, processLimit = 10) => ({
-    id, rcpts: [], peer: { job: { message: { id: `m${id}` } }, queue: { nexthop: NEXTHOP, transport: { name: "smtp", p: { processLimit } } } },
-  }) as unknown as Parameters<Handoff["check"]>[0][number];
+  const coreEntry = (id: number, processLimit = 10) =>
+    ({
+      id,
+      rcpts: [],
+      peer: {
+        job: { message: { id: `m${id}` } },
+        queue: { nexthop: NEXTHOP, transport: { name: "smtp", p: { processLimit } } },
+      },
+    }) as unknown as Parameters<Handoff["check"]>[0][number];
 
   function agents(holds: Record<string, number[]>, silent: string[] = []) {
     const asked: string[] = [];
@@ -91,7 +118,12 @@ describe("Handoff.check: which entries leased for long no agent holds", () => {
   it("leaves undecided what an agent that did not answer in 10 s may hold", async () => {
     vi.useFakeTimers();
     try {
-      const env = { DELIVERY: "agents", DELIVERY_AGENT: { getByName: () => ({ deliver: async () => undefined, holding: () => new Promise(() => undefined) }) } } as unknown as Env;
+      const env = {
+        DELIVERY: "agents",
+        DELIVERY_AGENT: {
+          getByName: () => ({ deliver: async () => undefined, holding: () => new Promise(() => undefined) }),
+        },
+      } as unknown as Env;
       const h = new Handoff(() => env);
       await h.send([entry(1)], 0);
       const answer = h.check([coreEntry(1)]);

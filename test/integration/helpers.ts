@@ -19,8 +19,21 @@ export async function call(path: string, init?: RequestInit): Promise<Response> 
 }
 
 /** Calls with a bearer key and, when given, a JSON body. */
-export function callWithKey(key: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {
-  const init: RequestInit = { method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers } };
+export function callWithKey(
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  const init: RequestInit = {
+    method,
+    headers: {
+      authorization: `Bearer ${key}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
+  };
   if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
   return call(path, init);
 }
@@ -38,7 +51,11 @@ export async function newOperatorKey(tenant: string): Promise<string> {
 }
 
 /** Polls `probe` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 5000, what = "condition"): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 5000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -54,23 +71,35 @@ export function email(overrides: Record<string, unknown> = {}): Record<string, u
 }
 
 /** GET /emails/:id as JSON (status checked by the caller through `status`). */
-export async function getEmail(key: string, id: string): Promise<{ status: number; body: Record<string, unknown> & { recipients: { email: string; status: string; blocked_by: string | null }[] } }> {
+export async function getEmail(
+  key: string,
+  id: string,
+): Promise<{
+  status: number;
+  body: Record<string, unknown> & { recipients: { email: string; status: string; blocked_by: string | null }[] };
+}> {
   const res = await callWithKey(key, "GET", `/emails/${id}`);
   return { status: res.status, body: await res.json() };
 }
 
 /** Waits until every recipient of the email has left `incoming`. */
 export function classified(key: string, id: string, timeoutMs = 5000) {
-  return eventually(async () => {
-    const { body } = await getEmail(key, id);
-    return body.recipients.every((r) => r.status !== "incoming") ? body : undefined;
-  }, timeoutMs, `classification of ${id}`);
+  return eventually(
+    async () => {
+      const { body } = await getEmail(key, id);
+      return body.recipients.every((r) => r.status !== "incoming") ? body : undefined;
+    },
+    timeoutMs,
+    `classification of ${id}`,
+  );
 }
 
 /** Rows of an Outbox shard's table matching `where` (test inspection of DO SQLite). */
 export function outboxCount(shard: number, table: string, where = "1"): Promise<number> {
-  return runInDurableObject(env.OUTBOX.getByName(outboxName(shard)), (_o, state) =>
-    state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table} WHERE ${where}`).one().n);
+  return runInDurableObject(
+    env.OUTBOX.getByName(outboxName(shard)),
+    (_o, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table} WHERE ${where}`).one().n,
+  );
 }
 
 /**
@@ -79,21 +108,33 @@ export function outboxCount(shard: number, table: string, where = "1"): Promise<
  */
 export async function settle(timeoutMs = 15_000): Promise<void> {
   const shards = settingsOf(env).outboxShards;
-  await eventually(async () => {
-    for (let s = 0; s < shards; s++) {
-      if ((await outboxCount(s, "event")) > 0) return undefined;
-      if ((await outboxCount(s, "message", "waiting = 1 AND queued_event IS NOT NULL")) > 0) return undefined; // email.queued kept in the row
-      if ((await outboxCount(s, "message", `unclassified = 1 AND state = 'open' AND (scheduled_at IS NULL OR scheduled_at <= ${Date.now()})`)) > 0) return undefined;
-    }
-    return true;
-  }, timeoutMs, "the classify queue to settle");
+  await eventually(
+    async () => {
+      for (let s = 0; s < shards; s++) {
+        if ((await outboxCount(s, "event")) > 0) return undefined;
+        if ((await outboxCount(s, "message", "waiting = 1 AND queued_event IS NOT NULL")) > 0) return undefined; // email.queued kept in the row
+        if (
+          (await outboxCount(
+            s,
+            "message",
+            `unclassified = 1 AND state = 'open' AND (scheduled_at IS NULL OR scheduled_at <= ${Date.now()})`,
+          )) > 0
+        )
+          return undefined;
+      }
+      return true;
+    },
+    timeoutMs,
+    "the classify queue to settle",
+  );
 }
 
 /** A stored message's exact bytes: kept in its Outbox row (small bodies) or in R2. */
 export async function storedBody(id: string): Promise<Uint8Array> {
   const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
   const inline = (await outbox.envelope(id))?.body;
-  if (inline !== undefined) return typeof inline === "string" ? new TextEncoder().encode(inline) : new Uint8Array(inline);
+  if (inline !== undefined)
+    return typeof inline === "string" ? new TextEncoder().encode(inline) : new Uint8Array(inline);
   return new Uint8Array(await (await env.BODIES.get(`mess/${id}`))!.arrayBuffer());
 }
 

@@ -34,7 +34,9 @@ describe("Idempotency-Key", () => {
 
   it("answers 409 invalid_idempotent_request for the same key with a different payload", async () => {
     await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-mismatch" });
-    const res = await callWithKey(key, "POST", "/emails", email({ subject: "Other" }), { "idempotency-key": "k-mismatch" });
+    const res = await callWithKey(key, "POST", "/emails", email({ subject: "Other" }), {
+      "idempotency-key": "k-mismatch",
+    });
     expect(res.status).toBe(409);
     expect(await res.json()).toMatchObject({ statusCode: 409, name: "invalid_idempotent_request" });
   });
@@ -42,10 +44,17 @@ describe("Idempotency-Key", () => {
   it("answers 409 concurrent_idempotent_requests while the original request is in flight", async () => {
     // A request that has reserved its key and is still writing its body holds the reservation.
     const body = JSON.stringify(email());
-    const hash = [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`POST /emails\n${body}`)))]
-      .map((b) => b.toString(16).padStart(2, "0")).join("");
+    const hash = [
+      ...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`POST /emails\n${body}`))),
+    ]
+      .map((b) => b.toString(16).padStart(2, "0"))
+      .join("");
     const shard = await shardForKey("acme", "k-in-flight", settingsOf(env).outboxShards);
-    const reserved = await env.OUTBOX.getByName(outboxName(shard)).reserve("acme", { key: "k-in-flight", hash }, "other-request");
+    const reserved = await env.OUTBOX.getByName(outboxName(shard)).reserve(
+      "acme",
+      { key: "k-in-flight", hash },
+      "other-request",
+    );
     expect(reserved.kind).toBe("fresh");
     const res = await callWithKey(key, "POST", "/emails", body, { "idempotency-key": "k-in-flight" });
     expect(res.status).toBe(409);
@@ -67,13 +76,19 @@ describe("Idempotency-Key", () => {
 
   it("keeps keys per tenant: another tenant may use the same key", async () => {
     const other = await newKey("globex");
-    const a = await (await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "shared-key" })).json<{ id: string }>();
-    const b = await (await callWithKey(other, "POST", "/emails", email(), { "idempotency-key": "shared-key" })).json<{ id: string }>();
+    const a = await (
+      await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "shared-key" })
+    ).json<{ id: string }>();
+    const b = await (
+      await callWithKey(other, "POST", "/emails", email(), { "idempotency-key": "shared-key" })
+    ).json<{ id: string }>();
     expect(a.id).not.toBe(b.id);
   });
 
   it("does not burn a key on a request that failed validation", async () => {
-    const bad = await callWithKey(key, "POST", "/emails", email({ from: "nope" }), { "idempotency-key": "k-after-422" });
+    const bad = await callWithKey(key, "POST", "/emails", email({ from: "nope" }), {
+      "idempotency-key": "k-after-422",
+    });
     expect(bad.status).toBe(422);
     const good = await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-after-422" });
     expect(good.status).toBe(200);
@@ -82,21 +97,35 @@ describe("Idempotency-Key", () => {
   it("applies to batches as a whole, and to raw submissions", async () => {
     const batch = [email(), email({ to: "b@example.com" })];
     const one = await (await callWithKey(key, "POST", "/emails/batch", batch, { "idempotency-key": "batch-1" })).text();
-    expect(await (await callWithKey(key, "POST", "/emails/batch", batch, { "idempotency-key": "batch-1" })).text()).toBe(one);
-    const raw = { mail_from: "a@acme.test", rcpt_to: "b@example.com", message: "From: a@acme.test\r\nSubject: x\r\n\r\nhi\r\n" };
-    const r1 = await (await callWithKey(key, "POST", "/relay/messages/raw", raw, { "idempotency-key": "raw-1" })).text();
-    expect(await (await callWithKey(key, "POST", "/relay/messages/raw", raw, { "idempotency-key": "raw-1" })).text()).toBe(r1);
+    expect(
+      await (await callWithKey(key, "POST", "/emails/batch", batch, { "idempotency-key": "batch-1" })).text(),
+    ).toBe(one);
+    const raw = {
+      mail_from: "a@acme.test",
+      rcpt_to: "b@example.com",
+      message: "From: a@acme.test\r\nSubject: x\r\n\r\nhi\r\n",
+    };
+    const r1 = await (
+      await callWithKey(key, "POST", "/relay/messages/raw", raw, { "idempotency-key": "raw-1" })
+    ).text();
+    expect(
+      await (await callWithKey(key, "POST", "/relay/messages/raw", raw, { "idempotency-key": "raw-1" })).text(),
+    ).toBe(r1);
   });
 
   it("forgets a key after 24 hours", async () => {
     const shard = await shardForKey("acme", "k-expiry", settingsOf(env).outboxShards);
     const stub = env.OUTBOX.getByName(outboxName(shard));
-    const first = await (await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-expiry" })).json<{ id: string }>();
+    const first = await (
+      await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-expiry" })
+    ).json<{ id: string }>();
     const { runInDurableObject } = await import("cloudflare:test");
     await runInDurableObject(stub, (_o, state) => {
       state.storage.sql.exec("UPDATE idem SET expires_at = ? WHERE key = 'k-expiry'", Date.now() - 1);
     });
-    const again = await (await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-expiry" })).json<{ id: string }>();
+    const again = await (
+      await callWithKey(key, "POST", "/emails", email(), { "idempotency-key": "k-expiry" })
+    ).json<{ id: string }>();
     expect(again.id).not.toBe(first.id);
   });
 });

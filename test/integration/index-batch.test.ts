@@ -12,67 +12,181 @@ import type { MessageView, RcptStatus } from "../../worker/model/message";
 import { logInsertStatements, type LogRow } from "../../worker/db/events";
 import { indexStatements } from "../../worker/db/messages";
 
-function view(id: string, tenant: string, n: number, status: RcptStatus, at: number, extra: { tags?: { name: string; value: string }[]; message_id?: string; cc?: string[] } = {}): MessageView {
+function view(
+  id: string,
+  tenant: string,
+  n: number,
+  status: RcptStatus,
+  at: number,
+  extra: { tags?: { name: string; value: string }[]; message_id?: string; cc?: string[] } = {},
+): MessageView {
   const to = Array.from({ length: n }, (_, i) => `r${i}@${id.slice(-6)}.example`);
   return {
-    id, tenant, created_at: 1_000, scheduled_at: null, state: status === "delivered" ? "done" : "open",
-    summary: { from: "s@sender.test", to, cc: extra.cc ?? null, bcc: null, reply_to: null, subject: `subject of ${id}`, html: null, text: "hi", tags: extra.tags ?? null, ...(extra.message_id !== undefined ? { message_id: extra.message_id as string } : {}) } as MessageView["summary"],
-    recipients: to.map((email, idx) => ({ idx, email, status, transport: "smtp", nexthop: `${id.slice(-6)}.example`, attempts: status === "delivered" ? 1 : 0, next_attempt_at: null, last_response: null, blocked_by: null, updated_at: at })),
+    id,
+    tenant,
+    created_at: 1_000,
+    scheduled_at: null,
+    state: status === "delivered" ? "done" : "open",
+    summary: {
+      from: "s@sender.test",
+      to,
+      cc: extra.cc ?? null,
+      bcc: null,
+      reply_to: null,
+      subject: `subject of ${id}`,
+      html: null,
+      text: "hi",
+      tags: extra.tags ?? null,
+      ...(extra.message_id !== undefined ? { message_id: extra.message_id as string } : {}),
+    } as MessageView["summary"],
+    recipients: to.map((email, idx) => ({
+      idx,
+      email,
+      status,
+      transport: "smtp",
+      nexthop: `${id.slice(-6)}.example`,
+      attempts: status === "delivered" ? 1 : 0,
+      next_attempt_at: null,
+      last_response: null,
+      blocked_by: null,
+      updated_at: at,
+    })),
   };
 }
 
-const written = async (stmts: D1PreparedStatement[]) => (await env.DB.batch(stmts)).reduce((n, r) => n + r.meta.rows_written, 0);
+const written = async (stmts: D1PreparedStatement[]) =>
+  (await env.DB.batch(stmts)).reduce((n, r) => n + r.meta.rows_written, 0);
 
 describe("index statements for a batch of messages", () => {
   it("writes 30 messages of two tenants in one statement per table, moves rows forward only, and rewrites nothing unchanged", async () => {
-    const views = Array.from({ length: 30 }, (_, i) => view(newMessageId(i % 4), i % 2 === 0 ? "t-even" : "t-odd", 1 + (i % 3), "ready", 2_000,
-      i % 5 === 0 ? { tags: [{ name: "campaign", value: `c${i}` }], message_id: `<own-${i}@sender.test>`, cc: [`cc${i}@x.example`] } : {}));
-    const queued = indexStatements(env.DB, views.map((v) => ({ view: v, lastEvent: "queued" })));
+    const views = Array.from({ length: 30 }, (_, i) =>
+      view(
+        newMessageId(i % 4),
+        i % 2 === 0 ? "t-even" : "t-odd",
+        1 + (i % 3),
+        "ready",
+        2_000,
+        i % 5 === 0
+          ? {
+              tags: [{ name: "campaign", value: `c${i}` }],
+              message_id: `<own-${i}@sender.test>`,
+              cc: [`cc${i}@x.example`],
+            }
+          : {},
+      ),
+    );
+    const queued = indexStatements(
+      env.DB,
+      views.map((v) => ({ view: v, lastEvent: "queued" })),
+    );
     expect(queued).toHaveLength(3); // messages, recipients, tags
     expect(await written(queued)).toBeGreaterThan(0);
 
     const ids = views.map((v) => v.id);
-    const rows = await env.DB.prepare(`SELECT id, tenant_id, to_json, cc_json, subject, last_event, updated_at, message_id FROM messages WHERE id IN (SELECT value FROM json_each(?))`)
-      .bind(JSON.stringify(ids)).all<{ id: string; tenant_id: string; to_json: string; cc_json: string | null; subject: string; last_event: string; updated_at: number; message_id: string | null }>();
+    const rows = await env.DB.prepare(
+      `SELECT id, tenant_id, to_json, cc_json, subject, last_event, updated_at, message_id FROM messages WHERE id IN (SELECT value FROM json_each(?))`,
+    )
+      .bind(JSON.stringify(ids))
+      .all<{
+        id: string;
+        tenant_id: string;
+        to_json: string;
+        cc_json: string | null;
+        subject: string;
+        last_event: string;
+        updated_at: number;
+        message_id: string | null;
+      }>();
     expect(rows.results).toHaveLength(30);
     for (const v of views) {
       const r = rows.results.find((x) => x.id === v.id)!;
-      expect(r).toMatchObject({ tenant_id: v.tenant, to_json: JSON.stringify(v.summary.to), cc_json: v.summary.cc ? JSON.stringify(v.summary.cc) : null, subject: v.summary.subject, last_event: "queued", updated_at: 2_000, message_id: v.summary.message_id ?? null });
+      expect(r).toMatchObject({
+        tenant_id: v.tenant,
+        to_json: JSON.stringify(v.summary.to),
+        cc_json: v.summary.cc ? JSON.stringify(v.summary.cc) : null,
+        subject: v.summary.subject,
+        last_event: "queued",
+        updated_at: 2_000,
+        message_id: v.summary.message_id ?? null,
+      });
     }
-    const rcpts = await env.DB.prepare("SELECT count(*) AS n FROM recipients WHERE message_id IN (SELECT value FROM json_each(?)) AND status = 'ready'").bind(JSON.stringify(ids)).first<{ n: number }>();
+    const rcpts = await env.DB.prepare(
+      "SELECT count(*) AS n FROM recipients WHERE message_id IN (SELECT value FROM json_each(?)) AND status = 'ready'",
+    )
+      .bind(JSON.stringify(ids))
+      .first<{ n: number }>();
     expect(rcpts!.n).toBe(views.reduce((n, v) => n + v.recipients.length, 0));
-    const tags = await env.DB.prepare("SELECT count(*) AS n FROM message_tags WHERE message_id IN (SELECT value FROM json_each(?))").bind(JSON.stringify(ids)).first<{ n: number }>();
+    const tags = await env.DB.prepare(
+      "SELECT count(*) AS n FROM message_tags WHERE message_id IN (SELECT value FROM json_each(?))",
+    )
+      .bind(JSON.stringify(ids))
+      .first<{ n: number }>();
     expect(tags!.n).toBe(6);
 
     // The same state again writes nothing; an older one applied late changes nothing.
-    expect(await written(indexStatements(env.DB, views.map((v) => ({ view: v, lastEvent: "queued" }))))).toBe(0);
-    const older = views.map((v) => ({ view: view(v.id, v.tenant, v.recipients.length, "deferred", 1_500), lastEvent: "delivery_delayed" }));
+    expect(
+      await written(
+        indexStatements(
+          env.DB,
+          views.map((v) => ({ view: v, lastEvent: "queued" })),
+        ),
+      ),
+    ).toBe(0);
+    const older = views.map((v) => ({
+      view: view(v.id, v.tenant, v.recipients.length, "deferred", 1_500),
+      lastEvent: "delivery_delayed",
+    }));
     expect(await written(indexStatements(env.DB, older))).toBe(0);
 
     // Half of them delivered: only their rows move.
-    const delivered = views.filter((_, i) => i % 2 === 0).map((v) => ({ view: view(v.id, v.tenant, v.recipients.length, "delivered", 3_000), lastEvent: "delivered" }));
+    const delivered = views
+      .filter((_, i) => i % 2 === 0)
+      .map((v) => ({ view: view(v.id, v.tenant, v.recipients.length, "delivered", 3_000), lastEvent: "delivered" }));
     expect(await written(indexStatements(env.DB, delivered))).toBeGreaterThan(0);
-    const states = await env.DB.prepare("SELECT last_event, count(*) AS n FROM messages WHERE id IN (SELECT value FROM json_each(?)) GROUP BY last_event ORDER BY last_event")
-      .bind(JSON.stringify(ids)).all<{ last_event: string; n: number }>();
-    expect(states.results).toEqual([{ last_event: "delivered", n: 15 }, { last_event: "queued", n: 15 }]);
+    const states = await env.DB.prepare(
+      "SELECT last_event, count(*) AS n FROM messages WHERE id IN (SELECT value FROM json_each(?)) GROUP BY last_event ORDER BY last_event",
+    )
+      .bind(JSON.stringify(ids))
+      .all<{ last_event: string; n: number }>();
+    expect(states.results).toEqual([
+      { last_event: "delivered", n: 15 },
+      { last_event: "queued", n: 15 },
+    ]);
   });
 
   it("logs the rows of several messages in one statement per tenant, in order, each envelope id once per email", async () => {
     const [a, b, c] = [newMessageId(0), newMessageId(1), newMessageId(2)];
     const row = (sourceSeq: number, id: string | null, at: number): LogRow => ({
-      source_seq: sourceSeq, part: 0, type: "email.sent", recipient: "r@x.example", created_at: at, data: "{}",
-      event_id: id, event_type: id === null ? null : "email.sent", body: id === null ? null : JSON.stringify({ s: sourceSeq }),
+      source_seq: sourceSeq,
+      part: 0,
+      type: "email.sent",
+      recipient: "r@x.example",
+      created_at: at,
+      data: "{}",
+      event_id: id,
+      event_type: id === null ? null : "email.sent",
+      body: id === null ? null : JSON.stringify({ s: sourceSeq }),
     });
     // a's envelope `evt_a` is stored already.
-    await logInsertStatements(env.DB, [{ tenant: "log-1", emailId: a, rows: [row(1, `evt_${a}_x`, 5_000)] }], 5_000)[0]!.run();
+    await logInsertStatements(
+      env.DB,
+      [{ tenant: "log-1", emailId: a, rows: [row(1, `evt_${a}_x`, 5_000)] }],
+      5_000,
+    )[0]!.run();
 
-    const stmts = logInsertStatements(env.DB, [
-      { tenant: "log-1", emailId: a, rows: [row(2, `evt_${a}_x`, 5_001), row(3, `evt_${a}_y`, 5_001)] },
-      { tenant: "log-2", emailId: b, rows: [row(1, `evt_${b}_x`, 5_001)] },
-      { tenant: "log-1", emailId: c, rows: [row(1, `evt_${c}_x`, 5_001), row(2, null, 5_001)] },
-    ], 6_000);
+    const stmts = logInsertStatements(
+      env.DB,
+      [
+        { tenant: "log-1", emailId: a, rows: [row(2, `evt_${a}_x`, 5_001), row(3, `evt_${a}_y`, 5_001)] },
+        { tenant: "log-2", emailId: b, rows: [row(1, `evt_${b}_x`, 5_001)] },
+        { tenant: "log-1", emailId: c, rows: [row(1, `evt_${c}_x`, 5_001), row(2, null, 5_001)] },
+      ],
+      6_000,
+    );
     expect(stmts).toHaveLength(2);
-    const returned = (await env.DB.batch(stmts)).flatMap((r) => r.results as { tenant_id: string; seq: number; event_id: string | null }[]);
+    const returned = (await env.DB.batch(stmts)).flatMap(
+      (r) => r.results as { tenant_id: string; seq: number; event_id: string | null }[],
+    );
     // a's second `evt_a_x` keeps its transition without the envelope; every other row is stored with its own.
     expect(returned.map((r) => r.event_id)).toEqual([null, `evt_${a}_y`, `evt_${c}_x`, null, `evt_${b}_x`]);
     const log1 = returned.filter((r) => r.tenant_id === "log-1").map((r) => r.seq);
@@ -82,13 +196,27 @@ describe("index statements for a batch of messages", () => {
     // Every look-up goes through an index: the envelope ids of the statement's emails through
     // event_log_by_source, never a scan of the log.
     const { statement, params } = stmts[0] as unknown as { statement: string; params: unknown[] };
-    const plan = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${statement}`).bind(...params).all<{ detail: string }>()).results.map((x) => x.detail);
+    const plan = (
+      await env.DB.prepare(`EXPLAIN QUERY PLAN ${statement}`)
+        .bind(...params)
+        .all<{ detail: string }>()
+    ).results.map((x) => x.detail);
     expect(plan.join(" / ")).toContain("event_log_by_source");
     expect(plan.join(" / ")).not.toMatch(/SCAN (e|event_log)\b(?! USING)/);
     // Again: nothing stored twice.
-    expect((await env.DB.batch(logInsertStatements(env.DB, [
-      { tenant: "log-1", emailId: a, rows: [row(2, `evt_${a}_x`, 5_001), row(3, `evt_${a}_y`, 5_001)] },
-      { tenant: "log-2", emailId: b, rows: [row(1, `evt_${b}_x`, 5_001)] },
-    ], 7_000))).reduce((n, r) => n + r.meta.rows_written, 0)).toBe(0);
+    expect(
+      (
+        await env.DB.batch(
+          logInsertStatements(
+            env.DB,
+            [
+              { tenant: "log-1", emailId: a, rows: [row(2, `evt_${a}_x`, 5_001), row(3, `evt_${a}_y`, 5_001)] },
+              { tenant: "log-2", emailId: b, rows: [row(1, `evt_${b}_x`, 5_001)] },
+            ],
+            7_000,
+          ),
+        )
+      ).reduce((n, r) => n + r.meta.rows_written, 0),
+    ).toBe(0);
   });
 });

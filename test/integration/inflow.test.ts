@@ -32,8 +32,31 @@ function acceptIn(shard: number, n: number, scheduledAt: number | null = null) {
   const id = `${shard.toString(16).padStart(2, "0")}${crypto.randomUUID().slice(2)}`;
   const rcptTo = Array.from({ length: n }, (_, i) => `r${i}@example.com`);
   return env.OUTBOX.getByName(outboxName(shard)).accept({
-    tenant: "inflow", idempotency: null, response: { status: 200, body: "{}" },
-    messages: [{ id, createdAt: Date.now(), scheduledAt, mailFrom: "a@acme.test", rcptTo, size: 10, summary: { from: "a@acme.test", to: rcptTo, cc: null, bcc: null, reply_to: null, subject: "s", html: null, text: "t", tags: null, message_id: `<${id}@acme.test>` } }],
+    tenant: "inflow",
+    idempotency: null,
+    response: { status: 200, body: "{}" },
+    messages: [
+      {
+        id,
+        createdAt: Date.now(),
+        scheduledAt,
+        mailFrom: "a@acme.test",
+        rcptTo,
+        size: 10,
+        summary: {
+          from: "a@acme.test",
+          to: rcptTo,
+          cc: null,
+          bcc: null,
+          reply_to: null,
+          subject: "s",
+          html: null,
+          text: "t",
+          tags: null,
+          message_id: `<${id}@acme.test>`,
+        },
+      },
+    ],
   });
 }
 

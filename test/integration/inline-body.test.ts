@@ -22,7 +22,9 @@ beforeAll(async () => {
 async function send(body: Record<string, unknown>): Promise<string> {
   const ctx = createExecutionContext();
   const req = new Request("http://relay.test/emails", {
-    method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body),
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
   }) as Request<unknown, IncomingRequestCfProperties>;
   const res = await worker.fetch(req, inlineEnv, ctx);
   await waitOnExecutionContext(ctx);
@@ -31,8 +33,15 @@ async function send(body: Record<string, unknown>): Promise<string> {
 }
 
 const outboxOf = (id: string) => env.OUTBOX.getByName(outboxName(shardOf(id)));
-const row = (id: string) => runInDurableObject(outboxOf(id), (_i, state) => state.storage.sql.exec<{ body: string | ArrayBuffer | null; body_r2: number; state: string }>(
-  "SELECT body, body_r2, state FROM message WHERE id = ?", id).one());
+const row = (id: string) =>
+  runInDurableObject(outboxOf(id), (_i, state) =>
+    state.storage.sql
+      .exec<{ body: string | ArrayBuffer | null; body_r2: number; state: string }>(
+        "SELECT body, body_r2, state FROM message WHERE id = ?",
+        id,
+      )
+      .one(),
+  );
 
 describe("bodies kept in the Outbox row", () => {
   it("a small message: no R2 object; the envelope carries the text; finishing drops it in the same write", async () => {
@@ -71,13 +80,21 @@ describe("bodies kept in the Outbox row", () => {
       // As recordOutcome does with DSN_NOTICES on: finish keeping the body, with a notice pending.
       const { applyOutcome } = await import("../../durable-objects/outbox/outcomes");
       const { planDsn } = await import("../../durable-objects/outbox/dsn");
-      const report = { idx: 0, status: "bounced" as const, attempt: 1, response: { code: 550, enhanced: "5.1.1", text: "no such user" } };
+      const report = {
+        idx: 0,
+        status: "bounced" as const,
+        attempt: 1,
+        response: { code: 550, enhanced: "5.1.1", text: "no such user" },
+      };
       expect(applyOutcome(sql, id, report, now, true)).toBe(true);
       planDsn(sql, id, [report], now);
       expect(await deleteDoneBodies(sql, env.BODIES, [id], now)).toEqual([]); // the notice still needs it
       expect(sql.exec<{ body: string | null }>("SELECT body FROM message WHERE id = ?", id).one().body).not.toBeNull();
       const [notice] = await sendPendingDsns(state.storage, env.BODIES, "relay.test", now);
-      return { notice, body: sql.exec<{ body: string | null }>("SELECT body FROM message WHERE id = ?", id).one().body };
+      return {
+        notice,
+        body: sql.exec<{ body: string | null }>("SELECT body FROM message WHERE id = ?", id).one().body,
+      };
     });
     expect(quoted.body).toBeNull();
     const text = await (await env.BODIES.get(`mess/${quoted.notice}`))!.text();
@@ -85,21 +102,32 @@ describe("bodies kept in the Outbox row", () => {
   });
 
   it("with notices on, a message finished by a delivery keeps its body only if a recipient bounced or expired", async () => {
-    const [plain, mixed] = [await send(email({ to: ["e@example.com"] })), await send(email({ to: ["f@example.com", "g@example.com"], subject: "half bounced" }))];
+    const [plain, mixed] = [
+      await send(email({ to: ["e@example.com"] })),
+      await send(email({ to: ["f@example.com", "g@example.com"], subject: "half bounced" })),
+    ];
     await classified(key, plain);
     await classified(key, mixed);
     const now = Date.now();
     const { applyOutcomes } = await import("../../durable-objects/outbox/outcomes");
-    const bodyOf = (id: string) => runInDurableObject(outboxOf(id), (_i, state) => {
-      const sql = state.storage.sql;
-      if (id === plain) expect(applyOutcomes(sql, id, [{ idx: 0, status: "delivered", attempt: 1 }], now, true)).toMatchObject({ done: true });
-      else {
-        // The bounce's notice is still pending (say its send failed) when the delivery finishes the message.
-        expect(applyOutcomes(sql, id, [{ idx: 0, status: "bounced", attempt: 1 }], now, true)).toMatchObject({ done: false });
-        expect(applyOutcomes(sql, id, [{ idx: 1, status: "delivered", attempt: 1 }], now, true)).toMatchObject({ done: true });
-      }
-      return sql.exec<{ body: string | null }>("SELECT body FROM message WHERE id = ?", id).one().body;
-    });
+    const bodyOf = (id: string) =>
+      runInDurableObject(outboxOf(id), (_i, state) => {
+        const sql = state.storage.sql;
+        if (id === plain)
+          expect(applyOutcomes(sql, id, [{ idx: 0, status: "delivered", attempt: 1 }], now, true)).toMatchObject({
+            done: true,
+          });
+        else {
+          // The bounce's notice is still pending (say its send failed) when the delivery finishes the message.
+          expect(applyOutcomes(sql, id, [{ idx: 0, status: "bounced", attempt: 1 }], now, true)).toMatchObject({
+            done: false,
+          });
+          expect(applyOutcomes(sql, id, [{ idx: 1, status: "delivered", attempt: 1 }], now, true)).toMatchObject({
+            done: true,
+          });
+        }
+        return sql.exec<{ body: string | null }>("SELECT body FROM message WHERE id = ?", id).one().body;
+      });
     expect(await bodyOf(plain)).toBeNull();
     expect(await bodyOf(mixed)).toMatch(/Subject: half bounced/);
   });

@@ -12,12 +12,19 @@ import type { TransportQueue } from "../../durable-objects/transport/transport-q
 
 type Inside = { leases: Leases };
 
-export function leasesIn(stub: DurableObjectStub<TransportQueue>): Promise<{ entry_id: number; core_id: string; until: number; checked: number }[]> {
-  return runInDurableObject(stub, (o) => (o as unknown as Inside).leases.list().map((l) => ({ entry_id: l.entryId, core_id: l.coreId, until: l.until, checked: l.checked })));
+export function leasesIn(
+  stub: DurableObjectStub<TransportQueue>,
+): Promise<{ entry_id: number; core_id: string; until: number; checked: number }[]> {
+  return runInDurableObject(stub, (o) =>
+    (o as unknown as Inside).leases
+      .list()
+      .map((l) => ({ entry_id: l.entryId, core_id: l.coreId, until: l.until, checked: l.checked })),
+  );
 }
 
 export function expireLeases(stub: DurableObjectStub<TransportQueue>): Promise<void> {
   return runInDurableObject(stub, (o) => {
-    for (const l of ((o as unknown as Inside).leases as unknown as { byEntry: Map<number, Lease> }).byEntry.values()) l.until = 0;
+    for (const l of ((o as unknown as Inside).leases as unknown as { byEntry: Map<number, Lease> }).byEntry.values())
+      l.until = 0;
   });
 }

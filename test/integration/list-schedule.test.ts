@@ -11,7 +11,11 @@ beforeAll(async () => {
 });
 afterAll(() => settle());
 
-type ListBody = { object: string; has_more: boolean; data: { id: string; subject: string; last_event: string; to: string[]; scheduled_at: string | null }[] };
+type ListBody = {
+  object: string;
+  has_more: boolean;
+  data: { id: string; subject: string; last_event: string; to: string[]; scheduled_at: string | null }[];
+};
 
 async function send(body: Record<string, unknown>, k = key): Promise<string> {
   const res = await callWithKey(k, "POST", "/emails", body);
@@ -40,7 +44,12 @@ describe("GET /emails", () => {
     expect(body.object).toBe("list");
     expect(body.has_more).toBe(true);
     expect(body.data.map((d) => d.id)).toEqual([ids[4], ids[3]]);
-    expect(body.data[0]).toMatchObject({ subject: "list-4", to: ["ann@example.com"], last_event: "queued", scheduled_at: null });
+    expect(body.data[0]).toMatchObject({
+      subject: "list-4",
+      to: ["ann@example.com"],
+      last_event: "queued",
+      scheduled_at: null,
+    });
   });
 
   it("pages with after (older) and before (newer)", async () => {
@@ -62,13 +71,14 @@ describe("GET /emails", () => {
     expect(res.status).toBe(422);
   });
 
-  it.each([
-    { q: "?limit=0" }, { q: "?limit=101" }, { q: "?limit=ten" }, { q: `?after=x&before=y` },
-  ])("rejects $q with 422 validation_error", async ({ q }) => {
-    const res = await list(q);
-    expect(res.status).toBe(422);
-    expect(res.body).toMatchObject({ statusCode: 422, name: "validation_error" });
-  });
+  it.each([{ q: "?limit=0" }, { q: "?limit=101" }, { q: "?limit=ten" }, { q: `?after=x&before=y` }])(
+    "rejects $q with 422 validation_error",
+    async ({ q }) => {
+      const res = await list(q);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ statusCode: 422, name: "validation_error" });
+    },
+  );
 });
 
 describe("scheduled sending", () => {
@@ -98,16 +108,28 @@ describe("scheduled sending", () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ object: "email", id });
     expect((await getEmail(key, id)).body.scheduled_at).toBe(later);
-    const past = await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 3_600_000).toISOString() });
+    const past = await callWithKey(key, "PATCH", `/emails/${id}`, {
+      scheduled_at: new Date(Date.now() - 3_600_000).toISOString(),
+    });
     expect(past.status).toBe(422);
-    expect(await past.json()).toMatchObject({ name: "validation_error", message: expect.stringMatching(/is in the past; omit it \(or say "now"\)/) });
-    expect((await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 5_000).toISOString() })).status).toBe(200);
+    expect(await past.json()).toMatchObject({
+      name: "validation_error",
+      message: expect.stringMatching(/is in the past; omit it \(or say "now"\)/),
+    });
+    expect(
+      (await callWithKey(key, "PATCH", `/emails/${id}`, { scheduled_at: new Date(Date.now() - 5_000).toISOString() }))
+        .status,
+    ).toBe(200);
     expect((await classified(key, id)).recipients[0]!.status).toBe("ready");
     // The event log carries times as ISO 8601, as everything else does (issue 12: epoch ms here).
     await settle();
-    const scheduled = (await listEvents(env.DB, "lister", 0, 10_000)).filter((e) => e.email_id === id && e.type === "email.scheduled");
+    const scheduled = (await listEvents(env.DB, "lister", 0, 10_000)).filter(
+      (e) => e.email_id === id && e.type === "email.scheduled",
+    );
     expect(scheduled.map((e) => (JSON.parse(e.data) as { scheduled_at: unknown }).scheduled_at)).toEqual([
-      expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), later, expect.stringMatching(/Z$/),
+      expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      later,
+      expect.stringMatching(/Z$/),
     ]);
   });
 
@@ -129,7 +151,9 @@ describe("scheduled sending", () => {
     expect(body.last_event).toBe("canceled");
     expect(body.recipients[0]!.status).toBe("cancelled");
     expect(await env.BODIES.head(`mess/${id}`)).toBeNull();
-    await eventually(async () => ((await list("?limit=100")).body.data.find((d) => d.id === id)?.last_event === "canceled" ? true : undefined));
+    await eventually(async () =>
+      (await list("?limit=100")).body.data.find((d) => d.id === id)?.last_event === "canceled" ? true : undefined,
+    );
     const again = await callWithKey(key, "POST", `/emails/${id}/cancel`);
     expect(again.status).toBe(422);
   });

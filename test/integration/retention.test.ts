@@ -6,29 +6,54 @@ import { PURGE_SQL, purgeExpired } from "../../worker/db/retention";
 
 const DAY = 86_400_000;
 
-async function seedMessage(id: string, tenant: string, at: number, lastEvent: string, opts: { rcpts?: number; events?: number } = {}): Promise<void> {
+async function seedMessage(
+  id: string,
+  tenant: string,
+  at: number,
+  lastEvent: string,
+  opts: { rcpts?: number; events?: number } = {},
+): Promise<void> {
   const rcpts = opts.rcpts ?? 1;
   const events = opts.events ?? 3;
   await env.DB.batch([
-    env.DB.prepare("INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, subject, last_event, updated_at) VALUES (?, ?, ?, NULL, 'a@x.test', '[]', 's', ?, ?)").bind(id, tenant, at, lastEvent, at + 1000),
-    env.DB.prepare(`INSERT INTO recipients (message_id, idx, tenant_id, address, status, updated_at)
-      SELECT ?1, j.key, ?2, 'r' || j.key || '@example.com', 'delivered', ?3 FROM json_each(?4) AS j`).bind(id, tenant, at + 1000, JSON.stringify(Array.from({ length: rcpts }, () => 0))),
-    env.DB.prepare("INSERT INTO message_tags (message_id, tenant_id, name, value) VALUES (?, ?, 'campaign', 'x')").bind(id, tenant),
-    env.DB.prepare("INSERT INTO webhook_delay_notices (email_id, recipient, deferrals, last_notice_ms, last_source_seq) VALUES (?, 'r0@example.com', 1, NULL, 1)").bind(id),
-    env.DB.prepare(`INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data)
-      SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1) + ?3 * 1000 + j.key + 1, ?2, j.key, 0, 'email.delivered', 'r@example.com', ?3, '{}' FROM json_each(?4) AS j`)
-      .bind(tenant, id, at, JSON.stringify(Array.from({ length: events }, () => 0))),
+    env.DB.prepare(
+      "INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, subject, last_event, updated_at) VALUES (?, ?, ?, NULL, 'a@x.test', '[]', 's', ?, ?)",
+    ).bind(id, tenant, at, lastEvent, at + 1000),
+    env.DB.prepare(
+      `INSERT INTO recipients (message_id, idx, tenant_id, address, status, updated_at)
+      SELECT ?1, j.key, ?2, 'r' || j.key || '@example.com', 'delivered', ?3 FROM json_each(?4) AS j`,
+    ).bind(id, tenant, at + 1000, JSON.stringify(Array.from({ length: rcpts }, () => 0))),
+    env.DB.prepare("INSERT INTO message_tags (message_id, tenant_id, name, value) VALUES (?, ?, 'campaign', 'x')").bind(
+      id,
+      tenant,
+    ),
+    env.DB.prepare(
+      "INSERT INTO webhook_delay_notices (email_id, recipient, deferrals, last_notice_ms, last_source_seq) VALUES (?, 'r0@example.com', 1, NULL, 1)",
+    ).bind(id),
+    env.DB.prepare(
+      `INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data)
+      SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1) + ?3 * 1000 + j.key + 1, ?2, j.key, 0, 'email.delivered', 'r@example.com', ?3, '{}' FROM json_each(?4) AS j`,
+    ).bind(tenant, id, at, JSON.stringify(Array.from({ length: events }, () => 0))),
   ]);
 }
 
 async function count(table: string, where: string, ...args: unknown[]): Promise<number> {
-  return (await env.DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${where}`).bind(...args).first<{ n: number }>())?.n ?? 0;
+  return (
+    (
+      await env.DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${where}`)
+        .bind(...args)
+        .first<{ n: number }>()
+    )?.n ?? 0
+  );
 }
 
 async function rowsOf(id: string): Promise<number[]> {
   return [
-    await count("messages", "id = ?", id), await count("recipients", "message_id = ?", id), await count("message_tags", "message_id = ?", id),
-    await count("webhook_delay_notices", "email_id = ?", id), await count("event_log", "email_id = ?", id),
+    await count("messages", "id = ?", id),
+    await count("recipients", "message_id = ?", id),
+    await count("message_tags", "message_id = ?", id),
+    await count("webhook_delay_notices", "email_id = ?", id),
+    await count("event_log", "email_id = ?", id),
   ];
 }
 
@@ -43,8 +68,12 @@ describe("D1 retention", () => {
     await seedMessage("01old-open", "ret-a", old, "delivery_delayed");
     await seedMessage("01fresh", "ret-a", fresh, "delivered");
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at) VALUES ('we_ret', 'evt_old', 'ret-a', 'email.delivered', 8, 'x', ?)").bind(old),
-      env.DB.prepare("INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at) VALUES ('we_ret', 'evt_new', 'ret-a', 'email.delivered', 8, 'x', ?)").bind(fresh),
+      env.DB.prepare(
+        "INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at) VALUES ('we_ret', 'evt_old', 'ret-a', 'email.delivered', 8, 'x', ?)",
+      ).bind(old),
+      env.DB.prepare(
+        "INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at) VALUES ('we_ret', 'evt_new', 'ret-a', 'email.delivered', 8, 'x', ?)",
+      ).bind(fresh),
     ]);
 
     const ctx = createExecutionContext();
@@ -58,7 +87,12 @@ describe("D1 retention", () => {
     expect(await count("webhook_dead_letters", "endpoint_id = 'we_ret'")).toBe(1);
     expect(await count("webhook_dead_letters", "event_id = 'evt_new'")).toBe(1);
     // A second run finds nothing more.
-    expect(await purgeExpired(env.DB, now, days)).toMatchObject({ messages: 0, rows: 0, deadLetters: 0, truncated: false });
+    expect(await purgeExpired(env.DB, now, days)).toMatchObject({
+      messages: 0,
+      rows: 0,
+      deadLetters: 0,
+      truncated: false,
+    });
   });
 
   it("stops at its statement budget and continues on the next run", async () => {
@@ -76,7 +110,9 @@ describe("D1 retention", () => {
   it("finds every row through an index (no table scan)", async () => {
     const plans: string[] = [];
     const explain = async (sql: string, ...args: unknown[]) => {
-      const r = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...args).all<{ detail: string }>();
+      const r = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .bind(...args)
+        .all<{ detail: string }>();
       plans.push(...r.results.map((x) => `${x.detail}`));
     };
     await explain(PURGE_SQL.tenants, "");
@@ -86,7 +122,9 @@ describe("D1 retention", () => {
     await explain(PURGE_SQL.endpoints, "");
     await explain(PURGE_SQL.deadLetters, "e", 0, 500);
     await explain(PURGE_SQL.inboundReports, 0, 500);
-    const scans = plans.filter((p) => /^SCAN (?!json_each|j\b|CONSTANT)/.test(p) && !/USING (COVERING )?INDEX|USING PRIMARY KEY/.test(p));
+    const scans = plans.filter(
+      (p) => /^SCAN (?!json_each|j\b|CONSTANT)/.test(p) && !/USING (COVERING )?INDEX|USING PRIMARY KEY/.test(p),
+    );
     expect(scans, plans.join("\n")).toEqual([]);
   });
 });

@@ -15,13 +15,17 @@ function rcpts(n: number, domains: string[]) {
 }
 
 function snapshotOf(stub: DurableObjectStub<TransportQueue>) {
-  return runInDurableObject(stub, (instance) => JSON.stringify(snapshotQmgr((instance as unknown as { qmgr: Parameters<typeof snapshotQmgr>[0] }).qmgr)));
+  return runInDurableObject(stub, (instance) =>
+    JSON.stringify(snapshotQmgr((instance as unknown as { qmgr: Parameters<typeof snapshotQmgr>[0] }).qmgr)),
+  );
 }
 
 /** A snapshot with clock readings (unix seconds within an hour of now) as "T": two objects driven alike may straddle a second. */
 function timeless(json: string): string {
   const now = Date.now() / 1000;
-  return JSON.stringify(JSON.parse(json), (_k, v: unknown) => (typeof v === "number" && Math.abs(v - now) < 3600 ? "T" : v));
+  return JSON.stringify(JSON.parse(json), (_k, v: unknown) =>
+    typeof v === "number" && Math.abs(v - now) < 3600 ? "T" : v,
+  );
 }
 
 describe("TransportQueue Durable Object (shell over the core)", () => {
@@ -44,53 +48,91 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     await stub.admit({ id: "small", createTime: now, rcpts: rcpts(3, ["a.example"]) });
     await stub.admit({ id: "large", createTime: now, rcpts: rcpts(60, ["a.example"]) });
     const stored = await runInDurableObject(stub, (_o, state) => ({
-      rows: state.storage.sql.exec<{ message_id: string; n: number }>("SELECT message_id, count(*) AS n FROM rcpt GROUP BY message_id").toArray(),
-      inline: state.storage.sql.exec<{ core_id: string; n: number | null }>("SELECT core_id, json_array_length(rcpts) AS n FROM admission ORDER BY core_id").toArray(),
+      rows: state.storage.sql
+        .exec<{ message_id: string; n: number }>("SELECT message_id, count(*) AS n FROM rcpt GROUP BY message_id")
+        .toArray(),
+      inline: state.storage.sql
+        .exec<{ core_id: string; n: number | null }>(
+          "SELECT core_id, json_array_length(rcpts) AS n FROM admission ORDER BY core_id",
+        )
+        .toArray(),
     }));
-    expect(stored).toEqual({ rows: [{ message_id: "large", n: 60 }], inline: [{ core_id: "large", n: null }, { core_id: "small", n: 3 }] });
+    expect(stored).toEqual({
+      rows: [{ message_id: "large", n: 60 }],
+      inline: [
+        { core_id: "large", n: null },
+        { core_id: "small", n: 3 },
+      ],
+    });
     const { entries } = await stub.dispatch(100);
-    expect(entries.flatMap((e) => e.rcpts.map((r) => `${e.messageId}:${r.idx}:${r.address}`)).sort()).toEqual([
-      ...rcpts(60, ["a.example"]).map((r, i) => `large:${i}:${r.address}`), ...rcpts(3, ["a.example"]).map((r, i) => `small:${i}:${r.address}`),
-    ].sort());
+    expect(entries.flatMap((e) => e.rcpts.map((r) => `${e.messageId}:${r.idx}:${r.address}`)).sort()).toEqual(
+      [
+        ...rcpts(60, ["a.example"]).map((r, i) => `large:${i}:${r.address}`),
+        ...rcpts(3, ["a.example"]).map((r, i) => `small:${i}:${r.address}`),
+      ].sort(),
+    );
     for (const e of entries) await stub.report(e.entryId, { status: "defer" }, e.messageId === "small" ? [0] : []);
     // Deferred: 2 of small (one final) and 60 of large wait for their retry.
     expect((await stub.inspect()).deferred[0]).toMatchObject({ destination: "TOTAL", total: 62 });
-    await runInDurableObject(stub, (_o, state) => { state.storage.sql.exec("UPDATE retry_due SET due = 0"); });
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("UPDATE retry_due SET due = 0");
+    });
     await runDurableObjectAlarm(stub);
     const retried = (await stub.dispatch(100)).entries;
-    expect(retried.filter((e) => e.messageId === "small#2").flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(rcpts(3, ["a.example"]).slice(1).map((r) => r.address));
+    expect(retried.filter((e) => e.messageId === "small#2").flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(
+      rcpts(3, ["a.example"])
+        .slice(1)
+        .map((r) => r.address),
+    );
     expect(retried.filter((e) => e.messageId === "large#2").reduce((n, e) => n + e.rcpts.length, 0)).toBe(60);
   });
 
   it("applies a batch of reports as the same reports one by one, idempotent by entry id", async () => {
     const one = env.TRANSPORT_QUEUE.getByName("smtp-reports-one");
     const many = env.TRANSPORT_QUEUE.getByName("smtp-reports-many");
-    for (const stub of [one, many]) await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(120, ["a.example", "b.example", "c.example"]) });
+    for (const stub of [one, many])
+      await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(120, ["a.example", "b.example", "c.example"]) });
     const [a, b] = [await one.dispatch(100), await many.dispatch(100)];
-    const outcome = (i: number) => (i === 1 ? { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "connection refused" } } : { status: "ok" as const });
+    const outcome = (i: number) =>
+      i === 1
+        ? { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "connection refused" } }
+        : { status: "ok" as const };
     const singly = [];
     for (const [i, e] of a.entries.entries()) singly.push(await one.report(e.entryId, outcome(i)));
-    const batched = await many.reportMany(b.entries.map((e, i) => ({ entryId: e.entryId, report: outcome(i), finalIdx: [] })));
-    expect(batched.map((r) => ({ ...r, effects: r.effects.map((e) => e.kind) }))).toEqual(singly.map((r) => ({ ...r, effects: r.effects.map((e) => e.kind) })));
+    const batched = await many.reportMany(
+      b.entries.map((e, i) => ({ entryId: e.entryId, report: outcome(i), finalIdx: [] })),
+    );
+    expect(batched.map((r) => ({ ...r, effects: r.effects.map((e) => e.kind) }))).toEqual(
+      singly.map((r) => ({ ...r, effects: r.effects.map((e) => e.kind) })),
+    );
     expect(timeless(await snapshotOf(many))).toEqual(timeless(await snapshotOf(one)));
-    expect((await many.reportMany([{ entryId: b.entries[0]!.entryId, report: { status: "ok" }, finalIdx: [] }]))[0]!.applied).toBe(false);
+    expect(
+      (await many.reportMany([{ entryId: b.entries[0]!.entryId, report: { status: "ok" }, finalIdx: [] }]))[0]!.applied,
+    ).toBe(false);
   });
 
   it("restores exactly the same core state after the object is evicted", async () => {
     const id = env.TRANSPORT_QUEUE.idFromName("smtp-evict");
     let stub = env.TRANSPORT_QUEUE.get(id);
-    for (let i = 0; i < 5; i++) await stub.admit({ id: `m${i}`, createTime: 1, rcpts: rcpts(30 + i * 7, ["x.example", "y.example"]) });
+    for (let i = 0; i < 5; i++)
+      await stub.admit({ id: `m${i}`, createTime: 1, rcpts: rcpts(30 + i * 7, ["x.example", "y.example"]) });
     const first = await stub.dispatch(7);
-    await stub.report(first.entries[0]!.entryId, { status: "defer", siteFailure: { dsnStatus: "4.4.1", reason: "connection refused" } });
+    await stub.report(first.entries[0]!.entryId, {
+      status: "defer",
+      siteFailure: { dsnStatus: "4.4.1", reason: "connection refused" },
+    });
     const before = await snapshotOf(stub);
     // Evict: a new object instance must rebuild the same state from SQLite alone.
-    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
     stub = env.TRANSPORT_QUEUE.get(id);
     const after = await snapshotOf(stub);
     expect(after).toBe(before);
     // And it goes on: everything still in flight completes, the rest is dispatched.
     let delivered = 0;
-    for (const e of first.entries.slice(1)) delivered += (await stub.report(e.entryId, { status: "ok" })).applied ? 1 : 0;
+    for (const e of first.entries.slice(1))
+      delivered += (await stub.report(e.entryId, { status: "ok" })).applied ? 1 : 0;
     expect(delivered).toBe(first.entries.length - 1);
   });
 
@@ -98,14 +140,28 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     const id = env.TRANSPORT_QUEUE.idFromName("smtp-journal");
     let stub = env.TRANSPORT_QUEUE.get(id);
     // 7 commands per checkpoint in tests: 20 admits and the reports below cross several.
-    for (let i = 0; i < 20; i++) await stub.admit({ id: `j${i}`, createTime: 1, rcpts: rcpts(3 + (i % 4), ["p.example", "q.example", "r.example"]) });
+    for (let i = 0; i < 20; i++)
+      await stub.admit({
+        id: `j${i}`,
+        createTime: 1,
+        rcpts: rcpts(3 + (i % 4), ["p.example", "q.example", "r.example"]),
+      });
     const sent = await stub.dispatch(30);
     for (const e of sent.entries.slice(0, 9)) await stub.report(e.entryId, { status: "ok" });
-    const rows = await runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ n: number }>(
-      "SELECT count(*) AS n FROM journal_ring WHERE seq > (SELECT seq FROM snapshot_meta WHERE id = 1)").one().n);
+    const rows = await runInDurableObject(
+      stub,
+      (_i, state) =>
+        state.storage.sql
+          .exec<{ n: number }>(
+            "SELECT count(*) AS n FROM journal_ring WHERE seq > (SELECT seq FROM snapshot_meta WHERE id = 1)",
+          )
+          .one().n,
+    );
     expect(rows).toBeLessThan(7); // older commands were folded into a snapshot
     const before = await snapshotOf(stub);
-    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
     stub = env.TRANSPORT_QUEUE.get(id);
     expect(await snapshotOf(stub)).toBe(before);
     for (const e of sent.entries.slice(9)) expect((await stub.report(e.entryId, { status: "ok" })).applied).toBe(true);
@@ -114,8 +170,12 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
   it("journals into a ring: past its size a flush rewrites a dead slot (one row written), and replay after eviction still gives the same state", async () => {
     const id = env.TRANSPORT_QUEUE.idFromName("smtp-ring");
     let stub = env.TRANSPORT_QUEUE.get(id);
-    const ring = () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ slots: number; top: number }>(
-      "SELECT count(*) AS slots, max(seq) AS top FROM journal_ring").one());
+    const ring = () =>
+      runInDurableObject(stub, (_i, state) =>
+        state.storage.sql
+          .exec<{ slots: number; top: number }>("SELECT count(*) AS slots, max(seq) AS top FROM journal_ring")
+          .one(),
+      );
     // More flushes than the ring has slots (1024; every 7th command is a checkpoint instead of a row
     // in tests): the journal wraps round and stays at 1024 rows.
     for (let i = 0; i < 1300; i++) await stub.admit({ id: `r${i}`, createTime: 1, rcpts: rcpts(1, ["p.example"]) });
@@ -124,13 +184,19 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     expect(grown.slots).toBe(1024);
     // Each further flush writes exactly one row, whether its slot is new or reused.
     const written = await runInDurableObject(stub, (_i, state) => {
-      const c = state.storage.sql.exec("INSERT INTO journal_ring (slot, seq, cmd) VALUES (?1, ?2, ?3) ON CONFLICT (slot) DO UPDATE SET seq = ?2, cmd = ?3",
-        0, -1, "[]");
+      const c = state.storage.sql.exec(
+        "INSERT INTO journal_ring (slot, seq, cmd) VALUES (?1, ?2, ?3) ON CONFLICT (slot) DO UPDATE SET seq = ?2, cmd = ?3",
+        0,
+        -1,
+        "[]",
+      );
       return c.rowsWritten;
     });
     expect(written).toBe(1);
     const before = await snapshotOf(stub);
-    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
     stub = env.TRANSPORT_QUEUE.get(id);
     expect(await snapshotOf(stub)).toBe(before);
   }, 60_000);
@@ -138,10 +204,22 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
   it("snapshots a large core only once the journal since the last has half its size, not every 7 commands", async () => {
     const id = env.TRANSPORT_QUEUE.idFromName("smtp-large-core");
     let stub = env.TRANSPORT_QUEUE.get(id);
-    const meta = () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ seq: number; size: number }>(
-      "SELECT seq, (SELECT sum(length(data)) FROM snapshot_chunk) AS size FROM snapshot_meta WHERE id = 1").one());
+    const meta = () =>
+      runInDurableObject(stub, (_i, state) =>
+        state.storage.sql
+          .exec<{ seq: number; size: number }>(
+            "SELECT seq, (SELECT sum(length(data)) FROM snapshot_chunk) AS size FROM snapshot_meta WHERE id = 1",
+          )
+          .one(),
+      );
     // About 800 messages of 10 recipients in one request: a snapshot above SMALL_SNAPSHOT_CHARS.
-    await stub.admitMany(Array.from({ length: 800 }, (_, i) => ({ id: `big${i}`, createTime: 1, rcpts: rcpts(10, ["p.example", "q.example"]) })));
+    await stub.admitMany(
+      Array.from({ length: 800 }, (_, i) => ({
+        id: `big${i}`,
+        createTime: 1,
+        rcpts: rcpts(10, ["p.example", "q.example"]),
+      })),
+    );
     await stub.admit({ id: "big-x", createTime: 1, rcpts: rcpts(1, ["p.example"]) }); // the checkpoint the 800 admits made due
     const first = await meta();
     expect(first.size).toBeGreaterThan(SMALL_SNAPSHOT_CHARS);
@@ -149,7 +227,9 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     for (let i = 0; i < 40; i++) await stub.admit({ id: `more${i}`, createTime: 1, rcpts: rcpts(1, ["p.example"]) });
     expect((await meta()).seq).toBe(first.seq);
     const before = await snapshotOf(stub);
-    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
     stub = env.TRANSPORT_QUEUE.get(id);
     expect(await snapshotOf(stub)).toBe(before);
   }, 60_000);
@@ -161,10 +241,19 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     const before = await snapshotOf(stub);
     // As if written with another ring size: live rows whose slot is not seq mod 1024.
     const after = "seq > COALESCE((SELECT seq FROM snapshot_meta WHERE id = 1), 0)";
-    await runInDurableObject(stub, (_i, state) => state.storage.sql.exec(`UPDATE journal_ring SET slot = slot + 500 WHERE ${after}`));
-    const live = () => runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM journal_ring WHERE ${after}`).one().n);
+    await runInDurableObject(stub, (_i, state) =>
+      state.storage.sql.exec(`UPDATE journal_ring SET slot = slot + 500 WHERE ${after}`),
+    );
+    const live = () =>
+      runInDurableObject(
+        stub,
+        (_i, state) =>
+          state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM journal_ring WHERE ${after}`).one().n,
+      );
     expect(await live()).toBeGreaterThan(0);
-    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
     stub = env.TRANSPORT_QUEUE.get(id);
     expect(await snapshotOf(stub)).toBe(before);
     expect(await live()).toBe(0);
@@ -182,11 +271,16 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
       sql.exec("INSERT INTO journal (seq, cmd) SELECT seq, cmd FROM journal_ring");
       sql.exec("DELETE FROM journal_ring");
     });
-    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow("evict for test");
+    await expect(runInDurableObject(stub, (_instance, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
     stub = env.TRANSPORT_QUEUE.get(id);
     expect(await snapshotOf(stub)).toBe(before);
-    const tables = await runInDurableObject(stub, (_i, state) => state.storage.sql.exec<{ name: string }>(
-      "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'journal'").toArray());
+    const tables = await runInDurableObject(stub, (_i, state) =>
+      state.storage.sql
+        .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'journal'")
+        .toArray(),
+    );
     expect(tables).toEqual([]);
   });
 
@@ -195,15 +289,20 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     await stub.admit({ id: "i0", createTime: 1, rcpts: rcpts(1, ["p.example"]) });
     const { entries } = await stub.dispatch(10);
     for (const e of entries) await stub.report(e.entryId, { status: "ok" });
-    const count = (table: string) => runInDurableObject(stub, (_i, state) =>
-      state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n);
+    const count = (table: string) =>
+      runInDurableObject(
+        stub,
+        (_i, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n,
+      );
     expect(await count("journal_ring")).toBeGreaterThan(0);
     // Falling idle alone forgets nothing (no snapshot, no delete, no alarm of its own per message).
     await runDurableObjectAlarm(stub);
     expect(await count("journal_ring")).toBeGreaterThan(0);
     expect(await count("admission")).toBe(1);
     // Two days later (the record's finish time moved back): its admission record goes, and the ring with it.
-    await runInDurableObject(stub, (_i, state) => { state.storage.sql.exec("UPDATE finished SET at = at - 172800"); });
+    await runInDurableObject(stub, (_i, state) => {
+      state.storage.sql.exec("UPDATE finished SET at = at - 172800");
+    });
     await stub.dispatch(1); // any call re-arms the alarm at the forget time, now due (it may fire at once)
     await runDurableObjectAlarm(stub);
     const held = async () => (await count("journal_ring")) + (await count("admission")) + (await count("finished"));
@@ -215,7 +314,10 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     await stub.admit({ id: "d1", createTime: 1, rcpts: rcpts(10, ["dead.example"]) });
     const { entries } = await stub.dispatch(10);
     expect(entries).toHaveLength(1);
-    const r = await stub.report(entries[0]!.entryId, { status: "defer", siteFailure: { dsnStatus: "4.4.1", reason: "connection timed out" } });
+    const r = await stub.report(entries[0]!.entryId, {
+      status: "defer",
+      siteFailure: { dsnStatus: "4.4.1", reason: "connection timed out" },
+    });
     // One site failure at window 5 with the defaults: 5 → 3, not dead yet.
     expect(r.effects.filter((e) => e.kind === "destination")).toEqual([]);
     expect(await runDurableObjectAlarm(stub)).toBe(true);
@@ -240,7 +342,7 @@ describe("DestinationQueue Durable Object", () => {
     await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, ["a.example", "b.example"]) });
     const { entries } = await stub.dispatch(10);
     expect(entries).toHaveLength(2);
-    const [reported, lost] = entries as [typeof entries[0], typeof entries[0]];
+    const [reported, lost] = entries as [(typeof entries)[0], (typeof entries)[0]];
     await expect(runInDurableObject(stub, (_o, state) => state.abort("stopped"))).rejects.toThrow("stopped");
     const again = env.TRANSPORT_QUEUE.getByName("smtp-unsent");
     expect((await again.inspect()).inflight).toBe(2);
@@ -254,7 +356,12 @@ describe("DestinationQueue Durable Object", () => {
     expect((await again.inspect()).inflight).toBe(0);
     expect(await again.leased([lost.entryId])).toEqual([]);
     // No lease is a row any more: nothing but the journal is written per dispatch.
-    expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
+    expect(
+      await runInDurableObject(
+        again,
+        (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length,
+      ),
+    ).toBe(0);
   });
 
   it("starting again and again does not extend a restored lease: an entry whose job was lost is crashed when the stored horizon passes", async () => {
@@ -265,7 +372,11 @@ describe("DestinationQueue Durable Object", () => {
     const { entries } = await stub.dispatch(10);
     const entryId = entries[0]!.entryId;
     const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-restarts"); // a stub is broken by its object's abort
-    const horizon = () => runInDurableObject(fresh(), (_o, state) => state.storage.sql.exec<{ until: number }>("SELECT until FROM lease_horizon").one().until);
+    const horizon = () =>
+      runInDurableObject(
+        fresh(),
+        (_o, state) => state.storage.sql.exec<{ until: number }>("SELECT until FROM lease_horizon").one().until,
+      );
     const [first] = await leasesIn(stub);
     expect(await horizon()).toBeGreaterThanOrEqual(first!.until); // no lease runs past it
     const restart = async () => {
@@ -276,13 +387,19 @@ describe("DestinationQueue Durable Object", () => {
     expect(await restart()).toBe(h);
     expect(await restart()).toBe(h);
     // Time passes beyond the horizon (moved back here), and the object starts once more.
-    await runInDurableObject(fresh(), (_o, state) => { state.storage.sql.exec("UPDATE lease_horizon SET until = ?", Math.floor(Date.now() / 1000) - 1); });
+    await runInDurableObject(fresh(), (_o, state) => {
+      state.storage.sql.exec("UPDATE lease_horizon SET until = ?", Math.floor(Date.now() / 1000) - 1);
+    });
     expect(await restart()).toBeLessThan(Date.now() / 1000);
     await runDurableObjectAlarm(fresh());
     // The alarm is past due, so it may also fire by itself meanwhile (alarms fire locally); then
     // runDurableObjectAlarm finds none to run, and the crash lands when that run ends.
     const again = fresh();
-    await eventually(async () => ((await again.leased([entryId])).length === 0 ? true : undefined), 5000, "the lost entry crashed");
+    await eventually(
+      async () => ((await again.leased([entryId])).length === 0 ? true : undefined),
+      5000,
+      "the lost entry crashed",
+    );
     expect((await again.inspect()).inflight).toBe(0);
   });
 
@@ -305,15 +422,29 @@ describe("DestinationQueue Durable Object", () => {
     });
     expect(sent).toHaveLength(1);
     const [returned] = sent as [number];
-    const outstanding = await runInDurableObject(fresh(), (_o, state) => state.storage.sql.exec<{ sending: string | null }>("SELECT sending FROM snapshot_meta").one().sending);
+    const outstanding = await runInDurableObject(
+      fresh(),
+      (_o, state) =>
+        state.storage.sql.exec<{ sending: string | null }>("SELECT sending FROM snapshot_meta").one().sending,
+    );
     const [cut] = JSON.parse(outstanding!) as [number];
     expect(cut).not.toBe(returned);
-    await expect(runInDurableObject(fresh(), (_o, state) => state.abort("stopped inside sendBatch"))).rejects.toThrow("stopped inside sendBatch");
+    await expect(runInDurableObject(fresh(), (_o, state) => state.abort("stopped inside sendBatch"))).rejects.toThrow(
+      "stopped inside sendBatch",
+    );
 
     // This project runs DELIVERY = agents (the agents are asked instead); the leases as a queue-mode start restores them:
     const restored = await runInDurableObject(fresh(), (instance, state) => {
-      const o = instance as unknown as { journal: { unconfirmed: ReadonlySet<number> }; qmgr: { busy: Parameters<typeof restoreLeases>[2] } };
-      const leases = restoreLeases(state.storage.sql, { ...env, DELIVERY: "queue" }, o.qmgr.busy, o.journal.unconfirmed);
+      const o = instance as unknown as {
+        journal: { unconfirmed: ReadonlySet<number> };
+        qmgr: { busy: Parameters<typeof restoreLeases>[2] };
+      };
+      const leases = restoreLeases(
+        state.storage.sql,
+        { ...env, DELIVERY: "queue" },
+        o.qmgr.busy,
+        o.journal.unconfirmed,
+      );
       const until = () => new Map(leases.list().map((l) => [l.entryId, l.until]));
       const before = until();
       leases.pickedUp([cut]); // a deliver consumer asked about it: the job did reach the queue
@@ -326,11 +457,12 @@ describe("DestinationQueue Durable Object", () => {
     expect(restored.after.get(cut)).toBe(restored.before.get(returned));
 
     // Kept through this life's checkpoints while in flight (a second stop finds it again); dropped once reported.
-    const sendingAfterCheckpoint = () => runInDurableObject(fresh(), (instance, state) => {
-      const o = instance as unknown as { journal: { checkpoint(q: unknown): void }; qmgr: unknown };
-      o.journal.checkpoint(o.qmgr);
-      return state.storage.sql.exec<{ sending: string | null }>("SELECT sending FROM snapshot_meta").one().sending;
-    });
+    const sendingAfterCheckpoint = () =>
+      runInDurableObject(fresh(), (instance, state) => {
+        const o = instance as unknown as { journal: { checkpoint(q: unknown): void }; qmgr: unknown };
+        o.journal.checkpoint(o.qmgr);
+        return state.storage.sql.exec<{ sending: string | null }>("SELECT sending FROM snapshot_meta").one().sending;
+      });
     expect(await sendingAfterCheckpoint()).toBe(JSON.stringify([cut]));
     expect((await fresh().report(cut, { status: "ok" })).applied).toBe(true);
     expect(await sendingAfterCheckpoint()).toBeNull();
@@ -344,14 +476,21 @@ describe("DestinationQueue Durable Object", () => {
       const o = instance as unknown as { journal: { checkpoint(q: unknown): void }; qmgr: unknown };
       o.journal.checkpoint(o.qmgr);
       const sql = state.storage.sql;
-      sql.exec("CREATE TABLE old_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL)");
+      sql.exec(
+        "CREATE TABLE old_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL)",
+      );
       sql.exec("INSERT INTO old_meta SELECT id, seq, parts FROM snapshot_meta");
       sql.exec("DROP TABLE snapshot_meta");
       sql.exec("ALTER TABLE old_meta RENAME TO snapshot_meta");
     });
     await expect(runInDurableObject(fresh(), (_o, state) => state.abort("upgrade"))).rejects.toThrow("upgrade");
     expect(await snapshotOf(fresh())).toBe(before);
-    const cols = await runInDurableObject(fresh(), (_o, state) => state.storage.sql.exec<{ name: string }>("PRAGMA table_info(snapshot_meta)").toArray().map((c) => c.name));
+    const cols = await runInDurableObject(fresh(), (_o, state) =>
+      state.storage.sql
+        .exec<{ name: string }>("PRAGMA table_info(snapshot_meta)")
+        .toArray()
+        .map((c) => c.name),
+    );
     expect(cols).toEqual(["id", "seq", "parts", "sending"]);
   });
 
@@ -361,13 +500,22 @@ describe("DestinationQueue Durable Object", () => {
     const { entries } = await stub.dispatch(10);
     const entryId = entries[0]!.entryId;
     await runInDurableObject(stub, (_o, state) => {
-      state.storage.sql.exec("CREATE TABLE lease (entry_id INTEGER PRIMARY KEY, core_id TEXT NOT NULL, until INTEGER NOT NULL, sent INTEGER NOT NULL DEFAULT 1)");
+      state.storage.sql.exec(
+        "CREATE TABLE lease (entry_id INTEGER PRIMARY KEY, core_id TEXT NOT NULL, until INTEGER NOT NULL, sent INTEGER NOT NULL DEFAULT 1)",
+      );
       state.storage.sql.exec("INSERT INTO lease (entry_id, core_id, until) VALUES (?, 'm1', 12345)", entryId);
     });
     await expect(runInDurableObject(stub, (_o, state) => state.abort("upgrade"))).rejects.toThrow("upgrade");
     const again = env.TRANSPORT_QUEUE.getByName("smtp-legacy-lease");
-    expect(await leasesIn(again)).toEqual([{ entry_id: entryId, core_id: "m1", until: 12345, checked: expect.any(Number) }]);
-    expect(await runInDurableObject(again, (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length)).toBe(0);
+    expect(await leasesIn(again)).toEqual([
+      { entry_id: entryId, core_id: "m1", until: 12345, checked: expect.any(Number) },
+    ]);
+    expect(
+      await runInDurableObject(
+        again,
+        (_o, state) => state.storage.sql.exec("SELECT 1 FROM sqlite_master WHERE name = 'lease'").toArray().length,
+      ),
+    ).toBe(0);
   });
 
   /**
@@ -382,27 +530,49 @@ describe("DestinationQueue Durable Object", () => {
       o.env = { ...original, DISPATCH: "auto", ...over };
       let error = "";
       try {
-        await instance.admit({ id: "m1", createTime: Math.floor(Date.now() / 1000), rcpts: rcpts(2, ["a.example", "b.example"]) });
+        await instance.admit({
+          id: "m1",
+          createTime: Math.floor(Date.now() / 1000),
+          rcpts: rcpts(2, ["a.example", "b.example"]),
+        });
       } catch (e) {
         error = e instanceof Error ? e.message : String(e);
       }
       o.env = original;
       await state.storage.deleteAlarm();
-      const count = (table: string) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
-      return { error, leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length, retries: count("retry_due") };
+      const count = (table: string) =>
+        state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
+      return {
+        error,
+        leases: (instance as unknown as { leases: { list(): unknown[] } }).leases.list().length,
+        retries: count("retry_due"),
+      };
     });
   }
 
   it("crashes the entries at once when the deliver queue refuses their jobs, instead of leasing them for nothing", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-queue-down");
-    const out = await admitWith(stub, { DELIVERY: "queue", DELIVER: { sendBatch: async () => { throw new Error("queue down"); } } as unknown as Queue });
+    const out = await admitWith(stub, {
+      DELIVERY: "queue",
+      DELIVER: {
+        sendBatch: async () => {
+          throw new Error("queue down");
+        },
+      } as unknown as Queue,
+    });
     expect(out).toEqual({ error: "queue down", leases: 0, retries: 1 });
     expect((await stub.inspect()).inflight).toBe(0);
   });
 
   it("crashes the entries at once when their delivery agent cannot be reached (DELIVERY = agents), without failing the admission", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-agents-down");
-    const down = { getByName: () => ({ deliver: async () => { throw new Error("agent gone"); } }) };
+    const down = {
+      getByName: () => ({
+        deliver: async () => {
+          throw new Error("agent gone");
+        },
+      }),
+    };
     const out = await admitWith(stub, { DELIVERY: "agents", DELIVERY_AGENT: down as unknown as Env["DELIVERY_AGENT"] });
     expect(out).toEqual({ error: "", leases: 0, retries: 1 });
     expect((await stub.inspect()).inflight).toBe(0);

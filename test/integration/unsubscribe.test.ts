@@ -18,29 +18,59 @@ beforeAll(async () => {
 
 async function send(body: Record<string, unknown>, extraEnv: Record<string, string> = {}): Promise<string> {
   const ctx = createExecutionContext();
-  const req = new Request("http://relay.test/emails", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(email(body)) }) as Request<unknown, IncomingRequestCfProperties>;
+  const req = new Request("http://relay.test/emails", {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(email(body)),
+  }) as Request<unknown, IncomingRequestCfProperties>;
   const res = await worker.fetch(req, { ...env, ...extraEnv } as Env, ctx);
   await waitOnExecutionContext(ctx);
   expect(res.status, await res.clone().text()).toBe(200);
   return (await res.json<{ id: string }>()).id;
 }
 
-const head = async (id: string) => new TextDecoder().decode(await storedBody(id)).split("\r\n\r\n")[0]!.replace(/\r\n[ \t]+/g, " ");
+const head = async (id: string) =>
+  new TextDecoder()
+    .decode(await storedBody(id))
+    .split("\r\n\r\n")[0]!
+    .replace(/\r\n[ \t]+/g, " ");
 const header = (h: string, name: string) => new RegExp(`^${name}: (.*)$`, "im").exec(h)?.[1] ?? null;
-const events = async (id: string) => (await env.DB.prepare("SELECT type, body FROM event_log WHERE email_id = ? AND type = 'email.unsubscribed'").bind(id).all<{ type: string; body: string | null }>()).results;
-const suppression = async (address: string) => (await (await callWithKey(key, "GET", `/relay/suppressions?address=${encodeURIComponent(address)}`)).json<{ data: { address: string; scope: string; reason: string }[] }>()).data[0];
+const events = async (id: string) =>
+  (
+    await env.DB.prepare("SELECT type, body FROM event_log WHERE email_id = ? AND type = 'email.unsubscribed'")
+      .bind(id)
+      .all<{ type: string; body: string | null }>()
+  ).results;
+const suppression = async (address: string) =>
+  (
+    await (
+      await callWithKey(key, "GET", `/relay/suppressions?address=${encodeURIComponent(address)}`)
+    ).json<{ data: { address: string; scope: string; reason: string }[] }>()
+  ).data[0];
 
 describe("one-click unsubscribe", () => {
   it("adds List-Unsubscribe (https, and mailto on the return-path domain) and List-Unsubscribe-Post, DKIM-signed", async () => {
-    const id = await send({ from: "news@signed.test", to: "reader@example.com", unsubscribe: true }, { BOUNCE_DOMAIN: "bounces.relay.test" });
+    const id = await send(
+      { from: "news@signed.test", to: "reader@example.com", unsubscribe: true },
+      { BOUNCE_DOMAIN: "bounces.relay.test" },
+    );
     const h = await head(id);
     const links = header(h, "List-Unsubscribe")!;
-    expect(links).toMatch(new RegExp(`^<http://relay\\.test/unsubscribe/${id.replace(/-/g, "")}-0-[0-9a-f]{12}>, <mailto:unsubscribe\\+${id.replace(/-/g, "")}-0-[0-9a-f]{12}@bounces\\.relay\\.test>$`));
+    expect(links).toMatch(
+      new RegExp(
+        `^<http://relay\\.test/unsubscribe/${id.replace(/-/g, "")}-0-[0-9a-f]{12}>, <mailto:unsubscribe\\+${id.replace(/-/g, "")}-0-[0-9a-f]{12}@bounces\\.relay\\.test>$`,
+      ),
+    );
     expect(header(h, "List-Unsubscribe-Post")).toBe("List-Unsubscribe=One-Click");
     expect(header(h, "DKIM-Signature")).toMatch(/h=[^;]*list-unsubscribe:list-unsubscribe-post/);
     // No return-path domain: the https link only; PUBLIC_URL names the origin.
-    const plain = await send({ to: "reader2@example.com", unsubscribe: { topic: "news" } }, { PUBLIC_URL: "https://relay.example.com/" });
-    expect(header(await head(plain), "List-Unsubscribe")).toMatch(/^<https:\/\/relay\.example\.com\/unsubscribe\/[0-9a-f]{32}-0-[0-9a-f]{12}>$/);
+    const plain = await send(
+      { to: "reader2@example.com", unsubscribe: { topic: "news" } },
+      { PUBLIC_URL: "https://relay.example.com/" },
+    );
+    expect(header(await head(plain), "List-Unsubscribe")).toMatch(
+      /^<https:\/\/relay\.example\.com\/unsubscribe\/[0-9a-f]{32}-0-[0-9a-f]{12}>$/,
+    );
   });
 
   it("GET shows a page and changes nothing; POST unsubscribes once, with the event and a suppression naming the topic", async () => {
@@ -54,13 +84,27 @@ describe("one-click unsubscribe", () => {
     expect(await events(id)).toEqual([]);
     expect(await suppression("topic@example.com")).toBeUndefined();
 
-    const post = () => call(path, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" });
+    const post = () =>
+      call(path, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: "List-Unsubscribe=One-Click",
+      });
     const res = await post();
     expect(res.status).toBe(200);
     expect(await res.text()).toMatch(/You are unsubscribed/);
-    const [e] = await eventually(async () => ((await events(id)).some((x) => x.body !== null) ? events(id) : undefined), 10_000, "email.unsubscribed");
-    expect(JSON.parse(e!.body!)).toMatchObject({ type: "email.unsubscribed", data: { email_id: id, recipient: "topic@example.com", unsubscribe: { topic: "news", method: "one-click" } } });
-    expect(await eventually(() => suppression("topic@example.com"), 10_000, "the suppression")).toMatchObject({ reason: "unsubscribe:news" });
+    const [e] = await eventually(
+      async () => ((await events(id)).some((x) => x.body !== null) ? events(id) : undefined),
+      10_000,
+      "email.unsubscribed",
+    );
+    expect(JSON.parse(e!.body!)).toMatchObject({
+      type: "email.unsubscribed",
+      data: { email_id: id, recipient: "topic@example.com", unsubscribe: { topic: "news", method: "one-click" } },
+    });
+    expect(await eventually(() => suppression("topic@example.com"), 10_000, "the suppression")).toMatchObject({
+      reason: "unsubscribe:news",
+    });
     expect((await post()).status).toBe(200);
     await new Promise((r) => setTimeout(r, 300));
     expect(await events(id)).toHaveLength(1);
@@ -68,7 +112,11 @@ describe("one-click unsubscribe", () => {
     // transactional mail, bulk mail of another topic and bulk mail without one still go.
     expect(await suppression("topic@example.com")).toMatchObject({ scope: "bulk:news" });
     const news = await send({ to: "topic@example.com", unsubscribe: { topic: "news" } });
-    const others = [await send({ to: "topic@example.com" }), await send({ to: "topic@example.com", unsubscribe: { topic: "offers" } }), await send({ to: "topic@example.com", unsubscribe: true })];
+    const others = [
+      await send({ to: "topic@example.com" }),
+      await send({ to: "topic@example.com", unsubscribe: { topic: "offers" } }),
+      await send({ to: "topic@example.com", unsubscribe: true }),
+    ];
     const lastEvent = async (id: string) => {
       // The recipient's status once classified: "suppressed", or past "incoming" (no delivery runs here).
       const r = await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string }[] }>();
@@ -76,13 +124,21 @@ describe("one-click unsubscribe", () => {
       return status === undefined || status === "incoming" ? undefined : status;
     };
     expect(await eventually(() => lastEvent(news), 10_000, "suppressed")).toBe("suppressed");
-    const suppressed = await env.DB.prepare("SELECT body FROM event_log WHERE email_id = ? AND type = 'email.suppressed'").bind(news).first<{ body: string }>();
+    const suppressed = await env.DB.prepare(
+      "SELECT body FROM event_log WHERE email_id = ? AND type = 'email.suppressed'",
+    )
+      .bind(news)
+      .first<{ body: string }>();
     expect(suppressed?.body ?? "").toMatch(/unsubscribed from the topic news/);
     for (const id of others) expect(await eventually(() => lastEvent(id), 10_000, "classified")).not.toBe("suppressed");
   }, 30_000);
 
   it("an unsubscribe without a topic holds back all the tenant's bulk mail, never its transactional mail; a bounce or complaint entry holds back both", async () => {
-    await env.DB.prepare("INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES ('acme', 'all-bulk@example.com', 'bulk', 'unsubscribe', ?1, NULL), ('acme', 'gone@example.com', '', 'complaint', ?1, NULL), ('acme', 'gone@example.com', 'bulk:news', 'unsubscribe:news', ?1, NULL)").bind(Date.now()).run();
+    await env.DB.prepare(
+      "INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES ('acme', 'all-bulk@example.com', 'bulk', 'unsubscribe', ?1, NULL), ('acme', 'gone@example.com', '', 'complaint', ?1, NULL), ('acme', 'gone@example.com', 'bulk:news', 'unsubscribe:news', ?1, NULL)",
+    )
+      .bind(Date.now())
+      .run();
     const lastEvent = async (id: string) => {
       // The recipient's status once classified: "suppressed", or past "incoming" (no delivery runs here).
       const r = await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string }[] }>();
@@ -104,12 +160,24 @@ describe("one-click unsubscribe", () => {
       expect(last === "suppressed", `email ${i}: ${last}`).toBe(cases[i]![1]);
     }
     // The list shows one entry per scope; DELETE ?scope= removes one, DELETE without removes the rest.
-    const page = await (await callWithKey(key, "GET", "/relay/suppressions?address=gone@example.com")).json<{ data: { scope: string; reason: string }[] }>();
-    expect(page.data.map((d) => [d.scope, d.reason])).toEqual([["all", "complaint"], ["bulk:news", "unsubscribe:news"]]);
-    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json()).toMatchObject({ deleted: true, count: 1 });
-    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json()).toMatchObject({ name: "not_found" });
+    const page = await (
+      await callWithKey(key, "GET", "/relay/suppressions?address=gone@example.com")
+    ).json<{ data: { scope: string; reason: string }[] }>();
+    expect(page.data.map((d) => [d.scope, d.reason])).toEqual([
+      ["all", "complaint"],
+      ["bulk:news", "unsubscribe:news"],
+    ]);
+    expect(
+      await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json(),
+    ).toMatchObject({ deleted: true, count: 1 });
+    expect(
+      await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json(),
+    ).toMatchObject({ name: "not_found" });
     expect((await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=nope")).status).toBe(422);
-    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com")).json()).toMatchObject({ deleted: true, count: 1 });
+    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com")).json()).toMatchObject({
+      deleted: true,
+      count: 1,
+    });
   }, 30_000);
 
   it("a link with a forged or altered token is a 404 page, GET and POST alike", async () => {
@@ -122,8 +190,12 @@ describe("one-click unsubscribe", () => {
   });
 
   it("refuses unsubscribe for several recipients, or beside the caller's own List-Unsubscribe", async () => {
-    for (const body of [{ to: ["a@example.com", "b@example.com"], unsubscribe: true }, { to: "a@example.com", cc: "b@example.com", unsubscribe: true },
-      { to: "a@example.com", unsubscribe: true, headers: { "List-Unsubscribe": "<https://example.com/u>" } }, { to: "a@example.com", unsubscribe: { topic: "has space" } }]) {
+    for (const body of [
+      { to: ["a@example.com", "b@example.com"], unsubscribe: true },
+      { to: "a@example.com", cc: "b@example.com", unsubscribe: true },
+      { to: "a@example.com", unsubscribe: true, headers: { "List-Unsubscribe": "<https://example.com/u>" } },
+      { to: "a@example.com", unsubscribe: { topic: "has space" } },
+    ]) {
       const res = await callWithKey(key, "POST", "/emails", email(body));
       expect(res.status).toBe(422);
       expect(await res.json()).toMatchObject({ name: "validation_error" });
@@ -132,10 +204,20 @@ describe("one-click unsubscribe", () => {
 
   it("a tenant default (PATCH /relay/settings) covers one-recipient emails that say nothing; false opts out; other tenants are untouched", async () => {
     const other = await newKey("other-tenant");
-    expect(await (await callWithKey(key, "GET", "/relay/settings")).json()).toEqual({ object: "settings", unsubscribe: null, receiving_daily_quota: null, compliance: "warn" });
+    expect(await (await callWithKey(key, "GET", "/relay/settings")).json()).toEqual({
+      object: "settings",
+      unsubscribe: null,
+      receiving_daily_quota: null,
+      compliance: "warn",
+    });
     const set = await callWithKey(key, "PATCH", "/relay/settings", { unsubscribe: { topic: "digest" } });
     expect(set.status).toBe(200);
-    expect(await set.json()).toEqual({ object: "settings", unsubscribe: { topic: "digest" }, receiving_daily_quota: null, compliance: "warn" });
+    expect(await set.json()).toEqual({
+      object: "settings",
+      unsubscribe: { topic: "digest" },
+      receiving_daily_quota: null,
+      compliance: "warn",
+    });
     expect((await callWithKey(key, "PATCH", "/relay/settings", { unsubscribe: "yes" })).status).toBe(422);
 
     const one = await send({ to: "default@example.com" });
@@ -153,7 +235,9 @@ describe("one-click unsubscribe", () => {
     // The default's topic is the one the unsubscribe records.
     const path = new URL(/<([^>]+)>/.exec(header(await head(one), "List-Unsubscribe")!)![1]!).pathname;
     expect((await call(path, { method: "POST", body: "List-Unsubscribe=One-Click" })).status).toBe(200);
-    expect(await eventually(() => suppression("default@example.com"), 10_000, "the suppression")).toMatchObject({ reason: "unsubscribe:digest" });
+    expect(await eventually(() => suppression("default@example.com"), 10_000, "the suppression")).toMatchObject({
+      reason: "unsubscribe:digest",
+    });
     expect((await callWithKey(key, "PATCH", "/relay/settings", { unsubscribe: null })).status).toBe(200);
     expect(header(await head(await send({ to: "after@example.com" })), "List-Unsubscribe")).toBeNull();
   });

@@ -37,13 +37,28 @@ const FORBIDDEN: [RegExp, string][] = [
 ];
 
 describe("pure cores stay pure", () => {
-  const cores = ["durable-objects/core", "worker/smtp/core", "worker/net/core", "worker/webhooks/core", "worker/dashboard/core", "worker/templates/core",
-    "worker/receiving/core", "worker/metrics/core", "test/chaos/core", "worker/tls-policy/core", "worker/compliance/core", "worker/egress/core",
-    "worker/inbound/core", "worker/domains/core"];
+  const cores = [
+    "durable-objects/core",
+    "worker/smtp/core",
+    "worker/net/core",
+    "worker/webhooks/core",
+    "worker/dashboard/core",
+    "worker/templates/core",
+    "worker/receiving/core",
+    "worker/metrics/core",
+    "test/chaos/core",
+    "worker/tls-policy/core",
+    "worker/compliance/core",
+    "worker/egress/core",
+    "worker/inbound/core",
+    "worker/domains/core",
+  ];
   it.each(cores)("%s uses no Workers API, clock, randomness, timers, console or network", (dir) => {
     const problems: string[] = [];
     for (const file of sources(join(root, dir))) {
-      const text = readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "");
+      const text = readFileSync(file, "utf8")
+        .replace(/\/\*[\s\S]*?\*\//g, "")
+        .replace(/\/\/.*$/gm, "");
       for (const [re, what] of FORBIDDEN) if (re.test(text)) problems.push(`${file.slice(root.length)}: ${what}`);
     }
     expect(problems).toEqual([]);

@@ -4,14 +4,19 @@ import { RESOURCES, parseD1Id, planSetup, setDatabaseId } from "../../scripts/li
 
 const nothing = { d1: [], buckets: [], queues: [], secrets: [] };
 const everything = {
-  d1: [RESOURCES.d1], buckets: [RESOURCES.bucket], queues: [...RESOURCES.queues, ...RESOURCES.deadLetterQueues], secrets: [...RESOURCES.secrets],
+  d1: [RESOURCES.d1],
+  buckets: [RESOURCES.bucket],
+  queues: [...RESOURCES.queues, ...RESOURCES.deadLetterQueues],
+  secrets: [...RESOURCES.secrets],
 };
 
 describe("npm run setup:cloudflare's plan", () => {
   it("on an empty account: the database, migrations, bucket, every queue and dead-letter queue, and the secret on stdin", () => {
     const plan = planSetup(nothing, { operatorKey: false });
     expect(plan.map((s) => s.args.slice(0, 3).join(" "))).toEqual([
-      "d1 create cohort", "d1 migrations apply", "r2 bucket create",
+      "d1 create cohort",
+      "d1 migrations apply",
+      "r2 bucket create",
       ...[...RESOURCES.queues, ...RESOURCES.deadLetterQueues].map((q) => `queues create ${q}`),
       "secret put WEBHOOK_SECRETS_KEY",
     ]);
@@ -21,14 +26,21 @@ describe("npm run setup:cloudflare's plan", () => {
   });
 
   it("is idempotent: on an account that has everything it creates nothing (migrations are re-applied, a no-op)", () => {
-    expect(planSetup(everything, { operatorKey: false }).map((s) => s.args.slice(0, 3).join(" "))).toEqual(["d1 migrations apply"]);
+    expect(planSetup(everything, { operatorKey: false }).map((s) => s.args.slice(0, 3).join(" "))).toEqual([
+      "d1 migrations apply",
+    ]);
   });
 
   it("creates only what is missing, and the operator key only when asked", () => {
     const plan = planSetup({ ...everything, queues: ["classify", "deliver"] }, { operatorKey: true });
     expect(plan.map((s) => s.args.slice(0, 3).join(" "))).toEqual([
-      "d1 migrations apply", "queues create classify-bulk", "queues create webhooks", "queues create webhooks-slow", "queues create email-events",
-      ...RESOURCES.deadLetterQueues.map((q) => `queues create ${q}`), "d1 execute DB",
+      "d1 migrations apply",
+      "queues create classify-bulk",
+      "queues create webhooks",
+      "queues create webhooks-slow",
+      "queues create email-events",
+      ...RESOURCES.deadLetterQueues.map((q) => `queues create ${q}`),
+      "d1 execute DB",
     ]);
   });
 

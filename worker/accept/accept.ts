@@ -63,7 +63,11 @@ export async function idempotencyOf(c: Context, rawBody: string): Promise<Idempo
   const key = c.req.header("idempotency-key");
   if (key === undefined) return null;
   if (!IdempotencyKeySchema.safeParse(key).success) {
-    throw new ApiError(400, "invalid_idempotency_key", "The Idempotency-Key must be 1–256 printable ASCII characters without spaces.");
+    throw new ApiError(
+      400,
+      "invalid_idempotency_key",
+      "The Idempotency-Key must be 1–256 printable ASCII characters without spaces.",
+    );
   }
   const hash = await sha256Hex(`${c.req.method} ${c.req.path}\n${rawBody}`);
   return { claim: { key, hash }, token: crypto.randomUUID() };
@@ -73,9 +77,17 @@ export async function idempotencyOf(c: Context, rawBody: string): Promise<Idempo
 function resolveSeen(r: Exclude<IdempotencyResult, { kind: "fresh" }>): StoredResponse {
   if (r.kind === "replay") return r.response;
   if (r.kind === "mismatch") {
-    throw new ApiError(409, "invalid_idempotent_request", "Same idempotency key used with a different request payload. Change your idempotency key or payload.");
+    throw new ApiError(
+      409,
+      "invalid_idempotent_request",
+      "Same idempotency key used with a different request payload. Change your idempotency key or payload.",
+    );
   }
-  throw new ApiError(409, "concurrent_idempotent_requests", "Same idempotency key used while original request is still in progress. Try the request again later.");
+  throw new ApiError(
+    409,
+    "concurrent_idempotent_requests",
+    "Same idempotency key used while original request is still in progress. Try the request again later.",
+  );
 }
 
 /** Whether a body's UTF-8 text is at most `limit` bytes. */
@@ -105,16 +117,31 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
     const inline = input.prepared.map((p) => fitsInline(p.body, limit));
     const bodiesAt = Date.now();
     const [decisions] = await Promise.all([
-      decideNew(env, input.tenant, input.prepared.map((p) => p.record)),
-      ...input.prepared.filter((_, i) => !inline[i])
+      decideNew(
+        env,
+        input.tenant,
+        input.prepared.map((p) => p.record),
+      ),
+      ...input.prepared
+        .filter((_, i) => !inline[i])
         .map((p) => env.BODIES.put(bodyKey(p.record.id), p.body, { httpMetadata: { contentType: "message/rfc822" } })),
     ]);
     const messages = input.prepared.map((p, i): NewMessage => ({
-      ...p.record, ...(inline[i] ? { body: p.body } : {}), ...(decisions[i] ? { decisions: decisions[i] } : {}),
+      ...p.record,
+      ...(inline[i] ? { body: p.body } : {}),
+      ...(decisions[i] ? { decisions: decisions[i] } : {}),
     }));
     undecided = messages.filter((m) => m.decisions === undefined);
-    const res = await outbox.accept({ tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response, bodiesAt }, idem?.token);
-    if (res.kind === "stale") throw new ApiError(500, "application_error", "Accepting the message took too long; nothing was queued. Retry the request.");
+    const res = await outbox.accept(
+      { tenant: input.tenant, idempotency: idem?.claim ?? null, messages, response: input.response, bodiesAt },
+      idem?.token,
+    );
+    if (res.kind === "stale")
+      throw new ApiError(
+        500,
+        "application_error",
+        "Accepting the message took too long; nothing was queued. Retry the request.",
+      );
     if (res.kind !== "accepted") return resolveSeen(res);
     pauseMs = res.pauseMs ?? 0;
   } catch (e) {
@@ -134,14 +161,20 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
  * only logged: the email goes out all the same, and its attachment links answer 404.
  */
 async function keepCopies(env: Env, prepared: PreparedMessage[]): Promise<void> {
-  await Promise.all(prepared.filter((p) => p.keep !== undefined).map(async (p) => {
-    try {
-      await env.BODIES.put(p.keep!, p.body, { httpMetadata: { contentType: "message/rfc822" } });
-    } catch (e) {
-      const detail = e instanceof Error ? e.message : String(e);
-      console.error(JSON.stringify({ error: "attachment copy not kept; its links answer 404", id: p.record.id, detail }));
-    }
-  }));
+  await Promise.all(
+    prepared
+      .filter((p) => p.keep !== undefined)
+      .map(async (p) => {
+        try {
+          await env.BODIES.put(p.keep!, p.body, { httpMetadata: { contentType: "message/rfc822" } });
+        } catch (e) {
+          const detail = e instanceof Error ? e.message : String(e);
+          console.error(
+            JSON.stringify({ error: "attachment copy not kept; its links answer 404", id: p.record.id, detail }),
+          );
+        }
+      }),
+  );
 }
 
 /** The HTTP response for a stored (or replayed) response. */
@@ -161,9 +194,18 @@ async function queueForClassify(env: Env, tenant: string, records: NewMessage[])
   const small = records.filter((r) => r.scheduledAt !== null || r.rcptTo.length <= BULK_LANE_RCPTS);
   const bulk = records.filter((r) => !small.includes(r));
   try {
-    await Promise.all([sendJobs(env.CLASSIFY, classifyJobs(tenant, small)), sendJobs(env.CLASSIFY_BULK, classifyJobs(tenant, bulk))]);
+    await Promise.all([
+      sendJobs(env.CLASSIFY, classifyJobs(tenant, small)),
+      sendJobs(env.CLASSIFY_BULK, classifyJobs(tenant, bulk)),
+    ]);
   } catch (e) {
-    console.error(JSON.stringify({ error: "classify enqueue failed; the Outbox sweeper will retry", ids: records.map((r) => r.id), detail: e instanceof Error ? e.message : String(e) }));
+    console.error(
+      JSON.stringify({
+        error: "classify enqueue failed; the Outbox sweeper will retry",
+        ids: records.map((r) => r.id),
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
   }
 }
 
@@ -199,5 +241,6 @@ function classifyJobs(tenant: string, records: NewMessage[]): ClassifyJob[] {
 }
 
 async function sendJobs(queue: Queue, jobs: ClassifyJob[]): Promise<void> {
-  for (let i = 0; i < jobs.length; i += 100) await queue.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body, contentType: "json" as const })));
+  for (let i = 0; i < jobs.length; i += 100)
+    await queue.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body, contentType: "json" as const })));
 }

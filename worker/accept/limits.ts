@@ -49,11 +49,20 @@ export function parseScheduledAt(value: string, nowMs: number, field = "schedule
   if (ISO_RE.test(value.trim())) at = Date.parse(value.trim());
   else at = parseWhen(value, nowMs) ?? Number.NaN;
   if (!Number.isFinite(at)) {
-    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) or natural language ("in 10 minutes", "tomorrow at 9am", "Friday at 3pm ET"; UTC unless a zone is given).`);
+    throw new ApiError(
+      422,
+      "validation_error",
+      `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) or natural language ("in 10 minutes", "tomorrow at 9am", "Friday at 3pm ET"; UTC unless a zone is given).`,
+    );
   }
-  if (at > nowMs + MAX_SCHEDULE_AHEAD_MS) throw new ApiError(422, "validation_error", `Invalid \`${field}\`: at most 30 days ahead.`);
+  if (at > nowMs + MAX_SCHEDULE_AHEAD_MS)
+    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: at most 30 days ahead.`);
   if (at < nowMs - SCHEDULE_PAST_TOLERANCE_MS) {
-    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: ${new Date(at).toISOString()} is in the past; omit it (or say "now") to send at once.`);
+    throw new ApiError(
+      422,
+      "validation_error",
+      `Invalid \`${field}\`: ${new Date(at).toISOString()} is in the past; omit it (or say "now") to send at once.`,
+    );
   }
   return at;
 }

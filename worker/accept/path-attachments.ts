@@ -37,7 +37,8 @@ export async function fetchPathAttachments(
   maxBytes: number,
   deps: ResolveDeps = {},
 ): Promise<AttachmentInput[] | undefined> {
-  if (!attachments || !attachments.some((a) => a.path !== undefined && a.content === undefined)) return attachments as AttachmentInput[] | undefined;
+  if (!attachments || !attachments.some((a) => a.path !== undefined && a.content === undefined))
+    return attachments as AttachmentInput[] | undefined;
   const doFetch = deps.fetch ?? globalThis.fetch;
   const declared = settingsOf(env).local ? new Set(settingsOf(env).devPathOrigins) : new Set<string>();
   let budget = maxBytes;
@@ -55,7 +56,9 @@ export async function fetchPathAttachments(
     }
     if (!declared.has(url.origin.toLowerCase())) {
       const guard = checkEndpointUrl(url, {});
-      const dev = settingsOf(env).local ? " (in development, only the origins in DEV_PATH_ORIGINS besides public https)" : "";
+      const dev = settingsOf(env).local
+        ? " (in development, only the origins in DEV_PATH_ORIGINS besides public https)"
+        : "";
       if (!guard.ok) throw bad(i, `is refused: ${guard.detail}${dev}`);
       const resolved = await resolvedTarget(env, url.href, deps, true);
       if (resolved.kind !== "ok") throw bad(i, `is refused: ${resolved.reason}`);
@@ -64,7 +67,10 @@ export async function fetchPathAttachments(
     try {
       res = await doFetch(url.href, { redirect: "manual", signal: AbortSignal.timeout(PATH_FETCH_TIMEOUT_MS) });
     } catch (e) {
-      throw bad(i, `could not be fetched (${e instanceof Error && e.name === "TimeoutError" ? `no answer within ${PATH_FETCH_TIMEOUT_MS} ms` : "network error"})`);
+      throw bad(
+        i,
+        `could not be fetched (${e instanceof Error && e.name === "TimeoutError" ? `no answer within ${PATH_FETCH_TIMEOUT_MS} ms` : "network error"})`,
+      );
     }
     if (res.status >= 300 && res.status < 400) {
       await res.body?.cancel().catch(() => undefined);
@@ -122,6 +128,9 @@ async function readCapped(res: Response, limit: number): Promise<Uint8Array | nu
   }
   const out = new Uint8Array(size);
   let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.byteLength; }
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
   return out;
 }

@@ -74,7 +74,10 @@ export function listOf(v: string | string[] | undefined): string[] | null {
 }
 
 /** html and text for the summary, or null when they are too large to keep beside the envelope. */
-export function keepText(html: string | undefined, text: string | undefined): { html: string | null; text: string | null } {
+export function keepText(
+  html: string | undefined,
+  text: string | undefined,
+): { html: string | null; text: string | null } {
   const size = (html?.length ?? 0) + (text?.length ?? 0);
   return size * 3 <= SUMMARY_TEXT_BYTES ? { html: html ?? null, text: text ?? null } : { html: null, text: null };
 }
@@ -82,10 +85,18 @@ export function keepText(html: string | undefined, text: string | undefined): { 
 /** Checks the envelope against the limits. */
 export function checkEnvelope(rcptCount: number, size: number, limits: Limits): void {
   if (rcptCount > limits.maxRecipients) {
-    throw new ApiError(422, "validation_error", `Too many recipients: ${rcptCount} (to + cc + bcc); the limit is ${limits.maxRecipients}.`);
+    throw new ApiError(
+      422,
+      "validation_error",
+      `Too many recipients: ${rcptCount} (to + cc + bcc); the limit is ${limits.maxRecipients}.`,
+    );
   }
   if (size > limits.maxMessageBytes) {
-    throw new ApiError(413, "validation_error", `The message is ${size} bytes; the limit is ${limits.maxMessageBytes} bytes.`);
+    throw new ApiError(
+      413,
+      "validation_error",
+      `The message is ${size} bytes; the limit is ${limits.maxMessageBytes} bytes.`,
+    );
   }
 }
 
@@ -107,12 +118,33 @@ export function leastComposedBytes(input: SendEmail): number {
  * the header by DKIM (both are in DEFAULT_SIGNED_HEADERS). 422 for more than one recipient (the
  * body, and so the link, is the same for all of them) or a List-Unsubscribe of the caller's own.
  */
-async function unsubscribeHeaders(env: Env, input: SendEmail, id: string, origin: string, returnPath: string | null, count: number, own: string | undefined): Promise<Record<string, string>> {
-  if (count !== 1) throw new ApiError(422, "validation_error", "`unsubscribe` needs exactly one recipient (to, cc and bcc together): send one email per recipient, e.g. with /emails/batch.");
-  if (own) throw new ApiError(422, "validation_error", `\`unsubscribe\` adds ${own} itself: remove it from \`headers\`.`);
+async function unsubscribeHeaders(
+  env: Env,
+  input: SendEmail,
+  id: string,
+  origin: string,
+  returnPath: string | null,
+  count: number,
+  own: string | undefined,
+): Promise<Record<string, string>> {
+  if (count !== 1)
+    throw new ApiError(
+      422,
+      "validation_error",
+      "`unsubscribe` needs exactly one recipient (to, cc and bcc together): send one email per recipient, e.g. with /emails/batch.",
+    );
+  if (own)
+    throw new ApiError(422, "validation_error", `\`unsubscribe\` adds ${own} itself: remove it from \`headers\`.`);
   const token = await tokenOf(await addressTokenKey(env), "unsubscribe", id, 0);
-  const links = [`<${origin}/unsubscribe/${token.slice(token.indexOf("+") + 1)}>`, ...(returnPath ? [`<mailto:${token}@${returnPath}>`] : [])];
-  return { ...input.headers, "List-Unsubscribe": links.join(", "), "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+  const links = [
+    `<${origin}/unsubscribe/${token.slice(token.indexOf("+") + 1)}>`,
+    ...(returnPath ? [`<mailto:${token}@${returnPath}>`] : []),
+  ];
+  return {
+    ...input.headers,
+    "List-Unsubscribe": links.join(", "),
+    "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+  };
 }
 
 /** A Feedback-ID field: [A-Za-z0-9_.-] only (":" separates them), at most 64 characters. */
@@ -128,12 +160,19 @@ function feedbackField(v: string | undefined, fallback: string): string {
  * aligns with the DKIM domain; ARF reports sent there come back through the email() handler.
  * DKIM signs both (DEFAULT_SIGNED_HEADERS).
  */
-export function feedbackHeaders(input: SendEmail, tenant: string, verifiedReturnPath: string | null): Record<string, string> {
+export function feedbackHeaders(
+  input: SendEmail,
+  tenant: string,
+  verifiedReturnPath: string | null,
+): Record<string, string> {
   const own = new Set(Object.keys(input.headers ?? {}).map((h) => h.toLowerCase()));
   const tag = (name: string) => input.tags?.find((t) => t.name === name)?.value;
   const out: Record<string, string> = {};
-  if (!own.has("feedback-id")) out["Feedback-ID"] = `${feedbackField(tag("campaign"), "none")}:${feedbackField(tenant, "tenant")}:${feedbackField(tag("category"), "transactional")}:cohort`;
-  if (verifiedReturnPath !== null && !own.has("cfbl-address")) out["CFBL-Address"] = `fbl@${verifiedReturnPath}; report=arf`;
+  if (!own.has("feedback-id"))
+    out["Feedback-ID"] =
+      `${feedbackField(tag("campaign"), "none")}:${feedbackField(tenant, "tenant")}:${feedbackField(tag("category"), "transactional")}:cohort`;
+  if (verifiedReturnPath !== null && !own.has("cfbl-address"))
+    out["CFBL-Address"] = `fbl@${verifiedReturnPath}; report=arf`;
   return out;
 }
 
@@ -156,8 +195,12 @@ function attachmentsOf(input: SendEmail, attachments: readonly AttachmentInput[]
   const inline = all.filter(({ a }) => input.html !== undefined && a.contentId !== undefined);
   const regular = all.filter((x) => !inline.includes(x));
   return [...inline, ...regular].map(({ a }) => ({
-    id: crypto.randomUUID(), filename: a.filename ?? null, size: a.bytes.byteLength, content_type: a.type,
-    content_disposition: inline.some((x) => x.a === a) ? "inline" as const : "attachment" as const, content_id: a.contentId ?? null,
+    id: crypto.randomUUID(),
+    filename: a.filename ?? null,
+    size: a.bytes.byteLength,
+    content_type: a.type,
+    content_disposition: inline.some((x) => x.a === a) ? ("inline" as const) : ("attachment" as const),
+    content_id: a.contentId ?? null,
   }));
 }
 
@@ -173,7 +216,11 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
   const id = newMessageId(ctx.shard);
   const least = leastComposedBytes(input);
   if (least > ctx.limits.maxMessageBytes) {
-    throw new ApiError(413, "validation_error", `The message would be at least ${least} bytes; the limit is ${ctx.limits.maxMessageBytes} bytes.`);
+    throw new ApiError(
+      413,
+      "validation_error",
+      `The message would be at least ${least} bytes; the limit is ${ctx.limits.maxMessageBytes} bytes.`,
+    );
   }
   const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
   let fromDomain: string;
@@ -189,25 +236,46 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
   const returnPath = ctx.sender.returnPath(fromDomain);
   // The tenant's default applies to one-recipient emails that say nothing and set no
   // List-Unsubscribe of their own; `false` opts out.
-  const count = [input.to, input.cc, input.bcc].reduce((n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length), 0);
+  const count = [input.to, input.cc, input.bcc].reduce(
+    (n, l) => n + (l === undefined ? 0 : typeof l === "string" ? 1 : l.length),
+    0,
+  );
   const own = Object.keys(input.headers ?? {}).find((h) => /^list-unsubscribe(-post)?$/i.test(h));
   // A topic's email is bulk mail of the topic; its one-click link (one recipient, no
   // List-Unsubscribe of the caller's) opts the recipient out of the topic.
-  const topic = input.topic_id ? (await topicOf(input.topic_id, ctx.topics ?? new TopicSource(env.DB, ctx.sender.tenant))).id : null;
-  if (topic !== null && typeof input.unsubscribe === "object" && input.unsubscribe.topic !== undefined && input.unsubscribe.topic !== topic) {
+  const topic = input.topic_id
+    ? (await topicOf(input.topic_id, ctx.topics ?? new TopicSource(env.DB, ctx.sender.tenant))).id
+    : null;
+  if (
+    topic !== null &&
+    typeof input.unsubscribe === "object" &&
+    input.unsubscribe.topic !== undefined &&
+    input.unsubscribe.topic !== topic
+  ) {
     throw new ApiError(422, "validation_error", "`unsubscribe.topic` and `topic_id` name different topics: give one.");
   }
-  const unsubscribe = topic !== null ? (input.unsubscribe === false ? false : { topic })
-    : input.unsubscribe ?? (count === 1 && !own ? ctx.sender.unsubscribeDefault ?? false : false);
+  const unsubscribe =
+    topic !== null
+      ? input.unsubscribe === false
+        ? false
+        : { topic }
+      : (input.unsubscribe ?? (count === 1 && !own ? (ctx.sender.unsubscribeDefault ?? false) : false));
   const bulk = topic !== null || unsubscribe !== false;
   // Bulk mail (with one-click unsubscribe, or of a topic) waits out the complaint-rate brake; transactional does not.
   const paused = ctx.sender.bulkPausedUntil;
   if (bulk && paused !== null && paused > ctx.nowMs) {
-    throw new ApiError(429, "complaint_rate_exceeded", `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`);
+    throw new ApiError(
+      429,
+      "complaint_rate_exceeded",
+      `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`,
+    );
   }
   const linked = unsubscribe !== false && !(topic !== null && (count !== 1 || own));
   const listed = linked ? await unsubscribeHeaders(env, input, id, ctx.origin, returnPath, count, own) : input.headers;
-  const headers = { ...listed, ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)) };
+  const headers = {
+    ...listed,
+    ...feedbackHeaders(input, ctx.sender.tenant, ctx.sender.verifiedReturnPath(fromDomain)),
+  };
   let composed;
   try {
     composed = compose({ ...input, headers, attachments }, { now: new Date(ctx.nowMs), messageId: id });
@@ -217,13 +285,31 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
   checkEnvelope(composed.envelope.rcptTo.length, composed.raw.length, ctx.limits);
   const body = signers.length > 0 ? await signDkim(composed.raw, signers) : composed.raw;
   checkEnvelope(composed.envelope.rcptTo.length, body.length, ctx.limits);
-  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain, mailFrom: composed.envelope.mailFrom, returnPath,
-    bulk, body, rcptTo: composed.envelope.rcptTo });
+  const warnings = await complianceWarnings(env, {
+    sender: ctx.sender,
+    fromDomain,
+    mailFrom: composed.envelope.mailFrom,
+    returnPath,
+    bulk,
+    body,
+    rcptTo: composed.envelope.rcptTo,
+  });
   enforceCompliance(ctx.sender, warnings);
   const summary: MessageSummary = {
-    from: input.from, to: listOf(input.to) ?? [], cc: listOf(input.cc), bcc: listOf(input.bcc), reply_to: listOf(input.reply_to),
-    subject: input.subject, ...keepText(input.html, input.text), tags: input.tags ?? null, message_id: composed.messageId,
-    ...(typeof unsubscribe === "object" && unsubscribe.topic ? { unsubscribe_topic: unsubscribe.topic } : topic !== null ? { unsubscribe_topic: topic } : {}),
+    from: input.from,
+    to: listOf(input.to) ?? [],
+    cc: listOf(input.cc),
+    bcc: listOf(input.bcc),
+    reply_to: listOf(input.reply_to),
+    subject: input.subject,
+    ...keepText(input.html, input.text),
+    tags: input.tags ?? null,
+    message_id: composed.messageId,
+    ...(typeof unsubscribe === "object" && unsubscribe.topic
+      ? { unsubscribe_topic: unsubscribe.topic }
+      : topic !== null
+        ? { unsubscribe_topic: topic }
+        : {}),
     ...(bulk ? { bulk: true as const } : {}),
     ...(topic !== null ? { topic_id: topic } : {}),
     ...(attachments && attachments.length > 0 ? { attachments: attachmentsOf(input, attachments) } : {}),
@@ -232,8 +318,13 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
   // An 8bit composite attachment (mail/mime.ts) makes the text longer in octets than in characters.
   const size = composed.eightBit ? new TextEncoder().encode(body).length : body.length;
   const record: NewMessage = {
-    id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
-    mailFrom: composed.envelope.mailFrom, rcptTo: composed.envelope.rcptTo, size, summary,
+    id,
+    createdAt: ctx.nowMs,
+    scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
+    mailFrom: composed.envelope.mailFrom,
+    rcptTo: composed.envelope.rcptTo,
+    size,
+    summary,
     returnPath,
   };
   return { body, record, ...(summary.attachments ? { keep: keptKey("sent", ctx.nowMs, id) } : {}) };

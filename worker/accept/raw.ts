@@ -67,20 +67,23 @@ function checkMessage(bin: string): { bin: string; names: Set<string> } {
   const kept: string[] = [];
   let from = 0;
   let dropping = false;
-  head.split("\r\n").slice(0, -1).forEach((line, i) => {
-    if (/^[ \t]/.test(line)) {
-      if (i === 0) throw bad("starts with a continuation line");
+  head
+    .split("\r\n")
+    .slice(0, -1)
+    .forEach((line, i) => {
+      if (/^[ \t]/.test(line)) {
+        if (i === 0) throw bad("starts with a continuation line");
+        if (!dropping) kept.push(line);
+        return;
+      }
+      const m = /^([\x21-\x39\x3b-\x7e]+):/.exec(line);
+      if (!m) throw bad(`header line ${i + 1} is not a header field`);
+      const name = m[1]!.toLowerCase();
+      names.add(name);
+      if (name === "from") from++;
+      dropping = STRIPPED.has(name);
       if (!dropping) kept.push(line);
-      return;
-    }
-    const m = /^([\x21-\x39\x3b-\x7e]+):/.exec(line);
-    if (!m) throw bad(`header line ${i + 1} is not a header field`);
-    const name = m[1]!.toLowerCase();
-    names.add(name);
-    if (name === "from") from++;
-    dropping = STRIPPED.has(name);
-    if (!dropping) kept.push(line);
-  });
+    });
   if (from === 0) throw bad("has no From header field");
   if (from > 1) throw bad("has more than one From header field (RFC 5322 §3.6 allows one)");
   for (const n of STRIPPED) names.delete(n);
@@ -93,7 +96,10 @@ const ORIGINATORS = new Set(["from", "sender", "resent-from", "resent-sender"]);
 
 /** The mailbox addresses of an address field value, groups flattened. */
 function mailboxesOf(value: string): string[] {
-  return addressParser(value).flatMap((a) => ("group" in a && a.group ? a.group : [a])).map((a) => a.address ?? "").filter((a) => a !== "");
+  return addressParser(value)
+    .flatMap((a) => ("group" in a && a.group ? a.group : [a]))
+    .map((a) => a.address ?? "")
+    .filter((a) => a !== "");
 }
 
 function toBytes(bin: string): Uint8Array {
@@ -115,7 +121,9 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   const checked = checkMessage(decodeMessage(input));
   let bin = checked.bin;
   const names = checked.names;
-  const parsed = await PostalMime.parse(toBytes(bin)).catch(() => { throw bad("could not be parsed as RFC 5322/MIME"); });
+  const parsed = await PostalMime.parse(toBytes(bin)).catch(() => {
+    throw bad("could not be parsed as RFC 5322/MIME");
+  });
   // The From field must name a sender: one valid address (a group or a bare phrase is none).
   let fromAddress: string;
   try {
@@ -124,7 +132,9 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   } catch {
     throw bad("has a From field without a valid address");
   }
-  const originators = parsed.headers.filter((h) => ORIGINATORS.has(h.key)).map((h) => ({ field: h.originalKey, boxes: mailboxesOf(h.value) }));
+  const originators = parsed.headers
+    .filter((h) => ORIGINATORS.has(h.key))
+    .map((h) => ({ field: h.originalKey, boxes: mailboxesOf(h.value) }));
   if ((originators.find((o) => o.field.toLowerCase() === "from")?.boxes.length ?? 0) > 1) {
     throw bad("has a From field with more than one mailbox; the relay takes one author per message");
   }
@@ -142,7 +152,10 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   // The domain as the relay writes domain names (A-labels, lower case: domains/core/names.ts).
   const domain = fromAddress.slice(fromAddress.lastIndexOf("@") + 1);
   const messageId = parsed.messageId ?? `<${id}@${domain}>`;
-  const added = [names.has("date") ? "" : `Date: ${formatDate(new Date(ctx.nowMs))}\r\n`, names.has("message-id") ? "" : `Message-ID: ${messageId}\r\n`].join("");
+  const added = [
+    names.has("date") ? "" : `Date: ${formatDate(new Date(ctx.nowMs))}\r\n`,
+    names.has("message-id") ? "" : `Message-ID: ${messageId}\r\n`,
+  ].join("");
   bin = added + bin;
   let body = toBytes(bin);
   checkEnvelope(rcptTo.length, body.length, ctx.limits);
@@ -152,17 +165,40 @@ export async function prepareRaw(env: Env, input: RawMessage, ctx: PrepareContex
   for (const d of domains) await ctx.sender.authorize(d);
   if (signers.length > 0) body = await signDkim(body, signers);
   checkEnvelope(rcptTo.length, body.length, ctx.limits);
-  const warnings = await complianceWarnings(env, { sender: ctx.sender, fromDomain: domain, mailFrom, returnPath: null, bulk: false, body, rcptTo });
+  const warnings = await complianceWarnings(env, {
+    sender: ctx.sender,
+    fromDomain: domain,
+    mailFrom,
+    returnPath: null,
+    bulk: false,
+    body,
+    rcptTo,
+  });
   enforceCompliance(ctx.sender, warnings);
   const scheduledAt = input.scheduled_at === undefined ? null : parseScheduledAt(input.scheduled_at, ctx.nowMs);
   const addrs = (l: { address?: string }[] | undefined) => (l ?? []).flatMap((a) => (a.address ? [a.address] : []));
   const record: NewMessage = {
-    id, createdAt: ctx.nowMs, scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null, mailFrom, rcptTo, size: body.length,
+    id,
+    createdAt: ctx.nowMs,
+    scheduledAt: scheduledAt !== null && scheduledAt > ctx.nowMs ? scheduledAt : null,
+    mailFrom,
+    rcptTo,
+    size: body.length,
     summary: {
-      from: parsed.from?.address ? (parsed.from.name ? `${parsed.from.name} <${parsed.from.address}>` : parsed.from.address) : mailFrom,
-      to: addrs(parsed.to), cc: parsed.cc ? addrs(parsed.cc) : null, bcc: rcptTo.filter((r) => ![...addrs(parsed.to), ...addrs(parsed.cc)].includes(r)),
-      reply_to: parsed.replyTo ? addrs(parsed.replyTo) : null, subject: parsed.subject ?? null, ...keepText(parsed.html, parsed.text),
-      tags: input.tags ?? null, message_id: messageId, ...(warnings.length > 0 ? { warnings } : {}),
+      from: parsed.from?.address
+        ? parsed.from.name
+          ? `${parsed.from.name} <${parsed.from.address}>`
+          : parsed.from.address
+        : mailFrom,
+      to: addrs(parsed.to),
+      cc: parsed.cc ? addrs(parsed.cc) : null,
+      bcc: rcptTo.filter((r) => ![...addrs(parsed.to), ...addrs(parsed.cc)].includes(r)),
+      reply_to: parsed.replyTo ? addrs(parsed.replyTo) : null,
+      subject: parsed.subject ?? null,
+      ...keepText(parsed.html, parsed.text),
+      tags: input.tags ?? null,
+      message_id: messageId,
+      ...(warnings.length > 0 ? { warnings } : {}),
     },
   };
   return { body, record };

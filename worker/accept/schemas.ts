@@ -85,11 +85,16 @@ export type SendRequest = SendEmail | TemplatedSend;
 
 /** The schema a send request body is checked against (see the header). */
 export function sendSchemaOf(value: unknown): typeof SendEmailSchema | typeof TemplatedSendSchema {
-  return value !== null && typeof value === "object" && (value as { template?: unknown }).template !== undefined ? TemplatedSendSchema : SendEmailSchema;
+  return value !== null && typeof value === "object" && (value as { template?: unknown }).template !== undefined
+    ? TemplatedSendSchema
+    : SendEmailSchema;
 }
 
 /** POST /emails/batch. */
-export const BatchSchema = z.array(z.unknown()).min(1, "must contain at least one email").max(100, "must contain at most 100 emails");
+export const BatchSchema = z
+  .array(z.unknown())
+  .min(1, "must contain at least one email")
+  .max(100, "must contain at most 100 emails");
 
 /** The `x-batch-validation` header. */
 export const BatchValidationSchema = z.enum(["strict", "permissive"]).default("strict");
@@ -108,4 +113,8 @@ export const RawMessageSchema = z.object({
 export type RawMessage = z.infer<typeof RawMessageSchema>;
 
 /** The Idempotency-Key header. */
-export const IdempotencyKeySchema = z.string().min(1).max(256).regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces");
+export const IdempotencyKeySchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces");

@@ -20,21 +20,62 @@
  */
 
 const UNIT_MS: Record<string, number> = {
-  s: 1000, sec: 1000, second: 1000, m: 60_000, min: 60_000, minute: 60_000, h: 3_600_000, hr: 3_600_000, hour: 3_600_000,
-  d: 86_400_000, day: 86_400_000, w: 604_800_000, week: 604_800_000,
+  s: 1000,
+  sec: 1000,
+  second: 1000,
+  m: 60_000,
+  min: 60_000,
+  minute: 60_000,
+  h: 3_600_000,
+  hr: 3_600_000,
+  hour: 3_600_000,
+  d: 86_400_000,
+  day: 86_400_000,
+  w: 604_800_000,
+  week: 604_800_000,
 };
 const WEEKDAYS = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"];
-const SHORT_DAYS: Record<string, number> = { sun: 0, mon: 1, tue: 2, tues: 2, wed: 3, thu: 4, thur: 4, thurs: 4, fri: 5, sat: 6 };
+const SHORT_DAYS: Record<string, number> = {
+  sun: 0,
+  mon: 1,
+  tue: 2,
+  tues: 2,
+  wed: 3,
+  thu: 4,
+  thur: 4,
+  thurs: 4,
+  fri: 5,
+  sat: 6,
+};
 const US_ZONES: Record<string, string | number> = {
-  et: "America/New_York", ct: "America/Chicago", mt: "America/Denver", pt: "America/Los_Angeles",
-  est: -300, edt: -240, cst: -360, cdt: -300, mst: -420, mdt: -360, pst: -480, pdt: -420,
-  utc: 0, gmt: 0, z: 0,
+  et: "America/New_York",
+  ct: "America/Chicago",
+  mt: "America/Denver",
+  pt: "America/Los_Angeles",
+  est: -300,
+  edt: -240,
+  cst: -360,
+  cdt: -300,
+  mst: -420,
+  mdt: -360,
+  pst: -480,
+  pdt: -420,
+  utc: 0,
+  gmt: 0,
+  z: 0,
 };
 
 /** Minutes east of UTC that `zone` has at instant `ms`. */
 function zoneOffsetMin(zone: string, ms: number): number {
   const parts = new Intl.DateTimeFormat("en-US", {
-    timeZone: zone, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
+    timeZone: zone,
+    hourCycle: "h23",
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
   }).formatToParts(new Date(ms));
   const get = (t: string) => Number(parts.find((p) => p.type === t)?.value);
   const asUtc = Date.UTC(get("year"), get("month") - 1, get("day"), get("hour"), get("minute"), get("second"));
@@ -97,11 +138,12 @@ function parseTime(raw: string): { h: number; m: number } | null {
 function weekdayOf(word: string): number | null {
   const w = word.toLowerCase();
   const i = WEEKDAYS.indexOf(w);
-  return i >= 0 ? i : SHORT_DAYS[w] ?? null;
+  return i >= 0 ? i : (SHORT_DAYS[w] ?? null);
 }
 
 const RELATIVE = /^in\s+(\d{1,6}|an?)\s+(s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?)$/;
-const ABSOLUTE = /^(?:(today|tomorrow|(?:next\s+)?[a-z]+)\s+)?(?:at\s+)?(noon|midnight|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\d{1,2}:\d{2})(?:\s+([a-z]+(?:\/[a-z_+\-/]+)?|[+-]\d{1,2}:?\d{2}|z))?$/i;
+const ABSOLUTE =
+  /^(?:(today|tomorrow|(?:next\s+)?[a-z]+)\s+)?(?:at\s+)?(noon|midnight|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\d{1,2}:\d{2})(?:\s+([a-z]+(?:\/[a-z_+\-/]+)?|[+-]\d{1,2}:?\d{2}|z))?$/i;
 
 /** See the header. */
 export function parseWhen(text: string, nowMs: number): number | null {

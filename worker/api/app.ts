@@ -45,7 +45,6 @@ import { fileRoutes } from "./routes/files";
 import { prometheusRoutes } from "./routes/prometheus";
 import { countRefusals, flushRefusals } from "./http/refusals";
 
-
 /** The HTTP API. Routes are added per resource with `app.route()`. */
 export function createApp() {
   const app = new Hono<AppEnv>();
@@ -72,7 +71,17 @@ export function createApp() {
   // The dashboard's static files need no key (they hold no data; the page asks for one).
   app.use("/relay/dashboard/*", dashboardAssets());
   // "/x/*" also matches "/x" itself.
-  const keyed = ["/emails/*", "/relay/*", "/webhooks/*", "/domains/*", "/api-keys/*", "/suppressions/*", "/templates/*", "/topics/*", "/contacts/*"];
+  const keyed = [
+    "/emails/*",
+    "/relay/*",
+    "/webhooks/*",
+    "/domains/*",
+    "/api-keys/*",
+    "/suppressions/*",
+    "/templates/*",
+    "/topics/*",
+    "/contacts/*",
+  ];
   for (const prefix of [...keyed, "/openapi.json", "/metrics"]) app.use(prefix, auth);
   // Refused send requests are counted for GET /metrics (http/refusals.ts).
   app.use("*", flushRefusals());

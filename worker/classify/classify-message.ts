@@ -48,10 +48,23 @@ function rewriteOrKeep(address: string): string {
 }
 
 /** Decisions for the undecided recipients of `work`. */
-export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpts" | "bulk">, lookups: Lookups): Promise<ClassifyResult[]> {
-  const undecided = work.rcpts.filter((r) => r.transport === null).map((r) => ({ idx: r.idx, address: rewriteOrKeep(r.address) }));
+export async function decide(
+  env: Env,
+  work: Pick<ClassifyWork, "tenant" | "rcpts" | "bulk">,
+  lookups: Lookups,
+): Promise<ClassifyResult[]> {
+  const undecided = work.rcpts
+    .filter((r) => r.transport === null)
+    .map((r) => ({ idx: r.idx, address: rewriteOrKeep(r.address) }));
   if (undecided.length === 0) return [];
-  const [suppressed, routing] = await Promise.all([lookups.suppressed(work.tenant, undecided.map((r) => r.address), suppressionScopes(work.bulk)), lookups.routing()]);
+  const [suppressed, routing] = await Promise.all([
+    lookups.suppressed(
+      work.tenant,
+      undecided.map((r) => r.address),
+      suppressionScopes(work.bulk),
+    ),
+    lookups.routing(),
+  ]);
   return undecided.map((r): ClassifyResult => {
     const scope = suppressed.get(r.address.toLowerCase());
     if (scope !== undefined) return { ...r, status: "suppressed", reason: suppressedBecause(scope) };
@@ -62,24 +75,52 @@ export async function decide(env: Env, work: Pick<ClassifyWork, "tenant" | "rcpt
 /** The reason an email.suppressed gives for an entry of `scope`. */
 function suppressedBecause(scope: string): string {
   if (scope === "") return "on the suppression list";
-  return scope === "bulk" ? "unsubscribed from the sender's bulk mail" : `unsubscribed from the topic ${scope.slice("bulk:".length)}`;
+  return scope === "bulk"
+    ? "unsubscribed from the sender's bulk mail"
+    : `unsubscribed from the topic ${scope.slice("bulk:".length)}`;
 }
 
 /** Decisions for new messages at accept (see the header). */
-export async function decideNew(env: Env, tenant: string, messages: Pick<NewMessage, "rcptTo" | "scheduledAt" | "summary">[]): Promise<(ClassifyResult[] | null)[]> {
+export async function decideNew(
+  env: Env,
+  tenant: string,
+  messages: Pick<NewMessage, "rcptTo" | "scheduledAt" | "summary">[],
+): Promise<(ClassifyResult[] | null)[]> {
   const lookups = new AcceptLookups(env.DB);
   const max = settingsOf(env).classifyAtAcceptMaxRcpts;
   try {
-    return await Promise.all(messages.map((m) => m.scheduledAt !== null || m.rcptTo.length > max ? null
-      : decide(env, { tenant, rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })), bulk: bulkOf(m.summary) }, lookups)));
+    return await Promise.all(
+      messages.map((m) =>
+        m.scheduledAt !== null || m.rcptTo.length > max
+          ? null
+          : decide(
+              env,
+              {
+                tenant,
+                rcpts: m.rcptTo.map((address, idx) => ({ idx, address, transport: null, nexthop: null })),
+                bulk: bulkOf(m.summary),
+              },
+              lookups,
+            ),
+      ),
+    );
   } catch (e) {
-    console.error(JSON.stringify({ error: "classify at accept failed; the classify queue decides", detail: e instanceof Error ? e.message : String(e) }));
+    console.error(
+      JSON.stringify({
+        error: "classify at accept failed; the classify queue decides",
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
     return messages.map(() => null);
   }
 }
 
 /** Steps 1–2: the due work, with decisions recorded for every recipient; null when none is due. */
-export async function decideMessage(env: Env, id: string, lookups: Lookups): Promise<{ plan: ClassifyWork | null; sync: SyncState | null }> {
+export async function decideMessage(
+  env: Env,
+  id: string,
+  lookups: Lookups,
+): Promise<{ plan: ClassifyWork | null; sync: SyncState | null }> {
   const outbox = outboxOf(env, id);
   const { work, sync } = await outbox.beginClassify(id);
   if (!work) return { plan: null, sync };
@@ -90,7 +131,12 @@ export async function decideMessage(env: Env, id: string, lookups: Lookups): Pro
  * Classifies a message completely; returns the state for the index (null if the message is
  * unknown), and `indexLater` when the delivery stage will index it (see Outbox.classify).
  */
-export async function classifyMessage(env: Env, id: string, lookups: Lookups, carried?: Pick<ClassifyWork, "tenant" | "rcpts">): Promise<{ sync: SyncState | null; indexLater: boolean }> {
+export async function classifyMessage(
+  env: Env,
+  id: string,
+  lookups: Lookups,
+  carried?: Pick<ClassifyWork, "tenant" | "rcpts">,
+): Promise<{ sync: SyncState | null; indexLater: boolean }> {
   const outbox = outboxOf(env, id);
   let work = carried ?? null;
   if (!work) {

@@ -48,25 +48,55 @@ function retryDelay(attempts: number): number {
 }
 
 function fail(msg: Message<unknown>, stage: string, e: unknown): void {
-  console.error(JSON.stringify({ error: `classify ${stage} failed`, ids: itemsOf(msg.body)?.map((i) => i.id), detail: e instanceof Error ? e.message : String(e) }));
+  console.error(
+    JSON.stringify({
+      error: `classify ${stage} failed`,
+      ids: itemsOf(msg.body)?.map((i) => i.id),
+      detail: e instanceof Error ? e.message : String(e),
+    }),
+  );
   msg.retry({ delaySeconds: retryDelay(msg.attempts) });
 }
 
-type Item = { id: string; work?: { tenant: string; rcpts: { idx: number; address: string; transport: null; nexthop: null }[]; bulk?: { topic: string | null } } };
+type Item = {
+  id: string;
+  work?: {
+    tenant: string;
+    rcpts: { idx: number; address: string; transport: null; nexthop: null }[];
+    bulk?: { topic: string | null };
+  };
+};
 
 /** The messages a queue body names (see ClassifyJob), or null when it is malformed. */
 function itemsOf(body: unknown): Item[] | null {
   const b = body as { id?: unknown; ids?: unknown; batch?: unknown } | null;
   if (typeof b?.id === "string") return isMessageId(b.id) ? [{ id: b.id }] : null;
-  if (Array.isArray(b?.ids)) return b.ids.length > 0 && b.ids.every((id) => typeof id === "string" && isMessageId(id)) ? (b.ids as string[]).map((id) => ({ id })) : null;
+  if (Array.isArray(b?.ids))
+    return b.ids.length > 0 && b.ids.every((id) => typeof id === "string" && isMessageId(id))
+      ? (b.ids as string[]).map((id) => ({ id }))
+      : null;
   if (!Array.isArray(b?.batch)) return null;
   const items: Item[] = [];
   for (const x of b.batch as { id?: unknown; tenant?: unknown; rcpts?: unknown; bulk?: { topic?: unknown } }[]) {
-    if (typeof x?.id !== "string" || !isMessageId(x.id) || typeof x.tenant !== "string" || !Array.isArray(x.rcpts) || !x.rcpts.every((r) => typeof r === "string")) return null;
+    if (
+      typeof x?.id !== "string" ||
+      !isMessageId(x.id) ||
+      typeof x.tenant !== "string" ||
+      !Array.isArray(x.rcpts) ||
+      !x.rcpts.every((r) => typeof r === "string")
+    )
+      return null;
     const topic = x.bulk?.topic;
-    if (x.bulk !== undefined && (typeof x.bulk !== "object" || x.bulk === null || (topic !== null && typeof topic !== "string"))) return null;
+    if (
+      x.bulk !== undefined &&
+      (typeof x.bulk !== "object" || x.bulk === null || (topic !== null && typeof topic !== "string"))
+    )
+      return null;
     const rcpts = (x.rcpts as string[]).map((address, idx) => ({ idx, address, transport: null, nexthop: null }));
-    items.push({ id: x.id, work: { tenant: x.tenant, rcpts, ...(x.bulk ? { bulk: { topic: topic as string | null } } : {}) } });
+    items.push({
+      id: x.id,
+      work: { tenant: x.tenant, rcpts, ...(x.bulk ? { bulk: { topic: topic as string | null } } : {}) },
+    });
   }
   return items;
 }
@@ -82,24 +112,35 @@ type Classified = { sync: SyncState | null; indexLater: boolean };
 async function classifyItems(env: Env, items: Item[], lookups: Lookups): Promise<PromiseSettledResult<Classified>[]> {
   const out: PromiseSettledResult<Classified>[] = new Array(items.length);
   const carried: { i: number; id: string; results: ClassifyResult[] }[] = [];
-  await Promise.all(items.map(async (it, i) => {
-    try {
-      if (it.work) carried.push({ i, id: it.id, results: await decide(env, it.work, lookups) });
-      else out[i] = { status: "fulfilled", value: await classifyMessage(env, it.id, lookups) };
-    } catch (reason) {
-      out[i] = { status: "rejected", reason };
-    }
-  }));
-  await Promise.all([...byOutbox(carried, (c) => c.id)].map(async ([name, inShard]) => {
-    try {
-      const answers = await env.OUTBOX.getByName(name).classifyMany(inShard.map(({ id, results }) => ({ id, results })));
-      answers.forEach((a, k) => {
-        out[inShard[k]!.i] = a.failed ? { status: "rejected", reason: new Error(`admission of ${a.plan?.id ?? "a message"} failed; classify it again`) } : { status: "fulfilled", value: a };
-      });
-    } catch (reason) {
-      for (const c of inShard) out[c.i] = { status: "rejected", reason };
-    }
-  }));
+  await Promise.all(
+    items.map(async (it, i) => {
+      try {
+        if (it.work) carried.push({ i, id: it.id, results: await decide(env, it.work, lookups) });
+        else out[i] = { status: "fulfilled", value: await classifyMessage(env, it.id, lookups) };
+      } catch (reason) {
+        out[i] = { status: "rejected", reason };
+      }
+    }),
+  );
+  await Promise.all(
+    [...byOutbox(carried, (c) => c.id)].map(async ([name, inShard]) => {
+      try {
+        const answers = await env.OUTBOX.getByName(name).classifyMany(
+          inShard.map(({ id, results }) => ({ id, results })),
+        );
+        answers.forEach((a, k) => {
+          out[inShard[k]!.i] = a.failed
+            ? {
+                status: "rejected",
+                reason: new Error(`admission of ${a.plan?.id ?? "a message"} failed; classify it again`),
+              }
+            : { status: "fulfilled", value: a };
+        });
+      } catch (reason) {
+        for (const c of inShard) out[c.i] = { status: "rejected", reason };
+      }
+    }),
+  );
   return out;
 }
 
@@ -107,15 +148,25 @@ async function classifyItems(env: Env, items: Item[], lookups: Lookups): Promise
 async function indexAll(env: Env, done: Done[]): Promise<void> {
   if (done.length === 0) return;
   const now = Date.now();
-  const stmts = indexStatements(env.DB, done.map(({ state }) => indexItemOf(state, state.view.scheduled_at !== null && state.view.scheduled_at > now)));
+  const stmts = indexStatements(
+    env.DB,
+    done.map(({ state }) => indexItemOf(state, state.view.scheduled_at !== null && state.view.scheduled_at > now)),
+  );
   try {
-    await publishEvents(env, done.map((d) => d.state), stmts);
+    await publishEvents(
+      env,
+      done.map((d) => d.state),
+      stmts,
+    );
   } catch (e) {
     for (const d of done) fail(d.msg, "index", e);
     return;
   }
   // A lost ack only means the sweeper forwards the events again, idempotently.
-  await ackWritten(env, done.map((d) => d.state)).catch(() => undefined);
+  await ackWritten(
+    env,
+    done.map((d) => d.state),
+  ).catch(() => undefined);
   for (const d of done) d.msg.ack();
 }
 
@@ -132,7 +183,11 @@ export async function handleClassifyBatch(batch: MessageBatch<unknown>, env: Env
     msg.ack();
     return [];
   });
-  const settled = await classifyItems(env, jobs.flatMap((j) => j.items), lookups);
+  const settled = await classifyItems(
+    env,
+    jobs.flatMap((j) => j.items),
+    lookups,
+  );
   const done: Done[] = [];
   let at = 0;
   for (const { msg, items } of jobs) {
@@ -144,7 +199,9 @@ export async function handleClassifyBatch(batch: MessageBatch<unknown>, env: Env
     }
     // A message whose recipients all went into an active queue is indexed by the delivery stage
     // moments later, with these events and its outcomes in one write (see the header).
-    const states = mine.map((r) => (r as PromiseFulfilledResult<Classified>).value).filter((r) => r.sync !== null && !r.indexLater);
+    const states = mine
+      .map((r) => (r as PromiseFulfilledResult<Classified>).value)
+      .filter((r) => r.sync !== null && !r.indexLater);
     if (states.length === 0) msg.ack(); // unknown (purged) or indexed later: nothing to write now
     done.push(...states.map((r) => ({ msg, state: r.sync as SyncState })));
   }

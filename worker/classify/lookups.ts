@@ -30,7 +30,10 @@ export class BatchLookups implements Lookups {
   private waiting = new Map<string, Waiter[]>();
   private scheduled = false;
 
-  constructor(protected readonly db: D1Database, protected readonly nowMs: () => number = Date.now) {}
+  constructor(
+    protected readonly db: D1Database,
+    protected readonly nowMs: () => number = Date.now,
+  ) {}
 
   /** Routing, read once per batch. */
   routing(): Promise<Routing> {
@@ -55,19 +58,27 @@ export class BatchLookups implements Lookups {
     const waiting = this.waiting;
     this.waiting = new Map();
     this.scheduled = false;
-    await Promise.all([...waiting].map(async ([key, waiters]) => {
-      try {
-        const [tenant, scopes] = JSON.parse(key) as [string, string[]];
-        const hit = await suppressedAmong(this.db, tenant, waiters.flatMap((w) => w.addresses), this.nowMs(), scopes);
-        for (const w of waiters) {
-          const mine = new Map<string, string>();
-          for (const a of w.addresses.map((x) => x.toLowerCase())) if (hit.has(a)) mine.set(a, hit.get(a)!);
-          w.resolve(mine);
+    await Promise.all(
+      [...waiting].map(async ([key, waiters]) => {
+        try {
+          const [tenant, scopes] = JSON.parse(key) as [string, string[]];
+          const hit = await suppressedAmong(
+            this.db,
+            tenant,
+            waiters.flatMap((w) => w.addresses),
+            this.nowMs(),
+            scopes,
+          );
+          for (const w of waiters) {
+            const mine = new Map<string, string>();
+            for (const a of w.addresses.map((x) => x.toLowerCase())) if (hit.has(a)) mine.set(a, hit.get(a)!);
+            w.resolve(mine);
+          }
+        } catch (e) {
+          for (const w of waiters) w.reject(e);
         }
-      } catch (e) {
-        for (const w of waiters) w.reject(e);
-      }
-    }));
+      }),
+    );
   }
 }
 
@@ -85,7 +96,9 @@ export class AcceptLookups extends BatchLookups {
       const routing = loadRouting(this.db);
       const mine = { at: now, routing };
       shared = mine;
-      routing.catch(() => { if (shared === mine) shared = null; }); // a failed read is not kept
+      routing.catch(() => {
+        if (shared === mine) shared = null;
+      }); // a failed read is not kept
     }
     return shared.routing;
   }

@@ -65,11 +65,19 @@ function bestRoute(routes: RouteRow[], tenant: string, domain: string): RouteRow
 }
 
 /** Resolves an (already rewritten) address to its transport and nexthop. */
-export function resolveRecipient(address: string, tenant: string, routing: Routing, defaults: RouteDefaults): Resolution {
+export function resolveRecipient(
+  address: string,
+  tenant: string,
+  routing: Routing,
+  defaults: RouteDefaults,
+): Resolution {
   const domain = address.slice(address.lastIndexOf("@") + 1);
   const route = bestRoute(routing.routes, tenant, domain);
   if (route) {
-    return { transport: route.transport, nexthop: route.nexthop ?? routing.transports.get(route.transport) ?? literalNexthop(domain) };
+    return {
+      transport: route.transport,
+      nexthop: route.nexthop ?? routing.transports.get(route.transport) ?? literalNexthop(domain),
+    };
   }
   const fixed = routing.transports.get(defaults.transport) ?? null;
   return { transport: defaults.transport, nexthop: defaults.smarthost || fixed || literalNexthop(domain) };

@@ -41,7 +41,11 @@ function headerOf(body: string | Uint8Array): string {
     return end < 0 ? body : body.slice(0, end + 4);
   }
   let end = -1;
-  for (let i = 0; i + 3 < body.length; i++) if (body[i] === 13 && body[i + 1] === 10 && body[i + 2] === 13 && body[i + 3] === 10) { end = i; break; }
+  for (let i = 0; i + 3 < body.length; i++)
+    if (body[i] === 13 && body[i + 1] === 10 && body[i + 2] === 13 && body[i + 3] === 10) {
+      end = i;
+      break;
+    }
   return new TextDecoder().decode(end < 0 ? body : body.subarray(0, end + 4));
 }
 
@@ -51,8 +55,13 @@ async function providerShares(env: Env, rcptTo: string[]): Promise<ProviderShare
   const out: ProviderShare[] = [];
   for (const r of rules) {
     const n = rcptTo.filter((a) => r.domains!.includes(a.slice(a.lastIndexOf("@") + 1).toLowerCase())).length;
-    if (n > 0) out.push({ provider: r.name, recipients: n, ...(r.max_message_bytes ? { maxMessageBytes: r.max_message_bytes } : {}),
-      ...(r.max_recipients ? { maxRecipients: r.max_recipients } : {}) });
+    if (n > 0)
+      out.push({
+        provider: r.name,
+        recipients: n,
+        ...(r.max_message_bytes ? { maxMessageBytes: r.max_message_bytes } : {}),
+        ...(r.max_recipients ? { maxRecipients: r.max_recipients } : {}),
+      });
   }
   return out;
 }
@@ -60,16 +69,25 @@ async function providerShares(env: Env, rcptTo: string[]): Promise<ProviderShare
 /** See the header. */
 export async function complianceWarnings(env: Env, m: CheckedMessage): Promise<Warning[]> {
   const { verified, facts } = m.sender.verifiedDmarc(m.fromDomain);
-  const returnPathDomain = m.returnPath ?? (m.mailFrom === "" ? null : m.mailFrom.slice(m.mailFrom.lastIndexOf("@") + 1).toLowerCase());
+  const returnPathDomain =
+    m.returnPath ?? (m.mailFrom === "" ? null : m.mailFrom.slice(m.mailFrom.lastIndexOf("@") + 1).toLowerCase());
   return checkCompliance({
-    fromDomain: m.fromDomain.toLowerCase(), verified, dmarc: facts ? JSON.parse(facts) as DmarcFacts : null, returnPathDomain, bulk: m.bulk,
-    header: headerOf(m.body), size: typeof m.body === "string" ? m.body.length : m.body.byteLength, providers: await providerShares(env, m.rcptTo),
+    fromDomain: m.fromDomain.toLowerCase(),
+    verified,
+    dmarc: facts ? (JSON.parse(facts) as DmarcFacts) : null,
+    returnPathDomain,
+    bulk: m.bulk,
+    header: headerOf(m.body),
+    size: typeof m.body === "string" ? m.body.length : m.body.byteLength,
+    providers: await providerShares(env, m.rcptTo),
   });
 }
 
 /** See the header. */
 export function enforceCompliance(sender: SenderPolicy, warnings: readonly Warning[]): void {
   if (!sender.strictCompliance || warnings.length === 0) return;
-  const list = warnings.map((w) => `${w.rule} (a receiver would answer ${w.code} ${w.enhanced}): ${w.message}`).join(" ");
+  const list = warnings
+    .map((w) => `${w.rule} (a receiver would answer ${w.code} ${w.enhanced}): ${w.message}`)
+    .join(" ");
   throw new ApiError(422, "compliance_error", `Refused by the compliance check (compliance: "strict"): ${list}`);
 }

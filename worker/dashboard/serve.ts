@@ -23,7 +23,8 @@ const FILES: Record<string, { body: string; type: string }> = {
   "/relay/dashboard/views-settings.js": { body: VIEWS_SETTINGS_JS, type: "text/javascript; charset=utf-8" },
 };
 
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /** The dashboard's static files (see header). */
 export function dashboardAssets(): MiddlewareHandler {
@@ -32,8 +33,11 @@ export function dashboardAssets(): MiddlewareHandler {
     if (!file) return next();
     return new Response(c.req.method === "HEAD" ? null : file.body, {
       headers: {
-        "content-type": file.type, "content-security-policy": CSP, "referrer-policy": "no-referrer",
-        "x-content-type-options": "nosniff", "cache-control": "no-cache",
+        "content-type": file.type,
+        "content-security-policy": CSP,
+        "referrer-policy": "no-referrer",
+        "x-content-type-options": "nosniff",
+        "cache-control": "no-cache",
       },
     });
   };

@@ -30,7 +30,10 @@ export const OPEN_STATES = ["incoming", "ready", "active", "deferred"] as const;
 
 /** The role of a live key, or null for an unknown or revoked key. */
 export async function roleForKey(db: D1Database, keyHash: string): Promise<KeyRole | null> {
-  const row = await db.prepare("SELECT role FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL").bind(keyHash).first<{ role: KeyRole }>();
+  const row = await db
+    .prepare("SELECT role FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL")
+    .bind(keyHash)
+    .first<{ role: KeyRole }>();
   return row?.role ?? null;
 }
 
@@ -48,7 +51,9 @@ export function keyRoleSql(keyHash: string, role: KeyRole): string {
 
 /** Transport names configured in D1. */
 export async function transportNames(db: D1Database): Promise<string[]> {
-  return (await db.prepare("SELECT name FROM transports ORDER BY name").all<{ name: string }>()).results.map((r) => r.name);
+  return (await db.prepare("SELECT name FROM transports ORDER BY name").all<{ name: string }>()).results.map(
+    (r) => r.name,
+  );
 }
 
 /** OPEN_STATES as an SQL list, in the order of the partial index recipients_open (migration 0009). */
@@ -61,15 +66,25 @@ export const OPEN_SQL = OPEN_STATES.map((s) => `'${s}'`).join(", ");
  */
 export async function stateCounts(db: D1Database): Promise<StateCountRow[]> {
   const [open, final] = await db.batch<StateCountRow>([
-    db.prepare(`SELECT status, transport, nexthop, count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`),
-    db.prepare(`SELECT status, transport, nexthop, count(*) AS n FROM recipients WHERE status NOT IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`),
+    db.prepare(
+      `SELECT status, transport, nexthop, count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
+    ),
+    db.prepare(
+      `SELECT status, transport, nexthop, count(*) AS n FROM recipients WHERE status NOT IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
+    ),
   ]);
   return [...(open?.results ?? []), ...(final?.results ?? [])];
 }
 
 /** How many recipients are not final, and percentiles of their age in ms. */
-export async function openAges(db: D1Database, nowMs: number, ps: readonly number[]): Promise<{ count: number; percentiles: { p: number; age_ms: number }[] }> {
-  const count = (await db.prepare(`SELECT count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL})`).first<{ n: number }>())?.n ?? 0;
+export async function openAges(
+  db: D1Database,
+  nowMs: number,
+  ps: readonly number[],
+): Promise<{ count: number; percentiles: { p: number; age_ms: number }[] }> {
+  const count =
+    (await db.prepare(`SELECT count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL})`).first<{ n: number }>())
+      ?.n ?? 0;
   const ranks = percentileRanks(count, ps);
   if (ranks.length === 0) return { count, percentiles: [] };
   // Youngest first: the rank-th youngest recipient's age is the percentile.
@@ -106,43 +121,82 @@ export interface SearchHit {
 }
 
 /** One page of matching messages (newest first); null when the cursor is not a visible message. */
-export async function searchMessages(db: D1Database, q: SearchQuery): Promise<{ data: SearchHit[]; hasMore: boolean } | null> {
+export async function searchMessages(
+  db: D1Database,
+  q: SearchQuery,
+): Promise<{ data: SearchHit[]; hasMore: boolean } | null> {
   const where: string[] = [];
   const args: unknown[] = [];
-  const add = (sql: string, ...v: unknown[]) => { where.push(sql); args.push(...v); };
+  const add = (sql: string, ...v: unknown[]) => {
+    where.push(sql);
+    args.push(...v);
+  };
   if (q.tenant !== null) add("m.tenant_id = ?", q.tenant);
   if (q.id) add("m.id = ?", q.id);
   if (q.address || q.state) {
     const parts = ["r.message_id = m.id"];
     const rargs: unknown[] = [];
-    if (q.address) { parts.push("r.address = ? COLLATE NOCASE"); rargs.push(q.address); }
-    if (q.state) { parts.push("r.status = ?"); rargs.push(q.state); }
+    if (q.address) {
+      parts.push("r.address = ? COLLATE NOCASE");
+      rargs.push(q.address);
+    }
+    if (q.state) {
+      parts.push("r.status = ?");
+      rargs.push(q.state);
+    }
     add(`EXISTS (SELECT 1 FROM recipients r WHERE ${parts.join(" AND ")})`, ...rargs);
   }
   if (q.tag) {
-    if (q.tag.value === null) add("EXISTS (SELECT 1 FROM message_tags t WHERE t.message_id = m.id AND t.name = ?)", q.tag.name);
-    else add("EXISTS (SELECT 1 FROM message_tags t WHERE t.message_id = m.id AND t.name = ? AND t.value = ?)", q.tag.name, q.tag.value);
+    if (q.tag.value === null)
+      add("EXISTS (SELECT 1 FROM message_tags t WHERE t.message_id = m.id AND t.name = ?)", q.tag.name);
+    else
+      add(
+        "EXISTS (SELECT 1 FROM message_tags t WHERE t.message_id = m.id AND t.name = ? AND t.value = ?)",
+        q.tag.name,
+        q.tag.value,
+      );
   }
   if (q.after) {
-    const c = await db.prepare(`SELECT created_at, id FROM messages m WHERE id = ?${q.tenant !== null ? " AND tenant_id = ?" : ""}`)
-      .bind(...(q.tenant !== null ? [q.after, q.tenant] : [q.after])).first<{ created_at: number; id: string }>();
+    const c = await db
+      .prepare(`SELECT created_at, id FROM messages m WHERE id = ?${q.tenant !== null ? " AND tenant_id = ?" : ""}`)
+      .bind(...(q.tenant !== null ? [q.after, q.tenant] : [q.after]))
+      .first<{ created_at: number; id: string }>();
     if (!c) return null;
     add("(m.created_at, m.id) < (?, ?)", c.created_at, c.id);
   }
   const sql = `SELECT m.id, m.tenant_id, m.from_addr, m.subject, m.created_at, m.last_event FROM messages m
     ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY m.created_at DESC, m.id DESC LIMIT ?`;
-  const rows = (await db.prepare(sql).bind(...args, q.limit + 1).all<Omit<SearchHit, "recipients">>()).results;
+  const rows = (
+    await db
+      .prepare(sql)
+      .bind(...args, q.limit + 1)
+      .all<Omit<SearchHit, "recipients">>()
+  ).results;
   const page = rows.slice(0, q.limit);
-  const rcpts = page.length === 0 ? [] : (await db.prepare(
-    `SELECT message_id, address, status, attempts, transport, nexthop FROM recipients WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY message_id, idx`,
-  ).bind(JSON.stringify(page.map((m) => m.id))).all<SearchHit["recipients"][number] & { message_id: string }>()).results;
-  const data = page.map((m) => ({ ...m, recipients: rcpts.filter((r) => r.message_id === m.id).map(({ message_id: _m, ...r }) => r) }));
+  const rcpts =
+    page.length === 0
+      ? []
+      : (
+          await db
+            .prepare(
+              `SELECT message_id, address, status, attempts, transport, nexthop FROM recipients WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY message_id, idx`,
+            )
+            .bind(JSON.stringify(page.map((m) => m.id)))
+            .all<SearchHit["recipients"][number] & { message_id: string }>()
+        ).results;
+  const data = page.map((m) => ({
+    ...m,
+    recipients: rcpts.filter((r) => r.message_id === m.id).map(({ message_id: _m, ...r }) => r),
+  }));
   return { data, hasMore: rows.length > q.limit };
 }
 
 /** The tenant of an indexed message, or null. */
 export async function tenantOfMessage(db: D1Database, id: string): Promise<string | null> {
-  return (await db.prepare("SELECT tenant_id FROM messages WHERE id = ?").bind(id).first<{ tenant_id: string }>())?.tenant_id ?? null;
+  return (
+    (await db.prepare("SELECT tenant_id FROM messages WHERE id = ?").bind(id).first<{ tenant_id: string }>())
+      ?.tenant_id ?? null
+  );
 }
 
 /** A stored event of one message. */
@@ -160,15 +214,20 @@ export interface MessageEvent {
  * one of their own and are shown instead.
  */
 export async function messageEvents(db: D1Database, id: string, tenant: string, limit = 500): Promise<MessageEvent[]> {
-  return (await db.prepare(
-    `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
+  return (
+    await db
+      .prepare(
+        `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
        json_object('recipients', (SELECT count(*) FROM recipients WHERE message_id = m.id)) AS data
      FROM messages m WHERE m.id = ?1 AND m.tenant_id = ?2
        AND NOT EXISTS (SELECT 1 FROM event_log WHERE email_id = ?1 AND type = 'email.accepted')
      UNION ALL
      SELECT seq, type, recipient, created_at, data FROM event_log WHERE email_id = ?1 AND tenant_id = ?2 AND data IS NOT NULL
      ORDER BY created_at, seq LIMIT ?3`,
-  ).bind(id, tenant, limit).all<MessageEvent>()).results;
+      )
+      .bind(id, tenant, limit)
+      .all<MessageEvent>()
+  ).results;
 }
 
 /**
@@ -176,13 +235,22 @@ export async function messageEvents(db: D1Database, id: string, tenant: string, 
  * time index: the tenants are enumerated through its primary key (one seek each) and each
  * tenant's rows are read from the window's seq floor on.
  */
-export async function throughputRows(db: D1Database, fromMs: number, toMs: number): Promise<{ minute: number; type: string; n: number }[]> {
+export async function throughputRows(
+  db: D1Database,
+  fromMs: number,
+  toMs: number,
+): Promise<{ minute: number; type: string; n: number }[]> {
   const types = Object.values(THROUGHPUT_TYPES);
-  return (await db.prepare(
-    `WITH RECURSIVE t(id) AS (
+  return (
+    await db
+      .prepare(
+        `WITH RECURSIVE t(id) AS (
        SELECT (SELECT MIN(tenant_id) FROM event_log)
        UNION ALL SELECT (SELECT MIN(tenant_id) FROM event_log WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
      SELECT e.created_at / 60000 AS minute, e.type, count(*) AS n FROM t JOIN event_log e ON e.tenant_id = t.id AND e.seq >= ?3
      WHERE e.created_at >= ?1 AND e.created_at < ?2 AND e.data IS NOT NULL AND e.type IN (${types.map((_, i) => `?${i + 4}`).join(", ")}) GROUP BY minute, e.type`,
-  ).bind(fromMs, toMs, seqFloor(fromMs), ...types).all<{ minute: number; type: string; n: number }>()).results;
+      )
+      .bind(fromMs, toMs, seqFloor(fromMs), ...types)
+      .all<{ minute: number; type: string; n: number }>()
+  ).results;
 }

@@ -18,7 +18,10 @@ const KEY_PREFIX = "co_";
 export function generateApiKey(): string {
   const bytes = new Uint8Array(24);
   crypto.getRandomValues(bytes);
-  const b64 = btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const b64 = btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
   return KEY_PREFIX + b64;
 }
 
@@ -30,7 +33,10 @@ export async function hashApiKey(key: string): Promise<string> {
 
 /** The tenant of a non-revoked key hash, or null. */
 export async function tenantForKey(db: D1Database, keyHash: string): Promise<string | null> {
-  const row = await db.prepare("SELECT tenant_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL").bind(keyHash).first<{ tenant_id: string }>();
+  const row = await db
+    .prepare("SELECT tenant_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL")
+    .bind(keyHash)
+    .first<{ tenant_id: string }>();
   return row?.tenant_id ?? null;
 }
 
@@ -48,8 +54,10 @@ export function insertKeySql(tenant: string, keyHash: string, name: string, nowM
   if (!isTenantId(tenant)) throw new RangeError(`invalid tenant id ${JSON.stringify(tenant)}`);
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError("key hash must be hex SHA-256");
   const id = keyHash.slice(0, 16);
-  return `INSERT OR IGNORE INTO tenants (id, name, created_at) VALUES (${sqlString(tenant)}, ${sqlString(tenant)}, ${nowMs}); ` +
-    `INSERT OR IGNORE INTO api_keys (id, tenant_id, key_hash, name, created_at) VALUES (${sqlString(id)}, ${sqlString(tenant)}, ${sqlString(keyHash)}, ${sqlString(name)}, ${nowMs});`;
+  return (
+    `INSERT OR IGNORE INTO tenants (id, name, created_at) VALUES (${sqlString(tenant)}, ${sqlString(tenant)}, ${nowMs}); ` +
+    `INSERT OR IGNORE INTO api_keys (id, tenant_id, key_hash, name, created_at) VALUES (${sqlString(id)}, ${sqlString(tenant)}, ${sqlString(keyHash)}, ${sqlString(name)}, ${nowMs});`
+  );
 }
 
 /** Creates the tenant (if new) and a key for it; returns the key (show it once). */
@@ -59,7 +67,9 @@ export async function insertApiKey(db: D1Database, tenant: string, name = "", no
   const hash = await hashApiKey(key);
   await db.batch([
     db.prepare("INSERT OR IGNORE INTO tenants (id, name, created_at) VALUES (?, ?, ?)").bind(tenant, tenant, nowMs),
-    db.prepare("INSERT INTO api_keys (id, tenant_id, key_hash, name, created_at) VALUES (?, ?, ?, ?, ?)").bind(hash.slice(0, 16), tenant, hash, name, nowMs),
+    db
+      .prepare("INSERT INTO api_keys (id, tenant_id, key_hash, name, created_at) VALUES (?, ?, ?, ?, ?)")
+      .bind(hash.slice(0, 16), tenant, hash, name, nowMs),
   ]);
   return key;
 }

@@ -60,10 +60,36 @@ export interface KeyRow {
 export async function insertDomain(db: D1Database, d: DomainRow, key: KeyRow): Promise<"ok" | "taken"> {
   try {
     await db.batch([
-      db.prepare("INSERT INTO domains (id, tenant_id, name, status, region, return_path, open_tracking, click_tracking, tls, records, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        .bind(d.id, d.tenant_id, d.name, d.status, d.region, d.return_path, d.open_tracking, d.click_tracking, d.tls, d.records, d.created_at),
-      db.prepare("INSERT INTO domain_keys (domain_id, selector, algorithm, public_key, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        .bind(key.domain_id, key.selector, key.algorithm, key.public_key, key.private_sealed, key.state, key.created_at),
+      db
+        .prepare(
+          "INSERT INTO domains (id, tenant_id, name, status, region, return_path, open_tracking, click_tracking, tls, records, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(
+          d.id,
+          d.tenant_id,
+          d.name,
+          d.status,
+          d.region,
+          d.return_path,
+          d.open_tracking,
+          d.click_tracking,
+          d.tls,
+          d.records,
+          d.created_at,
+        ),
+      db
+        .prepare(
+          "INSERT INTO domain_keys (domain_id, selector, algorithm, public_key, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(
+          key.domain_id,
+          key.selector,
+          key.algorithm,
+          key.public_key,
+          key.private_sealed,
+          key.state,
+          key.created_at,
+        ),
     ]);
     return "ok";
   } catch (e) {
@@ -73,44 +99,75 @@ export async function insertDomain(db: D1Database, d: DomainRow, key: KeyRow): P
 }
 
 export async function listDomains(db: D1Database, tenant: string): Promise<DomainRow[]> {
-  return (await db.prepare("SELECT * FROM domains WHERE tenant_id = ? ORDER BY created_at DESC, id DESC").bind(tenant).all<DomainRow>()).results;
+  return (
+    await db
+      .prepare("SELECT * FROM domains WHERE tenant_id = ? ORDER BY created_at DESC, id DESC")
+      .bind(tenant)
+      .all<DomainRow>()
+  ).results;
 }
 
 export async function getDomain(db: D1Database, tenant: string, id: string): Promise<DomainRow | null> {
   return db.prepare("SELECT * FROM domains WHERE id = ? AND tenant_id = ?").bind(id, tenant).first<DomainRow>();
 }
 
-export async function updateDomain(db: D1Database, tenant: string, id: string,
-  f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string; receiving?: boolean }): Promise<boolean> {
+export async function updateDomain(
+  db: D1Database,
+  tenant: string,
+  id: string,
+  f: { open_tracking?: boolean; click_tracking?: boolean; tls?: string; receiving?: boolean },
+): Promise<boolean> {
   const flag = (b: boolean | undefined) => (b === undefined ? null : Number(b));
-  const r = await db.prepare(`UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking),
-    tls = COALESCE(?, tls), receiving = COALESCE(?, receiving) WHERE id = ? AND tenant_id = ?`)
-    .bind(flag(f.open_tracking), flag(f.click_tracking), f.tls ?? null, flag(f.receiving), id, tenant).run();
+  const r = await db
+    .prepare(
+      `UPDATE domains SET open_tracking = COALESCE(?, open_tracking), click_tracking = COALESCE(?, click_tracking),
+    tls = COALESCE(?, tls), receiving = COALESCE(?, receiving) WHERE id = ? AND tenant_id = ?`,
+    )
+    .bind(flag(f.open_tracking), flag(f.click_tracking), f.tls ?? null, flag(f.receiving), id, tenant)
+    .run();
   return (r.meta.changes ?? 0) > 0;
 }
 
 export async function deleteDomain(db: D1Database, tenant: string, id: string): Promise<boolean> {
   const [gone] = await db.batch([
     db.prepare("DELETE FROM domains WHERE id = ? AND tenant_id = ?").bind(id, tenant),
-    db.prepare("DELETE FROM domain_keys WHERE domain_id = ? AND NOT EXISTS (SELECT 1 FROM domains WHERE id = ?)").bind(id, id),
+    db
+      .prepare("DELETE FROM domain_keys WHERE domain_id = ? AND NOT EXISTS (SELECT 1 FROM domains WHERE id = ?)")
+      .bind(id, id),
   ]);
   return (gone!.meta.changes ?? 0) > 0;
 }
 
-export async function saveVerification(db: D1Database, id: string, records: DomainRecord[], status: DomainStatus, nowMs: number,
-  dmarc?: object | null): Promise<void> {
-  await db.prepare(`UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END,
-      dmarc = COALESCE(?, dmarc) WHERE id = ?`)
-    .bind(JSON.stringify(records), status, status, nowMs, dmarc ? JSON.stringify(dmarc) : null, id).run();
+export async function saveVerification(
+  db: D1Database,
+  id: string,
+  records: DomainRecord[],
+  status: DomainStatus,
+  nowMs: number,
+  dmarc?: object | null,
+): Promise<void> {
+  await db
+    .prepare(
+      `UPDATE domains SET records = ?, status = ?, verified_at = CASE WHEN ? = 'verified' THEN COALESCE(verified_at, ?) ELSE verified_at END,
+      dmarc = COALESCE(?, dmarc) WHERE id = ?`,
+    )
+    .bind(JSON.stringify(records), status, status, nowMs, dmarc ? JSON.stringify(dmarc) : null, id)
+    .run();
 }
 
 export async function domainKeys(db: D1Database, domainId: string): Promise<KeyRow[]> {
-  return (await db.prepare("SELECT * FROM domain_keys WHERE domain_id = ? ORDER BY created_at").bind(domainId).all<KeyRow>()).results;
+  return (
+    await db.prepare("SELECT * FROM domain_keys WHERE domain_id = ? ORDER BY created_at").bind(domainId).all<KeyRow>()
+  ).results;
 }
 
 export async function addKey(db: D1Database, key: KeyRow): Promise<void> {
-  await db.prepare("INSERT INTO domain_keys (domain_id, selector, algorithm, public_key, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
-    .bind(key.domain_id, key.selector, key.algorithm, key.public_key, key.private_sealed, key.state, key.created_at).run();
+  await db
+    .prepare(
+      "INSERT INTO domain_keys (domain_id, selector, algorithm, public_key, private_sealed, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(key.domain_id, key.selector, key.algorithm, key.public_key, key.private_sealed, key.state, key.created_at)
+    .run();
 }
 
 /** Promotes `next` to active and retires the former active key, in one batch. */
@@ -134,12 +191,22 @@ export interface SendingDomain {
   dmarc: string | null;
 }
 
-export async function sendingDomains(db: D1Database, tenant: string, names: readonly string[]): Promise<SendingDomain[]> {
+export async function sendingDomains(
+  db: D1Database,
+  tenant: string,
+  names: readonly string[],
+): Promise<SendingDomain[]> {
   if (names.length === 0) return [];
-  return (await db.prepare(`SELECT d.id, d.name, d.return_path, k.selector, k.algorithm, k.private_sealed, d.dmarc FROM domains d
+  return (
+    await db
+      .prepare(
+        `SELECT d.id, d.name, d.return_path, k.selector, k.algorithm, k.private_sealed, d.dmarc FROM domains d
       JOIN domain_keys k ON k.domain_id = d.id AND k.state = 'active'
-      WHERE d.tenant_id = ? AND d.status = 'verified' AND d.name IN (SELECT value FROM json_each(?))`)
-    .bind(tenant, JSON.stringify(names)).all<SendingDomain>()).results;
+      WHERE d.tenant_id = ? AND d.status = 'verified' AND d.name IN (SELECT value FROM json_each(?))`,
+      )
+      .bind(tenant, JSON.stringify(names))
+      .all<SendingDomain>()
+  ).results;
 }
 
 /** A verified domain of the key's tenant and its active DKIM selector. */
@@ -176,41 +243,88 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
     ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm, vd.return_path, vd.dmarc)) FROM domains vd
          JOIN domain_keys vk ON vk.domain_id = vd.id AND vk.state = 'active' WHERE vd.tenant_id = k.tenant_id AND vd.status = 'verified')`
     : "NULL";
-  const settings = withDomains ? "(SELECT json_array(unsubscribe, bulk_paused_until, compliance) FROM tenant_settings WHERE tenant_id = k.tenant_id)" : "NULL";
-  const row = await db.prepare(`SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified, ${settings} AS settings FROM api_keys k
-      LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`)
-    .bind(keyHash).first<{ id: string; tenant_id: string; role: "tenant" | "operator"; permission: "full_access" | "sending_access"; domain_id: string | null; domain_name: string | null; verified: string | null; settings: string | null }>();
+  const settings = withDomains
+    ? "(SELECT json_array(unsubscribe, bulk_paused_until, compliance) FROM tenant_settings WHERE tenant_id = k.tenant_id)"
+    : "NULL";
+  const row = await db
+    .prepare(
+      `SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified, ${settings} AS settings FROM api_keys k
+      LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
+    )
+    .bind(keyHash)
+    .first<{
+      id: string;
+      tenant_id: string;
+      role: "tenant" | "operator";
+      permission: "full_access" | "sending_access";
+      domain_id: string | null;
+      domain_name: string | null;
+      verified: string | null;
+      settings: string | null;
+    }>();
   if (!row) return null;
-  const verified = row.verified === null ? null
-    : (JSON.parse(row.verified) as [string, string, string, string, string, string | null][]).map(([id, name, selector, algorithm, rp, dmarc]) => ({ id, name,
-      selector, algorithm, return_path: rp, dmarc }));
-  const [unsub, pausedUntil, compliance] = row.settings === null ? [null, null, null] : JSON.parse(row.settings) as [string | null, number | null,
-    string | null];
-  const unsubscribe = unsub === null ? null : JSON.parse(unsub) as true | { topic?: string };
-  return { id: row.id, tenant: row.tenant_id, role: row.role, permission: row.permission, domainId: row.domain_id, domainName: row.domain_name, verified,
-    unsubscribe, bulkPausedUntil: pausedUntil, compliance: compliance === "strict" ? "strict" : "warn" };
+  const verified =
+    row.verified === null
+      ? null
+      : (JSON.parse(row.verified) as [string, string, string, string, string, string | null][]).map(
+          ([id, name, selector, algorithm, rp, dmarc]) => ({ id, name, selector, algorithm, return_path: rp, dmarc }),
+        );
+  const [unsub, pausedUntil, compliance] =
+    row.settings === null
+      ? [null, null, null]
+      : (JSON.parse(row.settings) as [string | null, number | null, string | null]);
+  const unsubscribe = unsub === null ? null : (JSON.parse(unsub) as true | { topic?: string });
+  return {
+    id: row.id,
+    tenant: row.tenant_id,
+    role: row.role,
+    permission: row.permission,
+    domainId: row.domain_id,
+    domainName: row.domain_name,
+    verified,
+    unsubscribe,
+    bulkPausedUntil: pausedUntil,
+    compliance: compliance === "strict" ? "strict" : "warn",
+  };
 }
 
 /** The sealed private key of one domain key, or null. */
 export async function sealedKey(db: D1Database, domainId: string, selector: string): Promise<string | null> {
-  return db.prepare("SELECT private_sealed FROM domain_keys WHERE domain_id = ? AND selector = ?").bind(domainId, selector).first<string>("private_sealed");
+  return db
+    .prepare("SELECT private_sealed FROM domain_keys WHERE domain_id = ? AND selector = ?")
+    .bind(domainId, selector)
+    .first<string>("private_sealed");
 }
 
 /** See the header. */
 export async function verifiedOwners(db: D1Database, names: readonly string[]): Promise<Map<string, string>> {
   if (names.length === 0) return new Map();
-  const rows = (await db.prepare("SELECT name, tenant_id FROM domains WHERE verified_at IS NOT NULL AND name IN (SELECT value FROM json_each(?))")
-    .bind(JSON.stringify(names)).all<{ name: string; tenant_id: string }>()).results;
+  const rows = (
+    await db
+      .prepare(
+        "SELECT name, tenant_id FROM domains WHERE verified_at IS NOT NULL AND name IN (SELECT value FROM json_each(?))",
+      )
+      .bind(JSON.stringify(names))
+      .all<{ name: string; tenant_id: string }>()
+  ).results;
   return new Map(rows.map((r) => [r.name, r.tenant_id]));
 }
 
 /** See the header. */
-export async function claimOwnership(db: D1Database, d: DomainRow, records: DomainRecord[], nowMs: number,
-  dmarc?: object | null): Promise<"ok" | "taken"> {
+export async function claimOwnership(
+  db: D1Database,
+  d: DomainRow,
+  records: DomainRecord[],
+  nowMs: number,
+  dmarc?: object | null,
+): Promise<"ok" | "taken"> {
   const others = "FROM domains WHERE name = ?1 AND id != ?2 AND verified_at IS NULL";
   try {
     await db.batch([
-      db.prepare("UPDATE domains SET records = ?, status = 'verified', verified_at = COALESCE(verified_at, ?), dmarc = COALESCE(?, dmarc) WHERE id = ?")
+      db
+        .prepare(
+          "UPDATE domains SET records = ?, status = 'verified', verified_at = COALESCE(verified_at, ?), dmarc = COALESCE(?, dmarc) WHERE id = ?",
+        )
         .bind(JSON.stringify(records), nowMs, dmarc ? JSON.stringify(dmarc) : null, d.id),
       db.prepare(`DELETE FROM domain_keys WHERE domain_id IN (SELECT id ${others})`).bind(d.name, d.id),
       db.prepare(`DELETE ${others}`).bind(d.name, d.id),

@@ -120,17 +120,23 @@ export interface MessageLog {
  * no index of event ids (migration 0010), and an event id names its email, so it is unique
  * among them.
  */
-export function logInsertStatements(db: D1Database, messages: readonly MessageLog[], nowMs: number): D1PreparedStatement[] {
+export function logInsertStatements(
+  db: D1Database,
+  messages: readonly MessageLog[],
+  nowMs: number,
+): D1PreparedStatement[] {
   const byTenant = new Map<string, (LogRow & { email_id: string })[]>();
   for (const m of messages) {
     const rows = byTenant.get(m.tenant) ?? [];
     for (const r of m.rows) rows.push({ ...r, email_id: m.emailId });
     byTenant.set(m.tenant, rows);
   }
-  return [...byTenant].flatMap(([tenant, rows]) => chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
-    const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
-    return db.prepare(
-      `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, enqueued_at)
+  return [...byTenant].flatMap(([tenant, rows]) =>
+    chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
+      const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
+      return db
+        .prepare(
+          `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, enqueued_at)
        SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
          IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4)
        FROM (SELECT j.key AS k, ${jsonColumns(["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"], true)},
@@ -139,8 +145,10 @@ export function logInsertStatements(db: D1Database, messages: readonly MessageLo
          FROM json_each(?2) AS j) AS r
        WHERE NOT (r.dup AND r.data IS NULL)
        RETURNING ${RETURNED}`,
-    ).bind(tenant, JSON.stringify(chunk), floor, nowMs, JSON.stringify([...new Set(chunk.map((r) => r.email_id))]));
-  }));
+        )
+        .bind(tenant, JSON.stringify(chunk), floor, nowMs, JSON.stringify([...new Set(chunk.map((r) => r.email_id))]));
+    }),
+  );
 }
 
 /**
@@ -149,14 +157,25 @@ export function logInsertStatements(db: D1Database, messages: readonly MessageLo
  * normal case this matches nothing and writes nothing; two concurrent publications thus enqueue
  * an event once.
  */
-export function feedTakeoverStatement(db: D1Database, ids: readonly string[], nowMs: number, leaseMs: number): D1PreparedStatement {
-  return db.prepare(`UPDATE event_log SET enqueued_at = ?3 WHERE ${BY_IDS} AND (enqueued_at IS NULL OR enqueued_at < ?4) RETURNING ${RETURNED}`)
+export function feedTakeoverStatement(
+  db: D1Database,
+  ids: readonly string[],
+  nowMs: number,
+  leaseMs: number,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE event_log SET enqueued_at = ?3 WHERE ${BY_IDS} AND (enqueued_at IS NULL OR enqueued_at < ?4) RETURNING ${RETURNED}`,
+    )
     .bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), nowMs, nowMs - leaseMs);
 }
 
 /** Gives up claims (the enqueue failed), so a repeated publication enqueues them. */
 export async function releaseFeedClaims(db: D1Database, ids: readonly string[], claimedAtMs: number): Promise<void> {
-  await db.prepare(`UPDATE event_log SET enqueued_at = NULL WHERE ${BY_IDS} AND enqueued_at = ?3`).bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), claimedAtMs).run();
+  await db
+    .prepare(`UPDATE event_log SET enqueued_at = NULL WHERE ${BY_IDS} AND enqueued_at = ?3`)
+    .bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), claimedAtMs)
+    .run();
 }
 
 /**
@@ -173,20 +192,29 @@ function emailsOf(ids: readonly string[]): string[] {
 /** The WHERE clause (and its parameters) that finds an event id: by its email, or for an id of the earlier form by the partial index that keeps those. */
 function whereEventId(id: string): { where: string; binds: string[] } {
   const email = emailOfEventId(id);
-  return email !== null ? { where: "email_id = ? AND event_id = ?", binds: [email, id] } : { where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
+  return email !== null
+    ? { where: "email_id = ? AND event_id = ?", binds: [email, id] }
+    : { where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
 }
 
 /** A stored envelope's body, or null. */
 export async function feedBodyOf(db: D1Database, eventId: string): Promise<string | null> {
   const { where, binds } = whereEventId(eventId);
-  const r = await db.prepare(`SELECT body FROM event_log WHERE ${where}`).bind(...binds).first<{ body: string }>();
+  const r = await db
+    .prepare(`SELECT body FROM event_log WHERE ${where}`)
+    .bind(...binds)
+    .first<{ body: string }>();
   return r?.body ?? null;
 }
 
 /** The tenant's transitions with seq > afterSeq, oldest first. */
 export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, limit = 100): Promise<EventRow[]> {
-  const r = await db.prepare("SELECT tenant_id, seq, type, email_id, recipient, created_at, data FROM event_log WHERE tenant_id = ? AND seq > ? AND data IS NOT NULL ORDER BY seq LIMIT ?")
-    .bind(tenant, afterSeq, limit).all<EventRow>();
+  const r = await db
+    .prepare(
+      "SELECT tenant_id, seq, type, email_id, recipient, created_at, data FROM event_log WHERE tenant_id = ? AND seq > ? AND data IS NOT NULL ORDER BY seq LIMIT ?",
+    )
+    .bind(tenant, afterSeq, limit)
+    .all<EventRow>();
   return r.results;
 }
 
@@ -194,7 +222,10 @@ export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, l
 export async function feedSeqOf(db: D1Database, tenant: string, eventId: string): Promise<number | null> {
   const { where, binds } = whereEventId(eventId);
   // `+tenant_id`: not the primary key's tenant prefix (every row of the tenant), the id's index.
-  const r = await db.prepare(`SELECT seq FROM event_log WHERE ${where} AND +tenant_id = ?`).bind(...binds, tenant).first<{ seq: number }>();
+  const r = await db
+    .prepare(`SELECT seq FROM event_log WHERE ${where} AND +tenant_id = ?`)
+    .bind(...binds, tenant)
+    .first<{ seq: number }>();
   return r?.seq ?? null;
 }
 
@@ -202,10 +233,16 @@ export async function feedSeqOf(db: D1Database, tenant: string, eventId: string)
  * A page of the tenant's envelopes with seq > afterSeq, oldest first. A type filter walks the
  * tenant's log in order and skips other types (no per-type index is written).
  */
-export async function listFeed(db: D1Database, tenant: string, q: { afterSeq: number; limit: number; types?: readonly string[] }): Promise<{ rows: FeedRow[]; hasMore: boolean }> {
+export async function listFeed(
+  db: D1Database,
+  tenant: string,
+  q: { afterSeq: number; limit: number; types?: readonly string[] },
+): Promise<{ rows: FeedRow[]; hasMore: boolean }> {
   const typed = q.types !== undefined && q.types.length > 0;
   const sql = `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ?1 AND seq > ?2 AND event_id IS NOT NULL${typed ? " AND event_type IN (SELECT value FROM json_each(?4))" : ""} ORDER BY seq LIMIT ?3`;
-  const stmt = typed ? db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1, JSON.stringify(q.types)) : db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1);
+  const stmt = typed
+    ? db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1, JSON.stringify(q.types))
+    : db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1);
   const { results } = await stmt.all<FeedRow>();
   return { rows: results.slice(0, q.limit), hasMore: results.length > q.limit };
 }
@@ -214,10 +251,17 @@ export async function listFeed(db: D1Database, tenant: string, q: { afterSeq: nu
  * The tenant's envelopes in a seq range (exclusive after, inclusive until) and time range,
  * oldest first. The scan starts at the time range's seq floor.
  */
-export async function feedRange(db: D1Database, tenant: string, q: { afterSeq: number; untilSeq: number; fromMs: number; toMs: number; limit: number }): Promise<FeedRow[]> {
+export async function feedRange(
+  db: D1Database,
+  tenant: string,
+  q: { afterSeq: number; untilSeq: number; fromMs: number; toMs: number; limit: number },
+): Promise<FeedRow[]> {
   const after = Math.max(q.afterSeq, seqFloor(q.fromMs) - 1);
-  const { results } = await db.prepare(
-    `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ? AND seq > ? AND seq <= ? AND event_id IS NOT NULL AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?`,
-  ).bind(tenant, after, q.untilSeq, q.fromMs, q.toMs, q.limit).all<FeedRow>();
+  const { results } = await db
+    .prepare(
+      `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ? AND seq > ? AND seq <= ? AND event_id IS NOT NULL AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?`,
+    )
+    .bind(tenant, after, q.untilSeq, q.fromMs, q.toMs, q.limit)
+    .all<FeedRow>();
   return results;
 }

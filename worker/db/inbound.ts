@@ -33,26 +33,62 @@ export interface InboundReportRow {
 
 /** See the header. */
 export async function countInbound(db: D1Database, kind: string, nowMs: number): Promise<void> {
-  await db.prepare("INSERT INTO inbound_counts (day, kind, n) VALUES (?, ?, 1) ON CONFLICT (day, kind) DO UPDATE SET n = n + 1")
-    .bind(new Date(nowMs).toISOString().slice(0, 10), kind).run();
+  await db
+    .prepare(
+      "INSERT INTO inbound_counts (day, kind, n) VALUES (?, ?, 1) ON CONFLICT (day, kind) DO UPDATE SET n = n + 1",
+    )
+    .bind(new Date(nowMs).toISOString().slice(0, 10), kind)
+    .run();
 }
 
 /** See the header. */
 export async function reportSeen(db: D1Database, messageId: string | null, to: string): Promise<boolean> {
   if (messageId === null) return false;
-  return (await db.prepare("SELECT 1 AS x FROM inbound_reports WHERE message_id = ? AND envelope_to = ?").bind(messageId, to).first<{ x: number }>()) !== null;
+  return (
+    (await db
+      .prepare("SELECT 1 AS x FROM inbound_reports WHERE message_id = ? AND envelope_to = ?")
+      .bind(messageId, to)
+      .first<{ x: number }>()) !== null
+  );
 }
 
 /** See the header. */
 export async function saveReport(db: D1Database, r: InboundReportRow): Promise<void> {
-  await db.prepare(`INSERT OR IGNORE INTO inbound_reports
+  await db
+    .prepare(
+      `INSERT OR IGNORE INTO inbound_reports
       (id, received_at, kind, verdict, email_id, tenant_id, envelope_from, envelope_to, message_id, detail, raw, raw_size)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-    .bind(r.id, r.received_at, r.kind, r.verdict, r.email_id, r.tenant_id, r.envelope_from, r.envelope_to, r.message_id, r.detail, r.raw, r.raw_size).run();
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .bind(
+      r.id,
+      r.received_at,
+      r.kind,
+      r.verdict,
+      r.email_id,
+      r.tenant_id,
+      r.envelope_from,
+      r.envelope_to,
+      r.message_id,
+      r.detail,
+      r.raw,
+      r.raw_size,
+    )
+    .run();
 }
 
 /** See the header. */
-export async function listReports(db: D1Database, q: { fromMs: number; beforeMs: number; limit: number; verdict: string | null }): Promise<InboundReportRow[]> {
-  return (await db.prepare(`SELECT * FROM inbound_reports WHERE received_at >= ?1 AND received_at < ?2 AND (?3 IS NULL OR verdict = ?3)
-      ORDER BY received_at DESC, id DESC LIMIT ?4`).bind(q.fromMs, q.beforeMs, q.verdict, q.limit).all<InboundReportRow>()).results;
+export async function listReports(
+  db: D1Database,
+  q: { fromMs: number; beforeMs: number; limit: number; verdict: string | null },
+): Promise<InboundReportRow[]> {
+  return (
+    await db
+      .prepare(
+        `SELECT * FROM inbound_reports WHERE received_at >= ?1 AND received_at < ?2 AND (?3 IS NULL OR verdict = ?3)
+      ORDER BY received_at DESC, id DESC LIMIT ?4`,
+      )
+      .bind(q.fromMs, q.beforeMs, q.verdict, q.limit)
+      .all<InboundReportRow>()
+  ).results;
 }

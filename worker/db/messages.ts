@@ -78,23 +78,50 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
   const messages = items.map(({ view: v, lastEvent }) => {
     const s = v.summary;
     return {
-      id: v.id, tenant: v.tenant, created_at: v.created_at, scheduled_at: v.scheduled_at, from: s.from, to: JSON.stringify(s.to),
-      cc: json(s.cc), bcc: json(s.bcc), reply_to: json(s.reply_to), subject: s.subject ?? null, last_event: lastEvent,
-      version: versionOf(v), message_id: headerToIndex(v),
+      id: v.id,
+      tenant: v.tenant,
+      created_at: v.created_at,
+      scheduled_at: v.scheduled_at,
+      from: s.from,
+      to: JSON.stringify(s.to),
+      cc: json(s.cc),
+      bcc: json(s.bcc),
+      reply_to: json(s.reply_to),
+      subject: s.subject ?? null,
+      last_event: lastEvent,
+      version: versionOf(v),
+      message_id: headerToIndex(v),
     };
   });
-  const upsertMessages = (chunk: readonly unknown[]) => db.prepare(
-    `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
+  const upsertMessages = (chunk: readonly unknown[]) =>
+    db
+      .prepare(
+        `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
      SELECT ${jsonColumns(["id", "tenant", "created_at", "scheduled_at", "from", "to", "cc", "bcc", "reply_to", "subject", "last_event", "version", "message_id"])}
      FROM json_each(?1) AS j WHERE true
      ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
      WHERE excluded.updated_at >= messages.updated_at
        AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
-  ).bind(JSON.stringify(chunk));
-  const rcpts = items.flatMap(({ view: v }) => v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) =>
-    ({ m: v.id, t: v.tenant, idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at })));
-  const upsertRcpts = (chunk: readonly unknown[]) => db.prepare(
-    `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
+      )
+      .bind(JSON.stringify(chunk));
+  const rcpts = items.flatMap(({ view: v }) =>
+    v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) => ({
+      m: v.id,
+      t: v.tenant,
+      idx,
+      email,
+      status,
+      transport,
+      nexthop,
+      attempts,
+      next_attempt_at,
+      updated_at,
+    })),
+  );
+  const upsertRcpts = (chunk: readonly unknown[]) =>
+    db
+      .prepare(
+        `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
      SELECT ${jsonColumns(["m", "idx", "t", "email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"])}
      FROM json_each(?1) AS j WHERE true
      ON CONFLICT (message_id, idx) DO UPDATE SET status = excluded.status, transport = excluded.transport,
@@ -102,44 +129,70 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
      WHERE excluded.updated_at >= recipients.updated_at
        AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
          OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at OR excluded.updated_at IS NOT recipients.updated_at)`,
-  ).bind(JSON.stringify(chunk));
+      )
+      .bind(JSON.stringify(chunk));
   // Chunked (ROW_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.
   return [
     ...chunkByJson(messages, ROW_CHUNK_BYTES).map(upsertMessages),
     ...chunkByJson(rcpts, ROW_CHUNK_BYTES).map(upsertRcpts),
-    ...tagStatements(db, items.map((i) => i.view)),
+    ...tagStatements(
+      db,
+      items.map((i) => i.view),
+    ),
   ];
 }
 
 /** The messages' tags for search (migration 0005), a statement per ROW_CHUNK_BYTES of them; none when no message has tags. */
 function tagStatements(db: D1Database, views: readonly MessageView[]): D1PreparedStatement[] {
-  const tags = views.flatMap((v) => (v.summary.tags ?? []).map(({ name, value }) => ({ m: v.id, t: v.tenant, name, value })));
+  const tags = views.flatMap((v) =>
+    (v.summary.tags ?? []).map(({ name, value }) => ({ m: v.id, t: v.tenant, name, value })),
+  );
   if (tags.length === 0) return [];
-  return chunkByJson(tags, ROW_CHUNK_BYTES).map((chunk) => db.prepare(
-    `INSERT OR IGNORE INTO message_tags (message_id, tenant_id, name, value)
+  return chunkByJson(tags, ROW_CHUNK_BYTES).map((chunk) =>
+    db
+      .prepare(
+        `INSERT OR IGNORE INTO message_tags (message_id, tenant_id, name, value)
      SELECT ${jsonColumns(["m", "t", "name", "value"])} FROM json_each(?1) AS j`,
-  ).bind(JSON.stringify(chunk)));
+      )
+      .bind(JSON.stringify(chunk)),
+  );
 }
 
-const COLUMNS = "id, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, created_at, scheduled_at, last_event";
+const COLUMNS =
+  "id, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, created_at, scheduled_at, last_event";
 
 /** One page of a tenant's messages, newest first; null when the cursor is unknown. */
-export async function listMessages(db: D1Database, tenant: string, q: ListQuery): Promise<{ data: IndexedMessage[]; hasMore: boolean } | null> {
+export async function listMessages(
+  db: D1Database,
+  tenant: string,
+  q: ListQuery,
+): Promise<{ data: IndexedMessage[]; hasMore: boolean } | null> {
   const cursorId = q.after ?? q.before;
   let cursor: { created_at: number; id: string } | null = null;
   if (cursorId !== undefined) {
-    cursor = await db.prepare("SELECT created_at, id FROM messages WHERE id = ? AND tenant_id = ?").bind(cursorId, tenant).first();
+    cursor = await db
+      .prepare("SELECT created_at, id FROM messages WHERE id = ? AND tenant_id = ?")
+      .bind(cursorId, tenant)
+      .first();
     if (!cursor) return null;
   }
   let stmt: D1PreparedStatement;
   if (cursor && q.before !== undefined) {
-    stmt = db.prepare(`SELECT ${COLUMNS} FROM messages WHERE tenant_id = ? AND (created_at, id) > (?, ?) ORDER BY created_at ASC, id ASC LIMIT ?`)
+    stmt = db
+      .prepare(
+        `SELECT ${COLUMNS} FROM messages WHERE tenant_id = ? AND (created_at, id) > (?, ?) ORDER BY created_at ASC, id ASC LIMIT ?`,
+      )
       .bind(tenant, cursor.created_at, cursor.id, q.limit + 1);
   } else if (cursor) {
-    stmt = db.prepare(`SELECT ${COLUMNS} FROM messages WHERE tenant_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`)
+    stmt = db
+      .prepare(
+        `SELECT ${COLUMNS} FROM messages WHERE tenant_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`,
+      )
       .bind(tenant, cursor.created_at, cursor.id, q.limit + 1);
   } else {
-    stmt = db.prepare(`SELECT ${COLUMNS} FROM messages WHERE tenant_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`).bind(tenant, q.limit + 1);
+    stmt = db
+      .prepare(`SELECT ${COLUMNS} FROM messages WHERE tenant_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`)
+      .bind(tenant, q.limit + 1);
   }
   const rows = (await stmt.all<IndexedMessage>()).results;
   const hasMore = rows.length > q.limit;
@@ -149,7 +202,11 @@ export async function listMessages(db: D1Database, tenant: string, q: ListQuery)
 
 /** The email ids whose Message-ID header is `messageId` (the tenant's, unless null; at most 2: more is ambiguous). */
 export async function emailsByHeader(db: D1Database, messageId: string, tenant: string | null): Promise<string[]> {
-  const rows = (await db.prepare(`SELECT id FROM messages WHERE message_id = ?${tenant === null ? "" : " AND tenant_id = ?"} LIMIT 2`)
-    .bind(...(tenant === null ? [messageId] : [messageId, tenant])).all<{ id: string }>()).results;
+  const rows = (
+    await db
+      .prepare(`SELECT id FROM messages WHERE message_id = ?${tenant === null ? "" : " AND tenant_id = ?"} LIMIT 2`)
+      .bind(...(tenant === null ? [messageId] : [messageId, tenant]))
+      .all<{ id: string }>()
+  ).results;
   return rows.map((r) => r.id);
 }

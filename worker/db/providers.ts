@@ -19,7 +19,9 @@ import { parseProviderRule, type ProviderRule } from "../net/core/providers";
 export const PROVIDER_RULES_TTL_MS = 30_000;
 
 export async function listProviderRules(db: D1Database): Promise<ProviderRule[]> {
-  const { results } = await db.prepare("SELECT name, rule FROM provider_rules ORDER BY name").all<{ name: string; rule: string }>();
+  const { results } = await db
+    .prepare("SELECT name, rule FROM provider_rules ORDER BY name")
+    .all<{ name: string; rule: string }>();
   const out: ProviderRule[] = [];
   for (const row of results) {
     let parsed: ReturnType<typeof parseProviderRule>;
@@ -35,8 +37,12 @@ export async function listProviderRules(db: D1Database): Promise<ProviderRule[]>
 }
 
 export async function putProviderRule(db: D1Database, rule: ProviderRule, nowMs: number): Promise<void> {
-  await db.prepare("INSERT INTO provider_rules (name, rule, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET rule = excluded.rule, updated_at = excluded.updated_at")
-    .bind(rule.name, JSON.stringify(rule), nowMs).run();
+  await db
+    .prepare(
+      "INSERT INTO provider_rules (name, rule, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET rule = excluded.rule, updated_at = excluded.updated_at",
+    )
+    .bind(rule.name, JSON.stringify(rule), nowMs)
+    .run();
 }
 
 export async function deleteProviderRule(db: D1Database, name: string): Promise<boolean> {
@@ -54,11 +60,18 @@ export function forgetProviderRules(): void {
 /** The rules for delivery (see the header). */
 export async function providerRulesOf(env: Pick<Env, "DB">, nowMs = Date.now()): Promise<ProviderRule[]> {
   if (cached === null || nowMs - cached.at >= PROVIDER_RULES_TTL_MS || nowMs < cached.at) {
-    const rules = listProviderRules(env.DB).then((r) => (lastGood = r)).catch((e: unknown) => {
-      console.error(JSON.stringify({ error: "provider rules unreadable; the last ones read apply", detail: e instanceof Error ? e.message : String(e) }));
-      cached = null;
-      return lastGood;
-    });
+    const rules = listProviderRules(env.DB)
+      .then((r) => (lastGood = r))
+      .catch((e: unknown) => {
+        console.error(
+          JSON.stringify({
+            error: "provider rules unreadable; the last ones read apply",
+            detail: e instanceof Error ? e.message : String(e),
+          }),
+        );
+        cached = null;
+        return lastGood;
+      });
     cached = { at: nowMs, rules };
   }
   return cached.rules;

@@ -56,14 +56,22 @@ export const PURGE_SQL = {
   children: CHILDREN,
   messages: "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?1))",
   endpoints: "SELECT (SELECT MIN(endpoint_id) FROM webhook_dead_letters WHERE endpoint_id > ?1) AS e",
-  deadLetters: "DELETE FROM webhook_dead_letters WHERE rowid IN (SELECT rowid FROM webhook_dead_letters WHERE endpoint_id = ?1 AND created_at < ?2 LIMIT ?3)",
+  deadLetters:
+    "DELETE FROM webhook_dead_letters WHERE rowid IN (SELECT rowid FROM webhook_dead_letters WHERE endpoint_id = ?1 AND created_at < ?2 LIMIT ?3)",
   inboundCounts: "DELETE FROM inbound_counts WHERE day < ?1",
-  cfEmailSends: "DELETE FROM cf_email_sends WHERE cf_message_id IN (SELECT cf_message_id FROM cf_email_sends WHERE created_at < ?1 LIMIT ?2)",
-  inboundReports: "DELETE FROM inbound_reports WHERE rowid IN (SELECT rowid FROM inbound_reports WHERE received_at < ?1 LIMIT ?2)",
+  cfEmailSends:
+    "DELETE FROM cf_email_sends WHERE cf_message_id IN (SELECT cf_message_id FROM cf_email_sends WHERE created_at < ?1 LIMIT ?2)",
+  inboundReports:
+    "DELETE FROM inbound_reports WHERE rowid IN (SELECT rowid FROM inbound_reports WHERE received_at < ?1 LIMIT ?2)",
 } as const;
 
 /** Deletes expired rows (see the header). */
-export async function purgeExpired(db: D1Database, nowMs: number, retentionDays: number, budget = DEFAULT_BUDGET): Promise<PurgeReport> {
+export async function purgeExpired(
+  db: D1Database,
+  nowMs: number,
+  retentionDays: number,
+  budget = DEFAULT_BUDGET,
+): Promise<PurgeReport> {
   const report: PurgeReport = { messages: 0, rows: 0, deadLetters: 0, truncated: false };
   if (!(retentionDays > 0)) return report;
   const cutoff = nowMs - retentionDays * DAY_MS;
@@ -82,7 +90,9 @@ export async function purgeExpired(db: D1Database, nowMs: number, retentionDays:
     tenant = t;
     for (;;) {
       if (!spend(1)) break tenants;
-      const ids = (await db.prepare(PURGE_SQL.due).bind(tenant, cutoff, MESSAGES_PER_ROUND).all<{ id: string }>()).results.map((r) => r.id);
+      const ids = (
+        await db.prepare(PURGE_SQL.due).bind(tenant, cutoff, MESSAGES_PER_ROUND).all<{ id: string }>()
+      ).results.map((r) => r.id);
       if (ids.length === 0) break;
       const list = JSON.stringify(ids);
       let pending: string[] = [...CHILDREN];
@@ -115,9 +125,13 @@ export async function purgeExpired(db: D1Database, nowMs: number, retentionDays:
     }
     if (report.truncated) break;
   }
-  if (spend(1)) report.rows += (await db.prepare(PURGE_SQL.inboundCounts).bind(new Date(cutoff).toISOString().slice(0, 10)).run()).meta.changes ?? 0;
+  if (spend(1))
+    report.rows +=
+      (await db.prepare(PURGE_SQL.inboundCounts).bind(new Date(cutoff).toISOString().slice(0, 10)).run()).meta
+        .changes ?? 0;
   // Email Service's message ids of the cf-email egress (its events come within days).
-  if (spend(1)) report.rows += (await db.prepare(PURGE_SQL.cfEmailSends).bind(cutoff, PURGE_ROWS).run()).meta.changes ?? 0;
+  if (spend(1))
+    report.rows += (await db.prepare(PURGE_SQL.cfEmailSends).bind(cutoff, PURGE_ROWS).run()).meta.changes ?? 0;
   while (spend(1)) {
     const n = (await db.prepare(PURGE_SQL.inboundReports).bind(cutoff, PURGE_ROWS).run()).meta.changes ?? 0;
     report.rows += n;

@@ -38,26 +38,39 @@ export async function loadRouting(db: D1Database): Promise<Routing> {
   ]);
   return {
     routes: (routes?.results ?? []) as RouteRow[],
-    transports: new Map(((transports?.results ?? []) as { name: string; nexthop: string | null }[]).map((t) => [t.name, t.nexthop])),
+    transports: new Map(
+      ((transports?.results ?? []) as { name: string; nexthop: string | null }[]).map((t) => [t.name, t.nexthop]),
+    ),
   };
 }
 
 /** The addresses among `addresses` suppressed for `tenant` at `nowMs` under one of `scopes`, lower-cased, → the entry's scope. */
-export async function suppressedAmong(db: D1Database, tenant: string, addresses: string[], nowMs: number, scopes: readonly string[] = [""]): Promise<Map<string, string>> {
+export async function suppressedAmong(
+  db: D1Database,
+  tenant: string,
+  addresses: string[],
+  nowMs: number,
+  scopes: readonly string[] = [""],
+): Promise<Map<string, string>> {
   const lower = [...new Set(addresses.map((a) => a.toLowerCase()))];
   const out = new Map<string, string>();
   // Bulk mail of a topic whose default is opt_out is also held back for every address that did
   // not opt in (migrations/0021), in the same statement; other mail's query is unchanged.
   const topic = scopes.find((s) => s.startsWith("bulk:"))?.slice("bulk:".length);
-  const optIn = topic === undefined ? "" : `UNION ALL SELECT j.value AS address, 'bulk:' || t.id AS scope FROM topics t, json_each(?) j
+  const optIn =
+    topic === undefined
+      ? ""
+      : `UNION ALL SELECT j.value AS address, 'bulk:' || t.id AS scope FROM topics t, json_each(?) j
       WHERE t.tenant_id = ? AND t.id = ? AND t.default_subscription = 'opt_out'
       AND NOT EXISTS (SELECT 1 FROM topic_opt_ins o WHERE o.tenant_id = t.tenant_id AND o.topic_id = t.id AND o.address = j.value)`;
   const step = 90 - scopes.length - (topic === undefined ? 0 : 3);
   for (let i = 0; i < lower.length; i += step) {
     const chunk = lower.slice(i, i + step);
-    const r = await db.prepare(
-      `SELECT address, scope FROM suppressions WHERE tenant_id IN (?, '*') AND (expires_at IS NULL OR expires_at > ?) AND scope IN (${scopes.map(() => "?").join(", ")}) AND address IN (${chunk.map(() => "?").join(", ")}) ${optIn}`,
-    ).bind(tenant, nowMs, ...scopes, ...chunk, ...(topic === undefined ? [] : [JSON.stringify(chunk), tenant, topic]))
+    const r = await db
+      .prepare(
+        `SELECT address, scope FROM suppressions WHERE tenant_id IN (?, '*') AND (expires_at IS NULL OR expires_at > ?) AND scope IN (${scopes.map(() => "?").join(", ")}) AND address IN (${chunk.map(() => "?").join(", ")}) ${optIn}`,
+      )
+      .bind(tenant, nowMs, ...scopes, ...chunk, ...(topic === undefined ? [] : [JSON.stringify(chunk), tenant, topic]))
       .all<{ address: string; scope: string }>();
     for (const row of r.results) if (!out.has(row.address) || row.scope === "") out.set(row.address, row.scope);
   }

@@ -101,7 +101,10 @@ export class AgentWork {
   private readonly running = new Map<number, number>();
   private runs = 0;
 
-  constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void) {
+  constructor(
+    private readonly env: Env,
+    private readonly keepAlive: (p: Promise<unknown>) => void,
+  ) {
     // Idle means no session running and no connection kept for more: then no request is coming.
     const stageMs = settingsOf(env).agentStageMs;
     this.extras = { tally: new TlsRptTally(), background: keepAlive };
@@ -119,10 +122,13 @@ export class AgentWork {
       const found = await readEnvelopes(env, [...new Set(ids)], this.acks);
       return ids.map((id) => found.get(id) ?? null);
     });
-    this.finisher = new Coalescer(async (done) => {
-      await this.finish(done);
-      return done.map(() => null);
-    }, () => (this.finishSoon(Date.now()) ? FINISH_LINGER_MS : 0));
+    this.finisher = new Coalescer(
+      async (done) => {
+        await this.finish(done);
+        return done.map(() => null);
+      },
+      () => (this.finishSoon(Date.now()) ? FINISH_LINGER_MS : 0),
+    );
     this.feedback = new Coalescer(async (batches) => {
       const bySite = new Map<string | null, Finished[]>();
       for (const b of batches) bySite.set(b.site, [...(bySite.get(b.site) ?? []), ...b.finished]);
@@ -165,10 +171,25 @@ export class AgentWork {
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
       const { provider, site } = await providerAndSite(this.env, resolution);
       const known = new Map([[job.messageId, await envelope]]);
-      const [part] = await sendGroup(this.env, [job], resolution, () => this.mxContext(), known, this.cache, provider, this.extras);
+      const [part] = await sendGroup(
+        this.env,
+        [job],
+        resolution,
+        () => this.mxContext(),
+        known,
+        this.cache,
+        provider,
+        this.extras,
+      );
       done = { job, part: part!, site, tries: 0 };
     } catch (e) {
-      console.error(JSON.stringify({ error: "agent: delivery failed (left to its lease)", entryId: job.entryId, detail: e instanceof Error ? e.message : String(e) }));
+      console.error(
+        JSON.stringify({
+          error: "agent: delivery failed (left to its lease)",
+          entryId: job.entryId,
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      );
       this.drop(job.entryId);
       return;
     } finally {
@@ -187,7 +208,11 @@ export class AgentWork {
     const bySite = new Map<string | null, Done[]>();
     for (const d of done) bySite.set(d.site, [...(bySite.get(d.site) ?? []), d]);
     for (const [site, group] of bySite) {
-      const items: FinishItem[] = group.map((d) => ({ job: d.job, ack: () => this.drop(d.job.entryId), retry: (stage, e) => this.again(d, stage, e) }));
+      const items: FinishItem[] = group.map((d) => ({
+        job: d.job,
+        ack: () => this.drop(d.job.entryId),
+        retry: (stage, e) => this.again(d, stage, e),
+      }));
       // The Transport DO answers with the entries it gives this agent next: no call of their own.
       const agent = group[0]!.job.agent;
       const report: ReportVia = async (transport, reports) => {
@@ -195,7 +220,13 @@ export class AgentWork {
         this.take(jobs);
         return answers;
       };
-      const { finished, changed } = await finishAll(this.env, items, group.map((d) => d.part), report, this.acks);
+      const { finished, changed } = await finishAll(
+        this.env,
+        items,
+        group.map((d) => d.part),
+        report,
+        this.acks,
+      );
       // Both never reject (each logs its own failure; the index hands its writes to the classify queue).
       this.keepAlive(this.feedback.add({ finished, site }));
       if (changed.length > 0) this.keepAlive(this.index.add(changed));
@@ -206,15 +237,27 @@ export class AgentWork {
   private again(d: Done, stage: string, e: unknown): void {
     const detail = e instanceof Error ? e.message : String(e);
     if (d.tries >= FINISH_TRIES) {
-      console.error(JSON.stringify({ error: `agent: ${stage} failed, left to the lease`, entryId: d.job.entryId, detail }));
+      console.error(
+        JSON.stringify({ error: `agent: ${stage} failed, left to the lease`, entryId: d.job.entryId, detail }),
+      );
       this.drop(d.job.entryId);
       return;
     }
     console.error(JSON.stringify({ error: `agent: ${stage} failed, tried again`, entryId: d.job.entryId, detail }));
     const next = { ...d, tries: d.tries + 1 };
-    this.keepAlive(new Promise<void>((resolve) => setTimeout(() => {
-      this.finisher.add(next).catch((err: unknown) => this.again(next, "finish", err)).finally(resolve);
-    }, 1000 * 2 ** d.tries)));
+    this.keepAlive(
+      new Promise<void>((resolve) =>
+        setTimeout(
+          () => {
+            this.finisher
+              .add(next)
+              .catch((err: unknown) => this.again(next, "finish", err))
+              .finally(resolve);
+          },
+          1000 * 2 ** d.tries,
+        ),
+      ),
+    );
   }
 
   /** One run of the entry is over (reported, given up, or left to its lease). */

@@ -39,8 +39,8 @@ export const CF_EMAIL_MAX_BYTES = 5 * 1024 * 1024;
 /** What the reports name as the remote host. */
 const REMOTE = "email-service.cloudflare";
 
-const PERMANENT = /\bnot (an? )?(verified|allowed|permitted|authori[sz]ed)\b|unverified|does not match|invalid (recipient|destination|address)/i;
-
+const PERMANENT =
+  /\bnot (an? )?(verified|allowed|permitted|authori[sz]ed)\b|unverified|does not match|invalid (recipient|destination|address)/i;
 
 async function bodyOf(env: Env, p: PreparedJob): Promise<string | null> {
   const inline = p.envelope?.body;
@@ -49,12 +49,32 @@ async function bodyOf(env: Env, p: PreparedJob): Promise<string | null> {
   return obj ? obj.text() : null;
 }
 
-async function sendOne(binding: SendEmail | undefined, from: string, to: string, raw: string): Promise<RecipientResult & { serviceId?: string }> {
-  if (!binding) return { rcpt: to, code: 451, enhanced: "4.3.5", text: "no send_email binding (EMAIL) is configured for the cf-email transport", status: "deferred", source: "local" };
+async function sendOne(
+  binding: SendEmail | undefined,
+  from: string,
+  to: string,
+  raw: string,
+): Promise<RecipientResult & { serviceId?: string }> {
+  if (!binding)
+    return {
+      rcpt: to,
+      code: 451,
+      enhanced: "4.3.5",
+      text: "no send_email binding (EMAIL) is configured for the cf-email transport",
+      status: "deferred",
+      source: "local",
+    };
   try {
-    const sent = await binding.send(new EmailMessage(from, to, raw)) as unknown as { messageId?: string } | undefined;
-    return { rcpt: to, code: 250, enhanced: "2.0.0", text: `accepted by Cloudflare Email Service${sent?.messageId ? ` ${sent.messageId}` : ""}`,
-      status: "delivered", source: "remote", ...(sent?.messageId ? { serviceId: sent.messageId } : {}) };
+    const sent = (await binding.send(new EmailMessage(from, to, raw))) as unknown as { messageId?: string } | undefined;
+    return {
+      rcpt: to,
+      code: 250,
+      enhanced: "2.0.0",
+      text: `accepted by Cloudflare Email Service${sent?.messageId ? ` ${sent.messageId}` : ""}`,
+      status: "delivered",
+      source: "remote",
+      ...(sent?.messageId ? { serviceId: sent.messageId } : {}),
+    };
   } catch (e) {
     const text = e instanceof Error ? e.message : String(e);
     return PERMANENT.test(text)
@@ -64,33 +84,81 @@ async function sendOne(binding: SendEmail | undefined, from: string, to: string,
 }
 
 /** Keeps the service's message ids of the accepted recipients (see the header); a failure is logged (their events then find nothing). */
-async function rememberIds(env: Env, emailId: string, sent: (RecipientResult & { serviceId?: string })[]): Promise<void> {
+async function rememberIds(
+  env: Env,
+  emailId: string,
+  sent: (RecipientResult & { serviceId?: string })[],
+): Promise<void> {
   const rows = sent.flatMap((r) => (r.serviceId ? [{ id: r.serviceId, address: r.rcpt }] : []));
   if (rows.length === 0) return;
-  await env.DB.prepare(`INSERT OR IGNORE INTO cf_email_sends (cf_message_id, email_id, address, created_at)
-      SELECT json_extract(value, '$.id'), ?1, json_extract(value, '$.address'), ?2 FROM json_each(?3)`).bind(emailId, Date.now(), JSON.stringify(rows)).run()
-    .catch((e: unknown) => console.error(JSON.stringify({ error: "Email Service message ids not kept", emailId,
-      detail: e instanceof Error ? e.message : String(e) })));
+  await env.DB.prepare(
+    `INSERT OR IGNORE INTO cf_email_sends (cf_message_id, email_id, address, created_at)
+      SELECT json_extract(value, '$.id'), ?1, json_extract(value, '$.address'), ?2 FROM json_each(?3)`,
+  )
+    .bind(emailId, Date.now(), JSON.stringify(rows))
+    .run()
+    .catch((e: unknown) =>
+      console.error(
+        JSON.stringify({
+          error: "Email Service message ids not kept",
+          emailId,
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      ),
+    );
 }
 
 /** See the header. */
 export async function sendViaEmailService(env: Env, prepared: PreparedJob[]): Promise<SessionPart[]> {
   const binding = (env as unknown as { EMAIL?: SendEmail }).EMAIL;
-  return Promise.all(prepared.map(async (p): Promise<SessionPart> => {
-    const open = p.matched.filter((m) => !m.final);
-    if (!p.envelope || open.length === 0) return { job: p.job, matched: p.matched, txn: undefined, site: null };
-    if (p.envelope.size > CF_EMAIL_MAX_BYTES) {
-      const text = `message of ${p.envelope.size} bytes is over Cloudflare Email Service's ${CF_EMAIL_MAX_BYTES}`;
-      const recipients = open.map((m): RecipientResult => ({ rcpt: m.address, code: 552, enhanced: "5.3.4", text, status: "bounced", source: "local" }));
-      return { job: p.job, matched: p.matched, txn: { messageId: String(p.job.entryId), recipients, remoteHost: REMOTE, tls: true, possibleDuplicate: false }, site: null };
-    }
-    const raw = await bodyOf(env, p);
-    const from = raw === null ? null : addresses(fields(raw).get("from")?.[0] ?? "")[0] ?? p.envelope.mailFrom;
-    const sent = raw === null || from === null
-      ? open.map((m): RecipientResult => ({ rcpt: m.address, code: 451, enhanced: "4.3.0", text: "the message body is missing", status: "deferred", source: "local" }))
-      : await Promise.all(open.map((m) => sendOne(binding, from, m.address, raw)));
-    await rememberIds(env, p.job.messageId, sent);
-    const recipients = sent.map(({ serviceId: _id, ...r }: RecipientResult & { serviceId?: string }) => r);
-    return { job: p.job, matched: p.matched, txn: { messageId: String(p.job.entryId), recipients, remoteHost: REMOTE, tls: true, possibleDuplicate: false }, site: null };
-  }));
+  return Promise.all(
+    prepared.map(async (p): Promise<SessionPart> => {
+      const open = p.matched.filter((m) => !m.final);
+      if (!p.envelope || open.length === 0) return { job: p.job, matched: p.matched, txn: undefined, site: null };
+      if (p.envelope.size > CF_EMAIL_MAX_BYTES) {
+        const text = `message of ${p.envelope.size} bytes is over Cloudflare Email Service's ${CF_EMAIL_MAX_BYTES}`;
+        const recipients = open.map((m): RecipientResult => ({
+          rcpt: m.address,
+          code: 552,
+          enhanced: "5.3.4",
+          text,
+          status: "bounced",
+          source: "local",
+        }));
+        return {
+          job: p.job,
+          matched: p.matched,
+          txn: {
+            messageId: String(p.job.entryId),
+            recipients,
+            remoteHost: REMOTE,
+            tls: true,
+            possibleDuplicate: false,
+          },
+          site: null,
+        };
+      }
+      const raw = await bodyOf(env, p);
+      const from = raw === null ? null : (addresses(fields(raw).get("from")?.[0] ?? "")[0] ?? p.envelope.mailFrom);
+      const sent =
+        raw === null || from === null
+          ? open.map((m): RecipientResult => ({
+              rcpt: m.address,
+              code: 451,
+              enhanced: "4.3.0",
+              text: "the message body is missing",
+              status: "deferred",
+              source: "local",
+            }))
+          : await Promise.all(open.map((m) => sendOne(binding, from, m.address, raw)));
+      await rememberIds(env, p.job.messageId, sent);
+      const recipients = sent.map(({ serviceId: _id, ...r }: RecipientResult & { serviceId?: string }) => r);
+      return {
+        job: p.job,
+        matched: p.matched,
+        txn: { messageId: String(p.job.entryId), recipients, remoteHost: REMOTE, tls: true, possibleDuplicate: false },
+        site: null,
+      };
+    }),
+  );
 }

@@ -27,7 +27,15 @@ import { indexMessages } from "../indexing/writes";
 import { finishParts, latestStates, type FinishItem } from "./finish";
 import { groupByNexthop, parseJob, relayTarget, splitForSessions } from "./plan";
 import type { MxResolution } from "../net/core/mx";
-import { createMxLookup, egressIdOf, lookupFailureParts, mxSettingsOf, runMxSessions, type MxLookup, type MxSettings } from "./mx";
+import {
+  createMxLookup,
+  egressIdOf,
+  lookupFailureParts,
+  mxSettingsOf,
+  runMxSessions,
+  type MxLookup,
+  type MxSettings,
+} from "./mx";
 import { pool } from "../lib/pool";
 import type { SessionCache } from "./session-cache";
 import { hasWork, prepareJobs, readEnvelopes, runSession, unsentParts, type SessionPart } from "./session";
@@ -45,7 +53,13 @@ const MAX_SOCKETS = 6;
 type Item = { msg: Message<unknown>; job: DeliverJob };
 
 function fail(msg: Message<unknown>, stage: string, e: unknown): void {
-  console.error(JSON.stringify({ error: `deliver ${stage} failed`, body: msg.body, detail: e instanceof Error ? e.message : String(e) }));
+  console.error(
+    JSON.stringify({
+      error: `deliver ${stage} failed`,
+      body: msg.body,
+      detail: e instanceof Error ? e.message : String(e),
+    }),
+  );
   msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
 }
 
@@ -67,8 +81,11 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
   // One request per Transport DO the items came from (a transport's shards hand over their own).
   const shards = settingsOf(env).transportShards;
   const byScheduler = new Map<string, Item[]>();
-  for (const it of items) byScheduler.set(schedulerOf(it.job, shards), [...(byScheduler.get(schedulerOf(it.job, shards)) ?? []), it]);
-  const answers = await Promise.all([...byScheduler].map(([name, mine]) => env.TRANSPORT_QUEUE.getByName(name).leased(mine.map((i) => i.job.entryId))));
+  for (const it of items)
+    byScheduler.set(schedulerOf(it.job, shards), [...(byScheduler.get(schedulerOf(it.job, shards)) ?? []), it]);
+  const answers = await Promise.all(
+    [...byScheduler].map(([name, mine]) => env.TRANSPORT_QUEUE.getByName(name).leased(mine.map((i) => i.job.entryId))),
+  );
   const live = new Set(answers.flat());
   for (const it of items) if (!live.has(it.job.entryId)) it.msg.ack();
   return items.filter((i) => live.has(i.job.entryId));
@@ -79,10 +96,16 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
  * null; and the site its Destination DO is named after with DESTINATION_GROUPING = "site" (the
  * provider's, else the MX site), null otherwise.
  */
-export async function providerAndSite(env: Env, resolution: MxResolution | null): Promise<{ provider: ProviderMatch | null; site: string | null }> {
+export async function providerAndSite(
+  env: Env,
+  resolution: MxResolution | null,
+): Promise<{ provider: ProviderMatch | null; site: string | null }> {
   if (resolution?.kind !== "hosts") return { provider: null, site: null };
-  const provider = matchProvider(await providerRulesOf(env), resolution.hosts.map((h) => h.host));
-  return { provider, site: settingsOf(env).siteGrouping ? provider?.rule.name ?? resolution.site : null };
+  const provider = matchProvider(
+    await providerRulesOf(env),
+    resolution.hosts.map((h) => h.host),
+  );
+  return { provider, site: settingsOf(env).siteGrouping ? (provider?.rule.name ?? resolution.site) : null };
 }
 
 /** A domain nexthop's MX lookup (the mx kind); null for a relay nexthop. */
@@ -100,7 +123,13 @@ export interface StageExtras {
 async function stsContext(env: Env, domain: string, extras?: StageExtras) {
   if (!extras) return undefined;
   const info = await stsInfo(env, domain, extras.background).catch((e: unknown) => {
-    console.error(JSON.stringify({ error: "MTA-STS lookup failed; delivering without a policy", domain, detail: e instanceof Error ? e.message : String(e) }));
+    console.error(
+      JSON.stringify({
+        error: "MTA-STS lookup failed; delivering without a policy",
+        domain,
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
     return null;
   });
   return { info, tally: extras.tally };
@@ -110,8 +139,16 @@ async function stsContext(env: Env, domain: string, extras?: StageExtras) {
  * Sends the (leased) entries of one nexthop: to the relay kind's fixed host, or to MX hosts (with
  * the domain's MTA-STS policy); over a cached connection when the delivery agent passes its cache.
  */
-export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxResolution | null, mx: () => MxContext, known?: Map<string,
-  DeliveryEnvelope | null>, cache?: SessionCache, provider?: ProviderMatch | null, extras?: StageExtras): Promise<SessionPart[]> {
+export async function sendGroup(
+  env: Env,
+  jobs: DeliverJob[],
+  resolution: MxResolution | null,
+  mx: () => MxContext,
+  known?: Map<string, DeliveryEnvelope | null>,
+  cache?: SessionCache,
+  provider?: ProviderMatch | null,
+  extras?: StageExtras,
+): Promise<SessionPart[]> {
   const nexthop = jobs[0]!.nexthop;
   const prepared = await prepareJobs(env, jobs, known);
   const target = relayTarget(nexthop);
@@ -121,8 +158,18 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
   if (resolution.kind !== "hosts") return lookupFailureParts(prepared, resolution);
   const sts = await stsContext(env, nexthop, extras);
   // An entry whose tenant, sending domain or provider has an egress pool leaves by it (pooled.ts).
-  const pooled = await sendPooled(env, prepared, resolution.hosts, mx().settings, cache, provider?.rule, sts, extras?.background ?? ((p) => void p));
-  const parts = pooled ?? await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule, sts);
+  const pooled = await sendPooled(
+    env,
+    prepared,
+    resolution.hosts,
+    mx().settings,
+    cache,
+    provider?.rule,
+    sts,
+    extras?.background ?? ((p) => void p),
+  );
+  const parts =
+    pooled ?? (await runMxSessions(env, resolution.hosts, prepared, mx().settings, cache, provider?.rule, sts));
   if (!provider) return parts;
   const shape = shapeOf(provider.rule);
   const egress = egressIdOf(env);
@@ -134,8 +181,13 @@ export async function sendGroup(env: Env, jobs: DeliverJob[], resolution: MxReso
  * The MX lookup runs before the lease check, so an entry whose lease was taken back while the
  * resolver was slow is not sent.
  */
-async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known: Map<string, DeliveryEnvelope | null> | undefined,
-  extras: StageExtras): Promise<SyncState[]> {
+async function deliverGroup(
+  env: Env,
+  items: Item[],
+  mx: () => MxContext,
+  known: Map<string, DeliveryEnvelope | null> | undefined,
+  extras: StageExtras,
+): Promise<SyncState[]> {
   let parts: SessionPart[];
   let site: string | null = null;
   try {
@@ -144,7 +196,16 @@ async function deliverGroup(env: Env, items: Item[], mx: () => MxContext, known:
     site = found.site;
     items = await liveItems(env, items);
     if (items.length === 0) return [];
-    parts = await sendGroup(env, items.map((i) => i.job), resolution, mx, known, undefined, found.provider, extras);
+    parts = await sendGroup(
+      env,
+      items.map((i) => i.job),
+      resolution,
+      mx,
+      known,
+      undefined,
+      found.provider,
+      extras,
+    );
   } catch (e) {
     for (const it of items) fail(it.msg, "session", e);
     return [];
@@ -172,11 +233,21 @@ export async function handleDeliverBatch(batch: MessageBatch<unknown>, env: Env)
   };
   // Every envelope of the batch in one request per Outbox shard (not one per entry); should that
   // fail, each session reads its own and fails alone.
-  const known = await readEnvelopes(env, items.map((i) => i.job.messageId)).catch(() => undefined);
+  const known = await readEnvelopes(
+    env,
+    items.map((i) => i.job.messageId),
+  ).catch(() => undefined);
   const sessions = splitForSessions(groupByNexthop(items), MAX_SOCKETS);
   const later: Promise<unknown>[] = [];
   const extras: StageExtras = { tally: new TlsRptTally(), background: (p) => later.push(p) };
-  const touched = await pool(sessions.map((g) => () => deliverGroup(env, g, mxContext, known, extras)), MAX_SOCKETS);
+  const touched = await pool(
+    sessions.map((g) => () => deliverGroup(env, g, mxContext, known, extras)),
+    MAX_SOCKETS,
+  );
   // The latest state of each message (a message may span sessions; the Outbox answered each).
-  await Promise.all([indexMessages(env, latestStates(touched.flat())), extras.tally.flush(env), ...later.map((p) => p.catch(() => undefined))]);
+  await Promise.all([
+    indexMessages(env, latestStates(touched.flat())),
+    extras.tally.flush(env),
+    ...later.map((p) => p.catch(() => undefined)),
+  ]);
 }

@@ -14,7 +14,14 @@
  *   finishParts(env, items, parts, site)  both; returns the states to index.
  *   latestStates(states)           the latest state of each message, with the events of all.
  */
-import { coreIdOf, destinationName, schedulerOf, type DeliverJob, type EntryReport, type ReportAnswer } from "../model/delivery";
+import {
+  coreIdOf,
+  destinationName,
+  schedulerOf,
+  type DeliverJob,
+  type EntryReport,
+  type ReportAnswer,
+} from "../model/delivery";
 import { settingsOf } from "../settings/settings";
 import type { Effect } from "../../durable-objects/core";
 import { byOutbox } from "../model/ids";
@@ -34,7 +41,10 @@ export interface FinishItem {
 }
 
 /** How the reports reach the Transport DO when not with reportMany (the agents' reportAndTake). */
-export type ReportVia = (transport: ReturnType<Env["TRANSPORT_QUEUE"]["getByName"]>, reports: EntryReport[]) => Promise<ReportAnswer[]>;
+export type ReportVia = (
+  transport: ReturnType<Env["TRANSPORT_QUEUE"]["getByName"]>,
+  reports: EntryReport[],
+) => Promise<ReportAnswer[]>;
 
 /** What finishing one entry left for the Destination DO: the report as the destination sees it. */
 export interface Finished {
@@ -59,12 +69,32 @@ export interface Finished {
  * a redelivered job whose report did land finds nothing left to do and indexes nothing); the
  * Outbox answers each outcome with it.
  */
-export async function finishAll(env: Env, items: FinishItem[], parts: SessionPart[], report?: ReportVia, acks?: PendingAcks): Promise<{ finished: Finished[]; changed: SyncState[] }> {
+export async function finishAll(
+  env: Env,
+  items: FinishItem[],
+  parts: SessionPart[],
+  report?: ReportVia,
+  acks?: PendingAcks,
+): Promise<{ finished: Finished[]; changed: SyncState[] }> {
   const rules = replyRulesOf(env);
-  const judged = parts.map((part, i) => ({ part, msg: items[i]!, v: judgeEntry(part.job, part.matched, part.txn, part.site, rules, part.blockedBy ?? null) }));
+  const judged = parts.map((part, i) => ({
+    part,
+    msg: items[i]!,
+    v: judgeEntry(part.job, part.matched, part.txn, part.site, rules, part.blockedBy ?? null),
+  }));
   const states = new Map<string, SyncState>();
-  const keep = (s: SyncState | null) => { if (s) states.set(s.view.id, s); };
-  const failedFinals = await recordAll(env, judged.map(({ part, v }) => ({ id: part.job.messageId, reports: v.outcomes.filter((o) => o.status !== "deferred") })), keep, acks);
+  const keep = (s: SyncState | null) => {
+    if (s) states.set(s.view.id, s);
+  };
+  const failedFinals = await recordAll(
+    env,
+    judged.map(({ part, v }) => ({
+      id: part.job.messageId,
+      reports: v.outcomes.filter((o) => o.status !== "deferred"),
+    })),
+    keep,
+    acks,
+  );
   const recorded = judged.map(({ msg }, i) => {
     const e = failedFinals.get(i);
     if (e !== undefined) msg.retry("outcome", e);
@@ -75,7 +105,14 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
   if (open.length === 0) return { finished: [], changed: changed() };
   const reports = open.map(({ part, v }): EntryReport => ({
     entryId: part.job.entryId,
-    report: { status: v.status, ...(part.site ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } } : { ...deferringReply(v.outcomes) }), ...(part.provider ? { site: part.provider, ...(part.egress ? { egress: part.egress } : {}) } : {}), ...(part.remoteip ? { remoteip: part.remoteip } : {}) },
+    report: {
+      status: v.status,
+      ...(part.site
+        ? { siteFailure: { dsnStatus: part.site.dsnStatus, reason: part.site.reason } }
+        : { ...deferringReply(v.outcomes) }),
+      ...(part.provider ? { site: part.provider, ...(part.egress ? { egress: part.egress } : {}) } : {}),
+      ...(part.remoteip ? { remoteip: part.remoteip } : {}),
+    },
     finalIdx: v.finalIdx,
   }));
   let answers: ReportAnswer[];
@@ -88,7 +125,11 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     return { finished: [], changed: changed() };
   }
   // The reply rule each entry's refusal set off, if any (core/reply-rules.ts).
-  const hits = open.map(({ part: { job } }, i) => answers[i]!.effects.find((e): e is Extract<Effect, { kind: "reply-rule" }> => e.kind === "reply-rule" && e.entryId === job.entryId));
+  const hits = open.map(({ part: { job } }, i) =>
+    answers[i]!.effects.find(
+      (e): e is Extract<Effect, { kind: "reply-rule" }> => e.kind === "reply-rule" && e.entryId === job.entryId,
+    ),
+  );
   const later = open.map(({ part: { job }, v }, i) => {
     // An expired attempt was already marked `expired` in the Outbox by the Transport DO.
     const coreId = coreIdOf(job.messageId, job.attempt);
@@ -96,8 +137,22 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const nextAt = deferred?.kind === "message-deferred" ? deferred.nextAttemptAt * 1000 : null;
     // A reply rule the session's refusal set off: said once, with the first deferred recipient.
     const hit = hits[i];
-    const throttled = hit ? { rule: hit.rule, key: hit.key, until: hit.until * 1000, reply: hit.reply, action: hit.action, ...(hit.rate ? { rate: hit.rate } : {}) } : null;
-    return { id: job.messageId, reports: v.outcomes.filter((o) => o.status === "deferred").map((o, k) => ({ ...o, nextAttemptAt: nextAt, ...(k === 0 && throttled ? { throttled } : {}) })) };
+    const throttled = hit
+      ? {
+          rule: hit.rule,
+          key: hit.key,
+          until: hit.until * 1000,
+          reply: hit.reply,
+          action: hit.action,
+          ...(hit.rate ? { rate: hit.rate } : {}),
+        }
+      : null;
+    return {
+      id: job.messageId,
+      reports: v.outcomes
+        .filter((o) => o.status === "deferred")
+        .map((o, k) => ({ ...o, nextAttemptAt: nextAt, ...(k === 0 && throttled ? { throttled } : {}) })),
+    };
   });
   const failedLater = await recordAll(env, later, keep, acks);
   const finished: Finished[] = [];
@@ -108,15 +163,21 @@ export async function finishAll(env: Env, items: FinishItem[], parts: SessionPar
     const hit = hits[i];
     const scheduler = schedulerOf(job, settingsOf(env).transportShards);
     finished.push({
-      messageId: job.messageId, transport: job.transport, scheduler, destination: answers[i]!.destination,
-      siteFailure: reports[i]!.report.siteFailure ?? null, ...(hit ? { replyRule: hit.rule } : {}),
+      messageId: job.messageId,
+      transport: job.transport,
+      scheduler,
+      destination: answers[i]!.destination,
+      siteFailure: reports[i]!.report.siteFailure ?? null,
+      ...(hit ? { replyRule: hit.rule } : {}),
     });
   });
   return { finished, changed: changed() };
 }
 
 /** The reply that deferred an entry's recipients (the first with a code), for the Transport DO's reply rules. */
-function deferringReply(outcomes: readonly OutcomeReport[]): { reply: { code: number; enhanced: string | null; text: string } } | Record<string, never> {
+function deferringReply(
+  outcomes: readonly OutcomeReport[],
+): { reply: { code: number; enhanced: string | null; text: string } } | Record<string, never> {
   const r = outcomes.find((o) => o.status === "deferred" && typeof o.response?.code === "number")?.response;
   return r ? { reply: { code: r.code!, enhanced: r.enhanced ?? null, text: r.text ?? "" } } : {};
 }
@@ -126,17 +187,28 @@ function deferringReply(outcomes: readonly OutcomeReport[]): { reply: { code: nu
  * all of them (carrying the shard's held `acks`); `keep` gets each state to index. Returns the
  * error of each item (by index) whose shard's request failed.
  */
-async function recordAll(env: Env, items: { id: string; reports: OutcomeReport[] }[], keep: (s: SyncState | null) => void, acks?: PendingAcks): Promise<Map<number, unknown>> {
+async function recordAll(
+  env: Env,
+  items: { id: string; reports: OutcomeReport[] }[],
+  keep: (s: SyncState | null) => void,
+  acks?: PendingAcks,
+): Promise<Map<number, unknown>> {
   const failed = new Map<number, unknown>();
   const withReports = items.map((item, i) => ({ ...item, i })).filter((x) => x.reports.length > 0);
-  await Promise.all([...byOutbox(withReports, (x) => x.id)].map(async ([name, inShard]) => {
-    try {
-      const answers = await env.OUTBOX.getByName(name).recordOutcomes(inShard.map(({ id, reports }) => ({ id, reports })), true, acks?.take(name));
-      for (const a of answers) keep(a.sync);
-    } catch (e) {
-      for (const x of inShard) failed.set(x.i, e);
-    }
-  }));
+  await Promise.all(
+    [...byOutbox(withReports, (x) => x.id)].map(async ([name, inShard]) => {
+      try {
+        const answers = await env.OUTBOX.getByName(name).recordOutcomes(
+          inShard.map(({ id, reports }) => ({ id, reports })),
+          true,
+          acks?.take(name),
+        );
+        for (const a of answers) keep(a.sync);
+      } catch (e) {
+        for (const x of inShard) failed.set(x.i, e);
+      }
+    }),
+  );
   return failed;
 }
 
@@ -149,20 +221,37 @@ async function recordAll(env: Env, items: { id: string; reports: OutcomeReport[]
  * destination's state again.
  */
 export async function feedDestinations(env: Env, done: Finished[], site: string | null): Promise<void> {
-  const byQueue = new Map<string, { name: string; transport: string; scheduler: string; queue: string; reports: Finished[] }>();
+  const byQueue = new Map<
+    string,
+    { name: string; transport: string; scheduler: string; queue: string; reports: Finished[] }
+  >();
   for (const f of done) {
     if (!f.destination) continue;
-    const name = site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
+    const name =
+      site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
     const key = `${f.transport}/${f.destination.queue}`;
-    const d = byQueue.get(key) ?? { name, transport: f.transport, scheduler: f.scheduler, queue: f.destination.queue, reports: [] };
+    const d = byQueue.get(key) ?? {
+      name,
+      transport: f.transport,
+      scheduler: f.scheduler,
+      queue: f.destination.queue,
+      reports: [],
+    };
     d.reports.push(f);
     byQueue.set(key, d);
   }
   try {
     for (const d of byQueue.values()) {
-      const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(d.reports.map((f) => ({
-        transport: f.transport, busy: f.destination!.busy, conc: f.destination!.conc, siteFailure: f.siteFailure, ...(site === null ? { window: f.destination!.window } : {}), ...(f.replyRule ? { replyRule: f.replyRule } : {}),
-      })));
+      const verdict = await env.DESTINATION_QUEUE.getByName(d.name).reportMany(
+        d.reports.map((f) => ({
+          transport: f.transport,
+          busy: f.destination!.busy,
+          conc: f.destination!.conc,
+          siteFailure: f.siteFailure,
+          ...(site === null ? { window: f.destination!.window } : {}),
+          ...(f.replyRule ? { replyRule: f.replyRule } : {}),
+        })),
+      );
       // The Transport DO ran the same feedback. A destination's own DO (nexthop grouping) gets
       // each delivery agent's reports in a batch of their own, so in another order than the
       // Transport DO applied them: its live window is no better than the Transport DO's, and
@@ -173,12 +262,22 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
       await env.TRANSPORT_QUEUE.getByName(d.scheduler).verdict(d.queue, { ...verdict, basis: last.window });
     }
   } catch (e) {
-    console.error(JSON.stringify({ error: "deliver: destination feedback failed", detail: e instanceof Error ? e.message : String(e) }));
+    console.error(
+      JSON.stringify({
+        error: "deliver: destination feedback failed",
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
   }
 }
 
 /** Records, reports and feeds back the parts of one nexthop's entries, then indexes what changed. */
-export async function finishParts(env: Env, items: FinishItem[], parts: SessionPart[], site: string | null): Promise<SyncState[]> {
+export async function finishParts(
+  env: Env,
+  items: FinishItem[],
+  parts: SessionPart[],
+  site: string | null,
+): Promise<SyncState[]> {
   const { finished, changed } = await finishAll(env, items, parts);
   await feedDestinations(env, finished, site);
   return changed;

@@ -61,19 +61,28 @@ export class MxCache {
     }
     const entry: Entry = { expiresAt: Number.POSITIVE_INFINITY, value: resolve(), bytes: 0 };
     this.entries.set(key, entry);
-    entry.value.then((r) => {
-      if (this.entries.get(key) !== entry) return;
-      entry.expiresAt = r.expiresAtMs;
-      entry.bytes = 2 * (key.length + JSON.stringify(r).length);
-      this.counts.bytes += entry.bytes;
-    }, () => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    });
+    entry.value.then(
+      (r) => {
+        if (this.entries.get(key) !== entry) return;
+        entry.expiresAt = r.expiresAtMs;
+        entry.bytes = 2 * (key.length + JSON.stringify(r).length);
+        this.counts.bytes += entry.bytes;
+      },
+      () => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
+      },
+    );
     return entry.value;
   }
 
   stats(): MxCacheStats {
-    return { entries: this.entries.size, bytes: this.counts.bytes, hits: this.counts.hits, misses: this.counts.misses, evictions: this.counts.evictions };
+    return {
+      entries: this.entries.size,
+      bytes: this.counts.bytes,
+      hits: this.counts.hits,
+      misses: this.counts.misses,
+      evictions: this.counts.evictions,
+    };
   }
 
   clear(): void {

@@ -76,8 +76,11 @@ export function egressPathOf(value: string | undefined, secrets: EgressSecrets):
   if (v === "" || v === "direct") return { kind: "direct" };
   const m = /^socks5:\/\/(?:\[([^\]]+)\]|([^\s:/[\]]+)):(\d{1,5})\/?$/.exec(v);
   const port = m ? Number(m[3]) : 0;
-  if (!m || !(port > 0 && port < 65536)) throw new Error(`EGRESS must be "direct" or "socks5://host:port", not ${JSON.stringify(v)}`);
-  const credentials = secrets.EGRESS_USERNAME ? { username: secrets.EGRESS_USERNAME, password: secrets.EGRESS_PASSWORD ?? "" } : null;
+  if (!m || !(port > 0 && port < 65536))
+    throw new Error(`EGRESS must be "direct" or "socks5://host:port", not ${JSON.stringify(v)}`);
+  const credentials = secrets.EGRESS_USERNAME
+    ? { username: secrets.EGRESS_USERNAME, password: secrets.EGRESS_PASSWORD ?? "" }
+    : null;
   return { kind: "socks5", hostname: (m[1] ?? m[2])!, port, credentials };
 }
 
@@ -98,7 +101,12 @@ export function mxSettingsOf(env: Env): MxSettings {
 
 /** A lookup function answering from the isolate's cache while the answer's TTL lasts. */
 export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLookup {
-  return (domain) => mxCache.lookup(`${settings.resolverUrl} ${domain.toLowerCase()}`, () => resolveMx(domain, { resolverUrl: settings.resolverUrl }), Date.now());
+  return (domain) =>
+    mxCache.lookup(
+      `${settings.resolverUrl} ${domain.toLowerCase()}`,
+      () => resolveMx(domain, { resolverUrl: settings.resolverUrl }),
+      Date.now(),
+    );
 }
 
 /** How long an MX host's address is reused (ms). */
@@ -119,7 +127,14 @@ function addressOf(resolverUrl: string | undefined, host: string): Promise<strin
 
 /** Session settings for one MX host: no AUTH, opportunistic STARTTLS (required when a provider rule says so). */
 function mxConfigOf(env: Env, host: string, requireTls: boolean): SessionConfig {
-  return createSessionConfig({ heloName: settingsOf(env).heloName, remoteHost: host, implicitTls: false, tlsPolicy: requireTls ? "required" : "opportunistic", credentials: null, timeouts: settingsOf(env).smtpTimeouts });
+  return createSessionConfig({
+    heloName: settingsOf(env).heloName,
+    remoteHost: host,
+    implicitTls: false,
+    tlsPolicy: requireTls ? "required" : "opportunistic",
+    credentials: null,
+    timeouts: settingsOf(env).smtpTimeouts,
+  });
 }
 
 /** What MTA-STS and TLS-RPT need of a delivery to a domain. */
@@ -132,7 +147,9 @@ export interface StsContext {
 function enforcedTlsFailure(parts: SessionPart[]): string | null {
   const site = parts.find((p) => p.site)?.site;
   if (site && /^4\.7\./.test(site.dsnStatus)) return site.reason;
-  const local = parts.flatMap((p) => p.txn?.recipients ?? []).find((r) => r.source === "local" && /^4\.7\.[45]$/.test(r.enhanced ?? ""));
+  const local = parts
+    .flatMap((p) => p.txn?.recipients ?? [])
+    .find((r) => r.source === "local" && /^4\.7\.[45]$/.test(r.enhanced ?? ""));
   return local?.text ?? null;
 }
 
@@ -140,33 +157,62 @@ function enforcedTlsFailure(parts: SessionPart[]): string | null {
 function stsDeferred(parts: SessionPart[], domain: string, why: string): SessionPart[] {
   const text = `MTA-STS policy of ${domain} (enforce): ${why}; not sent in clear`;
   return parts.map((p) => ({
-    ...p, blockedBy: "mta_sts",
+    ...p,
+    blockedBy: "mta_sts",
     ...(p.site ? { site: { ...p.site, reason: text } } : {}),
-    ...(p.txn ? { txn: { ...p.txn, recipients: p.txn.recipients.map((r) => (r.status === "deferred" ? { ...r, text } : r)) } } : {}),
+    ...(p.txn
+      ? { txn: { ...p.txn, recipients: p.txn.recipients.map((r) => (r.status === "deferred" ? { ...r, text } : r)) } }
+      : {}),
   }));
 }
 
 /** Parts for a delivery the policy forbids before any connection: every open recipient deferred. */
 function stsRefusedParts(prepared: PreparedJob[], domain: string, why: string): SessionPart[] {
-  return stsDeferred(lookupFailureParts(prepared, { kind: "defer", code: 451, enhanced: "4.7.5", text: why, expiresAtMs: 0 } as never), domain, why);
+  return stsDeferred(
+    lookupFailureParts(prepared, { kind: "defer", code: 451, enhanced: "4.7.5", text: why, expiresAtMs: 0 } as never),
+    domain,
+    why,
+  );
 }
 
 /** Tries the hosts in order; the first without a site failure decides (see header). A provider rule's bounds apply to each session. */
-export async function runMxSessions(env: Env, hosts: MxHost[], prepared: PreparedJob[], settings: MxSettings, cache?: SessionCache, rule?: ProviderRule,
-  sts?: StsContext): Promise<SessionPart[]> {
+export async function runMxSessions(
+  env: Env,
+  hosts: MxHost[],
+  prepared: PreparedJob[],
+  settings: MxSettings,
+  cache?: SessionCache,
+  rule?: ProviderRule,
+  sts?: StsContext,
+): Promise<SessionPart[]> {
   let last: SessionPart[] | null = null;
-  const bounds = { ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}), ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}) };
+  const bounds = {
+    ...(rule?.recipients_per_message ? { rcptsPerMessage: rule.recipients_per_message } : {}),
+    ...(rule?.messages_per_session ? { messagesPerSession: rule.messages_per_session } : {}),
+  };
   const info = sts?.info ?? null;
-  const plan = planDelivery(info?.entry.policy ?? null, hosts.map((h) => h.host));
+  const plan = planDelivery(
+    info?.entry.policy ?? null,
+    hosts.map((h) => h.host),
+  );
   if (plan.mode === "enforce" && plan.hosts.length === 0) {
     for (const h of plan.excluded) sts?.tally.add(info, "validation-failure", h);
-    return stsRefusedParts(prepared, info!.domain,
-      `none of its MX hosts (${plan.excluded.join(", ")}) matches the policy's mx patterns (${info!.entry.policy!.mx.join(", ")})`);
+    return stsRefusedParts(
+      prepared,
+      info!.domain,
+      `none of its MX hosts (${plan.excluded.join(", ")}) matches the policy's mx patterns (${info!.entry.policy!.mx.join(", ")})`,
+    );
   }
   for (const { host } of hosts.filter((h) => plan.hosts.includes(h.host))) {
     const requireTls = rule?.require_tls === true || plan.requireTls;
-    const options = { config: mxConfigOf(env, host, requireTls), connect: settings.connect, tlsServerName: host, ...(cache ? { cache } : {}), ...bounds,
-      ...(settings.egress ? { egress: settings.egress } : {}) };
+    const options = {
+      config: mxConfigOf(env, host, requireTls),
+      connect: settings.connect,
+      tlsServerName: host,
+      ...(cache ? { cache } : {}),
+      ...bounds,
+      ...(settings.egress ? { egress: settings.egress } : {}),
+    };
     // Connected by its address when the resolver gives one, so the report can name it (remoteip);
     // TLS is still verified against the host name.
     const ip = await addressOf(settings.resolverUrl, host);
@@ -174,9 +220,10 @@ export async function runMxSessions(env: Env, hosts: MxHost[], prepared: Prepare
     let parts = ip ? sent.map((p) => ({ ...p, remoteip: ip })) : sent;
     if (info?.rua || plan.mode !== "none") {
       const txn = parts.find((p) => p.txn)?.txn;
-      const failure = plan.mode === "enforce" ? enforcedTlsFailure(parts) : txn?.tlsProblem ?? null;
+      const failure = plan.mode === "enforce" ? enforcedTlsFailure(parts) : (txn?.tlsProblem ?? null);
       if (failure) sts?.tally.add(info, resultTypeOf(failure), host, ip ?? "");
-      else if (txn?.tls) sts?.tally.add(info, plan.excluded.includes(host) ? "validation-failure" : "success", host, ip ?? "");
+      else if (txn?.tls)
+        sts?.tally.add(info, plan.excluded.includes(host) ? "validation-failure" : "success", host, ip ?? "");
       if (plan.mode === "enforce" && failure) parts = stsDeferred(parts, info!.domain, `${host}: ${failure}`);
     }
     const site = parts.find((p) => p.site)?.site;
@@ -188,13 +235,32 @@ export async function runMxSessions(env: Env, hosts: MxHost[], prepared: Prepare
 }
 
 /** The parts of a lookup that ended in a bounce or a deferral (no site failure). */
-export function lookupFailureParts(prepared: PreparedJob[], resolution: Exclude<MxResolution, { kind: "hosts" }>): SessionPart[] {
+export function lookupFailureParts(
+  prepared: PreparedJob[],
+  resolution: Exclude<MxResolution, { kind: "hosts" }>,
+): SessionPart[] {
   const status = resolution.kind === "bounce" ? "bounced" : "deferred";
   return prepared.map(({ job, matched }) => {
-    const recipients = matched.filter((m) => !m.final && m.outboxIdx !== null).map((m) => ({
-      rcpt: m.address, code: resolution.code, enhanced: resolution.enhanced, text: resolution.text, status, source: "local",
-    } as const));
-    const txn: TransactionResult = { messageId: String(job.entryId), recipients, remoteHost: "", tls: false, possibleDuplicate: false };
+    const recipients = matched
+      .filter((m) => !m.final && m.outboxIdx !== null)
+      .map(
+        (m) =>
+          ({
+            rcpt: m.address,
+            code: resolution.code,
+            enhanced: resolution.enhanced,
+            text: resolution.text,
+            status,
+            source: "local",
+          }) as const,
+      );
+    const txn: TransactionResult = {
+      messageId: String(job.entryId),
+      recipients,
+      remoteHost: "",
+      tls: false,
+      possibleDuplicate: false,
+    };
     return { job, matched, txn, site: null };
   });
 }

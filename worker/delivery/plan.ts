@@ -56,7 +56,13 @@ export interface RelayTarget {
 export function parseJob(body: unknown): DeliverJob | null {
   const b = body as Partial<DeliverJob> | null;
   if (!b || typeof b !== "object") return null;
-  if (typeof b.entryId !== "number" || typeof b.messageId !== "string" || typeof b.transport !== "string" || typeof b.nexthop !== "string") return null;
+  if (
+    typeof b.entryId !== "number" ||
+    typeof b.messageId !== "string" ||
+    typeof b.transport !== "string" ||
+    typeof b.nexthop !== "string"
+  )
+    return null;
   if (typeof b.attempt !== "number" || !Array.isArray(b.rcpts)) return null;
   if (!b.rcpts.every((r) => r && typeof r.idx === "number" && typeof r.address === "string")) return null;
   return b as DeliverJob;
@@ -118,8 +124,14 @@ export function sendableRcpts(job: DeliverJob, env: DeliveryEnvelope | null): Ma
 }
 
 /** Judges one entry from its transaction (if it ran) and the session's site failure. */
-export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: TransactionResult | undefined, site: SiteFailure | null,
-  rules: readonly ReplyRule[] = [], blockedBy: string | null = null): EntryVerdict {
+export function judgeEntry(
+  job: DeliverJob,
+  matched: MatchedRcpt[],
+  txn: TransactionResult | undefined,
+  site: SiteFailure | null,
+  rules: readonly ReplyRule[] = [],
+  blockedBy: string | null = null,
+): EntryVerdict {
   const finalIdx: number[] = [];
   const outcomes: OutcomeReport[] = [];
   for (const m of matched) {
@@ -129,22 +141,44 @@ export function judgeEntry(job: DeliverJob, matched: MatchedRcpt[], txn: Transac
     }
     const res = txn?.recipients.find((r) => r.rcpt.toLowerCase() === m.address.toLowerCase());
     if (!res) {
-      outcomes.push({ idx: m.outboxIdx, status: "deferred", attempt: job.attempt, response: { text: site?.reason ?? "not attempted",
-        ...(site ? { enhanced: site.dsnStatus } : {}) }, blockedBy: blockedBy ?? (site ? "site_failure" : null) });
+      outcomes.push({
+        idx: m.outboxIdx,
+        status: "deferred",
+        attempt: job.attempt,
+        response: { text: site?.reason ?? "not attempted", ...(site ? { enhanced: site.dsnStatus } : {}) },
+        blockedBy: blockedBy ?? (site ? "site_failure" : null),
+      });
       continue;
     }
     // No remote host: the result was decided before any connection (an MX lookup that failed).
     const remote = txn!.remoteHost ? { mx: txn!.remoteHost, tls: txn!.tls } : {};
     const response = { code: res.code, ...(res.enhanced ? { enhanced: res.enhanced } : {}), text: res.text, ...remote };
-    const override = res.status === "delivered" || rules.length === 0 ? null : outcomeOverride(rules, { code: res.code, enhanced: res.enhanced ?? null, text: res.text });
+    const override =
+      res.status === "delivered" || rules.length === 0
+        ? null
+        : outcomeOverride(rules, { code: res.code, enhanced: res.enhanced ?? null, text: res.text });
     const status = override?.status ?? res.status;
     if (status !== "deferred") finalIdx.push(m.idx);
     const reply = [res.code, res.enhanced, res.text].filter((x) => x !== undefined && x !== null && x !== "").join(" ");
     outcomes.push({
-      idx: m.outboxIdx, status, attempt: job.attempt, response,
-        blockedBy: override?.status === "deferred" ? replyRuleLabel(override.rule) : status === "deferred" ? blockedBy : null,
+      idx: m.outboxIdx,
+      status,
+      attempt: job.attempt,
+      response,
+      blockedBy:
+        override?.status === "deferred" ? replyRuleLabel(override.rule) : status === "deferred" ? blockedBy : null,
       // A deferral is told to the Transport DO, whose rules say it once; a bounce only here.
-      ...(override?.status === "bounced" ? { throttled: { rule: override.rule.name, key: `dest:${job.transport}/${job.nexthop}`, until: 0, reply, action: "bounce" } } : {}),
+      ...(override?.status === "bounced"
+        ? {
+            throttled: {
+              rule: override.rule.name,
+              key: `dest:${job.transport}/${job.nexthop}`,
+              until: 0,
+              reply,
+              action: "bounce",
+            },
+          }
+        : {}),
     });
   }
   const status = outcomes.some((o) => o.status === "deferred") ? "defer" : "ok";

@@ -46,7 +46,13 @@ export class SessionCache {
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Sends `messages` over an idle session for `key`, or over a new one (see header). */
-  async run(key: string, open: () => CachedSmtpSession, messages: MessageEnvelope[], openBody: SmtpDeliveryRequest["openBody"], reuseLimit = 0): Promise<CachedBatch> {
+  async run(
+    key: string,
+    open: () => CachedSmtpSession,
+    messages: MessageEnvelope[],
+    openBody: SmtpDeliveryRequest["openBody"],
+    reuseLimit = 0,
+  ): Promise<CachedBatch> {
     const hold = this.begin(key);
     const cached = this.take(key);
     if (cached) {
@@ -99,7 +105,14 @@ export class SessionCache {
    * Caches, for `hold` ms, a session that stays open, is young enough and has carried fewer than
    * `reuseLimit` messages (0: any number); closes it otherwise, and when `hold` is 0.
    */
-  private keep(key: string, held: Held, batch: CachedBatch, sent: number, reuseLimit: number, hold: number): CachedBatch {
+  private keep(
+    key: string,
+    held: Held,
+    batch: CachedBatch,
+    sent: number,
+    reuseLimit: number,
+    hold: number,
+  ): CachedBatch {
     if (!batch.open) return batch;
     held.sent += sent;
     if (hold === 0 || this.now() - held.born >= SESSION_REUSE_MS || (reuseLimit > 0 && held.sent >= reuseLimit)) {

@@ -77,7 +77,9 @@ type Secrets = { RELAY_USERNAME?: string; RELAY_PASSWORD?: string };
 export function sessionConfigOf(env: Env, target: RelayTarget): SessionConfig {
   const secrets = env as unknown as Secrets;
   const settings = settingsOf(env);
-  const credentials = secrets.RELAY_USERNAME ? { username: secrets.RELAY_USERNAME, password: secrets.RELAY_PASSWORD ?? "" } : null;
+  const credentials = secrets.RELAY_USERNAME
+    ? { username: secrets.RELAY_USERNAME, password: secrets.RELAY_PASSWORD ?? "" }
+    : null;
   return createSessionConfig({
     heloName: settings.heloName,
     remoteHost: target.host,
@@ -91,7 +93,12 @@ export function sessionConfigOf(env: Env, target: RelayTarget): SessionConfig {
 /** A body kept in the Outbox row, as the stream the session reads. */
 function bytesStream(body: string | ArrayBuffer): ReadableStream<Uint8Array> {
   const bytes = typeof body === "string" ? new TextEncoder().encode(body) : new Uint8Array(body);
-  return new ReadableStream({ start: (c) => { c.enqueue(bytes); c.close(); } });
+  return new ReadableStream({
+    start: (c) => {
+      c.enqueue(bytes);
+      c.close();
+    },
+  });
 }
 
 function missingBody(id: string): ReadableStream<Uint8Array> {
@@ -99,17 +106,27 @@ function missingBody(id: string): ReadableStream<Uint8Array> {
 }
 
 /** The envelopes of messages `ids`, by id: one request per Outbox shard, each message once (carrying the shard's held `acks`). */
-export async function readEnvelopes(env: Env, ids: string[], acks?: PendingAcks): Promise<Map<string, DeliveryEnvelope | null>> {
+export async function readEnvelopes(
+  env: Env,
+  ids: string[],
+  acks?: PendingAcks,
+): Promise<Map<string, DeliveryEnvelope | null>> {
   const found = new Map<string, DeliveryEnvelope | null>();
-  await Promise.all([...byOutbox(new Set(ids), (id) => id)].map(async ([name, inShard]) => {
-    const envelopes = await env.OUTBOX.getByName(name).envelopes(inShard, acks?.take(name));
-    inShard.forEach((id, i) => found.set(id, envelopes[i] ?? null));
-  }));
+  await Promise.all(
+    [...byOutbox(new Set(ids), (id) => id)].map(async ([name, inShard]) => {
+      const envelopes = await env.OUTBOX.getByName(name).envelopes(inShard, acks?.take(name));
+      inShard.forEach((id, i) => found.set(id, envelopes[i] ?? null));
+    }),
+  );
   return found;
 }
 
 /** Matches the recipients of `jobs` with their envelopes (`known`: read for the whole batch already). */
-export async function prepareJobs(env: Env, jobs: DeliverJob[], known?: Map<string, DeliveryEnvelope | null>): Promise<PreparedJob[]> {
+export async function prepareJobs(
+  env: Env,
+  jobs: DeliverJob[],
+  known?: Map<string, DeliveryEnvelope | null>,
+): Promise<PreparedJob[]> {
   const missing = jobs.map((j) => j.messageId).filter((id) => !known?.has(id));
   const read = missing.length > 0 ? await readEnvelopes(env, missing) : new Map<string, DeliveryEnvelope | null>();
   return jobs.map((job) => {
@@ -137,7 +154,12 @@ async function messagesOf(env: Env, prepared: PreparedJob[], rcptsPerMessage = 0
         continue;
       }
       for (let k = 0; k * rcptsPerMessage < open.length; k++) {
-        out.push({ id: `${job.entryId}/r${k}`, mailFrom: envelope.mailFrom, rcptTo: open.slice(k * rcptsPerMessage, (k + 1) * rcptsPerMessage).map((m) => m.address), ...base });
+        out.push({
+          id: `${job.entryId}/r${k}`,
+          mailFrom: envelope.mailFrom,
+          rcptTo: open.slice(k * rcptsPerMessage, (k + 1) * rcptsPerMessage).map((m) => m.address),
+          ...base,
+        });
       }
       continue;
     }
@@ -158,7 +180,11 @@ function entryOf(txnId: string): string {
 /** An entry's transactions as one (VERP sends one per recipient). */
 function mergeTxns(txns: TransactionResult[]): TransactionResult | undefined {
   if (txns.length <= 1) return txns[0];
-  return { ...txns[0]!, recipients: txns.flatMap((t) => t.recipients), possibleDuplicate: txns.some((t) => t.possibleDuplicate) };
+  return {
+    ...txns[0]!,
+    recipients: txns.flatMap((t) => t.recipients),
+    possibleDuplicate: txns.some((t) => t.possibleDuplicate),
+  };
 }
 
 /** Whether any prepared entry has a recipient to send. */
@@ -172,7 +198,12 @@ export function unsentParts(prepared: PreparedJob[]): SessionPart[] {
 }
 
 /** Runs one session for the prepared entries of one nexthop. */
-export async function runSession(env: Env, target: RelayTarget, prepared: PreparedJob[], options: SessionOptions = {}): Promise<SessionPart[]> {
+export async function runSession(
+  env: Env,
+  target: RelayTarget,
+  prepared: PreparedJob[],
+  options: SessionOptions = {},
+): Promise<SessionPart[]> {
   const messages = await messagesOf(env, prepared, options.rcptsPerMessage);
   if (messages.length === 0) return unsentParts(prepared);
   const byEntry = new Map(prepared.map(({ job, envelope }) => [String(job.entryId), { job, body: envelope?.body }]));
@@ -186,7 +217,11 @@ export async function runSession(env: Env, target: RelayTarget, prepared: Prepar
     if (!entry) return missingBody(id);
     if ((txnsOf.get(entryOf(id)) ?? 0) > 1) {
       let p = shared.get(entryOf(id));
-      if (!p) shared.set(entryOf(id), p = env.BODIES.get(bodyKey(entry.job.messageId)).then((o) => o ? o.arrayBuffer() : null));
+      if (!p)
+        shared.set(
+          entryOf(id),
+          (p = env.BODIES.get(bodyKey(entry.job.messageId)).then((o) => (o ? o.arrayBuffer() : null))),
+        );
       const bytes = await p;
       return bytes ? bytesStream(bytes) : missingBody(id);
     }
@@ -206,6 +241,9 @@ export async function runSession(env: Env, target: RelayTarget, prepared: Prepar
     ? await cache.run(key, () => new CachedSmtpSession(request), messages, openBody, options.messagesPerSession)
     : await deliverSession({ ...request, messages, openBody });
   return prepared.map(({ job, matched }) => ({
-    job, matched, txn: mergeTxns(outcome.transactions.filter((t) => entryOf(t.messageId) === String(job.entryId))), site: outcome.siteFailure,
+    job,
+    matched,
+    txn: mergeTxns(outcome.transactions.filter((t) => entryOf(t.messageId) === String(job.entryId))),
+    site: outcome.siteFailure,
   }));
 }

@@ -47,8 +47,23 @@ export interface RecordOptions {
 /** The records to publish for `domain` (see header). */
 export function recordsFor(_domain: string, o: RecordOptions): DomainRecord[] {
   return [
-    { record: "DKIM", name: `${o.selector}._domainkey`, type: "TXT", value: `v=DKIM1; k=${o.keyType}; p=${o.publicKey}`, ttl: "Auto", status: "not_started" },
-    { record: "SPF", name: o.returnPath, type: "MX", value: o.mxHost, ttl: "Auto", status: "not_started", priority: 10 },
+    {
+      record: "DKIM",
+      name: `${o.selector}._domainkey`,
+      type: "TXT",
+      value: `v=DKIM1; k=${o.keyType}; p=${o.publicKey}`,
+      ttl: "Auto",
+      status: "not_started",
+    },
+    {
+      record: "SPF",
+      name: o.returnPath,
+      type: "MX",
+      value: o.mxHost,
+      ttl: "Auto",
+      status: "not_started",
+      priority: 10,
+    },
     { record: "SPF", name: o.returnPath, type: "TXT", value: o.spf, ttl: "Auto", status: "not_started" },
     { record: "DMARC", name: "_dmarc", type: "TXT", value: "v=DMARC1; p=none;", ttl: "Auto", status: "not_started" },
   ];
@@ -64,7 +79,8 @@ const squash = (s: string) => s.replace(/\s+/g, "").replace(/;$/, "").toLowerCas
 
 /** Whether `got` (one DNS value) carries what `rec` asks for. */
 function matches(rec: DomainRecord, got: string): boolean {
-  if (rec.type === "MX") return got.trim().replace(/\.$/, "").toLowerCase().split(/\s+/).pop() === rec.value.toLowerCase();
+  if (rec.type === "MX")
+    return got.trim().replace(/\.$/, "").toLowerCase().split(/\s+/).pop() === rec.value.toLowerCase();
   if (rec.record === "DKIM") {
     const p = /(?:^|;)\s*p=([^;]*)/i.exec(got.replace(/\s+/g, " "));
     return p !== null && p[1]!.replace(/\s+/g, "") === /p=([^;]*)/.exec(rec.value)![1];
@@ -80,8 +96,13 @@ export function judgeRecord(rec: DomainRecord, found: Found): RecordStatus {
 }
 
 /** The domain's status from its records' (see header). */
-export function domainStatus(records: readonly DomainRecord[], o: { rotating?: string; previous?: DomainStatus } = {}): DomainStatus {
-  const required = records.filter((r) => r.record !== "DMARC" && !(r.record === "DKIM" && r.name === o.rotating && r.status !== "verified"));
+export function domainStatus(
+  records: readonly DomainRecord[],
+  o: { rotating?: string; previous?: DomainStatus } = {},
+): DomainStatus {
+  const required = records.filter(
+    (r) => r.record !== "DMARC" && !(r.record === "DKIM" && r.name === o.rotating && r.status !== "verified"),
+  );
   if (required.every((r) => r.status === "not_started")) return "not_started";
   const ok = required.filter((r) => r.status === "verified").length;
   if (ok === required.length) return "verified";

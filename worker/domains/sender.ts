@@ -43,7 +43,11 @@ import { settingsOf } from "../settings/settings";
 
 /** Resend's 403 for a sender domain the tenant has not verified. */
 function notVerified(domain: string): ApiError {
-  return new ApiError(403, "validation_error", `The ${domain} domain is not verified. Please, add and verify your domain (POST /domains, then POST /domains/:id/verify).`);
+  return new ApiError(
+    403,
+    "validation_error",
+    `The ${domain} domain is not verified. Please, add and verify your domain (POST /domains, then POST /domains/:id/verify).`,
+  );
 }
 
 export class SenderPolicy {
@@ -53,7 +57,11 @@ export class SenderPolicy {
   /** The DMARC facts (JSON, or null) of each domain the tenant verified that authorize() saw. */
   private readonly dmarc = new Map<string, string | null>();
 
-  constructor(private readonly env: Env, readonly tenant: string, private readonly key: KeyAccess | undefined) {}
+  constructor(
+    private readonly env: Env,
+    readonly tenant: string,
+    private readonly key: KeyAccess | undefined,
+  ) {}
 
   /** See the header. `domain` is an ASCII domain (punycode), any case. */
   authorize(domain: string): Promise<DkimSigner[]> {
@@ -69,20 +77,38 @@ export class SenderPolicy {
   private async decide(domain: string): Promise<DkimSigner[]> {
     const key = this.key;
     if (key?.permission === "sending_access" && key.domainId !== null && key.domainName !== domain) {
-      throw new ApiError(401, "restricted_api_key", `This API key may only send from ${key.domainName ?? "its domain (which no longer exists)"}.`);
+      throw new ApiError(
+        401,
+        "restricted_api_key",
+        `This API key may only send from ${key.domainName ?? "its domain (which no longer exists)"}.`,
+      );
     }
-    const own = this.key?.verified ? this.key.verified.find((d) => d.name === domain)
+    const own = this.key?.verified
+      ? this.key.verified.find((d) => d.name === domain)
       : (await sendingDomains(this.env.DB, this.tenant, [domain]))[0];
     if (own) {
       this.returnPaths.set(domain, `${own.return_path}.${domain}`);
       this.dmarc.set(domain, own.dmarc ?? null);
-      const privateKey = await this.privateKey(own.id, own.selector, "private_sealed" in own ? own.private_sealed as string : null);
-      return [{ domain, selector: own.selector, algorithm: own.algorithm as DkimSigner["algorithm"], privateKey, signTime: new Date() }];
+      const privateKey = await this.privateKey(
+        own.id,
+        own.selector,
+        "private_sealed" in own ? (own.private_sealed as string) : null,
+      );
+      return [
+        {
+          domain,
+          selector: own.selector,
+          algorithm: own.algorithm as DkimSigner["algorithm"],
+          privateKey,
+          signTime: new Date(),
+        },
+      ];
     }
     // The fallbacks below (development, the operator's DKIM_KEYS) never cover a domain that
     // another tenant proved it owns: one row read, only on these paths.
     const fallback = settingsOf(this.env).local || key?.role === "operator";
-    if (fallback && claimProblem(domain, this.tenant, await verifiedOwners(this.env.DB, lineage(domain))) !== null) throw notVerified(domain);
+    if (fallback && claimProblem(domain, this.tenant, await verifiedOwners(this.env.DB, lineage(domain))) !== null)
+      throw notVerified(domain);
     if (settingsOf(this.env).local) {
       this.unverified.add(domain);
       return signersFor(this.env, domain);
@@ -102,8 +128,9 @@ export class SenderPolicy {
     const id = `${domainId}/${selector}`;
     const hit = DECRYPTED.get(id);
     if (hit !== undefined) return hit;
-    const s = sealed ?? await sealedKey(this.env.DB, domainId, selector);
-    if (s === null) throw new ApiError(403, "validation_error", "The domain's signing key is gone; verify the domain again.");
+    const s = sealed ?? (await sealedKey(this.env.DB, domainId, selector));
+    if (s === null)
+      throw new ApiError(403, "validation_error", "The domain's signing key is gone; verify the domain again.");
     const pem = await openSecret(await secretsKey(this.env), s);
     if (DECRYPTED.size >= 1000) DECRYPTED.clear();
     DECRYPTED.set(id, pem);
@@ -146,7 +173,10 @@ export class SenderPolicy {
     if (this.unverified.size === 0) return res;
     const out = new Response(res.body, res);
     out.headers.set("Cohort-Unverified-Domains", [...this.unverified].sort().join(", "));
-    out.headers.set("Cohort-Warning", "sent from a domain that is not verified: allowed only under COHORT_ENV development or test");
+    out.headers.set(
+      "Cohort-Warning",
+      "sent from a domain that is not verified: allowed only under COHORT_ENV development or test",
+    );
     return out;
   }
 }

@@ -23,7 +23,15 @@ import type { DomainRow, KeyRow } from "../db/domains";
 import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
 import { queryDoh } from "../net/mx";
 import { sealSecret, secretsKey } from "../lib/secrets";
-import { domainStatus, judgeRecord, txtValue, type DomainRecord, type DomainStatus, type Found, type RecordOptions } from "./records";
+import {
+  domainStatus,
+  judgeRecord,
+  txtValue,
+  type DomainRecord,
+  type DomainStatus,
+  type Found,
+  type RecordOptions,
+} from "./records";
 import { settingsOf } from "../settings/settings";
 import { dmarcFacts, parseDmarc, treeWalkNames, type DmarcFacts, type DmarcRecord } from "../compliance/core/dmarc";
 
@@ -34,16 +42,31 @@ function b64(bytes: ArrayBuffer): string {
 }
 
 /** A new RSA-2048 DKIM key for `selector`. */
-export async function newDkimKey(env: Env, domainId: string, selector: string, state: KeyRow["state"], nowMs: number): Promise<KeyRow> {
-  const pair = await crypto.subtle.generateKey(
-    { name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" }, true, ["sign", "verify"],
-  ) as CryptoKeyPair;
-  const spki = await crypto.subtle.exportKey("spki", pair.publicKey) as ArrayBuffer;
-  const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey) as ArrayBuffer;
-  const pem = `-----BEGIN PRIVATE KEY-----\n${b64(pkcs8).replace(/(.{64})/g, "$1\n").trim()}\n-----END PRIVATE KEY-----\n`;
+export async function newDkimKey(
+  env: Env,
+  domainId: string,
+  selector: string,
+  state: KeyRow["state"],
+  nowMs: number,
+): Promise<KeyRow> {
+  const pair = (await crypto.subtle.generateKey(
+    { name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" },
+    true,
+    ["sign", "verify"],
+  )) as CryptoKeyPair;
+  const spki = (await crypto.subtle.exportKey("spki", pair.publicKey)) as ArrayBuffer;
+  const pkcs8 = (await crypto.subtle.exportKey("pkcs8", pair.privateKey)) as ArrayBuffer;
+  const pem = `-----BEGIN PRIVATE KEY-----\n${b64(pkcs8)
+    .replace(/(.{64})/g, "$1\n")
+    .trim()}\n-----END PRIVATE KEY-----\n`;
   return {
-    domain_id: domainId, selector, algorithm: "rsa-sha256", public_key: b64(spki),
-    private_sealed: await sealSecret(await secretsKey(env), pem), state, created_at: nowMs,
+    domain_id: domainId,
+    selector,
+    algorithm: "rsa-sha256",
+    public_key: b64(spki),
+    private_sealed: await sealSecret(await secretsKey(env), pem),
+    state,
+    created_at: nowMs,
   };
 }
 
@@ -51,7 +74,10 @@ export async function newDkimKey(env: Env, domainId: string, selector: string, s
 export function recordOptions(env: Env, selector: string, publicKey: string, returnPath: string): RecordOptions {
   const e = env as unknown as { RETURN_PATH_MX?: string; SPF_RECORD?: string };
   return {
-    selector, publicKey, keyType: "rsa", returnPath,
+    selector,
+    publicKey,
+    keyType: "rsa",
+    returnPath,
     mxHost: e.RETURN_PATH_MX || `feedback.${settingsOf(env).heloName}`,
     spf: e.SPF_RECORD || "v=spf1 ~all",
   };
@@ -73,26 +99,49 @@ export async function dnsLookup(env: Env, name: string, type: "TXT" | "MX"): Pro
 /** The domain's DMARC facts by RFC 9989's tree walk, or null when a lookup failed. */
 export async function lookupDmarc(env: Env, domain: string, nowMs: number): Promise<DmarcFacts | null> {
   const names = treeWalkNames(domain);
-  const [answers, bimi] = await Promise.all([Promise.all(names.map((n) => dnsLookup(env, `_dmarc.${n}`, "TXT"))), dnsLookup(env, `default._bimi.${domain}`, "TXT")]);
+  const [answers, bimi] = await Promise.all([
+    Promise.all(names.map((n) => dnsLookup(env, `_dmarc.${n}`, "TXT"))),
+    dnsLookup(env, `default._bimi.${domain}`, "TXT"),
+  ]);
   if (answers.some((a) => a.kind === "error")) return null;
-  const records = new Map<string, DmarcRecord | null>(names.map((n, i) => [n, parseDmarc((answers[i] as { values: string[] }).values)]));
+  const records = new Map<string, DmarcRecord | null>(
+    names.map((n, i) => [n, parseDmarc((answers[i] as { values: string[] }).values)]),
+  );
   const bimiRecord = bimi.kind === "answer" && bimi.values.some((v) => /^v=BIMI1\b/i.test(v.trim()));
   return dmarcFacts(domain, records, bimiRecord, nowMs);
 }
 
 /** Checks every record of the domain (see header). */
-export async function verifyDomain(env: Env, row: DomainRow,
-  keys: KeyRow[]): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null; dmarc: DmarcFacts | null }> {
+export async function verifyDomain(
+  env: Env,
+  row: DomainRow,
+  keys: KeyRow[],
+): Promise<{ records: DomainRecord[]; status: DomainStatus; promote: string | null; dmarc: DmarcFacts | null }> {
   const records = JSON.parse(row.records) as DomainRecord[];
   const [checked, dmarc] = await Promise.all([
-    Promise.all(records.map(async (r) => ({ ...r, status: judgeRecord(r, await dnsLookup(env, `${r.name}.${row.name}`, r.type)) }))),
+    Promise.all(
+      records.map(async (r) => ({
+        ...r,
+        status: judgeRecord(r, await dnsLookup(env, `${r.name}.${row.name}`, r.type)),
+      })),
+    ),
     lookupDmarc(env, row.name, Date.now()),
   ]);
   const next = keys.find((k) => k.state === "next");
-  const nextOk = next !== undefined && checked.some((r) => r.record === "DKIM" && r.name === `${next.selector}._domainkey` && r.status === "verified");
+  const nextOk =
+    next !== undefined &&
+    checked.some((r) => r.record === "DKIM" && r.name === `${next.selector}._domainkey` && r.status === "verified");
   // Once the rotation's selector verifies, the old selector's record is no longer needed.
   const active = keys.find((k) => k.state === "active");
-  const kept = nextOk && active ? checked.filter((r) => !(r.record === "DKIM" && r.name === `${active.selector}._domainkey`)) : checked;
+  const kept =
+    nextOk && active
+      ? checked.filter((r) => !(r.record === "DKIM" && r.name === `${active.selector}._domainkey`))
+      : checked;
   const rotating = next !== undefined && !nextOk ? `${next.selector}._domainkey` : undefined;
-  return { records: kept, status: domainStatus(kept, { rotating, previous: row.status }), promote: nextOk ? next!.selector : null, dmarc };
+  return {
+    records: kept,
+    status: domainStatus(kept, { rotating, previous: row.status }),
+    promote: nextOk ? next!.selector : null,
+    dmarc,
+  };
 }

@@ -26,12 +26,24 @@ function parseKeys(raw: string | undefined): KeyEntry[] {
   try {
     const v: unknown = JSON.parse(raw);
     if (!Array.isArray(v)) throw new Error("not an array");
-    return v.filter((e): e is KeyEntry =>
-      typeof e === "object" && e !== null && typeof e.domain === "string" && typeof e.selector === "string" &&
-      (e.algorithm === "rsa-sha256" || e.algorithm === "ed25519-sha256") && typeof e.private_key === "string");
+    return v.filter(
+      (e): e is KeyEntry =>
+        typeof e === "object" &&
+        e !== null &&
+        typeof e.domain === "string" &&
+        typeof e.selector === "string" &&
+        (e.algorithm === "rsa-sha256" || e.algorithm === "ed25519-sha256") &&
+        typeof e.private_key === "string",
+    );
   } catch (e) {
     // Never the parser's message: it quotes the input, and the input is private keys.
-    console.error(JSON.stringify({ error: "DKIM_KEYS is not a JSON array of keys; messages go out unsigned", reason: e instanceof SyntaxError ? "not JSON" : "not an array", length: raw.length }));
+    console.error(
+      JSON.stringify({
+        error: "DKIM_KEYS is not a JSON array of keys; messages go out unsigned",
+        reason: e instanceof SyntaxError ? "not JSON" : "not an array",
+        length: raw.length,
+      }),
+    );
     return [];
   }
 }
@@ -40,5 +52,11 @@ function parseKeys(raw: string | undefined): KeyEntry[] {
 export function signersFor(env: Env, domain: string): DkimSigner[] {
   return parseKeys((env as unknown as DkimEnv).DKIM_KEYS)
     .filter((k) => k.domain.toLowerCase() === domain)
-    .map((k) => ({ domain: k.domain.toLowerCase(), selector: k.selector, algorithm: k.algorithm, privateKey: k.private_key, signTime: new Date() }));
+    .map((k) => ({
+      domain: k.domain.toLowerCase(),
+      selector: k.selector,
+      algorithm: k.algorithm,
+      privateKey: k.private_key,
+      signTime: new Date(),
+    }));
 }

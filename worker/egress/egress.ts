@@ -41,7 +41,10 @@ export function egressPoolsOf(env: Env): EgressPools | null {
 let cached: { at: number; health: Promise<Map<string, EgressHealth>> } | null = null;
 
 async function readHealth(env: Env): Promise<Map<string, EgressHealth>> {
-  const { results } = await env.DB.prepare("SELECT egress, health FROM egress_health").all<{ egress: string; health: string }>();
+  const { results } = await env.DB.prepare("SELECT egress, health FROM egress_health").all<{
+    egress: string;
+    health: string;
+  }>();
   return new Map(results.map((r) => [r.egress, JSON.parse(r.health) as EgressHealth]));
 }
 
@@ -49,8 +52,12 @@ async function readHealth(env: Env): Promise<Map<string, EgressHealth>> {
 export function healthOf(env: Env, nowMs = Date.now()): Promise<Map<string, EgressHealth>> {
   if (!cached || nowMs - cached.at >= HEALTH_TTL_MS || nowMs < cached.at) {
     const health = readHealth(env).catch((e: unknown) => {
-      console.error(JSON.stringify({ error: "egress health unreadable; every egress is taken as healthy",
-        detail: e instanceof Error ? e.message : String(e) }));
+      console.error(
+        JSON.stringify({
+          error: "egress health unreadable; every egress is taken as healthy",
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      );
       cached = null;
       return new Map<string, EgressHealth>();
     });
@@ -81,17 +88,32 @@ export async function recordHealth(env: Env, seen: Seen[], nowMs = Date.now()): 
   for (const x of interesting) {
     const { health, event } = observe(fresh.get(x.egress) ?? HEALTHY, x.failure, now, cfg);
     fresh.set(x.egress, health);
-    stmts.push(env.DB.prepare(`INSERT INTO egress_health (egress, pool, health, updated_at) VALUES (?1, ?2, ?3, ?4)
+    stmts.push(
+      env.DB.prepare(
+        `INSERT INTO egress_health (egress, pool, health, updated_at) VALUES (?1, ?2, ?3, ?4)
         ON CONFLICT (egress) DO UPDATE SET pool = excluded.pool, health = excluded.health,
-          updated_at = excluded.updated_at`).bind(x.egress, x.pool, JSON.stringify(health), nowMs));
+          updated_at = excluded.updated_at`,
+      ).bind(x.egress, x.pool, JSON.stringify(health), nowMs),
+    );
     const events: { kind: string; detail: string | null }[] = [];
     if (x.failoverTo) events.push({ kind: "failover", detail: `to ${x.failoverTo}: ${x.failure}` });
-    if (event?.kind === "suspended") events.push({ kind: "suspended", detail: `until ${new Date(event.until * 1000).toISOString()}: ${event.reason}` });
+    if (event?.kind === "suspended")
+      events.push({
+        kind: "suspended",
+        detail: `until ${new Date(event.until * 1000).toISOString()}: ${event.reason}`,
+      });
     if (event?.kind === "resumed") events.push({ kind: "resumed", detail: null });
     for (const e of events) {
       console.warn(JSON.stringify({ event: `egress ${e.kind}`, egress: x.egress, pool: x.pool, detail: e.detail }));
-      stmts.push(env.DB.prepare("INSERT INTO egress_events (egress, pool, kind, detail, at) VALUES (?, ?, ?, ?, ?)").bind(x.egress, x.pool, e.kind, e.detail,
-        nowMs));
+      stmts.push(
+        env.DB.prepare("INSERT INTO egress_events (egress, pool, kind, detail, at) VALUES (?, ?, ?, ?, ?)").bind(
+          x.egress,
+          x.pool,
+          e.kind,
+          e.detail,
+          nowMs,
+        ),
+      );
     }
   }
   await env.DB.batch(stmts);
@@ -99,7 +121,13 @@ export async function recordHealth(env: Env, seen: Seen[], nowMs = Date.now()): 
 }
 
 /** See the header. */
-export async function egressEvents(env: Env, limit = 100): Promise<{ egress: string; pool: string; kind: string; detail: string | null; at: number }[]> {
-  return (await env.DB.prepare("SELECT egress, pool, kind, detail, at FROM egress_events ORDER BY id DESC LIMIT ?").bind(limit)
-    .all<{ egress: string; pool: string; kind: string; detail: string | null; at: number }>()).results;
+export async function egressEvents(
+  env: Env,
+  limit = 100,
+): Promise<{ egress: string; pool: string; kind: string; detail: string | null; at: number }[]> {
+  return (
+    await env.DB.prepare("SELECT egress, pool, kind, detail, at FROM egress_events ORDER BY id DESC LIMIT ?")
+      .bind(limit)
+      .all<{ egress: string; pool: string; kind: string; detail: string | null; at: number }>()
+  ).results;
 }

@@ -26,28 +26,48 @@ export const EMAIL_EVENTS_QUEUE = "email-events";
 async function apply(env: Env, body: unknown): Promise<string> {
   const ev = readEmailServiceEvent(body);
   if ("error" in ev) return ev.error;
-  const row = await env.DB.prepare("SELECT email_id, address FROM cf_email_sends WHERE cf_message_id = ?").bind(ev.messageId)
+  const row = await env.DB.prepare("SELECT email_id, address FROM cf_email_sends WHERE cf_message_id = ?")
+    .bind(ev.messageId)
     .first<{ email_id: string; address: string }>();
   if (!row) return `no recipient of this relay has Email Service message id ${ev.messageId}`;
   const a = ev.action;
-  if (a.kind === "complaint") return (await recordComplaint(env, row.email_id, null, row.address, a.feedbackType)).result;
+  if (a.kind === "complaint")
+    return (await recordComplaint(env, row.email_id, null, row.address, a.feedbackType)).result;
   const outbox = outboxOf(env, row.email_id);
-  const res = a.kind === "bounce"
-    ? await outbox.afterDelivery(row.email_id, null, { kind: "bounce", target: { address: row.address }, response: a.response })
-    : await outbox.afterDelivery(row.email_id, null, { kind: "relayed", address: row.address, response: a.response, delayed: a.delayed });
+  const res =
+    a.kind === "bounce"
+      ? await outbox.afterDelivery(row.email_id, null, {
+          kind: "bounce",
+          target: { address: row.address },
+          response: a.response,
+        })
+      : await outbox.afterDelivery(row.email_id, null, {
+          kind: "relayed",
+          address: row.address,
+          response: a.response,
+          delayed: a.delayed,
+        });
   return res.result;
 }
 
 /** See the header. */
 export async function handleEmailServiceBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  await Promise.all(batch.messages.map(async (msg) => {
-    try {
-      const result = await apply(env, msg.body);
-      if (result !== "ok" && result !== "duplicate") console.warn(JSON.stringify({ warning: "Email Service event not applied", result }));
-      msg.ack();
-    } catch (e) {
-      console.error(JSON.stringify({ error: "Email Service event failed; retried", detail: e instanceof Error ? e.message : String(e) }));
-      msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
-    }
-  }));
+  await Promise.all(
+    batch.messages.map(async (msg) => {
+      try {
+        const result = await apply(env, msg.body);
+        if (result !== "ok" && result !== "duplicate")
+          console.warn(JSON.stringify({ warning: "Email Service event not applied", result }));
+        msg.ack();
+      } catch (e) {
+        console.error(
+          JSON.stringify({
+            error: "Email Service event failed; retried",
+            detail: e instanceof Error ? e.message : String(e),
+          }),
+        );
+        msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
+      }
+    }),
+  );
 }

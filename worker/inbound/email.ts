@@ -57,7 +57,9 @@ export type InboundCount = string;
 async function notAReport(message: InboundMessage, env: Env, bytes: Uint8Array): Promise<InboundCount> {
   const received = await receiveMail(env, message, bytes);
   if (received !== null) return received;
-  message.setReject("550 5.1.1 this address takes only delivery status notifications and feedback reports about mail this relay sent");
+  message.setReject(
+    "550 5.1.1 this address takes only delivery status notifications and feedback reports about mail this relay sent",
+  );
   return "rejected";
 }
 
@@ -76,7 +78,10 @@ export async function handleInbound(message: InboundMessage, env: Env, nowMs = D
   const token = await readTokenAddress(await addressTokenKey(env), message.to);
   const mail = await parseInbound(bytes.subarray(0, INBOUND_PARSE_BYTES), message.from);
   const report = reportOf(readInbound(mail), token);
-  const kind = report === null ? await notAReport(message, env, bytes) : await takeReport(env, report, { message, bytes, mail, nowMs });
+  const kind =
+    report === null
+      ? await notAReport(message, env, bytes)
+      : await takeReport(env, report, { message, bytes, mail, nowMs });
   await countInbound(env.DB, kind, nowMs);
   console.log(JSON.stringify({ event: "inbound", kind, to_domain: message.to.slice(message.to.lastIndexOf("@") + 1) }));
   return kind;

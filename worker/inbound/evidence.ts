@@ -46,7 +46,12 @@ export function routingVerdicts(head: string, authservId: string): { dkim: strin
 function fromDomain(head: string): string | null {
   const from = fields(head).get("from")?.[0] ?? "";
   const addr = /<([^<>\s]+@[^<>\s]+)>/.exec(from)?.[1] ?? /([^\s<>,;:"]+@[^\s<>,;:"]+)/.exec(from)?.[1];
-  return addr ? addr.slice(addr.lastIndexOf("@") + 1).toLowerCase().replace(/\.$/, "") : null;
+  return addr
+    ? addr
+        .slice(addr.lastIndexOf("@") + 1)
+        .toLowerCase()
+        .replace(/\.$/, "")
+    : null;
 }
 
 /** See the header. */
@@ -54,7 +59,11 @@ export class Proof {
   private ev: Promise<Evidence> | null = null;
   private readonly mx = new Map<string, Promise<string[]>>();
 
-  constructor(private readonly env: Env, private readonly bytes: Uint8Array, private readonly mail: InboundMail) {}
+  constructor(
+    private readonly env: Env,
+    private readonly bytes: Uint8Array,
+    private readonly mail: InboundMail,
+  ) {}
 
   evidence(): Promise<Evidence> {
     this.ev ??= this.gather();
@@ -74,10 +83,17 @@ export class Proof {
 
   private async gather(): Promise<Evidence> {
     const routing = routingVerdicts(this.mail.head, settingsOf(this.env).routingAuthservId) ?? { dkim: [], spf: [] };
-    const own = this.bytes.length > DKIM_VERIFY_LIMIT ? [] : await verifyDkim(this.bytes, async (name) => {
-      const f = await dnsLookup(this.env, name, "TXT");
-      return f.kind === "answer" ? f.values : null;
-    }, { nowSec: Math.floor(Date.now() / 1000) });
+    const own =
+      this.bytes.length > DKIM_VERIFY_LIMIT
+        ? []
+        : await verifyDkim(
+            this.bytes,
+            async (name) => {
+              const f = await dnsLookup(this.env, name, "TXT");
+              return f.kind === "answer" ? f.values : null;
+            },
+            { nowSec: Math.floor(Date.now() / 1000) },
+          );
     const dkim = [...new Set([...routing.dkim, ...own.filter((v) => v.result === "pass").map((v) => v.domain)])];
     return { dkim, spf: routing.spf, envelopeFrom: this.mail.envelopeFrom, fromDomain: fromDomain(this.mail.head) };
   }

@@ -13,6 +13,9 @@ import type { InboundMail } from "../mail/inbound";
 export async function parseInbound(bytes: Uint8Array, envelopeFrom: string): Promise<InboundMail> {
   const parsed = await PostalMime.parse(bytes, { forceRfc822Attachments: true, attachmentEncoding: "utf8" });
   const head = new TextDecoder("latin1").decode(bytes.subarray(0, 65536));
-  const parts = parsed.attachments.map((a) => ({ mimeType: a.mimeType, text: typeof a.content === "string" ? a.content : new TextDecoder().decode(a.content) }));
+  const parts = parsed.attachments.map((a) => ({
+    mimeType: a.mimeType,
+    text: typeof a.content === "string" ? a.content : new TextDecoder().decode(a.content),
+  }));
   return { head, envelopeFrom: /^<?>?$/.test(envelopeFrom.trim()) ? "" : envelopeFrom, parts, text: parsed.text ?? "" };
 }

@@ -66,13 +66,33 @@ const MAX_BLOCKS = 10;
 
 type Verdict = "acted" | "duplicate" | "mismatch" | "not_delivered" | "unauthenticated" | "unmatched" | "info";
 /** Which verdict speaks for a report of several recipients: the first of these it has. */
-const RANK: readonly Verdict[] = ["acted", "duplicate", "mismatch", "not_delivered", "unauthenticated", "unmatched", "info"];
+const RANK: readonly Verdict[] = [
+  "acted",
+  "duplicate",
+  "mismatch",
+  "not_delivered",
+  "unauthenticated",
+  "unmatched",
+  "info",
+];
 
 type Line = { address: string | null; action: string; status: string; reason: string; verdict: Verdict; why?: string };
-type Outcome = { kind: string; verdict: Verdict; emailId: string | null; tenant: string | null; lines: Line[]; proof?: object };
+type Outcome = {
+  kind: string;
+  verdict: Verdict;
+  emailId: string | null;
+  tenant: string | null;
+  lines: Line[];
+  proof?: object;
+};
 
 const RESULT_VERDICT: Record<string, Verdict> = {
-  ok: "acted", duplicate: "duplicate", mismatch: "mismatch", not_delivered: "not_delivered", no_recipient: "unmatched", not_found: "unmatched",
+  ok: "acted",
+  duplicate: "duplicate",
+  mismatch: "mismatch",
+  not_delivered: "not_delivered",
+  no_recipient: "unmatched",
+  not_found: "unmatched",
 };
 
 /** The relay's email a notice is about, by the first of `ids` that names exactly one; null when none does. */
@@ -98,19 +118,39 @@ function lateOutcome(r: DsnRecipient): "bounced" | "expired" | "delayed" {
 async function takeDsn(env: Env, dsn: Extract<Report, { kind: "dsn" }>, proof: Proof): Promise<Outcome> {
   const blocks = dsn.dsn.recipients.filter((r) => r.action === "failed" || r.action === "delayed").slice(0, MAX_BLOCKS);
   const first = blocks[0];
-  const kind = first === undefined ? "dsn_other" : { bounced: "bounce", expired: "expired", delayed: "delay" }[lateOutcome(first)];
-  const line = (r: DsnRecipient, verdict: Verdict, why?: string): Line =>
-    ({ address: r.address, action: r.action, status: r.status, reason: r.diagnostic, verdict, ...(why ? { why } : {}) });
-  const id = dsn.token?.emailId ?? await emailOf(env, [dsn.dsn.originalMessageId, ...dsn.dsn.references]);
-  if (first === undefined) return { kind, verdict: "info", emailId: id, tenant: null, lines: dsn.dsn.recipients.map((r) => line(r, "info")) };
+  const kind =
+    first === undefined ? "dsn_other" : { bounced: "bounce", expired: "expired", delayed: "delay" }[lateOutcome(first)];
+  const line = (r: DsnRecipient, verdict: Verdict, why?: string): Line => ({
+    address: r.address,
+    action: r.action,
+    status: r.status,
+    reason: r.diagnostic,
+    verdict,
+    ...(why ? { why } : {}),
+  });
+  const id = dsn.token?.emailId ?? (await emailOf(env, [dsn.dsn.originalMessageId, ...dsn.dsn.references]));
+  if (first === undefined)
+    return { kind, verdict: "info", emailId: id, tenant: null, lines: dsn.dsn.recipients.map((r) => line(r, "info")) };
   if (id === null) {
-    return { kind, verdict: "unmatched", emailId: null, tenant: null, lines: blocks.map((r) => line(r, "unmatched", "names no message of this relay")) };
+    return {
+      kind,
+      verdict: "unmatched",
+      emailId: null,
+      tenant: null,
+      lines: blocks.map((r) => line(r, "unmatched", "names no message of this relay")),
+    };
   }
   const outbox = outboxOf(env, id);
   const lines: Line[] = [];
   let tenant: string | null = null;
   const apply = async (r: DsnRecipient, target: { idx: number } | { address: string }, named: (string | null)[]) => {
-    const res = await outbox.afterDelivery(id, null, { kind: "bounce", target, response: bounceReply(r), named, outcome: lateOutcome(r) });
+    const res = await outbox.afterDelivery(id, null, {
+      kind: "bounce",
+      target,
+      response: bounceReply(r),
+      named,
+      outcome: lateOutcome(r),
+    });
     if ("tenant" in res) tenant = res.tenant;
     return RESULT_VERDICT[res.result] ?? "unmatched";
   };
@@ -135,18 +175,52 @@ async function takeArf(env: Env, token: Token | null, inc: Incoming, proof: Proo
   try {
     arf = readArf(inc.mail.parts, token !== null);
   } catch (e) {
-    return { kind: "complaint", verdict: "unmatched", emailId: null, tenant: null, lines: [], proof: { why: e instanceof Error ? e.message : String(e) } };
+    return {
+      kind: "complaint",
+      verdict: "unmatched",
+      emailId: null,
+      tenant: null,
+      lines: [],
+      proof: { why: e instanceof Error ? e.message : String(e) },
+    };
   }
   const lines = (verdict: Verdict, why?: string): Line[] =>
-    arf.recipients.map((address) => ({ address, action: "complained", status: arf.feedbackType, reason: "", verdict, ...(why ? { why } : {}) }));
+    arf.recipients.map((address) => ({
+      address,
+      action: "complained",
+      status: arf.feedbackType,
+      reason: "",
+      verdict,
+      ...(why ? { why } : {}),
+    }));
   if (!(COMPLAINT_FEEDBACK_TYPES as readonly string[]).includes(arf.feedbackType)) {
-    return { kind: "arf_other", verdict: "info", emailId: null, tenant: null, lines: lines("info", `Feedback-Type ${arf.feedbackType} is not a complaint`) };
+    return {
+      kind: "arf_other",
+      verdict: "info",
+      emailId: null,
+      tenant: null,
+      lines: lines("info", `Feedback-Type ${arf.feedbackType} is not a complaint`),
+    };
   }
-  const id = token?.emailId ?? await emailOf(env, [arf.messageId]);
-  if (id === null) return { kind: "complaint", verdict: "unmatched", emailId: null, tenant: null, lines: lines("unmatched", "names no message of this relay") };
+  const id = token?.emailId ?? (await emailOf(env, [arf.messageId]));
+  if (id === null)
+    return {
+      kind: "complaint",
+      verdict: "unmatched",
+      emailId: null,
+      tenant: null,
+      lines: lines("unmatched", "names no message of this relay"),
+    };
   if (token === null) {
     const v = arfVerdict(await proof.evidence(), settingsOf(env).feedbackLoopSenders);
-    if (!v.act) return { kind: "complaint", verdict: "unauthenticated", emailId: id, tenant: null, lines: lines("unauthenticated", v.why) };
+    if (!v.act)
+      return {
+        kind: "complaint",
+        verdict: "unauthenticated",
+        emailId: id,
+        tenant: null,
+        lines: lines("unauthenticated", v.why),
+      };
   }
   const out: Line[] = [];
   let tenant: string | null = null;
@@ -156,7 +230,13 @@ async function takeArf(env: Env, token: Token | null, inc: Incoming, proof: Proo
     const res = await recordComplaint(env, id, null, who, arf.feedbackType);
     if ("tenant" in res) tenant = res.tenant;
     const address = typeof who === "string" ? who : "address" in res ? res.address : null;
-    out.push({ address, action: "complained", status: arf.feedbackType, reason: "", verdict: RESULT_VERDICT[res.result] ?? "unmatched" });
+    out.push({
+      address,
+      action: "complained",
+      status: arf.feedbackType,
+      reason: "",
+      verdict: RESULT_VERDICT[res.result] ?? "unmatched",
+    });
   }
   return { kind: "complaint", verdict: overall(out), emailId: id, tenant, lines: out };
 }
@@ -171,20 +251,37 @@ export async function takeReport(env: Env, report: Report, inc: Incoming): Promi
   if (report.kind === "auto-reply") return "auto_reply";
   if (report.kind === "unsubscribe") {
     const t = report.token;
-    const res = await outboxOf(env, t.emailId).afterDelivery(t.emailId, null, { kind: "unsubscribe", idx: t.idx, method: "mailto" });
+    const res = await outboxOf(env, t.emailId).afterDelivery(t.emailId, null, {
+      kind: "unsubscribe",
+      idx: t.idx,
+      method: "mailto",
+    });
     return res.result === "ok" || res.result === "duplicate" ? "unsubscribe" : "unsubscribe_unmatched";
   }
   const messageId = ownMessageId(inc.mail.head);
   if (await reportSeen(env.DB, messageId, inc.message.to)) return "duplicate";
   const proof = new Proof(env, inc.bytes, inc.mail);
   const out = report.kind === "dsn" ? await takeDsn(env, report, proof) : await takeArf(env, report.token, inc, proof);
-  const evidence = report.token === null && out.verdict !== "info" && out.verdict !== "unmatched" ? await proof.evidence() : null;
+  const evidence =
+    report.token === null && out.verdict !== "info" && out.verdict !== "unmatched" ? await proof.evidence() : null;
   await saveReport(env.DB, {
-    id: crypto.randomUUID(), received_at: inc.nowMs, kind: report.kind, verdict: out.verdict, email_id: out.emailId, tenant_id: out.tenant,
-    envelope_from: inc.message.from, envelope_to: inc.message.to, message_id: messageId,
-    detail: JSON.stringify({ recipients: out.lines, ...(report.token ? { verp: { email_id: report.token.emailId, idx: report.token.idx } } : {}),
-      ...(evidence ? { evidence: { dkim: evidence.dkim, spf: evidence.spf } } : {}), ...out.proof }),
-    raw: new TextDecoder("latin1").decode(inc.bytes.subarray(0, INBOUND_STORED_BYTES)), raw_size: inc.bytes.length,
+    id: crypto.randomUUID(),
+    received_at: inc.nowMs,
+    kind: report.kind,
+    verdict: out.verdict,
+    email_id: out.emailId,
+    tenant_id: out.tenant,
+    envelope_from: inc.message.from,
+    envelope_to: inc.message.to,
+    message_id: messageId,
+    detail: JSON.stringify({
+      recipients: out.lines,
+      ...(report.token ? { verp: { email_id: report.token.emailId, idx: report.token.idx } } : {}),
+      ...(evidence ? { evidence: { dkim: evidence.dkim, spf: evidence.spf } } : {}),
+      ...out.proof,
+    }),
+    raw: new TextDecoder("latin1").decode(inc.bytes.subarray(0, INBOUND_STORED_BYTES)),
+    raw_size: inc.bytes.length,
   });
   if (out.verdict === "acted" || out.verdict === "info") return out.kind;
   return out.verdict === "duplicate" ? "duplicate" : `${out.kind}_${out.verdict}`;

@@ -28,18 +28,28 @@ export class PendingAcks {
   private readonly byShard = new Map<string, EventAck[]>();
   private armed = false;
 
-  constructor(private readonly env: Env, private readonly keepAlive: (p: Promise<unknown>) => void, private readonly busy: () => boolean, private readonly lingerMs = ACK_LINGER_MS) {}
+  constructor(
+    private readonly env: Env,
+    private readonly keepAlive: (p: Promise<unknown>) => void,
+    private readonly busy: () => boolean,
+    private readonly lingerMs = ACK_LINGER_MS,
+  ) {}
 
   add(acks: EventAck[]): void {
-    for (const [name, inShard] of byOutbox(acks, (a) => a.id)) this.byShard.set(name, [...(this.byShard.get(name) ?? []), ...inShard]);
+    for (const [name, inShard] of byOutbox(acks, (a) => a.id))
+      this.byShard.set(name, [...(this.byShard.get(name) ?? []), ...inShard]);
     if (this.byShard.size === 0) return;
     if (!this.busy()) return this.keepAlive(this.flush());
     if (this.armed) return;
     this.armed = true;
-    this.keepAlive(new Promise<void>((resolve) => setTimeout(() => {
-      this.armed = false;
-      void this.flush().finally(resolve);
-    }, this.lingerMs)));
+    this.keepAlive(
+      new Promise<void>((resolve) =>
+        setTimeout(() => {
+          this.armed = false;
+          void this.flush().finally(resolve);
+        }, this.lingerMs),
+      ),
+    );
   }
 
   take(name: string): EventAck[] {
@@ -51,6 +61,12 @@ export class PendingAcks {
   private async flush(): Promise<void> {
     const all = [...this.byShard];
     this.byShard.clear();
-    await Promise.all(all.map(([name, acks]) => this.env.OUTBOX.getByName(name).ackEventsMany(acks).catch(() => undefined)));
+    await Promise.all(
+      all.map(([name, acks]) =>
+        this.env.OUTBOX.getByName(name)
+          .ackEventsMany(acks)
+          .catch(() => undefined),
+      ),
+    );
   }
 }

@@ -37,9 +37,23 @@
  */
 import type { SyncState } from "../model/message";
 import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
-import { enabledEndpointsStatement, noticeUpsertStatement, readNotices, suppressionUpsertStatement, toPublishEndpoint, type SuppressionInsert } from "../db/webhook-publication";
+import {
+  enabledEndpointsStatement,
+  noticeUpsertStatement,
+  readNotices,
+  suppressionUpsertStatement,
+  toPublishEndpoint,
+  type SuppressionInsert,
+} from "../db/webhook-publication";
 import type { MessageInfo } from "../webhooks/core/events";
-import { endpointWants, noticeKey, planPublication, type NoticeRecord, type PlannedEvent, type SourceMessage } from "../webhooks/core/publication";
+import {
+  endpointWants,
+  noticeKey,
+  planPublication,
+  type NoticeRecord,
+  type PlannedEvent,
+  type SourceMessage,
+} from "../webhooks/core/publication";
 import { suppressionFor, type SuppressibleEvent } from "../webhooks/core/suppression-policy";
 import { parseWebhookConfig, type WebhookVars } from "../webhooks/core/webhook-config";
 import { enqueueJobs, makeBundles, makeJob } from "../webhooks/jobs";
@@ -75,13 +89,23 @@ function toSource(s: SyncState): SourceMessage {
     message: messageInfo(s),
     tenant: s.view.tenant,
     cancelledRecipients: s.view.recipients.filter((r) => r.status === "cancelled").map((r) => r.email),
-    events: s.events.map((e) => ({ seq: e.seq, type: e.type, recipient: e.recipient, createdAtMs: e.created_at, data: parseData(e.data) })),
+    events: s.events.map((e) => ({
+      seq: e.seq,
+      type: e.type,
+      recipient: e.recipient,
+      createdAtMs: e.created_at,
+      data: parseData(e.data),
+    })),
   };
 }
 
 /** Stored notice states of every recipient with a deferral among the rows. */
 async function noticesFor(db: D1Database, sources: SourceMessage[]): Promise<Map<string, NoticeRecord>> {
-  const keys = sources.flatMap((m) => m.events.filter((e) => e.type === "email.delivery_delayed" && e.recipient !== null).map((e) => ({ emailId: m.message.emailId, recipient: e.recipient as string })));
+  const keys = sources.flatMap((m) =>
+    m.events
+      .filter((e) => e.type === "email.delivery_delayed" && e.recipient !== null)
+      .map((e) => ({ emailId: m.message.emailId, recipient: e.recipient as string })),
+  );
   const rows = await readNotices(db, keys);
   return new Map(rows.map((n) => [noticeKey(n.emailId, n.recipient), n]));
 }
@@ -90,7 +114,18 @@ function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
   return events.flatMap((e) => {
     if (e.type !== "email.bounced" && e.type !== "email.complained" && e.type !== "email.unsubscribed") return [];
     const s = suppressionFor(JSON.parse(e.body) as SuppressibleEvent, e.createdAtMs);
-    return s === null ? [] : [{ tenant_id: e.tenant, address: s.address, scope: s.scope, reason: s.reason, created_at: e.createdAtMs, expires_at: s.expiresAtMs }];
+    return s === null
+      ? []
+      : [
+          {
+            tenant_id: e.tenant,
+            address: s.address,
+            scope: s.scope,
+            reason: s.reason,
+            created_at: e.createdAtMs,
+            expires_at: s.expiresAtMs,
+          },
+        ];
   });
 }
 
@@ -104,16 +139,40 @@ function logRows(s: SyncState, planned: readonly PlannedEvent[], seen: Set<strin
   }
   return s.events.flatMap((ev) => {
     const envs = bySource.get(ev.seq) ?? [];
-    const env = (e: PlannedEvent | undefined) => ({ event_id: e?.id ?? null, event_type: e?.type ?? null, body: e?.body ?? null });
+    const env = (e: PlannedEvent | undefined) => ({
+      event_id: e?.id ?? null,
+      event_type: e?.type ?? null,
+      body: e?.body ?? null,
+    });
     return [
-      { source_seq: ev.seq, part: 0, type: ev.type, recipient: ev.recipient, created_at: ev.created_at, data: ev.data, ...env(envs[0]) },
-      ...envs.slice(1).map((e, i) => ({ source_seq: ev.seq, part: i + 1, type: e.type, recipient: e.recipient, created_at: e.createdAtMs, data: null, ...env(e) })),
+      {
+        source_seq: ev.seq,
+        part: 0,
+        type: ev.type,
+        recipient: ev.recipient,
+        created_at: ev.created_at,
+        data: ev.data,
+        ...env(envs[0]),
+      },
+      ...envs.slice(1).map((e, i) => ({
+        source_seq: ev.seq,
+        part: i + 1,
+        type: e.type,
+        recipient: e.recipient,
+        created_at: e.createdAtMs,
+        data: null,
+        ...env(e),
+      })),
     ];
   });
 }
 
 /** Writes and publishes the new events of `states` with the given index upserts (see the header). */
-export async function publishEvents(env: Env, states: readonly SyncState[], indexStatements: readonly D1PreparedStatement[] = []): Promise<void> {
+export async function publishEvents(
+  env: Env,
+  states: readonly SyncState[],
+  indexStatements: readonly D1PreparedStatement[] = [],
+): Promise<void> {
   const withEvents = states.filter((s) => s.events.length > 0);
   const sources = withEvents.map(toSource);
   if (sources.length === 0) {
@@ -131,9 +190,15 @@ export async function publishEvents(env: Env, states: readonly SyncState[], inde
     if (list) list.push(e);
     else byEmail.set(e.emailId, [e]);
   }
-  const inserts = logInsertStatements(env.DB, withEvents.map((s) => ({
-    tenant: s.view.tenant, emailId: s.view.id, rows: logRows(s, byEmail.get(s.view.id) ?? [], seen),
-  })), nowMs);
+  const inserts = logInsertStatements(
+    env.DB,
+    withEvents.map((s) => ({
+      tenant: s.view.tenant,
+      emailId: s.view.id,
+      rows: logRows(s, byEmail.get(s.view.id) ?? [], seen),
+    })),
+    nowMs,
+  );
   const suppressions = suppressionsOf(plan.events);
   const tenants = [...new Set(sources.map((s) => s.tenant))];
   const ids = [...plan.events.map((e) => e.id), ...plan.recheck];
@@ -143,21 +208,36 @@ export async function publishEvents(env: Env, states: readonly SyncState[], inde
     ...inserts,
     ...(plan.notices.length > 0 ? [noticeUpsertStatement(env.DB, plan.notices)] : []),
     ...(suppressions.length > 0 ? [suppressionUpsertStatement(env.DB, suppressions)] : []),
-    ...(pushing ? [feedTakeoverStatement(env.DB, ids, nowMs, CLAIM_LEASE_MS), enabledEndpointsStatement(env.DB, tenants)] : []),
+    ...(pushing
+      ? [feedTakeoverStatement(env.DB, ids, nowMs, CLAIM_LEASE_MS), enabledEndpointsStatement(env.DB, tenants)]
+      : []),
   ];
   const results = await env.DB.batch(stmts);
   if (!pushing) return;
   const first = indexStatements.length;
   const rows = [...results.slice(first, first + inserts.length), results[results.length - 2]]
-    .flatMap((r) => (r?.results ?? []) as FeedRow[]).filter((r) => r.event_id !== null);
-  const endpoints = ((results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]).map(toPublishEndpoint);
-  const jobs = rows.flatMap((row) => endpoints
-    .filter((ep) => ep.tenant_id === row.tenant_id && endpointWants(ep.events, row.type))
-    .map((ep) => makeJob(row.tenant_id, ep.id, { id: row.event_id, type: row.type, body: row.body })));
+    .flatMap((r) => (r?.results ?? []) as FeedRow[])
+    .filter((r) => r.event_id !== null);
+  const endpoints = (
+    (results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]
+  ).map(toPublishEndpoint);
+  const jobs = rows.flatMap((row) =>
+    endpoints
+      .filter((ep) => ep.tenant_id === row.tenant_id && endpointWants(ep.events, row.type))
+      .map((ep) => makeJob(row.tenant_id, ep.id, { id: row.event_id, type: row.type, body: row.body })),
+  );
   try {
-    if (jobs.length > 0) await enqueueJobs(env.WEBHOOKS, makeBundles(jobs).map((job) => ({ job })));
+    if (jobs.length > 0)
+      await enqueueJobs(
+        env.WEBHOOKS,
+        makeBundles(jobs).map((job) => ({ job })),
+      );
   } catch (e) {
-    await releaseFeedClaims(env.DB, rows.map((r) => r.event_id), nowMs).catch(() => undefined);
+    await releaseFeedClaims(
+      env.DB,
+      rows.map((r) => r.event_id),
+      nowMs,
+    ).catch(() => undefined);
     throw e;
   }
 }

@@ -29,28 +29,54 @@ export function mergeEvents(a: SyncState, b: SyncState): SyncState {
 
 /** Tells each Outbox shard, in one request, which events of `states` are written to D1. */
 export async function ackWritten(env: Env, states: readonly SyncState[]): Promise<void> {
-  await Promise.all([...byOutbox(eventAcksOf(states), (a) => a.id)].map(([name, inShard]) => env.OUTBOX.getByName(name).ackEventsMany(inShard)));
+  await Promise.all(
+    [...byOutbox(eventAcksOf(states), (a) => a.id)].map(([name, inShard]) =>
+      env.OUTBOX.getByName(name).ackEventsMany(inShard),
+    ),
+  );
 }
 
 /** What the D1 index stores of a message's state: its view and the event GET /emails shows last (`scheduled`: it waits for its time). */
 export function indexItemOf(state: SyncState, scheduled = false): IndexItem {
-  return { view: state.view, lastEvent: lastEventOf(state.view.recipients.map((r) => r.status), scheduled, state.view.complained === true) };
+  return {
+    view: state.view,
+    lastEvent: lastEventOf(
+      state.view.recipients.map((r) => r.status),
+      scheduled,
+      state.view.complained === true,
+    ),
+  };
 }
 
 /** Writes the index and events of the messages in `states` (as the Outbox answered them) in one D1 batch (publishEvents). */
 export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
   try {
-    const stmts = indexStatements(env.DB, states.map((s) => indexItemOf(s)));
+    const stmts = indexStatements(
+      env.DB,
+      states.map((s) => indexItemOf(s)),
+    );
     if (stmts.length === 0) return;
     await publishEvents(env, states, stmts);
     // Held (`held`) to ride on the agent's next request, or sent now.
     if (held) return held.add(eventAcksOf(states));
     await ackWritten(env, states);
   } catch (e) {
-    console.error(JSON.stringify({ error: "deliver: index write failed (handed to the classify queue)", detail: e instanceof Error ? e.message : String(e) }));
-    await env.CLASSIFY.sendBatch(states.map((s) => ({ body: { id: s.view.id }, contentType: "json" as const }))).catch((err: unknown) => {
-      console.error(JSON.stringify({ error: "deliver: queueing the index write failed (the Outbox sweeper repeats it)", detail: String(err) }));
-    });
+    console.error(
+      JSON.stringify({
+        error: "deliver: index write failed (handed to the classify queue)",
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
+    await env.CLASSIFY.sendBatch(states.map((s) => ({ body: { id: s.view.id }, contentType: "json" as const }))).catch(
+      (err: unknown) => {
+        console.error(
+          JSON.stringify({
+            error: "deliver: queueing the index write failed (the Outbox sweeper repeats it)",
+            detail: String(err),
+          }),
+        );
+      },
+    );
   }
 }

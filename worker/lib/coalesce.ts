@@ -13,7 +13,10 @@ export class Coalescer<I, O> {
   private pending: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
 
-  constructor(private readonly flush: (items: I[]) => Promise<O[]>, private readonly lingerMs: number | (() => number) = 0) {}
+  constructor(
+    private readonly flush: (items: I[]) => Promise<O[]>,
+    private readonly lingerMs: number | (() => number) = 0,
+  ) {}
 
   add(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {

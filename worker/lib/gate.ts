@@ -80,12 +80,16 @@ export class Gate {
   /** When the waiters were last swept for stale ones. */
   private swept = Number.NEGATIVE_INFINITY;
 
-  constructor(readonly opts: GateOptions, private readonly now: () => number) {
-    if (!(opts.limit >= 1) || !(opts.perKey >= 1) || opts.perKey > opts.limit) throw new RangeError("Gate needs 1 <= perKey <= limit");
+  constructor(
+    readonly opts: GateOptions,
+    private readonly now: () => number,
+  ) {
+    if (!(opts.limit >= 1) || !(opts.perKey >= 1) || opts.perKey > opts.limit)
+      throw new RangeError("Gate needs 1 <= perKey <= limit");
   }
 
   held(key?: string): number {
-    return key === undefined ? this.holds.size : this.byKey.get(key) ?? 0;
+    return key === undefined ? this.holds.size : (this.byKey.get(key) ?? 0);
   }
 
   sending(): number {
@@ -175,7 +179,8 @@ export class Gate {
     if (!h) return;
     this.holds.delete(id);
     const n = this.held(h.key) - 1;
-    if (n > 0) this.byKey.set(h.key, n); else this.byKey.delete(h.key);
+    if (n > 0) this.byKey.set(h.key, n);
+    else this.byKey.delete(h.key);
   }
 
   /** Records that `key` asked now (moved to the end: the map stays oldest first). */

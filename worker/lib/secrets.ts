@@ -47,7 +47,10 @@ function secretBytes(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }):
  * A key of its own for `purpose` (e.g. signing VERP and unsubscribe tokens), derived from the
  * secret as HMAC-SHA256(secret, purpose): the sealing key itself is never used for anything else.
  */
-export async function derivedSecret(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string }, purpose: string): Promise<Uint8Array> {
+export async function derivedSecret(
+  env: { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string },
+  purpose: string,
+): Promise<Uint8Array> {
   const k = await crypto.subtle.importKey("raw", secretBytes(env), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   return new Uint8Array(await crypto.subtle.sign("HMAC", k, new TextEncoder().encode(purpose)));
 }
@@ -55,7 +58,9 @@ export async function derivedSecret(env: { WEBHOOK_SECRETS_KEY?: string; COHORT_
 /** Encrypts a secret. */
 export async function sealSecret(key: CryptoKey, secret: string): Promise<string> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ct = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv }, key, new TextEncoder().encode(secret)));
+  const ct = new Uint8Array(
+    await crypto.subtle.encrypt({ name: "AES-GCM", iv }, key, new TextEncoder().encode(secret)),
+  );
   return `v1.${b64(iv)}.${b64(ct)}`;
 }
 

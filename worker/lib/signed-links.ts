@@ -31,8 +31,15 @@ export interface FileRef {
 }
 
 const enc = new TextEncoder();
-const b64url = (b: Uint8Array) => btoa(String.fromCharCode(...b)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-const unb64url = (s: string) => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (s.length % 4)) % 4)), (c) => c.charCodeAt(0));
+const b64url = (b: Uint8Array) =>
+  btoa(String.fromCharCode(...b))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
+const unb64url = (s: string) =>
+  Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (s.length % 4)) % 4)), (c) =>
+    c.charCodeAt(0),
+  );
 
 type SecretEnv = { WEBHOOK_SECRETS_KEY?: string; COHORT_ENV: string };
 let cached: { secret: string | undefined; key: Promise<CryptoKey> } | null = null;
@@ -41,7 +48,9 @@ function linkKey(env: SecretEnv): Promise<CryptoKey> {
   if (cached === null || cached.secret !== env.WEBHOOK_SECRETS_KEY) {
     cached = {
       secret: env.WEBHOOK_SECRETS_KEY,
-      key: derivedSecret(env, "cohort file links v1").then((s) => crypto.subtle.importKey("raw", s, { name: "HMAC", hash: "SHA-256" }, false, ["sign"])),
+      key: derivedSecret(env, "cohort file links v1").then((s) =>
+        crypto.subtle.importKey("raw", s, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]),
+      ),
     };
   }
   return cached.key;

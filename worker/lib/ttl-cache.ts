@@ -5,7 +5,10 @@
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
 
-  constructor(private readonly ttlMs = 30_000, private readonly maxEntries = 1000) {}
+  constructor(
+    private readonly ttlMs = 30_000,
+    private readonly maxEntries = 1000,
+  ) {}
 
   /** The cached value, or undefined when absent or expired. */
   get(key: string, nowMs: number): V | undefined {

@@ -84,7 +84,8 @@ function addressLiteral(domain: string): { ok: true; literal: string } | { ok: f
   if (c === null || (m![1] !== undefined) !== (c.family === 6)) {
     return { ok: false, why: "has an invalid address literal (use [192.0.2.1] or [IPv6:2001:db8::1])" };
   }
-  if (c.range !== "public") return { ok: false, why: `has an address literal that is not a public address (${c.range})` };
+  if (c.range !== "public")
+    return { ok: false, why: `has an address literal that is not a public address (${c.range})` };
   return { ok: true, literal: c.family === 6 ? `[IPv6:${ip!.toLowerCase()}]` : `[${ip}]` };
 }
 
@@ -100,10 +101,15 @@ export function parseMailbox(field: string, raw: string): Mailbox {
   }
   const at = addr.lastIndexOf("@");
   if (at <= 0 || at === addr.length - 1) {
-    throw new MailInputError(field, "must be an email address like user@example.com or Name <user@example.com>", errorName);
+    throw new MailInputError(
+      field,
+      "must be an email address like user@example.com or Name <user@example.com>",
+      errorName,
+    );
   }
   const local = addr.slice(0, at);
-  const valid = DOT_ATOM_RE.test(local) || QUOTED_LOCAL_RE.test(local) || (!isPlainAscii(local) && UTF8_DOT_ATOM_RE.test(local));
+  const valid =
+    DOT_ATOM_RE.test(local) || QUOTED_LOCAL_RE.test(local) || (!isPlainAscii(local) && UTF8_DOT_ATOM_RE.test(local));
   if (!valid || new TextEncoder().encode(local).length > 64) {
     throw new MailInputError(field, "has an invalid local part (before the @)", errorName);
   }

@@ -47,7 +47,10 @@ export interface ArfComplaint {
 /** A report that cannot be used; `code` is stable. */
 export class ArfError extends Error {
   readonly isArfError = true;
-  constructor(readonly code: "not_arf" | "no_original" | "no_recipient", message: string) {
+  constructor(
+    readonly code: "not_arf" | "no_original" | "no_recipient",
+    message: string,
+  ) {
     super(message);
     this.name = "ArfError";
   }
@@ -70,7 +73,10 @@ export function fields(text: string): Map<string, string[]> {
 export function addresses(value: string): string[] {
   const bracketed = [...value.matchAll(/<([^<>\s]+@[^<>\s]+)>/g)].map((m) => m[1]!);
   if (bracketed.length > 0) return bracketed;
-  return value.split(",").map((v) => v.trim().replace(/^rfc822;\s*/i, "")).filter((v) => /^[^\s@]+@[^\s@]+$/.test(v));
+  return value
+    .split(",")
+    .map((v) => v.trim().replace(/^rfc822;\s*/i, ""))
+    .filter((v) => /^[^\s@]+@[^\s@]+$/.test(v));
 }
 
 /** The complaint in a report's parts (see the header). */
@@ -81,14 +87,23 @@ export function readArf(parts: readonly ReportPart[], lenient = false): ArfCompl
   const original = parts.find((p) => ["message/rfc822", "text/rfc822-headers"].includes(p.mimeType.toLowerCase()));
   const o = fields(original?.text ?? "");
   const messageId = (o.get("message-id")?.[0] ?? "").match(/<[^<>\s]+>/)?.[0];
-  if (!messageId && !lenient) throw new ArfError("no_original", "the report does not carry the original message's Message-ID");
+  if (!messageId && !lenient)
+    throw new ArfError("no_original", "the report does not carry the original message's Message-ID");
   let recipients = (f.get("original-rcpt-to") ?? []).flatMap(addresses);
   if (recipients.length === 0) {
     const to = (o.get("to") ?? []).flatMap(addresses);
     if (to.length === 1) recipients = to;
   }
-  if (recipients.length === 0 && !lenient) throw new ArfError("no_recipient", "the report names no Original-Rcpt-To, and the original has no single To address");
-  return { feedbackType: (f.get("feedback-type")?.[0] ?? "abuse").toLowerCase(), recipients: [...new Set(recipients)], messageId: messageId ?? "" };
+  if (recipients.length === 0 && !lenient)
+    throw new ArfError(
+      "no_recipient",
+      "the report names no Original-Rcpt-To, and the original has no single To address",
+    );
+  return {
+    feedbackType: (f.get("feedback-type")?.[0] ?? "abuse").toLowerCase(),
+    recipients: [...new Set(recipients)],
+    messageId: messageId ?? "",
+  };
 }
 
 /** The email id in a Message-ID the relay generated, or null. */

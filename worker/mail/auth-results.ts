@@ -44,8 +44,15 @@ function withoutComments(value: string): string {
       continue;
     }
     if (depth === 0 && ch === '"') quoted = !quoted;
-    if (!quoted && ch === "(") { depth++; continue; }
-    if (!quoted && ch === ")" && depth > 0) { depth--; out += depth === 0 ? " " : ""; continue; }
+    if (!quoted && ch === "(") {
+      depth++;
+      continue;
+    }
+    if (!quoted && ch === ")" && depth > 0) {
+      depth--;
+      out += depth === 0 ? " " : "";
+      continue;
+    }
     if (depth === 0) out += ch;
   }
   return out;
@@ -69,7 +76,8 @@ function splitOutsideQuotes(text: string, sep: RegExp): string[] {
   return out;
 }
 
-const unquote = (v: string) => (v.length >= 2 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1).replace(/\\(.)/g, "$1") : v);
+const unquote = (v: string) =>
+  v.length >= 2 && v.startsWith('"') && v.endsWith('"') ? v.slice(1, -1).replace(/\\(.)/g, "$1") : v;
 
 /** See the header. */
 export function parseAuthResults(value: string): AuthResults | null {

@@ -36,8 +36,13 @@ import { dedupeRecipients, mailboxTokens, parseMailbox, parseMailboxes, type Env
 import { MailInputError } from "./errors";
 import { assertHeaderSafe, checkCustomHeader, foldHeader, unstructuredTokens } from "./header";
 import {
-  attachmentLeaf, multipart, renderEntity, resolveAttachment, textLeaf,
-  type AttachmentInput, type Entity,
+  attachmentLeaf,
+  multipart,
+  renderEntity,
+  resolveAttachment,
+  textLeaf,
+  type AttachmentInput,
+  type Entity,
 } from "./mime";
 
 export type { AttachmentInput } from "./mime";
@@ -78,8 +83,10 @@ const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "
 export function formatDate(now: Date): string {
   if (Number.isNaN(now.getTime())) throw new RangeError("compose: `now` is an invalid Date");
   const p2 = (n: number) => String(n).padStart(2, "0");
-  return `${DAYS[now.getUTCDay()]}, ${p2(now.getUTCDate())} ${MONTHS[now.getUTCMonth()]} ${now.getUTCFullYear()} ` +
-    `${p2(now.getUTCHours())}:${p2(now.getUTCMinutes())}:${p2(now.getUTCSeconds())} +0000`;
+  return (
+    `${DAYS[now.getUTCDay()]}, ${p2(now.getUTCDate())} ${MONTHS[now.getUTCMonth()]} ${now.getUTCFullYear()} ` +
+    `${p2(now.getUTCHours())}:${p2(now.getUTCMinutes())}:${p2(now.getUTCSeconds())} +0000`
+  );
 }
 
 /** Builds the RFC 5322 message for a send request. */
@@ -113,7 +120,12 @@ export function compose(input: SendRequest, opts: ComposeOptions): ComposedMessa
   const utf8Address = [from, ...to, ...cc, ...replyTo].some((m) => /[^\x00-\x7f]/.test(m.address));
   const entity = renderEntity(built.entity, boundaries(opts.boundarySeed ?? left));
   const raw = [...fields, ...entity.headers].join(CRLF) + CRLF + CRLF + entity.body + CRLF;
-  return { raw, messageId, envelope: { mailFrom: from.address, rcptTo: dedupeRecipients([...to, ...cc, ...bcc]) }, eightBit: built.eightBit || utf8Address };
+  return {
+    raw,
+    messageId,
+    envelope: { mailFrom: from.address, rcptTo: dedupeRecipients([...to, ...cc, ...bcc]) },
+    eightBit: built.eightBit || utf8Address,
+  };
 }
 
 /** Chooses the MIME tree: alternative for text+html, related for cid images, mixed for attachments. */

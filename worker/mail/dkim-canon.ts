@@ -23,16 +23,48 @@ export type HeaderField = { key: string; raw: string };
 
 /** Headers signed by default when present (lower-case). */
 export const DEFAULT_SIGNED_HEADERS: readonly string[] = [
-  "from", "sender", "reply-to", "subject", "date", "message-id", "to", "cc",
-  "mime-version", "content-type", "content-transfer-encoding", "content-language",
-  "in-reply-to", "references", "list-id", "list-help", "list-unsubscribe", "list-unsubscribe-post",
-  "list-subscribe", "list-post", "list-owner", "list-archive", "feedback-id", "cfbl-address", "cfbl-feedback-id",
+  "from",
+  "sender",
+  "reply-to",
+  "subject",
+  "date",
+  "message-id",
+  "to",
+  "cc",
+  "mime-version",
+  "content-type",
+  "content-transfer-encoding",
+  "content-language",
+  "in-reply-to",
+  "references",
+  "list-id",
+  "list-help",
+  "list-unsubscribe",
+  "list-unsubscribe-post",
+  "list-subscribe",
+  "list-post",
+  "list-owner",
+  "list-archive",
+  "feedback-id",
+  "cfbl-address",
+  "cfbl-feedback-id",
 ];
 
 /** Headers listed once more than they occur, so a later-added instance breaks the signature. */
 export const OVERSIGNED_HEADERS: ReadonlySet<string> = new Set([
-  "from", "reply-to", "subject", "date", "message-id", "to", "cc", "mime-version",
-  "content-type", "content-transfer-encoding", "list-unsubscribe", "list-unsubscribe-post", "cfbl-address",
+  "from",
+  "reply-to",
+  "subject",
+  "date",
+  "message-id",
+  "to",
+  "cc",
+  "mime-version",
+  "content-type",
+  "content-transfer-encoding",
+  "list-unsubscribe",
+  "list-unsubscribe-post",
+  "cfbl-address",
 ]);
 
 /** Splits a CRLF message into header fields and body (everything after the first empty line). */
@@ -57,7 +89,10 @@ export function splitMessage(message: string): { fields: HeaderField[]; body: st
 /** Relaxed canonical form of one header field, without the trailing CRLF. */
 export function canonHeaderRelaxed(raw: string): string {
   const colon = raw.indexOf(":");
-  const name = raw.slice(0, colon).replace(/[ \t]+$/, "").toLowerCase();
+  const name = raw
+    .slice(0, colon)
+    .replace(/[ \t]+$/, "")
+    .toLowerCase();
   const value = raw
     .slice(colon + 1)
     .replace(/\r\n/g, "")

@@ -93,7 +93,8 @@ function spkiOfPkcs1(pkcs1: Uint8Array): Uint8Array {
 
 async function importKey(alg: string, der: Uint8Array): Promise<CryptoKey | null> {
   try {
-    if (alg === "ed25519-sha256") return await crypto.subtle.importKey("raw", der, { name: "Ed25519" }, false, ["verify"]);
+    if (alg === "ed25519-sha256")
+      return await crypto.subtle.importKey("raw", der, { name: "Ed25519" }, false, ["verify"]);
     const params = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
     try {
       return await crypto.subtle.importKey("spki", der, params, false, ["verify"]);
@@ -107,7 +108,13 @@ async function importKey(alg: string, der: Uint8Array): Promise<CryptoKey | null
 
 type Verdict = Omit<DkimVerdict, "domain" | "selector">;
 
-async function verifyOne(field: HeaderField, fields: readonly HeaderField[], body: string, lookup: TxtLookup, nowSec: number | null): Promise<DkimVerdict> {
+async function verifyOne(
+  field: HeaderField,
+  fields: readonly HeaderField[],
+  body: string,
+  lookup: TxtLookup,
+  nowSec: number | null,
+): Promise<DkimVerdict> {
   const t = tags(field.raw.slice(field.raw.indexOf(":") + 1));
   const domain = (t?.get("d") ?? "").toLowerCase();
   const selector = t?.get("s") ?? "";
@@ -115,27 +122,34 @@ async function verifyOne(field: HeaderField, fields: readonly HeaderField[], bod
   const complete = t !== null && t.get("v") === "1" && domain && selector && t.get("h") && t.get("bh") && t.get("b");
   if (!complete || t === null) return done({ result: "permerror", why: "malformed signature" });
   const alg = (t.get("a") ?? "").toLowerCase();
-  if (alg !== "rsa-sha256" && alg !== "ed25519-sha256") return done({ result: "neutral", why: `algorithm ${alg || "none"} is not supported` });
+  if (alg !== "rsa-sha256" && alg !== "ed25519-sha256")
+    return done({ result: "neutral", why: `algorithm ${alg || "none"} is not supported` });
   const h = t.get("h")!.toLowerCase().split(":").filter(Boolean);
   if (!h.includes("from")) return done({ result: "permerror", why: "the signature does not cover From" });
   const [hc, bc = "simple"] = (t.get("c") ?? "simple/simple").toLowerCase().split("/");
-  if (!["simple", "relaxed"].includes(hc!) || !["simple", "relaxed"].includes(bc)) return done({ result: "permerror", why: "unknown canonicalisation" });
+  if (!["simple", "relaxed"].includes(hc!) || !["simple", "relaxed"].includes(bc))
+    return done({ result: "permerror", why: "unknown canonicalisation" });
   const i = t.get("i");
   const iDomain = i === undefined ? null : i.slice(i.lastIndexOf("@") + 1).toLowerCase();
-  if (iDomain !== null && !`.${iDomain}`.endsWith(`.${domain}`)) return done({ result: "permerror", why: "i= is not within d=" });
+  if (iDomain !== null && !`.${iDomain}`.endsWith(`.${domain}`))
+    return done({ result: "permerror", why: "i= is not within d=" });
   const x = t.get("x");
-  if (x !== undefined && nowSec !== null && /^\d+$/.test(x) && Number(x) < nowSec) return done({ result: "fail", why: "the signature expired" });
+  if (x !== undefined && nowSec !== null && /^\d+$/.test(x) && Number(x) < nowSec)
+    return done({ result: "fail", why: "the signature expired" });
   let canonBody = bc === "relaxed" ? canonBodyRelaxed(body) : canonBodySimple(body);
   const l = t.get("l");
   if (l !== undefined) {
-    if (!/^\d+$/.test(l) || Number(l) > canonBody.length) return done({ result: "permerror", why: "l= is longer than the body" });
+    if (!/^\d+$/.test(l) || Number(l) > canonBody.length)
+      return done({ result: "permerror", why: "l= is longer than the body" });
     canonBody = canonBody.slice(0, Number(l));
   }
-  if (bytesToBase64(await sha256(binaryToBytes(canonBody))) !== t.get("bh")) return done({ result: "fail", why: "the body hash does not match" });
+  if (bytesToBase64(await sha256(binaryToBytes(canonBody))) !== t.get("bh"))
+    return done({ result: "fail", why: "the body hash does not match" });
   const records = await lookup(`${selector}._domainkey.${domain}`);
   if (records === null) return done({ result: "temperror", why: "the key could not be looked up" });
   const keys = records.map((r) => tags(r)).filter((k): k is Map<string, string> => k !== null && k.has("p"));
-  if (keys.length !== 1) return done({ result: "permerror", why: keys.length === 0 ? "no key record" : "more than one key record" });
+  if (keys.length !== 1)
+    return done({ result: "permerror", why: keys.length === 0 ? "no key record" : "more than one key record" });
   const key = keys[0]!;
   const p = key.get("p")!;
   if (p === "") return done({ result: "fail", why: "the key is revoked" });
@@ -145,20 +159,29 @@ async function verifyOne(field: HeaderField, fields: readonly HeaderField[], bod
   const cryptoKey = der === null ? null : await importKey(alg, der);
   if (cryptoKey === null) return done({ result: "permerror", why: "the key record's p= is not a usable key" });
   const canon = (raw: string) => (hc === "relaxed" ? canonHeaderRelaxed(raw) : raw);
-  const data = selected(fields, h).map((f) => `${canon(f.raw)}\r\n`).join("") + canon(withoutB(field.raw));
+  const data =
+    selected(fields, h)
+      .map((f) => `${canon(f.raw)}\r\n`)
+      .join("") + canon(withoutB(field.raw));
   const sig = base64ToBytes(t.get("b")!);
   if (sig === null) return done({ result: "permerror", why: "b= is not base64" });
   const bytes = binaryToBytes(data);
-  const ok = alg === "rsa-sha256"
-    ? await crypto.subtle.verify("RSASSA-PKCS1-v1_5", cryptoKey, sig, bytes).catch(() => false)
-    : await crypto.subtle.verify("Ed25519", cryptoKey, sig, await sha256(bytes)).catch(() => false);
+  const ok =
+    alg === "rsa-sha256"
+      ? await crypto.subtle.verify("RSASSA-PKCS1-v1_5", cryptoKey, sig, bytes).catch(() => false)
+      : await crypto.subtle.verify("Ed25519", cryptoKey, sig, await sha256(bytes)).catch(() => false);
   if (!ok) return done({ result: "fail", why: "the signature does not verify" });
-  if ((key.get("t") ?? "").split(":").includes("y")) return done({ result: "neutral", why: "the key is in testing mode (t=y)" });
+  if ((key.get("t") ?? "").split(":").includes("y"))
+    return done({ result: "neutral", why: "the key is in testing mode (t=y)" });
   return done({ result: "pass", why: "" });
 }
 
 /** See the header. */
-export async function verifyDkim(message: Uint8Array, lookup: TxtLookup, opts: { max?: number; nowSec?: number } = {}): Promise<DkimVerdict[]> {
+export async function verifyDkim(
+  message: Uint8Array,
+  lookup: TxtLookup,
+  opts: { max?: number; nowSec?: number } = {},
+): Promise<DkimVerdict[]> {
   const bin = bytesToBinary(message).replace(/\r?\n/g, "\r\n");
   const { fields, body } = splitMessage(bin);
   const sigs = fields.filter((f) => f.key === "dkim-signature").slice(0, opts.max ?? 5);

@@ -25,7 +25,13 @@
  *   DkimError for a PEM that is not PKCS#8, a key WebCrypto rejects, an unknown algorithm, or a
  *   domain/selector that is not a DNS name. Never throws for message content.
  */
-import { canonBodyRelaxed, canonHeaderRelaxed, DEFAULT_SIGNED_HEADERS, selectHeaders, splitMessage } from "./dkim-canon";
+import {
+  canonBodyRelaxed,
+  canonHeaderRelaxed,
+  DEFAULT_SIGNED_HEADERS,
+  selectHeaders,
+  splitMessage,
+} from "./dkim-canon";
 import { base64ToBytes, binaryToBytes, bytesToBase64, bytesToBinary, utf8Encode } from "./encoding";
 import { DkimError } from "./errors";
 import { foldHeader } from "./header";
@@ -52,14 +58,19 @@ export type DkimSigner = {
   expiresInSec?: number;
 };
 
-const PKCS8_ED25519_PREFIX = [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20];
+const PKCS8_ED25519_PREFIX = [
+  0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
 const DNS_NAME_RE = /^(?!-)[A-Za-z0-9_-]{1,63}(?:\.(?!-)[A-Za-z0-9_-]{1,63})*$/;
 
 /** Imports a DKIM private key for `algorithm`. */
 export async function importDkimKey(pem: string, algorithm: DkimAlgorithm): Promise<CryptoKey> {
-  const params = algorithm === "rsa-sha256"
-    ? { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }
-    : algorithm === "ed25519-sha256" ? { name: "Ed25519" } : null;
+  const params =
+    algorithm === "rsa-sha256"
+      ? { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }
+      : algorithm === "ed25519-sha256"
+        ? { name: "Ed25519" }
+        : null;
   if (params === null) throw new DkimError(`unsupported DKIM algorithm ${String(algorithm)}`);
   if (/-----BEGIN (RSA |EC |ENCRYPTED )PRIVATE KEY-----/.test(pem)) {
     throw new DkimError("DKIM key must be an unencrypted PKCS#8 PEM (-----BEGIN PRIVATE KEY-----)");
@@ -95,8 +106,15 @@ export async function signDkim(
 }
 
 /** Builds one complete, folded DKIM-Signature field. */
-async function signatureField(fields: ReturnType<typeof splitMessage>["fields"], bh: string, s: DkimSigner): Promise<string> {
-  for (const [tag, v] of [["domain", s.domain], ["selector", s.selector]] as const) {
+async function signatureField(
+  fields: ReturnType<typeof splitMessage>["fields"],
+  bh: string,
+  s: DkimSigner,
+): Promise<string> {
+  for (const [tag, v] of [
+    ["domain", s.domain],
+    ["selector", s.selector],
+  ] as const) {
     if (!DNS_NAME_RE.test(v)) throw new DkimError(`DKIM ${tag} "${v}" is not an ASCII DNS name`);
   }
   const key = typeof s.privateKey === "string" ? await importDkimKey(s.privateKey, s.algorithm) : s.privateKey;

@@ -31,10 +31,19 @@ import type { DsnRecipient } from "../model/inbound";
 export type { DsnRecipient };
 import { fields } from "./arf";
 
-
 const ENHANCED_RE = /(?:^|[^\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.]*\d)/;
-const EXPIRY_RE = new RegExp(["retry time ?(out)? (was )?(exceeded|reached)", "retry timeout", "too long in (the )?queue", "been in the queue too long",
-  "delivery time expired", "message expired", "could not be delivered within"].join("|"), "i");
+const EXPIRY_RE = new RegExp(
+  [
+    "retry time ?(out)? (was )?(exceeded|reached)",
+    "retry timeout",
+    "too long in (the )?queue",
+    "been in the queue too long",
+    "delivery time expired",
+    "message expired",
+    "could not be delivered within",
+  ].join("|"),
+  "i",
+);
 
 function first(f: Map<string, string[]>, name: string): string | null {
   return f.get(name)?.[0] ?? null;
@@ -62,7 +71,10 @@ export function mostSpecific(codes: readonly (string | null)[]): string | null {
 /** `rfc822; a@b` → a@b; `<a@b>` → a@b. */
 export function typedAddress(value: string | null): string | null {
   if (value === null) return null;
-  const v = value.replace(/^[^;]*;\s*/, "").trim().replace(/^<|>$/g, "");
+  const v = value
+    .replace(/^[^;]*;\s*/, "")
+    .trim()
+    .replace(/^<|>$/g, "");
   return /^[^\s@]+@[^\s@]+$/.test(v) ? v : null;
 }
 
@@ -73,10 +85,17 @@ export function reasonFor(text: string, address: string): string | null {
   const i = lines.findIndex((l) => l.toLowerCase().includes(want));
   if (i < 0) return null;
   const line = lines[i]!;
-  const rest = line.slice(line.toLowerCase().indexOf(want) + want.length).replace(/^[>\s:,;.)\]]+/, "").trim();
+  const rest = line
+    .slice(line.toLowerCase().indexOf(want) + want.length)
+    .replace(/^[>\s:,;.)\]]+/, "")
+    .trim();
   const below: string[] = [];
   for (let j = i + 1; j < lines.length && /^[ \t]+\S/.test(lines[j]!); j++) below.push(lines[j]!.trim());
-  const reason = [rest, ...below].filter((s) => s !== "").join(" ").replace(/^\(reason:\s*(.*?)\)?$/i, "$1").trim();
+  const reason = [rest, ...below]
+    .filter((s) => s !== "")
+    .join(" ")
+    .replace(/^\(reason:\s*(.*?)\)?$/i, "$1")
+    .trim();
   return reason === "" ? null : reason.slice(0, 500);
 }
 
@@ -87,28 +106,47 @@ export function isExpiry(action: string, status: string, words: string): boolean
 
 /** The blocks of a delivery-status part: per-message first, then one per recipient. */
 function blocks(text: string): Map<string, string[]>[] {
-  return text.replace(/\r\n/g, "\n").split(/\n[ \t]*\n/).filter((b) => b.trim() !== "").map((b) => fields(b));
+  return text
+    .replace(/\r\n/g, "\n")
+    .split(/\n[ \t]*\n/)
+    .filter((b) => b.trim() !== "")
+    .map((b) => fields(b));
 }
 
 /** See the header. */
 export function readDsnPart(statusText: string, humanText: string): DsnRecipient[] {
-  return blocks(statusText).slice(1).flatMap((b): DsnRecipient[] => {
-    const action = first(b, "action")?.toLowerCase().trim();
-    if (!action) return [];
-    const address = typedAddress(first(b, "final-recipient")) ?? typedAddress(first(b, "original-recipient"));
-    const original = typedAddress(first(b, "original-recipient"));
-    const diag = first(b, "diagnostic-code");
-    const semi = diag?.indexOf(";") ?? -1;
-    const diagText = diag === null ? "" : (semi >= 0 ? diag.slice(semi + 1) : diag).trim();
-    const reason = address === null ? null : reasonFor(humanText, address) ?? (original === null ? null : reasonFor(humanText, original));
-    const status = mostSpecific([enhancedIn(first(b, "status")), enhancedIn(diagText), enhancedIn(reason)])
-      ?? (action === "failed" ? "5.0.0" : "4.0.0");
-    const diagnostic = diagText || reason || "";
-    return [{
-      address, original, action, status, diagnostic,
-      diagnosticType: diag !== null && semi >= 0 ? diag.slice(0, semi).trim().toLowerCase() : null,
-      remoteMta: first(b, "remote-mta")?.replace(/^[^;]*;\s*/, "").trim() || null,
-      expired: isExpiry(action, status, `${diagText} ${reason ?? ""}`),
-    }];
-  });
+  return blocks(statusText)
+    .slice(1)
+    .flatMap((b): DsnRecipient[] => {
+      const action = first(b, "action")?.toLowerCase().trim();
+      if (!action) return [];
+      const address = typedAddress(first(b, "final-recipient")) ?? typedAddress(first(b, "original-recipient"));
+      const original = typedAddress(first(b, "original-recipient"));
+      const diag = first(b, "diagnostic-code");
+      const semi = diag?.indexOf(";") ?? -1;
+      const diagText = diag === null ? "" : (semi >= 0 ? diag.slice(semi + 1) : diag).trim();
+      const reason =
+        address === null
+          ? null
+          : (reasonFor(humanText, address) ?? (original === null ? null : reasonFor(humanText, original)));
+      const status =
+        mostSpecific([enhancedIn(first(b, "status")), enhancedIn(diagText), enhancedIn(reason)]) ??
+        (action === "failed" ? "5.0.0" : "4.0.0");
+      const diagnostic = diagText || reason || "";
+      return [
+        {
+          address,
+          original,
+          action,
+          status,
+          diagnostic,
+          diagnosticType: diag !== null && semi >= 0 ? diag.slice(0, semi).trim().toLowerCase() : null,
+          remoteMta:
+            first(b, "remote-mta")
+              ?.replace(/^[^;]*;\s*/, "")
+              .trim() || null,
+          expired: isExpiry(action, status, `${diagText} ${reason ?? ""}`),
+        },
+      ];
+    });
 }

@@ -80,7 +80,10 @@ const CRLF = "\r\n";
 
 /** Whether a message from `mailFrom` may cause a DSN (never for a bounce). */
 export function shouldBounce(mailFrom: string): boolean {
-  const a = mailFrom.trim().replace(/^<(.*)>$/, "$1").trim();
+  const a = mailFrom
+    .trim()
+    .replace(/^<(.*)>$/, "$1")
+    .trim();
   if (a === "") return false;
   const at = a.lastIndexOf("@");
   const local = (at < 0 ? a : a.slice(0, at)).toLowerCase();
@@ -96,7 +99,10 @@ export function composeDsn(input: DsnInput): string {
   const headers = [
     `From: Mail Delivery System <MAILER-DAEMON@${input.heloName}>`,
     `To: ${asciiAddress(input.mailFrom)}`,
-    foldHeader("Subject", unstructuredTokens(failed ? "Undelivered Mail Returned to Sender" : "Delayed Mail (still being retried)")),
+    foldHeader(
+      "Subject",
+      unstructuredTokens(failed ? "Undelivered Mail Returned to Sender" : "Delayed Mail (still being retried)"),
+    ),
     `Date: ${formatDate(new Date(input.nowMs))}`,
     `Message-ID: <${atomOf(input.token)}@${input.heloName}>`,
     "Auto-Submitted: auto-replied",
@@ -110,7 +116,8 @@ export function composeDsn(input: DsnInput): string {
 
 /** Throws RangeError for caller bugs (see ERRORS). */
 function checkInput(input: DsnInput): void {
-  if (!input.heloName || /[\s\0<>@]/.test(input.heloName)) throw new RangeError(`dsn: bad heloName ${JSON.stringify(input.heloName)}`);
+  if (!input.heloName || /[\s\0<>@]/.test(input.heloName))
+    throw new RangeError(`dsn: bad heloName ${JSON.stringify(input.heloName)}`);
   if (!shouldBounce(input.mailFrom)) throw new RangeError("dsn: never bounce a bounce (null or MAILER-DAEMON sender)");
   if (input.recipients.length === 0) throw new RangeError("dsn: no recipients");
   for (const r of input.recipients) {
@@ -126,13 +133,17 @@ function asciiAddress(mailFrom: string): string {
   const a = mailFrom.trim().replace(/^<(.*)>$/, "$1");
   const at = a.lastIndexOf("@");
   const local = at < 0 ? a : a.slice(0, at);
-  if (!/^[\x21-\x7e]+$/.test(local) || /[<>\r\n]/.test(local)) throw new RangeError("dsn: the sender's local part is not ASCII; no 7-bit DSN can reach it");
+  if (!/^[\x21-\x7e]+$/.test(local) || /[<>\r\n]/.test(local))
+    throw new RangeError("dsn: the sender's local part is not ASCII; no 7-bit DSN can reach it");
   return at < 0 ? local : `${local}@${toAsciiDomain("mail_from", a.slice(at + 1))}`;
 }
 
 /** `token` reduced to dot-atom characters (for the Message-ID and the boundary). */
 function atomOf(token: string): string {
-  const t = token.replace(/[^A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]/g, "_").replace(/^\.+|\.+$/g, "").replace(/\.{2,}/g, ".");
+  const t = token
+    .replace(/[^A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]/g, "_")
+    .replace(/^\.+|\.+$/g, "")
+    .replace(/\.{2,}/g, ".");
   return t || "dsn";
 }
 
@@ -164,7 +175,14 @@ function statusPart(input: DsnInput): string {
     field("Arrival-Date", formatDate(new Date(input.arrivalMs))),
   ];
   const blocks = input.recipients.map((r) => recipientFields(r).join(CRLF));
-  return ["Content-Description: Delivery report", "Content-Type: message/delivery-status", "", perMessage.join(CRLF), ...blocks.flatMap((b) => ["", b]), ""].join(CRLF);
+  return [
+    "Content-Description: Delivery report",
+    "Content-Type: message/delivery-status",
+    "",
+    perMessage.join(CRLF),
+    ...blocks.flatMap((b) => ["", b]),
+    "",
+  ].join(CRLF);
 }
 
 /** The per-recipient fields of one recipient. */
@@ -176,7 +194,8 @@ function recipientFields(r: DsnRecipient): string[] {
   const d = diagnosticOf(r);
   if (d) out.push(field("Diagnostic-Code", d));
   out.push(field("Last-Attempt-Date", formatDate(new Date(r.lastAttemptMs))));
-  if (r.action === "delayed" && r.willRetryUntilMs) out.push(field("Will-Retry-Until", formatDate(new Date(r.willRetryUntilMs))));
+  if (r.action === "delayed" && r.willRetryUntilMs)
+    out.push(field("Will-Retry-Until", formatDate(new Date(r.willRetryUntilMs))));
   return out;
 }
 
@@ -193,32 +212,60 @@ function diagnosticOf(r: DsnRecipient): string | null {
 function humanPart(input: DsnInput, failed: boolean): string {
   const lines = [`This is the mail system at host ${input.heloName}.`, ""];
   if (failed) {
-    lines.push("Your message could not be delivered to one or more recipients.", "It is attached below; the reasons follow.");
+    lines.push(
+      "Your message could not be delivered to one or more recipients.",
+      "It is attached below; the reasons follow.",
+    );
   } else {
-    lines.push("Your message has not been delivered yet to one or more recipients.", "It is still being retried; you do not need to send it again.");
+    lines.push(
+      "Your message has not been delivered yet to one or more recipients.",
+      "It is still being retried; you do not need to send it again.",
+    );
   }
   lines.push("", "                   The mail system", "");
   for (const r of input.recipients) {
-    const why = r.diagnostic ? `${r.diagnostic.code ? `${r.diagnostic.code} ` : ""}${r.diagnostic.text}` : `status ${r.status}`;
+    const why = r.diagnostic
+      ? `${r.diagnostic.code ? `${r.diagnostic.code} ` : ""}${r.diagnostic.text}`
+      : `status ${r.status}`;
     const host = r.remoteMta ? ` (host ${r.remoteMta} said: ${why})` : `: ${why}`;
     lines.push(`<${r.address}>${r.action === "failed" ? "" : " (delayed)"}${host}`);
-    if (r.action === "delayed" && r.willRetryUntilMs) lines.push(`  It will be retried until ${formatDate(new Date(r.willRetryUntilMs))}.`);
+    if (r.action === "delayed" && r.willRetryUntilMs)
+      lines.push(`  It will be retried until ${formatDate(new Date(r.willRetryUntilMs))}.`);
   }
-  return ["Content-Description: Notification", "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: quoted-printable", "", encodeQuotedPrintable(lines.join("\n")), ""].join(CRLF);
+  return [
+    "Content-Description: Notification",
+    "Content-Type: text/plain; charset=utf-8",
+    "Content-Transfer-Encoding: quoted-printable",
+    "",
+    encodeQuotedPrintable(lines.join("\n")),
+    "",
+  ].join(CRLF);
 }
 
 /** Part 3: the original header block (without its blank line), quoted-printable when not 7-bit. */
 function headersPart(original: string): string {
-  const block = original.replace(/\r\n|\r|\n/g, "\n").replace(/\n\n[\s\S]*$/, "").replace(/\n+$/, "");
+  const block = original
+    .replace(/\r\n|\r|\n/g, "\n")
+    .replace(/\n\n[\s\S]*$/, "")
+    .replace(/\n+$/, "");
   const ascii = /^[\x09\x20-\x7e\n]*$/.test(block) && block.split("\n").every((l) => l.length <= 998);
   const head = ["Content-Description: Undelivered Message Headers", "Content-Type: text/rfc822-headers"];
   if (ascii) return [...head, "Content-Transfer-Encoding: 7bit", "", block.split("\n").join(CRLF), ""].join(CRLF);
-  return [...head.slice(0, 1), "Content-Type: text/rfc822-headers; charset=utf-8", "Content-Transfer-Encoding: quoted-printable", "", encodeQuotedPrintable(block), ""].join(CRLF);
+  return [
+    ...head.slice(0, 1),
+    "Content-Type: text/rfc822-headers; charset=utf-8",
+    "Content-Transfer-Encoding: quoted-printable",
+    "",
+    encodeQuotedPrintable(block),
+    "",
+  ].join(CRLF);
 }
 
 /** A boundary that occurs in no part ("=_" cannot occur in quoted-printable either). */
 function pickBoundary(input: DsnInput, parts: string[]): string {
-  const base = `=_${atomOf(input.token).replace(/[^A-Za-z0-9'()+_,\-./:=?]/g, "_").slice(0, 40)}/${input.heloName}`.slice(0, 68);
+  const base = `=_${atomOf(input.token)
+    .replace(/[^A-Za-z0-9'()+_,\-./:=?]/g, "_")
+    .slice(0, 40)}/${input.heloName}`.slice(0, 68);
   for (let n = 0; ; n++) {
     const b = n === 0 ? base : `${base}.${n}`;
     if (!parts.some((p) => p.includes(`--${b}`))) return b;

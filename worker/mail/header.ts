@@ -40,9 +40,22 @@ const WORD_BYTES = 45;
 
 /** Custom header names that are refused (lower-case); any `content-*` name is refused as well. */
 export const REFUSED_HEADERS: ReadonlySet<string> = new Set([
-  "from", "to", "cc", "bcc", "reply-to", "subject", "date", "mime-version",
-  "dkim-signature", "arc-seal", "arc-message-signature", "arc-authentication-results",
-  "authentication-results", "received", "return-path", "delivered-to",
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "reply-to",
+  "subject",
+  "date",
+  "mime-version",
+  "dkim-signature",
+  "arc-seal",
+  "arc-message-signature",
+  "arc-authentication-results",
+  "authentication-results",
+  "received",
+  "return-path",
+  "delivered-to",
   // Who sent it is the verified From's business: no second sender, and no hidden copies.
   "sender",
 ]);
@@ -187,7 +200,10 @@ export function checkCustomHeader(name: string, value: unknown): CustomHeader {
   if (REFUSED_HEADERS.has(lower) || lower.startsWith("content-") || lower.startsWith("resent-")) {
     throw new MailInputError(field, "cannot be set as a custom header (it is generated or has its own field)");
   }
-  if (lower === "message-id" && !/^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$/.test(value.trim())) {
+  if (
+    lower === "message-id" &&
+    !/^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$/.test(value.trim())
+  ) {
     throw new MailInputError(field, "must look like <id@domain> in printable ASCII");
   }
   return { name, value: lower === "message-id" ? value.trim() : value, overrides: OVERRIDABLE_HEADERS.has(lower) };

@@ -13,7 +13,14 @@
  * ERRORS
  *   See the re-exported modules.
  */
-export { compose, formatDate, type AttachmentInput, type ComposedMessage, type ComposeOptions, type SendRequest } from "./compose";
+export {
+  compose,
+  formatDate,
+  type AttachmentInput,
+  type ComposedMessage,
+  type ComposeOptions,
+  type SendRequest,
+} from "./compose";
 export { envelopeOf, parseMailbox, toAsciiDomain, type Envelope, type Mailbox } from "./address";
 export { importDkimKey, signDkim, type DkimAlgorithm, type DkimSigner } from "./dkim";
 export { OVERRIDABLE_HEADERS, REFUSED_HEADERS } from "./header";

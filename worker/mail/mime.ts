@@ -56,8 +56,13 @@ function isComposite(type: string): boolean {
 }
 
 /** The body of a composite attachment as it travels, or why it cannot. */
-function compositeBody(bytes: Uint8Array, type: string, params: readonly string[]): { cte: "7bit" | "8bit"; text: string } | string {
-  if (type.startsWith("multipart/") && !params.some((p) => /^boundary=/i.test(p))) return "must name its boundary for a multipart content_type";
+function compositeBody(
+  bytes: Uint8Array,
+  type: string,
+  params: readonly string[],
+): { cte: "7bit" | "8bit"; text: string } | string {
+  if (type.startsWith("multipart/") && !params.some((p) => /^boundary=/i.test(p)))
+    return "must name its boundary for a multipart content_type";
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
@@ -91,9 +96,19 @@ export function textLeaf(subtype: "plain" | "html", text: string): Leaf {
 }
 
 const TYPE_BY_EXTENSION: Readonly<Record<string, string>> = {
-  pdf: "application/pdf", png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif",
-  webp: "image/webp", svg: "image/svg+xml", txt: "text/plain", csv: "text/csv", html: "text/html",
-  json: "application/json", zip: "application/zip", ics: "text/calendar",
+  pdf: "application/pdf",
+  png: "image/png",
+  jpg: "image/jpeg",
+  jpeg: "image/jpeg",
+  gif: "image/gif",
+  webp: "image/webp",
+  svg: "image/svg+xml",
+  txt: "text/plain",
+  csv: "text/csv",
+  html: "text/html",
+  json: "application/json",
+  zip: "application/zip",
+  ics: "text/calendar",
 };
 
 /** Validates and decodes attachment `i`. */
@@ -113,9 +128,10 @@ export function resolveAttachment(att: AttachmentInput, i: number): ResolvedAtta
   }
   const filename = att.filename === "" ? undefined : att.filename;
   if (filename !== undefined && filename.length > 255) throw fail("filename", "must be at most 255 characters");
-  const media = att.content_type !== undefined && att.content_type !== ""
-    ? parseMediaType(field("content_type"), att.content_type)
-    : { type: guessType(filename), params: [] };
+  const media =
+    att.content_type !== undefined && att.content_type !== ""
+      ? parseMediaType(field("content_type"), att.content_type)
+      : { type: guessType(filename), params: [] };
   let contentId: string | undefined;
   if (att.content_id !== undefined && att.content_id !== "") {
     contentId = att.content_id.replace(/^<(.*)>$/s, "$1");

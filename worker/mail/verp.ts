@@ -34,24 +34,36 @@ export function tokenKey(secret: Uint8Array): Promise<CryptoKey> {
 }
 
 async function mac(key: CryptoKey, kind: TokenKind, emailId: string, idx: number): Promise<string> {
-  const sig = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${kind}:${emailId}:${idx}`)));
+  const sig = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${kind}:${emailId}:${idx}`)),
+  );
   return [...sig.slice(0, 6)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** The token address's local part for recipient `idx` of email `emailId` (a UUID). */
 export async function tokenOf(key: CryptoKey, kind: TokenKind, emailId: string, idx: number): Promise<string> {
   const hex = emailId.toLowerCase().replace(/-/g, "");
-  if (!/^[0-9a-f]{32}$/.test(hex) || !Number.isInteger(idx) || idx < 0 || idx >= 36 ** 4) throw new Error(`no token address for ${emailId}/${idx}`);
+  if (!/^[0-9a-f]{32}$/.test(hex) || !Number.isInteger(idx) || idx < 0 || idx >= 36 ** 4)
+    throw new Error(`no token address for ${emailId}/${idx}`);
   return `${kind}+${hex}-${idx.toString(36)}-${await mac(key, kind, emailId.toLowerCase(), idx)}`;
 }
 
 /** The token address of recipient `idx` of email `emailId` (a UUID) at `domain`. */
-export async function tokenAddress(key: CryptoKey, kind: TokenKind, emailId: string, idx: number, domain: string): Promise<string> {
+export async function tokenAddress(
+  key: CryptoKey,
+  kind: TokenKind,
+  emailId: string,
+  idx: number,
+  domain: string,
+): Promise<string> {
   return `${await tokenOf(key, kind, emailId, idx)}@${domain.toLowerCase()}`;
 }
 
 /** What a verified token address names, or null (see the header). */
-export async function readTokenAddress(key: CryptoKey, address: string): Promise<{ kind: TokenKind; emailId: string; idx: number } | null> {
+export async function readTokenAddress(
+  key: CryptoKey,
+  address: string,
+): Promise<{ kind: TokenKind; emailId: string; idx: number } | null> {
   const at = address.lastIndexOf("@");
   const m = LOCAL_RE.exec((at < 0 ? address : address.slice(0, at)).trim().toLowerCase().replace(/^<|>$/g, ""));
   if (!m) return null;

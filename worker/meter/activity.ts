@@ -42,7 +42,10 @@ export class Activity {
   private since = 0;
   private left = -1;
 
-  constructor(readonly cls: DoClass, readonly name: string) {}
+  constructor(
+    readonly cls: DoClass,
+    readonly name: string,
+  ) {}
 
   enter(): void {
     if (this.reasons++ > 0) return;
@@ -64,18 +67,25 @@ export class Activity {
   /** `p`, with the object active until it settles. */
   track<T>(p: Promise<T>): Promise<T> {
     this.enter();
-    p.then(() => this.leave(), () => this.leave());
+    p.then(
+      () => this.leave(),
+      () => this.leave(),
+    );
     return p;
   }
 
   /** Restarts an open interval now (a reset). */
-  restart(): void { this.since = Date.now(); }
+  restart(): void {
+    this.since = Date.now();
+  }
 }
 
 export const current = new AsyncLocalStorage<Activity>();
 
 countBusyWith(() => busy.size);
-onMeterReset(() => { for (const a of busy) a.restart(); });
+onMeterReset(() => {
+  for (const a of busy) a.restart();
+});
 
 /** A new Activity for the object `name` of `cls`. */
 export function activityOf(cls: DoClass, name: string): Activity {
@@ -104,13 +114,17 @@ export function watchTimers(): void {
     const a = current.getStore();
     if (!a || typeof fn !== "function") return set(fn, ms, ...args);
     a.enter();
-    const handle = set((...x: unknown[]) => {
-      try {
-        (fn as (...y: unknown[]) => unknown)(...x);
-      } finally {
-        if (pending.delete(handle)) a.leave();
-      }
-    }, ms, ...args);
+    const handle = set(
+      (...x: unknown[]) => {
+        try {
+          (fn as (...y: unknown[]) => unknown)(...x);
+        } finally {
+          if (pending.delete(handle)) a.leave();
+        }
+      },
+      ms,
+      ...args,
+    );
     pending.set(handle, a);
     return handle;
   };

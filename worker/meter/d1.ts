@@ -6,7 +6,11 @@ import { bindTo } from "./meter";
 import { add, levels, quiet, reg } from "./registry";
 import { trackIo } from "./activity";
 
-interface D1Meta { rows_read?: number; rows_written?: number; size_after?: number }
+interface D1Meta {
+  rows_read?: number;
+  rows_written?: number;
+  size_after?: number;
+}
 
 export const keys = new Map<string, Map<string, string>>();
 
@@ -39,7 +43,10 @@ const RAW_STATEMENT = Symbol("cohort.meter.rawStatement");
 class MeteredStatement {
   [RAW_STATEMENT]: D1PreparedStatement;
 
-  constructor(raw: D1PreparedStatement, readonly query: string) {
+  constructor(
+    raw: D1PreparedStatement,
+    readonly query: string,
+  ) {
     this[RAW_STATEMENT] = raw;
   }
 
@@ -96,7 +103,11 @@ export function meterD1(db: D1Database): D1Database {
       }
       if (prop === "exec") {
         // exec() answers no row counts: each of its statements is counted with none.
-        return async (q: string) => { const r = await trackIo(target.exec(q)); if (quiet === 0) reg.d1_statements += r.count; return r; };
+        return async (q: string) => {
+          const r = await trackIo(target.exec(q));
+          if (quiet === 0) reg.d1_statements += r.count;
+          return r;
+        };
       }
       return bindTo(target, v);
     },

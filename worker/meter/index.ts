@@ -3,7 +3,18 @@
  * counters, d1.ts and sql.ts wrap D1 and Durable Object storage, activity.ts clocks Durable
  * Object duration, objects.ts applies the meter around each class and the Worker entry).
  */
-export { BINDINGS, meterEmail, meterEnv, meterFetch, meterNamespace, meterOn, meterQueue, meterScheduled, meterStub, queueOps } from "./meter";
+export {
+  BINDINGS,
+  meterEmail,
+  meterEnv,
+  meterFetch,
+  meterNamespace,
+  meterOn,
+  meterQueue,
+  meterScheduled,
+  meterStub,
+  queueOps,
+} from "./meter";
 export { meterQuietly, meterReset, meterSnapshot, type DoClass, type MeterSnapshot } from "./registry";
 export { meterD1, recordD1 } from "./d1";
 export { MeteredCursor, meterCtx, meterSql, meterStorage, sqlRowCounts, STORAGE_METHODS } from "./sql";

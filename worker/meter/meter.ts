@@ -41,9 +41,21 @@ import { DoClass, add, quiet, reg } from "./registry";
 import { meterD1 } from "./d1";
 import { trackIo } from "./activity";
 
-const DO_BINDINGS: Record<string, DoClass> = { OUTBOX: "Outbox", TRANSPORT_QUEUE: "TransportQueue", DESTINATION_QUEUE: "DestinationQueue", DELIVERY_AGENT: "DeliveryAgent" };
+const DO_BINDINGS: Record<string, DoClass> = {
+  OUTBOX: "Outbox",
+  TRANSPORT_QUEUE: "TransportQueue",
+  DESTINATION_QUEUE: "DestinationQueue",
+  DELIVERY_AGENT: "DeliveryAgent",
+};
 
-const QUEUE_BINDINGS: Record<string, string> = { CLASSIFY: "classify", CLASSIFY_BULK: "classify-bulk", DELIVER: "deliver", WEBHOOKS: "webhooks", WEBHOOKS_SLOW: "webhooks-slow", EMAIL_EVENTS: "email-events" };
+const QUEUE_BINDINGS: Record<string, string> = {
+  CLASSIFY: "classify",
+  CLASSIFY_BULK: "classify-bulk",
+  DELIVER: "deliver",
+  WEBHOOKS: "webhooks",
+  WEBHOOKS_SLOW: "webhooks-slow",
+  EMAIL_EVENTS: "email-events",
+};
 
 const D1_BINDINGS = ["DB"];
 
@@ -52,7 +64,13 @@ const R2_BINDINGS = ["BODIES"];
 const EMAIL_BINDINGS = ["EMAIL"];
 
 /** Every binding the meter wraps, by kind. */
-export const BINDINGS = { durableObjects: DO_BINDINGS, queues: QUEUE_BINDINGS, d1: D1_BINDINGS, r2: R2_BINDINGS, email: EMAIL_BINDINGS } as const;
+export const BINDINGS = {
+  durableObjects: DO_BINDINGS,
+  queues: QUEUE_BINDINGS,
+  d1: D1_BINDINGS,
+  r2: R2_BINDINGS,
+  email: EMAIL_BINDINGS,
+} as const;
 
 const QUEUE_OP_BYTES = 64 * 1024;
 
@@ -90,7 +108,11 @@ export function meterEmail(env: Env): Env {
  * Counts a queue-consumer invocation and its messages' reads, runs `run` with a batch whose
  * ack/retry are tracked, then counts a delete per message that ended acked.
  */
-export async function meterQueue<B extends MessageBatch<unknown>, R>(batch: B, env: Env, run: (batch: B, env: Env) => Promise<R>): Promise<R> {
+export async function meterQueue<B extends MessageBatch<unknown>, R>(
+  batch: B,
+  env: Env,
+  run: (batch: B, env: Env) => Promise<R>,
+): Promise<R> {
   if (!meterOn(env)) return run(batch, env);
   add(reg.worker_invocations, "queue", 1);
   const q = batch.queue;
@@ -99,14 +121,34 @@ export async function meterQueue<B extends MessageBatch<unknown>, R>(batch: B, e
   let reads = 0;
   const messages = batch.messages.map((m, i) => {
     reads += queueOps(m.body);
-    return wrapMessage(m, () => { if (!retried.has(i)) acked.add(i); }, () => { if (!acked.has(i)) retried.add(i); });
+    return wrapMessage(
+      m,
+      () => {
+        if (!retried.has(i)) acked.add(i);
+      },
+      () => {
+        if (!acked.has(i)) retried.add(i);
+      },
+    );
   });
   add(reg.queue_reads, q, reads);
   const wrapped = new Proxy(batch, {
     get(target, prop) {
       if (prop === "messages") return messages;
-      if (prop === "ackAll") return () => { messages.forEach((_, i) => { if (!retried.has(i)) acked.add(i); }); target.ackAll(); };
-      if (prop === "retryAll") return (o?: QueueRetryOptions) => { messages.forEach((_, i) => { if (!acked.has(i)) retried.add(i); }); target.retryAll(o); };
+      if (prop === "ackAll")
+        return () => {
+          messages.forEach((_, i) => {
+            if (!retried.has(i)) acked.add(i);
+          });
+          target.ackAll();
+        };
+      if (prop === "retryAll")
+        return (o?: QueueRetryOptions) => {
+          messages.forEach((_, i) => {
+            if (!acked.has(i)) retried.add(i);
+          });
+          target.retryAll(o);
+        };
       return bindTo(target, Reflect.get(target, prop, target));
     },
   });
@@ -125,8 +167,16 @@ export async function meterQueue<B extends MessageBatch<unknown>, R>(batch: B, e
 function wrapMessage<M extends Message<unknown>>(m: M, onAck: () => void, onRetry: () => void): M {
   return new Proxy(m, {
     get(target, prop) {
-      if (prop === "ack") return () => { onAck(); target.ack(); };
-      if (prop === "retry") return (o?: QueueRetryOptions) => { onRetry(); target.retry(o); };
+      if (prop === "ack")
+        return () => {
+          onAck();
+          target.ack();
+        };
+      if (prop === "retry")
+        return (o?: QueueRetryOptions) => {
+          onRetry();
+          target.retry(o);
+        };
       return bindTo(target, Reflect.get(target, prop, target));
     },
   });
@@ -139,7 +189,11 @@ export function queueOps(body: unknown, contentType?: string): number {
   else if (typeof body === "string" && contentType === "text") bytes = utf8Length(body);
   else {
     let s: string | undefined;
-    try { s = JSON.stringify(body); } catch { s = undefined; }
+    try {
+      s = JSON.stringify(body);
+    } catch {
+      s = undefined;
+    }
     bytes = s === undefined ? 0 : utf8Length(s);
   }
   return Math.max(1, Math.ceil(bytes / QUEUE_OP_BYTES));
@@ -169,7 +223,8 @@ export function meterEnv(env: Env): Env {
   if (cached) return cached;
   const e = { ...env } as unknown as Record<string | symbol, unknown>;
   const raw = env as unknown as Record<string, unknown>;
-  for (const [b, cls] of Object.entries(DO_BINDINGS)) if (raw[b]) e[b] = meterNamespace(raw[b] as DurableObjectNamespace, cls);
+  for (const [b, cls] of Object.entries(DO_BINDINGS))
+    if (raw[b]) e[b] = meterNamespace(raw[b] as DurableObjectNamespace, cls);
   for (const [b, q] of Object.entries(QUEUE_BINDINGS)) if (raw[b]) e[b] = meterQueueProducer(raw[b] as Queue, q);
   for (const b of D1_BINDINGS) if (raw[b]) e[b] = meterD1(raw[b] as D1Database);
   for (const b of R2_BINDINGS) if (raw[b]) e[b] = meterR2(raw[b] as R2Bucket);
@@ -189,9 +244,18 @@ export function meterNamespace<N extends DurableObjectNamespace>(ns: N, cls: DoC
   return new Proxy(ns, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
-      if (prop === "getByName") return (name: string, o?: unknown) => { noteName(cls, name); return meterStub(Reflect.apply(v as (n: string, o?: unknown) => object, target, [name, o]), cls); };
-      if (prop === "get") return (id: DurableObjectId, o?: unknown) => { noteName(cls, id.name); return meterStub(Reflect.apply(v as (i: DurableObjectId, o?: unknown) => object, target, [id, o]), cls); };
-      if (prop === "jurisdiction") return (j: string) => meterNamespace(Reflect.apply(v as (j: string) => N, target, [j]), cls);
+      if (prop === "getByName")
+        return (name: string, o?: unknown) => {
+          noteName(cls, name);
+          return meterStub(Reflect.apply(v as (n: string, o?: unknown) => object, target, [name, o]), cls);
+        };
+      if (prop === "get")
+        return (id: DurableObjectId, o?: unknown) => {
+          noteName(cls, id.name);
+          return meterStub(Reflect.apply(v as (i: DurableObjectId, o?: unknown) => object, target, [id, o]), cls);
+        };
+      if (prop === "jurisdiction")
+        return (j: string) => meterNamespace(Reflect.apply(v as (j: string) => N, target, [j]), cls);
       return bindTo(target, v);
     },
   });
@@ -218,7 +282,10 @@ function meterQueueProducer(q: Queue, name: string): Queue {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
       if (prop === "send") {
-        return (body: unknown, o?: QueueSendOptions) => { add(reg.queue_writes, name, queueOps(body, o?.contentType)); return trackIo(target.send(body, o)); };
+        return (body: unknown, o?: QueueSendOptions) => {
+          add(reg.queue_writes, name, queueOps(body, o?.contentType));
+          return trackIo(target.send(body, o));
+        };
       }
       if (prop === "sendBatch") {
         return (msgs: Iterable<MessageSendRequest>, o?: QueueSendBatchOptions) => {
@@ -244,8 +311,16 @@ function meterR2(bucket: R2Bucket): R2Bucket {
       const v = Reflect.get(target, prop, target);
       if (typeof prop !== "string" || typeof v !== "function") return v;
       const f = v as (...a: unknown[]) => unknown;
-      if (R2_CLASS_A.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_a, prop, 1); return trackIo(Reflect.apply(f, target, a)); };
-      if (R2_CLASS_B.has(prop)) return (...a: unknown[]) => { add(reg.r2_class_b, prop, 1); return trackIo(Reflect.apply(f, target, a)); };
+      if (R2_CLASS_A.has(prop))
+        return (...a: unknown[]) => {
+          add(reg.r2_class_a, prop, 1);
+          return trackIo(Reflect.apply(f, target, a));
+        };
+      if (R2_CLASS_B.has(prop))
+        return (...a: unknown[]) => {
+          add(reg.r2_class_b, prop, 1);
+          return trackIo(Reflect.apply(f, target, a));
+        };
       if (prop === "delete") {
         return (keys: string | string[]) => {
           if (quiet === 0) reg.r2_deletes += Array.isArray(keys) ? keys.length : 1;

@@ -55,7 +55,8 @@ function meterState(ctx: DurableObjectState, cls: DoClass, name: string, activit
   const storage = meterStorage(ctx.storage, cls, `${cls}/${name}`);
   const waitUntil = ctx.waitUntil.bind(ctx);
   const block = ctx.blockConcurrencyWhile.bind(ctx);
-  const own = (name: string, value: unknown) => Object.defineProperty(ctx, name, { value, configurable: true, writable: true });
+  const own = (name: string, value: unknown) =>
+    Object.defineProperty(ctx, name, { value, configurable: true, writable: true });
   own("storage", storage);
   own("waitUntil", (p: Promise<unknown>) => waitUntil(activity.track(p)));
   own("blockConcurrencyWhile", <T>(f: () => Promise<T>) => block(() => activity.track(current.run(activity, f))));
@@ -90,7 +91,11 @@ function counted(cls: DoClass, name: string, f: (...a: unknown[]) => unknown): (
       a.leave();
       throw e;
     }
-    if (out instanceof Promise) out.then(() => a.leave(), () => a.leave());
+    if (out instanceof Promise)
+      out.then(
+        () => a.leave(),
+        () => a.leave(),
+      );
     else a.leave();
     return out;
   };

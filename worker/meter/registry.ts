@@ -9,7 +9,6 @@
  *                        holds (not reset).
  */
 
-
 /** The Durable Object classes, as counted. */
 export type DoClass = "Outbox" | "TransportQueue" | "DestinationQueue" | "DeliveryAgent";
 
@@ -52,11 +51,32 @@ interface Registry {
 
 function fresh(): Registry {
   return {
-    worker_invocations: {}, do_requests: {}, do_methods: {}, do_alarms: {}, do_rows_read: {}, do_rows_written: {}, do_set_alarms: {}, do_sql_statements: {},
-    d1_rows_read: 0, d1_rows_written: 0, d1_statements: 0, queue_writes: {}, queue_reads: {}, queue_deletes: {},
-    r2_class_a: {}, r2_class_b: {}, r2_deletes: 0, do_names: {},
-    rows_written_by_statement: {}, rows_read_by_statement: {}, runs_by_statement: {},
-    do_active_ms: {}, do_wakes: {}, do_active_objects: {}, email_sends: 0, do_requests_by_object: {},
+    worker_invocations: {},
+    do_requests: {},
+    do_methods: {},
+    do_alarms: {},
+    do_rows_read: {},
+    do_rows_written: {},
+    do_set_alarms: {},
+    do_sql_statements: {},
+    d1_rows_read: 0,
+    d1_rows_written: 0,
+    d1_statements: 0,
+    queue_writes: {},
+    queue_reads: {},
+    queue_deletes: {},
+    r2_class_a: {},
+    r2_class_b: {},
+    r2_deletes: 0,
+    do_names: {},
+    rows_written_by_statement: {},
+    rows_read_by_statement: {},
+    runs_by_statement: {},
+    do_active_ms: {},
+    do_wakes: {},
+    do_active_objects: {},
+    email_sends: 0,
+    do_requests_by_object: {},
   };
 }
 
@@ -134,29 +154,53 @@ export interface MeterSnapshot {
 
 /** Objects active now, set by activity.ts (a function, to keep this module below it). */
 let busyNow: () => number = () => 0;
-export function countBusyWith(f: () => number): void { busyNow = f; }
+export function countBusyWith(f: () => number): void {
+  busyNow = f;
+}
 
 /** The counters as plain JSON. */
 export function meterSnapshot(): MeterSnapshot {
   const queues: Counts = {};
-  for (const c of [reg.queue_writes, reg.queue_reads, reg.queue_deletes]) for (const k in c) queues[k] = (queues[k] ?? 0) + c[k]!;
+  for (const c of [reg.queue_writes, reg.queue_reads, reg.queue_deletes])
+    for (const k in c) queues[k] = (queues[k] ?? 0) + c[k]!;
   const copy = (c: Counts) => ({ ...c });
   return {
-    worker_invocations: sum(reg.worker_invocations), worker_invocations_by_kind: copy(reg.worker_invocations),
-    do_requests: sum(reg.do_requests), do_requests_by_class: copy(reg.do_requests), do_requests_by_method: copy(reg.do_methods), do_alarms_by_class: copy(reg.do_alarms),
-    do_rows_read: sum(reg.do_rows_read), do_rows_read_by_class: copy(reg.do_rows_read),
-    do_rows_written: sum(reg.do_rows_written), do_rows_written_by_class: copy(reg.do_rows_written),
-    do_set_alarms_by_class: copy(reg.do_set_alarms), do_sql_statements_by_class: copy(reg.do_sql_statements),
-    d1_rows_read: reg.d1_rows_read, d1_rows_written: reg.d1_rows_written, d1_statements: reg.d1_statements,
-    queue_ops: sum(queues), queue_ops_by_queue: queues,
-    queue_writes: copy(reg.queue_writes), queue_reads: copy(reg.queue_reads), queue_deletes: copy(reg.queue_deletes),
-    r2_class_a: sum(reg.r2_class_a), r2_class_a_by_op: copy(reg.r2_class_a), r2_class_b: sum(reg.r2_class_b), r2_class_b_by_op: copy(reg.r2_class_b),
+    worker_invocations: sum(reg.worker_invocations),
+    worker_invocations_by_kind: copy(reg.worker_invocations),
+    do_requests: sum(reg.do_requests),
+    do_requests_by_class: copy(reg.do_requests),
+    do_requests_by_method: copy(reg.do_methods),
+    do_alarms_by_class: copy(reg.do_alarms),
+    do_rows_read: sum(reg.do_rows_read),
+    do_rows_read_by_class: copy(reg.do_rows_read),
+    do_rows_written: sum(reg.do_rows_written),
+    do_rows_written_by_class: copy(reg.do_rows_written),
+    do_set_alarms_by_class: copy(reg.do_set_alarms),
+    do_sql_statements_by_class: copy(reg.do_sql_statements),
+    d1_rows_read: reg.d1_rows_read,
+    d1_rows_written: reg.d1_rows_written,
+    d1_statements: reg.d1_statements,
+    queue_ops: sum(queues),
+    queue_ops_by_queue: queues,
+    queue_writes: copy(reg.queue_writes),
+    queue_reads: copy(reg.queue_reads),
+    queue_deletes: copy(reg.queue_deletes),
+    r2_class_a: sum(reg.r2_class_a),
+    r2_class_a_by_op: copy(reg.r2_class_a),
+    r2_class_b: sum(reg.r2_class_b),
+    r2_class_b_by_op: copy(reg.r2_class_b),
     r2_deletes: reg.r2_deletes,
     do_names: Object.fromEntries(Object.entries(reg.do_names).map(([k, v]) => [k, [...v].sort()])),
-    rows_written_by_statement: copy(reg.rows_written_by_statement), rows_read_by_statement: copy(reg.rows_read_by_statement), runs_by_statement: copy(reg.runs_by_statement),
-    do_active_ms_by_class: copy(reg.do_active_ms), do_wakes_by_class: copy(reg.do_wakes),
+    rows_written_by_statement: copy(reg.rows_written_by_statement),
+    rows_read_by_statement: copy(reg.rows_read_by_statement),
+    runs_by_statement: copy(reg.runs_by_statement),
+    do_active_ms_by_class: copy(reg.do_active_ms),
+    do_wakes_by_class: copy(reg.do_wakes),
     do_active_objects_by_class: Object.fromEntries(Object.entries(reg.do_active_objects).map(([k, v]) => [k, v.size])),
-    do_busy_now: busyNow(), do_bytes_by_class: bytesByClass(), d1_bytes: levels.d1_bytes, email_sends: reg.email_sends,
+    do_busy_now: busyNow(),
+    do_bytes_by_class: bytesByClass(),
+    d1_bytes: levels.d1_bytes,
+    email_sends: reg.email_sends,
     do_requests_by_object: copy(reg.do_requests_by_object),
   };
 }
@@ -181,7 +225,9 @@ export function meterReset(): void {
 const resetHooks: (() => void)[] = [];
 
 /** `f` runs at every reset (activity.ts restarts the open intervals there). */
-export function onMeterReset(f: () => void): void { resetHooks.push(f); }
+export function onMeterReset(f: () => void): void {
+  resetHooks.push(f);
+}
 
 /** Runs a synchronous fn without counting anything it does. */
 export function meterQuietly<T>(fn: () => T): T {

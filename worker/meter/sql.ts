@@ -24,7 +24,10 @@ export class MeteredCursor {
   private seenWritten = 0;
 
   constructor(
-    private readonly cursor: CursorLike, private readonly cls: DoClass, private readonly query = "?", private readonly onWrite: () => void = () => undefined,
+    private readonly cursor: CursorLike,
+    private readonly cls: DoClass,
+    private readonly query = "?",
+    private readonly onWrite: () => void = () => undefined,
   ) {
     add(reg.runs_by_statement, statementKey(cls, query), 1);
     this.sync();
@@ -45,23 +48,43 @@ export class MeteredCursor {
   }
 
   next(): IteratorResult<unknown> {
-    try { return this.cursor.next(); } finally { this.sync(); }
+    try {
+      return this.cursor.next();
+    } finally {
+      this.sync();
+    }
   }
 
   toArray(): unknown[] {
-    try { return this.cursor.toArray(); } finally { this.sync(); }
+    try {
+      return this.cursor.toArray();
+    } finally {
+      this.sync();
+    }
   }
 
   one(): unknown {
-    try { return this.cursor.one(); } finally { this.sync(); }
+    try {
+      return this.cursor.one();
+    } finally {
+      this.sync();
+    }
   }
 
   raw(): IterableIterator<unknown[]> {
     const it = this.cursor.raw();
     const self = this;
     return {
-      next() { try { return it.next(); } finally { self.sync(); } },
-      [Symbol.iterator]() { return this; },
+      next() {
+        try {
+          return it.next();
+        } finally {
+          self.sync();
+        }
+      },
+      [Symbol.iterator]() {
+        return this;
+      },
     } as IterableIterator<unknown[]>;
   }
 
@@ -87,7 +110,12 @@ export class MeteredCursor {
  * database's size after each write is kept as the bytes that object holds (levels.do_bytes).
  */
 export function meterSql(sql: SqlStorage, cls: DoClass, key?: string): SqlStorage {
-  const onWrite = key === undefined ? undefined : () => { levels.do_bytes.set(key, sql.databaseSize); };
+  const onWrite =
+    key === undefined
+      ? undefined
+      : () => {
+          levels.do_bytes.set(key, sql.databaseSize);
+        };
   return new Proxy(sql, {
     get(target, prop) {
       if (prop === "exec") {
@@ -110,7 +138,13 @@ export function meterSql(sql: SqlStorage, cls: DoClass, key?: string): SqlStorag
  * listed is not counted: test/integration/delivery/meter-coverage.test.ts fails when the relay
  * uses one.
  */
-export const STORAGE_METHODS = { sql: "rows", setAlarm: "row written", deleteAlarm: "row written", getAlarm: "free", transactionSync: "free" } as const;
+export const STORAGE_METHODS = {
+  sql: "rows",
+  setAlarm: "row written",
+  deleteAlarm: "row written",
+  getAlarm: "free",
+  transactionSync: "free",
+} as const;
 
 /** A DurableObjectStorage whose SQL is metered (meterSql) and whose alarm writes count as rows written (STORAGE_METHODS). */
 export function meterStorage(storage: DurableObjectStorage, cls: DoClass, key?: string): DurableObjectStorage {
@@ -145,10 +179,13 @@ export function meterCtx(ctx: DurableObjectState, cls: DoClass): DurableObjectSt
 /** Rows held now in every table of a DO's SQLite (not sqlite_, _cf_ or miniflare's own), read without counting. */
 export function sqlRowCounts(sql: SqlStorage): Record<string, number> {
   return meterQuietly(() => {
-    const tables = sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").toArray()
+    const tables = sql
+      .exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
+      .toArray()
       .filter(({ name }) => !name.startsWith("sqlite_") && !name.startsWith("_cf_") && !name.startsWith("__miniflare"));
     const out: Record<string, number> = {};
-    for (const { name } of tables) out[name] = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM "${name.replace(/"/g, '""')}"`).one().n;
+    for (const { name } of tables)
+      out[name] = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM "${name.replace(/"/g, '""')}"`).one().n;
     return out;
   });
 }

@@ -88,7 +88,10 @@ export class ShardAffinity {
   private shard = -1;
   private left = 0;
   private until = 0;
-  constructor(private readonly span: { messages: number; ms: number } = SHARD_SPAN, private readonly pick: (count: number) => number = randomShard) {}
+  constructor(
+    private readonly span: { messages: number; ms: number } = SHARD_SPAN,
+    private readonly pick: (count: number) => number = randomShard,
+  ) {}
 
   /** The shard for a request of `messages` messages at `nowMs`. */
   next(count: number, nowMs: number, messages = 1): number {

@@ -21,6 +21,12 @@ export interface DsnRecipient {
 /** What readInbound found. */
 export type InboundKind =
   | { kind: "arf" }
-  | { kind: "dsn"; format: "rfc3464" | "heuristic"; recipients: DsnRecipient[]; originalMessageId: string | null; references: string[] }
+  | {
+      kind: "dsn";
+      format: "rfc3464" | "heuristic";
+      recipients: DsnRecipient[];
+      originalMessageId: string | null;
+      references: string[];
+    }
   | { kind: "auto-reply"; why: string }
   | { kind: "other" };

@@ -11,8 +11,7 @@
 
 /** A recipient's state. */
 export type RcptStatus =
-  | "incoming" | "ready" | "active" | "deferred"
-  | "delivered" | "bounced" | "expired" | "suppressed" | "cancelled";
+  "incoming" | "ready" | "active" | "deferred" | "delivered" | "bounced" | "expired" | "suppressed" | "cancelled";
 
 /** States a recipient never leaves. */
 export const FINAL_STATUSES: readonly RcptStatus[] = ["delivered", "bounced", "expired", "suppressed", "cancelled"];
@@ -61,7 +60,9 @@ export interface ComplianceWarning {
 }
 
 /** The bulk mail a message is, for suppressions: its unsubscribe topic (null: none); absent for transactional mail. */
-export function bulkOf(summary: Pick<MessageSummary, "bulk" | "unsubscribe_topic">): { topic: string | null } | undefined {
+export function bulkOf(
+  summary: Pick<MessageSummary, "bulk" | "unsubscribe_topic">,
+): { topic: string | null } | undefined {
   return summary.bulk ? { topic: summary.unsubscribe_topic ?? null } : undefined;
 }
 
@@ -115,10 +116,7 @@ export interface AcceptRequest {
 
 /** Outcome of reserving or using an idempotency key. */
 export type IdempotencyResult =
-  | { kind: "fresh" }
-  | { kind: "replay"; response: StoredResponse }
-  | { kind: "mismatch" }
-  | { kind: "in_flight" };
+  { kind: "fresh" } | { kind: "replay"; response: StoredResponse } | { kind: "mismatch" } | { kind: "in_flight" };
 
 /** A recipient as the status API shows it. */
 export interface RcptView {
@@ -245,14 +243,19 @@ export interface EventAck {
  * (storage/outbox-forward.ts).
  */
 export function eventAcksOf(states: readonly SyncState[]): EventAck[] {
-  const needed = (s: SyncState) => s.events.length > 0 && (s.view.state !== "done" || s.events.some((e) => e.kept !== true));
+  const needed = (s: SyncState) =>
+    s.events.length > 0 && (s.view.state !== "done" || s.events.some((e) => e.kept !== true));
   return states.flatMap((s) => (needed(s) ? [{ id: s.view.id, uptoSeq: s.events[s.events.length - 1]!.seq }] : []));
 }
 
-export type ClassifyJob = { id: string } | { ids: string[] } | { batch: { id: string; tenant: string; rcpts: string[]; bulk?: { topic: string | null } }[] };
+export type ClassifyJob =
+  | { id: string }
+  | { ids: string[] }
+  | { batch: { id: string; tenant: string; rcpts: string[]; bulk?: { topic: string | null } }[] };
 
 /** Result of accept: stored, or what the idempotency key said instead. */
-export type AcceptResult = { kind: "accepted"; pauseMs?: number } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
+export type AcceptResult =
+  { kind: "accepted"; pauseMs?: number } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
 
 /** Result of hold, release, requeue and operator cancel. */
 export interface ControlResult {

@@ -8,7 +8,15 @@
  *   TransportInspect            what GET /relay/queue and /relay/destinations show of a transport.
  *   InFlightTimes               dispatch-to-report times of the recent reports.
  */
-import type { BlockedBy, DestinationView, Effect, MessageFields, PolicyRule, ResolvedRecipient, ShapeRow } from "../../durable-objects/core";
+import type {
+  BlockedBy,
+  DestinationView,
+  Effect,
+  MessageFields,
+  PolicyRule,
+  ResolvedRecipient,
+  ShapeRow,
+} from "../../durable-objects/core";
 
 /** Why a recipient waits: the core's reason, or the incoming queue (the active queue is full). */
 export type WaitReason = BlockedBy | { kind: "active_queue_full" };

@@ -29,7 +29,8 @@ import { settingsOf } from "../settings/settings";
 export const CACHE_MAX_MS = 60_000;
 
 /** What the resolved addresses allow. */
-export type ResolvedVerdict = { kind: "ok" } | { kind: "refused"; reason: string } | { kind: "unresolved"; reason: string };
+export type ResolvedVerdict =
+  { kind: "ok" } | { kind: "refused"; reason: string } | { kind: "unresolved"; reason: string };
 
 type Cached = { verdict: ResolvedVerdict; until: number };
 const cache = new Map<string, Cached>();
@@ -40,7 +41,12 @@ export interface ResolveDeps {
   now?: () => number;
 }
 
-async function addresses(name: string, type: "A" | "AAAA", resolverUrl: string, deps: ResolveDeps): Promise<{ ips: string[]; ttl: number } | { error: string }> {
+async function addresses(
+  name: string,
+  type: "A" | "AAAA",
+  resolverUrl: string,
+  deps: ResolveDeps,
+): Promise<{ ips: string[]; ttl: number } | { error: string }> {
   const event = await queryDoh(name, type, { resolverUrl, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
   if (event.kind === "failed") return { error: event.reason };
   const msg = parseDohJson(event.body);
@@ -55,7 +61,10 @@ async function addresses(name: string, type: "A" | "AAAA", resolverUrl: string, 
 
 /** Checks where a webhook URL's host name resolves (see header). */
 export async function resolvedTarget(
-  env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string }, url: string, deps: ResolveDeps = {}, always = false,
+  env: { COHORT_ENV: string; DOH_RESOLVER_URL?: string },
+  url: string,
+  deps: ResolveDeps = {},
+  always = false,
 ): Promise<ResolvedVerdict> {
   if (settingsOf(env).local && !always) return { kind: "ok" };
   let host: string;
@@ -73,17 +82,22 @@ export async function resolvedTarget(
   let verdict: ResolvedVerdict;
   let ttl = 60;
   if ("error" in a || "error" in aaaa) {
-    verdict = { kind: "unresolved", reason: `could not resolve ${host}: ${"error" in a ? a.error : (aaaa as { error: string }).error}` };
+    verdict = {
+      kind: "unresolved",
+      reason: `could not resolve ${host}: ${"error" in a ? a.error : (aaaa as { error: string }).error}`,
+    };
   } else {
     const ips = [...a.ips, ...aaaa.ips];
     ttl = Math.min(a.ttl, aaaa.ttl);
     const bad = ips.map((ip) => checkResolvedAddress(ip)).find((v) => !v.ok);
     if (ips.length === 0) verdict = { kind: "unresolved", reason: `${host} has no address` };
-    else if (bad && !bad.ok) verdict = { kind: "refused", reason: `refused by the SSRF guard: ${host} resolves to ${bad.detail}` };
+    else if (bad && !bad.ok)
+      verdict = { kind: "refused", reason: `refused by the SSRF guard: ${host} resolves to ${bad.detail}` };
     else verdict = { kind: "ok" };
   }
   // Failures are not cached: the next attempt asks again.
-  if (verdict.kind !== "unresolved") cache.set(host, { verdict, until: now + Math.min(CACHE_MAX_MS, Math.max(0, ttl) * 1000) });
+  if (verdict.kind !== "unresolved")
+    cache.set(host, { verdict, until: now + Math.min(CACHE_MAX_MS, Math.max(0, ttl) * 1000) });
   if (cache.size > 10_000) cache.clear();
   return verdict;
 }

@@ -29,7 +29,15 @@
  *   that is not JSON is a failed query.
  */
 
-import { advanceMxLookup, createMxConfig, startMxLookup, type DohEvent, type MxConfig, type MxQueryType, type MxResolution } from "./core/mx";
+import {
+  advanceMxLookup,
+  createMxConfig,
+  startMxLookup,
+  type DohEvent,
+  type MxConfig,
+  type MxQueryType,
+  type MxResolution,
+} from "./core/mx";
 import { DNS_TYPE, parseDohJson, selectAnswers } from "./core/doh";
 import { parseIPv4, parseIPv6 } from "./core/ip-literal";
 

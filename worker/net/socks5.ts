@@ -210,9 +210,13 @@ class Socks5TunnelSocket implements SmtpSocket {
     try {
       opened = await raceDeadline(tls.opened, deadline);
     } catch (e) {
-      throw new Socks5Error("protocol", `TLS handshake with ${this.target.hostname} through SOCKS5 proxy failed: ${describeError(e)}`);
+      throw new Socks5Error(
+        "protocol",
+        `TLS handshake with ${this.target.hostname} through SOCKS5 proxy failed: ${describeError(e)}`,
+      );
     }
-    if (opened === TIMED_OUT) throw new Socks5Error("timeout", `TLS handshake with ${this.target.hostname} through SOCKS5 proxy timed out`);
+    if (opened === TIMED_OUT)
+      throw new Socks5Error("timeout", `TLS handshake with ${this.target.hostname} through SOCKS5 proxy timed out`);
   }
 
   /** Gives up this socket's locks and starts TLS on the tunnelled stream. */

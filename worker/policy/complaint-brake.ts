@@ -55,8 +55,17 @@ export function windowStart(env: Env, days: number, nowMs: number): number {
 }
 
 /** See the header. */
-export async function complaintCounts(db: D1Database, tenant: string, fromMs: number): Promise<Map<string, { d: number; c: number }>> {
-  const rows = (await db.prepare(RATE_SQL).bind(tenant, fromMs * 1000).all<{ type: string; domain: string; n: number }>()).results;
+export async function complaintCounts(
+  db: D1Database,
+  tenant: string,
+  fromMs: number,
+): Promise<Map<string, { d: number; c: number }>> {
+  const rows = (
+    await db
+      .prepare(RATE_SQL)
+      .bind(tenant, fromMs * 1000)
+      .all<{ type: string; domain: string; n: number }>()
+  ).results;
   const by = new Map<string, { d: number; c: number }>();
   for (const row of rows) {
     const cur = by.get(row.domain) ?? { d: 0, c: 0 };
@@ -79,7 +88,10 @@ export function complaintRate(delivered: number, complained: number): number {
 
 /** See the header. */
 export async function pausedUntil(db: D1Database, tenant: string, nowMs: number): Promise<number | null> {
-  const row = await db.prepare("SELECT bulk_paused_until AS until FROM tenant_settings WHERE tenant_id = ?").bind(tenant).first<{ until: number | null }>();
+  const row = await db
+    .prepare("SELECT bulk_paused_until AS until FROM tenant_settings WHERE tenant_id = ?")
+    .bind(tenant)
+    .first<{ until: number | null }>();
   return row?.until != null && row.until > nowMs ? row.until : null;
 }
 
@@ -90,45 +102,83 @@ export const BRAKE_LABEL = "complaint_brake";
 async function holdBulk(env: Env, tenant: string, untilMs: number | null): Promise<void> {
   const key = `bulk:${tenant}`;
   const inspections = await inspectAll(env, await allTransports(env));
-  await Promise.all(inspections.map(async (i) => {
-    const existing = i.policies.find((p) => p.key === key)?.rule;
-    if (untilMs === null) {
-      if (existing?.label === BRAKE_LABEL) await transportStub(env, i.transport).setPolicy(key, resumeRule(existing));
-      return;
-    }
-    await transportStub(env, i.transport).setPolicy(key, { ...suspendRule(existing, Math.ceil(untilMs / 1000)), label: BRAKE_LABEL });
-  }));
+  await Promise.all(
+    inspections.map(async (i) => {
+      const existing = i.policies.find((p) => p.key === key)?.rule;
+      if (untilMs === null) {
+        if (existing?.label === BRAKE_LABEL) await transportStub(env, i.transport).setPolicy(key, resumeRule(existing));
+        return;
+      }
+      await transportStub(env, i.transport).setPolicy(key, {
+        ...suspendRule(existing, Math.ceil(untilMs / 1000)),
+        label: BRAKE_LABEL,
+      });
+    }),
+  );
 }
 
 /** See the header. */
 export async function liftBrake(env: Env, tenant: string): Promise<void> {
-  await env.DB.prepare("UPDATE tenant_settings SET bulk_paused_until = NULL, bulk_paused_reason = NULL, updated_at = ? WHERE tenant_id = ?").bind(Date.now(), tenant).run();
+  await env.DB.prepare(
+    "UPDATE tenant_settings SET bulk_paused_until = NULL, bulk_paused_reason = NULL, updated_at = ? WHERE tenant_id = ?",
+  )
+    .bind(Date.now(), tenant)
+    .run();
   await holdBulk(env, tenant, null);
 }
 
 type Recorded = Awaited<ReturnType<ReturnType<typeof outboxOf>["afterDelivery"]>>;
 
 /** See the header. */
-export async function recordComplaint(env: Env, id: string, scope: string | null, who: ComplaintTarget, feedbackType: string): Promise<Recorded> {
+export async function recordComplaint(
+  env: Env,
+  id: string,
+  scope: string | null,
+  who: ComplaintTarget,
+  feedbackType: string,
+): Promise<Recorded> {
   const outbox = outboxOf(env, id);
   const res = await outbox.afterDelivery(id, scope, { kind: "complaint", address: who, feedbackType });
   if (res.result !== "ok") return res;
   const nowMs = Date.now();
   if ((await pausedUntil(env.DB, res.tenant, nowMs)) !== null) return res;
-  const counted = sumCounts(await complaintCounts(env.DB, res.tenant, windowStart(env, settingsOf(env).complaintWindowDays, nowMs)));
+  const counted = sumCounts(
+    await complaintCounts(env.DB, res.tenant, windowStart(env, settingsOf(env).complaintWindowDays, nowMs)),
+  );
   const all = { d: counted.d, c: counted.c + 1 }; // this complaint is not indexed yet
   const threshold = complaintThreshold(env);
   if (all.d < settingsOf(env).complaintMinDelivered || all.c / all.d <= threshold) return res;
   const until = nowMs + settingsOf(env).complaintPauseHours * 3_600_000;
   const rate = complaintRate(all.d, all.c);
-  await env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, updated_at, bulk_paused_until, bulk_paused_reason) VALUES (?1, ?2, ?3, ?4)
-      ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`)
-    .bind(res.tenant, nowMs, until, `complaint rate ${rate} above ${threshold}`).run();
+  await env.DB.prepare(
+    `INSERT INTO tenant_settings (tenant_id, updated_at, bulk_paused_until, bulk_paused_reason) VALUES (?1, ?2, ?3, ?4)
+      ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`,
+  )
+    .bind(res.tenant, nowMs, until, `complaint rate ${rate} above ${threshold}`)
+    .run();
   await holdBulk(env, res.tenant, until).catch((e: unknown) => {
     // New bulk mail is refused already; queued bulk mail goes on until an operator suspends bulk:<tenant>.
-    console.error(JSON.stringify({ error: "complaint-rate brake: queued bulk mail not held", tenant: res.tenant, detail: e instanceof Error ? e.message : String(e) }));
+    console.error(
+      JSON.stringify({
+        error: "complaint-rate brake: queued bulk mail not held",
+        tenant: res.tenant,
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
   });
-  await outbox.afterDelivery(id, null, { kind: "brake", address: res.address, data: { rate, threshold, delivered: all.d, complained: all.c, paused_until: until } });
-  console.log(JSON.stringify({ event: "complaint-rate brake", tenant: res.tenant, rate, threshold, until: new Date(until).toISOString() }));
+  await outbox.afterDelivery(id, null, {
+    kind: "brake",
+    address: res.address,
+    data: { rate, threshold, delivered: all.d, complained: all.c, paused_until: until },
+  });
+  console.log(
+    JSON.stringify({
+      event: "complaint-rate brake",
+      tenant: res.tenant,
+      rate,
+      threshold,
+      until: new Date(until).toISOString(),
+    }),
+  );
   return res;
 }

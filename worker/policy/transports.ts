@@ -35,8 +35,12 @@ export function transportStub(env: Env, name: string): Pick<OneStub, "inspect" |
   if (stubs.length === 1) return stubs[0]!;
   return {
     inspect: async () => mergeInspections(await Promise.all(stubs.map(async (s) => (await s.inspect()) as Inspection))),
-    flush: async () => { await Promise.all(stubs.map((s) => s.flush())); },
-    setPolicy: async (key: string, rule: Parameters<OneStub["setPolicy"]>[1]) => { await Promise.all(stubs.map((s) => s.setPolicy(key, rule))); },
+    flush: async () => {
+      await Promise.all(stubs.map((s) => s.flush()));
+    },
+    setPolicy: async (key: string, rule: Parameters<OneStub["setPolicy"]>[1]) => {
+      await Promise.all(stubs.map((s) => s.setPolicy(key, rule)));
+    },
   } as unknown as Pick<OneStub, "inspect" | "flush" | "setPolicy">;
 }
 
@@ -46,9 +50,14 @@ function mergeInspections(list: Inspection[]): Inspection {
     const total: ShapeRow = { destination: "TOTAL", total: 0, buckets: [] };
     const rest: ShapeRow[] = [];
     for (const r of rows.flat()) {
-      if (r.destination !== "TOTAL") { rest.push(r); continue; }
+      if (r.destination !== "TOTAL") {
+        rest.push(r);
+        continue;
+      }
       total.total += r.total;
-      r.buckets.forEach((n, i) => { total.buckets[i] = (total.buckets[i] ?? 0) + n; });
+      r.buckets.forEach((n, i) => {
+        total.buckets[i] = (total.buckets[i] ?? 0) + n;
+      });
     }
     return [total, ...rest.sort((a, b) => b.total - a.total)];
   };
@@ -70,7 +79,9 @@ function mergeInspections(list: Inspection[]): Inspection {
 /** Every transport's inspection, in name order. */
 export async function inspectAll(env: Env, names: string[]): Promise<Inspection[]> {
   // A Transport DO that never saw a message does not know its name yet: use the one called.
-  return Promise.all(names.map(async (n) => ({ ...((await transportStub(env, n).inspect()) as Inspection), transport: n })));
+  return Promise.all(
+    names.map(async (n) => ({ ...((await transportStub(env, n).inspect()) as Inspection), transport: n })),
+  );
 }
 
 /** The Destination DO of one destination queue. */

@@ -45,10 +45,21 @@ export function receivedEnvelope(id: string, createdAtMs: number, f: ReceivedFie
     type: "email.received" as const,
     created_at: new Date(createdAtMs).toISOString(),
     data: {
-      email_id: id, created_at: new Date(createdAtMs).toISOString(), from: f.from, to: f.to, bcc: f.bcc ?? [], cc: f.cc ?? [],
-      received_for: f.received_for, message_id: f.message_id ?? "", subject: f.subject,
+      email_id: id,
+      created_at: new Date(createdAtMs).toISOString(),
+      from: f.from,
+      to: f.to,
+      bcc: f.bcc ?? [],
+      cc: f.cc ?? [],
+      received_for: f.received_for,
+      message_id: f.message_id ?? "",
+      subject: f.subject,
       attachments: f.attachments.map((a) => ({
-        id: a.id, filename: a.filename, content_type: a.content_type, content_disposition: a.content_disposition, content_id: a.content_id,
+        id: a.id,
+        filename: a.filename,
+        content_type: a.content_type,
+        content_disposition: a.content_disposition,
+        content_id: a.content_id,
       })),
     },
   };
@@ -56,7 +67,10 @@ export function receivedEnvelope(id: string, createdAtMs: number, f: ReceivedFie
 
 /** See the header. */
 export async function receiveMail(
-  env: Env, message: ReceivableMessage, bytes: Uint8Array, nowMs = Date.now(),
+  env: Env,
+  message: ReceivableMessage,
+  bytes: Uint8Array,
+  nowMs = Date.now(),
 ): Promise<"received" | "receiving_refused" | null> {
   const to = message.to.trim().replace(/^<|>$/g, "");
   const domain = await receivingDomainOf(env.DB, to.slice(to.lastIndexOf("@") + 1));
@@ -68,16 +82,35 @@ export async function receiveMail(
     return "receiving_refused";
   }
   const parsed = await PostalMime.parse(bytes, { attachmentEncoding: "arraybuffer" });
-  const attachments = parsed.attachments.map((a) => ({ ...a, size: typeof a.content === "string" ? a.content.length : a.content.byteLength }));
-  const fields = receivedFields({ ...parsed, attachments }, { from: message.from, to }, attachments.map(() => crypto.randomUUID()));
+  const attachments = parsed.attachments.map((a) => ({
+    ...a,
+    size: typeof a.content === "string" ? a.content.length : a.content.byteLength,
+  }));
+  const fields = receivedFields(
+    { ...parsed, attachments },
+    { from: message.from, to },
+    attachments.map(() => crypto.randomUUID()),
+  );
   const id = uuidV7(nowMs, crypto.getRandomValues(new Uint8Array(10)));
   const key = keptKey("received", nowMs, id);
   await env.BODIES.put(key, bytes, { httpMetadata: { contentType: "message/rfc822" } });
   const row: ReceivedRow = {
-    tenant_id: tenant, id, created_at: nowMs, domain_id: domain.id, envelope_from: message.from, from_addr: fields.from,
-    to_json: JSON.stringify(fields.to), cc_json: fields.cc && JSON.stringify(fields.cc), bcc_json: fields.bcc && JSON.stringify(fields.bcc),
-    reply_to_json: fields.reply_to && JSON.stringify(fields.reply_to), received_for_json: JSON.stringify(fields.received_for), subject: fields.subject,
-    message_id: fields.message_id, headers_json: JSON.stringify(fields.headers), attachments_json: JSON.stringify(fields.attachments), raw_key: key,
+    tenant_id: tenant,
+    id,
+    created_at: nowMs,
+    domain_id: domain.id,
+    envelope_from: message.from,
+    from_addr: fields.from,
+    to_json: JSON.stringify(fields.to),
+    cc_json: fields.cc && JSON.stringify(fields.cc),
+    bcc_json: fields.bcc && JSON.stringify(fields.bcc),
+    reply_to_json: fields.reply_to && JSON.stringify(fields.reply_to),
+    received_for_json: JSON.stringify(fields.received_for),
+    subject: fields.subject,
+    message_id: fields.message_id,
+    headers_json: JSON.stringify(fields.headers),
+    attachments_json: JSON.stringify(fields.attachments),
+    raw_key: key,
     size: bytes.byteLength,
   };
   await publishReceived(env, row, fields, nowMs);
@@ -89,22 +122,64 @@ async function publishReceived(env: Env, row: ReceivedRow, fields: ReceivedField
   const type = "email.received";
   const evt = eventId({ emailId: row.id, recipient: "", attempt: 0, type });
   const body = JSON.stringify(receivedEnvelope(row.id, row.created_at, fields));
-  const inserts = logInsertStatements(env.DB, [{ tenant: row.tenant_id, emailId: row.id, rows: [
-    { source_seq: 0, part: 0, type, recipient: null, created_at: row.created_at, data: null, event_id: evt, event_type: type, body },
-  ] }], nowMs);
-  const results = await env.DB.batch([insertReceivedStatement(env.DB, row), ...inserts, enabledEndpointsStatement(env.DB, [row.tenant_id])]);
-  const feed = results.slice(1, 1 + inserts.length).flatMap((r) => (r.results ?? []) as FeedRow[]).filter((r) => r.event_id !== null);
-  const endpoints = ((results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]).map(toPublishEndpoint);
-  const jobs = feed.flatMap((f) => endpoints.filter((ep) => endpointWants(ep.events, f.type)).map((ep) => makeJob(
-    f.tenant_id, ep.id, { id: f.event_id, type: f.type, body: f.body },
-  )));
+  const inserts = logInsertStatements(
+    env.DB,
+    [
+      {
+        tenant: row.tenant_id,
+        emailId: row.id,
+        rows: [
+          {
+            source_seq: 0,
+            part: 0,
+            type,
+            recipient: null,
+            created_at: row.created_at,
+            data: null,
+            event_id: evt,
+            event_type: type,
+            body,
+          },
+        ],
+      },
+    ],
+    nowMs,
+  );
+  const results = await env.DB.batch([
+    insertReceivedStatement(env.DB, row),
+    ...inserts,
+    enabledEndpointsStatement(env.DB, [row.tenant_id]),
+  ]);
+  const feed = results
+    .slice(1, 1 + inserts.length)
+    .flatMap((r) => (r.results ?? []) as FeedRow[])
+    .filter((r) => r.event_id !== null);
+  const endpoints = (
+    (results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]
+  ).map(toPublishEndpoint);
+  const jobs = feed.flatMap((f) =>
+    endpoints
+      .filter((ep) => endpointWants(ep.events, f.type))
+      .map((ep) => makeJob(f.tenant_id, ep.id, { id: f.event_id, type: f.type, body: f.body })),
+  );
   if (jobs.length === 0) return;
   try {
-    await enqueueJobs(env.WEBHOOKS, makeBundles(jobs).map((job) => ({ job })));
+    await enqueueJobs(
+      env.WEBHOOKS,
+      makeBundles(jobs).map((job) => ({ job })),
+    );
   } catch (e) {
-    await releaseFeedClaims(env.DB, feed.map((f) => f.event_id), nowMs).catch(() => undefined);
-    console.error(JSON.stringify({
-      error: "email.received not queued; it stays in the event feed", id: row.id, detail: e instanceof Error ? e.message : String(e),
-    }));
+    await releaseFeedClaims(
+      env.DB,
+      feed.map((f) => f.event_id),
+      nowMs,
+    ).catch(() => undefined);
+    console.error(
+      JSON.stringify({
+        error: "email.received not queued; it stays in the event feed",
+        id: row.id,
+        detail: e instanceof Error ? e.message : String(e),
+      }),
+    );
   }
 }

@@ -32,7 +32,12 @@ export interface KeptPurgeReport {
 }
 
 /** See the header. */
-export async function purgeKept(env: Env, nowMs: number, retentionMs: number, budget = DEFAULT_BUDGET): Promise<KeptPurgeReport> {
+export async function purgeKept(
+  env: Env,
+  nowMs: number,
+  retentionMs: number,
+  budget = DEFAULT_BUDGET,
+): Promise<KeptPurgeReport> {
   const report: KeptPurgeReport = { rows: 0, objects: 0, truncated: false };
   if (!(retentionMs > 0)) return report;
   const cutoff = nowMs - retentionMs;

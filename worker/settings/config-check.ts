@@ -45,8 +45,12 @@ export function configProblems(env: Env): string[] {
   const e = env as unknown as SecretsEnv;
   if (isLocal(e)) return [];
   const out: string[] = [];
-  if (!e.WEBHOOK_SECRETS_KEY) out.push("WEBHOOK_SECRETS_KEY is not set (npm run setup:cloudflare, or: wrangler secret put WEBHOOK_SECRETS_KEY --env production)");
-  else if (base64Bytes(e.WEBHOOK_SECRETS_KEY) !== 32) out.push("WEBHOOK_SECRETS_KEY must be 32 random bytes in base64 (openssl rand -base64 32)");
+  if (!e.WEBHOOK_SECRETS_KEY)
+    out.push(
+      "WEBHOOK_SECRETS_KEY is not set (npm run setup:cloudflare, or: wrangler secret put WEBHOOK_SECRETS_KEY --env production)",
+    );
+  else if (base64Bytes(e.WEBHOOK_SECRETS_KEY) !== 32)
+    out.push("WEBHOOK_SECRETS_KEY must be 32 random bytes in base64 (openssl rand -base64 32)");
   if (e.DKIM_KEYS) {
     let ok = false;
     try {
@@ -62,17 +66,24 @@ export function configProblems(env: Env): string[] {
 /** The answer to every request while the deployment is misconfigured. */
 export function notConfigured(problems: string[]): Response {
   const message = `The relay is not configured: ${problems.join("; ")}.`;
-  return Response.json({ statusCode: 503, name: "application_error", message }, { status: 503, headers: { "x-content-type-options": "nosniff" } });
+  return Response.json(
+    { statusCode: 503, name: "application_error", message },
+    { status: 503, headers: { "x-content-type-options": "nosniff" } },
+  );
 }
 
 /** What a development Worker answers to the world (see the header). */
-const AT_THE_EDGE = "This relay runs in development mode (COHORT_ENV is not \"production\") and does not serve requests through Cloudflare's edge: "
-  + "deploy it with `wrangler deploy --env production` (npm run deploy), which fails closed without its secrets.";
+const AT_THE_EDGE =
+  'This relay runs in development mode (COHORT_ENV is not "production") and does not serve requests through Cloudflare\'s edge: ' +
+  "deploy it with `wrangler deploy --env production` (npm run deploy), which fails closed without its secrets.";
 
 /** See the header. */
 export function servedFromEdge(request: Request, env: object): Response | null {
   if (!isLocal(env) || !request.headers.has("cf-ray")) return null;
-  return Response.json({ statusCode: 503, name: "application_error", message: AT_THE_EDGE }, { status: 503, headers: { "x-content-type-options": "nosniff" } });
+  return Response.json(
+    { statusCode: 503, name: "application_error", message: AT_THE_EDGE },
+    { status: 503, headers: { "x-content-type-options": "nosniff" } },
+  );
 }
 
 /** See the header. */

@@ -42,16 +42,27 @@ export function schedulerConfigOf(env: ConfigEnv): SchedulerConfig {
 
 function parseConfig(env: ConfigEnv): SchedulerConfig {
   const input = (env.SCHEDULER_CONFIG ? JSON.parse(env.SCHEDULER_CONFIG) : {}) as Record<string, unknown>;
-  if (!settingsOf(env).agents && !("default_destination_concurrency_ceiling_memory" in input)) input.default_destination_concurrency_ceiling_memory = 0;
+  if (!settingsOf(env).agents && !("default_destination_concurrency_ceiling_memory" in input))
+    input.default_destination_concurrency_ceiling_memory = 0;
   if (settingsOf(env).smarthost && !("default_destination_concurrency_limit" in input)) {
     const name = settingsOf(env).defaultTransport;
     const transports = (input.transports ?? {}) as Record<string, Record<string, unknown> | undefined>;
     // A malformed `transports` is left for the parser to refuse with its own message.
-    if (typeof transports === "object" && !Array.isArray(transports) && !("destination_concurrency_limit" in (transports[name] ?? {}))) {
+    if (
+      typeof transports === "object" &&
+      !Array.isArray(transports) &&
+      !("destination_concurrency_limit" in (transports[name] ?? {}))
+    ) {
       // The transport's process_limit follows (it caps the window), unless set.
       const own = transports[name] ?? {};
-      const processLimit = "process_limit" in own || "default_process_limit" in input ? {} : { process_limit: SMARTHOST_CONCURRENCY_LIMIT };
-      input.transports = { ...transports, [name]: { ...own, destination_concurrency_limit: SMARTHOST_CONCURRENCY_LIMIT, ...processLimit } };
+      const processLimit =
+        "process_limit" in own || "default_process_limit" in input
+          ? {}
+          : { process_limit: SMARTHOST_CONCURRENCY_LIMIT };
+      input.transports = {
+        ...transports,
+        [name]: { ...own, destination_concurrency_limit: SMARTHOST_CONCURRENCY_LIMIT, ...processLimit },
+      };
     }
   }
   return mustParseSchedulerConfig(input);

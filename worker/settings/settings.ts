@@ -34,116 +34,360 @@ interface Knob<T> {
   parse(raw: string | undefined, vars: Vars): T;
 }
 
-const knob = <T>(name: string, def: string, meaning: string, parse: (raw: string | undefined, vars: Vars) => T): Knob<T> => ({ name, def, meaning, parse });
+const knob = <T>(
+  name: string,
+  def: string,
+  meaning: string,
+  parse: (raw: string | undefined, vars: Vars) => T,
+): Knob<T> => ({ name, def, meaning, parse });
 /** A number ≥ 0 (unset or empty: the default), times `unit`. */
-const nonNegative = (def: number, unit = 1) => (raw: string | undefined) => {
-  const n = raw === undefined || raw === "" ? def : Number(raw);
-  return (Number.isFinite(n) && n >= 0 ? n : def) * unit;
-};
+const nonNegative =
+  (def: number, unit = 1) =>
+  (raw: string | undefined) => {
+    const n = raw === undefined || raw === "" ? def : Number(raw);
+    return (Number.isFinite(n) && n >= 0 ? n : def) * unit;
+  };
 /** A number > 0, else the default, times `unit`. */
-const positive = (def: number, unit = 1) => (raw: string | undefined) => {
-  const n = Number(raw);
-  return (Number.isFinite(n) && n > 0 ? n : def) * unit;
-};
+const positive =
+  (def: number, unit = 1) =>
+  (raw: string | undefined) => {
+    const n = Number(raw);
+    return (Number.isFinite(n) && n > 0 ? n : def) * unit;
+  };
 const text = (def: string) => (raw: string | undefined) => raw || def;
 const isOn = (on: string) => (raw: string | undefined) => (raw ?? "").toLowerCase() === on;
 /** A list separated by commas or spaces, lower-cased, without empty entries or a trailing dot. */
-const list = (raw: string | undefined): string[] => (raw ?? "").split(/[\s,]+/).map((x) => x.trim().toLowerCase().replace(/\.$/, "")).filter((x) => x !== "");
+const list = (raw: string | undefined): string[] =>
+  (raw ?? "")
+    .split(/[\s,]+/)
+    .map((x) => x.trim().toLowerCase().replace(/\.$/, ""))
+    .filter((x) => x !== "");
 
 /** The knobs (see the header); the order is wrangler.toml's. */
 export const SETTINGS = {
-  env: knob("COHORT_ENV", "development", "development, test or production; only production is served to the world and fails closed without its secrets", (r) => r ?? "development"),
-  meter: knob("METER", "on", "\"on\": count every billable operation (GET /relay/dev/meter, bench:cost); off in production", (r) => r === "on"),
-  outboxShards: knob("OUTBOX_SHARDS", "8", "Outbox shards, 1–256; the message id names its shard", (r) => countSetting(r, 8) <= 256 ? countSetting(r, 8) : 8),
-  graceMs: knob("OUTBOX_GRACE_SECONDS", "300", "seconds before the sweeper treats a body without envelope as an orphan, or an unclassified message as lost", nonNegative(300, 1000)),
-  indexLagMs: knob("INDEX_LAG_SECONDS", "15", "seconds a message's events wait for the delivery stage's index write before the Outbox forwards them itself", nonNegative(15, 1000)),
-  retentionMs: knob("MESSAGE_RETENTION_DAYS", "30", "days a finished message stays readable (GET /emails/:id) before every row of it is deleted", nonNegative(30, 86_400_000)),
-  inlineBodyBytes: knob("INLINE_BODY_BYTES", "32768", "bodies up to this size stay in the Outbox row instead of R2 (at most 512 KiB; 0: all in R2)", (r) => Math.min(nonNegative(32_768)(r), 512 * 1024)),
-  classifyAtAcceptMaxRcpts: knob("CLASSIFY_AT_ACCEPT_MAX_RCPTS", "50", "messages of at most this many recipients are classified by the accepting worker (0: all through the classify queue)", (r) => countSetting(r, 0)),
-  admitBatchMs: knob("ADMIT_BATCH_MS", "100",
+  env: knob(
+    "COHORT_ENV",
+    "development",
+    "development, test or production; only production is served to the world and fails closed without its secrets",
+    (r) => r ?? "development",
+  ),
+  meter: knob(
+    "METER",
+    "on",
+    '"on": count every billable operation (GET /relay/dev/meter, bench:cost); off in production',
+    (r) => r === "on",
+  ),
+  outboxShards: knob("OUTBOX_SHARDS", "8", "Outbox shards, 1–256; the message id names its shard", (r) =>
+    countSetting(r, 8) <= 256 ? countSetting(r, 8) : 8,
+  ),
+  graceMs: knob(
+    "OUTBOX_GRACE_SECONDS",
+    "300",
+    "seconds before the sweeper treats a body without envelope as an orphan, or an unclassified message as lost",
+    nonNegative(300, 1000),
+  ),
+  indexLagMs: knob(
+    "INDEX_LAG_SECONDS",
+    "15",
+    "seconds a message's events wait for the delivery stage's index write before the Outbox forwards them itself",
+    nonNegative(15, 1000),
+  ),
+  retentionMs: knob(
+    "MESSAGE_RETENTION_DAYS",
+    "30",
+    "days a finished message stays readable (GET /emails/:id) before every row of it is deleted",
+    nonNegative(30, 86_400_000),
+  ),
+  inlineBodyBytes: knob(
+    "INLINE_BODY_BYTES",
+    "32768",
+    "bodies up to this size stay in the Outbox row instead of R2 (at most 512 KiB; 0: all in R2)",
+    (r) => Math.min(nonNegative(32_768)(r), 512 * 1024),
+  ),
+  classifyAtAcceptMaxRcpts: knob(
+    "CLASSIFY_AT_ACCEPT_MAX_RCPTS",
+    "50",
+    "messages of at most this many recipients are classified by the accepting worker (0: all through the classify queue)",
+    (r) => countSetting(r, 0),
+  ),
+  admitBatchMs: knob(
+    "ADMIT_BATCH_MS",
+    "100",
     "least ms between two admission runs of an Outbox shard: idle, at once; under load what arrives meanwhile goes together (0: each accept its own; ≤ 10 s)",
-    (r) => msSetting(r, 100, 10_000)),
-  inFlowDelayMs: knob("IN_FLOW_DELAY_MS", "1000", "ms an accept's answer waits while mail arrives faster than it is delivered (Postfix's in_flow_delay; 0: never; at most 10 s)", (r) => msSetting(r, 1000, 10_000)),
-  acceptConcurrency: knob("ACCEPT_CONCURRENCY", "4", "send requests one isolate works on at once (Postfix's smtpd process_limit; at most 10,000)", (r) => Math.min(countSetting(r, 4), 10_000)),
-  acceptWaitMs: knob("ACCEPT_WAIT_MS", "10000", "ms a send request waits for an accept slot, in arrival order, before it is answered 429 (0: at once; at most 60 s)", (r) => msSetting(r, 10_000, 60_000)),
-  maxMessageBytes: knob("MAX_MESSAGE_BYTES", "41943040", "largest accepted message, bytes (413 above)", (r) => countSetting(r, 40 * 1024 * 1024)),
-  maxRecipients: knob("MAX_RECIPIENTS", "50", "most recipients per message, to + cc + bcc after de-duplication (422 above)", (r) => countSetting(r, 50)),
+    (r) => msSetting(r, 100, 10_000),
+  ),
+  inFlowDelayMs: knob(
+    "IN_FLOW_DELAY_MS",
+    "1000",
+    "ms an accept's answer waits while mail arrives faster than it is delivered (Postfix's in_flow_delay; 0: never; at most 10 s)",
+    (r) => msSetting(r, 1000, 10_000),
+  ),
+  acceptConcurrency: knob(
+    "ACCEPT_CONCURRENCY",
+    "4",
+    "send requests one isolate works on at once (Postfix's smtpd process_limit; at most 10,000)",
+    (r) => Math.min(countSetting(r, 4), 10_000),
+  ),
+  acceptWaitMs: knob(
+    "ACCEPT_WAIT_MS",
+    "10000",
+    "ms a send request waits for an accept slot, in arrival order, before it is answered 429 (0: at once; at most 60 s)",
+    (r) => msSetting(r, 10_000, 60_000),
+  ),
+  maxMessageBytes: knob("MAX_MESSAGE_BYTES", "41943040", "largest accepted message, bytes (413 above)", (r) =>
+    countSetting(r, 40 * 1024 * 1024),
+  ),
+  maxRecipients: knob(
+    "MAX_RECIPIENTS",
+    "50",
+    "most recipients per message, to + cc + bcc after de-duplication (422 above)",
+    (r) => countSetting(r, 50),
+  ),
   defaultTransport: knob("DEFAULT_TRANSPORT", "smtp", "the transport of recipients no route matches", text("smtp")),
-  transportShards: knob("TRANSPORT_SHARDS", "1", "Transport DOs each transport runs on, by destination (1–64; docs/scale.md)",
-    (r) => Math.min(64, Math.max(1, countSetting(r, 1)))),
-  checkpointEvery: knob("TRANSPORT_CHECKPOINT_EVERY", "500", "commands a Transport DO journals between two snapshots while the snapshot is small", positive(500)),
-  journalRing: knob("TRANSPORT_JOURNAL_RING", "16384", "rows of a Transport DO's journal ring (the most flushes between two snapshots)", (r) => positive(0)(r) || undefined),
-  smarthost: knob("SMARTHOST", "", "\"[host]:port\": the default transport relays everything there instead of to each domain's MX", (r) => r ?? ""),
-  autoDispatch: knob("DISPATCH", "auto", "\"auto\": a Transport DO dispatches after every admit, report and alarm; \"manual\": only the dispatch RPC does (tests)", (r) => r === "auto"),
-  agents: knob("DELIVERY", "agents", "who delivers: \"agents\" (DeliveryAgent objects with a connection cache) or \"queue\" (the deliver queue consumer)", (r) => r === "agents"),
-  leaseSeconds: knob("DELIVERY_LEASE_SECONDS", "900", "seconds a dispatched entry may stay unreported before it is treated as crashed and retried", positive(900)),
-  agentCheckMs: knob("AGENT_CHECK_SECONDS", "60", "seconds after which the Transport DO asks an agent whether it still holds an entry (queue mode: a cut hand-off's lease)", positive(60, 1000)),
-  agentStageMs: knob("AGENT_STAGE_MS", "1000",
+  transportShards: knob(
+    "TRANSPORT_SHARDS",
+    "1",
+    "Transport DOs each transport runs on, by destination (1–64; docs/scale.md)",
+    (r) => Math.min(64, Math.max(1, countSetting(r, 1))),
+  ),
+  checkpointEvery: knob(
+    "TRANSPORT_CHECKPOINT_EVERY",
+    "500",
+    "commands a Transport DO journals between two snapshots while the snapshot is small",
+    positive(500),
+  ),
+  journalRing: knob(
+    "TRANSPORT_JOURNAL_RING",
+    "16384",
+    "rows of a Transport DO's journal ring (the most flushes between two snapshots)",
+    (r) => positive(0)(r) || undefined,
+  ),
+  smarthost: knob(
+    "SMARTHOST",
+    "",
+    '"[host]:port": the default transport relays everything there instead of to each domain\'s MX',
+    (r) => r ?? "",
+  ),
+  autoDispatch: knob(
+    "DISPATCH",
+    "auto",
+    '"auto": a Transport DO dispatches after every admit, report and alarm; "manual": only the dispatch RPC does (tests)',
+    (r) => r === "auto",
+  ),
+  agents: knob(
+    "DELIVERY",
+    "agents",
+    'who delivers: "agents" (DeliveryAgent objects with a connection cache) or "queue" (the deliver queue consumer)',
+    (r) => r === "agents",
+  ),
+  leaseSeconds: knob(
+    "DELIVERY_LEASE_SECONDS",
+    "900",
+    "seconds a dispatched entry may stay unreported before it is treated as crashed and retried",
+    positive(900),
+  ),
+  agentCheckMs: knob(
+    "AGENT_CHECK_SECONDS",
+    "60",
+    "seconds after which the Transport DO asks an agent whether it still holds an entry (queue mode: a cut hand-off's lease)",
+    positive(60, 1000),
+  ),
+  agentStageMs: knob(
+    "AGENT_STAGE_MS",
+    "1000",
     "ms an agent's feedback and index stages gather finished entries while other sessions run (idle: at once; 0: never; at most 10 s)",
-    (r) => msSetting(r, 1000, 10_000)),
+    (r) => msSetting(r, 1000, 10_000),
+  ),
   heloName: knob("HELO_NAME", "cohort.localhost", "the name sent with EHLO/HELO", text("cohort.localhost")),
-  relayTls: knob("RELAY_TLS", "opportunistic", "the relay kind's TLS: off, opportunistic or required", (r): "off" | "opportunistic" | "required" => (["off", "opportunistic", "required"] as const).find((p) => p === r) ?? "opportunistic"),
-  relayImplicitTls: knob("RELAY_IMPLICIT_TLS", "false", "\"true\": the relay kind speaks TLS from the first byte (port 465)", (r) => r === "true"),
-  dohResolverUrl: knob("DOH_RESOLVER_URL", DEFAULT_DOH_URL, "the DNS-over-HTTPS JSON API for MX, A, TXT and domain verification look-ups", text(DEFAULT_DOH_URL)),
-  mxPort: knob("MX_PORT", "25", "the port of MX hosts (other values are for local runs and tests); null when not a TCP port", (r) => {
-    const port = Number(r || 25);
-    return Number.isInteger(port) && port > 0 && port < 65536 ? port : null;
-  }),
-  egress: knob("EGRESS", "direct", "how MX connections leave: \"direct\" or \"socks5://host:port\" through a SOCKS5 bridge", (r) => r ?? "direct"),
-  devMailboxUrl: knob("DEV_MAILBOX_URL", "", "the local SMTP catcher's listing, for GET /relay/dev/mailbox (development only)", (r) => r ?? ""),
-  dsnNotices: knob("DSN_NOTICES", "off", "\"on\": delivery status notices (RFC 3464) to the envelope sender", isOn("on")),
-  bounceDomain: knob("BOUNCE_DOMAIN", "", "the domain of VERP envelope senders for mail from unverified domains (\"\": the From address)", (r) => r || null),
-  publicUrl: knob("PUBLIC_URL", "", "the relay's public origin for one-click unsubscribe links (\"\": each request's origin)", (r) => r ?? ""),
-  receivingDailyQuota: knob("RECEIVING_DAILY_QUOTA", "1000", "received messages a tenant takes per UTC day unless it sets its own (1–10,000,000)",
-    (r) => Math.min(countSetting(r, 1000), 10_000_000)),
-  fileLinkSeconds: knob("FILE_LINK_SECONDS", "3600", "seconds a download link of an attachment or a raw received message stays valid (60–604,800)",
-    (r) => Math.min(Math.max(countSetting(r, 3600), 60), 604_800)),
-  routingAuthservId: knob("ROUTING_AUTHSERV_ID", "mx.cloudflare.net",
-    "the authserv-id of Email Routing's Authentication-Results, whose SPF and DKIM verdicts inbound reports may use (\"\": believe none)",
-    (r) => (r ?? "mx.cloudflare.net").trim().toLowerCase()),
-  reportingMtas: knob("REPORTING_MTAS", "",
-    "domains whose authenticated bounces count for any recipient domain (a smarthost, a provider bouncing from another domain than its MX)", list),
-  feedbackLoopSenders: knob("FEEDBACK_LOOP_SENDERS", "",
-    "domains whose DKIM-aligned ARF reports count as complaints (feedback loops); others are kept for the operator", list),
-  domainClaimTtlMs: knob("DOMAIN_CLAIM_TTL_HOURS", "72", "hours an unverified claim on a domain name lasts; verified domains never lapse",
-    positive(72, 3_600_000)),
-  devPathOrigins: knob("DEV_PATH_ORIGINS", "",
-    "development only: the origins (http://127.0.0.1:2526) an attachment `path` may reach besides public https URLs", list),
-  complaintThreshold: knob("COMPLAINT_RATE_THRESHOLD", "0.003", "a tenant's complaint rate above which its bulk mail is paused, in (0, 1)", (r) => {
-    const t = Number(r);
-    return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;
-  }),
+  relayTls: knob(
+    "RELAY_TLS",
+    "opportunistic",
+    "the relay kind's TLS: off, opportunistic or required",
+    (r): "off" | "opportunistic" | "required" =>
+      (["off", "opportunistic", "required"] as const).find((p) => p === r) ?? "opportunistic",
+  ),
+  relayImplicitTls: knob(
+    "RELAY_IMPLICIT_TLS",
+    "false",
+    '"true": the relay kind speaks TLS from the first byte (port 465)',
+    (r) => r === "true",
+  ),
+  dohResolverUrl: knob(
+    "DOH_RESOLVER_URL",
+    DEFAULT_DOH_URL,
+    "the DNS-over-HTTPS JSON API for MX, A, TXT and domain verification look-ups",
+    text(DEFAULT_DOH_URL),
+  ),
+  mxPort: knob(
+    "MX_PORT",
+    "25",
+    "the port of MX hosts (other values are for local runs and tests); null when not a TCP port",
+    (r) => {
+      const port = Number(r || 25);
+      return Number.isInteger(port) && port > 0 && port < 65536 ? port : null;
+    },
+  ),
+  egress: knob(
+    "EGRESS",
+    "direct",
+    'how MX connections leave: "direct" or "socks5://host:port" through a SOCKS5 bridge',
+    (r) => r ?? "direct",
+  ),
+  devMailboxUrl: knob(
+    "DEV_MAILBOX_URL",
+    "",
+    "the local SMTP catcher's listing, for GET /relay/dev/mailbox (development only)",
+    (r) => r ?? "",
+  ),
+  dsnNotices: knob("DSN_NOTICES", "off", '"on": delivery status notices (RFC 3464) to the envelope sender', isOn("on")),
+  bounceDomain: knob(
+    "BOUNCE_DOMAIN",
+    "",
+    'the domain of VERP envelope senders for mail from unverified domains ("": the From address)',
+    (r) => r || null,
+  ),
+  publicUrl: knob(
+    "PUBLIC_URL",
+    "",
+    "the relay's public origin for one-click unsubscribe links (\"\": each request's origin)",
+    (r) => r ?? "",
+  ),
+  receivingDailyQuota: knob(
+    "RECEIVING_DAILY_QUOTA",
+    "1000",
+    "received messages a tenant takes per UTC day unless it sets its own (1–10,000,000)",
+    (r) => Math.min(countSetting(r, 1000), 10_000_000),
+  ),
+  fileLinkSeconds: knob(
+    "FILE_LINK_SECONDS",
+    "3600",
+    "seconds a download link of an attachment or a raw received message stays valid (60–604,800)",
+    (r) => Math.min(Math.max(countSetting(r, 3600), 60), 604_800),
+  ),
+  routingAuthservId: knob(
+    "ROUTING_AUTHSERV_ID",
+    "mx.cloudflare.net",
+    'the authserv-id of Email Routing\'s Authentication-Results, whose SPF and DKIM verdicts inbound reports may use ("": believe none)',
+    (r) => (r ?? "mx.cloudflare.net").trim().toLowerCase(),
+  ),
+  reportingMtas: knob(
+    "REPORTING_MTAS",
+    "",
+    "domains whose authenticated bounces count for any recipient domain (a smarthost, a provider bouncing from another domain than its MX)",
+    list,
+  ),
+  feedbackLoopSenders: knob(
+    "FEEDBACK_LOOP_SENDERS",
+    "",
+    "domains whose DKIM-aligned ARF reports count as complaints (feedback loops); others are kept for the operator",
+    list,
+  ),
+  domainClaimTtlMs: knob(
+    "DOMAIN_CLAIM_TTL_HOURS",
+    "72",
+    "hours an unverified claim on a domain name lasts; verified domains never lapse",
+    positive(72, 3_600_000),
+  ),
+  devPathOrigins: knob(
+    "DEV_PATH_ORIGINS",
+    "",
+    "development only: the origins (http://127.0.0.1:2526) an attachment `path` may reach besides public https URLs",
+    list,
+  ),
+  complaintThreshold: knob(
+    "COMPLAINT_RATE_THRESHOLD",
+    "0.003",
+    "a tenant's complaint rate above which its bulk mail is paused, in (0, 1)",
+    (r) => {
+      const t = Number(r);
+      return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;
+    },
+  ),
   complaintWindowDays: knob("COMPLAINT_WINDOW_DAYS", "7", "days the complaint rate is measured over", positive(7)),
-  complaintMinDelivered: knob("COMPLAINT_MIN_DELIVERED", "1000", "deliveries in the window below which the brake never acts", positive(1000)),
+  complaintMinDelivered: knob(
+    "COMPLAINT_MIN_DELIVERED",
+    "1000",
+    "deliveries in the window below which the brake never acts",
+    positive(1000),
+  ),
   complaintPauseHours: knob("COMPLAINT_PAUSE_HOURS", "24", "hours the brake pauses a tenant's bulk mail", positive(24)),
-  siteGrouping: knob("DESTINATION_GROUPING", "nexthop", "\"site\": an mx nexthop shares the Destination DO of its MX site; \"nexthop\": one per nexthop", (r) => r === "site"),
-  smtpTimeouts: knob("SMTP_TIMEOUTS", "", "the SMTP client's per-step timeouts, JSON with Postfix's names; a malformed value is ignored", (r): Partial<SmtpTimeouts> => {
-    if (!r) return {};
-    try {
-      return parseSmtpTimeouts(JSON.parse(r));
-    } catch (e) {
-      // Mail still goes out with Postfix's defaults rather than not at all.
-      console.error(JSON.stringify({ error: "SMTP_TIMEOUTS ignored", detail: e instanceof Error ? e.message : String(e) }));
-      return {};
-    }
-  }),
-  mtaStsPort: knob("MTA_STS_PORT", "443", "the port MTA-STS policies are fetched from (443; other values for local runs and tests)", (r) => {
-    const port = Number(r || 443);
-    return Number.isInteger(port) && port > 0 && port < 65536 ? port : 443;
-  }),
-  mtaStsRefreshSeconds: knob("MTA_STS_REFRESH_SECONDS", "86400",
-    "seconds after which a cached MTA-STS policy's TXT record is checked again in the background", positive(86_400)),
-  tlsrptFrom: knob("TLSRPT_FROM", "",
-    "the From address of TLS-RPT reports sent by mail (\"\": mailto reports are not sent); the operator's DKIM_KEYS must cover its domain", (r) => r ?? ""),
-  tlsrptOrg: knob("TLSRPT_ORG", "", "organization-name of TLS-RPT reports (\"\": HELO_NAME)", (r, vars) => r || vars.HELO_NAME || "cohort.localhost"),
-  egressPools: knob("EGRESS_POOLS", "", "egress pools as JSON (worker/egress/core/pools.ts); \"\": every MX connection leaves by EGRESS", (r) => r ?? ""),
-  egressSuspendSeconds: knob("EGRESS_SUSPEND_SECONDS", "300",
-    "seconds an egress that failed its health is first suspended (doubling on each relapse, at most 16 times)", positive(300)),
-  egressFailures: knob("EGRESS_FAILURES", "3", "health failures of an egress within 60 s that suspend it", (r) => countSetting(r, 3)),
-  metricsTopN: knob("METRICS_TOP_N", "20", "destinations GET /metrics names one by one (the rest are summed as \"other\"), at most 200",
-    (r) => Math.min(countSetting(r, 20), 200)),
-  webhooks: knob("WEBHOOK_*", "", "WEBHOOK_DELAYED_EVERY_NTH, WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS, WEBHOOK_RETRY_SCALE, WEBHOOK_TIMEOUT_MS (webhooks/core/webhook-config.ts)",
-    (_r, vars): WebhookConfig => parseWebhookConfig(vars)),
+  siteGrouping: knob(
+    "DESTINATION_GROUPING",
+    "nexthop",
+    '"site": an mx nexthop shares the Destination DO of its MX site; "nexthop": one per nexthop',
+    (r) => r === "site",
+  ),
+  smtpTimeouts: knob(
+    "SMTP_TIMEOUTS",
+    "",
+    "the SMTP client's per-step timeouts, JSON with Postfix's names; a malformed value is ignored",
+    (r): Partial<SmtpTimeouts> => {
+      if (!r) return {};
+      try {
+        return parseSmtpTimeouts(JSON.parse(r));
+      } catch (e) {
+        // Mail still goes out with Postfix's defaults rather than not at all.
+        console.error(
+          JSON.stringify({ error: "SMTP_TIMEOUTS ignored", detail: e instanceof Error ? e.message : String(e) }),
+        );
+        return {};
+      }
+    },
+  ),
+  mtaStsPort: knob(
+    "MTA_STS_PORT",
+    "443",
+    "the port MTA-STS policies are fetched from (443; other values for local runs and tests)",
+    (r) => {
+      const port = Number(r || 443);
+      return Number.isInteger(port) && port > 0 && port < 65536 ? port : 443;
+    },
+  ),
+  mtaStsRefreshSeconds: knob(
+    "MTA_STS_REFRESH_SECONDS",
+    "86400",
+    "seconds after which a cached MTA-STS policy's TXT record is checked again in the background",
+    positive(86_400),
+  ),
+  tlsrptFrom: knob(
+    "TLSRPT_FROM",
+    "",
+    'the From address of TLS-RPT reports sent by mail ("": mailto reports are not sent); the operator\'s DKIM_KEYS must cover its domain',
+    (r) => r ?? "",
+  ),
+  tlsrptOrg: knob(
+    "TLSRPT_ORG",
+    "",
+    'organization-name of TLS-RPT reports ("": HELO_NAME)',
+    (r, vars) => r || vars.HELO_NAME || "cohort.localhost",
+  ),
+  egressPools: knob(
+    "EGRESS_POOLS",
+    "",
+    'egress pools as JSON (worker/egress/core/pools.ts); "": every MX connection leaves by EGRESS',
+    (r) => r ?? "",
+  ),
+  egressSuspendSeconds: knob(
+    "EGRESS_SUSPEND_SECONDS",
+    "300",
+    "seconds an egress that failed its health is first suspended (doubling on each relapse, at most 16 times)",
+    positive(300),
+  ),
+  egressFailures: knob("EGRESS_FAILURES", "3", "health failures of an egress within 60 s that suspend it", (r) =>
+    countSetting(r, 3),
+  ),
+  metricsTopN: knob(
+    "METRICS_TOP_N",
+    "20",
+    'destinations GET /metrics names one by one (the rest are summed as "other"), at most 200',
+    (r) => Math.min(countSetting(r, 20), 200),
+  ),
+  webhooks: knob(
+    "WEBHOOK_*",
+    "",
+    "WEBHOOK_DELAYED_EVERY_NTH, WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS, WEBHOOK_RETRY_SCALE, WEBHOOK_TIMEOUT_MS (webhooks/core/webhook-config.ts)",
+    (_r, vars): WebhookConfig => parseWebhookConfig(vars),
+  ),
 };
 
 /** The parsed settings. */

@@ -29,7 +29,14 @@
  */
 import type { SessionConfig } from "./core/config";
 import { InvariantError } from "./core/errors";
-import { advanceSession, closeIdleSession, isSessionDone, isSessionIdle, resumeSession, startSession } from "./core/session";
+import {
+  advanceSession,
+  closeIdleSession,
+  isSessionDone,
+  isSessionIdle,
+  resumeSession,
+  startSession,
+} from "./core/session";
 import type { SessionState, SessionStep } from "./core/state";
 import type { MessageEnvelope, SessionAction, SessionEvent, SessionOutcome } from "./core/types";
 import { ConnectSocket, SmtpConnection, computeWaitMs } from "./connection";

@@ -24,7 +24,14 @@
  */
 import { ApiError } from "../model/errors";
 import { findTemplate, type TemplateRow } from "../db/templates";
-import { checkContent, checkValues, renderContent, type Problem, type TemplateContent, type VariableDecl } from "./core/render";
+import {
+  checkContent,
+  checkValues,
+  renderContent,
+  type Problem,
+  type TemplateContent,
+  type VariableDecl,
+} from "./core/render";
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -35,7 +42,8 @@ export interface ContentInput {
   text?: string | null | undefined;
   from?: string | null | undefined;
   reply_to?: string | string[] | null | undefined;
-  variables?: { key: string; type: "string" | "number"; fallback_value?: string | number | null | undefined }[] | undefined;
+  variables?:
+    { key: string; type: "string" | "number"; fallback_value?: string | number | null | undefined }[] | undefined;
 }
 
 function problem(p: Problem): ApiError {
@@ -44,7 +52,8 @@ function problem(p: Problem): ApiError {
 
 /** A checked version's content (see the header). */
 export function contentOf(input: ContentInput, base?: TemplateContent): TemplateContent {
-  const pick = <K extends keyof ContentInput>(k: K, fb: TemplateContent[keyof TemplateContent] | null) => (input[k] === undefined ? fb : input[k]);
+  const pick = <K extends keyof ContentInput>(k: K, fb: TemplateContent[keyof TemplateContent] | null) =>
+    input[k] === undefined ? fb : input[k];
   const replyTo = pick("reply_to", base?.reply_to ?? null) as string | string[] | null;
   const content: TemplateContent = {
     subject: pick("subject", base?.subject ?? null) as string | null,
@@ -52,9 +61,14 @@ export function contentOf(input: ContentInput, base?: TemplateContent): Template
     text: pick("text", base?.text ?? null) as string | null,
     from: pick("from", base?.from ?? null) as string | null,
     reply_to: replyTo === null ? null : typeof replyTo === "string" ? [replyTo] : replyTo,
-    variables: input.variables === undefined ? base?.variables ?? [] : input.variables.map((v): VariableDecl => ({
-      key: v.key, type: v.type, fallback_value: v.fallback_value ?? null,
-    })),
+    variables:
+      input.variables === undefined
+        ? (base?.variables ?? [])
+        : input.variables.map((v): VariableDecl => ({
+            key: v.key,
+            type: v.type,
+            fallback_value: v.fallback_value ?? null,
+          })),
   };
   const first = checkContent(content)[0];
   if (first) throw problem(first);
@@ -72,10 +86,19 @@ export function templateObject(r: TemplateRow) {
   const stamp = iso(r.updated_at)!;
   return {
     object: "template" as const,
-    id: r.id, name: r.name, alias: r.alias, status: r.published === null ? "draft" as const : "published" as const,
-    subject: c.subject, html: c.html, text: c.text, from: c.from, reply_to: c.reply_to,
+    id: r.id,
+    name: r.name,
+    alias: r.alias,
+    status: r.published === null ? ("draft" as const) : ("published" as const),
+    subject: c.subject,
+    html: c.html,
+    text: c.text,
+    from: c.from,
+    reply_to: c.reply_to,
     variables: c.variables.map((v) => ({ ...v, created_at: stamp, updated_at: stamp })),
-    created_at: iso(r.created_at)!, updated_at: stamp, published_at: iso(r.published_at),
+    created_at: iso(r.created_at)!,
+    updated_at: stamp,
+    published_at: iso(r.published_at),
     has_unpublished_versions: r.published_version !== r.draft_version,
     current_version_id: r.draft_version,
     published_version_id: r.published_version,
@@ -85,15 +108,23 @@ export function templateObject(r: TemplateRow) {
 /** An item of GET /templates. */
 export function templateListItem(r: TemplateRow) {
   return {
-    id: r.id, name: r.name, alias: r.alias, status: r.published === null ? "draft" : "published", created_at: iso(r.created_at),
-    updated_at: iso(r.updated_at), published_at: iso(r.published_at),
+    id: r.id,
+    name: r.name,
+    alias: r.alias,
+    status: r.published === null ? "draft" : "published",
+    created_at: iso(r.created_at),
+    updated_at: iso(r.updated_at),
+    published_at: iso(r.published_at),
   };
 }
 
 /** The tenant's templates, each read at most once per request. */
 export class TemplateSource {
   private readonly seen = new Map<string, Promise<TemplateRow | null>>();
-  constructor(private readonly db: D1Database, private readonly tenant: string) {}
+  constructor(
+    private readonly db: D1Database,
+    private readonly tenant: string,
+  ) {}
   get(ident: string): Promise<TemplateRow | null> {
     let p = this.seen.get(ident);
     if (!p) {
@@ -121,13 +152,23 @@ export interface Rendered {
 
 /** Renders the published version for a send (see the header). */
 export async function renderSend(
-  ref: TemplateRef, own: { from?: string | undefined; subject?: string | undefined; reply_to?: string | string[] | undefined }, source: TemplateSource,
+  ref: TemplateRef,
+  own: { from?: string | undefined; subject?: string | undefined; reply_to?: string | string[] | undefined },
+  source: TemplateSource,
 ): Promise<Rendered> {
   const row = await source.get(ref.id);
-  if (!row) throw new ApiError(422, "validation_error", `Invalid \`template.id\`: no template ${JSON.stringify(ref.id)} (id or alias) of yours.`);
-  if (row.published === null) throw new ApiError(
-    422, "validation_error", `Template ${JSON.stringify(ref.id)} has no published version: publish it first (POST /templates/${row.id}/publish).`,
-  );
+  if (!row)
+    throw new ApiError(
+      422,
+      "validation_error",
+      `Invalid \`template.id\`: no template ${JSON.stringify(ref.id)} (id or alias) of yours.`,
+    );
+  if (row.published === null)
+    throw new ApiError(
+      422,
+      "validation_error",
+      `Template ${JSON.stringify(ref.id)} has no published version: publish it first (POST /templates/${row.id}/publish).`,
+    );
   const content = parseContent(row.published);
   const values = ref.variables ?? {};
   const first = checkValues(content.variables, values, JSON.stringify(ref.id))[0];
@@ -135,10 +176,24 @@ export async function renderSend(
   const out = renderContent(content, values);
   const from = own.from ?? content.from;
   const subject = own.subject ?? out.subject;
-  if (!from) throw new ApiError(422, "missing_required_field", "Missing `from` field: neither the request nor the template gives one.");
-  if (subject === null || subject === undefined) throw new ApiError(
-    422, "missing_required_field", "Missing `subject` field: neither the request nor the template gives one.",
-  );
+  if (!from)
+    throw new ApiError(
+      422,
+      "missing_required_field",
+      "Missing `from` field: neither the request nor the template gives one.",
+    );
+  if (subject === null || subject === undefined)
+    throw new ApiError(
+      422,
+      "missing_required_field",
+      "Missing `subject` field: neither the request nor the template gives one.",
+    );
   const replyTo = own.reply_to === undefined ? content.reply_to : null;
-  return { from, subject, html: out.html, ...(out.text !== null ? { text: out.text } : {}), ...(replyTo ? { reply_to: replyTo } : {}) };
+  return {
+    from,
+    subject,
+    html: out.html,
+    ...(out.text !== null ? { text: out.text } : {}),
+    ...(replyTo ? { reply_to: replyTo } : {}),
+  };
 }

@@ -83,7 +83,10 @@ async function fetchOver(ip: string, port: number, host: string): Promise<FetchR
     void tls.close().catch(() => undefined);
     // workerd reports a certificate it refused on the first read after the handshake.
     const text = describe(e);
-    return { error: `TLS with ${host}: ${text}`, kind: /tls|ssl|certificate|handshake/i.test(text) ? "webpki" : "fetch" };
+    return {
+      error: `TLS with ${host}: ${text}`,
+      kind: /tls|ssl|certificate|handshake/i.test(text) ? "webpki" : "fetch",
+    };
   }
   void tls.close().catch(() => undefined);
   const answer = readPolicyResponse(bytes);
@@ -100,7 +103,10 @@ async function fetchViaFetch(env: Env, url: URL): Promise<FetchResult> {
   const head = `HTTP/1.1 ${res.status} x\r\n${[...res.headers].map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n`;
   const body = new Uint8Array(await res.arrayBuffer());
   const bytes = new Uint8Array(head.length + body.length);
-  bytes.set(Uint8Array.from(head, (ch) => ch.charCodeAt(0)), 0);
+  bytes.set(
+    Uint8Array.from(head, (ch) => ch.charCodeAt(0)),
+    0,
+  );
   bytes.set(body, head.length);
   const answer = readPolicyResponse(bytes);
   if ("error" in answer) return answer;
@@ -127,14 +133,23 @@ export async function fetchStsPolicy(env: Env, domain: string): Promise<FetchRes
   if (!checked.ok) return { error: `refused by the SSRF guard: ${checked.detail}`, kind: "fetch" };
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<FetchResult>((resolve) => {
-    timer = setTimeout(() => resolve({ error: `fetching the policy of ${domain} timed out after ${FETCH_TIMEOUT_MS} ms`, kind: "fetch" }), FETCH_TIMEOUT_MS);
+    timer = setTimeout(
+      () =>
+        resolve({ error: `fetching the policy of ${domain} timed out after ${FETCH_TIMEOUT_MS} ms`, kind: "fetch" }),
+      FETCH_TIMEOUT_MS,
+    );
   });
   const attempt = async (): Promise<FetchResult> => {
     const got = await fetchOver(ip, url.port === "" ? 443 : Number(url.port), host);
-    return "error" in got && got.kind === "fetch" && got.error.startsWith("connect to ") ? fetchViaFetch(env, url) : got;
+    return "error" in got && got.kind === "fetch" && got.error.startsWith("connect to ")
+      ? fetchViaFetch(env, url)
+      : got;
   };
   try {
-    return await Promise.race([attempt().catch((e: unknown) => ({ error: describe(e), kind: "fetch" as const })), timeout]);
+    return await Promise.race([
+      attempt().catch((e: unknown) => ({ error: describe(e), kind: "fetch" as const })),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }

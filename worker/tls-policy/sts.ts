@@ -22,7 +22,14 @@
 import { DNS_STATUS, DNS_TYPE, parseDohJson, selectAnswers } from "../net/core/doh";
 import { queryDoh } from "../net/mx";
 import { txtValue } from "../domains/records";
-import { afterDiscovery, needsFetch, nextLookup, parseStsRecord, type Discovery, type StsCacheEntry } from "./core/mta-sts";
+import {
+  afterDiscovery,
+  needsFetch,
+  nextLookup,
+  parseStsRecord,
+  type Discovery,
+  type StsCacheEntry,
+} from "./core/mta-sts";
 import { parseTlsRptRecord, type TlsResultType } from "./core/tlsrpt";
 import { fetchStsPolicy } from "./https";
 import { settingsOf } from "../settings/settings";
@@ -59,13 +66,23 @@ async function txt(env: Env, name: string): Promise<string[] | "failed"> {
   return sel.error !== null ? "failed" : sel.records.map((r) => txtValue(r.data));
 }
 
-interface Row { entry: string; rua: string | null; fetch_error: string | null }
+interface Row {
+  entry: string;
+  rua: string | null;
+  fetch_error: string | null;
+}
 
 async function readRow(env: Env, domain: string): Promise<StsInfo | null> {
-  const row = await env.DB.prepare("SELECT entry, rua, fetch_error FROM mta_sts_policies WHERE domain = ?").bind(domain).first<Row>();
+  const row = await env.DB.prepare("SELECT entry, rua, fetch_error FROM mta_sts_policies WHERE domain = ?")
+    .bind(domain)
+    .first<Row>();
   if (!row) return null;
-  return { domain, entry: JSON.parse(row.entry) as StsCacheEntry, rua: row.rua === null ? null : JSON.parse(row.rua) as string[],
-    fetchError: row.fetch_error as TlsResultType | null };
+  return {
+    domain,
+    entry: JSON.parse(row.entry) as StsCacheEntry,
+    rua: row.rua === null ? null : (JSON.parse(row.rua) as string[]),
+    fetchError: row.fetch_error as TlsResultType | null,
+  };
 }
 
 /** Looks the domain up now and stores the new entry. */
@@ -79,27 +96,59 @@ async function discover(env: Env, domain: string, cached: StsInfo | null, nowSec
     if ("policy" in got) d.fetched = got.policy;
     else {
       d.fetched = { error: got.error };
-      fetchError = got.kind === "webpki" ? "sts-webpki-invalid" : got.kind === "invalid" ? "sts-policy-invalid" : "sts-policy-fetch-error";
-      console.warn(JSON.stringify({ warning: "MTA-STS policy not fetched", domain, kind: got.kind, detail: got.error }));
+      fetchError =
+        got.kind === "webpki"
+          ? "sts-webpki-invalid"
+          : got.kind === "invalid"
+            ? "sts-policy-invalid"
+            : "sts-policy-fetch-error";
+      console.warn(
+        JSON.stringify({ warning: "MTA-STS policy not fetched", domain, kind: got.kind, detail: got.error }),
+      );
     }
   }
-  const entry = afterDiscovery(cached?.entry ?? null, d, nowSec, { refreshSec: settingsOf(env).mtaStsRefreshSeconds, negativeSec: 3600 });
-  const rua = rpt === "failed" ? cached?.rua ?? null : parseTlsRptRecord(rpt)?.rua ?? null;
+  const entry = afterDiscovery(cached?.entry ?? null, d, nowSec, {
+    refreshSec: settingsOf(env).mtaStsRefreshSeconds,
+    negativeSec: 3600,
+  });
+  const rua = rpt === "failed" ? (cached?.rua ?? null) : (parseTlsRptRecord(rpt)?.rua ?? null);
   const info: StsInfo = { domain, entry, rua, fetchError };
-  await env.DB.prepare(`INSERT INTO mta_sts_policies (domain, entry, rua, fetch_error, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
-      ON CONFLICT (domain) DO UPDATE SET entry = excluded.entry, rua = excluded.rua, fetch_error = excluded.fetch_error, updated_at = excluded.updated_at`)
-    .bind(domain, JSON.stringify(entry), rua === null ? null : JSON.stringify(rua), fetchError, nowSec * 1000).run()
-    .catch((e: unknown) => console.error(JSON.stringify({ error: "MTA-STS cache not written", domain, detail: e instanceof Error ? e.message : String(e) })));
+  await env.DB.prepare(
+    `INSERT INTO mta_sts_policies (domain, entry, rua, fetch_error, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+      ON CONFLICT (domain) DO UPDATE SET entry = excluded.entry, rua = excluded.rua, fetch_error = excluded.fetch_error, updated_at = excluded.updated_at`,
+  )
+    .bind(domain, JSON.stringify(entry), rua === null ? null : JSON.stringify(rua), fetchError, nowSec * 1000)
+    .run()
+    .catch((e: unknown) =>
+      console.error(
+        JSON.stringify({
+          error: "MTA-STS cache not written",
+          domain,
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      ),
+    );
   return info;
 }
 
-async function load(env: Env, domain: string, nowSec: number, background: (p: Promise<unknown>) => void): Promise<StsInfo> {
+async function load(
+  env: Env,
+  domain: string,
+  nowSec: number,
+  background: (p: Promise<unknown>) => void,
+): Promise<StsInfo> {
   const stored = await readRow(env, domain).catch(() => null);
-  const next = nextLookup(stored?.entry ?? null, nowSec, { refreshSec: settingsOf(env).mtaStsRefreshSeconds, negativeSec: 3600 });
+  const next = nextLookup(stored?.entry ?? null, nowSec, {
+    refreshSec: settingsOf(env).mtaStsRefreshSeconds,
+    negativeSec: 3600,
+  });
   if (stored && next !== "lookup") {
     if (next === "use-and-refresh") {
-      background(discover(env, domain, stored, nowSec).then((info) => memory.set(domain, { at: Date.now(),
-        info: Promise.resolve(info) })).catch(() => undefined));
+      background(
+        discover(env, domain, stored, nowSec)
+          .then((info) => memory.set(domain, { at: Date.now(), info: Promise.resolve(info) }))
+          .catch(() => undefined),
+      );
     }
     return stored;
   }

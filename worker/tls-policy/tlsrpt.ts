@@ -48,7 +48,10 @@ export const REPORT_TENANT = "relay";
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 export class TlsRptTally {
-  private readonly rows = new Map<string, { day: string; domain: string; result: string; mx: string; ip: string; n: number }>();
+  private readonly rows = new Map<
+    string,
+    { day: string; domain: string; result: string; mx: string; ip: string; n: number }
+  >();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -71,12 +74,20 @@ export class TlsRptTally {
     if (this.rows.size === 0) return;
     const rows = [...this.rows.values()];
     this.rows.clear();
-    await env.DB.prepare(`INSERT INTO tlsrpt_counts (day, domain, result, mx, ip, n)
+    await env.DB.prepare(
+      `INSERT INTO tlsrpt_counts (day, domain, result, mx, ip, n)
         SELECT json_extract(value, '$.day'), json_extract(value, '$.domain'), json_extract(value, '$.result'),
           json_extract(value, '$.mx'), json_extract(value, '$.ip'), json_extract(value, '$.n')
         FROM json_each(?1) WHERE true
-        ON CONFLICT (day, domain, result, mx, ip) DO UPDATE SET n = n + excluded.n`).bind(JSON.stringify(rows)).run()
-      .catch((e: unknown) => console.error(JSON.stringify({ error: "TLS-RPT counts not written", detail: e instanceof Error ? e.message : String(e) })));
+        ON CONFLICT (day, domain, result, mx, ip) DO UPDATE SET n = n + excluded.n`,
+    )
+      .bind(JSON.stringify(rows))
+      .run()
+      .catch((e: unknown) =>
+        console.error(
+          JSON.stringify({ error: "TLS-RPT counts not written", detail: e instanceof Error ? e.message : String(e) }),
+        ),
+      );
   }
 }
 
@@ -93,26 +104,68 @@ function base64Lines(bytes: Uint8Array): string {
 
 /** The operator identity the report mail is accepted with. */
 function operatorKey(): KeyAccess {
-  return { id: "tlsrpt", tenant: REPORT_TENANT, role: "operator", permission: "full_access", domainId: null, domainName: null, verified: null,
-    unsubscribe: null, bulkPausedUntil: null };
+  return {
+    id: "tlsrpt",
+    tenant: REPORT_TENANT,
+    role: "operator",
+    permission: "full_access",
+    domainId: null,
+    domainName: null,
+    verified: null,
+    unsubscribe: null,
+    bulkPausedUntil: null,
+  };
 }
 
-async function sendMail(env: Env, to: string, from: string, org: string, domain: string, reportId: string, file: string, gz: Uint8Array): Promise<string> {
+async function sendMail(
+  env: Env,
+  to: string,
+  from: string,
+  org: string,
+  domain: string,
+  reportId: string,
+  file: string,
+  gz: Uint8Array,
+): Promise<string> {
   const boundary = `tlsrpt-${reportId}`;
   const message = [
-    `From: ${from}`, `To: ${to}`, `Subject: Report Domain: ${domain} Submitter: ${org} Report-ID: <${reportId}@${org}>`,
-    `TLS-Report-Domain: ${domain}`, `TLS-Report-Submitter: ${org}`, "MIME-Version: 1.0",
-    `Content-Type: multipart/report; report-type="tlsrpt"; boundary="${boundary}"`, "",
-    `--${boundary}`, "Content-Type: text/plain; charset=utf-8", "", `This is an aggregate TLS report from ${org} for ${domain}.`, "",
-    `--${boundary}`, "Content-Type: application/tlsrpt+gzip", "Content-Transfer-Encoding: base64", `Content-Disposition: attachment; filename="${file}"`, "",
-    base64Lines(gz), `--${boundary}--`, "",
+    `From: ${from}`,
+    `To: ${to}`,
+    `Subject: Report Domain: ${domain} Submitter: ${org} Report-ID: <${reportId}@${org}>`,
+    `TLS-Report-Domain: ${domain}`,
+    `TLS-Report-Submitter: ${org}`,
+    "MIME-Version: 1.0",
+    `Content-Type: multipart/report; report-type="tlsrpt"; boundary="${boundary}"`,
+    "",
+    `--${boundary}`,
+    "Content-Type: text/plain; charset=utf-8",
+    "",
+    `This is an aggregate TLS report from ${org} for ${domain}.`,
+    "",
+    `--${boundary}`,
+    "Content-Type: application/tlsrpt+gzip",
+    "Content-Transfer-Encoding: base64",
+    `Content-Disposition: attachment; filename="${file}"`,
+    "",
+    base64Lines(gz),
+    `--${boundary}--`,
+    "",
   ].join("\r\n");
   const limits = limitsOf(env);
   const shard = affineShard(limits.shards);
   const sender = new SenderPolicy(env, REPORT_TENANT, operatorKey());
-  const prepared = await prepareRaw(env, { mail_from: from, rcpt_to: [to], message, encoding: "utf8" }, { shard, nowMs: Date.now(), limits, sender,
-    origin: "" });
-  await storeAndQueue(env, { tenant: REPORT_TENANT, shard, idempotency: null, prepared: [prepared], response: { status: 200, body: "{}" } });
+  const prepared = await prepareRaw(
+    env,
+    { mail_from: from, rcpt_to: [to], message, encoding: "utf8" },
+    { shard, nowMs: Date.now(), limits, sender, origin: "" },
+  );
+  await storeAndQueue(env, {
+    tenant: REPORT_TENANT,
+    shard,
+    idempotency: null,
+    prepared: [prepared],
+    response: { status: 200, body: "{}" },
+  });
   return prepared.record.id;
 }
 
@@ -128,33 +181,58 @@ async function post(env: Env, url: string, gz: Uint8Array): Promise<string> {
   if (!verdict.ok) throw new Error(`refused by the SSRF guard: ${verdict.detail}`);
   const resolved = await resolvedTarget(env, url);
   if (resolved.kind !== "ok") throw new Error(resolved.reason);
-  const res = await fetch(parsed.href, { method: "POST", headers: { "content-type": "application/tlsrpt+gzip" }, body: gz, redirect: "manual" });
+  const res = await fetch(parsed.href, {
+    method: "POST",
+    headers: { "content-type": "application/tlsrpt+gzip" },
+    body: gz,
+    redirect: "manual",
+  });
   void res.body?.cancel().catch(() => undefined);
   if (res.status < 200 || res.status >= 300) throw new Error(`HTTP ${res.status}`);
   return `HTTP ${res.status}`;
 }
 
 /** See the header. */
-export async function sendTlsReports(env: Env, nowMs: number): Promise<{ reports: number; sent: number; failed: number }> {
+export async function sendTlsReports(
+  env: Env,
+  nowMs: number,
+): Promise<{ reports: number; sent: number; failed: number }> {
   const s = settingsOf(env);
   const today = dayOf(nowMs);
-  const due = (await env.DB.prepare(`SELECT DISTINCT c.day, c.domain FROM tlsrpt_counts c
-      WHERE c.day < ?1 AND NOT EXISTS (SELECT 1 FROM tlsrpt_reports r WHERE r.day = c.day AND r.domain = c.domain) ORDER BY c.day, c.domain LIMIT ?2`)
-    .bind(today, MAX_REPORTS_PER_RUN).all<{ day: string; domain: string }>()).results;
+  const due = (
+    await env.DB.prepare(
+      `SELECT DISTINCT c.day, c.domain FROM tlsrpt_counts c
+      WHERE c.day < ?1 AND NOT EXISTS (SELECT 1 FROM tlsrpt_reports r WHERE r.day = c.day AND r.domain = c.domain) ORDER BY c.day, c.domain LIMIT ?2`,
+    )
+      .bind(today, MAX_REPORTS_PER_RUN)
+      .all<{ day: string; domain: string }>()
+  ).results;
   let sent = 0;
   let failed = 0;
   for (const { day, domain } of due) {
     const [rows, cached] = await Promise.all([
-      env.DB.prepare("SELECT result, mx, ip, n FROM tlsrpt_counts WHERE day = ? AND domain = ?").bind(day, domain).all<CountRow>().then((r) => r.results),
-      env.DB.prepare("SELECT entry, rua FROM mta_sts_policies WHERE domain = ?").bind(domain).first<{ entry: string; rua: string | null }>(),
+      env.DB.prepare("SELECT result, mx, ip, n FROM tlsrpt_counts WHERE day = ? AND domain = ?")
+        .bind(day, domain)
+        .all<CountRow>()
+        .then((r) => r.results),
+      env.DB.prepare("SELECT entry, rua FROM mta_sts_policies WHERE domain = ?")
+        .bind(domain)
+        .first<{ entry: string; rua: string | null }>(),
     ]);
-    const entry = cached ? JSON.parse(cached.entry) as StsInfo["entry"] : null;
-    const rua = cached?.rua ? JSON.parse(cached.rua) as string[] : [];
+    const entry = cached ? (JSON.parse(cached.entry) as StsInfo["entry"]) : null;
+    const rua = cached?.rua ? (JSON.parse(cached.rua) as string[]) : [];
     const policy = entry?.policy ?? null;
     const reportId = crypto.randomUUID();
     const report = buildReport({
-      organization: s.tlsrptOrg, contact: s.tlsrptFrom || s.tlsrptOrg, reportId, day, domain,
-      policyType: policy ? "sts" : "no-policy-found", policyStrings: policy ? policyStrings(policy) : [], mxHosts: policy?.mx ?? [], rows,
+      organization: s.tlsrptOrg,
+      contact: s.tlsrptFrom || s.tlsrptOrg,
+      reportId,
+      day,
+      domain,
+      policyType: policy ? "sts" : "no-policy-found",
+      policyStrings: policy ? policyStrings(policy) : [],
+      mxHosts: policy?.mx ?? [],
+      rows,
     });
     const gz = await gzip(JSON.stringify(report));
     const outcomes: Record<string, string> = {};
@@ -164,7 +242,8 @@ export async function sendTlsReports(env: Env, nowMs: number): Promise<{ reports
         else if (!s.tlsrptFrom) throw new Error("TLSRPT_FROM is not set: mailto reports are not sent");
         else {
           const file = reportFileName(s.tlsrptOrg, domain, day, reportId);
-          outcomes[uri] = `queued ${await sendMail(env, decodeURIComponent(uri.slice(7)), s.tlsrptFrom, s.tlsrptOrg, domain, reportId, file, gz)}`;
+          outcomes[uri] =
+            `queued ${await sendMail(env, decodeURIComponent(uri.slice(7)), s.tlsrptFrom, s.tlsrptOrg, domain, reportId, file, gz)}`;
         }
         sent++;
       } catch (e) {
@@ -172,8 +251,11 @@ export async function sendTlsReports(env: Env, nowMs: number): Promise<{ reports
         outcomes[uri] = `failed: ${e instanceof Error ? e.message : String(e)}`;
       }
     }
-    await env.DB.prepare("INSERT OR REPLACE INTO tlsrpt_reports (day, domain, report_id, report, outcome, sent_at) VALUES (?, ?, ?, ?, ?, ?)")
-      .bind(day, domain, reportId, JSON.stringify(report), JSON.stringify(outcomes), nowMs).run();
+    await env.DB.prepare(
+      "INSERT OR REPLACE INTO tlsrpt_reports (day, domain, report_id, report, outcome, sent_at) VALUES (?, ?, ?, ?, ?, ?)",
+    )
+      .bind(day, domain, reportId, JSON.stringify(report), JSON.stringify(outcomes), nowMs)
+      .run();
   }
   const oldest = dayOf(nowMs - RETAIN_DAYS * 86_400_000);
   await env.DB.batch([

@@ -27,7 +27,10 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** The tenant's topics, each read at most once per request. */
 export class TopicSource {
   private readonly seen = new Map<string, Promise<TopicRow | null>>();
-  constructor(private readonly db: D1Database, private readonly tenant: string) {}
+  constructor(
+    private readonly db: D1Database,
+    private readonly tenant: string,
+  ) {}
   get(id: string): Promise<TopicRow | null> {
     let p = this.seen.get(id);
     if (!p) {
@@ -41,20 +44,35 @@ export class TopicSource {
 /** The topic a send names (see the header). */
 export async function topicOf(id: string, source: TopicSource): Promise<TopicRow> {
   const t = await source.get(id);
-  if (!t) throw new ApiError(422, "validation_error", `Invalid \`topic_id\`: no topic ${JSON.stringify(id)} of yours (POST /topics).`);
+  if (!t)
+    throw new ApiError(
+      422,
+      "validation_error",
+      `Invalid \`topic_id\`: no topic ${JSON.stringify(id)} of yours (POST /topics).`,
+    );
   return t;
 }
 
 /** Resend's topic object. */
 export function topicObject(t: TopicRow) {
-  return { id: t.id, name: t.name, description: t.description ?? undefined, default_subscription: t.default_subscription, created_at: iso(t.created_at) };
+  return {
+    id: t.id,
+    name: t.name,
+    description: t.description ?? undefined,
+    default_subscription: t.default_subscription,
+    created_at: iso(t.created_at),
+  };
 }
 
 /** The address a contacts call names (see the header). */
 export function contactAddress(ident: string): string {
   const a = ident.trim().toLowerCase();
   if (a.length > 320 || !/^[^@\s]+@[^@\s]+$/.test(a)) {
-    throw new ApiError(404, "not_found", "Contact not found: this relay keeps no contact records; name the contact by its email address.");
+    throw new ApiError(
+      404,
+      "not_found",
+      "Contact not found: this relay keeps no contact records; name the contact by its email address.",
+    );
   }
   return a;
 }
@@ -62,18 +80,26 @@ export function contactAddress(ident: string): string {
 /** GET /contacts/:id_or_email/topics: every topic with the contact's subscription. */
 export async function contactTopics(db: D1Database, tenant: string, address: string, nowMs: number) {
   return (await subscriptionsOf(db, tenant, address, nowMs)).map(({ topic, subscription }) => ({
-    id: topic.id, name: topic.name, description: topic.description, subscription,
+    id: topic.id,
+    name: topic.name,
+    description: topic.description,
+    subscription,
   }));
 }
 
 /** PATCH /contacts/:id_or_email/topics: sets the subscriptions given; 422 for a topic that is not the tenant's. */
 export async function updateContactTopics(
-  db: D1Database, tenant: string, address: string, subs: readonly { id: string; subscription: "opt_in" | "opt_out" }[], nowMs: number,
+  db: D1Database,
+  tenant: string,
+  address: string,
+  subs: readonly { id: string; subscription: "opt_in" | "opt_out" }[],
+  nowMs: number,
 ): Promise<void> {
   const topics = new Map((await listTopics(db, tenant)).map((t) => [t.id, t]));
   const resolved = subs.map((s, i) => {
     const topic = topics.get(s.id);
-    if (!topic) throw new ApiError(422, "validation_error", `Invalid \`[${i}].id\`: no topic ${JSON.stringify(s.id)} of yours.`);
+    if (!topic)
+      throw new ApiError(422, "validation_error", `Invalid \`[${i}].id\`: no topic ${JSON.stringify(s.id)} of yours.`);
     return { topic, subscription: s.subscription };
   });
   await setSubscriptions(db, tenant, address, resolved, nowMs);

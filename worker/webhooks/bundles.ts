@@ -37,8 +37,15 @@ export class BundleLedger {
       const handle: JobMessage = {
         id: `${msg.id}#${i}`,
         attempts: msg.attempts,
-        ack: () => { entry.outcomes[i] ??= { kind: "ack" }; },
-        retry: (o) => { entry.outcomes[i] ??= { kind: "retry", ...(o?.delaySeconds !== undefined ? { delaySeconds: o.delaySeconds } : {}) }; },
+        ack: () => {
+          entry.outcomes[i] ??= { kind: "ack" };
+        },
+        retry: (o) => {
+          entry.outcomes[i] ??= {
+            kind: "retry",
+            ...(o?.delaySeconds !== undefined ? { delaySeconds: o.delaySeconds } : {}),
+          };
+        },
       };
       return { msg: handle, job };
     });
@@ -46,20 +53,27 @@ export class BundleLedger {
 
   /** Settles every bundle's queue message (see the header). */
   async settle(queue: Queue): Promise<void> {
-    await Promise.all(this.bundles.map(async ({ msg, jobs, outcomes }) => {
-      const again = jobs.flatMap((job, i) => {
-        const o = outcomes[i];
-        if (o?.kind === "ack") return [];
-        return [{ job, ...(o?.kind === "retry" && o.delaySeconds ? { delaySeconds: o.delaySeconds } : {}) }];
-      });
-      if (again.length === 0) return msg.ack();
-      try {
-        await enqueueJobs(queue, again);
-        msg.ack();
-      } catch (e) {
-        console.error(JSON.stringify({ error: "webhooks: re-sending a bundle's failed events failed (the bundle is retried)", detail: e instanceof Error ? e.message : String(e) }));
-        msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
-      }
-    }));
+    await Promise.all(
+      this.bundles.map(async ({ msg, jobs, outcomes }) => {
+        const again = jobs.flatMap((job, i) => {
+          const o = outcomes[i];
+          if (o?.kind === "ack") return [];
+          return [{ job, ...(o?.kind === "retry" && o.delaySeconds ? { delaySeconds: o.delaySeconds } : {}) }];
+        });
+        if (again.length === 0) return msg.ack();
+        try {
+          await enqueueJobs(queue, again);
+          msg.ack();
+        } catch (e) {
+          console.error(
+            JSON.stringify({
+              error: "webhooks: re-sending a bundle's failed events failed (the bundle is retried)",
+              detail: e instanceof Error ? e.message : String(e),
+            }),
+          );
+          msg.retry({ delaySeconds: Math.min(2 ** Math.max(msg.attempts, 1), 300) });
+        }
+      }),
+    );
   }
 }

@@ -41,9 +41,22 @@
  * ERRORS
  *   A D1 or queue failure while handling a message retries that message (same attempt).
  */
-import { disableEndpoint, endpointsByIds, feedBodyOf, healthUpsertStatement, insertDeadLetter, readHealth } from "../db/webhook-deliveries";
+import {
+  disableEndpoint,
+  endpointsByIds,
+  feedBodyOf,
+  healthUpsertStatement,
+  insertDeadLetter,
+  readHealth,
+} from "../db/webhook-deliveries";
 import type { EndpointRow } from "../db/webhooks";
-import { acquireSlot, initialHealth, onDeliveryFailure, onDeliverySuccess, type EndpointHealth } from "./core/endpoint-health";
+import {
+  acquireSlot,
+  initialHealth,
+  onDeliveryFailure,
+  onDeliverySuccess,
+  type EndpointHealth,
+} from "./core/endpoint-health";
 import { decideAfterAttempt, parseRetryAfter, type HttpOutcome, type RetryDecision } from "./core/retry";
 import { parseWebhookConfig, type WebhookConfig, type WebhookVars } from "./core/webhook-config";
 import { delaySecondsFor, enqueueJobs, isWebhookBundle, isWebhookJob, type WebhookJob } from "./jobs";
@@ -87,26 +100,50 @@ function log(error: string, fields: Record<string, unknown>): void {
 
 /** One line per failed attempt: which delivery, what came back, what happens next; never a stack or a body. */
 function logFailedAttempt(item: Item, outcome: HttpOutcome, d: RetryDecision): void {
-  const got = outcome.kind === "response" ? { status: outcome.status } : outcome.kind === "timeout" ? { error: "timeout" } : { error: "network", detail: (outcome.message ?? "").slice(0, 200) };
-  const next = d.kind === "retry" ? { next_attempt: d.nextAttempt, next_at: new Date(d.atMs).toISOString() } : { next: d.kind };
-  console.warn(JSON.stringify({ warning: "webhooks: attempt failed", endpoint: item.job.endpointId, event: item.job.eventId, attempt: item.job.attempt, ...got, ...next }));
+  const got =
+    outcome.kind === "response"
+      ? { status: outcome.status }
+      : outcome.kind === "timeout"
+        ? { error: "timeout" }
+        : { error: "network", detail: (outcome.message ?? "").slice(0, 200) };
+  const next =
+    d.kind === "retry" ? { next_attempt: d.nextAttempt, next_at: new Date(d.atMs).toISOString() } : { next: d.kind };
+  console.warn(
+    JSON.stringify({
+      warning: "webhooks: attempt failed",
+      endpoint: item.job.endpointId,
+      event: item.job.eventId,
+      attempt: item.job.attempt,
+      ...got,
+      ...next,
+    }),
+  );
 }
 
 function retryLater(item: Item, e: unknown): void {
-  log("webhooks: handling failed", { event: item.job.eventId, endpoint: item.job.endpointId, detail: e instanceof Error ? e.message : String(e) });
+  log("webhooks: handling failed", {
+    event: item.job.eventId,
+    endpoint: item.job.endpointId,
+    detail: e instanceof Error ? e.message : String(e),
+  });
   item.msg.retry({ delaySeconds: Math.min(2 ** Math.max(item.msg.attempts, 1), 300) });
 }
 
 /** Re-sends the job (same attempt unless changed) to be tried at atMs, then acks the original. */
 async function resendAt(env: Env, item: Item, job: WebhookJob, atMs: number): Promise<void> {
-  await enqueueJobs(env.WEBHOOKS, [{ job: { ...job, notBeforeMs: atMs }, delaySeconds: delaySecondsFor(atMs, Date.now()) }]);
+  await enqueueJobs(env.WEBHOOKS, [
+    { job: { ...job, notBeforeMs: atMs }, delaySeconds: delaySecondsFor(atMs, Date.now()) },
+  ]);
   item.msg.ack();
 }
 
 /** Moves items, untried, to the webhooks-slow queue. */
 async function forwardToSlowLane(env: Env, items: Item[]): Promise<void> {
   try {
-    await enqueueJobs(env.WEBHOOKS_SLOW, items.map((it) => ({ job: it.job })));
+    await enqueueJobs(
+      env.WEBHOOKS_SLOW,
+      items.map((it) => ({ job: it.job })),
+    );
     for (const it of items) it.msg.ack();
   } catch (e) {
     for (const it of items) retryLater(it, e);
@@ -115,7 +152,15 @@ async function forwardToSlowLane(env: Env, items: Item[]): Promise<void> {
 
 async function deadLetter(env: Env, item: Item, reason: string): Promise<void> {
   const j = item.job;
-  await insertDeadLetter(env.DB, { endpoint_id: j.endpointId, event_id: j.eventId, tenant_id: j.tenant, type: j.type, attempts: j.attempt, reason, created_at: Date.now() });
+  await insertDeadLetter(env.DB, {
+    endpoint_id: j.endpointId,
+    event_id: j.eventId,
+    tenant_id: j.tenant,
+    type: j.type,
+    attempts: j.attempt,
+    reason,
+    created_at: Date.now(),
+  });
   item.msg.ack();
 }
 
@@ -152,14 +197,22 @@ async function attempt(lane: Lane, item: Item): Promise<void> {
       return await deadLetter(lane.env, item, "event no longer stored");
     }
     const startMs = Date.now();
-    const outcome = await postWebhook({ url: lane.endpoint.endpoint, id: item.job.eventId, body, secrets: lane.secrets, timeoutMs: lane.cfg.timeoutMs, nowMs: startMs });
+    const outcome = await postWebhook({
+      url: lane.endpoint.endpoint,
+      id: item.job.eventId,
+      body,
+      secrets: lane.secrets,
+      timeoutMs: lane.cfg.timeoutMs,
+      nowMs: startMs,
+    });
     const nowMs = Date.now();
     lane.slowUntilMs = nowMs - startMs > SLOW_MS ? nowMs + SLOW_MARK_MS : null;
     const decision = decideAfterAttempt({ attempt: item.job.attempt, outcome, nowMs }, lane.cfg.retry);
     if (decision.kind !== "delivered") logFailedAttempt(item, outcome, decision);
-    lane.health = decision.kind === "delivered"
-      ? onDeliverySuccess(lane.health, lane.cfg.health)
-      : onDeliveryFailure(lane.health, nowMs, lane.cfg.health, throttleUntil(outcome, nowMs));
+    lane.health =
+      decision.kind === "delivered"
+        ? onDeliverySuccess(lane.health, lane.cfg.health)
+        : onDeliveryFailure(lane.health, nowMs, lane.cfg.health, throttleUntil(outcome, nowMs));
     await applyDecision(lane, item, decision);
   } catch (e) {
     retryLater(item, e);
@@ -169,7 +222,9 @@ async function attempt(lane: Lane, item: Item): Promise<void> {
 /** Settles the lane's remaining items without trying them; true when it did. */
 async function settleRest(lane: Lane, pending: Item[], nowMs: number, deadline: number): Promise<boolean> {
   if (lane.disabled) {
-    await Promise.all(pending.splice(0).map((it) => deadLetter(lane.env, it, "endpoint disabled").catch((e) => retryLater(it, e))));
+    await Promise.all(
+      pending.splice(0).map((it) => deadLetter(lane.env, it, "endpoint disabled").catch((e) => retryLater(it, e))),
+    );
     return true;
   }
   if (!lane.slowLane && lane.slowUntilMs !== null && lane.slowUntilMs > nowMs) {
@@ -180,7 +235,9 @@ async function settleRest(lane: Lane, pending: Item[], nowMs: number, deadline: 
   const untilMs = slot.decision.kind === "wait" ? slot.decision.untilMs : nowMs > deadline ? nowMs + 1000 : null;
   if (untilMs === null) return false;
   // Backed off (or out of time): a later batch tries them, attempts unchanged.
-  await Promise.all(pending.splice(0).map((it) => resendAt(lane.env, it, it.job, untilMs).catch((e) => retryLater(it, e))));
+  await Promise.all(
+    pending.splice(0).map((it) => resendAt(lane.env, it, it.job, untilMs).catch((e) => retryLater(it, e))),
+  );
   return true;
 }
 
@@ -212,8 +269,10 @@ async function triage(env: Env, endpoint: EndpointRow | undefined, items: Item[]
   const send: Item[] = [];
   for (const it of items) {
     try {
-      if (!endpoint || endpoint.tenant_id !== it.job.tenant) it.msg.ack(); // deleted endpoint: nothing to deliver to
-      else if (it.job.notBeforeMs !== undefined && it.job.notBeforeMs - nowMs > EARLY_SLACK_MS) await resendAt(env, it, it.job, it.job.notBeforeMs);
+      if (!endpoint || endpoint.tenant_id !== it.job.tenant)
+        it.msg.ack(); // deleted endpoint: nothing to deliver to
+      else if (it.job.notBeforeMs !== undefined && it.job.notBeforeMs - nowMs > EARLY_SLACK_MS)
+        await resendAt(env, it, it.job, it.job.notBeforeMs);
       else if (endpoint.status !== "enabled") await deadLetter(env, it, "endpoint disabled");
       else send.push(it);
     } catch (e) {
@@ -224,11 +283,18 @@ async function triage(env: Env, endpoint: EndpointRow | undefined, items: Item[]
 }
 
 /** Delivers one endpoint's items; returns the lane (for its health) or null. */
-async function runLane(env: Env, cfg: WebhookConfig, slowLane: boolean, endpoint: EndpointRow | undefined, stored: unknown, items: Item[]): Promise<Lane | null> {
+async function runLane(
+  env: Env,
+  cfg: WebhookConfig,
+  slowLane: boolean,
+  endpoint: EndpointRow | undefined,
+  stored: unknown,
+  items: Item[],
+): Promise<Lane | null> {
   const send = await triage(env, endpoint, items);
   if (!endpoint || send.length === 0) return null;
   // The URL, then every address its host name resolves to (DoH), before each send.
-  const resolved = guardTarget(env, endpoint.endpoint) ?? await resolvedTarget(env, endpoint.endpoint);
+  const resolved = guardTarget(env, endpoint.endpoint) ?? (await resolvedTarget(env, endpoint.endpoint));
   const refused = typeof resolved === "string" ? resolved : resolved.kind === "refused" ? resolved.reason : null;
   if (refused !== null) {
     await Promise.all(send.map((it) => deadLetter(env, it, refused).catch((e) => retryLater(it, e))));
@@ -236,15 +302,30 @@ async function runLane(env: Env, cfg: WebhookConfig, slowLane: boolean, endpoint
   }
   const { slowUntilMs, ...health } = healthOf(stored, cfg);
   const storedJson = stored === undefined ? null : JSON.stringify(stored);
-  const lane: Lane = { env, cfg, endpoint, health, slowUntilMs: slowUntilMs ?? null, slowLane, storedJson, secrets: [], disabled: false };
+  const lane: Lane = {
+    env,
+    cfg,
+    endpoint,
+    health,
+    slowUntilMs: slowUntilMs ?? null,
+    slowLane,
+    storedJson,
+    secrets: [],
+    disabled: false,
+  };
   if (typeof resolved !== "string" && resolved.kind === "unresolved") {
     // As a network error of every item: retried on the usual schedule, counted as attempts.
     const nowMs = Date.now();
-    await Promise.all(send.map((it) => {
-      const decision = decideAfterAttempt({ attempt: it.job.attempt, outcome: { kind: "network-error", message: resolved.reason }, nowMs }, cfg.retry);
-      logFailedAttempt(it, { kind: "network-error", message: resolved.reason }, decision);
-      return applyDecision(lane, it, decision).catch((e) => retryLater(it, e));
-    }));
+    await Promise.all(
+      send.map((it) => {
+        const decision = decideAfterAttempt(
+          { attempt: it.job.attempt, outcome: { kind: "network-error", message: resolved.reason }, nowMs },
+          cfg.retry,
+        );
+        logFailedAttempt(it, { kind: "network-error", message: resolved.reason }, decision);
+        return applyDecision(lane, it, decision).catch((e) => retryLater(it, e));
+      }),
+    );
     return null;
   }
   if (!slowLane && lane.slowUntilMs !== null && lane.slowUntilMs > Date.now()) {
@@ -265,7 +346,11 @@ async function runLane(env: Env, cfg: WebhookConfig, slowLane: boolean, endpoint
 function groupJobs(batch: MessageBatch<unknown>, ledger: BundleLedger): Map<string, Item[]> {
   const groups = new Map<string, Item[]>();
   for (const msg of batch.messages) {
-    const items: Item[] = isWebhookJob(msg.body) ? [{ msg, job: msg.body }] : isWebhookBundle(msg.body) ? ledger.expand(msg, msg.body) : [];
+    const items: Item[] = isWebhookJob(msg.body)
+      ? [{ msg, job: msg.body }]
+      : isWebhookBundle(msg.body)
+        ? ledger.expand(msg, msg.body)
+        : [];
     if (items.length === 0) {
       log("webhooks: malformed queue message", { id: msg.id });
       msg.ack();
@@ -283,10 +368,14 @@ function groupJobs(batch: MessageBatch<unknown>, ledger: BundleLedger): Map<stri
 /** Stores the lanes' endpoint health and slow marks (in-flight counts are never stored). */
 async function storeHealth(env: Env, lanes: Lane[]): Promise<void> {
   // A healthy endpoint's state mostly comes back as it was: it is written only when it changed (a row written each time otherwise).
-  const changed = lanes.map((l) => ({ l, state: { ...l.health, inflight: 0, slowUntilMs: l.slowUntilMs } }))
+  const changed = lanes
+    .map((l) => ({ l, state: { ...l.health, inflight: 0, slowUntilMs: l.slowUntilMs } }))
     .filter(({ l, state }) => JSON.stringify(state) !== l.storedJson);
   const stmts = changed.map(({ l, state }) => healthUpsertStatement(env.DB, l.endpoint.id, state, Date.now()));
-  if (stmts.length > 0) await env.DB.batch(stmts).catch((e) => log("webhooks: health write failed", { detail: e instanceof Error ? e.message : String(e) }));
+  if (stmts.length > 0)
+    await env.DB.batch(stmts).catch((e) =>
+      log("webhooks: health write failed", { detail: e instanceof Error ? e.message : String(e) }),
+    );
 }
 
 /** The queue handler of both lanes. */
@@ -302,7 +391,12 @@ export async function handleWebhooksBatch(batch: MessageBatch<unknown>, env: Env
 }
 
 /** Delivers the grouped items of one batch, endpoint by endpoint, and stores the endpoints' health. */
-async function deliverBatch(env: Env, cfg: WebhookConfig, slowLane: boolean, groups: Map<string, Item[]>): Promise<void> {
+async function deliverBatch(
+  env: Env,
+  cfg: WebhookConfig,
+  slowLane: boolean,
+  groups: Map<string, Item[]>,
+): Promise<void> {
   if (groups.size === 0) return;
   const ids = [...groups.keys()];
   let endpoints: Map<string, EndpointRow>;
@@ -314,6 +408,11 @@ async function deliverBatch(env: Env, cfg: WebhookConfig, slowLane: boolean, gro
     for (const list of groups.values()) for (const it of list) retryLater(it, e);
     return;
   }
-  const lanes = await Promise.all(ids.map((id) => runLane(env, cfg, slowLane, endpoints.get(id), health.get(id), groups.get(id) ?? [])));
-  await storeHealth(env, lanes.filter((l): l is Lane => l !== null));
+  const lanes = await Promise.all(
+    ids.map((id) => runLane(env, cfg, slowLane, endpoints.get(id), health.get(id), groups.get(id) ?? [])),
+  );
+  await storeHealth(
+    env,
+    lanes.filter((l): l is Lane => l !== null),
+  );
 }

@@ -62,7 +62,11 @@ const BATCH_BYTES = 200_000;
 const BATCH_MESSAGES = 100;
 
 /** A first-attempt job; the body is left out when too large. */
-export function makeJob(tenant: string, endpointId: string, event: { id: string; type: string; body: string }): WebhookJob {
+export function makeJob(
+  tenant: string,
+  endpointId: string,
+  event: { id: string; type: string; body: string },
+): WebhookJob {
   const job: WebhookJob = { v: 1, tenant, endpointId, eventId: event.id, type: event.type, attempt: 1 };
   return new TextEncoder().encode(event.body).length <= JOB_BODY_LIMIT_BYTES ? { ...job, body: event.body } : job;
 }
@@ -75,12 +79,24 @@ export function delaySecondsFor(atMs: number, nowMs: number): number {
 /** Shape check of a queue message body. */
 export function isWebhookJob(x: unknown): x is WebhookJob {
   const j = x as Partial<WebhookJob> | null;
-  return typeof j === "object" && j !== null && j.v === 1 && typeof j.tenant === "string" && typeof j.endpointId === "string"
-    && typeof j.eventId === "string" && typeof j.type === "string" && typeof j.attempt === "number" && j.attempt >= 1;
+  return (
+    typeof j === "object" &&
+    j !== null &&
+    j.v === 1 &&
+    typeof j.tenant === "string" &&
+    typeof j.endpointId === "string" &&
+    typeof j.eventId === "string" &&
+    typeof j.type === "string" &&
+    typeof j.attempt === "number" &&
+    j.attempt >= 1
+  );
 }
 
 /** Sends jobs (or bundles) in batches within the Queues limits. */
-export async function enqueueJobs(queue: Queue, items: readonly { job: WebhookJob | WebhookBundle; delaySeconds?: number }[]): Promise<void> {
+export async function enqueueJobs(
+  queue: Queue,
+  items: readonly { job: WebhookJob | WebhookBundle; delaySeconds?: number }[],
+): Promise<void> {
   let chunk: MessageSendRequest[] = [];
   let bytes = 0;
   const flush = async () => {
@@ -113,7 +129,10 @@ export function makeBundles(jobs: readonly WebhookJob[]): WebhookBundle[] {
     const key = `${j.tenant}\u0000${j.endpointId}`;
     let cur = open.get(key);
     if (!cur || cur.bytes + size > BUNDLE_BYTES) {
-      cur = { bundle: { v: 2, tenant: j.tenant, endpointId: j.endpointId, events: [] }, bytes: utf8.encode(JSON.stringify({ v: 2, tenant: j.tenant, endpointId: j.endpointId, events: [] })).length };
+      cur = {
+        bundle: { v: 2, tenant: j.tenant, endpointId: j.endpointId, events: [] },
+        bytes: utf8.encode(JSON.stringify({ v: 2, tenant: j.tenant, endpointId: j.endpointId, events: [] })).length,
+      };
       open.set(key, cur);
       out.push(cur.bundle);
     }
@@ -125,12 +144,33 @@ export function makeBundles(jobs: readonly WebhookJob[]): WebhookBundle[] {
 
 /** The bundle's events as first-attempt jobs. */
 export function jobsOfBundle(b: WebhookBundle): WebhookJob[] {
-  return b.events.map((e) => ({ v: 1, tenant: b.tenant, endpointId: b.endpointId, eventId: e.eventId, type: e.type, attempt: 1, ...(e.body !== undefined ? { body: e.body } : {}) }));
+  return b.events.map((e) => ({
+    v: 1,
+    tenant: b.tenant,
+    endpointId: b.endpointId,
+    eventId: e.eventId,
+    type: e.type,
+    attempt: 1,
+    ...(e.body !== undefined ? { body: e.body } : {}),
+  }));
 }
 
 /** Shape check of a bundle body. */
 export function isWebhookBundle(x: unknown): x is WebhookBundle {
   const b = x as Partial<WebhookBundle> | null;
-  return typeof b === "object" && b !== null && b.v === 2 && typeof b.tenant === "string" && typeof b.endpointId === "string" && Array.isArray(b.events)
-    && b.events.length > 0 && b.events.every((e) => typeof e?.eventId === "string" && typeof e.type === "string" && (e.body === undefined || typeof e.body === "string"));
+  return (
+    typeof b === "object" &&
+    b !== null &&
+    b.v === 2 &&
+    typeof b.tenant === "string" &&
+    typeof b.endpointId === "string" &&
+    Array.isArray(b.events) &&
+    b.events.length > 0 &&
+    b.events.every(
+      (e) =>
+        typeof e?.eventId === "string" &&
+        typeof e.type === "string" &&
+        (e.body === undefined || typeof e.body === "string"),
+    )
+  );
 }

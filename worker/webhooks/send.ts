@@ -62,7 +62,12 @@ export interface PostInput {
 /** Signs and POSTs one delivery; returns its outcome. */
 export async function postWebhook(input: PostInput): Promise<HttpOutcome> {
   const bytes = new TextEncoder().encode(input.body);
-  const headers = await signWebhook({ id: input.id, timestampSec: Math.floor(input.nowMs / 1000), body: bytes, secrets: input.secrets });
+  const headers = await signWebhook({
+    id: input.id,
+    timestampSec: Math.floor(input.nowMs / 1000),
+    body: bytes,
+    secrets: input.secrets,
+  });
   try {
     const res = await fetch(input.url, {
       method: "POST",
@@ -72,7 +77,12 @@ export async function postWebhook(input: PostInput): Promise<HttpOutcome> {
       signal: AbortSignal.timeout(input.timeoutMs),
     });
     await res.body?.cancel().catch(() => undefined);
-    return { kind: "response", status: res.status, retryAfter: res.headers.get("retry-after"), deliveryHeader: res.headers.get("webhook-delivery") };
+    return {
+      kind: "response",
+      status: res.status,
+      retryAfter: res.headers.get("retry-after"),
+      deliveryHeader: res.headers.get("webhook-delivery"),
+    };
   } catch (e) {
     const name = e instanceof Error ? e.name : "";
     if (name === "TimeoutError" || name === "AbortError") return { kind: "timeout" };

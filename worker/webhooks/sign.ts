@@ -107,7 +107,8 @@ function signedContent(id: string, timestampSec: number, body: string | Uint8Arr
 
 /** Signs one delivery; returns webhook-* and svix-* headers with identical values. */
 export async function signWebhook(input: SignInput): Promise<WebhookHeaders> {
-  if (input.id === "" || /[\s.]/.test(input.id)) throw new WebhookSigningError("webhook id must be non-empty, without spaces or dots");
+  if (input.id === "" || /[\s.]/.test(input.id))
+    throw new WebhookSigningError("webhook id must be non-empty, without spaces or dots");
   if (!Number.isSafeInteger(input.timestampSec) || input.timestampSec < 0) {
     throw new WebhookSigningError("timestamp must be a non-negative integer of seconds");
   }

@@ -23,6 +23,7 @@ export interface KillSpan {
 /** Whether a kill overlaps the span of the copies (see the header). */
 export function explainedByKill(copies: readonly number[], kills: readonly KillSpan[]): boolean {
   if (copies.length < 2) return false;
-  const first = Math.min(...copies), last = Math.max(...copies);
+  const first = Math.min(...copies),
+    last = Math.max(...copies);
   return kills.some((k) => k.killedMs >= first && k.atMs <= last);
 }

@@ -47,7 +47,22 @@ const CRLF = /[\r\n]/;
 const NON_ASCII = /[^\x00-\x7f]/;
 const TAG = /^[A-Za-z0-9_-]{1,256}$/;
 const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
-const RESERVED_HEADERS = new Set(["from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id", "mime-version", "content-type", "content-transfer-encoding", "sender", "return-path", "received"]);
+const RESERVED_HEADERS = new Set([
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "reply-to",
+  "subject",
+  "date",
+  "message-id",
+  "mime-version",
+  "content-type",
+  "content-transfer-encoding",
+  "sender",
+  "return-path",
+  "received",
+]);
 
 function reject(why: string): Verdict {
   return { expect: "reject", why };
@@ -66,10 +81,16 @@ function judgeBareAddress(addr: string): Verdict {
   if (CRLF.test(addr)) return reject("CR/LF in an address");
   const at = addr.lastIndexOf("@");
   if (at <= 0 || at === addr.length - 1) return reject(`no local part or domain: ${JSON.stringify(addr.slice(0, 40))}`);
-  const local = addr.slice(0, at), domain = addr.slice(at + 1);
+  const local = addr.slice(0, at),
+    domain = addr.slice(at + 1);
   if (NON_ASCII.test(addr)) {
     // SMTPUTF8 / IDN: Resend's rules do not say; structural checks still apply.
-    if (/[\s<>()\[\],;:\\"@]/.test(local) || /[\s<>()\[\],;:\\"@]/.test(domain) || domain.split(".").some((l) => l === "")) return reject("malformed internationalized address");
+    if (
+      /[\s<>()\[\],;:\\"@]/.test(local) ||
+      /[\s<>()\[\],;:\\"@]/.test(domain) ||
+      domain.split(".").some((l) => l === "")
+    )
+      return reject("malformed internationalized address");
     return either("internationalized address");
   }
   if (local.startsWith('"')) return either("quoted local part");
@@ -78,7 +99,8 @@ function judgeBareAddress(addr: string): Verdict {
   if (addr.length > 254) return reject("address over 254 octets");
   if (domain.startsWith("[")) return either("address literal");
   const labels = domain.split(".");
-  if (labels.length < 2 || !labels.every((l) => LABEL.test(l))) return reject(`domain not a hostname: ${JSON.stringify(domain.slice(0, 40))}`);
+  if (labels.length < 2 || !labels.every((l) => LABEL.test(l)))
+    return reject(`domain not a hostname: ${JSON.stringify(domain.slice(0, 40))}`);
   if (/^\d+$/.test(labels[labels.length - 1]!)) return reject("numeric top-level label");
   return ACCEPT;
 }
@@ -108,8 +130,12 @@ function addressList(value: unknown, field: string, required: boolean): { verdic
     return { verdict: v, addrs: [value] };
   }
   if (!Array.isArray(value)) return { verdict: reject(`${field} is neither a string nor an array`), addrs: [] };
-  if (value.length === 0) return { verdict: required ? reject(`empty ${field}`) : either(`empty ${field} array`), addrs: [] };
-  return { verdict: all(value.map((a) => judgeAddress(a))), addrs: value.filter((a): a is string => typeof a === "string") };
+  if (value.length === 0)
+    return { verdict: required ? reject(`empty ${field}`) : either(`empty ${field} array`), addrs: [] };
+  return {
+    verdict: all(value.map((a) => judgeAddress(a))),
+    addrs: value.filter((a): a is string => typeof a === "string"),
+  };
 }
 
 function bareOf(addr: string): string {
@@ -136,12 +162,23 @@ function judgeAttachment(a: unknown, i: number): Verdict {
     if (typeof at[k] !== "string") vs.push(reject(`attachments[${i}].${k} is not a string`));
     else if (CRLF.test(at[k] as string)) vs.push(reject(`CR/LF in attachments[${i}].${k}`));
   }
-  if (at.content === undefined) vs.push(at.path === undefined ? reject(`attachments[${i}] has neither content nor path`) : either("attachment by path (not fetched by a relay)"));
+  if (at.content === undefined)
+    vs.push(
+      at.path === undefined
+        ? reject(`attachments[${i}] has neither content nor path`)
+        : either("attachment by path (not fetched by a relay)"),
+    );
   else if (typeof at.content !== "string") vs.push(reject(`attachments[${i}].content is not a string`));
   else if (/[^A-Za-z0-9+/=\s]/.test(at.content)) vs.push(reject(`attachments[${i}].content has non-base64 characters`));
   else if (!isStrictBase64(at.content)) vs.push(either("base64 without canonical padding or with whitespace"));
-  if (typeof at.filename === "string" && (at.filename.length > 255 || NON_ASCII.test(at.filename))) vs.push(either("long or non-ASCII filename"));
-  if (at.content_type !== undefined && typeof at.content_type === "string" && !/^[\w.+-]+\/[\w.+-]+$/.test(at.content_type)) vs.push(either("unusual content_type"));
+  if (typeof at.filename === "string" && (at.filename.length > 255 || NON_ASCII.test(at.filename)))
+    vs.push(either("long or non-ASCII filename"));
+  if (
+    at.content_type !== undefined &&
+    typeof at.content_type === "string" &&
+    !/^[\w.+-]+\/[\w.+-]+$/.test(at.content_type)
+  )
+    vs.push(either("unusual content_type"));
   return all(vs);
 }
 
@@ -184,26 +221,60 @@ export function judgeEmail(value: unknown, limits: Limits, bodyBytes = 0): Verdi
   const e = value as Record<string, unknown>;
   if (bodyBytes > limits.maxMessageBytes) return reject("request over the size limit");
   const from = e.from === undefined ? reject("missing from") : judgeAddress(e.from);
-  const to = addressList(e.to, "to", true), cc = addressList(e.cc, "cc", false), bcc = addressList(e.bcc, "bcc", false);
+  const to = addressList(e.to, "to", true),
+    cc = addressList(e.cc, "cc", false),
+    bcc = addressList(e.bcc, "bcc", false);
   const replyTo = addressList(e.reply_to, "reply_to", false);
-  const subject = typeof e.subject !== "string" ? reject("subject missing or not a string") : CRLF.test(e.subject) ? reject("CR/LF in subject") : ACCEPT;
+  const subject =
+    typeof e.subject !== "string"
+      ? reject("subject missing or not a string")
+      : CRLF.test(e.subject)
+        ? reject("CR/LF in subject")
+        : ACCEPT;
   const count = new Set([...to.addrs, ...cc.addrs, ...bcc.addrs].map(bareOf)).size;
-  const vs: Verdict[] = [from, to.verdict, cc.verdict, bcc.verdict, replyTo.verdict, subject,
-    optionalString(e.html, "html"), optionalString(e.text, "text"), judgeHeaders(e.headers), judgeTags(e.tags)];
+  const vs: Verdict[] = [
+    from,
+    to.verdict,
+    cc.verdict,
+    bcc.verdict,
+    replyTo.verdict,
+    subject,
+    optionalString(e.html, "html"),
+    optionalString(e.text, "text"),
+    judgeHeaders(e.headers),
+    judgeTags(e.tags),
+  ];
   if (count > limits.maxRecipients) vs.push(reject(`${count} recipients (limit ${limits.maxRecipients})`));
   if (e.attachments !== undefined) {
     if (!Array.isArray(e.attachments)) vs.push(reject("attachments is not an array"));
     else {
       vs.push(...e.attachments.map(judgeAttachment));
-      const bytes = e.attachments.reduce((n: number, a) => n + (a && typeof a === "object" && typeof (a as { content?: unknown }).content === "string" ? decodedBytes((a as { content: string }).content) : 0), 0);
+      const bytes = e.attachments.reduce(
+        (n: number, a) =>
+          n +
+          (a && typeof a === "object" && typeof (a as { content?: unknown }).content === "string"
+            ? decodedBytes((a as { content: string }).content)
+            : 0),
+        0,
+      );
       // Base64 in MIME grows 4/3 plus line breaks: close to the limit is left open.
       if (bytes * 1.4 > limits.maxMessageBytes * 0.9) vs.push(either("composed size near or over the limit"));
       if (e.attachments.length > 100) vs.push(either("more than 100 attachments"));
     }
   }
-  if (e.scheduled_at !== undefined) vs.push(typeof e.scheduled_at === "string" ? either("scheduled_at (natural language allowed)") : reject("scheduled_at is not a string"));
+  if (e.scheduled_at !== undefined)
+    vs.push(
+      typeof e.scheduled_at === "string"
+        ? either("scheduled_at (natural language allowed)")
+        : reject("scheduled_at is not a string"),
+    );
   if (e.html === undefined && e.text === undefined) vs.push(either("neither html nor text"));
-  if (typeof e.subject === "string" && (NON_ASCII.test(e.subject) === false && /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(e.subject))) vs.push(either("control characters in subject"));
+  if (
+    typeof e.subject === "string" &&
+    NON_ASCII.test(e.subject) === false &&
+    /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/.test(e.subject)
+  )
+    vs.push(either("control characters in subject"));
   return all(vs);
 }
 

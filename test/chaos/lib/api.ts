@@ -56,7 +56,14 @@ export interface ChaosEvent {
 function normalise(type: string, emailId: string, recipient: string | null, data: Record<string, unknown>): ChaosEvent {
   const resp = (data.response ?? null) as { code?: number; enhanced?: string } | null;
   const del = (data.delivery ?? null) as { smtp_code?: number; enhanced_code?: string } | null;
-  return { type, email_id: emailId, recipient, code: resp?.code ?? del?.smtp_code ?? null, enhanced: resp?.enhanced ?? del?.enhanced_code ?? null, data };
+  return {
+    type,
+    email_id: emailId,
+    recipient,
+    code: resp?.code ?? del?.smtp_code ?? null,
+    enhanced: resp?.enhanced ?? del?.enhanced_code ?? null,
+    data,
+  };
 }
 
 /** Recipient statuses that are final. */
@@ -85,22 +92,51 @@ function lostConnection(e: unknown): string | null {
  * whose pooled connection closed before any answer is sent again, up to twice, as any client
  * would; each is counted in lostConnections with its cause.
  */
-export async function request(rt: Pick<Runtime, "url" | "key">, method: string, path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 30_000, resendLost = false, resendRefused = true): Promise<Answer> {
+export async function request(
+  rt: Pick<Runtime, "url" | "key">,
+  method: string,
+  path: string,
+  body?: string,
+  headers: Record<string, string> = {},
+  timeoutMs = 30_000,
+  resendLost = false,
+  resendRefused = true,
+): Promise<Answer> {
   const t0 = performance.now();
   for (let attempt = 0; ; attempt++) {
     try {
       // Each attempt (a 429 or a proxy reset sent again) gets a fresh timeout signal.
-      const res = await devFetch(`${rt.url}${path}`, () => ({
-        method, body, signal: AbortSignal.timeout(timeoutMs),
-        headers: { authorization: `Bearer ${rt.key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
-      }), () => proxyResets.count++, resendRefused, () => refusals.count++);
+      const res = await devFetch(
+        `${rt.url}${path}`,
+        () => ({
+          method,
+          body,
+          signal: AbortSignal.timeout(timeoutMs),
+          headers: {
+            authorization: `Bearer ${rt.key}`,
+            ...(body !== undefined ? { "content-type": "application/json" } : {}),
+            ...headers,
+          },
+        }),
+        () => proxyResets.count++,
+        resendRefused,
+        () => refusals.count++,
+      );
       const text = await res.text();
       let parsed: unknown = text;
-      try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* not JSON */
+      }
       return { status: res.status, body: parsed, ms: performance.now() - t0 };
     } catch (e) {
       const lost = resendLost && attempt < 2 ? lostConnection(e) : null;
-      if (lost) { lostConnections.count++; lostConnections.causes.add(lost); continue; }
+      if (lost) {
+        lostConnections.count++;
+        lostConnections.causes.add(lost);
+        continue;
+      }
       return { status: 0, body: networkError(e), ms: performance.now() - t0 };
     }
   }
@@ -117,7 +153,7 @@ export function networkError(e: unknown): string {
 export async function recipientsOf(rt: Pick<Runtime, "url" | "key">, id: string): Promise<Rcpt[] | null> {
   const a = await request(rt, "GET", `/emails/${id}`);
   if (a.status !== 200) return null;
-  return ((a.body as { recipients?: Rcpt[] }).recipients) ?? null;
+  return (a.body as { recipients?: Rcpt[] }).recipients ?? null;
 }
 
 /** Whether the runtime serves a route (anything but 404/405 for a GET). */
@@ -135,7 +171,8 @@ async function feedEvents(rt: Runtime, ids: Set<string>): Promise<ChaosEvent[]> 
     const list = a.body as { has_more: boolean; data: { id: string; type: string; data: Record<string, unknown> }[] };
     for (const e of list.data) {
       const emailId = String(e.data.email_id ?? "");
-      if (ids.has(emailId)) out.push(normalise(e.type, emailId, (e.data.recipient as string | undefined) ?? null, e.data));
+      if (ids.has(emailId))
+        out.push(normalise(e.type, emailId, (e.data.recipient as string | undefined) ?? null, e.data));
     }
     if (!list.has_more || list.data.length === 0) break;
     after = list.data[list.data.length - 1]!.id;
@@ -146,10 +183,15 @@ async function feedEvents(rt: Runtime, ids: Set<string>): Promise<ChaosEvent[]> 
 async function d1Events(rt: Runtime, ids: Set<string>): Promise<ChaosEvent[]> {
   const list = [...ids].map((i) => `'${i.replace(/'/g, "''")}'`).join(",");
   const rows = await rt.sql<{ type: string; email_id: string; recipient: string | null; data: string }>(
-    `SELECT type, email_id, recipient, data FROM event_log WHERE email_id IN (${list}) AND data IS NOT NULL ORDER BY seq`);
+    `SELECT type, email_id, recipient, data FROM event_log WHERE email_id IN (${list}) AND data IS NOT NULL ORDER BY seq`,
+  );
   return rows.map((r) => {
     let data: Record<string, unknown> = {};
-    try { data = JSON.parse(r.data) as Record<string, unknown>; } catch { /* keep empty */ }
+    try {
+      data = JSON.parse(r.data) as Record<string, unknown>;
+    } catch {
+      /* keep empty */
+    }
     return normalise(r.type, r.email_id, r.recipient, data);
   });
 }

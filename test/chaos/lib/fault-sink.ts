@@ -29,7 +29,19 @@ import { createServer, type Server, type Socket } from "node:net";
 import { freePort } from "../../../scripts/lib/dev-server";
 
 /** The faults a sink can have. */
-export type Fault = "healthy" | "refused" | "greeting-timeout" | "greeting-421" | "session-cap" | "drop-in-data" | "drop-after-dot" | "tls-fail" | "rcpt-452" | "size-552" | "trickle" | "invalid-reply";
+export type Fault =
+  | "healthy"
+  | "refused"
+  | "greeting-timeout"
+  | "greeting-421"
+  | "session-cap"
+  | "drop-in-data"
+  | "drop-after-dot"
+  | "tls-fail"
+  | "rcpt-452"
+  | "size-552"
+  | "trickle"
+  | "invalid-reply";
 
 /** A message as the sink received it. */
 export interface Received {
@@ -57,7 +69,17 @@ export interface FaultSinkOptions {
   faultySessions?: number;
 }
 
-type Session = { sock: Socket; faulty: boolean; from: string; rcpts: string[]; inData: boolean; data: string; buf: string; out: Promise<void>; txns: number };
+type Session = {
+  sock: Socket;
+  faulty: boolean;
+  from: string;
+  rcpts: string[];
+  inData: boolean;
+  data: string;
+  buf: string;
+  out: Promise<void>;
+  txns: number;
+};
 
 /** Transactions a session-cap sink allows per session. */
 const TXNS_PER_SESSION = 3;
@@ -109,7 +131,11 @@ export async function startFaultSink(opts: FaultSinkOptions): Promise<FaultSink>
       setTimeout(() => s.sock.destroy(), 20);
       return;
     }
-    if (verb === "MAIL") { s.from = line.slice(10).trim(); s.rcpts = []; return write(s, "250 2.1.0 Ok\r\n"); }
+    if (verb === "MAIL") {
+      s.from = line.slice(10).trim();
+      s.rcpts = [];
+      return write(s, "250 2.1.0 Ok\r\n");
+    }
     if (verb === "RCPT") {
       if (fault === "rcpt-452" && f && s.rcpts.length >= 2) return write(s, "452 4.5.3 Too many recipients\r\n");
       s.rcpts.push(line.slice(8).trim().replace(/^<|>$/g, ""));
@@ -121,9 +147,17 @@ export async function startFaultSink(opts: FaultSinkOptions): Promise<FaultSink>
       s.data = "";
       return write(s, "354 End data with <CR><LF>.<CR><LF>\r\n");
     }
-    if (verb === "RSET") { s.from = ""; s.rcpts = []; return write(s, "250 2.0.0 Ok\r\n"); }
+    if (verb === "RSET") {
+      s.from = "";
+      s.rcpts = [];
+      return write(s, "250 2.0.0 Ok\r\n");
+    }
     if (verb === "NOOP") return write(s, "250 2.0.0 Ok\r\n");
-    if (verb === "QUIT") { write(s, "221 2.0.0 Bye\r\n"); void s.out.then(() => s.sock.end()); return; }
+    if (verb === "QUIT") {
+      write(s, "221 2.0.0 Bye\r\n");
+      void s.out.then(() => s.sock.end());
+      return;
+    }
     write(s, "502 5.5.2 Command not recognized\r\n");
   };
 
@@ -145,10 +179,17 @@ export async function startFaultSink(opts: FaultSinkOptions): Promise<FaultSink>
     s.buf += chunk;
     for (;;) {
       if (s.inData) {
-        if (fault === "drop-in-data" && s.faulty && s.buf.length > 0) { s.sock.destroy(); return; }
+        if (fault === "drop-in-data" && s.faulty && s.buf.length > 0) {
+          s.sock.destroy();
+          return;
+        }
         const end = s.buf.indexOf("\r\n.\r\n");
         const atStart = s.data === "" && s.buf.startsWith(".\r\n");
-        if (end < 0 && !atStart) { s.data += s.buf.slice(0, Math.max(0, s.buf.length - 4)); s.buf = s.buf.slice(Math.max(0, s.buf.length - 4)); return; }
+        if (end < 0 && !atStart) {
+          s.data += s.buf.slice(0, Math.max(0, s.buf.length - 4));
+          s.buf = s.buf.slice(Math.max(0, s.buf.length - 4));
+          return;
+        }
         const cut = atStart ? 0 : end + 2;
         s.data += s.buf.slice(0, cut);
         s.buf = s.buf.slice(cut + 3);
@@ -167,15 +208,31 @@ export async function startFaultSink(opts: FaultSinkOptions): Promise<FaultSink>
     sockets.add(sock);
     const index = sessions++;
     active++;
-    sock.on("close", () => { active--; sockets.delete(sock); });
+    sock.on("close", () => {
+      active--;
+      sockets.delete(sock);
+    });
     sock.on("error", () => undefined);
-    const s: Session = { sock, faulty: index < faultySessions, from: "", rcpts: [], inData: false, data: "", buf: "", out: Promise.resolve(), txns: 0 };
+    const s: Session = {
+      sock,
+      faulty: index < faultySessions,
+      from: "",
+      rcpts: [],
+      inData: false,
+      data: "",
+      buf: "",
+      out: Promise.resolve(),
+      txns: 0,
+    };
     if (fault === "session-cap" && active > 1) {
       sock.end("421 4.7.0 Too many connections, try again later\r\n");
       return;
     }
     if (s.faulty && fault === "greeting-timeout") return;
-    if (s.faulty && fault === "greeting-421") { sock.end("421 4.3.2 Service not available, closing channel\r\n"); return; }
+    if (s.faulty && fault === "greeting-421") {
+      sock.end("421 4.3.2 Service not available, closing channel\r\n");
+      return;
+    }
     sock.setEncoding("latin1");
     sock.on("data", (c: string) => feed(s, c));
     write(s, "220 sink.chaos ESMTP chaos\r\n");
@@ -186,7 +243,10 @@ export async function startFaultSink(opts: FaultSinkOptions): Promise<FaultSink>
   const open = async () => {
     if (server) return;
     const srv = createServer(onConnection);
-    await new Promise<void>((resolve, reject) => { srv.once("error", reject); srv.listen(port, "127.0.0.1", () => resolve()); });
+    await new Promise<void>((resolve, reject) => {
+      srv.once("error", reject);
+      srv.listen(port, "127.0.0.1", () => resolve());
+    });
     server = srv;
   };
   if (fault !== "refused") await open();

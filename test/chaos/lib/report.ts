@@ -31,14 +31,19 @@ function cell(s: string): string {
 /** A Markdown table of the results. */
 export function formatTable(rows: CampaignResult[]): string {
   const lines = ["| campaign | what was tried | result | figures |", "|---|---|---|---|"];
-  for (const r of rows) lines.push(`| ${cell(r.campaign)} | ${cell(r.tried)} | ${r.result.toUpperCase()} | ${cell(r.figures)} |`);
+  for (const r of rows)
+    lines.push(`| ${cell(r.campaign)} | ${cell(r.tried)} | ${r.result.toUpperCase()} | ${cell(r.figures)} |`);
   return lines.join("\n");
 }
 
 const ORDER = ["crash", "faults", "fuzz", "load"];
 const HEADER = ["| campaign | run | what was tried | result | figures |", "|---|---|---|---|---|"];
 
-interface Block { rows: Map<string, string>; details: Map<string, string>; failures: Map<string, string[]> }
+interface Block {
+  rows: Map<string, string>;
+  details: Map<string, string>;
+  failures: Map<string, string[]>;
+}
 
 function parseBlock(text: string): Block {
   const b: Block = { rows: new Map(), details: new Map(), failures: new Map() };
@@ -48,7 +53,8 @@ function parseBlock(text: string): Block {
     const fail = /^- ([a-z]+): /.exec(line);
     if (fail && ORDER.includes(fail[1]!)) b.failures.set(fail[1]!, [...(b.failures.get(fail[1]!) ?? []), line]);
   }
-  for (const m of text.matchAll(/<!-- chaos:detail:([a-z]+) -->\n([\s\S]*?)\n<!-- \/chaos:detail:\1 -->/g)) b.details.set(m[1]!, m[2]!);
+  for (const m of text.matchAll(/<!-- chaos:detail:([a-z]+) -->\n([\s\S]*?)\n<!-- \/chaos:detail:\1 -->/g))
+    b.details.set(m[1]!, m[2]!);
   return b;
 }
 
@@ -56,15 +62,25 @@ function parseBlock(text: string): Block {
 export function mergeResults(old: string, rows: CampaignResult[], run: string): string {
   const b = parseBlock(old);
   for (const r of rows) {
-    b.rows.set(r.campaign, `| ${r.campaign} | ${cell(run)} | ${cell(r.tried)} | ${r.result.toUpperCase()} | ${cell(r.figures)} |`);
-    if (r.table) b.details.set(r.campaign, `**${r.campaign}** (${run})\n\n${r.table}`); else b.details.delete(r.campaign);
-    b.failures.set(r.campaign, r.failures.map((f) => `- ${r.campaign}: ${f.replace(/\n/g, " ")}`));
+    b.rows.set(
+      r.campaign,
+      `| ${r.campaign} | ${cell(run)} | ${cell(r.tried)} | ${r.result.toUpperCase()} | ${cell(r.figures)} |`,
+    );
+    if (r.table) b.details.set(r.campaign, `**${r.campaign}** (${run})\n\n${r.table}`);
+    else b.details.delete(r.campaign);
+    b.failures.set(
+      r.campaign,
+      r.failures.map((f) => `- ${r.campaign}: ${f.replace(/\n/g, " ")}`),
+    );
   }
   const names = ORDER.filter((n) => b.rows.has(n));
   const failures = names.flatMap((n) => b.failures.get(n) ?? []);
   return [
-    ...HEADER, ...names.map((n) => b.rows.get(n)!),
-    ...names.filter((n) => b.details.has(n)).flatMap((n) => ["", `<!-- chaos:detail:${n} -->`, b.details.get(n)!, `<!-- /chaos:detail:${n} -->`]),
+    ...HEADER,
+    ...names.map((n) => b.rows.get(n)!),
+    ...names
+      .filter((n) => b.details.has(n))
+      .flatMap((n) => ["", `<!-- chaos:detail:${n} -->`, b.details.get(n)!, `<!-- /chaos:detail:${n} -->`]),
     ...(failures.length ? ["", "Failures in the runs above:", "", ...failures] : []),
   ].join("\n");
 }

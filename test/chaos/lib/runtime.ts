@@ -42,7 +42,15 @@ import { createKey, WRANGLER_ENV } from "../../../scripts/lib/keys";
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL("../../..", import.meta.url));
 /** What the worker is built from (it imports nothing else but node_modules). */
-const SNAPSHOT = ["worker", "durable-objects", "migrations", "wrangler.toml", "package.json", "tsconfig.json", "worker-configuration.d.ts"];
+const SNAPSHOT = [
+  "worker",
+  "durable-objects",
+  "migrations",
+  "wrangler.toml",
+  "package.json",
+  "tsconfig.json",
+  "worker-configuration.d.ts",
+];
 
 /**
  * Copies the worker's sources to `dir`, node_modules linked: wrangler dev watches its sources
@@ -100,10 +108,15 @@ export async function processTree(root: number): Promise<number[]> {
       const list = parents.get(ppid) ?? [];
       list.push(Number(name));
       parents.set(ppid, list);
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   const out: number[] = [];
-  const walk = (pid: number) => { out.push(pid); for (const c of parents.get(pid) ?? []) walk(c); };
+  const walk = (pid: number) => {
+    out.push(pid);
+    for (const c of parents.get(pid) ?? []) walk(c);
+  };
   walk(root);
   return out;
 }
@@ -125,22 +138,32 @@ function routeSql(routes: ChaosRoute[]): string {
   const transports = [...new Set(routes.map((r) => r.transport))];
   return [
     ...transports.map((t) => `INSERT OR IGNORE INTO transports (name, nexthop) VALUES (${sqlQuote(t)}, NULL);`),
-    ...routes.map((r) => `INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, ${sqlQuote(r.pattern)}, ${sqlQuote(r.transport)}, ${sqlQuote(r.nexthop)});`),
+    ...routes.map(
+      (r) =>
+        `INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, ${sqlQuote(r.pattern)}, ${sqlQuote(r.transport)}, ${sqlQuote(r.nexthop)});`,
+    ),
   ].join("\n");
 }
 
 async function d1(cwd: string, state: string, command: string): Promise<string> {
-  const { stdout } = await run("npx", ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", state, "--json", "--command", command], { cwd, env: WRANGLER_ENV, maxBuffer: 256 << 20 });
+  const { stdout } = await run(
+    "npx",
+    ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", state, "--json", "--command", command],
+    { cwd, env: WRANGLER_ENV, maxBuffer: 256 << 20 },
+  );
   return stdout;
 }
 
 async function waitHealthy(url: string, child: ChildProcess, log: () => string): Promise<void> {
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`wrangler dev exited (${child.exitCode ?? child.signalCode})\n${log()}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`wrangler dev exited (${child.exitCode ?? child.signalCode})\n${log()}`);
     try {
       if ((await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) })).status === 200) return;
-    } catch { /* not listening yet */ }
+    } catch {
+      /* not listening yet */
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`wrangler dev did not answer /health within 90 s\n${log()}`);
@@ -171,9 +194,13 @@ export async function stopAllRuntimes(): Promise<void> {
 /** Prepares state, key and routes; see the header. */
 export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const root = await mkdtemp(join(tmpdir(), "cohort-chaos-"));
-  const src = join(root, "src"), state = join(root, "state");
+  const src = join(root, "src"),
+    state = join(root, "state");
   await snapshot(src);
-  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { cwd: src, env: WRANGLER_ENV });
+  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+    cwd: src,
+    env: WRANGLER_ENV,
+  });
   const key = await createKey({ tenant: opts.tenant, name: "chaos", persistTo: state });
   if (opts.routes.length > 0) await d1(src, state, routeSql(opts.routes));
   const operatorKey = await createOperatorKey(src, state, opts.tenant);
@@ -197,7 +224,10 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
       } catch (e) {
         if (attempt >= 5 || !/address already in use/i.test(e instanceof Error ? e.message : String(e))) throw e;
         if (started) await new Promise((r) => setTimeout(r, 1000));
-        else { port = await freePort(); url = `http://127.0.0.1:${port}`; }
+        else {
+          port = await freePort();
+          url = `http://127.0.0.1:${port}`;
+        }
       }
     }
   };
@@ -205,9 +235,27 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const startOnce = async () => {
     const inspector = await freePort();
     output = "";
-    const c = spawn("npx", ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
-      "--persist-to", state, "--test-scheduled", "--show-interactive-dev-session=false", "--log-level", process.env.CHAOS_LOG_LEVEL ?? "warn", ...varArgs],
-      { cwd: src, env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const c = spawn(
+      "npx",
+      [
+        "wrangler",
+        "dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--inspector-port",
+        String(inspector),
+        "--persist-to",
+        state,
+        "--test-scheduled",
+        "--show-interactive-dev-session=false",
+        "--log-level",
+        process.env.CHAOS_LOG_LEVEL ?? "warn",
+        ...varArgs,
+      ],
+      { cwd: src, env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+    );
     const append = (b: Buffer) => {
       const text = b.toString();
       if (process.env.CHAOS_LOG_FILE) appendFileSync(process.env.CHAOS_LOG_FILE, text);
@@ -230,8 +278,18 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const c = child;
     if (!c?.pid) return 0;
     const pids = await processTree(c.pid);
-    for (const pid of pids) { try { process.kill(pid, "SIGKILL"); } catch { /* gone */ } }
-    try { process.kill(-c.pid, "SIGKILL"); } catch { /* group gone */ }
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+    try {
+      process.kill(-c.pid, "SIGKILL");
+    } catch {
+      /* group gone */
+    }
     if (c.exitCode === null && c.signalCode === null) await new Promise((r) => c.once("exit", r));
     child = null;
     return pids.length;
@@ -239,15 +297,39 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   const stop = async () => {
     const c = child;
-    if (!c?.pid || c.exitCode !== null || c.signalCode !== null) { child = null; return; }
+    if (!c?.pid || c.exitCode !== null || c.signalCode !== null) {
+      child = null;
+      return;
+    }
     const pids = await processTree(c.pid);
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => { for (const pid of pids) { try { process.kill(pid, "SIGKILL"); } catch { /* gone */ } } }, 5000);
-      c.once("exit", () => { clearTimeout(timer); resolve(); });
-      try { process.kill(-c.pid!, "SIGTERM"); } catch { resolve(); }
+      const timer = setTimeout(() => {
+        for (const pid of pids) {
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            /* gone */
+          }
+        }
+      }, 5000);
+      c.once("exit", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      try {
+        process.kill(-c.pid!, "SIGTERM");
+      } catch {
+        resolve();
+      }
     });
     // workerd may outlive its parent for a moment; make sure nothing of the tree is left.
-    for (const pid of pids) { try { process.kill(pid, "SIGKILL"); } catch { /* gone */ } }
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
     child = null;
   };
 
@@ -265,9 +347,22 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   live.add(stop);
   return {
-    get url() { return url; },
-    key, operatorKey, state, start, kill9, stop, rssKb, sql,
-    dispose: async () => { await stop(); live.delete(stop); await rm(root, { recursive: true, force: true }); },
+    get url() {
+      return url;
+    },
+    key,
+    operatorKey,
+    state,
+    start,
+    kill9,
+    stop,
+    rssKb,
+    sql,
+    dispose: async () => {
+      await stop();
+      live.delete(stop);
+      await rm(root, { recursive: true, force: true });
+    },
     running: () => child !== null && child.exitCode === null && child.signalCode === null,
     log: () => output,
     errors: () => [...errors],

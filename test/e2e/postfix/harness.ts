@@ -916,7 +916,10 @@ function readsGreeting(host: string, port: number): Promise<boolean> {
 /** The last `lines` lines of a file, or "" when it is missing. */
 function tail(path: string, lines: number): string {
   try {
-    return readFileSync(path, "utf8").split("\n").slice(-lines - 1).join("\n");
+    return readFileSync(path, "utf8")
+      .split("\n")
+      .slice(-lines - 1)
+      .join("\n");
   } catch {
     return "";
   }

@@ -34,13 +34,20 @@ function listen(server: SMTPServer): Promise<number> {
 
 function smtpServer(onRcpt: (address: string) => Error | null, captured: Captured[]): SMTPServer {
   return new SMTPServer({
-    logger: false, disableReverseLookup: true, authOptional: true, disabledCommands: ["STARTTLS", "AUTH"],
+    logger: false,
+    disableReverseLookup: true,
+    authOptional: true,
+    disabledCommands: ["STARTTLS", "AUTH"],
     onRcptTo: (a, _s, cb) => cb(onRcpt(a.address) ?? undefined),
     onData: (stream, session, cb) => {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
-        captured.push({ mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", rcptTo: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks) });
+        captured.push({
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          rcptTo: session.envelope.rcptTo.map((r) => r.address),
+          raw: Buffer.concat(chunks),
+        });
         cb();
       });
     },
@@ -58,7 +65,15 @@ describe.skipIf(!isRoot())("a DSN Postfix generated, into the email() handler of
   beforeAll(async () => {
     const reason = postfixUnavailableReason();
     if (reason) throw new Error(reason);
-    final = smtpServer((a) => (a.startsWith("nobody@") ? Object.assign(new Error("5.1.1 <nobody@example.net>: Recipient address rejected: User unknown"), { responseCode: 550 }) : null), finalGot);
+    final = smtpServer(
+      (a) =>
+        a.startsWith("nobody@")
+          ? Object.assign(new Error("5.1.1 <nobody@example.net>: Recipient address rejected: User unknown"), {
+              responseCode: 550,
+            })
+          : null,
+      finalGot,
+    );
     capture = smtpServer(() => null, dsns);
     const [finalPort, capturePort] = [await listen(final), await listen(capture)];
     postfix = await startRelayingPostfix({
@@ -66,7 +81,8 @@ describe.skipIf(!isRoot())("a DSN Postfix generated, into the email() handler of
       mainCf: { transport_maps: `inline:{ ${BOUNCE_DOMAIN}=smtp:[127.0.0.1]:${capturePort} }` },
     });
     relay = await startDevServer({
-      tenant: "postfix-dsn", role: "operator",
+      tenant: "postfix-dsn",
+      role: "operator",
       vars: { SMARTHOST: `[127.0.0.1]:${postfix.port}`, RELAY_TLS: "off", COHORT_ENV: "development", BOUNCE_DOMAIN },
     });
   }, 180_000);
@@ -79,16 +95,33 @@ describe.skipIf(!isRoot())("a DSN Postfix generated, into the email() handler of
 
   const api = apiOf(() => relay!);
 
-  type Rcpt = { email: string; status: string; last_response: { code?: number; enhanced?: string; text?: string } | null };
+  type Rcpt = {
+    email: string;
+    status: string;
+    last_response: { code?: number; enhanced?: string; text?: string } | null;
+  };
 
   it("bounces the recipient Postfix's DSN names, after its delivery, with the suppression and the event", async () => {
-    const { id } = await api<{ id: string }>("POST", "/emails", { from: "Acme <no-reply@acme.test>", to: ["nobody@example.net", "someone@example.net"], subject: "to Postfix", text: "Hello" });
+    const { id } = await api<{ id: string }>("POST", "/emails", {
+      from: "Acme <no-reply@acme.test>",
+      to: ["nobody@example.net", "someone@example.net"],
+      subject: "to Postfix",
+      text: "Hello",
+    });
     // Postfix took both (250): the relay says delivered.
-    await until(async () => ((await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).recipients.every((r) => r.status === "delivered") ? true : undefined), "delivered to Postfix");
+    await until(
+      async () =>
+        (await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).recipients.every((r) => r.status === "delivered")
+          ? true
+          : undefined,
+      "delivered to Postfix",
+    );
     const dsn = await until(async () => dsns[0], "Postfix's DSN at the capture server");
     expect(dsn.mailFrom).toBe("");
     expect(dsn.rcptTo).toHaveLength(1);
-    expect(dsn.rcptTo[0]).toMatch(new RegExp(`^bounces\\+${id.replace(/-/g, "")}-0-[0-9a-f]{12}@bounces\\.cohort\\.test$`));
+    expect(dsn.rcptTo[0]).toMatch(
+      new RegExp(`^bounces\\+${id.replace(/-/g, "")}-0-[0-9a-f]{12}@bounces\\.cohort\\.test$`),
+    );
     expect(dsn.raw.toString("latin1")).toMatch(/Content-Type: message\/delivery-status/);
     expect(finalGot.map((m) => m.rcptTo)).toEqual([["someone@example.net"]]);
 
@@ -103,14 +136,29 @@ describe.skipIf(!isRoot())("a DSN Postfix generated, into the email() handler of
       const r = (await api<{ recipients: Rcpt[] }>("GET", `/emails/${id}`)).recipients;
       return r.find((x) => x.email === "nobody@example.net")?.status === "bounced" ? r : undefined;
     }, "nobody@example.net bounced");
-    expect(rs.find((r) => r.email === "nobody@example.net")!.last_response).toMatchObject({ code: 550, enhanced: "5.1.1", text: expect.stringContaining("User unknown") });
+    expect(rs.find((r) => r.email === "nobody@example.net")!.last_response).toMatchObject({
+      code: 550,
+      enhanced: "5.1.1",
+      text: expect.stringContaining("User unknown"),
+    });
     expect(rs.find((r) => r.email === "someone@example.net")!.status).toBe("delivered");
     const feed = await until(async () => {
-      const f = await api<{ data: { type: string; data: { recipient: string; bounce?: { message: string } } }[] }>("GET", "/relay/events?limit=100");
+      const f = await api<{ data: { type: string; data: { recipient: string; bounce?: { message: string } } }[] }>(
+        "GET",
+        "/relay/events?limit=100",
+      );
       return f.data.some((e) => e.type === "email.bounced") ? f.data : undefined;
     }, "email.bounced in the feed");
-    expect(feed.filter((e) => e.data.recipient === "nobody@example.net").map((e) => e.type).filter((t) => t !== "email.sent")).toEqual(["email.delivered", "email.bounced"]);
-    const s = await until(async () => (await api<{ data: { address: string; reason: string }[] }>("GET", "/relay/suppressions")).data[0], "the suppression");
+    expect(
+      feed
+        .filter((e) => e.data.recipient === "nobody@example.net")
+        .map((e) => e.type)
+        .filter((t) => t !== "email.sent"),
+    ).toEqual(["email.delivered", "email.bounced"]);
+    const s = await until(
+      async () => (await api<{ data: { address: string; reason: string }[] }>("GET", "/relay/suppressions")).data[0],
+      "the suppression",
+    );
     expect(s).toMatchObject({ address: "nobody@example.net", reason: "bounce:invalid_recipient" });
   }, 180_000);
 });

@@ -49,7 +49,12 @@ describe("parseLog", () => {
       `${H} postfix/smtp[6]: 4B2F520C4A2: to=<r${n}@example.test>, relay=127.0.0.1[127.0.0.1]:2525, delay=0.1, dsn=2.0.0, status=sent (250 ok)`,
       `${H} postfix/qmgr[4]: 4B2F520C4A2: removed`,
     ];
-    expect(parseLog([...one(1), ...one(2)].join("\n"))).toMatchObject({ accepted: 2, recipients: 2, sent: 2, removed: 2 });
+    expect(parseLog([...one(1), ...one(2)].join("\n"))).toMatchObject({
+      accepted: 2,
+      recipients: 2,
+      sent: 2,
+      removed: 2,
+    });
   });
 
   it("counts nothing in an empty log", () => {

@@ -41,10 +41,18 @@ export function buildApiMessages(n: number, domain: string, run: string): ApiMes
 }
 
 /** One API call with the relay's key; throws with the status and the start of the body unless 2xx. */
-export async function relayCall<T = unknown>(relay: RelayApi, method: string, path: string, body?: unknown): Promise<T> {
+export async function relayCall<T = unknown>(
+  relay: RelayApi,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<T> {
   const res = await devFetch(`${relay.url}${path}`, {
     method,
-    headers: { authorization: `Bearer ${relay.key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    headers: {
+      authorization: `Bearer ${relay.key}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -53,16 +61,30 @@ export async function relayCall<T = unknown>(relay: RelayApi, method: string, pa
 }
 
 /** Submits the messages in batches of 100; returns their ids in order. */
-export async function submitMessages(relay: RelayApi, messages: ApiMessage[], o: { parallel?: number } = {}): Promise<string[]> {
+export async function submitMessages(
+  relay: RelayApi,
+  messages: ApiMessage[],
+  o: { parallel?: number } = {},
+): Promise<string[]> {
   const chunks: ApiMessage[][] = [];
   for (let i = 0; i < messages.length; i += 100) chunks.push(messages.slice(i, i + 100));
-  const answers = await pool(chunks.map((c) => () => relayCall(relay, "POST", "/emails/batch", c) as Promise<{ data: { id: string }[] }>), o.parallel ?? 2);
+  const answers = await pool(
+    chunks.map((c) => () => relayCall(relay, "POST", "/emails/batch", c) as Promise<{ data: { id: string }[] }>),
+    o.parallel ?? 2,
+  );
   return answers.flatMap((a) => a.data.map((d) => d.id));
 }
 
 /** Counts the recipients of `ids` by status (GET /emails/:id each). */
-export async function recipientStates(relay: RelayApi, ids: string[], o: { parallel?: number } = {}): Promise<Record<string, number>> {
-  const emails = await pool(ids.map((id) => () => relayCall(relay, "GET", `/emails/${id}`) as Promise<{ recipients: { status: string }[] }>), o.parallel ?? 8);
+export async function recipientStates(
+  relay: RelayApi,
+  ids: string[],
+  o: { parallel?: number } = {},
+): Promise<Record<string, number>> {
+  const emails = await pool(
+    ids.map((id) => () => relayCall(relay, "GET", `/emails/${id}`) as Promise<{ recipients: { status: string }[] }>),
+    o.parallel ?? 8,
+  );
   const counts: Record<string, number> = {};
   for (const e of emails) for (const r of e.recipients) counts[r.status] = (counts[r.status] ?? 0) + 1;
   return counts;
@@ -71,7 +93,9 @@ export async function recipientStates(relay: RelayApi, ids: string[], o: { paral
 /** The recipients of the first three ids as JSON text (for diagnostics; never rejects). */
 export async function describeSample(relay: RelayApi, ids: string[]): Promise<string> {
   try {
-    const emails = await Promise.all(ids.slice(0, 3).map((id) => relayCall(relay, "GET", `/emails/${id}`) as Promise<{ recipients: unknown[] }>));
+    const emails = await Promise.all(
+      ids.slice(0, 3).map((id) => relayCall(relay, "GET", `/emails/${id}`) as Promise<{ recipients: unknown[] }>),
+    );
     return JSON.stringify(emails.map((e) => e.recipients));
   } catch (e) {
     return `(could not read the API: ${e instanceof Error ? e.message : String(e)})`;

@@ -45,7 +45,13 @@ describe.skipIf(!isRoot())("POST /emails → relay (wrangler dev, mx kind) → p
       tenant: "postfix-e2e",
       // Built once: edits to the source tree during the run must not restart the Worker.
       frozen: true,
-      vars: { DOH_RESOLVER_URL: doh.url, MX_PORT: String(mx.port), EGRESS: "direct", SMARTHOST: "", DEFAULT_TRANSPORT: "smtp" },
+      vars: {
+        DOH_RESOLVER_URL: doh.url,
+        MX_PORT: String(mx.port),
+        EGRESS: "direct",
+        SMARTHOST: "",
+        DEFAULT_TRANSPORT: "smtp",
+      },
     });
   }, 180_000);
 
@@ -65,11 +71,25 @@ describe.skipIf(!isRoot())("POST /emails → relay (wrangler dev, mx kind) → p
     expect(new Set(ids).size).toBe(MESSAGES);
 
     // Postfix: every message accepted, sent (delivered to the Maildir) and removed.
-    const counts = await mx.waitForLog((c) => c.sent + c.deferred + c.bounced >= MESSAGES && c.removed >= MESSAGES, 150_000).catch(async (e: unknown) => {
-      throw new Error(`${e instanceof Error ? e.message : String(e)}; the API says of the first messages: ${await describeSample(relay!, ids)}`);
-    });
+    const counts = await mx
+      .waitForLog((c) => c.sent + c.deferred + c.bounced >= MESSAGES && c.removed >= MESSAGES, 150_000)
+      .catch(async (e: unknown) => {
+        throw new Error(
+          `${e instanceof Error ? e.message : String(e)}; the API says of the first messages: ${await describeSample(relay!, ids)}`,
+        );
+      });
     const deliveredMs = performance.now() - started;
-    expect(counts).toMatchObject({ accepted: MESSAGES, recipients: MESSAGES, received: MESSAGES, sent: MESSAGES, deferred: 0, bounced: 0, expired: 0, rejected: 0, removed: MESSAGES });
+    expect(counts).toMatchObject({
+      accepted: MESSAGES,
+      recipients: MESSAGES,
+      received: MESSAGES,
+      sent: MESSAGES,
+      deferred: 0,
+      bounced: 0,
+      expired: 0,
+      rejected: 0,
+      removed: MESSAGES,
+    });
     expect(counts.problems.filter((p) => /fatal|panic|error/.test(p))).toEqual([]);
     expect(mx.countQueueFiles()).toBe(0);
 

@@ -19,7 +19,9 @@ let key: string;
 beforeAll(async () => {
   key = await newKey("addresses");
   await env.DB.batch([
-    env.DB.prepare("INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('sink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
+    env.DB.prepare("INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('sink', ?)").bind(
+      `[127.0.0.1]:${sink.smtpPort}`,
+    ),
     env.DB.prepare("INSERT OR IGNORE INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'sink.test', 'sink')"),
   ]);
 });
@@ -33,7 +35,10 @@ describe("addresses RFC 5321 and RFC 6531 allow", () => {
     const text = new TextDecoder().decode(Uint8Array.from(atob(m.body), (c) => c.charCodeAt(0)));
     expect(text).toMatch(/^To: "a\.\.b"@sink\.test, josé@sink\.test\r$/m);
     const rs = await recipientsWhen(key, id, (r) => r.status === "delivered" || r.status === "bounced", "outcomes");
-    expect(rs.map((r) => [r.email, r.status])).toEqual([['"a..b"@sink.test', "bounced"], ["josé@sink.test", "delivered"]]);
+    expect(rs.map((r) => [r.email, r.status])).toEqual([
+      ['"a..b"@sink.test', "bounced"],
+      ["josé@sink.test", "delivered"],
+    ]);
     // smtp-server's refusal of the quoted form itself (the relay sent it: nothing refused it before).
     expect(rs[0]!.last_response).toMatchObject({ code: 501, enhanced: "5.1.3", mx: "127.0.0.1" });
   });

@@ -17,8 +17,13 @@ beforeAll(async () => {
   key = await newKey("acme");
   other = await newKey("globex");
   await env.DB.batch([
-    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('ctl', ?), ('ctlrefused', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`, `[127.0.0.1]:${sink.closedPort}`),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'ctl-a.test', 'ctl'), (NULL, 'ctl-b.test', 'ctl'), (NULL, 'ctl-move.test', 'ctlrefused')"),
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('ctl', ?), ('ctlrefused', ?)").bind(
+      `[127.0.0.1]:${sink.smtpPort}`,
+      `[127.0.0.1]:${sink.closedPort}`,
+    ),
+    env.DB.prepare(
+      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'ctl-a.test', 'ctl'), (NULL, 'ctl-b.test', 'ctl'), (NULL, 'ctl-move.test', 'ctlrefused')",
+    ),
   ]);
 });
 
@@ -28,7 +33,11 @@ async function send(to: string[], extra: Record<string, unknown> = {}): Promise<
   return (await res.json<{ id: string }>()).id;
 }
 
-const suspend = (on: boolean) => env.TRANSPORT_QUEUE.getByName("ctl").setPolicy("transport:ctl", on ? { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 } : null);
+const suspend = (on: boolean) =>
+  env.TRANSPORT_QUEUE.getByName("ctl").setPolicy(
+    "transport:ctl",
+    on ? { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 } : null,
+  );
 const atSink = async (rcpt: string) => (await caught(sink.httpPort)).filter((m) => m.rcptTo.includes(rcpt)).length;
 const post = (k: string, path: string, body?: unknown) => callWithKey(k, "POST", path, body);
 
@@ -74,10 +83,20 @@ describe("cancel", () => {
     const res = await post(key, `/relay/messages/${id}/cancel`);
     expect(await res.json()).toEqual({ object: "email", id, action: "cancel", recipients: 2 });
     expect((await getEmail(key, id)).body.recipients.map((r) => r.status)).toEqual(["cancelled", "cancelled"]);
-    const events = await eventually(async () => {
-      const rows = (await env.DB.prepare("SELECT recipient FROM event_log WHERE email_id = ? AND type = 'email.canceled' AND data IS NOT NULL ORDER BY recipient").bind(id).all<{ recipient: string }>()).results;
-      return rows.length === 2 ? rows : undefined;
-    }, 5000, "two email.canceled events in D1");
+    const events = await eventually(
+      async () => {
+        const rows = (
+          await env.DB.prepare(
+            "SELECT recipient FROM event_log WHERE email_id = ? AND type = 'email.canceled' AND data IS NOT NULL ORDER BY recipient",
+          )
+            .bind(id)
+            .all<{ recipient: string }>()
+        ).results;
+        return rows.length === 2 ? rows : undefined;
+      },
+      5000,
+      "two email.canceled events in D1",
+    );
     expect(events.map((e) => e.recipient)).toEqual(["c-1@ctl-a.test", "c-2@ctl-b.test"]);
     await suspend(false);
     await new Promise((r) => setTimeout(r, 1500));
@@ -91,7 +110,16 @@ describe("cancel", () => {
     const b = await send(["d-3@ctl-a.test"]);
     for (const id of [a, b]) await recipientsWhen(key, id, (r) => r.status === "ready", "admitted");
     // The filter reads the D1 index.
-    await eventually(async () => ((await env.DB.prepare("SELECT count(*) AS n FROM recipients WHERE message_id IN (?, ?) AND status = 'ready'").bind(a, b).first<{ n: number }>())!.n === 3 ? true : undefined), 5000, "the index");
+    await eventually(
+      async () =>
+        (await env.DB.prepare("SELECT count(*) AS n FROM recipients WHERE message_id IN (?, ?) AND status = 'ready'")
+          .bind(a, b)
+          .first<{ n: number }>())!.n === 3
+          ? true
+          : undefined,
+      5000,
+      "the index",
+    );
     const res = await post(key, "/relay/messages/cancel", { domain: "CTL-A.test" });
     expect(await res.json()).toEqual({ object: "cancellation", messages: 2, recipients: 2, has_more: false });
     await suspend(false);

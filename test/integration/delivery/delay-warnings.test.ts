@@ -25,24 +25,36 @@ const N = 24;
 beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
-    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('warnq', ?), ('warnsink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`, `[127.0.0.1]:${sink.smtpPort}`),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'warn-rcpt.test', 'warnq'), (NULL, 'warn-sender.test', 'warnsink')"),
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('warnq', ?), ('warnsink', ?)").bind(
+      `[127.0.0.1]:${sink.smtpPort}`,
+      `[127.0.0.1]:${sink.smtpPort}`,
+    ),
+    env.DB.prepare(
+      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'warn-rcpt.test', 'warnq'), (NULL, 'warn-sender.test', 'warnsink')",
+    ),
   ]);
 });
 
-const suspend = (on: boolean) => env.TRANSPORT_QUEUE.getByName("warnq").setPolicy("transport:warnq", on ? { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 } : null);
+const suspend = (on: boolean) =>
+  env.TRANSPORT_QUEUE.getByName("warnq").setPolicy(
+    "transport:warnq",
+    on ? { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 } : null,
+  );
 
 describe("delay warnings", () => {
   it("go to each Outbox shard in one request, and every sender gets its `delayed` notice", async () => {
     await suspend(true);
     // An Idempotency-Key picks the shard by its hash (an isolate otherwise keeps to one shard).
-    const ids = await Promise.all(Array.from({ length: N }, async (_, i) => {
-      const body = email({ from: `Owner <${owner}>`, to: [`w-${i}@warn-rcpt.test`], subject: `slow ${i}` });
-      const res = await callWithKey(key, "POST", "/emails", body, { "Idempotency-Key": `${owner}-${i}` });
-      expect(res.status).toBe(200);
-      return (await res.json<{ id: string }>()).id;
-    }));
-    for (const id of ids) await recipientsWhen(key, id, (r) => r.status === "ready", "waiting in the suspended transport");
+    const ids = await Promise.all(
+      Array.from({ length: N }, async (_, i) => {
+        const body = email({ from: `Owner <${owner}>`, to: [`w-${i}@warn-rcpt.test`], subject: `slow ${i}` });
+        const res = await callWithKey(key, "POST", "/emails", body, { "Idempotency-Key": `${owner}-${i}` });
+        expect(res.status).toBe(200);
+        return (await res.json<{ id: string }>()).id;
+      }),
+    );
+    for (const id of ids)
+      await recipientsWhen(key, id, (r) => r.status === "ready", "waiting in the suspended transport");
 
     // The Outbox requests, by shard (a stand-in for env.OUTBOX that passes every call on).
     const calls: { name: string; ids: string[] }[] = [];
@@ -65,8 +77,12 @@ describe("delay warnings", () => {
       // Each message's attempt as the core names it (`<id>` or `<id>#<n>`).
       const effects: Effect[] = ids.map((id) => ({
         kind: "message-deferred",
-        messageId: sql.exec<{ core_id: string }>("SELECT core_id FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$'", id).one().core_id,
-        nextAttemptAt: Math.floor(Date.now() / 1000) + 60, warn: true, warnTime: -1,
+        messageId: sql
+          .exec<{ core_id: string }>("SELECT core_id FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$'", id)
+          .one().core_id,
+        nextAttemptAt: Math.floor(Date.now() / 1000) + 60,
+        warn: true,
+        warnTime: -1,
       }));
       const notes = new OutboxNotes();
       notes.collect(sql, effects, 5 * 86_400);
@@ -79,10 +95,14 @@ describe("delay warnings", () => {
     for (const c of calls) expect(new Set(c.ids.map(shardOf)).size).toBe(1);
     expect(calls.flatMap((c) => c.ids).sort()).toEqual([...ids].sort());
 
-    const notices = await eventually(async () => {
-      const got = (await caught(sink.httpPort)).filter((m) => m.rcptTo.includes(owner));
-      return got.length >= N ? got : undefined;
-    }, 20_000, `${N} delayed notices at the sink`);
+    const notices = await eventually(
+      async () => {
+        const got = (await caught(sink.httpPort)).filter((m) => m.rcptTo.includes(owner));
+        return got.length >= N ? got : undefined;
+      },
+      20_000,
+      `${N} delayed notices at the sink`,
+    );
     expect(notices).toHaveLength(N);
     const texts = notices.map((m) => atob(m.body));
     for (const m of notices) expect(m.mailFrom).toBe("");
@@ -91,7 +111,8 @@ describe("delay warnings", () => {
 
     // The originals were only waiting: they are delivered once the transport opens.
     await suspend(false);
-    for (const id of ids) await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered once the transport opens", 20_000);
+    for (const id of ids)
+      await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered once the transport opens", 20_000);
   });
 
   it("lets the queues settle", async () => {

@@ -18,8 +18,13 @@ let key: string;
 beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
-    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('dsink', ?), ('drefused', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`, `[127.0.0.1]:${sink.closedPort}`),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'dsink.test', 'dsink'), (NULL, 'drefused.test', 'drefused')"),
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('dsink', ?), ('drefused', ?)").bind(
+      `[127.0.0.1]:${sink.smtpPort}`,
+      `[127.0.0.1]:${sink.closedPort}`,
+    ),
+    env.DB.prepare(
+      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'dsink.test', 'dsink'), (NULL, 'drefused.test', 'drefused')",
+    ),
   ]);
 });
 
@@ -34,10 +39,14 @@ describe("the Destination DO is the authority on the window and dead state", () 
     const ids = await Promise.all([1, 2, 3].map((n) => send([`a${n}@dsink.test`])));
     for (const id of ids) await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered");
     const name = destinationName("dsink", `[127.0.0.1]:${sink.smtpPort}`);
-    const got = await eventually(async () => {
-      const g = await env.DESTINATION_QUEUE.getByName(name).get();
-      return g.history.length >= 3 ? g : undefined;
-    }, 5000, "three history events");
+    const got = await eventually(
+      async () => {
+        const g = await env.DESTINATION_QUEUE.getByName(name).get();
+        return g.history.length >= 3 ? g : undefined;
+      },
+      5000,
+      "three history events",
+    );
     expect(got.record).toMatchObject({ transport: "dsink", deadUntil: 0 });
     expect(got.history.every((e) => e.kind === "success")).toBe(true);
   });
@@ -48,10 +57,14 @@ describe("the Destination DO is the authority on the window and dead state", () 
     for (const id of ids) await recipientsWhen(key, id, (r) => r.status === "deferred", "deferred", 30_000);
     const queue = `[127.0.0.1]:${sink.closedPort}`;
     const stub = env.DESTINATION_QUEUE.getByName(destinationName("drefused", queue));
-    const dead = await eventually(async () => {
-      const g = await stub.get();
-      return g.record && g.record.deadUntil > 0 ? g : undefined;
-    }, 30_000, "the destination's DO to declare it dead");
+    const dead = await eventually(
+      async () => {
+        const g = await stub.get();
+        return g.record && g.record.deadUntil > 0 ? g : undefined;
+      },
+      30_000,
+      "the destination's DO to declare it dead",
+    );
     expect(dead.history.some((e) => e.kind === "site_failure" && e.outcome === "died")).toBe(true);
     const view = await env.TRANSPORT_QUEUE.getByName("drefused").inspect();
     const d = view.destinations.find((x) => x.queue === queue);
@@ -70,7 +83,11 @@ describe("the Destination DO is the authority on the window and dead state", () 
     const first = await send(["v1@dsink.test"]);
     await recipientsWhen(key, first, (r) => r.status === "delivered", "delivered", 30_000);
     // Its report has reached the DO and its answer the Transport DO (so it cannot undo ours).
-    await eventually(async () => ((await dest.get()).history.length > seen ? true : undefined), 5000, "the report at the DO");
+    await eventually(
+      async () => ((await dest.get()).history.length > seen ? true : undefined),
+      5000,
+      "the report at the DO",
+    );
     const until = Math.floor(Date.now() / 1000) + 3;
     const applied = await t.verdict(queue, { window: 0, deadUntil: until, reason: "4.4.1 test verdict" });
     expect(applied).toBe(true);
@@ -89,15 +106,22 @@ describe("operator RPCs of the Transport DO", () => {
     const until = Math.floor(Date.now() / 1000) + 600;
     await t.setPolicy(`dest:dsink/${queue}`, { suspendedUntil: until });
     const id = await send(["s1@dsink.test", "s2@dsink.test"]);
-    const view = await eventually(async () => {
-      const v = await t.inspect();
-      return v.qshape[0]!.total >= 2 ? v : undefined;
-    }, 5000, "the recipients in core");
+    const view = await eventually(
+      async () => {
+        const v = await t.inspect();
+        return v.qshape[0]!.total >= 2 ? v : undefined;
+      },
+      5000,
+      "the recipients in core",
+    );
     expect(view.transport).toBe("dsink");
     expect(view.policies).toContainEqual({ key: `dest:dsink/${queue}`, rule: { suspendedUntil: until } });
     expect(view.qshape.find((r) => r.destination === queue)?.total).toBe(2);
     // GET /emails/:id explains the wait, with the suspension's end.
-    const shown = (await getEmail(key, id)).body.recipients as unknown as { blocked_by: string; blocked_until: string | null }[];
+    const shown = (await getEmail(key, id)).body.recipients as unknown as {
+      blocked_by: string;
+      blocked_until: string | null;
+    }[];
     expect(shown.map((r) => r.blocked_by)).toEqual(["suspended", "suspended"]);
     expect(shown[0]!.blocked_until).toBe(new Date(until * 1000).toISOString());
     const before = (await sinkMessages(sink.httpPort)).length;

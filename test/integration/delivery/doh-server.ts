@@ -28,12 +28,21 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
-type Answer = { Status: number; Answer?: { name: string; type: number; TTL: number; data: string }[]; Authority?: { name: string; type: number; TTL: number; data: string }[] };
+type Answer = {
+  Status: number;
+  Answer?: { name: string; type: number; TTL: number; data: string }[];
+  Authority?: { name: string; type: number; TTL: number; data: string }[];
+};
 
 const MX = 15;
 const SOA = 6;
-const soa = (zone: string) => [{ name: `${zone}.`, type: SOA, TTL: 60, data: `ns.${zone}. hostmaster.${zone}. 1 3600 600 86400 60` }];
-const mx = (name: string, records: [number, string][]): Answer => ({ Status: 0, Answer: records.map(([pref, host]) => ({ name: `${name}.`, type: MX, TTL: 300, data: `${pref} ${host}` })) });
+const soa = (zone: string) => [
+  { name: `${zone}.`, type: SOA, TTL: 60, data: `ns.${zone}. hostmaster.${zone}. 1 3600 600 86400 60` },
+];
+const mx = (name: string, records: [number, string][]): Answer => ({
+  Status: 0,
+  Answer: records.map(([pref, host]) => ({ name: `${name}.`, type: MX, TTL: 300, data: `${pref} ${host}` })),
+});
 
 /** How long the slow names take to answer, in ms (under the client's 5 s timeout). */
 export const SLOW_MS = 1_500;
@@ -42,8 +51,14 @@ export const LONG_SLOW_MS = 4_000;
 
 const FIXTURES: Record<string, Answer | { slowMs: number }> = {
   "mx-one.test/MX": mx("mx-one.test", [[10, "localhost."]]),
-  "mx-two.test/MX": mx("mx-two.test", [[10, "127.0.0.2."], [20, "localhost."]]),
-  "mx-greet.test/MX": mx("mx-greet.test", [[10, "127.0.0.3."], [20, "localhost."]]),
+  "mx-two.test/MX": mx("mx-two.test", [
+    [10, "127.0.0.2."],
+    [20, "localhost."],
+  ]),
+  "mx-greet.test/MX": mx("mx-greet.test", [
+    [10, "127.0.0.3."],
+    [20, "localhost."],
+  ]),
   "loopback-mx.test/MX": mx("loopback-mx.test", [[10, "127.0.0.1."]]),
   "null-mx.test/MX": mx("null-mx.test", [[0, "."]]),
   "nx.test/MX": { Status: 3, Authority: soa("test") },
@@ -73,8 +88,13 @@ function publish(req: IncomingMessage, res: ServerResponse, added: Map<string, A
     const name = r.name.toLowerCase().replace(/\.$/, "");
     const type = r.type === "TXT" ? TXT : MX;
     // Long TXT texts are split into strings of at most 255 characters, as DNS carries them.
-    const data = r.data.map((d) => (r.type === "TXT" ? (d.match(/.{1,255}/g) ?? [""]).map((x) => `"${x}"`).join(" ") : d));
-    added.set(`${name}/${r.type}`, { Status: 0, Answer: data.map((d) => ({ name: `${name}.`, type, TTL: 60, data: d })) });
+    const data = r.data.map((d) =>
+      r.type === "TXT" ? (d.match(/.{1,255}/g) ?? [""]).map((x) => `"${x}"`).join(" ") : d,
+    );
+    added.set(`${name}/${r.type}`, {
+      Status: 0,
+      Answer: data.map((d) => ({ name: `${name}.`, type, TTL: 60, data: d })),
+    });
     res.writeHead(204).end();
   });
 }
@@ -82,8 +102,15 @@ function publish(req: IncomingMessage, res: ServerResponse, added: Map<string, A
 /** Answers for names the fixtures do not hold (the mail world's), or undefined. */
 export type ExtraAnswers = (name: string, type: string) => Answer | undefined;
 
-function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, number>, timers: Set<NodeJS.Timeout>, logs: Logs,
-  added: Map<string, Answer>, world?: ExtraAnswers): void {
+function answer(
+  req: IncomingMessage,
+  res: ServerResponse,
+  counts: Map<string, number>,
+  timers: Set<NodeJS.Timeout>,
+  logs: Logs,
+  added: Map<string, Answer>,
+  world?: ExtraAnswers,
+): void {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
   if (req.method === "POST" && url.pathname === "/records") return publish(req, res, added);
   if (url.pathname === "/queries") {
@@ -94,8 +121,11 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
   if (log) return void res.writeHead(200, { "content-type": "text/plain" }).end(log());
   const key = `${(url.searchParams.get("name") ?? "").toLowerCase().replace(/\.$/, "")}/${url.searchParams.get("type") ?? ""}`;
   counts.set(key, (counts.get(key) ?? 0) + 1);
-  const fixture = added.get(key) ?? FIXTURES[key] ?? world?.(url.searchParams.get("name") ?? "", url.searchParams.get("type") ?? "") ?? { Status: 2 };
-  const reply = (body: Answer) => res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
+  const fixture = added.get(key) ??
+    FIXTURES[key] ??
+    world?.(url.searchParams.get("name") ?? "", url.searchParams.get("type") ?? "") ?? { Status: 2 };
+  const reply = (body: Answer) =>
+    res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   if (!("slowMs" in fixture)) return void reply(fixture);
   const timer = setTimeout(() => {
     timers.delete(timer);
@@ -108,7 +138,11 @@ function answer(req: IncomingMessage, res: ServerResponse, counts: Map<string, n
  * Starts the resolver on 127.0.0.1, port 0; `extra` answers besides the fixtures (the MTA-STS
  * world's, sts-world.ts), `world` the names of a mail world (bench/world/doh.ts).
  */
-export function startDohServer(logs: Logs = {}, extra: Record<string, Answer> = {}, world?: ExtraAnswers): Promise<DohServer> {
+export function startDohServer(
+  logs: Logs = {},
+  extra: Record<string, Answer> = {},
+  world?: ExtraAnswers,
+): Promise<DohServer> {
   const counts = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
   const added = new Map<string, Answer>(Object.entries(extra));
@@ -119,11 +153,12 @@ export function startDohServer(logs: Logs = {}, extra: Record<string, Answer> = 
       const { port } = server.address() as AddressInfo;
       resolve({
         url: `http://127.0.0.1:${port}/dns-query`,
-        close: () => new Promise<void>((done) => {
-          for (const t of timers) clearTimeout(t);
-          server.closeAllConnections();
-          server.close(() => done());
-        }),
+        close: () =>
+          new Promise<void>((done) => {
+            for (const t of timers) clearTimeout(t);
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
       });
     });
   });

@@ -16,7 +16,9 @@ beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('dsnsink', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'dsn-rcpt.test', 'dsnsink'), (NULL, 'dsn-sender.test', 'dsnsink')"),
+    env.DB.prepare(
+      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'dsn-rcpt.test', 'dsnsink'), (NULL, 'dsn-sender.test', 'dsnsink')",
+    ),
   ]);
 });
 
@@ -30,9 +32,17 @@ const decode = (b64: string) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0
 
 describe("bounce notices", () => {
   it("a 5xx bounce sends a multipart/report DSN with the null sender to the envelope sender", async () => {
-    const id = await send("Sender <owner@dsn-sender.test>", ["reject-ann@dsn-rcpt.test", "bob@dsn-rcpt.test"], "Original subject");
+    const id = await send(
+      "Sender <owner@dsn-sender.test>",
+      ["reject-ann@dsn-rcpt.test", "bob@dsn-rcpt.test"],
+      "Original subject",
+    );
     await recipientsWhen(key, id, (r) => r.status === "bounced" || r.status === "delivered", "final");
-    const notice = await eventually(async () => (await caught(sink.httpPort)).find((m) => m.rcptTo.includes("owner@dsn-sender.test")), 15_000, "the DSN at the sink");
+    const notice = await eventually(
+      async () => (await caught(sink.httpPort)).find((m) => m.rcptTo.includes("owner@dsn-sender.test")),
+      15_000,
+      "the DSN at the sink",
+    );
     expect(notice.mailFrom).toBe("");
     const raw = new TextDecoder().decode(decode(notice.body));
     expect(raw).toMatch(/^Content-Type: multipart\/report;[\s\S]*report-type=delivery-status/im);
@@ -53,14 +63,24 @@ describe("bounce notices", () => {
     const id = await send("reject-owner@dsn-sender.test", ["reject-x@dsn-rcpt.test"], "Bounce loop");
     await recipientsWhen(key, id, (r) => r.status === "bounced", "bounced");
     // The notice goes to reject-owner@…, which bounces it; a notice has the null sender, so nothing follows.
-    await eventually(async () => {
-      const row = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE from_addr LIKE 'MAILER-DAEMON@%' AND to_json LIKE '%reject-owner@dsn-sender.test%'").first<{ n: number }>();
-      return (row?.n ?? 0) >= 1 ? true : undefined;
-    }, 15_000, "the notice in the index");
-    const noticeId = (await env.DB.prepare("SELECT id FROM messages WHERE to_json LIKE '%reject-owner@dsn-sender.test%'").first<{ id: string }>())!.id;
+    await eventually(
+      async () => {
+        const row = await env.DB.prepare(
+          "SELECT count(*) AS n FROM messages WHERE from_addr LIKE 'MAILER-DAEMON@%' AND to_json LIKE '%reject-owner@dsn-sender.test%'",
+        ).first<{ n: number }>();
+        return (row?.n ?? 0) >= 1 ? true : undefined;
+      },
+      15_000,
+      "the notice in the index",
+    );
+    const noticeId = (await env.DB.prepare(
+      "SELECT id FROM messages WHERE to_json LIKE '%reject-owner@dsn-sender.test%'",
+    ).first<{ id: string }>())!.id;
     await recipientsWhen(key, noticeId, (r) => r.status === "bounced", "the notice bounced");
     await new Promise((r) => setTimeout(r, 1500));
-    const mine = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE from_addr LIKE 'MAILER-DAEMON@%' AND to_json LIKE '%reject-owner@%'").first<{ n: number }>();
+    const mine = await env.DB.prepare(
+      "SELECT count(*) AS n FROM messages WHERE from_addr LIKE 'MAILER-DAEMON@%' AND to_json LIKE '%reject-owner@%'",
+    ).first<{ n: number }>();
     // Exactly one notice for the original, none for the notice that bounced.
     expect(mine?.n).toBe(1);
   });

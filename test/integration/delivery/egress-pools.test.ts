@@ -26,10 +26,18 @@ async function send(tenant: string, to: string): Promise<string> {
   return (await res.json<{ id: string }>()).id;
 }
 
-const gate = (name: string, up: boolean) => fetch(`${gates.controlUrl}/${name}/${up ? "up" : "down"}`, { method: "POST" });
-const gateStats = async () => (await fetch(gates.controlUrl)).json<Record<string, { up: boolean; connections: number }>>();
-const events = async (egress: string) => (await env.DB.prepare("SELECT kind FROM egress_events WHERE egress = ? ORDER BY id").bind(egress).all<{ kind: string }>()).results.map((r) => r.kind);
-const delivered = (tenant: string, id: string) => recipientsWhen(keys[tenant]!, id, (r) => r.status === "delivered", "delivered", 15_000);
+const gate = (name: string, up: boolean) =>
+  fetch(`${gates.controlUrl}/${name}/${up ? "up" : "down"}`, { method: "POST" });
+const gateStats = async () =>
+  (await fetch(gates.controlUrl)).json<Record<string, { up: boolean; connections: number }>>();
+const events = async (egress: string) =>
+  (
+    await env.DB.prepare("SELECT kind FROM egress_events WHERE egress = ? ORDER BY id")
+      .bind(egress)
+      .all<{ kind: string }>()
+  ).results.map((r) => r.kind);
+const delivered = (tenant: string, id: string) =>
+  recipientsWhen(keys[tenant]!, id, (r) => r.status === "delivered", "delivered", 15_000);
 const danteLog = async () => (await fetch(doh.url.replace("/dns-query", "/log/socks"))).text();
 const g1 = `127.0.0.1:${gates.ports.g1}`;
 const g2 = `127.0.0.1:${gates.ports.g2}`;
@@ -38,13 +46,23 @@ describe("every kind of egress", () => {
   it("a SOCKS5 bridge (through the gate to Dante), a smarthost, Email Service and direct each deliver their pool's mail", async () => {
     const before = (await gateStats()).g1!.connections;
     const [viaSocks, viaSmarthost, viaCf, viaDirect] = await Promise.all([
-      send("failover", "s1@mx-one.test"), send("smarthost", "s2@mx-one.test"), send("cf", "s3@mx-one.test"), send("direct", "s4@mx-one.test"),
+      send("failover", "s1@mx-one.test"),
+      send("smarthost", "s2@mx-one.test"),
+      send("cf", "s3@mx-one.test"),
+      send("direct", "s4@mx-one.test"),
     ]);
     expect((await delivered("failover", viaSocks))[0]!.last_response).toMatchObject({ code: 250, mx: "localhost" });
     expect((await gateStats()).g1!.connections).toBeGreaterThan(before);
     expect(await danteLog()).toMatch(/pass\(1\): tcp\/connect/);
-    expect((await delivered("smarthost", viaSmarthost))[0]!.last_response).toMatchObject({ code: 250, mx: "127.0.0.1" });
-    expect((await delivered("cf", viaCf))[0]!.last_response).toMatchObject({ code: 250, mx: "email-service.cloudflare", text: expect.stringMatching(/^accepted by Cloudflare Email Service/) });
+    expect((await delivered("smarthost", viaSmarthost))[0]!.last_response).toMatchObject({
+      code: 250,
+      mx: "127.0.0.1",
+    });
+    expect((await delivered("cf", viaCf))[0]!.last_response).toMatchObject({
+      code: 250,
+      mx: "email-service.cloudflare",
+      text: expect.stringMatching(/^accepted by Cloudflare Email Service/),
+    });
     expect((await delivered("direct", viaDirect))[0]!.last_response).toMatchObject({ code: 250, mx: "localhost" });
   });
 });
@@ -57,7 +75,11 @@ describe("failover", () => {
       const id = await send("failover", to);
       expect((await delivered("failover", id))[0]!.attempts).toBe(1);
     }
-    await eventually(async () => ((await events(g1)).includes("suspended") ? true : undefined), 5_000, "a suspension event");
+    await eventually(
+      async () => ((await events(g1)).includes("suspended") ? true : undefined),
+      5_000,
+      "a suspension event",
+    );
     expect(await events(g1)).toEqual(["failover", "failover", "suspended"]);
     // Suspended: the next delivery does not even try the gate.
     const tried = (await gateStats()).g1!.connections;
@@ -69,26 +91,52 @@ describe("failover", () => {
     await delivered("failover", await send("failover", "f4@mx-one.test"));
     expect((await gateStats()).g1!.connections).toBeGreaterThan(tried);
     await eventually(async () => ((await events(g1)).includes("resumed") ? true : undefined), 5_000, "a resumed event");
-    const health = await env.DB.prepare("SELECT health FROM egress_health WHERE egress = ?").bind(g1).first<string>("health");
+    const health = await env.DB.prepare("SELECT health FROM egress_health WHERE egress = ?")
+      .bind(g1)
+      .first<string>("health");
     expect(JSON.parse(health!)).toMatchObject({ state: "healthy", strikes: 0 });
     // The operator's view: the pool's members and the events, newest first.
-    const view = await (await callWithKey(await newOperatorKey("egress-operator"), "GET", "/relay/egress")).json<{ pools: { name: string; members: { id: string; state: string }[] }[]; events: { egress: string; kind: string }[] }>();
-    expect(view.pools.find((p) => p.name === "failover")!.members).toEqual([expect.objectContaining({ id: g1, state: "healthy" }), expect.objectContaining({ id: `127.0.0.1:${socks.port}`, state: "healthy" })]);
-    expect(view.events.filter((e) => e.egress === g1).map((e) => e.kind).reverse()).toEqual(["failover", "failover", "suspended", "resumed"]);
+    const view = await (
+      await callWithKey(await newOperatorKey("egress-operator"), "GET", "/relay/egress")
+    ).json<{
+      pools: { name: string; members: { id: string; state: string }[] }[];
+      events: { egress: string; kind: string }[];
+    }>();
+    expect(view.pools.find((p) => p.name === "failover")!.members).toEqual([
+      expect.objectContaining({ id: g1, state: "healthy" }),
+      expect.objectContaining({ id: `127.0.0.1:${socks.port}`, state: "healthy" }),
+    ]);
+    expect(
+      view.events
+        .filter((e) => e.egress === g1)
+        .map((e) => e.kind)
+        .reverse(),
+    ).toEqual(["failover", "failover", "suspended", "resumed"]);
   });
 
   it("a pool with no member left defers with blocked_by egress:<id>, then egress_suspended:<pool>, and delivers once its egress is back", async () => {
     await gate("g2", false);
     const id = await send("solo", "s@loopback-mx.test");
-    const blocked = (label: string) => eventually(async () => {
-      const r = (await getEmail(keys.solo!, id)).body.recipients[0]!;
-      return r.status === "deferred" && r.blocked_by === label ? r : undefined;
-    }, 15_000, `blocked_by ${label}`);
+    const blocked = (label: string) =>
+      eventually(
+        async () => {
+          const r = (await getEmail(keys.solo!, id)).body.recipients[0]!;
+          return r.status === "deferred" && r.blocked_by === label ? r : undefined;
+        },
+        15_000,
+        `blocked_by ${label}`,
+      );
     await blocked(`egress:${g2}`);
     await blocked("egress_suspended:solo");
     expect(await events(g2)).toContain("suspended");
     await gate("g2", true);
-    await recipientsWhen(keys.solo!, id, (r) => r.status === "delivered", "delivered after the egress came back", 20_000);
+    await recipientsWhen(
+      keys.solo!,
+      id,
+      (r) => r.status === "delivered",
+      "delivered after the egress came back",
+      20_000,
+    );
     expect(await events(g2)).toEqual(expect.arrayContaining(["suspended", "resumed"]));
   });
 });

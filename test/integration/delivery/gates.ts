@@ -52,7 +52,8 @@ export async function startGates(names: string[], targetPort: number): Promise<G
   });
   await new Promise<void>((resolve) => control.listen(0, "127.0.0.1", resolve));
   return {
-    ports, controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}/gates`,
+    ports,
+    controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}/gates`,
     close: async () => {
       for (const s of sockets) s.destroy();
       await Promise.all([...servers, control].map((s) => new Promise<void>((r) => s.close(() => r()))));

@@ -42,22 +42,39 @@ beforeAll(async () => {
   ]);
 });
 
-const suppression = async (address: string) => (await (await callWithKey(key, "GET", `/relay/suppressions?address=${address}`)).json<{ data: { reason: string }[] }>()).data[0];
+const suppression = async (address: string) =>
+  (
+    await (
+      await callWithKey(key, "GET", `/relay/suppressions?address=${address}`)
+    ).json<{ data: { reason: string }[] }>()
+  ).data[0];
 
 describe("VERP and mail that comes back", () => {
   const rcpts = ["verp-ann@sink.test", "verp-bob@sink.test", "verp-eve@sink.test"];
   let id: string;
   const verp: Record<string, string> = {};
   let msgid: string;
-  const vars = (rcpt: string, over: Record<string, string> = {}) => ({ TO: verp[rcpt]!, RCPT: rcpt, MSGID: msgid, SUBJECT: "VERP", ...over });
+  const vars = (rcpt: string, over: Record<string, string> = {}) => ({
+    TO: verp[rcpt]!,
+    RCPT: rcpt,
+    MSGID: msgid,
+    SUBJECT: "VERP",
+    ...over,
+  });
 
   it("sends each recipient its own transaction from a signed bounce address on BOUNCE_DOMAIN", async () => {
     id = await send(key, email({ to: rcpts, subject: "VERP" }), BOUNCE_DOMAIN);
     for (const [idx, r] of rcpts.entries()) {
       const m = await arrival(r);
       expect(m.rcptTo).toEqual([r]);
-      expect(m.mailFrom).toMatch(new RegExp(`^bounces\\+${id.replace(/-/g, "")}-${idx}-[0-9a-f]{12}@bounces\\.cohort\\.test$`));
-      expect(await readTokenAddress(await addressTokenKey(env), m.mailFrom)).toEqual({ kind: "bounces", emailId: id, idx });
+      expect(m.mailFrom).toMatch(
+        new RegExp(`^bounces\\+${id.replace(/-/g, "")}-${idx}-[0-9a-f]{12}@bounces\\.cohort\\.test$`),
+      );
+      expect(await readTokenAddress(await addressTokenKey(env), m.mailFrom)).toEqual({
+        kind: "bounces",
+        emailId: id,
+        idx,
+      });
       verp[r] = m.mailFrom;
       msgid = messageIdOf(m);
     }
@@ -67,20 +84,40 @@ describe("VERP and mail that comes back", () => {
   it("a Gmail DSN to ann's VERP address bounces ann only; the same DSN again is a duplicate, counted once", async () => {
     const dsn = filled(gmail, vars(rcpts[0]!));
     expect(await inbound(dsn, verp[rcpts[0]!]!)).toEqual({ kind: "bounce", rejected: null });
-    const rs = await recipientsWhen(key, id, (r) => r.status === (r.email === rcpts[0] ? "bounced" : "delivered"), "ann bounced, the others delivered");
+    const rs = await recipientsWhen(
+      key,
+      id,
+      (r) => r.status === (r.email === rcpts[0] ? "bounced" : "delivered"),
+      "ann bounced, the others delivered",
+    );
     expect(rs.find((r) => r.email === rcpts[0])!.last_response).toMatchObject({ code: 550, enhanced: "5.1.1" });
-    await eventually(async () => ((await events(id, rcpts[0]!)).includes("email.bounced") ? true : undefined), 10_000, "email.bounced indexed");
-    expect((await events(id, rcpts[0]!)).filter((t) => t !== "email.sent")).toEqual(["email.delivered", "email.bounced"]);
-    expect(await eventually(() => suppression(rcpts[0]!), 10_000, "the suppression")).toMatchObject({ reason: "bounce:invalid_recipient" });
+    await eventually(
+      async () => ((await events(id, rcpts[0]!)).includes("email.bounced") ? true : undefined),
+      10_000,
+      "email.bounced indexed",
+    );
+    expect((await events(id, rcpts[0]!)).filter((t) => t !== "email.sent")).toEqual([
+      "email.delivered",
+      "email.bounced",
+    ]);
+    expect(await eventually(() => suppression(rcpts[0]!), 10_000, "the suppression")).toMatchObject({
+      reason: "bounce:invalid_recipient",
+    });
     expect(await inbound(dsn, verp[rcpts[0]!]!)).toEqual({ kind: "duplicate", rejected: null });
     await new Promise((r) => setTimeout(r, 500));
     expect((await events(id, rcpts[0]!)).filter((t) => t === "email.bounced")).toHaveLength(1);
   });
 
   it("a DSN to bob's VERP address naming eve (a co-recipient's forgery) changes nothing, and the operator sees the mismatch", async () => {
-    const forged = filled(gmail, vars(rcpts[2]!, { TO: verp[rcpts[1]!]! })).replace("<5f1a2b3c.gmail-bounce@mx.google.com>", "<forged-1@example.org>");
+    const forged = filled(gmail, vars(rcpts[2]!, { TO: verp[rcpts[1]!]! })).replace(
+      "<5f1a2b3c.gmail-bounce@mx.google.com>",
+      "<forged-1@example.org>",
+    );
     expect(await inbound(forged, verp[rcpts[1]!]!)).toEqual({ kind: "bounce_mismatch", rejected: null });
-    expect(await storedReport("<forged-1@example.org>")).toMatchObject({ verdict: "mismatch", detail: { recipients: [{ verdict: "mismatch" }] } });
+    expect(await storedReport("<forged-1@example.org>")).toMatchObject({
+      verdict: "mismatch",
+      detail: { recipients: [{ verdict: "mismatch" }] },
+    });
     await new Promise((r) => setTimeout(r, 500));
     const rs = (await getEmail(key, id)).body.recipients;
     expect(rs.filter((r) => r.email !== rcpts[0]).map((r) => r.status)).toEqual(["delivered", "delivered"]);
@@ -90,16 +127,33 @@ describe("VERP and mail that comes back", () => {
   it("a delay notice publishes email.delivery_delayed with the MTA's text; automatic replies, marked or not, change nothing and are never refused", async () => {
     const bob = rcpts[1]!;
     expect(await inbound(filled(delay, vars(bob)), verp[bob]!)).toEqual({ kind: "delay", rejected: null });
-    const late = await eventually(async () => (await envelopes(id, bob)).find((e) => e.type === "email.delivery_delayed"), 10_000, "email.delivery_delayed");
-    expect(late.data).toMatchObject({ delivery: { enhanced_code: "4.4.1", response: expect.stringMatching(/^connect to inner\.example\.net\[192\.0\.2\.7\]:25: Connection timed out$/) } });
-    const after = (await getEmail(key, id)).body.recipients.find((r) => r.email === bob) as unknown as { status: string; last_response: { enhanced: string } };
+    const late = await eventually(
+      async () => (await envelopes(id, bob)).find((e) => e.type === "email.delivery_delayed"),
+      10_000,
+      "email.delivery_delayed",
+    );
+    expect(late.data).toMatchObject({
+      delivery: {
+        enhanced_code: "4.4.1",
+        response: expect.stringMatching(/^connect to inner\.example\.net\[192\.0\.2\.7\]:25: Connection timed out$/),
+      },
+    });
+    const after = (await getEmail(key, id)).body.recipients.find((r) => r.email === bob) as unknown as {
+      status: string;
+      last_response: { enhanced: string };
+    };
     expect(after).toMatchObject({ status: "delivered", last_response: { enhanced: "4.4.1" } });
     for (const reply of [ooo, vacationDefault, vacationGraces, replyRe]) {
       expect(await inbound(filled(reply, vars(bob)), verp[bob]!, bob)).toEqual({ kind: "auto_reply", rejected: null });
     }
     expect((await getEmail(key, id)).body.recipients.find((r) => r.email === bob)!.status).toBe("delivered");
     expect(await inbound(filled(yahoo, vars(bob)), verp[bob]!)).toEqual({ kind: "bounce", rejected: null });
-    const rs = await recipientsWhen(key, id, (r) => r.status === (r.email === rcpts[2] ? "delivered" : "bounced"), "bob bounced");
+    const rs = await recipientsWhen(
+      key,
+      id,
+      (r) => r.status === (r.email === rcpts[2] ? "delivered" : "bounced"),
+      "bob bounced",
+    );
     expect(rs.find((r) => r.email === bob)!.last_response).toMatchObject({ code: 554, enhanced: "5.0.0" });
   });
 
@@ -116,25 +170,49 @@ describe("VERP and mail that comes back", () => {
     const rs = await recipientsWhen(key, eid, (r) => r.status !== "delivered", "all three reported");
     const by = new Map(rs.map((r) => [r.email, r]));
     expect(by.get(to[0]!)).toMatchObject({ status: "bounced", last_response: { code: 550, enhanced: "5.1.1" } });
-    expect(by.get(to[1]!)).toMatchObject({ status: "bounced", last_response: { code: 550, enhanced: "5.0.0", text: "Unrouteable address" } });
+    expect(by.get(to[1]!)).toMatchObject({
+      status: "bounced",
+      last_response: { code: 550, enhanced: "5.0.0", text: "Unrouteable address" },
+    });
     expect(by.get(to[2]!)).toMatchObject({ status: "expired", last_response: { code: 451, enhanced: "4.7.1" } });
-    const classOf = async (r: string, type: string) => (await eventually(async () => (await envelopes(eid, r)).find((e) => e.type === type), 10_000, `${type} of ${r}`)).data;
-    expect(await classOf(to[0]!, "email.bounced")).toMatchObject({ classification: "invalid_recipient", bounce: { type: "Permanent", subType: "invalid_recipient" } });
+    const classOf = async (r: string, type: string) =>
+      (await eventually(async () => (await envelopes(eid, r)).find((e) => e.type === type), 10_000, `${type} of ${r}`))
+        .data;
+    expect(await classOf(to[0]!, "email.bounced")).toMatchObject({
+      classification: "invalid_recipient",
+      bounce: { type: "Permanent", subType: "invalid_recipient" },
+    });
     expect(await classOf(to[1]!, "email.bounced")).toMatchObject({ classification: "bad_domain" });
-    expect(await classOf(to[2]!, "email.failed")).toMatchObject({ classification: "expired", failed: { reason: "expired" } });
-    expect(await eventually(() => suppression(to[1]!), 10_000, "the bad domain's suppression")).toMatchObject({ reason: "bounce:bad_domain" });
+    expect(await classOf(to[2]!, "email.failed")).toMatchObject({
+      classification: "expired",
+      failed: { reason: "expired" },
+    });
+    expect(await eventually(() => suppression(to[1]!), 10_000, "the bad domain's suppression")).toMatchObject({
+      reason: "bounce:bad_domain",
+    });
     expect(await suppression(to[2]!)).toBeUndefined();
   });
 
   it("GET /relay/inbound counts what came back by day and kind, GET /relay/inbound/reports lists the verdicts (operator only)", async () => {
     const res = await callWithKey(operator, "GET", "/relay/inbound?days=1");
     expect(res.status).toBe(200);
-    const body = await res.json<{ totals: Record<string, number>; days: { day: string; counts: Record<string, number> }[] }>();
+    const body = await res.json<{
+      totals: Record<string, number>;
+      days: { day: string; counts: Record<string, number> }[];
+    }>();
     expect(body.totals).toEqual({ bounce: 4, duplicate: 1, bounce_mismatch: 1, delay: 1, auto_reply: 4, expired: 1 });
     expect(body.days).toEqual([{ day: new Date().toISOString().slice(0, 10), counts: body.totals }]);
     expect((await callWithKey(key, "GET", "/relay/inbound")).status).toBe(403);
-    const list = await (await callWithKey(operator, "GET", "/relay/inbound/reports?verdict=mismatch")).json<{ data: { verdict: string; envelope_to: string; raw: string }[] }>();
-    expect(list.data).toEqual([expect.objectContaining({ verdict: "mismatch", envelope_to: verp[rcpts[1]!], raw: expect.stringContaining("<forged-1@example.org>") })]);
+    const list = await (
+      await callWithKey(operator, "GET", "/relay/inbound/reports?verdict=mismatch")
+    ).json<{ data: { verdict: string; envelope_to: string; raw: string }[] }>();
+    expect(list.data).toEqual([
+      expect.objectContaining({
+        verdict: "mismatch",
+        envelope_to: verp[rcpts[1]!],
+        raw: expect.stringContaining("<forged-1@example.org>"),
+      }),
+    ]);
     expect((await callWithKey(key, "GET", "/relay/inbound/reports")).status).toBe(403);
   });
 });

@@ -20,8 +20,13 @@ let key: string;
 beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
-    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('once', ?), ('lag', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`, `[127.0.0.1]:${sink.smtpPort}`),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'once.test', 'once'), (NULL, 'lag.test', 'lag')"),
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('once', ?), ('lag', ?)").bind(
+      `[127.0.0.1]:${sink.smtpPort}`,
+      `[127.0.0.1]:${sink.smtpPort}`,
+    ),
+    env.DB.prepare(
+      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'once.test', 'once'), (NULL, 'lag.test', 'lag')",
+    ),
   ]);
 });
 
@@ -31,17 +36,27 @@ async function send(to: string): Promise<string> {
   return (await res.json<{ id: string }>()).id;
 }
 
-const logged = async (id: string) => (await env.DB.prepare("SELECT type FROM event_log WHERE email_id = ? AND data IS NOT NULL ORDER BY seq").bind(id).all<{ type: string }>()).results.map((r) => r.type);
-const indexRow = (id: string) => env.DB.prepare("SELECT last_event FROM messages WHERE id = ?").bind(id).first<{ last_event: string }>();
+const logged = async (id: string) =>
+  (
+    await env.DB.prepare("SELECT type FROM event_log WHERE email_id = ? AND data IS NOT NULL ORDER BY seq")
+      .bind(id)
+      .all<{ type: string }>()
+  ).results.map((r) => r.type);
+const indexRow = (id: string) =>
+  env.DB.prepare("SELECT last_event FROM messages WHERE id = ?").bind(id).first<{ last_event: string }>();
 
 describe("the index of a message handed straight to delivery", () => {
   it("is written by the delivery stage, with email.queued and email.delivered together", async () => {
     const id = await send("a@once.test");
     await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered");
-    const types = await eventually(async () => {
-      const t = await logged(id);
-      return t.length === 2 ? t : undefined;
-    }, 5000, "both events in D1");
+    const types = await eventually(
+      async () => {
+        const t = await logged(id);
+        return t.length === 2 ? t : undefined;
+      },
+      5000,
+      "both events in D1",
+    );
     expect(types).toEqual(["email.queued", "email.delivered"]);
     expect((await indexRow(id))?.last_event).toBe("delivered");
     const rcpt = await env.DB.prepare("SELECT status, transport FROM recipients WHERE message_id = ?").bind(id).first();
@@ -60,13 +75,24 @@ describe("the index of a message handed straight to delivery", () => {
       // email.queued is kept in the message row that marking it ready wrote (no event row), and the
       // message stays in the index of waiting messages until it is forwarded.
       const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
-      const row = () => runInDurableObject(outbox, (_o, state) => ({
-        events: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n,
-        ...state.storage.sql.exec<{ waiting: number; queued: string | null }>("SELECT waiting, queued_event AS queued FROM message WHERE id = ?", id).one(),
-      }));
+      const row = () =>
+        runInDurableObject(outbox, (_o, state) => ({
+          events: state.storage.sql
+            .exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id)
+            .one().n,
+          ...state.storage.sql
+            .exec<{ waiting: number; queued: string | null }>(
+              "SELECT waiting, queued_event AS queued FROM message WHERE id = ?",
+              id,
+            )
+            .one(),
+        }));
       const before = await row();
       expect(before).toMatchObject({ events: 0, waiting: 1 });
-      expect(JSON.parse(before.queued!)).toMatchObject({ type: "email.queued", data: { transport: "lag", nexthop: expect.any(String) } });
+      expect(JSON.parse(before.queued!)).toMatchObject({
+        type: "email.queued",
+        data: { transport: "lag", nexthop: expect.any(String) },
+      });
       const t0 = Date.now();
       const indexed = await eventually(async () => (await indexRow(id)) ?? undefined, 10_000, "indexed by the sweeper");
       expect(Date.now() - t0).toBeGreaterThan(500); // not at once: after the lag
@@ -87,29 +113,66 @@ describe("the index of a message handed straight to delivery", () => {
     try {
       const id = await send("c@lag.test");
       await recipientsWhen(key, id, (r) => r.status === "ready", "admitted", 5000);
-      await eventually(async () => ((await logged(id)).length === 1 ? true : undefined), 10_000, "email.queued forwarded after the lag");
+      await eventually(
+        async () => ((await logged(id)).length === 1 ? true : undefined),
+        10_000,
+        "email.queued forwarded after the lag",
+      );
       // ...and acknowledged: the Outbox hears of the D1 write after it lands, and until then keeps
       // email.queued to hand over again (with the outcome below, had it come first).
       const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
-      const acked = () => runInDurableObject(outbox, (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM message WHERE id = ? AND waiting = 0 AND queued_event IS NULL", id).one().n === 1);
+      const acked = () =>
+        runInDurableObject(
+          outbox,
+          (_o, state) =>
+            state.storage.sql
+              .exec<{ n: number }>(
+                "SELECT count(*) AS n FROM message WHERE id = ? AND waiting = 0 AND queued_event IS NULL",
+                id,
+              )
+              .one().n === 1,
+        );
       await eventually(async () => ((await acked()) ? true : undefined), 5000, "email.queued acknowledged");
       // A delivery agent records the outcome (it indexes itself), then stops before its D1 write.
-      const r = await outbox.recordOutcome(id, [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }], true);
+      const r = await outbox.recordOutcome(
+        id,
+        [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250, text: "ok" } }],
+        true,
+      );
       expect(r).toMatchObject({ applied: 1, done: true });
       expect(r.sync!.events.map((e) => e.type)).toEqual(["email.delivered"]);
       const rows = await runInDurableObject(outbox, (_o, state) => ({
-        events: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one().n,
-        kept: state.storage.sql.exec<{ e: string | null }>("SELECT pending_event AS e FROM rcpt WHERE message_id = ?", id).one().e,
+        events: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one()
+          .n,
+        kept: state.storage.sql
+          .exec<{ e: string | null }>("SELECT pending_event AS e FROM rcpt WHERE message_id = ?", id)
+          .one().e,
       }));
       expect(rows.events).toBe(0); // no event row written for the outcome, none left to delete
-      expect(JSON.parse(rows.kept!)).toMatchObject({ type: "email.delivered", data: { attempt: 1, response: { code: 250 } } });
+      expect(JSON.parse(rows.kept!)).toMatchObject({
+        type: "email.delivered",
+        data: { attempt: 1, response: { code: 250 } },
+      });
       const t0 = Date.now();
-      await eventually(async () => ((await indexRow(id))?.last_event === "delivered" ? true : undefined), 10_000, "indexed by the sweeper");
+      await eventually(
+        async () => ((await indexRow(id))?.last_event === "delivered" ? true : undefined),
+        10_000,
+        "indexed by the sweeper",
+      );
       expect(Date.now() - t0).toBeGreaterThan(500); // not at once: after the lag
       expect(await logged(id)).toEqual(["email.queued", "email.delivered"]);
       // The walk passed it; the events stay in the rows (nothing to delete) until the purge.
-      await eventually(async () => ((await runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql))).id === id ? true : undefined), 5000, "cursor passed");
-      expect((await outbox.beginClassify(id)).sync!.events.map((e) => [e.type, e.kept])).toEqual([["email.delivered", true]]);
+      await eventually(
+        async () =>
+          (await runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql))).id === id
+            ? true
+            : undefined,
+        5000,
+        "cursor passed",
+      );
+      expect((await outbox.beginClassify(id)).sync!.events.map((e) => [e.type, e.kept])).toEqual([
+        ["email.delivered", true],
+      ]);
       expect(await logged(id)).toEqual(["email.queued", "email.delivered"]);
     } finally {
       await transport.setPolicy("transport:lag", null);
@@ -124,15 +187,22 @@ describe("the index of a message handed straight to delivery", () => {
     const sync = (await outbox.beginClassify(id)).sync!;
     expect(eventAcksOf([sync])).toEqual([]); // all kept in rows: no ackEventsMany for it
     const cursor = () => runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql));
-    const doneAt = await runInDurableObject(outbox, (_o, state) => state.storage.sql.exec<{ t: number }>("SELECT done_at AS t FROM message WHERE id = ?", id).one().t);
+    const doneAt = await runInDurableObject(
+      outbox,
+      (_o, state) => state.storage.sql.exec<{ t: number }>("SELECT done_at AS t FROM message WHERE id = ?", id).one().t,
+    );
     await eventually(async () => ((await cursor()).at >= doneAt ? true : undefined), 5000, "walked past");
     expect(await logged(id)).toEqual(["email.queued", "email.delivered"]);
     // Walked again from before it: D1 holds its events, so it is not handed over; without its
     // email.delivered in D1, it is.
-    const walk = () => runInDurableObject(outbox, async (_o, state) => {
-      state.storage.sql.exec("UPDATE meta SET value = ? WHERE key = 'forward_cursor'", JSON.stringify({ at: doneAt - 1, id: "" }));
-      return finishedLagging(state.storage.sql, env.DB, Date.now(), 0);
-    });
+    const walk = () =>
+      runInDurableObject(outbox, async (_o, state) => {
+        state.storage.sql.exec(
+          "UPDATE meta SET value = ? WHERE key = 'forward_cursor'",
+          JSON.stringify({ at: doneAt - 1, id: "" }),
+        );
+        return finishedLagging(state.storage.sql, env.DB, Date.now(), 0);
+      });
     expect((await walk()).ids).not.toContain(id);
     await env.DB.prepare("DELETE FROM event_log WHERE email_id = ? AND type = 'email.delivered'").bind(id).run();
     expect((await walk()).ids).toContain(id);

@@ -36,10 +36,16 @@ function bindingsOf(text: string): { name: string; kind: string; target: string 
     const header = /^\[\[?([\w.]+)\]?\]/.exec(block)?.[1];
     if (!header) continue;
     const field = (k: string) => new RegExp(`^${k}\\s*=\\s*"([^"]*)"`, "m").exec(block)?.[1];
-    const name = field("binding") ?? (header === "durable_objects.bindings" || header === "send_email" ? field("name") : undefined);
+    const name =
+      field("binding") ??
+      (header === "durable_objects.bindings" || header === "send_email" ? field("name") : undefined);
     if (name === undefined) continue;
     const kinds: Record<string, string> = {
-      "durable_objects.bindings": "do", d1_databases: "d1", r2_buckets: "r2", "queues.producers": "queue", send_email: "email",
+      "durable_objects.bindings": "do",
+      d1_databases: "d1",
+      r2_buckets: "r2",
+      "queues.producers": "queue",
+      send_email: "email",
     };
     const kind = kinds[header] ?? `unknown (${header})`;
     out.push({ name, kind, target: field("class_name") ?? field("queue") ?? name });
@@ -49,7 +55,9 @@ function bindingsOf(text: string): { name: string; kind: string; target: string 
 
 type Tally = Record<string, number>;
 const seen: Tally = {};
-const bump = (k: string, n = 1) => { seen[k] = (seen[k] ?? 0) + n; };
+const bump = (k: string, n = 1) => {
+  seen[k] = (seen[k] ?? 0) + n;
+};
 const restore: (() => void)[] = [];
 const cursors: { rowsRead: number; rowsWritten: number }[] = [];
 const storageUsed = new Set<string>();
@@ -59,7 +67,9 @@ function wrap(proto: object, name: string, before: (self: unknown, args: unknown
   const d = Object.getOwnPropertyDescriptor(proto, name);
   if (!d || typeof d.value !== "function") return;
   const f = d.value as (...a: unknown[]) => unknown;
-  const wrapped = function (this: unknown, ...args: unknown[]) { return before(this, args, Reflect.apply(f, this, args)); };
+  const wrapped = function (this: unknown, ...args: unknown[]) {
+    return before(this, args, Reflect.apply(f, this, args));
+  };
   Object.defineProperty(proto, name, { ...d, value: wrapped });
   restore.push(() => Object.defineProperty(proto, name, d));
 }
@@ -79,7 +89,11 @@ async function installIndependentCount(): Promise<Map<object, string>> {
   // Storage: from the raw state of an object (its prototype's accessor, beneath the meter's own `storage`).
   await runInDurableObject(env.OUTBOX.getByName("coverage-probe"), (_obj, state) => {
     let getter: (() => unknown) | undefined;
-    for (let p = Object.getPrototypeOf(state) as object | null; p && !getter; p = Object.getPrototypeOf(p) as object | null) {
+    for (
+      let p = Object.getPrototypeOf(state) as object | null;
+      p && !getter;
+      p = Object.getPrototypeOf(p) as object | null
+    ) {
       getter = Object.getOwnPropertyDescriptor(p, "storage")?.get;
     }
     const raw = (getter ? getter.call(state) : state.storage) as DurableObjectStorage;
@@ -100,31 +114,61 @@ async function installIndependentCount(): Promise<Map<object, string>> {
     });
   });
   const namespaces = new Map<object, string>();
-  for (const b of bindingsOf(toml)) if (b.kind === "do") namespaces.set((env as unknown as Record<string, object>)[b.name]!, b.target);
+  for (const b of bindingsOf(toml))
+    if (b.kind === "do") namespaces.set((env as unknown as Record<string, object>)[b.name]!, b.target);
   const ns = Object.getPrototypeOf(env.OUTBOX) as object;
-  const stubbed = (cls: string, stub: object) => new Proxy(stub, {
-    get(t, p) {
-      const v = Reflect.get(t, p, t);
-      if (typeof p === "symbol" || p === "then" || typeof v !== "function") return v;
-      return (...a: unknown[]) => { if (!String(p).startsWith("dev")) bump(`do.${cls}`); return Reflect.apply(v as (...x: unknown[]) => unknown, t, a); };
-    },
-  });
-  for (const m of ["get", "getByName"]) wrap(ns, m, (self, _a, out) => stubbed(namespaces.get(self as object) ?? "unknown namespace", out as object));
+  const stubbed = (cls: string, stub: object) =>
+    new Proxy(stub, {
+      get(t, p) {
+        const v = Reflect.get(t, p, t);
+        if (typeof p === "symbol" || p === "then" || typeof v !== "function") return v;
+        return (...a: unknown[]) => {
+          if (!String(p).startsWith("dev")) bump(`do.${cls}`);
+          return Reflect.apply(v as (...x: unknown[]) => unknown, t, a);
+        };
+      },
+    });
+  for (const m of ["get", "getByName"])
+    wrap(ns, m, (self, _a, out) => stubbed(namespaces.get(self as object) ?? "unknown namespace", out as object));
   const stmt = Object.getPrototypeOf(env.DB.prepare("SELECT 1")) as object;
   for (const m of ["run", "all", "first", "raw"]) wrap(stmt, m, afterMeta("d1"));
   const db = Object.getPrototypeOf(env.DB) as object;
-  wrap(db, "batch", (_s, a, out) => { bump("d1.statements", (a[0] as unknown[]).length - 1); return afterMetaAll(out); });
-  wrap(db, "exec", (_s, _a, out) => { bump("d1.statements"); return out; });
+  wrap(db, "batch", (_s, a, out) => {
+    bump("d1.statements", (a[0] as unknown[]).length - 1);
+    return afterMetaAll(out);
+  });
+  wrap(db, "exec", (_s, _a, out) => {
+    bump("d1.statements");
+    return out;
+  });
   const r2 = Object.getPrototypeOf(env.BODIES) as object;
-  for (const m of ["put", "list", "createMultipartUpload"]) wrap(r2, m, (_s, _a, out) => { bump("r2.class_a"); return out; });
-  for (const m of ["get", "head"]) wrap(r2, m, (_s, _a, out) => { bump("r2.class_b"); return out; });
-  wrap(r2, "delete", (_s, a, out) => { bump("r2.deletes", Array.isArray(a[0]) ? (a[0] as unknown[]).length : 1); return out; });
+  for (const m of ["put", "list", "createMultipartUpload"])
+    wrap(r2, m, (_s, _a, out) => {
+      bump("r2.class_a");
+      return out;
+    });
+  for (const m of ["get", "head"])
+    wrap(r2, m, (_s, _a, out) => {
+      bump("r2.class_b");
+      return out;
+    });
+  wrap(r2, "delete", (_s, a, out) => {
+    bump("r2.deletes", Array.isArray(a[0]) ? (a[0] as unknown[]).length : 1);
+    return out;
+  });
   const producers = new Map<object, string>();
-  for (const b of bindingsOf(toml)) if (b.kind === "queue") producers.set((env as unknown as Record<string, object>)[b.name]!, b.target);
+  for (const b of bindingsOf(toml))
+    if (b.kind === "queue") producers.set((env as unknown as Record<string, object>)[b.name]!, b.target);
   const q = Object.getPrototypeOf(env.CLASSIFY) as object;
   const queueOf = (self: unknown) => `queue.${producers.get(self as object) ?? "unknown producer"}`;
-  wrap(q, "send", (self, a, out) => { bump(queueOf(self), queueOps(a[0], (a[1] as { contentType?: string } | undefined)?.contentType)); return out; });
-  wrap(q, "sendBatch", (self, a, out) => { for (const m of a[0] as MessageSendRequest[]) bump(queueOf(self), queueOps(m.body, m.contentType)); return out; });
+  wrap(q, "send", (self, a, out) => {
+    bump(queueOf(self), queueOps(a[0], (a[1] as { contentType?: string } | undefined)?.contentType));
+    return out;
+  });
+  wrap(q, "sendBatch", (self, a, out) => {
+    for (const m of a[0] as MessageSendRequest[]) bump(queueOf(self), queueOps(m.body, m.contentType));
+    return out;
+  });
   return namespaces;
 }
 
@@ -143,15 +187,19 @@ function afterMetaAll(out: unknown): unknown {
 async function quiet(): Promise<void> {
   let last = "";
   let since = Date.now();
-  await eventually(async () => {
-    const now = JSON.stringify(meterSnapshot());
-    if (now !== last || (meterSnapshot().do_busy_now ?? 0) > 0) {
-      last = now;
-      since = Date.now();
-      return undefined;
-    }
-    return Date.now() - since >= 1000 ? true : undefined;
-  }, 15_000, "the meter to stand still");
+  await eventually(
+    async () => {
+      const now = JSON.stringify(meterSnapshot());
+      if (now !== last || (meterSnapshot().do_busy_now ?? 0) > 0) {
+        last = now;
+        since = Date.now();
+        return undefined;
+      }
+      return Date.now() - since >= 1000 ? true : undefined;
+    },
+    15_000,
+    "the meter to stand still",
+  );
 }
 
 describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
@@ -159,22 +207,35 @@ describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
   beforeAll(async () => {
     key = await newKey("acme");
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('covsmtp', ?), ('covmail', 'cf-email')").bind(`[127.0.0.1]:${sink.smtpPort}`),
-      env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'cov.test', 'covsmtp'), (NULL, 'covmail.test', 'covmail')"),
+      env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('covsmtp', ?), ('covmail', 'cf-email')").bind(
+        `[127.0.0.1]:${sink.smtpPort}`,
+      ),
+      env.DB.prepare(
+        "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'cov.test', 'covsmtp'), (NULL, 'covmail.test', 'covmail')",
+      ),
     ]);
     await installIndependentCount();
   });
-  afterAll(() => { for (const r of restore.reverse()) r(); });
+  afterAll(() => {
+    for (const r of restore.reverse()) r();
+  });
 
   it("counts exactly what the runtime saw, for every binding of wrangler.toml and every storage method used", async () => {
     const bindings = bindingsOf(toml);
-    expect(bindings.filter((b) => b.kind.startsWith("unknown")), "bindings of a kind the meter does not know").toEqual([]);
+    expect(
+      bindings.filter((b) => b.kind.startsWith("unknown")),
+      "bindings of a kind the meter does not know",
+    ).toEqual([]);
     await quiet();
     meterReset();
     for (const k of Object.keys(seen)) delete seen[k];
     cursors.length = 0;
     const ids: string[] = [];
-    for (const [to, text] of [["a@cov.test", "small"], ["b@cov.test", "x".repeat(40_000)], ["c@covmail.test", "via Email Service"]] as const) {
+    for (const [to, text] of [
+      ["a@cov.test", "small"],
+      ["b@cov.test", "x".repeat(40_000)],
+      ["c@covmail.test", "via Email Service"],
+    ] as const) {
       const res = await callWithKey(key, "POST", "/emails", email({ to: [to], subject: "coverage", text }));
       expect(res.status).toBe(200);
       ids.push((await res.json<{ id: string }>()).id);
@@ -186,26 +247,44 @@ describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
       bump("email.sends", rs.filter((r) => r.last_response?.mx === "email-service.cloudflare").length);
     }
     const metered = meterEnv(env);
-    for (const b of bindings.filter((x) => x.kind === "queue")) await (metered as unknown as Record<string, Queue>)[b.name]!.send({ probe: "meter coverage" });
+    for (const b of bindings.filter((x) => x.kind === "queue"))
+      await (metered as unknown as Record<string, Queue>)[b.name]!.send({ probe: "meter coverage" });
     await quiet();
     const m = meterSnapshot();
     const written = cursors.reduce((n, c) => n + c.rowsWritten, 0) + (seen["do.rows_written"] ?? 0);
     const storage = { written, read: cursors.reduce((n, c) => n + c.rowsRead, 0) };
     for (const b of bindings) {
-      const [want, got] = b.kind === "do" ? [seen[`do.${b.target}`] ?? 0, (m.do_requests_by_class[b.target] ?? 0) - (m.do_alarms_by_class[b.target] ?? 0)]
-        : b.kind === "d1" ? [seen["d1.statements"] ?? 0, m.d1_statements]
-        : b.kind === "r2" ? [(seen["r2.class_a"] ?? 0) + (seen["r2.class_b"] ?? 0), m.r2_class_a + m.r2_class_b]
-        : b.kind === "email" ? [seen["email.sends"] ?? 0, m.email_sends]
-        : b.kind === "queue" ? [seen[`queue.${b.target}`] ?? 0, m.queue_writes[b.target] ?? 0]
-        : [0, 0];
+      const [want, got] =
+        b.kind === "do"
+          ? [
+              seen[`do.${b.target}`] ?? 0,
+              (m.do_requests_by_class[b.target] ?? 0) - (m.do_alarms_by_class[b.target] ?? 0),
+            ]
+          : b.kind === "d1"
+            ? [seen["d1.statements"] ?? 0, m.d1_statements]
+            : b.kind === "r2"
+              ? [(seen["r2.class_a"] ?? 0) + (seen["r2.class_b"] ?? 0), m.r2_class_a + m.r2_class_b]
+              : b.kind === "email"
+                ? [seen["email.sends"] ?? 0, m.email_sends]
+                : b.kind === "queue"
+                  ? [seen[`queue.${b.target}`] ?? 0, m.queue_writes[b.target] ?? 0]
+                  : [0, 0];
       expect(want, `${b.name} (${b.kind}) was used by the run`).toBeGreaterThan(0);
       expect(got, `${b.name} (${b.kind}): the meter's count against the runtime's`).toBe(want);
     }
-    expect(Object.keys(seen).filter((k) => k.includes("unknown")), "calls on objects of no binding").toEqual([]);
-    expect({ d1_written: m.d1_rows_written, d1_read: m.d1_rows_read })
-      .toEqual({ d1_written: seen["d1.rows_written"] ?? 0, d1_read: seen["d1.rows_read"] ?? 0 });
+    expect(
+      Object.keys(seen).filter((k) => k.includes("unknown")),
+      "calls on objects of no binding",
+    ).toEqual([]);
+    expect({ d1_written: m.d1_rows_written, d1_read: m.d1_rows_read }).toEqual({
+      d1_written: seen["d1.rows_written"] ?? 0,
+      d1_read: seen["d1.rows_read"] ?? 0,
+    });
     expect({ written: m.do_rows_written, read: m.do_rows_read }).toEqual(storage);
     expect(m.r2_deletes).toBe(seen["r2.deletes"] ?? 0);
-    expect([...storageUsed].filter((s) => !(s in STORAGE_METHODS)), "storage methods the meter does not count").toEqual([]);
+    expect(
+      [...storageUsed].filter((s) => !(s in STORAGE_METHODS)),
+      "storage methods the meter does not count",
+    ).toEqual([]);
   });
 });

@@ -34,9 +34,20 @@ async function send(to: string): Promise<string> {
 }
 
 const sinkStats = async (name: string) => (await fetch(`${sts.sinksUrl}/${name}`)).json<Stats>();
-const worldStats = async () => (await fetch(sts.statsUrl)).json<{ fetches: Record<string, number>; reports: { contentType: string; report: Record<string, unknown> }[] }>();
+const worldStats = async () =>
+  (await fetch(sts.statsUrl)).json<{
+    fetches: Record<string, number>;
+    reports: { contentType: string; report: Record<string, unknown> }[];
+  }>();
 const queries = async () => (await fetch(doh.url.replace("/dns-query", "/queries"))).json<Record<string, number>>();
-const deferredBySts = (id: string) => recipientsWhen(key, id, (r) => r.status === "deferred" && (r as W).blocked_by === "mta_sts", "deferred with blocked_by mta_sts", 15_000) as Promise<W[]>;
+const deferredBySts = (id: string) =>
+  recipientsWhen(
+    key,
+    id,
+    (r) => r.status === "deferred" && (r as W).blocked_by === "mta_sts",
+    "deferred with blocked_by mta_sts",
+    15_000,
+  ) as Promise<W[]>;
 
 describe("MTA-STS enforce", () => {
   it("a policy whose MX presents a certificate valid for its name: delivered over TLS", async () => {
@@ -54,27 +65,41 @@ describe("MTA-STS enforce", () => {
     const after = { q: await queries(), f: (await worldStats()).fetches };
     expect(before.f["mta-sts.sts-enforce.test"]).toBe(1);
     expect(after.f["mta-sts.sts-enforce.test"]).toBe(1);
-    for (const name of ["_mta-sts.sts-enforce.test/TXT", "_smtp._tls.sts-enforce.test/TXT", "mta-sts.sts-enforce.test/A"]) expect(after.q[name]).toBe(before.q[name]);
+    for (const name of [
+      "_mta-sts.sts-enforce.test/TXT",
+      "_smtp._tls.sts-enforce.test/TXT",
+      "mta-sts.sts-enforce.test/A",
+    ])
+      expect(after.q[name]).toBe(before.q[name]);
   });
 
   it("an MX whose certificate is for another name: deferred with blocked_by mta_sts, never sent in clear", async () => {
     const id = await send("cal@sts-wrongname.test");
     const [r] = await deferredBySts(id);
-    expect(r!.last_response?.text).toMatch(/^MTA-STS policy of sts-wrongname\.test \(enforce\): mx\.sts-wrongname\.test: .*TLS.*; not sent in clear$/);
+    expect(r!.last_response?.text).toMatch(
+      /^MTA-STS policy of sts-wrongname\.test \(enforce\): mx\.sts-wrongname\.test: .*TLS.*; not sent in clear$/,
+    );
     expect((await sinkStats("stsWrongName")).messages).toEqual([]);
   });
 
   it("an MX without STARTTLS: deferred with blocked_by mta_sts, nothing sent", async () => {
     const id = await send("dan@sts-notls.test");
     const [r] = await deferredBySts(id);
-    expect(r!.last_response?.text).toMatch(/MTA-STS policy of sts-notls\.test \(enforce\): mx\.sts-notls\.test: TLS is required, but was not offered/);
+    expect(r!.last_response?.text).toMatch(
+      /MTA-STS policy of sts-notls\.test \(enforce\): mx\.sts-notls\.test: TLS is required, but was not offered/,
+    );
     expect((await sinkStats("stsNoTls")).messages.filter((m) => m.rcptTo.includes("dan@sts-notls.test"))).toEqual([]);
   });
 
   it("an MX the policy's patterns do not list: deferred with blocked_by mta_sts before any connection", async () => {
     const id = await send("eve@sts-badmx.test");
     const [r] = await deferredBySts(id);
-    expect(r!.last_response).toMatchObject({ enhanced: "4.7.5", text: expect.stringContaining("none of its MX hosts (mx.sts-badmx.test) matches the policy's mx patterns (*.elsewhere.test)") });
+    expect(r!.last_response).toMatchObject({
+      enhanced: "4.7.5",
+      text: expect.stringContaining(
+        "none of its MX hosts (mx.sts-badmx.test) matches the policy's mx patterns (*.elsewhere.test)",
+      ),
+    });
     expect((await sinkStats("stsGood")).messages.filter((m) => m.rcptTo.includes("eve@sts-badmx.test"))).toEqual([]);
   });
 });
@@ -84,45 +109,91 @@ describe("MTA-STS testing", () => {
     const id = await send("fay@sts-testing.test");
     const [r] = await recipientsWhen(key, id, (x) => x.status === "delivered", "delivered", 15_000);
     expect(r!.last_response).toMatchObject({ code: 250, tls: false });
-    expect((await sinkStats("stsNoTls")).messages.filter((m) => m.rcptTo.includes("fay@sts-testing.test")).map((m) => m.secure)).toEqual([false]);
+    expect(
+      (await sinkStats("stsNoTls")).messages
+        .filter((m) => m.rcptTo.includes("fay@sts-testing.test"))
+        .map((m) => m.secure),
+    ).toEqual([false]);
   });
 });
 
 describe("TLS-RPT", () => {
   it("the daily cron sends each domain's report in RFC 8460's schema, gzipped, to its https and mailto rua", async () => {
     // Counts are written with the delivery stage's feedback; wait for yesterday's (here: today's) rows.
-    await eventually(async () => {
-      const n = await env.DB.prepare("SELECT count(DISTINCT domain) AS n FROM tlsrpt_counts WHERE domain IN ('sts-enforce.test', 'sts-wrongname.test', 'sts-testing.test')").first<number>("n");
-      return n === 3 ? true : undefined;
-    }, 10_000, "TLS-RPT counts of three domains");
+    await eventually(
+      async () => {
+        const n = await env.DB.prepare(
+          "SELECT count(DISTINCT domain) AS n FROM tlsrpt_counts WHERE domain IN ('sts-enforce.test', 'sts-wrongname.test', 'sts-testing.test')",
+        ).first<number>("n");
+        return n === 3 ? true : undefined;
+      },
+      10_000,
+      "TLS-RPT counts of three domains",
+    );
     const tomorrow = Date.parse(`${new Date().toISOString().slice(0, 10)}T00:30:00Z`) + 86_400_000;
     const ctx = createExecutionContext();
     await worker.scheduled!(createScheduledController({ cron: "30 0 * * *", scheduledTime: tomorrow }), env, ctx);
     await waitOnExecutionContext(ctx);
-    const { reports } = await eventually(async () => {
-      const s = await worldStats();
-      return s.reports.length >= 3 ? s : undefined;
-    }, 10_000, "three reports POSTed");
+    const { reports } = await eventually(
+      async () => {
+        const s = await worldStats();
+        return s.reports.length >= 3 ? s : undefined;
+      },
+      10_000,
+      "three reports POSTed",
+    );
     expect(new Set(reports.map((r) => r.contentType))).toEqual(new Set(["application/tlsrpt+gzip"]));
-    const byDomain = new Map(reports.map((r) => [((r.report.policies as { policy: { "policy-domain": string } }[])[0]!.policy["policy-domain"]), r.report]));
+    const byDomain = new Map(
+      reports.map((r) => [
+        (r.report.policies as { policy: { "policy-domain": string } }[])[0]!.policy["policy-domain"],
+        r.report,
+      ]),
+    );
     const day = new Date().toISOString().slice(0, 10);
     expect(byDomain.get("sts-enforce.test")).toMatchObject({
-      "organization-name": "cohort.test", "date-range": { "start-datetime": `${day}T00:00:00Z`, "end-datetime": `${day}T23:59:59Z` }, "report-id": expect.any(String),
-      policies: [{
-        policy: { "policy-type": "sts", "policy-string": ["version: STSv1", "mode: enforce", "mx: *.sts-enforce.test", "max_age: 86400"], "policy-domain": "sts-enforce.test", "mx-host": ["*.sts-enforce.test"] },
-        summary: { "total-successful-session-count": 2, "total-failure-session-count": 0 },
-      }],
+      "organization-name": "cohort.test",
+      "date-range": { "start-datetime": `${day}T00:00:00Z`, "end-datetime": `${day}T23:59:59Z` },
+      "report-id": expect.any(String),
+      policies: [
+        {
+          policy: {
+            "policy-type": "sts",
+            "policy-string": ["version: STSv1", "mode: enforce", "mx: *.sts-enforce.test", "max_age: 86400"],
+            "policy-domain": "sts-enforce.test",
+            "mx-host": ["*.sts-enforce.test"],
+          },
+          summary: { "total-successful-session-count": 2, "total-failure-session-count": 0 },
+        },
+      ],
     });
-    const wrong = (byDomain.get("sts-wrongname.test")!.policies as { summary: Record<string, number>; "failure-details": Record<string, unknown>[] }[])[0]!;
+    const wrong = (
+      byDomain.get("sts-wrongname.test")!.policies as {
+        summary: Record<string, number>;
+        "failure-details": Record<string, unknown>[];
+      }[]
+    )[0]!;
     expect(wrong.summary["total-failure-session-count"]).toBeGreaterThanOrEqual(1);
-    expect(wrong["failure-details"][0]).toMatchObject({ "result-type": expect.stringMatching(/^certificate-(host-mismatch|not-trusted)$|^validation-failure$/), "receiving-mx-hostname": "mx.sts-wrongname.test", "sending-mta-ip": "127.0.0.5" });
-    const testing = (byDomain.get("sts-testing.test")!.policies as { "failure-details": Record<string, unknown>[] }[])[0]!;
-    expect(testing["failure-details"][0]).toMatchObject({ "result-type": "starttls-not-supported", "receiving-mx-hostname": "mx.sts-testing.test" });
+    expect(wrong["failure-details"][0]).toMatchObject({
+      "result-type": expect.stringMatching(/^certificate-(host-mismatch|not-trusted)$|^validation-failure$/),
+      "receiving-mx-hostname": "mx.sts-wrongname.test",
+      "sending-mta-ip": "127.0.0.5",
+    });
+    const testing = (
+      byDomain.get("sts-testing.test")!.policies as { "failure-details": Record<string, unknown>[] }[]
+    )[0]!;
+    expect(testing["failure-details"][0]).toMatchObject({
+      "result-type": "starttls-not-supported",
+      "receiving-mx-hostname": "mx.sts-testing.test",
+    });
     // The mailto rua: a multipart/report through the relay itself, to reports.test's MX (the sink).
-    const mails = await eventually(async () => {
-      const got = (await sinkMessages(sink.httpPort)).filter((m) => m.rcptTo.includes("tlsrpt@reports.test"));
-      return got.length >= 3 ? got : undefined;
-    }, 15_000, "three reports by mail");
+    const mails = await eventually(
+      async () => {
+        const got = (await sinkMessages(sink.httpPort)).filter((m) => m.rcptTo.includes("tlsrpt@reports.test"));
+        return got.length >= 3 ? got : undefined;
+      },
+      15_000,
+      "three reports by mail",
+    );
     const text = atob(mails[0]!.body);
     expect(text).toMatch(/^Content-Type: multipart\/report; report-type="tlsrpt"/m);
     expect(text).toMatch(/^TLS-Report-Domain: sts-[a-z]+\.test/m);

@@ -24,7 +24,9 @@ beforeAll(async () => {
   // A transport without a fixed nexthop: the nexthop is the recipient domain (the mx kind).
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('mx', NULL)"),
-    ...DOMAINS.map((d) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'mx')").bind(d)),
+    ...DOMAINS.map((d) =>
+      env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'mx')").bind(d),
+    ),
   ]);
 });
 
@@ -37,7 +39,8 @@ async function send(to: string[]): Promise<string> {
 }
 
 /** Waits until every recipient of the email satisfies `done`. */
-const recipientsWhen = (id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs?: number) => waitRecipients(key, id, done, what, timeoutMs);
+const recipientsWhen = (id: string, done: (r: Rcpt) => boolean, what: string, timeoutMs?: number) =>
+  waitRecipients(key, id, done, what, timeoutMs);
 
 /** The `mx` Transport DO's queue for a nexthop (null when it has none now). */
 function queueOf(nexthop: string): Promise<Queue | null> {
@@ -58,7 +61,11 @@ async function expectNoSiteFailure(nexthop: string): Promise<void> {
 describe("delivery to MX hosts (the mx transport kind)", () => {
   it("a domain whose MX is localhost is delivered to the sink through the SOCKS5 bridge; the outcome names the MX host", async () => {
     const id = await send(["ann@mx-one.test", "bob@mx-one.test"]);
-    const got = await eventually(async () => (await caught()).find((m) => m.rcptTo.includes("ann@mx-one.test")), 10_000, "arrival at the sink");
+    const got = await eventually(
+      async () => (await caught()).find((m) => m.rcptTo.includes("ann@mx-one.test")),
+      10_000,
+      "arrival at the sink",
+    );
     expect(got.mailFrom).toBe("no-reply@acme.test");
     expect(got.rcptTo).toEqual(["ann@mx-one.test", "bob@mx-one.test"]);
     const rs = await recipientsWhen(id, (r) => r.status === "delivered", "delivered");
@@ -66,16 +73,22 @@ describe("delivery to MX hosts (the mx transport kind)", () => {
     expect(rs[0]!.attempts).toBe(1);
     // EGRESS is the Dante bridge here: the connection went through it, with RFC 1929 login.
     const socksLog = await (await fetch(new URL("/log/socks", doh.url))).text();
-    expect(socksLog).toMatch(new RegExp(`tcp/connect .*username%${inject("socks").username}@.* -> .* 127\\.0\\.0\\.1\\.${sink.smtpPort}\\b`));
+    expect(socksLog).toMatch(
+      new RegExp(`tcp/connect .*username%${inject("socks").username}@.* -> .* 127\\.0\\.0\\.1\\.${sink.smtpPort}\\b`),
+    );
   });
 
   it("with DESTINATION_GROUPING=site (this project) the feedback goes to the MX site's Destination DO, shared by its domains", async () => {
     const id = await send(["site-a@mx-one.test"]);
     await recipientsWhen(id, (r) => r.status === "delivered", "delivered");
-    const site = await eventually(async () => {
-      const g = await env.DESTINATION_QUEUE.getByName("mx/site:localhost").get();
-      return g.history.length > 0 ? g : undefined;
-    }, 5000, "the site's DO to hear of it");
+    const site = await eventually(
+      async () => {
+        const g = await env.DESTINATION_QUEUE.getByName("mx/site:localhost").get();
+        return g.history.length > 0 ? g : undefined;
+      },
+      5000,
+      "the site's DO to hear of it",
+    );
     expect(site.record).toMatchObject({ transport: "mx", deadUntil: 0 });
     expect((await env.DESTINATION_QUEUE.getByName("mx/mx-one.test").get()).history).toHaveLength(0);
   });
@@ -90,7 +103,11 @@ describe("delivery to MX hosts (the mx transport kind)", () => {
 
   it("a null MX (RFC 7505) bounces with 5.1.10 and is no site failure", async () => {
     const id = await send(["dave@null-mx.test"]);
-    const rs = await recipientsWhen(id, (r) => r.status !== "ready" && r.status !== "incoming" && r.status !== "active", "an outcome");
+    const rs = await recipientsWhen(
+      id,
+      (r) => r.status !== "ready" && r.status !== "incoming" && r.status !== "active",
+      "an outcome",
+    );
     expect(rs[0]).toMatchObject({ status: "bounced", last_response: { code: 556, enhanced: "5.1.10" } });
     expect(rs[0]!.last_response!.mx).toBeUndefined();
     await expectNoSiteFailure("null-mx.test");
@@ -98,13 +115,21 @@ describe("delivery to MX hosts (the mx transport kind)", () => {
 
   it("NXDOMAIN bounces with 5.1.2", async () => {
     const id = await send(["erin@nx.test"]);
-    const rs = await recipientsWhen(id, (r) => r.status !== "ready" && r.status !== "incoming" && r.status !== "active", "an outcome");
+    const rs = await recipientsWhen(
+      id,
+      (r) => r.status !== "ready" && r.status !== "incoming" && r.status !== "active",
+      "an outcome",
+    );
     expect(rs[0]).toMatchObject({ status: "bounced", last_response: { code: 550, enhanced: "5.1.2" } });
   });
 
   it("a resolver answering SERVFAIL defers (4.4.3) without a site failure", async () => {
     const id = await send(["frank@servfail.test"]);
-    const rs = await recipientsWhen(id, (r) => r.status !== "ready" && r.status !== "incoming" && r.status !== "active", "an outcome");
+    const rs = await recipientsWhen(
+      id,
+      (r) => r.status !== "ready" && r.status !== "incoming" && r.status !== "active",
+      "an outcome",
+    );
     expect(rs[0]).toMatchObject({ status: "deferred", last_response: { enhanced: "4.4.3" } });
     expect(rs[0]!.next_attempt_at).not.toBeNull();
     await expectNoSiteFailure("servfail.test");
@@ -116,15 +141,27 @@ describe("the mx kind's settings", () => {
   it("EGRESS names a direct path or a SOCKS5 bridge (credentials from the secrets); anything else throws", () => {
     expect(egressPathOf("direct", {})).toEqual({ kind: "direct" });
     expect(egressPathOf("", {})).toEqual({ kind: "direct" });
-    expect(egressPathOf("socks5://127.0.0.1:1080", {})).toEqual({ kind: "socks5", hostname: "127.0.0.1", port: 1080, credentials: null });
-    expect(egressPathOf("socks5://[::1]:1080/", { EGRESS_USERNAME: "u", EGRESS_PASSWORD: "p" }))
-      .toEqual({ kind: "socks5", hostname: "::1", port: 1080, credentials: { username: "u", password: "p" } });
-    for (const bad of ["socks4://h:1", "socks5://h", "socks5://h:0", "socks5://h:70000", "http://h:1"]) expect(() => egressPathOf(bad, {})).toThrow(/EGRESS/);
+    expect(egressPathOf("socks5://127.0.0.1:1080", {})).toEqual({
+      kind: "socks5",
+      hostname: "127.0.0.1",
+      port: 1080,
+      credentials: null,
+    });
+    expect(egressPathOf("socks5://[::1]:1080/", { EGRESS_USERNAME: "u", EGRESS_PASSWORD: "p" })).toEqual({
+      kind: "socks5",
+      hostname: "::1",
+      port: 1080,
+      credentials: { username: "u", password: "p" },
+    });
+    for (const bad of ["socks4://h:1", "socks5://h", "socks5://h:0", "socks5://h:70000", "http://h:1"])
+      expect(() => egressPathOf(bad, {})).toThrow(/EGRESS/);
   });
 
   it("MX_PORT defaults to 25 and must be a TCP port", () => {
     expect(mxSettingsOf({ ...env, MX_PORT: "" }).port).toBe(25);
-    expect(mxSettingsOf({ ...env, MX_PORT: "2525", DOH_RESOLVER_URL: "" }).resolverUrl).toBe("https://cloudflare-dns.com/dns-query");
+    expect(mxSettingsOf({ ...env, MX_PORT: "2525", DOH_RESOLVER_URL: "" }).resolverUrl).toBe(
+      "https://cloudflare-dns.com/dns-query",
+    );
     expect(() => mxSettingsOf({ ...env, MX_PORT: "x" })).toThrow(/MX_PORT/);
   });
 });

@@ -26,8 +26,15 @@ beforeAll(async () => {
   operator = await newOperatorKey("ops");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('mx', NULL)"),
-    ...["mx-one.test", "loopback-mx.test"].map((d) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'mx')").bind(d)),
-    ...RULES.map((r) => env.DB.prepare("INSERT OR REPLACE INTO provider_rules (name, rule, updated_at) VALUES (?, ?, 0)").bind(r.name, JSON.stringify(r))),
+    ...["mx-one.test", "loopback-mx.test"].map((d) =>
+      env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'mx')").bind(d),
+    ),
+    ...RULES.map((r) =>
+      env.DB.prepare("INSERT OR REPLACE INTO provider_rules (name, rule, updated_at) VALUES (?, ?, 0)").bind(
+        r.name,
+        JSON.stringify(r),
+      ),
+    ),
   ]);
 });
 
@@ -42,9 +49,16 @@ type CorePolicy = { rule: { concurrency?: number; rate?: { count: number; perSec
 
 function coreOf(nexthop: string): Promise<{ queue: CoreQueue | null; policy: CorePolicy | null }> {
   return runInDurableObject(env.TRANSPORT_QUEUE.getByName("mx"), (obj) => {
-    const q = (obj as unknown as { qmgr: { transports: Map<string, { queues: Map<string, CoreQueue> }>; policies: Map<string, CorePolicy> } }).qmgr;
+    const q = (
+      obj as unknown as {
+        qmgr: { transports: Map<string, { queues: Map<string, CoreQueue> }>; policies: Map<string, CorePolicy> };
+      }
+    ).qmgr;
     const queue = q.transports.get("mx")?.queues.get(nexthop);
-    return { queue: queue ? { window: queue.window, site: queue.site, shape: queue.shape ?? null } : null, policy: q.policies.get("site:localprov") ?? null };
+    return {
+      queue: queue ? { window: queue.window, site: queue.site, shape: queue.shape ?? null } : null,
+      policy: q.policies.get("site:localprov") ?? null,
+    };
   });
 }
 
@@ -55,19 +69,28 @@ describe("provider rules", () => {
     // recipients_per_message 1: two transactions, one recipient each.
     const got = (await caught(sink.httpPort)).filter((m) => m.rcptTo.some((r) => r.startsWith("pr-")));
     expect(got.map((m) => m.rcptTo)).toEqual([["pr-ann@mx-one.test"], ["pr-bob@mx-one.test"]]);
-    const core = await eventually(async () => {
-      const c = await coreOf("mx-one.test");
-      return c.policy ? c : undefined;
-    }, 10_000, "the Transport DO to learn the site");
+    const core = await eventually(
+      async () => {
+        const c = await coreOf("mx-one.test");
+        return c.policy ? c : undefined;
+      },
+      10_000,
+      "the Transport DO to learn the site",
+    );
     expect(core.policy!.rule).toEqual({ concurrency: 3, rate: { count: 100, perSec: 60 }, provider: "localprov" });
-    if (core.queue) { // the queue may be gone again (idle), its shape with it
+    if (core.queue) {
+      // the queue may be gone again (idle), its shape with it
       expect(core.queue).toMatchObject({ site: "localprov", shape: { initial: 2, limit: 3 } });
       expect(core.queue.window).toBeLessThanOrEqual(3);
     }
-    const site = await eventually(async () => {
-      const g = await env.DESTINATION_QUEUE.getByName("mx/site:localprov").get();
-      return g.history.length > 0 ? g : undefined;
-    }, 10_000, "the provider's Destination DO to hear of it");
+    const site = await eventually(
+      async () => {
+        const g = await env.DESTINATION_QUEUE.getByName("mx/site:localprov").get();
+        return g.history.length > 0 ? g : undefined;
+      },
+      10_000,
+      "the provider's Destination DO to hear of it",
+    );
     expect(site.record).toMatchObject({ transport: "mx" });
   }, 30_000);
 
@@ -79,28 +102,67 @@ describe("provider rules", () => {
   }, 30_000);
 
   it("are data: the shipped rules are listed with their sources, an operator edits them, bad ones are refused, tenants may not", async () => {
-    const list = await (await callWithKey(operator, "GET", "/relay/providers")).json<{ data: { name: string; mx: string[]; sources?: Record<string, string> }[] }>();
+    const list = await (
+      await callWithKey(operator, "GET", "/relay/providers")
+    ).json<{ data: { name: string; mx: string[]; sources?: Record<string, string> }[] }>();
     expect(list.data.map((r) => r.name)).toEqual(["apple", "google", "localprov", "microsoft", "tlsprov", "yahoo"]);
-    expect(list.data.find((r) => r.name === "google")).toMatchObject({ mx: [".google.com", ".googlemail.com"], require_tls: true, sources: { require_tls: expect.stringContaining("TLS") } });
-    const put = await callWithKey(operator, "PUT", "/relay/providers/fastmail", { mx: [".messagingengine.com"], window: { initial: 3, limit: 8 }, rate: "600/m", sources: { window: "our own measurement" } });
+    expect(list.data.find((r) => r.name === "google")).toMatchObject({
+      mx: [".google.com", ".googlemail.com"],
+      require_tls: true,
+      sources: { require_tls: expect.stringContaining("TLS") },
+    });
+    const put = await callWithKey(operator, "PUT", "/relay/providers/fastmail", {
+      mx: [".messagingengine.com"],
+      window: { initial: 3, limit: 8 },
+      rate: "600/m",
+      sources: { window: "our own measurement" },
+    });
     expect(put.status).toBe(200);
-    expect(await put.json()).toEqual({ object: "provider", name: "fastmail", mx: [".messagingengine.com"], window: { initial: 3, limit: 8 }, rate: "600/m", sources: { window: "our own measurement" } });
-    expect(await (await callWithKey(operator, "GET", "/relay/providers/fastmail")).json()).toMatchObject({ name: "fastmail", rate: "600/m" });
-    const bad = await callWithKey(operator, "PUT", "/relay/providers/Bad%20Name", { mx: ["not a suffix"], window: { initial: 9, limit: 2 }, rate: "fast" });
+    expect(await put.json()).toEqual({
+      object: "provider",
+      name: "fastmail",
+      mx: [".messagingengine.com"],
+      window: { initial: 3, limit: 8 },
+      rate: "600/m",
+      sources: { window: "our own measurement" },
+    });
+    expect(await (await callWithKey(operator, "GET", "/relay/providers/fastmail")).json()).toMatchObject({
+      name: "fastmail",
+      rate: "600/m",
+    });
+    const bad = await callWithKey(operator, "PUT", "/relay/providers/Bad%20Name", {
+      mx: ["not a suffix"],
+      window: { initial: 9, limit: 2 },
+      rate: "fast",
+    });
     expect(bad.status).toBe(422);
-    expect((await bad.json<{ message: string }>()).message).toMatch(/name: .*mx: .*window: initial above limit.*rate: /);
+    expect((await bad.json<{ message: string }>()).message).toMatch(
+      /name: .*mx: .*window: initial above limit.*rate: /,
+    );
     expect((await callWithKey(key, "GET", "/relay/providers")).status).toBe(403);
-    expect(await (await callWithKey(operator, "DELETE", "/relay/providers/fastmail")).json()).toEqual({ object: "provider", name: "fastmail", deleted: true });
+    expect(await (await callWithKey(operator, "DELETE", "/relay/providers/fastmail")).json()).toEqual({
+      object: "provider",
+      name: "fastmail",
+      deleted: true,
+    });
     expect((await callWithKey(operator, "DELETE", "/relay/providers/fastmail")).status).toBe(404);
   });
 
   it("GET /relay/destinations shows which rule a destination falls under, and why", async () => {
     const id = await send(["pr-why@mx-one.test"]);
     await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered", 20_000);
-    const d = await eventually(async () => {
-      const res = await callWithKey(operator, "GET", "/relay/destinations/mx/mx-one.test");
-      return res.status === 200 ? res.json<{ provider: unknown }>() : undefined;
-    }, 10_000, "the destination");
-    expect(d.provider).toEqual({ rule: "localprov", mx_hosts: ["localhost"], matched: { mx_host: "localhost", suffix: ".localhost" } });
+    const d = await eventually(
+      async () => {
+        const res = await callWithKey(operator, "GET", "/relay/destinations/mx/mx-one.test");
+        return res.status === 200 ? res.json<{ provider: unknown }>() : undefined;
+      },
+      10_000,
+      "the destination",
+    );
+    expect(d.provider).toEqual({
+      rule: "localprov",
+      mx_hosts: ["localhost"],
+      matched: { mx_host: "localhost", suffix: ".localhost" },
+    });
   }, 30_000);
 });

@@ -27,14 +27,18 @@ beforeAll(async () => {
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'probe.test', 'probe')"),
   ]);
   const sqlOf = (stub: DurableObjectStub) => runInDurableObject(stub, (_i, s) => s.storage.sql);
-  const proto = Object.getPrototypeOf(await sqlOf(env.OUTBOX.getByName(outboxName(0)))) as { exec: (...a: unknown[]) => Cursorish };
+  const proto = Object.getPrototypeOf(await sqlOf(env.OUTBOX.getByName(outboxName(0)))) as {
+    exec: (...a: unknown[]) => Cursorish;
+  };
   const orig = proto.exec;
   proto.exec = function (this: unknown, ...a: unknown[]) {
     const c = orig.apply(this, a);
     cursors.push({ sql: this, c, q: String(a[0]).slice(0, 60) });
     return c;
   };
-  restore = () => { proto.exec = orig; };
+  restore = () => {
+    proto.exec = orig;
+  };
   for (let s = 0; s < 4; s++) names.set(await sqlOf(env.OUTBOX.getByName(outboxName(s))), "outbox");
   names.set(await sqlOf(env.TRANSPORT_QUEUE.getByName("probe")), "transport");
 });
@@ -44,17 +48,30 @@ afterAll(() => restore());
 async function send(n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
-    const res = await callWithKey(key, "POST", "/emails", email({ from: "Acme <no-reply@acme.test>", to: [`r${i}@probe.test`] }));
+    const res = await callWithKey(
+      key,
+      "POST",
+      "/emails",
+      email({ from: "Acme <no-reply@acme.test>", to: [`r${i}@probe.test`] }),
+    );
     ids.push((await res.json<{ id: string }>()).id);
   }
   return ids;
 }
 
 async function indexedDelivered(ids: string[]): Promise<void> {
-  await eventually(async () => {
-    const r = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE id IN (SELECT value FROM json_each(?)) AND last_event = 'delivered'").bind(JSON.stringify(ids)).first<{ n: number }>();
-    return r?.n === ids.length ? true : undefined;
-  }, 20_000, "delivered in the index");
+  await eventually(
+    async () => {
+      const r = await env.DB.prepare(
+        "SELECT count(*) AS n FROM messages WHERE id IN (SELECT value FROM json_each(?)) AND last_event = 'delivered'",
+      )
+        .bind(JSON.stringify(ids))
+        .first<{ n: number }>();
+      return r?.n === ids.length ? true : undefined;
+    },
+    20_000,
+    "delivered in the index",
+  );
   await new Promise((r) => setTimeout(r, 500));
 }
 
@@ -73,8 +90,15 @@ describe("rows written per one-recipient email", () => {
       if (c.rowsWritten > 0) byQ.set(`${who}: ${q}`, (byQ.get(`${who}: ${q}`) ?? 0) + c.rowsWritten);
       total += c.rowsWritten;
     }
-    console.log(JSON.stringify({ per_message: total / n, by: Object.fromEntries([...by].map(([k, v]) => [k, v / n])) }));
-    console.log([...byQ].sort((a, b) => b[1] - a[1]).map(([q, v]) => `${(v / n).toFixed(2)}  ${q}`).join("\n"));
+    console.log(
+      JSON.stringify({ per_message: total / n, by: Object.fromEntries([...by].map(([k, v]) => [k, v / n])) }),
+    );
+    console.log(
+      [...byQ]
+        .sort((a, b) => b[1] - a[1])
+        .map(([q, v]) => `${(v / n).toFixed(2)}  ${q}`)
+        .join("\n"),
+    );
     expect(total / n).toBeLessThanOrEqual(26);
   }, 60_000);
 });

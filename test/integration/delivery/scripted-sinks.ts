@@ -86,7 +86,10 @@ function optionsOf(spec: SinkSpec, stats: SinkStats, server: () => SMTPServer): 
   let refusedMail = 0;
   const disabled = [...(spec.tls ? [] : ["STARTTLS"]), ...(spec.auth ? [] : ["AUTH"])];
   return {
-    logger: false, disableReverseLookup: true, hideENHANCEDSTATUSCODES: spec.mailFromReply !== undefined, closeTimeout: 50,
+    logger: false,
+    disableReverseLookup: true,
+    hideENHANCEDSTATUSCODES: spec.mailFromReply !== undefined,
+    closeTimeout: 50,
     disabledCommands: disabled,
     authOptional: !spec.auth,
     ...(spec.auth ? { authMethods: spec.auth.methods ?? ["PLAIN", "LOGIN"] } : {}),
@@ -110,7 +113,8 @@ function optionsOf(spec: SinkSpec, stats: SinkStats, server: () => SMTPServer): 
     },
     onAuth: (auth, _session, callback) => {
       const want = spec.auth!;
-      if (auth.username === want.username && auth.password === want.password) return callback(null, { user: auth.username });
+      if (auth.username === want.username && auth.password === want.password)
+        return callback(null, { user: auth.username });
       stats.authFailures++;
       callback(coded(535, "Authentication credentials invalid"));
     },
@@ -171,7 +175,9 @@ function statsServer(all: Map<string, SinkStats>): Server {
     const name = /^\/sinks\/([\w-]+)$/.exec(req.url ?? "")?.[1];
     const stats = name ? all.get(name) : undefined;
     if (!stats) return void res.writeHead(404).end();
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ...stats, refused: stats.connections - stats.sessions }));
+    res
+      .writeHead(200, { "content-type": "application/json" })
+      .end(JSON.stringify({ ...stats, refused: stats.connections - stats.sessions }));
   });
 }
 
@@ -187,7 +193,15 @@ export async function startScriptedSinks(specs: SinkSpec[]): Promise<ScriptedSin
   };
   try {
     for (const spec of specs) {
-      const stats: SinkStats = { connections: 0, sessions: 0, maxConcurrent: 0, refused: 0, drops: 0, authFailures: 0, messages: [] };
+      const stats: SinkStats = {
+        connections: 0,
+        sessions: 0,
+        maxConcurrent: 0,
+        refused: 0,
+        drops: 0,
+        authFailures: 0,
+        messages: [],
+      };
       all.set(spec.name, stats);
       const one = await startOne(spec, stats);
       closers.push(one.close);

@@ -76,14 +76,26 @@ export default async function setup(project: TestProject): Promise<() => Promise
     { name: "held", dataDelayMs: 1500 },
     { name: "heldLong", dataDelayMs: 8000 },
     // Yahoo's throttling reply to the first MAIL FROM (reply-rules.test.ts in this directory).
-    { name: "tss04", mailFromReply: { code: 421, text: "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes", times: 1 } },
+    {
+      name: "tss04",
+      mailFromReply: {
+        code: 421,
+        text: "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes",
+        times: 1,
+      },
+    },
     { name: "greet554", host: "127.0.0.3", port: catcher.smtpPort, greeting554: true },
   ]);
   project.provide("sink", { smtpPort: catcher.smtpPort, httpPort: catcher.httpPort, closedPort: await closedPort() });
   project.provide("doh", { url: doh.url });
   project.provide("socks", { port: dante.port, ...DANTE_USER });
   project.provide("scripted", { ports: scripted.ports, statsUrl: scripted.statsUrl });
-  project.provide("sts", { policyPort: sts.policyPort, ruaUrl: sts.ruaUrl, statsUrl: sts.statsUrl, sinksUrl: sts.sinks.statsUrl });
+  project.provide("sts", {
+    policyPort: sts.policyPort,
+    ruaUrl: sts.ruaUrl,
+    statsUrl: sts.statsUrl,
+    sinksUrl: sts.sinks.statsUrl,
+  });
   project.provide("gates", { ports: gates.ports, controlUrl: gates.controlUrl });
   project.provide("world", { viewUrl: view.url });
   return async () => {

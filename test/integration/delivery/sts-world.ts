@@ -40,7 +40,11 @@ export const STS_POLICIES: Record<string, string> = {
 
 /** Where each test domain's MX host is. */
 const MX_ADDR: Record<string, string> = {
-  "sts-enforce.test": "127.0.0.4", "sts-wrongname.test": "127.0.0.5", "sts-notls.test": "127.0.0.6", "sts-testing.test": "127.0.0.6", "sts-badmx.test": "127.0.0.4",
+  "sts-enforce.test": "127.0.0.4",
+  "sts-wrongname.test": "127.0.0.5",
+  "sts-notls.test": "127.0.0.6",
+  "sts-testing.test": "127.0.0.6",
+  "sts-badmx.test": "127.0.0.4",
 };
 
 type Rr = { name: string; type: number; TTL: number; data: string };
@@ -49,21 +53,36 @@ type Answer = { Status: number; Answer?: Rr[] };
 /** The DoH answers of the world (keys "name/TYPE", as doh-server.ts reads them). */
 export function stsRecords(ruaUrl: string): Record<string, Answer> {
   const out: Record<string, Answer> = {};
-  const one = (name: string, type: number, data: string): Answer => ({ Status: 0, Answer: [{ name: `${name}.`, type, TTL: 300, data }] });
+  const one = (name: string, type: number, data: string): Answer => ({
+    Status: 0,
+    Answer: [{ name: `${name}.`, type, TTL: 300, data }],
+  });
   for (const [domain, ip] of Object.entries(MX_ADDR)) {
     const mx = `mx.${domain}`;
     out[`${domain}/MX`] = one(domain, 15, `10 ${mx}.`);
     out[`${mx}/A`] = one(mx, 1, ip);
     out[`mta-sts.${domain}/A`] = one(`mta-sts.${domain}`, 1, "127.0.0.1");
-    out[`_mta-sts.${domain}/TXT`] = one(`_mta-sts.${domain}`, 16, "\"v=STSv1; id=20261128T000000;\"");
-    out[`_smtp._tls.${domain}/TXT`] = one(`_smtp._tls.${domain}`, 16, `"v=TLSRPTv1; rua=mailto:tlsrpt@reports.test,${ruaUrl}"`);
+    out[`_mta-sts.${domain}/TXT`] = one(`_mta-sts.${domain}`, 16, '"v=STSv1; id=20261128T000000;"');
+    out[`_smtp._tls.${domain}/TXT`] = one(
+      `_smtp._tls.${domain}`,
+      16,
+      `"v=TLSRPTv1; rua=mailto:tlsrpt@reports.test,${ruaUrl}"`,
+    );
   }
   out["reports.test/MX"] = one("reports.test", 15, "10 localhost.");
   // The compliance test's domains (compliance.test.ts): one with a DMARC record (aspf strict, at
   // enforcement) and a BIMI record, one with neither; the walk ends at "test", which has none.
   const nx: Answer = { Status: 3 };
-  out["_dmarc.comp-dmarc.test/TXT"] = one("_dmarc.comp-dmarc.test", 16, "\"v=DMARC1; p=reject; aspf=s; rua=mailto:d@comp-dmarc.test\"");
-  out["default._bimi.comp-dmarc.test/TXT"] = one("default._bimi.comp-dmarc.test", 16, "\"v=BIMI1; l=https://comp-dmarc.test/logo.svg\"");
+  out["_dmarc.comp-dmarc.test/TXT"] = one(
+    "_dmarc.comp-dmarc.test",
+    16,
+    '"v=DMARC1; p=reject; aspf=s; rua=mailto:d@comp-dmarc.test"',
+  );
+  out["default._bimi.comp-dmarc.test/TXT"] = one(
+    "default._bimi.comp-dmarc.test",
+    16,
+    '"v=BIMI1; l=https://comp-dmarc.test/logo.svg"',
+  );
   out["_dmarc.comp-nodmarc.test/TXT"] = nx;
   out["default._bimi.comp-nodmarc.test/TXT"] = nx;
   out["_dmarc.test/TXT"] = nx;
@@ -103,22 +122,49 @@ export async function startStsWorld(smtpPort: number): Promise<StsWorld> {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       if (req.method === "POST" && req.url === "/tlsrpt") {
-        reports.push({ contentType: req.headers["content-type"], report: JSON.parse(gunzipSync(Buffer.concat(chunks)).toString("utf8")) });
+        reports.push({
+          contentType: req.headers["content-type"],
+          report: JSON.parse(gunzipSync(Buffer.concat(chunks)).toString("utf8")),
+        });
         return void res.writeHead(204).end();
       }
-      if (req.url === "/stats") return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ fetches, reports }));
+      if (req.url === "/stats")
+        return void res
+          .writeHead(200, { "content-type": "application/json" })
+          .end(JSON.stringify({ fetches, reports }));
       res.writeHead(404).end();
     });
   });
   const [policyPort, ruaPort] = [await listen(policy), await listen(rua)];
   const sinks = await startScriptedSinks([
-    { name: "stsGood", host: "127.0.0.4", port: smtpPort, tls: { key: fixture("sts-mx-key.pem"), cert: fixture("sts-mx.pem") } },
-    { name: "stsWrongName", host: "127.0.0.5", port: smtpPort, tls: { key: fixture("trusted-key.pem"), cert: fixture("trusted.pem") } },
+    {
+      name: "stsGood",
+      host: "127.0.0.4",
+      port: smtpPort,
+      tls: { key: fixture("sts-mx-key.pem"), cert: fixture("sts-mx.pem") },
+    },
+    {
+      name: "stsWrongName",
+      host: "127.0.0.5",
+      port: smtpPort,
+      tls: { key: fixture("trusted-key.pem"), cert: fixture("trusted.pem") },
+    },
     { name: "stsNoTls", host: "127.0.0.6", port: smtpPort },
   ]);
-  const stop = (s: Server) => new Promise<void>((r) => { s.closeAllConnections(); s.close(() => r()); });
+  const stop = (s: Server) =>
+    new Promise<void>((r) => {
+      s.closeAllConnections();
+      s.close(() => r());
+    });
   return {
-    policyPort, ruaUrl: `https://127.0.0.1:${ruaPort}/tlsrpt`, statsUrl: `https://127.0.0.1:${ruaPort}/stats`, sinks,
-    close: async () => { await sinks.close(); await stop(policy); await stop(rua); },
+    policyPort,
+    ruaUrl: `https://127.0.0.1:${ruaPort}/tlsrpt`,
+    statsUrl: `https://127.0.0.1:${ruaPort}/stats`,
+    sinks,
+    close: async () => {
+      await sinks.close();
+      await stop(policy);
+      await stop(rua);
+    },
   };
 }

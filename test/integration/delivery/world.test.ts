@@ -20,7 +20,9 @@ beforeAll(async () => {
   key = await newKey("world");
   await env.DB.batch([
     env.DB.prepare("INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('world', NULL)"),
-    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'world')").bind(`*.${TEST_WORLD.config.suffix}`),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, 'world')").bind(
+      `*.${TEST_WORLD.config.suffix}`,
+    ),
   ]);
 });
 
@@ -40,7 +42,8 @@ describe("delivery into the mail world", () => {
     expect(greylisting.length).toBeGreaterThanOrEqual(4);
     const to = greylisting.map((d, i) => `grey-${run}-${i}@${d.name}`);
     const ids = await Promise.all(to.map((t) => send([t])));
-    for (const id of ids) await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered after the greylist", 20_000);
+    for (const id of ids)
+      await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered after the greylist", 20_000);
     for (const address of to) {
       const { delivered, greylist } = await recipient(address);
       expect(delivered).toHaveLength(1);

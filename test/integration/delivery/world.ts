@@ -7,6 +7,11 @@
 import { createWorld, type World } from "../../../bench/world/world";
 
 export const TEST_WORLD: World = createWorld({
-  domains: 40, seed: 3, net: 78, suffix: "world.test", bigDomains: 2, greylistMs: 1000,
+  domains: 40,
+  seed: 3,
+  net: 78,
+  suffix: "world.test",
+  bigDomains: 2,
+  greylistMs: 1000,
   shares: { greylist: 0.25, strict: 0.1, limited: 0, slow: 0, down: 0, timeout: 0, flaky: 0 },
 });

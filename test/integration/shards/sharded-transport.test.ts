@@ -15,33 +15,51 @@ const SHARDS = 3;
 let key: string;
 let operator: string;
 /** Four spellings of the sink, four destinations of the transport `split`. */
-const nexthops = [`[127.0.0.1]:${sink.smtpPort}`, `127.0.0.1:${sink.smtpPort}`, `[localhost]:${sink.smtpPort}`, `localhost:${sink.smtpPort}`];
+const nexthops = [
+  `[127.0.0.1]:${sink.smtpPort}`,
+  `127.0.0.1:${sink.smtpPort}`,
+  `[localhost]:${sink.smtpPort}`,
+  `localhost:${sink.smtpPort}`,
+];
 
 beforeAll(async () => {
   key = await newKey("acme");
   operator = await newOperatorKey("ops");
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('split', ?)").bind(nexthops[0]),
-    ...nexthops.map((n, i) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, ?, 'split', ?)")
-      .bind(`d${i}.split.test`, n)),
+    ...nexthops.map((n, i) =>
+      env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, ?, 'split', ?)").bind(
+        `d${i}.split.test`,
+        n,
+      ),
+    ),
   ]);
 });
 
-const admitted = (name: string) => runInDurableObject(env.TRANSPORT_QUEUE.getByName(name), (_o, state) =>
-  state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission").one().n);
+const admitted = (name: string) =>
+  runInDurableObject(
+    env.TRANSPORT_QUEUE.getByName(name),
+    (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission").one().n,
+  );
 
 describe("a transport on several Transport DOs", () => {
   it("schedules each destination on its own shard and delivers every recipient at the first attempt", async () => {
     const shards = new Set(nexthops.map((n) => schedulerName("split", n, SHARDS)));
     expect(shards.size, "the four destinations fall on more than one shard").toBeGreaterThan(1);
-    const res = await callWithKey(key, "POST", "/emails", email({ to: nexthops.map((_, i) => `r@d${i}.split.test`), subject: "sharded" }));
+    const res = await callWithKey(
+      key,
+      "POST",
+      "/emails",
+      email({ to: nexthops.map((_, i) => `r@d${i}.split.test`), subject: "sharded" }),
+    );
     expect(res.status).toBe(200);
     const { id } = await res.json<{ id: string }>();
     const rs = await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered", 15_000);
     // Reported to the shard that handed each entry over: no lease ran out, no second attempt.
     expect(rs.map((r) => r.attempts)).toEqual([1, 1, 1, 1]);
     for (const name of shards) expect(await admitted(name), name).toBeGreaterThan(0);
-    for (const name of schedulerNames("split", SHARDS).filter((n) => !shards.has(n))) expect(await admitted(name), name).toBe(0);
+    for (const name of schedulerNames("split", SHARDS).filter((n) => !shards.has(n)))
+      expect(await admitted(name), name).toBe(0);
   });
 
   it("answers the operator's queue view for the transport whole, every shard's destinations in it", async () => {

@@ -22,7 +22,10 @@ export interface TestReceiver {
 }
 
 async function ctl(path: string, method: string, body?: unknown): Promise<Response> {
-  const res = await fetch(`${control}${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(`${control}${path}`, {
+    method,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   if (res.status >= 300) throw new Error(`receiver control ${method} ${path}: ${res.status} ${await res.text()}`);
   return res;
 }
@@ -42,7 +45,19 @@ export async function newReceiver(): Promise<TestReceiver> {
 }
 
 /** Creates a webhook endpoint; returns its id and secret. */
-export async function createEndpoint(key: string, url: string, events: string[] = ["email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed", "email.canceled"]): Promise<{ id: string; secret: string }> {
+export async function createEndpoint(
+  key: string,
+  url: string,
+  events: string[] = [
+    "email.sent",
+    "email.delivered",
+    "email.delivery_delayed",
+    "email.bounced",
+    "email.failed",
+    "email.suppressed",
+    "email.canceled",
+  ],
+): Promise<{ id: string; secret: string }> {
   const res = await callWithKey(key, "POST", "/webhooks", { endpoint: url, events });
   if (res.status !== 201) throw new Error(`POST /webhooks: ${res.status} ${await res.text()}`);
   const body = await res.json<{ id: string; signing_secret: string }>();
@@ -57,7 +72,11 @@ export async function send(key: string, overrides: Record<string, unknown>): Pro
 }
 
 /** An envelope as pushed (parsed body). */
-export type Pushed = { type: string; created_at: string; data: { email_id: string; recipient: string; [k: string]: unknown } };
+export type Pushed = {
+  type: string;
+  created_at: string;
+  data: { email_id: string; recipient: string; [k: string]: unknown };
+};
 
 /** The parsed envelope of a delivery. */
 export function envelopeOf(d: Delivery): Pushed {
@@ -65,11 +84,20 @@ export function envelopeOf(d: Delivery): Pushed {
 }
 
 /** Waits until the receiver's log satisfies `done`; returns the log. */
-export function logWhen(r: TestReceiver, done: (log: Delivery[]) => boolean, what: string, timeoutMs = 30_000): Promise<Delivery[]> {
-  return eventually(async () => {
-    const log = await r.log();
-    return done(log) ? log : undefined;
-  }, timeoutMs, what);
+export function logWhen(
+  r: TestReceiver,
+  done: (log: Delivery[]) => boolean,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<Delivery[]> {
+  return eventually(
+    async () => {
+      const log = await r.log();
+      return done(log) ? log : undefined;
+    },
+    timeoutMs,
+    what,
+  );
 }
 
 /** Distinct webhook-ids among the successful (2xx) deliveries. */
@@ -78,13 +106,19 @@ export function deliveredIds(log: Delivery[]): Set<string> {
 }
 
 /** Every page of GET /relay/events for the key. */
-export async function readFeed(key: string, query = ""): Promise<{ id: string; type: string; created_at: string; data: Record<string, unknown> }[]> {
+export async function readFeed(
+  key: string,
+  query = "",
+): Promise<{ id: string; type: string; created_at: string; data: Record<string, unknown> }[]> {
   const items: { id: string; type: string; created_at: string; data: Record<string, unknown> }[] = [];
   let after = "";
   for (;;) {
     const res = await callWithKey(key, "GET", `/relay/events?limit=100${after ? `&after=${after}` : ""}${query}`);
     if (res.status !== 200) throw new Error(`GET /relay/events: ${res.status} ${await res.text()}`);
-    const page = await res.json<{ has_more: boolean; data: { id: string; type: string; created_at: string; data: Record<string, unknown> }[] }>();
+    const page = await res.json<{
+      has_more: boolean;
+      data: { id: string; type: string; created_at: string; data: Record<string, unknown> }[];
+    }>();
     items.push(...page.data);
     if (!page.has_more || page.data.length === 0) return items;
     after = page.data[page.data.length - 1]!.id;

@@ -9,12 +9,17 @@ import { expect, it, vi } from "vitest";
 import { eventually, newKey } from "../helpers";
 import { createEndpoint, deliveredIds, logWhen, newReceiver, readFeed, send } from "./hooks";
 
-const sendMany = (key: string, from: number, n: number) => Promise.all(Array.from({ length: n }, (_, i) => send(key, { to: `user${from + i}@sink.test` })));
+const sendMany = (key: string, from: number, n: number) =>
+  Promise.all(Array.from({ length: n }, (_, i) => send(key, { to: `user${from + i}@sink.test` })));
 
 it("delivers every event after an outage, duplicates under the same webhook-id", async () => {
   // What the relay itself logs meanwhile: one structured line per failed attempt, no stack trace.
   const lines: string[] = [];
-  const spies = (["log", "warn", "error"] as const).map((level) => vi.spyOn(console, level).mockImplementation((...a: unknown[]) => { lines.push(a.map(String).join(" ")); }));
+  const spies = (["log", "warn", "error"] as const).map((level) =>
+    vi.spyOn(console, level).mockImplementation((...a: unknown[]) => {
+      lines.push(a.map(String).join(" "));
+    }),
+  );
   const key = await newKey("outage");
   const receiver = await newReceiver();
   const ep = await createEndpoint(key, receiver.url);
@@ -24,11 +29,17 @@ it("delivers every event after an outage, duplicates under the same webhook-id",
   await receiver.down();
   await sendMany(key, 5, 10);
   // The endpoint is backed off as a whole while it refuses connections.
-  const dead = await eventually(async () => {
-    const row = await env.DB.prepare("SELECT state FROM webhook_endpoint_health WHERE endpoint_id = ?").bind(ep.id).first<{ state: string }>();
-    const state = row ? (JSON.parse(row.state) as { dead: boolean; blockedUntilMs: number | null }) : null;
-    return state?.dead ? state : undefined;
-  }, 15_000, "the endpoint to be backed off");
+  const dead = await eventually(
+    async () => {
+      const row = await env.DB.prepare("SELECT state FROM webhook_endpoint_health WHERE endpoint_id = ?")
+        .bind(ep.id)
+        .first<{ state: string }>();
+      const state = row ? (JSON.parse(row.state) as { dead: boolean; blockedUntilMs: number | null }) : null;
+      return state?.dead ? state : undefined;
+    },
+    15_000,
+    "the endpoint to be backed off",
+  );
   expect(dead.blockedUntilMs).not.toBeNull();
   await new Promise((r) => setTimeout(r, 2000));
   await receiver.up();
@@ -45,11 +56,21 @@ it("delivers every event after an outage, duplicates under the same webhook-id",
     expect(bodies.get(id) ?? d.body).toBe(d.body);
     bodies.set(id, d.body);
   }
-  const dl = await env.DB.prepare("SELECT count(*) AS n FROM webhook_dead_letters WHERE endpoint_id = ?").bind(ep.id).first<{ n: number }>();
+  const dl = await env.DB.prepare("SELECT count(*) AS n FROM webhook_dead_letters WHERE endpoint_id = ?")
+    .bind(ep.id)
+    .first<{ n: number }>();
   expect(dl!.n).toBe(0);
   for (const s of spies) s.mockRestore();
-  const failed = lines.filter((l) => l.includes("webhooks: attempt failed")).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const failed = lines
+    .filter((l) => l.includes("webhooks: attempt failed"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
   expect(failed.length).toBeGreaterThan(0);
-  for (const f of failed) expect(f).toMatchObject({ endpoint: ep.id, event: expect.stringMatching(/^evt_/), attempt: expect.any(Number), error: "network" });
+  for (const f of failed)
+    expect(f).toMatchObject({
+      endpoint: ep.id,
+      event: expect.stringMatching(/^evt_/),
+      attempt: expect.any(Number),
+      error: "network",
+    });
   expect(lines.filter((l) => /\n\s+at |Error: .*\n/.test(l))).toEqual([]); // no stack trace
 });

@@ -76,22 +76,30 @@ export async function startReceiver(): Promise<Receiver> {
     const at = Date.now();
     const answer = r.script.shift() ?? { status: r.defaultStatus, delayMs: r.defaultDelayMs };
     if (answer.delayMs) await new Promise((done) => setTimeout(done, answer.delayMs));
-    const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]));
+    const headers = Object.fromEntries(
+      Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]),
+    );
     r.log.push({ headers, body, status: answer.status, at });
-    res.writeHead(answer.status, { "content-type": "text/plain", ...(answer.retryAfter ? { "retry-after": answer.retryAfter } : {}), ...(answer.headers ?? {}) });
+    res.writeHead(answer.status, {
+      "content-type": "text/plain",
+      ...(answer.retryAfter ? { "retry-after": answer.retryAfter } : {}),
+      ...(answer.headers ?? {}),
+    });
     res.end("ok");
   };
   let server = createServer((req, res) => void handle(req, res));
-  const track = (s: Server) => s.on("connection", (sock: Socket) => {
-    sockets.add(sock);
-    sock.on("close", () => sockets.delete(sock));
-  });
+  const track = (s: Server) =>
+    s.on("connection", (sock: Socket) => {
+      sockets.add(sock);
+      sock.on("close", () => sockets.delete(sock));
+    });
   track(server);
   const port = await listen(server, 0);
-  const stop = () => new Promise<void>((resolve) => {
-    for (const s of sockets) s.destroy();
-    server.close(() => resolve());
-  });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    });
   const r: Receiver = {
     port,
     log: [],
@@ -135,8 +143,7 @@ export async function startReceiverControl(): Promise<{ url: string; close: () =
       const d = JSON.parse(body) as { status: number; delayMs?: number };
       rcv.defaultStatus = d.status;
       rcv.defaultDelayMs = d.delayMs ?? 0;
-    }
-    else if (action === "down") await rcv.down();
+    } else if (action === "down") await rcv.down();
     else if (action === "up") await rcv.up();
     else return json(res, 200, rcv.log);
     return json(res, 200, { ok: true });

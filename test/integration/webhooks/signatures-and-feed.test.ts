@@ -8,7 +8,17 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import { call, callWithKey, newKey } from "../helpers";
-import { createEndpoint, deliveredIds, envelopeOf, logWhen, newReceiver, readFeed, send, type Delivery, type TestReceiver } from "./hooks";
+import {
+  createEndpoint,
+  deliveredIds,
+  envelopeOf,
+  logWhen,
+  newReceiver,
+  readFeed,
+  send,
+  type Delivery,
+  type TestReceiver,
+} from "./hooks";
 
 let key: string;
 let receiver: TestReceiver;
@@ -17,21 +27,35 @@ let log: Delivery[];
 let emailId: string;
 
 const EXPECTED = [
-  ["ann@sink.test", "email.sent"], ["ann@sink.test", "email.delivered"],
-  ["reject-bob@sink.test", "email.sent"], ["reject-bob@sink.test", "email.bounced"],
-  ["tempfail-cy@sink.test", "email.sent"], ["tempfail-cy@sink.test", "email.delivery_delayed"], ["tempfail-cy@sink.test", "email.delivered"],
-].map(([r, t]) => `${r} ${t}`).sort();
+  ["ann@sink.test", "email.sent"],
+  ["ann@sink.test", "email.delivered"],
+  ["reject-bob@sink.test", "email.sent"],
+  ["reject-bob@sink.test", "email.bounced"],
+  ["tempfail-cy@sink.test", "email.sent"],
+  ["tempfail-cy@sink.test", "email.delivery_delayed"],
+  ["tempfail-cy@sink.test", "email.delivered"],
+]
+  .map(([r, t]) => `${r} ${t}`)
+  .sort();
 
 function verifyWith(secret: string, d: Delivery, names: "webhook" | "svix"): unknown {
   const h = d.headers;
-  return new Webhook(secret).verify(d.body, { "webhook-id": h[`${names}-id`]!, "webhook-timestamp": h[`${names}-timestamp`]!, "webhook-signature": h[`${names}-signature`]! });
+  return new Webhook(secret).verify(d.body, {
+    "webhook-id": h[`${names}-id`]!,
+    "webhook-timestamp": h[`${names}-timestamp`]!,
+    "webhook-signature": h[`${names}-signature`]!,
+  });
 }
 
 beforeAll(async () => {
   key = await newKey("acme");
   receiver = await newReceiver();
   endpoint = await createEndpoint(key, receiver.url);
-  emailId = await send(key, { to: ["ann@sink.test", "reject-bob@sink.test", "tempfail-cy@sink.test"], subject: "Events", tags: [{ name: "kind", value: "test" }] });
+  emailId = await send(key, {
+    to: ["ann@sink.test", "reject-bob@sink.test", "tempfail-cy@sink.test"],
+    subject: "Events",
+    tags: [{ name: "kind", value: "test" }],
+  });
   log = await logWhen(receiver, (l) => deliveredIds(l).size >= EXPECTED.length, "every event of the message");
 });
 
@@ -40,10 +64,21 @@ describe("webhook deliveries", () => {
     const seen = [...new Map(log.map((d) => [d.headers["webhook-id"], envelopeOf(d)])).values()];
     expect(seen.map((e) => `${e.data.recipient} ${e.type}`).sort()).toEqual(EXPECTED);
     for (const e of seen) {
-      expect(e.data).toMatchObject({ email_id: emailId, from: "Acme <no-reply@acme.test>", to: ["ann@sink.test", "reject-bob@sink.test", "tempfail-cy@sink.test"], subject: "Events", tags: { kind: "test" } });
+      expect(e.data).toMatchObject({
+        email_id: emailId,
+        from: "Acme <no-reply@acme.test>",
+        to: ["ann@sink.test", "reject-bob@sink.test", "tempfail-cy@sink.test"],
+        subject: "Events",
+        tags: { kind: "test" },
+      });
     }
     const bounced = seen.find((e) => e.type === "email.bounced")!;
-    expect(bounced.data).toMatchObject({ terminal: true, classification: "invalid_recipient", delivery: { smtp_code: 550, enhanced_code: "5.1.1" }, bounce: { type: "Permanent", subType: "invalid_recipient" } });
+    expect(bounced.data).toMatchObject({
+      terminal: true,
+      classification: "invalid_recipient",
+      delivery: { smtp_code: 550, enhanced_code: "5.1.1" },
+      bounce: { type: "Permanent", subType: "invalid_recipient" },
+    });
     const delayed = seen.find((e) => e.type === "email.delivery_delayed")!;
     expect(delayed.data).toMatchObject({ terminal: false, attempt: 1, delivery: { smtp_code: 451 } });
   });
@@ -60,10 +95,16 @@ describe("webhook deliveries", () => {
   });
 
   it("sign with both secrets while a rotation overlaps", async () => {
-    const rotated = await (await callWithKey(key, "POST", `/webhooks/${endpoint.id}/signing-secret/rotate`)).json<{ signing_secret: string }>();
+    const rotated = await (
+      await callWithKey(key, "POST", `/webhooks/${endpoint.id}/signing-secret/rotate`)
+    ).json<{ signing_secret: string }>();
     const before = log.length;
     await send(key, { to: "rotation@sink.test" });
-    const after = await logWhen(receiver, (l) => l.slice(before).some((d) => envelopeOf(d).type === "email.delivered"), "a delivery after the rotation");
+    const after = await logWhen(
+      receiver,
+      (l) => l.slice(before).some((d) => envelopeOf(d).type === "email.delivered"),
+      "a delivery after the rotation",
+    );
     for (const d of after.slice(before)) {
       expect(d.headers["webhook-signature"]!.split(" ")).toHaveLength(2);
       expect(verifyWith(rotated.signing_secret, d, "webhook")).toBeTruthy();
@@ -86,10 +127,14 @@ describe("GET /relay/events", () => {
 
   it("pages with after and limit, filters by type, and keeps tenants apart", async () => {
     const all = await readFeed(key);
-    const first = await (await callWithKey(key, "GET", "/relay/events?limit=2")).json<{ has_more: boolean; data: { id: string }[] }>();
+    const first = await (
+      await callWithKey(key, "GET", "/relay/events?limit=2")
+    ).json<{ has_more: boolean; data: { id: string }[] }>();
     expect(first.has_more).toBe(true);
     expect(first.data.map((d) => d.id)).toEqual(all.slice(0, 2).map((d) => d.id));
-    const next = await (await callWithKey(key, "GET", `/relay/events?limit=2&after=${first.data[1]!.id}`)).json<{ data: { id: string }[] }>();
+    const next = await (
+      await callWithKey(key, "GET", `/relay/events?limit=2&after=${first.data[1]!.id}`)
+    ).json<{ data: { id: string }[] }>();
     expect(next.data.map((d) => d.id)).toEqual(all.slice(2, 4).map((d) => d.id));
     const bounced = await readFeed(key, "&type=email.bounced,email.delivery_delayed");
     expect(bounced.map((d) => d.type).sort()).toEqual(["email.bounced", "email.delivery_delayed"]);

@@ -20,15 +20,31 @@ it("keeps delivering to a fast endpoint while another endpoint is slow to answer
   // The first slow answer marks the endpoint slow.
   const first = await send(key, { to: "p@sink.test" });
   await logWhen(slow, (l) => of(l, first).length >= 1, "the slow endpoint's first request");
-  const marked = await logWhen(fast, (l) => deliveredIds(of(l, first)).size >= 2, "the first message's events at the fast endpoint");
+  const marked = await logWhen(
+    fast,
+    (l) => deliveredIds(of(l, first)).size >= 2,
+    "the first message's events at the fast endpoint",
+  );
   expect(marked.length).toBeGreaterThanOrEqual(2);
 
   const second = await send(key, { to: "q@sink.test" });
-  const fastLog = of(await logWhen(fast, (l) => deliveredIds(of(l, second)).size >= 2, "the second message's events at the fast endpoint"), second);
-  const slowLog = of(await logWhen(slow, (l) => of(l, second).length >= 1, "the slow endpoint's request for the second message"), second);
+  const fastLog = of(
+    await logWhen(
+      fast,
+      (l) => deliveredIds(of(l, second)).size >= 2,
+      "the second message's events at the fast endpoint",
+    ),
+    second,
+  );
+  const slowLog = of(
+    await logWhen(slow, (l) => of(l, second).length >= 1, "the slow endpoint's request for the second message"),
+    second,
+  );
   // Both fast deliveries started before the slow receiver answered its first request for them.
   expect(Math.max(...fastLog.map((d) => d.at))).toBeLessThan(Math.min(...slowLog.map((d) => d.at)) + 4000);
-  const row = await env.DB.prepare("SELECT state FROM webhook_endpoint_health WHERE endpoint_id = ?").bind(slowEp.id).first<{ state: string }>();
+  const row = await env.DB.prepare("SELECT state FROM webhook_endpoint_health WHERE endpoint_id = ?")
+    .bind(slowEp.id)
+    .first<{ state: string }>();
   expect(JSON.parse(row!.state).slowUntilMs).toBeGreaterThan(Date.now());
   // The slow endpoint still gets everything.
   await logWhen(slow, (l) => deliveredIds(l).size >= 4, "every event at the slow endpoint");

@@ -43,29 +43,55 @@ describe("Resend's natural-language scheduled_at", () => {
     expect(iso(parseWhen("today at 9pm ET", sat))).toBe("2026-03-08T02:00:00.000Z");
   });
 
-  it.each(["tomorrow", "yesterday at 9am", "at 25:00", "tomorrow at 13pm", "in -1 days", "whenever", "Friday at 3pm XYZ", "in 1 fortnight", "Funday at 9am"])(
-    "%s is not understood (null)", (text) => {
-      expect(parseWhen(text, NOW)).toBeNull();
-    });
+  it.each([
+    "tomorrow",
+    "yesterday at 9am",
+    "at 25:00",
+    "tomorrow at 13pm",
+    "in -1 days",
+    "whenever",
+    "Friday at 3pm XYZ",
+    "in 1 fortnight",
+    "Funday at 9am",
+  ])("%s is not understood (null)", (text) => {
+    expect(parseWhen(text, NOW)).toBeNull();
+  });
 
-  it("property: \"in N minutes\" is exactly N minutes on, whatever the clock", () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 99_999 }), fc.integer({ min: 0, max: 4_000_000_000_000 }), (n, now) => {
-      expect(parseWhen(`in ${n} minutes`, now)).toBe(now + n * 60_000);
-    }));
+  it('property: "in N minutes" is exactly N minutes on, whatever the clock', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 99_999 }), fc.integer({ min: 0, max: 4_000_000_000_000 }), (n, now) => {
+        expect(parseWhen(`in ${n} minutes`, now)).toBe(now + n * 60_000);
+      }),
+    );
   });
 
   it("property: a day-and-time is always ahead of now and within 8 days", () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 }),
-      fc.constantFrom("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "next friday", "tomorrow"),
-      fc.integer({ min: 1, max: 12 }), fc.constantFrom("am", "pm"), fc.constantFrom("", " ET", " PT", " UTC", " Europe/Berlin", " +05:30"),
-      (now, day, h, ap, zone) => {
-        const at = parseWhen(`${day} at ${h}${ap}${zone}`, now);
-        expect(at).not.toBeNull();
-        expect(at!).toBeGreaterThan(now - 86_400_000); // "tomorrow" in a zone far from UTC may still be today in UTC
-        expect(at!).toBeLessThan(now + 8 * 86_400_000 + 86_400_000);
-      },
-    ), { numRuns: 500 });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 }),
+        fc.constantFrom(
+          "monday",
+          "tuesday",
+          "wednesday",
+          "thursday",
+          "friday",
+          "saturday",
+          "sunday",
+          "next friday",
+          "tomorrow",
+        ),
+        fc.integer({ min: 1, max: 12 }),
+        fc.constantFrom("am", "pm"),
+        fc.constantFrom("", " ET", " PT", " UTC", " Europe/Berlin", " +05:30"),
+        (now, day, h, ap, zone) => {
+          const at = parseWhen(`${day} at ${h}${ap}${zone}`, now);
+          expect(at).not.toBeNull();
+          expect(at!).toBeGreaterThan(now - 86_400_000); // "tomorrow" in a zone far from UTC may still be today in UTC
+          expect(at!).toBeLessThan(now + 8 * 86_400_000 + 86_400_000);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 
   it("the API takes them, and still refuses what it cannot read with a 422 naming the forms", () => {

@@ -8,7 +8,14 @@ import { generateArrivals, streamStats } from "../../../bench/world/arrivals";
 import { worldDnsAnswer } from "../../../bench/world/doh";
 import { startWorldSink, type WorldSink } from "../../../bench/world/sink";
 import { createSubmitter } from "../../../bench/world/submit";
-import { createWorld, DEFAULT_WORLD, isWellBehaved, kindCounts, type Domain, type World } from "../../../bench/world/world";
+import {
+  createWorld,
+  DEFAULT_WORLD,
+  isWellBehaved,
+  kindCounts,
+  type Domain,
+  type World,
+} from "../../../bench/world/world";
 
 describe("the world", () => {
   it("has 2,000 domains by default on distinct loopback addresses, Zipf weights that sum to 1, and the same world for the same seed", () => {
@@ -24,9 +31,13 @@ describe("the world", () => {
   it("keeps the big domains normal with a session limit, puts dead kinds only on the tail, and has its share of each awkward kind", () => {
     const w = createWorld();
     const counts = kindCounts(w);
-    for (const d of w.domains.slice(0, DEFAULT_WORLD.bigDomains)) expect(d).toMatchObject({ kind: "normal", maxSessions: DEFAULT_WORLD.bigMaxSessions });
-    expect(w.domains.slice(0, 50).some((d) => d.kind === "down" || d.kind === "timeout" || d.kind === "flaky")).toBe(false);
-    for (const k of ["greylist", "limited", "slow", "strict", "down", "timeout", "flaky"] as const) expect(counts[k]).toBeGreaterThan(0);
+    for (const d of w.domains.slice(0, DEFAULT_WORLD.bigDomains))
+      expect(d).toMatchObject({ kind: "normal", maxSessions: DEFAULT_WORLD.bigMaxSessions });
+    expect(w.domains.slice(0, 50).some((d) => d.kind === "down" || d.kind === "timeout" || d.kind === "flaky")).toBe(
+      false,
+    );
+    for (const k of ["greylist", "limited", "slow", "strict", "down", "timeout", "flaky"] as const)
+      expect(counts[k]).toBeGreaterThan(0);
     expect(counts.normal / w.domains.length).toBeGreaterThan(0.75);
     const limited = w.domains.filter((d) => d.kind === "limited");
     expect(limited.every((d) => d.maxSessions >= 2 && d.maxSessions <= 3)).toBe(true);
@@ -48,7 +59,8 @@ describe("the arrival stream", () => {
     expect(s.spanMs / 1000).toBeGreaterThan(110);
     expect(s.spanMs / 1000).toBeLessThan(140);
     // Unknown users only at strict domains.
-    for (const r of all.filter((x) => x.startsWith("nosuch"))) expect(w.domains.find((d) => r.endsWith(`@${d.name}`))!.kind).toBe("strict");
+    for (const r of all.filter((x) => x.startsWith("nosuch")))
+      expect(w.domains.find((d) => r.endsWith(`@${d.name}`))!.kind).toBe("strict");
   });
 });
 
@@ -57,7 +69,10 @@ describe("the world's DNS answers", () => {
   const answer = worldDnsAnswer(w);
   it("answers MX with the domain's own host, A with its address, NODATA for other types and NXDOMAIN for unknown names", () => {
     const d = w.domains[3]!;
-    expect(answer(d.name, "MX")).toMatchObject({ Status: 0, Answer: [{ type: 15, TTL: 300, data: `10 ${d.mxHost}.` }] });
+    expect(answer(d.name, "MX")).toMatchObject({
+      Status: 0,
+      Answer: [{ type: 15, TTL: 300, data: `10 ${d.mxHost}.` }],
+    });
     expect(answer(`${d.mxHost}.`, "A")).toMatchObject({ Status: 0, Answer: [{ type: 1, data: d.address }] });
     expect(answer(d.name, "AAAA")).toMatchObject({ Status: 0 });
     expect(answer(d.name, "AAAA")!.Answer).toBeUndefined();
@@ -75,7 +90,12 @@ describe("the world's sink", () => {
 
   beforeAll(async () => {
     world = createWorld({
-      domains: 200, net: 79, seed: 5, greylistMs: 300, backAfterMs: 1500, slowMs: [200, 200],
+      domains: 200,
+      net: 79,
+      seed: 5,
+      greylistMs: 300,
+      backAfterMs: 1500,
+      slowMs: [200, 200],
       shares: { greylist: 0.2, limited: 0.15, slow: 0.1, strict: 0.15, down: 0.1, timeout: 0.05, flaky: 0.1 },
     });
     for (const k of ["greylist", "limited", "strict", "down", "timeout", "flaky"] as const) expect(of(k)).toBeDefined();
@@ -139,7 +159,10 @@ describe("the world's sink", () => {
     const d = of("timeout");
     const before = sink.stats().silentConnections;
     const s = submitTo(d);
-    const sent = s.submit(message(`s@${d.name}`)).then(() => "sent", () => "failed");
+    const sent = s.submit(message(`s@${d.name}`)).then(
+      () => "sent",
+      () => "failed",
+    );
     const outcome = await Promise.race([sent, new Promise((r) => setTimeout(() => r("silent"), 300))]);
     expect(outcome).toBe("silent");
     expect(sink.stats().silentConnections).toBe(before + 1);

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { isStrictBase64, judgeAddress, judgeBatch, judgeEmail, judgeIdempotencyKey, judgeRaw, type Limits } from "../../chaos/core/oracle";
+import {
+  isStrictBase64,
+  judgeAddress,
+  judgeBatch,
+  judgeEmail,
+  judgeIdempotencyKey,
+  judgeRaw,
+  type Limits,
+} from "../../chaos/core/oracle";
 
 const LIMITS: Limits = { maxRecipients: 50, maxMessageBytes: 1 << 20 };
 const base = { from: "Acme <hello@acme.example>", to: ["ann@example.com"], subject: "Hi", text: "Hello" };
@@ -32,14 +40,30 @@ describe("the fuzz oracle", () => {
     { name: "to of the wrong type", patch: { to: 42 }, want: "reject" },
     { name: "empty to array", patch: { to: [] }, want: "reject" },
     { name: "51 recipients", patch: { to: Array.from({ length: 51 }, (_, i) => `r${i}@example.com`) }, want: "reject" },
-    { name: "50 recipients counted after de-duplication", patch: { to: Array.from({ length: 50 }, (_, i) => `r${i}@example.com`), cc: ["R0@example.com"] }, want: "accept" },
+    {
+      name: "50 recipients counted after de-duplication",
+      patch: { to: Array.from({ length: 50 }, (_, i) => `r${i}@example.com`), cc: ["R0@example.com"] },
+      want: "accept",
+    },
     { name: "header value with LF", patch: { headers: { "X-Ref": "a\nb" } }, want: "reject" },
     { name: "header name with a space", patch: { headers: { "Bad Name": "v" } }, want: "reject" },
     { name: "reserved header name", patch: { headers: { "Message-ID": "<x@y>" } }, want: "either" },
     { name: "tag value outside the alphabet", patch: { tags: [{ name: "a", value: "b c" }] }, want: "reject" },
-    { name: "attachment with non-base64 content", patch: { attachments: [{ filename: "a.txt", content: "!!!" }] }, want: "reject" },
-    { name: "attachment without padding", patch: { attachments: [{ filename: "a.txt", content: "aGVsbG8" }] }, want: "either" },
-    { name: "attachment filename with CR/LF", patch: { attachments: [{ filename: "a\r\n.txt", content: "aGk=" }] }, want: "reject" },
+    {
+      name: "attachment with non-base64 content",
+      patch: { attachments: [{ filename: "a.txt", content: "!!!" }] },
+      want: "reject",
+    },
+    {
+      name: "attachment without padding",
+      patch: { attachments: [{ filename: "a.txt", content: "aGVsbG8" }] },
+      want: "either",
+    },
+    {
+      name: "attachment filename with CR/LF",
+      patch: { attachments: [{ filename: "a\r\n.txt", content: "aGk=" }] },
+      want: "reject",
+    },
     { name: "unknown field", patch: { x_unknown: 1 }, want: "accept" },
   ])("judges POST /emails: $name", ({ patch, want }) => {
     const value = { ...base, ...patch } as Record<string, unknown>;
@@ -54,7 +78,12 @@ describe("the fuzz oracle", () => {
 
   it("judges batches as a whole and per item", () => {
     expect(judgeBatch([], LIMITS).whole.expect).toBe("reject");
-    expect(judgeBatch(Array.from({ length: 101 }, () => base), LIMITS).whole.expect).toBe("reject");
+    expect(
+      judgeBatch(
+        Array.from({ length: 101 }, () => base),
+        LIMITS,
+      ).whole.expect,
+    ).toBe("reject");
     const r = judgeBatch([base, { ...base, from: "nope" }], LIMITS);
     expect(r.whole.expect).toBe("accept");
     expect(r.items.map((i) => i.expect)).toEqual(["accept", "reject"]);
@@ -67,7 +96,12 @@ describe("the fuzz oracle", () => {
     { name: "unknown encoding", patch: { encoding: "binary" }, want: "reject" },
     { name: "null reverse path", patch: { mail_from: "" }, want: "either" },
   ])("judges POST /relay/messages/raw: $name", ({ patch, want }) => {
-    const raw = { mail_from: "a@example.com", rcpt_to: ["b@example.com"], message: "From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n", ...patch };
+    const raw = {
+      mail_from: "a@example.com",
+      rcpt_to: ["b@example.com"],
+      message: "From: a@example.com\r\nSubject: x\r\n\r\nhi\r\n",
+      ...patch,
+    };
     expect(judgeRaw(raw, LIMITS).expect).toBe(want);
   });
 

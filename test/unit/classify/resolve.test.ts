@@ -13,7 +13,11 @@ const routing: Routing = {
     { tenant_id: "acme", pattern: "corp.example", transport: "acme-relay", nexthop: null },
     { tenant_id: "globex", pattern: "*", transport: "globex-all", nexthop: null },
   ],
-  transports: new Map([["relay", "[smtp.relay.test]:587"], ["bulk", null], ["smtp", null]]),
+  transports: new Map([
+    ["relay", "[smtp.relay.test]:587"],
+    ["bulk", null],
+    ["smtp", null],
+  ]),
 };
 const defaults = { transport: "smtp", smarthost: "" };
 
@@ -31,27 +35,69 @@ describe("rewriteAddress", () => {
 
 describe("resolveRecipient", () => {
   it.each([
-    { name: "exact domain, transport's fixed nexthop", addr: "a@corp.example", tenant: "x", want: { transport: "relay", nexthop: "[smtp.relay.test]:587" } },
-    { name: "a tenant's own route beats the global one", addr: "a@corp.example", tenant: "acme", want: { transport: "acme-relay", nexthop: "corp.example" } },
-    { name: "longest *.suffix wins over a shorter one", addr: "a@mx.big.example", tenant: "x", want: { transport: "bulk", nexthop: "mx.big.example" } },
-    { name: "*.suffix does not match the bare domain", addr: "a@big.example", tenant: "x", want: { transport: "wide", nexthop: "[wide.test]:2525" } },
-    { name: "a tenant's * catches everything else for it", addr: "a@other.test", tenant: "globex", want: { transport: "globex-all", nexthop: "other.test" } },
-    { name: "an exact route still beats a tenant's *", addr: "a@corp.example", tenant: "globex", want: { transport: "relay", nexthop: "[smtp.relay.test]:587" } },
-    { name: "no route: the default transport to the recipient domain", addr: "a@other.test", tenant: "x", want: { transport: "smtp", nexthop: "other.test" } },
+    {
+      name: "exact domain, transport's fixed nexthop",
+      addr: "a@corp.example",
+      tenant: "x",
+      want: { transport: "relay", nexthop: "[smtp.relay.test]:587" },
+    },
+    {
+      name: "a tenant's own route beats the global one",
+      addr: "a@corp.example",
+      tenant: "acme",
+      want: { transport: "acme-relay", nexthop: "corp.example" },
+    },
+    {
+      name: "longest *.suffix wins over a shorter one",
+      addr: "a@mx.big.example",
+      tenant: "x",
+      want: { transport: "bulk", nexthop: "mx.big.example" },
+    },
+    {
+      name: "*.suffix does not match the bare domain",
+      addr: "a@big.example",
+      tenant: "x",
+      want: { transport: "wide", nexthop: "[wide.test]:2525" },
+    },
+    {
+      name: "a tenant's * catches everything else for it",
+      addr: "a@other.test",
+      tenant: "globex",
+      want: { transport: "globex-all", nexthop: "other.test" },
+    },
+    {
+      name: "an exact route still beats a tenant's *",
+      addr: "a@corp.example",
+      tenant: "globex",
+      want: { transport: "relay", nexthop: "[smtp.relay.test]:587" },
+    },
+    {
+      name: "no route: the default transport to the recipient domain",
+      addr: "a@other.test",
+      tenant: "x",
+      want: { transport: "smtp", nexthop: "other.test" },
+    },
   ])("$name", ({ addr, tenant, want }) => {
     expect(resolveRecipient(addr, tenant, routing, defaults)).toEqual(want);
   });
 
   it("sends unrouted mail to the smarthost when one is configured", () => {
-    expect(resolveRecipient("a@other.test", "x", routing, { transport: "smtp", smarthost: "[smarthost.test]:587" })).toEqual({ transport: "smtp", nexthop: "[smarthost.test]:587" });
+    expect(
+      resolveRecipient("a@other.test", "x", routing, { transport: "smtp", smarthost: "[smarthost.test]:587" }),
+    ).toEqual({ transport: "smtp", nexthop: "[smarthost.test]:587" });
   });
 
-  it("sends an address literal to the mx kind (its own host, no DNS), never as the relay kind's \"[host]\" with its credentials", () => {
+  it('sends an address literal to the mx kind (its own host, no DNS), never as the relay kind\'s "[host]" with its credentials', () => {
     const r = resolveRecipient("postmaster@[93.184.216.34]", "x", routing, defaults);
     expect(r).toEqual({ transport: "smtp", nexthop: "literal:[93.184.216.34]" });
     expect(relayTarget(r.nexthop)).toBeNull();
     const step = startMxLookup({ domain: r.nexthop }, 0, createMxConfig());
-    expect(step).toMatchObject({ kind: "done", result: { kind: "hosts", hosts: [{ host: "93.184.216.34", preference: 0 }], implicit: true } });
-    expect(resolveRecipient("a@[IPv6:2606:4700::ab]", "x", routing, defaults).nexthop).toBe("literal:[IPv6:2606:4700::ab]");
+    expect(step).toMatchObject({
+      kind: "done",
+      result: { kind: "hosts", hosts: [{ host: "93.184.216.34", preference: 0 }], implicit: true },
+    });
+    expect(resolveRecipient("a@[IPv6:2606:4700::ab]", "x", routing, defaults).nexthop).toBe(
+      "literal:[IPv6:2606:4700::ab]",
+    );
   });
 });

@@ -7,18 +7,38 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  admitMessage, applyDestinationReport, learnCeiling, type WindowState, createDestination, dispatchAll, drainEffects, mustParseSchedulerConfig, reportDelivery, transportParams, type Entry,
+  admitMessage,
+  applyDestinationReport,
+  learnCeiling,
+  type WindowState,
+  createDestination,
+  dispatchAll,
+  drainEffects,
+  mustParseSchedulerConfig,
+  reportDelivery,
+  transportParams,
+  type Entry,
 } from "../../../durable-objects/core";
 import { makeQmgr, rcpts, type TestRcpt } from "./harness";
 
-const REFUSAL = { dsnStatus: "4.7.0", reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many sessions, try again later" };
+const REFUSAL = {
+  dsnStatus: "4.7.0",
+  reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many sessions, try again later",
+};
 const CONFIG = {
-  minimal_backoff_time: 1, maximal_backoff_time: 10,
-  default_destination_concurrency_ceiling_memory: 3600, default_destination_concurrency_probe_delay: 1,
+  minimal_backoff_time: 1,
+  maximal_backoff_time: 10,
+  default_destination_concurrency_ceiling_memory: 3600,
+  default_destination_concurrency_probe_delay: 1,
 };
 const LIMIT = 5;
 
-interface Run { delivered: number; refused: number; deaths: number; windows: number[] }
+interface Run {
+  delivered: number;
+  refused: number;
+  deaths: number;
+  windows: number[];
+}
 
 /**
  * Drives the core in 10 ms ticks for `ms`: every tick it dispatches what it can; an entry
@@ -26,7 +46,14 @@ interface Run { delivered: number; refused: number; deaths: number; windows: num
  * `sessionTicks` later; finished entries wait in the agent and are reported every
  * `reportTicks` ticks, in an order `order` picks.
  */
-function simulate(ms: number, sessionTicks: number, reportTicks: number, order: (n: number) => number[], limitAt: (ms: number) => number = () => LIMIT, config: Record<string, unknown> = CONFIG): Run {
+function simulate(
+  ms: number,
+  sessionTicks: number,
+  reportTicks: number,
+  order: (n: number) => number[],
+  limitAt: (ms: number) => number = () => LIMIT,
+  config: Record<string, unknown> = CONFIG,
+): Run {
   const { q, src } = makeQmgr(config);
   for (let i = 0; i < 3000; i++) {
     src.files.set(`m${i}`, rcpts(1, "mx.test", "smtp", i));
@@ -69,7 +96,7 @@ function simulate(ms: number, sessionTicks: number, reportTicks: number, order: 
 /** A seeded shuffle of 0..n-1. */
 function shuffled(seed: number): (n: number) => number[] {
   let s = seed >>> 0 || 1;
-  const next = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const next = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
   return (n) => {
     const a = Array.from({ length: n }, (_, i) => i);
     for (let i = n - 1; i > 0; i--) {
@@ -91,14 +118,22 @@ describe("the learned ceiling with late, batched reports", () => {
   });
 
   it("property: in any report order, the destination never dies of its own refusals, and its window stays at or past the limit", () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 2 ** 31 - 1 }), fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 8 }), (seed, sessionTicks, reportTicks) => {
-      const r = simulate(4_000, sessionTicks, reportTicks, shuffled(seed));
-      expect(r.deaths).toBe(0);
-      const settled = r.windows.slice(50);
-      expect(settled.length).toBeGreaterThan(50);
-      expect(settled.reduce((a, w) => a + w, 0) / settled.length).toBeGreaterThanOrEqual(LIMIT);
-      expect(r.refused).toBeLessThan(r.delivered / 10);
-    }), { numRuns: 25 });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2 ** 31 - 1 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 1, max: 8 }),
+        (seed, sessionTicks, reportTicks) => {
+          const r = simulate(4_000, sessionTicks, reportTicks, shuffled(seed));
+          expect(r.deaths).toBe(0);
+          const settled = r.windows.slice(50);
+          expect(settled.length).toBeGreaterThan(50);
+          expect(settled.reduce((a, w) => a + w, 0) / settled.length).toBeGreaterThanOrEqual(LIMIT);
+          expect(r.refused).toBeLessThan(r.delivered / 10);
+        },
+      ),
+      { numRuns: 25 },
+    );
   });
 
   it("a refusal of the only session in flight still counts towards death (the server refuses everything)", () => {
@@ -130,9 +165,18 @@ describe("the learned ceiling with late, batched reports", () => {
   it("a server that lowers its limit from 10 to 3 and sheds sessions is followed down within a second", () => {
     const windows: number[] = [];
     const cfg = { ...CONFIG, initial_destination_concurrency: 10 };
-    const r = simulate(6_000, 4, 3, (n) => Array.from({ length: n }, (_, i) => i), (ms) => (ms < 3_000 ? 10 : 3), cfg);
+    const r = simulate(
+      6_000,
+      4,
+      3,
+      (n) => Array.from({ length: n }, (_, i) => i),
+      (ms) => (ms < 3_000 ? 10 : 3),
+      cfg,
+    );
     windows.push(...r.windows);
-    console.log(`fall 10 → 3: ${r.delivered} delivered, ${r.refused} refused, ${r.deaths} deaths; windows ${r.windows.filter((_, i) => i % 50 === 0).join(",")}`);
+    console.log(
+      `fall 10 → 3: ${r.delivered} delivered, ${r.refused} refused, ${r.deaths} deaths; windows ${r.windows.filter((_, i) => i % 50 === 0).join(",")}`,
+    );
     expect(r.deaths).toBe(0);
     // Samples are per 10 ms tick while mail waits: a second after the fall (tick 400) the window is at 3 or 4.
     expect(r.windows.slice(400, 550).every((w) => w >= 3 && w <= 4)).toBe(true);
@@ -140,7 +184,13 @@ describe("the learned ceiling with late, batched reports", () => {
 
   it("a cohort of refusals counted at their start follows a server that sheds sessions down at once, and a refusal never raises a ceiling", () => {
     const p = transportParams(mustParseSchedulerConfig(CONFIG), "smtp");
-    const at10 = (): WindowState => ({ window: 10, success: 0, failure: 0, failCohorts: 0, ceiling: { limit: 10, at: 100, probeAt: 101, gap: 20, left: 20, refusing: false } });
+    const at10 = (): WindowState => ({
+      window: 10,
+      success: 0,
+      failure: 0,
+      failCohorts: 0,
+      ceiling: { limit: 10, at: 100, probeAt: 101, gap: 20, left: 20, refusing: false },
+    });
     // Ten sessions in flight, each started with 10 in flight; the server lowers its limit to 3 and
     // refuses seven of them, one after another in the order they started.
     const s = at10();
@@ -152,7 +202,13 @@ describe("the learned ceiling with late, batched reports", () => {
     for (let i = 0; i < 7; i++) learnCeiling(t, 10, 200, p);
     expect(t.ceiling?.limit).toBe(9);
     // A refusal that started with 12 in flight, at a ceiling of 5: the ceiling stays 5.
-    const u: WindowState = { window: 5, success: 0, failure: 0, failCohorts: 0, ceiling: { limit: 5, at: 100, probeAt: 101, gap: 10, left: 10, refusing: false } };
+    const u: WindowState = {
+      window: 5,
+      success: 0,
+      failure: 0,
+      failCohorts: 0,
+      ceiling: { limit: 5, at: 100, probeAt: 101, gap: 10, left: 10, refusing: false },
+    };
     learnCeiling(u, 12, 200, p, 50);
     expect(u.ceiling?.limit).toBe(5);
   });

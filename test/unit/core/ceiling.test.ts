@@ -5,8 +5,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  applyDestinationReport, createDestination, isConcurrencyRefusal, mustParseSchedulerConfig, PROBE_GAP_MAX, transportParams,
-  type DestinationParams, type DestinationRecord,
+  applyDestinationReport,
+  createDestination,
+  isConcurrencyRefusal,
+  mustParseSchedulerConfig,
+  PROBE_GAP_MAX,
+  transportParams,
+  type DestinationParams,
+  type DestinationRecord,
 } from "../../../durable-objects/core";
 
 const params = (input: Record<string, unknown> = {}): DestinationParams => {
@@ -14,9 +20,18 @@ const params = (input: Record<string, unknown> = {}): DestinationParams => {
   return { ...transportParams(cfg, "smtp"), deadTimeSec: 300, idleMemorySec: 600 };
 };
 const postfix = params({ default_destination_concurrency_ceiling_memory: 0 });
-const learning = params({ default_destination_concurrency_ceiling_memory: 3600, default_destination_concurrency_probe_delay: 1 });
-const REFUSAL = { dsnStatus: "4.7.0", reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connected clients" };
-const LOST = { dsnStatus: "4.4.2", reason: "lost connection with mx.test[192.0.2.1] while receiving the initial server greeting" };
+const learning = params({
+  default_destination_concurrency_ceiling_memory: 3600,
+  default_destination_concurrency_probe_delay: 1,
+});
+const REFUSAL = {
+  dsnStatus: "4.7.0",
+  reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connected clients",
+};
+const LOST = {
+  dsnStatus: "4.4.2",
+  reason: "lost connection with mx.test[192.0.2.1] while receiving the initial server greeting",
+};
 
 /**
  * A server that takes `limit(t)` sessions at once and refuses the rest at the greeting, driven
@@ -33,7 +48,8 @@ function run(p: DestinationParams, seconds: number, limit: (t: number) => number
     const open = Math.max(1, rec.window);
     const ok = Math.min(open, limit(t));
     let busy = open;
-    for (let i = ok; i < open; i++) rec = applyDestinationReport(rec, { busy: busy--, siteFailure: REFUSAL }, t, p).record;
+    for (let i = ok; i < open; i++)
+      rec = applyDestinationReport(rec, { busy: busy--, siteFailure: REFUSAL }, t, p).record;
     for (let i = 0; i < ok; i++) rec = applyDestinationReport(rec, { busy: busy--, siteFailure: null }, t, p).record;
     refused += open - ok;
     delivered += ok;
@@ -44,7 +60,10 @@ function run(p: DestinationParams, seconds: number, limit: (t: number) => number
 
 describe("which site failures are concurrency refusals", () => {
   it.each([
-    ["host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connected clients, try again in a moment", true],
+    [
+      "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connected clients, try again in a moment",
+      true,
+    ],
     ["host mx.test refused to talk to me: 421 mx.test Service not available", true],
     ["host mx.test said: 452 4.7.0 too many concurrent SMTP connections", true],
     ["host mx.test refused to talk to me: 554 5.7.1 go away", false],
@@ -65,7 +84,9 @@ describe("the learned ceiling", () => {
   it("a fixed limit of 5: learned from the first refusal, then held; only the probes are refused, every 10 then 20 deliveries", () => {
     const off = run(postfix, 600, () => 5);
     const on = run(learning, 600, () => 5);
-    console.log(`fixed limit 5, 600 s: refused ${off.refused} (Postfix) vs ${on.refused} (ceiling); delivered ${off.delivered} vs ${on.delivered}`);
+    console.log(
+      `fixed limit 5, 600 s: refused ${off.refused} (Postfix) vs ${on.refused} (ceiling); delivered ${off.delivered} vs ${on.delivered}`,
+    );
     expect(on.rec.ceiling).toMatchObject({ limit: 5, gap: 20 });
     // One refused probe per 20 deliveries at the ceiling (5 a second here) once the gap has doubled
     // from 10: a quarter of Postfix's one refusal per 5 deliveries, with every slot used.
@@ -77,7 +98,10 @@ describe("the learned ceiling", () => {
   });
 
   it("never probes twice within destination_concurrency_probe_delay, however many deliveries pass", () => {
-    const slow = params({ default_destination_concurrency_ceiling_memory: 3600, default_destination_concurrency_probe_delay: 30 });
+    const slow = params({
+      default_destination_concurrency_ceiling_memory: 3600,
+      default_destination_concurrency_probe_delay: 30,
+    });
     const r = run(slow, 600, () => 5);
     expect(r.refused).toBeLessThanOrEqual(600 / 30 + 3);
   });
@@ -103,7 +127,10 @@ describe("the learned ceiling", () => {
   });
 
   it("is forgotten ceiling_memory after the last refusal: the window then grows as Postfix's", () => {
-    const p = params({ default_destination_concurrency_ceiling_memory: 120, default_destination_concurrency_probe_delay: 1000 });
+    const p = params({
+      default_destination_concurrency_ceiling_memory: 120,
+      default_destination_concurrency_probe_delay: 1000,
+    });
     const r = run(p, 400, (t) => (t < 1010 ? 5 : 50));
     expect(r.rec.ceiling ?? null).toBeNull();
     expect(r.rec.window).toBe(20);
@@ -113,7 +140,12 @@ describe("the learned ceiling", () => {
     let rec = createDestination("smtp", learning);
     let died = false;
     for (let i = 0; i < 10 && !died; i++) {
-      const step = applyDestinationReport(rec, { busy: Math.max(1, rec.window), siteFailure: REFUSAL }, 1000 + i, learning);
+      const step = applyDestinationReport(
+        rec,
+        { busy: Math.max(1, rec.window), siteFailure: REFUSAL },
+        1000 + i,
+        learning,
+      );
       rec = step.record;
       died = step.answer.deadUntil > 0;
     }
@@ -121,7 +153,12 @@ describe("the learned ceiling", () => {
   });
 
   it("other site failures (a lost connection) teach nothing", () => {
-    const rec = applyDestinationReport(createDestination("smtp", learning), { busy: 5, siteFailure: LOST }, 1000, learning).record;
+    const rec = applyDestinationReport(
+      createDestination("smtp", learning),
+      { busy: 5, siteFailure: LOST },
+      1000,
+      learning,
+    ).record;
     expect(rec.ceiling ?? null).toBeNull();
   });
 
@@ -130,23 +167,33 @@ describe("the learned ceiling", () => {
   });
 
   it("property: with the option off, every report sequence gives exactly Postfix's records; with it on, the window never passes the ceiling by more than the one probe step", () => {
-    const report = fc.record({ busy: fc.integer({ min: 1, max: 25 }), kind: fc.constantFrom("ok", "refusal", "lost"), dt: fc.integer({ min: 0, max: 90 }) });
-    fc.assert(fc.property(fc.array(report, { maxLength: 200 }), (reports) => {
-      let plain = createDestination("smtp", postfix);
-      let off = createDestination("smtp", params({ default_destination_concurrency_ceiling_memory: 0, default_destination_concurrency_probe_delay: 5 }));
-      let on = createDestination("smtp", learning);
-      let t = 1000;
-      for (const r of reports) {
-        t += r.dt;
-        const siteFailure = r.kind === "ok" ? null : r.kind === "refusal" ? REFUSAL : LOST;
-        plain = applyDestinationReport(plain, { busy: r.busy, siteFailure }, t, postfix).record;
-        off = applyDestinationReport(off, { busy: r.busy, siteFailure }, t, postfix).record;
-        on = applyDestinationReport(on, { busy: r.busy, siteFailure }, t, learning).record;
-        expect(off).toEqual(plain);
-        if (on.ceiling && on.window > 0) expect(on.window).toBeLessThanOrEqual(Math.max(on.ceiling.limit + 1, 1));
-        expect(on.window).toBeGreaterThanOrEqual(0);
-      }
-    }), { numRuns: 300 });
+    const report = fc.record({
+      busy: fc.integer({ min: 1, max: 25 }),
+      kind: fc.constantFrom("ok", "refusal", "lost"),
+      dt: fc.integer({ min: 0, max: 90 }),
+    });
+    fc.assert(
+      fc.property(fc.array(report, { maxLength: 200 }), (reports) => {
+        let plain = createDestination("smtp", postfix);
+        let off = createDestination(
+          "smtp",
+          params({ default_destination_concurrency_ceiling_memory: 0, default_destination_concurrency_probe_delay: 5 }),
+        );
+        let on = createDestination("smtp", learning);
+        let t = 1000;
+        for (const r of reports) {
+          t += r.dt;
+          const siteFailure = r.kind === "ok" ? null : r.kind === "refusal" ? REFUSAL : LOST;
+          plain = applyDestinationReport(plain, { busy: r.busy, siteFailure }, t, postfix).record;
+          off = applyDestinationReport(off, { busy: r.busy, siteFailure }, t, postfix).record;
+          on = applyDestinationReport(on, { busy: r.busy, siteFailure }, t, learning).record;
+          expect(off).toEqual(plain);
+          if (on.ceiling && on.window > 0) expect(on.window).toBeLessThanOrEqual(Math.max(on.ceiling.limit + 1, 1));
+          expect(on.window).toBeGreaterThanOrEqual(0);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   /**
@@ -184,24 +231,30 @@ describe("the learned ceiling", () => {
   }
 
   it("property: against a fixed limit, the probes cost at most one refusal per 2 × limit deliveries at the ceiling, and never stop", () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 15 }), (limit) => {
-      const n = 2000;
-      const r = serial(learning, n, () => limit);
-      // The first refusals teach the limit; then one refused probe per gap, the gap ≥ 2 × limit.
-      expect(r.refused).toBeLessThanOrEqual(Math.ceil(n / (2 * limit)) + 3);
-      expect(r.refused).toBeGreaterThanOrEqual(Math.floor(n / (PROBE_GAP_MAX * limit + limit + 2)) - 1);
-      expect(r.windows.slice(50).every((w) => w >= Math.min(limit, 20) && w <= limit + 1)).toBe(true);
-    }), { numRuns: 30 });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 15 }), (limit) => {
+        const n = 2000;
+        const r = serial(learning, n, () => limit);
+        // The first refusals teach the limit; then one refused probe per gap, the gap ≥ 2 × limit.
+        expect(r.refused).toBeLessThanOrEqual(Math.ceil(n / (2 * limit)) + 3);
+        expect(r.refused).toBeGreaterThanOrEqual(Math.floor(n / (PROBE_GAP_MAX * limit + limit + 2)) - 1);
+        expect(r.windows.slice(50).every((w) => w >= Math.min(limit, 20) && w <= limit + 1)).toBe(true);
+      }),
+      { numRuns: 30 },
+    );
   });
 
   it("property: a limit that rises is reached within one probe gap, one round and one delivery per step", () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 1, max: 9 }), (from, up) => {
-      const to = Math.min(from + up, 20);
-      const riseAt = 500;
-      const r = serial(learning, 2000, (k) => (k < riseAt ? from : to));
-      const reached = r.windows.slice(riseAt).findIndex((w) => w >= to);
-      expect(reached).toBeGreaterThanOrEqual(0);
-      expect(reached).toBeLessThanOrEqual(PROBE_GAP_MAX * from + (from + 2) + 2 * (to - from) + 2);
-    }), { numRuns: 60 });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 1, max: 9 }), (from, up) => {
+        const to = Math.min(from + up, 20);
+        const riseAt = 500;
+        const r = serial(learning, 2000, (k) => (k < riseAt ? from : to));
+        const reached = r.windows.slice(riseAt).findIndex((w) => w >= to);
+        expect(reached).toBeGreaterThanOrEqual(0);
+        expect(reached).toBeLessThanOrEqual(PROBE_GAP_MAX * from + (from + 2) + 2 * (to - from) + 2);
+      }),
+      { numRuns: 60 },
+    );
   });
 });

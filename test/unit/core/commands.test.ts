@@ -1,6 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { mustParseSchedulerConfig, restoreQmgr, runCommand, runJournaled, snapshotQmgr, type Command, type QmgrSnapshot } from "../../../durable-objects/core";
+import {
+  mustParseSchedulerConfig,
+  restoreQmgr,
+  runCommand,
+  runJournaled,
+  snapshotQmgr,
+  type Command,
+  type QmgrSnapshot,
+} from "../../../durable-objects/core";
 import type { TestRcpt } from "./harness";
 import { REFUSAL, Runner, scenarioArb, type Scenario } from "./scenario";
 
@@ -19,19 +27,48 @@ function commandsOf(s: Scenario, r: Runner): { commands: Command[]; results: str
     commands.push(c);
     journaled.push(res.changed);
     for (const e of res.entries) inflight.push(e.id);
-    results.push(JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects, r: res.removed?.map((x) => x.n) }));
+    results.push(
+      JSON.stringify({
+        e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]),
+        a: res.accepted,
+        f: res.effects,
+        r: res.removed?.map((x) => x.n),
+      }),
+    );
     return res;
   };
   for (const op of s.ops) {
     if (op.kind === "admit" && admitted < s.messages.length) {
       const spec = s.messages[admitted]!;
-      const res = run({ kind: "admit", now, intake: { id: `m${admitted}`, createTime: now, rcptTotal: spec.rcpts.length, tenant: `t${spec.tenant}`, priority: spec.priority, singleRcpt: spec.singleRcpt } });
+      const res = run({
+        kind: "admit",
+        now,
+        intake: {
+          id: `m${admitted}`,
+          createTime: now,
+          rcptTotal: spec.rcpts.length,
+          tenant: `t${spec.tenant}`,
+          priority: spec.priority,
+          singleRcpt: spec.singleRcpt,
+        },
+      });
       if (res.accepted) admitted += 1;
     } else if (op.kind === "dispatch") run({ kind: "dispatch", now, max: op.max });
     else if (op.kind === "report" && inflight.length > 0) {
       const [id] = inflight.splice(op.pick % inflight.length, 1);
-      const report = op.outcome === "ok" ? { status: "ok" as const } : op.outcome === "crash" ? { status: "crash" as const }
-        : { status: "defer" as const, ...(op.outcome === "site" ? { siteFailure: { dsnStatus: "4.4.1", reason: "refused" } } : op.outcome === "refusal" ? { siteFailure: REFUSAL } : {}) };
+      const report =
+        op.outcome === "ok"
+          ? { status: "ok" as const }
+          : op.outcome === "crash"
+            ? { status: "crash" as const }
+            : {
+                status: "defer" as const,
+                ...(op.outcome === "site"
+                  ? { siteFailure: { dsnStatus: "4.4.1", reason: "refused" } }
+                  : op.outcome === "refusal"
+                    ? { siteFailure: REFUSAL }
+                    : {}),
+              };
       run({ kind: "report", now, entryId: id!, report });
     } else if (op.kind === "advance") {
       now += op.sec;
@@ -42,7 +79,14 @@ function commandsOf(s: Scenario, r: Runner): { commands: Command[]; results: str
     } else if (op.kind === "verdict") {
       const queues = [...r.q.transports.values()].flatMap((t) => [...t.queues.values()]);
       const queue = queues[op.pick % Math.max(queues.length, 1)];
-      if (queue) run({ kind: "destination", now, transport: queue.transport.name, queue: queue.name, verdict: { window: op.window, deadUntil: op.dead ? now + 30 : 0, reason: "verdict" } });
+      if (queue)
+        run({
+          kind: "destination",
+          now,
+          transport: queue.transport.name,
+          queue: queue.name,
+          verdict: { window: op.window, deadUntil: op.dead ? now + 30 : 0, reason: "verdict" },
+        });
     }
   }
   return { commands, results, journaled };
@@ -99,7 +143,12 @@ describe("command journal", () => {
         const restored = restoreQmgr(snap, mustParseSchedulerConfig(s.config), twin.src);
         const replayed = commands.slice(at).map((c) => {
           const res = runCommand(restored, JSON.parse(JSON.stringify(c)) as Command);
-          return JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects, r: res.removed?.map((x) => x.n) });
+          return JSON.stringify({
+            e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]),
+            a: res.accepted,
+            f: res.effects,
+            r: res.removed?.map((x) => x.n),
+          });
         });
         expect(replayed).toEqual(results.slice(at));
         expect(JSON.stringify(snapshotQmgr(restored))).toBe(JSON.stringify(snapshotQmgr(live.q)));
@@ -117,7 +166,14 @@ describe("command journal", () => {
         commands.forEach((c, i) => {
           if (!journaled[i]) return;
           const res = runCommand(q, JSON.parse(JSON.stringify(c)) as Command);
-          expect(JSON.stringify({ e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]), a: res.accepted, f: res.effects, r: res.removed?.map((x) => x.n) })).toBe(results[i]);
+          expect(
+            JSON.stringify({
+              e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]),
+              a: res.accepted,
+              f: res.effects,
+              r: res.removed?.map((x) => x.n),
+            }),
+          ).toBe(results[i]);
         });
         expect(stateOf(q)).toBe(stateOf(live.q));
       }),

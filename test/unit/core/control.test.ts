@@ -5,7 +5,16 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { admitMessage, applyDestinationState, dispatchAll, drainEffects, removeMessage, reportDelivery, tick, type Qmgr } from "../../../durable-objects/core";
+import {
+  admitMessage,
+  applyDestinationState,
+  dispatchAll,
+  drainEffects,
+  removeMessage,
+  reportDelivery,
+  tick,
+  type Qmgr,
+} from "../../../durable-objects/core";
 import { makeQmgr, rcpts, type TestRcpt } from "./harness";
 import { Runner, scenarioArb, type Scenario } from "./scenario";
 
@@ -22,12 +31,16 @@ describe("applyDestinationState (the Destination DO is the authority)", () => {
     admitMessage(q, { id: "m1", createTime: 0, rcptTotal: 10 }, 0);
     expect(dispatchAll(q, 0, 100)).toHaveLength(2);
     drainEffects(q);
-    expect(applyDestinationState(q, "smtp", "dest.example", { window: 0, deadUntil: 500, reason: "4.4.1 refused" }, 10)).toBe(true);
+    expect(
+      applyDestinationState(q, "smtp", "dest.example", { window: 0, deadUntil: 500, reason: "4.4.1 refused" }, 10),
+    ).toBe(true);
     const queue = queueOf(q);
     expect(queue.window).toBe(0);
     expect(queue.timerAt).toBe(500);
     const effects = drainEffects(q);
-    expect(effects.filter((e) => e.kind === "deferred").flatMap((e) => (e.kind === "deferred" ? e.rcpts : []))).toHaveLength(6);
+    expect(
+      effects.filter((e) => e.kind === "deferred").flatMap((e) => (e.kind === "deferred" ? e.rcpts : [])),
+    ).toHaveLength(6);
     expect(effects).toContainEqual(expect.objectContaining({ kind: "destination", event: "dead", until: 500 }));
     expect(dispatchAll(q, 20, 100)).toHaveLength(0);
     // The core revives it at the DO's time, not at its own minimal_backoff_time.
@@ -103,7 +116,8 @@ function run(s: Scenario): Runner {
   for (const op of s.ops) {
     const before = r.trace.dispatched.length;
     r.apply(op);
-    for (const e of r.trace.dispatched.slice(before)) expect(e.peer.queue.busyCount).toBeLessThanOrEqual(Math.max(e.peer.queue.window, 0));
+    for (const e of r.trace.dispatched.slice(before))
+      expect(e.peer.queue.busyCount).toBeLessThanOrEqual(Math.max(e.peer.queue.window, 0));
     let n = 0;
     for (const t of r.q.transports.values()) for (const j of t.jobsByMessage.values()) n += j.rcptCount;
     expect(n).toBe(r.q.rcptCount);
@@ -128,11 +142,14 @@ describe("control properties (fast-check)", () => {
         const removedRcpts = new Set([...r.removed.keys()].flatMap((id) => r.src.files.get(id)!.map((x) => x.n)));
         // Every recipient of a message not removed is accounted for exactly once.
         for (let n = 0; n < r.totalRcpts; n++) if (!removedRcpts.has(n)) expect(seen.get(n), `recipient ${n}`).toBe(1);
-        const finished = r.trace.effects.filter((e) => e.kind === "message-done" || e.kind === "message-deferred" || e.kind === "message-expired");
+        const finished = r.trace.effects.filter(
+          (e) => e.kind === "message-done" || e.kind === "message-deferred" || e.kind === "message-expired",
+        );
         const ids = finished.map((e) => (e as { messageId: string }).messageId);
         expect(new Set(ids).size).toBe(ids.length);
         expect(ids.length).toBe(s.messages.length);
-        for (const e of finished) if (r.removed.has((e as { messageId: string }).messageId)) expect(e.kind).toBe("message-done");
+        for (const e of finished)
+          if (r.removed.has((e as { messageId: string }).messageId)) expect(e.kind).toBe("message-done");
       }),
       { numRuns: RUNS },
     );

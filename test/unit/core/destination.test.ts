@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { applyDestinationReport, createDestination, mustParseSchedulerConfig, reviveDestination, transportParams, type DestinationParams } from "../../../durable-objects/core";
+import {
+  applyDestinationReport,
+  createDestination,
+  mustParseSchedulerConfig,
+  reviveDestination,
+  transportParams,
+  type DestinationParams,
+} from "../../../durable-objects/core";
 
 const cfg = mustParseSchedulerConfig({});
 const p: DestinationParams = { ...transportParams(cfg, "smtp"), deadTimeSec: 300, idleMemorySec: 600 };
@@ -35,7 +42,8 @@ describe("destination record (the Destination DO's core)", () => {
     expect(step.event).toMatchObject({ window: 7 });
     rec = step.record;
     // Three site failures still kill it, whatever window the scheduler says.
-    for (let i = 0; i < 8 && rec.window > 0; i++) rec = applyDestinationReport(rec, { busy: 2, siteFailure: fail, window: 5 }, 11 + i, p).record;
+    for (let i = 0; i < 8 && rec.window > 0; i++)
+      rec = applyDestinationReport(rec, { busy: 2, siteFailure: fail, window: 5 }, 11 + i, p).record;
     expect(rec.window).toBe(0);
     expect(applyDestinationReport(rec, { busy: 1, siteFailure: fail, window: 3 }, 30, p).record.window).toBe(0);
   });

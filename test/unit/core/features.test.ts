@@ -47,8 +47,19 @@ describe("pickup policies (spec §12.6)", () => {
   });
 
   it("limits a site's rate with a token bucket and wakes the scheduler when a token is due", () => {
-    const { q, src } = makeQmgr({ default_destination_recipient_limit: 1, default_destination_concurrency_limit: 0, initial_destination_concurrency: 100 });
-    src.files.set("m", Array.from({ length: 10 }, (_, i) => ({ n: i, address: `u${i}@g.example`, transport: "smtp", nexthop: "g.example", site: "gmail" }) as TestRcpt));
+    const { q, src } = makeQmgr({
+      default_destination_recipient_limit: 1,
+      default_destination_concurrency_limit: 0,
+      initial_destination_concurrency: 100,
+    });
+    src.files.set(
+      "m",
+      Array.from(
+        { length: 10 },
+        (_, i) =>
+          ({ n: i, address: `u${i}@g.example`, transport: "smtp", nexthop: "g.example", site: "gmail" }) as TestRcpt,
+      ),
+    );
     admitMessage(q, { id: "m", createTime: 0, rcptTotal: 10 }, 0);
     setPolicy(q, "site:gmail", { rate: parseRate("2/10s")! }, 0);
     const t0 = dispatchAll(q, 0);
@@ -62,11 +73,29 @@ describe("pickup policies (spec §12.6)", () => {
 
   it("holds a suspended egress until the suspension expires", () => {
     const { q, src } = makeQmgr({});
-    src.files.set("m", Array.from({ length: 3 }, (_, i) => ({ n: i, address: `u${i}@x.example`, transport: "smtp", nexthop: "x.example", egress: "proxy-1" }) as TestRcpt));
+    src.files.set(
+      "m",
+      Array.from(
+        { length: 3 },
+        (_, i) =>
+          ({
+            n: i,
+            address: `u${i}@x.example`,
+            transport: "smtp",
+            nexthop: "x.example",
+            egress: "proxy-1",
+          }) as TestRcpt,
+      ),
+    );
     admitMessage(q, { id: "m", createTime: 0, rcptTotal: 3 }, 0);
     setPolicy(q, "egress:proxy-1", { suspendedUntil: 3600 }, 0);
     expect(dispatchAll(q, 0)).toHaveLength(0);
-    expect(explainMessage(q, "m", 0)[0]!.blockedBy).toEqual({ kind: "policy", key: "egress:proxy-1", reason: "suspended", until: 3600 });
+    expect(explainMessage(q, "m", 0)[0]!.blockedBy).toEqual({
+      kind: "policy",
+      key: "egress:proxy-1",
+      reason: "suspended",
+      until: 3600,
+    });
     expect(nextWakeupAt(q)).toBe(3600);
     tick(q, 3600);
     expect(dispatchAll(q, 3600)).toHaveLength(1);
@@ -132,14 +161,26 @@ describe("relay departures from Postfix (spec §12)", () => {
     const sent = dispatchAll(q, 0);
     for (const e of sent) reportDelivery(q, e.id, { status: "defer", siteFailure: site }, 1);
     const effects = drainEffects(q);
-    expect(effects).toContainEqual({ kind: "destination", transport: "smtp", queue: "dead.example", event: "dead", until: 301, reason: "connection refused" });
+    expect(effects).toContainEqual({
+      kind: "destination",
+      transport: "smtp",
+      queue: "dead.example",
+      event: "dead",
+      until: 301,
+      reason: "connection refused",
+    });
     expect(effects.find((e) => e.kind === "message-deferred")).toMatchObject({ messageId: "m", nextAttemptAt: 301 });
     // New mail for the dead destination is deferred without an attempt.
     src.files.set("m2", rcpts(1, "dead.example", "smtp", 9));
     admitMessage(q, { id: "m2", createTime: 2, rcptTotal: 1 }, 2);
     expect(drainEffects(q).filter((e) => e.kind === "deferred")).toHaveLength(1);
     tick(q, 301);
-    expect(drainEffects(q)).toContainEqual({ kind: "destination", transport: "smtp", queue: "dead.example", event: "revived" });
+    expect(drainEffects(q)).toContainEqual({
+      kind: "destination",
+      transport: "smtp",
+      queue: "dead.example",
+      event: "revived",
+    });
     src.files.set("m3", rcpts(1, "dead.example", "smtp", 20));
     admitMessage(q, { id: "m3", createTime: 302, rcptTotal: 1 }, 302);
     expect(dispatchAll(q, 302)).toHaveLength(1);

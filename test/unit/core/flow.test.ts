@@ -21,7 +21,11 @@ describe("FlowMeter", () => {
     // Steady arrivals of 150/s against 100/s delivered: over once the excess passes 2 s of delivery.
     const g = new FlowMeter({ windowSec: 10, slackSec: 2, minBacklog: 100 });
     const overAt: number[] = [];
-    for (let s = 0; s < 10; s++) { g.arrive(150, T + s); g.leave(100, T + s); if (g.over(T + s)) overAt.push(s); }
+    for (let s = 0; s < 10; s++) {
+      g.arrive(150, T + s);
+      g.leave(100, T + s);
+      if (g.over(T + s)) overAt.push(s);
+    }
     // Net inflow after s+1 seconds: 50(s+1); the threshold: max(100, 2 × 100(s+1)/10) = 100 up to s = 4, then 20(s+1).
     expect(overAt).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
   });
@@ -38,22 +42,35 @@ describe("FlowMeter", () => {
   });
 
   it("matches a plain sum over the last window seconds, for any sequence of events (property)", () => {
-    const event = fc.record({ dt: fc.integer({ min: 0, max: 15 }), arrive: fc.boolean(), n: fc.integer({ min: 0, max: 300 }) });
-    fc.assert(fc.property(fc.integer({ min: 1, max: 30 }), fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 500 }), fc.array(event, { maxLength: 200 }), (windowSec, slackSec, minBacklog, events) => {
-      const f = new FlowMeter({ windowSec, slackSec, minBacklog });
-      const log: { at: number; arrive: boolean; n: number }[] = [];
-      let now = T;
-      for (const e of events) {
-        now += e.dt;
-        if (e.arrive) f.arrive(e.n, now); else f.leave(e.n, now);
-        log.push({ at: now, arrive: e.arrive, n: e.n });
-        const inWindow = log.filter((x) => x.at > now - windowSec);
-        const arrived = inWindow.filter((x) => x.arrive).reduce((a, x) => a + x.n, 0);
-        const left = inWindow.filter((x) => !x.arrive).reduce((a, x) => a + x.n, 0);
-        expect(f.totals(now)).toEqual({ arrived, left });
-        expect(f.over(now)).toBe(arrived - left > Math.max(minBacklog, (left / windowSec) * slackSec));
-      }
-    }));
+    const event = fc.record({
+      dt: fc.integer({ min: 0, max: 15 }),
+      arrive: fc.boolean(),
+      n: fc.integer({ min: 0, max: 300 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 30 }),
+        fc.integer({ min: 0, max: 5 }),
+        fc.integer({ min: 0, max: 500 }),
+        fc.array(event, { maxLength: 200 }),
+        (windowSec, slackSec, minBacklog, events) => {
+          const f = new FlowMeter({ windowSec, slackSec, minBacklog });
+          const log: { at: number; arrive: boolean; n: number }[] = [];
+          let now = T;
+          for (const e of events) {
+            now += e.dt;
+            if (e.arrive) f.arrive(e.n, now);
+            else f.leave(e.n, now);
+            log.push({ at: now, arrive: e.arrive, n: e.n });
+            const inWindow = log.filter((x) => x.at > now - windowSec);
+            const arrived = inWindow.filter((x) => x.arrive).reduce((a, x) => a + x.n, 0);
+            const left = inWindow.filter((x) => !x.arrive).reduce((a, x) => a + x.n, 0);
+            expect(f.totals(now)).toEqual({ arrived, left });
+            expect(f.over(now)).toBe(arrived - left > Math.max(minBacklog, (left / windowSec) * slackSec));
+          }
+        },
+      ),
+    );
   });
 });
 

@@ -2,7 +2,14 @@
  * Test harness for the scheduling core: an in-memory recipient source (the "queue file")
  * and helpers to build a queue manager from Postfix-style parameters.
  */
-import { createQmgr, mustParseSchedulerConfig, type Qmgr, type RecipientSource, type ResolvedRecipient, type SchedulerConfigInput } from "../../../durable-objects/core";
+import {
+  createQmgr,
+  mustParseSchedulerConfig,
+  type Qmgr,
+  type RecipientSource,
+  type ResolvedRecipient,
+  type SchedulerConfigInput,
+} from "../../../durable-objects/core";
 
 /** A recipient with a test id. */
 export interface TestRcpt extends ResolvedRecipient {
@@ -24,7 +31,12 @@ export class ArraySource implements RecipientSource<TestRcpt> {
 
 /** Builds recipients for one message: `count` of them to `nexthop` on `transport`. */
 export function rcpts(count: number, nexthop = "dest.example", transport = "smtp", start = 0): TestRcpt[] {
-  return Array.from({ length: count }, (_, i) => ({ n: start + i, address: `u${start + i}@${nexthop}`, transport, nexthop }));
+  return Array.from({ length: count }, (_, i) => ({
+    n: start + i,
+    address: `u${start + i}@${nexthop}`,
+    transport,
+    nexthop,
+  }));
 }
 
 /** A queue manager over a fresh ArraySource. */

@@ -23,9 +23,19 @@ describe("operator views of the in-core queue", () => {
     src.files.set("m", rcpts(3, "down.example"));
     admitMessage(q, { id: "m", createTime: 0, rcptTotal: 3, singleRcpt: true }, 0);
     const sent = dispatchAll(q, 0);
-    for (const e of sent) reportDelivery(q, e.id, { status: "defer", siteFailure: { dsnStatus: "4.4.1", reason: "refused" } }, 1);
+    for (const e of sent)
+      reportDelivery(q, e.id, { status: "defer", siteFailure: { dsnStatus: "4.4.1", reason: "refused" } }, 1);
     expect(destinationsView(q)).toEqual([
-      expect.objectContaining({ transport: "smtp", queue: "down.example", state: "dead", window: 0, busy: 0, todo: 0, until: 301, reason: "refused" }),
+      expect.objectContaining({
+        transport: "smtp",
+        queue: "down.example",
+        state: "dead",
+        window: 0,
+        busy: 0,
+        todo: 0,
+        until: 301,
+        reason: "refused",
+      }),
     ]);
   });
 });

@@ -4,7 +4,14 @@
 // each time a slot frees. Measured as reads of the policy table (every policy key built and
 // checked is one) while live mail flows beside a suspended backlog of 100 or 1,000 messages.
 import { describe, expect, it } from "vitest";
-import { admitMessage, applyDestinationState, dispatchAll, reportDelivery, setPolicy, type PolicyCounter } from "../../../durable-objects/core";
+import {
+  admitMessage,
+  applyDestinationState,
+  dispatchAll,
+  reportDelivery,
+  setPolicy,
+  type PolicyCounter,
+} from "../../../durable-objects/core";
 import { makeQmgr, type TestRcpt } from "./harness";
 
 /** Policy reads while 60 live messages are delivered beside `stuck` suspended ones. */
@@ -12,11 +19,16 @@ function policyReadsBeside(stuck: number): { reads: number; delivered: number } 
   const { q, src } = makeQmgr({ initial_destination_concurrency: 5 });
   let reads = 0;
   q.policies = new (class extends Map<string, PolicyCounter> {
-    override get(k: string) { reads++; return super.get(k); }
+    override get(k: string) {
+      reads++;
+      return super.get(k);
+    }
   })(q.policies);
   setPolicy(q, "dest:smtp/stuck.test", { suspendedUntil: 1_000_000 }, 0);
   for (let i = 0; i < stuck; i++) {
-    src.files.set(`s${i}`, [{ n: i, address: `u${i}@stuck.test`, transport: "smtp", nexthop: "stuck.test" } as TestRcpt]);
+    src.files.set(`s${i}`, [
+      { n: i, address: `u${i}@stuck.test`, transport: "smtp", nexthop: "stuck.test" } as TestRcpt,
+    ]);
     admitMessage(q, { id: `s${i}`, createTime: 0, rcptTotal: 1 }, 0);
   }
   expect(dispatchAll(q, 0)).toEqual([]); // the suspended jobs are looked at once, here
@@ -28,7 +40,10 @@ function policyReadsBeside(stuck: number): { reads: number; delivered: number } 
   let delivered = 0;
   for (let now = 2; now < 200 && delivered < 60; now++) {
     const entries = dispatchAll(q, now);
-    for (const e of entries) { reportDelivery(q, e.id, { status: "ok" }, now); delivered++; }
+    for (const e of entries) {
+      reportDelivery(q, e.id, { status: "ok" }, now);
+      delivered++;
+    }
     applyDestinationState(q, "smtp", "ok.test", { window: 5 + (now % 3), deadUntil: 0 }, now);
   }
   return { reads, delivered };

@@ -1,6 +1,17 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { admitMessage, dispatch, drainEffects, mustParseSchedulerConfig, obtainTransport, reportDelivery, restoreQmgr, snapshotQmgr, type Qmgr, type QmgrSnapshot } from "../../../durable-objects/core";
+import {
+  admitMessage,
+  dispatch,
+  drainEffects,
+  mustParseSchedulerConfig,
+  obtainTransport,
+  reportDelivery,
+  restoreQmgr,
+  snapshotQmgr,
+  type Qmgr,
+  type QmgrSnapshot,
+} from "../../../durable-objects/core";
 import { makeQmgr, rcpts, type TestRcpt } from "./harness";
 import { Runner, scenarioArb, type Scenario } from "./scenario";
 
@@ -21,7 +32,9 @@ function checkStep(r: Runner, dispatchedBefore: number): void {
   for (const e of r.trace.dispatched.slice(dispatchedBefore)) {
     // Selection requires busy < window; the count right after must not exceed the window
     // it had at selection (feedback may shrink the window later, but not during dispatch).
-    expect(e.peer.queue.busyCount, `queue ${e.peer.queue.name}`).toBeLessThanOrEqual(Math.max(e.peer.queue.window, 0) + 0);
+    expect(e.peer.queue.busyCount, `queue ${e.peer.queue.name}`).toBeLessThanOrEqual(
+      Math.max(e.peer.queue.window, 0) + 0,
+    );
   }
   // §7.5. The README states max(M + S, R) (M = minimum × active limit, S = Σ pools + extras,
   // R = qmgr_message_recipient_limit). Postfix's code guarantees the sum: a message whose first
@@ -36,7 +49,8 @@ function checkStep(r: Runner, dispatchedBefore: number): void {
   expect(total).toBeLessThanOrEqual(M + S + g.messageRecipientLimit);
   expect(total).toBe(q.rcptCount);
   for (const t of transports) {
-    if (transports.length === 1) expect(inCore(q, t.name)).toBeLessThanOrEqual(M + t.p.rcptPool + t.p.extraRcptPool + g.messageRecipientLimit);
+    if (transports.length === 1)
+      expect(inCore(q, t.name)).toBeLessThanOrEqual(M + t.p.rcptPool + t.p.extraRcptPool + g.messageRecipientLimit);
     expect(t.busyCount).toBeLessThanOrEqual(t.p.processLimit);
   }
 }
@@ -53,7 +67,10 @@ function runChecked(s: Scenario): Runner {
 
 describe("scheduling core properties (fast-check)", () => {
   it(`no destination ever has more entries in flight than its window, and in-core recipients stay within the §7.5 bound (${RUNS} scenarios)`, () => {
-    fc.assert(fc.property(scenarioArb({ failures: true }), (s) => void runChecked(s)), { numRuns: RUNS });
+    fc.assert(
+      fc.property(scenarioArb({ failures: true }), (s) => void runChecked(s)),
+      { numRuns: RUNS },
+    );
   }, 600_000);
 
   it(`no entry is selected twice and none is lost: each recipient is selected or deferred exactly once (${RUNS} scenarios)`, () => {
@@ -73,7 +90,9 @@ describe("scheduling core properties (fast-check)", () => {
         expect(seen.size).toBe(r.totalRcpts);
         for (const [n, c] of seen) expect(c, `recipient ${n}`).toBe(1);
         // Each message leaves the core exactly once.
-        const finished = r.trace.effects.filter((e) => e.kind === "message-done" || e.kind === "message-deferred" || e.kind === "message-expired").map((e) => (e as { messageId: string }).messageId);
+        const finished = r.trace.effects
+          .filter((e) => e.kind === "message-done" || e.kind === "message-deferred" || e.kind === "message-expired")
+          .map((e) => (e as { messageId: string }).messageId);
         expect(new Set(finished).size).toBe(finished.length);
         expect(finished.length).toBe(s.messages.length);
       }),
@@ -96,30 +115,34 @@ describe("scheduling core properties (fast-check)", () => {
   }, 600_000);
 
   // Seed 869336218 once found a snapshot naming a freed job (a stale candidate-memo pointer).
-  it.each([{ seed: undefined }, { seed: 869336218 }])(`snapshot and restore mid-run gives identical future selections (${RUNS} scenarios, seed $seed)`, ({ seed }) => {
-    fc.assert(
-      fc.property(scenarioArb({ failures: true }), fc.nat(), (s, cut) => {
-        const at = cut % (s.ops.length + 1);
-        const a = Runner.fresh(s);
-        for (const op of s.ops.slice(0, at)) a.apply(op);
-        const snap = JSON.parse(JSON.stringify(snapshotQmgr(a.q))) as QmgrSnapshot<TestRcpt>;
-        const b = new Runner(s, restoreQmgr(snap, mustParseSchedulerConfig(s.config), a.src), a.src);
-        b.now = a.now;
-        b.admitted = a.admitted;
-        b.inflight = a.inflight.map((e) => b.q.busy.get(e.id)!);
-        const mark = a.trace.events.length;
-        for (const op of s.ops.slice(at)) {
-          a.apply(op);
-          b.apply(op);
-        }
-        a.drain();
-        b.drain();
-        expect(b.trace.events).toEqual(a.trace.events.slice(mark));
-        expect(JSON.stringify(snapshotQmgr(b.q))).toBe(JSON.stringify(snapshotQmgr(a.q)));
-      }),
-      { numRuns: RUNS, ...(seed === undefined ? {} : { seed }) },
-    );
-  }, 600_000);
+  it.each([{ seed: undefined }, { seed: 869336218 }])(
+    `snapshot and restore mid-run gives identical future selections (${RUNS} scenarios, seed $seed)`,
+    ({ seed }) => {
+      fc.assert(
+        fc.property(scenarioArb({ failures: true }), fc.nat(), (s, cut) => {
+          const at = cut % (s.ops.length + 1);
+          const a = Runner.fresh(s);
+          for (const op of s.ops.slice(0, at)) a.apply(op);
+          const snap = JSON.parse(JSON.stringify(snapshotQmgr(a.q))) as QmgrSnapshot<TestRcpt>;
+          const b = new Runner(s, restoreQmgr(snap, mustParseSchedulerConfig(s.config), a.src), a.src);
+          b.now = a.now;
+          b.admitted = a.admitted;
+          b.inflight = a.inflight.map((e) => b.q.busy.get(e.id)!);
+          const mark = a.trace.events.length;
+          for (const op of s.ops.slice(at)) {
+            a.apply(op);
+            b.apply(op);
+          }
+          a.drain();
+          b.drain();
+          expect(b.trace.events).toEqual(a.trace.events.slice(mark));
+          expect(JSON.stringify(snapshotQmgr(b.q))).toBe(JSON.stringify(snapshotQmgr(a.q)));
+        }),
+        { numRuns: RUNS, ...(seed === undefined ? {} : { seed }) },
+      );
+    },
+    600_000,
+  );
 
   it(`the relay's no-candidate memo never changes a selection: same trace as Postfix's plain scan (${RUNS} scenarios)`, () => {
     fc.assert(
@@ -144,13 +167,24 @@ describe("scheduling core properties (fast-check)", () => {
       fc.property(
         fc.integer({ min: 2, max: 6 }),
         fc.integer({ min: 20, max: 200 }),
-        fc.array(fc.record({ size: fc.integer({ min: 1, max: 30 }), after: fc.integer({ min: 0, max: 250 }) }), { maxLength: 25 }),
+        fc.array(fc.record({ size: fc.integer({ min: 1, max: 30 }), after: fc.integer({ min: 0, max: 250 }) }), {
+          maxLength: 25,
+        }),
         (k, bigSize, arrivals) => {
           const { q, src } = makeQmgr({
             initial_destination_concurrency: 100000,
             default_destination_concurrency_limit: 0,
             qmgr_message_recipient_limit: 100000,
-            transports: { smtp: { delivery_slot_cost: k, delivery_slot_loan: 0, delivery_slot_discount: 0, minimum_delivery_slots: 1, process_limit: 1, recipient_limit: 100000 } },
+            transports: {
+              smtp: {
+                delivery_slot_cost: k,
+                delivery_slot_loan: 0,
+                delivery_slot_discount: 0,
+                minimum_delivery_slots: 1,
+                process_limit: 1,
+                recipient_limit: 100000,
+              },
+            },
           });
           src.files.set("big", rcpts(bigSize));
           admitMessage(q, { id: "big", createTime: 0, rcptTotal: bigSize, singleRcpt: true }, 0);

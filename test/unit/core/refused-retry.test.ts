@@ -6,9 +6,17 @@ import { describe, expect, it } from "vitest";
 import { admitMessage, dispatchAll, drainEffects, reportDelivery, type Effect } from "../../../durable-objects/core";
 import { makeQmgr, rcpts } from "./harness";
 
-const REFUSAL = { dsnStatus: "4.7.0", reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many sessions, try again later" };
+const REFUSAL = {
+  dsnStatus: "4.7.0",
+  reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many sessions, try again later",
+};
 const OTHER = { dsnStatus: "4.4.2", reason: "lost connection with mx.test[192.0.2.1] while sending end of data" };
-const BASE = { minimal_backoff_time: 10, maximal_backoff_time: 1000, default_destination_recipient_limit: 1, initial_destination_concurrency: 5 };
+const BASE = {
+  minimal_backoff_time: 10,
+  maximal_backoff_time: 1000,
+  default_destination_recipient_limit: 1,
+  initial_destination_concurrency: 5,
+};
 
 /** A 3-recipient message created at t = 0, tried at t = 500: the reports given per entry, in order. */
 function nextAttempt(ceilingMemory: number, reports: ("ok" | "refused" | "other")[]): number {
@@ -19,9 +27,16 @@ function nextAttempt(ceilingMemory: number, reports: ("ok" | "refused" | "other"
   expect(entries).toHaveLength(reports.length);
   entries.forEach((e, i) => {
     const r = reports[i]!;
-    reportDelivery(q, e.id, r === "ok" ? { status: "ok" } : { status: "defer", siteFailure: r === "refused" ? REFUSAL : OTHER }, 500);
+    reportDelivery(
+      q,
+      e.id,
+      r === "ok" ? { status: "ok" } : { status: "defer", siteFailure: r === "refused" ? REFUSAL : OTHER },
+      500,
+    );
   });
-  const d = drainEffects(q).find((x): x is Extract<Effect, { kind: "message-deferred" }> => x.kind === "message-deferred");
+  const d = drainEffects(q).find(
+    (x): x is Extract<Effect, { kind: "message-deferred" }> => x.kind === "message-deferred",
+  );
   expect(d).toBeDefined();
   return d!.nextAttemptAt - 500;
 }

@@ -55,7 +55,12 @@ export const configArb = (opts: { failures: boolean }) =>
     initial_destination_concurrency: fc.integer({ min: 1, max: 5 }),
     default_destination_concurrency_limit: fc.constantFrom(0, 1, 3, 20),
     default_destination_recipient_limit: fc.constantFrom(0, 1, 2, 5, 50),
-    default_destination_concurrency_positive_feedback: fc.constantFrom("1", "1/concurrency", "1/sqrt_concurrency", "0.3"),
+    default_destination_concurrency_positive_feedback: fc.constantFrom(
+      "1",
+      "1/concurrency",
+      "1/sqrt_concurrency",
+      "0.3",
+    ),
     default_destination_concurrency_negative_feedback: fc.constantFrom("1", "1/concurrency", "1/4"),
     default_destination_concurrency_failed_cohort_limit: opts.failures ? fc.constantFrom(0, 1, 3) : fc.constant(1),
     default_delivery_slot_cost: fc.constantFrom(0, 2, 3, 5),
@@ -74,38 +79,71 @@ export const configArb = (opts: { failures: boolean }) =>
   });
 
 export const messageArb = fc.record({
-  rcpts: fc.array(fc.record({ dest: fc.integer({ min: 0, max: DESTS.length - 1 }), transport: fc.integer({ min: 0, max: 1 }) }), { minLength: 1, maxLength: 40 }),
+  rcpts: fc.array(
+    fc.record({ dest: fc.integer({ min: 0, max: DESTS.length - 1 }), transport: fc.integer({ min: 0, max: 1 }) }),
+    { minLength: 1, maxLength: 40 },
+  ),
   tenant: fc.integer({ min: 0, max: 2 }),
   priority: fc.constantFrom(0, 0, 0, 1),
   singleRcpt: fc.boolean(),
 });
 
 /** A concurrency refusal (relay §12.7): with a ceiling memory (the core's default) it teaches the learned ceiling. */
-export const REFUSAL = { dsnStatus: "4.7.0", reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connections" };
+export const REFUSAL = {
+  dsnStatus: "4.7.0",
+  reason: "host mx.test[192.0.2.1] refused to talk to me: 421 4.7.0 Too many connections",
+};
 
 export const opArb = (opts: { failures: boolean; control?: boolean }) =>
   fc.oneof(
     ...(opts.control
       ? [
           { arbitrary: fc.record({ kind: fc.constant("remove" as const), pick: fc.nat() }), weight: 1 },
-          { arbitrary: fc.record({ kind: fc.constant("verdict" as const), pick: fc.nat(), dead: fc.boolean(), window: fc.integer({ min: 1, max: 8 }) }), weight: 1 },
+          {
+            arbitrary: fc.record({
+              kind: fc.constant("verdict" as const),
+              pick: fc.nat(),
+              dead: fc.boolean(),
+              window: fc.integer({ min: 1, max: 8 }),
+            }),
+            weight: 1,
+          },
         ]
       : []),
     { arbitrary: fc.constant({ kind: "admit" as const }), weight: 2 },
-    { arbitrary: fc.record({ kind: fc.constant("dispatch" as const), max: fc.integer({ min: 1, max: 20 }) }), weight: 4 },
+    {
+      arbitrary: fc.record({ kind: fc.constant("dispatch" as const), max: fc.integer({ min: 1, max: 20 }) }),
+      weight: 4,
+    },
     {
       arbitrary: fc.record({
         kind: fc.constant("report" as const),
         pick: fc.nat(),
-        outcome: opts.failures ? fc.constantFrom("ok" as const, "ok" as const, "defer" as const, "site" as const, "refusal" as const, "crash" as const) : fc.constant("ok" as const),
+        outcome: opts.failures
+          ? fc.constantFrom(
+              "ok" as const,
+              "ok" as const,
+              "defer" as const,
+              "site" as const,
+              "refusal" as const,
+              "crash" as const,
+            )
+          : fc.constant("ok" as const),
       }),
       weight: 5,
     },
-    { arbitrary: fc.record({ kind: fc.constant("advance" as const), sec: fc.integer({ min: 0, max: 400 }) }), weight: 1 },
+    {
+      arbitrary: fc.record({ kind: fc.constant("advance" as const), sec: fc.integer({ min: 0, max: 400 }) }),
+      weight: 1,
+    },
   );
 
 export const scenarioArb = (opts: { failures: boolean; control?: boolean }) =>
-  fc.record({ config: configArb(opts), messages: fc.array(messageArb, { minLength: 1, maxLength: 8 }), ops: fc.array(opArb(opts), { minLength: 1, maxLength: 120 }) });
+  fc.record({
+    config: configArb(opts),
+    messages: fc.array(messageArb, { minLength: 1, maxLength: 8 }),
+    ops: fc.array(opArb(opts), { minLength: 1, maxLength: 120 }),
+  });
 
 /** What a run observed, in order. */
 export interface Trace {
@@ -123,18 +161,25 @@ export class Runner {
   /** Messages taken out (remove ops), with the waiting recipients each removal returned. */
   readonly removed = new Map<string, TestRcpt[]>();
 
-  constructor(readonly s: Scenario, readonly q: Qmgr<TestRcpt>, readonly src: ArraySource) {}
+  constructor(
+    readonly s: Scenario,
+    readonly q: Qmgr<TestRcpt>,
+    readonly src: ArraySource,
+  ) {}
 
   /** A fresh run of a scenario: recipients numbered 0.. in message order. */
   static fresh(s: Scenario): Runner {
     const src = new ArraySource();
     let n = 0;
     s.messages.forEach((m, i) =>
-      src.files.set(`m${i}`, m.rcpts.map((r) => {
-        const nexthop = DESTS[r.dest]!;
-        const k = n++;
-        return { n: k, address: `r${k % 5}+x${k}@${nexthop}`, transport: TRANSPORTS[r.transport]!, nexthop };
-      })),
+      src.files.set(
+        `m${i}`,
+        m.rcpts.map((r) => {
+          const nexthop = DESTS[r.dest]!;
+          const k = n++;
+          return { n: k, address: `r${k % 5}+x${k}@${nexthop}`, transport: TRANSPORTS[r.transport]!, nexthop };
+        }),
+      ),
     );
     return new Runner(s, createQmgr(mustParseSchedulerConfig(s.config), src), src);
   }
@@ -150,7 +195,18 @@ export class Runner {
       if (this.admitted >= this.s.messages.length) return;
       const i = this.admitted;
       const spec = this.s.messages[i]!;
-      const m = admitMessage(this.q, { id: `m${i}`, createTime: this.now, rcptTotal: spec.rcpts.length, tenant: `t${spec.tenant}`, priority: spec.priority, singleRcpt: spec.singleRcpt }, this.now);
+      const m = admitMessage(
+        this.q,
+        {
+          id: `m${i}`,
+          createTime: this.now,
+          rcptTotal: spec.rcpts.length,
+          tenant: `t${spec.tenant}`,
+          priority: spec.priority,
+          singleRcpt: spec.singleRcpt,
+        },
+        this.now,
+      );
       if (m) this.admitted += 1;
       this.trace.events.push(`admit m${i} ${m ? "ok" : "full"}`);
     } else if (op.kind === "dispatch") {
@@ -164,11 +220,15 @@ export class Runner {
       if (this.inflight.length === 0) return;
       const [e] = this.inflight.splice(op.pick % this.inflight.length, 1);
       const report =
-        op.outcome === "ok" ? { status: "ok" as const }
-        : op.outcome === "defer" ? { status: "defer" as const }
-        : op.outcome === "crash" ? { status: "crash" as const }
-        : op.outcome === "refusal" ? { status: "defer" as const, siteFailure: REFUSAL }
-        : { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "refused" } };
+        op.outcome === "ok"
+          ? { status: "ok" as const }
+          : op.outcome === "defer"
+            ? { status: "defer" as const }
+            : op.outcome === "crash"
+              ? { status: "crash" as const }
+              : op.outcome === "refusal"
+                ? { status: "defer" as const, siteFailure: REFUSAL }
+                : { status: "defer" as const, siteFailure: { dsnStatus: "4.4.1", reason: "refused" } };
       const r = reportDelivery(this.q, e!.id, report, this.now);
       this.trace.events.push(`report ${e!.id} ${op.outcome} ${r.kind}`);
     } else if (op.kind === "remove") {

@@ -24,7 +24,11 @@ import { makeQmgr, rcpts } from "./harness";
 
 /** A transport with hand-built jobs, linked in order, for unit checks of the formulas. */
 function jobsFixture(specs: { total: number; queuedTime?: number }[], params: Record<string, number> = {}) {
-  const { q, src } = makeQmgr({ initial_destination_concurrency: 100000, default_destination_concurrency_limit: 0, transports: { smtp: { process_limit: 100000, ...params } } });
+  const { q, src } = makeQmgr({
+    initial_destination_concurrency: 100000,
+    default_destination_concurrency_limit: 0,
+    transports: { smtp: { process_limit: 100000, ...params } },
+  });
   specs.forEach((s, i) => {
     src.files.set(`m${i + 1}`, rcpts(s.total));
     admitMessage(q, { id: `m${i + 1}`, createTime: 0, rcptTotal: s.total, singleRcpt: true }, s.queuedTime ?? 0);
@@ -97,7 +101,12 @@ describe("unit checks U1–U7 (spec §9.1)", () => {
   });
 
   it("U7: preempting with expected 6 at cost 2 charges the parent 12 and sets slotsUsed to −6", () => {
-    const { t, job } = jobsFixture([{ total: 30 }, { total: 6 }], { delivery_slot_cost: 2, delivery_slot_loan: 0, delivery_slot_discount: 0, minimum_delivery_slots: 1 });
+    const { t, job } = jobsFixture([{ total: 30 }, { total: 6 }], {
+      delivery_slot_cost: 2,
+      delivery_slot_loan: 0,
+      delivery_slot_discount: 0,
+      minimum_delivery_slots: 1,
+    });
     job(1).slotsAvailable = 12;
     expect(tryPreempt(t, job(1), 0)).toBe(job(2));
     expect(job(1).slotsAvailable).toBe(0);
@@ -135,7 +144,9 @@ describe("recipient-pool checks M1–M4 (spec §9.4)", () => {
 
   it("M3: jobs (1,4), (5,5), (2,0) in core: the next read is 9 − 8 + minimum = 11", () => {
     const { q } = makeQmgr({});
-    const m = { wasRead: true, rcptLimit: 10 + 4 + 5 + 0, rcptCount: 1 + 5 + 2 } as Parameters<typeof readBatchLimit>[1];
+    const m = { wasRead: true, rcptLimit: 10 + 4 + 5 + 0, rcptCount: 1 + 5 + 2 } as Parameters<
+      typeof readBatchLimit
+    >[1];
     expect(readBatchLimit(q, m)).toBe(11);
   });
 
@@ -159,9 +170,14 @@ describe("recipient-pool checks M1–M4 (spec §9.4)", () => {
 
 describe("dispatch checks D1–D3 (spec §9.5)", () => {
   function peersFixture() {
-    const { q, src } = makeQmgr({ transports: { smtp: { destination_recipient_limit: 1, process_limit: 1000 } }, initial_destination_concurrency: 100 });
+    const { q, src } = makeQmgr({
+      transports: { smtp: { destination_recipient_limit: 1, process_limit: 1000 } },
+      initial_destination_concurrency: 100,
+    });
     // Recipient limit 1 makes per-recipient queues; three recipients a@, b@, c@ of one domain → queues a, b, c.
-    const files = ["a", "b", "c"].flatMap((l) => Array.from({ length: 4 }, () => ({ n: 0, address: `${l}@x.example`, transport: "smtp", nexthop: "x.example" })));
+    const files = ["a", "b", "c"].flatMap((l) =>
+      Array.from({ length: 4 }, () => ({ n: 0, address: `${l}@x.example`, transport: "smtp", nexthop: "x.example" })),
+    );
     src.files.set("m", files);
     admitMessage(q, { id: "m", createTime: 0, rcptTotal: files.length }, 0);
     return { q, t: obtainTransport(q, "smtp") };
@@ -212,7 +228,15 @@ describe("dispatch checks D1–D3 (spec §9.5)", () => {
   it("D3: a destination killed with 3 deliveries in flight defers its 10 todo entries; the first success revives it at window 3", () => {
     const { q, src } = makeQmgr({ transports: { smtp: { destination_recipient_limit: 1 } } });
     // Recipient limit 1 needs one queue: use a single address repeated (per-recipient queue = that address).
-    src.files.set("m", Array.from({ length: 14 }, (_, i) => ({ n: i, address: "rcpt@d.example", transport: "smtp", nexthop: "d.example" })));
+    src.files.set(
+      "m",
+      Array.from({ length: 14 }, (_, i) => ({
+        n: i,
+        address: "rcpt@d.example",
+        transport: "smtp",
+        nexthop: "d.example",
+      })),
+    );
     admitMessage(q, { id: "m", createTime: 0, rcptTotal: 14 }, 0);
     const t = obtainTransport(q, "smtp");
     const queue = t.queues.get("rcpt@d.example")!;
@@ -278,10 +302,16 @@ describe("back-off, expiry and warnings (spec §9.3)", () => {
   });
 
   it("uses the minimal back-off when the arrival time is unknown, and the bounce lifetime for null senders", () => {
-    expect(decideAfterAttempt({ createTime: null, nullSender: false, warnTime: 0 }, 99999, cfg.global)).toMatchObject({ delaySec: 300 });
+    expect(decideAfterAttempt({ createTime: null, nullSender: false, warnTime: 0 }, 99999, cfg.global)).toMatchObject({
+      delaySec: 300,
+    });
     const short = mustParseSchedulerConfig({ bounce_queue_lifetime: "1d" });
-    expect(decideAfterAttempt({ createTime: 0, nullSender: true, warnTime: 0 }, 86400, short.global).kind).toBe("expired");
-    expect(decideAfterAttempt({ createTime: 0, nullSender: false, warnTime: 0 }, 86400, short.global).kind).toBe("deferred");
+    expect(decideAfterAttempt({ createTime: 0, nullSender: true, warnTime: 0 }, 86400, short.global).kind).toBe(
+      "expired",
+    );
+    expect(decideAfterAttempt({ createTime: 0, nullSender: false, warnTime: 0 }, 86400, short.global).kind).toBe(
+      "deferred",
+    );
     expect(initialWarnTime(0, true, warnCfg.global)).toBe(0);
   });
 });

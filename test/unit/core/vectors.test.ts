@@ -21,18 +21,48 @@ interface PreemptionVector {
   params: { cost: number; loan: number; discount: number; min_slots: number };
   expect: string;
 }
-interface FeedbackEvent { event: "S" | "F"; busy: number; window: number; success: number; failure: number; failCohorts: number; dead: boolean }
-interface FeedbackVector { id: string; note: string; events: FeedbackEvent[] }
+interface FeedbackEvent {
+  event: "S" | "F";
+  busy: number;
+  window: number;
+  success: number;
+  failure: number;
+  failCohorts: number;
+  dead: boolean;
+}
+interface FeedbackVector {
+  id: string;
+  note: string;
+  events: FeedbackEvent[];
+}
 
 const vectorsPath = fileURLToPath(new URL("../../../../shared/spec/vectors.json", import.meta.url));
-const vectors = JSON.parse(readFileSync(vectorsPath, "utf8")) as { preemption: PreemptionVector[]; feedback: FeedbackVector[] };
+const vectors = JSON.parse(readFileSync(vectorsPath, "utf8")) as {
+  preemption: PreemptionVector[];
+  feedback: FeedbackVector[];
+};
 
 /** Runs a preemption scenario: one transport, one unlimited destination, one recipient per entry. */
-function runPreemption(jobs: number[], queuedTime: number[], now: number, params: PreemptionVector["params"], extra: Record<string, number> = {}, arrivals: { after: number; size: number; at: number }[] = []): string {
+function runPreemption(
+  jobs: number[],
+  queuedTime: number[],
+  now: number,
+  params: PreemptionVector["params"],
+  extra: Record<string, number> = {},
+  arrivals: { after: number; size: number; at: number }[] = [],
+): string {
   const { q, src } = makeQmgr({
     initial_destination_concurrency: 100000,
     default_destination_concurrency_limit: 0,
-    transports: { smtp: { delivery_slot_cost: params.cost, delivery_slot_loan: params.loan, delivery_slot_discount: params.discount, minimum_delivery_slots: params.min_slots, process_limit: 100000 } },
+    transports: {
+      smtp: {
+        delivery_slot_cost: params.cost,
+        delivery_slot_loan: params.loan,
+        delivery_slot_discount: params.discount,
+        minimum_delivery_slots: params.min_slots,
+        process_limit: 100000,
+      },
+    },
     ...extra,
   });
   const order = new Map<string, number>();
@@ -46,7 +76,8 @@ function runPreemption(jobs: number[], queuedTime: number[], now: number, params
   const t = obtainTransport(q, "smtp");
   let out = "";
   for (;;) {
-    for (const a of arrivals) if (a.after === out.length && !order.has(`m${order.size + 1}`) && out.length > 0) add(a.size, a.at);
+    for (const a of arrivals)
+      if (a.after === out.length && !order.has(`m${order.size + 1}`) && out.length > 0) add(a.size, a.at);
     const e = selectEntry(q, t, now);
     if (!e) break;
     out += String(order.get(e.peer.job.message.id));
@@ -67,18 +98,28 @@ describe("preemption vectors from shared/spec/vectors.json", () => {
 describe("preemption vectors from the spec's table (§9.1) that the file does not hold", () => {
   it("P4: never 12131415 for any cost ≥ 2", () => {
     for (const cost of [2, 3, 4, 5, 10]) {
-      for (const [loan, discount, minSlots] of [[0, 0, 1], [3, 50, 1], [10, 100, 0]] as const) {
-        expect(runPreemption([4, 1, 1, 1, 1], [0, 0, 0, 0, 0], 0, { cost, loan, discount, min_slots: minSlots })).not.toBe("12131415");
+      for (const [loan, discount, minSlots] of [
+        [0, 0, 1],
+        [3, 50, 1],
+        [10, 100, 0],
+      ] as const) {
+        expect(
+          runPreemption([4, 1, 1, 1, 1], [0, 0, 0, 0, 0], 0, { cost, loan, discount, min_slots: minSlots }),
+        ).not.toBe("12131415");
       }
     }
   });
 
   it("P4: cost below 2 disables preemption", () => {
-    expect(runPreemption([4, 1, 1, 1, 1], [0, 0, 0, 0, 0], 0, { cost: 1, loan: 3, discount: 50, min_slots: 0 })).toBe("11112345");
+    expect(runPreemption([4, 1, 1, 1, 1], [0, 0, 0, 0, 0], 0, { cost: 1, loan: 3, discount: 50, min_slots: 0 })).toBe(
+      "11112345",
+    );
   });
 
   it("P12: nested preemption when job 3 arrives after 13 selections", () => {
-    const got = runPreemption([40, 6], [0, 0], 0, { cost: 2, loan: 0, discount: 0, min_slots: 3 }, {}, [{ after: 13, size: 1, at: 0 }]);
+    const got = runPreemption([40, 6], [0, 0], 0, { cost: 2, loan: 0, discount: 0, min_slots: 3 }, {}, [
+      { after: 13, size: 1, at: 0 },
+    ]);
     expect(got).toBe("11111111111122322221111111111111111111111111111");
   });
 
@@ -89,7 +130,15 @@ describe("preemption vectors from the spec's table (§9.1) that the file does no
       qmgr_message_recipient_minimum: 1,
       initial_destination_concurrency: 100000,
       default_destination_concurrency_limit: 0,
-      transports: { smtp: { delivery_slot_cost: 2, delivery_slot_loan: 0, delivery_slot_discount: 0, minimum_delivery_slots: 3, process_limit: 100000 } },
+      transports: {
+        smtp: {
+          delivery_slot_cost: 2,
+          delivery_slot_loan: 0,
+          delivery_slot_discount: 0,
+          minimum_delivery_slots: 3,
+          process_limit: 100000,
+        },
+      },
     });
     src.files.set("m1", rcpts(20));
     src.files.set("m2", [...rcpts(1), ...rcpts(3, "other.example", "other", 1)]);
@@ -109,7 +158,10 @@ describe("preemption vectors from the spec's table (§9.1) that the file does no
   });
 });
 
-const FEEDBACK_PARAMS: Record<string, Partial<{ g: string; f: string; cohort: number; limit: number; initial: number }>> = {
+const FEEDBACK_PARAMS: Record<
+  string,
+  Partial<{ g: string; f: string; cohort: number; limit: number; initial: number }>
+> = {
   F1: {},
   F2: { g: "1/concurrency" },
   F3: {},
@@ -134,7 +186,13 @@ function windowParams(id: string): WindowParams {
   };
   const limit = spec.limit ?? 20;
   const initial = spec.initial ?? 5;
-  return { initialConcurrency: limit > 0 && limit < initial ? limit : initial, concurrencyLimit: limit, positiveFeedback: fb(spec.g), negativeFeedback: fb(spec.f), failedCohortLimit: spec.cohort ?? 1 };
+  return {
+    initialConcurrency: limit > 0 && limit < initial ? limit : initial,
+    concurrencyLimit: limit,
+    positiveFeedback: fb(spec.g),
+    negativeFeedback: fb(spec.f),
+    failedCohortLimit: spec.cohort ?? 1,
+  };
 }
 
 describe("concurrency feedback vectors from shared/spec/vectors.json", () => {
@@ -144,8 +202,20 @@ describe("concurrency feedback vectors from shared/spec/vectors.json", () => {
     v.events.forEach((ev, i) => {
       if (ev.event === "S") onPositiveFeedback(s, ev.busy, p);
       else if (s.window > 0) onNegativeFeedback(s, p);
-      const got = { window: s.window, success: s.success, failure: s.failure, failCohorts: s.failCohorts, dead: s.window === 0 };
-      const want = { window: ev.window, success: ev.success, failure: ev.failure, failCohorts: ev.failCohorts, dead: ev.dead };
+      const got = {
+        window: s.window,
+        success: s.success,
+        failure: s.failure,
+        failCohorts: s.failCohorts,
+        dead: s.window === 0,
+      };
+      const want = {
+        window: ev.window,
+        success: ev.success,
+        failure: ev.failure,
+        failCohorts: ev.failCohorts,
+        dead: ev.dead,
+      };
       const where = `${v.id} event ${i + 1}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`;
       expect(got.window, where).toBe(want.window);
       expect(got.dead, where).toBe(want.dead);

@@ -3,7 +3,19 @@
 // bouncing it.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { admitMessage, DEFAULT_WARMUP_RAMP, dispatchAll, explainMessage, parseWarmupPlan, reportDelivery, setPolicy, tick, warmupCaps, warmupDay, warmupKey } from "../../../durable-objects/core";
+import {
+  admitMessage,
+  DEFAULT_WARMUP_RAMP,
+  dispatchAll,
+  explainMessage,
+  parseWarmupPlan,
+  reportDelivery,
+  setPolicy,
+  tick,
+  warmupCaps,
+  warmupDay,
+  warmupKey,
+} from "../../../durable-objects/core";
 import { makeQmgr, type TestRcpt } from "./harness";
 
 describe("warm-up plans", () => {
@@ -20,8 +32,13 @@ describe("warm-up plans", () => {
 
   it("the default ramp is valid and never falls; invalid plans are refused with each problem", () => {
     expect(parseWarmupPlan({ ramp: DEFAULT_WARMUP_RAMP })).toMatchObject({ ok: true });
-    for (let d = 1; d < DEFAULT_WARMUP_RAMP.length; d++) expect(DEFAULT_WARMUP_RAMP[d]!.per_day).toBeGreaterThanOrEqual(DEFAULT_WARMUP_RAMP[d - 1]!.per_day);
-    const bad = parseWarmupPlan({ ramp: [{ per_day: 10 }, { per_day: 5 }, { per_day: 0 }], scale: { google: -1 }, extra: 1 });
+    for (let d = 1; d < DEFAULT_WARMUP_RAMP.length; d++)
+      expect(DEFAULT_WARMUP_RAMP[d]!.per_day).toBeGreaterThanOrEqual(DEFAULT_WARMUP_RAMP[d - 1]!.per_day);
+    const bad = parseWarmupPlan({
+      ramp: [{ per_day: 10 }, { per_day: 5 }, { per_day: 0 }],
+      scale: { google: -1 },
+      extra: 1,
+    });
     expect(!bad.ok && bad.errors.map((e) => e.split(":")[0])).toEqual(["extra", "ramp[1]", "ramp[2]", "scale"]);
   });
 });
@@ -29,7 +46,16 @@ describe("warm-up plans", () => {
 function setup(n: number) {
   const { q, src } = makeQmgr({ default_destination_recipient_limit: 2, initial_destination_concurrency: 5 });
   for (let i = 0; i < n; i++) {
-    src.files.set(`m${i}`, [{ n: i, address: `u${i}@a.test`, transport: "smtp", nexthop: "a.test", egress: "ip1", site: "google" } as TestRcpt]);
+    src.files.set(`m${i}`, [
+      {
+        n: i,
+        address: `u${i}@a.test`,
+        transport: "smtp",
+        nexthop: "a.test",
+        egress: "ip1",
+        site: "google",
+      } as TestRcpt,
+    ]);
     admitMessage(q, { id: `m${i}`, createTime: 0, rcptTotal: 1 }, 0);
   }
   return q;
@@ -44,7 +70,13 @@ describe("caps on a key", () => {
     for (const e of first) reportDelivery(q, e.id, { status: "ok" }, 1);
     expect(dispatchAll(q, 1)).toHaveLength(0);
     const waiting = explainMessage(q, "m9", 1)[0]!.blockedBy;
-    expect(waiting).toMatchObject({ kind: "policy", key: "egress:ip1+site:google", reason: "cap", label: "warmup", until: 3600 });
+    expect(waiting).toMatchObject({
+      kind: "policy",
+      key: "egress:ip1+site:google",
+      reason: "cap",
+      label: "warmup",
+      until: 3600,
+    });
     tick(q, 3600);
     const second = dispatchAll(q, 3600);
     expect(second).toHaveLength(1); // the day's third
@@ -69,23 +101,31 @@ describe("caps on a key", () => {
   });
 
   it("property: no UTC hour sees more selections than the hour's cap, no day more than the day's", () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 12 }), fc.array(fc.integer({ min: 1, max: 4000 }), { minLength: 1, maxLength: 60 }), (perHour, perDay, gaps) => {
-      const q = setup(60);
-      setPolicy(q, "egress:ip1+site:google", { caps: { perHour, perDay, label: "warmup" } }, 0);
-      const hours = new Map<number, number>();
-      const days = new Map<number, number>();
-      let t = 0;
-      for (const gap of gaps) {
-        t += gap;
-        tick(q, t);
-        for (const e of dispatchAll(q, t)) {
-          hours.set(Math.floor(t / 3600), (hours.get(Math.floor(t / 3600)) ?? 0) + 1);
-          days.set(Math.floor(t / 86_400), (days.get(Math.floor(t / 86_400)) ?? 0) + 1);
-          reportDelivery(q, e.id, { status: "ok" }, t);
-        }
-      }
-      for (const n of hours.values()) expect(n).toBeLessThanOrEqual(perHour);
-      for (const n of days.values()) expect(n).toBeLessThanOrEqual(perDay);
-    }), { numRuns: 200 });
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 5 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.array(fc.integer({ min: 1, max: 4000 }), { minLength: 1, maxLength: 60 }),
+        (perHour, perDay, gaps) => {
+          const q = setup(60);
+          setPolicy(q, "egress:ip1+site:google", { caps: { perHour, perDay, label: "warmup" } }, 0);
+          const hours = new Map<number, number>();
+          const days = new Map<number, number>();
+          let t = 0;
+          for (const gap of gaps) {
+            t += gap;
+            tick(q, t);
+            for (const e of dispatchAll(q, t)) {
+              hours.set(Math.floor(t / 3600), (hours.get(Math.floor(t / 3600)) ?? 0) + 1);
+              days.set(Math.floor(t / 86_400), (days.get(Math.floor(t / 86_400)) ?? 0) + 1);
+              reportDelivery(q, e.id, { status: "ok" }, t);
+            }
+          }
+          for (const n of hours.values()) expect(n).toBeLessThanOrEqual(perHour);
+          for (const n of days.values()) expect(n).toBeLessThanOrEqual(perDay);
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 });

@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import { MxCache } from "../../../worker/delivery/mx-cache";
 import type { MxResolution } from "../../../worker/net/core/mx";
 
-const hosts = (domain: string, expiresAtMs: number): MxResolution => ({ kind: "hosts", domain, hosts: [], implicit: false, site: domain, expiresAtMs });
+const hosts = (domain: string, expiresAtMs: number): MxResolution => ({
+  kind: "hosts",
+  domain,
+  hosts: [],
+  implicit: false,
+  site: domain,
+  expiresAtMs,
+});
 
 describe("MxCache", () => {
   it("answers from the cache until the answer's TTL runs out, then asks again", async () => {
@@ -43,10 +50,14 @@ describe("MxCache", () => {
     for (const d of ["c1.test", "c2.test", "c3.test"]) await cache.lookup(d, async () => hosts(d, 60_000), 0);
     expect(cache.stats()).toMatchObject({ entries: 2, evictions: 1, misses: 3 });
     let asked = 0;
-    await cache.lookup("c1.test", async () => {
-      asked++;
-      return hosts("c1.test", 60_000);
-    }, 1);
+    await cache.lookup(
+      "c1.test",
+      async () => {
+        asked++;
+        return hosts("c1.test", 60_000);
+      },
+      1,
+    );
     expect(asked).toBe(1); // c1 was the oldest: gone
     const bytes = cache.stats().bytes;
     expect(bytes).toBeGreaterThan(0);

@@ -19,13 +19,23 @@ function fakes() {
         s.carried += messages.length;
         return { transactions: [], siteFailure: null, staleCache: false, open: true };
       },
-      close: async () => { s.closed = true; },
+      close: async () => {
+        s.closed = true;
+      },
     } as unknown as CachedSmtpSession;
   };
   return { made, open };
 }
 
-const msg = (id: string) => ({ id, mailFrom: "a@x.test", rcptTo: ["b@y.test"], sizeBytes: 1, eightBitMime: true, smtpUtf8: false }) as MessageEnvelope;
+const msg = (id: string) =>
+  ({
+    id,
+    mailFrom: "a@x.test",
+    rcptTo: ["b@y.test"],
+    sizeBytes: 1,
+    eightBitMime: true,
+    smtpUtf8: false,
+  }) as MessageEnvelope;
 const body = async () => new ReadableStream<Uint8Array>();
 
 afterEach(() => vi.useRealTimers());
@@ -36,7 +46,10 @@ describe("SessionCache", () => {
     const cache = new SessionCache(() => Date.now());
     const { made, open } = fakes();
     for (let i = 0; i < 5; i++) await cache.run("h:25", open, [msg(`m${i}`)], body);
-    expect(made.map((s) => [s.carried, s.closed])).toEqual([[1, true], [4, false]]);
+    expect(made.map((s) => [s.carried, s.closed])).toEqual([
+      [1, true],
+      [4, false],
+    ]);
     expect(cache.size()).toBe(1);
     await cache.closeAll();
   });
@@ -83,7 +96,12 @@ describe("SessionCache", () => {
     const { made, open } = fakes();
     await cache.run("h:25", open, [msg("first")], body, 2); // lone: closed at once
     for (let i = 0; i < 5; i++) await cache.run("h:25", open, [msg(`m${i}`)], body, 2);
-    expect(made.map((s) => [s.carried, s.closed])).toEqual([[1, true], [2, true], [2, true], [1, false]]);
+    expect(made.map((s) => [s.carried, s.closed])).toEqual([
+      [1, true],
+      [2, true],
+      [2, true],
+      [1, false],
+    ]);
     expect(cache.size()).toBe(1);
     // A batch larger than the limit goes out whole, and the session is not kept.
     await cache.run("h:25", open, [msg("a"), msg("b"), msg("c")], body, 2);

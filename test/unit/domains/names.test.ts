@@ -11,13 +11,20 @@ describe("domain names", () => {
     expect(domainName(" Mail.Example.COM. ")).toEqual({ ok: true, name: "mail.example.com" });
     expect(domainName("bücher.example")).toEqual({ ok: true, name: "xn--bcher-kva.example" });
     const label = fc.stringMatching(/^[a-zA-Z0-9]([a-zA-Z0-9-]{0,8}[a-zA-Z0-9])?$/);
-    fc.assert(fc.property(fc.array(label, { minLength: 1, maxLength: 3 }), fc.constantFrom("com", "co.uk", "example", "dev"), fc.boolean(), (labels, tld, dot) => {
-      const r = domainName(`${labels.join(".")}.${tld}${dot ? "." : ""}`);
-      if (!r.ok) return true;
-      expect(domainName(r.name)).toEqual(r);
-      expect(r.name).toBe(r.name.toLowerCase());
-      return true;
-    }));
+    fc.assert(
+      fc.property(
+        fc.array(label, { minLength: 1, maxLength: 3 }),
+        fc.constantFrom("com", "co.uk", "example", "dev"),
+        fc.boolean(),
+        (labels, tld, dot) => {
+          const r = domainName(`${labels.join(".")}.${tld}${dot ? "." : ""}`);
+          if (!r.ok) return true;
+          expect(domainName(r.name)).toEqual(r);
+          expect(r.name).toBe(r.name.toLowerCase());
+          return true;
+        },
+      ),
+    );
   });
 
   it("refuses public suffixes of both sections of the list, and what is not a name", () => {
@@ -32,9 +39,14 @@ describe("domain names", () => {
   });
 
   it("the nearest verified name decides", () => {
-    const v = new Map([["acme.com", "a"], ["send.acme.com", "b"]]);
+    const v = new Map([
+      ["acme.com", "a"],
+      ["send.acme.com", "b"],
+    ]);
     expect(claimProblem("acme.com", "b", v)).toBe("The domain acme.com is verified by another account.");
-    expect(claimProblem("mail.acme.com", "b", v)).toBe("The domain mail.acme.com is under acme.com, which another account verified.");
+    expect(claimProblem("mail.acme.com", "b", v)).toBe(
+      "The domain mail.acme.com is under acme.com, which another account verified.",
+    );
     expect(claimProblem("x.send.acme.com", "b", v)).toBeNull();
     expect(claimProblem("mail.acme.com", "a", v)).toBeNull();
     expect(claimProblem("other.com", "b", v)).toBeNull();

@@ -1,16 +1,32 @@
 // Egress pools and health (worker/egress/core/): configuration, choice, suspension and return.
 import { describe, expect, it } from "vitest";
 import { parseEgress, parseEgressPools, poolFor } from "../../../worker/egress/core/pools";
-import { HEALTHY, healthFailure, observe, orderMembers, usable, type EgressHealth } from "../../../worker/egress/core/health";
+import {
+  HEALTHY,
+  healthFailure,
+  observe,
+  orderMembers,
+  usable,
+  type EgressHealth,
+} from "../../../worker/egress/core/health";
 
 const cfg = { failures: 3, windowSec: 60, suspendSec: 300 };
 
 describe("EGRESS_POOLS", () => {
   it("reads SOCKS5 bridges, smarthosts, Email Service and direct, and rules per tenant, domain and provider", () => {
-    const res = parseEgressPools(JSON.stringify({
-      pools: { dedicated: ["socks5://10.0.0.1:1080", "smtp://[relay.example.net]:587"], shared: ["direct", "cf-email"] },
-      rules: [{ tenant: "Acme", pool: "dedicated" }, { provider: "google", pool: "shared" }], default: "shared",
-    }));
+    const res = parseEgressPools(
+      JSON.stringify({
+        pools: {
+          dedicated: ["socks5://10.0.0.1:1080", "smtp://[relay.example.net]:587"],
+          shared: ["direct", "cf-email"],
+        },
+        rules: [
+          { tenant: "Acme", pool: "dedicated" },
+          { provider: "google", pool: "shared" },
+        ],
+        default: "shared",
+      }),
+    );
     expect(res.ok).toBe(true);
     const pools = res.ok ? res.pools! : null!;
     expect(pools.pools.get("dedicated")!.map((e) => e.id)).toEqual(["10.0.0.1:1080", "smtp:[relay.example.net]:587"]);
@@ -21,11 +37,21 @@ describe("EGRESS_POOLS", () => {
   });
 
   it("names every problem", () => {
-    const res = parseEgressPools(JSON.stringify({ pools: { a: [], b: ["ftp://x:1", "direct", "direct"] }, rules: [{ pool: "a" }, { tenant: "t", pool: "zz" }], default: "nope" }));
+    const res = parseEgressPools(
+      JSON.stringify({
+        pools: { a: [], b: ["ftp://x:1", "direct", "direct"] },
+        rules: [{ pool: "a" }, { tenant: "t", pool: "zz" }],
+        default: "nope",
+      }),
+    );
     expect(res.ok).toBe(false);
     expect(!res.ok && res.errors).toEqual([
-      "pools.a: a non-empty list of egresses", 'pools.b[0]: "socks5://host:port", "smtp://[host]:port", "cf-email" or "direct"', "pools.b: an egress appears twice",
-      'rules[0]: {"tenant"|"domain"|"provider": "…", "pool": "…"}', 'rules[1]: no pool "zz"', 'default: no pool "nope"',
+      "pools.a: a non-empty list of egresses",
+      'pools.b[0]: "socks5://host:port", "smtp://[host]:port", "cf-email" or "direct"',
+      "pools.b: an egress appears twice",
+      'rules[0]: {"tenant"|"domain"|"provider": "…", "pool": "…"}',
+      'rules[1]: no pool "zz"',
+      'default: no pool "nope"',
     ]);
     expect(parseEgress("socks5://[::1]:1080")).toEqual({ id: "::1:1080", kind: "socks5", host: "::1", port: 1080 });
     expect(parseEgress("socks5://h:0")).toBeNull();
@@ -34,11 +60,24 @@ describe("EGRESS_POOLS", () => {
 
 describe("health", () => {
   it("counts connection and TLS failures, 421s and block-list replies against the egress, not refusals of the mail", () => {
-    expect(healthFailure({ site: { dsnStatus: "4.4.1", reason: "connect to mx: refused" }, replies: [] })).toMatch(/connect/);
+    expect(healthFailure({ site: { dsnStatus: "4.4.1", reason: "connect to mx: refused" }, replies: [] })).toMatch(
+      /connect/,
+    );
     expect(healthFailure({ site: { dsnStatus: "4.7.5", reason: "TLS handshake failed" }, replies: [] })).toMatch(/TLS/);
-    expect(healthFailure({ site: null, replies: [{ code: 421, text: "4.7.0 try later", source: "remote" }] })).toMatch(/^421/);
-    expect(healthFailure({ site: null, replies: [{ code: 554, text: "5.7.1 Service unavailable; client host blocked using Spamhaus", source: "remote" }] })).toMatch(/Spamhaus/);
-    expect(healthFailure({ site: null, replies: [{ code: 550, text: "5.1.1 user unknown", source: "remote" }] })).toBeNull();
+    expect(healthFailure({ site: null, replies: [{ code: 421, text: "4.7.0 try later", source: "remote" }] })).toMatch(
+      /^421/,
+    );
+    expect(
+      healthFailure({
+        site: null,
+        replies: [
+          { code: 554, text: "5.7.1 Service unavailable; client host blocked using Spamhaus", source: "remote" },
+        ],
+      }),
+    ).toMatch(/Spamhaus/);
+    expect(
+      healthFailure({ site: null, replies: [{ code: 550, text: "5.1.1 user unknown", source: "remote" }] }),
+    ).toBeNull();
     expect(healthFailure({ site: null, replies: [{ code: 250, text: "ok", source: "remote" }] })).toBeNull();
   });
 
@@ -69,7 +108,10 @@ describe("health", () => {
 
   it("offers the members in the pool's order without the suspended ones", () => {
     const members = [{ id: "a" }, { id: "b" }, { id: "c" }];
-    const healths = new Map<string, EgressHealth>([["a", { ...HEALTHY, state: "suspended", suspendedUntil: 500 }], ["c", { ...HEALTHY, state: "suspended", suspendedUntil: 100 }]]);
+    const healths = new Map<string, EgressHealth>([
+      ["a", { ...HEALTHY, state: "suspended", suspendedUntil: 500 }],
+      ["c", { ...HEALTHY, state: "suspended", suspendedUntil: 100 }],
+    ]);
     expect(orderMembers(members, healths, 200).map((m) => m.id)).toEqual(["b", "c"]);
   });
 });

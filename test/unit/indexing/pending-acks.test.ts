@@ -9,7 +9,16 @@ function idsOfTwoShards(): [string, string] {
 
 function fakeEnv(fail = false) {
   const sent: { name: string; acks: EventAck[] }[] = [];
-  const env = { OUTBOX: { getByName: (name: string) => ({ ackEventsMany: async (acks: EventAck[]) => { sent.push({ name, acks }); if (fail) throw new Error("down"); } }) } } as unknown as Env;
+  const env = {
+    OUTBOX: {
+      getByName: (name: string) => ({
+        ackEventsMany: async (acks: EventAck[]) => {
+          sent.push({ name, acks });
+          if (fail) throw new Error("down");
+        },
+      }),
+    },
+  } as unknown as Env;
   return { env, sent };
 }
 
@@ -18,10 +27,21 @@ describe("event acks riding on the next Outbox request", () => {
     const [a, b] = idsOfTwoShards();
     const { env, sent } = fakeEnv();
     const kept: Promise<unknown>[] = [];
-    const acks = new PendingAcks(env, (p) => kept.push(p), () => true, 20);
-    acks.add([{ id: a, uptoSeq: 3 }, { id: b, uptoSeq: 4 }]);
+    const acks = new PendingAcks(
+      env,
+      (p) => kept.push(p),
+      () => true,
+      20,
+    );
+    acks.add([
+      { id: a, uptoSeq: 3 },
+      { id: b, uptoSeq: 4 },
+    ]);
     acks.add([{ id: a, uptoSeq: 5 }]);
-    expect(acks.take(outboxName(shardOf(a)))).toEqual([{ id: a, uptoSeq: 3 }, { id: a, uptoSeq: 5 }]);
+    expect(acks.take(outboxName(shardOf(a)))).toEqual([
+      { id: a, uptoSeq: 3 },
+      { id: a, uptoSeq: 5 },
+    ]);
     expect(acks.take(outboxName(shardOf(a)))).toEqual([]);
     await Promise.all(kept);
     // The other shard's ack found no request to ride on: it went on its own after the linger.
@@ -32,8 +52,17 @@ describe("event acks riding on the next Outbox request", () => {
     const [a, b] = idsOfTwoShards();
     const { env, sent } = fakeEnv(true);
     const kept: Promise<unknown>[] = [];
-    const acks = new PendingAcks(env, (p) => kept.push(p), () => true, 10);
-    acks.add([{ id: a, uptoSeq: 1 }, { id: b, uptoSeq: 2 }, { id: a, uptoSeq: 3 }]);
+    const acks = new PendingAcks(
+      env,
+      (p) => kept.push(p),
+      () => true,
+      10,
+    );
+    acks.add([
+      { id: a, uptoSeq: 1 },
+      { id: b, uptoSeq: 2 },
+      { id: a, uptoSeq: 3 },
+    ]);
     expect(kept).toHaveLength(1); // one timer for all
     await Promise.all(kept);
     expect(sent.map((x) => x.acks.length).sort()).toEqual([1, 2]);
@@ -48,7 +77,12 @@ describe("event acks riding on the next Outbox request", () => {
     const { env, sent } = fakeEnv();
     const kept: Promise<unknown>[] = [];
     let busy = false;
-    const acks = new PendingAcks(env, (p) => kept.push(p), () => busy, 60_000);
+    const acks = new PendingAcks(
+      env,
+      (p) => kept.push(p),
+      () => busy,
+      60_000,
+    );
     acks.add([{ id: a, uptoSeq: 1 }]);
     await Promise.all(kept);
     expect(sent).toEqual([{ name: outboxName(shardOf(a)), acks: [{ id: a, uptoSeq: 1 }] }]);

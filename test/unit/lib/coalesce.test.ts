@@ -18,8 +18,12 @@ function recording(linger: number | (() => number), callMs = 5) {
 }
 
 describe("Coalescer", () => {
-  beforeEach(() => { vi.useFakeTimers(); });
-  afterEach(() => { vi.useRealTimers(); });
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
   it("flushes an item added when idle at once, and items added meanwhile together next", async () => {
     const { c, flushes } = recording(0);
@@ -48,7 +52,10 @@ describe("Coalescer", () => {
   it("asks a linger function before each flush: 0 flushes at once, more waits", async () => {
     let busy = false;
     const asked: boolean[] = [];
-    const { c, flushes } = recording(() => { asked.push(busy); return busy ? 10 : 0; });
+    const { c, flushes } = recording(() => {
+      asked.push(busy);
+      return busy ? 10 : 0;
+    });
     const a = c.add(1);
     expect(flushes).toEqual([[1]]); // quiet: at once
     await vi.advanceTimersByTimeAsync(5);
@@ -75,6 +82,10 @@ describe("Coalescer", () => {
     const next = [c.add(2), c.add(3)]; // added while [1] is out: the next flush
     const settled = Promise.allSettled([...failed, ...next]);
     await vi.advanceTimersByTimeAsync(10);
-    expect((await settled).map((r) => (r.status === "fulfilled" ? r.value : (r.reason as Error).message))).toEqual(["down", 2, 3]);
+    expect((await settled).map((r) => (r.status === "fulfilled" ? r.value : (r.reason as Error).message))).toEqual([
+      "down",
+      2,
+      3,
+    ]);
   });
 });

@@ -13,11 +13,13 @@ describe("Ewma", () => {
   });
 
   it("stays between the smallest and the largest sample (property)", () => {
-    fc.assert(fc.property(fc.array(fc.double({ min: 0, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 50 }), (xs) => {
-      const m = new Ewma();
-      for (const x of xs) m.add(x);
-      expect(m.value()).toBeGreaterThanOrEqual(Math.min(...xs) - 1e-6);
-      expect(m.value()).toBeLessThanOrEqual(Math.max(...xs) + 1e-6);
-    }));
+    fc.assert(
+      fc.property(fc.array(fc.double({ min: 0, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 50 }), (xs) => {
+        const m = new Ewma();
+        for (const x of xs) m.add(x);
+        expect(m.value()).toBeGreaterThanOrEqual(Math.min(...xs) - 1e-6);
+        expect(m.value()).toBeLessThanOrEqual(Math.max(...xs) + 1e-6);
+      }),
+    );
   });
 });

@@ -2,7 +2,15 @@ import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { Gate } from "../../../worker/lib/gate";
 
-const clock = () => { let t = 0; return { now: () => t, advance: (ms: number) => { t += ms; } }; };
+const clock = () => {
+  let t = 0;
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+};
 
 describe("Gate", () => {
   it("lets `limit` callers in, refuses the next at once, and takes one again after a release", () => {
@@ -99,45 +107,57 @@ describe("Gate", () => {
   });
 
   it("never holds more than limit, nor more than a key's fair share, and counts exactly (property)", () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1, max: 6 }),
-      fc.constantFrom(0, 300, 1500),
-      fc.array(fc.oneof(
-        fc.record({ op: fc.constant("enter" as const), key: fc.constantFrom("a", "b", "c") }),
-        fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
-        fc.record({ op: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 700 }) }),
-      ), { maxLength: 60 }),
-      (limit, activeMs, ops) => {
-        const c = clock();
-        const perKey = Math.max(1, limit - 1);
-        const g = new Gate({ limit, perKey, maxHoldMs: 1000, activeMs }, c.now);
-        const live: { key: string; at: number; release: () => void }[] = [];
-        const asked = new Map<string, number>();
-        for (const o of ops) {
-          if (o.op === "wait") { c.advance(o.ms); continue; }
-          if (o.op === "release") {
-            if (live.length === 0) continue;
-            const [h] = live.splice(o.pick % live.length, 1);
-            h!.release();
-            continue;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 6 }),
+        fc.constantFrom(0, 300, 1500),
+        fc.array(
+          fc.oneof(
+            fc.record({ op: fc.constant("enter" as const), key: fc.constantFrom("a", "b", "c") }),
+            fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
+            fc.record({ op: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 700 }) }),
+          ),
+          { maxLength: 60 },
+        ),
+        (limit, activeMs, ops) => {
+          const c = clock();
+          const perKey = Math.max(1, limit - 1);
+          const g = new Gate({ limit, perKey, maxHoldMs: 1000, activeMs }, c.now);
+          const live: { key: string; at: number; release: () => void }[] = [];
+          const asked = new Map<string, number>();
+          for (const o of ops) {
+            if (o.op === "wait") {
+              c.advance(o.ms);
+              continue;
+            }
+            if (o.op === "release") {
+              if (live.length === 0) continue;
+              const [h] = live.splice(o.pick % live.length, 1);
+              h!.release();
+              continue;
+            }
+            // The model: slots held at most 1000 ms count.
+            for (let i = live.length - 1; i >= 0; i--) if (live[i]!.at <= c.now() - 1000) live.splice(i, 1);
+            if (activeMs > 0) asked.set(o.key, c.now());
+            const sending = new Set([
+              ...live.map((h) => h.key),
+              ...[...asked].filter(([, at]) => at > c.now() - activeMs).map(([k]) => k),
+            ]);
+            sending.add(o.key);
+            const share = Math.min(perKey, Math.max(1, Math.ceil(limit / sending.size)));
+            const r = g.enter(o.key);
+            const mine = live.filter((h) => h.key === o.key).length;
+            expect(g.share(o.key)).toBe(share); // after enter(): the gate has taken back expired slots, as the model has
+            expect(r !== null).toBe(live.length < limit && mine < share);
+            if (r) live.push({ key: o.key, at: c.now(), release: r });
+            expect(g.held()).toBe(live.length);
+            expect(g.held()).toBeLessThanOrEqual(limit);
+            expect(g.held(o.key)).toBeLessThanOrEqual(perKey);
           }
-          // The model: slots held at most 1000 ms count.
-          for (let i = live.length - 1; i >= 0; i--) if (live[i]!.at <= c.now() - 1000) live.splice(i, 1);
-          if (activeMs > 0) asked.set(o.key, c.now());
-          const sending = new Set([...live.map((h) => h.key), ...[...asked].filter(([, at]) => at > c.now() - activeMs).map(([k]) => k)]);
-          sending.add(o.key);
-          const share = Math.min(perKey, Math.max(1, Math.ceil(limit / sending.size)));
-          const r = g.enter(o.key);
-          const mine = live.filter((h) => h.key === o.key).length;
-          expect(g.share(o.key)).toBe(share); // after enter(): the gate has taken back expired slots, as the model has
-          expect(r !== null).toBe(live.length < limit && mine < share);
-          if (r) live.push({ key: o.key, at: c.now(), release: r });
-          expect(g.held()).toBe(live.length);
-          expect(g.held()).toBeLessThanOrEqual(limit);
-          expect(g.held(o.key)).toBeLessThanOrEqual(perKey);
-        }
-      },
-    ), { numRuns: 500 });
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 
   it("queues a caller that finds no room and gives it the next slot that frees, before any newcomer", () => {
@@ -185,41 +205,47 @@ describe("Gate", () => {
   });
 
   it("hands slots to waiters in arrival order and never past limit or a key's share (property)", () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1, max: 4 }),
-      fc.array(fc.oneof(
-        fc.record({ op: fc.constant("arrive" as const), key: fc.constantFrom("a", "b", "c") }),
-        fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
-        fc.record({ op: fc.constant("poll" as const) }),
-      ), { maxLength: 80 }),
-      (limit, ops) => {
-        const g = new Gate({ limit, perKey: limit, maxHoldMs: 60_000 }, clock().now);
-        const live: (() => void)[] = [];
-        const queue: number[] = [];
-        const served: number[] = [];
-        for (const o of ops) {
-          if (o.op === "arrive") {
-            const r = g.enter(o.key);
-            if (r) live.push(r);
-            else queue.push(g.wait(o.key));
-          } else if (o.op === "release") {
-            if (live.length > 0) live.splice(o.pick % live.length, 1)[0]!();
-          } else {
-            // Every waiter polls, last first: only the head may get a slot.
-            for (const t of [...queue].reverse()) {
-              const r = g.claim(t);
-              if (!r) continue;
-              live.push(r);
-              served.push(t);
-              queue.splice(queue.indexOf(t), 1);
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(
+          fc.oneof(
+            fc.record({ op: fc.constant("arrive" as const), key: fc.constantFrom("a", "b", "c") }),
+            fc.record({ op: fc.constant("release" as const), pick: fc.nat() }),
+            fc.record({ op: fc.constant("poll" as const) }),
+          ),
+          { maxLength: 80 },
+        ),
+        (limit, ops) => {
+          const g = new Gate({ limit, perKey: limit, maxHoldMs: 60_000 }, clock().now);
+          const live: (() => void)[] = [];
+          const queue: number[] = [];
+          const served: number[] = [];
+          for (const o of ops) {
+            if (o.op === "arrive") {
+              const r = g.enter(o.key);
+              if (r) live.push(r);
+              else queue.push(g.wait(o.key));
+            } else if (o.op === "release") {
+              if (live.length > 0) live.splice(o.pick % live.length, 1)[0]!();
+            } else {
+              // Every waiter polls, last first: only the head may get a slot.
+              for (const t of [...queue].reverse()) {
+                const r = g.claim(t);
+                if (!r) continue;
+                live.push(r);
+                served.push(t);
+                queue.splice(queue.indexOf(t), 1);
+              }
             }
+            expect(g.held()).toBe(live.length);
+            expect(g.held()).toBeLessThanOrEqual(limit);
           }
-          expect(g.held()).toBe(live.length);
-          expect(g.held()).toBeLessThanOrEqual(limit);
-        }
-        // One key per share of `limit`: waiters are served in ticket order.
-        expect(served).toEqual([...served].sort((x, y) => x - y));
-      },
-    ), { numRuns: 300 });
+          // One key per share of `limit`: waiters are served in ticket order.
+          expect(served).toEqual([...served].sort((x, y) => x - y));
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

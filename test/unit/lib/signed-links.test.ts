@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import { readFileRef, signFileRef, type FileRef } from "../../../worker/lib/signed-links";
 
 const env = { COHORT_ENV: "test" };
-const ref: FileRef = { k: "received", t: "acme", e: "0190a1b2-0000-7000-8000-000000000001", p: "received/0001700000000000/x", a: 1, x: 2_000_000_000 };
+const ref: FileRef = {
+  k: "received",
+  t: "acme",
+  e: "0190a1b2-0000-7000-8000-000000000001",
+  p: "received/0001700000000000/x",
+  a: 1,
+  x: 2_000_000_000,
+};
 
 describe("signed download links", () => {
   it("read back what they name until they expire", async () => {

@@ -19,7 +19,13 @@ function errorOf(fn: () => unknown): MailInputError {
 describe("IDN domains", () => {
   it("converts user@bücher.example to punycode in headers, Message-ID and envelope", async () => {
     const { raw, envelope, messageId } = compose(
-      { from: "Bücher <shop@bücher.example>", to: "user@bücher.example", cc: "Ünï <u@BÜCHER.example>", subject: "s", text: "t" },
+      {
+        from: "Bücher <shop@bücher.example>",
+        to: "user@bücher.example",
+        cc: "Ünï <u@BÜCHER.example>",
+        subject: "s",
+        text: "t",
+      },
       { now: NOW, messageId: "id1" },
     );
     expect(raw).toContain("To: user@xn--bcher-kva.example\r\n");
@@ -66,13 +72,37 @@ describe("parseMailbox", () => {
     { name: "quoted name with comma", raw: '"Doe, Jane" <j@x.com>', want: { name: "Doe, Jane", address: "j@x.com" } },
     { name: "escaped quote", raw: '"Say \\"hi\\"" <j@x.com>', want: { name: 'Say "hi"', address: "j@x.com" } },
     { name: "surrounding spaces", raw: "  Ann   <  a@x.com >  ", want: { name: "Ann", address: "a@x.com" } },
-    { name: "plus tag and dots", raw: "first.last+tag@sub.x.com", want: { name: "", address: "first.last+tag@sub.x.com" } },
-    { name: "a quoted local part (RFC 5321 §4.1.2)", raw: 'John <"john doe"@x.com>', want: { name: "John", address: '"john doe"@x.com' } },
-    { name: "a quoted local part with a quoted pair and an @", raw: '"a\\"b@c"@x.com', want: { name: "", address: '"a\\"b@c"@x.com' } },
+    {
+      name: "plus tag and dots",
+      raw: "first.last+tag@sub.x.com",
+      want: { name: "", address: "first.last+tag@sub.x.com" },
+    },
+    {
+      name: "a quoted local part (RFC 5321 §4.1.2)",
+      raw: 'John <"john doe"@x.com>',
+      want: { name: "John", address: '"john doe"@x.com' },
+    },
+    {
+      name: "a quoted local part with a quoted pair and an @",
+      raw: '"a\\"b@c"@x.com',
+      want: { name: "", address: '"a\\"b@c"@x.com' },
+    },
     { name: "a UTF-8 local part (RFC 6531)", raw: "josé@x.com", want: { name: "", address: "josé@x.com" } },
-    { name: "a UTF-8 local part and IDN domain", raw: "用户@例え.テスト", want: { name: "", address: "用户@xn--r8jz45g.xn--zckzah" } },
-    { name: "an IPv4 address literal", raw: "postmaster@[93.184.216.34]", want: { name: "", address: "postmaster@[93.184.216.34]" } },
-    { name: "an IPv6 address literal", raw: "a@[ipv6:2606:4700::AB]", want: { name: "", address: "a@[IPv6:2606:4700::ab]" } },
+    {
+      name: "a UTF-8 local part and IDN domain",
+      raw: "用户@例え.テスト",
+      want: { name: "", address: "用户@xn--r8jz45g.xn--zckzah" },
+    },
+    {
+      name: "an IPv4 address literal",
+      raw: "postmaster@[93.184.216.34]",
+      want: { name: "", address: "postmaster@[93.184.216.34]" },
+    },
+    {
+      name: "an IPv6 address literal",
+      raw: "a@[ipv6:2606:4700::AB]",
+      want: { name: "", address: "a@[IPv6:2606:4700::ab]" },
+    },
   ])("parses $name", ({ raw, want }) => {
     expect(parseMailbox("to", raw)).toEqual(want);
   });
@@ -97,11 +127,17 @@ describe("parseMailbox", () => {
   });
 
   it("composes such addresses as they are; a UTF-8 one makes the message 8-bit (RFC 6532)", () => {
-    const ascii = compose({ from: "a@x.com", to: ['"john doe"@example.com', "b@[93.184.216.34]"], subject: "s", text: "t" }, { now: NOW, messageId: "id2" });
+    const ascii = compose(
+      { from: "a@x.com", to: ['"john doe"@example.com', "b@[93.184.216.34]"], subject: "s", text: "t" },
+      { now: NOW, messageId: "id2" },
+    );
     expect(ascii.raw).toContain('To: "john doe"@example.com, b@[93.184.216.34]\r\n');
     expect(ascii.envelope.rcptTo).toEqual(['"john doe"@example.com', "b@[93.184.216.34]"]);
     expect(ascii.eightBit).toBe(false);
-    const utf8 = compose({ from: "a@x.com", to: "josé@example.com", subject: "s", text: "t" }, { now: NOW, messageId: "id3" });
+    const utf8 = compose(
+      { from: "a@x.com", to: "josé@example.com", subject: "s", text: "t" },
+      { now: NOW, messageId: "id3" },
+    );
     expect(utf8.raw).toContain("To: josé@example.com\r\n");
     expect(utf8.eightBit).toBe(true);
   });

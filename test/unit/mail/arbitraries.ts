@@ -16,8 +16,33 @@ export const unicodeChar: fc.Arbitrary<string> = fc.oneof(
   range(0x0621, 0x064a), // Arabic (RTL)
   range(0x1f300, 0x1f64f), // emoji (astral plane: surrogate pairs)
   fc.constantFrom(
-    "\t", "\"", "\\", "<", ">", ",", ";", ":", "@", "(", ")", "=?", "?=", "=", "_", " ", "  ",
-    "\u200f", "\u202e", "e\u0301", "👨‍👩‍👧", "🇫🇷", "\u00a0", "\u2028", "\x01", "\x7f", "\x1b",
+    "\t",
+    '"',
+    "\\",
+    "<",
+    ">",
+    ",",
+    ";",
+    ":",
+    "@",
+    "(",
+    ")",
+    "=?",
+    "?=",
+    "=",
+    "_",
+    " ",
+    "  ",
+    "\u200f",
+    "\u202e",
+    "e\u0301",
+    "👨‍👩‍👧",
+    "🇫🇷",
+    "\u00a0",
+    "\u2028",
+    "\x01",
+    "\x7f",
+    "\x1b",
   ),
 );
 
@@ -59,7 +84,13 @@ export const address: fc.Arbitrary<string> = fc
 
 /** A mailbox as `"Name" <addr>` (quotes and backslashes escaped) plus the expected parse. */
 export const mailbox: fc.Arbitrary<{ raw: string; name: string; address: string }> = fc
-  .tuple(fc.oneof(unicodeText(40), longText.map((t) => [...t].slice(0, 300).join(""))), address)
+  .tuple(
+    fc.oneof(
+      unicodeText(40),
+      longText.map((t) => [...t].slice(0, 300).join("")),
+    ),
+    address,
+  )
   .map(([name, addr]) => ({
     raw: `"${name.replace(/(["\\])/g, "\\$1")}" <${addr}>`,
     name: name.trim(),
@@ -78,9 +109,17 @@ export const customHeaders: fc.Arbitrary<Record<string, string>> = fc
 export const attachment = fc.record({
   bytes: fc.uint8Array({ maxLength: 3000 }),
   filename: fc.oneof(
-    unicodeText(30).filter((s) => s.trim() !== "").map((s) => s + ".bin"),
+    unicodeText(30)
+      .filter((s) => s.trim() !== "")
+      .map((s) => s + ".bin"),
     fc.integer({ min: 70, max: 200 }).map((n) => "ü".repeat(n) + ".pdf"),
   ),
-  contentType: fc.constantFrom("application/octet-stream", "application/pdf", "image/png", "image/jpeg", "application/zip"),
+  contentType: fc.constantFrom(
+    "application/octet-stream",
+    "application/pdf",
+    "image/png",
+    "image/jpeg",
+    "application/zip",
+  ),
   contentId: fc.option(fc.stringMatching(/^[A-Za-z0-9._-]{1,30}(@[a-z]{1,10})?$/), { nil: undefined }),
 });

@@ -20,7 +20,10 @@ const request = fc.record({
   replyTo: fc.array(mailbox, { maxLength: 2 }),
   subject: fc.oneof(unicodeText(200), longText),
   text: fc.option(body, { nil: undefined }),
-  html: fc.option(body.map((b) => `<p>${b}</p>`), { nil: undefined }),
+  html: fc.option(
+    body.map((b) => `<p>${b}</p>`),
+    { nil: undefined },
+  ),
   headers: customHeaders,
   attachments: fc.uniqueArray(attachment, { maxLength: 3, selector: (a) => a.filename }),
   seed: fc.uuid(),
@@ -62,7 +65,8 @@ describe("compose round trip through postal-mime", () => {
         const p = await PostalMime.parse(raw);
         expect(p.subject ?? "").toBe(r.subject);
         expect(p.from).toEqual({ name: r.from.name, address: r.from.address });
-        const asList = (ms: { name: string; address: string }[]) => ms.map((m) => ({ name: m.name, address: m.address }));
+        const asList = (ms: { name: string; address: string }[]) =>
+          ms.map((m) => ({ name: m.name, address: m.address }));
         expect(p.to ?? []).toEqual(asList(r.to));
         expect(p.cc ?? []).toEqual(asList(r.cc));
         expect(p.replyTo ?? []).toEqual(asList(r.replyTo));

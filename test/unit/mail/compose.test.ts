@@ -25,7 +25,12 @@ function outline(raw: string): string[] {
 
 describe("compose", () => {
   it("renders a text+html message exactly, deterministically and without tags", () => {
-    const input = { ...base, text: "Hi there.\n", html: "<p>Hi there.</p>", tags: [{ name: "category", value: "welcome" }] };
+    const input = {
+      ...base,
+      text: "Hi there.\n",
+      html: "<p>Hi there.</p>",
+      tags: [{ name: "category", value: "welcome" }],
+    };
     const { raw, messageId } = compose(input, OPTS);
     expect(raw).toBe(compose(input, OPTS).raw);
     expect(messageId).toBe("<0000-1@acme.com>");
@@ -60,14 +65,39 @@ describe("compose", () => {
     { name: "text only", input: { text: "t" }, want: ["text/plain"] },
     { name: "html only", input: { html: "<b>h</b>" }, want: ["text/html"] },
     { name: "neither (empty text part)", input: {}, want: ["text/plain"] },
-    { name: "text and html", input: { text: "t", html: "h" }, want: ["multipart/alternative", "text/plain", "text/html"] },
-    { name: "html with a cid image", input: { html: "h", attachments: [png] }, want: ["multipart/related", "text/html", "image/png"] },
     {
-      name: "text, html, cid image and a file", input: { text: "t", html: "h", attachments: [png, pdf] },
-      want: ["multipart/mixed", "multipart/alternative", "text/plain", "multipart/related", "text/html", "image/png", "application/pdf"],
+      name: "text and html",
+      input: { text: "t", html: "h" },
+      want: ["multipart/alternative", "text/plain", "text/html"],
     },
-    { name: "text with a file", input: { text: "t", attachments: [pdf] }, want: ["multipart/mixed", "text/plain", "application/pdf"] },
-    { name: "text with a cid image but no html", input: { text: "t", attachments: [png] }, want: ["multipart/mixed", "text/plain", "image/png"] },
+    {
+      name: "html with a cid image",
+      input: { html: "h", attachments: [png] },
+      want: ["multipart/related", "text/html", "image/png"],
+    },
+    {
+      name: "text, html, cid image and a file",
+      input: { text: "t", html: "h", attachments: [png, pdf] },
+      want: [
+        "multipart/mixed",
+        "multipart/alternative",
+        "text/plain",
+        "multipart/related",
+        "text/html",
+        "image/png",
+        "application/pdf",
+      ],
+    },
+    {
+      name: "text with a file",
+      input: { text: "t", attachments: [pdf] },
+      want: ["multipart/mixed", "text/plain", "application/pdf"],
+    },
+    {
+      name: "text with a cid image but no html",
+      input: { text: "t", attachments: [png] },
+      want: ["multipart/mixed", "text/plain", "image/png"],
+    },
   ])("builds the MIME tree for $name", ({ input, want }) => {
     expect(outline(compose({ ...base, ...input }, OPTS).raw)).toEqual(want);
   });
@@ -104,7 +134,16 @@ describe("compose", () => {
 
   it("lets a custom Message-ID replace the generated one and adds other custom headers in order", () => {
     const { raw, messageId } = compose(
-      { ...base, text: "t", headers: { "Message-ID": "<thread-1@acme.com>", "X-B": "2", "X-A": "1", "List-Unsubscribe": "<https://acme.com/u>" } },
+      {
+        ...base,
+        text: "t",
+        headers: {
+          "Message-ID": "<thread-1@acme.com>",
+          "X-B": "2",
+          "X-A": "1",
+          "List-Unsubscribe": "<https://acme.com/u>",
+        },
+      },
       OPTS,
     );
     expect(messageId).toBe("<thread-1@acme.com>");
@@ -113,16 +152,33 @@ describe("compose", () => {
     expect(raw).toContain("List-Unsubscribe: <https://acme.com/u>\r\n");
   });
 
-  it.each(["Content-Type", "content-transfer-encoding", "MIME-Version", "Bcc", "DKIM-Signature", "From", "To", "Cc", "Subject", "Reply-To", "Date", "Content-Disposition", "Received", "Return-Path",
+  it.each([
+    "Content-Type",
+    "content-transfer-encoding",
+    "MIME-Version",
+    "Bcc",
+    "DKIM-Signature",
+    "From",
+    "To",
+    "Cc",
+    "Subject",
+    "Reply-To",
+    "Date",
+    "Content-Disposition",
+    "Received",
+    "Return-Path",
     // Issue 12's probe: these passed as custom headers.
-    "Sender", "Resent-Bcc", "Resent-From", "resent-to", "Resent-Sender", "Resent-Message-ID"])(
-    "refuses the structural or field-backed custom header %s",
-    (name) => {
-      const err = errorOf({ ...base, text: "t", headers: { [name]: "x" } });
-      expect(err.field).toBe(`headers.${name}`);
-      expect(err.status).toBe(422);
-    },
-  );
+    "Sender",
+    "Resent-Bcc",
+    "Resent-From",
+    "resent-to",
+    "Resent-Sender",
+    "Resent-Message-ID",
+  ])("refuses the structural or field-backed custom header %s", (name) => {
+    const err = errorOf({ ...base, text: "t", headers: { [name]: "x" } });
+    expect(err.field).toBe(`headers.${name}`);
+    expect(err.status).toBe(422);
+  });
 
   it.each<{ name: string; headers: Record<string, string>; field: string }>([
     { name: "a space in the name", headers: { "X Bad": "v" }, field: "headers.X Bad" },
@@ -136,10 +192,22 @@ describe("compose", () => {
   });
 
   it.each([
-    { name: "missing content (path only)", att: { path: "https://x/y.pdf", filename: "y.pdf" }, field: "attachments[0].content" },
+    {
+      name: "missing content (path only)",
+      att: { path: "https://x/y.pdf", filename: "y.pdf" },
+      field: "attachments[0].content",
+    },
     { name: "invalid base64", att: { content: "not base64!", filename: "y.pdf" }, field: "attachments[0].content" },
-    { name: "a malformed content_type", att: { content: b64("x"), content_type: "pdf" }, field: "attachments[0].content_type" },
-    { name: "a content_id with spaces", att: { content: b64("x"), content_id: "a b" }, field: "attachments[0].content_id" },
+    {
+      name: "a malformed content_type",
+      att: { content: b64("x"), content_type: "pdf" },
+      field: "attachments[0].content_type",
+    },
+    {
+      name: "a content_id with spaces",
+      att: { content: b64("x"), content_id: "a b" },
+      field: "attachments[0].content_id",
+    },
   ])("rejects an attachment with $name as invalid_attachment", ({ att, field }) => {
     const err = errorOf({ ...base, text: "t", attachments: [att] });
     expect(err.field).toBe(field);
@@ -154,7 +222,8 @@ describe("compose", () => {
     const bytes = new Uint8Array(1000).map((_, i) => (i * 7) % 256);
     const { raw } = compose(
       {
-        ...base, text: "t",
+        ...base,
+        text: "t",
         attachments: [
           { content: Buffer.from(bytes).toString("base64"), filename: "data.zip" },
           { content: b64("a,b"), filename: "r.csv", content_type: "text/csv; charset=utf-8" },
@@ -173,35 +242,74 @@ describe("compose", () => {
 
   it("sends message/rfc822 and multipart attachments as they are (7bit, or 8bit for UTF-8), never base64 (RFC 2045 §6.4)", async () => {
     const forwarded = "From: Ann <ann@example.org>\nTo: bob@example.com\nSubject: Original\n\nThe original text.\n";
-    const signed = "--b1\r\nContent-Type: text/plain\r\n\r\nsigned\r\n--b1\r\nContent-Type: application/pgp-signature\r\n\r\nsig\r\n--b1--\r\n";
+    const signed =
+      "--b1\r\nContent-Type: text/plain\r\n\r\nsigned\r\n--b1\r\nContent-Type: application/pgp-signature\r\n\r\nsig\r\n--b1--\r\n";
     const utf8 = "From: zoë@example.org\r\nSubject: Grüße\r\n\r\nÜber\r\n";
-    const out = compose({
-      ...base, text: "t",
-      attachments: [
-        { content: b64(forwarded), filename: "original.eml", content_type: "message/rfc822" },
-        { content: b64(signed), content_type: 'multipart/signed; boundary="b1"; protocol="application/pgp-signature"' },
-        { content: Buffer.from(utf8).toString("base64"), filename: "intl.eml", content_type: "message/rfc822" },
-      ],
-    }, OPTS);
+    const out = compose(
+      {
+        ...base,
+        text: "t",
+        attachments: [
+          { content: b64(forwarded), filename: "original.eml", content_type: "message/rfc822" },
+          {
+            content: b64(signed),
+            content_type: 'multipart/signed; boundary="b1"; protocol="application/pgp-signature"',
+          },
+          { content: Buffer.from(utf8).toString("base64"), filename: "intl.eml", content_type: "message/rfc822" },
+        ],
+      },
+      OPTS,
+    );
     const parts = out.raw.split(/\r\n--=_cohort_[^\r\n]*\r\n/);
     const part = (type: string) => parts.find((p) => p.startsWith(`Content-Type: ${type}`))!;
-    expect(part("message/rfc822; name=\"original.eml\"")).toMatch(/^Content-Type: message\/rfc822; name="original\.eml"\r\nContent-Transfer-Encoding: 7bit\r\n/);
-    expect(part("message/rfc822; name=\"original.eml\"")).toContain("\r\n\r\nFrom: Ann <ann@example.org>\r\nTo: bob@example.com\r\nSubject: Original\r\n\r\nThe original text.\r\n");
-    expect(part("multipart/signed")).toMatch(/Content-Transfer-Encoding: 7bit\r\n[^]*\r\n\r\n--b1\r\nContent-Type: text\/plain/);
-    expect(part("message/rfc822; name=\"intl.eml\"")).toMatch(/Content-Transfer-Encoding: 8bit\r\n[^]*Subject: Grüße/);
+    expect(part('message/rfc822; name="original.eml"')).toMatch(
+      /^Content-Type: message\/rfc822; name="original\.eml"\r\nContent-Transfer-Encoding: 7bit\r\n/,
+    );
+    expect(part('message/rfc822; name="original.eml"')).toContain(
+      "\r\n\r\nFrom: Ann <ann@example.org>\r\nTo: bob@example.com\r\nSubject: Original\r\n\r\nThe original text.\r\n",
+    );
+    expect(part("multipart/signed")).toMatch(
+      /Content-Transfer-Encoding: 7bit\r\n[^]*\r\n\r\n--b1\r\nContent-Type: text\/plain/,
+    );
+    expect(part('message/rfc822; name="intl.eml"')).toMatch(/Content-Transfer-Encoding: 8bit\r\n[^]*Subject: Grüße/);
     expect(out.eightBit).toBe(true);
     const parsed = await PostalMime.parse(new TextEncoder().encode(out.raw), { forceRfc822Attachments: true });
     // A parser reads the multipart as MIME now (its signature part comes out), and each message whole.
-    expect(parsed.attachments.map((a) => a.mimeType)).toEqual(["message/rfc822", "application/pgp-signature", "message/rfc822"]);
-    expect(compose({ ...base, text: "t", attachments: [{ content: b64(forwarded), content_type: "message/rfc822" }] }, OPTS).eightBit).toBe(false);
+    expect(parsed.attachments.map((a) => a.mimeType)).toEqual([
+      "message/rfc822",
+      "application/pgp-signature",
+      "message/rfc822",
+    ]);
+    expect(
+      compose({ ...base, text: "t", attachments: [{ content: b64(forwarded), content_type: "message/rfc822" }] }, OPTS)
+        .eightBit,
+    ).toBe(false);
   });
 
   it.each([
-    ["bytes that are not UTF-8", Buffer.from([0x46, 0x72, 0x6f, 0x6d, 0x3a, 0x20, 0xe9, 0x0d, 0x0a]).toString("base64"), "message/rfc822", /7-bit or UTF-8/],
-    ["a line over 998 octets", Buffer.from(`Subject: ${"x".repeat(1000)}\r\n\r\nb`).toString("base64"), "message/rfc822", /998 octets/],
-    ["a multipart without its boundary", Buffer.from("--x\r\n\r\na\r\n--x--").toString("base64"), "multipart/mixed", /boundary/],
+    [
+      "bytes that are not UTF-8",
+      Buffer.from([0x46, 0x72, 0x6f, 0x6d, 0x3a, 0x20, 0xe9, 0x0d, 0x0a]).toString("base64"),
+      "message/rfc822",
+      /7-bit or UTF-8/,
+    ],
+    [
+      "a line over 998 octets",
+      Buffer.from(`Subject: ${"x".repeat(1000)}\r\n\r\nb`).toString("base64"),
+      "message/rfc822",
+      /998 octets/,
+    ],
+    [
+      "a multipart without its boundary",
+      Buffer.from("--x\r\n\r\na\r\n--x--").toString("base64"),
+      "multipart/mixed",
+      /boundary/,
+    ],
   ])("refuses a composite attachment with %s (it cannot be sent base64)", (_, content, content_type, message) => {
-    expect(errorOf({ ...base, text: "t", attachments: [{ content, content_type }] })).toMatchObject({ field: "attachments[0].content", message: expect.stringMatching(message) });
+    expect(errorOf({ ...base, text: "t", attachments: [{ content, content_type }] })).toMatchObject({
+      field: "attachments[0].content",
+      message: expect.stringMatching(message),
+    });
   });
 
   it("escapes dot-leading lines and wraps lines over 998 characters in the text part", () => {

@@ -24,7 +24,13 @@ describe("relaxed canonicalisation", () => {
   });
 
   it("treats a message without a body as header-only", () => {
-    expect(splitMessage("A: 1\r\nB: 2")).toEqual({ fields: [{ key: "a", raw: "A: 1" }, { key: "b", raw: "B: 2" }], body: "" });
+    expect(splitMessage("A: 1\r\nB: 2")).toEqual({
+      fields: [
+        { key: "a", raw: "A: 1" },
+        { key: "b", raw: "B: 2" },
+      ],
+      body: "",
+    });
   });
 });
 

@@ -13,7 +13,8 @@ type TestKey = { pem: string; seed?: string; dnsRecord: string };
 const keys = {} as Record<DkimAlgorithm, TestKey>;
 
 const b64 = (buf: ArrayBuffer | Uint8Array) => Buffer.from(buf as ArrayBuffer).toString("base64");
-const toPem = (der: ArrayBuffer) => `-----BEGIN PRIVATE KEY-----\n${b64(der).replace(/.{64}/g, "$&\n")}\n-----END PRIVATE KEY-----\n`;
+const toPem = (der: ArrayBuffer) =>
+  `-----BEGIN PRIVATE KEY-----\n${b64(der).replace(/.{64}/g, "$&\n")}\n-----END PRIVATE KEY-----\n`;
 
 beforeAll(async () => {
   const rsa = (await crypto.subtle.generateKey(
@@ -22,15 +23,15 @@ beforeAll(async () => {
     ["sign", "verify"],
   )) as CryptoKeyPair;
   keys["rsa-sha256"] = {
-    pem: toPem(await crypto.subtle.exportKey("pkcs8", rsa.privateKey) as ArrayBuffer),
-    dnsRecord: `v=DKIM1; k=rsa; p=${b64(await crypto.subtle.exportKey("spki", rsa.publicKey) as ArrayBuffer)}`,
+    pem: toPem((await crypto.subtle.exportKey("pkcs8", rsa.privateKey)) as ArrayBuffer),
+    dnsRecord: `v=DKIM1; k=rsa; p=${b64((await crypto.subtle.exportKey("spki", rsa.publicKey)) as ArrayBuffer)}`,
   };
   const ed = (await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"])) as CryptoKeyPair;
   const edPkcs8 = (await crypto.subtle.exportKey("pkcs8", ed.privateKey)) as ArrayBuffer;
   keys["ed25519-sha256"] = {
     pem: toPem(edPkcs8),
     seed: b64(new Uint8Array(edPkcs8).slice(16)),
-    dnsRecord: `v=DKIM1; k=ed25519; p=${b64(await crypto.subtle.exportKey("raw", ed.publicKey) as ArrayBuffer)}`,
+    dnsRecord: `v=DKIM1; k=ed25519; p=${b64((await crypto.subtle.exportKey("raw", ed.publicKey)) as ArrayBuffer)}`,
   };
 });
 
@@ -45,7 +46,14 @@ async function resolver(name: string, type: string): Promise<string[][]> {
 }
 
 function signer(alg: DkimAlgorithm, extra: Partial<DkimSigner> = {}): DkimSigner {
-  return { domain: DOMAIN, selector: selectorOf(alg), algorithm: alg, privateKey: keys[alg].pem, signTime: SIGN_TIME, ...extra };
+  return {
+    domain: DOMAIN,
+    selector: selectorOf(alg),
+    algorithm: alg,
+    privateKey: keys[alg].pem,
+    signTime: SIGN_TIME,
+    ...extra,
+  };
 }
 
 async function verify(message: string | Uint8Array) {
@@ -53,7 +61,11 @@ async function verify(message: string | Uint8Array) {
     resolver: resolver as never,
     curTime: SIGN_TIME,
   });
-  return res.results.map((r) => ({ result: r.status.result, algo: r.status.header?.a as string, comment: r.status.comment }));
+  return res.results.map((r) => ({
+    result: r.status.result,
+    algo: r.status.header?.a as string,
+    comment: r.status.comment,
+  }));
 }
 
 function sampleMessage(text: string): string {
@@ -80,7 +92,10 @@ function sampleMessage(text: string): string {
 const cases = [
   { name: "plain text with attachments", text: "Hello,\nthis is the body.\n" },
   { name: "trailing blank lines in the body", text: "Body with trailing blank lines\n\n\n\n" },
-  { name: "whitespace runs and dot-leading lines", text: ".leading dot\nspaces   in \t the middle   \n" + "z".repeat(1500) },
+  {
+    name: "whitespace runs and dot-leading lines",
+    text: ".leading dot\nspaces   in \t the middle   \n" + "z".repeat(1500),
+  },
 ];
 
 describe("signDkim", () => {
@@ -108,7 +123,9 @@ describe("signDkim", () => {
 
     it(`makes ${alg} verification fail when a signed header is changed`, async () => {
       const signed = await signDkim(sampleMessage("x\n"), signer(alg));
-      const tampered = signed.replace("X-Entity-Ref-ID: ref-123", "X-Entity-Ref-ID: ref-124").replace(/^Reply-To: .*$/m, "Reply-To: evil@example.com");
+      const tampered = signed
+        .replace("X-Entity-Ref-ID: ref-123", "X-Entity-Ref-ID: ref-124")
+        .replace(/^Reply-To: .*$/m, "Reply-To: evil@example.com");
       expect((await verify(tampered))[0]?.result).toBe("fail");
     });
   }
@@ -117,7 +134,10 @@ describe("signDkim", () => {
     const signed = await signDkim(sampleMessage("two signatures\n"), [signer("rsa-sha256"), signer("ed25519-sha256")]);
     expect(signed.match(/^DKIM-Signature:/gm)).toHaveLength(2);
     const results = await verify(signed);
-    expect(results.map((r) => [r.algo, r.result]).sort()).toEqual([["ed25519-sha256", "pass"], ["rsa-sha256", "pass"]]);
+    expect(results.map((r) => [r.algo, r.result]).sort()).toEqual([
+      ["ed25519-sha256", "pass"],
+      ["rsa-sha256", "pass"],
+    ]);
   });
 
   it("oversigns From so that a prepended second From breaks the signature", async () => {
@@ -161,7 +181,11 @@ describe("signDkim", () => {
   });
 
   it.each([
-    { name: "a PKCS#1 RSA PEM", key: "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----", alg: "rsa-sha256" as const },
+    {
+      name: "a PKCS#1 RSA PEM",
+      key: "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----",
+      alg: "rsa-sha256" as const,
+    },
     { name: "garbage", key: "not a key!", alg: "rsa-sha256" as const },
     { name: "an Ed25519 key used for RSA", key: "ed", alg: "rsa-sha256" as const },
   ])("rejects $name with a DkimError", async ({ key, alg }) => {
@@ -171,23 +195,33 @@ describe("signDkim", () => {
   });
 
   it("rejects a selector that is not a DNS label", async () => {
-    const err = await signDkim("From: a@b.com\r\n\r\nx\r\n", signer("ed25519-sha256", { selector: "bad;selector" })).catch((e: unknown) => e);
+    const err = await signDkim(
+      "From: a@b.com\r\n\r\nx\r\n",
+      signer("ed25519-sha256", { selector: "bad;selector" }),
+    ).catch((e: unknown) => e);
     expect(isDkimError(err)).toBe(true);
   });
 
   it("verifies for arbitrary raw messages with folded headers, whitespace runs and trailing blank lines", async () => {
     const asciiChar = fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c));
     const line = fc.oneof(unicodeText(60), fc.constantFrom("", " ", "\t", "a  \t b \t", "."));
-    const raw = fc.record({
-      // Headers stay 7-bit as RFC 5322 requires: mailauth collapses byte 0xA0 in 8-bit headers as if
-      // it were whitespace (JS \s), which RFC 6376 relaxed canonicalisation does not do.
-      subject: fc.array(fc.string({ unit: fc.oneof(asciiChar, fc.constant("\t")), maxLength: 30 }), { minLength: 1, maxLength: 4 }),
-      fold: fc.constantFrom("\r\n ", "\r\n\t", "\r\n  \t"),
-      lines: fc.array(line, { maxLength: 10 }),
-      trailing: fc.constantFrom("", "\r\n", "\r\n\r\n\r\n", " \r\n\t\r\n"),
-    }).map(({ subject, fold, lines, trailing }) =>
-      `From: Sender <s@example.com>\r\nTo: r@example.org\r\nSubject: ${subject.join(fold)}\r\n` +
-      `Date: Wed, 05 Aug 2026 11:52:01 +0000\r\n\r\n${lines.join("\r\n")}${trailing}`);
+    const raw = fc
+      .record({
+        // Headers stay 7-bit as RFC 5322 requires: mailauth collapses byte 0xA0 in 8-bit headers as if
+        // it were whitespace (JS \s), which RFC 6376 relaxed canonicalisation does not do.
+        subject: fc.array(fc.string({ unit: fc.oneof(asciiChar, fc.constant("\t")), maxLength: 30 }), {
+          minLength: 1,
+          maxLength: 4,
+        }),
+        fold: fc.constantFrom("\r\n ", "\r\n\t", "\r\n  \t"),
+        lines: fc.array(line, { maxLength: 10 }),
+        trailing: fc.constantFrom("", "\r\n", "\r\n\r\n\r\n", " \r\n\t\r\n"),
+      })
+      .map(
+        ({ subject, fold, lines, trailing }) =>
+          `From: Sender <s@example.com>\r\nTo: r@example.org\r\nSubject: ${subject.join(fold)}\r\n` +
+          `Date: Wed, 05 Aug 2026 11:52:01 +0000\r\n\r\n${lines.join("\r\n")}${trailing}`,
+      );
     await fc.assert(
       fc.asyncProperty(raw, async (message) => {
         const signed = await signDkim(message, [signer("rsa-sha256"), signer("ed25519-sha256")]);

@@ -6,21 +6,44 @@ import { composeDsn, shouldBounce, type DsnInput, type DsnRecipient } from "../.
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
 const ARRIVAL = Date.UTC(2026, 10, 22, 9, 30, 15);
 const LAST = Date.UTC(2026, 10, 22, 11, 59, 58);
-const ORIGINAL = "From: Ann <ann@acme.test>\r\nTo: bob@example.net\r\nSubject: Quarterly report\r\nMessage-ID: <orig-1@acme.test>\r\n\r\nbody is not included\r\n";
+const ORIGINAL =
+  "From: Ann <ann@acme.test>\r\nTo: bob@example.net\r\nSubject: Quarterly report\r\nMessage-ID: <orig-1@acme.test>\r\n\r\nbody is not included\r\n";
 
 const bounced: DsnRecipient = {
-  address: "bob@example.net", action: "failed", status: "5.1.1", remoteMta: "mx1.example.net",
-  diagnostic: { code: 550, text: "5.1.1 <bob@example.net>: Recipient address rejected: User unknown" }, lastAttemptMs: LAST,
+  address: "bob@example.net",
+  action: "failed",
+  status: "5.1.1",
+  remoteMta: "mx1.example.net",
+  diagnostic: { code: 550, text: "5.1.1 <bob@example.net>: Recipient address rejected: User unknown" },
+  lastAttemptMs: LAST,
 };
 
 function input(over: Partial<DsnInput> = {}): DsnInput {
-  return { heloName: "relay.cohort.test", mailFrom: "ann@acme.test", envelopeId: "0a1b2c", arrivalMs: ARRIVAL, nowMs: NOW, token: "0a1b2c.3", recipients: [bounced], originalHeaders: ORIGINAL, ...over };
+  return {
+    heloName: "relay.cohort.test",
+    mailFrom: "ann@acme.test",
+    envelopeId: "0a1b2c",
+    arrivalMs: ARRIVAL,
+    nowMs: NOW,
+    token: "0a1b2c.3",
+    recipients: [bounced],
+    originalHeaders: ORIGINAL,
+    ...over,
+  };
 }
 
 /** The delivery-status part split into its field groups (per-message first), unfolded. */
 function statusGroups(text: string): Record<string, string>[] {
-  return text.replace(/\r\n/g, "\n").replace(/\n[ \t]+/g, " ").trim().split(/\n\n/).map((group) =>
-    Object.fromEntries(group.split("\n").map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()])));
+  return text
+    .replace(/\r\n/g, "\n")
+    .replace(/\n[ \t]+/g, " ")
+    .trim()
+    .split(/\n\n/)
+    .map((group) =>
+      Object.fromEntries(
+        group.split("\n").map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]),
+      ),
+    );
 }
 
 /** Raw MIME part `n` (1-based) of the DSN: its header block and body. */
@@ -64,7 +87,9 @@ describe("composeDsn: a failed recipient", () => {
     expect(rawPart(raw, 3).headers).toContain("Content-Type: text/rfc822-headers");
     const mail = await parse(raw);
     expect(mail.text).toContain("could not be delivered");
-    expect(mail.text).toContain("<bob@example.net> (host mx1.example.net said: 550 5.1.1 <bob@example.net>: Recipient address rejected: User unknown)");
+    expect(mail.text).toContain(
+      "<bob@example.net> (host mx1.example.net said: 550 5.1.1 <bob@example.net>: Recipient address rejected: User unknown)",
+    );
     expect(mail.attachments.map((a) => a.mimeType)).toEqual(["message/delivery-status", "text/rfc822-headers"]);
     expect(String(mail.attachments[1]!.content).trimEnd()).toBe(ORIGINAL.split("\r\n\r\n")[0]!.replace(/\r\n/g, "\n"));
   });
@@ -73,7 +98,11 @@ describe("composeDsn: a failed recipient", () => {
     const raw = composeDsn(input());
     const mail = await parse(raw);
     const [msg, rcpt] = statusGroups(String(mail.attachments[0]!.content));
-    expect(msg).toEqual({ "reporting-mta": "dns; relay.cohort.test", "original-envelope-id": "0a1b2c", "arrival-date": "Sun, 22 Nov 2026 09:30:15 +0000" });
+    expect(msg).toEqual({
+      "reporting-mta": "dns; relay.cohort.test",
+      "original-envelope-id": "0a1b2c",
+      "arrival-date": "Sun, 22 Nov 2026 09:30:15 +0000",
+    });
     expect(rcpt).toEqual({
       "final-recipient": "rfc822; bob@example.net",
       action: "failed",
@@ -85,18 +114,35 @@ describe("composeDsn: a failed recipient", () => {
   });
 
   it("is deterministic, and a local reason without an SMTP reply is an X-Cohort diagnostic without Remote-MTA", async () => {
-    const local: DsnRecipient = { address: "c@nx.test", action: "failed", status: "5.1.2", diagnostic: { text: "Host or domain name not found" }, lastAttemptMs: LAST };
+    const local: DsnRecipient = {
+      address: "c@nx.test",
+      action: "failed",
+      status: "5.1.2",
+      diagnostic: { text: "Host or domain name not found" },
+      lastAttemptMs: LAST,
+    };
     const raw = composeDsn(input({ recipients: [local] }));
     expect(composeDsn(input({ recipients: [local] }))).toBe(raw);
     const [, rcpt] = statusGroups(String((await parse(raw)).attachments[0]!.content));
-    expect(rcpt).toEqual({ "final-recipient": "rfc822; c@nx.test", action: "failed", status: "5.1.2", "diagnostic-code": "X-Cohort; Host or domain name not found", "last-attempt-date": "Sun, 22 Nov 2026 11:59:58 +0000" });
+    expect(rcpt).toEqual({
+      "final-recipient": "rfc822; c@nx.test",
+      action: "failed",
+      status: "5.1.2",
+      "diagnostic-code": "X-Cohort; Host or domain name not found",
+      "last-attempt-date": "Sun, 22 Nov 2026 11:59:58 +0000",
+    });
   });
 });
 
 describe("composeDsn: delayed and multiple recipients", () => {
   const delayed: DsnRecipient = {
-    address: "carol@slow.example", action: "delayed", status: "4.4.1", remoteMta: null,
-    diagnostic: { text: "connect to mx.slow.example[192.0.2.1]:25: Connection timed out" }, lastAttemptMs: LAST, willRetryUntilMs: Date.UTC(2026, 10, 27, 9, 30, 15),
+    address: "carol@slow.example",
+    action: "delayed",
+    status: "4.4.1",
+    remoteMta: null,
+    diagnostic: { text: "connect to mx.slow.example[192.0.2.1]:25: Connection timed out" },
+    lastAttemptMs: LAST,
+    willRetryUntilMs: Date.UTC(2026, 10, 27, 9, 30, 15),
   };
 
   it("a delay warning has its own subject, Action delayed and Will-Retry-Until", async () => {
@@ -107,28 +153,46 @@ describe("composeDsn: delayed and multiple recipients", () => {
     expect(mail.text).toContain("still being retried");
     expect(mail.text).toContain("It will be retried until Fri, 27 Nov 2026 09:30:15 +0000.");
     const [, rcpt] = statusGroups(String(mail.attachments[0]!.content));
-    expect(rcpt).toMatchObject({ action: "delayed", status: "4.4.1", "will-retry-until": "Fri, 27 Nov 2026 09:30:15 +0000", "diagnostic-code": "X-Cohort; connect to mx.slow.example[192.0.2.1]:25: Connection timed out" });
+    expect(rcpt).toMatchObject({
+      action: "delayed",
+      status: "4.4.1",
+      "will-retry-until": "Fri, 27 Nov 2026 09:30:15 +0000",
+      "diagnostic-code": "X-Cohort; connect to mx.slow.example[192.0.2.1]:25: Connection timed out",
+    });
     expect(rcpt!["remote-mta"]).toBeUndefined();
   });
 
   it("several recipients each get their own block, in order; any failure makes it a bounce notice", async () => {
-    const second: DsnRecipient = { ...bounced, address: "dave@example.net", originalRecipient: "Dave@Example.net", status: "5.2.2", diagnostic: { code: 552, text: "5.2.2 Mailbox full" } };
+    const second: DsnRecipient = {
+      ...bounced,
+      address: "dave@example.net",
+      originalRecipient: "Dave@Example.net",
+      status: "5.2.2",
+      diagnostic: { code: 552, text: "5.2.2 Mailbox full" },
+    };
     const raw = composeDsn(input({ recipients: [bounced, second, delayed] }));
     const mail = await parse(raw);
     expect(mail.subject).toBe("Undelivered Mail Returned to Sender");
     const groups = statusGroups(String(mail.attachments[0]!.content));
     expect(groups).toHaveLength(4);
     expect(groups.slice(1).map((g) => [g["final-recipient"], g.action, g.status])).toEqual([
-      ["rfc822; bob@example.net", "failed", "5.1.1"], ["rfc822; dave@example.net", "failed", "5.2.2"], ["rfc822; carol@slow.example", "delayed", "4.4.1"],
+      ["rfc822; bob@example.net", "failed", "5.1.1"],
+      ["rfc822; dave@example.net", "failed", "5.2.2"],
+      ["rfc822; carol@slow.example", "delayed", "4.4.1"],
     ]);
     expect(groups[2]!["original-recipient"]).toBe("rfc822; Dave@Example.net");
-    for (const a of ["bob@example.net", "dave@example.net", "carol@slow.example"]) expect(mail.text).toContain(`<${a}>`);
+    for (const a of ["bob@example.net", "dave@example.net", "carol@slow.example"])
+      expect(mail.text).toContain(`<${a}>`);
   });
 
   it("a long diagnostic is folded under 78 columns and unfolds to the same text", async () => {
     const text = `5.7.1 ${"policy ".repeat(40)}end`;
     const raw = composeDsn(input({ recipients: [{ ...bounced, status: "5.7.1", diagnostic: { code: 554, text } }] }));
-    expect(rawPart(raw, 2).body.split("\r\n").every((l) => l.length <= 78)).toBe(true);
+    expect(
+      rawPart(raw, 2)
+        .body.split("\r\n")
+        .every((l) => l.length <= 78),
+    ).toBe(true);
     const [, rcpt] = statusGroups(String((await parse(raw)).attachments[0]!.content));
     expect(rcpt!["diagnostic-code"]).toBe(`smtp; 554 ${text}`);
   });
@@ -137,14 +201,25 @@ describe("composeDsn: delayed and multiple recipients", () => {
 describe("composeDsn: Unicode input stays 7-bit", () => {
   it("encodes a Unicode recipient (utf-8 address type), sender domain (punycode), diagnostic and original headers", async () => {
     const headers = "From: Zoë <zoe@bücher.example>\r\nSubject: Grüße aus Köln\r\nX-Note: 日本語\r\n";
-    const rcpt: DsnRecipient = { address: "jörg@bücher.example", action: "failed", status: "5.1.1", remoteMta: "mx.xn--bcher-kva.example", diagnostic: { code: 550, text: "5.1.1 unbekannter Empfänger «jörg»" }, lastAttemptMs: LAST };
-    const raw = composeDsn(input({ mailFrom: "zoe@bücher.example", recipients: [rcpt], originalHeaders: headers, token: "tök/1" }));
+    const rcpt: DsnRecipient = {
+      address: "jörg@bücher.example",
+      action: "failed",
+      status: "5.1.1",
+      remoteMta: "mx.xn--bcher-kva.example",
+      diagnostic: { code: 550, text: "5.1.1 unbekannter Empfänger «jörg»" },
+      lastAttemptMs: LAST,
+    };
+    const raw = composeDsn(
+      input({ mailFrom: "zoe@bücher.example", recipients: [rcpt], originalHeaders: headers, token: "tök/1" }),
+    );
     expect7bitCrlf(raw);
     const mail = await parse(raw);
     expect(mail.to).toEqual([{ name: "", address: "zoe@xn--bcher-kva.example" }]);
     expect(mail.messageId).toBe("<t_k/1@relay.cohort.test>");
     // The human-readable part is quoted-printable UTF-8 and decodes to the original text.
-    expect(mail.text).toContain("<jörg@bücher.example> (host mx.xn--bcher-kva.example said: 550 5.1.1 unbekannter Empfänger «jörg»)");
+    expect(mail.text).toContain(
+      "<jörg@bücher.example> (host mx.xn--bcher-kva.example said: 550 5.1.1 unbekannter Empfänger «jörg»)",
+    );
     const [, fields] = statusGroups(String(mail.attachments[0]!.content));
     expect(fields!["final-recipient"]).toBe("utf-8; j\\x{F6}rg@b\\x{FC}cher.example");
     expect(fields!["diagnostic-code"]).toBe("smtp; 550 5.1.1 unbekannter Empf\\x{E4}nger \\x{AB}j\\x{F6}rg\\x{BB}");
@@ -171,7 +246,15 @@ describe("composeDsn: caller bugs", () => {
 
 describe("shouldBounce", () => {
   it.each([
-    ["", false], ["<>", false], [" <> ", false], ["MAILER-DAEMON@relay.test", false], ["mailer-daemon@x.test", false], ["<Mailer-Daemon@x.test>", false],
-    ["ann@acme.test", true], ["<ann@acme.test>", true], ["daemon@x.test", true], ["mailer-daemon-fan@x.test", true],
+    ["", false],
+    ["<>", false],
+    [" <> ", false],
+    ["MAILER-DAEMON@relay.test", false],
+    ["mailer-daemon@x.test", false],
+    ["<Mailer-Daemon@x.test>", false],
+    ["ann@acme.test", true],
+    ["<ann@acme.test>", true],
+    ["daemon@x.test", true],
+    ["mailer-daemon-fan@x.test", true],
   ])("%j → %s", (from, want) => expect(shouldBounce(from)).toBe(want));
 });

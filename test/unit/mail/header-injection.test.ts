@@ -18,19 +18,31 @@ const fields: { name: string; field: string; with: (bad: string) => Partial<Send
   { name: "reply_to as a string", field: "reply_to", with: (b) => ({ reply_to: `r${b}@x.com` }) },
   { name: "reply_to as an array", field: "reply_to[0]", with: (b) => ({ reply_to: [`R ${b} <r@x.com>`] }) },
   { name: "subject", field: "subject", with: (b) => ({ subject: `Hello${b}Bcc: x@evil.com` }) },
-  { name: "custom header value", field: "headers.X-Ref", with: (b) => ({ headers: { "X-Ref": `1${b}Bcc: x@evil.com` } }) },
+  {
+    name: "custom header value",
+    field: "headers.X-Ref",
+    with: (b) => ({ headers: { "X-Ref": `1${b}Bcc: x@evil.com` } }),
+  },
   { name: "custom header name", field: "headers", with: (b) => ({ headers: { [`X-Ref${b}Bcc`]: "x@evil.com" } }) },
   {
-    name: "attachment filename", field: "attachments[0].filename",
+    name: "attachment filename",
+    field: "attachments[0].filename",
     with: (b) => ({ attachments: [{ content: png, filename: `a.png${b}Content-Type: text/html` }] }),
   },
   {
-    name: "attachment content_type", field: "attachments[1].content_type",
-    with: (b) => ({ attachments: [{ content: png }, { content: png, filename: "a.png", content_type: `image/png${b}X: y` }] }),
+    name: "attachment content_type",
+    field: "attachments[1].content_type",
+    with: (b) => ({
+      attachments: [{ content: png }, { content: png, filename: "a.png", content_type: `image/png${b}X: y` }],
+    }),
   },
   {
-    name: "attachment content_id", field: "attachments[0].content_id",
-    with: (b) => ({ html: "<img src=cid:a>", attachments: [{ content: png, filename: "a.png", content_id: `a${b}X: y` }] }),
+    name: "attachment content_id",
+    field: "attachments[0].content_id",
+    with: (b) => ({
+      html: "<img src=cid:a>",
+      attachments: [{ content: png, filename: "a.png", content_id: `a${b}X: y` }],
+    }),
   },
 ];
 
@@ -61,12 +73,20 @@ describe("header injection", () => {
     expect(err.field).toBe(field);
     expect(err.message).toContain(`\`${field}\``);
     expect(err.message).toMatch(/CR, LF or NUL/);
-    const wantName = field === "from" ? "invalid_from_address" : field.startsWith("attachments") ? "invalid_attachment" : "validation_error";
+    const wantName =
+      field === "from"
+        ? "invalid_from_address"
+        : field.startsWith("attachments")
+          ? "invalid_attachment"
+          : "validation_error";
     expect(err.errorName).toBe(wantName);
   });
 
   it("never lets a line break in the html or text body reach the headers", () => {
-    const { raw } = compose({ ...base, text: "x\r\nBcc: evil@x.com\r\n\r\n", html: "\r\nBcc: y@x.com" }, { now: NOW, messageId: "m1" });
+    const { raw } = compose(
+      { ...base, text: "x\r\nBcc: evil@x.com\r\n\r\n", html: "\r\nBcc: y@x.com" },
+      { now: NOW, messageId: "m1" },
+    );
     const head = raw.slice(0, raw.indexOf("\r\n\r\n"));
     expect(head).not.toMatch(/bcc/i);
   });

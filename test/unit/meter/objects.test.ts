@@ -15,9 +15,12 @@ function fakeState(name: string) {
     id: { name, toString: () => name },
     storage: {
       sql: { exec: () => ({ rowsRead: 0, rowsWritten: 0, toArray: () => [] }), databaseSize: 4096 },
-      setAlarm: async () => undefined, getAlarm: async () => null,
+      setAlarm: async () => undefined,
+      getAlarm: async () => null,
     },
-    waitUntil: (p: Promise<unknown>) => { waits.push(p); },
+    waitUntil: (p: Promise<unknown>) => {
+      waits.push(p);
+    },
     blockConcurrencyWhile: async <T>(f: () => Promise<T>) => f(),
   };
   return { ctx: ctx as unknown as DurableObjectState, waits };
@@ -25,14 +28,33 @@ function fakeState(name: string) {
 
 class Box {
   timer: ReturnType<typeof setTimeout> | null = null;
-  constructor(readonly ctx: DurableObjectState, readonly env: Env) {}
-  async ping(): Promise<string> { return "pong"; }
-  async pingTwice(): Promise<string> { return `${await this.ping()} ${await this.ping()}`; }
-  async holdTimer(ms: number): Promise<void> { this.timer = setTimeout(() => { this.timer = null; }, ms); }
-  async dropTimer(): Promise<void> { if (this.timer) clearTimeout(this.timer); }
-  async background(ms: number): Promise<void> { this.ctx.waitUntil(sleep(ms)); }
-  async alarm(): Promise<void> { await this.ping(); }
-  async devLook(): Promise<number> { return 1; }
+  constructor(
+    readonly ctx: DurableObjectState,
+    readonly env: Env,
+  ) {}
+  async ping(): Promise<string> {
+    return "pong";
+  }
+  async pingTwice(): Promise<string> {
+    return `${await this.ping()} ${await this.ping()}`;
+  }
+  async holdTimer(ms: number): Promise<void> {
+    this.timer = setTimeout(() => {
+      this.timer = null;
+    }, ms);
+  }
+  async dropTimer(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+  }
+  async background(ms: number): Promise<void> {
+    this.ctx.waitUntil(sleep(ms));
+  }
+  async alarm(): Promise<void> {
+    await this.ping();
+  }
+  async devLook(): Promise<number> {
+    return 1;
+  }
 }
 
 const Metered = meterClass("Outbox", Box as unknown as new (ctx: DurableObjectState, env: Env) => Box);

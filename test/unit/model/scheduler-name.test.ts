@@ -5,7 +5,13 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { schedulerName, schedulerNames, schedulerOf, transportOfScheduler, type DeliverJob } from "../../../worker/model/delivery";
+import {
+  schedulerName,
+  schedulerNames,
+  schedulerOf,
+  transportOfScheduler,
+  type DeliverJob,
+} from "../../../worker/model/delivery";
 import { settingsOf } from "../../../worker/settings/settings";
 
 describe("schedulerName", () => {
@@ -14,12 +20,19 @@ describe("schedulerName", () => {
   });
 
   it("puts each destination on exactly one of the transport's shards, the same one every time and in any letter case", () => {
-    fc.assert(fc.property(fc.constantFrom("smtp", "bulk", "a~b"), fc.domain(), fc.integer({ min: 2, max: 64 }), (t, n, shards) => {
-      const name = schedulerName(t, n, shards);
-      expect(schedulerNames(t, shards)).toContain(name);
-      expect(schedulerName(t, n.toUpperCase(), shards)).toBe(name);
-      expect(transportOfScheduler(name)).toBe(t);
-    }));
+    fc.assert(
+      fc.property(
+        fc.constantFrom("smtp", "bulk", "a~b"),
+        fc.domain(),
+        fc.integer({ min: 2, max: 64 }),
+        (t, n, shards) => {
+          const name = schedulerName(t, n, shards);
+          expect(schedulerNames(t, shards)).toContain(name);
+          expect(schedulerName(t, n.toUpperCase(), shards)).toBe(name);
+          expect(transportOfScheduler(name)).toBe(t);
+        },
+      ),
+    );
   });
 
   it("spreads many destinations over every shard", () => {
@@ -33,7 +46,15 @@ describe("schedulerName", () => {
   });
 
   it("sends a job's report to the Transport DO that handed it over, or to its destination's shard for a job that does not say", () => {
-    const job = { entryId: 1, messageId: "m", attempt: 1, transport: "smtp", nexthop: "x.example", rcpts: [], leaseUntil: 0 } as DeliverJob;
+    const job = {
+      entryId: 1,
+      messageId: "m",
+      attempt: 1,
+      transport: "smtp",
+      nexthop: "x.example",
+      rcpts: [],
+      leaseUntil: 0,
+    } as DeliverJob;
     expect(schedulerOf({ ...job, scheduler: "smtp~3" }, 8)).toBe("smtp~3");
     expect(schedulerOf(job, 8)).toBe(schedulerName("smtp", "x.example", 8));
   });

@@ -16,7 +16,9 @@ import {
   type MxResolution,
 } from "../../../worker/net/core/mx";
 
-const ANSWERS = JSON.parse(readFileSync(new URL("../../fixtures/net/doh-answers.json", import.meta.url), "utf8")) as Record<string, unknown>;
+const ANSWERS = JSON.parse(
+  readFileSync(new URL("../../fixtures/net/doh-answers.json", import.meta.url), "utf8"),
+) as Record<string, unknown>;
 const NOW = 1_700_000_000_000;
 const cfg = createMxConfig();
 
@@ -42,17 +44,42 @@ function fixture(key: string): DohEvent {
 const hostsOf = (r: MxResolution) => (r.kind === "hosts" ? r.hosts.map((h) => `${h.preference} ${h.host}`) : r.kind);
 
 describe("MX resolution over DoH JSON fixtures", () => {
-  const table: { name: string; domain: string; want: Partial<MxResolution> & { hosts?: unknown }; queries: string[] }[] = [
+  const table: {
+    name: string;
+    domain: string;
+    want: Partial<MxResolution> & { hosts?: unknown };
+    queries: string[];
+  }[] = [
     {
       name: "orders several MX by preference",
       domain: "several.example",
       want: { kind: "hosts", implicit: false, site: "backup.other.example,mx1.several.example,mx2.several.example" },
       queries: ["several.example MX"],
     },
-    { name: "null MX bounces 5.1.10", domain: "nullmx.example", want: { kind: "bounce", code: 556, enhanced: "5.1.10" }, queries: ["nullmx.example MX"] },
-    { name: "NXDOMAIN bounces 5.1.2", domain: "missing.example", want: { kind: "bounce", code: 550, enhanced: "5.1.2" }, queries: ["missing.example MX"] },
-    { name: "SERVFAIL defers 4.4.3", domain: "broken.example", want: { kind: "defer", code: 451, enhanced: "4.4.3" }, queries: ["broken.example MX"] },
-    { name: "REFUSED defers 4.4.3", domain: "refused.example", want: { kind: "defer", enhanced: "4.4.3" }, queries: ["refused.example MX"] },
+    {
+      name: "null MX bounces 5.1.10",
+      domain: "nullmx.example",
+      want: { kind: "bounce", code: 556, enhanced: "5.1.10" },
+      queries: ["nullmx.example MX"],
+    },
+    {
+      name: "NXDOMAIN bounces 5.1.2",
+      domain: "missing.example",
+      want: { kind: "bounce", code: 550, enhanced: "5.1.2" },
+      queries: ["missing.example MX"],
+    },
+    {
+      name: "SERVFAIL defers 4.4.3",
+      domain: "broken.example",
+      want: { kind: "defer", code: 451, enhanced: "4.4.3" },
+      queries: ["broken.example MX"],
+    },
+    {
+      name: "REFUSED defers 4.4.3",
+      domain: "refused.example",
+      want: { kind: "defer", enhanced: "4.4.3" },
+      queries: ["refused.example MX"],
+    },
     {
       name: "falls back to A when there is no MX",
       domain: "aonly.example",
@@ -77,7 +104,12 @@ describe("MX resolution over DoH JSON fixtures", () => {
       want: { kind: "hosts", site: "mx.hosting.example" },
       queries: ["cname-domain.example MX"],
     },
-    { name: "defers on a CNAME loop", domain: "cname-loop.example", want: { kind: "defer", enhanced: "4.4.3" }, queries: ["cname-loop.example MX"] },
+    {
+      name: "defers on a CNAME loop",
+      domain: "cname-loop.example",
+      want: { kind: "defer", enhanced: "4.4.3" },
+      queries: ["cname-loop.example MX"],
+    },
     {
       name: "keeps an MX host that is an alias as published (TLS is verified against it)",
       domain: "alias-mx.example",
@@ -96,9 +128,24 @@ describe("MX resolution over DoH JSON fixtures", () => {
       want: { kind: "hosts", site: "mx.xn--bcher-kva.example" },
       queries: ["xn--bcher-kva.example MX"],
     },
-    { name: "defers when no MX record is usable", domain: "garbage.example", want: { kind: "defer", enhanced: "4.4.3" }, queries: ["garbage.example MX"] },
-    { name: "ignores a null MX next to real MX records", domain: "mixednull.example", want: { kind: "hosts", site: "mx.mixednull.example" }, queries: ["mixednull.example MX"] },
-    { name: "keeps the best preference of a host listed twice", domain: "dup.example", want: { kind: "hosts", site: "mx.dup.example" }, queries: ["dup.example MX"] },
+    {
+      name: "defers when no MX record is usable",
+      domain: "garbage.example",
+      want: { kind: "defer", enhanced: "4.4.3" },
+      queries: ["garbage.example MX"],
+    },
+    {
+      name: "ignores a null MX next to real MX records",
+      domain: "mixednull.example",
+      want: { kind: "hosts", site: "mx.mixednull.example" },
+      queries: ["mixednull.example MX"],
+    },
+    {
+      name: "keeps the best preference of a host listed twice",
+      domain: "dup.example",
+      want: { kind: "hosts", site: "mx.dup.example" },
+      queries: ["dup.example MX"],
+    },
   ];
 
   it.each(table)("$name", ({ domain, want, queries }) => {
@@ -108,7 +155,11 @@ describe("MX resolution over DoH JSON fixtures", () => {
   });
 
   it("gives hosts in ascending preference", () => {
-    expect(hostsOf(resolve("several.example").result)).toEqual(["10 mx1.several.example", "20 mx2.several.example", "30 backup.other.example"]);
+    expect(hostsOf(resolve("several.example").result)).toEqual([
+      "10 mx1.several.example",
+      "20 mx2.several.example",
+      "30 backup.other.example",
+    ]);
     expect(hostsOf(resolve("UPPER.Example.").result)).toEqual(["10 mx1.upper.example", "20 mx2.upper.example"]);
     expect(hostsOf(resolve("dup.example").result)).toEqual(["10 mx.dup.example"]);
     expect(hostsOf(resolve("aonly.example").result)).toEqual(["0 aonly.example"]);
@@ -140,23 +191,50 @@ describe("MX resolution over DoH JSON fixtures", () => {
     expect(resolve("missing.example").result).toMatchObject({
       text: "Host or domain name not found. Name service error for name=missing.example type=MX: Host not found",
     });
-    expect(resolve("broken.example").result).toMatchObject({ text: "Name service error for name=broken.example type=MX: SERVFAIL, try again" });
-    expect(resolve("nullmx.example").result).toMatchObject({ text: "Domain nullmx.example does not accept mail (null MX)" });
+    expect(resolve("broken.example").result).toMatchObject({
+      text: "Name service error for name=broken.example type=MX: SERVFAIL, try again",
+    });
+    expect(resolve("nullmx.example").result).toMatchObject({
+      text: "Domain nullmx.example does not accept mail (null MX)",
+    });
   });
 
   it("defers when the query itself failed or the body is not DoH JSON", () => {
-    const timeout = resolve("several.example", { override: { "several.example MX": { kind: "failed", reason: "resolver timed out after 5 ms" } } });
-    expect(timeout.result).toMatchObject({ kind: "defer", enhanced: "4.4.3", text: expect.stringContaining("timed out") });
-    const notDoh = resolve("several.example", { override: { "several.example MX": { kind: "answer", body: { Answer: [] } } } });
+    const timeout = resolve("several.example", {
+      override: { "several.example MX": { kind: "failed", reason: "resolver timed out after 5 ms" } },
+    });
+    expect(timeout.result).toMatchObject({
+      kind: "defer",
+      enhanced: "4.4.3",
+      text: expect.stringContaining("timed out"),
+    });
+    const notDoh = resolve("several.example", {
+      override: { "several.example MX": { kind: "answer", body: { Answer: [] } } },
+    });
     expect(notDoh.result).toMatchObject({ kind: "defer", text: expect.stringContaining("no numeric Status") });
-    const aFails = resolve("aonly.example", { override: { "aonly.example A": { kind: "answer", body: { Status: 2 } } } });
+    const aFails = resolve("aonly.example", {
+      override: { "aonly.example A": { kind: "answer", body: { Status: 2 } } },
+    });
     expect(aFails.result).toMatchObject({ kind: "defer", text: expect.stringContaining("type=A") });
   });
 
   it("resolves address literals without DNS and bounces bad domains without DNS", () => {
-    expect(resolve("[192.0.2.7]")).toMatchObject({ result: { kind: "hosts", hosts: [{ host: "192.0.2.7", preference: 0 }] }, queries: [] });
-    expect(resolve("[IPv6:2001:DB8::7]")).toMatchObject({ result: { kind: "hosts", site: "2001:db8::7" }, queries: [] });
-    for (const bad of ["", "a..b", "bad domain.example", "bücher.example", `${"a".repeat(64)}.example`, "[300.1.1.1]"]) {
+    expect(resolve("[192.0.2.7]")).toMatchObject({
+      result: { kind: "hosts", hosts: [{ host: "192.0.2.7", preference: 0 }] },
+      queries: [],
+    });
+    expect(resolve("[IPv6:2001:DB8::7]")).toMatchObject({
+      result: { kind: "hosts", site: "2001:db8::7" },
+      queries: [],
+    });
+    for (const bad of [
+      "",
+      "a..b",
+      "bad domain.example",
+      "bücher.example",
+      `${"a".repeat(64)}.example`,
+      "[300.1.1.1]",
+    ]) {
       expect(resolve(bad)).toMatchObject({ result: { kind: "bounce", enhanced: "5.1.2" }, queries: [] });
     }
   });
@@ -174,7 +252,10 @@ describe("cache expiry from TTLs", () => {
     expect(expiresIn(resolve("shortttl.example").result)).toBe(60);
     const big = advanceMxLookup(
       { domain: "x.example", query: "MX", tieSeed: null, ttlSec: null },
-      { kind: "answer", body: { Status: 0, Answer: [{ name: "x.example", type: 15, TTL: 10_000_000, data: "1 mx.x.example" }] } },
+      {
+        kind: "answer",
+        body: { Status: 0, Answer: [{ name: "x.example", type: 15, TTL: 10_000_000, data: "1 mx.x.example" }] },
+      },
       NOW,
       cfg,
     );
@@ -244,7 +325,12 @@ describe("DoH JSON and MX data parsing", () => {
       ],
     });
     if ("error" in msg) throw new Error(msg.error);
-    expect(selectAnswers(msg, "a.example", 1)).toMatchObject({ owner: "c.example", chainTtl: 40, records: [{ data: "192.0.2.1" }], error: null });
+    expect(selectAnswers(msg, "a.example", 1)).toMatchObject({
+      owner: "c.example",
+      chainTtl: 40,
+      records: [{ data: "192.0.2.1" }],
+      error: null,
+    });
     expect(normalizeDnsName(" Foo.Example. ")).toBe("foo.example");
     expect(normalizeDnsName(".")).toBe("");
   });
@@ -252,7 +338,10 @@ describe("DoH JSON and MX data parsing", () => {
 
 describe("site key and ordering properties", () => {
   const host = fc.stringMatching(/^[a-z][a-z0-9-]{0,8}\.example$/);
-  const records = fc.array(fc.record({ preference: fc.integer({ min: 0, max: 30 }), exchange: host }), { minLength: 1, maxLength: 12 });
+  const records = fc.array(fc.record({ preference: fc.integer({ min: 0, max: 30 }), exchange: host }), {
+    minLength: 1,
+    maxLength: 12,
+  });
 
   it("site key and order depend on the record set and seed only, not the answer order", () => {
     fc.assert(
@@ -286,6 +375,8 @@ describe("site key and ordering properties", () => {
       NOW,
       cfg,
     );
-    expect(other.kind === "done" && other.result.kind === "hosts" && other.result.site).toBe(one.kind === "hosts" && one.site);
+    expect(other.kind === "done" && other.result.kind === "hosts" && other.result.site).toBe(
+      one.kind === "hosts" && one.site,
+    );
   });
 });

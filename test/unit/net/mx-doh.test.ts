@@ -7,7 +7,9 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveMx, toAsciiDomain } from "../../../worker/net/mx";
 
-const ANSWERS = JSON.parse(readFileSync(new URL("../../fixtures/net/doh-answers.json", import.meta.url), "utf8")) as Record<string, unknown>;
+const ANSWERS = JSON.parse(
+  readFileSync(new URL("../../fixtures/net/doh-answers.json", import.meta.url), "utf8"),
+) as Record<string, unknown>;
 const TYPES: Record<string, number> = { MX: 15, A: 1, AAAA: 28 };
 
 interface Seen {
@@ -29,7 +31,13 @@ function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
   const url = new URL(req.url ?? "/", "http://x");
   const name = url.searchParams.get("name");
   const type = url.searchParams.get("type");
-  seen.push({ path: url.pathname, name, type, accept: req.headers.accept, params: Object.fromEntries(url.searchParams) });
+  seen.push({
+    path: url.pathname,
+    name,
+    type,
+    accept: req.headers.accept,
+    params: Object.fromEntries(url.searchParams),
+  });
   if (name === "slow.example") {
     hung.add(res);
     res.on("close", () => {
@@ -40,7 +48,8 @@ function handle(req: http.IncomingMessage, res: http.ServerResponse): void {
   }
   if (name === "http500.example") return void res.writeHead(500).end("oops");
   if (name === "http404.example") return void res.writeHead(404).end();
-  if (name === "notjson.example") return void res.writeHead(200, { "content-type": "application/dns-json" }).end("<html>");
+  if (name === "notjson.example")
+    return void res.writeHead(200, { "content-type": "application/dns-json" }).end("<html>");
   if (name === "huge.example") {
     res.writeHead(200, { "content-type": "application/dns-json" });
     res.end(JSON.stringify({ Status: 0, Comment: "x".repeat(300 * 1024) }));
@@ -65,10 +74,21 @@ afterAll(async () => {
 describe("resolveMx over a DoH JSON server", () => {
   it("queries the configured resolver URL with accept: application/dns-json and keeps its query string", async () => {
     seen.length = 0;
-    const result = await resolveMx("several.example", { resolverUrl: `${base}/custom/resolve?ct=application/dns-json` });
-    expect(result).toMatchObject({ kind: "hosts", hosts: [{ host: "mx1.several.example" }, { host: "mx2.several.example" }, { host: "backup.other.example" }] });
+    const result = await resolveMx("several.example", {
+      resolverUrl: `${base}/custom/resolve?ct=application/dns-json`,
+    });
+    expect(result).toMatchObject({
+      kind: "hosts",
+      hosts: [{ host: "mx1.several.example" }, { host: "mx2.several.example" }, { host: "backup.other.example" }],
+    });
     expect(seen).toEqual([
-      { path: "/custom/resolve", name: "several.example", type: "MX", accept: "application/dns-json", params: { ct: "application/dns-json", name: "several.example", type: "MX" } },
+      {
+        path: "/custom/resolve",
+        name: "several.example",
+        type: "MX",
+        accept: "application/dns-json",
+        params: { ct: "application/dns-json", name: "several.example", type: "MX" },
+      },
     ]);
   });
 
@@ -76,19 +96,34 @@ describe("resolveMx over a DoH JSON server", () => {
     seen.length = 0;
     const result = await resolveMx("v6only.example", { resolverUrl: `${base}/dns-query` });
     expect(result).toMatchObject({ kind: "hosts", implicit: true, hosts: [{ host: "v6only.example", preference: 0 }] });
-    expect(seen.map((s) => `${s.name} ${s.type}`)).toEqual(["v6only.example MX", "v6only.example A", "v6only.example AAAA"]);
+    expect(seen.map((s) => `${s.name} ${s.type}`)).toEqual([
+      "v6only.example MX",
+      "v6only.example A",
+      "v6only.example AAAA",
+    ]);
   });
 
   it("bounces NXDOMAIN and null MX from the server's answers", async () => {
-    expect(await resolveMx("missing.example", { resolverUrl: `${base}/dns-query` })).toMatchObject({ kind: "bounce", enhanced: "5.1.2" });
-    expect(await resolveMx("nullmx.example", { resolverUrl: `${base}/dns-query` })).toMatchObject({ kind: "bounce", enhanced: "5.1.10" });
+    expect(await resolveMx("missing.example", { resolverUrl: `${base}/dns-query` })).toMatchObject({
+      kind: "bounce",
+      enhanced: "5.1.2",
+    });
+    expect(await resolveMx("nullmx.example", { resolverUrl: `${base}/dns-query` })).toMatchObject({
+      kind: "bounce",
+      enhanced: "5.1.10",
+    });
   });
 
   it("maps a resolver that does not answer in time to a transient 4.4.3 and aborts the request", async () => {
     const before = aborted;
     const started = Date.now();
     const result = await resolveMx("slow.example", { resolverUrl: `${base}/dns-query`, timeoutMs: 100 });
-    expect(result).toMatchObject({ kind: "defer", code: 451, enhanced: "4.4.3", text: expect.stringContaining("timed out after 100 ms") });
+    expect(result).toMatchObject({
+      kind: "defer",
+      code: 451,
+      enhanced: "4.4.3",
+      text: expect.stringContaining("timed out after 100 ms"),
+    });
     expect(Date.now() - started).toBeLessThan(2_000);
     await expect.poll(() => aborted).toBeGreaterThan(before);
   });
@@ -109,7 +144,11 @@ describe("resolveMx over a DoH JSON server", () => {
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     const result = await resolveMx("several.example", { resolverUrl: `http://127.0.0.1:${port}/dns-query` });
-    expect(result).toMatchObject({ kind: "defer", enhanced: "4.4.3", text: expect.stringContaining("resolver request failed") });
+    expect(result).toMatchObject({
+      kind: "defer",
+      enhanced: "4.4.3",
+      text: expect.stringContaining("resolver request failed"),
+    });
   });
 
   it("uses the injected fetch, seed and clock", async () => {

@@ -26,13 +26,24 @@ describe("resolveAddress", () => {
 
   it("gives the first A record, through a CNAME", async () => {
     const r = resolver({
-      "mx.example.com/A": { Status: 0, Answer: [{ name: "mx.example.com.", type: 5, TTL: 60, data: "edge.example.net." }, { name: "edge.example.net.", type: 1, TTL: 60, data: "198.51.100.9" }, { name: "edge.example.net.", type: 1, TTL: 60, data: "198.51.100.10" }] },
+      "mx.example.com/A": {
+        Status: 0,
+        Answer: [
+          { name: "mx.example.com.", type: 5, TTL: 60, data: "edge.example.net." },
+          { name: "edge.example.net.", type: 1, TTL: 60, data: "198.51.100.9" },
+          { name: "edge.example.net.", type: 1, TTL: 60, data: "198.51.100.10" },
+        ],
+      },
     });
     expect(await resolveAddress("mx.example.com.", { fetch: r.fetch })).toBe("198.51.100.9");
   });
 
   it("is null for a name without an address, or when the resolver fails", async () => {
     expect(await resolveAddress("nx.example.com", { fetch: resolver({}).fetch })).toBeNull();
-    expect(await resolveAddress("mx.example.com", { fetch: (async () => new Response("no", { status: 500 })) as typeof fetch })).toBeNull();
+    expect(
+      await resolveAddress("mx.example.com", {
+        fetch: (async () => new Response("no", { status: 500 })) as typeof fetch,
+      }),
+    ).toBeNull();
   });
 });

@@ -20,7 +20,9 @@ afterEach(async () => {
 });
 
 /** A raw proxy whose every received chunk goes to `onData`; returns its port and what it got. */
-async function scriptedProxy(onData: (data: Buffer, socket: net.Socket, count: number) => void): Promise<{ port: number; got: Buffer[] }> {
+async function scriptedProxy(
+  onData: (data: Buffer, socket: net.Socket, count: number) => void,
+): Promise<{ port: number; got: Buffer[] }> {
   const got: Buffer[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
@@ -46,8 +48,17 @@ async function scriptedProxy(onData: (data: Buffer, socket: net.Socket, count: n
 const CONNECT_OK = Buffer.from([5, 0, 0, 1, 127, 0, 0, 1, 0, 25]);
 
 /** Opens a tunnel socket to mx.example.net:25 through 127.0.0.1:port. */
-function open(port: number, handshakeTimeoutMs = 2_000, secureTransport: "off" | "starttls" | "on" = "starttls"): SmtpSocket {
-  const connect = createSocks5Connect({ hostname: "127.0.0.1", port, handshakeTimeoutMs, connect: createNodeConnect() });
+function open(
+  port: number,
+  handshakeTimeoutMs = 2_000,
+  secureTransport: "off" | "starttls" | "on" = "starttls",
+): SmtpSocket {
+  const connect = createSocks5Connect({
+    hostname: "127.0.0.1",
+    port,
+    handshakeTimeoutMs,
+    connect: createNodeConnect(),
+  });
   const socket = connect({ hostname: "mx.example.net", port: 25 }, { secureTransport, allowHalfOpen: false });
   cleanups.push(() => void socket.close());
   return socket;
@@ -67,7 +78,11 @@ describe("SOCKS5 adapter", () => {
     const writer = socket.writable.getWriter();
     await writer.write(new TextEncoder().encode("QUIT\r\n"));
     expect(new TextDecoder().decode((await reader.read()).value)).toBe("221 bye\r\n");
-    expect(proxy.got.map((b) => [...b])).toEqual([[5, 1, 0], [5, 1, 0, 3, 14, ...Buffer.from("mx.example.net"), 0, 25], [...Buffer.from("QUIT\r\n")]]);
+    expect(proxy.got.map((b) => [...b])).toEqual([
+      [5, 1, 0],
+      [5, 1, 0, 3, 14, ...Buffer.from("mx.example.net"), 0, 25],
+      [...Buffer.from("QUIT\r\n")],
+    ]);
   });
 
   it("times out a proxy that never answers, naming the phase", async () => {
@@ -85,7 +100,10 @@ describe("SOCKS5 adapter", () => {
       if (n === 0) socket.write(Buffer.from([5, 0]));
       if (n === 1) socket.end();
     });
-    await expect(open(proxy.port).opened).rejects.toMatchObject({ code: "closed", message: expect.stringContaining("during CONNECT") });
+    await expect(open(proxy.port).opened).rejects.toMatchObject({
+      code: "closed",
+      message: expect.stringContaining("during CONNECT"),
+    });
   });
 
   it("refuses startTls before the tunnel is open and with unread tunnel bytes", async () => {
@@ -96,7 +114,9 @@ describe("SOCKS5 adapter", () => {
     const socket = open(proxy.port);
     expect(() => socket.startTls({ expectedServerHostname: "mx.example.net" })).toThrow("not open");
     await socket.opened;
-    expect(() => socket.startTls({ expectedServerHostname: "mx.example.net" })).toThrow("8 bytes received through the tunnel before TLS started");
+    expect(() => socket.startTls({ expectedServerHostname: "mx.example.net" })).toThrow(
+      "8 bytes received through the tunnel before TLS started",
+    );
   });
 
   it("fails implicit TLS when the target does not speak TLS", async () => {
@@ -105,7 +125,9 @@ describe("SOCKS5 adapter", () => {
       if (n === 1) socket.write(CONNECT_OK);
       if (n === 2) socket.end("220 plaintext\r\n");
     });
-    await expect(open(proxy.port, 2_000, "on").opened).rejects.toMatchObject({ message: expect.stringContaining("TLS handshake with mx.example.net through SOCKS5 proxy failed") });
+    await expect(open(proxy.port, 2_000, "on").opened).rejects.toMatchObject({
+      message: expect.stringContaining("TLS handshake with mx.example.net through SOCKS5 proxy failed"),
+    });
   });
 
   it("lets the injected connect's synchronous errors through", () => {
@@ -116,7 +138,9 @@ describe("SOCKS5 adapter", () => {
         throw new Error("no sockets left");
       },
     });
-    expect(() => connect({ hostname: "mx.example.net", port: 25 }, { secureTransport: "off", allowHalfOpen: false })).toThrow("no sockets left");
+    expect(() =>
+      connect({ hostname: "mx.example.net", port: 25 }, { secureTransport: "off", allowHalfOpen: false }),
+    ).toThrow("no sockets left");
   });
 
   it("picks direct or SOCKS5 egress", async () => {
@@ -125,7 +149,12 @@ describe("SOCKS5 adapter", () => {
     };
     expect(createEgressConnect({ kind: "direct", connect: direct })).toBe(direct);
     const proxy = await scriptedProxy((_d, socket) => socket.write(Buffer.from([5, 0xff])));
-    const viaProxy = createEgressConnect({ kind: "socks5", hostname: "127.0.0.1", port: proxy.port, connect: createNodeConnect() });
+    const viaProxy = createEgressConnect({
+      kind: "socks5",
+      hostname: "127.0.0.1",
+      port: proxy.port,
+      connect: createNodeConnect(),
+    });
     const socket = viaProxy({ hostname: "mx.example.net", port: 25 }, { secureTransport: "off", allowHalfOpen: false });
     cleanups.push(() => void socket.close());
     await expect(socket.opened).rejects.toMatchObject({ code: "no-acceptable-method" });

@@ -36,7 +36,12 @@ describe("SOCKS5 encodings", () => {
   it.each([
     ["ASCII", "relay", "s3cret", [1, 5, ...ascii("relay"), 6, ...ascii("s3cret")]],
     ["UTF-8", "jö", "pä ss", [1, 3, 0x6a, 0xc3, 0xb6, 6, 0x70, 0xc3, 0xa4, 0x20, 0x73, 0x73]],
-    ["255-byte fields", "u".repeat(255), "p".repeat(255), [1, 255, ...ascii("u".repeat(255)), 255, ...ascii("p".repeat(255))]],
+    [
+      "255-byte fields",
+      "u".repeat(255),
+      "p".repeat(255),
+      [1, 255, ...ascii("u".repeat(255)), 255, ...ascii("p".repeat(255))],
+    ],
   ])("RFC 1929 request with %s", (_name, user, pass, want) => {
     expect(encodeUserPassAuth(user, pass)).toEqual(bytes(...want));
   });
@@ -44,8 +49,18 @@ describe("SOCKS5 encodings", () => {
   it.each([
     ["a domain name (ATYP 3)", "mx.example.net", 25, [5, 1, 0, 3, 14, ...ascii("mx.example.net"), 0, 25]],
     ["an IPv4 literal (ATYP 1)", "192.0.2.10", 25, [5, 1, 0, 1, 192, 0, 2, 10, 0, 25]],
-    ["an IPv6 literal (ATYP 4)", "2001:db8::1", 587, [5, 1, 0, 4, 0x20, 0x01, 0x0d, 0xb8, ...new Array(11).fill(0), 1, 2, 0x4b]],
-    ["a bracketed IPv6 literal", "[::ffff:192.0.2.1]", 65535, [5, 1, 0, 4, ...new Array(10).fill(0), 255, 255, 192, 0, 2, 1, 255, 255]],
+    [
+      "an IPv6 literal (ATYP 4)",
+      "2001:db8::1",
+      587,
+      [5, 1, 0, 4, 0x20, 0x01, 0x0d, 0xb8, ...new Array(11).fill(0), 1, 2, 0x4b],
+    ],
+    [
+      "a bracketed IPv6 literal",
+      "[::ffff:192.0.2.1]",
+      65535,
+      [5, 1, 0, 4, ...new Array(10).fill(0), 255, 255, 192, 0, 2, 1, 255, 255],
+    ],
     ["a numeric-looking name that is not IPv4", "1.2.3", 25, [5, 1, 0, 3, 5, ...ascii("1.2.3"), 0, 25]],
     ["a port above 255", "localhost", 2525, [5, 1, 0, 3, 9, ...ascii("localhost"), 9, 221]],
   ])("CONNECT to %s", (_name, hostname, port, want) => {
@@ -81,8 +96,18 @@ describe("SOCKS5 server replies", () => {
     ["auth ok", "auth", [1, 0], { kind: "auth", ok: true, status: 0 }],
     ["auth ok, version byte 5", "auth", [5, 0], { kind: "auth", ok: true, status: 0 }],
     ["auth failed", "auth", [1, 1], { kind: "auth", ok: false, status: 1 }],
-    ["connect ok, IPv4", "connect", [5, 0, 0, 1, 127, 0, 0, 1, 0x04, 0x38], { kind: "connect", reply: 0, bound: { host: "127.0.0.1", port: 1080 } }],
-    ["connect ok, domain", "connect", [5, 0, 0, 3, 5, ...ascii("proxy"), 0, 80], { kind: "connect", reply: 0, bound: { host: "proxy", port: 80 } }],
+    [
+      "connect ok, IPv4",
+      "connect",
+      [5, 0, 0, 1, 127, 0, 0, 1, 0x04, 0x38],
+      { kind: "connect", reply: 0, bound: { host: "127.0.0.1", port: 1080 } },
+    ],
+    [
+      "connect ok, domain",
+      "connect",
+      [5, 0, 0, 3, 5, ...ascii("proxy"), 0, 80],
+      { kind: "connect", reply: 0, bound: { host: "proxy", port: 80 } },
+    ],
     [
       "connect ok, IPv6",
       "connect",
@@ -97,7 +122,10 @@ describe("SOCKS5 server replies", () => {
     for (let cut = 0; cut < wire.length; cut++) {
       expect(parseServerMessage(expect_, full.subarray(0, cut))).toBeNull();
     }
-    expect(parseServerMessage(expect_, full)).toEqual({ message: want, consumed: want && (want as { bound?: unknown }).bound === null ? 2 : wire.length });
+    expect(parseServerMessage(expect_, full)).toEqual({
+      message: want,
+      consumed: want && (want as { bound?: unknown }).bound === null ? 2 : wire.length,
+    });
   });
 
   it.each([
@@ -122,7 +150,10 @@ describe("SOCKS5 server replies", () => {
     [255, "unknown-reply", "unknown reply code 255", "proxy"],
   ])("REP %i → %s", (rep, code, text, blame) => {
     expect(describeReplyCode(rep)).toEqual({ code, text, blame });
-    const failed = runHandshake(null, [[5, 0], [5, rep, 0, 1, 0, 0, 0, 0, 0, 0]]);
+    const failed = runHandshake(null, [
+      [5, 0],
+      [5, rep, 0, 1, 0, 0, 0, 0, 0, 0],
+    ]);
     expect(failed.result).toMatchObject({ kind: "failed", error: { code, blame, reply: rep } });
     expect(failed.error?.message).toBe(`SOCKS5 proxy could not connect to mx.example.net:25: ${text} (REP ${rep})`);
   });
@@ -173,8 +204,14 @@ describe("SOCKS5 handshake", () => {
   });
 
   it("fails on rejected credentials without echoing them", () => {
-    const run = runHandshake(CREDS, [[5, 2], [1, 1]]);
-    expect(run.error).toMatchObject({ code: "auth-failed", message: "SOCKS5 proxy rejected the username/password (status 1)" });
+    const run = runHandshake(CREDS, [
+      [5, 2],
+      [1, 1],
+    ]);
+    expect(run.error).toMatchObject({
+      code: "auth-failed",
+      message: "SOCKS5 proxy rejected the username/password (status 1)",
+    });
     expect(run.error?.message).not.toContain("s3cret");
   });
 
@@ -187,21 +224,34 @@ describe("SOCKS5 handshake", () => {
   });
 
   it("fails when the proxy picks a method that was not offered", () => {
-    expect(runHandshake(null, [[5, 2]]).error).toMatchObject({ code: "protocol", message: expect.stringContaining("method 2") });
+    expect(runHandshake(null, [[5, 2]]).error).toMatchObject({
+      code: "protocol",
+      message: expect.stringContaining("method 2"),
+    });
     expect(runHandshake(null, [[5, 1]]).error?.code).toBe("protocol");
   });
 
   it("keeps tunnelled bytes that arrive with the CONNECT reply", () => {
-    const run = runHandshake(null, [[5, 0], [...CONNECT_OK, ...ascii("220 hi\r\n")]]);
+    const run = runHandshake(null, [
+      [5, 0],
+      [...CONNECT_OK, ...ascii("220 hi\r\n")],
+    ]);
     expect(run.result).toMatchObject({ kind: "established", rest: bytes(...ascii("220 hi\r\n")) });
   });
 
   it("refuses bytes the proxy sends before it was asked", () => {
-    expect(runHandshake(null, [[5, 0, 1]]).error).toMatchObject({ code: "protocol", message: expect.stringContaining("1 unexpected bytes after its method selection reply") });
+    expect(runHandshake(null, [[5, 0, 1]]).error).toMatchObject({
+      code: "protocol",
+      message: expect.stringContaining("1 unexpected bytes after its method selection reply"),
+    });
   });
 
   it("gives the same steps for server messages split at any byte boundaries", () => {
-    const messages = [[5, 2], [1, 0], [...CONNECT_OK, ...ascii("220 x")]];
+    const messages = [
+      [5, 2],
+      [1, 0],
+      [...CONNECT_OK, ...ascii("220 x")],
+    ];
     const whole = runHandshake(CREDS, messages);
     const cutsOf = (m: number[]) => fc.uniqueArray(fc.integer({ min: 1, max: m.length - 1 }), { maxLength: m.length });
     fc.assert(
@@ -227,10 +277,17 @@ describe("SOCKS5 handshake", () => {
 
   it("refuses input after the end and names the phase when cut short", () => {
     const done = runHandshake(null, [[5, 0], CONNECT_OK]).step;
-    expect(feedSocks5Handshake(done.state, bytes(1)).result).toMatchObject({ kind: "failed", error: { code: "protocol" } });
+    expect(feedSocks5Handshake(done.state, bytes(1)).result).toMatchObject({
+      kind: "failed",
+      error: { code: "protocol" },
+    });
     const mid = runHandshake(CREDS, [[5, 2]]).step;
-    expect(endSocks5Handshake(mid.state, "closed").message).toBe("SOCKS5 proxy closed the connection during authentication (target mx.example.net:25)");
-    expect(endSocks5Handshake(startSocks5Handshake({ hostname: "::1", port: 25 }, null).state, "timeout")).toMatchObject({
+    expect(endSocks5Handshake(mid.state, "closed").message).toBe(
+      "SOCKS5 proxy closed the connection during authentication (target mx.example.net:25)",
+    );
+    expect(
+      endSocks5Handshake(startSocks5Handshake({ hostname: "::1", port: 25 }, null).state, "timeout"),
+    ).toMatchObject({
       code: "timeout",
       message: "SOCKS5 handshake timed out during method selection (target [::1]:25)",
     });
@@ -274,7 +331,8 @@ describe("IP literals", () => {
   });
 
   it("round-trips any address through format and parse", () => {
-    const same = (a: Uint8Array | null, b: Uint8Array) => a !== null && a.length === b.length && a.every((x, i) => x === b[i]);
+    const same = (a: Uint8Array | null, b: Uint8Array) =>
+      a !== null && a.length === b.length && a.every((x, i) => x === b[i]);
     fc.assert(fc.property(fc.uint8Array({ minLength: 4, maxLength: 4 }), (b) => same(parseIPv4(formatIPv4(b)), b)));
     fc.assert(fc.property(fc.uint8Array({ minLength: 16, maxLength: 16 }), (b) => same(parseIPv6(formatIPv6(b)), b)));
     fc.assert(fc.property(fc.ipV6(), (text) => parseIPv6(text) !== null));

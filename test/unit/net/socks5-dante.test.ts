@@ -25,7 +25,10 @@ let noAuth: DanteServer;
 let userPass: DanteServer;
 
 beforeAll(async () => {
-  [noAuth, userPass] = await Promise.all([startDante({ method: "none", blockPorts: [BLOCKED_PORT] }), startDante({ method: "username" })]);
+  [noAuth, userPass] = await Promise.all([
+    startDante({ method: "none", blockPorts: [BLOCKED_PORT] }),
+    startDante({ method: "username" }),
+  ]);
 });
 
 afterAll(async () => {
@@ -58,7 +61,11 @@ async function startSink(options: SMTPServerOptions = {}): Promise<{ port: numbe
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
-        received.push({ rcptTo: session.envelope.rcptTo.map((r) => r.address), body: Buffer.concat(chunks).toString("utf8"), secure: session.secure });
+        received.push({
+          rcptTo: session.envelope.rcptTo.map((r) => r.address),
+          body: Buffer.concat(chunks).toString("utf8"),
+          secure: session.secure,
+        });
         callback(null, "queued");
       });
     },
@@ -86,7 +93,14 @@ async function closedPort(): Promise<number> {
 }
 
 const BODY = "Subject: via socks\r\n\r\n.leading dot\r\nthrough the tunnel\r\n";
-const MESSAGE: MessageEnvelope = { id: "m1", mailFrom: "a@example.org", rcptTo: ["b@example.net"], sizeBytes: BODY.length, eightBitMime: false, smtpUtf8: false };
+const MESSAGE: MessageEnvelope = {
+  id: "m1",
+  mailFrom: "a@example.org",
+  rcptTo: ["b@example.net"],
+  sizeBytes: BODY.length,
+  eightBitMime: false,
+  smtpUtf8: false,
+};
 
 interface ViaArgs {
   proxy: DanteServer;
@@ -110,11 +124,24 @@ async function deliverVia(args: ViaArgs): Promise<{ outcome: SessionOutcome; dia
       return node(address, options);
     },
   });
-  const timeouts = { connectTimeoutSec: 5, heloTimeoutSec: 5, starttlsTimeoutSec: 5, mailTimeoutSec: 5, rcptTimeoutSec: 5, dataDoneTimeoutSec: 5, quitTimeoutSec: 5 };
+  const timeouts = {
+    connectTimeoutSec: 5,
+    heloTimeoutSec: 5,
+    starttlsTimeoutSec: 5,
+    mailTimeoutSec: 5,
+    rcptTimeoutSec: 5,
+    dataDoneTimeoutSec: 5,
+    quitTimeoutSec: 5,
+  };
   const outcome = await deliverSession({
     hostname: "localhost",
     port: args.port,
-    config: createSessionConfig({ heloName: "client.test", remoteHost: `localhost:${args.port}`, timeouts, ...args.config }),
+    config: createSessionConfig({
+      heloName: "client.test",
+      remoteHost: `localhost:${args.port}`,
+      timeouts,
+      ...args.config,
+    }),
     messages: [MESSAGE],
     openBody: () => new Blob([BODY]).stream(),
     connect,
@@ -128,7 +155,11 @@ const statuses = (o: SessionOutcome) => o.transactions.flatMap((t) => t.recipien
 describe("SMTP through Dante without authentication", () => {
   it("delivers with STARTTLS through the tunnel, verified against the target name", async () => {
     const sink = await startSink();
-    const { outcome, dialled } = await deliverVia({ proxy: noAuth, port: sink.port, config: { tlsPolicy: "required" } });
+    const { outcome, dialled } = await deliverVia({
+      proxy: noAuth,
+      port: sink.port,
+      config: { tlsPolicy: "required" },
+    });
     expect(statuses(outcome)).toEqual(["delivered"]);
     expect(outcome.siteFailure).toBeNull();
     expect(outcome.tls).toBe(true);
@@ -140,7 +171,12 @@ describe("SMTP through Dante without authentication", () => {
 
   it("fails TLS (4.7.5) when the certificate does not match the name it must be verified against", async () => {
     const sink = await startSink();
-    const { outcome } = await deliverVia({ proxy: noAuth, port: sink.port, config: { tlsPolicy: "required" }, tlsServerName: "mx.other.example" });
+    const { outcome } = await deliverVia({
+      proxy: noAuth,
+      port: sink.port,
+      config: { tlsPolicy: "required" },
+      tlsServerName: "mx.other.example",
+    });
     expect(statuses(outcome)).toEqual(["deferred"]);
     expect(outcome.siteFailure?.dsnStatus).toBe("4.7.5");
     expect(sink.received).toEqual([]);
@@ -148,7 +184,11 @@ describe("SMTP through Dante without authentication", () => {
 
   it("delivers over implicit TLS through the tunnel", async () => {
     const sink = await startSink({ secure: true });
-    const { outcome } = await deliverVia({ proxy: noAuth, port: sink.port, config: { implicitTls: true, tlsPolicy: "required" } });
+    const { outcome } = await deliverVia({
+      proxy: noAuth,
+      port: sink.port,
+      config: { implicitTls: true, tlsPolicy: "required" },
+    });
     expect(statuses(outcome)).toEqual(["delivered"]);
     expect(sink.received[0]?.secure).toBe(true);
   });
@@ -165,7 +205,9 @@ describe("SMTP through Dante without authentication", () => {
     const { outcome } = await deliverVia({ proxy: noAuth, port });
     expect(statuses(outcome)).toEqual(["deferred"]);
     expect(outcome.siteFailure?.dsnStatus).toBe("4.4.1");
-    expect(outcome.siteFailure?.reason).toContain(`SOCKS5 proxy could not connect to localhost:${port}: connection refused (REP 5)`);
+    expect(outcome.siteFailure?.reason).toContain(
+      `SOCKS5 proxy could not connect to localhost:${port}: connection refused (REP 5)`,
+    );
   });
 
   it("reports a CONNECT the proxy's rules forbid (REP 2) as a site failure", async () => {
@@ -185,14 +227,23 @@ describe("SMTP through Dante without authentication", () => {
 describe("SMTP through Dante with username/password (RFC 1929)", () => {
   it("authenticates to the proxy and delivers with STARTTLS", async () => {
     const sink = await startSink();
-    const { outcome } = await deliverVia({ proxy: userPass, port: sink.port, credentials: DANTE_USER, config: { tlsPolicy: "required" } });
+    const { outcome } = await deliverVia({
+      proxy: userPass,
+      port: sink.port,
+      credentials: DANTE_USER,
+      config: { tlsPolicy: "required" },
+    });
     expect(statuses(outcome)).toEqual(["delivered"]);
     expect(sink.received).toEqual([{ rcptTo: ["b@example.net"], body: BODY, secure: true }]);
   });
 
   it("fails with a clear message when the proxy rejects the password, and never shows it", async () => {
     const sink = await startSink();
-    const { outcome } = await deliverVia({ proxy: userPass, port: sink.port, credentials: { username: DANTE_USER.username, password: "wrong" } });
+    const { outcome } = await deliverVia({
+      proxy: userPass,
+      port: sink.port,
+      credentials: { username: DANTE_USER.username, password: "wrong" },
+    });
     expect(statuses(outcome)).toEqual(["deferred"]);
     expect(outcome.siteFailure?.reason).toContain("SOCKS5 proxy rejected the username/password");
     expect(outcome.siteFailure?.reason).not.toContain("wrong");
@@ -202,6 +253,8 @@ describe("SMTP through Dante with username/password (RFC 1929)", () => {
   it("fails when no credentials are configured for a proxy that requires them (method 0xFF)", async () => {
     const sink = await startSink();
     const { outcome } = await deliverVia({ proxy: userPass, port: sink.port });
-    expect(outcome.siteFailure?.reason).toContain("SOCKS5 proxy accepts none of the offered methods (no authentication)");
+    expect(outcome.siteFailure?.reason).toContain(
+      "SOCKS5 proxy accepts none of the offered methods (no authentication)",
+    );
   });
 });

@@ -15,9 +15,12 @@ const hex = (v4: number) => [Math.floor(v4 / 65536), v4 % 65536].map((g) => g.to
 function embeddings(v4: number): string[] {
   const dotted = formatIpv4(v4);
   return [
-    `::ffff:${dotted}`, `::ffff:${hex(v4)}`, // IPv4-mapped
-    `::ffff:0:${dotted}`, `::ffff:0:${hex(v4)}`, // IPv4-translated (SIIT)
-    `64:ff9b::${dotted}`, `64:ff9b::${hex(v4)}`, // NAT64 well-known prefix
+    `::ffff:${dotted}`,
+    `::ffff:${hex(v4)}`, // IPv4-mapped
+    `::ffff:0:${dotted}`,
+    `::ffff:0:${hex(v4)}`, // IPv4-translated (SIIT)
+    `64:ff9b::${dotted}`,
+    `64:ff9b::${hex(v4)}`, // NAT64 well-known prefix
     `2002:${hex(v4)}::1`, // 6to4
   ];
 }
@@ -39,10 +42,13 @@ describe("IPv6 addresses that embed an IPv4 address", () => {
   });
 
   it("property: an embedded address is judged exactly as the IPv4 address it carries", () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), (v4) => {
-      const own = classifyIp(formatIpv4(v4))!.range;
-      for (const form of embeddings(v4)) expect(classifyIp(form)!.range === "public", form).toBe(own === "public");
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), (v4) => {
+        const own = classifyIp(formatIpv4(v4))!.range;
+        for (const form of embeddings(v4)) expect(classifyIp(form)!.range === "public", form).toBe(own === "public");
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
 
@@ -95,12 +101,16 @@ describe("the addresses a webhook host name resolves to, checked before each sen
   it("a resolver failure or a name without addresses is 'unresolved' (retried later), not allowed", async () => {
     const r = resolver({ "down.example.com": { fail: true } });
     expect((await resolvedTarget(production, "https://down.example.com/", { fetch: r.fetch })).kind).toBe("unresolved");
-    expect((await resolvedTarget(production, "https://nxdomain.example.com/", { fetch: r.fetch })).kind).toBe("unresolved");
+    expect((await resolvedTarget(production, "https://nxdomain.example.com/", { fetch: r.fetch })).kind).toBe(
+      "unresolved",
+    );
   });
 
   it("development and test resolve nothing (local receivers listen on loopback); IP literals are left to the URL guard", async () => {
     const r = resolver({});
-    expect(await resolvedTarget({ COHORT_ENV: "development" }, "http://localhost:9000/", { fetch: r.fetch })).toEqual({ kind: "ok" });
+    expect(await resolvedTarget({ COHORT_ENV: "development" }, "http://localhost:9000/", { fetch: r.fetch })).toEqual({
+      kind: "ok",
+    });
     expect(await resolvedTarget(production, "https://93.184.216.34/", { fetch: r.fetch })).toEqual({ kind: "ok" });
     expect(r.calls).toEqual([]);
   });

@@ -1,12 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  classifyIp,
-  formatIpv4,
-  IPV4_RANGES,
-  parseIpv4Loose,
-  parseIpv6,
-} from "../../../worker/net/core/ip-address";
+import { classifyIp, formatIpv4, IPV4_RANGES, parseIpv4Loose, parseIpv6 } from "../../../worker/net/core/ip-address";
 import {
   checkEndpointUrl,
   checkResolvedAddress,
@@ -93,16 +87,41 @@ describe("checkEndpointUrl: production configuration", () => {
 
 describe("checkEndpointUrl: local development", () => {
   it.each<{ name: string; url: string; cfg: SsrfConfig; want: true | SsrfReason }>([
-    { name: "http loopback on an ephemeral port", url: "http://127.0.0.1:54321/hook", cfg: LOCAL_DEVELOPMENT, want: true },
+    {
+      name: "http loopback on an ephemeral port",
+      url: "http://127.0.0.1:54321/hook",
+      cfg: LOCAL_DEVELOPMENT,
+      want: true,
+    },
     { name: "localhost", url: "http://localhost:8787/", cfg: LOCAL_DEVELOPMENT, want: true },
     { name: "IPv6 loopback", url: "http://[::1]:9000/", cfg: LOCAL_DEVELOPMENT, want: true },
     { name: "decimal loopback", url: "http://2130706433:9000/", cfg: LOCAL_DEVELOPMENT, want: true },
     { name: "private still refused", url: "http://10.1.2.3/", cfg: LOCAL_DEVELOPMENT, want: "address" },
     { name: "metadata still refused", url: "http://169.254.169.254/", cfg: LOCAL_DEVELOPMENT, want: "address" },
-    { name: "public host on an odd port still refused", url: "http://hooks.example.com:9000/", cfg: LOCAL_DEVELOPMENT, want: "port" },
-    { name: "insecure alone does not allow loopback", url: "http://127.0.0.1/", cfg: { allowInsecure: true }, want: "address" },
-    { name: "loopback alone does not allow http", url: "http://127.0.0.1/", cfg: { allowLoopback: true }, want: "scheme" },
-    { name: "extra allowed port", url: "https://hooks.example.com:9443/", cfg: { allowedPorts: [443, 9443] }, want: true },
+    {
+      name: "public host on an odd port still refused",
+      url: "http://hooks.example.com:9000/",
+      cfg: LOCAL_DEVELOPMENT,
+      want: "port",
+    },
+    {
+      name: "insecure alone does not allow loopback",
+      url: "http://127.0.0.1/",
+      cfg: { allowInsecure: true },
+      want: "address",
+    },
+    {
+      name: "loopback alone does not allow http",
+      url: "http://127.0.0.1/",
+      cfg: { allowLoopback: true },
+      want: "scheme",
+    },
+    {
+      name: "extra allowed port",
+      url: "https://hooks.example.com:9443/",
+      cfg: { allowedPorts: [443, 9443] },
+      want: true,
+    },
   ])("$name", ({ url, cfg, want }) => {
     expect(guard(url, cfg)).toBe(want);
   });
@@ -184,7 +203,10 @@ const REQUIRED_FORBIDDEN_V4: [number, number][] = [
   [0xe0000000, 4], // multicast
   [0xf0000000, 4], // reserved and broadcast
 ];
-const inRequired = (n: number) => REQUIRED_FORBIDDEN_V4.some(([base, prefix]) => Math.floor(n / 2 ** (32 - prefix)) === Math.floor(base / 2 ** (32 - prefix)));
+const inRequired = (n: number) =>
+  REQUIRED_FORBIDDEN_V4.some(
+    ([base, prefix]) => Math.floor(n / 2 ** (32 - prefix)) === Math.floor(base / 2 ** (32 - prefix)),
+  );
 
 describe("SSRF guard: properties", () => {
   const ipv4 = fc.integer({ min: 0, max: 2 ** 32 - 1 });
@@ -193,7 +215,9 @@ describe("SSRF guard: properties", () => {
   it("refuses every address in the required ranges (independent oracle), in any spelling", () => {
     const biased = fc.oneof(
       ipv4,
-      fc.constantFrom(...REQUIRED_FORBIDDEN_V4).chain(([base, prefix]) => fc.integer({ min: 0, max: 2 ** (32 - prefix) - 1 }).map((o) => base + o)),
+      fc
+        .constantFrom(...REQUIRED_FORBIDDEN_V4)
+        .chain(([base, prefix]) => fc.integer({ min: 0, max: 2 ** (32 - prefix) - 1 }).map((o) => base + o)),
     );
     fc.assert(
       fc.property(biased, (n) => {
@@ -212,10 +236,13 @@ describe("SSRF guard: properties", () => {
     fc.assert(
       fc.property(ipv4, fc.constantFrom("dotted", "decimal", "hex", "mapped"), (n, form) => {
         const host =
-          form === "dotted" ? formatIpv4(n)
-          : form === "decimal" ? String(n)
-          : form === "hex" ? `0x${n.toString(16)}`
-          : `[::ffff:${formatIpv4(n)}]`;
+          form === "dotted"
+            ? formatIpv4(n)
+            : form === "decimal"
+              ? String(n)
+              : form === "hex"
+                ? `0x${n.toString(16)}`
+                : `[::ffff:${formatIpv4(n)}]`;
         const accepted = guard(`https://${host}/`) === true;
         expect(accepted && forbidden(n)).toBe(false);
         expect(checkResolvedAddress(formatIpv4(n)).ok).toBe(!forbidden(n));
@@ -225,9 +252,11 @@ describe("SSRF guard: properties", () => {
   });
 
   it("refuses random addresses drawn from inside every forbidden IPv4 range", () => {
-    const inRange = fc.constantFrom(...IPV4_RANGES).chain(([first, prefix]) =>
-      fc.integer({ min: 0, max: 2 ** (32 - prefix) - 1 }).map((offset) => (parseIpv4Loose(first) ?? 0) + offset),
-    );
+    const inRange = fc
+      .constantFrom(...IPV4_RANGES)
+      .chain(([first, prefix]) =>
+        fc.integer({ min: 0, max: 2 ** (32 - prefix) - 1 }).map((offset) => (parseIpv4Loose(first) ?? 0) + offset),
+      );
     fc.assert(
       fc.property(inRange, (n) => {
         expect(guard(`https://${formatIpv4(n)}/`)).toBe("address");
@@ -239,12 +268,17 @@ describe("SSRF guard: properties", () => {
 
   it("refuses random IPv6 addresses in fc00::/7, fe80::/10 and ff00::/8", () => {
     const group = fc.integer({ min: 0, max: 0xffff });
-    const addr = fc.tuple(fc.constantFrom(0xfc00, 0xfe80, 0xff00), fc.array(group, { minLength: 7, maxLength: 7 }), group).map(
-      ([prefix, rest, low]) => {
-        const head = prefix === 0xfc00 ? prefix | (low & 0x1ff) : prefix === 0xfe80 ? prefix | (low & 0x3f) : prefix | (low & 0xff);
+    const addr = fc
+      .tuple(fc.constantFrom(0xfc00, 0xfe80, 0xff00), fc.array(group, { minLength: 7, maxLength: 7 }), group)
+      .map(([prefix, rest, low]) => {
+        const head =
+          prefix === 0xfc00
+            ? prefix | (low & 0x1ff)
+            : prefix === 0xfe80
+              ? prefix | (low & 0x3f)
+              : prefix | (low & 0xff);
         return [head, ...rest].map((g) => g.toString(16)).join(":");
-      },
-    );
+      });
     fc.assert(
       fc.property(addr, (ip) => {
         expect(guard(`https://[${ip}]/`)).toBe("address");
@@ -257,7 +291,9 @@ describe("SSRF guard: properties", () => {
     fc.assert(
       fc.property(ipv4, (n) => {
         const range = classifyIp(formatIpv4(n))?.range;
-        expect(checkResolvedAddress(formatIpv4(n), LOCAL_DEVELOPMENT).ok).toBe(range === "public" || range === "loopback");
+        expect(checkResolvedAddress(formatIpv4(n), LOCAL_DEVELOPMENT).ok).toBe(
+          range === "public" || range === "loopback",
+        );
       }),
       { numRuns: 2000 },
     );

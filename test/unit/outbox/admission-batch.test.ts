@@ -2,8 +2,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch } from "../../../durable-objects/outbox/admit";
 import { settingsOf } from "../../../worker/settings/settings";
 
-beforeEach(() => { vi.useFakeTimers(); });
-afterEach(() => { vi.useRealTimers(); });
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 /** An AdmissionBatch whose admissions are recorded (and each held until released, when `hold`). */
 function recorder(delayMs: number, opts: { hold?: boolean; fail?: boolean } = {}) {

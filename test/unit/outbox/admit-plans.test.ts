@@ -7,13 +7,18 @@ import type { AdmitRequest } from "../../../worker/model/transport";
 function fakeEnv(opts: { down?: string[]; refuse?: string[]; config?: object } = {}) {
   const calls: { transport: string; ids: string[]; reqs: AdmitRequest[] }[] = [];
   const env = {
-    DELIVERY: "agents", SCHEDULER_CONFIG: opts.config ? JSON.stringify(opts.config) : "",
+    DELIVERY: "agents",
+    SCHEDULER_CONFIG: opts.config ? JSON.stringify(opts.config) : "",
     TRANSPORT_QUEUE: {
       getByName: (transport: string) => ({
         admitMany: async (reqs: AdmitRequest[]) => {
           calls.push({ transport, ids: reqs.map((r) => r.id), reqs });
           if (opts.down?.includes(transport)) throw new Error(`${transport} is down`);
-          return reqs.map((r) => ({ admitted: !opts.refuse?.includes(r.id), effects: [], active: transport !== "slow" }));
+          return reqs.map((r) => ({
+            admitted: !opts.refuse?.includes(r.id),
+            effects: [],
+            active: transport !== "slow",
+          }));
         },
       }),
     },
@@ -22,19 +27,35 @@ function fakeEnv(opts: { down?: string[]; refuse?: string[]; config?: object } =
 }
 
 const plan = (id: string, rcpts: [string, string | null][]): ClassifyWork => ({
-  id, tenant: "t", createdAt: 1_700_000_000_000, mailFrom: "a@b.example",
-  rcpts: rcpts.map(([address, transport], idx) => ({ idx, address, transport, nexthop: transport === null ? null : "mx.example" })),
+  id,
+  tenant: "t",
+  createdAt: 1_700_000_000_000,
+  mailFrom: "a@b.example",
+  rcpts: rcpts.map(([address, transport], idx) => ({
+    idx,
+    address,
+    transport,
+    nexthop: transport === null ? null : "mx.example",
+  })),
 });
 
 describe("admitPlans: a classify batch's messages admitted with one request per transport", () => {
   it("sends each transport one admitMany with every plan that uses it, in order", async () => {
     const { env, calls } = fakeEnv();
     const res = await admitPlans(env, [
-      plan("m1", [["a@x", "smtp"], ["b@y", "slow"]]),
+      plan("m1", [
+        ["a@x", "smtp"],
+        ["b@y", "slow"],
+      ]),
       plan("m2", [["c@x", "smtp"]]),
-      plan("m3", [["d@y", "slow"], ["e@z", null]]),
+      plan("m3", [
+        ["d@y", "slow"],
+        ["e@z", null],
+      ]),
     ]);
-    expect(calls.sort((a, b) => a.transport.localeCompare(b.transport)).map(({ transport, ids }) => ({ transport, ids }))).toEqual([
+    expect(
+      calls.sort((a, b) => a.transport.localeCompare(b.transport)).map(({ transport, ids }) => ({ transport, ids })),
+    ).toEqual([
       { transport: "slow", ids: ["m1", "m3"] },
       { transport: "smtp", ids: ["m1", "m2"] },
     ]);
@@ -48,7 +69,10 @@ describe("admitPlans: a classify batch's messages admitted with one request per 
   it("fails only the plans that use a transport that failed, and reads the others' answers at their own positions", async () => {
     const { env } = fakeEnv({ down: ["broken"], refuse: ["m3"] });
     const res = await admitPlans(env, [
-      plan("m1", [["a@x", "broken"], ["b@y", "smtp"]]),
+      plan("m1", [
+        ["a@x", "broken"],
+        ["b@y", "smtp"],
+      ]),
       plan("m2", [["c@x", "smtp"]]),
       plan("m3", [["d@y", "smtp"]]),
       plan("m4", [["e@y", "smtp"]]),
@@ -60,14 +84,28 @@ describe("admitPlans: a classify batch's messages admitted with one request per 
 
   it("admits nothing for a plan with no decided recipient", async () => {
     const { env, calls } = fakeEnv();
-    expect(await admitPlans(env, [plan("m1", [["a@x", null]])])).toEqual([{ status: "fulfilled", value: { idxs: [], active: false } }]);
+    expect(await admitPlans(env, [plan("m1", [["a@x", null]])])).toEqual([
+      { status: "fulfilled", value: { idxs: [], active: false } },
+    ]);
     expect(calls).toEqual([]);
   });
 
   it("hands each admission the message's policy fields: campaign, bulk, and only the tags named in policy_tags", async () => {
     const { env, calls } = fakeEnv({ config: { policy_tags: ["region"] } });
-    const tagged: ClassifyWork = { ...plan("m1", [["a@x", "smtp"]]), campaign: "spring", bulk: { topic: null }, tags: [{ name: "region", value: "eu" }, { name: "campaign", value: "spring" }, { name: "other", value: "x" }] };
+    const tagged: ClassifyWork = {
+      ...plan("m1", [["a@x", "smtp"]]),
+      campaign: "spring",
+      bulk: { topic: null },
+      tags: [
+        { name: "region", value: "eu" },
+        { name: "campaign", value: "spring" },
+        { name: "other", value: "x" },
+      ],
+    };
     await admitPlans(env, [tagged, plan("m2", [["b@x", "smtp"]])]);
-    expect(calls[0]!.reqs.map((r) => r.fields ?? null)).toEqual([{ jobid: "spring", bulk: true, tags: { region: "eu" } }, null]);
+    expect(calls[0]!.reqs.map((r) => r.fields ?? null)).toEqual([
+      { jobid: "spring", bulk: true, tags: { region: "eu" } },
+      null,
+    ]);
   });
 });

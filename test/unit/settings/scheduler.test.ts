@@ -25,26 +25,66 @@ describe("schedulerConfigOf", () => {
     expect(limitOf({ SMARTHOST: "[smtp.example.net]:587", DEFAULT_TRANSPORT: "out" }, "smtp")).toBe(20);
     // The transport's process_limit follows unless set; the window still starts at Postfix's 5.
     expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.processLimit).toBe(200);
-    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { process_limit: 30 } } }) }).transports.smtp!.processLimit).toBe(30);
-    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ default_process_limit: 40 }) }).transports.smtp!.processLimit).toBe(40);
-    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.concurrencyLimit).toBe(200);
-    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.initialConcurrency).toBe(5);
+    expect(
+      schedulerConfigOf({
+        ...base,
+        SMARTHOST: "[smtp.example.net]:587",
+        SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { process_limit: 30 } } }),
+      }).transports.smtp!.processLimit,
+    ).toBe(30);
+    expect(
+      schedulerConfigOf({
+        ...base,
+        SMARTHOST: "[smtp.example.net]:587",
+        SCHEDULER_CONFIG: JSON.stringify({ default_process_limit: 40 }),
+      }).transports.smtp!.processLimit,
+    ).toBe(40);
+    expect(schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.concurrencyLimit).toBe(
+      200,
+    );
+    expect(
+      schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587" }).transports.smtp!.initialConcurrency,
+    ).toBe(5);
   });
 
   it("gives way to SCHEDULER_CONFIG's own limits, global or the transport's", () => {
     const smarthost = { SMARTHOST: "[smtp.example.net]:587" };
-    expect(limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ default_destination_concurrency_limit: 30 }) })).toBe(30);
-    expect(limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { destination_concurrency_limit: 10 } } }) })).toBe(10);
-    expect(limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { destination_concurrency_limit: 0 } } }) })).toBe(0);
+    expect(
+      limitOf({ ...smarthost, SCHEDULER_CONFIG: JSON.stringify({ default_destination_concurrency_limit: 30 }) }),
+    ).toBe(30);
+    expect(
+      limitOf({
+        ...smarthost,
+        SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { destination_concurrency_limit: 10 } } }),
+      }),
+    ).toBe(10);
+    expect(
+      limitOf({
+        ...smarthost,
+        SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { destination_concurrency_limit: 0 } } }),
+      }),
+    ).toBe(0);
   });
 
   it("keeps the transport's other overrides beside the limit it adds", () => {
-    const cfg = schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: { smtp: { initial_destination_concurrency: 2 }, bulk: { destination_concurrency_limit: 3 } } }) });
+    const cfg = schedulerConfigOf({
+      ...base,
+      SMARTHOST: "[smtp.example.net]:587",
+      SCHEDULER_CONFIG: JSON.stringify({
+        transports: { smtp: { initial_destination_concurrency: 2 }, bulk: { destination_concurrency_limit: 3 } },
+      }),
+    });
     expect(cfg.transports.smtp).toMatchObject({ concurrencyLimit: 200, initialConcurrency: 2 });
     expect(cfg.transports.bulk!.concurrencyLimit).toBe(3);
   });
 
   it("leaves a malformed transports value for the parser to refuse", () => {
-    expect(() => schedulerConfigOf({ ...base, SMARTHOST: "[smtp.example.net]:587", SCHEDULER_CONFIG: JSON.stringify({ transports: ["smtp"] }) })).toThrow();
+    expect(() =>
+      schedulerConfigOf({
+        ...base,
+        SMARTHOST: "[smtp.example.net]:587",
+        SCHEDULER_CONFIG: JSON.stringify({ transports: ["smtp"] }),
+      }),
+    ).toThrow();
   });
 });

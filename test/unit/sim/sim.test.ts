@@ -8,7 +8,15 @@ import { BULK_SMALL_DEFAULTS, runBulkSmall, type BulkSmallReport } from "../../.
 import { DEFAULT_DESTINATION, DestinationServer, type DestinationSpec } from "../../../bench/sim/destination";
 import { runSimulation, type SimMessage, type SimResult } from "../../../bench/sim/engine";
 import { EventQueue } from "../../../bench/sim/event-queue";
-import { idealisedDeferFraction, LIMITER_DEFAULTS, readmeDeferFraction, runLimiter, runLimiterOnce, type LimiterFeedback, type LimiterRun } from "../../../bench/sim/limiter";
+import {
+  idealisedDeferFraction,
+  LIMITER_DEFAULTS,
+  readmeDeferFraction,
+  runLimiter,
+  runLimiterOnce,
+  type LimiterFeedback,
+  type LimiterRun,
+} from "../../../bench/sim/limiter";
 import { bulkSmallJson, limiterJson } from "../../../bench/sim/report";
 import { ceilingJson, runCeiling, type CeilingRun } from "../../../bench/sim/ceiling";
 import { createRng } from "../../../bench/sim/rng";
@@ -44,7 +52,9 @@ describe("limiter scenario", () => {
   });
 
   it("defers fewer delivery attempts with 1/N feedback than with constant 1", () => {
-    expect(byFeedback.get("1/concurrency")!.firstPass.deferredPct).toBeLessThan(byFeedback.get("1")!.firstPass.deferredPct);
+    expect(byFeedback.get("1/concurrency")!.firstPass.deferredPct).toBeLessThan(
+      byFeedback.get("1")!.firstPass.deferredPct,
+    );
   });
 
   it("keeps the 1/N deferred rate near the 1/6 of spec §6.7", () => {
@@ -81,7 +91,8 @@ describe("limiter scenario", () => {
     const json = limiterJson(runs) as { scenario: string; results: Record<string, unknown>[] };
     expect(json.scenario).toBe("limiter");
     expect(json.results.map((r) => r.feedback)).toEqual(["1/concurrency", "1/sqrt_concurrency", "1"]);
-    for (const r of json.results) expect(Object.keys(r).sort()).toEqual(["concurrency_mean", "concurrency_stddev", "deferred_pct", "feedback"]);
+    for (const r of json.results)
+      expect(Object.keys(r).sort()).toEqual(["concurrency_mean", "concurrency_stddev", "deferred_pct", "feedback"]);
   });
 });
 
@@ -122,7 +133,11 @@ describe("destination models", () => {
     server.connect(0, 1, rng);
     const c = server.connect(0, 1, rng);
     expect(a).toMatchObject({ outcome: "delivered", endAt: 3, holdsSession: true });
-    expect(c).toMatchObject({ outcome: "rejected-421", endAt: 0, report: { status: "defer", siteFailure: { dsnStatus: "4.7.0" } } });
+    expect(c).toMatchObject({
+      outcome: "rejected-421",
+      endAt: 0,
+      report: { status: "defer", siteFailure: { dsnStatus: "4.7.0" } },
+    });
     server.close(a);
     expect(server.connect(1, 1, rng).outcome).toBe("delivered");
   });
@@ -137,12 +152,18 @@ describe("destination models", () => {
     expectAllDeliveredOnce(r);
     expect(r.audit.counters.get("destination:dead") ?? 0).toBeGreaterThan(0);
     expect(r.audit.counters.get("deferred recipients") ?? 0).toBeGreaterThan(0);
-    expect(Math.min(...[...r.store.messages.values()].flatMap((m) => m.deliveredAt as number[]))).toBeGreaterThanOrEqual(400);
+    expect(
+      Math.min(...[...r.store.messages.values()].flatMap((m) => m.deliveredAt as number[])),
+    ).toBeGreaterThanOrEqual(400);
   });
 
   it("delivers everything despite connect timeouts", () => {
     const r = runSimulation({
-      config: { minimal_backoff_time: 30, maximal_backoff_time: 60, default_destination_concurrency_failed_cohort_limit: 10 },
+      config: {
+        minimal_backoff_time: 30,
+        maximal_backoff_time: 60,
+        default_destination_concurrency_failed_cohort_limit: 10,
+      },
       messages: messagesTo("slow.example", 60, 3, 1),
       destinationFor: () => spec({ connectTimeoutProb: 0.3, connectTimeoutSec: 30 }),
       seed: 3,
@@ -228,7 +249,9 @@ describe("ceiling scenario (the relay's learned session ceiling, §12.7)", () =>
 
   it("a limit that falls from 10 to 3 is learned within seconds: only the probes are refused afterwards, against hundreds", () => {
     // One probe per 6 to 12 deliveries at the ceiling of 3 (PROBE_GAP_MIN, PROBE_GAP_MAX), and at most one a second.
-    expect(get("falling", true).rejectedAfterChange).toBeLessThanOrEqual(get("falling", false).rejectedAfterChange / 20);
+    expect(get("falling", true).rejectedAfterChange).toBeLessThanOrEqual(
+      get("falling", false).rejectedAfterChange / 20,
+    );
     expect(get("falling", false).rejectedAfterChange).toBeGreaterThan(100);
   });
 

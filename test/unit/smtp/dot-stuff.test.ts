@@ -57,7 +57,11 @@ describe("dot-stuffing encoder", () => {
     { name: "bare LF", body: "a\nb\n", want: "a\r\nb\r\n.\r\n" },
     { name: "bare CR", body: "a\rb", want: "a\r\nb\r\n.\r\n" },
     { name: "LF then dot", body: "a\n.\n", want: "a\r\n..\r\n.\r\n" },
-    { name: "smuggling attempt \\n.\\r\\n", body: "a\n.\r\nMAIL FROM:<x>\r\n", want: "a\r\n..\r\nMAIL FROM:<x>\r\n.\r\n" },
+    {
+      name: "smuggling attempt \\n.\\r\\n",
+      body: "a\n.\r\nMAIL FROM:<x>\r\n",
+      want: "a\r\n..\r\nMAIL FROM:<x>\r\n.\r\n",
+    },
     { name: "smuggling attempt \\r.\\r", body: "a\r.\rRSET", want: "a\r\n..\r\nRSET\r\n.\r\n" },
     { name: "CR CR LF", body: "a\r\r\nb", want: "a\r\n\r\nb\r\n.\r\n" },
     { name: "only dots", body: "...", want: "....\r\n.\r\n" },

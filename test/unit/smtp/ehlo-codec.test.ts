@@ -38,7 +38,11 @@ describe("EHLO extensions", () => {
         smtpUtf8: true,
       },
     },
-    { name: "lower case", ehlo: "250-mx\r\n250-pipelining\r\n250 auth login\r\n", want: { pipelining: true, authMechanisms: ["LOGIN"] } },
+    {
+      name: "lower case",
+      ehlo: "250-mx\r\n250-pipelining\r\n250 auth login\r\n",
+      want: { pipelining: true, authMechanisms: ["LOGIN"] },
+    },
     { name: "SIZE without limit", ehlo: "250-mx\r\n250 SIZE\r\n", want: { size: true } },
     { name: "SIZE 0", ehlo: "250-mx\r\n250 SIZE 0\r\n", want: { size: true } },
     { name: "SIZE garbage", ehlo: "250-mx\r\n250 SIZE lots\r\n", want: { size: true } },
@@ -47,14 +51,25 @@ describe("EHLO extensions", () => {
       ehlo: "250-mx\r\n250-AUTH=LOGIN PLAIN\r\n250 AUTH PLAIN CRAM-MD5\r\n",
       want: { authMechanisms: ["LOGIN", "PLAIN", "CRAM-MD5"] },
     },
-    { name: "keyword in greeting line is ignored", ehlo: "250-PIPELINING\r\n250 8BITMIME\r\n", want: { eightBitMime: true } },
+    {
+      name: "keyword in greeting line is ignored",
+      ehlo: "250-PIPELINING\r\n250 8BITMIME\r\n",
+      want: { eightBitMime: true },
+    },
   ])("reads $name", ({ ehlo, want }) => {
     expect(parseEhloReply(reply(ehlo))).toEqual({ ...createEmptyCapabilities(), ...want });
   });
 });
 
 describe("commands", () => {
-  const env = { id: "m", mailFrom: "a@b.test", rcptTo: ["c@d.test"], sizeBytes: 10, eightBitMime: true, smtpUtf8: false };
+  const env = {
+    id: "m",
+    mailFrom: "a@b.test",
+    rcptTo: ["c@d.test"],
+    sizeBytes: 10,
+    eightBitMime: true,
+    smtpUtf8: false,
+  };
 
   it("adds only announced parameters to MAIL FROM", () => {
     expect(formatMailFrom(env, createEmptyCapabilities())).toBe("MAIL FROM:<a@b.test>\r\n");

@@ -62,14 +62,20 @@ describe("reply parser: valid replies", () => {
         { code: 354, lines: ["go ahead"], text: "go ahead" },
       ],
     },
-    { name: "UTF-8 text", input: "550 адрес не найден\r\n", want: [{ code: 550, lines: ["адрес не найден"], text: "адрес не найден" }] },
+    {
+      name: "UTF-8 text",
+      input: "550 адрес не найден\r\n",
+      want: [{ code: 550, lines: ["адрес не найден"], text: "адрес не найден" }],
+    },
     { name: "incomplete reply is held", input: "250-first\r\n250 sec", want: [] },
   ])("parses $name", ({ input, want }) => {
     expect(parseChunks([input])).toEqual({ replies: want, error: null });
   });
 
   it("gives the same replies for a split at every byte position, and byte by byte", () => {
-    const input = bytes("220 mx ready\r\n250-mx\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n550 5.1.1 ünknown ☃\r\n452 4.5.3 too many\r\n");
+    const input = bytes(
+      "220 mx ready\r\n250-mx\r\n250-8BITMIME\r\n250 SMTPUTF8\r\n550 5.1.1 ünknown ☃\r\n452 4.5.3 too many\r\n",
+    );
     const whole = parseChunks([input]);
     expect(whole.replies).toHaveLength(4);
     expect(whole.error).toBeNull();
@@ -116,7 +122,11 @@ describe("reply parser: invalid input", () => {
     { name: "code 099", input: "099 what\r\n", reason: "bad-code" },
     { name: "mismatched multiline codes", input: "250-a\r\n251 b\r\n", reason: "code-mismatch" },
     { name: "over-long complete line", input: `250 ${"x".repeat(MAX_REPLY_LINE_BYTES)}\r\n`, reason: "line-too-long" },
-    { name: "over-long unterminated line", input: `250 ${"x".repeat(MAX_REPLY_LINE_BYTES + 10)}`, reason: "line-too-long" },
+    {
+      name: "over-long unterminated line",
+      input: `250 ${"x".repeat(MAX_REPLY_LINE_BYTES + 10)}`,
+      reason: "line-too-long",
+    },
     { name: "too many lines", input: `${"250-x\r\n".repeat(1001)}250 end\r\n`, reason: "too-many-lines" },
   ])("rejects $name", ({ input, reason }) => {
     const got = parseChunks([input]);
@@ -149,7 +159,12 @@ describe("reply parser: invalid input", () => {
 describe("enhanced status codes", () => {
   it.each([
     { name: "plain", text: "5.1.1 User unknown", code: 550, want: { enhanced: "5.1.1", rest: "User unknown" } },
-    { name: "three-digit parts", text: "4.7.650 rate limited", code: 451, want: { enhanced: "4.7.650", rest: "rate limited" } },
+    {
+      name: "three-digit parts",
+      text: "4.7.650 rate limited",
+      code: 451,
+      want: { enhanced: "4.7.650", rest: "rate limited" },
+    },
     { name: "success", text: "2.0.0 Ok: queued", code: 250, want: { enhanced: "2.0.0", rest: "Ok: queued" } },
     { name: "alone", text: "2.1.0", code: 250, want: { enhanced: "2.1.0", rest: "" } },
     { name: "tab separator", text: "5.7.1\tdenied", code: 554, want: { enhanced: "5.7.1", rest: "denied" } },

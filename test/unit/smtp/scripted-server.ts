@@ -7,12 +7,7 @@ import { createNetworkFailure, createProtocolFailure } from "../../../worker/smt
 import { createReplyParser, feedReplyParser, type ReplyParser } from "../../../worker/smtp/core/reply";
 import { advanceSession, closeIdleSession, resumeSession, startSession } from "../../../worker/smtp/core/session";
 import type { SessionState } from "../../../worker/smtp/core/state";
-import type {
-  MessageEnvelope,
-  SessionAction,
-  SessionEvent,
-  SessionOutcome,
-} from "../../../worker/smtp/core/types";
+import type { MessageEnvelope, SessionAction, SessionEvent, SessionOutcome } from "../../../worker/smtp/core/types";
 
 /** What the scripted server does in answer to one client move. */
 export type ServerMove =
@@ -101,7 +96,12 @@ export function runScriptedCached(
 ): CachedRun {
   const cfg = createSessionConfig({ heloName: "client.test", remoteHost: "mx.test[192.0.2.1]", ...configInput });
   const server = new ScriptedServer(script);
-  const run = { sends: [] as string[], actions: [] as SessionAction[], waits: [] as ScriptedRun["waits"], batches: [] as SessionOutcome["transactions"][] };
+  const run = {
+    sends: [] as string[],
+    actions: [] as SessionAction[],
+    waits: [] as ScriptedRun["waits"],
+    batches: [] as SessionOutcome["transactions"][],
+  };
   let step = startSession(cfg, batches[0] ?? [], { keepOpen: true });
   let next = 1;
   let from = 0;

@@ -15,14 +15,30 @@ describe("a kept-open session", () => {
     expect(run.actions.filter((a) => a.kind === "idle")).toHaveLength(3);
     expect(run.sends).toEqual([
       "EHLO client.test\r\n",
-      "MAIL FROM:<sender@example.org>\r\n", "RCPT TO:<a@x.test>\r\n", "DATA\r\n",
-      "RSET\r\n", "MAIL FROM:<sender@example.org>\r\n", "RCPT TO:<b@x.test>\r\n", "DATA\r\n",
-      "RSET\r\n", "MAIL FROM:<sender@example.org>\r\n", "RCPT TO:<c@x.test>\r\n", "DATA\r\n",
-      "RSET\r\n", "MAIL FROM:<sender@example.org>\r\n", "RCPT TO:<d@x.test>\r\n", "DATA\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+      "RCPT TO:<a@x.test>\r\n",
+      "DATA\r\n",
+      "RSET\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+      "RCPT TO:<b@x.test>\r\n",
+      "DATA\r\n",
+      "RSET\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+      "RCPT TO:<c@x.test>\r\n",
+      "DATA\r\n",
+      "RSET\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+      "RCPT TO:<d@x.test>\r\n",
+      "DATA\r\n",
       "QUIT\r\n",
     ]);
     expect(run.batches.map((b) => b.map((t) => [t.messageId, t.recipients[0]!.status]))).toEqual([
-      [["a", "delivered"]], [["b", "delivered"], ["c", "delivered"]], [["d", "delivered"]],
+      [["a", "delivered"]],
+      [
+        ["b", "delivered"],
+        ["c", "delivered"],
+      ],
+      [["d", "delivered"]],
     ]);
     expect(run.outcome.transactions.map((t) => t.messageId)).toEqual(["a", "b", "c", "d"]);
     expect(run.outcome.staleCache).toBeUndefined();

@@ -65,7 +65,11 @@ describe("session handshake", () => {
   it("falls back to HELO when EHLO is refused and then uses no extension", () => {
     const msg = envelope({ rcptTo: ["a@x.test"], eightBitMime: true });
     const run = runScripted({}, [msg], { EHLO: "502 5.5.1 command not recognised" });
-    expect(run.sends.slice(0, 3)).toEqual(["EHLO client.test\r\n", "HELO client.test\r\n", "MAIL FROM:<sender@example.org>\r\n"]);
+    expect(run.sends.slice(0, 3)).toEqual([
+      "EHLO client.test\r\n",
+      "HELO client.test\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+    ]);
     expect(statuses(run.outcome)).toEqual([["delivered"]]);
   });
 
@@ -76,17 +80,14 @@ describe("session handshake", () => {
     { name: "421 to EHLO", script: { EHLO: "421 4.7.0 closing" }, dsn: "4.7.0", quit: false },
     { name: "HELO 4xx after EHLO 5xx", script: { EHLO: "500 no", HELO: "450 4.7.1 later" }, dsn: "4.7.1", quit: true },
   ];
-  it.each(siteFailureCases)(
-    "reports a site failure and defers everything for a $name",
-    ({ script, dsn, quit }) => {
-      const msgs = [envelope({ rcptTo: ["a@x.test", "b@x.test"] }), envelope({ id: "m2", rcptTo: ["c@x.test"] })];
-      const run = runScripted({}, msgs, script);
-      expect(run.outcome.siteFailure?.dsnStatus).toBe(dsn);
-      expect(statuses(run.outcome)).toEqual([["deferred", "deferred"], ["deferred"]]);
-      expect(run.sends.includes("QUIT\r\n")).toBe(quit);
-      expect(run.sends.some((s) => s.startsWith("MAIL"))).toBe(false);
-    },
-  );
+  it.each(siteFailureCases)("reports a site failure and defers everything for a $name", ({ script, dsn, quit }) => {
+    const msgs = [envelope({ rcptTo: ["a@x.test", "b@x.test"] }), envelope({ id: "m2", rcptTo: ["c@x.test"] })];
+    const run = runScripted({}, msgs, script);
+    expect(run.outcome.siteFailure?.dsnStatus).toBe(dsn);
+    expect(statuses(run.outcome)).toEqual([["deferred", "deferred"], ["deferred"]]);
+    expect(run.sends.includes("QUIT\r\n")).toBe(quit);
+    expect(run.sends.some((s) => s.startsWith("MAIL"))).toBe(false);
+  });
 
   it("bounces without a site failure when HELO is refused with 5xx (a hard error)", () => {
     const run = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: "500 no", HELO: "550 5.7.1 not you" });
@@ -116,7 +117,9 @@ describe("session handshake", () => {
     const cfg = createSessionConfig({ heloName: "c.test", remoteHost: "mx" });
     const step = startSession(cfg, []);
     expect(isSessionDone(step.state)).toBe(true);
-    expect(step.actions).toEqual([{ kind: "done", outcome: { siteFailure: null, transactions: [], remoteHost: "mx", tls: false } }]);
+    expect(step.actions).toEqual([
+      { kind: "done", outcome: { siteFailure: null, transactions: [], remoteHost: "mx", tls: false } },
+    ]);
   });
 });
 
@@ -166,7 +169,11 @@ describe("session STARTTLS", () => {
       EHLO: TLS_EHLO,
       STARTTLS: "454 4.7.0 TLS not available",
     });
-    expect(run.sends.slice(0, 3)).toEqual(["EHLO client.test\r\n", "STARTTLS\r\n", "MAIL FROM:<sender@example.org>\r\n"]);
+    expect(run.sends.slice(0, 3)).toEqual([
+      "EHLO client.test\r\n",
+      "STARTTLS\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+    ]);
     expect(statuses(run.outcome)).toEqual([["delivered"]]);
     expect(run.outcome.tls).toBe(false);
   });
@@ -194,10 +201,9 @@ describe("session STARTTLS", () => {
     const run = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], {
       EHLO: ["250-mx.test\r\n250 STARTTLS", { drop: "internal error" }, "250 mx.test"],
     });
-    expect(run.actions.filter((a) => a.kind === "connect").map((a) => a.kind === "connect" && a.secureTransport)).toEqual([
-      "starttls",
-      "off",
-    ]);
+    expect(
+      run.actions.filter((a) => a.kind === "connect").map((a) => a.kind === "connect" && a.secureTransport),
+    ).toEqual(["starttls", "off"]);
     expect(statuses(run.outcome)).toEqual([["delivered"]]);
     expect(run.outcome.tls).toBe(false);
   });
@@ -229,9 +235,15 @@ describe("why a session went on without TLS (tlsProblem, for TLS reporting)", ()
   it("names STARTTLS not offered, refused, or the handshake's failure; says nothing of an encrypted session", () => {
     const notOffered = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], {});
     expect(notOffered.outcome.transactions[0]!.tlsProblem).toBe("STARTTLS not offered by host mx.test[192.0.2.1]");
-    const refused = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: TLS_EHLO, STARTTLS: "454 4.7.0 TLS not available" });
+    const refused = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], {
+      EHLO: TLS_EHLO,
+      STARTTLS: "454 4.7.0 TLS not available",
+    });
     expect(refused.outcome.transactions[0]!.tlsProblem).toMatch(/refused to start TLS: 454 4\.7\.0 TLS not available/);
-    const failed = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: "250-mx.test\r\n250 STARTTLS", "<starttls>": { drop: "handshake failure" } });
+    const failed = runScripted({}, [envelope({ rcptTo: ["a@x.test"] })], {
+      EHLO: "250-mx.test\r\n250 STARTTLS",
+      "<starttls>": { drop: "handshake failure" },
+    });
     expect(failed.outcome.transactions[0]!.tlsProblem).toMatch(/while performing the TLS handshake: handshake failure/);
     const off = runScripted({ tlsPolicy: "off" }, [envelope({ rcptTo: ["a@x.test"] })], { EHLO: TLS_EHLO });
     expect(off.outcome.transactions[0]!.tlsProblem).toBeUndefined();
@@ -255,10 +267,15 @@ describe("session AUTH", () => {
     const run = runScripted({ credentials: creds, allowPlaintextAuth: true }, [envelope({ rcptTo: ["a@x.test"] })], {
       EHLO: "250-mx.test\r\n250 AUTH=LOGIN",
       AUTH: "334 VXNlcm5hbWU6",
-      "am9l": "334 UGFzc3dvcmQ6",
-      "c2VjcmV0": "235 2.7.0 Authentication successful",
+      am9l: "334 UGFzc3dvcmQ6",
+      c2VjcmV0: "235 2.7.0 Authentication successful",
     });
-    expect(run.sends.slice(1, 5)).toEqual(["AUTH LOGIN\r\n", "am9l\r\n", "c2VjcmV0\r\n", "MAIL FROM:<sender@example.org>\r\n"]);
+    expect(run.sends.slice(1, 5)).toEqual([
+      "AUTH LOGIN\r\n",
+      "am9l\r\n",
+      "c2VjcmV0\r\n",
+      "MAIL FROM:<sender@example.org>\r\n",
+    ]);
     expect(statuses(run.outcome)).toEqual([["delivered"]]);
   });
 
@@ -522,7 +539,11 @@ describe("session failures after the handshake", () => {
     ];
     for (const e of events) step = advanceSession(step.state, e, cfg);
     expect(step.actions).toEqual([{ kind: "stream-body", messageId: "m1" }]);
-    step = advanceSession(step.state, { kind: "failed", failure: createLocalFailure("body object missing", true) }, cfg);
+    step = advanceSession(
+      step.state,
+      { kind: "failed", failure: createLocalFailure("body object missing", true) },
+      cfg,
+    );
     const outcome = step.state.outcome;
     expect(outcome && statuses(outcome)).toEqual([["bounced"], ["deferred"]]);
     expect(outcome?.siteFailure).toBeNull();
@@ -551,7 +572,8 @@ describe("session failures after the handshake", () => {
 
 describe("session timeouts", () => {
   it("names the step and Postfix's default timeout for every wait", () => {
-    const run = runScripted({ credentials: { username: "u", password: "p" }, allowPlaintextAuth: true },
+    const run = runScripted(
+      { credentials: { username: "u", password: "p" }, allowPlaintextAuth: true },
       [envelope({ rcptTo: ["a@x.test"] }), envelope({ id: "m2", rcptTo: ["b@x.test"] })],
       { EHLO: ["250-mx.test\r\n250 STARTTLS", "250-mx.test\r\n250 AUTH PLAIN"] },
     );
@@ -585,6 +607,8 @@ describe("session timeouts", () => {
     { name: "zero timeout", input: { timeouts: { mailTimeoutSec: 0 } } },
     { name: "LF in password", input: { credentials: { username: "u", password: "p\nq" } } },
   ])("rejects a bad config: $name", ({ input }) => {
-    expect(() => createSessionConfig({ heloName: "c.test", remoteHost: "mx", ...input })).toThrow(/heloName|timeout|credentials/);
+    expect(() => createSessionConfig({ heloName: "c.test", remoteHost: "mx", ...input })).toThrow(
+      /heloName|timeout|credentials/,
+    );
   });
 });

@@ -17,7 +17,6 @@ vi.mock("cloudflare:sockets", () => ({
   },
 }));
 
-
 interface Received {
   mailFrom: string;
   mailArgs: Record<string, string | true>;
@@ -138,7 +137,15 @@ async function deliver(args: DeliverArgs): Promise<{ outcome: SessionOutcome; wr
 
 /** Builds an envelope whose size matches its body. */
 function message(id: string, rcptTo: string[], body: Buffer, extra: Partial<MessageEnvelope> = {}): MessageEnvelope {
-  return { id, mailFrom: "sender@example.org", rcptTo, sizeBytes: body.length, eightBitMime: false, smtpUtf8: false, ...extra };
+  return {
+    id,
+    mailFrom: "sender@example.org",
+    rcptTo,
+    sizeBytes: body.length,
+    eightBitMime: false,
+    smtpUtf8: false,
+    ...extra,
+  };
 }
 
 const statuses = (o: SessionOutcome) => o.transactions.map((t) => t.recipients.map((r) => r.status));
@@ -156,7 +163,11 @@ describe("delivery to smtp-server", () => {
 
     expect(statuses(outcome)).toEqual([["delivered", "delivered"]]);
     expect(outcome.siteFailure).toBeNull();
-    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({ code: 250, enhanced: "2.6.0", text: "queued as q1" });
+    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({
+      code: 250,
+      enhanced: "2.6.0",
+      text: "queued as q1",
+    });
     expect(writes).toContain(
       `MAIL FROM:<sender@example.org> SIZE=${TRICKY_BODY.length} BODY=8BITMIME\r\n` +
         "RCPT TO:<a@example.net>\r\nRCPT TO:<b@example.net>\r\nDATA\r\n",
@@ -190,8 +201,10 @@ describe("delivery to smtp-server", () => {
   it("gives per-recipient results for a 550 and a 451 and delivers to the rest", async () => {
     const server = await startServer({
       onRcptTo: (address, _session, callback) => {
-        if (address.address.startsWith("gone@")) return callback(Object.assign(new Error("No such user"), { responseCode: 550 }));
-        if (address.address.startsWith("later@")) return callback(Object.assign(new Error("Try later"), { responseCode: 451 }));
+        if (address.address.startsWith("gone@"))
+          return callback(Object.assign(new Error("No such user"), { responseCode: 550 }));
+        if (address.address.startsWith("later@"))
+          return callback(Object.assign(new Error("Try later"), { responseCode: 451 }));
         callback();
       },
     });
@@ -211,8 +224,17 @@ describe("delivery to smtp-server", () => {
   it("refuses a message larger than the server's SIZE without sending MAIL", async () => {
     const server = await startServer({ size: 100 });
     const body = Buffer.alloc(500, "a");
-    const { outcome, writes } = await deliver({ port: server.port, messages: [message("m1", ["a@example.net"], body)], bodies: { m1: body } });
-    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({ status: "bounced", code: 552, enhanced: "5.3.4", source: "local" });
+    const { outcome, writes } = await deliver({
+      port: server.port,
+      messages: [message("m1", ["a@example.net"], body)],
+      bodies: { m1: body },
+    });
+    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({
+      status: "bounced",
+      code: 552,
+      enhanced: "5.3.4",
+      source: "local",
+    });
     expect(writes.some((w) => w.startsWith("MAIL"))).toBe(false);
     expect(server.received).toEqual([]);
   });
@@ -367,7 +389,11 @@ describe("a cached connection against smtp-server", () => {
     hostname: "127.0.0.1",
     port,
     tlsServerName: "localhost",
-    config: createSessionConfig({ heloName: "client.test", remoteHost: `localhost[127.0.0.1]:${port}`, tlsPolicy: "off" }),
+    config: createSessionConfig({
+      heloName: "client.test",
+      remoteHost: `localhost[127.0.0.1]:${port}`,
+      tlsPolicy: "off",
+    }),
     connect: createNodeConnect({ onWrite: (w) => writes.push(w) }),
   });
   const body = (id: string) => Buffer.from(`Subject: ${id}\r\n\r\nbody of ${id}\r\n`);
@@ -379,10 +405,17 @@ describe("a cached connection against smtp-server", () => {
     const session = new CachedSmtpSession(target(server.port, writes));
     const first = await session.send([message("a", ["a@x.test"], body("a"))], open);
     await new Promise((r) => setTimeout(r, 50));
-    const second = await session.send([message("b", ["b@x.test"], body("b")), message("c", ["c@x.test"], body("c"))], open);
+    const second = await session.send(
+      [message("b", ["b@x.test"], body("b")), message("c", ["c@x.test"], body("c"))],
+      open,
+    );
     const third = await session.send([message("d", ["d@x.test"], body("d"))], open);
-    expect([first, second, third].map((b) => [b.open, b.staleCache, b.transactions.map((t) => t.recipients[0]!.status)])).toEqual([
-      [true, false, ["delivered"]], [true, false, ["delivered", "delivered"]], [true, false, ["delivered"]],
+    expect(
+      [first, second, third].map((b) => [b.open, b.staleCache, b.transactions.map((t) => t.recipients[0]!.status)]),
+    ).toEqual([
+      [true, false, ["delivered"]],
+      [true, false, ["delivered", "delivered"]],
+      [true, false, ["delivered"]],
     ]);
     await session.close();
     expect(session.open).toBe(false);

@@ -20,7 +20,10 @@ afterEach(async () => {
 });
 
 /** Starts a raw TCP server whose behaviour the test scripts line by line. */
-async function startRawServer(onLine: (line: string, socket: net.Socket) => void, greeting: string | null): Promise<number> {
+async function startRawServer(
+  onLine: (line: string, socket: net.Socket) => void,
+  greeting: string | null,
+): Promise<number> {
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     sockets.add(socket);
@@ -57,7 +60,11 @@ const msg: MessageEnvelope = {
 };
 
 /** Delivers `msg` to 127.0.0.1:port with short timeouts. */
-function deliver(port: number, extra: Partial<SmtpDeliveryRequest> = {}, config: Partial<SessionConfigInput> = {}): Promise<SessionOutcome> {
+function deliver(
+  port: number,
+  extra: Partial<SmtpDeliveryRequest> = {},
+  config: Partial<SessionConfigInput> = {},
+): Promise<SessionOutcome> {
   return deliverSession({
     hostname: "127.0.0.1",
     port,
@@ -89,16 +96,32 @@ describe("socket adapter", () => {
     const started = Date.now();
     const outcome = await deliver(port);
     expect(Date.now() - started).toBeLessThan(2000);
-    expect(outcome.siteFailure?.reason).toBe("conversation with test-server timed out while receiving the initial server greeting");
+    expect(outcome.siteFailure?.reason).toBe(
+      "conversation with test-server timed out while receiving the initial server greeting",
+    );
     expect(outcome.transactions[0]?.recipients[0]?.status).toBe("deferred");
   });
 
   it("times out a step whose timeout is shorter than the ones before it (the one timer is armed again)", async () => {
     // Greeting, EHLO, MAIL, RCPT and DATA answer at once under long timeouts; the reply to the
     // final dot never comes, and only that step's timeout is short.
-    const port = await startRawServer((line, socket) => { if (line !== ".") basicServer(line, socket); }, "220 test\r\n");
+    const port = await startRawServer((line, socket) => {
+      if (line !== ".") basicServer(line, socket);
+    }, "220 test\r\n");
     const started = Date.now();
-    const outcome = await deliver(port, {}, { timeouts: { heloTimeoutSec: 300, connectTimeoutSec: 300, mailTimeoutSec: 300, rcptTimeoutSec: 300, dataDoneTimeoutSec: 0.2 } });
+    const outcome = await deliver(
+      port,
+      {},
+      {
+        timeouts: {
+          heloTimeoutSec: 300,
+          connectTimeoutSec: 300,
+          mailTimeoutSec: 300,
+          rcptTimeoutSec: 300,
+          dataDoneTimeoutSec: 0.2,
+        },
+      },
+    );
     expect(Date.now() - started).toBeLessThan(2000);
     expect(outcome.siteFailure?.reason).toMatch(/timed out while sending end of data/);
     expect(outcome.transactions[0]?.recipients[0]?.status).toBe("deferred");
@@ -133,7 +156,9 @@ describe("socket adapter", () => {
   it("treats the server closing after the greeting as a lost connection", async () => {
     const port = await startRawServer((line, socket) => socket.destroy(), "220 hi\r\n");
     const outcome = await deliver(port);
-    expect(outcome.siteFailure?.reason).toContain("lost connection with test-server while performing the EHLO handshake");
+    expect(outcome.siteFailure?.reason).toContain(
+      "lost connection with test-server while performing the EHLO handshake",
+    );
   });
 
   it("refuses plaintext data that follows the STARTTLS reply (command injection)", async () => {
@@ -155,7 +180,11 @@ describe("socket adapter", () => {
         },
       });
     const outcome = await deliver(port, { openBody: broken });
-    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({ status: "deferred", enhanced: "4.3.0", source: "local" });
+    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({
+      status: "deferred",
+      enhanced: "4.3.0",
+      source: "local",
+    });
     expect(outcome.transactions[0]?.recipients[0]?.text).toContain("R2 read failed");
     expect(outcome.siteFailure).toBeNull();
   });

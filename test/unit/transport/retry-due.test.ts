@@ -9,12 +9,14 @@ describe("retryDueMs", () => {
   });
 
   it("is never earlier than the configured back-off after the attempt, nor than the core's own time (property)", () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 2e12 }), fc.integer({ min: 1, max: 86_400 }), (nowMs, delaySec) => {
-      const now = Math.floor(nowMs / 1000);
-      const due = retryDueMs(now + delaySec, now, nowMs);
-      expect(due - nowMs).toBeGreaterThanOrEqual(delaySec * 1000);
-      expect(due - nowMs).toBeLessThan(delaySec * 1000 + 1);
-      expect(due).toBeGreaterThanOrEqual((now + delaySec) * 1000);
-    }));
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 2e12 }), fc.integer({ min: 1, max: 86_400 }), (nowMs, delaySec) => {
+        const now = Math.floor(nowMs / 1000);
+        const due = retryDueMs(now + delaySec, now, nowMs);
+        expect(due - nowMs).toBeGreaterThanOrEqual(delaySec * 1000);
+        expect(due - nowMs).toBeLessThan(delaySec * 1000 + 1);
+        expect(due).toBeGreaterThanOrEqual((now + delaySec) * 1000);
+      }),
+    );
   });
 });

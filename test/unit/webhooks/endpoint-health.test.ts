@@ -13,7 +13,13 @@ import {
 } from "../../../worker/webhooks/core/endpoint-health";
 
 const NOW = 1_700_000_000_000;
-const cfg: HealthConfig = { ...DEFAULT_HEALTH_CONFIG, initialWindow: 2, maxWindow: 4, minDeadMs: 1_000, maxDeadMs: 8_000 };
+const cfg: HealthConfig = {
+  ...DEFAULT_HEALTH_CONFIG,
+  initialWindow: 2,
+  maxWindow: 4,
+  minDeadMs: 1_000,
+  maxDeadMs: 8_000,
+};
 
 /** Takes n slots, asserting each is granted. */
 function take(state: EndpointHealth, n: number, nowMs = NOW): EndpointHealth {
@@ -108,7 +114,8 @@ describe("dead endpoint", () => {
 });
 
 describe("endpoint health: invariants under random outcomes", () => {
-  type Step = { kind: "acquire" } | { kind: "ok" } | { kind: "fail"; throttleMs: number | null } | { kind: "tick"; ms: number };
+  type Step =
+    { kind: "acquire" } | { kind: "ok" } | { kind: "fail"; throttleMs: number | null } | { kind: "tick"; ms: number };
   const step: fc.Arbitrary<Step> = fc.oneof(
     fc.constant<Step>({ kind: "acquire" }),
     fc.constant<Step>({ kind: "ok" }),
@@ -131,7 +138,10 @@ describe("endpoint health: invariants under random outcomes", () => {
             }
             s = r.state;
           } else if (s.inflight > 0) {
-            s = st.kind === "ok" ? onDeliverySuccess(s, cfg) : onDeliveryFailure(s, now, cfg, st.throttleMs === null ? undefined : now + st.throttleMs);
+            s =
+              st.kind === "ok"
+                ? onDeliverySuccess(s, cfg)
+                : onDeliveryFailure(s, now, cfg, st.throttleMs === null ? undefined : now + st.throttleMs);
           }
           expect(s.window).toBeGreaterThanOrEqual(1);
           expect(s.window).toBeLessThanOrEqual(cfg.maxWindow);

@@ -32,7 +32,9 @@ describe("worker/webhooks/core stays pure", () => {
   });
 
   it.each(checked)("%s uses no Workers API, clock, randomness, timers, console or network", (file) => {
-    const text = readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "");
+    const text = readFileSync(file, "utf8")
+      .replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/\/\/.*$/gm, "");
     expect(FORBIDDEN.filter(({ re }) => re.test(text)).map(({ name }) => name)).toEqual([]);
   });
 

@@ -75,8 +75,16 @@ describe("decideAfterAttempt: status handling", () => {
     { name: "502 retries", outcome: status(502), want: "retry" },
     { name: "network error retries", outcome: { kind: "network-error", message: "ECONNREFUSED" }, want: "retry" },
     { name: "timeout retries", outcome: { kind: "timeout" }, want: "retry" },
-    { name: "abort-message header dead-letters", outcome: status(400, undefined, "abort-message"), want: "dead-letter" },
-    { name: "abort-message on a 2xx is still delivered", outcome: status(200, undefined, "abort-message"), want: "delivered" },
+    {
+      name: "abort-message header dead-letters",
+      outcome: status(400, undefined, "abort-message"),
+      want: "dead-letter",
+    },
+    {
+      name: "abort-message on a 2xx is still delivered",
+      outcome: status(200, undefined, "abort-message"),
+      want: "delivered",
+    },
   ])("$name", ({ outcome, want }) => {
     expect(decideAfterAttempt({ attempt: 1, outcome, nowMs: NOW }).kind).toBe(want);
   });
@@ -89,13 +97,43 @@ describe("decideAfterAttempt: status handling", () => {
 
 describe("Retry-After", () => {
   it.each([
-    { name: "429 with a long delta wins over the schedule", outcome: status(429, "120"), attempt: 1, wantAt: NOW + 120 * S },
-    { name: "503 with a long delta wins over the schedule", outcome: status(503, "600"), attempt: 1, wantAt: NOW + 600 * S },
+    {
+      name: "429 with a long delta wins over the schedule",
+      outcome: status(429, "120"),
+      attempt: 1,
+      wantAt: NOW + 120 * S,
+    },
+    {
+      name: "503 with a long delta wins over the schedule",
+      outcome: status(503, "600"),
+      attempt: 1,
+      wantAt: NOW + 600 * S,
+    },
     { name: "429 with a short delta keeps the schedule", outcome: status(429, "1"), attempt: 2, wantAt: NOW + 5 * MIN },
-    { name: "429 with an HTTP-date", outcome: status(429, "Tue, 14 Nov 2023 23:13:20 GMT"), attempt: 1, wantAt: NOW + H },
-    { name: "503 with a date in the past keeps the schedule", outcome: status(503, "Tue, 14 Nov 2023 20:00:00 GMT"), attempt: 1, wantAt: NOW + 5 * S },
-    { name: "429 with a huge delta is capped at 24 h", outcome: status(429, "999999999"), attempt: 1, wantAt: NOW + 24 * H },
-    { name: "429 with an absurd delta is capped at 24 h", outcome: status(429, "99999999999999999999999"), attempt: 1, wantAt: NOW + 24 * H },
+    {
+      name: "429 with an HTTP-date",
+      outcome: status(429, "Tue, 14 Nov 2023 23:13:20 GMT"),
+      attempt: 1,
+      wantAt: NOW + H,
+    },
+    {
+      name: "503 with a date in the past keeps the schedule",
+      outcome: status(503, "Tue, 14 Nov 2023 20:00:00 GMT"),
+      attempt: 1,
+      wantAt: NOW + 5 * S,
+    },
+    {
+      name: "429 with a huge delta is capped at 24 h",
+      outcome: status(429, "999999999"),
+      attempt: 1,
+      wantAt: NOW + 24 * H,
+    },
+    {
+      name: "429 with an absurd delta is capped at 24 h",
+      outcome: status(429, "99999999999999999999999"),
+      attempt: 1,
+      wantAt: NOW + 24 * H,
+    },
     { name: "500 ignores Retry-After", outcome: status(500, "3600"), attempt: 1, wantAt: NOW + 5 * S },
     { name: "502 ignores Retry-After", outcome: status(502, "3600"), attempt: 1, wantAt: NOW + 5 * S },
     { name: "garbage Retry-After is ignored", outcome: status(429, "soon"), attempt: 1, wantAt: NOW + 5 * S },
@@ -126,7 +164,10 @@ describe("Retry-After", () => {
 
 describe("retry decisions: properties", () => {
   const outcomes = fc.oneof(
-    fc.integer({ min: 300, max: 599 }).filter((s) => s !== 410).map((s) => status(s)),
+    fc
+      .integer({ min: 300, max: 599 })
+      .filter((s) => s !== 410)
+      .map((s) => status(s)),
     fc.constant<HttpOutcome>({ kind: "timeout" }),
     fc.constant<HttpOutcome>({ kind: "network-error" }),
     fc.tuple(fc.constantFrom(429, 503), fc.nat({ max: 10 ** 9 })).map(([s, ra]) => status(s, String(ra))),

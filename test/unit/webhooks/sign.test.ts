@@ -13,11 +13,19 @@ import {
 const nowSec = () => Math.floor(Date.now() / 1000);
 const secretA = generateWebhookSecret((n) => new Uint8Array(randomBytes(n)));
 const secretB = generateWebhookSecret((n) => new Uint8Array(randomBytes(n)), 48);
-const BODY = JSON.stringify({ type: "email.delivered", created_at: "2026-11-22T11:40:00.000Z", data: { email_id: "e1", to: ["ü@example.net"] } });
+const BODY = JSON.stringify({
+  type: "email.delivered",
+  created_at: "2026-11-22T11:40:00.000Z",
+  data: { email_id: "e1", to: ["ü@example.net"] },
+});
 
 /** The svix-* headers renamed to the Standard Webhooks names, as a Svix/Resend receiver reads them. */
 function svixAsStandard(h: WebhookHeaders): Record<string, string> {
-  return { "webhook-id": h["svix-id"], "webhook-timestamp": h["svix-timestamp"], "webhook-signature": h["svix-signature"] };
+  return {
+    "webhook-id": h["svix-id"],
+    "webhook-timestamp": h["svix-timestamp"],
+    "webhook-signature": h["svix-signature"],
+  };
 }
 
 /** Verifies with the independent standardwebhooks package; returns the error name or "ok". */
@@ -32,7 +40,12 @@ function verify(secret: string, body: string, headers: Record<string, string>): 
 
 describe("signWebhook verified by the standardwebhooks package", () => {
   it("verifies through the webhook-* headers and the svix-* headers", async () => {
-    const h = await signWebhook({ id: "evt_0123456789abcdef0123456789abcdef", timestampSec: nowSec(), body: BODY, secrets: [secretA] });
+    const h = await signWebhook({
+      id: "evt_0123456789abcdef0123456789abcdef",
+      timestampSec: nowSec(),
+      body: BODY,
+      secrets: [secretA],
+    });
     expect(verify(secretA, BODY, { ...h })).toBe("ok");
     expect(verify(secretA, BODY, svixAsStandard(h))).toBe("ok");
     expect(h["svix-signature"]).toBe(h["webhook-signature"]);
@@ -41,7 +54,12 @@ describe("signWebhook verified by the standardwebhooks package", () => {
   });
 
   it("carries one signature per secret during rotation, and each secret alone verifies", async () => {
-    const h = await signWebhook({ id: "evt_rotation", timestampSec: nowSec(), body: BODY, secrets: [secretA, secretB] });
+    const h = await signWebhook({
+      id: "evt_rotation",
+      timestampSec: nowSec(),
+      body: BODY,
+      secrets: [secretA, secretB],
+    });
     const parts = h["webhook-signature"].split(" ");
     expect(parts).toHaveLength(2);
     for (const p of parts) expect(p).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
@@ -51,11 +69,31 @@ describe("signWebhook verified by the standardwebhooks package", () => {
   });
 
   it.each([
-    { name: "a tampered body", body: BODY.replace("delivered", "bounced"), secret: () => secretA, mutate: (h: WebhookHeaders) => ({ ...h }) },
+    {
+      name: "a tampered body",
+      body: BODY.replace("delivered", "bounced"),
+      secret: () => secretA,
+      mutate: (h: WebhookHeaders) => ({ ...h }),
+    },
     { name: "one byte appended", body: `${BODY} `, secret: () => secretA, mutate: (h: WebhookHeaders) => ({ ...h }) },
-    { name: "a different id", body: BODY, secret: () => secretA, mutate: (h: WebhookHeaders) => ({ ...h, "webhook-id": "evt_other" }) },
-    { name: "a shifted timestamp", body: BODY, secret: () => secretA, mutate: (h: WebhookHeaders) => ({ ...h, "webhook-timestamp": String(Number(h["webhook-timestamp"]) - 1) }) },
-    { name: "an unknown secret", body: BODY, secret: () => generateWebhookSecret((n) => new Uint8Array(randomBytes(n))), mutate: (h: WebhookHeaders) => ({ ...h }) },
+    {
+      name: "a different id",
+      body: BODY,
+      secret: () => secretA,
+      mutate: (h: WebhookHeaders) => ({ ...h, "webhook-id": "evt_other" }),
+    },
+    {
+      name: "a shifted timestamp",
+      body: BODY,
+      secret: () => secretA,
+      mutate: (h: WebhookHeaders) => ({ ...h, "webhook-timestamp": String(Number(h["webhook-timestamp"]) - 1) }),
+    },
+    {
+      name: "an unknown secret",
+      body: BODY,
+      secret: () => generateWebhookSecret((n) => new Uint8Array(randomBytes(n))),
+      mutate: (h: WebhookHeaders) => ({ ...h }),
+    },
   ])("fails verification with $name", async ({ body, secret, mutate }) => {
     const h = await signWebhook({ id: "evt_tamper", timestampSec: nowSec(), body: BODY, secrets: [secretA] });
     expect(verify(secret(), body, mutate(h))).toBe("No matching signature found");
@@ -63,8 +101,18 @@ describe("signWebhook verified by the standardwebhooks package", () => {
 
   it("signs the exact bytes of a byte body", async () => {
     const bytes = new TextEncoder().encode(BODY);
-    const fromBytes = await signWebhook({ id: "evt_bytes", timestampSec: 1_700_000_000, body: bytes, secrets: [secretA] });
-    const fromString = await signWebhook({ id: "evt_bytes", timestampSec: 1_700_000_000, body: BODY, secrets: [secretA] });
+    const fromBytes = await signWebhook({
+      id: "evt_bytes",
+      timestampSec: 1_700_000_000,
+      body: bytes,
+      secrets: [secretA],
+    });
+    const fromString = await signWebhook({
+      id: "evt_bytes",
+      timestampSec: 1_700_000_000,
+      body: BODY,
+      secrets: [secretA],
+    });
     expect(fromBytes["webhook-signature"]).toBe(fromString["webhook-signature"]);
   });
 

@@ -2,20 +2,55 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_HEALTH_CONFIG } from "../../../worker/webhooks/core/endpoint-health";
 import { DEFAULT_EVENT_CONFIG } from "../../../worker/webhooks/core/events";
 import { DEFAULT_RETRY_CONFIG, WEBHOOK_RETRY_DELAYS_MS } from "../../../worker/webhooks/core/retry";
-import { suppressionFor, suppressionScopes, SUPPRESSION_TTL_MS } from "../../../worker/webhooks/core/suppression-policy";
+import {
+  suppressionFor,
+  suppressionScopes,
+  SUPPRESSION_TTL_MS,
+} from "../../../worker/webhooks/core/suppression-policy";
 import { parseWebhookConfig, WEBHOOK_TIMEOUT_MS } from "../../../worker/webhooks/core/webhook-config";
-import { delaySecondsFor, isWebhookJob, JOB_BODY_LIMIT_BYTES, makeJob, MAX_DELAY_SECONDS } from "../../../worker/webhooks/jobs";
+import {
+  delaySecondsFor,
+  isWebhookJob,
+  JOB_BODY_LIMIT_BYTES,
+  makeJob,
+  MAX_DELAY_SECONDS,
+} from "../../../worker/webhooks/jobs";
 
 const NOW = 1_700_000_000_000;
 const DAY = 86_400_000;
 
 describe("suppressionFor", () => {
   it.each([
-    { name: "invalid recipient: 30 days", type: "email.bounced", cls: "invalid_recipient", want: { reason: "bounce:invalid_recipient", expiresAtMs: NOW + 30 * DAY } },
-    { name: "bad domain: 7 days", type: "email.bounced", cls: "bad_domain", want: { reason: "bounce:bad_domain", expiresAtMs: NOW + 7 * DAY } },
-    { name: "mailbox full: 1 day", type: "email.bounced", cls: "mailbox_full", want: { reason: "bounce:mailbox_full", expiresAtMs: NOW + DAY } },
-    { name: "unclassified 5xx: 7 days", type: "email.bounced", cls: null, want: { reason: "bounce:unknown", expiresAtMs: NOW + 7 * DAY } },
-    { name: "complaint: forever", type: "email.complained", cls: null, want: { reason: "complaint", expiresAtMs: null } },
+    {
+      name: "invalid recipient: 30 days",
+      type: "email.bounced",
+      cls: "invalid_recipient",
+      want: { reason: "bounce:invalid_recipient", expiresAtMs: NOW + 30 * DAY },
+    },
+    {
+      name: "bad domain: 7 days",
+      type: "email.bounced",
+      cls: "bad_domain",
+      want: { reason: "bounce:bad_domain", expiresAtMs: NOW + 7 * DAY },
+    },
+    {
+      name: "mailbox full: 1 day",
+      type: "email.bounced",
+      cls: "mailbox_full",
+      want: { reason: "bounce:mailbox_full", expiresAtMs: NOW + DAY },
+    },
+    {
+      name: "unclassified 5xx: 7 days",
+      type: "email.bounced",
+      cls: null,
+      want: { reason: "bounce:unknown", expiresAtMs: NOW + 7 * DAY },
+    },
+    {
+      name: "complaint: forever",
+      type: "email.complained",
+      cls: null,
+      want: { reason: "complaint", expiresAtMs: null },
+    },
     { name: "policy bounce: not the address's fault", type: "email.bounced", cls: "policy", want: null },
     { name: "spam block: not the address's fault", type: "email.bounced", cls: "spam_block", want: null },
     { name: "expiry is no hard bounce", type: "email.failed", cls: "expired", want: null },
@@ -26,8 +61,24 @@ describe("suppressionFor", () => {
   });
 
   it("an unsubscribe suppresses bulk mail until removed, only its topic's when the email had one", () => {
-    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "Ann@Example.NET", classification: null, unsubscribe: { topic: null } } }, NOW)).toEqual({ address: "ann@example.net", scope: "bulk", reason: "unsubscribe", expiresAtMs: null });
-    expect(suppressionFor({ type: "email.unsubscribed", data: { recipient: "ann@example.net", classification: null, unsubscribe: { topic: "news" } } }, NOW)).toEqual({ address: "ann@example.net", scope: "bulk:news", reason: "unsubscribe:news", expiresAtMs: null });
+    expect(
+      suppressionFor(
+        {
+          type: "email.unsubscribed",
+          data: { recipient: "Ann@Example.NET", classification: null, unsubscribe: { topic: null } },
+        },
+        NOW,
+      ),
+    ).toEqual({ address: "ann@example.net", scope: "bulk", reason: "unsubscribe", expiresAtMs: null });
+    expect(
+      suppressionFor(
+        {
+          type: "email.unsubscribed",
+          data: { recipient: "ann@example.net", classification: null, unsubscribe: { topic: "news" } },
+        },
+        NOW,
+      ),
+    ).toEqual({ address: "ann@example.net", scope: "bulk:news", reason: "unsubscribe:news", expiresAtMs: null });
   });
 
   it("holds back transactional mail by '' entries only, bulk mail also by 'bulk', a topic's also by its own", () => {
@@ -35,7 +86,11 @@ describe("suppressionFor", () => {
     expect(suppressionScopes({ topic: null })).toEqual(["", "bulk"]);
     expect(suppressionScopes({ topic: "news" })).toEqual(["", "bulk", "bulk:news"]);
     // Every entry an event writes is held by exactly the emails it should hold.
-    const scopeOf = (topic: string | null) => suppressionFor({ type: "email.unsubscribed", data: { recipient: "a@b.c", classification: null, unsubscribe: { topic } } }, NOW)!.scope;
+    const scopeOf = (topic: string | null) =>
+      suppressionFor(
+        { type: "email.unsubscribed", data: { recipient: "a@b.c", classification: null, unsubscribe: { topic } } },
+        NOW,
+      )!.scope;
     expect(suppressionScopes(undefined)).not.toContain(scopeOf(null));
     expect(suppressionScopes({ topic: "other" })).not.toContain(scopeOf("news"));
     expect(suppressionScopes({ topic: null })).not.toContain(scopeOf("news"));
@@ -44,7 +99,8 @@ describe("suppressionFor", () => {
   });
 
   it("keeps complaints forever and every other entry finite", () => {
-    for (const [category, ttl] of Object.entries(SUPPRESSION_TTL_MS)) expect(ttl === null, category).toBe(category === "complaint");
+    for (const [category, ttl] of Object.entries(SUPPRESSION_TTL_MS))
+      expect(ttl === null, category).toBe(category === "complaint");
   });
 });
 
@@ -59,7 +115,12 @@ describe("parseWebhookConfig", () => {
   });
 
   it("scales the retry schedule and dead periods, and reads the delay-notice vars", () => {
-    const cfg = parseWebhookConfig({ WEBHOOK_RETRY_SCALE: "0.001", WEBHOOK_DELAYED_EVERY_NTH: "3", WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS: "600", WEBHOOK_TIMEOUT_MS: "5000" });
+    const cfg = parseWebhookConfig({
+      WEBHOOK_RETRY_SCALE: "0.001",
+      WEBHOOK_DELAYED_EVERY_NTH: "3",
+      WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS: "600",
+      WEBHOOK_TIMEOUT_MS: "5000",
+    });
     expect(cfg.retry.delaysMs).toEqual(WEBHOOK_RETRY_DELAYS_MS.map((d) => d / 1000));
     expect(cfg.health).toMatchObject({ minDeadMs: 60, maxDeadMs: 3600 });
     expect(cfg.events).toEqual({ delayedEveryNth: 3, delayedMinIntervalMs: 600_000 });
@@ -84,8 +145,20 @@ describe("parseWebhookConfig", () => {
 describe("webhook jobs", () => {
   it("carries the body when it fits, and leaves it to D1 when it does not", () => {
     const small = makeJob("acme", "ep1", { id: "evt_1", type: "email.sent", body: "{}" });
-    expect(small).toEqual({ v: 1, tenant: "acme", endpointId: "ep1", eventId: "evt_1", type: "email.sent", attempt: 1, body: "{}" });
-    const big = makeJob("acme", "ep1", { id: "evt_1", type: "email.sent", body: "é".repeat(JOB_BODY_LIMIT_BYTES / 2 + 1) });
+    expect(small).toEqual({
+      v: 1,
+      tenant: "acme",
+      endpointId: "ep1",
+      eventId: "evt_1",
+      type: "email.sent",
+      attempt: 1,
+      body: "{}",
+    });
+    const big = makeJob("acme", "ep1", {
+      id: "evt_1",
+      type: "email.sent",
+      body: "é".repeat(JOB_BODY_LIMIT_BYTES / 2 + 1),
+    });
     expect(big.body).toBeUndefined();
     expect(isWebhookJob(small) && isWebhookJob(big)).toBe(true);
   });

@@ -59,7 +59,10 @@ function stateOf(env: object): NonNullable<typeof current> {
   const limit = settingsOf(env).acceptConcurrency;
   if (current?.limit !== limit) {
     const perKey = Math.max(1, limit - Math.max(1, Math.floor(limit / 4)));
-    current = { limit, gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS, activeMs: SENDING_MS, staleMs: 1000 }, Date.now) };
+    current = {
+      limit,
+      gate: new Gate({ limit, perKey, maxHoldMs: MAX_HOLD_MS, activeMs: SENDING_MS, staleMs: 1000 }, Date.now),
+    };
   }
   return current;
 }
@@ -99,9 +102,19 @@ export function acceptGate(): MiddlewareHandler<AppEnv> {
     if (release === null) {
       const share = gate.share(tenant);
       const mine = gate.held(tenant) >= share;
-      const why = mine ? `this tenant has ${share} send requests in progress, its share of ${gate.opts.limit} while ${gate.sending()} tenants are sending` : `${gate.opts.limit} send requests are in progress`;
+      const why = mine
+        ? `this tenant has ${share} send requests in progress, its share of ${gate.opts.limit} while ${gate.sending()} tenants are sending`
+        : `${gate.opts.limit} send requests are in progress`;
       const waited = waitMs > 0 ? ` and no slot freed within ${waitMs} ms` : "";
-      return c.json(toErrorBody(429, "rate_limit_exceeded", `The relay is accepting as fast as it can (${why}${waited}). Nothing was queued: send the request again after Retry-After seconds, with the same Idempotency-Key.`), 429, { "Retry-After": "1" });
+      return c.json(
+        toErrorBody(
+          429,
+          "rate_limit_exceeded",
+          `The relay is accepting as fast as it can (${why}${waited}). Nothing was queued: send the request again after Retry-After seconds, with the same Idempotency-Key.`,
+        ),
+        429,
+        { "Retry-After": "1" },
+      );
     }
     try {
       await next();

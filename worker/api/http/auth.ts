@@ -28,7 +28,11 @@ export function requireApiKey(): MiddlewareHandler<{ Bindings: Env; Variables: {
   return async (c, next) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "");
     if (!m) {
-      throw new ApiError(401, "missing_api_key", "Missing API key in the authorization header. Include the following header in the request: Authorization: Bearer YOUR_API_KEY");
+      throw new ApiError(
+        401,
+        "missing_api_key",
+        "Missing API key in the authorization header. Include the following header in the request: Authorization: Bearer YOUR_API_KEY",
+      );
     }
     const sending = SEND_ONLY.has(`${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`);
     // On the send endpoints the same query brings the tenant's verified domains (domains/sender.ts).

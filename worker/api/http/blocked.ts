@@ -31,13 +31,30 @@ export interface Waiting {
 export function blockedLabel(b: WaitReason): Waiting {
   const at = (s: number | null) => (s && s > 0 ? s * 1000 : null);
   switch (b.kind) {
-    case "concurrency": return { blocked_by: "window_full", blocked_until: null };
-    case "destination_dead": return { blocked_by: "destination_dead", blocked_until: at(b.until) };
-    case "rate_delay": return { blocked_by: "rate_delay", blocked_until: at(b.until) };
+    case "concurrency":
+      return { blocked_by: "window_full", blocked_until: null };
+    case "destination_dead":
+      return { blocked_by: "destination_dead", blocked_until: at(b.until) };
+    case "rate_delay":
+      return { blocked_by: "rate_delay", blocked_until: at(b.until) };
     case "policy":
-      return { blocked_by: b.reason === "suspended" ? b.label ?? "suspended" : b.reason === "rate" ? b.label ?? "rate_limit" : b.reason === "interval" ? "connect_interval" : b.reason === "cap" ? b.label ?? "cap_reached" : "policy_concurrency", blocked_until: at(b.until) };
-    case "transport_dead": return { blocked_by: "transport_dead", blocked_until: at(b.until) };
-    default: return { blocked_by: b.kind, blocked_until: null };
+      return {
+        blocked_by:
+          b.reason === "suspended"
+            ? (b.label ?? "suspended")
+            : b.reason === "rate"
+              ? (b.label ?? "rate_limit")
+              : b.reason === "interval"
+                ? "connect_interval"
+                : b.reason === "cap"
+                  ? (b.label ?? "cap_reached")
+                  : "policy_concurrency",
+        blocked_until: at(b.until),
+      };
+    case "transport_dead":
+      return { blocked_by: "transport_dead", blocked_until: at(b.until) };
+    default:
+      return { blocked_by: b.kind, blocked_until: null };
   }
 }
 
@@ -55,15 +72,21 @@ export async function explainWaiting(env: Env, view: MessageView): Promise<Map<s
   }
   // Every Transport DO of the transports involved (a transport's shards, TRANSPORT_SHARDS).
   const shards = settingsOf(env).transportShards;
-  const transports = [...new Set(waiting.map((r) => r.transport).filter((t): t is string => t !== null))].flatMap((t) => schedulerNames(t, shards));
-  await Promise.all(transports.map(async (t) => {
-    try {
-      for (const x of await env.TRANSPORT_QUEUE.getByName(t).explain(view.id)) {
-        for (const r of x.rcpts) out.set(r.address.toLowerCase(), blockedLabel(x.blockedBy));
+  const transports = [...new Set(waiting.map((r) => r.transport).filter((t): t is string => t !== null))].flatMap((t) =>
+    schedulerNames(t, shards),
+  );
+  await Promise.all(
+    transports.map(async (t) => {
+      try {
+        for (const x of await env.TRANSPORT_QUEUE.getByName(t).explain(view.id)) {
+          for (const r of x.rcpts) out.set(r.address.toLowerCase(), blockedLabel(x.blockedBy));
+        }
+      } catch (e) {
+        console.error(
+          JSON.stringify({ error: "explain failed", transport: t, detail: e instanceof Error ? e.message : String(e) }),
+        );
       }
-    } catch (e) {
-      console.error(JSON.stringify({ error: "explain failed", transport: t, detail: e instanceof Error ? e.message : String(e) }));
-    }
-  }));
+    }),
+  );
   return out;
 }

@@ -52,7 +52,10 @@ export async function readBody(c: Context, maxBytes: number): Promise<ArrayBuffe
   }
   const out = new Uint8Array(size);
   let at = 0;
-  for (const p of parts) { out.set(p, at); at += p.byteLength; }
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
   return out.buffer;
 }
 
@@ -60,14 +63,19 @@ function parseJsonText(raw: string): unknown {
   try {
     return JSON.parse(raw);
   } catch (e) {
-    throw new ApiError(400, "validation_error", `The request body is not valid JSON: ${e instanceof Error ? e.message : "parse error"}.`);
+    throw new ApiError(
+      400,
+      "validation_error",
+      `The request body is not valid JSON: ${e instanceof Error ? e.message : "parse error"}.`,
+    );
   }
 }
 
 /** Reads and parses a JSON body of at most `maxBytes`. */
 export async function readJson(c: Context, maxBytes: number): Promise<{ raw: string; value: unknown }> {
   const raw = new TextDecoder().decode(await readBody(c, maxBytes));
-  if (raw.trim() === "") throw new ApiError(400, "validation_error", "The request body is empty; expected a JSON object.");
+  if (raw.trim() === "")
+    throw new ApiError(400, "validation_error", "The request body is empty; expected a JSON object.");
   return { raw, value: parseJsonText(raw) };
 }
 

@@ -11,7 +11,11 @@ import type { MessageView } from "../../model/message";
 import { iso, lastEventOf } from "../../model/status";
 
 /** The GET /emails/:id body; `waiting` (by lower-cased address) says why waiting recipients wait. */
-export function emailObject(v: MessageView, nowMs: number, waiting: Map<string, { blocked_by: string; blocked_until: number | null }> = new Map()) {
+export function emailObject(
+  v: MessageView,
+  nowMs: number,
+  waiting: Map<string, { blocked_by: string; blocked_until: number | null }> = new Map(),
+) {
   const s = v.summary;
   const scheduled = v.scheduled_at !== null && v.scheduled_at > nowMs;
   return {
@@ -29,7 +33,11 @@ export function emailObject(v: MessageView, nowMs: number, waiting: Map<string, 
     message_id: s.message_id,
     created_at: iso(v.created_at),
     scheduled_at: iso(v.scheduled_at),
-    last_event: lastEventOf(v.recipients.map((r) => r.status), scheduled, v.complained === true),
+    last_event: lastEventOf(
+      v.recipients.map((r) => r.status),
+      scheduled,
+      v.complained === true,
+    ),
     warnings: s.warnings ?? [],
     recipients: v.recipients.map((r) => ({
       email: r.email,

@@ -5,8 +5,19 @@
 import { z } from "zod";
 import { METRICS } from "../../metrics/core/metrics";
 
-const list = <T extends z.ZodType<unknown,
-string>>(item: T) => z.string().optional().transform((s) => (s ? s.split(",").map((x) => x.trim()).filter(Boolean) : undefined)).pipe(z.array(item).optional());
+const list = <T extends z.ZodType<unknown, string>>(item: T) =>
+  z
+    .string()
+    .optional()
+    .transform((s) =>
+      s
+        ? s
+            .split(",")
+            .map((x) => x.trim())
+            .filter(Boolean)
+        : undefined,
+    )
+    .pipe(z.array(item).optional());
 
 /** GET /emails/metrics query. */
 export const MetricsQuerySchema = z.object({

@@ -44,7 +44,11 @@ export async function scopeOf(c: Context<AppEnv>, cache: RoleCache): Promise<str
 export function requireOperator(cache: RoleCache): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     if ((await roleOf(c, cache)) !== "operator") {
-      throw new ApiError(403, "restricted_api_key", "This API key is restricted to its tenant's mail; the admin API needs an operator key (npm run key:create -- --operator).");
+      throw new ApiError(
+        403,
+        "restricted_api_key",
+        "This API key is restricted to its tenant's mail; the admin API needs an operator key (npm run key:create -- --operator).",
+      );
     }
     await next();
   };

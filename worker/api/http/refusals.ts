@@ -31,10 +31,19 @@ function flush(env: Env, nowMs: number): Promise<void> | null {
     return { reason, status: Number(status), n };
   });
   pending.clear();
-  return env.DB.prepare(`INSERT INTO accept_refusals (day, reason, status, n)
+  return env.DB.prepare(
+    `INSERT INTO accept_refusals (day, reason, status, n)
       SELECT ?1, json_extract(value, '$.reason'), json_extract(value, '$.status'), json_extract(value, '$.n') FROM json_each(?2) WHERE true
-      ON CONFLICT (day, reason, status) DO UPDATE SET n = n + excluded.n`).bind(day, JSON.stringify(rows)).run().then(() => undefined)
-    .catch((e: unknown) => console.error(JSON.stringify({ error: "accept refusals not counted", detail: e instanceof Error ? e.message : String(e) })));
+      ON CONFLICT (day, reason, status) DO UPDATE SET n = n + excluded.n`,
+  )
+    .bind(day, JSON.stringify(rows))
+    .run()
+    .then(() => undefined)
+    .catch((e: unknown) =>
+      console.error(
+        JSON.stringify({ error: "accept refusals not counted", detail: e instanceof Error ? e.message : String(e) }),
+      ),
+    );
 }
 
 function later(c: Parameters<MiddlewareHandler<AppEnv>>[0], p: Promise<void> | null): void {
@@ -52,7 +61,9 @@ export function countRefusals(): MiddlewareHandler<AppEnv> {
     await next();
     if (c.req.method !== "POST" || c.res.status < 400) return;
     const err = c.error as { errorName?: string } | undefined;
-    const reason = err?.errorName ?? (c.res.status === 429 ? "rate_limit_exceeded" : c.res.status === 413 ? "validation_error" : "other");
+    const reason =
+      err?.errorName ??
+      (c.res.status === 429 ? "rate_limit_exceeded" : c.res.status === 413 ? "validation_error" : "other");
     const key = `${reason}|${c.res.status}`;
     pending.set(key, (pending.get(key) ?? 0) + 1);
     later(c, flush(c.env, Date.now()));

@@ -10,7 +10,11 @@ const Variable = z.object({
   fallback_value: z.union([z.string().max(2000), z.number(), z.null()]).optional(),
 });
 const ReplyTo = z.union([z.string().min(1).max(998), z.array(z.string().min(1).max(998)).max(50)]);
-const Alias = z.string().min(1).max(100).regex(/^[A-Za-z0-9_.-]+$/, "must be letters, digits, _, . or -");
+const Alias = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9_.-]+$/, "must be letters, digits, _, . or -");
 
 /** POST /templates. */
 export const CreateTemplateSchema = z.object({
@@ -25,14 +29,18 @@ export const CreateTemplateSchema = z.object({
 });
 
 /** PATCH /templates/:id: the fields given replace the draft's (null clears an optional one). */
-export const UpdateTemplateSchema = CreateTemplateSchema.partial().extend({ name: z.string().trim().min(1).max(200).optional() });
+export const UpdateTemplateSchema = CreateTemplateSchema.partial().extend({
+  name: z.string().trim().min(1).max(200).optional(),
+});
 
 /** GET /templates and the other cursor lists: limit 1–100 (default 20), after | before. */
-export const PageQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  after: z.string().min(1).optional(),
-  before: z.string().min(1).optional(),
-}).refine((q) => !(q.after && q.before), { message: "`after` and `before` cannot be used together", path: ["after"] });
+export const PageQuerySchema = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).default(20),
+    after: z.string().min(1).optional(),
+    before: z.string().min(1).optional(),
+  })
+  .refine((q) => !(q.after && q.before), { message: "`after` and `before` cannot be used together", path: ["after"] });
 
 /** POST /topics. */
 export const CreateTopicSchema = z.object({
@@ -50,7 +58,10 @@ export const UpdateTopicSchema = z.object({
 });
 
 /** PATCH /contacts/:id_or_email/topics: the subscriptions to set. */
-export const ContactTopicsSchema = z.array(z.object({ id: z.string().min(1).max(64), subscription: z.enum(["opt_in", "opt_out"]) })).min(1).max(100);
+export const ContactTopicsSchema = z
+  .array(z.object({ id: z.string().min(1).max(64), subscription: z.enum(["opt_in", "opt_out"]) }))
+  .min(1)
+  .max(100);
 
 /** POST /relay/templates/:id/preview. */
 export const PreviewTemplateSchema = z.object({

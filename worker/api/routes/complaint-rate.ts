@@ -22,7 +22,15 @@ import { z } from "zod";
 import { type AppEnv } from "../http/context";
 import { parseInput } from "../http/body";
 import { RoleCache, scopeOf } from "../http/operator";
-import { complaintCounts, complaintRate, complaintThreshold, liftBrake, pausedUntil, sumCounts, windowStart } from "../../policy/complaint-brake";
+import {
+  complaintCounts,
+  complaintRate,
+  complaintThreshold,
+  liftBrake,
+  pausedUntil,
+  sumCounts,
+  windowStart,
+} from "../../policy/complaint-brake";
 import { ApiError } from "../../model/errors";
 
 /** The query of GET /relay/complaint-rate. */
@@ -34,12 +42,21 @@ export const ComplaintRateQuerySchema = z.object({
 const Rate = z.object({ delivered: z.number().int(), complained: z.number().int(), rate: z.number() });
 /** Its answer. */
 export const ComplaintRateBody = z.object({
-  object: z.literal("complaint_rate"), tenant: z.string(), days: z.number().int(), from: z.string(), threshold: z.number(),
+  object: z.literal("complaint_rate"),
+  tenant: z.string(),
+  days: z.number().int(),
+  from: z.string(),
+  threshold: z.number(),
   bulk_paused_until: z.string().nullable(),
-  totals: Rate, domains: z.array(Rate.extend({ domain: z.string() })),
+  totals: Rate,
+  domains: z.array(Rate.extend({ domain: z.string() })),
 });
 
-const rate = (delivered: number, complained: number) => ({ delivered, complained, rate: complaintRate(delivered, complained) });
+const rate = (delivered: number, complained: number) => ({
+  delivered,
+  complained,
+  rate: complaintRate(delivered, complained),
+});
 
 /** The route, mounted at /relay/complaint-rate. */
 export function complaintRateRoutes() {
@@ -48,19 +65,25 @@ export function complaintRateRoutes() {
   r.get("/", async (c) => {
     const q = parseInput(ComplaintRateQuerySchema, c.req.query());
     const scope = await scopeOf(c, roles);
-    const tenant = scope === null ? q.tenant ?? c.get("tenant") : c.get("tenant");
+    const tenant = scope === null ? (q.tenant ?? c.get("tenant")) : c.get("tenant");
     const fromMs = windowStart(c.env, q.days, Date.now());
     const by = await complaintCounts(c.env.DB, tenant, fromMs);
     const all = sumCounts(by);
     const paused = await pausedUntil(c.env.DB, tenant, Date.now());
     return c.json({
-      object: "complaint_rate", tenant, days: q.days, from: new Date(fromMs).toISOString(), threshold: complaintThreshold(c.env),
+      object: "complaint_rate",
+      tenant,
+      days: q.days,
+      from: new Date(fromMs).toISOString(),
+      threshold: complaintThreshold(c.env),
       bulk_paused_until: paused === null ? null : new Date(paused).toISOString(),
-      totals: rate(all.d, all.c), domains: [...by].sort(([a], [b]) => (a < b ? -1 : 1)).map(([domain, x]) => ({ domain, ...rate(x.d, x.c) })),
+      totals: rate(all.d, all.c),
+      domains: [...by].sort(([a], [b]) => (a < b ? -1 : 1)).map(([domain, x]) => ({ domain, ...rate(x.d, x.c) })),
     });
   });
   r.delete("/pause", async (c) => {
-    if ((await scopeOf(c, roles)) !== null) throw new ApiError(403, "restricted_api_key", "Only an operator key lifts the complaint-rate brake.");
+    if ((await scopeOf(c, roles)) !== null)
+      throw new ApiError(403, "restricted_api_key", "Only an operator key lifts the complaint-rate brake.");
     const tenant = parseInput(ComplaintRateQuerySchema, c.req.query()).tenant ?? c.get("tenant");
     await liftBrake(c.env, tenant);
     return c.json({ object: "complaint_rate_pause", tenant, lifted: true });

@@ -40,15 +40,21 @@ const REPORT_LIMIT = 1024 * 1024;
 const COMPLAINT_TYPES = new Set<string>(COMPLAINT_FEEDBACK_TYPES);
 
 async function partsOf(bytes: ArrayBuffer): Promise<ReportPart[]> {
-  const parsed = await PostalMime.parse(bytes).catch(() => { throw new ApiError(422, "validation_error", "The report could not be parsed as a MIME message."); });
-  return parsed.attachments.map((a) => ({ mimeType: a.mimeType, text: typeof a.content === "string" ? a.content : new TextDecoder().decode(a.content) }));
+  const parsed = await PostalMime.parse(bytes).catch(() => {
+    throw new ApiError(422, "validation_error", "The report could not be parsed as a MIME message.");
+  });
+  return parsed.attachments.map((a) => ({
+    mimeType: a.mimeType,
+    text: typeof a.content === "string" ? a.content : new TextDecoder().decode(a.content),
+  }));
 }
 
 function complaintOf(parts: ReportPart[]): ArfComplaint {
   try {
     return readArf(parts);
   } catch (e) {
-    if (e instanceof Error && (e as { isArfError?: boolean }).isArfError) throw new ApiError(422, "validation_error", `Not a usable ARF report: ${e.message}.`);
+    if (e instanceof Error && (e as { isArfError?: boolean }).isArfError)
+      throw new ApiError(422, "validation_error", `Not a usable ARF report: ${e.message}.`);
     throw e;
   }
 }
@@ -57,9 +63,13 @@ function complaintOf(parts: ReportPart[]): ArfComplaint {
 async function byHeader(db: D1Database, messageId: string, tenant: string | null): Promise<string> {
   const rows = await emailsByHeader(db, messageId, tenant);
   if (rows.length === 1) return rows[0]!;
-  throw new ApiError(422, "validation_error", rows.length === 0
-    ? "The original Message-ID names no email of this relay."
-    : "The original Message-ID names several emails; report with POST /relay/messages/:id/complaint.");
+  throw new ApiError(
+    422,
+    "validation_error",
+    rows.length === 0
+      ? "The original Message-ID names no email of this relay."
+      : "The original Message-ID names several emails; report with POST /relay/messages/:id/complaint.",
+  );
 }
 
 /** The feedback-report route, mounted at /relay/complaints. */
@@ -68,9 +78,10 @@ export function complaintRoutes() {
   const roles = new RoleCache();
   r.post("/", async (c) => {
     const arf = complaintOf(await partsOf(await readBody(c, REPORT_LIMIT)));
-    if (!COMPLAINT_TYPES.has(arf.feedbackType)) throw new ApiError(422, "validation_error", `Feedback-Type ${arf.feedbackType} is not a complaint.`);
+    if (!COMPLAINT_TYPES.has(arf.feedbackType))
+      throw new ApiError(422, "validation_error", `Feedback-Type ${arf.feedbackType} is not a complaint.`);
     const tenant = await scopeOf(c, roles);
-    const id = emailIdOf(arf.messageId, isMessageId) ?? await byHeader(c.env.DB, arf.messageId, tenant);
+    const id = emailIdOf(arf.messageId, isMessageId) ?? (await byHeader(c.env.DB, arf.messageId, tenant));
     const recipients: { recipient: string; result: string }[] = [];
     for (const recipient of arf.recipients) {
       const res = await recordComplaint(c.env, id, tenant, recipient, arf.feedbackType);

@@ -55,7 +55,11 @@ function answer(c: Context<AppEnv>, id: string, action: string, r: ControlResult
 }
 
 /** Finds open messages matching a filter in the D1 index. */
-async function matching(db: D1Database, f: z.infer<typeof CancelFilterSchema>, tenant: string | null): Promise<{ id: string; tenant: string }[]> {
+async function matching(
+  db: D1Database,
+  f: z.infer<typeof CancelFilterSchema>,
+  tenant: string | null,
+): Promise<{ id: string; tenant: string }[]> {
   // Open recipients, in the words of the partial index recipients_open (migration 0009).
   const where = [`r.status IN (${OPEN_SQL})`];
   const args: unknown[] = [];
@@ -65,13 +69,23 @@ async function matching(db: D1Database, f: z.infer<typeof CancelFilterSchema>, t
     args.push(f.tag.name, f.tag.value);
   }
   const t = tenant ?? f.tenant ?? null;
-  if (t !== null) { where.push("r.tenant_id = ?"); args.push(t); }
+  if (t !== null) {
+    where.push("r.tenant_id = ?");
+    args.push(t);
+  }
   // An exact suffix compare, not LIKE: D1 refuses LIKE patterns over 50 bytes, and `_` or `%` in
   // a name must not match other characters.
-  if (f.domain) { where.push("substr(lower(r.address), -length(?)) = ?"); args.push(`@${f.domain}`, `@${f.domain}`); }
+  if (f.domain) {
+    where.push("substr(lower(r.address), -length(?)) = ?");
+    args.push(`@${f.domain}`, `@${f.domain}`);
+  }
   args.push(f.limit + 1);
-  const rows = await db.prepare(`SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients r ${join} WHERE ${where.join(" AND ")} LIMIT ?`)
-    .bind(...args).all<{ id: string; tenant: string }>();
+  const rows = await db
+    .prepare(
+      `SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients r ${join} WHERE ${where.join(" AND ")} LIMIT ?`,
+    )
+    .bind(...args)
+    .all<{ id: string; tenant: string }>();
   return rows.results;
 }
 
@@ -87,36 +101,62 @@ export function controlRoutes() {
   r.post("/cancel", async (c) => {
     const f = parseInput(CancelFilterSchema, (await readJson(c, BODY_LIMIT)).value);
     const tenant = await scopeOf(c, roles);
-    if (tenant !== null && f.tenant !== undefined && f.tenant !== tenant) throw new ApiError(403, "restricted_api_key", "A tenant key can only cancel its own tenant's mail.");
+    if (tenant !== null && f.tenant !== undefined && f.tenant !== tenant)
+      throw new ApiError(403, "restricted_api_key", "A tenant key can only cancel its own tenant's mail.");
     const found = await matching(c.env.DB, f, tenant);
     const page = found.slice(0, f.limit);
     let recipients = 0;
     let messages = 0;
     for (const m of page) {
       const res = await outboxOf(c.env, m.id).cancelRecipients(m.id, m.tenant, f.domain ?? null);
-      if (res.result === "ok") { messages++; recipients += res.recipients; }
+      if (res.result === "ok") {
+        messages++;
+        recipients += res.recipients;
+      }
     }
     return c.json({ object: "cancellation", messages, recipients, has_more: found.length > f.limit });
   });
-  r.post("/:id/hold", async (c) => { const id = idOf(c); return answer(c, id, "hold", await outboxOf(c.env, id).holdMessage(id, await scopeOf(c, roles))); });
-  r.post("/:id/release", async (c) => { const id = idOf(c); return answer(c, id, "release", await outboxOf(c.env, id).releaseMessage(id, await scopeOf(c, roles))); });
-  r.post("/:id/requeue", async (c) => { const id = idOf(c); return answer(c, id, "requeue", await outboxOf(c.env, id).requeueMessage(id, await scopeOf(c, roles))); });
+  r.post("/:id/hold", async (c) => {
+    const id = idOf(c);
+    return answer(c, id, "hold", await outboxOf(c.env, id).holdMessage(id, await scopeOf(c, roles)));
+  });
+  r.post("/:id/release", async (c) => {
+    const id = idOf(c);
+    return answer(c, id, "release", await outboxOf(c.env, id).releaseMessage(id, await scopeOf(c, roles)));
+  });
+  r.post("/:id/requeue", async (c) => {
+    const id = idOf(c);
+    return answer(c, id, "requeue", await outboxOf(c.env, id).requeueMessage(id, await scopeOf(c, roles)));
+  });
   r.post("/:id/cancel", async (c) => {
     const id = idOf(c);
     // The body decides what is cancelled, so it is read whatever its framing (chunked included);
     // only a body that is truly empty means "every recipient".
     const sent = await readOptionalJson(c, BODY_LIMIT);
     const body = sent === undefined ? {} : parseInput(CancelOneSchema, sent);
-    return answer(c, id, "cancel", await outboxOf(c.env, id).cancelRecipients(id, await scopeOf(c, roles), body.domain ?? null));
+    return answer(
+      c,
+      id,
+      "cancel",
+      await outboxOf(c.env, id).cancelRecipients(id, await scopeOf(c, roles), body.domain ?? null),
+    );
   });
   r.post("/:id/complaint", async (c) => {
     const id = idOf(c);
     const body = parseInput(ComplaintSchema, (await readJson(c, BODY_LIMIT)).value);
     const res = await recordComplaint(c.env, id, await scopeOf(c, roles), body.recipient, body.feedback_type);
     if (res.result === "not_found") throw new ApiError(404, "not_found", "Email not found.");
-    if (res.result === "no_recipient") throw new ApiError(422, "validation_error", "The address is not a recipient of this email.");
-    if (res.result === "not_delivered") throw new ApiError(422, "validation_error", "The email was not delivered to this recipient.");
-    return c.json({ object: "complaint", email_id: id, recipient: body.recipient, feedback_type: body.feedback_type, duplicate: res.result === "duplicate" });
+    if (res.result === "no_recipient")
+      throw new ApiError(422, "validation_error", "The address is not a recipient of this email.");
+    if (res.result === "not_delivered")
+      throw new ApiError(422, "validation_error", "The email was not delivered to this recipient.");
+    return c.json({
+      object: "complaint",
+      email_id: id,
+      recipient: body.recipient,
+      feedback_type: body.feedback_type,
+      duplicate: res.result === "duplicate",
+    });
   });
   return r;
 }

@@ -40,8 +40,18 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import {
-  addKey, claimOwnership, deleteDomain, domainKeys, getDomain, insertDomain, listDomains, promoteKey, saveVerification, updateDomain,
-  verifiedOwners, type DomainRow,
+  addKey,
+  claimOwnership,
+  deleteDomain,
+  domainKeys,
+  getDomain,
+  insertDomain,
+  listDomains,
+  promoteKey,
+  saveVerification,
+  updateDomain,
+  verifiedOwners,
+  type DomainRow,
 } from "../../db/domains";
 import { claimProblem, lineage } from "../../domains/core/names";
 import { settingsOf } from "../../settings/settings";
@@ -57,18 +67,31 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 function summary(d: DomainRow) {
   const capabilities = { sending: "enabled", receiving: d.receiving === 1 ? "enabled" : "disabled" } as const;
-  return { id: d.id, name: d.name, status: d.status, created_at: iso(d.created_at), region: d.region, capabilities, open_tracking: d.open_tracking === 1, click_tracking: d.click_tracking === 1 };
+  return {
+    id: d.id,
+    name: d.name,
+    status: d.status,
+    created_at: iso(d.created_at),
+    region: d.region,
+    capabilities,
+    open_tracking: d.open_tracking === 1,
+    click_tracking: d.click_tracking === 1,
+  };
 }
 
 /** What the relay does not do, refused by name rather than stored and ignored. */
 function unsupported(input: z.infer<typeof UpdateDomainSchema>): string | null {
   if (input.open_tracking === true || input.click_tracking === true || input.tracking_subdomain !== undefined) {
-    return "`open_tracking`, `click_tracking` and `tracking_subdomain`: this relay does not track opens or clicks "
-      + "(it rewrites no links and adds no pixel); only false is taken.";
+    return (
+      "`open_tracking`, `click_tracking` and `tracking_subdomain`: this relay does not track opens or clicks " +
+      "(it rewrites no links and adds no pixel); only false is taken."
+    );
   }
   if (input.tls === "enforced") {
-    return "`tls`: \"enforced\" per sending domain is not supported (TLS is set per transport: RELAY_TLS, provider rules' require_tls); "
-      + "only \"opportunistic\" is taken.";
+    return (
+      '`tls`: "enforced" per sending domain is not supported (TLS is set per transport: RELAY_TLS, provider rules\' require_tls); ' +
+      'only "opportunistic" is taken.'
+    );
   }
   if (input.capabilities?.sending === "disabled") {
     return "`capabilities.sending`: a domain's sending cannot be disabled here; delete the domain (DELETE /domains/:id) to stop sending from it.";
@@ -84,9 +107,14 @@ function dmarcView(d: DomainRow) {
   const mode = (m: "r" | "s" | undefined) => (m === "s" ? "strict" : "relaxed");
   const returnPath = `${d.return_path}.${d.name}`;
   return {
-    policy: f.policy, record_found_at: f.foundAt, organizational_domain: f.organizationalDomain,
+    policy: f.policy,
+    record_found_at: f.foundAt,
+    organizational_domain: f.organizationalDomain,
     alignment: {
-      dkim: mode(f.record?.adkim), spf: mode(f.record?.aspf), dkim_aligned: true, spf_aligned: aligned(returnPath, d.name, f.record?.aspf ?? "r", records),
+      dkim: mode(f.record?.adkim),
+      spf: mode(f.record?.aspf),
+      dkim_aligned: true,
+      spf_aligned: aligned(returnPath, d.name, f.record?.aspf ?? "r", records),
       return_path: returnPath,
     },
     bimi: { record: f.bimi.record, enforcement: f.bimi.enforcement, ready: f.bimi.ready },
@@ -116,11 +144,23 @@ export function domainRoutes() {
     const id = crypto.randomUUID();
     const selector = "cohort1";
     const key = await newDkimKey(c.env, id, selector, "active", now);
-    const records = recordsFor(input.name, recordOptions(c.env, selector, key.public_key, input.custom_return_path ?? "send"));
+    const records = recordsFor(
+      input.name,
+      recordOptions(c.env, selector, key.public_key, input.custom_return_path ?? "send"),
+    );
     const row: DomainRow = {
-      id, tenant_id: c.get("tenant"), name: input.name, status: "not_started", region: input.region ?? "us-east-1",
-      return_path: input.custom_return_path ?? "send", open_tracking: Number(input.open_tracking ?? false), click_tracking: Number(input.click_tracking ?? false),
-      tls: input.tls ?? "opportunistic", records: JSON.stringify(records), created_at: now, verified_at: null,
+      id,
+      tenant_id: c.get("tenant"),
+      name: input.name,
+      status: "not_started",
+      region: input.region ?? "us-east-1",
+      return_path: input.custom_return_path ?? "send",
+      open_tracking: Number(input.open_tracking ?? false),
+      click_tracking: Number(input.click_tracking ?? false),
+      tls: input.tls ?? "opportunistic",
+      records: JSON.stringify(records),
+      created_at: now,
+      verified_at: null,
     };
     if ((await insertDomain(c.env.DB, row, key)) === "taken") {
       throw new ApiError(409, "validation_error", `The domain ${input.name} is already registered to this account.`);
@@ -145,7 +185,8 @@ export function domainRoutes() {
     const input = parseInput(UpdateDomainSchema, (await readJson(c, 16 * 1024)).value);
     const refused = unsupported(input);
     if (refused) throw new ApiError(422, "validation_error", refused);
-    const receiving = input.capabilities?.receiving === undefined ? undefined : input.capabilities.receiving === "enabled";
+    const receiving =
+      input.capabilities?.receiving === undefined ? undefined : input.capabilities.receiving === "enabled";
     await updateDomain(c.env.DB, d.tenant_id, d.id, { ...input, ...(receiving === undefined ? {} : { receiving }) });
     return c.json({ object: "domain", id: d.id });
   });
@@ -163,7 +204,10 @@ export function domainRoutes() {
       await deleteDomain(c.env.DB, d.tenant_id, d.id);
       throw new ApiError(404, "not_found", `Domain not found: the claim on ${d.name} lapsed unverified; add it again.`);
     }
-    const taken = d.verified_at === null ? claimProblem(d.name, d.tenant_id, await verifiedOwners(c.env.DB, lineage(d.name))) : null;
+    const taken =
+      d.verified_at === null
+        ? claimProblem(d.name, d.tenant_id, await verifiedOwners(c.env.DB, lineage(d.name)))
+        : null;
     if (taken !== null) throw new ApiError(409, "validation_error", taken);
     const keys = await domainKeys(c.env.DB, d.id);
     const v = await verifyDomain(c.env, d, keys);
@@ -187,7 +231,8 @@ export function domainRotationRoutes() {
   r.post("/domains/:id/rotate-dkim", async (c) => {
     const d = await mine(c);
     const keys = await domainKeys(c.env.DB, d.id);
-    if (keys.some((k) => k.state === "next")) throw new ApiError(422, "validation_error", "A rotation is already waiting for its record to verify.");
+    if (keys.some((k) => k.state === "next"))
+      throw new ApiError(422, "validation_error", "A rotation is already waiting for its record to verify.");
     const n = Math.max(0, ...keys.map((k) => Number(/(\d+)$/.exec(k.selector)?.[1] ?? 0))) + 1;
     const key = await newDkimKey(c.env, d.id, `cohort${n}`, "next", Date.now());
     await addKey(c.env.DB, key);

@@ -32,12 +32,21 @@ async function viewOf(c: Context<AppEnv>): Promise<MessageView> {
 }
 
 async function data(c: Context<AppEnv>, v: MessageView, a: SentAttachment, index: number) {
-  const link = await fileLink(
-    c.env, publicOrigin(c.env, c.req.url), { k: "sent", t: c.get("tenant"), e: v.id, p: keptKey("sent", v.created_at, v.id), a: index },
-  );
+  const link = await fileLink(c.env, publicOrigin(c.env, c.req.url), {
+    k: "sent",
+    t: c.get("tenant"),
+    e: v.id,
+    p: keptKey("sent", v.created_at, v.id),
+    a: index,
+  });
   return {
-    id: a.id, filename: a.filename ?? undefined, size: a.size, content_type: a.content_type, content_disposition: a.content_disposition,
-    content_id: a.content_id ?? undefined, ...link,
+    id: a.id,
+    filename: a.filename ?? undefined,
+    size: a.size,
+    content_type: a.content_type,
+    content_disposition: a.content_disposition,
+    content_id: a.content_id ?? undefined,
+    ...link,
   };
 }
 
@@ -49,10 +58,20 @@ export function emailAttachmentRoutes() {
     const v = await viewOf(c);
     const atts = (v.summary.attachments ?? []).map((a, i) => ({ a, i }));
     const from = q.after !== undefined ? atts.findIndex((x) => x.a.id === q.after) + 1 : 0;
-    const to = q.before !== undefined ? Math.max(0, atts.findIndex((x) => x.a.id === q.before)) : atts.length;
+    const to =
+      q.before !== undefined
+        ? Math.max(
+            0,
+            atts.findIndex((x) => x.a.id === q.before),
+          )
+        : atts.length;
     const window = atts.slice(from, to);
     const page = q.before !== undefined ? window.slice(-q.limit) : window.slice(0, q.limit);
-    return c.json({ object: "list", has_more: window.length > page.length, data: await Promise.all(page.map(({ a, i }) => data(c, v, a, i))) });
+    return c.json({
+      object: "list",
+      has_more: window.length > page.length,
+      data: await Promise.all(page.map(({ a, i }) => data(c, v, a, i))),
+    });
   });
   r.get("/:id/attachments/:aid", async (c) => {
     const v = await viewOf(c);

@@ -42,30 +42,42 @@ export function emailMetricsRoutes() {
   r.get("/", async (c) => {
     const q = parseInput(MetricsQuerySchema, c.req.query());
     if (q.dimensions?.includes("email") || q.dimensions?.includes("broadcast") || q.email_id || q.broadcast_id) {
-      throw bad("The `email` and `broadcast` dimensions and the `email_id` and `broadcast_id` filters are not supported: "
-        + "this relay breaks metrics down by period and by domain.");
+      throw bad(
+        "The `email` and `broadcast` dimensions and the `email_id` and `broadcast_id` filters are not supported: " +
+          "this relay breaks metrics down by period and by domain.",
+      );
     }
-    if (!validZone(q.timezone)) throw bad(`Invalid \`timezone\`: ${JSON.stringify(q.timezone)} is not an IANA time zone.`);
+    if (!validZone(q.timezone))
+      throw bad(`Invalid \`timezone\`: ${JSON.stringify(q.timezone)} is not an IANA time zone.`);
     const now = Date.now();
     const end = dateOf(q.end_date, "end_date", now);
     const start = Math.max(dateOf(q.start_date, "start_date", end - 6 * DAY), now - settingsOf(c.env).retentionMs);
     if (end <= start) throw bad("`end_date` must be after `start_date` (and within MESSAGE_RETENTION_DAYS).");
     const tenant = c.get("tenant");
-    const [rows, domains] = await Promise.all([hourlyCounts(c.env.DB, tenant, start, end), listDomains(c.env.DB, tenant)]);
+    const [rows, domains] = await Promise.all([
+      hourlyCounts(c.env.DB, tenant, start, end),
+      listDomains(c.env.DB, tenant),
+    ]);
     const ids = new Map(domains.map((d) => [d.name, d.id]));
     const wanted = q.domain_id ? new Set(q.domain_id) : null;
     const kept = wanted ? rows.filter((x) => wanted.has(ids.get(x.domain) ?? "")) : rows;
     const dimensions = q.dimensions ?? [];
     const metrics = q.metrics ?? [...METRICS];
-    const folded = foldMetrics(
-      kept,
-      {
-        metrics, byPeriod: dimensions.includes("period"), byDomain: dimensions.includes("domain"), granularity: q.granularity, timezone: q.timezone,
-        domainIds: ids,
-      },
-    );
+    const folded = foldMetrics(kept, {
+      metrics,
+      byPeriod: dimensions.includes("period"),
+      byDomain: dimensions.includes("domain"),
+      granularity: q.granularity,
+      timezone: q.timezone,
+      domainIds: ids,
+    });
     return c.json({
-      object: "metrics", start_date: new Date(start).toISOString(), end_date: new Date(end).toISOString(), metrics, dimensions, granularity: q.granularity,
+      object: "metrics",
+      start_date: new Date(start).toISOString(),
+      end_date: new Date(end).toISOString(),
+      metrics,
+      dimensions,
+      granularity: q.granularity,
       ...folded,
     });
   });

@@ -40,15 +40,27 @@ import { SenderPolicy } from "../../domains/sender";
 import { settingsOf } from "../../settings/settings";
 
 const notFound = () => new ApiError(404, "not_found", "Email not found.");
-const methodNotAllowed = () => { throw new ApiError(405, "method_not_allowed", "Method not allowed."); };
+const methodNotAllowed = () => {
+  throw new ApiError(405, "method_not_allowed", "Method not allowed.");
+};
 
 /**
  * The shard for a request: the key's shard when idempotent (retries meet their record), else this
  * isolate's current shard (affineShard); locally, X-Relay-Dev-Isolate names an isolate to play.
  */
-async function shardFor(c: Context<AppEnv>, idem: Idempotency | null, shards: number, messages: number): Promise<number> {
+async function shardFor(
+  c: Context<AppEnv>,
+  idem: Idempotency | null,
+  shards: number,
+  messages: number,
+): Promise<number> {
   if (idem) return shardForKey(c.get("tenant"), idem.claim.key, shards);
-  return affineShard(shards, messages, Date.now(), settingsOf(c.env).local ? c.req.header("x-relay-dev-isolate") : undefined);
+  return affineShard(
+    shards,
+    messages,
+    Date.now(),
+    settingsOf(c.env).local ? c.req.header("x-relay-dev-isolate") : undefined,
+  );
 }
 
 /** The Outbox view of an email of this tenant, or 404. */
@@ -62,8 +74,16 @@ async function viewOr404(c: Context<AppEnv>, id: string) {
 function listItem(m: IndexedMessage) {
   const parse = (s: string | null) => (s === null ? null : (JSON.parse(s) as string[]));
   return {
-    id: m.id, to: parse(m.to_json), from: m.from_addr, created_at: iso(m.created_at), subject: m.subject,
-    bcc: parse(m.bcc_json), cc: parse(m.cc_json), reply_to: parse(m.reply_to_json), last_event: m.last_event, scheduled_at: iso(m.scheduled_at),
+    id: m.id,
+    to: parse(m.to_json),
+    from: m.from_addr,
+    created_at: iso(m.created_at),
+    subject: m.subject,
+    bcc: parse(m.bcc_json),
+    cc: parse(m.cc_json),
+    reply_to: parse(m.reply_to_json),
+    last_event: m.last_event,
+    scheduled_at: iso(m.scheduled_at),
   };
 }
 
@@ -78,7 +98,17 @@ async function prepareBatch(c: Context<AppEnv>, items: unknown[], shard: number,
   for (const [index, item] of items.entries()) {
     try {
       const input = parseInput(sendSchemaOf(item), item);
-      ok.push(await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url), templates, topics }));
+      ok.push(
+        await prepareEmail(c.env, input, {
+          shard,
+          nowMs: Date.now(),
+          limits,
+          sender,
+          origin: publicOrigin(c.env, c.req.url),
+          templates,
+          topics,
+        }),
+      );
     } catch (e) {
       if (!isApiError(e)) throw e;
       errors.push({ index, message: e.message, error: e });
@@ -97,15 +127,30 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const tenant = c.get("tenant");
     const shard = await shardFor(c, idem, limits.shards, 1);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
-    const prepared = await prepareEmail(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
-      body: JSON.stringify(sendAnswer(prepared)) } });
+    const prepared = await prepareEmail(c.env, input, {
+      shard,
+      nowMs: Date.now(),
+      limits,
+      sender,
+      origin: publicOrigin(c.env, c.req.url),
+    });
+    const res = await storeAndQueue(c.env, {
+      tenant,
+      shard,
+      idempotency: idem,
+      prepared: [prepared],
+      response: { status: 200, body: JSON.stringify(sendAnswer(prepared)) },
+    });
     return sender.withNotice(jsonResponse(res));
   });
 
   r.post("/batch", acceptGate(), async (c) => {
     const limits = limitsOf(c.env);
-    const mode = parseInput(BatchValidationSchema, c.req.header("x-batch-validation") || undefined, "Header `x-batch-validation`:");
+    const mode = parseInput(
+      BatchValidationSchema,
+      c.req.header("x-batch-validation") || undefined,
+      "Header `x-batch-validation`:",
+    );
     const { raw, value } = await readJson(c, requestLimitBytes(limits));
     const idem = await idempotencyOf(c, raw);
     const items = parseInput(BatchSchema, value, "Batch:");
@@ -114,10 +159,20 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
     const { ok, errors } = await prepareBatch(c, items, shard, sender);
     const first = errors[0];
-    if (first && mode === "strict") throw new ApiError(first.error.statusCode, first.error.errorName, `[${first.index}] ${first.message}`);
-    const body = { data: ok.map(sendAnswer), ...(mode === "permissive" ? { errors: errors.map(({ index, message }) => ({ index, message })) } : {}) };
+    if (first && mode === "strict")
+      throw new ApiError(first.error.statusCode, first.error.errorName, `[${first.index}] ${first.message}`);
+    const body = {
+      data: ok.map(sendAnswer),
+      ...(mode === "permissive" ? { errors: errors.map(({ index, message }) => ({ index, message })) } : {}),
+    };
     if (ok.length === 0) return c.json(body, 200);
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: ok, response: { status: 200, body: JSON.stringify(body) } });
+    const res = await storeAndQueue(c.env, {
+      tenant,
+      shard,
+      idempotency: idem,
+      prepared: ok,
+      response: { status: 200, body: JSON.stringify(body) },
+    });
     return sender.withNotice(jsonResponse(res));
   });
 }
@@ -127,7 +182,12 @@ function addStatusRoutes(r: Hono<AppEnv>): void {
   r.get("/", async (c) => {
     const q = parseInput(ListQuerySchema, c.req.query());
     const page = await listMessages(c.env.DB, c.get("tenant"), q);
-    if (!page) throw new ApiError(422, "validation_error", `\`${q.after !== undefined ? "after" : "before"}\` is not the id of one of your emails.`);
+    if (!page)
+      throw new ApiError(
+        422,
+        "validation_error",
+        `\`${q.after !== undefined ? "after" : "before"}\` is not the id of one of your emails.`,
+      );
     return c.json({ object: "list", has_more: page.hasMore, data: page.data.map(listItem) });
   });
 
@@ -143,7 +203,8 @@ function addStatusRoutes(r: Hono<AppEnv>): void {
     const atMs = parseScheduledAt(parseInput(UpdateEmailSchema, value).scheduled_at, Date.now());
     const res = await outboxOf(c.env, id).reschedule(id, c.get("tenant"), atMs);
     if (res === "not_found") throw notFound();
-    if (res === "not_scheduled") throw new ApiError(422, "validation_error", "Only a scheduled email that is not yet due can be rescheduled.");
+    if (res === "not_scheduled")
+      throw new ApiError(422, "validation_error", "Only a scheduled email that is not yet due can be rescheduled.");
     return c.json({ object: "email", id });
   });
 
@@ -152,7 +213,8 @@ function addStatusRoutes(r: Hono<AppEnv>): void {
     await viewOr404(c, id);
     const res = await outboxOf(c.env, id).cancel(id, c.get("tenant"));
     if (res === "not_found") throw notFound();
-    if (res === "not_scheduled") throw new ApiError(422, "validation_error", "Only a scheduled email that is not yet due can be canceled.");
+    if (res === "not_scheduled")
+      throw new ApiError(422, "validation_error", "Only a scheduled email that is not yet due can be canceled.");
     return c.json({ object: "email", id });
   });
 }

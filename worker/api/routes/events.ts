@@ -35,8 +35,21 @@ import { ApiError } from "../../model/errors";
 const REPLAY_LIMIT = 1000;
 
 /** An event id: "evt_", the email id, "_" and 16 hex digits (core/event-id.ts), or the earlier form (evt_ and 32 hex digits). */
-const EventIdSchema = z.string().max(200).refine((id) => LEGACY_EVENT_ID.test(id) || (emailOfEventId(id) !== null && isMessageId(emailOfEventId(id)!)), "expected an event id (evt_, the email id, _ and 16 hex digits)");
-const TypeListSchema = z.string().transform((s) => s.split(",").map((t) => t.trim()).filter((t) => t !== ""))
+const EventIdSchema = z
+  .string()
+  .max(200)
+  .refine(
+    (id) => LEGACY_EVENT_ID.test(id) || (emailOfEventId(id) !== null && isMessageId(emailOfEventId(id)!)),
+    "expected an event id (evt_, the email id, _ and 16 hex digits)",
+  );
+const TypeListSchema = z
+  .string()
+  .transform((s) =>
+    s
+      .split(",")
+      .map((t) => t.trim())
+      .filter((t) => t !== ""),
+  )
   .pipe(z.array(z.enum(EMAIL_EVENT_TYPES as [string, ...string[]])).max(EMAIL_EVENT_TYPES.length));
 
 /** GET /relay/events query. */
@@ -53,12 +66,17 @@ export const DeadLetterQuerySchema = z.object({
 });
 
 /** POST /relay/webhooks/:id/replay body: a time range, an event id range, or both. */
-export const ReplaySchema = z.object({
-  from: z.iso.datetime({ offset: true }).optional(),
-  to: z.iso.datetime({ offset: true }).optional(),
-  after: EventIdSchema.optional(),
-  until: EventIdSchema.optional(),
-}).strict().refine((r) => r.from !== undefined || r.to !== undefined || r.after !== undefined || r.until !== undefined, { message: "give a time range (from, to) or an event id range (after, until)" });
+export const ReplaySchema = z
+  .object({
+    from: z.iso.datetime({ offset: true }).optional(),
+    to: z.iso.datetime({ offset: true }).optional(),
+    after: EventIdSchema.optional(),
+    until: EventIdSchema.optional(),
+  })
+  .strict()
+  .refine((r) => r.from !== undefined || r.to !== undefined || r.after !== undefined || r.until !== undefined, {
+    message: "give a time range (from, to) or an event id range (after, until)",
+  });
 
 /** The feed item of a stored envelope: `id` first, then the envelope as pushed. */
 function feedItem(row: FeedRow): Record<string, unknown> {
@@ -101,7 +119,15 @@ export function webhookDeliveryRoutes() {
     return c.json({
       object: "list",
       has_more: page.hasMore,
-      data: page.rows.map((d) => ({ object: "dead_letter", event_id: d.event_id, type: d.type, attempts: d.attempts, reason: d.reason, dead_lettered_at: new Date(d.created_at).toISOString(), replayed_at: d.replayed_at === null ? null : new Date(d.replayed_at).toISOString() })),
+      data: page.rows.map((d) => ({
+        object: "dead_letter",
+        event_id: d.event_id,
+        type: d.type,
+        attempts: d.attempts,
+        reason: d.reason,
+        dead_lettered_at: new Date(d.created_at).toISOString(),
+        replayed_at: d.replayed_at === null ? null : new Date(d.replayed_at).toISOString(),
+      })),
     });
   });
 
@@ -110,17 +136,48 @@ export function webhookDeliveryRoutes() {
     const tenant = c.get("tenant");
     const endpoint = await getEndpoint(c.env.DB, tenant, c.req.param("id"));
     if (!endpoint) throw new ApiError(404, "not_found", "Webhook not found.");
-    if (endpoint.status !== "enabled") throw new ApiError(422, "validation_error", "The webhook is disabled; enable it (PATCH status \"enabled\") before replaying.");
+    if (endpoint.status !== "enabled")
+      throw new ApiError(
+        422,
+        "validation_error",
+        'The webhook is disabled; enable it (PATCH status "enabled") before replaying.',
+      );
     const afterSeq = body.after === undefined ? 0 : await seqOf(c.env.DB, tenant, body.after, "after");
-    const untilSeq = body.until === undefined ? Number.MAX_SAFE_INTEGER : await seqOf(c.env.DB, tenant, body.until, "until");
-    const rows = await feedRange(c.env.DB, tenant, { afterSeq, untilSeq, fromMs: timeOf(body.from, 0), toMs: timeOf(body.to, Number.MAX_SAFE_INTEGER), limit: REPLAY_LIMIT + 1 });
+    const untilSeq =
+      body.until === undefined ? Number.MAX_SAFE_INTEGER : await seqOf(c.env.DB, tenant, body.until, "until");
+    const rows = await feedRange(c.env.DB, tenant, {
+      afterSeq,
+      untilSeq,
+      fromMs: timeOf(body.from, 0),
+      toMs: timeOf(body.to, Number.MAX_SAFE_INTEGER),
+      limit: REPLAY_LIMIT + 1,
+    });
     const page = rows.slice(0, REPLAY_LIMIT);
     const filter = endpoint.events === null ? null : (JSON.parse(endpoint.events) as string[]);
     const chosen = page.filter((row) => endpointWants(filter, row.type));
-    await enqueueJobs(c.env.WEBHOOKS, chosen.map((row) => ({ job: makeJob(tenant, endpoint.id, { id: row.event_id, type: row.type, body: row.body }) })));
-    await markReplayed(c.env.DB, endpoint.id, chosen.map((row) => row.event_id), Date.now());
+    await enqueueJobs(
+      c.env.WEBHOOKS,
+      chosen.map((row) => ({
+        job: makeJob(tenant, endpoint.id, { id: row.event_id, type: row.type, body: row.body }),
+      })),
+    );
+    await markReplayed(
+      c.env.DB,
+      endpoint.id,
+      chosen.map((row) => row.event_id),
+      Date.now(),
+    );
     const last = page[page.length - 1];
-    return c.json({ object: "replay", webhook_id: endpoint.id, enqueued: chosen.length, has_more: rows.length > REPLAY_LIMIT, last_event_id: last?.event_id ?? null }, 202);
+    return c.json(
+      {
+        object: "replay",
+        webhook_id: endpoint.id,
+        enqueued: chosen.length,
+        has_more: rows.length > REPLAY_LIMIT,
+        last_event_id: last?.event_id ?? null,
+      },
+      202,
+    );
   });
 
   return r;

@@ -11,7 +11,8 @@ import { metricsText } from "../../metrics/prometheus";
 
 export function prometheusRoutes() {
   const r = new Hono<AppEnv>();
-  r.get("/", requireOperator(new RoleCache()), async (c) => c.body(await metricsText(c.env), 200,
-    { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+  r.get("/", requireOperator(new RoleCache()), async (c) =>
+    c.body(await metricsText(c.env), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }),
+  );
   return r;
 }

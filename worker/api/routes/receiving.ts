@@ -40,9 +40,17 @@ const GetQuery = z.object({ html_format: z.enum(["data_uri", "cid"]).default("da
 /** A list item (Resend's ListReceivingEmail). */
 export function receivedListItem(r: ReceivedRow) {
   return {
-    id: r.id, to: parse(r.to_json) ?? [], from: r.from_addr, created_at: new Date(r.created_at).toISOString(), subject: r.subject,
-    bcc: parse(r.bcc_json), cc: parse(r.cc_json), reply_to: parse(r.reply_to_json), received_for: parse(r.received_for_json) ?? [],
-    message_id: r.message_id ?? "", attachments: JSON.parse(r.attachments_json) as ReceivedAttachment[],
+    id: r.id,
+    to: parse(r.to_json) ?? [],
+    from: r.from_addr,
+    created_at: new Date(r.created_at).toISOString(),
+    subject: r.subject,
+    bcc: parse(r.bcc_json),
+    cc: parse(r.cc_json),
+    reply_to: parse(r.reply_to_json),
+    received_for: parse(r.received_for_json) ?? [],
+    message_id: r.message_id ?? "",
+    attachments: JSON.parse(r.attachments_json) as ReceivedAttachment[],
   };
 }
 
@@ -53,10 +61,21 @@ async function mine(c: Context<AppEnv>): Promise<ReceivedRow> {
 }
 
 async function attachmentData(c: Context<AppEnv>, row: ReceivedRow, a: ReceivedAttachment, index: number) {
-  const link = await fileLink(c.env, publicOrigin(c.env, c.req.url), { k: "received", t: row.tenant_id, e: row.id, p: row.raw_key, a: index });
+  const link = await fileLink(c.env, publicOrigin(c.env, c.req.url), {
+    k: "received",
+    t: row.tenant_id,
+    e: row.id,
+    p: row.raw_key,
+    a: index,
+  });
   return {
-    id: a.id, filename: a.filename ?? undefined, size: a.size, content_type: a.content_type,
-    content_disposition: a.content_disposition === "inline" ? "inline" as const : "attachment" as const, content_id: a.content_id ?? undefined, ...link,
+    id: a.id,
+    filename: a.filename ?? undefined,
+    size: a.size,
+    content_type: a.content_type,
+    content_disposition: a.content_disposition === "inline" ? ("inline" as const) : ("attachment" as const),
+    content_id: a.content_id ?? undefined,
+    ...link,
   };
 }
 
@@ -76,15 +95,25 @@ export function receivingRoutes() {
     const parsed = obj ? await PostalMime.parse(await obj.arrayBuffer(), { attachmentEncoding: "base64" }) : null;
     const atts = JSON.parse(row.attachments_json) as ReceivedAttachment[];
     const inline = (parsed?.attachments ?? []).map((a, i) => ({
-      content_id: atts[i]?.content_id ?? null, content_type: a.mimeType, base64: String(a.content),
+      content_id: atts[i]?.content_id ?? null,
+      content_type: a.mimeType,
+      base64: String(a.content),
     }));
     const html = parsed?.html ?? null;
     return c.json({
-      object: "email", ...receivedListItem(row),
+      object: "email",
+      ...receivedListItem(row),
       html: html !== null && html_format === "data_uri" ? withDataUris(html, inline) : html,
       text: parsed?.text ?? null,
       headers: JSON.parse(row.headers_json) as Record<string, string>,
-      raw: obj ? await fileLink(c.env, publicOrigin(c.env, c.req.url), { k: "raw", t: row.tenant_id, e: row.id, p: row.raw_key }) : null,
+      raw: obj
+        ? await fileLink(c.env, publicOrigin(c.env, c.req.url), {
+            k: "raw",
+            t: row.tenant_id,
+            e: row.id,
+            p: row.raw_key,
+          })
+        : null,
     });
   });
 
@@ -96,7 +125,11 @@ export function receivingRoutes() {
     const to = q.before !== undefined ? atts.findIndex((x) => x.a.id === q.before) : atts.length;
     const window = atts.slice(from, to < 0 ? 0 : to);
     const page = q.before !== undefined ? window.slice(-q.limit) : window.slice(0, q.limit);
-    return c.json({ object: "list", has_more: window.length > page.length, data: await Promise.all(page.map(({ a, i }) => attachmentData(c, row, a, i))) });
+    return c.json({
+      object: "list",
+      has_more: window.length > page.length,
+      data: await Promise.all(page.map(({ a, i }) => attachmentData(c, row, a, i))),
+    });
   });
 
   r.get("/:id/attachments/:aid", async (c) => {

@@ -46,9 +46,20 @@ export function relayRoutes() {
     const tenant = c.get("tenant");
     const shard = idem ? await shardForKey(tenant, idem.claim.key, limits.shards) : affineShard(limits.shards);
     const sender = new SenderPolicy(c.env, tenant, c.get("key"));
-    const prepared = await prepareRaw(c.env, input, { shard, nowMs: Date.now(), limits, sender, origin: publicOrigin(c.env, c.req.url) });
-    const res = await storeAndQueue(c.env, { tenant, shard, idempotency: idem, prepared: [prepared], response: { status: 200,
-      body: JSON.stringify(sendAnswer(prepared)) } });
+    const prepared = await prepareRaw(c.env, input, {
+      shard,
+      nowMs: Date.now(),
+      limits,
+      sender,
+      origin: publicOrigin(c.env, c.req.url),
+    });
+    const res = await storeAndQueue(c.env, {
+      tenant,
+      shard,
+      idempotency: idem,
+      prepared: [prepared],
+      response: { status: 200, body: JSON.stringify(sendAnswer(prepared)) },
+    });
     return sender.withNotice(jsonResponse(res));
   });
 
@@ -56,12 +67,15 @@ export function relayRoutes() {
     const url = settingsOf(c.env).devMailboxUrl;
     if (!settingsOf(c.env).local || !url) throw new ApiError(404, "not_found", "The requested endpoint was not found.");
     // The catcher holds every tenant's mail: only an operator may read it.
-    if ((await roleOf(c, roles)) !== "operator") throw new ApiError(403, "restricted_api_key", "This endpoint needs an operator key.");
+    if ((await roleOf(c, roles)) !== "operator")
+      throw new ApiError(403, "restricted_api_key", "This endpoint needs an operator key.");
     const res = await fetch(url).catch(() => null);
     if (!res || !res.ok) throw new ApiError(502, "application_error", "The local SMTP catcher did not answer.");
     const caught = await res.json<{ mailFrom: string; rcptTo: string[]; body: string; receivedAt: number }[]>();
     const data = caught.map((m) => ({
-      mail_from: m.mailFrom, rcpt_to: m.rcptTo, received_at: new Date(m.receivedAt).toISOString(),
+      mail_from: m.mailFrom,
+      rcpt_to: m.rcptTo,
+      received_at: new Date(m.receivedAt).toISOString(),
       message: new TextDecoder().decode(Uint8Array.from(atob(m.body), (ch) => ch.charCodeAt(0))),
     }));
     return c.json({ object: "list", data });

@@ -23,14 +23,29 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { addSuppression, addSuppressions, listSuppressionEntries, removeSuppression, suppressionEntries, type SuppressionRow } from "../../db/suppressions";
+import {
+  addSuppression,
+  addSuppressions,
+  listSuppressionEntries,
+  removeSuppression,
+  suppressionEntries,
+  type SuppressionRow,
+} from "../../db/suppressions";
 import { type AppEnv } from "../http/context";
 import { parseInput, readJson } from "../http/body";
 import { ApiError } from "../../model/errors";
 import { PageQuerySchema } from "../http/template-schemas";
-import { BatchAddSuppressionsSchema, BatchRemoveSuppressionsSchema, ResendAddSuppressionSchema } from "../http/suppression-schemas";
+import {
+  BatchAddSuppressionsSchema,
+  BatchRemoveSuppressionsSchema,
+  ResendAddSuppressionSchema,
+} from "../http/suppression-schemas";
 
-const b64url = (s: string) => btoa(String.fromCharCode(...new TextEncoder().encode(s))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+const b64url = (s: string) =>
+  btoa(String.fromCharCode(...new TextEncoder().encode(s)))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
 
 /** The id of an entry (see the header). */
 export function suppressionId(scope: string, address: string): string {
@@ -42,12 +57,16 @@ export function entryOfId(id: string): { scope: string; address: string } | null
   if (!/^[A-Za-z0-9_-]{4,800}$/.test(id)) return null;
   try {
     const bin = atob(id.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (id.length % 4)) % 4));
-    const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(Uint8Array.from(bin, (ch) => ch.charCodeAt(0)));
+    const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(
+      Uint8Array.from(bin, (ch) => ch.charCodeAt(0)),
+    );
     const nl = text.indexOf("\n");
     if (nl < 0) return null;
     const scope = text.slice(0, nl);
     const address = text.slice(nl + 1);
-    return /^[^@\s]+@[^@\s]+$/.test(address) && /^(|bulk|bulk:[A-Za-z0-9_-]{1,256})$/.test(scope) ? { scope, address } : null;
+    return /^[^@\s]+@[^@\s]+$/.test(address) && /^(|bulk|bulk:[A-Za-z0-9_-]{1,256})$/.test(scope)
+      ? { scope, address }
+      : null;
   } catch {
     return null;
   }
@@ -60,15 +79,21 @@ function originOf(reason: string): "bounce" | "complaint" | "manual" {
 /** An entry in Resend's shape plus the relay's fields. */
 export function entryView(r: SuppressionRow) {
   return {
-    id: suppressionId(r.scope, r.address), email: r.address, origin: originOf(r.reason), source_id: null,
+    id: suppressionId(r.scope, r.address),
+    email: r.address,
+    origin: originOf(r.reason),
+    source_id: null,
     created_at: new Date(r.created_at).toISOString(),
-    scope: r.scope === "" ? "all" : r.scope, reason: r.reason, expires_at: r.expires_at === null ? null : new Date(r.expires_at).toISOString(),
+    scope: r.scope === "" ? "all" : r.scope,
+    reason: r.reason,
+    expires_at: r.expires_at === null ? null : new Date(r.expires_at).toISOString(),
   };
 }
 
 function normalised(address: string, field = "email"): string {
   const a = address.trim().toLowerCase();
-  if (a.length > 320 || !/^[^@\s]+@[^@\s]+$/.test(a)) throw new ApiError(422, "validation_error", `Invalid \`${field}\`: expected local@domain.`);
+  if (a.length > 320 || !/^[^@\s]+@[^@\s]+$/.test(a))
+    throw new ApiError(422, "validation_error", `Invalid \`${field}\`: expected local@domain.`);
   return a;
 }
 
@@ -86,9 +111,14 @@ function cursor(id: string | undefined, name: string): [string, string] | undefi
 /** The /suppressions routes (mounted behind the API key middleware). */
 export function resendSuppressionRoutes() {
   const r = new Hono<AppEnv>();
-  const manual = (
-    tenant: string, address: string, now: number,
-  ): SuppressionRow => ({ tenant_id: tenant, address, scope: "", reason: "manual", created_at: now, expires_at: null });
+  const manual = (tenant: string, address: string, now: number): SuppressionRow => ({
+    tenant_id: tenant,
+    address,
+    scope: "",
+    reason: "manual",
+    created_at: now,
+    expires_at: null,
+  });
 
   r.post("/", async (c) => {
     const body = parseInput(ResendAddSuppressionSchema, (await readJson(c, 16 * 1024)).value);
@@ -100,17 +130,26 @@ export function resendSuppressionRoutes() {
   r.get("/", async (c) => {
     const q = parseInput(PageQuerySchema, c.req.query());
     const { origin } = parseInput(ListQuery, { origin: c.req.query("origin") });
-    const page = await listSuppressionEntries(c.env.DB, c.get("tenant"), {
-      limit: q.limit, ...(q.after ? { after: cursor(q.after, "after") } : {}), ...(q.before ? { before: cursor(q.before, "before") } : {}),
-      ...(origin ? { origin } : {}),
-    }, Date.now());
+    const page = await listSuppressionEntries(
+      c.env.DB,
+      c.get("tenant"),
+      {
+        limit: q.limit,
+        ...(q.after ? { after: cursor(q.after, "after") } : {}),
+        ...(q.before ? { before: cursor(q.before, "before") } : {}),
+        ...(origin ? { origin } : {}),
+      },
+      Date.now(),
+    );
     return c.json({ object: "list", has_more: page.hasMore, data: page.rows.map(entryView) });
   });
 
   r.post("/batch/add", async (c) => {
     const body = parseInput(BatchAddSuppressionsSchema, (await readJson(c, 512 * 1024)).value);
     const now = Date.now();
-    const rows = [...new Set(body.emails.map((e, i) => normalised(e, `emails[${i}]`)))].map((a) => manual(c.get("tenant"), a, now));
+    const rows = [...new Set(body.emails.map((e, i) => normalised(e, `emails[${i}]`)))].map((a) =>
+      manual(c.get("tenant"), a, now),
+    );
     await addSuppressions(c.env.DB, rows);
     return c.json({ data: rows.map((row) => ({ object: "suppression", id: suppressionId(row.scope, row.address) })) });
   });
@@ -122,13 +161,21 @@ export function resendSuppressionRoutes() {
     if ("emails" in body && body.emails) {
       for (const [i, e] of body.emails.entries()) {
         const address = normalised(e, `emails[${i}]`);
-        data.push({ object: "suppression", id: suppressionId("", address), deleted: (await removeSuppression(c.env.DB, tenant, address)) > 0 });
+        data.push({
+          object: "suppression",
+          id: suppressionId("", address),
+          deleted: (await removeSuppression(c.env.DB, tenant, address)) > 0,
+        });
       }
     } else {
       for (const [i, id] of (body.ids ?? []).entries()) {
         const e = entryOfId(id);
         if (!e) throw new ApiError(422, "validation_error", `Invalid \`ids[${i}]\`: not a suppression id.`);
-        data.push({ object: "suppression", id, deleted: (await removeSuppression(c.env.DB, tenant, e.address, e.scope)) > 0 });
+        data.push({
+          object: "suppression",
+          id,
+          deleted: (await removeSuppression(c.env.DB, tenant, e.address, e.scope)) > 0,
+        });
       }
     }
     return c.json({ data });
@@ -150,7 +197,9 @@ export function resendSuppressionRoutes() {
     const byId = ident.includes("@") ? null : entryOfId(ident);
     if (!ident.includes("@") && !byId) throw notFound();
     const tenant = c.get("tenant");
-    const n = byId ? await removeSuppression(c.env.DB, tenant, byId.address, byId.scope) : await removeSuppression(c.env.DB, tenant, normalised(ident));
+    const n = byId
+      ? await removeSuppression(c.env.DB, tenant, byId.address, byId.scope)
+      : await removeSuppression(c.env.DB, tenant, normalised(ident));
     if (n === 0) throw notFound();
     return c.json({ object: "suppression", id: byId ? ident : suppressionId("", normalised(ident)), deleted: true });
   });

@@ -28,24 +28,37 @@ import { parseInput, readJson } from "../http/body";
 const TopicSchema = z.string().regex(/^[A-Za-z0-9_-]{1,256}$/, "must be 1–256 characters of A–Z, a–z, 0–9, _ or -");
 
 /** The body of PATCH /relay/settings. */
-export const SettingsSchema = z.object({
-  unsubscribe: z.union([z.literal(true), z.object({ topic: TopicSchema.optional() }).strict(), z.null()]).optional(),
-  receiving_daily_quota: z.number().int().min(0).max(10_000_000).nullable().optional(),
-  compliance: z.enum(["warn", "strict"]).optional(),
-}).strict().refine((b) => b.unsubscribe !== undefined || b.receiving_daily_quota !== undefined || b.compliance !== undefined,
-  { message: "give unsubscribe, receiving_daily_quota or compliance" });
+export const SettingsSchema = z
+  .object({
+    unsubscribe: z.union([z.literal(true), z.object({ topic: TopicSchema.optional() }).strict(), z.null()]).optional(),
+    receiving_daily_quota: z.number().int().min(0).max(10_000_000).nullable().optional(),
+    compliance: z.enum(["warn", "strict"]).optional(),
+  })
+  .strict()
+  .refine((b) => b.unsubscribe !== undefined || b.receiving_daily_quota !== undefined || b.compliance !== undefined, {
+    message: "give unsubscribe, receiving_daily_quota or compliance",
+  });
 
 /** GET and PATCH /relay/settings's answer. */
 export const SettingsBody = z.object({
-  object: z.literal("settings"), unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }), z.null()]),
-  receiving_daily_quota: z.number().int().nullable(), compliance: z.enum(["warn", "strict"]),
+  object: z.literal("settings"),
+  unsubscribe: z.union([z.literal(true), z.object({ topic: z.string().optional() }), z.null()]),
+  receiving_daily_quota: z.number().int().nullable(),
+  compliance: z.enum(["warn", "strict"]),
 });
 
 async function read(db: D1Database, tenant: string): Promise<z.infer<typeof SettingsBody>> {
-  const row = await db.prepare("SELECT unsubscribe, receiving_daily_quota, compliance FROM tenant_settings WHERE tenant_id = ?").bind(tenant)
+  const row = await db
+    .prepare("SELECT unsubscribe, receiving_daily_quota, compliance FROM tenant_settings WHERE tenant_id = ?")
+    .bind(tenant)
     .first<{ unsubscribe: string | null; receiving_daily_quota: number | null; compliance: string | null }>();
-  const unsubscribe = row?.unsubscribe ? JSON.parse(row.unsubscribe) as true | { topic?: string } : null;
-  return { object: "settings", unsubscribe, receiving_daily_quota: row?.receiving_daily_quota ?? null, compliance: row?.compliance === "strict" ? "strict" : "warn" };
+  const unsubscribe = row?.unsubscribe ? (JSON.parse(row.unsubscribe) as true | { topic?: string }) : null;
+  return {
+    object: "settings",
+    unsubscribe,
+    receiving_daily_quota: row?.receiving_daily_quota ?? null,
+    compliance: row?.compliance === "strict" ? "strict" : "warn",
+  };
 }
 
 /** The /relay/settings routes (behind the API key middleware). */
@@ -55,13 +68,23 @@ export function settingsRoutes() {
   r.patch("/", async (c) => {
     const input = parseInput(SettingsSchema, (await readJson(c, 4096)).value);
     // A field left out keeps its value (?5, ?6, ?7: whether each was given).
-    await c.env.DB.prepare(`INSERT INTO tenant_settings (tenant_id, unsubscribe, receiving_daily_quota, compliance, updated_at) VALUES (?1, ?2, ?3, ?4, ?8)
+    await c.env.DB.prepare(
+      `INSERT INTO tenant_settings (tenant_id, unsubscribe, receiving_daily_quota, compliance, updated_at) VALUES (?1, ?2, ?3, ?4, ?8)
         ON CONFLICT (tenant_id) DO UPDATE SET unsubscribe = CASE WHEN ?5 THEN excluded.unsubscribe ELSE unsubscribe END,
           receiving_daily_quota = CASE WHEN ?6 THEN excluded.receiving_daily_quota ELSE receiving_daily_quota END,
-          compliance = CASE WHEN ?7 THEN excluded.compliance ELSE compliance END, updated_at = excluded.updated_at`)
-      .bind(c.get("tenant"), input.unsubscribe == null ? null : JSON.stringify(input.unsubscribe), input.receiving_daily_quota ?? null,
-        input.compliance ?? null, Number(input.unsubscribe !== undefined), Number(input.receiving_daily_quota !== undefined),
-        Number(input.compliance !== undefined), Date.now()).run();
+          compliance = CASE WHEN ?7 THEN excluded.compliance ELSE compliance END, updated_at = excluded.updated_at`,
+    )
+      .bind(
+        c.get("tenant"),
+        input.unsubscribe == null ? null : JSON.stringify(input.unsubscribe),
+        input.receiving_daily_quota ?? null,
+        input.compliance ?? null,
+        Number(input.unsubscribe !== undefined),
+        Number(input.receiving_daily_quota !== undefined),
+        Number(input.compliance !== undefined),
+        Date.now(),
+      )
+      .run();
     return c.json(await read(c.env.DB, c.get("tenant")));
   });
   return r;

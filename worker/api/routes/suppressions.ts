@@ -42,7 +42,8 @@ function storedScope(scope: string): string {
 
 function normalised(address: string): string {
   const a = address.trim().toLowerCase();
-  if (a.length > 320 || !/^[^@\s]+@[^@\s]+$/.test(a)) throw new ApiError(422, "validation_error", "Invalid `address`: expected local@domain.");
+  if (a.length > 320 || !/^[^@\s]+@[^@\s]+$/.test(a))
+    throw new ApiError(422, "validation_error", "Invalid `address`: expected local@domain.");
   return a;
 }
 
@@ -52,15 +53,28 @@ export function suppressionRoutes() {
 
   r.get("/", async (c) => {
     const q = parseInput(SuppressionListQuerySchema, c.req.query());
-    const page = await listSuppressions(c.env.DB, c.get("tenant"), { ...q, ...(q.address ? { address: normalised(q.address) } : {}) }, Date.now());
+    const page = await listSuppressions(
+      c.env.DB,
+      c.get("tenant"),
+      { ...q, ...(q.address ? { address: normalised(q.address) } : {}) },
+      Date.now(),
+    );
     return c.json({ object: "list", has_more: page.hasMore, data: page.rows.map(view) });
   });
 
   r.post("/", async (c) => {
     const body = parseInput(AddSuppressionSchema, (await readJson(c, 16 * 1024)).value);
     const expires = body.expires_at === undefined ? null : Date.parse(body.expires_at);
-    if (expires !== null && !Number.isFinite(expires)) throw new ApiError(422, "validation_error", "Invalid `expires_at`: expected an ISO 8601 date.");
-    const row: SuppressionRow = { tenant_id: c.get("tenant"), address: normalised(body.address), scope: storedScope(body.scope), reason: body.reason, created_at: Date.now(), expires_at: expires };
+    if (expires !== null && !Number.isFinite(expires))
+      throw new ApiError(422, "validation_error", "Invalid `expires_at`: expected an ISO 8601 date.");
+    const row: SuppressionRow = {
+      tenant_id: c.get("tenant"),
+      address: normalised(body.address),
+      scope: storedScope(body.scope),
+      reason: body.reason,
+      created_at: Date.now(),
+      expires_at: expires,
+    };
     await addSuppression(c.env.DB, row);
     return c.json(view(row), 201);
   });
@@ -70,7 +84,12 @@ export function suppressionRoutes() {
     // lone "%" and throw (a 500), or make "%2540" mean "@".
     const address = normalised(c.req.param("address"));
     const q = parseInput(RemoveSuppressionQuerySchema, c.req.query());
-    const count = await removeSuppression(c.env.DB, c.get("tenant"), address, q.scope === undefined ? undefined : storedScope(q.scope));
+    const count = await removeSuppression(
+      c.env.DB,
+      c.get("tenant"),
+      address,
+      q.scope === undefined ? undefined : storedScope(q.scope),
+    );
     if (count === 0) throw new ApiError(404, "not_found", "Suppression not found.");
     return c.json({ object: "suppression", address, deleted: true, count });
   });

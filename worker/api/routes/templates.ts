@@ -26,18 +26,34 @@
  *   tenant already uses; 404 not_found for an unknown (or another tenant's) template.
  */
 import { Hono, type Context } from "hono";
-import { deleteTemplate, findTemplate, insertTemplate, listTemplates, publishTemplate, updateDraft, type TemplateRow } from "../../db/templates";
+import {
+  deleteTemplate,
+  findTemplate,
+  insertTemplate,
+  listTemplates,
+  publishTemplate,
+  updateDraft,
+  type TemplateRow,
+} from "../../db/templates";
 import { contentOf, parseContent, templateListItem, templateObject } from "../../templates/templates";
 import { renderContent } from "../../templates/core/render";
 import { type AppEnv } from "../http/context";
 import { parseInput, readJson, readOptionalJson } from "../http/body";
 import { ApiError } from "../../model/errors";
-import { CreateTemplateSchema, PageQuerySchema, PreviewTemplateSchema, UpdateTemplateSchema } from "../http/template-schemas";
+import {
+  CreateTemplateSchema,
+  PageQuerySchema,
+  PreviewTemplateSchema,
+  UpdateTemplateSchema,
+} from "../http/template-schemas";
 
 const BODY_LIMIT = 2 * 1024 * 1024;
-const aliasTaken = (alias: string | null | undefined) => new ApiError(
-  422, "validation_error", `The alias ${JSON.stringify(alias)} is already used by another of your templates.`,
-);
+const aliasTaken = (alias: string | null | undefined) =>
+  new ApiError(
+    422,
+    "validation_error",
+    `The alias ${JSON.stringify(alias)} is already used by another of your templates.`,
+  );
 
 async function mine(c: Context<AppEnv>): Promise<TemplateRow> {
   const t = await findTemplate(c.env.DB, c.get("tenant"), c.req.param("id") ?? "");
@@ -53,9 +69,17 @@ export function templateRoutes() {
     const input = parseInput(CreateTemplateSchema, (await readJson(c, BODY_LIMIT)).value);
     const now = Date.now();
     const row: TemplateRow = {
-      tenant_id: c.get("tenant"), id: crypto.randomUUID(), name: input.name, alias: input.alias ?? null,
-      draft: JSON.stringify(contentOf(input)), draft_version: crypto.randomUUID(), published: null, published_version: null,
-      created_at: now, updated_at: now, published_at: null,
+      tenant_id: c.get("tenant"),
+      id: crypto.randomUUID(),
+      name: input.name,
+      alias: input.alias ?? null,
+      draft: JSON.stringify(contentOf(input)),
+      draft_version: crypto.randomUUID(),
+      published: null,
+      published_version: null,
+      created_at: now,
+      updated_at: now,
+      published_at: null,
     };
     if ((await insertTemplate(c.env.DB, row)) === "alias_taken") throw aliasTaken(input.alias);
     return c.json({ id: row.id, object: "template" }, 201);
@@ -64,7 +88,12 @@ export function templateRoutes() {
   r.get("/", async (c) => {
     const q = parseInput(PageQuerySchema, c.req.query());
     const page = await listTemplates(c.env.DB, c.get("tenant"), q);
-    if (!page) throw new ApiError(422, "validation_error", `\`${q.after !== undefined ? "after" : "before"}\` is not the id of one of your templates.`);
+    if (!page)
+      throw new ApiError(
+        422,
+        "validation_error",
+        `\`${q.after !== undefined ? "after" : "before"}\` is not the id of one of your templates.`,
+      );
     return c.json({ object: "list", has_more: page.hasMore, data: page.rows.map(templateListItem) });
   });
 
@@ -75,10 +104,13 @@ export function templateRoutes() {
     const input = parseInput(UpdateTemplateSchema, (await readJson(c, BODY_LIMIT)).value);
     const draft = contentOf(input, parseContent(t.draft));
     const alias = input.alias === undefined ? t.alias : input.alias;
-    const res = await updateDraft(
-      c.env.DB, t.tenant_id, t.id,
-      { name: input.name ?? t.name, alias, draft: JSON.stringify(draft), draftVersion: crypto.randomUUID(), nowMs: Date.now() },
-    );
+    const res = await updateDraft(c.env.DB, t.tenant_id, t.id, {
+      name: input.name ?? t.name,
+      alias,
+      draft: JSON.stringify(draft),
+      draftVersion: crypto.randomUUID(),
+      nowMs: Date.now(),
+    });
     if (res === "alias_taken") throw aliasTaken(alias);
     return c.json({ id: t.id, object: "template" });
   });
@@ -94,8 +126,18 @@ export function templateRoutes() {
     const t = await mine(c);
     await readOptionalJson(c, 1024);
     const now = Date.now();
-    const copy: TemplateRow = { ...t, id: crypto.randomUUID(), name: `${t.name} (copy)`.slice(0, 200), alias: null, draft_version: crypto.randomUUID(),
-      published: null, published_version: null, created_at: now, updated_at: now, published_at: null };
+    const copy: TemplateRow = {
+      ...t,
+      id: crypto.randomUUID(),
+      name: `${t.name} (copy)`.slice(0, 200),
+      alias: null,
+      draft_version: crypto.randomUUID(),
+      published: null,
+      published_version: null,
+      created_at: now,
+      updated_at: now,
+      published_at: null,
+    };
     await insertTemplate(c.env.DB, copy);
     return c.json({ id: copy.id, object: "template" }, 201);
   });
@@ -116,7 +158,11 @@ export function templatePreviewRoutes() {
     const input = parseInput(PreviewTemplateSchema, (await readOptionalJson(c, 256 * 1024)) ?? {});
     const json = input.version === "published" ? t.published : t.draft;
     if (json === null) throw new ApiError(422, "validation_error", "This template has no published version yet.");
-    return c.json({ object: "template_preview", version: input.version, ...renderContent(parseContent(json), input.variables ?? {}) });
+    return c.json({
+      object: "template_preview",
+      version: input.version,
+      ...renderContent(parseContent(json), input.variables ?? {}),
+    });
   });
   return r;
 }

@@ -39,13 +39,19 @@ export function topicRoutes() {
   r.post("/", async (c) => {
     const input = parseInput(CreateTopicSchema, (await readJson(c, 16 * 1024)).value);
     const row: TopicRow = {
-      tenant_id: c.get("tenant"), id: crypto.randomUUID(), name: input.name, description: input.description ?? null,
-      default_subscription: input.default_subscription, created_at: Date.now(),
+      tenant_id: c.get("tenant"),
+      id: crypto.randomUUID(),
+      name: input.name,
+      description: input.description ?? null,
+      default_subscription: input.default_subscription,
+      created_at: Date.now(),
     };
     await insertTopic(c.env.DB, row);
     return c.json({ id: row.id }, 201);
   });
-  r.get("/", async (c) => c.json({ object: "list", has_more: false, data: (await listTopics(c.env.DB, c.get("tenant"))).map(topicObject) }));
+  r.get("/", async (c) =>
+    c.json({ object: "list", has_more: false, data: (await listTopics(c.env.DB, c.get("tenant"))).map(topicObject) }),
+  );
   r.get("/:id", async (c) => c.json({ object: "topic", ...topicObject(await mine(c)) }));
   r.patch("/:id", async (c) => {
     const t = await mine(c);
@@ -67,7 +73,11 @@ export function contactTopicRoutes() {
   r.get("/:contact/topics", async (c) => {
     parseInput(PageQuerySchema, c.req.query());
     const address = contactAddress(c.req.param("contact"));
-    return c.json({ object: "list", has_more: false, data: await contactTopics(c.env.DB, c.get("tenant"), address, Date.now()) });
+    return c.json({
+      object: "list",
+      has_more: false,
+      data: await contactTopics(c.env.DB, c.get("tenant"), address, Date.now()),
+    });
   });
   r.patch("/:contact/topics", async (c) => {
     const address = contactAddress(c.req.param("contact"));

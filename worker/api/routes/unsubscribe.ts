@@ -30,9 +30,10 @@ const HEADERS = {
 };
 
 function page(c: Context<AppEnv>, status: 200 | 404, title: string, body: string): Response {
-  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">`
-    + `<title>${title}</title><style>body{font:16px system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}</style></head>`
-    + `<body><h1>${title}</h1>${body}</body></html>`;
+  const html =
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">` +
+    `<title>${title}</title><style>body{font:16px system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}</style></head>` +
+    `<body><h1>${title}</h1>${body}</body></html>`;
   return c.body(html, status, HEADERS);
 }
 
@@ -48,12 +49,21 @@ export function unsubscribeRoutes() {
   const r = new Hono<AppEnv>();
   r.get("/:token", async (c) => {
     if (!(await target(c.env, c.req.param("token")))) return page(c, 404, "Link not valid", GONE);
-    return page(c, 200, "Unsubscribe", `<p>Stop receiving these emails?</p><form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`);
+    return page(
+      c,
+      200,
+      "Unsubscribe",
+      `<p>Stop receiving these emails?</p><form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
+    );
   });
   r.post("/:token", async (c) => {
     const t = await target(c.env, c.req.param("token"));
     if (!t) return page(c, 404, "Link not valid", GONE);
-    const res = await outboxOf(c.env, t.emailId).afterDelivery(t.emailId, null, { kind: "unsubscribe", idx: t.idx, method: "one-click" });
+    const res = await outboxOf(c.env, t.emailId).afterDelivery(t.emailId, null, {
+      kind: "unsubscribe",
+      idx: t.idx,
+      method: "one-click",
+    });
     if (res.result !== "ok" && res.result !== "duplicate") return page(c, 404, "Link not valid", GONE);
     return page(c, 200, "You are unsubscribed", "<p>You will not receive these emails any more.</p>");
   });

@@ -18,7 +18,15 @@
  *   tenant's or a missing endpoint.
  */
 import { Hono, type Context } from "hono";
-import { deleteEndpoint, getEndpoint, insertEndpoint, listEndpoints, rotateEndpointSecret, updateEndpoint, type EndpointRow } from "../../db/webhooks";
+import {
+  deleteEndpoint,
+  getEndpoint,
+  insertEndpoint,
+  listEndpoints,
+  rotateEndpointSecret,
+  updateEndpoint,
+  type EndpointRow,
+} from "../../db/webhooks";
 import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../../net/core/ssrf";
 import { secretsKey, sealSecret } from "../../lib/secrets";
 import { generateWebhookSecret } from "../../webhooks/sign";
@@ -72,13 +80,22 @@ export function webhookRoutes() {
     const secret = newSecret();
     const id = crypto.randomUUID();
     const sealed = await sealSecret(await secretsKey(c.env), secret);
-    await insertEndpoint(c.env.DB, { id, tenant_id: c.get("tenant"), endpoint, events: JSON.stringify(body.events), status: "enabled", secret_enc: sealed, created_at: Date.now() });
+    await insertEndpoint(c.env.DB, {
+      id,
+      tenant_id: c.get("tenant"),
+      endpoint,
+      events: JSON.stringify(body.events),
+      status: "enabled",
+      secret_enc: sealed,
+      created_at: Date.now(),
+    });
     return c.json({ object: "webhook", id, signing_secret: secret }, 201);
   });
 
   r.get("/", async (c) => {
     const q = parseInput(WebhookListQuerySchema, c.req.query());
-    if (q.after && q.before) throw new ApiError(422, "validation_error", "`after` and `before` cannot be used together.");
+    if (q.after && q.before)
+      throw new ApiError(422, "validation_error", "`after` and `before` cannot be used together.");
     const page = await listEndpoints(c.env.DB, c.get("tenant"), q);
     return c.json({ object: "list", has_more: page.hasMore, data: page.rows.map(view) });
   });
@@ -91,7 +108,11 @@ export function webhookRoutes() {
 
   r.patch("/:id", async (c) => {
     const body = parseInput(UpdateWebhookSchema, (await readJson(c, 64 * 1024)).value);
-    const patch = { ...(body.endpoint ? { endpoint: checkedUrl(c, body.endpoint) } : {}), ...(body.events ? { events: JSON.stringify(body.events) } : {}), ...(body.status ? { status: body.status } : {}) };
+    const patch = {
+      ...(body.endpoint ? { endpoint: checkedUrl(c, body.endpoint) } : {}),
+      ...(body.events ? { events: JSON.stringify(body.events) } : {}),
+      ...(body.status ? { status: body.status } : {}),
+    };
     if (!(await updateEndpoint(c.env.DB, c.get("tenant"), c.req.param("id"), patch, Date.now()))) throw notFound();
     return c.json({ object: "webhook", id: c.req.param("id") });
   });
@@ -105,7 +126,17 @@ export function webhookRoutes() {
     const secret = newSecret();
     const now = Date.now();
     const sealed = await sealSecret(await secretsKey(c.env), secret);
-    if (!(await rotateEndpointSecret(c.env.DB, c.get("tenant"), c.req.param("id"), sealed, now + ROTATION_OVERLAP_MS, now))) throw notFound();
+    if (
+      !(await rotateEndpointSecret(
+        c.env.DB,
+        c.get("tenant"),
+        c.req.param("id"),
+        sealed,
+        now + ROTATION_OVERLAP_MS,
+        now,
+      ))
+    )
+      throw notFound();
     return c.json({ object: "webhook", id: c.req.param("id"), signing_secret: secret });
   });
 

@@ -78,13 +78,20 @@ export function parseDmarc(txts: readonly string[]): DmarcRecord | null {
   const np = pol("np");
   const rua = tags.get("rua");
   return {
-    p, adkim: mode("adkim"), aspf: mode("aspf"), ...(sp ? { sp } : {}), ...(np ? { np } : {}),
-    ...(psd === "y" || psd === "n" || psd === "u" ? { psd } : {}), ...(rua ? { rua } : {}),
+    p,
+    adkim: mode("adkim"),
+    aspf: mode("aspf"),
+    ...(sp ? { sp } : {}),
+    ...(np ? { np } : {}),
+    ...(psd === "y" || psd === "n" || psd === "u" ? { psd } : {}),
+    ...(rua ? { rua } : {}),
   };
 }
 
 export function treeWalkNames(domain: string): string[] {
-  const labels = norm(domain).split(".").filter((l) => l !== "");
+  const labels = norm(domain)
+    .split(".")
+    .filter((l) => l !== "");
   const out = [labels.join(".")];
   for (let n = Math.min(labels.length - 1, 7); n >= 1; n--) out.push(labels.slice(-n).join("."));
   return out;
@@ -105,7 +112,10 @@ export function organizationalDomain(domain: string, records: Records): string {
   return shortest ?? names[0]!;
 }
 
-export function policyFor(domain: string, records: Records): { record: DmarcRecord; foundAt: string; policy: DmarcRecord["p"] } | null {
+export function policyFor(
+  domain: string,
+  records: Records,
+): { record: DmarcRecord; foundAt: string; policy: DmarcRecord["p"] } | null {
   const d = norm(domain);
   const own = records.get(d);
   if (own) return { record: own, foundAt: d, policy: own.p };
@@ -123,7 +133,11 @@ export function dmarcFacts(domain: string, records: Records, bimiRecord: boolean
   const found = policyFor(domain, records);
   const enforcement = found !== null && (found.policy === "quarantine" || found.policy === "reject");
   return {
-    record: found?.record ?? null, foundAt: found?.foundAt ?? null, organizationalDomain: organizationalDomain(domain, records),
-    policy: found?.policy ?? null, bimi: { record: bimiRecord, enforcement, ready: bimiRecord && enforcement }, checkedAt: nowMs,
+    record: found?.record ?? null,
+    foundAt: found?.foundAt ?? null,
+    organizationalDomain: organizationalDomain(domain, records),
+    policy: found?.policy ?? null,
+    bimi: { record: bimiRecord, enforcement, ready: bimiRecord && enforcement },
+    checkedAt: nowMs,
   };
 }

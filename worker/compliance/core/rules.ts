@@ -86,45 +86,93 @@ export function headerFields(text: string): Map<string, string[]> {
 
 export function dkimSignatures(fields: Map<string, string[]>): { d: string; h: string[] }[] {
   return (fields.get("dkim-signature") ?? []).map((v) => {
-    const tag = (t: string) => new RegExp(`(?:^|;)\\s*${t}\\s*=\\s*([^;]*)`, "i").exec(v)?.[1]?.replace(/\s+/g, "") ?? "";
+    const tag = (t: string) =>
+      new RegExp(`(?:^|;)\\s*${t}\\s*=\\s*([^;]*)`, "i").exec(v)?.[1]?.replace(/\s+/g, "") ?? "";
     return { d: tag("d").toLowerCase(), h: tag("h").toLowerCase().split(":").filter(Boolean) };
   });
 }
 
 const MSG_ID = /^<[^<>@\s]+@[^<>@\s]+>$/;
-const DATE = /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),\s*)?\d{1,2}\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{4}\s+\d{2}:\d{2}(?::\d{2})?\s+(?:[+-]\d{4}|UT|GMT|[ECMP][SD]T|[A-IK-Za-ik-z])(?:\s*\([^)]*\))?$/;
+const DATE =
+  /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),\s*)?\d{1,2}\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{4}\s+\d{2}:\d{2}(?::\d{2})?\s+(?:[+-]\d{4}|UT|GMT|[ECMP][SD]T|[A-IK-Za-ik-z])(?:\s*\([^)]*\))?$/;
 
-const w = (rule: string, code: number, enhanced: string, message: string): Warning => ({ rule, code, enhanced, message });
+const w = (rule: string, code: number, enhanced: string, message: string): Warning => ({
+  rule,
+  code,
+  enhanced,
+  message,
+});
 
 function authWarnings(i: ComplianceInput, sigs: { d: string; h: string[] }[]): Warning[] {
   const out: Warning[] = [];
-  if (!i.verified) out.push(w("auth.domain_not_verified", 550, "5.7.26",
-    `${i.fromDomain} is not a domain you verified: receivers cannot authenticate mail from it (verify it: POST /domains, then POST /domains/:id/verify).`));
+  if (!i.verified)
+    out.push(
+      w(
+        "auth.domain_not_verified",
+        550,
+        "5.7.26",
+        `${i.fromDomain} is not a domain you verified: receivers cannot authenticate mail from it (verify it: POST /domains, then POST /domains/:id/verify).`,
+      ),
+    );
   const facts = i.dmarc;
   const records = new Map<string, DmarcRecord | null>();
   if (facts?.record && facts.foundAt) records.set(facts.foundAt, facts.record);
   const adkim = facts?.record?.adkim ?? "r";
   const aspf = facts?.record?.aspf ?? "r";
-  if (sigs.length === 0) out.push(w("auth.dkim_not_aligned", 550, "5.7.30", `The message carries no DKIM signature: Gmail refuses unsigned bulk mail.`));
+  if (sigs.length === 0)
+    out.push(
+      w(
+        "auth.dkim_not_aligned",
+        550,
+        "5.7.30",
+        `The message carries no DKIM signature: Gmail refuses unsigned bulk mail.`,
+      ),
+    );
   else if (!sigs.some((s) => aligned(s.d, i.fromDomain, adkim, records))) {
-    out.push(w("auth.dkim_not_aligned", 550, "5.7.32",
-      `No DKIM signature aligns with ${i.fromDomain} (d=${sigs.map((s) => s.d).join(", ")}; adkim=${adkim}).`));
+    out.push(
+      w(
+        "auth.dkim_not_aligned",
+        550,
+        "5.7.32",
+        `No DKIM signature aligns with ${i.fromDomain} (d=${sigs.map((s) => s.d).join(", ")}; adkim=${adkim}).`,
+      ),
+    );
   }
   if (i.verified && facts && facts.record === null) {
-    out.push(w("auth.dmarc_missing", 550, "5.7.40",
-      `${i.fromDomain} publishes no DMARC record (nor does its Organizational Domain ${facts.organizationalDomain}): Gmail answers 550 5.7.40, Microsoft ` +
-      `550 5.7.515. Publish at least "v=DMARC1; p=none" at _dmarc.${facts.organizationalDomain}.`));
+    out.push(
+      w(
+        "auth.dmarc_missing",
+        550,
+        "5.7.40",
+        `${i.fromDomain} publishes no DMARC record (nor does its Organizational Domain ${facts.organizationalDomain}): Gmail answers 550 5.7.40, Microsoft ` +
+          `550 5.7.515. Publish at least "v=DMARC1; p=none" at _dmarc.${facts.organizationalDomain}.`,
+      ),
+    );
   }
   // Without a DMARC record there is no alignment to judge (auth.dmarc_missing says so); an
   // unverified domain's return path is only judged when it is another domain altogether.
-  if (i.returnPathDomain !== null && (facts?.record || !i.verified) && !aligned(i.returnPathDomain, i.fromDomain, aspf, records)) {
-    out.push(w("auth.spf_not_aligned", 550, "5.7.32",
-      `The return path ${i.returnPathDomain} does not align with ${i.fromDomain} (aspf=${aspf}): SPF cannot pass DMARC for it.`));
+  if (
+    i.returnPathDomain !== null &&
+    (facts?.record || !i.verified) &&
+    !aligned(i.returnPathDomain, i.fromDomain, aspf, records)
+  ) {
+    out.push(
+      w(
+        "auth.spf_not_aligned",
+        550,
+        "5.7.32",
+        `The return path ${i.returnPathDomain} does not align with ${i.fromDomain} (aspf=${aspf}): SPF cannot pass DMARC for it.`,
+      ),
+    );
   }
   return out;
 }
 
-function bulkWarnings(i: ComplianceInput, fields: Map<string, string[]>, sigs: { d: string; h: string[] }[]): Warning[] {
+function bulkWarnings(
+  i: ComplianceInput,
+  fields: Map<string, string[]>,
+  sigs: { d: string; h: string[] }[],
+): Warning[] {
   const lu = fields.get("list-unsubscribe")?.[0] ?? null;
   const precedence = (fields.get("precedence")?.[0] ?? "").toLowerCase();
   if (!(i.bulk || lu !== null || precedence === "bulk" || precedence === "list")) return [];
@@ -132,35 +180,73 @@ function bulkWarnings(i: ComplianceInput, fields: Map<string, string[]>, sigs: {
   const signed = (h: string) => sigs.some((s) => s.h.includes(h));
   const problems: string[] = [];
   if (lu === null || !/<https:\/\/[^>]+>/i.test(lu)) problems.push("List-Unsubscribe with an https URL");
-  if (post === null || post.replace(/\s+/g, "") !== "List-Unsubscribe=One-Click") problems.push("List-Unsubscribe-Post: List-Unsubscribe=One-Click");
+  if (post === null || post.replace(/\s+/g, "") !== "List-Unsubscribe=One-Click")
+    problems.push("List-Unsubscribe-Post: List-Unsubscribe=One-Click");
   if (lu !== null && !signed("list-unsubscribe")) problems.push("List-Unsubscribe covered by the DKIM signature");
-  if (post !== null && !signed("list-unsubscribe-post")) problems.push("List-Unsubscribe-Post covered by the DKIM signature");
+  if (post !== null && !signed("list-unsubscribe-post"))
+    problems.push("List-Unsubscribe-Post covered by the DKIM signature");
   if (problems.length === 0) return [];
-  return [w("bulk.one_click_missing", 550, "5.7.1",
-    `Bulk mail needs one-click unsubscribe (RFC 8058): missing ${problems.join("; ")}. Gmail and Yahoo refuse or junk bulk mail without it; send with ` +
-    `\`unsubscribe\` to have it added.`)];
+  return [
+    w(
+      "bulk.one_click_missing",
+      550,
+      "5.7.1",
+      `Bulk mail needs one-click unsubscribe (RFC 8058): missing ${problems.join("; ")}. Gmail and Yahoo refuse or junk bulk mail without it; send with ` +
+        `\`unsubscribe\` to have it added.`,
+    ),
+  ];
 }
 
 function headerWarnings(fields: Map<string, string[]>): Warning[] {
   const out: Warning[] = [];
   const ids = fields.get("message-id") ?? [];
-  if (ids.length !== 1 || !MSG_ID.test(ids[0]!)) out.push(w("headers.message_id", 550, "5.7.1",
-    ids.length === 0 ? "The message has no Message-ID: Gmail refuses messages without a valid one." : `The Message-ID ${JSON.stringify(ids.join(", "))} is ` +
-    `not one "<id-left@id-right>" (RFC 5322 3.6.4).`));
+  if (ids.length !== 1 || !MSG_ID.test(ids[0]!))
+    out.push(
+      w(
+        "headers.message_id",
+        550,
+        "5.7.1",
+        ids.length === 0
+          ? "The message has no Message-ID: Gmail refuses messages without a valid one."
+          : `The Message-ID ${JSON.stringify(ids.join(", "))} is ` + `not one "<id-left@id-right>" (RFC 5322 3.6.4).`,
+      ),
+    );
   const dates = fields.get("date") ?? [];
-  if (dates.length !== 1 || !DATE.test(dates[0]!)) out.push(w("headers.date", 550, "5.7.1",
-    dates.length === 0 ? "The message has no Date field (RFC 5322 3.6 requires one)." : `The Date ${JSON.stringify(dates.join(", "))} is not an RFC 5322 ` +
-    `date.`));
+  if (dates.length !== 1 || !DATE.test(dates[0]!))
+    out.push(
+      w(
+        "headers.date",
+        550,
+        "5.7.1",
+        dates.length === 0
+          ? "The message has no Date field (RFC 5322 3.6 requires one)."
+          : `The Date ${JSON.stringify(dates.join(", "))} is not an RFC 5322 ` + `date.`,
+      ),
+    );
   return out;
 }
 
 function providerWarnings(i: ComplianceInput): Warning[] {
   const out: Warning[] = [];
   for (const p of i.providers) {
-    if (p.maxMessageBytes !== undefined && i.size > p.maxMessageBytes) out.push(w("provider.size", 552, "5.3.4",
-      `The message is ${i.size} bytes; ${p.provider} takes at most ${p.maxMessageBytes}.`));
-    if (p.maxRecipients !== undefined && p.recipients > p.maxRecipients) out.push(w("provider.recipients", 452, "4.5.3",
-      `${p.recipients} recipients are at ${p.provider}, which takes at most ${p.maxRecipients} per message.`));
+    if (p.maxMessageBytes !== undefined && i.size > p.maxMessageBytes)
+      out.push(
+        w(
+          "provider.size",
+          552,
+          "5.3.4",
+          `The message is ${i.size} bytes; ${p.provider} takes at most ${p.maxMessageBytes}.`,
+        ),
+      );
+    if (p.maxRecipients !== undefined && p.recipients > p.maxRecipients)
+      out.push(
+        w(
+          "provider.recipients",
+          452,
+          "4.5.3",
+          `${p.recipients} recipients are at ${p.provider}, which takes at most ${p.maxRecipients} per message.`,
+        ),
+      );
   }
   return out;
 }
@@ -168,5 +254,10 @@ function providerWarnings(i: ComplianceInput): Warning[] {
 export function checkCompliance(i: ComplianceInput): Warning[] {
   const fields = headerFields(i.header);
   const sigs = dkimSignatures(fields);
-  return [...authWarnings(i, sigs), ...bulkWarnings(i, fields, sigs), ...headerWarnings(fields), ...providerWarnings(i)];
+  return [
+    ...authWarnings(i, sigs),
+    ...bulkWarnings(i, fields, sigs),
+    ...headerWarnings(fields),
+    ...providerWarnings(i),
+  ];
 }

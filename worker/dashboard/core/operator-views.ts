@@ -32,14 +32,21 @@ export interface ShapeRowOut extends ShapeRowIn {
 
 /** The qshape of every transport as one table. */
 export function mergeQshape(shapes: { transport: string; qshape: ShapeRowIn[] }[], bucketCount: number): ShapeRowOut[] {
-  const total: ShapeRowOut = { transport: "", destination: "TOTAL", total: 0, buckets: new Array<number>(bucketCount).fill(0) };
+  const total: ShapeRowOut = {
+    transport: "",
+    destination: "TOTAL",
+    total: 0,
+    buckets: new Array<number>(bucketCount).fill(0),
+  };
   const rows: ShapeRowOut[] = [];
   for (const s of shapes) {
     for (const r of s.qshape) {
       if (r.destination === "TOTAL") continue;
       rows.push({ transport: s.transport, destination: r.destination, total: r.total, buckets: [...r.buckets] });
       total.total += r.total;
-      r.buckets.forEach((n, i) => { if (i < bucketCount) total.buckets[i]! += n; });
+      r.buckets.forEach((n, i) => {
+        if (i < bucketCount) total.buckets[i]! += n;
+      });
     }
   }
   rows.sort((a, b) => b.total - a.total || (a.transport + a.destination < b.transport + b.destination ? -1 : 1));
@@ -71,10 +78,16 @@ export interface ThroughputPoint {
 }
 
 /** Zero-filled per-minute counts for minutes [fromMin, toMin] from rows {minute, type, n}. */
-export function throughputSeries(rows: { minute: number; type: string; n: number }[], fromMin: number, toMin: number): ThroughputPoint[] {
+export function throughputSeries(
+  rows: { minute: number; type: string; n: number }[],
+  fromMin: number,
+  toMin: number,
+): ThroughputPoint[] {
   const out: ThroughputPoint[] = [];
   for (let m = fromMin; m <= toMin; m++) out.push({ at: m * 60_000, delivered: 0, bounced: 0, deferred: 0, failed: 0 });
-  const kindOf = new Map<string, keyof typeof THROUGHPUT_TYPES>(Object.entries(THROUGHPUT_TYPES).map(([k, t]) => [t, k as keyof typeof THROUGHPUT_TYPES]));
+  const kindOf = new Map<string, keyof typeof THROUGHPUT_TYPES>(
+    Object.entries(THROUGHPUT_TYPES).map(([k, t]) => [t, k as keyof typeof THROUGHPUT_TYPES]),
+  );
   for (const r of rows) {
     const kind = kindOf.get(r.type);
     const point = out[r.minute - fromMin];
@@ -98,12 +111,15 @@ export function suspensionKey(target: SuspensionTarget, name: string, transport:
 }
 
 /** The target of a policy key, or null for a key that is not one. */
-export function parseSuspensionKey(key: string): { target: SuspensionTarget; transport: string | null; name: string } | null {
+export function parseSuspensionKey(
+  key: string,
+): { target: SuspensionTarget; transport: string | null; name: string } | null {
   const colon = key.indexOf(":");
   const kind = key.slice(0, colon);
   const rest = key.slice(colon + 1);
   if (colon < 0 || rest === "") return null;
-  if ((EVERYWHERE as readonly string[]).includes(kind)) return { target: kind as SuspensionTarget, transport: null, name: rest };
+  if ((EVERYWHERE as readonly string[]).includes(kind))
+    return { target: kind as SuspensionTarget, transport: null, name: rest };
   if (kind === "transport") return { target: "transport", transport: rest, name: rest };
   if (kind !== "dest") return null;
   const slash = rest.indexOf("/");
@@ -147,7 +163,10 @@ export interface SuspensionView {
 }
 
 /** Suspensions in force at `now`, one per key (a tenant's is held by every transport). */
-export function activeSuspensions(policies: { transport: string; key: string; rule: Rule }[], now: number): SuspensionView[] {
+export function activeSuspensions(
+  policies: { transport: string; key: string; rule: Rule }[],
+  now: number,
+): SuspensionView[] {
   const byKey = new Map<string, SuspensionView>();
   for (const p of policies) {
     const until = p.rule.suspendedUntil;
@@ -182,7 +201,10 @@ export interface StateGroup {
 }
 
 /** Counts by state, by transport and by destination (largest first, at most `maxDest`). */
-export function stateTable(rows: StateCountRow[], maxDest: number): { by_state: Record<string, number>; by_transport: StateGroup[]; by_destination: StateGroup[]; total: number } {
+export function stateTable(
+  rows: StateCountRow[],
+  maxDest: number,
+): { by_state: Record<string, number>; by_transport: StateGroup[]; by_destination: StateGroup[]; total: number } {
   const byState: Record<string, number> = {};
   const byTransport = new Map<string, StateGroup>();
   const byDest = new Map<string, StateGroup>();
@@ -196,8 +218,14 @@ export function stateTable(rows: StateCountRow[], maxDest: number): { by_state: 
     const d = byDest.get(dk) ?? { transport: r.transport, destination: r.nexthop, total: 0, states: {} };
     byDest.set(dk, bump(d, r));
   }
-  const order = (a: StateGroup, b: StateGroup) => b.total - a.total || (`${a.transport}${a.destination ?? ""}` < `${b.transport}${b.destination ?? ""}` ? -1 : 1);
-  return { by_state: byState, by_transport: [...byTransport.values()].sort(order), by_destination: [...byDest.values()].sort(order).slice(0, maxDest), total };
+  const order = (a: StateGroup, b: StateGroup) =>
+    b.total - a.total || (`${a.transport}${a.destination ?? ""}` < `${b.transport}${b.destination ?? ""}` ? -1 : 1);
+  return {
+    by_state: byState,
+    by_transport: [...byTransport.values()].sort(order),
+    by_destination: [...byDest.values()].sort(order).slice(0, maxDest),
+    total,
+  };
 }
 
 function bump(g: StateGroup, r: StateCountRow): StateGroup {

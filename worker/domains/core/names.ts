@@ -49,7 +49,8 @@ export function domainName(raw: string): NameResult {
   } catch {
     return { ok: false, why: "must be a domain name such as example.com" };
   }
-  if (isPublicSuffix(name)) return { ok: false, why: `${name} is a public suffix (Public Suffix List): register a name under it` };
+  if (isPublicSuffix(name))
+    return { ok: false, why: `${name} is a public suffix (Public Suffix List): register a name under it` };
   return { ok: true, name };
 }
 
@@ -71,7 +72,9 @@ export function claimProblem(name: string, tenant: string, verified: ReadonlyMap
     const owner = verified.get(n);
     if (owner === undefined) continue;
     if (owner === tenant) return null;
-    return n === name ? `The domain ${name} is verified by another account.` : `The domain ${name} is under ${n}, which another account verified.`;
+    return n === name
+      ? `The domain ${name} is verified by another account.`
+      : `The domain ${name} is under ${n}, which another account verified.`;
   }
   return null;
 }

@@ -44,9 +44,16 @@ export interface HealthConfig {
 
 export type HealthEvent = { kind: "suspended"; reason: string; until: number } | { kind: "resumed" } | null;
 
-export const HEALTHY: Readonly<EgressHealth> = Object.freeze({ state: "healthy", failures: [], suspendedUntil: 0, strikes: 0, reason: null });
+export const HEALTHY: Readonly<EgressHealth> = Object.freeze({
+  state: "healthy",
+  failures: [],
+  suspendedUntil: 0,
+  strikes: 0,
+  reason: null,
+});
 
-const BLOCKLIST = /spamhaus|block ?list|black ?list|\brbl\b|dnsbl|listed (at|on|in)|blocked using|poor reputation|sender ip.*(blocked|listed)/i;
+const BLOCKLIST =
+  /spamhaus|block ?list|black ?list|\brbl\b|dnsbl|listed (at|on|in)|blocked using|poor reputation|sender ip.*(blocked|listed)/i;
 
 /** What a delivery's outcome says against its egress (see the header). */
 export interface DeliveryOutcome {
@@ -68,25 +75,39 @@ export function usable(h: EgressHealth, now: number): "up" | "probe" | "down" {
   return now >= h.suspendedUntil ? "probe" : "down";
 }
 
-export function observe(h: EgressHealth, failure: string | null, now: number, cfg: HealthConfig): { health: EgressHealth; event: HealthEvent } {
+export function observe(
+  h: EgressHealth,
+  failure: string | null,
+  now: number,
+  cfg: HealthConfig,
+): { health: EgressHealth; event: HealthEvent } {
   if (failure === null) {
-    if (h.state === "suspended" && now >= h.suspendedUntil) return { health: { ...HEALTHY, failures: [] }, event: { kind: "resumed" } };
+    if (h.state === "suspended" && now >= h.suspendedUntil)
+      return { health: { ...HEALTHY, failures: [] }, event: { kind: "resumed" } };
     return { health: h, event: null };
   }
   if (h.state === "suspended") {
     if (now < h.suspendedUntil) return { health: h, event: null }; // a delivery that was already under way
     const strikes = Math.min(h.strikes + 1, 16);
     const until = now + cfg.suspendSec * 2 ** strikes;
-    return { health: { state: "suspended", failures: [], suspendedUntil: until, strikes, reason: failure }, event: { kind: "suspended", reason: failure,
-      until } };
+    return {
+      health: { state: "suspended", failures: [], suspendedUntil: until, strikes, reason: failure },
+      event: { kind: "suspended", reason: failure, until },
+    };
   }
   const failures = [...h.failures.filter((t) => t > now - cfg.windowSec), now];
   if (failures.length < cfg.failures) return { health: { ...h, failures, reason: failure }, event: null };
   const until = now + cfg.suspendSec;
-  return { health: { state: "suspended", failures: [], suspendedUntil: until, strikes: 0, reason: failure }, event: { kind: "suspended", reason: failure,
-    until } };
+  return {
+    health: { state: "suspended", failures: [], suspendedUntil: until, strikes: 0, reason: failure },
+    event: { kind: "suspended", reason: failure, until },
+  };
 }
 
-export function orderMembers<T extends { id: string }>(members: readonly T[], healths: ReadonlyMap<string, EgressHealth>, now: number): T[] {
+export function orderMembers<T extends { id: string }>(
+  members: readonly T[],
+  healths: ReadonlyMap<string, EgressHealth>,
+  now: number,
+): T[] {
   return members.filter((m) => usable(healths.get(m.id) ?? HEALTHY, now) !== "down");
 }

@@ -46,11 +46,15 @@ export function parseEgress(text: string): Egress | null {
   const port = m ? Number(m[4]) : 0;
   if (!m || !(port > 0 && port < 65536)) return null;
   const host = (m[2] ?? m[3])!;
-  return m[1] === "socks5" ? { id: `${host}:${port}`, kind: "socks5", host, port } : { id: `smtp:[${host}]:${port}`, kind: "smtp", host, port };
+  return m[1] === "socks5"
+    ? { id: `${host}:${port}`, kind: "socks5", host, port }
+    : { id: `smtp:[${host}]:${port}`, kind: "smtp", host, port };
 }
 
 /** See the header. */
-export function parseEgressPools(text: string): { ok: true; pools: EgressPools | null } | { ok: false; errors: string[] } {
+export function parseEgressPools(
+  text: string,
+): { ok: true; pools: EgressPools | null } | { ok: false; errors: string[] } {
   if (text.trim() === "") return { ok: true, pools: null };
   let raw: unknown;
   try {
@@ -61,12 +65,17 @@ export function parseEgressPools(text: string): { ok: true; pools: EgressPools |
   const r = raw as { pools?: unknown; rules?: unknown; default?: unknown } | null;
   const errors: string[] = [];
   const pools = new Map<string, Egress[]>();
-  if (r === null || typeof r !== "object" || typeof r.pools !== "object" || r.pools === null || Array.isArray(r.pools)) return { ok: false,
-    errors: ["EGRESS_POOLS needs {\"pools\": {name: [egress, …]}}"] };
+  if (r === null || typeof r !== "object" || typeof r.pools !== "object" || r.pools === null || Array.isArray(r.pools))
+    return { ok: false, errors: ['EGRESS_POOLS needs {"pools": {name: [egress, …]}}'] };
   for (const [name, list] of Object.entries(r.pools as Record<string, unknown>)) {
-    if (!Array.isArray(list) || list.length === 0) { errors.push(`pools.${name}: a non-empty list of egresses`); continue; }
+    if (!Array.isArray(list) || list.length === 0) {
+      errors.push(`pools.${name}: a non-empty list of egresses`);
+      continue;
+    }
     const members = list.map((e) => (typeof e === "string" ? parseEgress(e) : null));
-    members.forEach((m, i) => { if (!m) errors.push(`pools.${name}[${i}]: "socks5://host:port", "smtp://[host]:port", "cf-email" or "direct"`); });
+    members.forEach((m, i) => {
+      if (!m) errors.push(`pools.${name}[${i}]: "socks5://host:port", "smtp://[host]:port", "cf-email" or "direct"`);
+    });
     const ok = members.filter((m): m is Egress => m !== null);
     if (new Set(ok.map((m) => m.id)).size !== ok.length) errors.push(`pools.${name}: an egress appears twice`);
     pools.set(name, ok);
@@ -75,7 +84,10 @@ export function parseEgressPools(text: string): { ok: true; pools: EgressPools |
   for (const [i, rule] of (Array.isArray(r.rules) ? r.rules : r.rules === undefined ? [] : [null]).entries()) {
     const x = rule as Record<string, unknown> | null;
     const field = x && (["tenant", "domain", "provider"] as const).find((f) => typeof x[f] === "string");
-    if (!x || !field || typeof x.pool !== "string") { errors.push(`rules[${i}]: {"tenant"|"domain"|"provider": "…", "pool": "…"}`); continue; }
+    if (!x || !field || typeof x.pool !== "string") {
+      errors.push(`rules[${i}]: {"tenant"|"domain"|"provider": "…", "pool": "…"}`);
+      continue;
+    }
     if (!pools.has(x.pool)) errors.push(`rules[${i}]: no pool ${JSON.stringify(x.pool)}`);
     rules.push({ field, value: String(x[field]).toLowerCase(), pool: x.pool });
   }
@@ -85,9 +97,15 @@ export function parseEgressPools(text: string): { ok: true; pools: EgressPools |
 }
 
 /** See the header. */
-export function poolFor(cfg: EgressPools,
-  who: { tenant?: string | null; domain?: string | null; provider?: string | null }): { name: string; members: Egress[] } | null {
-  const of = { tenant: who.tenant?.toLowerCase(), domain: who.domain?.toLowerCase(), provider: who.provider?.toLowerCase() };
+export function poolFor(
+  cfg: EgressPools,
+  who: { tenant?: string | null; domain?: string | null; provider?: string | null },
+): { name: string; members: Egress[] } | null {
+  const of = {
+    tenant: who.tenant?.toLowerCase(),
+    domain: who.domain?.toLowerCase(),
+    provider: who.provider?.toLowerCase(),
+  };
   const rule = cfg.rules.find((r) => of[r.field] === r.value);
   const name = rule?.pool ?? cfg.default;
   return name === null ? null : { name, members: cfg.pools.get(name)! };

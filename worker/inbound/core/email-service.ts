@@ -43,32 +43,59 @@ export function readEmailServiceEvent(body: unknown): ReadEvent {
   if (!e || typeof e.type !== "string" || !e.type.startsWith(PREFIX)) return { error: "not an Email Sending event" };
   if (!e.payload || typeof e.payload !== "object") return { error: "not an Email Sending event" };
   const p = e.payload;
-  if (typeof p.messageId !== "string" || typeof p.recipient !== "string") return { error: "an Email Sending event without messageId or recipient" };
+  if (typeof p.messageId !== "string" || typeof p.recipient !== "string")
+    return { error: "an Email Sending event without messageId or recipient" };
   const d = (p.delivery ?? {}) as Record<string, unknown>;
   const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined);
   const mx = `email-service${str(d.provider) ? `/${str(d.provider)}` : ""}`;
   const code = Number(str(d.smtpStatusCode));
   const smtp = (fallback: string): Reply => ({
     code: Number.isInteger(code) && code >= 200 && code < 600 ? code : null,
-      ...(str(d.smtpEnhancedStatusCode) ? { enhanced: str(d.smtpEnhancedStatusCode)! } : {}),
-    text: str(d.smtpResponse) ?? fallback, mx,
+    ...(str(d.smtpEnhancedStatusCode) ? { enhanced: str(d.smtpEnhancedStatusCode)! } : {}),
+    text: str(d.smtpResponse) ?? fallback,
+    mx,
   });
   const kind = e.type.slice(PREFIX.length);
-  const out = (action: EventAction): ReadEvent => ({ messageId: p.messageId as string, recipient: p.recipient as string, action });
+  const out = (action: EventAction): ReadEvent => ({
+    messageId: p.messageId as string,
+    recipient: p.recipient as string,
+    action,
+  });
   switch (kind) {
-    case "delivered": return out({ kind: "relayed", response: smtp("delivered by Cloudflare Email Service"), delayed: false });
-    case "deferred": return out({ kind: "relayed", response: smtp("deferred by Cloudflare Email Service"), delayed: true });
-    case "bounced": return out({ kind: "bounce", response: smtp(str((p.bounce as Record<string, unknown> | undefined)?.reason) ?? "bounced") });
+    case "delivered":
+      return out({ kind: "relayed", response: smtp("delivered by Cloudflare Email Service"), delayed: false });
+    case "deferred":
+      return out({ kind: "relayed", response: smtp("deferred by Cloudflare Email Service"), delayed: true });
+    case "bounced":
+      return out({
+        kind: "bounce",
+        response: smtp(str((p.bounce as Record<string, unknown> | undefined)?.reason) ?? "bounced"),
+      });
     case "failed": {
       const reason = str((p.failure as Record<string, unknown> | undefined)?.reason) ?? "unknown";
-      return out({ kind: "bounce", response: { code: null, text: `failed in Cloudflare Email Service: ${reason}`, mx } });
+      return out({
+        kind: "bounce",
+        response: { code: null, text: `failed in Cloudflare Email Service: ${reason}`, mx },
+      });
     }
     case "rejected": {
       const r = (p.rejection ?? {}) as Record<string, unknown>;
-      return out({ kind: "bounce", response: { code: 550, enhanced: "5.7.1",
-        text: `rejected by Cloudflare Email Service: ${str(r.reason) ?? "rejected"}${str(r.detail) ? ` (${str(r.detail)})` : ""}`, mx } });
+      return out({
+        kind: "bounce",
+        response: {
+          code: 550,
+          enhanced: "5.7.1",
+          text: `rejected by Cloudflare Email Service: ${str(r.reason) ?? "rejected"}${str(r.detail) ? ` (${str(r.detail)})` : ""}`,
+          mx,
+        },
+      });
     }
-    case "complained": return out({ kind: "complaint", feedbackType: str((p.complaint as Record<string, unknown> | undefined)?.type) ?? "abuse" });
-    default: return { error: `unknown Email Sending event ${e.type}` };
+    case "complained":
+      return out({
+        kind: "complaint",
+        feedbackType: str((p.complaint as Record<string, unknown> | undefined)?.type) ?? "abuse",
+      });
+    default:
+      return { error: `unknown Email Sending event ${e.type}` };
   }
 }

@@ -79,25 +79,39 @@ export function fromDaemon(envelopeFrom: string): boolean {
 }
 
 /** See the header. */
-export function dsnVerdict(e: Evidence, recipientDomain: string, mxHosts: readonly string[], reporters: readonly string[]): Verdict {
-  if (!fromDaemon(e.envelopeFrom)) return { act: false, why: `sent from ${e.envelopeFrom}, not from the null sender or MAILER-DAEMON as bounces are` };
+export function dsnVerdict(
+  e: Evidence,
+  recipientDomain: string,
+  mxHosts: readonly string[],
+  reporters: readonly string[],
+): Verdict {
+  if (!fromDaemon(e.envelopeFrom))
+    return { act: false, why: `sent from ${e.envelopeFrom}, not from the null sender or MAILER-DAEMON as bounces are` };
   const ids = [...e.dkim.map((d) => ({ d, how: "DKIM" })), ...e.spf.map((d) => ({ d, how: "SPF" }))];
   if (ids.length === 0) return { act: false, why: "unauthenticated: no DKIM signature verified and SPF did not pass" };
   const owners = [recipientDomain, ...mxHosts].filter((h) => h !== "" && h !== ".");
   for (const { d, how } of ids) {
     const mx = owners.find((o) => sameOrg(d, o));
-    if (mx !== undefined) return { act: true, by: `${how} ${d}, of ${mx === recipientDomain ? "the recipient's domain" : `its MX host ${mx}`}` };
+    if (mx !== undefined)
+      return {
+        act: true,
+        by: `${how} ${d}, of ${mx === recipientDomain ? "the recipient's domain" : `its MX host ${mx}`}`,
+      };
     if (covers(reporters, d)) return { act: true, by: `${how} ${d}, a configured reporting MTA` };
   }
   const names = [...new Set(ids.map((i) => i.d))].join(", ");
   const mx = mxHosts.join(", ") || "none found";
-  return { act: false, why: `authenticated as ${names}, which is neither ${recipientDomain} nor its MX (${mx}) nor a configured reporting MTA` };
+  return {
+    act: false,
+    why: `authenticated as ${names}, which is neither ${recipientDomain} nor its MX (${mx}) nor a configured reporting MTA`,
+  };
 }
 
 /** See the header. */
 export function arfVerdict(e: Evidence, fblSenders: readonly string[]): Verdict {
   const from = e.fromDomain;
-  if (from === null || !covers(fblSenders, from)) return { act: false, why: `from ${from ?? "no domain"}, which is not a configured feedback-loop sender` };
+  if (from === null || !covers(fblSenders, from))
+    return { act: false, why: `from ${from ?? "no domain"}, which is not a configured feedback-loop sender` };
   const aligned = e.dkim.find((d) => sameOrg(d, from));
   if (aligned === undefined) {
     const signed = e.dkim.length > 0 ? `signed by ${e.dkim.join(", ")}` : "none verified";
@@ -112,5 +126,8 @@ export function tokenNames(target: string, named: readonly (string | null)[]): V
   if (names.length === 0) return { act: true, by: "the signed VERP address" };
   const t = clean(target);
   if (names.includes(t)) return { act: true, by: "the signed VERP address, naming its recipient" };
-  return { act: false, why: `names ${[...new Set(names)].join(", ")}, but the VERP address it came to was signed for another recipient` };
+  return {
+    act: false,
+    why: `names ${[...new Set(names)].join(", ")}, but the VERP address it came to was signed for another recipient`,
+  };
 }

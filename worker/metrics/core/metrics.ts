@@ -34,9 +34,30 @@
  *   RangeError from bucketOf for a zone validZone refuses (the shell checks first).
  */
 
-export const METRICS = ["received", "delivered", "complained", "suppressed", "bounced", "bounced_transient", "bounced_permanent", "bounced_undetermined",
-  "opened", "clicked", "unsubscribed", "delivery_delayed", "failed", "sent", "unique_opened", "unique_clicked",
-  "delivery_rate", "open_rate", "click_rate", "bounce_rate", "complaint_rate", "unsubscribe_rate"] as const;
+export const METRICS = [
+  "received",
+  "delivered",
+  "complained",
+  "suppressed",
+  "bounced",
+  "bounced_transient",
+  "bounced_permanent",
+  "bounced_undetermined",
+  "opened",
+  "clicked",
+  "unsubscribed",
+  "delivery_delayed",
+  "failed",
+  "sent",
+  "unique_opened",
+  "unique_clicked",
+  "delivery_rate",
+  "open_rate",
+  "click_rate",
+  "bounce_rate",
+  "complaint_rate",
+  "unsubscribe_rate",
+] as const;
 
 export type Metric = (typeof METRICS)[number];
 export type Granularity = "hourly" | "daily" | "weekly" | "monthly";
@@ -61,8 +82,14 @@ export interface FoldQuery {
 }
 
 const COUNTED: Readonly<Record<string, Metric>> = {
-  "email.sent": "sent", "email.delivered": "delivered", "email.bounced": "bounced", "email.complained": "complained",
-  "email.unsubscribed": "unsubscribed", "email.suppressed": "suppressed", "email.failed": "failed", "email.delivery_delayed": "delivery_delayed",
+  "email.sent": "sent",
+  "email.delivered": "delivered",
+  "email.bounced": "bounced",
+  "email.complained": "complained",
+  "email.unsubscribed": "unsubscribed",
+  "email.suppressed": "suppressed",
+  "email.failed": "failed",
+  "email.delivery_delayed": "delivery_delayed",
   received: "received",
 };
 
@@ -78,9 +105,15 @@ export function validZone(tz: string): boolean {
 
 /** The wall-clock fields of `ms` in `tz`. */
 function wall(ms: number, tz: string): { y: number; m: number; d: number; h: number; wd: number } {
-  const parts = new Intl.DateTimeFormat(
-    "en-US", { timeZone: tz, year: "numeric", month: "numeric", day: "numeric", hour: "numeric", hourCycle: "h23", weekday: "short" },
-  ).formatToParts(ms);
+  const parts = new Intl.DateTimeFormat("en-US", {
+    timeZone: tz,
+    year: "numeric",
+    month: "numeric",
+    day: "numeric",
+    hour: "numeric",
+    hourCycle: "h23",
+    weekday: "short",
+  }).formatToParts(ms);
   const get = (t: string) => parts.find((p) => p.type === t)?.value ?? "0";
   const wd = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].indexOf(get("weekday"));
   return { y: Number(get("year")), m: Number(get("month")), d: Number(get("day")), h: Number(get("hour")), wd };
@@ -104,18 +137,36 @@ const ratio = (a: number, b: number) => (b === 0 ? 0 : Math.round((a / b) * 10_0
 function finish(c: Counts, metrics: readonly Metric[]): Counts {
   const v = (m: Metric) => c[m] ?? 0;
   const all: Record<Metric, number> = {
-    received: v("received"), delivered: v("delivered"), complained: v("complained"), suppressed: v("suppressed"), bounced: v("bounced"),
-    bounced_transient: 0, bounced_permanent: v("bounced"), bounced_undetermined: 0, opened: 0, clicked: 0, unsubscribed: v("unsubscribed"),
-    delivery_delayed: v("delivery_delayed"), failed: v("failed"), sent: v("sent"), unique_opened: 0, unique_clicked: 0,
-    delivery_rate: ratio(v("delivered"), v("sent")), open_rate: 0, click_rate: 0, bounce_rate: ratio(v("bounced"), v("sent")),
-    complaint_rate: ratio(v("complained"), v("delivered")), unsubscribe_rate: ratio(v("unsubscribed"), v("delivered")),
+    received: v("received"),
+    delivered: v("delivered"),
+    complained: v("complained"),
+    suppressed: v("suppressed"),
+    bounced: v("bounced"),
+    bounced_transient: 0,
+    bounced_permanent: v("bounced"),
+    bounced_undetermined: 0,
+    opened: 0,
+    clicked: 0,
+    unsubscribed: v("unsubscribed"),
+    delivery_delayed: v("delivery_delayed"),
+    failed: v("failed"),
+    sent: v("sent"),
+    unique_opened: 0,
+    unique_clicked: 0,
+    delivery_rate: ratio(v("delivered"), v("sent")),
+    open_rate: 0,
+    click_rate: 0,
+    bounce_rate: ratio(v("bounced"), v("sent")),
+    complaint_rate: ratio(v("complained"), v("delivered")),
+    unsubscribe_rate: ratio(v("unsubscribed"), v("delivered")),
   };
   return Object.fromEntries(metrics.map((m) => [m, all[m]]));
 }
 
 /** The answer's totals and rows (see the header). */
 export function foldMetrics(
-  rows: readonly HourCount[], q: FoldQuery,
+  rows: readonly HourCount[],
+  q: FoldQuery,
 ): { totals: Counts; data?: (Counts & { period?: string; domain_id?: string | null; domain_name?: string })[] } {
   const total: Counts = {};
   const groups = new Map<string, { period: number | null; domain: string | null; c: Counts }>();

@@ -32,7 +32,7 @@ export interface Family {
 
 const NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n");
+const escapeLabel = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 const escapeHelp = (v: string) => v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
 
 function formatValue(v: number): string {
@@ -58,7 +58,10 @@ export function formatFamilies(families: readonly Family[]): string {
   return out.length === 0 ? "" : `${out.join("\n")}\n`;
 }
 
-export function replyClass(code: number | undefined | null, enhanced: string | undefined | null): { code: string; enhanced: string } {
+export function replyClass(
+  code: number | undefined | null,
+  enhanced: string | undefined | null,
+): { code: string; enhanced: string } {
   const c = typeof code === "number" && code >= 200 && code < 600 ? String(Math.floor(code / 100)) : "none";
   const m = /^([245])\.(\d{1,3})\./.exec(enhanced ?? "");
   return { code: c, enhanced: m ? `${m[1]}.${m[2]}` : "none" };

@@ -73,7 +73,8 @@ export function isHostName(name: string): boolean {
 
 /** Validates a parsed DoH JSON body. */
 export function parseDohJson(body: unknown): DohMessage | { error: string } {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return { error: "DoH answer is not a JSON object" };
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return { error: "DoH answer is not a JSON object" };
   const obj = body as Record<string, unknown>;
   if (!isCount(obj.Status)) return { error: "DoH answer has no numeric Status" };
   const answers = parseRecords(obj.Answer, "Answer");
@@ -117,7 +118,8 @@ export function selectAnswers(
     if (records.length > 0 || type === DNS_TYPE.CNAME) return { owner, records, chainTtl, error: null };
     const alias = message.answers.find((r) => r.type === DNS_TYPE.CNAME && r.name === owner);
     if (!alias) return { owner, records: [], chainTtl, error: null };
-    if (hops >= MAX_CNAME_HOPS) return { owner, records: [], chainTtl, error: `CNAME chain from ${qname} longer than ${MAX_CNAME_HOPS}` };
+    if (hops >= MAX_CNAME_HOPS)
+      return { owner, records: [], chainTtl, error: `CNAME chain from ${qname} longer than ${MAX_CNAME_HOPS}` };
     owner = normalizeDnsName(alias.data);
     chainTtl = chainTtl === null ? alias.ttl : Math.min(chainTtl, alias.ttl);
     if (seen.has(owner)) return { owner, records: [], chainTtl, error: `CNAME loop at ${owner}` };

@@ -136,7 +136,8 @@ function parseGroups(text: string): number[] | null {
   for (let i = 0; i < pieces.length; i++) {
     const piece = pieces[i] ?? "";
     if (i === pieces.length - 1 && piece.includes(".")) {
-      if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(piece) || piece.split(".").some((b) => Number(b) > 255 || /^0\d/.test(b))) return null;
+      if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(piece) || piece.split(".").some((b) => Number(b) > 255 || /^0\d/.test(b)))
+        return null;
       const v4 = parseIpv4Loose(piece);
       if (v4 === null) return null;
       out.push(Math.floor(v4 / 65536), v4 % 65536);

@@ -121,8 +121,7 @@ export type MxResolution =
 
 /** Next query, or the end. */
 export type MxStep =
-  | { kind: "query"; state: MxLookupState; name: string; type: MxQueryType }
-  | { kind: "done"; result: MxResolution };
+  { kind: "query"; state: MxLookupState; name: string; type: MxQueryType } | { kind: "done"; result: MxResolution };
 
 /** The prefix of an address literal as a recipient's nexthop (see the header). */
 export const LITERAL_NEXTHOP = "literal:";
@@ -133,12 +132,19 @@ export function literalNexthop(domain: string): string {
 }
 
 /** Starts resolving `domain` (ASCII; convert IDNs to punycode first). */
-export function startMxLookup(input: { domain: string; tieSeed?: number | null }, nowMs: number, cfg: MxConfig): MxStep {
+export function startMxLookup(
+  input: { domain: string; tieSeed?: number | null },
+  nowMs: number,
+  cfg: MxConfig,
+): MxStep {
   const literal = parseAddressLiteral(input.domain);
   if (literal !== null) {
     const hosts = [{ host: literal, preference: 0 }];
     const expiresAtMs = nowMs + cfg.maxTtlSec * 1000;
-    return { kind: "done", result: { kind: "hosts", domain: input.domain, hosts, implicit: true, site: literal, expiresAtMs } };
+    return {
+      kind: "done",
+      result: { kind: "hosts", domain: input.domain, hosts, implicit: true, site: literal, expiresAtMs },
+    };
   }
   const domain = normalizeDnsName(input.domain);
   if (!isHostName(domain)) {
@@ -165,7 +171,15 @@ export function advanceMxLookup(state: MxLookupState, event: DohEvent, nowMs: nu
   if (picked.error) return failed(picked.error);
   const ttlSec = minTtl(picked.chainTtl, ...picked.records.map((r) => r.ttl));
   if (query === "MX" && picked.records.length > 0) {
-    return done(resolveMxRecords(state, picked.records.map((r) => r.data), minTtl(ttlSec, state.ttlSec), nowMs, cfg));
+    return done(
+      resolveMxRecords(
+        state,
+        picked.records.map((r) => r.data),
+        minTtl(ttlSec, state.ttlSec),
+        nowMs,
+        cfg,
+      ),
+    );
   }
   if (picked.records.length > 0) {
     const hosts = [{ host: domain, preference: 0 }];
@@ -187,7 +201,13 @@ function noData(state: MxLookupState, message: DohMessage, nowMs: number, cfg: M
 }
 
 /** Turns MX RDATA strings into hosts, a null-MX bounce, or a deferral. */
-function resolveMxRecords(state: MxLookupState, data: string[], ttlSec: number | null, nowMs: number, cfg: MxConfig): MxResolution {
+function resolveMxRecords(
+  state: MxLookupState,
+  data: string[],
+  ttlSec: number | null,
+  nowMs: number,
+  cfg: MxConfig,
+): MxResolution {
   const { domain } = state;
   const parsed = data.map(parseMxData);
   const valid = parsed.filter((r): r is MxRecordData => r !== null);
@@ -200,7 +220,14 @@ function resolveMxRecords(state: MxLookupState, data: string[], ttlSec: number |
     return transient(domain, `${lookupText(domain, "MX")}: no MX record names a usable host`, nowMs, cfg);
   }
   const hosts = orderMxHosts(usable, state.tieSeed);
-  return { kind: "hosts", domain, hosts, implicit: false, site: siteKey(hosts), expiresAtMs: positiveExpiry(ttlSec, nowMs, cfg) };
+  return {
+    kind: "hosts",
+    domain,
+    hosts,
+    implicit: false,
+    site: siteKey(hosts),
+    expiresAtMs: positiveExpiry(ttlSec, nowMs, cfg),
+  };
 }
 
 /** One MX RDATA: preference and normalised exchange ("" for the root, "."). */
@@ -226,7 +253,7 @@ export function orderMxHosts(records: readonly MxRecordData[], tieSeed: number |
   sorted.sort((a, b) => a.preference - b.preference || (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
   if (tieSeed === null) return sorted;
   const next = mulberry32(tieSeed);
-  for (let start = 0; start < sorted.length; ) {
+  for (let start = 0; start < sorted.length;) {
     let end = start;
     while (end < sorted.length && sorted[end]?.preference === sorted[start]?.preference) end++;
     for (let i = end - 1; i > start; i--) {
@@ -258,7 +285,9 @@ function mulberry32(seed: number): () => number {
 /** "[192.0.2.1]" or "[IPv6:2001:db8::1]" to the address text, else null. */
 function parseAddressLiteral(domain: string): string | null {
   const d = domain.trim();
-  const m = /^\[(?:IPv6:([^\]]+)|([0-9.]+))\]$/i.exec(d.startsWith(LITERAL_NEXTHOP) ? d.slice(LITERAL_NEXTHOP.length) : d);
+  const m = /^\[(?:IPv6:([^\]]+)|([0-9.]+))\]$/i.exec(
+    d.startsWith(LITERAL_NEXTHOP) ? d.slice(LITERAL_NEXTHOP.length) : d,
+  );
   if (!m) return null;
   if (m[1] !== undefined) return parseIPv6(m[1]) ? m[1].toLowerCase() : null;
   return m[2] !== undefined && parseIPv4(m[2]) ? m[2] : null;

@@ -69,8 +69,7 @@ export interface Socks5HandshakeState {
 
 /** How the handshake ended. */
 export type Socks5Result =
-  | { kind: "established"; bound: Socks5BoundAddress; rest: Uint8Array }
-  | { kind: "failed"; error: Socks5Error };
+  { kind: "established"; bound: Socks5BoundAddress; rest: Uint8Array } | { kind: "failed"; error: Socks5Error };
 
 /** What to do next. */
 export interface Socks5Step {
@@ -119,7 +118,13 @@ export function feedSocks5Handshake(state: Socks5HandshakeState, bytes: Uint8Arr
   const rest = buffer.subarray(parsed.consumed);
   const step = react({ ...state, buffer: new Uint8Array(0) }, parsed.message, rest);
   if (step.send && rest.length > 0) {
-    return fail(state, new Socks5Error("protocol", `SOCKS5 proxy sent ${rest.length} unexpected bytes after its ${PHASE_NAMES[state.phase]} reply`));
+    return fail(
+      state,
+      new Socks5Error(
+        "protocol",
+        `SOCKS5 proxy sent ${rest.length} unexpected bytes after its ${PHASE_NAMES[state.phase]} reply`,
+      ),
+    );
   }
   return step;
 }
@@ -141,7 +146,10 @@ function react(state: Socks5HandshakeState, message: Socks5ServerMessage, rest: 
       return chooseMethod(state, message.method);
     case "auth":
       if (!message.ok) {
-        return fail(state, new Socks5Error("auth-failed", `SOCKS5 proxy rejected the username/password (status ${message.status})`));
+        return fail(
+          state,
+          new Socks5Error("auth-failed", `SOCKS5 proxy rejected the username/password (status ${message.status})`),
+        );
       }
       return sendConnect(state);
     case "connect": {
@@ -160,7 +168,10 @@ function react(state: Socks5HandshakeState, message: Socks5ServerMessage, rest: 
 function chooseMethod(state: Socks5HandshakeState, method: number): Socks5Step {
   if (method === SOCKS5_METHOD.noAcceptable) {
     const offered = state.credentials ? "no authentication, username/password" : "no authentication";
-    return fail(state, new Socks5Error("no-acceptable-method", `SOCKS5 proxy accepts none of the offered methods (${offered})`));
+    return fail(
+      state,
+      new Socks5Error("no-acceptable-method", `SOCKS5 proxy accepts none of the offered methods (${offered})`),
+    );
   }
   if (method === SOCKS5_METHOD.none) return sendConnect(state);
   if (method === SOCKS5_METHOD.userPass && state.credentials) {
@@ -177,12 +188,18 @@ function sendConnect(state: Socks5HandshakeState): Socks5Step {
 
 /** A failed step. */
 function fail(state: Socks5HandshakeState, error: Socks5Error): Socks5Step {
-  return { state: { ...state, phase: "failed", buffer: new Uint8Array(0) }, send: null, result: { kind: "failed", error } };
+  return {
+    state: { ...state, phase: "failed", buffer: new Uint8Array(0) },
+    send: null,
+    result: { kind: "failed", error },
+  };
 }
 
 /** host:port, IPv6 in brackets. */
 function describeTarget(t: Socks5Target): string {
-  return t.hostname.includes(":") && !t.hostname.startsWith("[") ? `[${t.hostname}]:${t.port}` : `${t.hostname}:${t.port}`;
+  return t.hostname.includes(":") && !t.hostname.startsWith("[")
+    ? `[${t.hostname}]:${t.port}`
+    : `${t.hostname}:${t.port}`;
 }
 
 /** Wraps a non-Socks5Error (never expected) as a protocol error. */

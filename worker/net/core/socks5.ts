@@ -159,7 +159,10 @@ export function encodeConnectRequest(target: Socks5Target): Uint8Array {
   const v6 = parseIPv6(hostname.replace(/^\[(.*)\]$/, "$1"));
   if (v6) return Uint8Array.from([5, 1, 0, 4, ...v6, ...portBytes]);
   if (!/^[\x21-\x7e]{1,255}$/.test(hostname)) {
-    throw new Socks5Error("bad-request", `SOCKS5 CONNECT needs an ASCII host name of 1..255 characters, got ${JSON.stringify(hostname)}`);
+    throw new Socks5Error(
+      "bad-request",
+      `SOCKS5 CONNECT needs an ASCII host name of 1..255 characters, got ${JSON.stringify(hostname)}`,
+    );
   }
   return Uint8Array.from([5, 1, 0, 3, hostname.length, ...encodeUtf8(hostname), ...portBytes]);
 }
@@ -214,7 +217,10 @@ function parseBoundAddress(bytes: Uint8Array): { message: Socks5ServerMessage; c
 /** Throws a protocol error unless `version` is one of `allowed`. */
 function checkVersion(version: number, allowed: readonly number[], what: string): void {
   if (!allowed.includes(version)) {
-    throw new Socks5Error("protocol", `SOCKS5 proxy sent version ${version} in its ${what}, expected ${allowed.join(" or ")}`);
+    throw new Socks5Error(
+      "protocol",
+      `SOCKS5 proxy sent version ${version} in its ${what}, expected ${allowed.join(" or ")}`,
+    );
   }
 }
 

@@ -97,7 +97,11 @@ function list(as: ParsedAddress[] | undefined): string[] | null {
 }
 
 /** The fields of a parsed message (see the header). */
-export function receivedFields(p: ParsedMail, envelope: { from: string; to: string }, ids: readonly string[]): ReceivedFields {
+export function receivedFields(
+  p: ParsedMail,
+  envelope: { from: string; to: string },
+  ids: readonly string[],
+): ReceivedFields {
   const headers: Record<string, string> = {};
   for (const h of p.headers) {
     const k = h.key.toLowerCase();
@@ -114,8 +118,12 @@ export function receivedFields(p: ParsedMail, envelope: { from: string; to: stri
     message_id: p.messageId ?? null,
     headers,
     attachments: p.attachments.map((a, i) => ({
-      id: ids[i]!, filename: a.filename ?? null, size: a.size, content_type: a.mimeType,
-      content_id: a.contentId ? a.contentId.replace(/^<|>$/g, "") : null, content_disposition: a.disposition,
+      id: ids[i]!,
+      filename: a.filename ?? null,
+      size: a.size,
+      content_type: a.mimeType,
+      content_id: a.contentId ? a.contentId.replace(/^<|>$/g, "") : null,
+      content_disposition: a.disposition,
     })),
   };
 }
@@ -157,7 +165,10 @@ export function quotaReply(quota: number): string {
 }
 
 /** html with cid: references to inline attachments as data: URIs (see the header). */
-export function withDataUris(html: string, atts: readonly { content_id: string | null; content_type: string; base64: string }[]): string {
+export function withDataUris(
+  html: string,
+  atts: readonly { content_id: string | null; content_type: string; base64: string }[],
+): string {
   let out = html;
   for (const a of atts) {
     if (!a.content_id) continue;

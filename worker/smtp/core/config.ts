@@ -198,14 +198,21 @@ const UNIT_SEC: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600 };
  * positive throw RangeError, naming the parameter.
  */
 export function parseSmtpTimeouts(input: unknown): Partial<SmtpTimeouts> {
-  if (input === null || typeof input !== "object" || Array.isArray(input)) throw new RangeError("SMTP timeouts must be a JSON object");
+  if (input === null || typeof input !== "object" || Array.isArray(input))
+    throw new RangeError("SMTP timeouts must be a JSON object");
   const out: Partial<SmtpTimeouts> = {};
   for (const [name, raw] of Object.entries(input)) {
     const key = TIMEOUT_PARAMS[name];
     if (!key) throw new RangeError(`unknown SMTP timeout parameter ${name}`);
-    const m = typeof raw === "number" ? [String(raw), String(raw), "s"] : typeof raw === "string" ? /^(\d+(?:\.\d+)?)([smh]?)$/.exec(raw.trim()) : null;
+    const m =
+      typeof raw === "number"
+        ? [String(raw), String(raw), "s"]
+        : typeof raw === "string"
+          ? /^(\d+(?:\.\d+)?)([smh]?)$/.exec(raw.trim())
+          : null;
     const sec = m ? Number(m[1]) * UNIT_SEC[m[2] || "s"]! : NaN;
-    if (!(sec > 0) || !Number.isFinite(sec)) throw new RangeError(`${name} must be a positive time, got ${JSON.stringify(raw)}`);
+    if (!(sec > 0) || !Number.isFinite(sec))
+      throw new RangeError(`${name} must be a positive time, got ${JSON.stringify(raw)}`);
     out[key] = sec;
   }
   return out;

@@ -39,12 +39,7 @@
 
 import type { SessionConfig, SmtpStep } from "./config";
 import { InvariantError, type SmtpFailure } from "./errors";
-import {
-  applyTemplate,
-  waitIn,
-  type ResultTemplate,
-  type SessionState,
-} from "./state";
+import { applyTemplate, waitIn, type ResultTemplate, type SessionState } from "./state";
 import type { SessionAction, SessionOutcome, SiteFailure, TransactionResult } from "./types";
 
 /** How to end a session early. */
@@ -197,8 +192,14 @@ export function buildTransactionResult(
 ): TransactionResult {
   const env = s.messages[messageIndex];
   if (!env) throw new InvariantError(`no message ${messageIndex}`);
-  return { messageId: env.id, recipients, remoteHost: cfg.remoteHost, tls: s.tls, possibleDuplicate,
-    ...(!s.tls && s.tlsProblem ? { tlsProblem: s.tlsProblem } : {}) };
+  return {
+    messageId: env.id,
+    recipients,
+    remoteHost: cfg.remoteHost,
+    tls: s.tls,
+    possibleDuplicate,
+    ...(!s.tls && s.tlsProblem ? { tlsProblem: s.tlsProblem } : {}),
+  };
 }
 
 /** Collects the results; every message must be decided. */

@@ -61,7 +61,11 @@ import type { MessageEnvelope, SessionAction, SessionEvent } from "./types";
  * `keepOpen` the session goes idle after its last message instead of QUIT (a cached
  * connection): resumeSession sends more, closeIdleSession ends it.
  */
-export function startSession(cfg: SessionConfig, messages: readonly MessageEnvelope[], options: { keepOpen?: boolean } = {}): SessionStep {
+export function startSession(
+  cfg: SessionConfig,
+  messages: readonly MessageEnvelope[],
+  options: { keepOpen?: boolean } = {},
+): SessionStep {
   if (new Set(messages.map((m) => m.id)).size !== messages.length) {
     throw new InvariantError("message ids in one session must be unique");
   }
@@ -110,7 +114,11 @@ export function isSessionIdle(state: SessionState): boolean {
  * checks that the cached connection still works. Should that check fail, the outcome says
  * staleCache and none of the new messages reached the server.
  */
-export function resumeSession(state: SessionState, messages: readonly MessageEnvelope[], cfg: SessionConfig): SessionStep {
+export function resumeSession(
+  state: SessionState,
+  messages: readonly MessageEnvelope[],
+  cfg: SessionConfig,
+): SessionStep {
   if (state.phase !== "idle") throw new InvariantError(`resume in phase ${state.phase}`);
   const ids = new Set(state.messages.map((m) => m.id));
   for (const m of messages) {
@@ -240,7 +248,8 @@ function afterHello(s: SessionState, cfg: SessionConfig): SessionAction[] {
     waitIn(s, "starttls", cfg);
     return [{ kind: "send", data: "STARTTLS\r\n" }];
   }
-  if (!s.tls && cfg.tlsPolicy === "opportunistic" && !s.tlsFallback && !s.caps.startTls) s.tlsProblem = `STARTTLS not offered by host ${cfg.remoteHost}`;
+  if (!s.tls && cfg.tlsPolicy === "opportunistic" && !s.tlsFallback && !s.caps.startTls)
+    s.tlsProblem = `STARTTLS not offered by host ${cfg.remoteHost}`;
   if (!s.tls && cfg.tlsPolicy === "required") {
     const reason = `TLS is required, but was not offered by host ${cfg.remoteHost}`;
     return refuseLocally(s, cfg, "4.7.4", reason, true);
@@ -318,7 +327,13 @@ function refuseSession(
 }
 
 /** Ends the session for a reason decided here (TLS or AUTH policy); always deferred. */
-function refuseLocally(s: SessionState, cfg: SessionConfig, dsn: string, reason: string, site: boolean): SessionAction[] {
+function refuseLocally(
+  s: SessionState,
+  cfg: SessionConfig,
+  dsn: string,
+  reason: string,
+  site: boolean,
+): SessionAction[] {
   const template = { code: 450, enhanced: dsn, text: reason, status: "deferred" as const, source: "local" as const };
   const siteFailure = site ? { dsnStatus: dsn, reason } : null;
   return abortSession(s, cfg, { current: template, rest: template, siteFailure, quit: true, possibleDuplicate: false });

@@ -66,11 +66,7 @@ export type SessionPhase =
   | "done";
 
 /** A reply the session still expects inside a transaction, in send order. */
-export type PendingReply =
-  | { cmd: "mail" }
-  | { cmd: "rcpt"; index: number }
-  | { cmd: "data" }
-  | { cmd: "dot-discard" };
+export type PendingReply = { cmd: "mail" } | { cmd: "rcpt"; index: number } | { cmd: "data" } | { cmd: "dot-discard" };
 
 /** Progress of the message being sent. */
 export interface TransactionProgress {

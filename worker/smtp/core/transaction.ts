@@ -75,7 +75,13 @@ export function beginTransaction(s: SessionState, cfg: SessionConfig): SessionAc
     );
     const toSend = rcpt.flatMap((r, i) => (r === null ? [i] : []));
     if (toSend.length === 0) {
-      s.results[index] = buildTransactionResult(s, cfg, index, rcpt.filter((r) => r !== null), false);
+      s.results[index] = buildTransactionResult(
+        s,
+        cfg,
+        index,
+        rcpt.filter((r) => r !== null),
+        false,
+      );
       continue;
     }
     s.txn = {
@@ -108,8 +114,13 @@ function goIdle(s: SessionState): SessionAction[] {
 
 /** Returns why a message cannot be sent to this server at all, or null. */
 function refuseBeforeSending(s: SessionState, cfg: SessionConfig, env: MessageEnvelope): ResultTemplate | null {
-  const local = (code: number, enhanced: string, text: string): ResultTemplate =>
-    ({ code, enhanced, text, status: "bounced", source: "local" });
+  const local = (code: number, enhanced: string, text: string): ResultTemplate => ({
+    code,
+    enhanced,
+    text,
+    status: "bounced",
+    source: "local",
+  });
   if (!isSafeAddress(env.mailFrom)) return local(550, "5.1.7", "bad sender address syntax");
   if (messageNeedsSmtpUtf8(env) && !s.caps.smtpUtf8) {
     return local(550, "5.6.7", `SMTPUTF8 is required, but was not offered by host ${cfg.remoteHost}`);

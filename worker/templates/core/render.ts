@@ -55,7 +55,14 @@ export interface Problem {
 }
 
 /** Resend's reserved names: contact fields and the unsubscribe link. */
-export const RESERVED_KEYS: readonly string[] = ["FIRST_NAME", "LAST_NAME", "EMAIL", "UNSUBSCRIBE_URL", "contact", "this"];
+export const RESERVED_KEYS: readonly string[] = [
+  "FIRST_NAME",
+  "LAST_NAME",
+  "EMAIL",
+  "UNSUBSCRIBE_URL",
+  "contact",
+  "this",
+];
 
 /** Most variables a template may declare (Resend's limit). */
 export const MAX_VARIABLES = 50;
@@ -78,14 +85,19 @@ export function usedVariables(c: Pick<TemplateContent, "subject" | "html" | "tex
 export function checkContent(c: TemplateContent): Problem[] {
   const out: Problem[] = [];
   const declared = new Set<string>();
-  if (c.variables.length > MAX_VARIABLES) out.push({
-    kind: "invalid", message: `A template may declare at most ${MAX_VARIABLES} variables; this one declares ${c.variables.length}.`,
-  });
-  for (const v of c.variables) {
-    if (!KEY_RE.test(v.key)) out.push({
-      kind: "invalid", message: `Variable key \`${v.key}\` must be 1–100 characters of A–Z, a–z, 0–9 or _, not starting with a digit.`,
+  if (c.variables.length > MAX_VARIABLES)
+    out.push({
+      kind: "invalid",
+      message: `A template may declare at most ${MAX_VARIABLES} variables; this one declares ${c.variables.length}.`,
     });
-    else if (RESERVED_KEYS.includes(v.key)) out.push({ kind: "invalid", message: `Variable key \`${v.key}\` is reserved (${RESERVED_KEYS.join(", ")}).` });
+  for (const v of c.variables) {
+    if (!KEY_RE.test(v.key))
+      out.push({
+        kind: "invalid",
+        message: `Variable key \`${v.key}\` must be 1–100 characters of A–Z, a–z, 0–9 or _, not starting with a digit.`,
+      });
+    else if (RESERVED_KEYS.includes(v.key))
+      out.push({ kind: "invalid", message: `Variable key \`${v.key}\` is reserved (${RESERVED_KEYS.join(", ")}).` });
     if (declared.has(v.key)) out.push({ kind: "invalid", message: `Variable \`${v.key}\` is declared twice.` });
     declared.add(v.key);
     if (v.fallback_value !== null && typeof v.fallback_value !== v.type) {
@@ -93,7 +105,11 @@ export function checkContent(c: TemplateContent): Problem[] {
     }
   }
   for (const key of usedVariables(c)) {
-    if (!declared.has(key)) out.push({ kind: "invalid", message: `Variable \`${key}\` is used in the template but not defined in the variables list.` });
+    if (!declared.has(key))
+      out.push({
+        kind: "invalid",
+        message: `Variable \`${key}\` is used in the template but not defined in the variables list.`,
+      });
   }
   return out;
 }
@@ -106,25 +122,40 @@ function numeric(v: string): number | null {
 }
 
 /** The problems of a send's values against the declarations (see the header). */
-export function checkValues(vars: readonly VariableDecl[], values: Readonly<Record<string, string | number>>, template: string): Problem[] {
+export function checkValues(
+  vars: readonly VariableDecl[],
+  values: Readonly<Record<string, string | number>>,
+  template: string,
+): Problem[] {
   const out: Problem[] = [];
   const byKey = new Map(vars.map((v) => [v.key, v]));
   for (const [key, value] of Object.entries(values)) {
     const decl = byKey.get(key);
     if (!decl) out.push({ kind: "invalid", message: `Variable \`${key}\` is not declared by template ${template}.` });
     else if (decl.type === "number" && typeof value === "string" && numeric(value) === null) {
-      out.push({ kind: "invalid", message: `Variable \`${key}\` of template ${template} is a number; got ${JSON.stringify(value)}.` });
+      out.push({
+        kind: "invalid",
+        message: `Variable \`${key}\` of template ${template} is a number; got ${JSON.stringify(value)}.`,
+      });
     }
   }
   for (const v of vars) {
-    if (!(v.key in values) && v.fallback_value === null) out.push({
-      kind: "missing", message: `Missing required variable \`${v.key}\` for template ${template}.`,
-    });
+    if (!(v.key in values) && v.fallback_value === null)
+      out.push({
+        kind: "missing",
+        message: `Missing required variable \`${v.key}\` for template ${template}.`,
+      });
   }
   return out;
 }
 
-const ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" };
+const ESCAPES: Readonly<Record<string, string>> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&#39;",
+};
 
 /** `s` with & < > " ' as HTML entities. */
 export function escapeHtml(s: string): string {
@@ -132,17 +163,21 @@ export function escapeHtml(s: string): string {
 }
 
 function fill(part: string, lookup: (key: string) => string | null, escape: boolean): string {
-  return part.replace(USE_RE, (whole, raw3: string | undefined, key3: string | undefined, raw2: string | undefined, key2: string | undefined) => {
-    const key = key3 ?? key2!;
-    const value = lookup(key);
-    if (value === null) return whole;
-    return escape && (raw3 ?? raw2) !== "&" ? escapeHtml(value) : value;
-  });
+  return part.replace(
+    USE_RE,
+    (whole, raw3: string | undefined, key3: string | undefined, raw2: string | undefined, key2: string | undefined) => {
+      const key = key3 ?? key2!;
+      const value = lookup(key);
+      if (value === null) return whole;
+      return escape && (raw3 ?? raw2) !== "&" ? escapeHtml(value) : value;
+    },
+  );
 }
 
 /** The rendered subject, html and text (see the header). */
 export function renderContent(
-  c: TemplateContent, values: Readonly<Record<string, string | number>>,
+  c: TemplateContent,
+  values: Readonly<Record<string, string | number>>,
 ): { subject: string | null; html: string; text: string | null } {
   const decls = new Map(c.variables.map((v) => [v.key, v]));
   const lookup = (key: string): string | null => {

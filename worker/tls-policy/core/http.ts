@@ -65,7 +65,8 @@ export function readPolicyResponse(bytes: Uint8Array): PolicyAnswer {
   const status = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? "");
   if (!status) return { error: "the policy server did not answer HTTP/1.1", kind: "fetch" };
   const code = Number(status[1]);
-  if (code >= 300 && code < 400) return { error: `the policy server redirected (HTTP ${code}); redirects are not followed`, kind: "fetch" };
+  if (code >= 300 && code < 400)
+    return { error: `the policy server redirected (HTTP ${code}); redirects are not followed`, kind: "fetch" };
   if (code !== 200) return { error: `the policy server answered HTTP ${code}`, kind: "fetch" };
   const headers = new Map<string, string>();
   for (const l of lines.slice(1)) {
@@ -73,7 +74,8 @@ export function readPolicyResponse(bytes: Uint8Array): PolicyAnswer {
     if (c > 0) headers.set(l.slice(0, c).trim().toLowerCase(), l.slice(c + 1).trim());
   }
   const type = (headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
-  if (type !== "text/plain") return { error: `the policy's media type is ${JSON.stringify(type)}, not text/plain`, kind: "invalid" };
+  if (type !== "text/plain")
+    return { error: `the policy's media type is ${JSON.stringify(type)}, not text/plain`, kind: "invalid" };
   let body = text.slice(end + 4);
   if ((headers.get("transfer-encoding") ?? "").toLowerCase().includes("chunked")) {
     const plain = unchunk(body);
@@ -81,7 +83,8 @@ export function readPolicyResponse(bytes: Uint8Array): PolicyAnswer {
     body = plain;
   } else if (headers.has("content-length")) {
     const n = Number(headers.get("content-length"));
-    if (!Number.isInteger(n) || n < 0 || body.length < n) return { error: "the policy's body is shorter than its Content-Length", kind: "fetch" };
+    if (!Number.isInteger(n) || n < 0 || body.length < n)
+      return { error: "the policy's body is shorter than its Content-Length", kind: "fetch" };
     body = body.slice(0, n);
   }
   if (body.length > MAX_POLICY_BYTES) return { error: `the policy is over ${MAX_POLICY_BYTES} bytes`, kind: "invalid" };

@@ -105,10 +105,13 @@ export function parsePolicy(text: string): StsPolicy | { error: string } {
     else if (key === "mx") mx.push(value.toLowerCase().replace(/\.$/, ""));
   }
   if (version !== "STSv1") return { error: "policy version is not STSv1" };
-  if (mode !== "enforce" && mode !== "testing" && mode !== "none") return { error: `policy mode ${JSON.stringify(mode)} is not enforce, testing or none` };
-  if (maxAge === null || maxAge < 0 || maxAge > MAX_AGE_LIMIT) return { error: "policy max_age is missing or out of range" };
+  if (mode !== "enforce" && mode !== "testing" && mode !== "none")
+    return { error: `policy mode ${JSON.stringify(mode)} is not enforce, testing or none` };
+  if (maxAge === null || maxAge < 0 || maxAge > MAX_AGE_LIMIT)
+    return { error: "policy max_age is missing or out of range" };
   if (mode !== "none" && mx.length === 0) return { error: "policy lists no mx" };
-  if (mx.some((p) => !/^(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)+$/.test(p))) return { error: "policy has a malformed mx pattern" };
+  if (mx.some((p) => !/^(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)+$/.test(p)))
+    return { error: "policy has a malformed mx pattern" };
   return { mode, mx, maxAge };
 }
 
@@ -122,7 +125,11 @@ export function mxMatches(pattern: string, host: string): boolean {
 }
 
 /** What to do with a domain's cache entry before a delivery (see the header). */
-export function nextLookup(cached: StsCacheEntry | null, nowSec: number, cfg: StsCacheConfig = DEFAULT_STS_CACHE): "use" | "use-and-refresh" | "lookup" {
+export function nextLookup(
+  cached: StsCacheEntry | null,
+  nowSec: number,
+  cfg: StsCacheConfig = DEFAULT_STS_CACHE,
+): "use" | "use-and-refresh" | "lookup" {
   if (cached === null || nowSec >= cached.expiresAt) return "lookup";
   return nowSec - cached.checkedAt >= cfg.refreshSec ? "use-and-refresh" : "use";
 }
@@ -137,9 +144,20 @@ export function needsFetch(cached: StsCacheEntry | null, record: Discovery["reco
 }
 
 /** The new cache entry after a discovery (see the header). */
-export function afterDiscovery(cached: StsCacheEntry | null, d: Discovery, nowSec: number, cfg: StsCacheConfig = DEFAULT_STS_CACHE): StsCacheEntry {
+export function afterDiscovery(
+  cached: StsCacheEntry | null,
+  d: Discovery,
+  nowSec: number,
+  cfg: StsCacheConfig = DEFAULT_STS_CACHE,
+): StsCacheEntry {
   const live = cached !== null && cached.policy !== null && nowSec < cached.expiresAt ? cached : null;
-  const none = (): StsCacheEntry => ({ id: null, policy: null, fetchedAt: nowSec, expiresAt: nowSec + cfg.negativeSec, checkedAt: nowSec });
+  const none = (): StsCacheEntry => ({
+    id: null,
+    policy: null,
+    fetchedAt: nowSec,
+    expiresAt: nowSec + cfg.negativeSec,
+    checkedAt: nowSec,
+  });
   if (d.record === "failed" || d.record === null) {
     // 5.1: a policy stays in force until it expires, whatever DNS says meanwhile.
     if (live) return { ...live, checkedAt: nowSec };
@@ -147,7 +165,8 @@ export function afterDiscovery(cached: StsCacheEntry | null, d: Discovery, nowSe
   }
   if (!needsFetch(live, d.record, nowSec)) return { ...live!, checkedAt: nowSec };
   const f = d.fetched;
-  if (f && !("error" in f)) return { id: d.record.id, policy: f, fetchedAt: nowSec, expiresAt: nowSec + f.maxAge, checkedAt: nowSec };
+  if (f && !("error" in f))
+    return { id: d.record.id, policy: f, fetchedAt: nowSec, expiresAt: nowSec + f.maxAge, checkedAt: nowSec };
   // A record whose policy cannot be fetched: the cached policy if any, else deliver as if none (5.1).
   if (live) return { ...live, checkedAt: nowSec };
   return { ...none(), expiresAt: nowSec + Math.min(cfg.negativeSec, 300) };
@@ -165,9 +184,11 @@ export interface StsPlan {
 }
 
 export function planDelivery(policy: StsPolicy | null, hosts: readonly string[]): StsPlan {
-  if (policy === null || policy.mode === "none") return { mode: "none", hosts: [...hosts], excluded: [], requireTls: false };
+  if (policy === null || policy.mode === "none")
+    return { mode: "none", hosts: [...hosts], excluded: [], requireTls: false };
   const ok = (h: string) => policy.mx.some((p) => mxMatches(p, h));
-  if (policy.mode === "testing") return { mode: "testing", hosts: [...hosts], excluded: hosts.filter((h) => !ok(h)), requireTls: false };
+  if (policy.mode === "testing")
+    return { mode: "testing", hosts: [...hosts], excluded: hosts.filter((h) => !ok(h)), requireTls: false };
   return { mode: "enforce", hosts: hosts.filter(ok), excluded: hosts.filter((h) => !ok(h)), requireTls: true };
 }
 

@@ -28,8 +28,14 @@
 
 /** Result types used here (RFC 8460 4.3). */
 export type TlsResultType =
-  | "starttls-not-supported" | "certificate-host-mismatch" | "certificate-expired" | "certificate-not-trusted" | "validation-failure"
-  | "sts-policy-fetch-error" | "sts-policy-invalid" | "sts-webpki-invalid";
+  | "starttls-not-supported"
+  | "certificate-host-mismatch"
+  | "certificate-expired"
+  | "certificate-not-trusted"
+  | "validation-failure"
+  | "sts-policy-fetch-error"
+  | "sts-policy-invalid"
+  | "sts-webpki-invalid";
 
 /** The record (see the header). */
 export function parseTlsRptRecord(txts: readonly string[]): { rua: string[] } | null {
@@ -37,17 +43,25 @@ export function parseTlsRptRecord(txts: readonly string[]): { rua: string[] } | 
   if (recs.length !== 1) return null;
   const m = /(?:^|;)\s*rua\s*=\s*([^;]*)/.exec(recs[0]!);
   if (!m) return null;
-  const rua = m[1]!.split(",").map((u) => u.trim()).filter((u) => /^mailto:[^@\s]+@[^@\s]+$/i.test(u) || /^https:\/\/\S+$/i.test(u));
+  const rua = m[1]!
+    .split(",")
+    .map((u) => u.trim())
+    .filter((u) => /^mailto:[^@\s]+@[^@\s]+$/i.test(u) || /^https:\/\/\S+$/i.test(u));
   return rua.length > 0 ? { rua } : null;
 }
 
 /** The result type of a failure's text (see the header). */
 export function resultTypeOf(failure: string): TlsResultType {
   const t = failure.toLowerCase();
-  if (/not offered|not supported|refused to start tls|starttls/.test(t) && !/handshake/.test(t)) return "starttls-not-supported";
+  if (/not offered|not supported|refused to start tls|starttls/.test(t) && !/handshake/.test(t))
+    return "starttls-not-supported";
   if (/expired/.test(t)) return "certificate-expired";
-  if (/host ?name|mismatch|subject ?alt|does not match|wrong name|ip address/.test(t)) return "certificate-host-mismatch";
-  if (/self[- ]signed|unknown (ca|issuer)|issuer|untrusted|not trusted|unable to (get|verify)|verif|certificate/.test(t)) return "certificate-not-trusted";
+  if (/host ?name|mismatch|subject ?alt|does not match|wrong name|ip address/.test(t))
+    return "certificate-host-mismatch";
+  if (
+    /self[- ]signed|unknown (ca|issuer)|issuer|untrusted|not trusted|unable to (get|verify)|verif|certificate/.test(t)
+  )
+    return "certificate-not-trusted";
   return "validation-failure";
 }
 
@@ -82,22 +96,29 @@ export function buildReport(r: ReportInput) {
     "date-range": { "start-datetime": `${r.day}T00:00:00Z`, "end-datetime": `${r.day}T23:59:59Z` },
     "contact-info": r.contact,
     "report-id": r.reportId,
-    policies: [{
-      policy: {
-        "policy-type": r.policyType,
-        ...(r.policyType === "sts" ? { "policy-string": r.policyStrings, "mx-host": r.mxHosts } : {}),
-        "policy-domain": r.domain,
+    policies: [
+      {
+        policy: {
+          "policy-type": r.policyType,
+          ...(r.policyType === "sts" ? { "policy-string": r.policyStrings, "mx-host": r.mxHosts } : {}),
+          "policy-domain": r.domain,
+        },
+        summary: {
+          "total-successful-session-count": ok,
+          "total-failure-session-count": failures.reduce((n, x) => n + x.n, 0),
+        },
+        ...(failures.length > 0
+          ? {
+              "failure-details": failures.map((f) => ({
+                "result-type": f.result,
+                ...(f.ip ? { "sending-mta-ip": f.ip } : {}),
+                ...(f.mx ? { "receiving-mx-hostname": f.mx } : {}),
+                "failed-session-count": f.n,
+              })),
+            }
+          : {}),
       },
-      summary: { "total-successful-session-count": ok, "total-failure-session-count": failures.reduce((n, x) => n + x.n, 0) },
-      ...(failures.length > 0 ? {
-        "failure-details": failures.map((f) => ({
-          "result-type": f.result,
-          ...(f.ip ? { "sending-mta-ip": f.ip } : {}),
-          ...(f.mx ? { "receiving-mx-hostname": f.mx } : {}),
-          "failed-session-count": f.n,
-        })),
-      } : {}),
-    }],
+    ],
   };
 }
 

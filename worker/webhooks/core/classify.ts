@@ -83,7 +83,11 @@ export const BOUNCE_RULES: readonly BounceRule[] = [
   },
   // Sender authentication (SPF, DKIM, DMARC) before the generic 5.7.x rows.
   { name: "auth-enhanced", category: "auth_failure", enhanced: /^[45]\.7\.(2[0-7]|8)$/ },
-  { name: "auth-text", category: "auth_failure", text: /\bDMARC\b|\bDKIM\b|\bSPF\b|unauthenticated|authentication (failed|required)/i },
+  {
+    name: "auth-text",
+    category: "auth_failure",
+    text: /\bDMARC\b|\bDKIM\b|\bSPF\b|unauthenticated|authentication (failed|required)/i,
+  },
   // Reputation and block lists.
   {
     name: "blocklist",
@@ -94,14 +98,30 @@ export const BOUNCE_RULES: readonly BounceRule[] = [
   // Domain-level problems.
   { name: "null-mx", category: "bad_domain", enhanced: /^5\.1\.10$/ },
   { name: "bad-domain-enhanced", category: "bad_domain", enhanced: /^5\.1\.2$/ },
-  { name: "bad-domain-text", category: "bad_domain", text: /null MX|no such domain|domain (does not exist|not found|name not found)|NXDOMAIN|unrouteable address/i },
+  {
+    name: "bad-domain-text",
+    category: "bad_domain",
+    text: /null MX|no such domain|domain (does not exist|not found|name not found)|NXDOMAIN|unrouteable address/i,
+  },
   { name: "dns-enhanced", category: "dns_failure", enhanced: /^[45]\.4\.[34]$/ },
-  { name: "dns-text", category: "dns_failure", text: /host not found|name service error|DNS (lookup|resolution|failure|error|timeout)|no (MX|A|address) record/i },
+  {
+    name: "dns-text",
+    category: "dns_failure",
+    text: /host not found|name service error|DNS (lookup|resolution|failure|error|timeout)|no (MX|A|address) record/i,
+  },
   // Recipient-level problems.
   { name: "mailbox-full-enhanced", category: "mailbox_full", enhanced: /^[45]\.2\.2$/ },
-  { name: "mailbox-full-text", category: "mailbox_full", text: /mailbox (is )?full|over ?quota|quota exceeded|exceeded (storage|its) (allocation|quota)/i },
+  {
+    name: "mailbox-full-text",
+    category: "mailbox_full",
+    text: /mailbox (is )?full|over ?quota|quota exceeded|exceeded (storage|its) (allocation|quota)/i,
+  },
   { name: "too-large-enhanced", category: "message_too_large", enhanced: /^[45]\.(3\.4|2\.3)$/ },
-  { name: "too-large-text", category: "message_too_large", text: /message (size|is too (big|large))|too (big|large)|exceeds.*size/i },
+  {
+    name: "too-large-text",
+    category: "message_too_large",
+    text: /message (size|is too (big|large))|too (big|large)|exceeds.*size/i,
+  },
   { name: "invalid-enhanced", category: "invalid_recipient", enhanced: /^5\.1\.[1346]$|^5\.2\.1$/ },
   {
     name: "invalid-text",
@@ -116,7 +136,12 @@ export const BOUNCE_RULES: readonly BounceRule[] = [
   { name: "timeout-text", category: "timeout", text: /timed? ?out|timeout|no answer|connection (refused|reset)/i },
   // Generic policy, then anything transient.
   { name: "policy-enhanced", category: "policy", enhanced: /^5\.7\.\d+$/ },
-  { name: "policy-text", category: "policy", code: /^5/, text: /policy|not allowed|access denied|relay(ing)? (access )?denied|prohibited/i },
+  {
+    name: "policy-text",
+    category: "policy",
+    code: /^5/,
+    text: /policy|not allowed|access denied|relay(ing)? (access )?denied|prohibited/i,
+  },
   { name: "transient-code", category: "transient", code: /^4/ },
   { name: "transient-enhanced", category: "transient", enhanced: /^4\./ },
 ];

@@ -163,7 +163,13 @@ export function onDeliveryFailure(
     if (window > 1) window -= 1;
   }
   const failCohorts = state.failCohorts + feedback;
-  const base = { ...state, window, inflight: Math.max(0, state.inflight - 1), success: 0, failure: Math.max(0, failure) };
+  const base = {
+    ...state,
+    window,
+    inflight: Math.max(0, state.inflight - 1),
+    success: 0,
+    failure: Math.max(0, failure),
+  };
   if (failCohorts >= cfg.failCohortLimit - 1e-9) {
     const deadUntil = nowMs + deadPeriodMs(state.deadPeriods, cfg);
     return {
@@ -176,6 +182,7 @@ export function onDeliveryFailure(
       dead: true,
     };
   }
-  const throttled = untilMs !== undefined && untilMs > nowMs ? Math.max(untilMs, state.blockedUntilMs ?? 0) : state.blockedUntilMs;
+  const throttled =
+    untilMs !== undefined && untilMs > nowMs ? Math.max(untilMs, state.blockedUntilMs ?? 0) : state.blockedUntilMs;
   return { ...base, failCohorts, blockedUntilMs: throttled, dead: state.dead };
 }

@@ -56,23 +56,49 @@ export type EmailEventType =
   | "email.suppressed"
   | "email.canceled"
   | "email.complained"
-  | "email.unsubscribed" | "email.received"
+  | "email.unsubscribed"
+  | "email.received"
   | "relay.destination.throttled"
   | "relay.complaint_rate.exceeded";
 
 /** Every event type, for filters and validation. */
 export const EMAIL_EVENT_TYPES: readonly EmailEventType[] = [
-  "email.sent", "email.delivered", "email.delivery_delayed", "email.bounced", "email.failed", "email.suppressed",
-  "email.canceled", "email.complained", "email.unsubscribed", "email.received", "relay.destination.throttled", "relay.complaint_rate.exceeded",
+  "email.sent",
+  "email.delivered",
+  "email.delivery_delayed",
+  "email.bounced",
+  "email.failed",
+  "email.suppressed",
+  "email.canceled",
+  "email.complained",
+  "email.unsubscribed",
+  "email.received",
+  "relay.destination.throttled",
+  "relay.complaint_rate.exceeded",
 ];
 
 /** A recipient's state in the relay ("failed" = internal error). */
 export type RecipientState =
-  | "incoming" | "ready" | "active" | "deferred"
-  | "delivered" | "bounced" | "expired" | "suppressed" | "cancelled" | "failed";
+  | "incoming"
+  | "ready"
+  | "active"
+  | "deferred"
+  | "delivered"
+  | "bounced"
+  | "expired"
+  | "suppressed"
+  | "cancelled"
+  | "failed";
 
 /** The terminal recipient states. */
-export const TERMINAL_STATES: readonly RecipientState[] = ["delivered", "bounced", "expired", "suppressed", "cancelled", "failed"];
+export const TERMINAL_STATES: readonly RecipientState[] = [
+  "delivered",
+  "bounced",
+  "expired",
+  "suppressed",
+  "cancelled",
+  "failed",
+];
 
 /** The message an event is about. */
 export interface MessageInfo {
@@ -106,7 +132,13 @@ export interface EventData {
   recipient: string;
   attempt: number;
   terminal: boolean;
-  delivery: { smtp_code: number | null; enhanced_code: string | null; response: string; mx: string | null; tls: boolean | null } | null;
+  delivery: {
+    smtp_code: number | null;
+    enhanced_code: string | null;
+    response: string;
+    mx: string | null;
+    tls: boolean | null;
+  } | null;
   classification: BounceCategory | null;
   bounce?: { type: "Permanent"; subType: BounceCategory; message: string };
   failed?: { reason: string };
@@ -149,7 +181,13 @@ export interface EventInput {
   /** email.unsubscribed: how (one-click, mailto); the topic is `reason`. */
   method?: string | null;
   /** relay.complaint_rate.exceeded: as data.complaint_rate, paused_until in epoch ms. */
-  complaintRate?: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } | null;
+  complaintRate?: {
+    rate: number;
+    threshold: number;
+    delivered: number;
+    complained: number;
+    paused_until: number;
+  } | null;
   /** Overrides the derived id. */
   id?: string;
 }
@@ -197,7 +235,13 @@ export class WebhookInvariantError extends Error {
   }
 }
 
-const TERMINAL_TYPES: readonly EmailEventType[] = ["email.delivered", "email.bounced", "email.failed", "email.suppressed", "email.canceled"];
+const TERMINAL_TYPES: readonly EmailEventType[] = [
+  "email.delivered",
+  "email.bounced",
+  "email.failed",
+  "email.suppressed",
+  "email.canceled",
+];
 
 function classificationFor(type: EmailEventType, delivery: DeliveryDetails | null): BounceCategory | null {
   if (type === "email.failed" && delivery === null) return null;
@@ -232,17 +276,34 @@ export function buildEvent(input: EventInput): BuiltEvent {
     classification,
   };
   if (input.type === "email.bounced") {
-    data.bounce = { type: "Permanent", subType: classification ?? "unknown", message: delivery?.response ?? input.reason ?? "" };
+    data.bounce = {
+      type: "Permanent",
+      subType: classification ?? "unknown",
+      message: delivery?.response ?? input.reason ?? "",
+    };
   }
   if (input.type === "email.failed") data.failed = { reason: input.reason ?? "internal error" };
-  if (input.type === "email.suppressed") data.suppressed = { type: input.reason ?? "suppressed", message: delivery?.response ?? "" };
+  if (input.type === "email.suppressed")
+    data.suppressed = { type: input.reason ?? "suppressed", message: delivery?.response ?? "" };
   if (input.type === "email.complained") data.complaint = { feedback_type: input.reason ?? "abuse" };
-  if (input.type === "email.unsubscribed") data.unsubscribe = { topic: input.reason ?? null, method: input.method ?? "one-click" };
-  if (input.complaintRate) data.complaint_rate = { ...input.complaintRate, paused_until: new Date(input.complaintRate.paused_until).toISOString() };
+  if (input.type === "email.unsubscribed")
+    data.unsubscribe = { topic: input.reason ?? null, method: input.method ?? "one-click" };
+  if (input.complaintRate)
+    data.complaint_rate = {
+      ...input.complaintRate,
+      paused_until: new Date(input.complaintRate.paused_until).toISOString(),
+    };
   if (input.type === "relay.destination.throttled" && input.throttle) {
-    data.throttle = { rule: input.throttle.rule, action: input.throttle.action ?? "suspend", ...(input.throttle.rate ? { rate: input.throttle.rate } : {}), policy_key: input.throttle.policyKey, suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString() };
+    data.throttle = {
+      rule: input.throttle.rule,
+      action: input.throttle.action ?? "suspend",
+      ...(input.throttle.rate ? { rate: input.throttle.rate } : {}),
+      policy_key: input.throttle.policyKey,
+      suspended_until: new Date(input.throttle.suspendedUntilMs).toISOString(),
+    };
   }
-  const id = input.id ?? eventId({ emailId: m.emailId, recipient: input.recipient, attempt: input.attempt, type: input.type });
+  const id =
+    input.id ?? eventId({ emailId: m.emailId, recipient: input.recipient, attempt: input.attempt, type: input.type });
   return { id, envelope: { type: input.type, created_at: new Date(input.nowMs).toISOString(), data } };
 }
 
@@ -252,7 +313,12 @@ export function toFeedItem(event: BuiltEvent): EventEnvelope & { id: string } {
 }
 
 /** Whether a deferral should produce email.delivery_delayed, given the count including it. */
-export function shouldNotifyDelay(notice: DelayNoticeState, deferrals: number, nowMs: number, cfg: EventConfig): boolean {
+export function shouldNotifyDelay(
+  notice: DelayNoticeState,
+  deferrals: number,
+  nowMs: number,
+  cfg: EventConfig,
+): boolean {
   if (deferrals === 1 || notice.lastNoticeMs === null) return true;
   if (cfg.delayedEveryNth > 0 && (deferrals - 1) % cfg.delayedEveryNth === 0) return true;
   return cfg.delayedMinIntervalMs > 0 && nowMs - notice.lastNoticeMs >= cfg.delayedMinIntervalMs;
@@ -284,16 +350,28 @@ export function eventForTransition(
   cfg: EventConfig = DEFAULT_EVENT_CONFIG,
 ): { notice: DelayNoticeState; event: BuiltEvent | null } {
   if (TERMINAL_STATES.includes(t.from)) {
-    throw new WebhookInvariantError(`recipient ${t.recipient} of ${t.message.emailId} left terminal state ${t.from} for ${t.to}`);
+    throw new WebhookInvariantError(
+      `recipient ${t.recipient} of ${t.message.emailId} left terminal state ${t.from} for ${t.to}`,
+    );
   }
   const kind = typeFor(t);
   if (kind === null) return { notice, event: null };
-  const base = { message: t.message, recipient: t.recipient, attempt: t.attempt, nowMs, delivery: t.delivery ?? null, ...(t.id ? { id: t.id } : {}) };
+  const base = {
+    message: t.message,
+    recipient: t.recipient,
+    attempt: t.attempt,
+    nowMs,
+    delivery: t.delivery ?? null,
+    ...(t.id ? { id: t.id } : {}),
+  };
   if (kind !== "deferral") {
     const reason = t.to === "expired" ? "expired" : (t.reason ?? null);
     return { notice, event: buildEvent({ ...base, type: kind, reason }) };
   }
   const deferrals = notice.deferrals + 1;
   if (!shouldNotifyDelay(notice, deferrals, nowMs, cfg)) return { notice: { ...notice, deferrals }, event: null };
-  return { notice: { v: 1, deferrals, lastNoticeMs: nowMs }, event: buildEvent({ ...base, type: "email.delivery_delayed", reason: t.reason ?? null }) };
+  return {
+    notice: { v: 1, deferrals, lastNoticeMs: nowMs },
+    event: buildEvent({ ...base, type: "email.delivery_delayed", reason: t.reason ?? null }),
+  };
 }

@@ -50,7 +50,17 @@
  *   None thrown for data problems: malformed row data reads as absent.
  */
 
-import { buildEvent, eventForTransition, INITIAL_DELAY_NOTICE, type BuiltEvent, type DelayNoticeState, type DeliveryDetails, type EmailEventType, type EventConfig, type MessageInfo } from "./events";
+import {
+  buildEvent,
+  eventForTransition,
+  INITIAL_DELAY_NOTICE,
+  type BuiltEvent,
+  type DelayNoticeState,
+  type DeliveryDetails,
+  type EmailEventType,
+  type EventConfig,
+  type MessageInfo,
+} from "./events";
 
 /** One internal event row as recorded by the Outbox. */
 export interface SourceEvent {
@@ -162,24 +172,58 @@ function directEvents(m: SourceMessage, row: SourceEvent): BuiltEvent[] {
     return rcpts.map((recipient) => buildEvent({ ...base, type: "email.canceled", recipient, attempt: 0 }));
   }
   if (row.type === "email.queued" && row.recipient === null) {
-    const rcpts = Array.isArray(row.data.recipients) ? row.data.recipients.filter((r): r is string => typeof r === "string") : [];
+    const rcpts = Array.isArray(row.data.recipients)
+      ? row.data.recipients.filter((r): r is string => typeof r === "string")
+      : [];
     return rcpts.map((recipient) => buildEvent({ ...base, type: "email.sent", recipient, attempt: 0 }));
   }
   const type = DIRECT[row.type];
   if (type === undefined || row.recipient === null) return [];
-  const noAttempt = ["email.sent", "email.suppressed", "email.complained", "email.unsubscribed", "relay.complaint_rate.exceeded"].includes(type);
+  const noAttempt = [
+    "email.sent",
+    "email.suppressed",
+    "email.complained",
+    "email.unsubscribed",
+    "relay.complaint_rate.exceeded",
+  ].includes(type);
   const delivery = noAttempt ? null : deliveryFrom(row.data.response);
   const reason = str(row.data.reason);
   const attempt = noAttempt ? 0 : attemptOf(row.data);
-  const throttle = type === "relay.destination.throttled"
-    ? { rule: str(row.data.rule) ?? "", action: str(row.data.action) ?? "suspend", ...(str(row.data.rate) ? { rate: str(row.data.rate)! } : {}), policyKey: str(row.data.policy_key) ?? "", suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs }
-    : null;
-  const complaintRate = type === "relay.complaint_rate.exceeded" ? row.data as { rate: number; threshold: number; delivered: number; complained: number; paused_until: number } : null;
-  return [buildEvent({ ...base, type, recipient: row.recipient, attempt, delivery, reason, throttle, method: str(row.data.method), complaintRate })];
+  const throttle =
+    type === "relay.destination.throttled"
+      ? {
+          rule: str(row.data.rule) ?? "",
+          action: str(row.data.action) ?? "suspend",
+          ...(str(row.data.rate) ? { rate: str(row.data.rate)! } : {}),
+          policyKey: str(row.data.policy_key) ?? "",
+          suspendedUntilMs: Number(row.data.suspended_until) || row.createdAtMs,
+        }
+      : null;
+  const complaintRate =
+    type === "relay.complaint_rate.exceeded"
+      ? (row.data as { rate: number; threshold: number; delivered: number; complained: number; paused_until: number })
+      : null;
+  return [
+    buildEvent({
+      ...base,
+      type,
+      recipient: row.recipient,
+      attempt,
+      delivery,
+      reason,
+      throttle,
+      method: str(row.data.method),
+      complaintRate,
+    }),
+  ];
 }
 
 /** Plans the envelopes of a batch of messages' rows (see the header). */
-export function planPublication(messages: readonly SourceMessage[], notices: ReadonlyMap<string, NoticeRecord>, cfg: EventConfig): PublicationPlan {
+export function planPublication(
+  messages: readonly SourceMessage[],
+  notices: ReadonlyMap<string, NoticeRecord>,
+  cfg: EventConfig,
+): PublicationPlan {
   const events: PlannedEvent[] = [];
   const recheck: string[] = [];
   const changed = new Map<string, NoticeRecord>();
@@ -191,8 +235,22 @@ export function planPublication(messages: readonly SourceMessage[], notices: Rea
       }
       if (row.recipient === null) continue;
       const key = noticeKey(m.message.emailId, row.recipient);
-      const prior = changed.get(key) ?? notices.get(key) ?? { emailId: m.message.emailId, recipient: row.recipient, state: INITIAL_DELAY_NOTICE, lastSourceSeq: -1 };
-      const t = { message: m.message, recipient: row.recipient, from: "active" as const, to: "deferred" as const, attempt: attemptOf(row.data), delivery: deliveryFrom(row.data.response), reason: str(row.data.reason) };
+      const prior = changed.get(key) ??
+        notices.get(key) ?? {
+          emailId: m.message.emailId,
+          recipient: row.recipient,
+          state: INITIAL_DELAY_NOTICE,
+          lastSourceSeq: -1,
+        };
+      const t = {
+        message: m.message,
+        recipient: row.recipient,
+        from: "active" as const,
+        to: "deferred" as const,
+        attempt: attemptOf(row.data),
+        delivery: deliveryFrom(row.data.response),
+        reason: str(row.data.reason),
+      };
       if (row.seq <= prior.lastSourceSeq) {
         // Counted by an earlier publication: its decision is in the store.
         recheck.push(buildEvent({ ...t, type: "email.delivery_delayed", nowMs: row.createdAtMs }).id);

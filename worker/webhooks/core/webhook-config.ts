@@ -59,7 +59,13 @@ export interface WebhookConfig {
 /** The production timeout of one delivery, ms. */
 export const WEBHOOK_TIMEOUT_MS = 15_000;
 
-function num(vars: WebhookVars, name: keyof WebhookVars, fallback: number, ok: (n: number) => boolean, warnings: string[]): number {
+function num(
+  vars: WebhookVars,
+  name: keyof WebhookVars,
+  fallback: number,
+  ok: (n: number) => boolean,
+  warnings: string[],
+): number {
   const raw = vars[name];
   if (raw === undefined || raw.trim() === "") return fallback;
   const n = Number(raw);
@@ -71,11 +77,46 @@ function num(vars: WebhookVars, name: keyof WebhookVars, fallback: number, ok: (
 /** Parses the webhook vars (see the header). */
 export function parseWebhookConfig(vars: WebhookVars): WebhookConfig {
   const warnings: string[] = [];
-  const everyNth = num(vars, "WEBHOOK_DELAYED_EVERY_NTH", DEFAULT_EVENT_CONFIG.delayedEveryNth, (n) => Number.isInteger(n) && n >= 0, warnings);
-  const intervalS = num(vars, "WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS", DEFAULT_EVENT_CONFIG.delayedMinIntervalMs / 1000, (n) => n >= 0, warnings);
+  const everyNth = num(
+    vars,
+    "WEBHOOK_DELAYED_EVERY_NTH",
+    DEFAULT_EVENT_CONFIG.delayedEveryNth,
+    (n) => Number.isInteger(n) && n >= 0,
+    warnings,
+  );
+  const intervalS = num(
+    vars,
+    "WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS",
+    DEFAULT_EVENT_CONFIG.delayedMinIntervalMs / 1000,
+    (n) => n >= 0,
+    warnings,
+  );
   const scale = num(vars, "WEBHOOK_RETRY_SCALE", 1, (n) => n > 0 && n <= 1, warnings);
-  const timeoutMs = num(vars, "WEBHOOK_TIMEOUT_MS", WEBHOOK_TIMEOUT_MS, (n) => n >= 100 && n <= WEBHOOK_TIMEOUT_MS, warnings);
-  const retry: RetryConfig = scale === 1 ? DEFAULT_RETRY_CONFIG : { ...DEFAULT_RETRY_CONFIG, delaysMs: DEFAULT_RETRY_CONFIG.delaysMs.map((d) => Math.round(d * scale)) };
-  const health: HealthConfig = scale === 1 ? DEFAULT_HEALTH_CONFIG : { ...DEFAULT_HEALTH_CONFIG, minDeadMs: Math.round(DEFAULT_HEALTH_CONFIG.minDeadMs * scale), maxDeadMs: Math.round(DEFAULT_HEALTH_CONFIG.maxDeadMs * scale) };
-  return { events: { delayedEveryNth: everyNth, delayedMinIntervalMs: intervalS * 1000 }, retry, health, timeoutMs, scale, warnings };
+  const timeoutMs = num(
+    vars,
+    "WEBHOOK_TIMEOUT_MS",
+    WEBHOOK_TIMEOUT_MS,
+    (n) => n >= 100 && n <= WEBHOOK_TIMEOUT_MS,
+    warnings,
+  );
+  const retry: RetryConfig =
+    scale === 1
+      ? DEFAULT_RETRY_CONFIG
+      : { ...DEFAULT_RETRY_CONFIG, delaysMs: DEFAULT_RETRY_CONFIG.delaysMs.map((d) => Math.round(d * scale)) };
+  const health: HealthConfig =
+    scale === 1
+      ? DEFAULT_HEALTH_CONFIG
+      : {
+          ...DEFAULT_HEALTH_CONFIG,
+          minDeadMs: Math.round(DEFAULT_HEALTH_CONFIG.minDeadMs * scale),
+          maxDeadMs: Math.round(DEFAULT_HEALTH_CONFIG.maxDeadMs * scale),
+        };
+  return {
+    events: { delayedEveryNth: everyNth, delayedMinIntervalMs: intervalS * 1000 },
+    retry,
+    health,
+    timeoutMs,
+    scale,
+    warnings,
+  };
 }

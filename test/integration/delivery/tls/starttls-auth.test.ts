@@ -29,13 +29,22 @@ const sinks = inject("tlsSinks");
 const NAMES = ["trusted", "login", "wrongpw", "untrusted", "pinned"] as const;
 let key: string;
 
-type Stats = { connections: number; sessions: number; authFailures: number; messages: { mailFrom: string; rcptTo: string[]; user: string | null; secure: boolean }[] };
+type Stats = {
+  connections: number;
+  sessions: number;
+  authFailures: number;
+  messages: { mailFrom: string; rcptTo: string[]; user: string | null; secure: boolean }[];
+};
 
 beforeAll(async () => {
   key = await newKey("acme");
   await env.DB.batch([
-    ...NAMES.map((n) => env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES (?, ?)").bind(n, `[127.0.0.1]:${sinks.ports[n]}`)),
-    ...NAMES.map((n) => env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, ?)").bind(`${n}.test`, n)),
+    ...NAMES.map((n) =>
+      env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES (?, ?)").bind(n, `[127.0.0.1]:${sinks.ports[n]}`),
+    ),
+    ...NAMES.map((n) =>
+      env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, ?, ?)").bind(`${n}.test`, n),
+    ),
   ]);
 });
 
@@ -49,22 +58,40 @@ async function send(to: string): Promise<string> {
   return (await res.json<{ id: string }>()).id;
 }
 
-const outcome = (id: string) => waitRecipients(key, id, (r: Rcpt) => ["delivered", "deferred", "bounced"].includes(r.status), "an outcome", 15_000);
+const outcome = (id: string) =>
+  waitRecipients(key, id, (r: Rcpt) => ["delivered", "deferred", "bounced"].includes(r.status), "an outcome", 15_000);
 
 describe("STARTTLS with certificate verification", () => {
   it("a certificate from a trusted CA: delivered over TLS after AUTH PLAIN; the server saw our user", async () => {
     const id = await send("tina@trusted.test");
     const [r] = await outcome(id);
-    expect(r).toMatchObject({ status: "delivered", attempts: 1, last_response: { code: 250, mx: "127.0.0.1", tls: true } });
+    expect(r).toMatchObject({
+      status: "delivered",
+      attempts: 1,
+      last_response: { code: 250, mx: "127.0.0.1", tls: true },
+    });
     const got = (await stats("trusted")).messages.filter((m) => m.rcptTo.includes("tina@trusted.test"));
-    expect(got).toEqual([{ mailFrom: "no-reply@acme.test", rcptTo: ["tina@trusted.test"], user: "cohort", secure: true, body: expect.any(String) }]);
+    expect(got).toEqual([
+      {
+        mailFrom: "no-reply@acme.test",
+        rcptTo: ["tina@trusted.test"],
+        user: "cohort",
+        secure: true,
+        body: expect.any(String),
+      },
+    ]);
   });
 
   it("a self-signed certificate in no trust store: verification fails, the recipient is deferred and nothing is sent", async () => {
     const id = await send("uma@untrusted.test");
     const [r] = await outcome(id);
     expect(r!.status).toBe("deferred");
-    expect(r!.last_response).toMatchObject({ code: 421, enhanced: "4.7.5", tls: false, text: expect.stringContaining("TLS handshake") });
+    expect(r!.last_response).toMatchObject({
+      code: 421,
+      enhanced: "4.7.5",
+      tls: false,
+      text: expect.stringContaining("TLS handshake"),
+    });
     const s = await stats("untrusted");
     expect(s.connections).toBeGreaterThanOrEqual(1);
     expect(s.messages).toEqual([]);
@@ -74,7 +101,11 @@ describe("STARTTLS with certificate verification", () => {
   it("a self-signed certificate the test trusts: delivered over TLS after AUTH", async () => {
     const id = await send("pia@pinned.test");
     const [r] = await outcome(id);
-    expect(r).toMatchObject({ status: "delivered", attempts: 1, last_response: { code: 250, mx: "127.0.0.1", tls: true } });
+    expect(r).toMatchObject({
+      status: "delivered",
+      attempts: 1,
+      last_response: { code: 250, mx: "127.0.0.1", tls: true },
+    });
     const got = (await stats("pinned")).messages.filter((m) => m.rcptTo.includes("pia@pinned.test"));
     expect(got).toMatchObject([{ rcptTo: ["pia@pinned.test"], user: "cohort", secure: true }]);
   });
@@ -91,7 +122,15 @@ describe("AUTH to a smarthost", () => {
   it("a wrong password (535) defers the recipient (soft bounce); the server gets nothing", async () => {
     const id = await send("wes@wrongpw.test");
     const [r] = await outcome(id);
-    expect(r).toMatchObject({ status: "deferred", last_response: { code: 535, enhanced: "5.7.8", tls: true, text: expect.stringContaining("SASL authentication failed") } });
+    expect(r).toMatchObject({
+      status: "deferred",
+      last_response: {
+        code: 535,
+        enhanced: "5.7.8",
+        tls: true,
+        text: expect.stringContaining("SASL authentication failed"),
+      },
+    });
     expect(r!.next_attempt_at).not.toBeNull();
     const s = await stats("wrongpw");
     expect(s.authFailures).toBeGreaterThanOrEqual(1);

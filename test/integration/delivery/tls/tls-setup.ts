@@ -32,7 +32,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
     { name: "trusted", tls: trusted, auth: RELAY_USER },
     { name: "login", tls: trusted, auth: { ...RELAY_USER, methods: ["LOGIN"] } },
     { name: "wrongpw", tls: trusted, auth: { username: RELAY_USER.username, password: "another-password" } },
-    { name: "untrusted", tls: { key: fixture("self-signed-key.pem"), cert: fixture("self-signed.pem") }, auth: RELAY_USER },
+    {
+      name: "untrusted",
+      tls: { key: fixture("self-signed-key.pem"), cert: fixture("self-signed.pem") },
+      auth: RELAY_USER,
+    },
     { name: "pinned", tls: { key: fixture("pinned-key.pem"), cert: fixture("pinned.pem") }, auth: RELAY_USER },
   ]);
   project.provide("tlsSinks", { ports: sinks.ports, statsUrl: sinks.statsUrl });

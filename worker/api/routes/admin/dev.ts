@@ -38,13 +38,18 @@ const devOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
 };
 
 const meterOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
-  if (!settingsOf(c.env).meter) throw new ApiError(404, "not_found", "The meter is off in this runtime: start it with METER = \"on\".");
+  if (!settingsOf(c.env).meter)
+    throw new ApiError(404, "not_found", 'The meter is off in this runtime: start it with METER = "on".');
   await next();
 };
 
 async function d1RowCounts(db: D1Database): Promise<Record<string, number>> {
-  const { results } = await db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all<{ name: string }>();
-  const names = results.map((r) => r.name).filter((n) => !n.startsWith("sqlite_") && !n.startsWith("_cf_") && n !== "d1_migrations");
+  const { results } = await db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    .all<{ name: string }>();
+  const names = results
+    .map((r) => r.name)
+    .filter((n) => !n.startsWith("sqlite_") && !n.startsWith("_cf_") && n !== "d1_migrations");
   if (names.length === 0) return {};
   const rs = await db.batch(names.map((n) => db.prepare(`SELECT count(*) AS n FROM "${n.replace(/"/g, '""')}"`)));
   return Object.fromEntries(names.map((n, i) => [n, (rs[i]!.results[0] as { n: number }).n]));

@@ -24,8 +24,15 @@ export function egressRoutes() {
       name,
       members: members.map((m) => {
         const h = health.get(m.id);
-        const state = !h ? "healthy" : { up: "healthy", probe: "probation", down: "suspended" }[usable(h, Math.floor(now / 1000))];
-        return { id: m.id, state, suspended_until: h && h.state === "suspended" ? iso(h.suspendedUntil * 1000) : null, reason: h?.reason ?? null };
+        const state = !h
+          ? "healthy"
+          : { up: "healthy", probe: "probation", down: "suspended" }[usable(h, Math.floor(now / 1000))];
+        return {
+          id: m.id,
+          state,
+          suspended_until: h && h.state === "suspended" ? iso(h.suspendedUntil * 1000) : null,
+          reason: h?.reason ?? null,
+        };
       }),
     }));
     return c.json({ object: "egress", pools, events: events.map((e) => ({ ...e, at: iso(e.at) })) });

@@ -15,7 +15,18 @@ import { warmupRoutes } from "./warmup";
 import { egressRoutes } from "./egress";
 
 /** The operator-only path prefixes (under /relay). */
-export const OPERATOR_PATHS = ["/queue", "/destinations", "/flush", "/suspensions", "/stats", "/inbound", "/providers", "/policies", "/warmup", "/egress"] as const;
+export const OPERATOR_PATHS = [
+  "/queue",
+  "/destinations",
+  "/flush",
+  "/suspensions",
+  "/stats",
+  "/inbound",
+  "/providers",
+  "/policies",
+  "/warmup",
+  "/egress",
+] as const;
 
 /** The admin routes, mounted at /relay behind the API key middleware. */
 export function adminRoutes() {

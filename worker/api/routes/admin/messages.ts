@@ -42,8 +42,19 @@ async function visibleTenant(c: Context<AppEnv>, cache: RoleCache, id: string): 
 /** An event as the API shows it. */
 function eventView(e: MessageEvent) {
   let data: unknown = {};
-  try { data = JSON.parse(e.data); } catch { /* stored by this relay as JSON; keep {} */ }
-  return { object: "event", seq: e.seq, type: e.type, recipient: e.recipient, created_at: new Date(e.created_at).toISOString(), data };
+  try {
+    data = JSON.parse(e.data);
+  } catch {
+    /* stored by this relay as JSON; keep {} */
+  }
+  return {
+    object: "event",
+    seq: e.seq,
+    type: e.type,
+    recipient: e.recipient,
+    created_at: new Date(e.created_at).toISOString(),
+    data,
+  };
 }
 
 /** The /relay/messages search and detail routes. */
@@ -54,18 +65,36 @@ export function messageRoutes(cache: RoleCache) {
     const q = parseInput(SearchQuerySchema, c.req.query());
     let scope = await scopeOf(c, cache);
     if (q.tenant !== undefined) {
-      if (scope !== null && q.tenant !== scope) throw new ApiError(422, "validation_error", "Invalid `tenant`: a tenant key can only search its own tenant.");
+      if (scope !== null && q.tenant !== scope)
+        throw new ApiError(422, "validation_error", "Invalid `tenant`: a tenant key can only search its own tenant.");
       scope = q.tenant;
     }
     const [name, value] = q.tag?.split(":") ?? [];
     const page = await searchMessages(c.env.DB, {
-      tenant: scope, id: q.id, address: q.address?.trim(), state: q.state, limit: q.limit, after: q.after,
+      tenant: scope,
+      id: q.id,
+      address: q.address?.trim(),
+      state: q.state,
+      limit: q.limit,
+      after: q.after,
       tag: name === undefined ? undefined : { name, value: value ?? null },
     });
     if (!page) throw new ApiError(404, "not_found", "The `after` cursor is not a known email id.");
     const data = page.data.map((m) => ({
-      object: "email", id: m.id, tenant: m.tenant_id, from: m.from_addr, subject: m.subject, created_at: new Date(m.created_at).toISOString(), last_event: m.last_event,
-      recipients: m.recipients.map((x) => ({ email: x.address, status: x.status, attempts: x.attempts, transport: x.transport, nexthop: x.nexthop })),
+      object: "email",
+      id: m.id,
+      tenant: m.tenant_id,
+      from: m.from_addr,
+      subject: m.subject,
+      created_at: new Date(m.created_at).toISOString(),
+      last_event: m.last_event,
+      recipients: m.recipients.map((x) => ({
+        email: x.address,
+        status: x.status,
+        attempts: x.attempts,
+        transport: x.transport,
+        nexthop: x.nexthop,
+      })),
     }));
     return c.json({ object: "list", has_more: page.hasMore, data });
   });

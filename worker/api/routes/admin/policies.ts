@@ -31,11 +31,31 @@ import { ApiError } from "../../../model/errors";
 import { allTransports, inspectAll, transportStub } from "../../../policy/transports";
 
 /** PUT /relay/policies/:key. */
-export const PolicyLimitsSchema = z.object({
-  concurrency: z.number().int().min(1).max(100_000).nullable().optional().describe("at most this many deliveries in flight with the key"),
-  rate: z.string().nullable().optional().describe('at most this many selections per interval, e.g. "300/m" (token bucket, burst = count)'),
-  interval_seconds: z.number().int().min(1).max(86_400).nullable().optional().describe("Halon's connectinterval: at least this long between two selections with the key"),
-}).strict();
+export const PolicyLimitsSchema = z
+  .object({
+    concurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .nullable()
+      .optional()
+      .describe("at most this many deliveries in flight with the key"),
+    rate: z
+      .string()
+      .nullable()
+      .optional()
+      .describe('at most this many selections per interval, e.g. "300/m" (token bucket, burst = count)'),
+    interval_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400)
+      .nullable()
+      .optional()
+      .describe("Halon's connectinterval: at least this long between two selections with the key"),
+  })
+  .strict();
 
 const PART = new RegExp(`^(${[...POLICY_FIELDS, "tag"].join("|")}):\\S+$`);
 
@@ -48,10 +68,17 @@ function validKey(key: string): string[] | null {
 function view(transport: string, key: string, r: PolicyRule) {
   const iso = (s: number | undefined) => (s === undefined ? null : new Date(s * 1000).toISOString());
   return {
-    object: "policy" as const, transport, key,
-    concurrency: r.concurrency ?? null, rate: r.rate ? formatRate(r.rate) : null, interval_seconds: r.interval ?? null,
-    suspended_until: iso(r.suspendedUntil), set_by: r.label ?? (r.provider ? `provider:${r.provider}` : null),
-    throttle: r.throttle ? { rate: formatRate(r.throttle), until: iso(r.throttle.until), set_by: r.throttle.label } : null,
+    object: "policy" as const,
+    transport,
+    key,
+    concurrency: r.concurrency ?? null,
+    rate: r.rate ? formatRate(r.rate) : null,
+    interval_seconds: r.interval ?? null,
+    suspended_until: iso(r.suspendedUntil),
+    set_by: r.label ?? (r.provider ? `provider:${r.provider}` : null),
+    throttle: r.throttle
+      ? { rate: formatRate(r.throttle), until: iso(r.throttle.until), set_by: r.throttle.label }
+      : null,
   };
 }
 
@@ -66,9 +93,17 @@ async function transportsOf(env: Env, parts: string[]): Promise<string[]> {
 }
 
 /** The limits of `rule` replaced by `limits` (absent or null: cleared); null when nothing is left. */
-function withLimits(rule: PolicyRule | undefined, limits: { concurrency?: number | null; rate?: { count: number; perSec: number } | null; interval?: number | null }): PolicyRule | null {
+function withLimits(
+  rule: PolicyRule | undefined,
+  limits: { concurrency?: number | null; rate?: { count: number; perSec: number } | null; interval?: number | null },
+): PolicyRule | null {
   const { concurrency: _c, rate: _r, interval: _i, provider: _p, ...rest } = rule ?? {};
-  const next: PolicyRule = { ...rest, ...(limits.concurrency ? { concurrency: limits.concurrency } : {}), ...(limits.rate ? { rate: limits.rate } : {}), ...(limits.interval ? { interval: limits.interval } : {}) };
+  const next: PolicyRule = {
+    ...rest,
+    ...(limits.concurrency ? { concurrency: limits.concurrency } : {}),
+    ...(limits.rate ? { rate: limits.rate } : {}),
+    ...(limits.interval ? { interval: limits.interval } : {}),
+  };
   return Object.keys(next).length === 0 ? null : next;
 }
 
@@ -78,19 +113,35 @@ export function policyRoutes() {
 
   r.get("/policies", async (c) => {
     const inspections = await inspectAll(c.env, await allTransports(c.env));
-    return c.json({ object: "list", data: inspections.flatMap((i) => i.policies.map((p) => view(i.transport, p.key, p.rule))) });
+    return c.json({
+      object: "list",
+      data: inspections.flatMap((i) => i.policies.map((p) => view(i.transport, p.key, p.rule))),
+    });
   });
 
   r.put("/policies/:key", async (c) => {
     const key = c.req.param("key");
     const parts = validKey(key);
-    if (!parts) throw new ApiError(422, "validation_error", `Invalid policy key: ${POLICY_FIELDS.join(", ")} as <field>:<value>, or several joined by +.`);
+    if (!parts)
+      throw new ApiError(
+        422,
+        "validation_error",
+        `Invalid policy key: ${POLICY_FIELDS.join(", ")} as <field>:<value>, or several joined by +.`,
+      );
     const body = parseInput(PolicyLimitsSchema, (await readJson(c, 16 * 1024)).value);
     const rate = body.rate ? parseRate(body.rate) : null;
-    if (body.rate && !rate) throw new ApiError(422, "validation_error", 'Invalid `rate`: "<count>/<unit>", e.g. "300/m" (s, m, h or d).');
+    if (body.rate && !rate)
+      throw new ApiError(422, "validation_error", 'Invalid `rate`: "<count>/<unit>", e.g. "300/m" (s, m, h or d).');
     const names = await transportsOf(c.env, parts);
     const inspections = await inspectAll(c.env, names);
-    const rules = inspections.map((i) => ({ transport: i.transport, rule: withLimits(i.policies.find((p) => p.key === key)?.rule, { concurrency: body.concurrency ?? null, rate, interval: body.interval_seconds ?? null }) }));
+    const rules = inspections.map((i) => ({
+      transport: i.transport,
+      rule: withLimits(i.policies.find((p) => p.key === key)?.rule, {
+        concurrency: body.concurrency ?? null,
+        rate,
+        interval: body.interval_seconds ?? null,
+      }),
+    }));
     await Promise.all(rules.map((x) => transportStub(c.env, x.transport).setPolicy(key, x.rule)));
     return c.json({ object: "list", data: rules.flatMap((x) => (x.rule ? [view(x.transport, key, x.rule)] : [])) });
   });
@@ -100,8 +151,12 @@ export function policyRoutes() {
     const parts = validKey(key);
     if (!parts) throw new ApiError(422, "validation_error", "Invalid policy key.");
     const inspections = await inspectAll(c.env, await transportsOf(c.env, parts));
-    const holders = inspections.map((i) => ({ transport: i.transport, rule: i.policies.find((p) => p.key === key)?.rule }))
-      .filter((h) => h.rule && (h.rule.concurrency !== undefined || h.rule.rate !== undefined || h.rule.interval !== undefined));
+    const holders = inspections
+      .map((i) => ({ transport: i.transport, rule: i.policies.find((p) => p.key === key)?.rule }))
+      .filter(
+        (h) =>
+          h.rule && (h.rule.concurrency !== undefined || h.rule.rate !== undefined || h.rule.interval !== undefined),
+      );
     if (holders.length === 0) throw new ApiError(404, "not_found", "No limits on this key.");
     await Promise.all(holders.map((h) => transportStub(c.env, h.transport).setPolicy(key, withLimits(h.rule, {}))));
     return c.json({ object: "policy", key, deleted: true });

@@ -45,7 +45,8 @@ export function providerRoutes() {
 
   r.put("/providers/:name", async (c) => {
     const body = (await readJson(c, 64 * 1024)).value;
-    if (body === null || typeof body !== "object" || Array.isArray(body)) throw new ApiError(422, "validation_error", "Expected a provider rule object.");
+    if (body === null || typeof body !== "object" || Array.isArray(body))
+      throw new ApiError(422, "validation_error", "Expected a provider rule object.");
     const parsed = parseProviderRule({ ...body, name: c.req.param("name") });
     if (!parsed.ok) throw new ApiError(422, "validation_error", `Invalid provider rule: ${parsed.errors.join("; ")}.`);
     await putProviderRule(c.env.DB, parsed.rule, Date.now());
@@ -62,11 +63,20 @@ export function providerRoutes() {
 }
 
 /** Which provider rule a destination falls under, and why (see the header); null for a relay nexthop. */
-export async function providerOfDestination(env: Env, nexthop: string): Promise<{ rule: string | null; mx_hosts: string[]; matched: { mx_host: string; suffix: string } | null; error?: string } | null> {
+export async function providerOfDestination(
+  env: Env,
+  nexthop: string,
+): Promise<{
+  rule: string | null;
+  mx_hosts: string[];
+  matched: { mx_host: string; suffix: string } | null;
+  error?: string;
+} | null> {
   if (relayTarget(nexthop) || nexthop === "cf-email" || !nexthop.includes(".")) return null;
   try {
     const resolution = await createMxLookup(mxSettingsOf(env))(nexthop);
-    if (resolution.kind !== "hosts") return { rule: null, mx_hosts: [], matched: null, error: `MX lookup: ${resolution.kind}` };
+    if (resolution.kind !== "hosts")
+      return { rule: null, mx_hosts: [], matched: null, error: `MX lookup: ${resolution.kind}` };
     const hosts = resolution.hosts.map((h) => h.host);
     const m = matchProvider(await listProviderRules(env.DB), hosts);
     return { rule: m?.rule.name ?? null, mx_hosts: hosts, matched: m ? { mx_host: m.host, suffix: m.suffix } : null };

@@ -37,14 +37,39 @@ import { transportParams, type Ceiling } from "../../../../durable-objects/core"
 import { schedulerConfigOf } from "../../../settings/scheduler";
 import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
-import { activeSuspensions, EVERYWHERE, mergeQshape, resumeRule, suspendRule, suspensionKey, stateTable, throughputSeries, type SuspensionTarget } from "../../../dashboard/core/operator-views";
+import {
+  activeSuspensions,
+  EVERYWHERE,
+  mergeQshape,
+  resumeRule,
+  suspendRule,
+  suspensionKey,
+  stateTable,
+  throughputSeries,
+  type SuspensionTarget,
+} from "../../../dashboard/core/operator-views";
 import { type AppEnv } from "../../http/context";
 import { parseInput, readJson, readOptionalJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
 import { listReports } from "../../../db/inbound";
-import { FlushSchema, InboundQuerySchema, ReportsQuerySchema, ResumeQuerySchema, StatsQuerySchema, SuspendSchema, SuspensionTargetSchema } from "./schemas";
+import {
+  FlushSchema,
+  InboundQuerySchema,
+  ReportsQuerySchema,
+  ResumeQuerySchema,
+  StatsQuerySchema,
+  SuspendSchema,
+  SuspensionTargetSchema,
+} from "./schemas";
 import { providerOfDestination } from "./providers";
-import { allTransports, destinationStub, inspectAll, knownTransport, transportStub, type Inspection } from "../../../policy/transports";
+import {
+  allTransports,
+  destinationStub,
+  inspectAll,
+  knownTransport,
+  transportStub,
+  type Inspection,
+} from "../../../policy/transports";
 import { settingsOf } from "../../../settings/settings";
 
 /** Age percentiles reported by GET /relay/queue. */
@@ -55,7 +80,16 @@ const iso = (sec: number | null) => (sec === null || sec <= 0 ? null : new Date(
 /** The destination_concurrency_limit of a transport (0 = unlimited), from SCHEDULER_CONFIG. */
 /** A learned session ceiling (relay §12.7) as the API shows it, or null. */
 function ceilingView(c: Ceiling | null | undefined) {
-  return c ? { limit: c.limit, learned_at: iso(c.at), probe_gap_deliveries: c.gap, deliveries_to_probe: c.left ?? 0, not_before: iso(c.probeAt), climbing: c.climbing ?? false } : null;
+  return c
+    ? {
+        limit: c.limit,
+        learned_at: iso(c.at),
+        probe_gap_deliveries: c.gap,
+        deliveries_to_probe: c.left ?? 0,
+        not_before: iso(c.probeAt),
+        climbing: c.climbing ?? false,
+      }
+    : null;
 }
 
 function limitOf(env: Env): (transport: string) => number {
@@ -67,11 +101,21 @@ function limitOf(env: Env): (transport: string) => number {
 function destinationView(limit: (transport: string) => number, d: Inspection["destinations"][number]) {
   return {
     object: "destination" as const,
-    transport: d.transport, queue: d.queue, nexthop: d.nexthop, state: d.state,
-    window: d.window, busy: d.busy, todo: d.todo, limit: limit(d.transport),
+    transport: d.transport,
+    queue: d.queue,
+    nexthop: d.nexthop,
+    state: d.state,
+    window: d.window,
+    busy: d.busy,
+    todo: d.todo,
+    limit: limit(d.transport),
     dead_until: d.state === "dead" ? iso(d.until) : null,
     suspended_until: d.state === "suspended" ? iso(d.until) : null,
-    last_response: d.reason, success: d.success, failure: d.failure, fail_cohorts: d.failCohorts, last_done_at: iso(d.lastDone),
+    last_response: d.reason,
+    success: d.success,
+    failure: d.failure,
+    fail_cohorts: d.failCohorts,
+    last_done_at: iso(d.lastDone),
   };
 }
 
@@ -85,8 +129,9 @@ async function placeSuspension(env: Env, target: SuspensionTarget, name: string,
   const all = await allTransports(env);
   // A tenant, site, egress, campaign or bulk key is held by every transport (a site's domains may be routed to any).
   const everywhere = EVERYWHERE.includes(target);
-  const t = target === "transport" ? name : transport ?? settingsOf(env).defaultTransport;
-  if (!everywhere && !all.includes(t)) throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
+  const t = target === "transport" ? name : (transport ?? settingsOf(env).defaultTransport);
+  if (!everywhere && !all.includes(t))
+    throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
   const key = suspensionKey(target, name, t);
   if (key === null) throw new ApiError(422, "validation_error", "Invalid `name` for this target.");
   return { key, transports: everywhere ? all : [t], transport: everywhere ? null : t };
@@ -99,39 +144,95 @@ export function queueRoutes() {
   r.get("/queue", async (c) => {
     const nowMs = Date.now();
     const names = await allTransports(c.env);
-    const [inspections, counts, ages] = await Promise.all([inspectAll(c.env, names), stateCounts(c.env.DB), openAges(c.env.DB, nowMs, AGE_PERCENTILES)]);
+    const [inspections, counts, ages] = await Promise.all([
+      inspectAll(c.env, names),
+      stateCounts(c.env.DB),
+      openAges(c.env.DB, nowMs, AGE_PERCENTILES),
+    ]);
     return c.json({
       object: "queue",
       generated_at: new Date(nowMs).toISOString(),
       buckets_min: [...QSHAPE_BUCKETS_MIN],
-      qshape: mergeQshape(inspections.map((i) => ({ transport: i.transport, qshape: i.qshape })), QSHAPE_BUCKETS_MIN.length + 1),
-      deferred: mergeQshape(inspections.map((i) => ({ transport: i.transport, qshape: i.deferred })), QSHAPE_BUCKETS_MIN.length + 1),
+      qshape: mergeQshape(
+        inspections.map((i) => ({ transport: i.transport, qshape: i.qshape })),
+        QSHAPE_BUCKETS_MIN.length + 1,
+      ),
+      deferred: mergeQshape(
+        inspections.map((i) => ({ transport: i.transport, qshape: i.deferred })),
+        QSHAPE_BUCKETS_MIN.length + 1,
+      ),
       transports: inspections.map((i) => ({
-        transport: i.transport, inflight: i.inflight, in_core: i.qshape[0]?.total ?? 0, deferred: i.deferred[0]?.total ?? 0, destinations: i.destinations.length,
+        transport: i.transport,
+        inflight: i.inflight,
+        in_core: i.qshape[0]?.total ?? 0,
+        deferred: i.deferred[0]?.total ?? 0,
+        destinations: i.destinations.length,
         in_flight_ms: i.inFlightTimes ?? null,
       })),
       counts: stateTable(counts, 50),
-      open: { count: ages.count, age_percentiles: ages.percentiles.map((p) => ({ p: p.p, age_seconds: Math.round(p.age_ms / 1000) })) },
+      open: {
+        count: ages.count,
+        age_percentiles: ages.percentiles.map((p) => ({ p: p.p, age_seconds: Math.round(p.age_ms / 1000) })),
+      },
     });
   });
 
   r.get("/destinations", async (c) => {
     const inspections = await inspectAll(c.env, await allTransports(c.env));
     const limit = limitOf(c.env);
-    return c.json({ object: "list", data: inspections.flatMap((i) => i.destinations.map((d) => destinationView(limit, d))) });
+    return c.json({
+      object: "list",
+      data: inspections.flatMap((i) => i.destinations.map((d) => destinationView(limit, d))),
+    });
   });
 
   r.get("/destinations/:transport/:queue", async (c) => {
     const transport = await knownTransport(c.env, c.req.param("transport"));
     const queue = c.req.param("queue");
-    const [inspection, dest, provider] = await Promise.all([transportStub(c.env, transport).inspect(), destinationStub(c.env, transport, queue).get(), providerOfDestination(c.env, queue)]);
+    const [inspection, dest, provider] = await Promise.all([
+      transportStub(c.env, transport).inspect(),
+      destinationStub(c.env, transport, queue).get(),
+      providerOfDestination(c.env, queue),
+    ]);
     const inCore = (inspection as Inspection).destinations.find((d) => d.queue === queue);
     if (!inCore && !dest.record) throw new ApiError(404, "not_found", "Destination not found.");
     const rec = dest.record;
     return c.json({
-      ...(inCore ? destinationView(limitOf(c.env), inCore) : { object: "destination" as const, transport, queue, nexthop: queue, state: "idle", window: null, busy: 0, todo: 0, limit: limitOf(c.env)(transport) }),
-      record: rec === null ? null : { window: rec.window, dead_until: iso(rec.deadUntil), reason: rec.reason, last_report_at: iso(rec.lastReportAt), success: rec.success, failure: rec.failure, fail_cohorts: rec.failCohorts, ceiling: ceilingView(rec.ceiling) },
-      history: dest.history.map((h) => ({ at: new Date(h.at * 1000).toISOString(), kind: h.kind, outcome: h.outcome, window: h.window, busy: h.busy, reason: h.reason, reply_rule: h.replyRule ?? null })),
+      ...(inCore
+        ? destinationView(limitOf(c.env), inCore)
+        : {
+            object: "destination" as const,
+            transport,
+            queue,
+            nexthop: queue,
+            state: "idle",
+            window: null,
+            busy: 0,
+            todo: 0,
+            limit: limitOf(c.env)(transport),
+          }),
+      record:
+        rec === null
+          ? null
+          : {
+              window: rec.window,
+              dead_until: iso(rec.deadUntil),
+              reason: rec.reason,
+              last_report_at: iso(rec.lastReportAt),
+              success: rec.success,
+              failure: rec.failure,
+              fail_cohorts: rec.failCohorts,
+              ceiling: ceilingView(rec.ceiling),
+            },
+      history: dest.history.map((h) => ({
+        at: new Date(h.at * 1000).toISOString(),
+        kind: h.kind,
+        outcome: h.outcome,
+        window: h.window,
+        busy: h.busy,
+        reason: h.reason,
+        reply_rule: h.replyRule ?? null,
+      })),
       provider,
     });
   });
@@ -143,7 +244,11 @@ export function queueRoutes() {
     // Each Transport DO also revives its dead destinations' Destination DOs.
     await Promise.all(names.map((n) => transportStub(c.env, n).flush()));
     const dead = inspections.flatMap((i) => i.destinations.filter((d) => d.state === "dead"));
-    return c.json({ object: "flush", transports: names, revived: dead.map((d) => ({ transport: d.transport, queue: d.queue })) });
+    return c.json({
+      object: "flush",
+      transports: names,
+      revived: dead.map((d) => ({ transport: d.transport, queue: d.queue })),
+    });
   });
 
   r.post("/suspensions", async (c) => {
@@ -151,14 +256,43 @@ export function queueRoutes() {
     const place = await placeSuspension(c.env, body.target, body.name, body.transport);
     const until = Math.floor(Date.now() / 1000) + body.ttl_seconds;
     const inspections = await inspectAll(c.env, place.transports);
-    await Promise.all(inspections.map((i) => transportStub(c.env, i.transport).setPolicy(place.key, suspendRule(i.policies.find((p) => p.key === place.key)?.rule, until))));
-    return c.json({ object: "suspension", target: body.target, transport: place.transport, name: body.name, key: place.key, until: iso(until), transports: place.transports }, 201);
+    await Promise.all(
+      inspections.map((i) =>
+        transportStub(c.env, i.transport).setPolicy(
+          place.key,
+          suspendRule(i.policies.find((p) => p.key === place.key)?.rule, until),
+        ),
+      ),
+    );
+    return c.json(
+      {
+        object: "suspension",
+        target: body.target,
+        transport: place.transport,
+        name: body.name,
+        key: place.key,
+        until: iso(until),
+        transports: place.transports,
+      },
+      201,
+    );
   });
 
   r.get("/suspensions", async (c) => {
     const inspections = await inspectAll(c.env, await allTransports(c.env));
-    const policies = inspections.flatMap((i) => i.policies.map((p) => ({ transport: i.transport, key: p.key, rule: p.rule })));
-    const data = activeSuspensions(policies, Math.floor(Date.now() / 1000)).map((s) => ({ object: "suspension", target: s.target, transport: s.transport, name: s.name, key: s.key, until: iso(s.until), transports: s.transports, set_by: s.setBy }));
+    const policies = inspections.flatMap((i) =>
+      i.policies.map((p) => ({ transport: i.transport, key: p.key, rule: p.rule })),
+    );
+    const data = activeSuspensions(policies, Math.floor(Date.now() / 1000)).map((s) => ({
+      object: "suspension",
+      target: s.target,
+      transport: s.transport,
+      name: s.name,
+      key: s.key,
+      until: iso(s.until),
+      transports: s.transports,
+      set_by: s.setBy,
+    }));
     return c.json({ object: "list", data });
   });
 
@@ -168,7 +302,8 @@ export function queueRoutes() {
     const name = c.req.param("name");
     const place = await placeSuspension(c.env, target, name, q.transport);
     const now = Math.floor(Date.now() / 1000);
-    const holders = (await inspectAll(c.env, place.transports)).map((i) => ({ transport: i.transport, rule: i.policies.find((p) => p.key === place.key)?.rule }))
+    const holders = (await inspectAll(c.env, place.transports))
+      .map((i) => ({ transport: i.transport, rule: i.policies.find((p) => p.key === place.key)?.rule }))
       .filter((h) => h.rule?.suspendedUntil !== undefined && h.rule.suspendedUntil > now);
     if (holders.length === 0) throw new ApiError(404, "not_found", "Suspension not found.");
     await Promise.all(holders.map((h) => transportStub(c.env, h.transport).setPolicy(place.key, resumeRule(h.rule))));
@@ -180,20 +315,54 @@ export function queueRoutes() {
     const nowMs = Date.now();
     const toMin = Math.floor(nowMs / 60_000);
     const fromMin = toMin - q.window + 1;
-    const series = throughputSeries(await throughputRows(c.env.DB, fromMin * 60_000, (toMin + 1) * 60_000), fromMin, toMin);
-    const totals = series.reduce((t, p) => ({ delivered: t.delivered + p.delivered, bounced: t.bounced + p.bounced, deferred: t.deferred + p.deferred, failed: t.failed + p.failed }), { delivered: 0, bounced: 0, deferred: 0, failed: 0 });
-    return c.json({ object: "stats", window_minutes: q.window, from: new Date(fromMin * 60_000).toISOString(), to: new Date((toMin + 1) * 60_000).toISOString(), totals, series: series.map((p) => ({ ...p, at: new Date(p.at).toISOString() })) });
+    const series = throughputSeries(
+      await throughputRows(c.env.DB, fromMin * 60_000, (toMin + 1) * 60_000),
+      fromMin,
+      toMin,
+    );
+    const totals = series.reduce(
+      (t, p) => ({
+        delivered: t.delivered + p.delivered,
+        bounced: t.bounced + p.bounced,
+        deferred: t.deferred + p.deferred,
+        failed: t.failed + p.failed,
+      }),
+      { delivered: 0, bounced: 0, deferred: 0, failed: 0 },
+    );
+    return c.json({
+      object: "stats",
+      window_minutes: q.window,
+      from: new Date(fromMin * 60_000).toISOString(),
+      to: new Date((toMin + 1) * 60_000).toISOString(),
+      totals,
+      series: series.map((p) => ({ ...p, at: new Date(p.at).toISOString() })),
+    });
   });
 
   r.get("/inbound/reports", async (c) => {
     const q = parseInput(ReportsQuerySchema, c.req.query());
     const now = Date.now();
     const beforeMs = q.before ? Date.parse(q.before) : now + 1;
-    const rows = await listReports(c.env.DB, { fromMs: now - q.days * 86_400_000, beforeMs, limit: q.limit + 1, verdict: q.verdict ?? null });
+    const rows = await listReports(c.env.DB, {
+      fromMs: now - q.days * 86_400_000,
+      beforeMs,
+      limit: q.limit + 1,
+      verdict: q.verdict ?? null,
+    });
     const data = rows.slice(0, q.limit).map((r) => ({
-      object: "inbound_report" as const, id: r.id, received_at: new Date(r.received_at).toISOString(), kind: r.kind, verdict: r.verdict, email_id: r.email_id,
-      tenant: r.tenant_id, envelope_from: r.envelope_from, envelope_to: r.envelope_to, message_id: r.message_id,
-      detail: JSON.parse(r.detail) as Record<string, unknown>, size: r.raw_size, raw: r.raw,
+      object: "inbound_report" as const,
+      id: r.id,
+      received_at: new Date(r.received_at).toISOString(),
+      kind: r.kind,
+      verdict: r.verdict,
+      email_id: r.email_id,
+      tenant: r.tenant_id,
+      envelope_from: r.envelope_from,
+      envelope_to: r.envelope_to,
+      message_id: r.message_id,
+      detail: JSON.parse(r.detail) as Record<string, unknown>,
+      size: r.raw_size,
+      raw: r.raw,
     }));
     return c.json({ object: "list", has_more: rows.length > q.limit, data });
   });
@@ -201,7 +370,11 @@ export function queueRoutes() {
   r.get("/inbound", async (c) => {
     const q = parseInput(InboundQuerySchema, c.req.query());
     const from = new Date(Date.now() - (q.days - 1) * 86_400_000).toISOString().slice(0, 10);
-    const rows = (await c.env.DB.prepare("SELECT day, kind, n FROM inbound_counts WHERE day >= ? ORDER BY day, kind").bind(from).all<{ day: string; kind: string; n: number }>()).results;
+    const rows = (
+      await c.env.DB.prepare("SELECT day, kind, n FROM inbound_counts WHERE day >= ? ORDER BY day, kind")
+        .bind(from)
+        .all<{ day: string; kind: string; n: number }>()
+    ).results;
     const days = new Map<string, Record<string, number>>();
     const totals: Record<string, number> = {};
     for (const r of rows) {

@@ -26,27 +26,52 @@ import { ApiError } from "../../../model/errors";
 import { applyWarmups, deleteWarmup, listWarmups, putWarmup, type WarmupRow } from "../../../policy/warmup";
 
 export const WarmupAdvanceSchema = z.object({ days: z.number().int().min(-366).max(366) }).strict();
-export const WarmupPlanSchema = z.object({
-  ramp: z.array(z.object({ per_day: z.number().int().min(1), per_hour: z.number().int().min(1).optional() })).min(1).max(366).optional()
-    .describe("day 1, day 2, …: caps per provider (per_hour defaults to a tenth of per_day); never decreasing"),
-  scale: z.record(z.string(), z.number().positive().max(100)).optional().describe("per provider rule name: a factor on the caps"),
-}).strict();
+export const WarmupPlanSchema = z
+  .object({
+    ramp: z
+      .array(z.object({ per_day: z.number().int().min(1), per_hour: z.number().int().min(1).optional() }))
+      .min(1)
+      .max(366)
+      .optional()
+      .describe("day 1, day 2, …: caps per provider (per_hour defaults to a tenth of per_day); never decreasing"),
+    scale: z
+      .record(z.string(), z.number().positive().max(100))
+      .optional()
+      .describe("per provider rule name: a factor on the caps"),
+  })
+  .strict();
 
 const EGRESS = /^(direct|[A-Za-z0-9.-]+:\d{1,5}|\[[0-9A-Fa-f:.]+\]:\d{1,5})$/;
 
 function egressOf(raw: string): string {
-  if (!EGRESS.test(raw)) throw new ApiError(422, "validation_error", 'Invalid egress: "direct" or the SOCKS5 bridge\'s "host:port" (as EGRESS names it).');
+  if (!EGRESS.test(raw))
+    throw new ApiError(
+      422,
+      "validation_error",
+      'Invalid egress: "direct" or the SOCKS5 bridge\'s "host:port" (as EGRESS names it).',
+    );
   return raw;
 }
 
 /** A plan as the routes show it; `providers` are the provider rule names (read once per request). */
 function view(w: WarmupRow, providers: readonly { name: string }[], nowSec: number) {
   const day = warmupDay(w.startedAt, nowSec);
-  const caps = Object.fromEntries(providers.flatMap((p) => {
-    const c = warmupCaps(w.plan, day, p.name);
-    return c ? [[p.name, { per_day: c.perDay, per_hour: c.perHour }]] : [];
-  }));
-  return { object: "warmup" as const, egress: w.egress, started_at: new Date(w.startedAt * 1000).toISOString(), day: day + 1, days: w.plan.ramp.length, done: day >= w.plan.ramp.length, caps_today: caps, plan: w.plan };
+  const caps = Object.fromEntries(
+    providers.flatMap((p) => {
+      const c = warmupCaps(w.plan, day, p.name);
+      return c ? [[p.name, { per_day: c.perDay, per_hour: c.perHour }]] : [];
+    }),
+  );
+  return {
+    object: "warmup" as const,
+    egress: w.egress,
+    started_at: new Date(w.startedAt * 1000).toISOString(),
+    day: day + 1,
+    days: w.plan.ramp.length,
+    done: day >= w.plan.ramp.length,
+    caps_today: caps,
+    plan: w.plan,
+  };
 }
 
 async function one(env: Env, egress: string, nowSec: number) {
@@ -69,7 +94,10 @@ export function warmupRoutes() {
   r.put("/warmup/:egress", async (c) => {
     const egress = egressOf(c.req.param("egress"));
     const body = parseInput(WarmupPlanSchema, (await readJson(c, 64 * 1024)).value);
-    const parsed = parseWarmupPlan({ ramp: body.ramp ?? DEFAULT_WARMUP_RAMP, ...(body.scale ? { scale: body.scale } : {}) });
+    const parsed = parseWarmupPlan({
+      ramp: body.ramp ?? DEFAULT_WARMUP_RAMP,
+      ...(body.scale ? { scale: body.scale } : {}),
+    });
     if (!parsed.ok) throw new ApiError(422, "validation_error", `Invalid warm-up plan: ${parsed.errors.join("; ")}.`);
     const t = now();
     const existing = (await listWarmups(c.env.DB)).find((x) => x.egress === egress);
