@@ -24,7 +24,8 @@ const FILES: Record<string, { body: string; type: string }> = {
 };
 
 const CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; " +
+  "form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /** The dashboard's static files (see header). */
 export function dashboardAssets(): MiddlewareHandler {
