@@ -122,7 +122,8 @@ export const POLICY_ROUTES: Operation[] = [
     method: "put",
     path: "/relay/policies/{key}",
     summary:
-      "Operator: set a key's concurrency cap, rate and connect interval (tenant:, jobid:, bulk:, egress:, site:, transport:, dest: keys, or a configured combination joined by +)",
+      "Operator: set a key's concurrency cap, rate and connect interval (tenant:, jobid:, " +
+      "bulk:, egress:, site:, transport:, dest: keys, or a configured combination joined by +)",
     operationId: "adminPutPolicy",
     auth: true,
     body: PolicyLimitsSchema,
@@ -228,7 +229,8 @@ export const POLICY_ROUTES: Operation[] = [
     method: "get",
     path: "/relay/inbound/reports",
     summary:
-      "Operator: the DSNs and ARF reports that came back, newest first, each with its verdict (acted, unauthenticated, mismatch, unmatched, ...) and its first 64 KiB",
+      "Operator: the DSNs and ARF reports that came back, newest first, " +
+      "each with its verdict (acted, unauthenticated, mismatch, unmatched, ...) and its first 64 KiB",
     operationId: "adminInboundReports",
     auth: true,
     query: ReportsQuerySchema,

@@ -58,7 +58,8 @@ const RecipientView = z.object({
     .string()
     .nullable()
     .describe(
-      "Why it waits: in_flight, window_full, destination_dead, rate_delay, suspended, policy_concurrency, rate_limit, transport_dead, process_limit, queued, retry, scheduled, held, suppressed",
+      "Why it waits: in_flight, window_full, destination_dead, rate_delay, suspended, policy_concurrency, " +
+        "rate_limit, transport_dead, process_limit, queued, retry, scheduled, held, suppressed",
     ),
   blocked_until: z.string().nullable().describe("Until when it waits, when known"),
 });

@@ -108,7 +108,8 @@ export const MESSAGE_ROUTES: Operation[] = [
     method: "post",
     path: "/relay/complaints",
     summary:
-      "Report a feedback-loop complaint as an ARF report (RFC 5965, the whole message as the body): email.complained for each delivered recipient it names, and the address suppressed until removed",
+      "Report a feedback-loop complaint as an ARF report (RFC 5965, the whole message as the body): " +
+      "email.complained for each delivered recipient it names, and the address suppressed until removed",
     operationId: "reportArf",
     auth: true,
     rawBody: "message/rfc822",

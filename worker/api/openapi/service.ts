@@ -24,7 +24,8 @@ export const PUBLIC_ROUTES: Operation[] = [
     method: "post",
     path: "/unsubscribe/{token}",
     summary:
-      "One-click unsubscribe (RFC 8058 List-Unsubscribe=One-Click; signed, no API key): email.unsubscribed once, and the address suppressed for the tenant until removed",
+      "One-click unsubscribe (RFC 8058 List-Unsubscribe=One-Click; signed, no API key): " +
+      "email.unsubscribed once, and the address suppressed for the tenant until removed",
     operationId: "unsubscribe",
     auth: false,
     rawBody: "application/x-www-form-urlencoded",
