@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../worker/api/app";
-import { ROUTES } from "../../worker/api/openapi";
+import { ROUTES } from "../../worker/api/openapi/document";
 import { call, callWithKey, newKey } from "./helpers";
 
 describe("GET /openapi.json", () => {

@@ -5,7 +5,7 @@
  *   createApp()  GET /health and /unsubscribe/:token (RFC 8058 one-click links; no key), /emails (routes/emails.ts), /relay (routes/relay.ts,
  *                routes/suppressions.ts, routes/events.ts: the event feed, dead letters, replay),
  *                /webhooks (routes/webhooks.ts), Resend's /domains, /api-keys, /suppressions, /templates, /topics and
- *                /contacts/:id/topics, GET /openapi.json (openapi.ts) and GET /metrics (operator; routes/prometheus.ts)
+ *                /contacts/:id/topics, GET /openapi.json (openapi/document.ts) and GET /metrics (operator; routes/prometheus.ts)
  *                behind `Authorization: Bearer <key>`; one
  *                onError and one notFound build every error body through errors.ts.
  *
@@ -22,7 +22,7 @@ import type { AppEnv } from "./http/context";
 import { apiKeyRoutes } from "./routes/api-keys";
 import { domainRotationRoutes, domainRoutes } from "./routes/domains";
 import { isApiError, toErrorBody } from "../model/errors";
-import { openApiDocument } from "./openapi";
+import { openApiDocument } from "./openapi/document";
 import { complaintRoutes } from "./routes/complaints";
 import { controlRoutes } from "./routes/control";
 import { emailRoutes } from "./routes/emails";

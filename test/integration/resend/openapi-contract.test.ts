@@ -1,15 +1,15 @@
 /**
  * Each route in /openapi.json, with its schema, against the app: every operation of Resend's
- * newer resources (openapi-resend.ts) and of the Resend-compatible core is called with a real
- * request, and its answer must have the documented status and parse with the documented
- * response schema; every other GET without path parameters is called the same way with an
- * operator key. The few operations not called are named below with the reason, so a new
- * operation cannot go unchecked. (test/integration/openapi.test.ts checks the table against the
- * app's routes, both ways.)
+ * newer resources (worker/api/openapi/: suppressions, templates, topics, received mail, ...)
+ * and of the Resend-compatible core is called with a real request, and its answer must have
+ * the documented status and parse with the documented response schema; every other GET
+ * without path parameters is called the same way with an operator key. The few operations not
+ * called are named below with the reason, so a new operation cannot go unchecked.
+ * (test/integration/openapi.test.ts checks the table against the app's routes, both ways.)
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ROUTES } from "../../../worker/api/openapi";
+import { ROUTES } from "../../../worker/api/openapi/document";
 import { insertDomain, updateDomain } from "../../../worker/db/domains";
 import { newDkimKey } from "../../../worker/domains/service";
 import { handleInbound } from "../../../worker/inbound/email";

@@ -1,6 +1,6 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { describe, expect, it } from "vitest";
-import { openApiDocument, ROUTES } from "../../../worker/api/openapi";
+import { openApiDocument, ROUTES } from "../../../worker/api/openapi/document";
 
 describe("the OpenAPI document", () => {
   it("is a valid OpenAPI 3.1 document according to an independent validator", async () => {

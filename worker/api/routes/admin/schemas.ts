@@ -1,6 +1,6 @@
 /**
  * Request schemas (zod) of the admin API under /relay/: they validate the input and generate
- * the OpenAPI document's parameters (openapi.ts ROUTES).
+ * the OpenAPI document's parameters (openapi/admin.ts).
  *
  * DESCRIPTION
  *   FlushSchema           POST /relay/flush: { transport? } (every transport when absent).
@@ -131,7 +131,7 @@ export const ReportsQuerySchema = z.object({
 /** GET /relay/messages/:id/events. */
 export const EventsQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(500) });
 
-// Response shapes, for the OpenAPI document (openapi.ts ROUTES).
+// Response shapes, for the OpenAPI document (openapi/admin.ts, openapi/messages.ts).
 const Iso = z.string().describe("ISO 8601");
 const Counts = z.record(z.string(), z.number().int());
 const Group = z.object({

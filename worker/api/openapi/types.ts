@@ -1,5 +1,5 @@
 /**
- * What one row of the OpenAPI table (openapi.ts ROUTES) says about an operation, and Resend's
+ * What one row of the OpenAPI table (document.ts ROUTES) says about an operation, and Resend's
  * error body every error response uses.
  */
 import { z } from "zod";
