@@ -130,7 +130,10 @@ export interface EventInput {
   delivery?: DeliveryDetails | null;
   /** Failure or suppression reason. */
   reason?: string | null;
-  /** relay.destination.throttled: the reply rule, what it did (suspend, rate and its rate, ceiling, defer, bounce), the policy key and until when (epoch ms). */
+  /**
+   * relay.destination.throttled: the reply rule, what it did (suspend, rate and its rate, ceiling,
+   * defer, bounce), the policy key and until when (epoch ms).
+   */
   throttle?: { rule: string; action?: string; rate?: string; policyKey: string; suspendedUntilMs: number } | null;
   /** email.unsubscribed: how (one-click, mailto); the topic is `reason`. */
   method?: string | null;
