@@ -3,7 +3,9 @@
 /**
  * cohort — the relay's command line: queue summary, flush, suspend/resume, send a test
  * message, tail events, show a message. Plain ESM on Node 20 built-ins (fetch, util.parseArgs);
- * no build step.
+ * no build step. This file parses the options and runs the queue and inbound commands; the other
+ * command groups sit beside it (policy-commands.mjs, message-commands.mjs, resend-commands.mjs),
+ * and client.mjs holds the API client and the errors that set the exit status.
  *
  * USAGE
  *   npx cohort <command> [options]      (--url / COHORT_URL, --key / COHORT_API_KEY)
@@ -28,10 +30,12 @@
  *   2 bad usage.
  */
 import { realpathSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { eventLine, queueText, showText, textTable } from "./format.mjs";
+import { ApiError, client, UsageError } from "./client.mjs";
+import { queueText, textTable } from "./format.mjs";
+import { messageCommand } from "./message-commands.mjs";
+import { policyCommand } from "./policy-commands.mjs";
 import { RESEND_HELP, RESEND_OPTIONS, resendCommand, UsageError as ResendUsageError } from "./resend-commands.mjs";
 
 const HELP = `usage: cohort <command> [options]
@@ -70,67 +74,6 @@ options:
   --json         machine-readable output
   -h, --help     this help
 ${RESEND_HELP}`;
-
-class UsageError extends Error {}
-
-class ApiError extends Error {
-  /** @param {number} status @param {string} name @param {string} message */
-  constructor(status, name, message) {
-    super(message);
-    this.status = status;
-    this.code = name;
-  }
-}
-
-/** Parses "90", "90s", "15m", "1h", "2d" into seconds. */
-export function parseTtl(text) {
-  const m = /^(\d+)\s*([smhd]?)$/.exec(String(text).trim());
-  if (!m) throw new UsageError(`bad --ttl ${JSON.stringify(text)}: expected e.g. 90s, 15m, 1h or 2d`);
-  const n = Number(m[1]) * { "": 1, s: 1, m: 60, h: 3600, d: 86400 }[m[2] ?? ""];
-  if (n <= 0) throw new UsageError("--ttl must be positive");
-  return n;
-}
-
-/** A client for one relay and key. */
-function client(url, key) {
-  return async function call(method, path, body) {
-    let res;
-    try {
-      res = await fetch(new URL(path, url), {
-        method,
-        headers: {
-          authorization: `Bearer ${key}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    } catch (e) {
-      throw new ApiError(
-        0,
-        "unreachable",
-        `cannot reach ${url}: ${e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e)}`,
-      );
-    }
-    const text = await res.text();
-    let json;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch {
-      json = null;
-    }
-    if (!res.ok) throw new ApiError(res.status, json?.name ?? "http_error", json?.message ?? `HTTP ${res.status}`);
-    return json;
-  };
-}
-
-/** All of standard input, as text. */
-async function readStdin() {
-  const chunks = [];
-  for await (const c of process.stdin) chunks.push(c);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Runs one command; returns the exit status. */
 export async function main(argv, out = process.stdout, env = process.env) {
@@ -187,47 +130,8 @@ export async function main(argv, out = process.stdout, env = process.env) {
       const r = await call("POST", "/relay/flush", values.transport ? { transport: values.transport } : {});
       print(
         r,
-        `flushed ${r.transports.join(", ")}; revived ${r.revived.length} dead destination(s)${r.revived.length ? `: ${r.revived.map((d) => `${d.transport}/${d.queue}`).join(", ")}` : ""}`,
-      );
-      return 0;
-    }
-    case "suspend": {
-      const [target, name] = args;
-      if (!target || !name || !values.ttl)
-        throw new UsageError(
-          "usage: cohort suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]",
-        );
-      const r = await call("POST", "/relay/suspensions", {
-        target,
-        name,
-        ttl_seconds: parseTtl(values.ttl),
-        ...(values.transport ? { transport: values.transport } : {}),
-      });
-      print(r, `suspended ${r.key} until ${r.until} (in ${r.transports.join(", ")})`);
-      return 0;
-    }
-    case "resume": {
-      const [target, name] = args;
-      if (!target || !name)
-        throw new UsageError("usage: cohort resume <destination|tenant|transport|site|egress> <name> [--transport T]");
-      const qs = values.transport ? `?transport=${encodeURIComponent(values.transport)}` : "";
-      const r = await call(
-        "DELETE",
-        `/relay/suspensions/${encodeURIComponent(target)}/${encodeURIComponent(name)}${qs}`,
-      );
-      print(r, `resumed ${r.key}`);
-      return 0;
-    }
-    case "suspensions": {
-      const r = await call("GET", "/relay/suspensions");
-      print(
-        r,
-        r.data.length
-          ? textTable(
-              ["key", "until", "set by", "transports"],
-              r.data.map((s) => [s.key, s.until, s.set_by ?? "operator", s.transports.join(",")]),
-            )
-          : "no suspensions",
+        `flushed ${r.transports.join(", ")}; revived ${r.revived.length} dead destination(s)` +
+          (r.revived.length ? `: ${r.revived.map((d) => `${d.transport}/${d.queue}`).join(", ")}` : ""),
       );
       return 0;
     }
@@ -270,221 +174,11 @@ export async function main(argv, out = process.stdout, env = process.env) {
       print(r, `lifted the complaint-rate brake of ${r.tenant}`);
       return 0;
     }
-    case "providers": {
-      const r = await call("GET", "/relay/providers");
-      const shape = (p) =>
-        [
-          p.window?.initial !== undefined || p.window?.limit !== undefined
-            ? `window ${p.window.initial ?? "-"}..${p.window.limit ?? "-"}`
-            : "",
-          p.messages_per_session ? `${p.messages_per_session} msgs/session` : "",
-          p.recipients_per_message ? `${p.recipients_per_message} rcpts/msg` : "",
-          p.rate ? `rate ${p.rate}` : "",
-          p.require_tls ? "TLS required" : "",
-        ]
-          .filter(Boolean)
-          .join(", ");
-      print(
-        r,
-        r.data.length
-          ? textTable(
-              ["name", "mx suffixes", "shape"],
-              r.data.map((p) => [p.name, p.mx.join(" "), shape(p)]),
-            )
-          : "no provider rules",
-      );
-      return 0;
-    }
-    case "provider-set": {
-      const [name] = args;
-      if (!name || !values.file)
-        throw new UsageError("usage: cohort provider-set <name> --file rule.json (- for stdin)");
-      const text = values.file === "-" ? await readStdin() : await readFile(values.file, "utf8");
-      let rule;
-      try {
-        rule = JSON.parse(text);
-      } catch {
-        throw new UsageError(`${values.file} is not JSON`);
-      }
-      const r = await call("PUT", `/relay/providers/${encodeURIComponent(name)}`, rule);
-      print(r, `provider rule ${r.name} set: ${r.mx.join(" ")}`);
-      return 0;
-    }
-    case "provider-delete": {
-      const [name] = args;
-      if (!name) throw new UsageError("usage: cohort provider-delete <name>");
-      const r = await call("DELETE", `/relay/providers/${encodeURIComponent(name)}`);
-      print(r, `provider rule ${r.name} deleted`);
-      return 0;
-    }
-    case "policies": {
-      const r = await call("GET", "/relay/policies");
-      const limits = (p) =>
-        [
-          p.concurrency !== null ? `concurrency ${p.concurrency}` : "",
-          p.rate ? `rate ${p.rate}` : "",
-          p.interval_seconds !== null ? `interval ${p.interval_seconds}s` : "",
-          p.suspended_until ? `suspended until ${p.suspended_until}` : "",
-          p.throttle ? `throttled to ${p.throttle.rate} until ${p.throttle.until}` : "",
-        ]
-          .filter(Boolean)
-          .join(", ");
-      print(
-        r,
-        r.data.length
-          ? textTable(
-              ["transport", "key", "limits", "set by"],
-              r.data.map((p) => [p.transport, p.key, limits(p), p.set_by ?? "operator"]),
-            )
-          : "no pickup policies",
-      );
-      return 0;
-    }
-    case "policy-set": {
-      const [pkey] = args;
-      if (!pkey)
-        throw new UsageError(
-          "usage: cohort policy-set <key> [--concurrency N] [--rate 300/m] [--connect-interval 10] (none: remove the key's limits)",
-        );
-      const num = (v, name) => {
-        if (v === undefined) return undefined;
-        const n = Number(v);
-        if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
-        return n;
-      };
-      const body = {
-        concurrency: num(values.concurrency, "concurrency") ?? null,
-        rate: values.rate ?? null,
-        interval_seconds: num(values["connect-interval"], "connect-interval") ?? null,
-      };
-      const r = await call("PUT", `/relay/policies/${encodeURIComponent(pkey)}`, body);
-      print(
-        r,
-        r.data.length ? `${pkey}: set in ${r.data.map((p) => p.transport).join(", ")}` : `${pkey}: no limits left`,
-      );
-      return 0;
-    }
-    case "warmup": {
-      const r = await call("GET", "/relay/warmup");
-      const caps = (w) =>
-        Object.entries(w.caps_today)
-          .map(([p, c]) => `${p} ${c.per_day}/d ${c.per_hour}/h`)
-          .join(", ") || "none (done)";
-      print(
-        r,
-        r.data.length
-          ? textTable(
-              ["egress", "day", "caps today"],
-              r.data.map((w) => [w.egress, `${w.day} of ${w.days}`, caps(w)]),
-            )
-          : "no warm-up plans",
-      );
-      return 0;
-    }
-    case "warmup-advance": {
-      const [egress] = args;
-      if (!egress) throw new UsageError("usage: cohort warmup-advance <egress> [--days N]");
-      const days = values.days === undefined ? 1 : Number(values.days);
-      if (!Number.isInteger(days)) throw new UsageError("--days must be an integer");
-      const r = await call("POST", `/relay/warmup/${encodeURIComponent(egress)}/advance`, { days });
-      print(r, `${r.egress}: day ${r.day} of ${r.days}${r.done ? " (done: nothing capped)" : ""}`);
-      return 0;
-    }
-    case "send": {
-      if (
-        !values.from ||
-        !values.to?.length ||
-        values.subject === undefined ||
-        (values.text === undefined && values.html === undefined)
-      ) {
-        throw new UsageError("usage: cohort send --from A --to B --subject S (--text T | --html H) [--tag name:value]");
-      }
-      const tags = (values.tag ?? []).map((t) => {
-        const [name, value] = t.split(":");
-        if (!name || !value) throw new UsageError(`bad --tag ${JSON.stringify(t)}: expected name:value`);
-        return { name, value };
-      });
-      const body = {
-        from: values.from,
-        to: values.to,
-        subject: values.subject,
-        ...(values.text !== undefined ? { text: values.text } : {}),
-        ...(values.html !== undefined ? { html: values.html } : {}),
-        ...(tags.length ? { tags } : {}),
-      };
-      const r = await call("POST", "/emails", body);
-      print(r, r.id);
-      return 0;
-    }
-    case "tail": {
-      let after = values.after;
-      const max = values.count === undefined ? Infinity : Number(values.count);
-      const interval = Math.max(0.1, Number(values.interval)) * 1000;
-      let seen = 0;
-      for (;;) {
-        const qs = new URLSearchParams({
-          limit: values.limit ?? "100",
-          ...(after ? { after } : {}),
-          ...(values.type ? { type: values.type } : {}),
-        });
-        const page = await call("GET", `/relay/events?${qs}`);
-        for (const e of page.data) {
-          out.write(`${values.json ? JSON.stringify(e) : eventLine(e)}\n`);
-          after = e.id;
-          if (++seen >= max) return 0;
-        }
-        if (values.once && !page.has_more) return 0;
-        if (!page.has_more) await sleep(interval);
-      }
-    }
-    case "show": {
-      const [id] = args;
-      if (!id) throw new UsageError("usage: cohort show <email id>");
-      const m = await call("GET", `/relay/messages/${encodeURIComponent(id)}`);
-      print(m, showText(m));
-      return 0;
-    }
-    case "hold":
-    case "release":
-    case "requeue": {
-      const [id] = args;
-      if (!id) throw new UsageError(`usage: cohort ${command} <email id>`);
-      const r = await call("POST", `/relay/messages/${encodeURIComponent(id)}/${command}`);
-      print(r, `${command}: ${r.id} (${r.recipients} recipient(s))`);
-      return 0;
-    }
-    case "cancel": {
-      const [id] = args;
-      if (id) {
-        const r = await call(
-          "POST",
-          `/relay/messages/${encodeURIComponent(id)}/cancel`,
-          values.domain ? { domain: values.domain } : {},
-        );
-        print(r, `cancelled ${r.recipients} recipient(s) of ${r.id}`);
-        return 0;
-      }
-      const tag = values.tag?.[0];
-      const [tagName, tagValue] = tag ? tag.split(":") : [];
-      if (tag && (!tagName || !tagValue)) throw new UsageError(`bad --tag ${JSON.stringify(tag)}: expected name:value`);
-      if (!values.domain && !tag && !values.tenant)
-        throw new UsageError(
-          "usage: cohort cancel <email id> | cohort cancel [--domain D] [--tag name:value] [--tenant T]",
-        );
-      const body = {
-        ...(values.domain ? { domain: values.domain } : {}),
-        ...(tag ? { tag: { name: tagName, value: tagValue } } : {}),
-        ...(values.tenant ? { tenant: values.tenant } : {}),
-      };
-      const r = await call("POST", "/relay/messages/cancel", body);
-      print(
-        r,
-        `cancelled ${r.recipients} recipient(s) in ${r.messages} message(s)${r.has_more ? " (more match: run it again)" : ""}`,
-      );
-      return 0;
-    }
     default: {
-      const code = await resendCommand(command, args, values, call, print);
+      const code =
+        (await policyCommand(command, args, values, call, print)) ??
+        (await messageCommand(command, args, values, call, print, out)) ??
+        (await resendCommand(command, args, values, call, print));
       if (code === null) throw new UsageError(`unknown command ${JSON.stringify(command)} (cohort --help lists them)`);
       return code;
     }

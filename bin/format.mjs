@@ -80,7 +80,8 @@ export function showText(m) {
   for (const e of m.events) {
     const d = e.data ?? {};
     lines.push(
-      `  ${e.created_at}  ${e.type}${e.recipient ? `  ${e.recipient}` : ""}${d.attempt ? `  attempt ${d.attempt}` : ""}${d.response ? `  ${responseText(d.response)}` : ""}`,
+      `  ${e.created_at}  ${e.type}${e.recipient ? `  ${e.recipient}` : ""}` +
+        `${d.attempt ? `  attempt ${d.attempt}` : ""}${d.response ? `  ${responseText(d.response)}` : ""}`,
     );
   }
   return lines.join("\n");

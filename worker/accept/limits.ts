@@ -52,7 +52,8 @@ export function parseScheduledAt(value: string, nowMs: number, field = "schedule
     throw new ApiError(
       422,
       "validation_error",
-      `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) or natural language ("in 10 minutes", "tomorrow at 9am", "Friday at 3pm ET"; UTC unless a zone is given).`,
+      `Invalid \`${field}\`: use ISO 8601 with a time zone (2026-08-05T11:52:01Z) ` +
+        `or natural language ("in 10 minutes", "tomorrow at 9am", "Friday at 3pm ET"; UTC unless a zone is given).`,
     );
   }
   if (at > nowMs + MAX_SCHEDULE_AHEAD_MS)

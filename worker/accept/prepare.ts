@@ -267,7 +267,9 @@ export async function prepareEmail(env: Env, req: SendRequest, ctx: PrepareConte
     throw new ApiError(
       429,
       "complaint_rate_exceeded",
-      `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate). Mail without unsubscribe is still sent.`,
+      `Bulk mail (with unsubscribe) of this tenant is paused until ${new Date(paused).toISOString()}: ` +
+        `its complaint rate is above COMPLAINT_RATE_THRESHOLD (GET /relay/complaint-rate).` +
+        ` Mail without unsubscribe is still sent.`,
     );
   }
   const linked = unsubscribe !== false && !(topic !== null && (count !== 1 || own));

@@ -142,8 +142,13 @@ function weekdayOf(word: string): number | null {
 }
 
 const RELATIVE = /^in\s+(\d{1,6}|an?)\s+(s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?)$/;
-const ABSOLUTE =
-  /^(?:(today|tomorrow|(?:next\s+)?[a-z]+)\s+)?(?:at\s+)?(noon|midnight|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\d{1,2}:\d{2})(?:\s+([a-z]+(?:\/[a-z_+\-/]+)?|[+-]\d{1,2}:?\d{2}|z))?$/i;
+// [day] [at] time [zone], written in three parts: the day, the time, the zone (a name, an offset or z).
+const ABSOLUTE = new RegExp(
+  /^(?:(today|tomorrow|(?:next\s+)?[a-z]+)\s+)?(?:at\s+)?/.source +
+    /(noon|midnight|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\d{1,2}:\d{2})/.source +
+    /(?:\s+([a-z]+(?:\/[a-z_+\-/]+)?|[+-]\d{1,2}:?\d{2}|z))?$/.source,
+  "i",
+);
 
 /** See the header. */
 export function parseWhen(text: string, nowMs: number): number | null {

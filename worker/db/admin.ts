@@ -179,7 +179,8 @@ export async function searchMessages(
       : (
           await db
             .prepare(
-              `SELECT message_id, address, status, attempts, transport, nexthop FROM recipients WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY message_id, idx`,
+              `SELECT message_id, address, status, attempts, transport, nexthop FROM recipients ` +
+                `WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY message_id, idx`,
             )
             .bind(JSON.stringify(page.map((m) => m.id)))
             .all<SearchHit["recipients"][number] & { message_id: string }>()
@@ -248,7 +249,8 @@ export async function throughputRows(
        SELECT (SELECT MIN(tenant_id) FROM event_log)
        UNION ALL SELECT (SELECT MIN(tenant_id) FROM event_log WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
      SELECT e.created_at / 60000 AS minute, e.type, count(*) AS n FROM t JOIN event_log e ON e.tenant_id = t.id AND e.seq >= ?3
-     WHERE e.created_at >= ?1 AND e.created_at < ?2 AND e.data IS NOT NULL AND e.type IN (${types.map((_, i) => `?${i + 4}`).join(", ")}) GROUP BY minute, e.type`,
+     WHERE e.created_at >= ?1 AND e.created_at < ?2 AND e.data IS NOT NULL ` +
+          `AND e.type IN (${types.map((_, i) => `?${i + 4}`).join(", ")}) GROUP BY minute, e.type`,
       )
       .bind(fromMs, toMs, seqFloor(fromMs), ...types)
       .all<{ minute: number; type: string; n: number }>()

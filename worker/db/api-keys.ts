@@ -56,7 +56,8 @@ export function insertKeySql(tenant: string, keyHash: string, name: string, nowM
   const id = keyHash.slice(0, 16);
   return (
     `INSERT OR IGNORE INTO tenants (id, name, created_at) VALUES (${sqlString(tenant)}, ${sqlString(tenant)}, ${nowMs}); ` +
-    `INSERT OR IGNORE INTO api_keys (id, tenant_id, key_hash, name, created_at) VALUES (${sqlString(id)}, ${sqlString(tenant)}, ${sqlString(keyHash)}, ${sqlString(name)}, ${nowMs});`
+    `INSERT OR IGNORE INTO api_keys (id, tenant_id, key_hash, name, created_at) ` +
+    `VALUES (${sqlString(id)}, ${sqlString(tenant)}, ${sqlString(keyHash)}, ${sqlString(name)}, ${nowMs});`
   );
 }
 

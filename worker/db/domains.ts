@@ -62,7 +62,8 @@ export async function insertDomain(db: D1Database, d: DomainRow, key: KeyRow): P
     await db.batch([
       db
         .prepare(
-          "INSERT INTO domains (id, tenant_id, name, status, region, return_path, open_tracking, click_tracking, tls, records, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          "INSERT INTO domains (id, tenant_id, name, status, region, return_path, open_tracking, click_tracking, tls, records, created_at) " +
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(
           d.id,

@@ -131,15 +131,21 @@ export function logInsertStatements(
     for (const r of m.rows) rows.push({ ...r, email_id: m.emailId });
     byTenant.set(m.tenant, rows);
   }
+  const logColumns = jsonColumns(
+    ["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"],
+    true,
+  );
   return [...byTenant].flatMap(([tenant, rows]) =>
     chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
       const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
       return db
         .prepare(
-          `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, enqueued_at)
-       SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
+          `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, ` +
+            `event_id, event_type, body, enqueued_at)
+       SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, ` +
+            `r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
          IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4)
-       FROM (SELECT j.key AS k, ${jsonColumns(["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"], true)},
+       FROM (SELECT j.key AS k, ${logColumns},
            json_extract(j.value, '$.event_id') IN (SELECT e.event_id FROM json_each(?5) AS m CROSS JOIN event_log e ON e.email_id = m.value
              WHERE e.event_id IS NOT NULL) AS dup
          FROM json_each(?2) AS j) AS r
@@ -211,7 +217,8 @@ export async function feedBodyOf(db: D1Database, eventId: string): Promise<strin
 export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, limit = 100): Promise<EventRow[]> {
   const r = await db
     .prepare(
-      "SELECT tenant_id, seq, type, email_id, recipient, created_at, data FROM event_log WHERE tenant_id = ? AND seq > ? AND data IS NOT NULL ORDER BY seq LIMIT ?",
+      "SELECT tenant_id, seq, type, email_id, recipient, created_at, data FROM event_log " +
+        "WHERE tenant_id = ? AND seq > ? AND data IS NOT NULL ORDER BY seq LIMIT ?",
     )
     .bind(tenant, afterSeq, limit)
     .all<EventRow>();
@@ -239,7 +246,10 @@ export async function listFeed(
   q: { afterSeq: number; limit: number; types?: readonly string[] },
 ): Promise<{ rows: FeedRow[]; hasMore: boolean }> {
   const typed = q.types !== undefined && q.types.length > 0;
-  const sql = `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ?1 AND seq > ?2 AND event_id IS NOT NULL${typed ? " AND event_type IN (SELECT value FROM json_each(?4))" : ""} ORDER BY seq LIMIT ?3`;
+  const sql =
+    `SELECT ${RETURNED} FROM event_log ` +
+    `WHERE tenant_id = ?1 AND seq > ?2 AND event_id IS NOT NULL${typed ? " AND event_type IN (SELECT value FROM json_each(?4))" : ""}` +
+    ` ORDER BY seq LIMIT ?3`;
   const stmt = typed
     ? db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1, JSON.stringify(q.types))
     : db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1);
@@ -259,7 +269,8 @@ export async function feedRange(
   const after = Math.max(q.afterSeq, seqFloor(q.fromMs) - 1);
   const { results } = await db
     .prepare(
-      `SELECT ${RETURNED} FROM event_log WHERE tenant_id = ? AND seq > ? AND seq <= ? AND event_id IS NOT NULL AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?`,
+      `SELECT ${RETURNED} FROM event_log ` +
+        `WHERE tenant_id = ? AND seq > ? AND seq <= ? AND event_id IS NOT NULL AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?`,
     )
     .bind(tenant, after, q.untilSeq, q.fromMs, q.toMs, q.limit)
     .all<FeedRow>();

@@ -93,15 +93,32 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
       message_id: headerToIndex(v),
     };
   });
+  const messageColumns = jsonColumns([
+    "id",
+    "tenant",
+    "created_at",
+    "scheduled_at",
+    "from",
+    "to",
+    "cc",
+    "bcc",
+    "reply_to",
+    "subject",
+    "last_event",
+    "version",
+    "message_id",
+  ]);
   const upsertMessages = (chunk: readonly unknown[]) =>
     db
       .prepare(
-        `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, subject, last_event, updated_at, message_id)
-     SELECT ${jsonColumns(["id", "tenant", "created_at", "scheduled_at", "from", "to", "cc", "bcc", "reply_to", "subject", "last_event", "version", "message_id"])}
+        `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, ` +
+          `subject, last_event, updated_at, message_id)
+     SELECT ${messageColumns}
      FROM json_each(?1) AS j WHERE true
      ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
      WHERE excluded.updated_at >= messages.updated_at
-       AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
+       AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event ` +
+          `OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
       )
       .bind(JSON.stringify(chunk));
   const rcpts = items.flatMap(({ view: v }) =>
@@ -128,7 +145,8 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
        nexthop = excluded.nexthop, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at
      WHERE excluded.updated_at >= recipients.updated_at
        AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
-         OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at OR excluded.updated_at IS NOT recipients.updated_at)`,
+         OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at ` +
+          `OR excluded.updated_at IS NOT recipients.updated_at)`,
       )
       .bind(JSON.stringify(chunk));
   // Chunked (ROW_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.

@@ -39,7 +39,8 @@ export async function listProviderRules(db: D1Database): Promise<ProviderRule[]>
 export async function putProviderRule(db: D1Database, rule: ProviderRule, nowMs: number): Promise<void> {
   await db
     .prepare(
-      "INSERT INTO provider_rules (name, rule, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO UPDATE SET rule = excluded.rule, updated_at = excluded.updated_at",
+      "INSERT INTO provider_rules (name, rule, updated_at) VALUES (?1, ?2, ?3) " +
+        "ON CONFLICT (name) DO UPDATE SET rule = excluded.rule, updated_at = excluded.updated_at",
     )
     .bind(rule.name, JSON.stringify(rule), nowMs)
     .run();

@@ -52,7 +52,9 @@ const CHILDREN = [
 /** SQL of the purge, for tests that check the query plans. */
 export const PURGE_SQL = {
   tenants: "SELECT (SELECT MIN(tenant_id) FROM messages WHERE tenant_id > ?1) AS t",
-  due: `SELECT id FROM messages WHERE tenant_id = ?1 AND created_at < ?2 AND updated_at < ?2 AND last_event IN (${FINISHED_SQL}) ORDER BY created_at DESC, id DESC LIMIT ?3`,
+  due:
+    `SELECT id FROM messages WHERE tenant_id = ?1 AND created_at < ?2 AND updated_at < ?2 ` +
+    `AND last_event IN (${FINISHED_SQL}) ORDER BY created_at DESC, id DESC LIMIT ?3`,
   children: CHILDREN,
   messages: "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?1))",
   endpoints: "SELECT (SELECT MIN(endpoint_id) FROM webhook_dead_letters WHERE endpoint_id > ?1) AS e",

@@ -68,7 +68,9 @@ export async function suppressedAmong(
     const chunk = lower.slice(i, i + step);
     const r = await db
       .prepare(
-        `SELECT address, scope FROM suppressions WHERE tenant_id IN (?, '*') AND (expires_at IS NULL OR expires_at > ?) AND scope IN (${scopes.map(() => "?").join(", ")}) AND address IN (${chunk.map(() => "?").join(", ")}) ${optIn}`,
+        `SELECT address, scope FROM suppressions WHERE tenant_id IN (?, '*') AND (expires_at IS NULL OR expires_at > ?) ` +
+          `AND scope IN (${scopes.map(() => "?").join(", ")}) ` +
+          `AND address IN (${chunk.map(() => "?").join(", ")}) ${optIn}`,
       )
       .bind(tenant, nowMs, ...scopes, ...chunk, ...(topic === undefined ? [] : [JSON.stringify(chunk), tenant, topic]))
       .all<{ address: string; scope: string }>();

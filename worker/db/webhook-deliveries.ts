@@ -78,7 +78,8 @@ export async function insertDeadLetter(db: D1Database, row: Omit<DeadLetterRow, 
   await db
     .prepare(
       `INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at, replayed_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)
-     ON CONFLICT (endpoint_id, event_id) DO UPDATE SET attempts = excluded.attempts, reason = excluded.reason, created_at = excluded.created_at, replayed_at = NULL
+     ON CONFLICT (endpoint_id, event_id) DO UPDATE SET attempts = excluded.attempts, reason = excluded.reason, ` +
+        `created_at = excluded.created_at, replayed_at = NULL
        WHERE webhook_dead_letters.replayed_at IS NOT NULL`,
     )
     .bind(row.endpoint_id, row.event_id, row.tenant_id, row.type, row.attempts, row.reason, row.created_at)

@@ -81,7 +81,9 @@ export async function updateEndpoint(
 ): Promise<boolean> {
   const res = await db
     .prepare(
-      "UPDATE webhook_endpoints SET endpoint = COALESCE(?, endpoint), events = CASE WHEN ? THEN ? ELSE events END, status = COALESCE(?, status), disabled_reason = CASE WHEN ? = 'enabled' THEN NULL ELSE disabled_reason END, updated_at = ? WHERE tenant_id = ? AND id = ?",
+      "UPDATE webhook_endpoints SET endpoint = COALESCE(?, endpoint), events = CASE WHEN ? THEN ? ELSE events END, " +
+        "status = COALESCE(?, status), disabled_reason = CASE WHEN ? = 'enabled' THEN NULL ELSE disabled_reason END, " +
+        "updated_at = ? WHERE tenant_id = ? AND id = ?",
     )
     .bind(
       patch.endpoint ?? null,

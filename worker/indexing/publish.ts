@@ -45,7 +45,7 @@ import {
   toPublishEndpoint,
   type SuppressionInsert,
 } from "../db/webhook-publication";
-import type { MessageInfo } from "../webhooks/core/events";
+import type { MessageInfo } from "../webhooks/core/envelope";
 import {
   endpointWants,
   noticeKey,

@@ -170,8 +170,12 @@ export function withParams(value: string, params: readonly string[][]): string[]
   return flat.map((t, i) => (i < flat.length - 1 ? `${t};` : t));
 }
 
-const MEDIA_TYPE_RE =
-  /^([A-Za-z0-9!#$&^_.+-]{1,127}\/[A-Za-z0-9!#$&^_.+-]{1,127})((?:\s*;\s*[A-Za-z0-9!#$&^_.+*'%-]+=(?:[A-Za-z0-9!#$&^_.+%'*-]+|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"))*)\s*;?$/;
+// type/subtype, then the parameters: `; attribute=value`, the value a token or a quoted string.
+const MEDIA_TYPE_RE = new RegExp(
+  /^([A-Za-z0-9!#$&^_.+-]{1,127}\/[A-Za-z0-9!#$&^_.+-]{1,127})/.source +
+    /((?:\s*;\s*[A-Za-z0-9!#$&^_.+*'%-]+=(?:[A-Za-z0-9!#$&^_.+%'*-]+|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"))*)\s*;?$/
+      .source,
+);
 
 /** Validates `type/subtype[; attr=value]*`; returns the media type and its parameters as tokens. */
 export function parseMediaType(field: string, raw: string): { type: string; params: string[] } {

@@ -14,7 +14,10 @@ interface D1Meta {
 
 export const keys = new Map<string, Map<string, string>>();
 
-/** The key of a statement in rows_written_by_statement and rows_read_by_statement: its first words, whitespace folded (cached per text: a few hundred distinct ones). */
+/**
+ * The key of a statement in rows_written_by_statement and rows_read_by_statement: its first
+ * words, whitespace folded (cached per text: a few hundred distinct ones).
+ */
 export function statementKey(owner: string, q: string): string {
   let byText = keys.get(owner);
   if (byText === undefined) keys.set(owner, (byText = new Map()));

@@ -152,7 +152,8 @@ export async function recordComplaint(
   const rate = complaintRate(all.d, all.c);
   await env.DB.prepare(
     `INSERT INTO tenant_settings (tenant_id, updated_at, bulk_paused_until, bulk_paused_reason) VALUES (?1, ?2, ?3, ?4)
-      ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`,
+      ON CONFLICT (tenant_id) DO UPDATE SET bulk_paused_until = excluded.bulk_paused_until, ` +
+      `bulk_paused_reason = excluded.bulk_paused_reason, updated_at = excluded.updated_at`,
   )
     .bind(res.tenant, nowMs, until, `complaint rate ${rate} above ${threshold}`)
     .run();

@@ -6,7 +6,9 @@
  * worker/smtp/core/config.ts and the WEBHOOK_* knobs by worker/webhooks/core/webhook-config.ts.
  *
  * DESCRIPTION
- *   SETTINGS           the table: for each knob its [vars] name, its default and its meaning.
+ *   SETTINGS           the table: for each knob its [vars] name, its default and its meaning
+ *                      (the knobs from DSN_NOTICES on are policy-knobs.ts's; the row shape and
+ *                      its parsers are knob.ts's).
  *   settingsOf(env)    the parsed settings of an env, cached per env object.
  *   Settings           their type.
  *
@@ -15,53 +17,12 @@
  *   bad parameter), except where the table says it is capped: then the bound. Parsing never
  *   throws; MX_PORT keeps an invalid value as null for the delivery stage to refuse by name.
  */
-import { parseSmtpTimeouts, type SmtpTimeouts } from "../smtp/core/config";
-import { parseWebhookConfig, type WebhookConfig } from "../webhooks/core/webhook-config";
+import { knob, nonNegative, positive, text, type Vars } from "./knob";
 import { countSetting, msSetting } from "./parse";
+import { POLICY_KNOBS } from "./policy-knobs";
 
 /** The DNS-over-HTTPS JSON API used when DOH_RESOLVER_URL is empty. */
 export const DEFAULT_DOH_URL = "https://cloudflare-dns.com/dns-query";
-
-type Vars = Record<string, string | undefined>;
-
-interface Knob<T> {
-  /** The [vars] name. */
-  name: string;
-  /** The default, as written in wrangler.toml. */
-  def: string;
-  /** One line: what it does. */
-  meaning: string;
-  parse(raw: string | undefined, vars: Vars): T;
-}
-
-const knob = <T>(
-  name: string,
-  def: string,
-  meaning: string,
-  parse: (raw: string | undefined, vars: Vars) => T,
-): Knob<T> => ({ name, def, meaning, parse });
-/** A number ≥ 0 (unset or empty: the default), times `unit`. */
-const nonNegative =
-  (def: number, unit = 1) =>
-  (raw: string | undefined) => {
-    const n = raw === undefined || raw === "" ? def : Number(raw);
-    return (Number.isFinite(n) && n >= 0 ? n : def) * unit;
-  };
-/** A number > 0, else the default, times `unit`. */
-const positive =
-  (def: number, unit = 1) =>
-  (raw: string | undefined) => {
-    const n = Number(raw);
-    return (Number.isFinite(n) && n > 0 ? n : def) * unit;
-  };
-const text = (def: string) => (raw: string | undefined) => raw || def;
-const isOn = (on: string) => (raw: string | undefined) => (raw ?? "").toLowerCase() === on;
-/** A list separated by commas or spaces, lower-cased, without empty entries or a trailing dot. */
-const list = (raw: string | undefined): string[] =>
-  (raw ?? "")
-    .split(/[\s,]+/)
-    .map((x) => x.trim().toLowerCase().replace(/\.$/, ""))
-    .filter((x) => x !== "");
 
 /** The knobs (see the header); the order is wrangler.toml's. */
 export const SETTINGS = {
@@ -239,155 +200,7 @@ export const SETTINGS = {
     "the local SMTP catcher's listing, for GET /relay/dev/mailbox (development only)",
     (r) => r ?? "",
   ),
-  dsnNotices: knob("DSN_NOTICES", "off", '"on": delivery status notices (RFC 3464) to the envelope sender', isOn("on")),
-  bounceDomain: knob(
-    "BOUNCE_DOMAIN",
-    "",
-    'the domain of VERP envelope senders for mail from unverified domains ("": the From address)',
-    (r) => r || null,
-  ),
-  publicUrl: knob(
-    "PUBLIC_URL",
-    "",
-    "the relay's public origin for one-click unsubscribe links (\"\": each request's origin)",
-    (r) => r ?? "",
-  ),
-  receivingDailyQuota: knob(
-    "RECEIVING_DAILY_QUOTA",
-    "1000",
-    "received messages a tenant takes per UTC day unless it sets its own (1–10,000,000)",
-    (r) => Math.min(countSetting(r, 1000), 10_000_000),
-  ),
-  fileLinkSeconds: knob(
-    "FILE_LINK_SECONDS",
-    "3600",
-    "seconds a download link of an attachment or a raw received message stays valid (60–604,800)",
-    (r) => Math.min(Math.max(countSetting(r, 3600), 60), 604_800),
-  ),
-  routingAuthservId: knob(
-    "ROUTING_AUTHSERV_ID",
-    "mx.cloudflare.net",
-    'the authserv-id of Email Routing\'s Authentication-Results, whose SPF and DKIM verdicts inbound reports may use ("": believe none)',
-    (r) => (r ?? "mx.cloudflare.net").trim().toLowerCase(),
-  ),
-  reportingMtas: knob(
-    "REPORTING_MTAS",
-    "",
-    "domains whose authenticated bounces count for any recipient domain (a smarthost, a provider bouncing from another domain than its MX)",
-    list,
-  ),
-  feedbackLoopSenders: knob(
-    "FEEDBACK_LOOP_SENDERS",
-    "",
-    "domains whose DKIM-aligned ARF reports count as complaints (feedback loops); others are kept for the operator",
-    list,
-  ),
-  domainClaimTtlMs: knob(
-    "DOMAIN_CLAIM_TTL_HOURS",
-    "72",
-    "hours an unverified claim on a domain name lasts; verified domains never lapse",
-    positive(72, 3_600_000),
-  ),
-  devPathOrigins: knob(
-    "DEV_PATH_ORIGINS",
-    "",
-    "development only: the origins (http://127.0.0.1:2526) an attachment `path` may reach besides public https URLs",
-    list,
-  ),
-  complaintThreshold: knob(
-    "COMPLAINT_RATE_THRESHOLD",
-    "0.003",
-    "a tenant's complaint rate above which its bulk mail is paused, in (0, 1)",
-    (r) => {
-      const t = Number(r);
-      return Number.isFinite(t) && t > 0 && t < 1 ? t : 0.003;
-    },
-  ),
-  complaintWindowDays: knob("COMPLAINT_WINDOW_DAYS", "7", "days the complaint rate is measured over", positive(7)),
-  complaintMinDelivered: knob(
-    "COMPLAINT_MIN_DELIVERED",
-    "1000",
-    "deliveries in the window below which the brake never acts",
-    positive(1000),
-  ),
-  complaintPauseHours: knob("COMPLAINT_PAUSE_HOURS", "24", "hours the brake pauses a tenant's bulk mail", positive(24)),
-  siteGrouping: knob(
-    "DESTINATION_GROUPING",
-    "nexthop",
-    '"site": an mx nexthop shares the Destination DO of its MX site; "nexthop": one per nexthop',
-    (r) => r === "site",
-  ),
-  smtpTimeouts: knob(
-    "SMTP_TIMEOUTS",
-    "",
-    "the SMTP client's per-step timeouts, JSON with Postfix's names; a malformed value is ignored",
-    (r): Partial<SmtpTimeouts> => {
-      if (!r) return {};
-      try {
-        return parseSmtpTimeouts(JSON.parse(r));
-      } catch (e) {
-        // Mail still goes out with Postfix's defaults rather than not at all.
-        console.error(
-          JSON.stringify({ error: "SMTP_TIMEOUTS ignored", detail: e instanceof Error ? e.message : String(e) }),
-        );
-        return {};
-      }
-    },
-  ),
-  mtaStsPort: knob(
-    "MTA_STS_PORT",
-    "443",
-    "the port MTA-STS policies are fetched from (443; other values for local runs and tests)",
-    (r) => {
-      const port = Number(r || 443);
-      return Number.isInteger(port) && port > 0 && port < 65536 ? port : 443;
-    },
-  ),
-  mtaStsRefreshSeconds: knob(
-    "MTA_STS_REFRESH_SECONDS",
-    "86400",
-    "seconds after which a cached MTA-STS policy's TXT record is checked again in the background",
-    positive(86_400),
-  ),
-  tlsrptFrom: knob(
-    "TLSRPT_FROM",
-    "",
-    'the From address of TLS-RPT reports sent by mail ("": mailto reports are not sent); the operator\'s DKIM_KEYS must cover its domain',
-    (r) => r ?? "",
-  ),
-  tlsrptOrg: knob(
-    "TLSRPT_ORG",
-    "",
-    'organization-name of TLS-RPT reports ("": HELO_NAME)',
-    (r, vars) => r || vars.HELO_NAME || "cohort.localhost",
-  ),
-  egressPools: knob(
-    "EGRESS_POOLS",
-    "",
-    'egress pools as JSON (worker/egress/core/pools.ts); "": every MX connection leaves by EGRESS',
-    (r) => r ?? "",
-  ),
-  egressSuspendSeconds: knob(
-    "EGRESS_SUSPEND_SECONDS",
-    "300",
-    "seconds an egress that failed its health is first suspended (doubling on each relapse, at most 16 times)",
-    positive(300),
-  ),
-  egressFailures: knob("EGRESS_FAILURES", "3", "health failures of an egress within 60 s that suspend it", (r) =>
-    countSetting(r, 3),
-  ),
-  metricsTopN: knob(
-    "METRICS_TOP_N",
-    "20",
-    'destinations GET /metrics names one by one (the rest are summed as "other"), at most 200',
-    (r) => Math.min(countSetting(r, 20), 200),
-  ),
-  webhooks: knob(
-    "WEBHOOK_*",
-    "",
-    "WEBHOOK_DELAYED_EVERY_NTH, WEBHOOK_DELAYED_MIN_INTERVAL_SECONDS, WEBHOOK_RETRY_SCALE, WEBHOOK_TIMEOUT_MS (webhooks/core/webhook-config.ts)",
-    (_r, vars): WebhookConfig => parseWebhookConfig(vars),
-  ),
+  ...POLICY_KNOBS,
 };
 
 /** The parsed settings. */

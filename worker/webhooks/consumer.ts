@@ -41,226 +41,40 @@
  * ERRORS
  *   A D1 or queue failure while handling a message retries that message (same attempt).
  */
-import {
-  disableEndpoint,
-  endpointsByIds,
-  feedBodyOf,
-  healthUpsertStatement,
-  insertDeadLetter,
-  readHealth,
-} from "../db/webhook-deliveries";
+import { endpointsByIds, healthUpsertStatement, readHealth } from "../db/webhook-deliveries";
 import type { EndpointRow } from "../db/webhooks";
-import {
-  acquireSlot,
-  initialHealth,
-  onDeliveryFailure,
-  onDeliverySuccess,
-  type EndpointHealth,
-} from "./core/endpoint-health";
-import { decideAfterAttempt, parseRetryAfter, type HttpOutcome, type RetryDecision } from "./core/retry";
-import { parseWebhookConfig, type WebhookConfig, type WebhookVars } from "./core/webhook-config";
-import { delaySecondsFor, enqueueJobs, isWebhookBundle, isWebhookJob, type WebhookJob } from "./jobs";
-import { BundleLedger, type JobMessage } from "./bundles";
-import { guardTarget, postWebhook, signingSecrets } from "./send";
+import { initialHealth, type EndpointHealth } from "./core/endpoint-health";
+import { decideAfterAttempt } from "./core/retry";
+import type { WebhookConfig } from "./core/webhook-config";
+import { isWebhookBundle, isWebhookJob } from "./jobs";
+import { BundleLedger } from "./bundles";
+import { guardTarget, signingSecrets } from "./send";
 import { resolvedTarget } from "../net/fetch-guard";
 import { settingsOf } from "../settings/settings";
+import {
+  applyDecision,
+  deadLetter,
+  forwardToSlowLane,
+  log,
+  logFailedAttempt,
+  resendAt,
+  retryLater,
+  runWindow,
+  type Item,
+  type Lane,
+} from "./lane";
 
-/** A request slower than this marks its endpoint slow, ms. */
-const SLOW_MS = 2_000;
-/** How long a slow mark lasts without a fast answer, ms. */
-const SLOW_MARK_MS = 600_000;
-/** How long one lane may keep starting deliveries before it re-sends the rest, ms. */
-const LANE_BUDGET_MS = 20_000;
 /** An arrival this much before its due time is re-delayed, ms. */
 const EARLY_SLACK_MS = 1_000;
 
-type Item = { msg: JobMessage; job: WebhookJob };
-
 /** Endpoint health as stored: the core's state plus the slow mark. */
 type StoredHealth = EndpointHealth & { slowUntilMs?: number | null };
-
-/** What a lane works with. */
-interface Lane {
-  env: Env;
-  cfg: WebhookConfig;
-  endpoint: EndpointRow;
-  health: EndpointHealth;
-  slowUntilMs: number | null;
-  /** Whether this is the webhooks-slow consumer. */
-  slowLane: boolean;
-  /** The state as stored when the lane started (JSON), so an unchanged state is not written again. */
-  storedJson: string | null;
-  secrets: string[];
-  disabled: boolean;
-}
-
-function log(error: string, fields: Record<string, unknown>): void {
-  console.error(JSON.stringify({ error, ...fields }));
-}
-
-/** One line per failed attempt: which delivery, what came back, what happens next; never a stack or a body. */
-function logFailedAttempt(item: Item, outcome: HttpOutcome, d: RetryDecision): void {
-  const got =
-    outcome.kind === "response"
-      ? { status: outcome.status }
-      : outcome.kind === "timeout"
-        ? { error: "timeout" }
-        : { error: "network", detail: (outcome.message ?? "").slice(0, 200) };
-  const next =
-    d.kind === "retry" ? { next_attempt: d.nextAttempt, next_at: new Date(d.atMs).toISOString() } : { next: d.kind };
-  console.warn(
-    JSON.stringify({
-      warning: "webhooks: attempt failed",
-      endpoint: item.job.endpointId,
-      event: item.job.eventId,
-      attempt: item.job.attempt,
-      ...got,
-      ...next,
-    }),
-  );
-}
-
-function retryLater(item: Item, e: unknown): void {
-  log("webhooks: handling failed", {
-    event: item.job.eventId,
-    endpoint: item.job.endpointId,
-    detail: e instanceof Error ? e.message : String(e),
-  });
-  item.msg.retry({ delaySeconds: Math.min(2 ** Math.max(item.msg.attempts, 1), 300) });
-}
-
-/** Re-sends the job (same attempt unless changed) to be tried at atMs, then acks the original. */
-async function resendAt(env: Env, item: Item, job: WebhookJob, atMs: number): Promise<void> {
-  await enqueueJobs(env.WEBHOOKS, [
-    { job: { ...job, notBeforeMs: atMs }, delaySeconds: delaySecondsFor(atMs, Date.now()) },
-  ]);
-  item.msg.ack();
-}
-
-/** Moves items, untried, to the webhooks-slow queue. */
-async function forwardToSlowLane(env: Env, items: Item[]): Promise<void> {
-  try {
-    await enqueueJobs(
-      env.WEBHOOKS_SLOW,
-      items.map((it) => ({ job: it.job })),
-    );
-    for (const it of items) it.msg.ack();
-  } catch (e) {
-    for (const it of items) retryLater(it, e);
-  }
-}
-
-async function deadLetter(env: Env, item: Item, reason: string): Promise<void> {
-  const j = item.job;
-  await insertDeadLetter(env.DB, {
-    endpoint_id: j.endpointId,
-    event_id: j.eventId,
-    tenant_id: j.tenant,
-    type: j.type,
-    attempts: j.attempt,
-    reason,
-    created_at: Date.now(),
-  });
-  item.msg.ack();
-}
 
 function healthOf(stored: unknown, cfg: WebhookConfig): StoredHealth {
   const s = stored as Partial<StoredHealth> | undefined;
   if (s?.v !== 1 || typeof s.window !== "number") return { ...initialHealth(cfg.health), slowUntilMs: null };
   // In-flight counts do not outlive an invocation: a crashed one must not leak slots.
   return { ...(s as StoredHealth), inflight: 0 };
-}
-
-/** The block a honoured Retry-After asks for, as an absolute time, if any. */
-function throttleUntil(outcome: HttpOutcome, nowMs: number): number | undefined {
-  if (outcome.kind !== "response" || (outcome.status !== 429 && outcome.status !== 503)) return undefined;
-  const waitMs = parseRetryAfter(outcome.retryAfter, nowMs);
-  return waitMs === null ? undefined : nowMs + waitMs;
-}
-
-/** Carries out the retry decision for one delivered-to item. */
-async function applyDecision(lane: Lane, item: Item, d: RetryDecision): Promise<void> {
-  if (d.kind === "delivered") return item.msg.ack();
-  if (d.kind === "retry") return resendAt(lane.env, item, { ...item.job, attempt: d.nextAttempt }, d.atMs);
-  if (d.kind === "dead-letter") return deadLetter(lane.env, item, d.reason);
-  lane.disabled = true;
-  await disableEndpoint(lane.env.DB, lane.endpoint.id, d.reason, Date.now());
-  await deadLetter(lane.env, item, `${d.reason}: endpoint disabled`);
-}
-
-/** One attempt of one item: send, feed the endpoint's health, act on the decision. */
-async function attempt(lane: Lane, item: Item): Promise<void> {
-  try {
-    const body = item.job.body ?? (await feedBodyOf(lane.env.DB, item.job.eventId));
-    if (body === null) {
-      lane.health = { ...lane.health, inflight: Math.max(0, lane.health.inflight - 1) };
-      return await deadLetter(lane.env, item, "event no longer stored");
-    }
-    const startMs = Date.now();
-    const outcome = await postWebhook({
-      url: lane.endpoint.endpoint,
-      id: item.job.eventId,
-      body,
-      secrets: lane.secrets,
-      timeoutMs: lane.cfg.timeoutMs,
-      nowMs: startMs,
-    });
-    const nowMs = Date.now();
-    lane.slowUntilMs = nowMs - startMs > SLOW_MS ? nowMs + SLOW_MARK_MS : null;
-    const decision = decideAfterAttempt({ attempt: item.job.attempt, outcome, nowMs }, lane.cfg.retry);
-    if (decision.kind !== "delivered") logFailedAttempt(item, outcome, decision);
-    lane.health =
-      decision.kind === "delivered"
-        ? onDeliverySuccess(lane.health, lane.cfg.health)
-        : onDeliveryFailure(lane.health, nowMs, lane.cfg.health, throttleUntil(outcome, nowMs));
-    await applyDecision(lane, item, decision);
-  } catch (e) {
-    retryLater(item, e);
-  }
-}
-
-/** Settles the lane's remaining items without trying them; true when it did. */
-async function settleRest(lane: Lane, pending: Item[], nowMs: number, deadline: number): Promise<boolean> {
-  if (lane.disabled) {
-    await Promise.all(
-      pending.splice(0).map((it) => deadLetter(lane.env, it, "endpoint disabled").catch((e) => retryLater(it, e))),
-    );
-    return true;
-  }
-  if (!lane.slowLane && lane.slowUntilMs !== null && lane.slowUntilMs > nowMs) {
-    await forwardToSlowLane(lane.env, pending.splice(0));
-    return true;
-  }
-  const slot = acquireSlot(lane.health, nowMs);
-  const untilMs = slot.decision.kind === "wait" ? slot.decision.untilMs : nowMs > deadline ? nowMs + 1000 : null;
-  if (untilMs === null) return false;
-  // Backed off (or out of time): a later batch tries them, attempts unchanged.
-  await Promise.all(
-    pending.splice(0).map((it) => resendAt(lane.env, it, it.job, untilMs).catch((e) => retryLater(it, e))),
-  );
-  return true;
-}
-
-/** Sends the lane's items within the endpoint's window. */
-async function runWindow(lane: Lane, items: Item[]): Promise<void> {
-  const pending = [...items];
-  const running = new Set<Promise<void>>();
-  const deadline = Date.now() + LANE_BUDGET_MS;
-  while (pending.length > 0) {
-    const nowMs = Date.now();
-    if (await settleRest(lane, pending, nowMs, deadline)) break;
-    const slot = acquireSlot(lane.health, nowMs);
-    if (slot.decision.kind === "full") {
-      if (running.size === 0) lane.health = { ...lane.health, inflight: 0 };
-      else await Promise.race(running);
-      continue;
-    }
-    lane.health = slot.state;
-    const item = pending.shift() as Item;
-    const p: Promise<void> = attempt(lane, item).finally(() => running.delete(p));
-    running.add(p);
-  }
-  await Promise.all(running);
 }
 
 /** Settles items that must not be sent now; returns the ones to send. */

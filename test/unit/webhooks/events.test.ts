@@ -4,17 +4,19 @@ import { emailOfEventId, eventId, fnv1a64, LEGACY_EVENT_ID } from "../../../work
 import { fnv1a64ByDefinition } from "../../../bench/fnv-reference";
 import {
   buildEvent,
-  DEFAULT_EVENT_CONFIG,
   EMAIL_EVENT_TYPES,
-  eventForTransition,
-  INITIAL_DELAY_NOTICE,
   toFeedItem,
-  WebhookInvariantError,
-  type DelayNoticeState,
   type DeliveryDetails,
   type EmailEventType,
-  type EventConfig,
   type MessageInfo,
+} from "../../../worker/webhooks/core/envelope";
+import {
+  DEFAULT_EVENT_CONFIG,
+  eventForTransition,
+  INITIAL_DELAY_NOTICE,
+  WebhookInvariantError,
+  type DelayNoticeState,
+  type EventConfig,
   type RecipientState,
   type RecipientTransition,
 } from "../../../worker/webhooks/core/events";

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { INITIAL_DELAY_NOTICE, type EventConfig, type MessageInfo } from "../../../worker/webhooks/core/events";
+import type { MessageInfo } from "../../../worker/webhooks/core/envelope";
+import { INITIAL_DELAY_NOTICE, type EventConfig } from "../../../worker/webhooks/core/events";
 import {
   deliveryFrom,
   endpointWants,

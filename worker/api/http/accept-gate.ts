@@ -110,7 +110,8 @@ export function acceptGate(): MiddlewareHandler<AppEnv> {
         toErrorBody(
           429,
           "rate_limit_exceeded",
-          `The relay is accepting as fast as it can (${why}${waited}). Nothing was queued: send the request again after Retry-After seconds, with the same Idempotency-Key.`,
+          `The relay is accepting as fast as it can (${why}${waited}).` +
+            ` Nothing was queued: send the request again after Retry-After seconds, with the same Idempotency-Key.`,
         ),
         429,
         { "Retry-After": "1" },

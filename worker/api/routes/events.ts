@@ -23,7 +23,7 @@ import { z } from "zod";
 import { feedRange, feedSeqOf, listFeed, type FeedRow } from "../../db/events";
 import { listDeadLetters, markReplayed } from "../../db/webhook-deliveries";
 import { getEndpoint } from "../../db/webhooks";
-import { EMAIL_EVENT_TYPES } from "../../webhooks/core/events";
+import { EMAIL_EVENT_TYPES } from "../../webhooks/core/envelope";
 import { endpointWants } from "../../webhooks/core/publication";
 import { enqueueJobs, makeJob } from "../../webhooks/jobs";
 import { emailOfEventId, LEGACY_EVENT_ID } from "../../webhooks/core/event-id";

@@ -53,7 +53,8 @@ export function unsubscribeRoutes() {
       c,
       200,
       "Unsubscribe",
-      `<p>Stop receiving these emails?</p><form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
+      `<p>Stop receiving these emails?</p>` +
+        `<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
     );
   });
   r.post("/:token", async (c) => {

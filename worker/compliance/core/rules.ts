@@ -93,8 +93,12 @@ export function dkimSignatures(fields: Map<string, string[]>): { d: string; h: s
 }
 
 const MSG_ID = /^<[^<>@\s]+@[^<>@\s]+>$/;
-const DATE =
-  /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),\s*)?\d{1,2}\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{4}\s+\d{2}:\d{2}(?::\d{2})?\s+(?:[+-]\d{4}|UT|GMT|[ECMP][SD]T|[A-IK-Za-ik-z])(?:\s*\([^)]*\))?$/;
+// RFC 5322 date-time in three parts: [weekday,] day, then month and year, then time and zone [(comment)].
+const DATE = new RegExp(
+  /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun),\s*)?\d{1,2}/.source +
+    /\s+(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{4}/.source +
+    /\s+\d{2}:\d{2}(?::\d{2})?\s+(?:[+-]\d{4}|UT|GMT|[ECMP][SD]T|[A-IK-Za-ik-z])(?:\s*\([^)]*\))?$/.source,
+);
 
 const w = (rule: string, code: number, enhanced: string, message: string): Warning => ({
   rule,

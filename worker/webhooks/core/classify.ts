@@ -127,7 +127,12 @@ export const BOUNCE_RULES: readonly BounceRule[] = [
     name: "invalid-text",
     category: "invalid_recipient",
     code: /^5/,
-    text: /user unknown|unknown user|no such (user|mailbox|recipient)|does not exist|recipient (address )?rejected|invalid (recipient|mailbox|address)|mailbox (unavailable|not found)|address rejected/i,
+    text: new RegExp(
+      /user unknown|unknown user|no such (user|mailbox|recipient)|does not exist|recipient (address )?rejected/.source +
+        "|" +
+        /invalid (recipient|mailbox|address)|mailbox (unavailable|not found)|address rejected/.source,
+      "i",
+    ),
   },
   // Connection-level and queue-level outcomes, mostly produced locally.
   { name: "expired-enhanced", category: "expired", enhanced: /^[45]\.4\.7$/ },

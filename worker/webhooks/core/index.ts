@@ -3,7 +3,7 @@
  *   index - the pure core of delivery-status callbacks
  *
  * DESCRIPTION
- *   Re-exports events (envelopes and transitions), event-id, classify (bounce
+ *   Re-exports envelope (event envelopes), events (transitions), event-id, classify (bounce
  *   categories), retry (webhook retry decisions), endpoint-health (per-endpoint
  *   window and dead periods), publication (internal rows to pushed envelopes), suppression-policy
  *   (bounce to suppression) and webhook-config (the vars).
@@ -17,6 +17,7 @@
 
 export * from "./classify";
 export * from "./endpoint-health";
+export * from "./envelope";
 export * from "./event-id";
 export * from "./events";
 export * from "./retry";

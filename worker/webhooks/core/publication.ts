@@ -50,17 +50,8 @@
  *   None thrown for data problems: malformed row data reads as absent.
  */
 
-import {
-  buildEvent,
-  eventForTransition,
-  INITIAL_DELAY_NOTICE,
-  type BuiltEvent,
-  type DelayNoticeState,
-  type DeliveryDetails,
-  type EmailEventType,
-  type EventConfig,
-  type MessageInfo,
-} from "./events";
+import { buildEvent, type BuiltEvent, type DeliveryDetails, type EmailEventType, type MessageInfo } from "./envelope";
+import { eventForTransition, INITIAL_DELAY_NOTICE, type DelayNoticeState, type EventConfig } from "./events";
 
 /** One internal event row as recorded by the Outbox. */
 export interface SourceEvent {

@@ -81,8 +81,11 @@ export type RetryDecision =
 const DELTA_SECONDS = /^\s*(\d+)\s*$/;
 // IMF-fixdate and the obsolete forms all start with a weekday or a day number and contain a
 // 4- or 2-digit year; Date.parse handles them, and we only accept a result that parsed.
-const HTTP_DATE =
-  /^\s*[A-Za-z]{3,9},?\s+\d{1,2}[\s-][A-Za-z]{3}[\s-]\d{2,4}\s+\d{2}:\d{2}:\d{2}\s+GMT\s*$|^\s*[A-Za-z]{3}\s+[A-Za-z]{3}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\d{4}\s*$/;
+const HTTP_DATE = new RegExp(
+  /^\s*[A-Za-z]{3,9},?\s+\d{1,2}[\s-][A-Za-z]{3}[\s-]\d{2,4}\s+\d{2}:\d{2}:\d{2}\s+GMT\s*$/.source +
+    "|" +
+    /^\s*[A-Za-z]{3}\s+[A-Za-z]{3}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\d{4}\s*$/.source,
+);
 
 /** Parses Retry-After (delta-seconds or HTTP-date) into a wait in ms from nowMs, or null. */
 export function parseRetryAfter(value: string | null | undefined, nowMs: number): number | null {

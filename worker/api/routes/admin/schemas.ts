@@ -73,7 +73,8 @@ export const SuspendSchema = z.object({
   target: SuspensionTargetSchema,
   transport: Name.optional().describe("destination: its transport (default DEFAULT_TRANSPORT)"),
   name: Name.describe(
-    "destination queue (nexthop), tenant id, transport name, site (MX host group or provider rule), egress id, campaign (<tenant>/<campaign tag>) or tenant (bulk: its mail with one-click unsubscribe)",
+    "destination queue (nexthop), tenant id, transport name, site (MX host group or provider rule)," +
+      " egress id, campaign (<tenant>/<campaign tag>) or tenant (bulk: its mail with one-click unsubscribe)",
   ),
   ttl_seconds: z
     .number()
@@ -207,7 +208,8 @@ export const AdminResponses = {
           })
           .nullable()
           .describe(
-            "time from dispatch to report of the transport's last (up to 1,024) reported entries, ms, and the most entries in flight at one of those reports (against process_limit); null before the first since the object started",
+            "time from dispatch to report of the transport's last (up to 1,024) reported entries, ms," +
+              " and the most entries in flight at one of those reports (against process_limit); null before the first since the object started",
           ),
       }),
     ),
