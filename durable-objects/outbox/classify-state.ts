@@ -19,15 +19,8 @@
  */
 import { admissionId, controlOf } from "./control";
 import { type ClassifyResult, type ClassifyWork } from "../../worker/model/message";
-import {
-  KeptEvent,
-  insertEvent,
-  readHead,
-  readMessage,
-  readWithSummary,
-  recordEvent,
-  updateUnclassified,
-} from "./store";
+import { insertEvent, recordEvent, type KeptEvent } from "./events";
+import { readHead, readMessage, readWithSummary, updateUnclassified } from "./store";
 import { finishIfDone } from "./outcomes";
 
 /**

@@ -46,17 +46,10 @@ import { AdmissionBatch, admitAll } from "./admit";
 import { FlowMeter } from "../core";
 import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
 import { claimClassifyWork, markClassifySent, dueAmong, recordDecisions } from "./classify-state";
-import { applyOutcomes, recordAfterDelivery, type AfterDelivery, readEnvelope } from "./outcomes";
-import {
-  cancelMessage,
-  deleteEvents,
-  insertMessage,
-  nextScheduledAt,
-  readEvents,
-  readMessage,
-  readView,
-  rescheduleMessage,
-} from "./store";
+import { applyOutcomes, readEnvelope } from "./outcomes";
+import { recordAfterDelivery, type AfterDelivery } from "./after-delivery";
+import { cancelMessage, insertMessage, nextScheduledAt, readMessage, readView, rescheduleMessage } from "./store";
+import { deleteEvents, readEvents } from "./events";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
 import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
