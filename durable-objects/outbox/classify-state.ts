@@ -90,7 +90,8 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
     if (r.status === "ready") {
       open =
         sql.exec(
-          "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+          "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? " +
+            "WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
           r.address,
           r.transport,
           r.nexthop,
@@ -101,7 +102,8 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
       continue;
     }
     const cur = sql.exec(
-      "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+      "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? " +
+        "WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
       r.address,
       nowMs,
       id,

@@ -73,7 +73,8 @@ export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
       data: string;
     }>(
       `SELECT 0 AS kept, seq, tenant, type, recipient, created_at, data FROM event WHERE message_id = ?1
-     UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
+     UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id ` +
+        `WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
      UNION ALL SELECT 1, NULL, tenant, NULL, NULL, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`,
       id,
     )

@@ -237,7 +237,8 @@ export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBod
 function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boolean): boolean {
   return (
     sql.exec(
-      "UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
+      "UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) " +
+        "WHERE id = ? AND state = 'open'",
       nowMs,
       keepBody ? 1 : 0,
       id,

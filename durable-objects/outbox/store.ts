@@ -91,7 +91,8 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
     m.id,
     tenant,
     m.createdAt,
@@ -192,7 +193,8 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
   const held = m.action === "hold";
   const rows = sql
     .exec<RcptRow>(
-      "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx",
+      "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at " +
+        "FROM rcpt WHERE message_id = ? ORDER BY idx",
       id,
     )
     .toArray();
@@ -241,7 +243,8 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
  */
 export function updateUnclassified(sql: SqlStorage, id: string): void {
   sql.exec(
-    "UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')",
+    "UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) " +
+      "WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')",
     id,
   );
 }
