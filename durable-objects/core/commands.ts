@@ -19,7 +19,8 @@
  *   None for expected input; InvariantError for corrupt state.
  */
 import type { MessageIntake } from "./assign";
-import { failTransport, flush, reportDelivery, type DeliveryReport, type ReportResult } from "./complete";
+import { reportDelivery, type DeliveryReport, type ReportResult } from "./complete";
+import { failTransport, flush } from "./timers";
 import type { Effect, Entry, PolicyRule, Qmgr, ResolvedRecipient } from "./model";
 import { clearPolicy, setPolicy } from "./policy";
 import { admitMessage, dispatchAll, drainEffects, nextWakeupAt, tick } from "./scheduler";

@@ -1,8 +1,8 @@
 /*
  * NAME
- *   complete - delivery completion, feedback, dead destinations, timers and message
- *   finishing (after Postfix nqmgr qmgr_deliver.c, qmgr_entry.c, qmgr_queue.c,
- *   qmgr_active.c; spec §4.5, §6, §8)
+ *   complete - delivery completion, feedback, dead destinations and message finishing
+ *   (after Postfix nqmgr qmgr_deliver.c, qmgr_entry.c, qmgr_queue.c, qmgr_active.c;
+ *   spec §4.5, §6, §8); its timers are timers.ts
  * DESCRIPTION
  *   reportDelivery() applies one delivery agent's answer for a busy entry: status "ok",
  *   "defer" or "crash", with an optional site failure (the destination status of §6.1).
@@ -16,10 +16,8 @@
  *   message when its last entry is gone (§8): read more, or decide expiry / warning /
  *   back-off, or done.
  *
- *   runTimers() handles every timer due at `now`: dead-destination revival, rate-delay
- *   resume, transport revival and rate unlock, policy wake-ups and idle-queue expiry.
- *   failTransport() marks a transport's delivery service unusable (§6.5). flush() revives
- *   all dead destinations and transports, as `postqueue -f` does.
+ *   queueDied(), queueRevived(), deferAllTodo() and transportAlive() are the steps that
+ *   timers.ts (runTimers, failTransport, flush) shares with the reports.
  * INVARIANTS
  *   Feedback is applied only to live destinations; dead ones ignore in-flight failures.
  *   A message leaves the core exactly once, with exactly one of the effects message-done,
@@ -49,18 +47,8 @@ import {
   type ReplyInfo,
   type ReplyRuleAction,
 } from "./reply-rules";
-import {
-  addTimer,
-  blockerUpdate,
-  expireIdle,
-  freePeer,
-  queueIdle,
-  todoEntriesOf,
-  unlinkTodo,
-  updateReady,
-} from "./queue";
+import { addTimer, blockerUpdate, freePeer, queueIdle, todoEntriesOf, unlinkTodo, updateReady } from "./queue";
 import { decideAfterAttempt } from "./retry-policy";
-import { popDueTimer } from "./timer-heap";
 
 /** A destination-level failure reported by the delivery agent (spec §6.1). */
 export interface SiteFailure {
@@ -242,7 +230,8 @@ export function deferAllTodo(q: Qmgr, queue: Queue, reason: string, now: number)
   }
 }
 
-function transportAlive(q: Qmgr, t: Transport): void {
+/** A dead transport is alive again: clears its death and says so (an effect). */
+export function transportAlive(q: Qmgr, t: Transport): void {
   if (!t.dead) return;
   t.dead = false;
   t.deadUntil = 0;
@@ -339,73 +328,6 @@ export function finishMessage(q: Qmgr, m: Message, now: number): void {
       warn: d.warn,
       warnTime: d.warnTime,
     });
-}
-
-/** The delivery service of a transport is unusable: suspend it and defer its work (§6.5). */
-export function failTransport(q: Qmgr, t: Transport, reason: string, now: number): void {
-  q.now = now;
-  if (!t.dead) {
-    t.dead = true;
-    t.deadUntil = now + q.cfg.global.transportRetryTime;
-    addTimer(q, t.deadUntil, "transport", t.name, "");
-    q.effects.push({ kind: "transport", transport: t.name, event: "dead", until: t.deadUntil });
-  }
-  for (const queue of [...t.queues.values()]) deferAllTodo(q, queue, reason, now);
-}
-
-/** Revives every dead destination and transport (postqueue -f). */
-export function flush(q: Qmgr, now: number): void {
-  q.now = now;
-  for (const t of q.transports.values()) {
-    transportAlive(q, t);
-    for (const queue of [...t.queues.values()]) {
-      if (queue.window !== 0) continue;
-      reviveWindow(queue, queue.busyCount, windowParamsOf(queue));
-      boundWindow(queue);
-      queueRevived(q, queue);
-      updateReady(queue);
-      if (queue.todoCount === 0 && queue.busyCount === 0) queueIdle(q, queue, now);
-    }
-    releaseBlockers(t);
-  }
-}
-
-/** Handles every timer due at `now`. */
-export function runTimers(q: Qmgr, now: number): void {
-  q.now = now;
-  for (let tm = popDueTimer(q.timers, now); tm; tm = popDueTimer(q.timers, now)) {
-    const t = q.transports.get(tm.transport);
-    if (tm.kind === "idle") {
-      if (q.idleTimerAt === tm.at) expireIdle(q, now);
-      continue;
-    }
-    if (tm.kind === "policy") {
-      const c = q.policies.get(tm.ref);
-      if (c && c.wakeAt === tm.at) c.wakeAt = 0;
-      for (const other of q.transports.values()) releaseBlockers(other);
-      continue;
-    }
-    if (!t) continue;
-    if (tm.kind === "transport") {
-      if (t.dead && t.deadUntil === tm.at) transportAlive(q, t);
-      if (t.rateLockedUntil === tm.at) t.rateLockedUntil = 0;
-      continue;
-    }
-    const queue = t.queues.get(tm.ref);
-    if (!queue) continue;
-    if (queue.timerAt !== tm.at || queue.window > 0) continue;
-    if (queue.window === 0) {
-      reviveWindow(queue, queue.busyCount, windowParamsOf(queue));
-      boundWindow(queue);
-      queueRevived(q, queue);
-    } else {
-      queue.window = 1; // rate delay forces the limit to 1
-      queue.timerAt = 0;
-      blockerUpdate(queue);
-    }
-    updateReady(queue);
-    if (queue.todoCount === 0 && queue.busyCount === 0) queueIdle(q, queue, now);
-  }
 }
 
 /** Re-exported for the facade. */

@@ -144,9 +144,10 @@ function activeCeiling(s: WindowState, now: number, p: WindowParams): Ceiling | 
 /**
  * A success with a learned ceiling (§12.7). Climbing, the window opens by one. With a probe out
  * (window = limit + 1), a delivery that started with more than the limit in flight (`conc`)
- * counts towards a whole round, which ends no sooner than PROBE_SETTLE_SEC after the probe opened; after one the probe is through and the climb starts. At the limit the
- * window holds, and nothing accumulates, while deliveries count down to the next probe; then it
- * opens by exactly one. Returns null when Postfix's arithmetic decides (below the ceiling, or none).
+ * counts towards a whole round, which ends no sooner than PROBE_SETTLE_SEC after the probe
+ * opened; after one the probe is through and the climb starts. At the limit the window holds,
+ * and nothing accumulates, while deliveries count down to the next probe; then it opens by
+ * exactly one. Returns null when Postfix's arithmetic decides (below the ceiling, or none).
  */
 function holdAtCeiling(
   s: WindowState,

@@ -19,18 +19,13 @@ export * from "./errors";
 export type * from "./model";
 export { obtainTransport, readBatchLimit, hasActiveRoom, READ_CAP, type MessageIntake } from "./assign";
 export { selectEntry, selectTransport, dispatch, transportReady } from "./select";
-export {
-  reportDelivery,
-  failTransport,
-  flush,
-  type DeliveryReport,
-  type SiteFailure,
-  type ReportResult,
-} from "./complete";
+export { reportDelivery, type DeliveryReport, type SiteFailure, type ReportResult } from "./complete";
+export { failTransport, flush } from "./timers";
 export { findCandidate, tryPreempt, maxCandidateSlots, preemptAffordable, extraGrant } from "./preempt";
 export { hasEntries, maxEntries, isBlocker, obtainJob, popJob } from "./job-list";
 export { enqueueMessage, refillMessage } from "./assign";
-export { snapshotQmgr, restoreQmgr, type QmgrSnapshot } from "./snapshot";
+export { snapshotQmgr, type QmgrSnapshot } from "./snapshot";
+export { restoreQmgr } from "./restore";
 export * from "./scheduler";
 export { runCommand, runJournaled, type Command, type CommandResult } from "./commands";
 export * from "./inspect";

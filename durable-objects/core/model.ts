@@ -6,7 +6,7 @@
  *   functions exactly as Postfix mutates its structures: messages, transports, queues
  *   (destinations), jobs (message × transport), peers (job × queue) and entries (delivery
  *   requests). Lists are intrusive and doubly linked so that every list operation the
- *   algorithm needs is O(1). snapshot.ts turns the graph into plain JSON data and back.
+ *   algorithm needs is O(1). snapshot.ts turns the graph into plain JSON data, restore.ts back.
  *
  *   RecipientSource is the port through which the core reads a message's recipients (the
  *   queue file in Postfix). It is synchronous, as a Durable Object's SQLite is; the core

@@ -80,7 +80,8 @@ export const DEFAULT_REPLY_RULES: readonly ReplyRule[] = [
     text: "\\[TSS04\\]",
     action: { kind: "suspend", scope: "site", seconds: 3600 },
     source:
-      'Yahoo answers "421 4.7.0 [TSS04] Messages from <ip> temporarily deferred due to unexpected volume or user complaints" to MAIL FROM and points to postmaster.yahooinc.com/error-codes; the deferral lifts after hours, so retrying sooner only adds deferrals',
+      'Yahoo answers "421 4.7.0 [TSS04] Messages from <ip> temporarily deferred due to unexpected volume or user complaints" ' +
+      "to MAIL FROM and points to postmaster.yahooinc.com/error-codes; the deferral lifts after hours, so retrying sooner only adds deferrals",
   },
   {
     name: "yahoo-ts",
@@ -95,14 +96,16 @@ export const DEFAULT_REPLY_RULES: readonly ReplyRule[] = [
     enhanced: "4.7.28",
     action: { kind: "suspend", scope: "site", seconds: 900 },
     source:
-      'Gmail answers 421 4.7.28 when it sees "an unusual rate of unsolicited mail" from the sending IP and rate-limits it (Gmail\'s SMTP error reference, support.google.com/a/answer/3726730)',
+      'Gmail answers 421 4.7.28 when it sees "an unusual rate of unsolicited mail" ' +
+      "from the sending IP and rate-limits it (Gmail's SMTP error reference, support.google.com/a/answer/3726730)",
   },
   {
     name: "microsoft-4.7.650",
     enhanced: "4.7.650",
     action: { kind: "suspend", scope: "site", seconds: 3600 },
     source:
-      'Outlook.com answers 451 4.7.650 "has been temporarily rate limited due to IP reputation" (Microsoft\'s sender support, sendersupport.olc.protection.outlook.com/pm)',
+      'Outlook.com answers 451 4.7.650 "has been temporarily rate limited due to IP reputation" ' +
+      "(Microsoft's sender support, sendersupport.olc.protection.outlook.com/pm)",
   },
 ];
 

@@ -23,7 +23,7 @@ import type { SchedulerConfig } from "./config";
 import type { Effect, Entry, Message, Qmgr, RecipientSource, ResolvedRecipient, Transport } from "./model";
 import { policyBlock } from "./policy";
 import { dispatch, peerPolicyKeys, selectTransport } from "./select";
-import { runTimers } from "./complete";
+import { runTimers } from "./timers";
 import { peekTimerAt } from "./timer-heap";
 
 /** An empty queue manager. */

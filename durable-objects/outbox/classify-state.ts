@@ -19,15 +19,8 @@
  */
 import { admissionId, controlOf } from "./control";
 import { type ClassifyResult, type ClassifyWork } from "../../worker/model/message";
-import {
-  KeptEvent,
-  insertEvent,
-  readHead,
-  readMessage,
-  readWithSummary,
-  recordEvent,
-  updateUnclassified,
-} from "./store";
+import { insertEvent, recordEvent, type KeptEvent } from "./events";
+import { readHead, readMessage, readWithSummary, updateUnclassified } from "./store";
 import { finishIfDone } from "./outcomes";
 
 /**
@@ -97,7 +90,8 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
     if (r.status === "ready") {
       open =
         sql.exec(
-          "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+          "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? " +
+            "WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
           r.address,
           r.transport,
           r.nexthop,
@@ -108,7 +102,8 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
       continue;
     }
     const cur = sql.exec(
-      "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+      "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? " +
+        "WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
       r.address,
       nowMs,
       id,

@@ -59,14 +59,17 @@ export type ControlAction = "hold";
 /** Creates the control tables if missing. */
 export function migrateControl(sql: SqlStorage): void {
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS control (message_id TEXT PRIMARY KEY, action TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS control (message_id TEXT PRIMARY KEY, action TEXT NOT NULL, " +
+      "attempt INTEGER NOT NULL DEFAULT 0, at INTEGER NOT NULL) WITHOUT ROWID",
   );
   sql.exec("CREATE TABLE IF NOT EXISTS readmit (message_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL) WITHOUT ROWID");
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS complaint (message_id TEXT NOT NULL, idx INTEGER NOT NULL, feedback_type TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS complaint (message_id TEXT NOT NULL, idx INTEGER NOT NULL, feedback_type TEXT NOT NULL, at INTEGER NOT NULL, " +
+      "PRIMARY KEY (message_id, idx)) WITHOUT ROWID",
   );
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS unsubscribe (message_id TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (message_id, idx)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS unsubscribe (message_id TEXT NOT NULL, idx INTEGER NOT NULL, method TEXT NOT NULL, at INTEGER NOT NULL, " +
+      "PRIMARY KEY (message_id, idx)) WITHOUT ROWID",
   );
 }
 

@@ -7,7 +7,7 @@
  *   - email.queued, in the message row that markReady writes (`message.queued_event`); the
  *     message stays in the index of waiting messages until it is forwarded, so the sweeper finds
  *     it after INDEX_LAG_SECONDS (outbox-store.ts unindexed). An acknowledgement clears it, and
- *     the message leaves that index, with one write (outbox-store.ts deleteEvents);
+ *     the message leaves that index, with one write (events.ts deleteEvents);
  *   - the event of a delivery report that finishes its message, in the recipient row it writes
  *     (`rcpt.pending_event`, outbox-store.ts applyOutcomes).
  *   Once the message is finished, its kept events are never acknowledged (eventAcksOf: there is

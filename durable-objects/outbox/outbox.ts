@@ -34,34 +34,29 @@
  *                     while there is work for it.
  *
  * INVARIANTS
- *   Every state change is written before anything is sent (queue, R2 delete), and every message
- *   that changed reaches the D1 index: through the classify queue, or (admitted to an active
- *   queue) with the delivery stage's write, or the sweeper's after INDEX_LAG_SECONDS.
+ *   Every state change is written before anything is sent (queue, R2 delete: after-change.ts),
+ *   and every message that changed reaches the D1 index: through the classify queue, or
+ *   (admitted to an active queue) with the delivery stage's write, or the sweeper's after
+ *   INDEX_LAG_SECONDS.
  */
 import { OutcomeTally } from "./tally";
 import { DurableObject } from "cloudflare:workers";
 import { sqlRowCounts } from "../../worker/meter";
-import { shardOf } from "../../worker/model/ids";
 import { AdmissionBatch, admitAll } from "./admit";
 import { FlowMeter } from "../core";
-import { checkIdempotency, completeIdempotency, migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
-import { claimClassifyWork, markClassifySent, dueAmong, recordDecisions } from "./classify-state";
-import { applyOutcomes, recordAfterDelivery, type AfterDelivery, readEnvelope } from "./outcomes";
-import {
-  cancelMessage,
-  deleteEvents,
-  insertMessage,
-  nextScheduledAt,
-  readEvents,
-  readMessage,
-  readView,
-  rescheduleMessage,
-} from "./store";
+import { migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
+import { storeAccepted } from "./accept";
+import { claimClassifyWork, recordDecisions } from "./classify-state";
+import { applyOutcomes, readEnvelope } from "./outcomes";
+import { recordAfterDelivery, type AfterDelivery } from "./after-delivery";
+import { cancelMessage, readMessage, readView, rescheduleMessage } from "./store";
+import { deleteEvents, readEvents } from "./events";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
-import { migrateDsn, planDelayNotice, planDsn, sendPendingDsns } from "./dsn";
-import { deleteDoneBodies, enqueueForClassify, markOrphansDue, rememberShard } from "./sweep";
+import { migrateDsn, planDelayNotice, planDsn } from "./dsn";
+import { enqueueForClassify, markOrphansDue, rememberShard } from "./sweep";
 import { OutboxAlarm } from "./alarm";
+import { afterChange, armAt, armSweep, sendNotices } from "./after-change";
 import type {
   AcceptRequest,
   AcceptResult,
@@ -96,7 +91,7 @@ export class Outbox extends DurableObject<Env> {
       this.sql,
       this.env,
       (ids) => enqueueForClassify(this.env.CLASSIFY, ids),
-      (now) => this.sendNotices(now),
+      (now) => sendNotices(this.ctx.storage, this.env, now),
     );
     this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => {
@@ -109,7 +104,7 @@ export class Outbox extends DurableObject<Env> {
   /** Reserves an Idempotency-Key for a request about to write its bodies. */
   async reserve(tenant: string, claim: IdempotencyClaim, token: string): Promise<IdempotencyResult> {
     const r = this.ctx.storage.transactionSync(() => reserveIdempotency(this.sql, tenant, claim, token, Date.now()));
-    await this.armSweep(Date.now());
+    await armSweep(this.ctx.storage, this.env, Date.now());
     return r;
   }
 
@@ -121,29 +116,13 @@ export class Outbox extends DurableObject<Env> {
   /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch. */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
     const now = Date.now();
-    // A body in R2 written before the grace period may already have been swept as an orphan (a
-    // body kept in the row cannot be): the time that counts is when the bodies were written, not
-    // when the messages were composed, which for a large batch may be well before.
-    const inR2 = req.messages.filter((m) => m.body === undefined);
-    const writtenAt = req.bodiesAt ?? Math.min(...inR2.map((m) => m.createdAt));
-    if (inR2.length > 0 && writtenAt < now - this.graceMs()) return { kind: "stale" };
-    const result = this.ctx.storage.transactionSync((): AcceptResult => {
-      if (req.idempotency) {
-        const seen = checkIdempotency(this.sql, req.tenant, req.idempotency, now, token);
-        if (seen.kind !== "fresh") return seen;
-        completeIdempotency(this.sql, req.tenant, req.idempotency, req.response, now);
-      }
-      for (const m of req.messages) insertMessage(this.sql, req.tenant, m, now);
-      const first = req.messages[0];
-      if (first) rememberShard(this.sql, shardOf(first.id));
-      return { kind: "accepted" };
-    });
+    const result = storeAccepted(this.ctx.storage, req, now, this.graceMs(), token);
     if (result.kind !== "accepted") return result;
     // Decided at accept: admitted with the next batch, or (none left open) finished now and indexed through the queue.
     const decided = req.messages.filter((m) => m.decisions !== undefined && m.scheduledAt === null).map((m) => m.id);
     const finished = decided.filter((id) => readMessage(this.sql, id)?.state === "done");
     await this.admission.add(decided.filter((id) => !finished.includes(id)));
-    await this.afterChange(now, finished, finished);
+    await afterChange(this.ctx.storage, this.env, now, finished, finished);
     const sec = Math.floor(now / 1000);
     this.flow.arrive(
       req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0),
@@ -156,7 +135,9 @@ export class Outbox extends DurableObject<Env> {
   private async admitAccepted(ids: string[]): Promise<void> {
     const now = Date.now();
     const { active } = await admitAll(this.ctx.storage, this.env, ids, now);
-    await this.afterChange(
+    await afterChange(
+      this.ctx.storage,
+      this.env,
       now,
       ids,
       ids.filter((id) => !active.has(id)),
@@ -207,7 +188,7 @@ export class Outbox extends DurableObject<Env> {
     const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
     const claimed = new Map(plans.flatMap((p) => (p ? [[p.id, p] as const] : [])));
     const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now, claimed) : null;
-    await this.afterChange(now, finished, [], (admitted?.active.size ?? 0) > 0);
+    await afterChange(this.ctx.storage, this.env, now, finished, [], (admitted?.active.size ?? 0) > 0);
     // A message all in an active queue is indexed by the delivery stage: no state to read and send for it.
     return items.map((x, i) => {
       const indexLater = admitted?.active.has(x.id) ?? false;
@@ -239,7 +220,7 @@ export class Outbox extends DurableObject<Env> {
     const now = Date.now();
     if (!(await this.view(id, tenant))) return "not_found";
     if (!this.ctx.storage.transactionSync(() => change(now))) return "not_scheduled";
-    await this.afterChange(now, [id]);
+    await afterChange(this.ctx.storage, this.env, now, [id]);
     return "ok";
   }
 
@@ -268,7 +249,7 @@ export class Outbox extends DurableObject<Env> {
     const v = readMessage(this.sql, id);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found" };
     const res = this.ctx.storage.transactionSync(() => recordAfterDelivery(this.sql, id, v.tenant, report, now));
-    if (res.result === "ok") await this.afterChange(now, [id]);
+    if (res.result === "ok") await afterChange(this.ctx.storage, this.env, now, [id]);
     return { ...res, tenant: v.tenant };
   }
 
@@ -287,7 +268,7 @@ export class Outbox extends DurableObject<Env> {
     const v = readView(this.sql, id, now);
     if (!v || (tenant !== null && v.tenant !== tenant)) return { result: "not_found", recipients: 0 };
     const r = await run(v, now);
-    if (r.result === "ok") await this.afterChange(now, [id]);
+    if (r.result === "ok") await afterChange(this.ctx.storage, this.env, now, [id]);
     return r;
   }
 
@@ -346,7 +327,9 @@ export class Outbox extends DurableObject<Env> {
     const bodies = items.filter((_, i) => results[i]!.bodyLeft).map((x) => x.id);
     // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
     if (touched.length > 0)
-      await this.afterChange(
+      await afterChange(
+        this.ctx.storage,
+        this.env,
         now,
         bodies,
         indexedByCaller ? [] : touched,
@@ -372,7 +355,7 @@ export class Outbox extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => {
       for (const w of items) planDelayNotice(this.sql, w.id, w.addresses, reason, w.retryUntilMs, now);
     });
-    await this.afterChange(now, [], []);
+    await afterChange(this.ctx.storage, this.env, now, [], []);
   }
 
   /** The cron's wake of every shard: a full run of the sweeper within a grace period, with a listing of R2 for orphan bodies. */
@@ -380,62 +363,13 @@ export class Outbox extends DurableObject<Env> {
     rememberShard(this.sql, shard);
     markOrphansDue(this.sql);
     this.sweeper.fullRunNext();
-    await this.armAt(Date.now() + this.graceMs());
+    await armAt(this.ctx.storage, Date.now() + this.graceMs());
   }
 
   /** The sweeper (storage/outbox-alarm.ts). */
   override async alarm(): Promise<void> {
     const at = await this.sweeper.run(Date.now());
     if (at !== null) await this.ctx.storage.setAlarm(at);
-  }
-
-  /**
-   * After a change to the `touched` messages: send notices, delete the bodies of those now done,
-   * hand `index` (and new notices) to the classify queue, re-arm (with `lagging`, by the index lag:
-   * the delivery stage indexes messages admitted to an active queue; should it not do so soon, the
-   * sweeper forwards their events). Only these messages are looked at, by key: the work per change
-   * does not grow with the shard's backlog (the sweeper scans).
-   */
-  private async afterChange(now: number, touched: string[], index: string[] = touched, lagging = false): Promise<void> {
-    const changed = [...index, ...(await this.sendNotices(now))];
-    await deleteDoneBodies(this.sql, this.env.BODIES, touched, now);
-    markClassifySent(this.sql, dueAmong(this.sql, changed, now), now);
-    await enqueueForClassify(this.env.CLASSIFY, changed);
-    await this.armSweep(now);
-    if (lagging) await this.armAt(now + settingsOf(this.env).indexLagMs);
-  }
-
-  /** Composes and stores pending notices as new messages (see storage/outbox-dsn.ts); logs and keeps them on failure. */
-  private async sendNotices(now: number): Promise<string[]> {
-    try {
-      return await sendPendingDsns(this.ctx.storage, this.env.BODIES, settingsOf(this.env).heloName, now);
-    } catch (e) {
-      console.error(
-        JSON.stringify({
-          error: "outbox: sending a delivery status notice failed (kept for the sweeper)",
-          detail: e instanceof Error ? e.message : String(e),
-        }),
-      );
-      return [];
-    }
-  }
-
-  /**
-   * Arms the alarm at the next scheduled message, or one grace period or index lag from now
-   * (whichever is sooner): a message admitted at once arms its lag anyway (afterChange), so the
-   * accept's alarm is the same one, written once.
-   */
-  private async armSweep(now: number): Promise<void> {
-    const { graceMs, indexLagMs } = settingsOf(this.env);
-    await this.armAt(
-      Math.min(nextScheduledAt(this.sql, now) ?? Infinity, now + Math.max(Math.min(graceMs, indexLagMs), 1000)),
-    );
-  }
-
-  /** Moves the alarm earlier to `at` (a setAlarm is a billed write: only when it moves). */
-  private async armAt(at: number): Promise<void> {
-    const cur = await this.ctx.storage.getAlarm();
-    if (cur === null || at < cur) await this.ctx.storage.setAlarm(at);
   }
 
   private syncState(id: string, now: number): SyncState | null {

@@ -10,40 +10,17 @@
  *                        and, once forwarded, a delete; a finished message is found through the
  *                        index of finished messages instead (forward.ts).
  *   finishIfDone         marks a message done once every recipient is final.
- *   recordAfterDelivery  a complaint, late bounce or unsubscribe after delivery.
  *   cancelWithEvents     the operator's cancel, with the events it owes.
+ *   What comes back after delivery (a complaint, late bounce, unsubscribe) is after-delivery.ts.
  *
  * INVARIANTS
  *   A final recipient never changes again. A message is `done` exactly when all its recipients
  *   are final.
  */
-import {
-  cancelRecipients,
-  recordComplaint,
-  recordLateBounce,
-  recordUnsubscribe,
-  type ComplaintResult,
-  type ComplaintTarget,
-  type LateBounceTarget,
-  type LateOutcome,
-} from "./control";
-import {
-  FINAL_STATUSES,
-  type DeliveryEnvelope,
-  type MessageSummary,
-  type OutcomeReport,
-  type RcptStatus,
-} from "../../worker/model/message";
-import {
-  FINAL_SQL,
-  KeptEvent,
-  MessageRow,
-  insertEvent,
-  readHead,
-  readWithSummary,
-  recordEvent,
-  updateUnclassified,
-} from "./store";
+import { cancelRecipients } from "./control";
+import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
+import { insertEvent, recordEvent, type KeptEvent } from "./events";
+import { FINAL_SQL, readHead, updateUnclassified, type MessageRow } from "./store";
 
 const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
   active: null,
@@ -260,141 +237,13 @@ export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBod
 function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boolean): boolean {
   return (
     sql.exec(
-      "UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) WHERE id = ? AND state = 'open'",
+      "UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) " +
+        "WHERE id = ? AND state = 'open'",
       nowMs,
       keepBody ? 1 : 0,
       id,
     ).rowsWritten > 0
   );
-}
-
-/** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
-export type AfterDelivery =
-  | { kind: "complaint"; address: ComplaintTarget; feedbackType: string }
-  | { kind: "unsubscribe"; idx: number; method: "one-click" | "mailto" }
-  /** The complaint-rate brake a complaint about `address` set off (api/complaint-brake.ts): its event only. */
-  | {
-      kind: "brake";
-      address: string;
-      data: { rate: number; threshold: number; delivered: number; complained: number; paused_until: number };
-    }
-  /**
-   * A DSN that came back by mail: a late bounce (email.bounced), an expiry downstream
-   * (email.failed, reason "expired"), or a delay notice (email.delivery_delayed, the recipient
-   * stays delivered). `named`: the addresses the DSN names, checked against a VERP target.
-   */
-  | {
-      kind: "bounce";
-      target: LateBounceTarget;
-      response: { code: number | null; enhanced?: string; text: string; mx?: string };
-      named?: (string | null)[];
-      outcome?: LateOutcome;
-    }
-  /**
-   * What the next hop (Cloudflare Email Service) later said of a recipient it accepted: the
-   * receiving server's reply becomes its last_response; `delayed` (a deferral there) also records
-   * email.delivery_delayed. The recipient stays delivered.
-   */
-  | {
-      kind: "relayed";
-      address: string;
-      response: { code: number | null; enhanced?: string; text: string; mx?: string };
-      delayed: boolean;
-    };
-
-/** The event a late report records, by its outcome: a delay notice's is published as it comes (`late`), not counted as a deferral. */
-const LATE_EVENTS: Record<LateOutcome, { type: string; data: Record<string, unknown> }> = {
-  bounced: { type: "email.bounced", data: { reason: "late bounce" } },
-  expired: { type: "email.failed", data: { reason: "expired" } },
-  delayed: { type: "email.delivery_delayed", data: { reason: "late delay", late: true } },
-};
-
-/** recordComplaint, recordLateBounce or recordUnsubscribe, with its email.complained, email.bounced or email.unsubscribed event when recorded. */
-export function recordAfterDelivery(
-  sql: SqlStorage,
-  id: string,
-  tenant: string,
-  report: AfterDelivery,
-  nowMs: number,
-): ComplaintResult {
-  if (report.kind === "brake") {
-    recordEvent(sql, {
-      message_id: id,
-      tenant,
-      type: "relay.complaint_rate.exceeded",
-      recipient: report.address,
-      created_at: nowMs,
-      data: report.data,
-    });
-    return { result: "ok", address: report.address };
-  }
-  if (report.kind === "unsubscribe") {
-    const r = recordUnsubscribe(sql, id, report.idx, report.method, nowMs);
-    const topic = (JSON.parse(readWithSummary(sql, id)?.summary ?? "{}") as MessageSummary).unsubscribe_topic ?? null;
-    if (r.result === "ok")
-      recordEvent(sql, {
-        message_id: id,
-        tenant,
-        type: "email.unsubscribed",
-        recipient: r.address,
-        created_at: nowMs,
-        data: { reason: topic, method: report.method },
-      });
-    return r;
-  }
-  if (report.kind === "relayed") {
-    const row = sql
-      .exec<{ idx: number; address: string; status: string; attempts: number }>(
-        "SELECT idx, address, status, attempts FROM rcpt WHERE " + "message_id = ?",
-        id,
-      )
-      .toArray()
-      .find((x) => x.address.toLowerCase() === report.address.trim().toLowerCase());
-    if (!row) return { result: "no_recipient" };
-    if (row.status !== "delivered") return { result: "not_delivered" };
-    sql.exec(
-      "UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
-      JSON.stringify(report.response),
-      nowMs,
-      id,
-      row.idx,
-    );
-    if (report.delayed)
-      recordEvent(sql, {
-        message_id: id,
-        tenant,
-        type: "email.delivery_delayed",
-        recipient: row.address,
-        created_at: nowMs,
-        data: { attempt: row.attempts, response: report.response, reason: "deferred by Cloudflare Email Service" },
-      });
-    return { result: "ok", address: row.address };
-  }
-  if (report.kind === "complaint") {
-    const r = recordComplaint(sql, id, report.address, report.feedbackType, nowMs);
-    if (r.result === "ok")
-      recordEvent(sql, {
-        message_id: id,
-        tenant,
-        type: "email.complained",
-        recipient: r.address,
-        created_at: nowMs,
-        data: { reason: report.feedbackType },
-      });
-    return r;
-  }
-  const outcome = report.outcome ?? "bounced";
-  const r = recordLateBounce(sql, id, report.target, report.response, nowMs, report.named ?? [], outcome);
-  if (r.result === "ok") {
-    const attempt =
-      sql
-        .exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address)
-        .toArray()[0]?.attempts ?? 0;
-    const late = LATE_EVENTS[outcome];
-    const data = { attempt, response: report.response, ...late.data };
-    recordEvent(sql, { message_id: id, tenant, type: late.type, recipient: r.address, created_at: nowMs, data });
-  }
-  return r;
 }
 
 /** cancelRecipients with one email.canceled event each, finishing the message if none is left open; returns how many. */

@@ -71,8 +71,12 @@ export function migrateOutbox(sql: SqlStorage): void {
     sql.exec("DROP INDEX IF EXISTS message_done");
     sql.exec("ALTER TABLE message RENAME TO message_v1");
     sql.exec(`CREATE TABLE message (${MESSAGE_COLUMNS}) WITHOUT ROWID`);
-    sql.exec(`INSERT INTO message (id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted, waiting)
-      SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, classify_sent_at, done_at, body_deleted, unclassified FROM message_v1`);
+    sql.exec(
+      `INSERT INTO message (id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, ` +
+        `classify_sent_at, done_at, body_deleted, waiting)
+      SELECT id, tenant, created_at, scheduled_at, state, unclassified, mail_from, size, summary, ` +
+        `classify_sent_at, done_at, body_deleted, unclassified FROM message_v1`,
+    );
     sql.exec("DROP TABLE message_v1");
   }
   const oldEvent = ddl("event");

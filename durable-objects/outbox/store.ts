@@ -1,16 +1,17 @@
 /**
  * The Outbox's queue directory in its SQLite: messages, recipients and their transitions. The
- * classify stage's bookkeeping is classify-state.ts, delivery outcomes outcomes.ts.
+ * classify stage's bookkeeping is classify-state.ts, delivery outcomes outcomes.ts, the event
+ * rows events.ts.
  *
  * DESCRIPTION
  *   insertMessage        stores one accepted envelope with its recipients `incoming`, decided
  *                        when the accepting worker classified it (and email.scheduled when it
  *                        waits). Callers run it inside transactionSync with the idempotency
  *                        record, so accept is all or nothing.
- *   readView / readEvents / deleteEvents   what the status API and the index sync read.
+ *   readView             what the status API reads (the index sync's events: events.ts).
  *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
  *   readMessage          the message's own row (state, tenant, summary), without recipients.
- *   recordEvent          appends a transition to the event table.
+ *   readHead             the row with its readmission flag and largest event seq, for a change.
  *
  * INVARIANTS
  *   A final recipient never changes again. Every status change writes its event in the same
@@ -19,15 +20,14 @@
  */
 import {
   FINAL_STATUSES,
-  type EventAck,
   type MessageSummary,
   type MessageView,
   type NewMessage,
-  type OutboxEvent,
   type RcptStatus,
   type RcptView,
 } from "../../worker/model/message";
 import { finishIfDone } from "./outcomes";
+import { LAST_SEQ, recordEvent } from "./events";
 
 export type MessageRow = {
   id: string;
@@ -58,25 +58,6 @@ type RcptRow = {
 export const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
 /**
- * Appends a transition to the event table. Its `seq` orders the message's events and names
- * each in D1 (`<id>:<seq>`), so it never repeats for a message, also after forwarded events were
- * deleted: the event time in µs, or one more than the message's last, whichever is larger.
- */
-export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"> & { data: object }): void {
-  insertEvent(sql, e, lastSeq(sql, e.message_id));
-}
-
-/** The largest event seq of message ?1 (event rows and those kept in its rows), or 0: an SQL expression. */
-const LAST_SEQ = `max(COALESCE((SELECT max(seq) FROM event WHERE message_id = ?1), 0),
-    COALESCE((SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL), 0),
-    COALESCE((SELECT json_extract(queued_event, '$.seq') FROM message WHERE id = ?1), 0))`;
-
-/** The message's largest event seq (event rows and those kept in recipient rows), or 0. */
-function lastSeq(sql: SqlStorage, id: string): number {
-  return sql.exec<{ seq: number }>(`SELECT ${LAST_SEQ} AS seq`, id).one().seq;
-}
-
-/**
  * The message row with what a change to it needs, in one statement instead of three: whether it
  * was readmitted (isReadmission), its largest event seq (lastSeq), and where its body is.
  */
@@ -91,26 +72,6 @@ export function readHead(
       id,
     )
     .toArray()[0];
-}
-
-/** recordEvent after `last` (the message's largest seq so far, known to the caller); returns the seq used. */
-export function insertEvent(
-  sql: SqlStorage,
-  e: Omit<OutboxEvent, "seq" | "data"> & { data: object },
-  last: number,
-): number {
-  const seq = Math.max(last + 1, e.created_at * 1000);
-  sql.exec(
-    "INSERT INTO event (message_id, seq, tenant, type, recipient, created_at, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    e.message_id,
-    seq,
-    e.tenant,
-    e.type,
-    e.recipient,
-    e.created_at,
-    JSON.stringify(e.data),
-  );
-  return seq;
 }
 
 /** A body as SQLite stores it: text as TEXT, bytes as a BLOB (an ArrayBuffer); none as NULL. */
@@ -130,7 +91,8 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
     m.id,
     tenant,
     m.createdAt,
@@ -231,7 +193,8 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
   const held = m.action === "hold";
   const rows = sql
     .exec<RcptRow>(
-      "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at FROM rcpt WHERE message_id = ? ORDER BY idx",
+      "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at " +
+        "FROM rcpt WHERE message_id = ? ORDER BY idx",
       id,
     )
     .toArray();
@@ -273,80 +236,6 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
 }
 
 /**
- * The message's events not yet forwarded to D1, oldest first: its event rows, and the events
- * kept in its rows (`kept`: email.queued in the message row, a finishing outcome's in its
- * recipient row; outbox-forward.ts). A finished message's kept events are always among them.
- */
-export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
-  // One statement: event rows (kept = 0), then the events kept in rows (kept = 1, `data` the KeptEvent).
-  const rows = sql
-    .exec<{
-      kept: number;
-      seq: number | null;
-      tenant: string;
-      type: string | null;
-      recipient: string | null;
-      created_at: number | null;
-      data: string;
-    }>(
-      `SELECT 0 AS kept, seq, tenant, type, recipient, created_at, data FROM event WHERE message_id = ?1
-     UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
-     UNION ALL SELECT 1, NULL, tenant, NULL, NULL, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`,
-      id,
-    )
-    .toArray();
-  return rows
-    .map((r): OutboxEvent => {
-      if (r.kept === 0)
-        return {
-          seq: r.seq!,
-          message_id: id,
-          tenant: r.tenant,
-          type: r.type!,
-          recipient: r.recipient,
-          created_at: r.created_at!,
-          data: r.data,
-        };
-      const e = JSON.parse(r.data) as KeptEvent;
-      return {
-        seq: e.seq,
-        message_id: id,
-        tenant: r.tenant,
-        type: e.type,
-        recipient: r.recipient ?? e.recipient ?? null,
-        created_at: e.created_at,
-        data: JSON.stringify(e.data),
-        kept: true,
-      };
-    })
-    .sort((a, b) => a.seq - b.seq);
-}
-
-/** An event kept in a row written anyway: a finishing outcome's in its rcpt row, email.queued in its message row. */
-export type KeptEvent = { seq: number; type: string; created_at: number; data: object; recipient?: string | null };
-
-/**
- * Forwarded events: an open message's email.queued kept in its row is cleared, and the message
- * leaves the index of waiting messages (one row). A finished message's kept events stay.
- */
-function clearForwardedQueued(sql: SqlStorage, acks: readonly EventAck[]): void {
-  for (const a of acks) {
-    sql.exec(
-      `UPDATE message SET queued_event = NULL, waiting = unclassified WHERE id = ? AND state = 'open' AND queued_event IS NOT NULL
-         AND json_extract(queued_event, '$.seq') <= ?`,
-      a.id,
-      a.uptoSeq,
-    );
-  }
-}
-
-/** Forgets forwarded events, each message's up to and including its `uptoSeq` (see clearForwardedQueued). */
-export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
-  for (const a of acks) sql.exec("DELETE FROM event WHERE message_id = ? AND seq <= ?", a.id, a.uptoSeq);
-  clearForwardedQueued(sql, acks);
-}
-
-/**
  * Clears message.unclassified once no recipient is left `incoming` (suppressed, cancelled or
  * reported before markReady); writes (and moves the index) only on a change. It never sets it:
  * a recipient becomes `incoming` again only by readmitMessage, which does, and a decided
@@ -354,7 +243,8 @@ export function deleteEvents(sql: SqlStorage, acks: readonly EventAck[]): void {
  */
 export function updateUnclassified(sql: SqlStorage, id: string): void {
   sql.exec(
-    "UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')",
+    "UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) " +
+      "WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')",
     id,
   );
 }

@@ -116,7 +116,8 @@ export async function deleteDoneBodies(
   const done = among.flatMap((id) =>
     sql
       .exec<{ id: string; body_r2: number; kept: number }>(
-        "SELECT id, body_r2, body IS NOT NULL AS kept FROM message WHERE id = ? AND state = 'done' AND done_at = ? AND id NOT IN (SELECT message_id FROM dsn_pending)",
+        "SELECT id, body_r2, body IS NOT NULL AS kept FROM message WHERE id = ? AND state = 'done' AND done_at = ? " +
+          "AND id NOT IN (SELECT message_id FROM dsn_pending)",
         id,
         nowMs,
       )

@@ -40,7 +40,8 @@ export function migrateDelivery(sql: SqlStorage): void {
   // Version 3: due in ms (rows of older objects held seconds; a due in ms is above 10^11).
   sql.exec("UPDATE retry_due SET due = due * 1000 WHERE due < 100000000000");
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, " +
+      "priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)",
   );
   // Version 2: a waiting message's pickup-policy fields (campaign, bulk), JSON or null.
   if (

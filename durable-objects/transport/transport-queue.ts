@@ -4,7 +4,7 @@
  * journal (one row per call, written before the call's first await; commands that change
  * nothing are not journaled; a snapshot now and then), re-arms the alarm, and returns the
  * core's decisions. After an eviction the state is the last snapshot plus the journal replayed.
- * Records of finished messages go at a checkpoint: the alarm takes one when they expire
+ * Records of finished messages go at a checkpoint: the alarm takes one (wakeup.ts) when they expire
  * (storage/sqlite-source.ts admissionTtlSec), and then empties the journal ring if the queue is idle.
  *
  * ADMISSION
@@ -35,7 +35,6 @@ import { sqlRowCounts } from "../../worker/meter";
 import {
   hasActiveRoom,
   destinationsView,
-  nextWakeupAt,
   type Command,
   type DeliveryReport,
   type DestinationVerdict,
@@ -50,27 +49,22 @@ import {
   leaseUntil,
   nowSec,
   dueRetries,
-  forgetAttempt,
-  markFinal,
   migrateDelivery,
-  nextRetryDue,
   restoreLeases,
-  pendingRecipients,
   addIncoming,
   drainIncoming,
   dropWaiting,
   hasIncoming,
   intakeOf,
-  scheduleRetry,
   flushRetries,
-  retryDueMs,
 } from "./delivery-state";
+import { noteFinalRecipients, retryAttempt, settleAttempts } from "./attempts";
+import { nextAlarmAt, settleRing } from "./wakeup";
 import { Journal } from "./journal";
 import type { Leases } from "./leases";
 import { OutboxNotes } from "./outbox-notes";
 import { toDispatched, type DispatchedEntry } from "./transport-types";
 import {
-  coreIdOf,
   destinationName,
   parseCoreId,
   type DeliverJob,
@@ -89,9 +83,6 @@ import {
   admissionTtlSec,
   forgetFinished,
   migrateBacklog,
-  nextForgetAt,
-  noteFinished,
-  readMeta,
   recordAdmission,
   SqliteRecipientSource,
   type StoredRecipient,
@@ -262,41 +253,9 @@ export class TransportQueue extends DurableObject<Env> {
     this.run({ kind: "tick", now: nowSec() });
     this.crash(this.leases.expired(nowSec()));
     if (settingsOf(this.env).agents) await this.checkAgents();
-    for (const coreId of dueRetries(sql, Date.now())) this.retry(coreId);
-    // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
-    // ring is emptied with it (no command naming a finished message stays behind its records).
-    // Not on falling idle as such while a record waits to be forgotten: for mail that comes one
-    // message at a time, that was a snapshot, the ring's deletes and an alarm per message, where
-    // this checkpoint comes anyway. An idle queue with nothing left to forget empties its ring.
-    const forget = nextForgetAt(sql, admissionTtlSec(this.env));
-    if (forget !== null && forget <= nowSec()) {
-      if (this.qmgr.messages.size === 0) this.journal.clear(this.qmgr);
-      else this.journal.checkpoint(this.qmgr);
-    } else if (forget === null && this.qmgr.messages.size === 0 && this.journal.dirty) this.journal.clear(this.qmgr);
+    for (const coreId of dueRetries(sql, Date.now())) retryAttempt(sql, coreId, (...a) => this.admitCore(...a));
+    settleRing(this.qmgr, this.journal, sql, this.env); // finished messages' records, the ring (wakeup.ts)
     await this.pump();
-  }
-
-  /** Admits a new attempt of a deferred message with its not-yet-final recipients. */
-  private retry(coreId: string): void {
-    const sql = this.ctx.storage.sql;
-    const { messageId, attempt } = parseCoreId(coreId);
-    const meta = readMeta(sql, messageId);
-    const rcpts = pendingRecipients(sql, coreId).map(({ idx: _idx, ...r }) => r);
-    if (!meta || rcpts.length === 0) {
-      forgetAttempt(sql, coreId);
-      noteFinished(sql, coreId, nowSec());
-      return;
-    }
-    this.admitCore(
-      coreIdOf(messageId, attempt + 1),
-      meta.createTime,
-      meta.tenant,
-      meta.priority,
-      rcpts,
-      meta.fields ?? null,
-    );
-    forgetAttempt(sql, coreId);
-    noteFinished(sql, coreId, nowSec()); // its backlog rows go at the next checkpoint
   }
 
   /**
@@ -343,11 +302,7 @@ export class TransportQueue extends DurableObject<Env> {
       coreId !== null ? { coreId, idxs: finalIdx } : null,
     );
     const destination = queue ? { queue: queue.name, busy, conc, window: queue.window } : null;
-    // Recipients final while the attempt goes on (or is retried); an attempt that ended needs no record.
-    const ended = res.effects.some(
-      (x) => (x.kind === "message-done" || x.kind === "message-expired") && x.messageId === coreId,
-    );
-    if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);
+    noteFinalRecipients(sql, coreId, finalIdx, res.effects);
     return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
   }
 
@@ -418,39 +373,15 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const res = this.journal.run(this.qmgr, cmd);
     this.notes.collect(sql, res.effects, this.cfg.global.maximalQueueLifetime, finalNow);
-    for (const e of res.effects) {
-      if (e.kind === "message-done" || e.kind === "message-expired") {
-        noteFinished(sql, e.messageId, cmd.now);
-        forgetAttempt(sql, e.messageId);
-      } else if (e.kind === "message-deferred") {
-        scheduleRetry(sql, e.messageId, retryDueMs(e.nextAttemptAt, cmd.now, Date.now()));
-      }
-    }
+    settleAttempts(sql, res.effects, cmd.now);
     return res;
   }
 
-  /**
-   * Arms the alarm at the earliest core wake-up, lease deadline or retry. A core wake-up (a dead
-   * destination's revival, a rate's next token) fires at the last millisecond of its second: the
-   * core counted it from the start of the second it decided in, so it is never early.
-   */
+  /** Arms the alarm at the earliest core wake-up, lease deadline or retry (wakeup.ts nextAlarmAt). */
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
-    const sql = this.ctx.storage.sql;
-    const check = settingsOf(this.env).agents ? this.leases.nextCheck(settingsOf(this.env).agentCheckMs) : null;
-    const wake = nextWakeupAt(this.qmgr);
-    const forget = nextForgetAt(sql, admissionTtlSec(this.env));
-    // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
-    const idle = this.qmgr.messages.size === 0 && this.journal.dirty && forget === null ? nowSec() + 60 : null;
-    // Seconds, but the retries' due times are in ms (a retry is never early).
-    const times = [wake === null ? null : wake + 0.999, this.leases.nextUntil(), forget, idle, check]
-      .filter((t): t is number => t !== null)
-      .map((t) => t * 1000);
-    const retry = nextRetryDue(sql);
-    if (retry !== null) times.push(retry);
-    if (times.length === 0) return;
-    const at = Math.round(Math.min(...times));
-    if (at === this.alarmAt) return; // a setAlarm is a billed write
+    const at = nextAlarmAt(this.qmgr, this.journal, this.leases, this.ctx.storage.sql, this.env);
+    if (at === null || at === this.alarmAt) return; // a setAlarm is a billed write
     this.alarmAt = at;
     await this.ctx.storage.setAlarm(at);
   }

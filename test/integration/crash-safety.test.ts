@@ -15,7 +15,7 @@ import { BatchLookups } from "../../worker/classify/lookups";
 import { admitPlan, classifyMessage, decideMessage } from "../../worker/classify/classify-message";
 import { eventually, getEmail, newKey, settle } from "./helpers";
 import { recipientsFrom } from "../../durable-objects/transport/sqlite-source";
-import { readEvents } from "../../durable-objects/outbox/store";
+import { readEvents } from "../../durable-objects/outbox/events";
 
 const SHARD = 2;
 const outbox = () => env.OUTBOX.getByName(outboxName(SHARD));

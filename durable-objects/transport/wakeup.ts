@@ -1,0 +1,69 @@
+/**
+ * When the Transport DO wakes, and what its alarm settles about the journal ring; read from the
+ * core, the leases and its SQLite (nothing here sets an alarm).
+ *
+ * DESCRIPTION
+ *   nextAlarmAt(qmgr, journal, leases, sql, env)  the alarm time (ms) the shell arms, or null:
+ *                 the earliest core wake-up, lease deadline, record to forget, idle ring to
+ *                 empty, agent check or retry.
+ *   settleRing(qmgr, journal, sql, env)           at an alarm: a checkpoint when finished
+ *                 messages' records are due to go, the ring emptied with it when the queue is
+ *                 idle, or an idle queue's ring emptied when nothing is left to forget.
+ *
+ * INVARIANTS
+ *   No alarm is early: a core wake-up fires at the last millisecond of its second, and retries
+ *   are due in ms. No command naming a finished message stays in the ring behind its records.
+ */
+import { nextWakeupAt, type Qmgr } from "../core";
+import { settingsOf } from "../../worker/settings/settings";
+import { nextRetryDue, nowSec } from "./delivery-state";
+import type { Journal } from "./journal";
+import type { Leases } from "./leases";
+import { admissionTtlSec, nextForgetAt, type StoredRecipient } from "./sqlite-source";
+
+/**
+ * The alarm time (ms) at the earliest core wake-up, lease deadline or retry, or null for none. A
+ * core wake-up (a dead destination's revival, a rate's next token) fires at the last millisecond
+ * of its second: the core counted it from the start of the second it decided in, so it is never
+ * early.
+ */
+export function nextAlarmAt(
+  qmgr: Qmgr<StoredRecipient>,
+  journal: Journal<StoredRecipient>,
+  leases: Leases,
+  sql: SqlStorage,
+  env: Env,
+): number | null {
+  const check = settingsOf(env).agents ? leases.nextCheck(settingsOf(env).agentCheckMs) : null;
+  const wake = nextWakeupAt(qmgr);
+  const forget = nextForgetAt(sql, admissionTtlSec(env));
+  // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
+  const idle = qmgr.messages.size === 0 && journal.dirty && forget === null ? nowSec() + 60 : null;
+  // Seconds, but the retries' due times are in ms (a retry is never early).
+  const times = [wake === null ? null : wake + 0.999, leases.nextUntil(), forget, idle, check]
+    .filter((t): t is number => t !== null)
+    .map((t) => t * 1000);
+  const retry = nextRetryDue(sql);
+  if (retry !== null) times.push(retry);
+  if (times.length === 0) return null;
+  return Math.round(Math.min(...times));
+}
+
+/** At an alarm: checkpoints (or, idle, empties) the journal ring when finished messages' records are due to go. */
+export function settleRing(
+  qmgr: Qmgr<StoredRecipient>,
+  journal: Journal<StoredRecipient>,
+  sql: SqlStorage,
+  env: Env,
+): void {
+  // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
+  // ring is emptied with it (no command naming a finished message stays behind its records).
+  // Not on falling idle as such while a record waits to be forgotten: for mail that comes one
+  // message at a time, that was a snapshot, the ring's deletes and an alarm per message, where
+  // this checkpoint comes anyway. An idle queue with nothing left to forget empties its ring.
+  const forget = nextForgetAt(sql, admissionTtlSec(env));
+  if (forget !== null && forget <= nowSec()) {
+    if (qmgr.messages.size === 0) journal.clear(qmgr);
+    else journal.checkpoint(qmgr);
+  } else if (forget === null && qmgr.messages.size === 0 && journal.dirty) journal.clear(qmgr);
+}
