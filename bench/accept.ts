@@ -105,7 +105,8 @@ async function measure(server: DevServer, rcpts: number): Promise<Case> {
 function describe(name: string, c: Case): string {
   const lag = c.drainS === null ? "not within 120 s" : `${c.drainS.toFixed(1)} s`;
   return (
-    `${name.padEnd(13)} ${c.acceptPerS.toFixed(0).padStart(6)} accepted/s   p50 ${c.p50.toFixed(1).padStart(6)} ms   p99 ${c.p99.toFixed(1).padStart(6)} ms   ` +
+    `${name.padEnd(13)} ${c.acceptPerS.toFixed(0).padStart(6)} accepted/s   ` +
+    `p50 ${c.p50.toFixed(1).padStart(6)} ms   p99 ${c.p99.toFixed(1).padStart(6)} ms   ` +
     `(${c.total} requests, ${c.failed} not accepted; classification caught up ${lag} after the load)`
   );
 }

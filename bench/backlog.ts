@@ -221,7 +221,9 @@ async function startRelay(sink: Catcher, extra: Record<string, string>, meter: b
   try {
     await d1(
       dev.state,
-      `INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('smtp', NULL); INSERT INTO routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'stuck.test', 'smtp', '${stuck}');`,
+      `INSERT OR IGNORE INTO transports (name, nexthop) VALUES ('smtp', NULL); INSERT INTO ` +
+        `routes (tenant_id, pattern, transport, nexthop) VALUES (NULL, 'stuck.test', ` +
+        `'smtp', '${stuck}');`,
     );
     const operator = await createKey({
       tenant: TENANT,
@@ -410,7 +412,8 @@ async function buildBacklog(relay: Relay, b: number, rcpts: number): Promise<Bac
   );
   const submitMs = Date.now() - t0;
   log(
-    `  backlog: all ${b} recipients accepted after ${(submitMs / 1000).toFixed(1)} s (${((b * 1000) / submitMs).toFixed(0)} rcpts/s); waiting for classification`,
+    `  backlog: all ${b} recipients accepted after ${(submitMs / 1000).toFixed(1)} ` +
+      `s (${((b * 1000) / submitMs).toFixed(0)} rcpts/s); waiting for classification`,
   );
   let q = await queueView(relay);
   let s = stuckStates(q, relay.stuck);
@@ -469,7 +472,9 @@ async function main(): Promise<void> {
     log(`  empty: ${fmt(empty.perS)} deliveries/s`);
     const build = await buildBacklog(relay, cli.backlog, cli.rcpts);
     log(
-      `  backlog: ${build.admitted} of ${cli.backlog} in the index after ${(build.admitMs / 1000).toFixed(1)} s ${JSON.stringify(build.states)}; Transport DO in core ${build.inCore}`,
+      `  backlog: ${build.admitted} of ${cli.backlog} in the index ` +
+        `after ${(build.admitMs / 1000).toFixed(1)} s ${JSON.stringify(build.states)}; Transport ` +
+        `DO in core ${build.inCore}`,
     );
     const backlog = await measureDelivery(relay, sink, "backlog", cli.messages, `${runTag}b`);
     log(`  backlog: ${fmt(backlog.perS)} deliveries/s`);
@@ -505,21 +510,35 @@ async function main(): Promise<void> {
     const backlogRatio = backlog.perS / empty.perS;
     const loadRatio = loaded.perS / empty.perS;
     console.log(
-      `bench:backlog: ${cli.messages} one-recipient messages to a live sink (catcher on 127.0.0.1:${sink.smtpPort}), one wrangler dev, transport smtp (relay kind), process_limit ${processLimit}${Object.keys(cli.vars).length > 0 ? `, --var ${JSON.stringify(cli.vars)}` : ""}`,
+      `bench:backlog: ${cli.messages} one-recipient messages to a live sink (catcher on ` +
+        `127.0.0.1:${sink.smtpPort}), one wrangler dev, transport smtp (relay kind), ` +
+        `process_limit ${processLimit}${Object.keys(cli.vars).length > 0 ? `, --var ${JSON.stringify(cli.vars)}` : ""}`,
     );
     console.log(
-      `  backlog: ${cli.backlog} recipients (${cli.rcpts} per message) to ${relay.stuck}, suspended; accepted in ${fmt(build.submitMs / 1000)} s (${fmt((cli.backlog * 1000) / Math.max(1, build.submitMs), 0)} rcpts/s), ${build.admitted} in the index after ${fmt(build.admitMs / 1000)} s ${JSON.stringify(build.states)}; Transport DO: ${build.inCore} in core, ${build.deferred} deferred`,
+      `  backlog: ${cli.backlog} recipients (${cli.rcpts} per message) to ${relay.stuck}, ` +
+        `suspended; accepted in ${fmt(build.submitMs / 1000)} ` +
+        `s (${fmt((cli.backlog * 1000) / Math.max(1, build.submitMs), 0)} ` +
+        `rcpts/s), ${build.admitted} in the index after ${fmt(build.admitMs / 1000)} ` +
+        `s ${JSON.stringify(build.states)}; Transport DO: ${build.inCore} in ` +
+        `core, ${build.deferred} deferred`,
     );
     console.log(
-      `  ${"phase".padEnd(18)} ${"messages".padStart(8)} ${"accept s".padStart(9)} ${"deliver s".padStart(10)} ${"deliveries/s".padStart(13)} ${"ratio".padStart(6)}   POST→sink ms: ${"mean".padStart(7)} ${"p50".padStart(7)} ${"p99".padStart(7)} ${"max".padStart(7)}`,
+      `  ${"phase".padEnd(18)} ${"messages".padStart(8)} ${"accept s".padStart(9)} ` +
+        `${"deliver s".padStart(10)} ${"deliveries/s".padStart(13)} ${"ratio".padStart(6)}   ` +
+        `POST→sink ms: ${"mean".padStart(7)} ${"p50".padStart(7)} ${"p99".padStart(7)} ${"max".padStart(7)}`,
     );
     for (const p of [empty, backlog, loaded]) {
       console.log(
-        `  ${p.name.padEnd(18)} ${String(p.messages).padStart(8)} ${fmt(p.acceptMs / 1000).padStart(9)} ${fmt(p.elapsedMs / 1000).padStart(10)} ${fmt(p.perS).padStart(13)} ${fmt(p.perS / empty.perS, 2).padStart(6)}                 ${fmt(p.latency.mean, 0).padStart(7)} ${fmt(p.latency.p50, 0).padStart(7)} ${fmt(p.latency.p99, 0).padStart(7)} ${fmt(p.latency.max, 0).padStart(7)}`,
+        `  ${p.name.padEnd(18)} ${String(p.messages).padStart(8)} ` +
+          `${fmt(p.acceptMs / 1000).padStart(9)} ${fmt(p.elapsedMs / 1000).padStart(10)} ` +
+          `${fmt(p.perS).padStart(13)} ${fmt(p.perS / empty.perS, 2).padStart(6)}                 ` +
+          `${fmt(p.latency.mean, 0).padStart(7)} ${fmt(p.latency.p50, 0).padStart(7)} ` +
+          `${fmt(p.latency.p99, 0).padStart(7)} ${fmt(p.latency.max, 0).padStart(7)}`,
       );
     }
     console.log(
-      `  dispatch→report in the Transport DO (its last ≤ 1,024 reports at each phase's end), ms, and the most entries in flight at once (process_limit ${processLimit}):`,
+      `  dispatch→report in the Transport DO (its last ≤ 1,024 reports at each phase's end), ` +
+        `ms, and the most entries in flight at once (process_limit ${processLimit}):`,
     );
     for (const p of [empty, backlog, loaded]) {
       const f = p.inFlight;
@@ -546,10 +565,15 @@ async function main(): Promise<void> {
       `  while accepting / backlog: ${fmt(loaded.perS / backlog.perS, 2)} (phase 3 runs on top of the backlog)`,
     );
     console.log(
-      `  load during phase 3: ${cli.loadWorkers} POST /emails loops to @stuck.test, ${load.accepted} accepted (${fmt((load.accepted * 1000) / Math.max(1, load.ms))}/s), ${load.refused} refused (429), ${load.failed} failed`,
+      `  load during phase 3: ${cli.loadWorkers} POST /emails loops to ` +
+        `@stuck.test, ${load.accepted} ` +
+        `accepted (${fmt((load.accepted * 1000) / Math.max(1, load.ms))}/s), ${load.refused} ` +
+        `refused (429), ${load.failed} failed`,
     );
     console.log(
-      `  after: stuck destination ${stuckAfter.total} in the index ${JSON.stringify(stuckAfter.states)}; Transport DO smtp: ${smtpAfter?.in_core ?? "?"} in core, ${smtpAfter?.inflight ?? "?"} in flight`,
+      `  after: stuck destination ${stuckAfter.total} in the ` +
+        `index ${JSON.stringify(stuckAfter.states)}; Transport DO ` +
+        `smtp: ${smtpAfter?.in_core ?? "?"} in core, ${smtpAfter?.inflight ?? "?"} in flight`,
     );
     console.log(
       "  POST→sink is measured from outside: accept + classify + admit + dispatch + SMTP; shared CPU, compare within one run only",

@@ -161,7 +161,8 @@ console.log("in-core rcpts | selections+completions/s | ns/selection | heap byte
 for (const { key } of SIZES) {
   const r = results[key]!;
   console.log(
-    `${key.padStart(13)} | ${Math.round(r.perSec).toLocaleString("en-US").padStart(24)} | ${per(key).toFixed(0).padStart(12)} | ${r.bytesPerRcpt.toFixed(1).padStart(15)}`,
+    `${key.padStart(13)} | ${Math.round(r.perSec).toLocaleString("en-US").padStart(24)} ` +
+      `| ${per(key).toFixed(0).padStart(12)} | ${r.bytesPerRcpt.toFixed(1).padStart(15)}`,
   );
 }
 const ratio = per("1m") / per("10k");
@@ -173,7 +174,9 @@ console.log(
 // carry 10k destinations' and 1k jobs' state over fewer recipients and are reported beside it.
 const round1 = (x: number) => Math.round(x * 10) / 10;
 console.log(
-  `bytes per recipient: ${round1(results["1m"]!.bytesPerRcpt)} at 1m (10k destinations and 1k jobs amortised); ${round1(results["100k"]!.bytesPerRcpt)} at 100k; ${round1(results["10k"]!.bytesPerRcpt)} at 10k (one recipient per destination)`,
+  `bytes per recipient: ${round1(results["1m"]!.bytesPerRcpt)} at 1m (10k destinations ` +
+    `and 1k jobs amortised); ${round1(results["100k"]!.bytesPerRcpt)} at ` +
+    `100k; ${round1(results["10k"]!.bytesPerRcpt)} at 10k (one recipient per destination)`,
 );
 if (json) {
   console.log(

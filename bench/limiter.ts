@@ -354,7 +354,9 @@ function result(s: Scenario, feedback: FeedbackName, mode: "default" | "postfix"
 
 function printTable(cli: Cli, results: Result[]): void {
   console.log(
-    `bench:limiter: ${cli.recipients} recipients (messages of ${PER_MESSAGE}, recipient limit 2) to a server that admits S sessions (421 beyond) and waits ${cli.delayMs} ± ${cli.jitterMs} ms per RCPT`,
+    `bench:limiter: ${cli.recipients} recipients (messages of ${PER_MESSAGE}, recipient ` +
+      `limit 2) to a server that admits S sessions (421 beyond) and waits ${cli.delayMs} ` +
+      `± ${cli.jitterMs} ms per RCPT`,
   );
   console.log(
     "  initial concurrency 5, limit 20, the same feedback both ways; Postfix in the same run as the baseline; the server's view except the window",
@@ -371,7 +373,9 @@ function printTable(cli: Cli, results: Result[]): void {
     "extra",
   ];
   console.log(
-    `  ${head[0]!.padEnd(10)} ${head[1]!.padEnd(14)} ${head[2]!.padEnd(8)} ${head[3]!.padStart(20)} ${head[4]!.padStart(17)} ${head[5]!.padStart(6)} ${head[6]!.padStart(16)} ${head[7]!.padStart(18)}  ${head[8]}`,
+    `  ${head[0]!.padEnd(10)} ${head[1]!.padEnd(14)} ${head[2]!.padEnd(8)} ` +
+      `${head[3]!.padStart(20)} ${head[4]!.padStart(17)} ${head[5]!.padStart(6)} ` +
+      `${head[6]!.padStart(16)} ${head[7]!.padStart(18)}  ${head[8]}`,
   );
   for (const r of results) {
     const extra =
@@ -381,7 +385,12 @@ function printTable(cli: Cli, results: Result[]): void {
           ? `deferred after the fall: relay ${r.relay_after_change_deferred_pct} %, Postfix ${r.postfix_after_change_deferred_pct} %`
           : "";
     console.log(
-      `  ${r.scenario.padEnd(10)} ${r.feedback.padEnd(14)} ${r.mode.padEnd(8)} ${`${r.relay_deferred_pct} / ${r.postfix_deferred_pct}`.padStart(20)} ${`${r.relay_rcpts_per_s} / ${r.postfix_rcpts_per_s}`.padStart(17)} ${String(r.rcpts_per_s_ratio).padStart(6)} ${`${r.relay_window_mean} / ${r.postfix_window_mean}`.padStart(16)} ${`${r.relay_sessions_mean} / ${r.postfix_sessions_mean}`.padStart(18)}  ${extra}`,
+      `  ${r.scenario.padEnd(10)} ${r.feedback.padEnd(14)} ${r.mode.padEnd(8)} ` +
+        `${`${r.relay_deferred_pct} / ${r.postfix_deferred_pct}`.padStart(20)} ` +
+        `${`${r.relay_rcpts_per_s} / ${r.postfix_rcpts_per_s}`.padStart(17)} ` +
+        `${String(r.rcpts_per_s_ratio).padStart(6)} ` +
+        `${`${r.relay_window_mean} / ${r.postfix_window_mean}`.padStart(16)} ` +
+        `${`${r.relay_sessions_mean} / ${r.postfix_sessions_mean}`.padStart(18)}  ${extra}`,
     );
   }
 }
@@ -396,13 +405,19 @@ async function main(): Promise<void> {
       log(`bench:limiter: ${s.name}, feedback ${feedback}: Postfix…`);
       const postfix = await runPostfix(cli, s, feedback);
       log(
-        `  Postfix: ${postfix.report.deferred421} refused (${postfix.report.refusedWhileIdle} while a session idled), ${postfix.report.messages} transactions in ${postfix.report.sessions} sessions, ${perS(postfix.report).toFixed(1)} rcpts/s, window ${postfix.windowMean?.toFixed(2)} (${postfix.windows} events)`,
+        `  Postfix: ${postfix.report.deferred421} refused (${postfix.report.refusedWhileIdle} ` +
+          `while a session idled), ${postfix.report.messages} transactions ` +
+          `in ${postfix.report.sessions} sessions, ${perS(postfix.report).toFixed(1)} rcpts/s, ` +
+          `window ${postfix.windowMean?.toFixed(2)} (${postfix.windows} events)`,
       );
       for (const mode of ["default", "postfix"] as const) {
         log(`bench:limiter: ${s.name}, feedback ${feedback}: relay (${mode})…`);
         const relay = await runRelay(cli, s, feedback, mode);
         log(
-          `  relay ${mode}: ${relay.report.deferred421} refused (${relay.report.refusedWhileIdle} while a session idled), ${relay.report.messages} transactions in ${relay.report.sessions} sessions, ${perS(relay.report).toFixed(1)} rcpts/s, window ${relay.windowMean?.toFixed(2)} (${relay.windows} events)`,
+          `  relay ${mode}: ${relay.report.deferred421} refused (${relay.report.refusedWhileIdle} ` +
+            `while a session idled), ${relay.report.messages} transactions ` +
+            `in ${relay.report.sessions} sessions, ${perS(relay.report).toFixed(1)} rcpts/s, ` +
+            `window ${relay.windowMean?.toFixed(2)} (${relay.windows} events)`,
         );
         results.push(result(s, feedback, mode, relay, postfix));
       }

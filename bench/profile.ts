@@ -86,7 +86,9 @@ async function main(): Promise<void> {
     const total = rows.reduce((a, r) => a + r.selfMs, 0);
     const idle = rows.filter((r) => r.fn === "(idle)" || r.fn === "(program)").reduce((a, r) => a + r.selfMs, 0);
     console.log(
-      `${N} messages in ${seconds.toFixed(1)} s (${(N / seconds).toFixed(1)}/s under the profiler); sampled ${(total / 1000).toFixed(1)} s, idle/program ${((100 * idle) / total).toFixed(0)} %`,
+      `${N} messages in ${seconds.toFixed(1)} s (${(N / seconds).toFixed(1)}/s under the ` +
+        `profiler); sampled ${(total / 1000).toFixed(1)} s, ` +
+        `idle/program ${((100 * idle) / total).toFixed(0)} %`,
     );
     const top = rows.filter((r) => r.fn !== "(idle)").slice(0, TOP);
     for (const r of top)

@@ -220,7 +220,13 @@ const deferredPct = (r: SessionReport) =>
 function row(name: string, s: Side | null, why = ""): string {
   if (!s) return `  ${name.padEnd(26)} ${why}`;
   const r = s.report;
-  return `  ${name.padEnd(26)} ${String(r.messages).padStart(8)} ${r.meanOpen.toFixed(2).padStart(13)} ${String(r.maxOpen).padStart(8)} ${String(r.sessions).padStart(9)} ${r.messagesPerSession.toFixed(1).padStart(9)} ${String(r.deferred421).padStart(8)} ${(s.elapsedMs / 1000).toFixed(1).padStart(8)} ${s.perS.toFixed(1).padStart(13)}`;
+  return (
+    `  ${name.padEnd(26)} ${String(r.messages).padStart(8)} ` +
+    `${r.meanOpen.toFixed(2).padStart(13)} ${String(r.maxOpen).padStart(8)} ` +
+    `${String(r.sessions).padStart(9)} ${r.messagesPerSession.toFixed(1).padStart(9)} ` +
+    `${String(r.deferred421).padStart(8)} ${(s.elapsedMs / 1000).toFixed(1).padStart(8)} ` +
+    `${s.perS.toFixed(1).padStart(13)}`
+  );
 }
 
 async function main(): Promise<void> {
@@ -241,10 +247,13 @@ async function main(): Promise<void> {
     const version = reason ? "" : await postfixVersion();
     const pace = cli.rcptDelayMs > 0 ? `, ${cli.rcptDelayMs} ± ${cli.rcptJitterMs} ms before each RCPT reply` : "";
     console.log(
-      `bench:sessions: ${cli.messages} messages of ${cli.rcpts} recipient(s) to one SMTP server that admits ${cli.maxSessions} sessions (421 at the greeting beyond)${pace}`,
+      `bench:sessions: ${cli.messages} messages of ${cli.rcpts} recipient(s) to one SMTP ` +
+        `server that admits ${cli.maxSessions} sessions (421 at the greeting beyond)${pace}`,
     );
     console.log(
-      `  ${"client".padEnd(26)} ${"messages".padStart(8)} ${"mean sessions".padStart(13)} ${"max open".padStart(8)} ${"sessions".padStart(9)} ${"msgs/sess".padStart(9)} ${"421s".padStart(8)} ${"seconds".padStart(8)} ${"deliveries/s".padStart(13)}`,
+      `  ${"client".padEnd(26)} ${"messages".padStart(8)} ${"mean sessions".padStart(13)} ` +
+        `${"max open".padStart(8)} ${"sessions".padStart(9)} ${"msgs/sess".padStart(9)} ` +
+        `${"421s".padStart(8)} ${"seconds".padStart(8)} ${"deliveries/s".padStart(13)}`,
     );
     console.log(row("relay (wrangler dev, API)", relay));
     console.log(row(postfix ? `Postfix ${version}` : "Postfix", postfix, `not available: ${reason ?? ""}`));
@@ -258,13 +267,18 @@ async function main(): Promise<void> {
       if (!side) continue;
       const g = gapsOf(side.report);
       console.log(
-        `  ${name}: idle gap between transactions on a reused session: mean ${g.mean.toFixed(1)} ms, p50 ${g.p50.toFixed(1)} ms, p90 ${g.p90.toFixed(1)} ms (${g.n} gaps); ` +
-          `${rcptsPerS(side).toFixed(2)} recipients/s over the busy period; deferred ${deferredPct(side.report).toFixed(1)} %; ${((side.report.windowMs * side.report.meanOpen) / Math.max(1, side.report.messages)).toFixed(0)} session-ms per delivery`,
+        `  ${name}: idle gap between transactions on a reused session: ` +
+          `mean ${g.mean.toFixed(1)} ms, p50 ${g.p50.toFixed(1)} ms, p90 ${g.p90.toFixed(1)} ms (${g.n} gaps); ` +
+          `${rcptsPerS(side).toFixed(2)} recipients/s over the busy period; ` +
+          `deferred ${deferredPct(side.report).toFixed(1)} ` +
+          `%; ${((side.report.windowMs * side.report.meanOpen) / Math.max(1, side.report.messages)).toFixed(0)} ` +
+          `session-ms per delivery`,
       );
     }
     if (relay && postfix)
       console.log(
-        `  relay/Postfix: recipients/s ${(rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)}, idle gap ${(gapsOf(relay.report).mean - gapsOf(postfix.report).mean).toFixed(1)} ms longer`,
+        `  relay/Postfix: recipients/s ${(rcptsPerS(relay) / rcptsPerS(postfix)).toFixed(3)}, ` +
+          `idle gap ${(gapsOf(relay.report).mean - gapsOf(postfix.report).mean).toFixed(1)} ms longer`,
       );
     console.log(
       `  retry timers shortened on both: ${JSON.stringify(BACKOFF)} (seconds)${postfix ? ", Postfix queue_run_delay 1s" : ""}`,

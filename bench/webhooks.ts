@@ -58,7 +58,10 @@ async function stopAll(): Promise<void> {
 
 /** Routes every recipient to the catcher (D1 route "*"). */
 async function routeToCatcher(state: string, smtpPort: number): Promise<void> {
-  const sql = `INSERT INTO transports (name, nexthop) VALUES ('bench-sink', '[127.0.0.1]:${smtpPort}'); INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, '*', 'bench-sink');`;
+  const sql =
+    `INSERT INTO transports (name, nexthop) VALUES ('bench-sink', ` +
+    `'[127.0.0.1]:${smtpPort}'); INSERT INTO routes (tenant_id, pattern, transport) VALUES ` +
+    `(NULL, '*', 'bench-sink');`;
   await run("npx", ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", state, "--command", sql], {
     env: WRANGLER_ENV,
   });
@@ -167,7 +170,8 @@ async function main(): Promise<void> {
   });
   const expected = MESSAGES * RCPTS * 2;
   console.log(
-    `${MESSAGES} emails × ${RCPTS} recipients over ${CONCURRENCY} parallel requests → ${expected} events (email.sent + email.delivered) to one receiver on loopback, wrangler dev`,
+    `${MESSAGES} emails × ${RCPTS} recipients over ${CONCURRENCY} parallel requests ` +
+      `→ ${expected} events (email.sent + email.delivered) to one receiver on loopback, wrangler dev`,
   );
   const t0 = Date.now();
   await sendAll(server);

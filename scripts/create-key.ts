@@ -21,7 +21,8 @@ const { values } = parseArgs({
 });
 if (!values.tenant || !isTenantId(values.tenant)) {
   console.error(
-    "usage: npm run key:create -- --tenant <id> [--name <label>] [--operator] [--remote] [--persist-to <dir>]\n  <id>: lowercase letters, digits, - and _ (1–64)",
+    "usage: npm run key:create -- --tenant <id> [--name <label>] [--operator] [--remote] " +
+      "[--persist-to <dir>]\n  <id>: lowercase letters, digits, - and _ (1–64)",
   );
   process.exit(2);
 }

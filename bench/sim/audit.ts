@@ -4,8 +4,9 @@
  * DESCRIPTION
  *   Audit collects what the simulator's cheap checks find while it drives the core:
  *   violate() records a broken invariant (the run is then reported as failed, and the CLI
- *   exits non-zero); count() keeps named counters (effects seen, destination events). Each kind of problem keeps its first few messages and a total, so a systematic
- *   failure cannot flood memory or the terminal.
+ *   exits non-zero); count() keeps named counters (effects seen, destination events). Each
+ *   kind of problem keeps its first few messages and a total, so a systematic failure cannot
+ *   flood memory or the terminal.
  * INVARIANTS
  *   ok is true iff no violation was recorded.
  * ERRORS

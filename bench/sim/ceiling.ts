@@ -125,7 +125,10 @@ export function formatCeiling(runs: readonly CeilingRun[]): string[] {
           ? `${r.rejectedAfterChange} 421s from t=${RISE_AT + 10} s`
           : "";
     out.push(
-      `${r.case.padEnd(8)} ${(r.ceiling ? "with ceiling" : "Postfix").padEnd(14)} ${String(r.attempts).padStart(9)} ${String(r.rejected).padStart(6)} ${r.rejectedPct.toFixed(1).padStart(6)} ${r.endSec.toFixed(0).padStart(7)} ${r.concurrencyMean.toFixed(2).padStart(10)}  ${after}`,
+      `${r.case.padEnd(8)} ${(r.ceiling ? "with ceiling" : "Postfix").padEnd(14)} ` +
+        `${String(r.attempts).padStart(9)} ${String(r.rejected).padStart(6)} ` +
+        `${r.rejectedPct.toFixed(1).padStart(6)} ${r.endSec.toFixed(0).padStart(7)} ` +
+        `${r.concurrencyMean.toFixed(2).padStart(10)}  ${after}`,
     );
   }
   return out;

@@ -32,17 +32,25 @@ export function formatLimiter(runs: readonly LimiterRun[], opts: LimiterOptions)
   const out = [
     "== limiter: concurrency feedback against an active concurrency limiter (spec §6.7) ==",
     `${opts.recipients} recipients in one message to one destination; the server holds ${opts.serverLimit} sessions and answers 421 ${reject} beyond that;`,
-    `${opts.perRcptLatencySec} s per recipient (±${Math.round(opts.jitter * 100)} %), recipient limit 2 (${entries} entries); client concurrency limit 20, initial 5,`,
+    `${opts.perRcptLatencySec} s per recipient (±${Math.round(opts.jitter * 100)} %), ` +
+      `recipient limit 2 (${entries} entries); client concurrency limit 20, initial 5,`,
     `failed-cohort limit 0; undelivered recipients are re-admitted after ${opts.retryDelaySec} s (min = max backoff). Seed ${opts.seed}.`,
     "",
     `${padEnd("", 19)} ${padEnd("this simulation, first pass", 40)} ${padEnd("all passes", 16)} ${padEnd("seed README", 22)} predicted defer rate`,
-    `${padEnd("feedback", 19)} ${pad("tries", 5)} ${pad("421s", 5)} ${pad("deferred", 8)} ${pad("conc mean±sd", 12)} ${pad("window", 6)} ${pad("deferred", 8)} ${pad("passes", 6)}  ${pad("deferred", 8)} ${pad("conc mean±sd", 12)}  ${padEnd("README formula", 16)} core F-LIM`,
+    `${padEnd("feedback", 19)} ${pad("tries", 5)} ${pad("421s", 5)} ${pad("deferred", 8)} ` +
+      `${pad("conc mean±sd", 12)} ${pad("window", 6)} ${pad("deferred", 8)} ` +
+      `${pad("passes", 6)}  ${pad("deferred", 8)} ${pad("conc mean±sd", 12)}  ` +
+      `${padEnd("README formula", 16)} core F-LIM`,
   ];
   for (const r of runs) out.push(limiterRow(r));
+  const servedNote =
+    opts.rejectDelaySec === 0
+      ? "a 421 takes no time, so this is also the sessions the server served"
+      : "includes attempts waiting for their 421";
   out.push(
     "",
     "deferred = 421 rejections / delivery attempts. conc = entries in flight at the destination, time-weighted over the first pass",
-    `  (until its last dispatch; ${opts.rejectDelaySec === 0 ? "a 421 takes no time, so this is also the sessions the server served" : "includes attempts waiting for their 421"}); window = the core's window, same interval.`,
+    `  (until its last dispatch; ${servedNote}); window = the core's window, same interval.`,
     'README formula = 1/(1+roundup(1/g(5))); core F-LIM = serial model "a delivery fails iff window > 5" run through the core\'s own',
     "  feedback code, i.e. with Postfix's g/2 and f/2 rounding margins (spec §6.2, §6.3, §10.1).",
     "constant 1: the f/2 margin makes the 421 at window 6 drop it by 2 (to 4), so two successes pass before the next overshoot:",
@@ -95,7 +103,9 @@ export function formatBulkSmall(rep: BulkSmallReport): string[] {
   return [
     "== bulk-small: small messages behind a bulk job, preemption on vs off (spec §5) ==",
     `1 bulk message of ${o.bulkRecipients} recipients over ${o.bulkDestinations} destinations at t=0, then ${o.smallMessages} single-recipient messages`,
-    `(Poisson, mean gap ${o.smallMeanGapSec} s, last at ${rep.lastSmallArrivalSec.toFixed(1)} s) to ${o.smallDestinations} other destinations; process_limit ${o.processLimit}, recipient limit ${o.recipientLimit},`,
+    `(Poisson, mean gap ${o.smallMeanGapSec} s, last ` +
+      `at ${rep.lastSmallArrivalSec.toFixed(1)} s) to ${o.smallDestinations} other ` +
+      `destinations; process_limit ${o.processLimit}, recipient limit ${o.recipientLimit},`,
     `${o.perRcptLatencySec} s per recipient (±${Math.round(o.jitter * 100)} %), servers unlimited. Same arrivals in both runs; seed ${o.seed}.`,
     "",
     "small-message latency, arrival -> delivered (s):",

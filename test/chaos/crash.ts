@@ -215,7 +215,8 @@ async function campaign(rt: Runtime, sinks: Catcher[], o: CrashOptions): Promise
   submitting = false;
   const submitS = (Date.now() - t0) / 1000;
   o.log(
-    `  all ${planned.length} submitted in ${submitS.toFixed(0)} s (${ids.size} accepted, ${retried} needed a retry after a kill); waiting for the kills to finish`,
+    `  all ${planned.length} submitted in ${submitS.toFixed(0)} s (${ids.size} ` +
+      `accepted, ${retried} needed a retry after a kill); waiting for the kills to finish`,
   );
   const killLog = await kills;
   slow.sort((a, b) => b.waited_s - a.waited_s);
@@ -351,7 +352,8 @@ async function account(
     const finals = await statusesOf(rt, planned, ids, ledger);
     t = tally(planned, ids, ledger, finals, killLog);
     o.log(
-      `  drain ${((Date.now() - t0) / 1000).toFixed(0)} s: delivered ${t.delivered}, bounced ${t.bounced}, other final ${t.otherFinal}, not yet ${t.missing.length}`,
+      `  drain ${((Date.now() - t0) / 1000).toFixed(0)} s: delivered ${t.delivered}, ` +
+        `bounced ${t.bounced}, other final ${t.otherFinal}, not yet ${t.missing.length}`,
     );
     if (t.missing.length === 0 || Date.now() > deadline) break;
     await sleep(5000);
@@ -373,11 +375,15 @@ async function account(
   const drainS = (Date.now() - t0) / 1000;
   return {
     campaign: "crash",
-    tried: `${o.messages} messages (${rcpts} recipients over 3 sinks, ~10 % 451-then-250, ~5 % 550), ${killLog.length} × kill -9 of wrangler+workerd and restart on the same state`,
+    tried:
+      `${o.messages} messages (${rcpts} recipients over 3 sinks, ~10 % 451-then-250, ~5 % ` +
+      `550), ${killLog.length} × kill -9 of wrangler+workerd and restart on the same state`,
     result: failures.length === 0 ? "pass" : "fail",
     figures:
       `${ids.size}/${o.messages} accepted; ${t.delivered} delivered, ${t.bounced} bounced, ${t.otherFinal} other final, ${t.missing.length} lost; ` +
-      `${t.dupCopies} duplicate copies (${t.dupExplained} explained by a kill); restart ${avg(killLog.map((k) => k.restartMs / 1000)).toFixed(1)} s avg; submit ${f.submitS.toFixed(0)} s, drain ${drainS.toFixed(0)} s`,
+      `${t.dupCopies} duplicate copies (${t.dupExplained} explained by a kill); ` +
+      `restart ${avg(killLog.map((k) => k.restartMs / 1000)).toFixed(1)} s avg; ` +
+      `submit ${f.submitS.toFixed(0)} s, drain ${drainS.toFixed(0)} s`,
     failures,
     details: {
       seed: o.seed,

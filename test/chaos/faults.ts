@@ -250,7 +250,9 @@ async function submitAll(rt: Runtime, run: Run): Promise<void> {
     );
     if (a.status !== 200)
       throw new Error(
-        `POST /emails for ${run.sc.fault} answered ${a.status}: ${JSON.stringify(a.body)}; runtime ${rt.running() ? "running" : "exited"}; wrangler log tail:\n${rt.log().slice(-3000)}`,
+        `POST /emails for ${run.sc.fault} answered ${a.status}: ${JSON.stringify(a.body)}; ` +
+          `runtime ${rt.running() ? "running" : "exited"}; wrangler log ` +
+          `tail:\n${rt.log().slice(-3000)}`,
       );
     run.ids.push((a.body as { id: string }).id);
     run.rcpts.push(...to);
@@ -348,7 +350,9 @@ function judge(
   }
   if (sc.fault === "healthy" && finals.every((s) => s === sc.final) && (run.doneAtS ?? Infinity) > BYSTANDER_MAX_S) {
     problems.push(
-      `the healthy destination took ${run.doneAtS?.toFixed(0)} s (more than ${BYSTANDER_MAX_S} s) while another session hung at the greeting (head-of-line blocking in the deliver consumer)`,
+      `the healthy destination took ${run.doneAtS?.toFixed(0)} s (more ` +
+        `than ${BYSTANDER_MAX_S} s) while another session hung at the greeting (head-of-line ` +
+        `blocking in the deliver consumer)`,
     );
   }
   const deferrals = [...run.history.values()].flat().filter((s) => s.status === "deferred");
@@ -359,7 +363,9 @@ function judge(
       delayed.some((e) => matches(sc.deferral!, e.code, e.enhanced));
     if (!seen)
       problems.push(
-        `no deferral matching ${JSON.stringify(sc.deferral)} (saw ${JSON.stringify(deferrals.slice(0, 3))}, events ${delayed.map((e) => `${e.code}/${e.enhanced}`).join(" ")})`,
+        `no deferral matching ${JSON.stringify(sc.deferral)} ` +
+          `(saw ${JSON.stringify(deferrals.slice(0, 3))}, ` +
+          `events ${delayed.map((e) => `${e.code}/${e.enhanced}`).join(" ")})`,
       );
   }
   const copies = new Map<string, { kept: number; dropped: number }>();
@@ -532,22 +538,30 @@ async function conclude(
     );
   const failed = verdicts.filter((v) => !v.ok);
   const passed = verdicts.filter((v) => v.ok && !v.pending).length;
+  const misbehaving = runs.filter((r) => r.sc.fault !== "healthy");
+  const eventsFrom = source === "feed" ? "GET /relay/events" : "the D1 event_log table (no pull feed yet)";
+  const failuresFrom = destinationsServed
+    ? "GET /relay/destinations/:transport/:queue history"
+    : "— (no destinations route: not checked)";
+  const pendingNote = verdicts.some((v) => v.pending)
+    ? ` (+ greeting timeout in flight after ${GREETING_WAIT_QUICK_S} s; the 300 s timeout is not awaited in --quick)`
+    : "";
+  const failedNote = failed.length ? `failed: ${failed.map((v) => v.fault).join(", ")}` : "no failure";
   return {
     campaign: "faults",
-    tried: `${runs.filter((r) => r.sc.fault !== "healthy").length} misbehaving sinks (${runs
-      .filter((r) => r.sc.fault !== "healthy")
-      .map((r) => r.sc.fault)
-      .join(
-        ", ",
-      )}) and a healthy bystander; back-off 1–2 s; events from ${source === "feed" ? "GET /relay/events" : "the D1 event_log table (no pull feed yet)"}; site failures from ${destinationsServed ? "GET /relay/destinations/:transport/:queue history" : "— (no destinations route: not checked)"}`,
+    tried:
+      `${misbehaving.length} misbehaving sinks (${misbehaving.map((r) => r.sc.fault).join(", ")}) and a healthy ` +
+      `bystander; back-off 1–2 s; events from ${eventsFrom}; site failures from ${failuresFrom}`,
     result: failed.length === 0 ? "pass" : "fail",
-    figures: `${passed}/${verdicts.length} as expected${verdicts.some((v) => v.pending) ? ` (+ greeting timeout in flight after ${GREETING_WAIT_QUICK_S} s; the 300 s timeout is not awaited in --quick)` : ""}; ${failed.length ? `failed: ${failed.map((v) => v.fault).join(", ")}` : "no failure"} (per fault below)`,
+    figures: `${passed}/${verdicts.length} as expected${pendingNote}; ${failedNote} (per fault below)`,
     table: [
       "| fault | what the sink did | result | observed |",
       "|---|---|---|---|",
       ...verdicts.map(
         (v) =>
-          `| ${v.fault} | ${SCENARIOS.find((s) => s.fault === v.fault)!.what} | ${v.pending ? "PENDING" : v.ok ? "ok" : "FAIL"} | ${v.summary.replace(/\|/g, "\\|")} |`,
+          `| ${v.fault} | ${SCENARIOS.find((s) => s.fault === v.fault)!.what} ` +
+          `| ${v.pending ? "PENDING" : v.ok ? "ok" : "FAIL"} ` +
+          `| ${v.summary.replace(/\|/g, "\\|")} |`,
       ),
     ].join("\n"),
     failures: failed.map((v) => `${v.fault}: ${v.problems.join("; ")}`),

@@ -375,7 +375,10 @@ function batchRequest(limits: Limits) {
 
 const rawMessage = fc.tuple(addr, subject, text, fc.nat(1_000_000)).map(([from, s, t, n]) => ({
   from,
-  text: `From: ${from}\r\nTo: someone@fuzz.example\r\nSubject: ${s.replace(/[^\x20-\x7e]/g, "?")}\r\nMessage-ID: <fz-${n}@fuzz.example>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n${t.replace(/\r?\n/g, "\r\n")}\r\n`,
+  text:
+    `From: ${from}\r\nTo: someone@fuzz.example\r\n` +
+    `Subject: ${s.replace(/[^\x20-\x7e]/g, "?")}\r\nMessage-ID: <fz-${n}@fuzz.example>\r\n` +
+    `Content-Type: text/plain; charset=utf-8\r\n\r\n${t.replace(/\r?\n/g, "\r\n")}\r\n`,
 }));
 
 const rawRequest = fc

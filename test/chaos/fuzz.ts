@@ -280,7 +280,8 @@ async function checkDelivery(rt: Runtime, sink: Catcher, t: Tally, timeoutS: num
   for (const x of missing().slice(0, 20)) {
     const rs = await recipientsOf(rt, x.id);
     notDelivered.push(
-      `${x.id} (request ${x.index}) rcpts ${JSON.stringify(rs?.map((r) => [r.email, r.status, r.last_response?.code, r.last_response?.text?.slice(0, 60)]) ?? "?")}`,
+      `${x.id} (request ${x.index}) ` +
+        `rcpts ${JSON.stringify(rs?.map((r) => [r.email, r.status, r.last_response?.code, r.last_response?.text?.slice(0, 60)]) ?? "?")}`,
     );
   }
   const parseFailures: string[] = [];
@@ -388,11 +389,18 @@ async function campaign(rt: Runtime, sink: Catcher, o: FuzzOptions): Promise<Cam
     .join("; ");
   return {
     campaign: "fuzz",
-    tried: `${reqs.length} fast-check requests (seed ${o.seed}): POST /emails, /emails/batch (strict/permissive), /relay/messages/raw, PATCH/GET /emails/:id, Idempotency-Key reuse; malformed JSON, wrong types, oversized fields, CR/LF in every header-bearing field, invalid and internationalized addresses, huge attachments (limit 1 MiB), invalid base64`,
+    tried:
+      `${reqs.length} fast-check requests (seed ${o.seed}): POST /emails, /emails/batch ` +
+      `(strict/permissive), /relay/messages/raw, PATCH/GET /emails/:id, Idempotency-Key reuse; ` +
+      `malformed JSON, wrong types, oversized fields, CR/LF in every header-bearing field, ` +
+      `invalid and internationalized addresses, huge attachments (limit 1 MiB), invalid base64`,
     result: failures.length === 0 ? "pass" : "fail",
     figures:
-      `${t.fiveXx.length} 5xx; ${t.invalidAccepted.length} invalid accepted; ${t.expected.length} accepted messages, ${t.expected.length - d.missing} delivered, ${d.parsedOk} parsed as sent; ` +
-      `${t.validRejected.length} valid rejected; open cases accepted ${t.eitherAccepted} / rejected ${t.eitherRejected}; ${(reqs.length / sendS).toFixed(0)} req/s; ${kinds}`,
+      `${t.fiveXx.length} 5xx; ${t.invalidAccepted.length} invalid ` +
+      `accepted; ${t.expected.length} accepted messages, ${t.expected.length - d.missing} ` +
+      `delivered, ${d.parsedOk} parsed as sent; ` +
+      `${t.validRejected.length} valid rejected; open cases accepted ${t.eitherAccepted} / ` +
+      `rejected ${t.eitherRejected}; ${(reqs.length / sendS).toFixed(0)} req/s; ${kinds}`,
     failures,
     details: {
       seed: o.seed,

@@ -70,7 +70,9 @@ async function runOne(name: string): Promise<CampaignResult> {
       r.details = { ...r.details, proxy_resets: proxyResets.count };
     }
     if (lostConnections.count > 0) {
-      r.figures += `; ${lostConnections.count} POSTs sent again under their Idempotency-Key after the connection closed before an answer (${[...lostConnections.causes].join("; ")})`;
+      r.figures +=
+        `; ${lostConnections.count} POSTs sent again under their Idempotency-Key after the ` +
+        `connection closed before an answer (${[...lostConnections.causes].join("; ")})`;
       r.details = { ...r.details, lost_connections: lostConnections.count };
     }
     log(`== ${name}: ${r.result.toUpperCase()} in ${((Date.now() - t0) / 1000).toFixed(0)} s — ${r.figures}`);

@@ -357,7 +357,10 @@ async function campaign(rt: Runtime, sinks: Sinks, o: LoadOptions, flaps: () => 
   await job;
   const ratio = pct(busy, 50) / pct(idle, 50);
   o.log(
-    `  under a ${bulkRcpts}-recipient bulk job: p50 ${pct(busy, 50)} ms, p90 ${pct(busy, 90)} ms (${busy.length} probes, one a second from the bulk job's first POST until it drained; the POST alone p50 ${pct(busyAccepts, 50)} ms) → ratio ${ratio.toFixed(2)}`,
+    `  under a ${bulkRcpts}-recipient bulk job: p50 ${pct(busy, 50)} ms, ` +
+      `p90 ${pct(busy, 90)} ms (${busy.length} probes, one a second from the bulk job's first ` +
+      `POST until it drained; the POST alone p50 ${pct(busyAccepts, 50)} ms) → ` +
+      `ratio ${ratio.toFixed(2)}`,
   );
   while (!bulkDone()) await sleep(1000);
   counter.earlier = bulkRcpts + sent.probes;
@@ -404,12 +407,23 @@ async function campaign(rt: Runtime, sinks: Sinks, o: LoadOptions, flaps: () => 
     );
   return {
     campaign: "load",
-    tried: `${o.seconds} s of POST /emails paced at the measured ceiling (1–3 rcpts over 3 destinations), one destination refusing/accepting every ${FLAP_S} s (${flaps()} flips); small-message latency idle vs under a ${bulkRcpts}-recipient bulk job to the same destination`,
+    tried:
+      `${o.seconds} s of POST /emails paced at the measured ceiling (1–3 rcpts over 3 ` +
+      `destinations), one destination refusing/accepting every ${FLAP_S} s (${flaps()} flips); ` +
+      `small-message latency idle vs under a ${bulkRcpts}-recipient bulk job to the same destination`,
     result: failures.length === 0 ? "pass" : "fail",
     figures:
-      `ceiling ${ceil.toFixed(0)}/s, offered ${s.offered.toFixed(0)}/s, accepted ${s.rate.toFixed(0)}/s (${s.ok}/${s.sent}, ${s.refused} refused with 429, ${s.fiveXx} 5xx); delivery ${deliverRate.toFixed(0)} rcpts/s under load, ${drainRate.toFixed(0)} rcpts/s after; ` +
-      `queue max ${maxQueue} rcpts, growth ${growth.toFixed(0)} rcpts/s, ${left} still queued after a ${drainS.toFixed(0)} s drain (≈ ${drainRate > 0 ? Math.round(left / drainRate / 60) : "∞"} min more); flapping destination ${flapArrived}/${flapAccepted} delivered; ` +
-      `RSS ${Math.min(...rss)}→${Math.max(...rss)} MB; latency p50 idle ${pct(idle, 50)} ms, under bulk ${pct(busy, 50)} ms = ${ratio.toFixed(2)}× (p90 ${pct(idle, 90)} / ${pct(busy, 90)} ms)`,
+      `ceiling ${ceil.toFixed(0)}/s, offered ${s.offered.toFixed(0)}/s, ` +
+      `accepted ${s.rate.toFixed(0)}/s (${s.ok}/${s.sent}, ${s.refused} refused with ` +
+      `429, ${s.fiveXx} 5xx); delivery ${deliverRate.toFixed(0)} rcpts/s under ` +
+      `load, ${drainRate.toFixed(0)} rcpts/s after; ` +
+      `queue max ${maxQueue} rcpts, growth ${growth.toFixed(0)} rcpts/s, ${left} still queued ` +
+      `after a ${drainS.toFixed(0)} s drain ` +
+      `(≈ ${drainRate > 0 ? Math.round(left / drainRate / 60) : "∞"} min more); flapping ` +
+      `destination ${flapArrived}/${flapAccepted} delivered; ` +
+      `RSS ${Math.min(...rss)}→${Math.max(...rss)} MB; latency p50 idle ${pct(idle, 50)} ms, ` +
+      `under bulk ${pct(busy, 50)} ms = ${ratio.toFixed(2)}× (p90 ${pct(idle, 90)} ` +
+      `/ ${pct(busy, 90)} ms)`,
     failures,
     details: {
       ceiling_per_s: Math.round(ceil),

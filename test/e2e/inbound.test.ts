@@ -231,103 +231,113 @@ describe("mail that comes back through Email Routing", () => {
     expect(s.find((x) => x.address === rcpts[0])).toMatchObject({ reason: "bounce:invalid_recipient" });
   }, 60_000);
 
-  it("forged reports change nothing, and the operator sees each: a VERP DSN naming another recipient, a co-recipient's DSN and ARF, a stranger's ARF", async () => {
-    const away = rcpts[4];
-    const co = rcpts[5];
-    const custom = (
-      await api<{ id: string }>("POST", "/emails", {
-        from: "Acme <no-reply@acme.test>",
-        to: "custom@sink.test",
-        subject: "Custom",
-        text: "Hi",
-        headers: { "Message-ID": "<custom-e2e@acme.test>" },
-      })
-    ).id;
-    await until(
-      async () => ((await recipients(custom))[0]!.status === "delivered" ? true : undefined),
-      "custom delivered",
-    );
-    // The custom Message-ID is found through the D1 index, which the delivery stage writes a moment later.
-    await until(
-      async () =>
-        (await api<{ data: { id: string }[] }>("GET", "/emails?limit=100")).data.some((e) => e.id === custom)
-          ? true
-          : undefined,
-      "custom indexed",
-    );
-    const forged = [
-      await deliverInbound(
-        "gmail-5.1.1.eml",
-        { ...vars(away), TO: envelopes.get(co)!.mailFrom },
-        "MAILER-DAEMON@mx.example.net",
-        "<forged-verp@example.org>",
-      ),
-      await deliverInbound(
-        "outlook-5.1.10.eml",
-        { ...vars(away), TO: `postmaster@${BOUNCE_DOMAIN}` },
-        co,
-        "<forged-dsn@sink.test>",
-      ),
-      await post(
-        fixtureText("arf.eml", { ...vars(away), TO: `fbl@${BOUNCE_DOMAIN}` })
-          .replace("Feedback Loop <fbl@isp.example>", `<${co}>`)
-          .replace("<arf-1@isp.example>", "<forged-arf@sink.test>"),
-        `fbl@${BOUNCE_DOMAIN}`,
-        co,
-      ),
-      await deliverInbound(
-        "arf.eml",
-        { TO: `fbl@${BOUNCE_DOMAIN}`, RCPT: "custom@sink.test", MSGID: "<custom-e2e@acme.test>", SUBJECT: "Custom" },
-        "stranger@example.org",
-        "<forged-custom@example.org>",
-      ),
-    ];
-    for (const r of forged) expect(r.status, r.text).toBe(200);
-    const reports = await until(async () => {
-      const l = await api<{ data: { verdict: string; kind: string; message_id: string }[] }>(
-        "GET",
-        "/relay/inbound/reports?limit=100",
+  it(
+    "forged reports change nothing, and the operator sees each: a VERP DSN naming another " +
+      "recipient, a co-recipient's DSN and ARF, a stranger's ARF",
+    async () => {
+      const away = rcpts[4];
+      const co = rcpts[5];
+      const custom = (
+        await api<{ id: string }>("POST", "/emails", {
+          from: "Acme <no-reply@acme.test>",
+          to: "custom@sink.test",
+          subject: "Custom",
+          text: "Hi",
+          headers: { "Message-ID": "<custom-e2e@acme.test>" },
+        })
+      ).id;
+      await until(
+        async () => ((await recipients(custom))[0]!.status === "delivered" ? true : undefined),
+        "custom delivered",
       );
-      return l.data.filter((x) => x.message_id.startsWith("<forged-")).length === 4 ? l.data : undefined;
-    }, "the forged reports in GET /relay/inbound/reports");
-    const verdict = (id: string) => reports.find((x) => x.message_id === id)?.verdict;
-    expect([
-      verdict("<forged-verp@example.org>"),
-      verdict("<forged-dsn@sink.test>"),
-      verdict("<forged-arf@sink.test>"),
-      verdict("<forged-custom@example.org>"),
-    ]).toEqual(["mismatch", "unauthenticated", "unauthenticated", "unauthenticated"]);
-    await new Promise((r) => setTimeout(r, 1000));
-    expect((await recipients(id)).filter((r) => r.email === away || r.email === co).map((r) => r.status)).toEqual([
-      "delivered",
-      "delivered",
-    ]);
-    expect((await recipients(custom))[0]!.status).toBe("delivered");
-    const feed = await api<Feed>("GET", "/relay/events?limit=100");
-    expect(
-      feed.data.filter(
-        (e) =>
-          [away, co, "custom@sink.test"].includes(e.data.recipient as never) &&
-          ["email.bounced", "email.complained"].includes(e.type),
-      ),
-    ).toEqual([]);
-    for (const a of [away, co, "custom@sink.test"])
-      expect((await api<{ data: unknown[] }>("GET", `/relay/suppressions?address=${a}`)).data).toEqual([]);
-  }, 60_000);
+      // The custom Message-ID is found through the D1 index, which the delivery stage writes a moment later.
+      await until(
+        async () =>
+          (await api<{ data: { id: string }[] }>("GET", "/emails?limit=100")).data.some((e) => e.id === custom)
+            ? true
+            : undefined,
+        "custom indexed",
+      );
+      const forged = [
+        await deliverInbound(
+          "gmail-5.1.1.eml",
+          { ...vars(away), TO: envelopes.get(co)!.mailFrom },
+          "MAILER-DAEMON@mx.example.net",
+          "<forged-verp@example.org>",
+        ),
+        await deliverInbound(
+          "outlook-5.1.10.eml",
+          { ...vars(away), TO: `postmaster@${BOUNCE_DOMAIN}` },
+          co,
+          "<forged-dsn@sink.test>",
+        ),
+        await post(
+          fixtureText("arf.eml", { ...vars(away), TO: `fbl@${BOUNCE_DOMAIN}` })
+            .replace("Feedback Loop <fbl@isp.example>", `<${co}>`)
+            .replace("<arf-1@isp.example>", "<forged-arf@sink.test>"),
+          `fbl@${BOUNCE_DOMAIN}`,
+          co,
+        ),
+        await deliverInbound(
+          "arf.eml",
+          { TO: `fbl@${BOUNCE_DOMAIN}`, RCPT: "custom@sink.test", MSGID: "<custom-e2e@acme.test>", SUBJECT: "Custom" },
+          "stranger@example.org",
+          "<forged-custom@example.org>",
+        ),
+      ];
+      for (const r of forged) expect(r.status, r.text).toBe(200);
+      const reports = await until(async () => {
+        const l = await api<{ data: { verdict: string; kind: string; message_id: string }[] }>(
+          "GET",
+          "/relay/inbound/reports?limit=100",
+        );
+        return l.data.filter((x) => x.message_id.startsWith("<forged-")).length === 4 ? l.data : undefined;
+      }, "the forged reports in GET /relay/inbound/reports");
+      const verdict = (id: string) => reports.find((x) => x.message_id === id)?.verdict;
+      expect([
+        verdict("<forged-verp@example.org>"),
+        verdict("<forged-dsn@sink.test>"),
+        verdict("<forged-arf@sink.test>"),
+        verdict("<forged-custom@example.org>"),
+      ]).toEqual(["mismatch", "unauthenticated", "unauthenticated", "unauthenticated"]);
+      await new Promise((r) => setTimeout(r, 1000));
+      expect((await recipients(id)).filter((r) => r.email === away || r.email === co).map((r) => r.status)).toEqual([
+        "delivered",
+        "delivered",
+      ]);
+      expect((await recipients(custom))[0]!.status).toBe("delivered");
+      const feed = await api<Feed>("GET", "/relay/events?limit=100");
+      expect(
+        feed.data.filter(
+          (e) =>
+            [away, co, "custom@sink.test"].includes(e.data.recipient as never) &&
+            ["email.bounced", "email.complained"].includes(e.type),
+        ),
+      ).toEqual([]);
+      for (const a of [away, co, "custom@sink.test"])
+        expect((await api<{ data: unknown[] }>("GET", `/relay/suppressions?address=${a}`)).data).toEqual([]);
+    },
+    60_000,
+  );
 
-  it("a delay warning and an out-of-office reply leave the recipient delivered; an ARF report DKIM-signed by a configured feedback loop is a complaint", async () => {
-    const away = vars(rcpts[4]);
-    expect((await deliverInbound("postfix-delay.eml", away, "MAILER-DAEMON@mx.example.net")).status).toBe(200);
-    expect((await deliverInbound("out-of-office.eml", away, rcpts[4])).status).toBe(200);
-    expect((await recipients(id)).find((r) => r.email === rcpts[4])!.status).toBe("delivered");
-    const arf = await signedArf({ ...away, TO: `fbl@${BOUNCE_DOMAIN}` });
-    const res = await post(arf, `fbl@${BOUNCE_DOMAIN}`, "fbl@isp.example");
-    expect(res.status, res.text).toBe(200);
-    await until(async () => {
-      const f = await api<Feed>("GET", "/relay/events?limit=100");
-      return f.data.some((e) => e.type === "email.complained" && e.data.recipient === rcpts[4]) ? true : undefined;
-    }, "email.complained");
-  }, 60_000);
+  it(
+    "a delay warning and an out-of-office reply leave the recipient delivered; an ARF " +
+      "report DKIM-signed by a configured feedback loop is a complaint",
+    async () => {
+      const away = vars(rcpts[4]);
+      expect((await deliverInbound("postfix-delay.eml", away, "MAILER-DAEMON@mx.example.net")).status).toBe(200);
+      expect((await deliverInbound("out-of-office.eml", away, rcpts[4])).status).toBe(200);
+      expect((await recipients(id)).find((r) => r.email === rcpts[4])!.status).toBe("delivered");
+      const arf = await signedArf({ ...away, TO: `fbl@${BOUNCE_DOMAIN}` });
+      const res = await post(arf, `fbl@${BOUNCE_DOMAIN}`, "fbl@isp.example");
+      expect(res.status, res.text).toBe(200);
+      await until(async () => {
+        const f = await api<Feed>("GET", "/relay/events?limit=100");
+        return f.data.some((e) => e.type === "email.complained" && e.data.recipient === rcpts[4]) ? true : undefined;
+      }, "email.complained");
+    },
+    60_000,
+  );
 
   it("refuses mail with no relation to any message", async () => {
     const res = await deliverInbound("unrelated.eml", { TO: `postmaster@${BOUNCE_DOMAIN}` }, "someone@example.org");
@@ -440,7 +450,9 @@ describe("one-click unsubscribe (RFC 8058)", () => {
     url.searchParams.set("to", to);
     const res = await devFetch(url.toString(), {
       method: "POST",
-      body: `From: ${other}\r\nTo: ${to}\r\nSubject: unsubscribe\r\nMessage-ID: <unsub-1@sink.test>\r\nDate: Thu, 26 Nov 2026 20:00:00 +0000\r\n\r\nunsubscribe\r\n`,
+      body:
+        `From: ${other}\r\nTo: ${to}\r\nSubject: unsubscribe\r\nMessage-ID: ` +
+        `<unsub-1@sink.test>\r\nDate: Thu, 26 Nov 2026 20:00:00 +0000\r\n\r\nunsubscribe\r\n`,
     });
     expect(res.status, await res.clone().text()).toBe(200);
     const e = await until(

@@ -56,7 +56,8 @@ beforeAll(async () => {
         return cb(
           Object.assign(
             new Error(
-              "5.7.1 Unfortunately, messages from [127.0.0.1] weren't sent. Please contact your Internet service provider since part of their network is on our block list (S3150).",
+              "5.7.1 Unfortunately, messages from [127.0.0.1] weren't sent. Please contact your " +
+                "Internet service provider since part of their network is on our block list (S3150).",
             ),
             { responseCode: 550 },
           ),

@@ -14,7 +14,8 @@ import { devFetch, startDevServer, type DevServer } from "../../scripts/lib/dev-
 import { until } from "./dev-api";
 
 const TSS04 =
-  "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes";
+  "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or " +
+  "user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes";
 
 let sink: SMTPServer;
 let port = 0;

@@ -16,7 +16,10 @@ beforeAll(async () => {
       "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'corp.example', 'relay'), (NULL, '*.big.example', 'bulk')",
     ),
     env.DB.prepare(
-      "INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES ('acme', 'gone@example.com', 'hard_bounce', ?1, NULL), ('*', 'everyone-hates@example.com', 'complaint', ?1, NULL), ('acme', 'was-soft@example.com', 'soft_bounce', ?1, ?2)",
+      "INSERT INTO suppressions (tenant_id, address, reason, created_at, expires_at) VALUES " +
+        "('acme', 'gone@example.com', 'hard_bounce', ?1, NULL), ('*', " +
+        "'everyone-hates@example.com', 'complaint', ?1, NULL), ('acme', 'was-soft@example.com', " +
+        "'soft_bounce', ?1, ?2)",
     ).bind(now, now - 1000),
   ]);
 });

@@ -13,7 +13,10 @@ import { indexMessages } from "../../worker/indexing/writes";
 import { prepareJobs, readEnvelopes } from "../../worker/delivery/session";
 import { isWebhookBundle, jobsOfBundle } from "../../worker/webhooks/jobs";
 
-/** D1 rows written by one 1-recipient message's happy path: 42 at 3da0cee, 16 since migration 0007, 13 since 0009 (a final recipient holds no state index entry), 11 since 0010 (no index of event ids). */
+/**
+ * D1 rows written by one 1-recipient message's happy path: 42 at 3da0cee, 16 since migration 0007,
+ * 13 since 0009 (a final recipient holds no state index entry), 11 since 0010 (no index of event ids).
+ */
 const ROWS_WRITTEN_BUDGET = 11;
 
 /** A D1 binding that sums rows written/read of every statement run through it. */
@@ -75,7 +78,9 @@ describe("D1 rows written per message", () => {
   it("a one-recipient email delivered at the first try, one webhook endpoint on every event", async () => {
     const tenant = "cost";
     await env.DB.prepare(
-      "INSERT INTO webhook_endpoints (id, tenant_id, endpoint, events, status, secret_enc, created_at, updated_at) VALUES ('we_cost', ?, 'https://hooks.example/cost', NULL, 'enabled', 'x', 0, 0)",
+      "INSERT INTO webhook_endpoints (id, tenant_id, endpoint, events, status, secret_enc, " +
+        "created_at, updated_at) VALUES ('we_cost', ?, 'https://hooks.example/cost', NULL, " +
+        "'enabled', 'x', 0, 0)",
     )
       .bind(tenant)
       .run();
@@ -147,12 +152,18 @@ describe("D1 rows written per message", () => {
     });
     expect(types).toEqual(["email.sent", "email.delivered"]);
     console.log(
-      `D1 per 1-recipient message: ${counted.totals.written} rows written (classify ${afterClassify}, delivery ${counted.totals.written - afterClassify}), ${counted.totals.read} rows read, ${counted.totals.statements} statements`,
+      `D1 per 1-recipient message: ${counted.totals.written} rows written ` +
+        `(classify ${afterClassify}, ` +
+        `delivery ${counted.totals.written - afterClassify}), ${counted.totals.read} rows ` +
+        `read, ${counted.totals.statements} statements`,
     );
     console.log(counted.totals.log.join("\n"));
     expect(counted.totals.written).toBeLessThanOrEqual(ROWS_WRITTEN_BUDGET);
   });
-  it("the delivery stage acknowledges a batch's events with one Outbox request per shard, and every message's events are forgotten; finished messages need none", async () => {
+  const ackPerShardTitle =
+    "the delivery stage acknowledges a batch's events with one Outbox request per shard, " +
+    "and every message's events are forgotten; finished messages need none";
+  it(ackPerShardTitle, async () => {
     const tenant = "ack";
     const webhooks = { send: async () => undefined, sendBatch: async () => undefined } as unknown as Queue;
     const calls: string[] = [];
@@ -248,7 +259,10 @@ describe("D1 rows written per message", () => {
       .first<{ n: number }>();
     expect(logged?.n).toBe(ids.length);
   });
-  it("the delivery stage reads a batch's envelopes with one Outbox request per shard, each job with its own message's; a session given them reads none", async () => {
+  const envelopesPerShardTitle =
+    "the delivery stage reads a batch's envelopes with one Outbox request per shard, each " +
+    "job with its own message's; a session given them reads none";
+  it(envelopesPerShardTitle, async () => {
     const calls: string[] = [];
     const outbox = {
       getByName: (name: string) => {

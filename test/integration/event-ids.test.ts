@@ -85,7 +85,9 @@ describe("event ids that name their email (migration 0010)", () => {
   it("finds an id of the earlier form through the partial index, and every look-up uses an index", async () => {
     const legacy = "evt_0123456789abcdef0123456789abcdef";
     await env.DB.prepare(
-      "INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, created_at, event_id, event_type, body) VALUES ('old', 7000000, 'm-old', -1, 0, 'email.sent', 7000, ?, 'email.sent', '{}')",
+      "INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, created_at, " +
+        "event_id, event_type, body) VALUES ('old', 7000000, 'm-old', -1, 0, 'email.sent', 7000, " +
+        "?, 'email.sent', '{}')",
     )
       .bind(legacy)
       .run();

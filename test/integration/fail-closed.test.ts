@@ -91,7 +91,8 @@ describe("a development worker", () => {
 
   it("takes no mail that Email Routing delivered: it throws, so the sender tries again later", async () => {
     const raw =
-      "Received: from mx.example.net (192.0.2.7) by email.cloudflare.net (unknown) id x for <b@bounces.test>\r\nFrom: a@example.net\r\nSubject: hi\r\n\r\nhi\r\n";
+      "Received: from mx.example.net (192.0.2.7) by email.cloudflare.net (unknown) id x for " +
+      "<b@bounces.test>\r\nFrom: a@example.net\r\nSubject: hi\r\n\r\nhi\r\n";
     const bytes = new TextEncoder().encode(raw);
     const message = {
       from: "a@example.net",

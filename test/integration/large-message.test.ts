@@ -99,7 +99,9 @@ async function count(sql: string, ...args: unknown[]): Promise<number> {
 describe("a 400-recipient message in D1", () => {
   it("indexes, logs and publishes accepted → queued → delivered", async () => {
     await env.DB.prepare(
-      "INSERT INTO webhook_endpoints (id, tenant_id, endpoint, events, status, secret_enc, created_at, updated_at) VALUES ('we_big', ?, 'https://hooks.example/big', NULL, 'enabled', 'x', 0, 0)",
+      "INSERT INTO webhook_endpoints (id, tenant_id, endpoint, events, status, secret_enc, " +
+        "created_at, updated_at) VALUES ('we_big', ?, 'https://hooks.example/big', NULL, " +
+        "'enabled', 'x', 0, 0)",
     )
       .bind(tenant)
       .run();

@@ -1,4 +1,7 @@
-/** Migration 0007 moves the old two logs into event_log: the feed keeps its order and ids, transitions keep their data, every seq is at least created_at * 1000. */
+/**
+ * Migration 0007 moves the old two logs into event_log: the feed keeps its order and ids,
+ * transitions keep their data, every seq is at least created_at * 1000.
+ */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import migration from "../../migrations/0007_one_event_log.sql?raw";
@@ -14,17 +17,26 @@ describe("migration 0007", () => {
     expect(moves).toHaveLength(2);
     await env.DB.batch([
       env.DB.prepare(
-        "CREATE TABLE events (tenant_id TEXT NOT NULL, seq INTEGER NOT NULL, source_key TEXT NOT NULL UNIQUE, type TEXT NOT NULL, email_id TEXT NOT NULL, recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (tenant_id, seq))",
+        "CREATE TABLE events (tenant_id TEXT NOT NULL, seq INTEGER NOT NULL, source_key TEXT " +
+          "NOT NULL UNIQUE, type TEXT NOT NULL, email_id TEXT NOT NULL, recipient TEXT, created_at " +
+          "INTEGER NOT NULL, data TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (tenant_id, seq))",
       ),
       env.DB.prepare(
-        "CREATE TABLE event_feed (tenant_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, email_id TEXT NOT NULL, recipient TEXT, created_at INTEGER NOT NULL, body TEXT NOT NULL, enqueued_at INTEGER, PRIMARY KEY (tenant_id, seq))",
+        "CREATE TABLE event_feed (tenant_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT " +
+          "NOT NULL UNIQUE, type TEXT NOT NULL, email_id TEXT NOT NULL, recipient TEXT, created_at " +
+          "INTEGER NOT NULL, body TEXT NOT NULL, enqueued_at INTEGER, PRIMARY KEY (tenant_id, seq))",
       ),
       // The feed's insertion order is not its time order (a late publication).
       env.DB.prepare(
-        "INSERT INTO event_feed VALUES ('mig', 1, 'evt_a', 'email.sent', 'm1', 'r@x', 5000, '{\"type\":\"email.sent\"}', 1), ('mig', 2, 'evt_b', 'email.delivered', 'm1', 'r@x', 9000, '{\"type\":\"email.delivered\"}', 1), ('mig', 3, 'evt_c', 'email.sent', 'm2', 'r@x', 7000, '{\"type\":\"email.sent\"}', 1)",
+        "INSERT INTO event_feed VALUES ('mig', 1, 'evt_a', 'email.sent', 'm1', 'r@x', 5000, " +
+          "'{\"type\":\"email.sent\"}', 1), ('mig', 2, 'evt_b', 'email.delivered', 'm1', 'r@x', " +
+          "9000, '{\"type\":\"email.delivered\"}', 1), ('mig', 3, 'evt_c', 'email.sent', 'm2', " +
+          "'r@x', 7000, '{\"type\":\"email.sent\"}', 1)",
       ),
       env.DB.prepare(
-        "INSERT INTO events VALUES ('mig', 1, 'm1:1', 'email.accepted', 'm1', NULL, 4000, '{}'), ('mig', 2, 'm1:2', 'email.queued', 'm1', 'r@x', 5000, '{}'), ('mig', 3, 'm1:12', 'email.delivered', 'm1', 'r@x', 9000, '{\"a\":1}')",
+        "INSERT INTO events VALUES ('mig', 1, 'm1:1', 'email.accepted', 'm1', NULL, 4000, " +
+          "'{}'), ('mig', 2, 'm1:2', 'email.queued', 'm1', 'r@x', 5000, '{}'), ('mig', 3, 'm1:12', " +
+          "'email.delivered', 'm1', 'r@x', 9000, '{\"a\":1}')",
       ),
       ...moves.map((sql) => env.DB.prepare(sql)),
       env.DB.prepare("DROP TABLE events"),

@@ -19,10 +19,12 @@ describe("migration 0018", () => {
     await env.DB.batch([
       env.DB.prepare("DROP TABLE domains"),
       // The table as migrations/0008 made it.
-      env.DB
-        .prepare(`CREATE TABLE domains (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, name TEXT NOT NULL UNIQUE, status TEXT NOT NULL DEFAULT 'not_started',
+      env.DB.prepare(
+        `CREATE TABLE domains (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, name TEXT NOT NULL UNIQUE, status TEXT NOT NULL DEFAULT 'not_started',
         region TEXT NOT NULL DEFAULT 'us-east-1', return_path TEXT NOT NULL DEFAULT 'send', open_tracking INTEGER NOT NULL DEFAULT 0,
-        click_tracking INTEGER NOT NULL DEFAULT 0, tls TEXT NOT NULL DEFAULT 'opportunistic', records TEXT NOT NULL, created_at INTEGER NOT NULL, verified_at INTEGER)`),
+        click_tracking INTEGER NOT NULL DEFAULT 0, tls TEXT NOT NULL DEFAULT 'opportunistic', records TEXT NOT NULL, ` +
+          `created_at INTEGER NOT NULL, verified_at INTEGER)`,
+      ),
       env.DB.prepare("CREATE INDEX domains_by_tenant ON domains (tenant_id, created_at)"),
       env.DB
         .prepare(`INSERT INTO domains (id, tenant_id, name, status, return_path, open_tracking, records, created_at, verified_at) VALUES

@@ -17,7 +17,8 @@ async function seedMessage(
   const events = opts.events ?? 3;
   await env.DB.batch([
     env.DB.prepare(
-      "INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, subject, last_event, updated_at) VALUES (?, ?, ?, NULL, 'a@x.test', '[]', 's', ?, ?)",
+      "INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, " +
+        "subject, last_event, updated_at) VALUES (?, ?, ?, NULL, 'a@x.test', '[]', 's', ?, ?)",
     ).bind(id, tenant, at, lastEvent, at + 1000),
     env.DB.prepare(
       `INSERT INTO recipients (message_id, idx, tenant_id, address, status, updated_at)
@@ -32,7 +33,8 @@ async function seedMessage(
     ).bind(id),
     env.DB.prepare(
       `INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data)
-      SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1) + ?3 * 1000 + j.key + 1, ?2, j.key, 0, 'email.delivered', 'r@example.com', ?3, '{}' FROM json_each(?4) AS j`,
+      SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1) + ?3 * 1000 + j.key + 1, ` +
+        `?2, j.key, 0, 'email.delivered', 'r@example.com', ?3, '{}' FROM json_each(?4) AS j`,
     ).bind(tenant, id, at, JSON.stringify(Array.from({ length: events }, () => 0))),
   ]);
 }
@@ -69,10 +71,12 @@ describe("D1 retention", () => {
     await seedMessage("01fresh", "ret-a", fresh, "delivered");
     await env.DB.batch([
       env.DB.prepare(
-        "INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at) VALUES ('we_ret', 'evt_old', 'ret-a', 'email.delivered', 8, 'x', ?)",
+        "INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, " +
+          "reason, created_at) VALUES ('we_ret', 'evt_old', 'ret-a', 'email.delivered', 8, 'x', ?)",
       ).bind(old),
       env.DB.prepare(
-        "INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, reason, created_at) VALUES ('we_ret', 'evt_new', 'ret-a', 'email.delivered', 8, 'x', ?)",
+        "INSERT INTO webhook_dead_letters (endpoint_id, event_id, tenant_id, type, attempts, " +
+          "reason, created_at) VALUES ('we_ret', 'evt_new', 'ret-a', 'email.delivered', 8, 'x', ?)",
       ).bind(fresh),
     ]);
 

@@ -42,7 +42,10 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     expect(again.applied).toBe(false); // reports are idempotent by entry id
   });
 
-  it("keeps the recipients of a small message in its admission row (no rcpt rows), a large one's as rows; both read, deferred, shaped and retried alike", async () => {
+  const smallMessageTitle =
+    "keeps the recipients of a small message in its admission row (no rcpt rows), a large " +
+    "one's as rows; both read, deferred, shaped and retried alike";
+  it(smallMessageTitle, async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-inline-rcpts");
     const now = Math.floor(Date.now() / 1000);
     await stub.admit({ id: "small", createTime: now, rcpts: rcpts(3, ["a.example"]) });
@@ -337,7 +340,10 @@ describe("DestinationQueue Durable Object", () => {
     expect((await stub.get()).record).toMatchObject({ window: 5, deadUntil: 0, failCohorts: 0 });
   });
 
-  it("after a restart, leases every entry in flight anew (its job may be in the queue): a late report applies, an unreported entry is crashed when that lease runs out", async () => {
+  const restartLeasesTitle =
+    "after a restart, leases every entry in flight anew (its job may be in the queue): a " +
+    "late report applies, an unreported entry is crashed when that lease runs out";
+  it(restartLeasesTitle, async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-unsent");
     await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, ["a.example", "b.example"]) });
     const { entries } = await stub.dispatch(10);
@@ -403,7 +409,11 @@ describe("DestinationQueue Durable Object", () => {
     expect((await again.inspect()).inflight).toBe(0);
   });
 
-  it("a hand-off it never saw return (stopped inside sendBatch) is on record as such: after the start, with DELIVERY = queue, its entries are leased for AGENT_CHECK_SECONDS only, until a consumer asks about them; one that returned keeps the full lease", async () => {
+  const unreturnedHandOffTitle =
+    "a hand-off it never saw return (stopped inside sendBatch) is on record as such: after " +
+    "the start, with DELIVERY = queue, its entries are leased for AGENT_CHECK_SECONDS only, " +
+    "until a consumer asks about them; one that returned keeps the full lease";
+  it(unreturnedHandOffTitle, async () => {
     const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-cut-send");
     const sent: number[] = [];
     await runInDurableObject(fresh(), async (instance) => {

@@ -58,7 +58,8 @@ describe("one-click unsubscribe", () => {
     const links = header(h, "List-Unsubscribe")!;
     expect(links).toMatch(
       new RegExp(
-        `^<http://relay\\.test/unsubscribe/${id.replace(/-/g, "")}-0-[0-9a-f]{12}>, <mailto:unsubscribe\\+${id.replace(/-/g, "")}-0-[0-9a-f]{12}@bounces\\.relay\\.test>$`,
+        `^<http://relay\\.test/unsubscribe/${id.replace(/-/g, "")}-0-[0-9a-f]{12}>, ` +
+          `<mailto:unsubscribe\\+${id.replace(/-/g, "")}-0-[0-9a-f]{12}@bounces\\.relay\\.test>$`,
       ),
     );
     expect(header(h, "List-Unsubscribe-Post")).toBe("List-Unsubscribe=One-Click");
@@ -133,52 +134,60 @@ describe("one-click unsubscribe", () => {
     for (const id of others) expect(await eventually(() => lastEvent(id), 10_000, "classified")).not.toBe("suppressed");
   }, 30_000);
 
-  it("an unsubscribe without a topic holds back all the tenant's bulk mail, never its transactional mail; a bounce or complaint entry holds back both", async () => {
-    await env.DB.prepare(
-      "INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES ('acme', 'all-bulk@example.com', 'bulk', 'unsubscribe', ?1, NULL), ('acme', 'gone@example.com', '', 'complaint', ?1, NULL), ('acme', 'gone@example.com', 'bulk:news', 'unsubscribe:news', ?1, NULL)",
-    )
-      .bind(Date.now())
-      .run();
-    const lastEvent = async (id: string) => {
-      // The recipient's status once classified: "suppressed", or past "incoming" (no delivery runs here).
-      const r = await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string }[] }>();
-      const status = r.recipients[0]?.status;
-      return status === undefined || status === "incoming" ? undefined : status;
-    };
-    const cases: [Record<string, unknown>, boolean][] = [
-      [{ to: "all-bulk@example.com", unsubscribe: true }, true],
-      [{ to: "all-bulk@example.com", unsubscribe: { topic: "news" } }, true],
-      [{ to: "all-bulk@example.com" }, false],
-      [{ to: "gone@example.com" }, true],
-      [{ to: "gone@example.com", unsubscribe: { topic: "offers" } }, true],
-    ];
-    // One after the other: five at once would exceed a tenant's 3 accept slots (accept-gate.ts).
-    const ids: string[] = [];
-    for (const [body] of cases) ids.push(await send(body));
-    for (const [i, id] of ids.entries()) {
-      const last = await eventually(() => lastEvent(id), 10_000, `email ${i} classified`);
-      expect(last === "suppressed", `email ${i}: ${last}`).toBe(cases[i]![1]);
-    }
-    // The list shows one entry per scope; DELETE ?scope= removes one, DELETE without removes the rest.
-    const page = await (
-      await callWithKey(key, "GET", "/relay/suppressions?address=gone@example.com")
-    ).json<{ data: { scope: string; reason: string }[] }>();
-    expect(page.data.map((d) => [d.scope, d.reason])).toEqual([
-      ["all", "complaint"],
-      ["bulk:news", "unsubscribe:news"],
-    ]);
-    expect(
-      await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json(),
-    ).toMatchObject({ deleted: true, count: 1 });
-    expect(
-      await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json(),
-    ).toMatchObject({ name: "not_found" });
-    expect((await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=nope")).status).toBe(422);
-    expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com")).json()).toMatchObject({
-      deleted: true,
-      count: 1,
-    });
-  }, 30_000);
+  it(
+    "an unsubscribe without a topic holds back all the tenant's bulk mail, never its " +
+      "transactional mail; a bounce or complaint entry holds back both",
+    async () => {
+      await env.DB.prepare(
+        "INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) " +
+          "VALUES ('acme', 'all-bulk@example.com', 'bulk', 'unsubscribe', ?1, NULL), ('acme', " +
+          "'gone@example.com', '', 'complaint', ?1, NULL), ('acme', 'gone@example.com', " +
+          "'bulk:news', 'unsubscribe:news', ?1, NULL)",
+      )
+        .bind(Date.now())
+        .run();
+      const lastEvent = async (id: string) => {
+        // The recipient's status once classified: "suppressed", or past "incoming" (no delivery runs here).
+        const r = await (await callWithKey(key, "GET", `/emails/${id}`)).json<{ recipients: { status: string }[] }>();
+        const status = r.recipients[0]?.status;
+        return status === undefined || status === "incoming" ? undefined : status;
+      };
+      const cases: [Record<string, unknown>, boolean][] = [
+        [{ to: "all-bulk@example.com", unsubscribe: true }, true],
+        [{ to: "all-bulk@example.com", unsubscribe: { topic: "news" } }, true],
+        [{ to: "all-bulk@example.com" }, false],
+        [{ to: "gone@example.com" }, true],
+        [{ to: "gone@example.com", unsubscribe: { topic: "offers" } }, true],
+      ];
+      // One after the other: five at once would exceed a tenant's 3 accept slots (accept-gate.ts).
+      const ids: string[] = [];
+      for (const [body] of cases) ids.push(await send(body));
+      for (const [i, id] of ids.entries()) {
+        const last = await eventually(() => lastEvent(id), 10_000, `email ${i} classified`);
+        expect(last === "suppressed", `email ${i}: ${last}`).toBe(cases[i]![1]);
+      }
+      // The list shows one entry per scope; DELETE ?scope= removes one, DELETE without removes the rest.
+      const page = await (
+        await callWithKey(key, "GET", "/relay/suppressions?address=gone@example.com")
+      ).json<{ data: { scope: string; reason: string }[] }>();
+      expect(page.data.map((d) => [d.scope, d.reason])).toEqual([
+        ["all", "complaint"],
+        ["bulk:news", "unsubscribe:news"],
+      ]);
+      expect(
+        await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json(),
+      ).toMatchObject({ deleted: true, count: 1 });
+      expect(
+        await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=bulk:news")).json(),
+      ).toMatchObject({ name: "not_found" });
+      expect((await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com?scope=nope")).status).toBe(422);
+      expect(await (await callWithKey(key, "DELETE", "/relay/suppressions/gone@example.com")).json()).toMatchObject({
+        deleted: true,
+        count: 1,
+      });
+    },
+    30_000,
+  );
 
   it("a link with a forged or altered token is a 404 page, GET and POST alike", async () => {
     const id = await send({ to: "forged@example.com", unsubscribe: true });

@@ -118,7 +118,8 @@ describe.skipIf(!isRoot())("POST /emails → relay (wrangler dev, mx kind) → p
     console.log(
       `relay → postfix: ${MESSAGES} messages accepted by the API in ${acceptedMs.toFixed(0)} ms, all in Postfix's Maildir after ` +
         `${deliveredMs.toFixed(0)} ms (${((MESSAGES * 1000) / deliveredMs).toFixed(1)} deliveries/s); maillog: accepted=${counts.accepted} ` +
-        `sent=${counts.sent} deferred=${counts.deferred} bounced=${counts.bounced} removed=${counts.removed}; maildir=${files.length}; API: ${JSON.stringify(states)}`,
+        `sent=${counts.sent} deferred=${counts.deferred} bounced=${counts.bounced} ` +
+        `removed=${counts.removed}; maildir=${files.length}; API: ${JSON.stringify(states)}`,
     );
   }, 240_000);
 });

@@ -161,7 +161,10 @@ describe("compliance: warn (the default)", () => {
     },
   );
 
-  it("a verified domain's one-click unsubscribe is signed by its own key (only the test's http origin is warned of), and the check asks DNS nothing", async () => {
+  const ownKeyTitle =
+    "a verified domain's one-click unsubscribe is signed by its own key (only the test's " +
+    "http origin is warned of), and the check asks DNS nothing";
+  it(ownKeyTitle, async () => {
     const before = await queries();
     const res = await callWithKey(
       key,

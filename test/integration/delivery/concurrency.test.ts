@@ -105,7 +105,10 @@ describe("a server that allows 5 sessions and answers 421 beyond that", () => {
       }
       const tail = windows.slice(-Math.max(1, Math.floor(windows.length / 3)));
       console.log(
-        `limited sink: ${s.connections} connections, ${s.sessions} sessions, ${s.refused} refused with 421, at most ${s.maxConcurrent} at once; window samples: ${windows.length}, max ${Math.max(...windows)}, last third ${JSON.stringify([...new Set(tail)])}`,
+        `limited sink: ${s.connections} connections, ${s.sessions} sessions, ${s.refused} ` +
+          `refused with 421, at most ${s.maxConcurrent} at once; window ` +
+          `samples: ${windows.length}, max ${Math.max(...windows)}, last ` +
+          `third ${JSON.stringify([...new Set(tail)])}`,
       );
       expect(s.maxConcurrent).toBeLessThanOrEqual(5);
       // Durably taken, waiting for room in the active queue, and explained as such.

@@ -22,7 +22,8 @@ beforeAll(async () => {
       `[127.0.0.1]:${sink.closedPort}`,
     ),
     env.DB.prepare(
-      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'ctl-a.test', 'ctl'), (NULL, 'ctl-b.test', 'ctl'), (NULL, 'ctl-move.test', 'ctlrefused')",
+      "INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'ctl-a.test', 'ctl'), " +
+        "(NULL, 'ctl-b.test', 'ctl'), (NULL, 'ctl-move.test', 'ctlrefused')",
     ),
   ]);
 });

@@ -149,7 +149,10 @@ describe("complaints", () => {
     SUBJECT: "news",
   });
 
-  it("a co-recipient's ARF report and a stranger's by a custom Message-ID change nothing; a DKIM-aligned configured feedback loop's is a complaint", async () => {
+  const forgedReportsTitle =
+    "a co-recipient's ARF report and a stranger's by a custom Message-ID change nothing; a " +
+    "DKIM-aligned configured feedback loop's is a complaint";
+  it(forgedReportsTitle, async () => {
     id = await send(key, email({ to, subject: "news", headers: { "Message-ID": "<custom-37@acme.test>" } }), null);
     await recipientsWhen(key, id, (r) => r.status === "delivered", "delivered");
     // A custom Message-ID is found through the D1 index, which the delivery stage writes a moment later.

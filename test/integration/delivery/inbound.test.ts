@@ -124,7 +124,10 @@ describe("VERP and mail that comes back", () => {
     expect(await suppression(rcpts[2]!)).toBeUndefined();
   });
 
-  it("a delay notice publishes email.delivery_delayed with the MTA's text; automatic replies, marked or not, change nothing and are never refused", async () => {
+  const delayNoticeTitle =
+    "a delay notice publishes email.delivery_delayed with the MTA's text; automatic " +
+    "replies, marked or not, change nothing and are never refused";
+  it(delayNoticeTitle, async () => {
     const bob = rcpts[1]!;
     expect(await inbound(filled(delay, vars(bob)), verp[bob]!)).toEqual({ kind: "delay", rejected: null });
     const late = await eventually(

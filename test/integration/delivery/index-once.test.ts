@@ -107,7 +107,10 @@ describe("the index of a message handed straight to delivery", () => {
     }
   });
 
-  it("a finishing outcome keeps its event in the recipient row; if the delivery stage never indexes it, the sweeper forwards it after the lag, once", async () => {
+  const finishingOutcomeTitle =
+    "a finishing outcome keeps its event in the recipient row; if the delivery stage never " +
+    "indexes it, the sweeper forwards it after the lag, once";
+  it(finishingOutcomeTitle, async () => {
     const transport = env.TRANSPORT_QUEUE.getByName("lag");
     await transport.setPolicy("transport:lag", { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 });
     try {

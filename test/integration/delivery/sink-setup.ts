@@ -80,7 +80,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
       name: "tss04",
       mailFromReply: {
         code: 421,
-        text: "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes",
+        text:
+          "4.7.0 [TSS04] Messages from 127.0.0.1 temporarily deferred due to unexpected volume or " +
+          "user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes",
         times: 1,
       },
     },

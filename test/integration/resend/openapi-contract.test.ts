@@ -255,7 +255,10 @@ beforeAll(async () => {
   );
   await updateDomain(env.DB, "contract", id, { receiving: true });
   const raw = new TextEncoder().encode(
-    "From: a@o.example\r\nTo: help@in.contract.example\r\nSubject: hi\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b\r\nContent-Type: text/plain; name=n.txt\r\nContent-Disposition: attachment; filename=n.txt\r\n\r\nnote\r\n--b--\r\n",
+    "From: a@o.example\r\nTo: help@in.contract.example\r\nSubject: hi\r\nMIME-Version: " +
+      "1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: " +
+      "text/plain\r\n\r\nhello\r\n--b\r\nContent-Type: text/plain; name=n.txt\r\n" +
+      "Content-Disposition: attachment; filename=n.txt\r\n\r\nnote\r\n--b--\r\n",
   );
   await handleInbound(
     {

@@ -112,7 +112,8 @@ describe("Resend's suppressions", () => {
     const now = Date.now();
     await env.DB.batch([
       env.DB.prepare(
-        "INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES ('rsup-a', 'b@x.example', '', 'bounce:invalid_recipient', ?, ?)",
+        "INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) " +
+          "VALUES ('rsup-a', 'b@x.example', '', 'bounce:invalid_recipient', ?, ?)",
       ).bind(now, now + 86_400_000),
       env.DB.prepare(
         "INSERT INTO suppressions (tenant_id, address, scope, reason, created_at, expires_at) VALUES ('rsup-a', 'c@x.example', '', 'complaint', ?, NULL)",

@@ -166,7 +166,10 @@ describe("the learned ceiling", () => {
     expect(params()).toMatchObject({ ceilingMemory: 3600, probeDelay: 1 });
   });
 
-  it("property: with the option off, every report sequence gives exactly Postfix's records; with it on, the window never passes the ceiling by more than the one probe step", () => {
+  const ceilingPropertyTitle =
+    "property: with the option off, every report sequence gives exactly Postfix's records; " +
+    "with it on, the window never passes the ceiling by more than the one probe step";
+  it(ceilingPropertyTitle, () => {
     const report = fc.record({
       busy: fc.integer({ min: 1, max: 25 }),
       kind: fc.constantFrom("ok", "refusal", "lost"),

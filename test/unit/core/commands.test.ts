@@ -108,14 +108,17 @@ const PEER_BATCH_CASE = JSON.parse(`[{
   "config": {
     "qmgr_message_active_limit": 1, "qmgr_message_recipient_limit": 1, "qmgr_message_recipient_minimum": 2,
     "initial_destination_concurrency": 1, "default_destination_concurrency_limit": 0, "default_destination_recipient_limit": 0,
-    "default_destination_concurrency_positive_feedback": "1", "default_destination_concurrency_negative_feedback": "1", "default_destination_concurrency_failed_cohort_limit": 0,
+    "default_destination_concurrency_positive_feedback": "1", "default_destination_concurrency_negative_feedback": "1",
+    "default_destination_concurrency_failed_cohort_limit": 0,
     "default_delivery_slot_cost": 0, "default_delivery_slot_loan": 0, "default_delivery_slot_discount": 0,
     "default_minimum_delivery_slots": 0, "default_recipient_limit": 4, "default_extra_recipient_limit": 0,
     "default_recipient_refill_limit": 5, "default_recipient_refill_delay": 1, "default_process_limit": 2,
     "destination_idle_memory": 0, "minimal_backoff_time": 10, "default_destination_concurrency_ceiling_memory": 0
   },
   "messages": [
-    {"rcpts":[{"dest":0,"transport":1},{"dest":1,"transport":1},{"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":2,"transport":1},{"dest":0,"transport":1}],"tenant":0,"priority":0,"singleRcpt":false},
+    {"rcpts":[{"dest":0,"transport":1},{"dest":1,"transport":1},{"dest":0,"transport":0},{"dest":0,"transport":0},
+              {"dest":0,"transport":0},{"dest":0,"transport":0},{"dest":2,"transport":1},{"dest":0,"transport":1}],
+     "tenant":0,"priority":0,"singleRcpt":false},
     {"rcpts":[{"dest":0,"transport":0}],"tenant":0,"priority":0,"singleRcpt":false}
   ],
   "ops": [
@@ -130,54 +133,64 @@ const PEER_BATCH_CASE = JSON.parse(`[{
 }, 360764795]`) as [ReplayScenario, number];
 
 describe("command journal", () => {
-  it(`replaying the journal since a snapshot reproduces the live state and every result, with removals and Destination DO verdicts mixed in (${RUNS} scenarios)`, () => {
-    fc.assert(
-      fc.property(replayArb, fc.nat(), (s, cut) => {
-        const live = Runner.fresh(s);
-        const { commands, results } = commandsOf(s, live);
-        // Rebuild: snapshot after `at` commands (from a second live run), then replay the rest.
-        const at = cut % (commands.length + 1);
-        const twin = Runner.fresh(s);
-        for (const c of commands.slice(0, at)) runCommand(twin.q, c);
-        const snap = JSON.parse(JSON.stringify(snapshotQmgr(twin.q))) as QmgrSnapshot<TestRcpt>;
-        const restored = restoreQmgr(snap, mustParseSchedulerConfig(s.config), twin.src);
-        const replayed = commands.slice(at).map((c) => {
-          const res = runCommand(restored, JSON.parse(JSON.stringify(c)) as Command);
-          return JSON.stringify({
-            e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]),
-            a: res.accepted,
-            f: res.effects,
-            r: res.removed?.map((x) => x.n),
-          });
-        });
-        expect(replayed).toEqual(results.slice(at));
-        expect(JSON.stringify(snapshotQmgr(restored))).toBe(JSON.stringify(snapshotQmgr(live.q)));
-      }),
-      { numRuns: RUNS, examples: [PEER_BATCH_CASE] },
-    );
-  }, 600_000);
-
-  it(`leaving out the commands that change nothing (empty dispatches, agreeing verdicts, ticks with no timer due) replays to the same results and state (${RUNS} scenarios)`, () => {
-    fc.assert(
-      fc.property(scenarioArb({ failures: true, control: true }), (s) => {
-        const live = Runner.fresh(s);
-        const { commands, results, journaled } = commandsOf(s, live);
-        const q = Runner.fresh(s).q;
-        commands.forEach((c, i) => {
-          if (!journaled[i]) return;
-          const res = runCommand(q, JSON.parse(JSON.stringify(c)) as Command);
-          expect(
-            JSON.stringify({
+  it(
+    `replaying the journal since a snapshot reproduces the live state and every result, ` +
+      `with removals and Destination DO verdicts mixed in (${RUNS} scenarios)`,
+    () => {
+      fc.assert(
+        fc.property(replayArb, fc.nat(), (s, cut) => {
+          const live = Runner.fresh(s);
+          const { commands, results } = commandsOf(s, live);
+          // Rebuild: snapshot after `at` commands (from a second live run), then replay the rest.
+          const at = cut % (commands.length + 1);
+          const twin = Runner.fresh(s);
+          for (const c of commands.slice(0, at)) runCommand(twin.q, c);
+          const snap = JSON.parse(JSON.stringify(snapshotQmgr(twin.q))) as QmgrSnapshot<TestRcpt>;
+          const restored = restoreQmgr(snap, mustParseSchedulerConfig(s.config), twin.src);
+          const replayed = commands.slice(at).map((c) => {
+            const res = runCommand(restored, JSON.parse(JSON.stringify(c)) as Command);
+            return JSON.stringify({
               e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]),
               a: res.accepted,
               f: res.effects,
               r: res.removed?.map((x) => x.n),
-            }),
-          ).toBe(results[i]);
-        });
-        expect(stateOf(q)).toBe(stateOf(live.q));
-      }),
-      { numRuns: RUNS },
-    );
-  }, 600_000);
+            });
+          });
+          expect(replayed).toEqual(results.slice(at));
+          expect(JSON.stringify(snapshotQmgr(restored))).toBe(JSON.stringify(snapshotQmgr(live.q)));
+        }),
+        { numRuns: RUNS, examples: [PEER_BATCH_CASE] },
+      );
+    },
+    600_000,
+  );
+
+  it(
+    `leaving out the commands that change nothing (empty dispatches, agreeing verdicts, ` +
+      `ticks with no timer due) replays to the same results and state (${RUNS} scenarios)`,
+    () => {
+      fc.assert(
+        fc.property(scenarioArb({ failures: true, control: true }), (s) => {
+          const live = Runner.fresh(s);
+          const { commands, results, journaled } = commandsOf(s, live);
+          const q = Runner.fresh(s).q;
+          commands.forEach((c, i) => {
+            if (!journaled[i]) return;
+            const res = runCommand(q, JSON.parse(JSON.stringify(c)) as Command);
+            expect(
+              JSON.stringify({
+                e: res.entries.map((e) => [e.id, e.rcpts.map((x) => x.n)]),
+                a: res.accepted,
+                f: res.effects,
+                r: res.removed?.map((x) => x.n),
+              }),
+            ).toBe(results[i]);
+          });
+          expect(stateOf(q)).toBe(stateOf(live.q));
+        }),
+        { numRuns: RUNS },
+      );
+    },
+    600_000,
+  );
 });

@@ -126,34 +126,41 @@ function run(s: Scenario): Runner {
 }
 
 describe("control properties (fast-check)", () => {
-  it(`with verdicts and removals mixed in: windows hold, no recipient is handed out twice, each message leaves once, removed ones as done (${RUNS} scenarios)`, () => {
-    fc.assert(
-      fc.property(scenarioArb({ failures: true, control: true }), (s) => {
-        const r = run(s);
-        r.drain();
-        expect(r.q.messages.size).toBe(0);
-        expect(r.q.rcptCount).toBe(0);
-        const seen = new Map<number, number>();
-        const bump = (n: number) => seen.set(n, (seen.get(n) ?? 0) + 1);
-        for (const e of r.trace.dispatched) for (const x of e.rcpts) bump(x.n);
-        for (const ef of r.trace.effects) if (ef.kind === "deferred") for (const x of ef.rcpts) bump((x as TestRcpt).n);
-        for (const waiting of r.removed.values()) for (const x of waiting) bump(x.n);
-        for (const [n, c] of seen) expect(c, `recipient ${n}`).toBe(1);
-        const removedRcpts = new Set([...r.removed.keys()].flatMap((id) => r.src.files.get(id)!.map((x) => x.n)));
-        // Every recipient of a message not removed is accounted for exactly once.
-        for (let n = 0; n < r.totalRcpts; n++) if (!removedRcpts.has(n)) expect(seen.get(n), `recipient ${n}`).toBe(1);
-        const finished = r.trace.effects.filter(
-          (e) => e.kind === "message-done" || e.kind === "message-deferred" || e.kind === "message-expired",
-        );
-        const ids = finished.map((e) => (e as { messageId: string }).messageId);
-        expect(new Set(ids).size).toBe(ids.length);
-        expect(ids.length).toBe(s.messages.length);
-        for (const e of finished)
-          if (r.removed.has((e as { messageId: string }).messageId)) expect(e.kind).toBe("message-done");
-      }),
-      { numRuns: RUNS },
-    );
-  }, 600_000);
+  it(
+    `with verdicts and removals mixed in: windows hold, no recipient is handed out twice, ` +
+      `each message leaves once, removed ones as done (${RUNS} scenarios)`,
+    () => {
+      fc.assert(
+        fc.property(scenarioArb({ failures: true, control: true }), (s) => {
+          const r = run(s);
+          r.drain();
+          expect(r.q.messages.size).toBe(0);
+          expect(r.q.rcptCount).toBe(0);
+          const seen = new Map<number, number>();
+          const bump = (n: number) => seen.set(n, (seen.get(n) ?? 0) + 1);
+          for (const e of r.trace.dispatched) for (const x of e.rcpts) bump(x.n);
+          for (const ef of r.trace.effects)
+            if (ef.kind === "deferred") for (const x of ef.rcpts) bump((x as TestRcpt).n);
+          for (const waiting of r.removed.values()) for (const x of waiting) bump(x.n);
+          for (const [n, c] of seen) expect(c, `recipient ${n}`).toBe(1);
+          const removedRcpts = new Set([...r.removed.keys()].flatMap((id) => r.src.files.get(id)!.map((x) => x.n)));
+          // Every recipient of a message not removed is accounted for exactly once.
+          for (let n = 0; n < r.totalRcpts; n++)
+            if (!removedRcpts.has(n)) expect(seen.get(n), `recipient ${n}`).toBe(1);
+          const finished = r.trace.effects.filter(
+            (e) => e.kind === "message-done" || e.kind === "message-deferred" || e.kind === "message-expired",
+          );
+          const ids = finished.map((e) => (e as { messageId: string }).messageId);
+          expect(new Set(ids).size).toBe(ids.length);
+          expect(ids.length).toBe(s.messages.length);
+          for (const e of finished)
+            if (r.removed.has((e as { messageId: string }).messageId)) expect(e.kind).toBe("message-done");
+        }),
+        { numRuns: RUNS },
+      );
+    },
+    600_000,
+  );
 });
 
 describe("pickup policies changed at run time", () => {

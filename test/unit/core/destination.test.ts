@@ -35,7 +35,10 @@ describe("destination record (the Destination DO's core)", () => {
     expect(applyDestinationReport(rec, { busy: 1, siteFailure: null }, 10 + 600, p).record.window).toBe(6);
   });
 
-  it("a queue's own record takes the window the scheduler reports with each report (it applied them in their true order), while both live; dead detection stays its own", () => {
+  const queueWindowTitle =
+    "a queue's own record takes the window the scheduler reports with each report (it " +
+    "applied them in their true order), while both live; dead detection stays its own";
+  it(queueWindowTitle, () => {
     let rec = createDestination("smtp", p);
     const step = applyDestinationReport(rec, { busy: 5, siteFailure: null, window: 7 }, 10, p);
     expect(step.record.window).toBe(7);

@@ -175,7 +175,9 @@ describe("defer and bounce rules", () => {
   const S3150 = {
     code: 550,
     enhanced: "5.7.1",
-    text: "Unfortunately, messages from [198.51.100.4] weren't sent. Please contact your Internet service provider since part of their network is on our block list (S3150).",
+    text:
+      "Unfortunately, messages from [198.51.100.4] weren't sent. Please contact your Internet " +
+      "service provider since part of their network is on our block list (S3150).",
   };
 
   it("turn a matching 5xx into a deferral and a matching 4xx into a bounce, and leave every other reply alone", () => {

@@ -29,7 +29,9 @@ import { makeQmgr, type TestRcpt } from "./harness";
 const TSS04 = {
   dsnStatus: "4.7.0",
   reason:
-    "host mta5.am0.yahoodns.net[192.0.2.7] said: 421 4.7.0 [TSS04] Messages from 198.51.100.4 temporarily deferred due to unexpected volume or user complaints - 4.16.55.1; see https://postmaster.yahooinc.com/error-codes",
+    "host mta5.am0.yahoodns.net[192.0.2.7] said: 421 4.7.0 [TSS04] Messages from " +
+    "198.51.100.4 temporarily deferred due to unexpected volume or user complaints - " +
+    "4.16.55.1; see https://postmaster.yahooinc.com/error-codes",
 };
 const GMAIL = {
   dsnStatus: "4.7.28",

@@ -186,7 +186,8 @@ describe("readInbound", () => {
     expect(mostSpecific(["4.4.7", "4.4.2"])).toBe("4.4.7");
     expect(mostSpecific([null])).toBeNull();
     const sendmail =
-      "   ----- The following addresses had permanent fatal errors -----\n<nobody@example.net>\n    (reason: 550 5.1.1 <nobody@example.net>... User unknown)\n\n";
+      "   ----- The following addresses had permanent fatal errors -----\n" +
+      "<nobody@example.net>\n    (reason: 550 5.1.1 <nobody@example.net>... User unknown)\n\n";
     expect(reasonFor(sendmail, "nobody@example.net")).toBe("550 5.1.1 <nobody@example.net>... User unknown");
     expect(
       reasonFor(

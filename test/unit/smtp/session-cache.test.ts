@@ -45,7 +45,10 @@ describe("a kept-open session", () => {
     expect(run.outcome.siteFailure).toBeNull();
   });
 
-  it("a cached connection the server dropped fails its RSET check: the resumed messages are deferred as staleCache, nothing of them was sent, no site failure", () => {
+  const staleCacheTitle =
+    "a cached connection the server dropped fails its RSET check: the resumed messages are " +
+    "deferred as staleCache, nothing of them was sent, no site failure";
+  it(staleCacheTitle, () => {
     const run = runScriptedCached({}, [[m("a")], [m("b")]], { RSET: { drop: "connection reset" } });
     expect(run.sends.slice(-1)).toEqual(["RSET\r\n"]);
     expect(run.outcome.staleCache).toBe(true);

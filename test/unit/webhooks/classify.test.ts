@@ -22,7 +22,10 @@ const ROWS: Row[] = [
     name: "Gmail unknown account (multiline, enhanced code only in the text)",
     code: 550,
     enhanced: null,
-    text: "550-5.1.1 The email account that you tried to reach does not exist. Please try\n550-5.1.1 double-checking the recipient's email address for typos or\n550 5.1.1 unnecessary spaces. For more information, go to the help page. x12-20020a.123 - gsmtp",
+    text:
+      "550-5.1.1 The email account that you tried to reach does not exist. Please try\n" +
+      "550-5.1.1 double-checking the recipient's email address for typos or\n550 5.1.1 " +
+      "unnecessary spaces. For more information, go to the help page. x12-20020a.123 - gsmtp",
     want: "invalid_recipient",
   },
   {
@@ -36,7 +39,10 @@ const ROWS: Row[] = [
     name: "Outlook block list S3150",
     code: 550,
     enhanced: "5.7.1",
-    text: "Unfortunately, messages from [203.0.113.9] weren't sent. Please contact your Internet service provider since part of their network is on our block list (S3150). You can also refer your provider to http://mail.live.com/mail/troubleshooting.aspx#errors.",
+    text:
+      "Unfortunately, messages from [203.0.113.9] weren't sent. Please contact your Internet " +
+      "service provider since part of their network is on our block list (S3150). You can also " +
+      "refer your provider to http://mail.live.com/mail/troubleshooting.aspx#errors.",
     want: "spam_block",
   },
   {
@@ -201,7 +207,9 @@ const ROWS: Row[] = [
     name: "Outlook directory-based edge block (5.4.1)",
     code: 550,
     enhanced: "5.4.1",
-    text: "Recipient address rejected: Access denied. For more information see https://aka.example/EXOSmtpErrors [AM0EUR02FT001.eop-EUR02.prod.protection.example.com]",
+    text:
+      "Recipient address rejected: Access denied. For more information see " +
+      "https://aka.example/EXOSmtpErrors [AM0EUR02FT001.eop-EUR02.prod.protection.example.com]",
     want: "invalid_recipient",
   },
   {

@@ -216,7 +216,10 @@ describe("envelope", () => {
     expect(toFeedItem(ev)).toEqual({ id: ev.id, ...ev.envelope });
   });
 
-  it("covers Resend's nine event types (email.received too) and the relay's email.unsubscribed, relay.destination.throttled and relay.complaint_rate.exceeded", () => {
+  const eventTypesTitle =
+    "covers Resend's nine event types (email.received too) and the relay's " +
+    "email.unsubscribed, relay.destination.throttled and relay.complaint_rate.exceeded";
+  it(eventTypesTitle, () => {
     expect([...EMAIL_EVENT_TYPES].sort()).toEqual([
       "email.bounced",
       "email.canceled",
