@@ -73,9 +73,9 @@ export const SETTINGS = {
   ),
   admitBatchMs: knob(
     "ADMIT_BATCH_MS",
-    "100",
+    "50",
     "least ms between two admission runs of an Outbox shard: idle, at once; under load what arrives meanwhile goes together (0: each accept its own; ≤ 10 s)",
-    (r) => msSetting(r, 100, 10_000),
+    (r) => msSetting(r, 50, 10_000),
   ),
   inFlowDelayMs: knob(
     "IN_FLOW_DELAY_MS",

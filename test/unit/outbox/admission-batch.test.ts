@@ -150,13 +150,13 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
     errors.mockRestore();
   });
 
-  it("ADMIT_BATCH_MS: default 100, 0 allowed, at most 10000, anything invalid the default", () => {
-    expect(settingsOf({}).admitBatchMs).toBe(100);
-    expect(settingsOf({ ADMIT_BATCH_MS: "" }).admitBatchMs).toBe(100);
+  it("ADMIT_BATCH_MS: default 50, 0 allowed, at most 10000, anything invalid the default", () => {
+    expect(settingsOf({}).admitBatchMs).toBe(50);
+    expect(settingsOf({ ADMIT_BATCH_MS: "" }).admitBatchMs).toBe(50);
     expect(settingsOf({ ADMIT_BATCH_MS: "0" }).admitBatchMs).toBe(0);
     expect(settingsOf({ ADMIT_BATCH_MS: "250" }).admitBatchMs).toBe(250);
     expect(settingsOf({ ADMIT_BATCH_MS: "60000" }).admitBatchMs).toBe(10_000);
-    expect(settingsOf({ ADMIT_BATCH_MS: "-1" }).admitBatchMs).toBe(100);
-    expect(settingsOf({ ADMIT_BATCH_MS: "soon" }).admitBatchMs).toBe(100);
+    expect(settingsOf({ ADMIT_BATCH_MS: "-1" }).admitBatchMs).toBe(50);
+    expect(settingsOf({ ADMIT_BATCH_MS: "soon" }).admitBatchMs).toBe(50);
   });
 });
