@@ -11,7 +11,11 @@
  *          the POST to its arrival at the sink;
  *       2. bulk latency: a bulk job (150 or 300 messages × 50 recipients at steady.chaos) is
  *          submitted, and from its first POST until it has drained the same probes are timed
- *          again; ratio = p50 bulk / p50 idle (target ≤ 2). The probes are sent by a tenant of
+ *          again; ratio = p50 bulk / p50 idle (target ≤ 2, or a p50 under bulk within
+ *          BULK_P50_BOUND_MS: with no fixed delay an idle probe arrives in about 10 ms, and the
+ *          bulk job's deliveries share the local runtime's one thread, so a ratio to 10 ms measures
+ *          that thread's queue; the bound is issue 41's p99 for well-behaved mail, 0.5 s, where the
+ *          ratio was set against an idle p50 of about 1 s). The probes are sent by a tenant of
  *          their own (chaos-probe), a transactional sender beside the bulk sender. From the bulk
  *          job's own tenant, with 4 accept slots (a tenant holding at most 3) since 2026-11-28,
  *          a probe competed with the job's 4 workers for its tenant's slots and waited out 429s:
@@ -26,7 +30,8 @@
  *          /relay/queue, operator key) are reported.
  *
  * ERRORS
- *   Everything started is stopped. The campaign fails when the latency ratio exceeds 2, when the
+ *   Everything started is stopped. The campaign fails when the latency ratio exceeds 2 with the
+ *   p50 under bulk above BULK_P50_BOUND_MS, when the
  *   client offered under 80 % of the ceiling, when a POST fails with 5xx, or when nothing
  *   arrives any more during the drain (delivery stalled). A POST the relay refuses with 429
  *   (back-pressure at accept: nothing queued) is counted as refused, not sent again: the pacing
@@ -53,6 +58,8 @@ const FLAP_S = 10;
 const PROBES = 15;
 const PROBE_EVERY_MS = 1000;
 const DOMAINS = ["steady.chaos", "other.chaos", "flap.chaos"];
+/** A p50 under the bulk job within this passes whatever the ratio (see the header). */
+const BULK_P50_BOUND_MS = 500;
 
 /** Load messages submitted and recipients accepted (all, and at the flapping destination). */
 interface Counter {
@@ -390,9 +397,10 @@ async function campaign(rt: Runtime, sinks: Sinks, o: LoadOptions, flaps: () => 
   const growth =
     s.samples.length > 1 ? (lastQ - s.samples[0]!.queue) / (s.samples[s.samples.length - 1]!.t - s.samples[0]!.t) : 0;
   const failures: string[] = [];
-  if (!(ratio <= 2))
+  if (!(ratio <= 2) && !(pct(busy, 50) <= BULK_P50_BOUND_MS))
     failures.push(
-      `small-message latency under bulk ${ratio.toFixed(2)}× idle (target ≤ 2×): p50 ${pct(busy, 50)} ms vs ${pct(idle, 50)} ms`,
+      `small-message latency under bulk ${ratio.toFixed(2)}× idle (target ≤ 2×, or p50 ≤ ${BULK_P50_BOUND_MS} ms): ` +
+        `p50 ${pct(busy, 50)} ms vs ${pct(idle, 50)} ms`,
     );
   // The client must keep offering at the ceiling; what the relay refuses with 429 (back-pressure,
   // nothing queued) is reported beside what it accepted.
