@@ -46,10 +46,10 @@ import { devFetch } from "../../scripts/lib/dev-server";
 import {
   api,
   cpuMs,
-  distinctEvents,
   runCron,
   sleep,
   waitDelivered,
+  waitEvents,
   waitPurged,
   waitStill,
   type Setup,
@@ -159,14 +159,6 @@ const TEMPLATE = {
   ],
 };
 
-/** Until the receiver has `n` email.received events. */
-async function received(s: Setup, n: number): Promise<void> {
-  for (const t0 = Date.now(); (distinctEvents(s.receiver)["email.received"] ?? 0) < n; await sleep(250)) {
-    if (Date.now() - t0 > 300_000)
-      throw new Error(`received: ${distinctEvents(s.receiver)["email.received"] ?? 0}/${n} events after 300 s`);
-  }
-}
-
 export function casesOf(o: { messages: number; trickle: number; mixMessages: number }): CaseDef[] {
   const n = o.messages;
   return [
@@ -265,7 +257,7 @@ export function casesOf(o: { messages: number; trickle: number; mixMessages: num
       about: "messages received at a verified receiving domain, kept and pushed as email.received",
       prepare: (s) => receivingDomain(s, "in.bench.example"),
       send: (s) => sendAll(s, 200, (i) => inbound(i, "in.bench.example")),
-      done: (s) => received(s, 200),
+      done: (s) => waitEvents(s, "email.received", 200, "received"),
     },
     {
       name: "mix",

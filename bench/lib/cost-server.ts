@@ -10,6 +10,7 @@
  *   api(s, method, path, body?, headers?)  a JSON call with the server's key.
  *   waitDelivered(s, rcpts, what)  until the sink has `rcpts` recipients and the receiver two
  *                          events (sent, delivered) per recipient.
+ *   waitEvents(s, type, n, what)  until the receiver has `n` distinct events of `type`.
  *   waitStill(s, what)     until the meter has not moved for QUIET_MS and no object is active
  *                          (do_busy_now 0); answers the snapshot.
  *   runCron(s)             the cron trigger (wrangler's /cdn-cgi/handler/scheduled).
@@ -157,6 +158,19 @@ export function distinctEvents(r: Receiver): Counts {
 }
 
 export const total = (c: Counts) => Object.values(c).reduce((a, b) => a + b, 0);
+
+/** Until the receiver has `n` distinct events of `type`. */
+export async function waitEvents(s: Setup, type: string, n: number, what: string): Promise<void> {
+  const t0 = Date.now();
+  while ((distinctEvents(s.receiver)[type] ?? 0) < n) {
+    if (Date.now() - t0 > TIMEOUT_MS) {
+      throw new Error(
+        `${what}: ${distinctEvents(s.receiver)[type] ?? 0}/${n} ${type} events after ${TIMEOUT_MS / 1000} s`,
+      );
+    }
+    await sleep(250);
+  }
+}
 
 /** Until every recipient is at the sink and the receiver has email.sent and email.delivered for each. */
 export async function waitDelivered(s: Setup, rcpts: number, what: string): Promise<void> {

@@ -12,10 +12,10 @@
  *       2. bulk latency: a bulk job (150 or 300 messages × 50 recipients at steady.chaos) is
  *          submitted, and from its first POST until it has drained the same probes are timed
  *          again; ratio = p50 bulk / p50 idle (target ≤ 2, or a p50 under bulk within
- *          BULK_P50_BOUND_MS: with no fixed delay an idle probe arrives in about 10 ms, and the
- *          bulk job's deliveries share the local runtime's one thread, so a ratio to 10 ms measures
- *          that thread's queue; the bound is issue 41's p99 for well-behaved mail, 0.5 s, where the
- *          ratio was set against an idle p50 of about 1 s). The probes are sent by a tenant of
+ *          BULK_P50_BOUND_MS: with no fixed delay an idle probe is delivered at once, and the bulk
+ *          job's deliveries share the local runtime's one thread, so a ratio to the idle p50
+ *          measures that thread's queue; the bound is issue 41's p99 for well-behaved mail). The
+ *          probes are sent by a tenant of
  *          their own (chaos-probe), a transactional sender beside the bulk sender. From the bulk
  *          job's own tenant, with 4 accept slots (a tenant holding at most 3) since 2026-11-28,
  *          a probe competed with the job's 4 workers for its tenant's slots and waited out 429s:
