@@ -1,11 +1,14 @@
 /**
  * How the Transport DO hands selected entries to a delivery agent (DELIVERY):
  *   "queue"   the `deliver` queue, one message per entry; its consumer runs a batch's sessions.
- *   "agents"  DeliveryAgent objects, one per transport, destination and slot: an entry goes to an
- *             agent of its destination with fewer than AGENT_SESSIONS entries, preferring one
- *             whose connection was just left idle (assign), so each starts its session at once
- *             and the window counts sessions, not queued jobs. One RPC per agent per hand-off,
- *             however many entries it carries.
+ *   "agents"  DeliveryAgent objects, a pool of agentPool(process_limit) per Transport DO, shared by
+ *             its destinations (agentName): an entry goes to the first of its destination's
+ *             slots whose agent holds fewer than AGENT_SESSIONS entries, preferring one whose
+ *             connection to the destination was just left idle (assign), so each starts its
+ *             session at once and the window counts sessions, not queued jobs. One RPC per agent
+ *             per hand-off, however many entries it carries. A new domain needs no object of its
+ *             own: the pool is the transport's process_limit in agents, as Postfix's is in smtp(8)
+ *             processes.
  *
  * DESCRIPTION
  *   new Handoff(env, now?, scheduler?)   env() is read at each hand-off; now() in ms; scheduler:
@@ -22,18 +25,17 @@
  *   check(entries)         of entries leased for long (DELIVERY = "agents"), those no agent holds
  *                          (`lost`: the answer that carried them was lost, or their agent
  *                          restarted; the caller retries them) and those one holds (`held`). An
- *                          entry handed over before a restart has no known agent: every slot of
- *                          its destination that process_limit allows is asked (once per restart,
- *                          for destinations with entries in flight). An agent that does not
- *                          answer within 10 s leaves its entries undecided.
- *   agentName(transport, nexthop, slot)  the DeliveryAgent's name.
+ *                          entry handed over before a restart has no known agent: every agent of
+ *                          the pool is asked (once per restart, in one call each for all such
+ *                          entries). An agent that does not answer within 10 s leaves its entries
+ *                          undecided.
  *
  * INVARIANTS
  *   In memory only: after a restart the slots of entries still in flight are unknown (until
  *   check() finds them), so an agent may be given more than AGENT_SESSIONS entries for a while;
  *   it queues the extra ones. An entry is `lost` only when every agent that may hold it answered.
  */
-import { AGENT_SESSIONS, SESSION_IDLE_MS, agentName, type DeliverJob } from "../../worker/model/delivery";
+import { AGENT_SESSIONS, SESSION_IDLE_MS, agentName, agentPool, type DeliverJob } from "../../worker/model/delivery";
 import { toDispatched, toJob, type DispatchedEntry } from "./transport-types";
 import type { Entry } from "../core";
 import type { StoredRecipient } from "./sqlite-source";
@@ -41,6 +43,8 @@ import { settingsOf } from "../../worker/settings/settings";
 
 /** How long check() waits for an agent's answer, ms. */
 const CHECK_ANSWER_MS = 10_000;
+/** Destinations in the warm map before those without an idle connection are dropped from it. */
+const WARM_PRUNE_AT = 1024;
 
 export class Handoff {
   private readonly handing = new Set<number>();
@@ -63,6 +67,11 @@ export class Handoff {
     private readonly now: () => number = Date.now,
     private readonly scheduler?: string,
   ) {}
+
+  /** The DeliveryAgent of an entry's destination's slot, in this Transport DO's pool. */
+  private agentOfSlot(e: DispatchedEntry, slot: number): string {
+    return agentName(this.scheduler ?? e.transport, e.nexthop, slot, agentPool(e.processLimit));
+  }
 
   private job(e: DispatchedEntry, until: number): DeliverJob {
     const job = toJob(e, until);
@@ -125,11 +134,11 @@ export class Handoff {
       const e = toDispatched(entry);
       if (this.handing.has(e.entryId)) continue; // its hand-off runs now
       const known = this.agentOf.get(e.entryId)?.name;
-      // Slots are taken lowest first, AGENT_SESSIONS entries each, and the transport never has
-      // more than process_limit entries in flight: no life of this object used a slot past these.
-      const slots = Math.max(1, Math.ceil(entry.peer.queue.transport.p.processLimit / AGENT_SESSIONS));
+      // Every agent an entry can have been handed to: the destination's slots cover the pool.
       const names =
-        known !== undefined ? [known] : Array.from({ length: slots }, (_, s) => agentName(e.transport, e.nexthop, s));
+        known !== undefined
+          ? [known]
+          : Array.from({ length: agentPool(e.processLimit) }, (_, s) => this.agentOfSlot(e, s));
       asked.set(e.entryId, { e, names });
       for (const n of names) byAgent.set(n, [...(byAgent.get(n) ?? []), e.entryId]);
     }
@@ -174,6 +183,11 @@ export class Handoff {
     if (!leftIdle) return;
     const warm = (this.warm.get(held.dest) ?? []).filter((w) => this.now() - w.at < SESSION_IDLE_MS);
     warm.push({ name: held.name, at: this.now() });
+    // A destination's list outlives its idle connections only until the map grows: then every
+    // list whose newest connection has closed goes (one per destination ever seen, otherwise).
+    if (this.warm.size >= WARM_PRUNE_AT)
+      for (const [dest, list] of this.warm)
+        if (this.now() - list[list.length - 1]!.at >= SESSION_IDLE_MS) this.warm.delete(dest);
     this.warm.set(held.dest, warm.slice(-4 * AGENT_SESSIONS));
   }
 
@@ -195,10 +209,15 @@ export class Handoff {
         return this.take(e, w.name, dest);
       }
     }
-    for (let slot = 0; ; slot++) {
-      const name = agentName(e.transport, e.nexthop, slot);
+    // The pool has room for process_limit entries; after a restart loads are unknown until
+    // check() finds them, and an agent given more than AGENT_SESSIONS queues the extra ones.
+    let least = this.agentOfSlot(e, 0);
+    for (let slot = 0; slot < agentPool(e.processLimit); slot++) {
+      const name = this.agentOfSlot(e, slot);
       if ((this.load.get(name) ?? 0) < AGENT_SESSIONS) return this.take(e, name, dest);
+      if ((this.load.get(name) ?? 0) < (this.load.get(least) ?? 0)) least = name;
     }
+    return this.take(e, least, dest);
   }
 
   private take(e: DispatchedEntry, name: string, dest: string): string {

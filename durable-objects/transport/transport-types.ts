@@ -13,6 +13,8 @@ export interface DispatchedEntry {
   transport: string;
   nexthop: string;
   rcpts: StoredRecipient[];
+  /** The transport's process_limit, which sizes its pool of agents (agentPool). */
+  processLimit: number;
 }
 
 /** A core entry as handed to the delivery stage. */
@@ -23,6 +25,7 @@ export function toDispatched(e: Entry<StoredRecipient>): DispatchedEntry {
     transport: e.peer.queue.transport.name,
     nexthop: e.peer.queue.nexthop,
     rcpts: e.rcpts,
+    processLimit: e.peer.queue.transport.p.processLimit,
   };
 }
 

@@ -1,7 +1,8 @@
 /**
  * The work of one delivery agent object (worker/delivery/delivery-agent.ts, DELIVERY = "agents"):
- * the Transport DO hands it entries of one destination directly, and each starts its SMTP
- * transaction at once, over a cached connection when one is idle (session-cache.ts), instead of
+ * the Transport DO hands it entries directly, of any of the destinations that share it (agentName),
+ * and each starts its SMTP transaction at once, over a cached connection to its host when one is
+ * idle (session-cache.ts; at most AGENT_SESSIONS connections open, idle ones included), instead of
  * waiting in the `deliver` queue for a batch to fill. An agent runs at most AGENT_SESSIONS
  * sessions at a time (a Durable Object may hold 6 outgoing connections; the rest are for its
  * Outbox, Transport, Destination, D1 and R2 calls); the Transport DO gives each agent no more
@@ -81,7 +82,7 @@ interface Done {
 }
 
 export class AgentWork {
-  private readonly cache = new SessionCache();
+  private readonly cache = new SessionCache(Date.now, AGENT_SESSIONS);
   /** Event acks riding on this agent's next Outbox request to their shard (pending-acks.ts). */
   private readonly acks: PendingAcks;
   private readonly envelopes: Coalescer<string, DeliveryEnvelope | null>;

@@ -14,8 +14,14 @@
  * rule's messages per session (Postfix's smtp_connection_reuse_count_limit) closes a connection
  * once it has carried that many messages.
  *
+ * An agent serves many destinations (agentName), so its idle connections may be to many hosts: at
+ * most `maxOpen` connections are open at once, in transactions or idle, and a transaction that
+ * needs a new one while that many are open first closes the longest idle (Workers allow a handful
+ * of open connections at a time; one more would wait behind an idle one).
+ *
  * DESCRIPTION
- *   new SessionCache(now?)   now() in ms (injected for tests).
+ *   new SessionCache(now?, maxOpen?)   now() in ms (injected for tests); maxOpen: connections open
+ *                            at once, at most (the agent's AGENT_SESSIONS; default no bound).
  *   run(key, open, messages, openBody, reuseLimit?)  the messages over a cached session for
  *                            `key` (a host, port and session settings), or over a new one from
  *                            open(); kept for more only under load (see above) and while it has
@@ -35,6 +41,8 @@ interface Held {
   born: number;
   /** Messages it has carried. */
   sent: number;
+  /** When it was last left idle (ms). */
+  idleAt: number;
   timer: ReturnType<typeof setTimeout> | null;
 }
 
@@ -43,7 +51,13 @@ export class SessionCache {
   /** Transactions begun to each key, and when the last began (ms), for the hold under load. */
   private readonly began = new Map<string, { n: number; at: number }>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /** Transactions running now, each over a connection of its own. */
+  private running = 0;
+
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly maxOpen = Infinity,
+  ) {}
 
   /** Sends `messages` over an idle session for `key`, or over a new one (see header). */
   async run(
@@ -54,13 +68,30 @@ export class SessionCache {
     reuseLimit = 0,
   ): Promise<CachedBatch> {
     const hold = this.begin(key);
-    const cached = this.take(key);
-    if (cached) {
-      const batch = await cached.session.send(messages, openBody);
-      if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit, hold());
+    this.running++;
+    try {
+      const cached = this.take(key);
+      if (cached) {
+        const batch = await cached.session.send(messages, openBody);
+        if (!batch.staleCache) return this.keep(key, cached, batch, messages.length, reuseLimit, hold());
+      }
+      while (this.running + this.size() > this.maxOpen && this.closeOldest());
+      const fresh: Held = { session: open(), born: this.now(), timer: null, sent: 0, idleAt: 0 };
+      return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit, hold());
+    } finally {
+      this.running--;
     }
-    const fresh: Held = { session: open(), born: this.now(), timer: null, sent: 0 };
-    return this.keep(key, fresh, await fresh.session.send(messages, openBody), messages.length, reuseLimit, hold());
+  }
+
+  /** QUITs the session idle longest (of any host); false when none is idle. */
+  private closeOldest(): boolean {
+    let oldest: { key: string; held: Held; at: number } | null = null;
+    for (const [key, list] of this.idle)
+      for (const held of list) if (!oldest || held.idleAt < oldest.at) oldest = { key, held, at: held.idleAt };
+    if (!oldest) return false;
+    if (oldest.held.timer) clearTimeout(oldest.held.timer);
+    this.expire(oldest.key, oldest.held);
+    return true;
   }
 
   /**
@@ -119,6 +150,7 @@ export class SessionCache {
       void held.session.close();
       return batch;
     }
+    held.idleAt = this.now();
     held.timer = setTimeout(() => this.expire(key, held), hold);
     const list = this.idle.get(key) ?? [];
     list.push(held);

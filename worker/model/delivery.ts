@@ -16,7 +16,11 @@
  *                     agent no more entries than that.
  *   SESSION_IDLE_MS   how long a finished session's connection waits for the next entry
  *                     (Postfix's smtp_connection_cache_time_limit).
- *   agentName(t, nexthop, slot)  a DeliveryAgent's object name.
+ *   agentPool(processLimit)  DeliveryAgents a Transport DO uses: enough for process_limit sessions.
+ *   agentName(scheduler, nexthop, slot, pool)  the DeliveryAgent for a destination's slot: the
+ *                     Transport DO's pool, entered at the destination's hash, slot k the k-th
+ *                     agent after it. Agents are shared by destinations, as Postfix's smtp(8)
+ *                     processes are: a new domain needs no object of its own.
  *   schedulerName(t, nexthop, shards)  the Transport DO that schedules a destination of a
  *                     transport run on `shards` objects (TRANSPORT_SHARDS): sharded by
  *                     destination, as Postfix scales by running instances; shard 0 keeps the
@@ -32,7 +36,7 @@
  */
 import type { DeliveryReport, Effect } from "../../durable-objects/core";
 
-/** SMTP sessions one DeliveryAgent runs at once (its slot of the destination's window). */
+/** SMTP sessions one DeliveryAgent runs at once, and connections it keeps open (idle ones included). */
 export const AGENT_SESSIONS = 4;
 
 /** How long a finished session's connection waits idle for the next entry, ms (Postfix: 2 s). */
@@ -83,18 +87,36 @@ export interface TakeAnswer {
   jobs: DeliverJob[];
 }
 
-/** A DeliveryAgent's object name: one per transport, destination and slot of AGENT_SESSIONS sessions. */
-export function agentName(transport: string, nexthop: string, slot: number): string {
-  return `${transport}/${nexthop}#${slot}`;
+/** FNV-1a (32 bits) of a nexthop, lower case. */
+function nexthopHash(nexthop: string): number {
+  let h = 0x811c9dc5;
+  for (const c of nexthop.toLowerCase()) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193) >>> 0;
+  return h;
+}
+
+/**
+ * How many DeliveryAgents one Transport DO uses: a transport has at most process_limit entries in
+ * flight, AGENT_SESSIONS to an agent, so the pool always has an agent with room.
+ */
+export function agentPool(processLimit: number): number {
+  return Math.max(1, Math.ceil(processLimit / AGENT_SESSIONS));
+}
+
+/**
+ * A DeliveryAgent's object name: agent `(hash(nexthop) + slot) mod pool` of the scheduler's pool
+ * (see the header). A destination's slots are distinct agents (slot < pool), and a destination
+ * with one session in flight always uses the same agent, whose cache holds its idle connection.
+ */
+export function agentName(scheduler: string, nexthop: string, slot: number, pool: number): string {
+  // Hashed apart from schedulerName's, which a shard's destinations share modulo the shard count.
+  return `${scheduler}@${(nexthopHash(`@${nexthop}`) + slot) % Math.max(1, pool)}`;
 }
 
 /** The Transport DO scheduling `nexthop` of `transport` on `shards` objects (see the header). */
 export function schedulerName(transport: string, nexthop: string, shards: number): string {
   if (shards <= 1) return transport;
-  // FNV-1a (32 bits) of the nexthop, lower case: a destination stays on one shard.
-  let h = 0x811c9dc5;
-  for (const c of nexthop.toLowerCase()) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193) >>> 0;
-  const k = h % shards;
+  // A destination stays on one shard.
+  const k = nexthopHash(nexthop) % shards;
   return k === 0 ? transport : `${transport}~${k}`;
 }
 

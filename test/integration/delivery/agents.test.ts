@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { agentName } from "../../../worker/model/delivery";
+import { agentName, agentPool } from "../../../worker/model/delivery";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 
 const scripted = inject("scripted");
@@ -92,7 +92,7 @@ describe.runIf(env.DELIVERY === "agents")("delivery agents", () => {
     "while mail to its host flows, an idle connection waits 2 s in its agent (smtp_connection_cache_time_limit), then is closed",
     { timeout: 20_000 },
     async () => {
-      const agent = env.DELIVERY_AGENT.getByName(agentName("cached", NEXTHOP, 0));
+      const agent = env.DELIVERY_AGENT.getByName(agentName("cached", NEXTHOP, 0, agentPool(100)));
       for (const to of ["late1@cached.test", "late2@cached.test"]) {
         expect((await callWithKey(key, "POST", "/emails", email({ to: [to] }))).status).toBe(200);
         await at(to);
@@ -111,7 +111,7 @@ describe.runIf(env.DELIVERY === "agents")("delivery agents", () => {
   );
 
   it("closes a lone message's connection at once: nothing keeps its agent awake", { timeout: 20_000 }, async () => {
-    const agent = env.DELIVERY_AGENT.getByName(agentName("cached", NEXTHOP, 0));
+    const agent = env.DELIVERY_AGENT.getByName(agentName("cached", NEXTHOP, 0, agentPool(100)));
     await eventually(
       async () => ((await agent.idleSessions()) === 0 ? true : undefined),
       5_000,

@@ -9,7 +9,7 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { agentName } from "../../../worker/model/delivery";
+import { agentName, agentPool } from "../../../worker/model/delivery";
 import { callWithKey, email, eventually, getEmail, newKey, settle } from "../helpers";
 import { leasesIn } from "../leases-probe";
 
@@ -53,7 +53,7 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
     const leased = await eventually(
       async () => {
         const l = await leasesIn(env.TRANSPORT_QUEUE.getByName(transport));
-        const held = await env.DELIVERY_AGENT.getByName(agentName(transport, nexthop, 0)).holding(
+        const held = await env.DELIVERY_AGENT.getByName(agentName(transport, nexthop, 0, agentPool(100))).holding(
           l.map((x) => x.entry_id),
         );
         return l.length === MESSAGES && held.length === MESSAGES ? l : undefined;
@@ -83,10 +83,15 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
     async () => {
       const { rcpts, ids, leased } = await inSessions("a");
       expect(Math.min(...leased.map((l) => l.until))).toBeGreaterThan(Date.now() / 1000 + 600); // a lease would hold them for minutes
-      await abort(env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0)), "agent restarted by the test");
+      await abort(
+        env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0, agentPool(100))),
+        "agent restarted by the test",
+      );
       // The restarted agent holds nothing (the old stub is broken); the Transport DO finds that out and retries the three.
       expect(
-        await env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0)).holding(leased.map((l) => l.entry_id)),
+        await env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0, agentPool(100))).holding(
+          leased.map((l) => l.entry_id),
+        ),
       ).toEqual([]);
       await allDelivered(ids);
       const got = (await arrived()).filter((r) => r.startsWith("la"));
@@ -100,7 +105,10 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
     { timeout: 40_000 },
     async () => {
       const { rcpts, ids } = await inSessions("b");
-      await abort(env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0)), "agent restarted by the test");
+      await abort(
+        env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0, agentPool(100))),
+        "agent restarted by the test",
+      );
       await abort(env.TRANSPORT_QUEUE.getByName("lost"), "transport restarted by the test");
       await allDelivered(ids);
       const got = (await arrived()).filter((r) => r.startsWith("lb"));
@@ -136,7 +144,7 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
     { timeout: 40_000 },
     async () => {
       const { ids, leased } = await inSessions("d", "lostlong", LONG); // 8 s sessions
-      const agent = env.DELIVERY_AGENT.getByName(agentName("lostlong", LONG, 0));
+      const agent = env.DELIVERY_AGENT.getByName(agentName("lostlong", LONG, 0, agentPool(100)));
       // The agent's work (worker/delivery/agent-work.ts) fails every question from now on.
       type Patched = { work: { holding: (ids: number[]) => number[]; asked?: number } };
       await runInDurableObject(agent, (o) => {

@@ -108,4 +108,25 @@ describe("SessionCache", () => {
     expect(made.at(-1)!.closed).toBe(true);
     await cache.closeAll();
   });
+
+  it("keeps at most maxOpen connections open, idle ones included: a new host's closes the longest idle", async () => {
+    vi.useFakeTimers();
+    const cache = new SessionCache(() => Date.now(), 2);
+    const { made, open } = fakes();
+    // Two messages to each of a and b, 10 ms apart: mail flows, both connections stay idle.
+    for (const key of ["a:25", "a:25", "b:25", "b:25"]) {
+      await cache.run(key, open, [msg(key)], body);
+      await vi.advanceTimersByTimeAsync(10);
+    }
+    expect(made.map((s) => s.closed)).toEqual([true, false, true, false]);
+    expect(cache.size()).toBe(2);
+    // A transaction to c needs a third connection: a's, idle longest, is closed first.
+    await cache.run("c:25", open, [msg("c")], body);
+    expect(made.map((s) => s.closed)).toEqual([true, true, true, false, true]);
+    expect(cache.size()).toBe(1);
+    // Two transactions at once with b idle: the second new connection closes b's.
+    await Promise.all([cache.run("d:25", open, [msg("d1")], body), cache.run("e:25", open, [msg("e1")], body)]);
+    expect(made[3]!.closed).toBe(true);
+    await cache.closeAll();
+  });
 });
