@@ -66,6 +66,13 @@ export interface DestinationReport {
    * batches per delivery agent. Dead detection stays this record's own.
    */
   window?: number;
+  /**
+   * The scheduler's queue before this report (its window and failed cohorts), when this record
+   * is the queue's own: the record takes them before applying the report, so reports it never got
+   * (a destination's successes go to its DO only from its first site failure on) or got out of
+   * order leave no stale failure count, and dead detection counts as the scheduler does.
+   */
+  prior?: { window: number; failCohorts: number };
   /** The reply rule this site failure set off (reply-rules.ts), for the history. */
   replyRule?: string;
 }
@@ -119,6 +126,10 @@ export function applyDestinationReport(
     s = { ...createDestination(s.transport, p), lastReportAt: s.lastReportAt };
   }
   s.lastReportAt = now;
+  if (r.prior && r.prior.window > 0 && s.window > 0) {
+    s.window = r.prior.window;
+    s.failCohorts = r.prior.failCohorts;
+  }
   let outcome: DestinationEvent["outcome"];
   let alarmAt: number | null = null;
   const conc = r.conc ?? r.busy;

@@ -89,6 +89,7 @@ import {
 } from "./sqlite-source";
 import { explainWaits, inspectTransport, metricsOf } from "./views";
 import { Handoff } from "./handoff";
+import { FeedbackGate } from "./feedback-gate";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
 import { settingsOf } from "../../worker/settings/settings";
 
@@ -102,6 +103,8 @@ export class TransportQueue extends DurableObject<Env> {
   private readonly notes = new OutboxNotes();
   /** Hands selected entries to the delivery agent (the deliver queue or DeliveryAgent objects). */
   private readonly handoff: Handoff;
+  /** Which reports the Destination DOs need (feedback-gate.ts). */
+  private readonly gate: FeedbackGate;
   /** The alarm time last set (ms), so an unchanged one is not written again; null when unknown or fired. */
   private alarmAt: number | null = null;
   /** The incoming queue is known empty (this object is its only writer): no probe of it per admission or pump. */
@@ -113,6 +116,7 @@ export class TransportQueue extends DurableObject<Env> {
     super(ctx, env);
     this.cfg = schedulerConfigOf(env);
     this.handoff = new Handoff(() => this.env, Date.now, ctx.id.name);
+    this.gate = new FeedbackGate(this.cfg.global.destinationIdleMemory);
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);
@@ -297,13 +301,16 @@ export class TransportQueue extends DurableObject<Env> {
     const e = this.qmgr.busy.get(entryId);
     const queue = e?.peer.queue;
     const [busy, conc] = [queue?.busyCount ?? 0, e?.conc ?? queue?.busyCount ?? 0];
+    const prior = queue ? { window: queue.window, failCohorts: queue.failCohorts } : null;
     const res = this.run(
       { kind: "report", now: nowSec(), entryId, report },
       coreId !== null ? { coreId, idxs: finalIdx } : null,
     );
-    const destination = queue ? { queue: queue.name, busy, conc, window: queue.window } : null;
     noteFinalRecipients(sql, coreId, finalIdx, res.effects);
-    return { applied: res.accepted, effects: res.effects, destination: res.accepted ? destination : null };
+    if (!res.accepted || !queue || !prior) return { applied: res.accepted, effects: res.effects, destination: null };
+    const feed = this.gate.feed(queue.name, (report.siteFailure ?? null) !== null, nowSec());
+    const destination = { queue: queue.name, busy, conc, window: queue.window, prior, feed };
+    return { applied: true, effects: res.effects, destination };
   }
 
   /** Asks the agents about entries leased for AGENT_CHECK_SECONDS: the lost crash; the rest (held, or undecided) wait another period. */

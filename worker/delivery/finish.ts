@@ -52,7 +52,14 @@ export interface Finished {
   transport: string;
   /** The Transport DO that scheduled it (a shard's name with TRANSPORT_SHARDS), for the verdict. */
   scheduler: string;
-  destination: { queue: string; busy: number; conc?: number; window: number } | null;
+  destination: {
+    queue: string;
+    busy: number;
+    conc?: number;
+    window: number;
+    prior?: { window: number; failCohorts: number };
+    feed?: boolean;
+  } | null;
   siteFailure: { dsnStatus: string; reason: string } | null;
   /** The reply rule the site failure set off, if any. */
   replyRule?: string;
@@ -218,7 +225,8 @@ async function recordAll(
  * applied by the Transport DO (normally it already agrees). With DESTINATION_GROUPING = "site"
  * an `mx` nexthop's DO is its MX site's (the sorted set of MX hosts), shared by every domain
  * hosted there. Best effort: the outcomes are recorded already, and the next report carries the
- * destination's state again.
+ * destination's state again. With nexthop grouping a destination that never had a site failure
+ * is not fed at all (durable-objects/transport/feedback-gate.ts).
  */
 export async function feedDestinations(env: Env, done: Finished[], site: string | null): Promise<void> {
   const byQueue = new Map<
@@ -226,7 +234,9 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
     { name: string; transport: string; scheduler: string; queue: string; reports: Finished[] }
   >();
   for (const f of done) {
-    if (!f.destination) continue;
+    // A destination's own DO gets the reports the Transport DO says it needs (from its first
+    // site failure on); a site's DO, shared by the site's queues for their window, gets all.
+    if (!f.destination || (site === null && f.destination.feed === false && !f.siteFailure && !f.replyRule)) continue;
     const name =
       site === null ? destinationName(f.transport, f.destination.queue) : destinationName(f.transport, `site:${site}`);
     const key = `${f.transport}/${f.destination.queue}`;
@@ -249,6 +259,7 @@ export async function feedDestinations(env: Env, done: Finished[], site: string 
           conc: f.destination!.conc,
           siteFailure: f.siteFailure,
           ...(site === null ? { window: f.destination!.window } : {}),
+          ...(site === null && f.destination!.prior ? { prior: f.destination!.prior } : {}),
           ...(f.replyRule ? { replyRule: f.replyRule } : {}),
         })),
       );

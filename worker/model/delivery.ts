@@ -76,9 +76,20 @@ export interface ReportAnswer {
   /**
    * The entry's destination queue and its deliveries in flight counting this one, for the
    * Destination DO; `window` is the queue's window after this report (the delivery agent skips
-   * sending the Destination DO's verdict back when it says the same).
+   * sending the Destination DO's verdict back when it says the same). `feed`: whether the
+   * destination's own DO needs this report (durable-objects/transport/feedback-gate.ts; a site's
+   * DO, DESTINATION_GROUPING "site", gets every report); absent means it does. `prior`: the
+   * queue's window and failed cohorts before this report, which the destination's own DO takes
+   * before applying it.
    */
-  destination: { queue: string; busy: number; conc: number; window: number } | null;
+  destination: {
+    queue: string;
+    busy: number;
+    conc: number;
+    window: number;
+    prior?: { window: number; failCohorts: number };
+    feed?: boolean;
+  } | null;
 }
 
 /** The answer to reportAndTake: one answer per report, and the reporting agent's next jobs. */

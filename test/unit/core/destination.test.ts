@@ -50,4 +50,28 @@ describe("destination record (the Destination DO's core)", () => {
     expect(rec.window).toBe(0);
     expect(applyDestinationReport(rec, { busy: 1, siteFailure: fail, window: 3 }, 30, p).record.window).toBe(0);
   });
+
+  it("a queue's own record takes the scheduler's window and failed cohorts before a report: successes it never got leave no stale count", () => {
+    // Two of five failed in a row: 0.4 of a cohort here. The scheduler then had successes this
+    // record never got (a success resets the count), and reports its queue's state with the next failure.
+    let rec = createDestination("smtp", p);
+    rec = applyDestinationReport(rec, { busy: 5, siteFailure: fail }, 100, p).record;
+    rec = applyDestinationReport(rec, { busy: 3, siteFailure: fail }, 101, p).record;
+    expect(rec.failCohorts).toBeGreaterThan(0);
+    const withPrior = applyDestinationReport(
+      rec,
+      { busy: 2, siteFailure: fail, prior: { window: 5, failCohorts: 0 } },
+      102,
+      p,
+    );
+    expect(withPrior.answer.deadUntil).toBe(0);
+    expect(withPrior.record.failCohorts).toBeCloseTo(1 / 5);
+    // Without it, the stale count kills the destination, as the first test shows.
+    expect(applyDestinationReport(rec, { busy: 2, siteFailure: fail }, 102, p).answer.deadUntil).toBeGreaterThan(0);
+    // A dead record keeps its own state: the prior of a queue the scheduler thinks alive is ignored.
+    const dead = applyDestinationReport(rec, { busy: 2, siteFailure: fail }, 102, p).record;
+    expect(
+      applyDestinationReport(dead, { busy: 1, siteFailure: fail, prior: { window: 5, failCohorts: 0 } }, 103, p).record,
+    ).toMatchObject({ window: 0, deadUntil: dead.deadUntil });
+  });
 });
