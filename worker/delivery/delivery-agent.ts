@@ -2,8 +2,9 @@
  * DeliveryAgent: a delivery agent as a Durable Object (DELIVERY = "agents"), one of a pool of
  * agentPool(process_limit) per Transport DO, shared by its destinations as Postfix's smtp(8)
  * processes are (agentName). The Transport DO hands it entries it selected, and each starts its
- * SMTP session at once, reusing a cached connection to its host when one is idle; the work itself is worker/delivery/agent-work.ts. Nothing is stored: an entry the agent loses
- * (the object restarted) is left to its lease in the Transport DO, which retries it.
+ * SMTP session at once, reusing a cached connection to its host when one is idle; the work
+ * itself is worker/delivery/agent-work.ts. Nothing is stored: an entry the agent loses (the
+ * object restarted) is left to its lease in the Transport DO, which retries it.
  *
  * RPC
  *   deliver(jobs)   takes the entries and returns at once; their outcomes are reported to the
