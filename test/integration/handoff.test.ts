@@ -54,7 +54,10 @@ describe("Handoff: which agent takes the next entry", () => {
   it("the agent that last left a connection idle, not one whose session was refused after it", async () => {
     const { h, agentOf, tick } = setup();
     // Five entries: four fill agent #0 (AGENT_SESSIONS), the fifth goes to #1.
-    await h.send([1, 2, 3, 4, 5].map((i) => entry(i)), 0);
+    await h.send(
+      [1, 2, 3, 4, 5].map((i) => entry(i)),
+      0,
+    );
     expect(agentOf(1)).toBe(slot(0));
     expect(agentOf(5)).toBe(slot(1));
     h.release(2, true); // #0's session ended well: its connection waits idle
@@ -66,7 +69,10 @@ describe("Handoff: which agent takes the next entry", () => {
 
   it("the most recent of the agents that left a connection idle", async () => {
     const { h, agentOf, tick } = setup();
-    await h.send([1, 2, 3, 4, 5].map((i) => entry(i)), 0);
+    await h.send(
+      [1, 2, 3, 4, 5].map((i) => entry(i)),
+      0,
+    );
     h.release(2, true);
     tick(10);
     h.release(5, true);
@@ -107,7 +113,10 @@ describe("Handoff.check: which entries leased for long no agent holds", () => {
 
   it("asks only the agent an entry was handed to; one it does not hold is lost", async () => {
     const { h, asked } = agents({ [slot(0)]: [1] });
-    await h.send([1, 2].map((i) => entry(i)), 0);
+    await h.send(
+      [1, 2].map((i) => entry(i)),
+      0,
+    );
     expect(await h.check([coreEntry(1), coreEntry(2)])).toEqual({ lost: [2], held: [1] });
     expect(asked).toEqual([slot(0)]);
   });
@@ -142,7 +151,10 @@ describe("Handoff.check: which entries leased for long no agent holds", () => {
 
   it("leaves undecided what an agent that failed to answer may hold", async () => {
     const { h } = agents({}, [slot(1)]);
-    await h.send([1].map((i) => entry(i)), 0); // to #0, which answers
+    await h.send(
+      [1].map((i) => entry(i)),
+      0,
+    ); // to #0, which answers
     expect(await h.check([coreEntry(1), coreEntry(9, 10)])).toEqual({ lost: [1], held: [] }); // 9 may be at #1
   });
 });
