@@ -23,7 +23,7 @@ import { EmailMessage } from "cloudflare:email";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import toml from "../../../wrangler.toml?raw";
 import { meterEnv, meterReset, meterSnapshot, queueOps, STORAGE_METHODS } from "../../../worker/meter";
-import { callWithKey, email, eventually, newKey } from "../helpers";
+import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
 
 const sink = inject("sink");
@@ -204,8 +204,10 @@ async function quiet(): Promise<void> {
 
 describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
   let key: string;
+  let operator: string;
   beforeAll(async () => {
     key = await newKey("acme");
+    operator = await newOperatorKey("ops");
     await env.DB.batch([
       env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('covsmtp', ?), ('covmail', 'cf-email')").bind(
         `[127.0.0.1]:${sink.smtpPort}`,
@@ -246,6 +248,15 @@ describe.skipIf(env.DELIVERY !== "agents")("the meter's coverage", () => {
       // prototype: its sends are counted by what the relay recorded, one per recipient it delivered.
       bump("email.sends", rs.filter((r) => r.last_response?.mx === "email-service.cloudflare").length);
     }
+    // A destination that only succeeds gets no Destination DO request on the delivery path
+    // (feedback-gate.ts): the operator's view of one reaches it.
+    const dest = await callWithKey(
+      operator,
+      "GET",
+      `/relay/destinations/covsmtp/${encodeURIComponent(`[127.0.0.1]:${sink.smtpPort}`)}`,
+    );
+    expect(dest.status).toBe(200);
+    await dest.arrayBuffer();
     const metered = meterEnv(env);
     for (const b of bindings.filter((x) => x.kind === "queue"))
       await (metered as unknown as Record<string, Queue>)[b.name]!.send({ probe: "meter coverage" });

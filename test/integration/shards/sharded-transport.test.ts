@@ -11,16 +11,26 @@ import { callWithKey, email, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "../delivery/observe";
 
 const sink = inject("sink");
+const scripted = inject("scripted");
 const SHARDS = 3;
 let key: string;
 let operator: string;
-/** Four spellings of the sink, four destinations of the transport `split`. */
-const nexthops = [
-  `[127.0.0.1]:${sink.smtpPort}`,
-  `127.0.0.1:${sink.smtpPort}`,
-  `[localhost]:${sink.smtpPort}`,
-  `localhost:${sink.smtpPort}`,
-];
+/**
+ * Four destinations of the transport `split`: spellings of three sinks that accept mail (the ports
+ * are drawn at each run), the first four in this order that fall on at least two shards. Four
+ * spellings of one sink alone fall on one shard in one run of 27.
+ */
+const nexthops = (() => {
+  const all = [sink.smtpPort, scripted.ports.cached!, scripted.ports.slow!].flatMap((p) => [
+    `[127.0.0.1]:${p}`,
+    `127.0.0.1:${p}`,
+    `[localhost]:${p}`,
+    `localhost:${p}`,
+  ]);
+  const shardOf = (n: string) => schedulerName("split", n, SHARDS);
+  const other = all.find((n) => shardOf(n) !== shardOf(all[0]!));
+  return [all[0]!, ...(other ? [other] : []), ...all.slice(1).filter((n) => n !== other)].slice(0, 4);
+})();
 
 beforeAll(async () => {
   key = await newKey("acme");
