@@ -52,14 +52,8 @@ export interface Finished {
   transport: string;
   /** The Transport DO that scheduled it (a shard's name with TRANSPORT_SHARDS), for the verdict. */
   scheduler: string;
-  destination: {
-    queue: string;
-    busy: number;
-    conc?: number;
-    window: number;
-    prior?: { window: number; failCohorts: number };
-    feed?: boolean;
-  } | null;
+  /** The Transport DO's answer about the entry's destination (ReportAnswer). */
+  destination: ReportAnswer["destination"];
   siteFailure: { dsnStatus: string; reason: string } | null;
   /** The reply rule the site failure set off, if any. */
   replyRule?: string;
