@@ -4,9 +4,10 @@
  * next attempt.
  *
  * DESCRIPTION
- *   settleAttempts(sql, effects, now)        after a command: a finished or expired attempt's
- *                 records go at the next checkpoint and its retry and final rows go now; a
- *                 deferred one's retry is due its back-off after the attempt ended (in ms).
+ *   settleAttempts(sql, effects, now, done)  after a command: a done attempt's records go at a
+ *                 checkpoint after its grace (done-records.ts), an expired one's after its day
+ *                 (noteFinished), and the retry and final rows of either now; a deferred one's
+ *                 retry is due its back-off after the attempt ended (in ms).
  *   noteFinalRecipients(sql, coreId, idxs, effects)   recipients final while their attempt goes
  *                 on (or is retried); an attempt that ended needs no record.
  *   retryAttempt(sql, coreId, admit)         admits `<id>#<attempt + 1>` with the recipients not
@@ -20,6 +21,7 @@ import type { Effect, MessageFields, ResolvedRecipient } from "../core";
 import { coreIdOf, parseCoreId } from "../../worker/model/delivery";
 import { forgetAttempt, markFinal, nowSec, pendingRecipients, retryDueMs, scheduleRetry } from "./delivery-state";
 import { noteFinished, readMeta } from "./sqlite-source";
+import type { DoneRecords } from "./done-records";
 
 /** Admits an attempt of a message (TransportQueue's admitCore). */
 type Admit = (
@@ -31,11 +33,12 @@ type Admit = (
   fields: MessageFields | null,
 ) => unknown;
 
-/** After a command: an ended attempt's records are noted for the checkpoint, a deferred one's retry is scheduled. */
-export function settleAttempts(sql: SqlStorage, effects: readonly Effect[], now: number): void {
+/** After a command: an ended attempt's records are noted for a checkpoint, a deferred one's retry is scheduled. */
+export function settleAttempts(sql: SqlStorage, effects: readonly Effect[], now: number, done: DoneRecords): void {
   for (const e of effects) {
     if (e.kind === "message-done" || e.kind === "message-expired") {
-      noteFinished(sql, e.messageId, now);
+      if (e.kind === "message-done") done.note(e.messageId, now);
+      else noteFinished(sql, e.messageId, now);
       forgetAttempt(sql, e.messageId);
     } else if (e.kind === "message-deferred") {
       scheduleRetry(sql, e.messageId, retryDueMs(e.nextAttemptAt, now, Date.now()));

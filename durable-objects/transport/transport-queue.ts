@@ -5,7 +5,8 @@
  * nothing are not journaled; a snapshot now and then), re-arms the alarm, and returns the
  * core's decisions. After an eviction the state is the last snapshot plus the journal replayed.
  * Records of finished messages go at a checkpoint: the alarm takes one (wakeup.ts) when they expire
- * (storage/sqlite-source.ts admissionTtlSec), and then empties the journal ring if the queue is idle.
+ * (a done attempt's after a minute, done-records.ts; others after sqlite-source.ts admissionTtlSec),
+ * and then empties the journal ring if the queue is idle.
  *
  * ADMISSION
  *   admit() always takes a message durably: into the core when the active queue has room
@@ -90,6 +91,7 @@ import {
 import { explainWaits, inspectTransport, metricsOf } from "./views";
 import { Handoff } from "./handoff";
 import { FeedbackGate } from "./feedback-gate";
+import { DoneRecords, DONE_GRACE_SEC } from "./done-records";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
 import { settingsOf } from "../../worker/settings/settings";
 
@@ -111,12 +113,15 @@ export class TransportQueue extends DurableObject<Env> {
   private incomingEmpty = false;
   /** Backlog rows of messages finished since this time (s) go at the next checkpoint; 0 after a start. */
   private forgottenUpTo = 0;
+  /** Attempts that ended done, whose records go at a checkpoint after a grace (done-records.ts). */
+  private readonly done: DoneRecords;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.cfg = schedulerConfigOf(env);
     this.handoff = new Handoff(() => this.env, Date.now, ctx.id.name);
     this.gate = new FeedbackGate(this.cfg.global.destinationIdleMemory);
+    this.done = new DoneRecords(Math.min(DONE_GRACE_SEC, admissionTtlSec(env)));
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);
@@ -128,10 +133,12 @@ export class TransportQueue extends DurableObject<Env> {
         every,
         () => {
           this.forgottenUpTo = forgetFinished(sql, this.forgottenUpTo, nowSec(), admissionTtlSec(env));
+          this.done.forget(sql, nowSec());
         },
         ring,
       );
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
+      this.done.recover(sql, (id) => this.qmgr.messages.has(id), nowSec());
       this.alarmAt = await ctx.storage.getAlarm();
       this.leases = restoreLeases(sql, env, this.qmgr.busy, this.journal.unconfirmed); // every entry in flight, leased anew
       if (this.qmgr.busy.size > 0) await this.arm();
@@ -258,7 +265,7 @@ export class TransportQueue extends DurableObject<Env> {
     this.crash(this.leases.expired(nowSec()));
     if (settingsOf(this.env).agents) await this.checkAgents();
     for (const coreId of dueRetries(sql, Date.now())) retryAttempt(sql, coreId, (...a) => this.admitCore(...a));
-    settleRing(this.qmgr, this.journal, sql, this.env); // finished messages' records, the ring (wakeup.ts)
+    settleRing(this.qmgr, this.journal, sql, this.env, this.done); // finished messages' records, the ring (wakeup.ts)
     await this.pump();
   }
 
@@ -380,14 +387,14 @@ export class TransportQueue extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const res = this.journal.run(this.qmgr, cmd);
     this.notes.collect(sql, res.effects, this.cfg.global.maximalQueueLifetime, finalNow);
-    settleAttempts(sql, res.effects, cmd.now);
+    settleAttempts(sql, res.effects, cmd.now, this.done);
     return res;
   }
 
   /** Arms the alarm at the earliest core wake-up, lease deadline or retry (wakeup.ts nextAlarmAt). */
   private async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
-    const at = nextAlarmAt(this.qmgr, this.journal, this.leases, this.ctx.storage.sql, this.env);
+    const at = nextAlarmAt(this.qmgr, this.journal, this.leases, this.ctx.storage.sql, this.env, this.done);
     if (at === null || at === this.alarmAt) return; // a setAlarm is a billed write
     this.alarmAt = at;
     await this.ctx.storage.setAlarm(at);

@@ -3,10 +3,10 @@
  * core, the leases and its SQLite (nothing here sets an alarm).
  *
  * DESCRIPTION
- *   nextAlarmAt(qmgr, journal, leases, sql, env)  the alarm time (ms) the shell arms, or null:
+ *   nextAlarmAt(qmgr, journal, leases, sql, env, done)  the alarm time (ms) the shell arms, or null:
  *                 the earliest core wake-up, lease deadline, record to forget, idle ring to
  *                 empty, agent check or retry.
- *   settleRing(qmgr, journal, sql, env)           at an alarm: a checkpoint when finished
+ *   settleRing(qmgr, journal, sql, env, done)     at an alarm: a checkpoint when finished
  *                 messages' records are due to go, the ring emptied with it when the queue is
  *                 idle, or an idle queue's ring emptied when nothing is left to forget.
  *
@@ -20,6 +20,14 @@ import { nextRetryDue, nowSec } from "./delivery-state";
 import type { Journal } from "./journal";
 import type { Leases } from "./leases";
 import { admissionTtlSec, nextForgetAt, type StoredRecipient } from "./sqlite-source";
+import type { DoneRecords } from "./done-records";
+
+/** When the next records are due to go (unix s): finished ones after their day, done ones after their grace; or null. */
+function forgetAt(sql: SqlStorage, env: Env, done: DoneRecords): number | null {
+  const finished = nextForgetAt(sql, admissionTtlSec(env));
+  const grace = done.nextAt;
+  return finished === null ? grace : grace === null ? finished : Math.min(finished, grace);
+}
 
 /**
  * The alarm time (ms) at the earliest core wake-up, lease deadline or retry, or null for none. A
@@ -33,10 +41,11 @@ export function nextAlarmAt(
   leases: Leases,
   sql: SqlStorage,
   env: Env,
+  done: DoneRecords,
 ): number | null {
   const check = settingsOf(env).agents ? leases.nextCheck(settingsOf(env).agentCheckMs) : null;
   const wake = nextWakeupAt(qmgr);
-  const forget = nextForgetAt(sql, admissionTtlSec(env));
+  const forget = forgetAt(sql, env, done);
   // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
   const idle = qmgr.messages.size === 0 && journal.dirty && forget === null ? nowSec() + 60 : null;
   // Seconds, but the retries' due times are in ms (a retry is never early).
@@ -55,13 +64,14 @@ export function settleRing(
   journal: Journal<StoredRecipient>,
   sql: SqlStorage,
   env: Env,
+  done: DoneRecords,
 ): void {
   // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
   // ring is emptied with it (no command naming a finished message stays behind its records).
   // Not on falling idle as such while a record waits to be forgotten: for mail that comes one
   // message at a time, that was a snapshot, the ring's deletes and an alarm per message, where
   // this checkpoint comes anyway. An idle queue with nothing left to forget empties its ring.
-  const forget = nextForgetAt(sql, admissionTtlSec(env));
+  const forget = forgetAt(sql, env, done);
   if (forget !== null && forget <= nowSec()) {
     if (qmgr.messages.size === 0) journal.clear(qmgr);
     else journal.checkpoint(qmgr);

@@ -28,6 +28,28 @@ function timeless(json: string): string {
   );
 }
 
+/** Rows in one of a Transport DO's tables. */
+function count(stub: DurableObjectStub<TransportQueue>, table: string): Promise<number> {
+  return runInDurableObject(
+    stub,
+    (_i, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n,
+  );
+}
+
+/** The done attempts whose records wait for their grace (done-records.ts), in the order they ended. */
+type DoneProbe = { done: { waiting: Map<string, number> } };
+function waitingDone(stub: DurableObjectStub<TransportQueue>): Promise<string[]> {
+  return runInDurableObject(stub, (instance) => [...(instance as unknown as DoneProbe).done.waiting.keys()]);
+}
+
+/** Moves the end of every waiting done attempt `sec` seconds back. */
+function endedAgo(stub: DurableObjectStub<TransportQueue>, sec: number): Promise<void> {
+  return runInDurableObject(stub, (instance) => {
+    const waiting = (instance as unknown as DoneProbe).done.waiting;
+    for (const [id, at] of waiting) waiting.set(id, at - sec);
+  });
+}
+
 describe("TransportQueue Durable Object (shell over the core)", () => {
   it("admits, dispatches and completes through RPC, persisting the core state in its SQLite", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-basic");
@@ -287,29 +309,58 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     expect(tables).toEqual([]);
   });
 
-  it("empties the ring when an idle transport forgets its finished messages, so no command naming one outlives its records", async () => {
+  it("empties the ring when an idle transport forgets its done messages, so no command naming one outlives its records", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-ring-idle");
     await stub.admit({ id: "i0", createTime: 1, rcpts: rcpts(1, ["p.example"]) });
     const { entries } = await stub.dispatch(10);
     for (const e of entries) await stub.report(e.entryId, { status: "ok" });
-    const count = (table: string) =>
-      runInDurableObject(
-        stub,
-        (_i, state) => state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n,
-      );
-    expect(await count("journal_ring")).toBeGreaterThan(0);
+    expect(await count(stub, "journal_ring")).toBeGreaterThan(0);
+    // A done attempt writes no `finished` row: it waits in memory for its grace.
+    expect(await count(stub, "finished")).toBe(0);
+    expect(await waitingDone(stub)).toEqual(["i0"]);
     // Falling idle alone forgets nothing (no snapshot, no delete, no alarm of its own per message).
     await runDurableObjectAlarm(stub);
-    expect(await count("journal_ring")).toBeGreaterThan(0);
-    expect(await count("admission")).toBe(1);
-    // Two days later (the record's finish time moved back): its admission record goes, and the ring with it.
-    await runInDurableObject(stub, (_i, state) => {
-      state.storage.sql.exec("UPDATE finished SET at = at - 172800");
-    });
-    await stub.dispatch(1); // any call re-arms the alarm at the forget time, now due (it may fire at once)
+    expect(await count(stub, "journal_ring")).toBeGreaterThan(0);
+    expect(await count(stub, "admission")).toBe(1);
+    // Within the grace a repeated admit() changes nothing.
+    expect((await stub.admit({ id: "i0", createTime: 1, rcpts: rcpts(1, ["p.example"]) })).active).toBe(false);
+    expect((await stub.dispatch(10)).entries).toEqual([]);
+    // A minute later (its end moved back): its admission record goes, and the ring with it.
+    await endedAgo(stub, 61);
+    await stub.dispatch(1); // any call re-arms the alarm at the grace's end, now past (it may fire at once)
     await runDurableObjectAlarm(stub);
-    const held = async () => (await count("journal_ring")) + (await count("admission")) + (await count("finished"));
+    const held = async () =>
+      (await count(stub, "journal_ring")) + (await count(stub, "admission")) + (await count(stub, "finished"));
     await eventually(async () => ((await held()) === 0 ? true : undefined), 5000, "the records and the ring forgotten");
+    expect(await waitingDone(stub)).toEqual([]);
+  });
+
+  it("finds the done attempts again after a restart (records of attempts that are nowhere else) and forgets them after the grace", async () => {
+    let stub = env.TRANSPORT_QUEUE.getByName("smtp-done-restart");
+    await stub.admit({ id: "r0", createTime: 1, rcpts: rcpts(60, ["q.example"]) }); // rcpt rows (over 50)
+    await stub.admit({ id: "r1", createTime: 1, rcpts: rcpts(1, ["q.example"]) });
+    const { entries } = await stub.dispatch(10);
+    const r0 = entries.filter((e) => e.messageId === "r0");
+    for (const e of r0) await stub.report(e.entryId, { status: "ok" });
+    expect(await count(stub, "rcpt")).toBe(60);
+    await expect(runInDurableObject(stub, (_i, state) => state.abort("evict for test"))).rejects.toThrow(
+      "evict for test",
+    );
+    stub = env.TRANSPORT_QUEUE.getByName("smtp-done-restart");
+    // r0 is done (replayed or in the snapshot); r1 is in flight and keeps its record.
+    expect(await waitingDone(stub)).toEqual(["r0"]);
+    await endedAgo(stub, 61);
+    await stub.dispatch(1);
+    await runDurableObjectAlarm(stub);
+    await eventually(
+      async () => ((await count(stub, "rcpt")) === 0 ? true : undefined),
+      5000,
+      "r0's rows forgotten at the checkpoint",
+    );
+    const left = await runInDurableObject(stub, (_i, state) =>
+      state.storage.sql.exec<{ core_id: string }>("SELECT core_id FROM admission").toArray(),
+    );
+    expect(left).toEqual([{ core_id: "r1" }]);
   });
 
   it("arms an alarm for the dead destination and revives it when the alarm runs", async () => {
