@@ -189,6 +189,9 @@ export default defineConfig({
                 // and keep its ring small, so a test wraps it round.
                 TRANSPORT_CHECKPOINT_EVERY: "7",
                 TRANSPORT_JOURNAL_RING: "1024",
+                // Journal every flush (no snapshot in its place for a tiny core), so these tests
+                // see the ring; the delivery projects run the default.
+                TRANSPORT_TINY_SNAPSHOT_CHARS: "0",
                 // The scheduler tests drive dispatch through the RPC themselves.
                 DISPATCH: "manual",
                 // These tests look at bodies in R2; inline-body.test.ts covers bodies kept in the

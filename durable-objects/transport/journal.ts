@@ -25,8 +25,14 @@
  * were two. Rows at or below the snapshot's seq are dead and skipped by load(); fewer than
  * `ring` flushes happen between two checkpoints (one is forced before), so a live row is never
  * overwritten. Rows written with another ring size (an upgrade) are folded into a snapshot at
- * load. clear() empties the ring when finished messages' records are forgotten while the
+ * load. settle(q, true) empties the ring when finished messages' records are forgotten while the
  * transport is idle, so no command naming a finished message outlives its records.
+ *
+ * A small core (its last snapshot at most `tinyChars`, TRANSPORT_TINY_SNAPSHOT_CHARS) is not
+ * journaled: every flush writes a snapshot instead, kept in the snapshot_meta row itself (one row
+ * written, as a ring row is, and no ring row to delete later). Mail that comes one message at a
+ * time then leaves no journal behind, and its records can go without a checkpoint of their own
+ * (settle). A snapshot of up to CHUNK_CHARS is kept in snapshot_meta; a larger one in chunks.
  *
  * Hand-offs: the shell journals a dispatch before it hands the entries over (the deliver queue,
  * the agents), so an entry is never delivered without being on record; but a stop inside the
@@ -60,6 +66,9 @@ export const RING = 16384;
 /** A snapshot up to this size is written every checkpointEvery commands; a larger one once the journal has half its size. */
 export const SMALL_SNAPSHOT_CHARS = 1_000_000;
 
+/** A core whose snapshot is at most this size is snapshotted at every flush instead of journaled, by default. */
+export const TINY_SNAPSHOT_CHARS = 16_384;
+
 /** Creates the journal tables if missing (schema version 2: the ring; version 1's `journal` is read once, then dropped). */
 export function migrateJournal(sql: SqlStorage): void {
   sql.exec(
@@ -77,6 +86,14 @@ export function migrateJournal(sql: SqlStorage): void {
       .some((c) => c.name === "sending")
   )
     sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
+  // Version 3: a snapshot of one chunk is kept in the row itself (`data`; `parts` 0).
+  if (
+    !sql
+      .exec<{ name: string }>("PRAGMA table_info(snapshot_meta)")
+      .toArray()
+      .some((c) => c.name === "data")
+  )
+    sql.exec("ALTER TABLE snapshot_meta ADD COLUMN data TEXT");
 }
 
 /** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */
@@ -101,6 +118,11 @@ export class Journal<R extends ResolvedRecipient> {
   private journalChars = 0;
   private snapshotChars = 0;
 
+  /** Messages and queues (plus one) the core held at the last snapshot (tinyNow). */
+  private heldAtSnapshot = 1;
+  /** Chunk rows the stored snapshot uses (0: it is kept in snapshot_meta), so a smaller one deletes only what is there. */
+  private chunks = 0;
+
   private readonly checkpointEvery: number;
 
   constructor(
@@ -108,6 +130,7 @@ export class Journal<R extends ResolvedRecipient> {
     checkpointEvery = 500,
     private readonly onCheckpoint: (q: Qmgr<R>) => void = () => {},
     private readonly ring = RING,
+    private readonly tinyChars = TINY_SNAPSHOT_CHARS,
   ) {
     this.checkpointEvery = Math.max(1, checkpointEvery);
   }
@@ -116,19 +139,24 @@ export class Journal<R extends ResolvedRecipient> {
   load(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
     migrateJournal(this.sql);
     const meta = this.sql
-      .exec<{ seq: number; parts: number; sending: string | null }>(
-        "SELECT seq, parts, sending FROM snapshot_meta WHERE id = 1",
+      .exec<{ seq: number; parts: number; sending: string | null; data: string | null }>(
+        "SELECT seq, parts, sending, data FROM snapshot_meta WHERE id = 1",
       )
       .toArray()[0];
     for (const id of JSON.parse(meta?.sending ?? "[]") as number[]) this.unconfirmed.add(id);
     let q: Qmgr<R>;
     if (meta) {
-      const parts = this.sql
-        .exec<{ data: string }>("SELECT data FROM snapshot_chunk WHERE part < ? ORDER BY part", meta.parts)
-        .toArray();
+      const parts =
+        meta.data !== null
+          ? [{ data: meta.data }]
+          : this.sql
+              .exec<{ data: string }>("SELECT data FROM snapshot_chunk WHERE part < ? ORDER BY part", meta.parts)
+              .toArray();
+      this.chunks = meta.data !== null ? 0 : meta.parts;
       const text = parts.map((p) => p.data).join("");
       this.snapshotChars = text.length;
       q = restoreQmgr(JSON.parse(text) as QmgrSnapshot<R>, cfg, source);
+      this.heldAtSnapshot = q.messages.size + q.queueCount + 1;
       this.seq = meta.seq;
     } else {
       q = createQmgr(cfg, source);
@@ -192,7 +220,8 @@ export class Journal<R extends ResolvedRecipient> {
     this.marks.s.push(...sending);
     if (this.buffered.length === 0) return;
     const due = this.checkpointDue();
-    if (due === "forced" || (due && sending.length === 0)) {
+    // A tiny core's snapshot is one row, as a journal row is (see the header).
+    if (due === "forced" || (due && sending.length === 0) || this.tinyNow(q)) {
       this.checkpoint(q);
       return;
     }
@@ -221,6 +250,16 @@ export class Journal<R extends ResolvedRecipient> {
     for (const id of entryIds) if (this.outstanding.delete(id)) this.marks.ok.push(id);
   }
 
+  /**
+   * Whether the core's snapshot would be tiny now: the last snapshot's size scaled by the
+   * messages and queues held now against then (no serialisation to find out).
+   */
+  private tinyNow(q: Qmgr<R>): boolean {
+    if (this.tinyChars === 0) return false;
+    const held = q.messages.size + q.queueCount + 1;
+    return (this.snapshotChars * held) / this.heldAtSnapshot <= this.tinyChars;
+  }
+
   /** Whether the next flush is a checkpoint instead (see the header); "forced" when the ring would wrap. */
   private checkpointDue(): boolean | "forced" {
     if (this.flushes >= this.ring - 1) return "forced";
@@ -232,8 +271,9 @@ export class Journal<R extends ResolvedRecipient> {
   checkpoint(q: Qmgr<R>): void {
     this.buffered = [];
     const text = JSON.stringify(snapshotQmgr(q));
-    const parts = Math.max(1, Math.ceil(text.length / CHUNK_CHARS));
-    // Each part rewritten in place (one row written; a delete and an insert were two), then the parts past the new last.
+    // One chunk: in the meta row itself (parts 0). More: each part rewritten in place (one row
+    // written; a delete and an insert were two). Then the chunk rows past the new last, if any.
+    const parts = text.length <= CHUNK_CHARS ? 0 : Math.ceil(text.length / CHUNK_CHARS);
     for (let i = 0; i < parts; i++) {
       const data = text.slice(i * CHUNK_CHARS, (i + 1) * CHUNK_CHARS);
       this.sql.exec(
@@ -242,30 +282,39 @@ export class Journal<R extends ResolvedRecipient> {
         data,
       );
     }
-    this.sql.exec("DELETE FROM snapshot_chunk WHERE part >= ?", parts);
+    if (this.chunks > parts) this.sql.exec("DELETE FROM snapshot_chunk WHERE part >= ?", parts);
+    this.chunks = parts;
     for (const id of this.outstanding) if (!q.busy.has(id)) this.outstanding.delete(id); // reported, crashed or never dispatched
     this.sql.exec(
-      "INSERT OR REPLACE INTO snapshot_meta (id, seq, parts, sending) VALUES (1, ?, ?, ?)",
+      "INSERT INTO snapshot_meta (id, seq, parts, sending, data) VALUES (1, ?1, ?2, ?3, ?4) " +
+        "ON CONFLICT (id) DO UPDATE SET seq = ?1, parts = ?2, sending = ?3, data = ?4",
       this.seq,
       parts,
       this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null,
+      parts === 0 ? text : null,
     );
     this.marks = { s: [], ok: [] };
     this.sinceCheckpoint = 0;
     this.flushes = 0;
     this.journalChars = 0;
     this.snapshotChars = text.length;
+    this.heldAtSnapshot = q.messages.size + q.queueCount + 1;
     this.onCheckpoint(q);
   }
 
-  /** Checkpoints and empties the ring (the transport is idle: its dead rows would only keep finished messages' ids). */
-  clear(q: Qmgr<R>): void {
-    this.checkpoint(q);
-    if (this.ringUsed) this.sql.exec("DELETE FROM journal_ring");
-    this.ringUsed = false;
+  /**
+   * Makes the stored snapshot the current state, a checkpoint only when commands came after the
+   * last one (else onCheckpoint alone runs: what it forgets is in no snapshot and no live ring
+   * row), and, `idle`, empties the ring (its dead rows would only keep finished messages' ids).
+   */
+  settle(q: Qmgr<R>, idle: boolean): void {
+    if (this.sinceCheckpoint > 0 || this.buffered.length > 0) this.checkpoint(q);
+    else this.onCheckpoint(q);
+    if (idle && this.ringUsed) this.sql.exec("DELETE FROM journal_ring");
+    if (idle) this.ringUsed = false;
   }
 
-  /** Whether clear() has anything to do: commands since the snapshot, or rows in the ring. */
+  /** Whether settle(q, true) has anything to do: commands since the snapshot, or rows in the ring. */
   get dirty(): boolean {
     return this.sinceCheckpoint > 0 || this.ringUsed;
   }

@@ -127,7 +127,7 @@ export class TransportQueue extends DurableObject<Env> {
       migrateBacklog(sql);
       migrateDelivery(sql);
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
-      const { checkpointEvery: every, journalRing: ring } = settingsOf(env);
+      const { checkpointEvery: every, journalRing: ring, tinySnapshotChars: tiny } = settingsOf(env);
       this.journal = new Journal<StoredRecipient>(
         sql,
         every,
@@ -136,6 +136,7 @@ export class TransportQueue extends DurableObject<Env> {
           this.done.forget(sql, nowSec());
         },
         ring,
+        tiny,
       );
       this.qmgr = this.journal.load(this.cfg, new SqliteRecipientSource(sql));
       this.done.recover(sql, (id) => this.qmgr.messages.has(id), nowSec());

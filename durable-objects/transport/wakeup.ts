@@ -66,14 +66,12 @@ export function settleRing(
   env: Env,
   done: DoneRecords,
 ): void {
-  // Finished messages' records are due to go: a checkpoint forgets them, and an idle queue's
-  // ring is emptied with it (no command naming a finished message stays behind its records).
+  // Finished messages' records are due to go: they go at a checkpoint (none is needed when no
+  // command came after the last snapshot: journal.ts settle), and an idle queue's ring is emptied with it (no command naming a finished message stays behind its records).
   // Not on falling idle as such while a record waits to be forgotten: for mail that comes one
   // message at a time, that was a snapshot, the ring's deletes and an alarm per message, where
   // this checkpoint comes anyway. An idle queue with nothing left to forget empties its ring.
   const forget = forgetAt(sql, env, done);
-  if (forget !== null && forget <= nowSec()) {
-    if (qmgr.messages.size === 0) journal.clear(qmgr);
-    else journal.checkpoint(qmgr);
-  } else if (forget === null && qmgr.messages.size === 0 && journal.dirty) journal.clear(qmgr);
+  if (forget !== null && forget <= nowSec()) journal.settle(qmgr, qmgr.messages.size === 0);
+  else if (forget === null && qmgr.messages.size === 0 && journal.dirty) journal.settle(qmgr, true);
 }

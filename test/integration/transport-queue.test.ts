@@ -529,7 +529,7 @@ describe("DestinationQueue Durable Object", () => {
     expect(await sendingAfterCheckpoint()).toBeNull();
   });
 
-  it("adds `sending` to a snapshot_meta written before hand-offs were recorded, keeping its snapshot", async () => {
+  it("adds `sending` and `data` to a snapshot_meta written before hand-offs were recorded (its snapshot in a chunk row), keeping its snapshot", async () => {
     const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-meta-upgrade");
     await fresh().admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
     const before = await snapshotOf(fresh());
@@ -540,7 +540,9 @@ describe("DestinationQueue Durable Object", () => {
       sql.exec(
         "CREATE TABLE old_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL)",
       );
-      sql.exec("INSERT INTO old_meta SELECT id, seq, parts FROM snapshot_meta");
+      // Before `data`, a snapshot was always in chunk rows.
+      sql.exec("INSERT INTO snapshot_chunk (part, data) SELECT 0, data FROM snapshot_meta");
+      sql.exec("INSERT INTO old_meta SELECT id, seq, 1 FROM snapshot_meta");
       sql.exec("DROP TABLE snapshot_meta");
       sql.exec("ALTER TABLE old_meta RENAME TO snapshot_meta");
     });
@@ -552,7 +554,7 @@ describe("DestinationQueue Durable Object", () => {
         .toArray()
         .map((c) => c.name),
     );
-    expect(cols).toEqual(["id", "seq", "parts", "sending"]);
+    expect(cols).toEqual(["id", "seq", "parts", "sending", "data"]);
   });
 
   it("takes over the leases a version-1 object kept in its lease table, and drops the table", async () => {

@@ -123,6 +123,12 @@ export const SETTINGS = {
     "rows of a Transport DO's journal ring (the most flushes between two snapshots)",
     (r) => positive(0)(r) || undefined,
   ),
+  tinySnapshotChars: knob(
+    "TRANSPORT_TINY_SNAPSHOT_CHARS",
+    "16384",
+    "a Transport DO whose snapshot is at most this many characters writes a snapshot at every flush instead of a journal row (0: always journal)",
+    nonNegative(16384),
+  ),
   smarthost: knob(
     "SMARTHOST",
     "",

@@ -25,6 +25,8 @@ beforeAll(async () => {
   await env.DB.batch([
     env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('probe', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
     env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'probe.test', 'probe')"),
+    env.DB.prepare("INSERT INTO transports (name, nexthop) VALUES ('tiny', ?)").bind(`[127.0.0.1]:${sink.smtpPort}`),
+    env.DB.prepare("INSERT INTO routes (tenant_id, pattern, transport) VALUES (NULL, 'tiny.test', 'tiny')"),
   ]);
   const sqlOf = (stub: DurableObjectStub) => runInDurableObject(stub, (_i, s) => s.storage.sql);
   const proto = Object.getPrototypeOf(await sqlOf(env.OUTBOX.getByName(outboxName(0)))) as {
@@ -45,14 +47,14 @@ beforeAll(async () => {
 
 afterAll(() => restore());
 
-async function send(n: number): Promise<string[]> {
+async function send(n: number, domain = "probe.test"): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const res = await callWithKey(
       key,
       "POST",
       "/emails",
-      email({ from: "Acme <no-reply@acme.test>", to: [`r${i}@probe.test`] }),
+      email({ from: "Acme <no-reply@acme.test>", to: [`r${i}@${domain}`] }),
     );
     ids.push((await res.json<{ id: string }>()).id);
   }
@@ -100,5 +102,22 @@ describe("rows written per one-recipient email", () => {
         .join("\n"),
     );
     expect(total / n).toBeLessThanOrEqual(26);
+  }, 60_000);
+
+  it("journals nothing in a transport with a tiny core: every flush is a snapshot in its meta row, and a done attempt leaves no finished row", async () => {
+    // One message after another, to a transport of their own, as mail that comes alone does.
+    for (let i = 0; i < 3; i++) await indexedDelivered(await send(1, "tiny.test"));
+    const tables = await runInDurableObject(env.TRANSPORT_QUEUE.getByName("tiny"), (_i, state) => {
+      const sql = state.storage.sql;
+      const count = (t: string) => sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${t}`).one().n;
+      const meta = sql.exec<{ parts: number; data: string | null }>("SELECT parts, data FROM snapshot_meta").toArray();
+      return {
+        ring: count("journal_ring"),
+        chunks: count("snapshot_chunk"),
+        finished: count("finished"),
+        meta: meta.map((m) => ({ parts: m.parts, inline: m.data !== null && m.data.length <= 16_384 })),
+      };
+    });
+    expect(tables).toEqual({ ring: 0, chunks: 0, finished: 0, meta: [{ parts: 0, inline: true }] });
   }, 60_000);
 });
