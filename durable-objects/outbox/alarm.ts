@@ -24,7 +24,7 @@
 import { dueForClassify, markClassifySent, unindexed } from "./classify-state";
 import { nextScheduledAt } from "./store";
 import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies, waitingAny } from "./sweep";
-import { finishedLagging, forwardCursor } from "./forward";
+import { ForwardWalk } from "./forward";
 import { settingsOf } from "../../worker/settings/settings";
 
 type AlarmEnv = {
@@ -42,13 +42,17 @@ export class OutboxAlarm {
   private readonly forwarding = new Map<string, number>();
   /** When the walk of finished messages must run again (outbox-forward.ts), or null. */
   private walkAt: number | null = null;
+  /** The walk of finished messages, and its cursor. */
+  private readonly walk: ForwardWalk;
 
   constructor(
     private readonly sql: SqlStorage,
     private readonly env: AlarmEnv,
     private readonly enqueue: (ids: string[]) => Promise<void>,
     private readonly sendNotices: (now: number) => Promise<string[]>,
-  ) {}
+  ) {
+    this.walk = new ForwardWalk(sql);
+  }
 
   /** The next alarm is a full run (the cron's wake). */
   fullRunNext(): void {
@@ -68,7 +72,7 @@ export class OutboxAlarm {
       const notices = await this.sendNotices(now);
       if (notices.length > 0) await this.enqueue(notices);
       const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, grace);
-      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs, forwardCursor(this.sql));
+      const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs, this.walk.cursor);
       const next = nextSweepAt(this.sql, now, grace, retentionMs);
       // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
       const again = orphans.listed > 0 || purged.length >= 500 ? now + grace : null;
@@ -93,17 +97,15 @@ export class OutboxAlarm {
     for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
     const ids = unindexed(this.sql, now, settingsOf(this.env).indexLagMs, 500).filter((id) => !this.forwarding.has(id));
     for (const id of ids) this.forwarding.set(id, now);
-    const finished = await finishedLagging(this.sql, this.env.DB, now, settingsOf(this.env).indexLagMs).catch(
-      (e: unknown) => {
-        console.error(
-          JSON.stringify({
-            error: "outbox: the walk of finished messages could not read D1 (walked again later)",
-            detail: e instanceof Error ? e.message : String(e),
-          }),
-        );
-        return { ids: [], next: now + settingsOf(this.env).indexLagMs };
-      },
-    );
+    const finished = await this.walk.walk(this.env.DB, now, settingsOf(this.env).indexLagMs).catch((e: unknown) => {
+      console.error(
+        JSON.stringify({
+          error: "outbox: the walk of finished messages could not read D1 (walked again later)",
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      );
+      return { ids: [], next: now + settingsOf(this.env).indexLagMs };
+    });
     this.walkAt = finished.next;
     return [...new Set([...ids, ...finished.ids])];
   }

@@ -15,15 +15,21 @@
  *   purge. What says they reached D1 is D1 itself:
  *   startForwardCursor  the cursor's first value (at migration): messages finished before it
  *                       keep no event in their rows.
- *   finishedLagging     walks the index of finished messages (message_finished) from the cursor
- *                       kept in meta. Of those with kept events, it asks D1 (one read per page)
- *                       which are not in the event log: those that finished INDEX_LAG_SECONDS
- *                       ago or more are returned, for the sweeper to hand to the classify queue
- *                       (whose consumer writes them); the walk stops at the first that finished
- *                       more recently, and says when it will have waited so long. The others
- *                       are passed. The cursor is written once per walk, only when it moved.
- *   forwardCursor       the cursor: every message finished up to it has its kept events in D1 or
- *                       in the classify queue, so the retention purge may take it.
+ *   finishedLagging     walks the index of finished messages (message_finished) from a cursor
+ *                       (the one given, else the one kept in meta). Of those with kept events,
+ *                       it asks D1 (one read per page) which are not in the event log: those
+ *                       that finished INDEX_LAG_SECONDS ago or more are returned, for the
+ *                       sweeper to hand to the classify queue (whose consumer writes them); the
+ *                       walk stops at the first that finished more recently, and says when it
+ *                       will have waited so long. The others are passed. Returns where it
+ *                       stopped and how many it passed; it writes nothing.
+ *   ForwardWalk         the cursor of this object's life, kept in meta only once CURSOR_SAVE_EVERY
+ *                       messages were passed since it was last kept (a message finished alone
+ *                       moved it, a row each time): after a restart the walk goes over at most
+ *                       that many again, which changes nothing.
+ *   forwardCursor       the cursor kept in meta: every message finished up to it has its kept
+ *                       events in D1 or in the classify queue, so the retention purge may take
+ *                       it (ForwardWalk.cursor is that for this life, and is never behind it).
  *
  * ERRORS
  *   finishedLagging throws when D1 cannot be read; the cursor is not moved, and the next alarm
@@ -41,6 +47,8 @@ import { getMeta, setMeta } from "./meta";
 export type ForwardCursor = { at: number; id: string };
 
 const KEY = "forward_cursor";
+/** Messages the walk passes before its cursor is kept in meta again (ForwardWalk). */
+export const CURSOR_SAVE_EVERY = 64;
 /** Finished messages read per page (one D1 read each), and per walk at most (the rest is walked one second later). */
 const PAGE = 500;
 const MAX_WALK = 20_000;
@@ -97,8 +105,10 @@ export async function finishedLagging(
   db: D1Database,
   nowMs: number,
   lagMs: number,
-): Promise<{ ids: string[]; next: number | null }> {
-  const start = forwardCursor(sql);
+  from: ForwardCursor = forwardCursor(sql),
+): Promise<{ ids: string[]; next: number | null; cursor: ForwardCursor; passed: number }> {
+  const start = from;
+  let passed = 0;
   let cur = start;
   const ids: string[] = [];
   let next: number | null = null;
@@ -119,11 +129,36 @@ export async function finishedLagging(
         ids.push(m.id);
       }
       cur = { at: m.done_at, id: m.id };
+      passed += 1;
     }
     walked += rows.length;
     if (rows.length < PAGE) break;
     if (walked >= MAX_WALK && next === null) next = nowMs;
   }
-  if (cur !== start) setMeta(sql, KEY, JSON.stringify(cur));
-  return { ids, next };
+  return { ids, next, cursor: cur, passed };
+}
+
+/** The walk's cursor for one life of the Outbox, kept in meta every CURSOR_SAVE_EVERY messages passed (see the header). */
+export class ForwardWalk {
+  private current: ForwardCursor | null = null;
+  private unsaved = 0;
+
+  constructor(private readonly sql: SqlStorage) {}
+
+  /** Where the walk stands: every message finished up to it is passed. */
+  get cursor(): ForwardCursor {
+    return (this.current ??= forwardCursor(this.sql));
+  }
+
+  /** One walk from the cursor (finishedLagging); moves it, and keeps it in meta when due. */
+  async walk(db: D1Database, nowMs: number, lagMs: number): Promise<{ ids: string[]; next: number | null }> {
+    const r = await finishedLagging(this.sql, db, nowMs, lagMs, this.cursor);
+    this.current = r.cursor;
+    this.unsaved += r.passed;
+    if (this.unsaved >= CURSOR_SAVE_EVERY) {
+      setMeta(this.sql, KEY, JSON.stringify(r.cursor));
+      this.unsaved = 0;
+    }
+    return { ids: r.ids, next: r.next };
+  }
 }

@@ -8,11 +8,19 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { outboxName, shardOf } from "../../../worker/model/ids";
-import { finishedLagging, forwardCursor } from "../../../durable-objects/outbox/forward";
+import {
+  CURSOR_SAVE_EVERY,
+  finishedLagging,
+  forwardCursor,
+  ForwardWalk,
+} from "../../../durable-objects/outbox/forward";
 import { eventAcksOf } from "../../../worker/model/message";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey } from "../helpers";
 import { recipientsWhen } from "./observe";
+
+/** The Outbox's walk of finished messages, whose cursor this life is kept in memory (forward.ts ForwardWalk). */
+type WalkProbe = { sweeper: { walk: ForwardWalk } };
 
 const sink = inject("sink");
 let key: string;
@@ -167,7 +175,7 @@ describe("the index of a message handed straight to delivery", () => {
       // The walk passed it; the events stay in the rows (nothing to delete) until the purge.
       await eventually(
         async () =>
-          (await runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql))).id === id
+          (await runInDurableObject(outbox, (o) => (o as unknown as WalkProbe).sweeper.walk.cursor)).id === id
             ? true
             : undefined,
         5000,
@@ -189,7 +197,8 @@ describe("the index of a message handed straight to delivery", () => {
     const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
     const sync = (await outbox.beginClassify(id)).sync!;
     expect(eventAcksOf([sync])).toEqual([]); // all kept in rows: no ackEventsMany for it
-    const cursor = () => runInDurableObject(outbox, (_o, state) => forwardCursor(state.storage.sql));
+    // The walk's cursor of this life (kept in meta only every CURSOR_SAVE_EVERY messages).
+    const cursor = () => runInDurableObject(outbox, (o) => (o as unknown as WalkProbe).sweeper.walk.cursor);
     const doneAt = await runInDurableObject(
       outbox,
       (_o, state) => state.storage.sql.exec<{ t: number }>("SELECT done_at AS t FROM message WHERE id = ?", id).one().t,
@@ -209,5 +218,36 @@ describe("the index of a message handed straight to delivery", () => {
     expect((await walk()).ids).not.toContain(id);
     await env.DB.prepare("DELETE FROM event_log WHERE email_id = ? AND type = 'email.delivered'").bind(id).run();
     expect((await walk()).ids).toContain(id);
+  });
+
+  it("keeps the walk's cursor in meta only every CURSOR_SAVE_EVERY messages passed, and a new life walks on from there", async () => {
+    const outbox = env.OUTBOX.getByName("walk-cursor");
+    const r = await runInDurableObject(outbox, async (_o, state) => {
+      const sql = state.storage.sql;
+      const stored = () => forwardCursor(sql);
+      const start = stored();
+      // Finished messages without kept events (nothing to look up in D1), done one ms apart.
+      const done = (from: number, n: number) => {
+        for (let i = from; i < from + n; i++)
+          sql.exec(
+            "INSERT INTO message (id, tenant, created_at, state, mail_from, size, summary, done_at) VALUES (?, 't', 0, 'done', 'a@b.test', 1, '{}', ?)",
+            `w${String(i).padStart(4, "0")}`,
+            start.at + 1 + i,
+          );
+      };
+      const walk = new ForwardWalk(sql);
+      done(0, 3);
+      await walk.walk(env.DB, Date.now(), 0);
+      const afterFew = { life: walk.cursor.id, stored: stored().id };
+      done(3, CURSOR_SAVE_EVERY);
+      await walk.walk(env.DB, Date.now(), 0);
+      const afterMany = { life: walk.cursor.id, stored: stored().id };
+      // A new life (the Outbox restarted) starts from what meta holds.
+      return { afterFew, afterMany, next: new ForwardWalk(sql).cursor.id };
+    });
+    const last = `w${String(2 + CURSOR_SAVE_EVERY).padStart(4, "0")}`;
+    expect(r.afterFew).toEqual({ life: "w0002", stored: "" });
+    expect(r.afterMany).toEqual({ life: last, stored: last });
+    expect(r.next).toBe(last);
   });
 });
