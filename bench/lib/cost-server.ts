@@ -286,10 +286,11 @@ export async function rowsLeft(s: Setup): Promise<Counts> {
 
 /**
  * Until no message table holds a row (every message past its retention purged), or PURGE_WAIT_MS.
- * D1's rows go at a cron run, MESSAGE_RETENTION_DAYS after the message's last change in D1, which
- * can come after its last delivery (an index write the sweeper forwards INDEX_LAG_SECONDS later):
- * when only D1 rows are left, the cron runs again every CRON_AGAIN_MS, as production's does every
- * 10 minutes.
+ * A message whose last recipient ended after the case's last delivery (a bounce, a late retry) is
+ * purged later than the others; D1's rows go at a cron run, MESSAGE_RETENTION_DAYS after the
+ * message's last change in D1. So when only D1 rows are left, the cron runs again every
+ * CRON_AGAIN_MS, as production's does every 10 minutes. Rows still held at the end are printed
+ * with what the index says of their messages.
  */
 export async function waitPurged(s: Setup, what: string): Promise<void> {
   const t0 = Date.now();
@@ -297,6 +298,18 @@ export async function waitPurged(s: Setup, what: string): Promise<void> {
   for (let left = await rowsLeft(s); total(left) > 0; left = await rowsLeft(s)) {
     if (Date.now() - t0 > PURGE_WAIT_MS) {
       console.log(`${what}: rows still held after ${PURGE_WAIT_MS / 1000} s: ${JSON.stringify(left)}`);
+      // What the index says of the messages it still holds (their last event decides the purge).
+      const listed = await api<{ data: { id: string; last_event: string; created_at: string }[] }>(
+        s.server,
+        "GET",
+        "/emails?limit=5",
+      ).catch((e: unknown) => ({ data: [], error: String(e) }));
+      for (const m of listed.data) {
+        const full = await api<Record<string, unknown>>(s.server, "GET", `/emails/${m.id}`).catch((e: unknown) => ({
+          error: String(e),
+        }));
+        console.log(`${what}: still in D1: ${JSON.stringify(m)} ${JSON.stringify(full).slice(0, 2000)}`);
+      }
       return;
     }
     const onlyD1 = Object.entries(left).every(([t, n]) => n === 0 || t.startsWith("d1."));
@@ -309,7 +322,7 @@ export async function waitPurged(s: Setup, what: string): Promise<void> {
 
 const CRON_AGAIN_MS = 20_000;
 
-const PURGE_WAIT_MS = 90_000;
+const PURGE_WAIT_MS = 150_000;
 
 const TICK_MS = 10; // Linux USER_HZ 100
 

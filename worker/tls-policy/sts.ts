@@ -12,6 +12,11 @@
  *       background (`background(p)` keeps the invocation alive for p). A cached policy therefore
  *       costs no DoH query and no fetch; the first delivery to a domain in an isolate costs one
  *       D1 row read.
+ *       A domain that publishes neither record, and has no row, gets none: its negative answer
+ *       carries nothing another isolate needs (no policy to keep in force, no report address),
+ *       so this isolate keeps it in memory for the negative lifetime (an hour) instead of a D1
+ *       row per domain ever sent to, rewritten every hour it is sent to (most domains of the
+ *       long tail publish neither).
  *   fetchFailure(info)    the TLS-RPT result type of the last failed policy fetch, if any.
  *   clearStsMemory()      forgets the memory cache (tests).
  *
@@ -47,7 +52,7 @@ export interface StsInfo {
   fetchError?: TlsResultType | null;
 }
 
-const memory = new Map<string, { at: number; info: Promise<StsInfo> }>();
+const memory = new Map<string, { at: number; info: Promise<StsInfo>; memoryOnly?: boolean }>();
 
 /** Forgets what this isolate remembers (tests). */
 export function clearStsMemory(): void {
@@ -113,6 +118,7 @@ async function discover(env: Env, domain: string, cached: StsInfo | null, nowSec
   });
   const rua = rpt === "failed" ? (cached?.rua ?? null) : (parseTlsRptRecord(rpt)?.rua ?? null);
   const info: StsInfo = { domain, entry, rua, fetchError };
+  if (cached === null && memoryOnly(info)) return info;
   await env.DB.prepare(
     `INSERT INTO mta_sts_policies (domain, entry, rua, fetch_error, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
       ON CONFLICT (domain) DO UPDATE SET entry = excluded.entry, rua = excluded.rua, fetch_error = excluded.fetch_error, updated_at = excluded.updated_at`,
@@ -155,18 +161,30 @@ async function load(
   return discover(env, domain, stored, nowSec);
 }
 
+/** A negative answer with no report address and no failed fetch: kept in memory only (see the header). */
+function memoryOnly(info: StsInfo): boolean {
+  return info.entry.policy === null && info.entry.id === null && info.rua === null && !info.fetchError;
+}
+
 /** See the header. */
 export async function stsInfo(env: Env, domain: string, background: (p: Promise<unknown>) => void): Promise<StsInfo> {
   const key = domain.toLowerCase().replace(/\.$/, "");
   const now = Date.now();
   const hit = memory.get(key);
-  if (hit && now - hit.at < MEMORY_TTL_MS) {
+  if (hit && (now - hit.at < MEMORY_TTL_MS || hit.memoryOnly)) {
     const info = await hit.info;
     if (Math.floor(now / 1000) < info.entry.expiresAt) return info;
   }
   const info = load(env, key, Math.floor(now / 1000), background);
   if (memory.size > 10_000) memory.clear();
-  memory.set(key, { at: now, info });
-  info.catch(() => memory.delete(key));
+  const held: { at: number; info: Promise<StsInfo>; memoryOnly?: boolean } = { at: now, info };
+  memory.set(key, held);
+  info.then(
+    (i) => {
+      // Not in D1 (discover wrote no row): the memory is the only cache, for the entry's lifetime.
+      held.memoryOnly = memoryOnly(i);
+    },
+    () => memory.delete(key),
+  );
   return info;
 }

@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, inject, it } from "vitest";
 import worker from "../../../worker/index";
 import { callWithKey, email, eventually, newKey } from "../helpers";
 import { caught as sinkMessages, recipientsWhen, type Rcpt } from "./observe";
+import { stsInfo } from "../../../worker/tls-policy/sts";
 
 const sts = inject("sts");
 const doh = inject("doh");
@@ -114,6 +115,39 @@ describe("MTA-STS testing", () => {
         .filter((m) => m.rcptTo.includes("fay@sts-testing.test"))
         .map((m) => m.secure),
     ).toEqual([false]);
+  });
+});
+
+describe("MTA-STS cache", () => {
+  /** Publishes a TXT answer (texts; none: an empty answer) at the fixture resolver. */
+  const publishTxt = async (name: string, data: string[]) =>
+    expect(
+      (
+        await fetch(doh.url.replace(/\/dns-query$/, "/records"), {
+          method: "POST",
+          body: JSON.stringify({ name, type: "TXT", data }),
+        })
+      ).status,
+    ).toBe(204);
+  const row = (domain: string) =>
+    env.DB.prepare("SELECT rua FROM mta_sts_policies WHERE domain = ?").bind(domain).first<{ rua: string | null }>();
+
+  it("a domain that publishes neither record costs no D1 row: its negative answer stays in this isolate's memory", async () => {
+    await publishTxt("_mta-sts.plain-sts.test", []);
+    await publishTxt("_smtp._tls.plain-sts.test", []);
+    const bg = (p: Promise<unknown>) => void p.catch(() => undefined);
+    const info = await stsInfo(env, "plain-sts.test", bg);
+    expect(info.entry.policy).toBeNull();
+    expect(info.rua).toBeNull();
+    expect(await row("plain-sts.test")).toBeNull();
+    const asked = (await queries())["_mta-sts.plain-sts.test/TXT"];
+    await stsInfo(env, "plain-sts.test", bg);
+    expect((await queries())["_mta-sts.plain-sts.test/TXT"]).toBe(asked);
+    // A TLS-RPT address is worth a row (the daily report reads it), also without a policy.
+    await publishTxt("_mta-sts.rpt-only.test", []);
+    await publishTxt("_smtp._tls.rpt-only.test", ["v=TLSRPTv1; rua=mailto:tlsrpt@rpt-only.test"]);
+    expect((await stsInfo(env, "rpt-only.test", bg)).rua).toEqual(["mailto:tlsrpt@rpt-only.test"]);
+    expect(await row("rpt-only.test")).toEqual({ rua: JSON.stringify(["mailto:tlsrpt@rpt-only.test"]) });
   });
 });
 
