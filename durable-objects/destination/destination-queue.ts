@@ -10,6 +10,7 @@
  * its own, a row per event, before; it is carried over once.)
  */
 import { DurableObject } from "cloudflare:workers";
+import { addMissingColumns } from "../../worker/lib/sql-columns";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
 import { sqlRowCounts } from "../../worker/meter";
 import {
@@ -41,14 +42,7 @@ export class DestinationQueue extends DurableObject<Env> {
     ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;
       sql.exec("CREATE TABLE IF NOT EXISTS dest (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL)");
-      if (
-        !sql
-          .exec<{ name: string }>("PRAGMA table_info(dest)")
-          .toArray()
-          .some((c) => c.name === "history")
-      ) {
-        sql.exec("ALTER TABLE dest ADD COLUMN history TEXT NOT NULL DEFAULT '[]'");
-      }
+      addMissingColumns(sql, "dest", { history: "TEXT NOT NULL DEFAULT '[]'" });
       const row = sql
         .exec<{ state: string; history: string }>("SELECT state, history FROM dest WHERE id = 1")
         .toArray()[0];

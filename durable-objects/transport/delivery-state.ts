@@ -28,6 +28,7 @@ import { noteFinished, recipientsFrom, type StoredRecipient } from "./sqlite-sou
 import { Leases } from "./leases";
 import { parseCoreId, type AttemptRef } from "../../worker/model/delivery";
 import { settingsOf } from "../../worker/settings/settings";
+import { addMissingColumns } from "../../worker/lib/sql-columns";
 
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
@@ -44,13 +45,7 @@ export function migrateDelivery(sql: SqlStorage): void {
       "priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)",
   );
   // Version 2: a waiting message's pickup-policy fields (campaign, bulk), JSON or null.
-  if (
-    !sql
-      .exec<{ name: string }>("PRAGMA table_info(incoming)")
-      .toArray()
-      .some((c) => c.name === "fields")
-  )
-    sql.exec("ALTER TABLE incoming ADD COLUMN fields TEXT");
+  addMissingColumns(sql, "incoming", { fields: "TEXT" });
 }
 
 /** A message waiting in the incoming queue. */

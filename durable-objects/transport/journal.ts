@@ -56,6 +56,7 @@ import {
   type ResolvedRecipient,
   type SchedulerConfig,
 } from "../core";
+import { migrateJournal } from "./journal-schema";
 
 /** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
 const CHUNK_CHARS = 500_000;
@@ -68,33 +69,6 @@ export const SMALL_SNAPSHOT_CHARS = 1_000_000;
 
 /** A core whose snapshot is at most this size is snapshotted at every flush instead of journaled, by default. */
 export const TINY_SNAPSHOT_CHARS = 16_384;
-
-/** Creates the journal tables if missing (schema version 2: the ring; version 1's `journal` is read once, then dropped). */
-export function migrateJournal(sql: SqlStorage): void {
-  sql.exec(
-    "CREATE TABLE IF NOT EXISTS journal_ring (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, cmd TEXT NOT NULL)",
-  );
-  sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
-  sql.exec(
-    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)",
-  );
-  // Version 2 without `sending` (hand-offs outstanding at the checkpoint): added in place.
-  if (
-    !sql
-      .exec<{ name: string }>("PRAGMA table_info(snapshot_meta)")
-      .toArray()
-      .some((c) => c.name === "sending")
-  )
-    sql.exec("ALTER TABLE snapshot_meta ADD COLUMN sending TEXT");
-  // Version 3: a snapshot of one chunk is kept in the row itself (`data`; `parts` 0).
-  if (
-    !sql
-      .exec<{ name: string }>("PRAGMA table_info(snapshot_meta)")
-      .toArray()
-      .some((c) => c.name === "data")
-  )
-    sql.exec("ALTER TABLE snapshot_meta ADD COLUMN data TEXT");
-}
 
 /** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */
 type Row = Command[] | { c: Command[]; s?: number[]; ok?: number[] };

@@ -5,6 +5,7 @@
 import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core";
 import type { MessageFields } from "../core/model";
 import { settingsOf } from "../../worker/settings/settings";
+import { addMissingColumns } from "../../worker/lib/sql-columns";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
 export interface StoredRecipient extends ResolvedRecipient {
@@ -70,12 +71,7 @@ export function migrateBacklog(sql: SqlStorage): void {
     sql.exec("DROP TABLE msg_meta");
   }
   if (has("admitted")) sql.exec("DROP TABLE admitted");
-  const columns = sql
-    .exec<{ name: string }>("PRAGMA table_info(admission)")
-    .toArray()
-    .map((c) => c.name);
-  if (!columns.includes("rcpts")) sql.exec("ALTER TABLE admission ADD COLUMN rcpts TEXT");
-  if (!columns.includes("fields")) sql.exec("ALTER TABLE admission ADD COLUMN fields TEXT");
+  addMissingColumns(sql, "admission", { rcpts: "TEXT", fields: "TEXT" });
 }
 
 /** Core messages with at most this many recipients keep them in their admission row. */

@@ -1,0 +1,16 @@
+/** The tables of the Transport DO's journal (journal.ts): created, and upgraded in place. */
+import { addMissingColumns } from "../../worker/lib/sql-columns";
+
+/** Creates the journal tables if missing (schema version 2: the ring; version 1's `journal` is read once, then dropped). */
+export function migrateJournal(sql: SqlStorage): void {
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS journal_ring (slot INTEGER PRIMARY KEY, seq INTEGER NOT NULL, cmd TEXT NOT NULL)",
+  );
+  sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)",
+  );
+  // Added in place: version 2 without `sending` (hand-offs outstanding at the checkpoint); version
+  // 3 keeps a snapshot of one chunk in the row itself (`data`; `parts` 0).
+  addMissingColumns(sql, "snapshot_meta", { sending: "TEXT", data: "TEXT" });
+}

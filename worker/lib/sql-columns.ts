@@ -1,0 +1,19 @@
+/**
+ * Schema upgrades in place for Durable Object SQLite tables.
+ *
+ * DESCRIPTION
+ *   addMissingColumns(sql, table, columns)  adds each column (name → its type and default) the
+ *                                           table lacks, after one read of its columns.
+ */
+
+/** Adds the columns `table` lacks (name → type and default), reading its columns once. */
+export function addMissingColumns(sql: SqlStorage, table: string, columns: Record<string, string>): void {
+  const have = new Set(
+    sql
+      .exec<{ name: string }>(`PRAGMA table_info(${table})`)
+      .toArray()
+      .map((c) => c.name),
+  );
+  for (const [name, type] of Object.entries(columns))
+    if (!have.has(name)) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${type}`);
+}
