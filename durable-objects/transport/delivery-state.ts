@@ -42,7 +42,7 @@ export function migrateDelivery(sql: SqlStorage): void {
   sql.exec("UPDATE retry_due SET due = due * 1000 WHERE due < 100000000000");
   sql.exec(
     "CREATE TABLE IF NOT EXISTS incoming (seq INTEGER PRIMARY KEY AUTOINCREMENT, core_id TEXT NOT NULL UNIQUE, create_time INTEGER NOT NULL, tenant TEXT, " +
-      "priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL)",
+      "priority INTEGER NOT NULL, rcpt_total INTEGER NOT NULL, fields TEXT)",
   );
   // Version 2: a waiting message's pickup-policy fields (campaign, bulk), JSON or null.
   addMissingColumns(sql, "incoming", { fields: "TEXT" });

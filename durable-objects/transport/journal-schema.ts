@@ -8,7 +8,7 @@ export function migrateJournal(sql: SqlStorage): void {
   );
   sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT)",
+    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT, data TEXT)",
   );
   // Added in place: version 2 without `sending` (hand-offs outstanding at the checkpoint); version
   // 3 keeps a snapshot of one chunk in the row itself (`data`; `parts` 0).

@@ -53,7 +53,7 @@ export function migrateBacklog(sql: SqlStorage): void {
     "CREATE TABLE IF NOT EXISTS finished (at INTEGER NOT NULL, core_id TEXT NOT NULL, PRIMARY KEY (at, core_id)) WITHOUT ROWID",
   );
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS admission (core_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS admission (core_id TEXT PRIMARY KEY, create_time INTEGER NOT NULL, tenant TEXT, priority INTEGER NOT NULL, rcpts TEXT, fields TEXT) WITHOUT ROWID",
   );
   if (has("finished_v1")) {
     sql.exec("INSERT OR IGNORE INTO finished (at, core_id) SELECT 0, message_id FROM finished_v1");
