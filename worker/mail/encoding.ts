@@ -69,8 +69,14 @@ export function encodeQuotedPrintable(text: string): string {
   return normalizeNewlines(text).split("\n").map(encodeQpLine).join(CRLF);
 }
 
+/** A line QP leaves as it is: printable ASCII but "=", no whitespace at its end, short enough for one physical line. */
+const QP_LITERAL = /^[\x21-\x3c\x3e-\x7e]([\x20-\x3c\x3e-\x7e]*[\x21-\x3c\x3e-\x7e])?$/;
+
 /** Encodes one logical line, inserting soft line breaks ("=" CRLF) to stay within 76 columns. */
 function encodeQpLine(line: string): string {
+  // Most lines of a text part come out unchanged: skip the byte-by-byte walk for them.
+  if (line.length < QP_MAX && QP_LITERAL.test(line) && line.charCodeAt(0) !== 0x2e && !line.startsWith("From "))
+    return line;
   const bytes = utf8Encode(line);
   const out: string[] = [];
   let cur = "";

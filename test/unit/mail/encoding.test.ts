@@ -49,6 +49,9 @@ describe("quoted-printable", () => {
     { name: "an mbox From line", text: "From me", want: "=46rom me" },
     { name: "an equals sign", text: "a=b", want: "a=3Db" },
     { name: "UTF-8", text: "é", want: "=C3=A9" },
+    { name: "a 75-column line as it is", text: "a".repeat(75), want: "a".repeat(75) },
+    { name: "a 76-column line with a soft break", text: "a".repeat(76), want: `${"a".repeat(75)}=\r\na` },
+    { name: "a leading dot on a short line", text: ".hello world", want: "=2Ehello world" },
   ])("encodes $name", ({ text, want }) => {
     expect(encodeQuotedPrintable(text)).toBe(want);
   });
