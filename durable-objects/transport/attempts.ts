@@ -22,6 +22,7 @@ import { coreIdOf, parseCoreId } from "../../worker/model/delivery";
 import { forgetAttempt, markFinal, nowSec, pendingRecipients, retryDueMs, scheduleRetry } from "./delivery-state";
 import { noteFinished, readMeta } from "./sqlite-source";
 import type { DoneRecords } from "./done-records";
+import { admissionsOf } from "./admissions";
 
 /** Admits an attempt of a message (TransportQueue's admitCore). */
 type Admit = (
@@ -41,6 +42,7 @@ export function settleAttempts(sql: SqlStorage, effects: readonly Effect[], now:
       else noteFinished(sql, e.messageId, now);
       forgetAttempt(sql, e.messageId);
     } else if (e.kind === "message-deferred") {
+      admissionsOf(sql).materialize(sql, e.messageId); // the retry reads it through retry_due
       scheduleRetry(sql, e.messageId, retryDueMs(e.nextAttemptAt, now, Date.now()));
     }
   }

@@ -11,7 +11,8 @@
  * grace. Attempts that end otherwise (expired: its Outbox hears of it later; replaced by a
  * retry; dropped while waiting) keep the `finished` row and its day (sqlite-source.ts).
  *
- * The records (the admission row, and rcpt rows past INLINE_RCPTS) go at a checkpoint, whose
+ * The records (the admission row or the record kept with the snapshot, admissions.ts, and rcpt
+ * rows past INLINE_RCPTS) go at a checkpoint, whose
  * snapshot no longer holds the attempt, so a replay never reads them. Which attempts wait is
  * kept in memory: after a restart, load() finds them again as the admission records of attempts
  * that are nowhere else (recover), each given a full grace from then.
@@ -23,6 +24,8 @@
  *   nextAt                     when the oldest one's grace is over (unix s), or null.
  *   forget(sql, now)           at a checkpoint: drops the records whose grace is over.
  */
+
+import { admissionsOf } from "./admissions";
 
 /** The grace of a done attempt's records, seconds (shorter when the retention is: sqlite-source.ts admissionTtlSec). */
 export const DONE_GRACE_SEC = 60;
@@ -48,6 +51,7 @@ export class DoneRecords {
       )
       .toArray();
     for (const r of rows) if (!live(r.core_id)) this.note(r.core_id, now);
+    for (const id of admissionsOf(sql).ids()) if (!live(id)) this.note(id, now); // kept with the snapshot
   }
 
   /** When the oldest waiting record's grace is over (unix s), or null when none waits. */
@@ -74,7 +78,10 @@ export class DoneRecords {
       sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT value FROM json_each(?))", ids);
       sql.exec("DELETE FROM admission WHERE core_id IN (SELECT value FROM json_each(?))", ids);
     }
-    for (const id of due) this.waiting.delete(id);
+    for (const id of due) {
+      this.waiting.delete(id);
+      admissionsOf(sql).forget(id);
+    }
     return due.length;
   }
 }

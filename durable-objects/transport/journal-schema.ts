@@ -8,9 +8,19 @@ export function migrateJournal(sql: SqlStorage): void {
   );
   sql.exec("CREATE TABLE IF NOT EXISTS snapshot_chunk (part INTEGER PRIMARY KEY, data TEXT NOT NULL)");
   sql.exec(
-    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT, data TEXT)",
+    "CREATE TABLE IF NOT EXISTS snapshot_meta (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, parts INTEGER NOT NULL, sending TEXT, data TEXT, admissions TEXT)",
   );
   // Added in place: version 2 without `sending` (hand-offs outstanding at the checkpoint); version
-  // 3 keeps a snapshot of one chunk in the row itself (`data`; `parts` 0).
-  addMissingColumns(sql, "snapshot_meta", { sending: "TEXT", data: "TEXT" });
+  // 3 keeps a snapshot of one chunk in the row itself (`data`; `parts` 0); version 4 the admission
+  // records kept with the snapshot (`admissions`, admissions.ts).
+  addMissingColumns(sql, "snapshot_meta", { sending: "TEXT", data: "TEXT", admissions: "TEXT" });
+}
+
+/** The stored snapshot's row (see journal.ts), or undefined before the first. */
+export function readSnapshotMeta(sql: SqlStorage) {
+  return sql
+    .exec<{ seq: number; parts: number; sending: string | null; data: string | null; admissions: string | null }>(
+      "SELECT seq, parts, sending, data, admissions FROM snapshot_meta WHERE id = 1",
+    )
+    .toArray()[0];
 }

@@ -10,9 +10,8 @@
  * quarter of a second to serialise) a fixed interval would make every command's share of it
  * grow with the backlog; tied to the journal's volume, it stays a constant share.
  * After an eviction or a crash, load() restores the newest snapshot and replays the journal
- * rows written after it. The recipient backlog the core reads from must stay
- * unchanged for replay: rows of finished messages are deleted only at a checkpoint (see
- * onCheckpoint).
+ * rows written after it. The recipient backlog the core reads from must stay unchanged for
+ * replay: rows of finished messages are deleted only at a checkpoint (see onCheckpoint).
  *
  * Rows are billed one by one, so run() only buffers a command and flush() writes everything
  * buffered as ONE row (a JSON array). The shell flushes before every await and at the end of
@@ -29,10 +28,11 @@
  * transport is idle, so no command naming a finished message outlives its records.
  *
  * A small core (its last snapshot at most `tinyChars`, TRANSPORT_TINY_SNAPSHOT_CHARS) is not
- * journaled: every flush writes a snapshot instead, kept in the snapshot_meta row itself (one row
- * written, as a ring row is, and no ring row to delete later). Mail that comes one message at a
- * time then leaves no journal behind, and its records can go without a checkpoint of their own
- * (settle). A snapshot of up to CHUNK_CHARS is kept in snapshot_meta; a larger one in chunks.
+ * journaled: every flush writes a snapshot instead, in the snapshot_meta row itself (one row, as
+ * a ring row is, and none to delete later), with its messages' admission records (admissions.ts;
+ * a ring row is written only once every record is a row). Mail that comes one message at a time
+ * leaves no journal behind. A snapshot of up to CHUNK_CHARS is kept in snapshot_meta, a larger
+ * one in chunks.
  *
  * Hand-offs: the shell journals a dispatch before it hands the entries over (the deliver queue,
  * the agents), so an entry is never delivered without being on record; but a stop inside the
@@ -56,7 +56,8 @@ import {
   type ResolvedRecipient,
   type SchedulerConfig,
 } from "../core";
-import { migrateJournal } from "./journal-schema";
+import { migrateJournal, readSnapshotMeta } from "./journal-schema";
+import { admissionsOf } from "./admissions";
 
 /** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
 const CHUNK_CHARS = 500_000;
@@ -112,11 +113,8 @@ export class Journal<R extends ResolvedRecipient> {
   /** Restores the newest snapshot and replays the journal after it. */
   load(cfg: SchedulerConfig, source: RecipientSource<R>): Qmgr<R> {
     migrateJournal(this.sql);
-    const meta = this.sql
-      .exec<{ seq: number; parts: number; sending: string | null; data: string | null }>(
-        "SELECT seq, parts, sending, data FROM snapshot_meta WHERE id = 1",
-      )
-      .toArray()[0];
+    const meta = readSnapshotMeta(this.sql);
+    admissionsOf(this.sql).load(this.sql, meta?.admissions ?? null);
     for (const id of JSON.parse(meta?.sending ?? "[]") as number[]) this.unconfirmed.add(id);
     let q: Qmgr<R>;
     if (meta) {
@@ -199,6 +197,8 @@ export class Journal<R extends ResolvedRecipient> {
       this.checkpoint(q);
       return;
     }
+    // A ring row's replay reads the admission records of what it names: none may be only in memory.
+    admissionsOf(this.sql).materialize(this.sql);
     this.seq += 1;
     const { s, ok } = this.marks;
     const cmd = JSON.stringify(
@@ -260,12 +260,13 @@ export class Journal<R extends ResolvedRecipient> {
     this.chunks = parts;
     for (const id of this.outstanding) if (!q.busy.has(id)) this.outstanding.delete(id); // reported, crashed or never dispatched
     this.sql.exec(
-      "INSERT INTO snapshot_meta (id, seq, parts, sending, data) VALUES (1, ?1, ?2, ?3, ?4) " +
-        "ON CONFLICT (id) DO UPDATE SET seq = ?1, parts = ?2, sending = ?3, data = ?4",
+      "INSERT INTO snapshot_meta (id, seq, parts, sending, data, admissions) VALUES (1, ?1, ?2, ?3, ?4, ?5) " +
+        "ON CONFLICT (id) DO UPDATE SET seq = ?1, parts = ?2, sending = ?3, data = ?4, admissions = ?5",
       this.seq,
       parts,
       this.outstanding.size > 0 ? JSON.stringify([...this.outstanding]) : null,
       parts === 0 ? text : null,
+      admissionsOf(this.sql).stored(),
     );
     this.marks = { s: [], ok: [] };
     this.sinceCheckpoint = 0;
@@ -277,13 +278,14 @@ export class Journal<R extends ResolvedRecipient> {
   }
 
   /**
-   * Makes the stored snapshot the current state, a checkpoint only when commands came after the
-   * last one (else onCheckpoint alone runs: what it forgets is in no snapshot and no live ring
-   * row), and, `idle`, empties the ring (its dead rows would only keep finished messages' ids).
+   * Makes the stored snapshot the current state: a checkpoint when commands came after the last
+   * one (else onCheckpoint alone: what it forgets is in no live ring row) or a record it held was
+   * forgotten; `idle`, empties the ring too (its dead rows would only keep finished messages' ids).
    */
   settle(q: Qmgr<R>, idle: boolean): void {
     if (this.sinceCheckpoint > 0 || this.buffered.length > 0) this.checkpoint(q);
     else this.onCheckpoint(q);
+    if (admissionsOf(this.sql).stale) this.checkpoint(q); // where the records' rows were deleted
     if (idle && this.ringUsed) this.sql.exec("DELETE FROM journal_ring");
     if (idle) this.ringUsed = false;
   }

@@ -6,6 +6,7 @@ import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core
 import type { MessageFields } from "../core/model";
 import { settingsOf } from "../../worker/settings/settings";
 import { addMissingColumns } from "../../worker/lib/sql-columns";
+import { admissionsOf } from "./admissions";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
 export interface StoredRecipient extends ResolvedRecipient {
@@ -97,9 +98,10 @@ function toStored(r: RcptRow): StoredRecipient {
   };
 }
 
-/** The recipients kept in a core message's admission row, or null when they are rcpt rows. */
+/** The recipients kept in a core message's admission record, or null when they are rcpt rows. */
 function inlineRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] | null {
   const text =
+    admissionsOf(sql).get(coreId)?.rcpts ??
     sql.exec<{ rcpts: string | null }>("SELECT rcpts FROM admission WHERE core_id = ?", coreId).toArray()[0]?.rcpts ??
     null;
   if (text === null) return null;
@@ -138,8 +140,10 @@ export function nextForgetAt(sql: SqlStorage, ttlSec: number): number | null {
 
 /**
  * Records the admission of a core message with what later attempts need, and its recipients:
- * in the admission row up to INLINE_RCPTS, else as rcpt rows. Idempotent: false (nothing
- * written) when the message was admitted here before (a repeated RPC, also after it left the core).
+ * in the admission record up to INLINE_RCPTS, else as rcpt rows. The record is kept with the
+ * snapshot (admissions.ts) when that is enabled and the recipients are inline, else it is a row.
+ * Idempotent: false (nothing written) when the message was admitted here before (a repeated
+ * RPC, also after it left the core).
  */
 export function recordAdmission(
   sql: SqlStorage,
@@ -147,6 +151,8 @@ export function recordAdmission(
   m: AdmissionMeta,
   rcpts: readonly ResolvedRecipient[],
 ): boolean {
+  const kept = admissionsOf(sql);
+  if (kept.has(coreId)) return false;
   const inline = rcpts.length <= INLINE_RCPTS;
   const json = inline
     ? JSON.stringify(
@@ -159,6 +165,12 @@ export function recordAdmission(
         })),
       )
     : null;
+  const fields = m.fields ? JSON.stringify(m.fields) : null;
+  if (json !== null && kept.enabled) {
+    if (sql.exec("SELECT 1 FROM admission WHERE core_id = ?", coreId).toArray().length > 0) return false;
+    kept.add({ coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcpts: json, fields });
+    return true;
+  }
   const fresh =
     sql.exec(
       "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)",
@@ -167,7 +179,7 @@ export function recordAdmission(
       m.tenant,
       m.priority,
       json,
-      m.fields ? JSON.stringify(m.fields) : null,
+      fields,
     ).rowsWritten > 0;
   if (fresh && !inline) storeRecipients(sql, coreId, rcpts);
   return fresh;
@@ -175,6 +187,14 @@ export function recordAdmission(
 
 /** What a message (any of its attempts still recorded) was admitted with, or null. */
 export function readMeta(sql: SqlStorage, messageId: string): AdmissionMeta | null {
+  const kept = admissionsOf(sql).byMessage(messageId);
+  if (kept)
+    return {
+      createTime: kept.createTime,
+      tenant: kept.tenant,
+      priority: kept.priority,
+      fields: kept.fields === null ? null : (JSON.parse(kept.fields) as MessageFields),
+    };
   // Attempts are `<id>` and `<id>#<n>`: a range on the key ('$' follows '#').
   const row = sql
     .exec<{ create_time: number; tenant: string | null; priority: number; fields: string | null }>(
@@ -230,6 +250,7 @@ export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
 
 /** Remembers that a core message left for good (done, expired, retried as a new attempt, removed). */
 export function noteFinished(sql: SqlStorage, coreId: string, now: number): void {
+  admissionsOf(sql).materialize(sql, coreId); // the record outlives the attempt by a day
   sql.exec("INSERT OR IGNORE INTO finished (at, core_id) VALUES (?, ?)", now, coreId);
 }
 

@@ -43,6 +43,7 @@ import {
 import { Handoff } from "./handoff";
 import { FeedbackGate } from "./feedback-gate";
 import { DoneRecords, DONE_GRACE_SEC } from "./done-records";
+import { admissionsOf } from "./admissions";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
 import { settingsOf } from "../../worker/settings/settings";
 
@@ -77,6 +78,7 @@ export abstract class TransportCore extends DurableObject<Env> {
       const sql = ctx.storage.sql;
       migrateBacklog(sql);
       migrateDelivery(sql);
+      admissionsOf(sql).enabled = settingsOf(env).tinySnapshotChars > 0; // kept with a tiny core's snapshot
       // Backlog rows of finished messages are dropped only once a snapshot no longer needs them.
       const { checkpointEvery: every, journalRing: ring, tinySnapshotChars: tiny } = settingsOf(env);
       this.journal = new Journal<StoredRecipient>(
@@ -118,6 +120,7 @@ export abstract class TransportCore extends DurableObject<Env> {
       const res = this.run({ kind: "admit", now: nowSec(), intake: intakeOf(m) });
       if (res.accepted) return { admitted: true, effects: res.effects, active: true };
     }
+    admissionsOf(sql).materialize(sql, id); // the incoming queue reads it from its row
     addIncoming(sql, m);
     this.incomingEmpty = false;
     return { admitted: true, effects: [], active: false };

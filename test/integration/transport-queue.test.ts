@@ -529,7 +529,7 @@ describe("DestinationQueue Durable Object", () => {
     expect(await sendingAfterCheckpoint()).toBeNull();
   });
 
-  it("adds `sending` and `data` to a snapshot_meta written before hand-offs were recorded (its snapshot in a chunk row), keeping its snapshot", async () => {
+  it("adds `sending`, `data` and `admissions` to a snapshot_meta written before hand-offs were recorded (its snapshot in a chunk row), keeping its snapshot", async () => {
     const fresh = () => env.TRANSPORT_QUEUE.getByName("smtp-meta-upgrade");
     await fresh().admit({ id: "m1", createTime: 1, rcpts: rcpts(1, ["a.example"]) });
     const before = await snapshotOf(fresh());
@@ -554,7 +554,7 @@ describe("DestinationQueue Durable Object", () => {
         .toArray()
         .map((c) => c.name),
     );
-    expect(cols).toEqual(["id", "seq", "parts", "sending", "data"]);
+    expect(cols).toEqual(["id", "seq", "parts", "sending", "data", "admissions"]);
   });
 
   it("takes over the leases a version-1 object kept in its lease table, and drops the table", async () => {

@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, inject, it } from "vitest";
 import { schedulerName, schedulerNames } from "../../../worker/model/delivery";
 import { callWithKey, email, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "../delivery/observe";
+import { admissionsOf } from "../../../durable-objects/transport/admissions";
 
 const sink = inject("sink");
 const scripted = inject("scripted");
@@ -46,10 +47,13 @@ beforeAll(async () => {
   ]);
 });
 
+/** Admission records of a shard: rows, and those kept with its snapshot (admissions.ts). */
 const admitted = (name: string) =>
   runInDurableObject(
     env.TRANSPORT_QUEUE.getByName(name),
-    (_o, state) => state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission").one().n,
+    (_o, state) =>
+      state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM admission").one().n +
+      admissionsOf(state.storage.sql).size,
   );
 
 describe("a transport on several Transport DOs", () => {

@@ -1,0 +1,124 @@
+/**
+ * Admission records kept in the snapshot instead of rows, while the core is tiny.
+ *
+ * A tiny core (journal.ts) writes its snapshot at every flush, in one row. An admission record
+ * (sqlite-source.ts recordAdmission) admitted into such a core is kept here, in memory, and stored
+ * in that same row (`snapshot_meta.admissions`) with the snapshot of the core that holds its
+ * attempt: the admission row's insert, and its delete when the attempt is done, are saved.
+ *
+ * A record becomes a row (materialize) whenever something must find it outside a snapshot:
+ *   - the journal writes a ring row: replaying it after a restart reads the records of the
+ *     attempts it names, and those added since the last snapshot would be in none (all go);
+ *   - its attempt is deferred (the retry reads its recipients through retry_due), expires, is
+ *     replaced or dropped (a `finished` record keeps it a day), or waits in the incoming queue.
+ * A record whose attempt ended done goes after its grace (done-records.ts); the stored snapshot
+ * still names it until the next one is written, so forgetting one makes the snapshot `stale`,
+ * and the journal writes a new one where it would have deleted the row (settle).
+ *
+ * DESCRIPTION
+ *   admissionsOf(sql)      the records of one object's SQLite (one set per SqlStorage).
+ *   enabled                records may be kept here (TRANSPORT_TINY_SNAPSHOT_CHARS above 0).
+ *   add / get / has        by core id; byMessage(messageId) the first of a message's attempts.
+ *   materialize(sql, id?)  writes one record (or every one) as an admission row, and forgets it here.
+ *   forget(id)             drops a done attempt's record.
+ *   stored() / load(sql, text)  the JSON kept with a snapshot (null when none), and read back at load.
+ *   stale                  a record the stored snapshot holds was forgotten since.
+ */
+
+/** What an admission row holds, as the row's columns are (rcpts and fields as JSON text). */
+export interface AdmissionRecord {
+  coreId: string;
+  createTime: number;
+  tenant: string | null;
+  priority: number;
+  rcpts: string;
+  fields: string | null;
+}
+
+/** The records of one Transport DO kept with its snapshot (see the header). */
+export class SnapshotAdmissions {
+  private readonly records = new Map<string, AdmissionRecord>();
+  /** Ids the stored snapshot holds. */
+  private inSnapshot = new Set<string>();
+  enabled = false;
+  stale = false;
+
+  has(coreId: string): boolean {
+    return this.records.has(coreId);
+  }
+
+  get(coreId: string): AdmissionRecord | undefined {
+    return this.records.get(coreId);
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
+
+  ids(): IterableIterator<string> {
+    return this.records.keys();
+  }
+
+  add(r: AdmissionRecord): void {
+    this.records.set(r.coreId, r);
+  }
+
+  /** The first recorded attempt of a message (`<id>` or `<id>#<n>`), as readMeta's range finds rows. */
+  byMessage(messageId: string): AdmissionRecord | undefined {
+    const first = this.records.get(messageId);
+    if (first) return first;
+    for (const [id, r] of this.records) if (id.startsWith(`${messageId}#`)) return r;
+    return undefined;
+  }
+
+  /** Drops a record (its attempt is done and its grace over). */
+  forget(coreId: string): void {
+    if (this.records.delete(coreId) && this.inSnapshot.has(coreId)) this.stale = true;
+  }
+
+  /** Writes a record (every record, without `coreId`) as an admission row and forgets it here. */
+  materialize(sql: SqlStorage, coreId?: string): void {
+    const list = coreId === undefined ? [...this.records.values()] : [this.records.get(coreId)].filter((r) => !!r);
+    for (const r of list) {
+      sql.exec(
+        "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)",
+        r.coreId,
+        r.createTime,
+        r.tenant,
+        r.priority,
+        r.rcpts,
+        r.fields,
+      );
+      this.records.delete(r.coreId);
+    }
+  }
+
+  /** The records as stored beside a snapshot being written now (null when none); that snapshot then holds them. */
+  stored(): string | null {
+    this.inSnapshot = new Set(this.records.keys());
+    this.stale = false;
+    return this.records.size === 0 ? null : JSON.stringify([...this.records.values()]);
+  }
+
+  /**
+   * At load: the records the stored snapshot holds, but for those written as rows since (the
+   * row is the record then: a retry or a `finished` record may rely on it).
+   */
+  load(sql: SqlStorage, text: string | null): void {
+    this.records.clear();
+    for (const r of text === null ? [] : (JSON.parse(text) as AdmissionRecord[])) this.records.set(r.coreId, r);
+    this.inSnapshot = new Set(this.records.keys());
+    this.stale = false;
+    for (const id of [...this.records.keys()])
+      if (sql.exec("SELECT 1 FROM admission WHERE core_id = ?", id).toArray().length > 0) this.forget(id);
+  }
+}
+
+const BY_SQL = new WeakMap<SqlStorage, SnapshotAdmissions>();
+
+/** The records kept with the snapshot of the object whose SQLite this is. */
+export function admissionsOf(sql: SqlStorage): SnapshotAdmissions {
+  let a = BY_SQL.get(sql);
+  if (!a) BY_SQL.set(sql, (a = new SnapshotAdmissions()));
+  return a;
+}

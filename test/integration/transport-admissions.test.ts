@@ -1,0 +1,111 @@
+import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { admissionsOf } from "../../durable-objects/transport/admissions";
+import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
+import { eventually } from "./helpers";
+
+// The workers project runs with TRANSPORT_TINY_SNAPSHOT_CHARS 0 (its ring tests see the ring);
+// these objects are switched to the default after each start.
+type Stub = DurableObjectStub<TransportQueue>;
+type Probe = { journal: { tinyChars: number }; done: { waiting: Map<string, number> } };
+
+function tiny(stub: Stub, chars = 16_384): Promise<void> {
+  return runInDurableObject(stub, (instance, state) => {
+    (instance as unknown as Probe).journal.tinyChars = chars;
+    admissionsOf(state.storage.sql).enabled = chars > 0;
+  });
+}
+
+function rcpts(n: number, domain: string) {
+  return Array.from({ length: n }, (_, i) => ({ address: `user${i}@${domain}`, transport: "smtp", nexthop: domain }));
+}
+
+/** Admission rows, the records kept with the stored snapshot, and ring rows. */
+function stored(stub: Stub): Promise<{ rows: string[]; kept: string[]; ring: number }> {
+  return runInDurableObject(stub, (_i, state) => {
+    const sql = state.storage.sql;
+    const meta = sql.exec<{ admissions: string | null }>("SELECT admissions FROM snapshot_meta").toArray()[0];
+    return {
+      rows: sql
+        .exec<{ core_id: string }>("SELECT core_id FROM admission ORDER BY core_id")
+        .toArray()
+        .map((r) => r.core_id),
+      kept: (JSON.parse(meta?.admissions ?? "[]") as { coreId: string }[]).map((r) => r.coreId).sort(),
+      ring: sql.exec<{ n: number }>("SELECT count(*) AS n FROM journal_ring").one().n,
+    };
+  });
+}
+
+async function evict(name: string): Promise<Stub> {
+  await expect(
+    runInDurableObject(env.TRANSPORT_QUEUE.getByName(name), (_i, state) => state.abort("evict for test")),
+  ).rejects.toThrow("evict for test");
+  return env.TRANSPORT_QUEUE.getByName(name);
+}
+
+describe("admission records kept with a tiny core's snapshot (admissions.ts)", () => {
+  it("writes no admission row; after an eviction the snapshot's records admit nothing twice and give the recipients; the done one goes with a new snapshot after its grace", async () => {
+    let stub = env.TRANSPORT_QUEUE.getByName("adm-tiny");
+    await tiny(stub);
+    await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, "a.example") });
+    expect(await stored(stub)).toEqual({ rows: [], kept: ["m1"], ring: 0 });
+
+    stub = await evict("adm-tiny");
+    await tiny(stub);
+    await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, "a.example") }); // nothing twice
+    const { entries } = await stub.dispatch(10);
+    expect(entries.flatMap((e) => e.rcpts.map((r) => `${e.messageId}:${r.address}`))).toEqual([
+      "m1:user0@a.example",
+      "m1:user1@a.example",
+    ]);
+    for (const e of entries) await stub.report(e.entryId, { status: "ok" });
+    expect(await stored(stub)).toEqual({ rows: [], kept: ["m1"], ring: 0 });
+    // Within the grace a late admit changes nothing; after it, the record goes.
+    await stub.admit({ id: "m1", createTime: 1, rcpts: rcpts(2, "a.example") });
+    expect((await stub.dispatch(10)).entries).toEqual([]);
+    await runInDurableObject(stub, (instance) => {
+      const waiting = (instance as unknown as Probe).done.waiting;
+      for (const [id, at] of waiting) waiting.set(id, at - 61);
+    });
+    await stub.dispatch(1);
+    await runDurableObjectAlarm(stub);
+    await eventually(
+      async () => ((await stored(stub)).kept.length === 0 ? true : undefined),
+      5000,
+      "a snapshot without the record",
+    );
+    expect(await stored(stub)).toEqual({ rows: [], kept: [], ring: 0 });
+  });
+
+  it("writes a record as a row when its attempt is deferred (its retry reads it), and every record before the journal writes a ring row", async () => {
+    let stub = env.TRANSPORT_QUEUE.getByName("adm-rows");
+    await tiny(stub);
+    const now = Math.floor(Date.now() / 1000);
+    await stub.admit({ id: "d1", createTime: now, rcpts: rcpts(2, "b.example") });
+    await stub.admit({ id: "k1", createTime: now, rcpts: rcpts(1, "c.example") });
+    expect(await stored(stub)).toEqual({ rows: [], kept: ["d1", "k1"], ring: 0 });
+    const sent = (await stub.dispatch(10)).entries;
+    for (const e of sent.filter((x) => x.messageId === "d1")) await stub.report(e.entryId, { status: "defer" }, [0]);
+    expect((await stored(stub)).rows).toEqual(["d1"]);
+
+    stub = await evict("adm-rows");
+    await tiny(stub);
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("UPDATE retry_due SET due = 0");
+    });
+    await runDurableObjectAlarm(stub);
+    const retried = (await stub.dispatch(10)).entries.filter((e) => e.messageId === "d1#2");
+    expect(retried.flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(["user1@b.example"]);
+    expect((await stored(stub)).kept).toEqual(["d1#2", "k1"]);
+
+    // No longer tiny: the next flush is a ring row, and every record is a row before it.
+    await tiny(stub, 1);
+    await stub.admit({ id: "x1", createTime: now, rcpts: rcpts(1, "c.example") });
+    const after = await stored(stub);
+    expect(after.ring).toBeGreaterThan(0);
+    expect(after.rows).toEqual(["d1", "d1#2", "k1", "x1"]);
+    stub = await evict("adm-rows");
+    const all = (await stub.dispatch(10)).entries.map((e) => e.messageId).sort();
+    expect(all).toEqual(["x1"]); // k1 and d1#2 are in flight, x1 replayed from the ring with its record
+  });
+});
