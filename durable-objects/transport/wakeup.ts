@@ -22,10 +22,16 @@ import type { Leases } from "./leases";
 import { admissionTtlSec, nextForgetAt, type StoredRecipient } from "./sqlite-source";
 import type { DoneRecords } from "./done-records";
 
-/** When the next records are due to go (unix s): finished ones after their day, done ones after their grace; or null. */
-function forgetAt(sql: SqlStorage, env: Env, done: DoneRecords): number | null {
+/**
+ * When the next records are due to go (unix s): finished ones after their day, done ones after
+ * their grace; or null. `grid`: the alarm for it, with the grace's end rounded up to the agent
+ * check's grid (leases.ts nextCheck), so the alarm a dispatch arms for its agent check is the one
+ * the grace needs too: a lone email's report does not move it (a setAlarm is a billed write).
+ */
+function forgetAt(sql: SqlStorage, env: Env, done: DoneRecords, grid = false): number | null {
   const finished = nextForgetAt(sql, admissionTtlSec(env));
-  const grace = done.nextAt;
+  const step = grid ? settingsOf(env).agentCheckMs / 1000 : 0;
+  const grace = done.nextAt === null || step === 0 ? done.nextAt : Math.ceil(done.nextAt / step) * step;
   return finished === null ? grace : grace === null ? finished : Math.min(finished, grace);
 }
 
@@ -45,7 +51,7 @@ export function nextAlarmAt(
 ): number | null {
   const check = settingsOf(env).agents ? leases.nextCheck(settingsOf(env).agentCheckMs) : null;
   const wake = nextWakeupAt(qmgr);
-  const forget = forgetAt(sql, env, done);
+  const forget = forgetAt(sql, env, done, true);
   // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
   const idle = qmgr.messages.size === 0 && journal.dirty && forget === null ? nowSec() + 60 : null;
   // Seconds, but the retries' due times are in ms (a retry is never early).

@@ -108,4 +108,16 @@ describe("admission records kept with a tiny core's snapshot (admissions.ts)", (
     const all = (await stub.dispatch(10)).entries.map((e) => e.messageId).sort();
     expect(all).toEqual(["x1"]); // k1 and d1#2 are in flight, x1 replayed from the ring with its record
   });
+
+  it("a lone message's report leaves the alarm its dispatch armed: the grace of its records ends on the agent check's grid", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("adm-alarm");
+    await tiny(stub);
+    await stub.admit({ id: "a1", createTime: 1, rcpts: rcpts(1, "d.example") });
+    const { entries } = await stub.dispatch(10);
+    const alarm = () => runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    const armed = await alarm();
+    expect(armed).not.toBeNull();
+    for (const e of entries) await stub.report(e.entryId, { status: "ok" });
+    expect(await alarm()).toBe(armed);
+  });
 });
