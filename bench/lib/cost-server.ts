@@ -287,10 +287,10 @@ export async function rowsLeft(s: Setup): Promise<Counts> {
 /**
  * Until no message table holds a row (every message past its retention purged), or PURGE_WAIT_MS.
  * A message whose last recipient ended after the case's last delivery (a bounce, a late retry) is
- * purged later than the others; D1's rows go at a cron run, MESSAGE_RETENTION_DAYS after the
- * message's last change in D1. So when only D1 rows are left, the cron runs again every
- * CRON_AGAIN_MS, as production's does every 10 minutes. Rows still held at the end are printed
- * with what the index says of their messages.
+ * purged later than the others; D1's rows and the Outboxes' go at a cron run (its wake of every
+ * shard's sweeper), MESSAGE_RETENTION_DAYS after the message's last change. So while rows are
+ * left, the cron runs again every CRON_AGAIN_MS, as production's does every 10 minutes. Rows
+ * still held at the end are printed with what the index says of their messages.
  */
 export async function waitPurged(s: Setup, what: string): Promise<void> {
   const t0 = Date.now();
@@ -312,8 +312,7 @@ export async function waitPurged(s: Setup, what: string): Promise<void> {
       }
       return;
     }
-    const onlyD1 = Object.entries(left).every(([t, n]) => n === 0 || t.startsWith("d1."));
-    if (onlyD1 && Date.now() - cronAt >= CRON_AGAIN_MS) {
+    if (Date.now() - cronAt >= CRON_AGAIN_MS) {
       await runCron(s);
       cronAt = Date.now();
     } else await sleep(2000);

@@ -8,7 +8,8 @@
  *     for the sweeper: then it is a few probes and a purge of what is due): re-triggers
  *     classification of lost messages, sends pending notices, sweeps one page of orphan
  *     bodies when a listing is due (the cron's wake), purges finished messages past their
- *     retention, and forwards lagging events.
+ *     retention (found at the cron's wake: no alarm waits for a retention to end), and forwards
+ *     lagging events.
  *     Between full runs (armed by Outbox.classify at INDEX_LAG_SECONDS when it left a
  *     message's index write to the delivery stage, and by recordOutcomes when a message
  *     finished): only the lagging events are forwarded, those of event rows and those that
@@ -63,8 +64,8 @@ export class OutboxAlarm {
   async run(now: number): Promise<number | null> {
     const { graceMs: grace, retentionMs } = settingsOf(this.env);
     const lagging = await this.lagging(now, grace);
-    // A run that finds nothing waiting is a full run at once (a few probes): the next alarm is then
-    // the purge, not another sweep a grace period later (a lone message's alarms: its lag, its purge).
+    // A run that finds nothing waiting is a full run at once (a few probes), and arms no other: the
+    // purge comes with the cron's wake (sweep.ts nextSweepAt). A lone message's alarm: its lag.
     if (this.sweepAt === null || now >= this.sweepAt || !waitingAny(this.sql)) {
       const due = dueForClassify(this.sql, now, grace, 500);
       markClassifySent(this.sql, due, now);
@@ -73,7 +74,7 @@ export class OutboxAlarm {
       if (notices.length > 0) await this.enqueue(notices);
       const orphans = await sweepOrphanBodies(this.sql, this.env.BODIES, now, grace);
       const purged = await purgeFinished(this.sql, this.env.BODIES, now, retentionMs, this.walk.cursor);
-      const next = nextSweepAt(this.sql, now, grace, retentionMs);
+      const next = nextSweepAt(this.sql, now, grace);
       // A full page (orphans listed, or purged) may have more behind it: come back after a grace period.
       const again = orphans.listed > 0 || purged.length >= 500 ? now + grace : null;
       this.sweepAt = Math.min(next ?? Infinity, again ?? Infinity);

@@ -29,7 +29,8 @@
  *   ensureSweep/alarm the sweeper (storage/outbox-alarm.ts): after OUTBOX_GRACE_SECONDS it
  *                     re-triggers classification of lost messages, triggers scheduled messages
  *                     when due, deletes orphan bodies, forgets finished messages after
- *                     MESSAGE_RETENTION_DAYS; and it forwards events that waited
+ *                     MESSAGE_RETENTION_DAYS (at the cron's wake, every 10 minutes, as D1's
+ *                     rows); and it forwards events that waited
  *                     INDEX_LAG_SECONDS for the delivery stage's index write. It runs only
  *                     while there is work for it.
  *

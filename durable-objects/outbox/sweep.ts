@@ -29,8 +29,10 @@
  *                      to a queue message: queue operations are billed per message.
  *   nextSweepAt        when the sweeper must run next: a grace period from now while anything
  *                      waits for it (unclassified messages, unforwarded events, idempotency
- *                      records, notices), else when the oldest finished message's retention
- *                      ends; null when the shard is empty. Each is one probe of an index.
+ *                      records, notices), else null. Finished messages past their retention
+ *                      are purged by the full run of the cron's wake (every 10 minutes, as
+ *                      D1's rows are): an alarm of its own per message's purge was a billed
+ *                      setAlarm and a request per lone email.
  *
  * INVARIANTS
  *   A body is only deleted when its message is done, or when it is older than the grace period
@@ -178,8 +180,6 @@ export function waitingAny(sql: SqlStorage): boolean {
 }
 
 /** When the sweeper must run next (see the header), or null. */
-export function nextSweepAt(sql: SqlStorage, nowMs: number, graceMs: number, retentionMs: number): number | null {
-  if (waitingAny(sql)) return nowMs + graceMs;
-  const first = sql.exec<{ at: number | null }>("SELECT min(done_at) AS at FROM message WHERE state = 'done'").one().at;
-  return first === null ? null : Math.max(first + retentionMs, nowMs + graceMs);
+export function nextSweepAt(sql: SqlStorage, nowMs: number, graceMs: number): number | null {
+  return waitingAny(sql) ? nowMs + graceMs : null;
 }
