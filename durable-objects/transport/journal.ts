@@ -56,7 +56,7 @@ import {
   type ResolvedRecipient,
   type SchedulerConfig,
 } from "../core";
-import { migrateJournal, readSnapshotMeta } from "./journal-schema";
+import { emptyRing, migrateJournal, readSnapshotMeta } from "./journal-schema";
 import { admissionsOf } from "./admissions";
 
 /** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
@@ -78,8 +78,8 @@ type Row = Command[] | { c: Command[]; s?: number[]; ok?: number[] };
 export class Journal<R extends ResolvedRecipient> {
   private seq = 0;
   private sinceCheckpoint = 0;
-  /** Whether the ring holds rows (live or dead). */
-  private ringUsed = false;
+  /** Rows the ring holds (live or dead). */
+  private ringRows = 0;
   /** Commands run since the last flush, not yet stored. */
   private buffered: Command[] = [];
   /** Entries being handed over, not yet seen to return; and the marks for the next row. */
@@ -145,8 +145,7 @@ export class Journal<R extends ResolvedRecipient> {
         this.seq,
       )
       .toArray();
-    this.ringUsed =
-      this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM (SELECT 1 FROM journal_ring LIMIT 1)").one().n > 0;
+    this.ringRows = this.sql.exec<{ n: number }>("SELECT count(*) AS n FROM journal_ring").one().n;
     for (const row of rows) {
       // A row is one command (version 1's first rows) or the array of commands one flush wrote.
       const parsed = JSON.parse(row.cmd) as Command | Row;
@@ -214,7 +213,7 @@ export class Journal<R extends ResolvedRecipient> {
       cmd,
     );
     this.buffered = [];
-    this.ringUsed = true;
+    this.ringRows = Math.min(this.ring, this.ringRows + 1);
     this.flushes += 1;
     this.journalChars += cmd.length;
   }
@@ -286,13 +285,13 @@ export class Journal<R extends ResolvedRecipient> {
     if (this.sinceCheckpoint > 0 || this.buffered.length > 0) this.checkpoint(q);
     else this.onCheckpoint(q);
     if (admissionsOf(this.sql).stale) this.checkpoint(q); // where the records' rows were deleted
-    if (idle && this.ringUsed) this.sql.exec("DELETE FROM journal_ring");
-    if (idle) this.ringUsed = false;
+    if (idle && this.ringRows > 0) emptyRing(this.sql, this.ringRows);
+    if (idle) this.ringRows = 0;
   }
 
   /** Whether settle(q, true) has anything to do: commands since the snapshot, or rows in the ring. */
   get dirty(): boolean {
-    return this.sinceCheckpoint > 0 || this.ringUsed;
+    return this.sinceCheckpoint > 0 || this.ringRows > 0;
   }
 
   /** Commands journaled (or buffered) since the last checkpoint. */

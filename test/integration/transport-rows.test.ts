@@ -1,6 +1,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { admissionsOf } from "../../durable-objects/transport/admissions";
+import { emptyRing } from "../../durable-objects/transport/journal-schema";
 import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
 import { eventually } from "./helpers";
 
@@ -43,7 +44,8 @@ async function evict(name: string): Promise<Stub> {
   return env.TRANSPORT_QUEUE.getByName(name);
 }
 
-describe("admission records kept with a tiny core's snapshot (admissions.ts)", () => {
+// What a Transport DO writes for its records, its alarm and its ring (rows are billed one by one).
+describe("a Transport DO's rows: admission records kept with a tiny core's snapshot (admissions.ts), the alarm, the ring", () => {
   it("writes no admission row; after an eviction the snapshot's records admit nothing twice and give the recipients; the done one goes with a new snapshot after its grace", async () => {
     let stub = env.TRANSPORT_QUEUE.getByName("adm-tiny");
     await tiny(stub);
@@ -119,5 +121,19 @@ describe("admission records kept with a tiny core's snapshot (admissions.ts)", (
     expect(armed).not.toBeNull();
     for (const e of entries) await stub.report(e.entryId, { status: "ok" });
     expect(await alarm()).toBe(armed);
+  });
+
+  it("empties an idle ring of many rows for two rows written: the table dropped and made again, not each row deleted", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("ring-empty"); // the ring is used here (tiny 0)
+    for (let i = 0; i < 20; i++) await stub.admit({ id: `e${i}`, createTime: 1, rcpts: rcpts(1, "e.example") });
+    const r = await runInDurableObject(stub, (_i, state) => {
+      const sql = state.storage.sql;
+      const before = sql.exec<{ n: number }>("SELECT count(*) AS n FROM journal_ring").one().n;
+      const written = emptyRing(sql, before);
+      sql.exec("INSERT INTO journal_ring (slot, seq, cmd) VALUES (1, 1, '[]')"); // made again, as it was
+      return { before, written, after: sql.exec<{ n: number }>("SELECT count(*) AS n FROM journal_ring").one().n };
+    });
+    expect(r.before).toBeGreaterThan(10);
+    expect(r).toMatchObject({ written: 2, after: 1 });
   });
 });
