@@ -47,19 +47,8 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { casesOf, runCase, type CaseDef, type Measured } from "./lib/cost-cases";
 import { printCase, summarise, type CaseResult } from "./lib/cost-report";
-import {
-  GRACE_S,
-  rowsLeft,
-  running,
-  runCron,
-  setup,
-  sleep,
-  teardown,
-  waitPurged,
-  waitStill,
-  type Counts,
-  type Setup,
-} from "./lib/cost-server";
+import { running, setup, sleep, teardown, waitStill, type Counts, type Setup } from "./lib/cost-server";
+import { GRACE_S, rowsLeft, runCron, waitPurged } from "./lib/cost-retention";
 import { startWorld, type World } from "./lib/cost-worlds";
 
 const { values } = parseArgs({

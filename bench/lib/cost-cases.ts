@@ -43,18 +43,8 @@
  *             (each delivery then needs verified TLS and is counted for TLS-RPT).
  */
 import { devFetch } from "../../scripts/lib/dev-server";
-import {
-  api,
-  cpuMs,
-  runCron,
-  sleep,
-  waitDelivered,
-  waitEvents,
-  waitPurged,
-  waitStill,
-  type Setup,
-  type Snapshot,
-} from "./cost-server";
+import { api, cpuMs, sleep, waitDelivered, waitEvents, waitStill, type Setup, type Snapshot } from "./cost-server";
+import { runCron, waitPurged } from "./cost-retention";
 
 export interface CaseDef {
   name: string;
