@@ -98,7 +98,8 @@ export class OutboxAlarm {
     for (const [id, at] of this.forwarding) if (at <= now - grace) this.forwarding.delete(id);
     const ids = unindexed(this.sql, now, settingsOf(this.env).indexLagMs, 500).filter((id) => !this.forwarding.has(id));
     for (const id of ids) this.forwarding.set(id, now);
-    const finished = await this.walk.walk(this.env.DB, now, settingsOf(this.env).indexLagMs).catch((e: unknown) => {
+    const { indexLagMs, retentionMs } = settingsOf(this.env);
+    const finished = await this.walk.walk(this.env.DB, now, indexLagMs, retentionMs).catch((e: unknown) => {
       console.error(
         JSON.stringify({
           error: "outbox: the walk of finished messages could not read D1 (walked again later)",

@@ -99,6 +99,8 @@ async function missingInD1(db: D1Database, kept: Map<string, number[]>): Promise
 /**
  * One walk (see the header): the finished messages whose kept events D1 does not hold
  * `lagMs` after they finished, and when the walk must run again (null: nothing is waiting).
+ * A message finished `retentionMs` ago or more is passed unasked: D1's purge may have taken its
+ * events already (the cron purges D1 before it wakes the sweepers), and they are not wanted back.
  */
 export async function finishedLagging(
   sql: SqlStorage,
@@ -106,6 +108,7 @@ export async function finishedLagging(
   nowMs: number,
   lagMs: number,
   from: ForwardCursor = forwardCursor(sql),
+  retentionMs = Infinity,
 ): Promise<{ ids: string[]; next: number | null; cursor: ForwardCursor; passed: number }> {
   const start = from;
   let passed = 0;
@@ -117,7 +120,7 @@ export async function finishedLagging(
     const kept = new Map<string, number[]>();
     for (const m of rows) {
       const seqs = JSON.parse(m.kept ?? "[]") as number[];
-      if (seqs.length > 0) kept.set(m.id, seqs);
+      if (seqs.length > 0 && m.done_at > nowMs - retentionMs) kept.set(m.id, seqs);
     }
     const missing = new Set(await missingInD1(db, kept));
     for (const m of rows) {
@@ -151,8 +154,13 @@ export class ForwardWalk {
   }
 
   /** One walk from the cursor (finishedLagging); moves it, and keeps it in meta when due. */
-  async walk(db: D1Database, nowMs: number, lagMs: number): Promise<{ ids: string[]; next: number | null }> {
-    const r = await finishedLagging(this.sql, db, nowMs, lagMs, this.cursor);
+  async walk(
+    db: D1Database,
+    nowMs: number,
+    lagMs: number,
+    retentionMs = Infinity,
+  ): Promise<{ ids: string[]; next: number | null }> {
+    const r = await finishedLagging(this.sql, db, nowMs, lagMs, this.cursor, retentionMs);
     this.current = r.cursor;
     this.unsaved += r.passed;
     if (this.unsaved >= CURSOR_SAVE_EVERY) {
