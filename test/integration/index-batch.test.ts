@@ -154,6 +154,21 @@ describe("index statements for a batch of messages", () => {
     ]);
   });
 
+  it("keeps the later of two views of one message written in the same ms out of order: the one with more recipients final", async () => {
+    const id = newMessageId(0);
+    const final = view(id, "tenant-tie", 10, "delivered", 5_000);
+    const earlier = view(id, "tenant-tie", 10, "delivered", 5_000);
+    // Recipient 3 still in delivery (changed before): another recipient's outcome is this view's ms.
+    earlier.recipients[3] = { ...earlier.recipients[3]!, status: "active", updated_at: 4_000 };
+    earlier.state = "open";
+    await written(indexStatements(env.DB, [{ view: final, lastEvent: "delivered" }]));
+    expect(await written(indexStatements(env.DB, [{ view: earlier, lastEvent: "queued" }]))).toBe(0);
+    const row = await env.DB.prepare("SELECT last_event FROM messages WHERE id = ?")
+      .bind(id)
+      .first<{ last_event: string }>();
+    expect(row?.last_event).toBe("delivered");
+  });
+
   it("logs the rows of several messages in one statement per tenant, in order, each envelope id once per email", async () => {
     const [a, b, c] = [newMessageId(0), newMessageId(1), newMessageId(2)];
     const row = (sourceSeq: number, id: string | null, at: number): LogRow => ({

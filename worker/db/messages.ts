@@ -18,7 +18,7 @@
  *   listMessages returns null when the cursor is not one of the tenant's email ids.
  */
 import { isMessageId } from "../model/ids";
-import type { MessageView } from "../model/message";
+import { FINAL_STATUSES, type MessageView } from "../model/message";
 import { emailIdOf } from "../mail/arf";
 import { chunkByJson, jsonColumns } from "./events";
 
@@ -45,9 +45,16 @@ export interface ListQuery {
 
 const json = (v: unknown) => (v === null ? null : JSON.stringify(v));
 
-/** The version of a view: its latest change, so index writes only move forward. */
+/**
+ * The version of a view: its latest change, so index writes only move forward. Two outcomes of
+ * one message can be recorded in the same ms and written in either order, so within that ms the
+ * view with more final recipients is the later one (a fraction of a ms: finals / (n + 1)); an
+ * earlier view of the same ms with a recipient still open would otherwise undo the last_event.
+ */
 export function versionOf(v: MessageView): number {
-  return Math.max(v.created_at, ...v.recipients.map((r) => r.updated_at));
+  const last = Math.max(v.created_at, ...v.recipients.map((r) => r.updated_at));
+  const finals = v.recipients.filter((r) => FINAL_STATUSES.includes(r.status)).length;
+  return last + finals / (v.recipients.length + 1);
 }
 
 /** UTF-8 bytes of row JSON per upsert statement (D1 refuses a string above 2,000,000 bytes). */
