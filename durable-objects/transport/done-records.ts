@@ -15,12 +15,16 @@
  * rows past INLINE_RCPTS) go at a checkpoint, whose
  * snapshot no longer holds the attempt, so a replay never reads them. Which attempts wait is
  * kept in memory: after a restart, load() finds them again as the admission records of attempts
- * that are nowhere else (recover), each given a full grace from then.
+ * that are nowhere else (recover), each due at once. No admit() can be under way to the new life:
+ * an object is evicted only when no request is in it, and requests in a life that crashed failed
+ * (their Outbox decides again, and admits no recipient that is final). A full grace from each
+ * start was a grace that never ended for an object evicted more often than the grace lasts.
  *
  * DESCRIPTION
  *   note(coreId, now)          an attempt ended done at `now` (unix s).
  *   recover(sql, live, now)    at a start: admission records of attempts not in the core
- *                              (`live`), the incoming queue, a retry or the finished records.
+ *                              (`live`), the incoming queue, a retry or the finished records;
+ *                              due at once (see above).
  *   nextAt                     when the oldest one's grace is over (unix s), or null.
  *   forget(sql, now)           at a checkpoint: drops the records whose grace is over.
  */
@@ -42,16 +46,17 @@ export class DoneRecords {
     if (!this.waiting.has(coreId)) this.waiting.set(coreId, now);
   }
 
-  /** At a start, after the journal's replay: records of attempts that are nowhere else ended done before it. */
+  /** At a start, after the journal's replay: records of attempts that are nowhere else ended done before it, due at once. */
   recover(sql: SqlStorage, live: (coreId: string) => boolean, now: number): void {
+    const ended = now - this.graceSec;
     const rows = sql
       .exec<{ core_id: string }>(
         `SELECT core_id FROM admission WHERE core_id NOT IN (SELECT core_id FROM finished)
            AND core_id NOT IN (SELECT core_id FROM retry_due) AND core_id NOT IN (SELECT core_id FROM incoming)`,
       )
       .toArray();
-    for (const r of rows) if (!live(r.core_id)) this.note(r.core_id, now);
-    for (const id of admissionsOf(sql).ids()) if (!live(id)) this.note(id, now); // kept with the snapshot
+    for (const r of rows) if (!live(r.core_id)) this.note(r.core_id, ended);
+    for (const id of admissionsOf(sql).ids()) if (!live(id)) this.note(id, ended); // kept with the snapshot
   }
 
   /** When the oldest waiting record's grace is over (unix s), or null when none waits. */

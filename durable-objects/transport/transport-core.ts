@@ -95,7 +95,7 @@ export abstract class TransportCore extends DurableObject<Env> {
       this.done.recover(sql, (id) => this.qmgr.messages.has(id), nowSec());
       this.alarmAt = await ctx.storage.getAlarm();
       this.leases = restoreLeases(sql, env, this.qmgr.busy, this.journal.unconfirmed); // every entry in flight, leased anew
-      if (this.qmgr.busy.size > 0) await this.arm();
+      if (this.qmgr.busy.size > 0 || this.done.size > 0) await this.arm(); // entries in flight, records found again
     });
   }
   /**
