@@ -23,6 +23,8 @@
  *   forget(id)             drops a done attempt's record.
  *   stored() / load(sql, text)  the JSON kept with a snapshot (null when none), and read back at load.
  *   stale                  a record the stored snapshot holds was forgotten since.
+ *   insertAdmissionRow / admissionRowExists  the admission row's write and probe (sqlite-source.ts
+ *                          recordAdmission's too).
  */
 
 /** What an admission row holds, as the row's columns are (rcpts and fields as JSON text). */
@@ -80,15 +82,7 @@ export class SnapshotAdmissions {
   materialize(sql: SqlStorage, coreId?: string): void {
     const list = coreId === undefined ? [...this.records.values()] : [this.records.get(coreId)].filter((r) => !!r);
     for (const r of list) {
-      sql.exec(
-        "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)",
-        r.coreId,
-        r.createTime,
-        r.tenant,
-        r.priority,
-        r.rcpts,
-        r.fields,
-      );
+      insertAdmissionRow(sql, r);
       this.records.delete(r.coreId);
     }
   }
@@ -109,9 +103,31 @@ export class SnapshotAdmissions {
     for (const r of text === null ? [] : (JSON.parse(text) as AdmissionRecord[])) this.records.set(r.coreId, r);
     this.inSnapshot = new Set(this.records.keys());
     this.stale = false;
-    for (const id of [...this.records.keys()])
-      if (sql.exec("SELECT 1 FROM admission WHERE core_id = ?", id).toArray().length > 0) this.forget(id);
+    for (const id of [...this.records.keys()]) if (admissionRowExists(sql, id)) this.forget(id);
   }
+}
+
+/** Writes a record as an admission row (rcpts null: its recipients are rcpt rows); false when the row was there. */
+export function insertAdmissionRow(
+  sql: SqlStorage,
+  r: Omit<AdmissionRecord, "rcpts"> & { rcpts: string | null },
+): boolean {
+  return (
+    sql.exec(
+      "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)",
+      r.coreId,
+      r.createTime,
+      r.tenant,
+      r.priority,
+      r.rcpts,
+      r.fields,
+    ).rowsWritten > 0
+  );
+}
+
+/** Whether a core message's admission is a row. */
+export function admissionRowExists(sql: SqlStorage, coreId: string): boolean {
+  return sql.exec("SELECT 1 FROM admission WHERE core_id = ?", coreId).toArray().length > 0;
 }
 
 const BY_SQL = new WeakMap<SqlStorage, SnapshotAdmissions>();

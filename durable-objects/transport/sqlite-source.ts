@@ -6,7 +6,7 @@ import type { RecipientBatch, RecipientSource, ResolvedRecipient } from "../core
 import type { MessageFields } from "../core/model";
 import { settingsOf } from "../../worker/settings/settings";
 import { addMissingColumns } from "../../worker/lib/sql-columns";
-import { admissionsOf } from "./admissions";
+import { admissionRowExists, admissionsOf, insertAdmissionRow } from "./admissions";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
 export interface StoredRecipient extends ResolvedRecipient {
@@ -167,20 +167,18 @@ export function recordAdmission(
     : null;
   const fields = m.fields ? JSON.stringify(m.fields) : null;
   if (json !== null && kept.enabled) {
-    if (sql.exec("SELECT 1 FROM admission WHERE core_id = ?", coreId).toArray().length > 0) return false;
+    if (admissionRowExists(sql, coreId)) return false;
     kept.add({ coreId, createTime: m.createTime, tenant: m.tenant, priority: m.priority, rcpts: json, fields });
     return true;
   }
-  const fresh =
-    sql.exec(
-      "INSERT OR IGNORE INTO admission (core_id, create_time, tenant, priority, rcpts, fields) VALUES (?, ?, ?, ?, ?, ?)",
-      coreId,
-      m.createTime,
-      m.tenant,
-      m.priority,
-      json,
-      fields,
-    ).rowsWritten > 0;
+  const fresh = insertAdmissionRow(sql, {
+    coreId,
+    createTime: m.createTime,
+    tenant: m.tenant,
+    priority: m.priority,
+    rcpts: json,
+    fields,
+  });
   if (fresh && !inline) storeRecipients(sql, coreId, rcpts);
   return fresh;
 }
