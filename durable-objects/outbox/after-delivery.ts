@@ -24,6 +24,7 @@ import {
 import type { MessageSummary } from "../../worker/model/message";
 import { recordEvent } from "./events";
 import { readWithSummary } from "./store";
+import { execRcpt } from "./rcpt";
 
 /** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
 export type AfterDelivery =
@@ -102,15 +103,16 @@ export function recordAfterDelivery(
   if (report.kind === "relayed") {
     const row = sql
       .exec<{ idx: number; address: string; status: string; attempts: number }>(
-        "SELECT idx, address, status, attempts FROM rcpt WHERE " + "message_id = ?",
+        "SELECT idx, address, status, attempts FROM rcpt_all WHERE message_id = ?",
         id,
       )
       .toArray()
       .find((x) => x.address.toLowerCase() === report.address.trim().toLowerCase());
     if (!row) return { result: "no_recipient" };
     if (row.status !== "delivered") return { result: "not_delivered" };
-    sql.exec(
-      "UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+    execRcpt(
+      sql,
+      "UPDATE {T} SET {last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
       JSON.stringify(report.response),
       nowMs,
       id,
@@ -145,7 +147,7 @@ export function recordAfterDelivery(
   if (r.result === "ok") {
     const attempt =
       sql
-        .exec<{ attempts: number }>("SELECT attempts FROM rcpt WHERE message_id = ? AND address = ?", id, r.address)
+        .exec<{ attempts: number }>("SELECT attempts FROM rcpt_all WHERE message_id = ? AND address = ?", id, r.address)
         .toArray()[0]?.attempts ?? 0;
     const late = LATE_EVENTS[outcome];
     const data = { attempt, response: report.response, ...late.data };

@@ -22,6 +22,7 @@ import { type ClassifyResult, type ClassifyWork } from "../../worker/model/messa
 import { insertEvent, recordEvent, type KeptEvent } from "./events";
 import { readHead, readMessage, readWithSummary, updateUnclassified } from "./store";
 import { finishIfDone } from "./outcomes";
+import { execRcpt } from "./rcpt";
 
 /**
  * What classification and the Transport DO's pickup policies need of a message's summary: bulk
@@ -60,7 +61,7 @@ export function claimClassifyWork(sql: SqlStorage, id: string, nowMs: number): C
   if (controlOf(sql, id)?.action === "hold") return null; // held: nothing is admitted until released
   const rcpts = sql
     .exec<{ idx: number; address: string; transport: string | null; nexthop: string | null }>(
-      "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' ORDER BY idx",
+      "SELECT idx, address, transport, nexthop FROM rcpt_all WHERE message_id = ? AND status = 'incoming' ORDER BY idx",
       id,
     )
     .toArray();
@@ -89,27 +90,29 @@ export function recordDecisions(sql: SqlStorage, id: string, results: ClassifyRe
   for (const r of results) {
     if (r.status === "ready") {
       open =
-        sql.exec(
-          "UPDATE rcpt SET address = ?, transport = ?, nexthop = ?, updated_at = ? " +
-            "WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+        execRcpt(
+          sql,
+          "UPDATE {T} SET {address} = ?, {transport} = ?, {nexthop} = ?, {updated_at} = ? " +
+            "WHERE {id} = ? AND {idx} = ? AND {status} = 'incoming' AND {transport} IS NULL",
           r.address,
           r.transport,
           r.nexthop,
           nowMs,
           id,
           r.idx,
-        ).rowsWritten > 0 || open;
+        ) > 0 || open;
       continue;
     }
-    const cur = sql.exec(
-      "UPDATE rcpt SET status = 'suppressed', address = ?, blocked_by = 'suppressed', updated_at = ? " +
-        "WHERE message_id = ? AND idx = ? AND status = 'incoming' AND transport IS NULL",
+    const written = execRcpt(
+      sql,
+      "UPDATE {T} SET {status} = 'suppressed', {address} = ?, {blocked_by} = 'suppressed', {updated_at} = ? " +
+        "WHERE {id} = ? AND {idx} = ? AND {status} = 'incoming' AND {transport} IS NULL",
       r.address,
       nowMs,
       id,
       r.idx,
     );
-    if (cur.rowsWritten > 0)
+    if (written > 0)
       recordEvent(sql, {
         message_id: id,
         tenant: (tenant ??= readMessage(sql, id)!.tenant),
@@ -137,7 +140,7 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   const again = m.again === 1; // released or requeued: email.queued was said already
   const moved = sql
     .exec<{ idx: number; address: string; transport: string; nexthop: string }>(
-      "SELECT idx, address, transport, nexthop FROM rcpt WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx",
+      "SELECT idx, address, transport, nexthop FROM rcpt_all WHERE message_id = ? AND status = 'incoming' AND transport IS NOT NULL ORDER BY idx",
       id,
     )
     .toArray()
@@ -177,7 +180,7 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
   const ready =
     sql.exec(
       `UPDATE message SET unclassified = 0, ${set}
-       WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)`,
+       WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt_all WHERE message_id = ?1 AND status = 'incoming' AND transport IS NULL)`,
       ...(kept !== null ? [id, kept] : [id]),
     ).rowsWritten > 0;
   if (e && !ready) insertEvent(sql, e, last);

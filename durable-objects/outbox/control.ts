@@ -50,6 +50,7 @@
 import { coreIdOf } from "../../worker/model/delivery";
 import { FINAL_STATUSES } from "../../worker/model/message";
 import { tokenNames } from "../../worker/inbound/core/trust";
+import { execRcpt } from "./rcpt";
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -82,7 +83,7 @@ export function recordUnsubscribe(
   nowMs: number,
 ): ComplaintResult {
   const r = sql
-    .exec<{ address: string }>("SELECT address FROM rcpt WHERE message_id = ? AND idx = ?", id, idx)
+    .exec<{ address: string }>("SELECT address FROM rcpt_all WHERE message_id = ? AND idx = ?", id, idx)
     .toArray()[0];
   if (!r) return { result: "no_recipient" };
   const added = sql.exec(
@@ -117,7 +118,7 @@ export function recordComplaint(
 ): ComplaintResult {
   const rows = sql
     .exec<{ idx: number; address: string; status: string }>(
-      "SELECT idx, address, status FROM rcpt WHERE message_id = ?",
+      "SELECT idx, address, status FROM rcpt_all WHERE message_id = ?",
       id,
     )
     .toArray();
@@ -157,7 +158,7 @@ export function recordLateBounce(
 ): ComplaintResult {
   const rows = sql
     .exec<{ idx: number; address: string; status: string; last_response: string | null }>(
-      "SELECT idx, address, status, last_response FROM rcpt WHERE message_id = ?",
+      "SELECT idx, address, status, last_response FROM rcpt_all WHERE message_id = ?",
       id,
     )
     .toArray();
@@ -171,8 +172,9 @@ export function recordLateBounce(
   if (outcome === "delayed") {
     if (r.status !== "delivered") return { result: "not_delivered" };
     if (r.last_response === json) return { result: "duplicate" };
-    sql.exec(
-      "UPDATE rcpt SET last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+    execRcpt(
+      sql,
+      "UPDATE {T} SET {last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
       json,
       nowMs,
       id,
@@ -182,8 +184,9 @@ export function recordLateBounce(
   }
   if (r.status === "bounced" || r.status === "expired") return { result: "duplicate" };
   if (r.status !== "delivered") return { result: "not_delivered" };
-  sql.exec(
-    "UPDATE rcpt SET status = ?, last_response = ?, updated_at = ? WHERE message_id = ? AND idx = ?",
+  execRcpt(
+    sql,
+    "UPDATE {T} SET {status} = ?, {last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
     outcome,
     json,
     nowMs,
@@ -217,7 +220,7 @@ export function isReadmission(sql: SqlStorage, id: string): boolean {
 export function openTransports(sql: SqlStorage, id: string): string[] {
   return sql
     .exec<{ transport: string }>(
-      `SELECT DISTINCT transport FROM rcpt WHERE message_id = ? AND transport IS NOT NULL AND status NOT IN (${FINAL_SQL})`,
+      `SELECT DISTINCT transport FROM rcpt_all WHERE message_id = ? AND transport IS NOT NULL AND status NOT IN (${FINAL_SQL})`,
       id,
     )
     .toArray()
@@ -242,14 +245,15 @@ export function cancelRecipients(sql: SqlStorage, id: string, domain: string | n
   const at = domain === null ? null : `@${domain.toLowerCase()}`;
   const rows = sql
     .exec<{ idx: number; address: string }>(
-      `SELECT idx, address FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`,
+      `SELECT idx, address FROM rcpt_all WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`,
       id,
     )
     .toArray()
     .filter((r) => at === null || r.address.toLowerCase().endsWith(at));
   for (const r of rows) {
-    sql.exec(
-      "UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, next_attempt_at = NULL, updated_at = ? WHERE message_id = ? AND idx = ?",
+    execRcpt(
+      sql,
+      "UPDATE {T} SET {status} = 'cancelled', {blocked_by} = NULL, {next_attempt_at} = NULL, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
       nowMs,
       id,
       r.idx,
@@ -262,16 +266,17 @@ export function cancelRecipients(sql: SqlStorage, id: string, domain: string | n
 export function readmitMessage(sql: SqlStorage, id: string, reroute: boolean, nowMs: number, usedAttempt = 0): number {
   const ctl = controlOf(sql, id);
   const maxAttempts =
-    sql.exec<{ n: number | null }>("SELECT max(attempts) AS n FROM rcpt WHERE message_id = ?", id).one().n ?? 0;
+    sql.exec<{ n: number | null }>("SELECT max(attempts) AS n FROM rcpt_all WHERE message_id = ?", id).one().n ?? 0;
   const prev =
     sql.exec<{ attempt: number }>("SELECT attempt FROM readmit WHERE message_id = ?", id).toArray()[0]?.attempt ?? 1;
   const attempt = Math.max(ctl?.attempt ?? 0, usedAttempt, maxAttempts, prev) + 1;
-  const set = reroute ? "status = 'incoming', transport = NULL, nexthop = NULL" : "status = 'incoming'";
-  const n = sql.exec(
-    `UPDATE rcpt SET ${set}, blocked_by = NULL, next_attempt_at = NULL, updated_at = ? WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`,
+  const set = reroute ? "{status} = 'incoming', {transport} = NULL, {nexthop} = NULL" : "{status} = 'incoming'";
+  const n = execRcpt(
+    sql,
+    `UPDATE {T} SET ${set}, {blocked_by} = NULL, {next_attempt_at} = NULL, {updated_at} = ? WHERE {id} = ? AND {status} NOT IN (${FINAL_SQL})`,
     nowMs,
     id,
-  ).rowsWritten;
+  );
   sql.exec("DELETE FROM control WHERE message_id = ?", id);
   sql.exec("INSERT OR REPLACE INTO readmit (message_id, attempt) VALUES (?, ?)", id, attempt);
   sql.exec("UPDATE message SET unclassified = 1, waiting = 1, classify_sent_at = NULL WHERE id = ? AND ? > 0", id, n);

@@ -47,7 +47,7 @@ function senderOf(sql: SqlStorage, id: string): string | null {
 
 function addressOf(sql: SqlStorage, id: string, idx: number): string | null {
   return (
-    sql.exec<{ address: string }>("SELECT address FROM rcpt WHERE message_id = ? AND idx = ?", id, idx).toArray()[0]
+    sql.exec<{ address: string }>("SELECT address FROM rcpt_all WHERE message_id = ? AND idx = ?", id, idx).toArray()[0]
       ?.address ?? null
   );
 }

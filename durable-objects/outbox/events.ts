@@ -27,7 +27,7 @@ export function recordEvent(sql: SqlStorage, e: Omit<OutboxEvent, "seq" | "data"
 
 /** The largest event seq of message ?1 (event rows and those kept in its rows), or 0: an SQL expression. */
 export const LAST_SEQ = `max(COALESCE((SELECT max(seq) FROM event WHERE message_id = ?1), 0),
-    COALESCE((SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt WHERE message_id = ?1 AND pending_event IS NOT NULL), 0),
+    COALESCE((SELECT max(json_extract(pending_event, '$.seq')) FROM rcpt_all WHERE message_id = ?1 AND pending_event IS NOT NULL), 0),
     COALESCE((SELECT json_extract(queued_event, '$.seq') FROM message WHERE id = ?1), 0))`;
 
 /** The message's largest event seq (event rows and those kept in recipient rows), or 0. */
@@ -73,7 +73,7 @@ export function readEvents(sql: SqlStorage, id: string): OutboxEvent[] {
       data: string;
     }>(
       `SELECT 0 AS kept, seq, tenant, type, recipient, created_at, data FROM event WHERE message_id = ?1
-     UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt r JOIN message m ON m.id = r.message_id ` +
+     UNION ALL SELECT 1, NULL, m.tenant, NULL, r.address, NULL, r.pending_event FROM rcpt_all r JOIN message m ON m.id = r.message_id ` +
         `WHERE r.message_id = ?1 AND r.pending_event IS NOT NULL
      UNION ALL SELECT 1, NULL, tenant, NULL, NULL, NULL, queued_event FROM message WHERE id = ?1 AND queued_event IS NOT NULL`,
       id,

@@ -6,7 +6,9 @@
  *   readEnvelope         what the delivery stage sends (sender, size, recipients).
  *   applyOutcome(s)      the delivery stage's reports. The reports that finish their message
  *                        keep their events in the recipient rows they write
- *                        (`rcpt.pending_event`) instead of event rows: an event row is an insert
+ *                        (`rcpt.pending_event`, or for a message's own recipient
+ *                        `message.r_pending_event`, written with the finish: rcpt.ts) instead
+ *                        of event rows: an event row is an insert
  *                        and, once forwarded, a delete; a finished message is found through the
  *                        index of finished messages instead (forward.ts).
  *   finishIfDone         marks a message done once every recipient is final.
@@ -21,6 +23,7 @@ import { cancelRecipients } from "./control";
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
 import { insertEvent, recordEvent, type KeptEvent } from "./events";
 import { FINAL_SQL, readHead, updateUnclassified, type MessageRow } from "./store";
+import { INLINE_SET, rcptBinds, writeInline, type RcptWrite } from "./rcpt";
 
 const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
   active: null,
@@ -44,7 +47,7 @@ export function readEnvelope(sql: SqlStorage, id: string): DeliveryEnvelope | nu
       rcpts: string;
     }>(
       `SELECT tenant, mail_from, size, body, body_r2, return_path, (SELECT json_group_array(json_array(idx, address, status, attempts))
-       FROM (SELECT idx, address, status, attempts FROM rcpt WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`,
+       FROM (SELECT idx, address, status, attempts FROM rcpt_all WHERE message_id = ?1 ORDER BY idx)) AS rcpts FROM message WHERE id = ?1`,
       id,
     )
     .toArray()[0];
@@ -105,7 +108,10 @@ export function applyOutcomes(
   if (!m || reports.length === 0) return { applied: [], done: m?.state === "done", bodyLeft: false };
   const rcpts = new Map(
     sql
-      .exec<OutcomeRcpt>("SELECT idx, status, attempts, address, transport, nexthop FROM rcpt WHERE message_id = ?", id)
+      .exec<OutcomeRcpt>(
+        "SELECT idx, status, attempts, address, transport, nexthop FROM rcpt_all WHERE message_id = ?",
+        id,
+      )
       .toArray()
       .map((r) => [r.idx, r]),
   );
@@ -113,6 +119,7 @@ export function applyOutcomes(
   let last = m.last_seq;
   let wasIncoming = false;
   const applied: OutcomeReport[] = [];
+  let inlineWrite: RcptWrite | null = null;
   const finishing = finishes(m, rcpts, reports);
   for (const r of reports) {
     const cur = rcpts.get(r.idx);
@@ -153,19 +160,30 @@ export function applyOutcomes(
         last,
       );
     }
-    sql.exec(
-      `UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ?,
-         pending_event = COALESCE(?, pending_event) WHERE message_id = ? AND idx = ?`,
-      r.status,
+    const write: RcptWrite = {
+      status: r.status,
       attempts,
-      r.status === "deferred" ? (r.nextAttemptAt ?? null) : null,
-      r.response ? JSON.stringify(r.response) : null,
-      r.blockedBy ?? null,
-      nowMs,
-      pending,
-      id,
-      r.idx,
-    );
+      next: r.status === "deferred" ? (r.nextAttemptAt ?? null) : null,
+      response: r.response ? JSON.stringify(r.response) : (inlineWrite?.response ?? null),
+      blockedBy: r.blockedBy ?? null,
+      pending: pending ?? inlineWrite?.pending ?? null,
+    };
+    // A message's own recipient is written once, after the loop (with its finish when it finishes).
+    if (m.inline === 1) inlineWrite = write;
+    else
+      sql.exec(
+        `UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ?,
+         pending_event = COALESCE(?, pending_event) WHERE message_id = ? AND idx = ?`,
+        write.status,
+        write.attempts,
+        write.next,
+        write.response,
+        write.blockedBy,
+        nowMs,
+        write.pending,
+        id,
+        r.idx,
+      );
     rcpts.set(r.idx, { ...cur, status: r.status, attempts });
     if (r.throttled) {
       const t = r.throttled;
@@ -192,12 +210,15 @@ export function applyOutcomes(
     }
     applied.push(r);
   }
-  if (wasIncoming) updateUnclassified(sql, id);
   // Every recipient is in `rcpts`, with what was applied: whether it finished needs no count.
   const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
   // With notices on, the body stays only for a message with a recipient a notice may report.
   const kept = finished && keepBody && [...rcpts.values()].some(failsForDsn);
-  if (finished) finishMessage(sql, id, nowMs, kept);
+  if (finished) finishMessage(sql, id, nowMs, kept, inlineWrite);
+  else {
+    if (inlineWrite !== null) writeInline(sql, id, inlineWrite, nowMs);
+    if (wasIncoming) updateUnclassified(sql, id);
+  }
   return { applied, done: m.state === "done" || finished, bodyLeft: finished && (kept || m.body_r2 === 1) };
 }
 
@@ -228,22 +249,37 @@ function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, report
  */
 export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
   const open = sql
-    .exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id)
+    .exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt_all WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id)
     .one().n;
   return open === 0 && finishMessage(sql, id, nowMs, keepBody);
 }
 
-/** Marks an open message done (every recipient final); its body goes unless `keepBody`. */
-function finishMessage(sql: SqlStorage, id: string, nowMs: number, keepBody: boolean): boolean {
-  return (
-    sql.exec(
-      "UPDATE message SET state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL) " +
-        "WHERE id = ? AND state = 'open'",
-      nowMs,
-      keepBody ? 1 : 0,
-      id,
-    ).rowsWritten > 0
-  );
+const FINISH_SET =
+  "state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL)";
+
+/**
+ * Marks an open message done (every recipient final); its body goes unless `keepBody`. The
+ * outcome of a message's own recipient (`inline`, rcpt.ts) goes in the same write.
+ */
+function finishMessage(
+  sql: SqlStorage,
+  id: string,
+  nowMs: number,
+  keepBody: boolean,
+  inline: RcptWrite | null = null,
+): boolean {
+  const keep = keepBody ? 1 : 0;
+  const cursor =
+    inline === null
+      ? sql.exec(`UPDATE message SET ${FINISH_SET} WHERE id = ? AND state = 'open'`, nowMs, keep, id)
+      : sql.exec(
+          `UPDATE message SET ${FINISH_SET}, ${INLINE_SET} WHERE id = ? AND state = 'open'`,
+          nowMs,
+          keep,
+          ...rcptBinds(inline, nowMs),
+          id,
+        );
+  return cursor.rowsWritten > 0;
 }
 
 /** cancelRecipients with one email.canceled event each, finishing the message if none is left open; returns how many. */

@@ -17,7 +17,9 @@
  *                       whose index `message_waiting` replaces `message_unclassified`: a
  *                       message is in it while it is unclassified, and after, until its
  *                       email.queued (kept in its row) is forwarded (outbox-forward.ts).
- *                       Schema 6 adds `message.return_path` (the VERP senders' domain).
+ *                       Schema 6 adds `message.return_path` (the VERP senders' domain),
+ *                       schema 7 the `r_*` columns of a one-recipient message's recipient and
+ *                       the view `rcpt_all` of both homes (rcpt.ts).
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -29,6 +31,7 @@
  *   reservation only RESERVATION_MS, so a crashed request never blocks its key for long.
  */
 import { startForwardCursor } from "./forward";
+import { INLINE_COLUMNS, RCPT_VIEW } from "./rcpt";
 import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../../worker/model/message";
 
 /** How long a key is remembered (Resend: 24 h). */
@@ -40,7 +43,7 @@ const MESSAGE_COLUMNS = `id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at I
     scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
     mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
     done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0, body, body_r2 INTEGER NOT NULL DEFAULT 1,
-    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT, return_path TEXT`;
+    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT, return_path TEXT, ${INLINE_COLUMNS}`;
 const EVENT_COLUMNS = `message_id TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL,
     recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (message_id, seq)`;
 
@@ -107,7 +110,11 @@ export function migrateOutbox(sql: SqlStorage): void {
   // Schema 4: a finishing report's event kept in its recipient row (outbox-forward.ts).
   const rcpt = ddl("rcpt");
   if (rcpt !== null && !/\bpending_event\b/.test(rcpt)) sql.exec("ALTER TABLE rcpt ADD COLUMN pending_event TEXT");
+  // Schema 7: a one-recipient message's recipient in its own row (rcpt.ts).
+  if (!/\br_status\b/.test(ddl("message") ?? "r_status"))
+    for (const c of INLINE_COLUMNS.split(",")) sql.exec(`ALTER TABLE message ADD COLUMN ${c.trim()}`);
   for (const t of TABLES) sql.exec(t);
+  sql.exec(RCPT_VIEW);
   startForwardCursor(sql, Date.now());
 }
 

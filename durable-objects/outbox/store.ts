@@ -28,6 +28,7 @@ import {
 } from "../../worker/model/message";
 import { finishIfDone } from "./outcomes";
 import { LAST_SEQ, recordEvent } from "./events";
+import { execRcpt, type StoredRcpt } from "./rcpt";
 
 export type MessageRow = {
   id: string;
@@ -59,15 +60,16 @@ export const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
 /**
  * The message row with what a change to it needs, in one statement instead of three: whether it
- * was readmitted (isReadmission), its largest event seq (lastSeq), and where its body is.
+ * was readmitted (isReadmission), its largest event seq (lastSeq), where its body is, and whether
+ * its one recipient is in its row (`inline`, rcpt.ts).
  */
 export function readHead(
   sql: SqlStorage,
   id: string,
-): (MessageRow & { again: number; last_seq: number; body_r2: number }) | undefined {
+): (MessageRow & { again: number; last_seq: number; body_r2: number; inline: number }) | undefined {
   return sql
-    .exec<MessageRow & { again: number; last_seq: number; body_r2: number }>(
-      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, body_r2,
+    .exec<MessageRow & { again: number; last_seq: number; body_r2: number; inline: number }>(
+      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, body_r2, r_status IS NOT NULL AS inline,
        EXISTS (SELECT 1 FROM readmit WHERE message_id = ?1) AS again, ${LAST_SEQ} AS last_seq FROM message WHERE id = ?1`,
       id,
     )
@@ -90,9 +92,19 @@ function inlineBody(b: string | Uint8Array | undefined): string | ArrayBuffer | 
 export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, nowMs = m.createdAt): void {
   const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
+  const rcpts = m.rcptTo.map((address, idx): StoredRcpt => {
+    const d = decided.get(idx);
+    if (d === undefined) return { address, status: "incoming", transport: null, nexthop: null, blocked_by: null };
+    if (d.status === "ready")
+      return { address: d.address, status: "incoming", transport: d.transport, nexthop: d.nexthop, blocked_by: null };
+    return { address: d.address, status: "suppressed", transport: null, nexthop: null, blocked_by: "suppressed" };
+  });
+  // A message of one recipient keeps it in its own row (rcpt.ts).
+  const one = rcpts.length === 1 ? rcpts[0]! : null;
   sql.exec(
-    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path) " +
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11)",
+    "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path, " +
+      "r_address, r_status, r_transport, r_nexthop, r_blocked_by, r_updated_at) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     m.id,
     tenant,
     m.createdAt,
@@ -104,35 +116,28 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
     m.body === undefined ? 1 : 0,
     open ? 1 : 0,
     m.returnPath ?? null,
+    one?.address ?? null,
+    one?.status ?? null,
+    one?.transport ?? null,
+    one?.nexthop ?? null,
+    one?.blocked_by ?? null,
+    one === null ? null : m.createdAt,
   );
-  m.rcptTo.forEach((address, idx) => {
+  rcpts.forEach((r, idx) => {
+    if (one === null)
+      sql.exec(
+        "INSERT INTO rcpt (message_id, idx, address, status, transport, nexthop, blocked_by, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        m.id,
+        idx,
+        r.address,
+        r.status,
+        r.transport,
+        r.nexthop,
+        r.blocked_by,
+        m.createdAt,
+      );
     const d = decided.get(idx);
-    if (d === undefined) {
-      sql.exec(
-        "INSERT INTO rcpt (message_id, idx, address, status, updated_at) VALUES (?, ?, ?, 'incoming', ?)",
-        m.id,
-        idx,
-        address,
-        m.createdAt,
-      );
-    } else if (d.status === "ready") {
-      sql.exec(
-        "INSERT INTO rcpt (message_id, idx, address, status, transport, nexthop, updated_at) VALUES (?, ?, ?, 'incoming', ?, ?, ?)",
-        m.id,
-        idx,
-        d.address,
-        d.transport,
-        d.nexthop,
-        m.createdAt,
-      );
-    } else {
-      sql.exec(
-        "INSERT INTO rcpt (message_id, idx, address, status, blocked_by, updated_at) VALUES (?, ?, ?, 'suppressed', 'suppressed', ?)",
-        m.id,
-        idx,
-        d.address,
-        m.createdAt,
-      );
+    if (d?.status === "suppressed")
       recordEvent(sql, {
         message_id: m.id,
         tenant,
@@ -141,7 +146,6 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
         created_at: m.createdAt,
         data: { reason: d.reason },
       });
-    }
   });
   // No email.accepted row: the message row says when it was accepted (the D1 timeline shows it
   // from there), and an event row would cost an insert and a delete here and two rows in D1.
@@ -194,7 +198,7 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
   const rows = sql
     .exec<RcptRow>(
       "SELECT idx, address, status, transport, nexthop, attempts, next_attempt_at, last_response, blocked_by, updated_at " +
-        "FROM rcpt WHERE message_id = ? ORDER BY idx",
+        "FROM rcpt_all WHERE message_id = ? ORDER BY idx",
       id,
     )
     .toArray();
@@ -244,7 +248,7 @@ function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus
 export function updateUnclassified(sql: SqlStorage, id: string): void {
   sql.exec(
     "UPDATE message SET unclassified = 0, waiting = (queued_event IS NOT NULL) " +
-      "WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt WHERE message_id = ?1 AND status = 'incoming')",
+      "WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt_all WHERE message_id = ?1 AND status = 'incoming')",
     id,
   );
 }
@@ -253,8 +257,9 @@ export function updateUnclassified(sql: SqlStorage, id: string): void {
 export function cancelMessage(sql: SqlStorage, id: string, nowMs: number): boolean {
   const m = readMessage(sql, id);
   if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
-  sql.exec(
-    "UPDATE rcpt SET status = 'cancelled', blocked_by = NULL, updated_at = ? WHERE message_id = ? AND status = 'incoming'",
+  execRcpt(
+    sql,
+    "UPDATE {T} SET {status} = 'cancelled', {blocked_by} = NULL, {updated_at} = ? WHERE {id} = ? AND {status} = 'incoming'",
     nowMs,
     id,
   );

@@ -156,7 +156,7 @@ describe("the index of a message handed straight to delivery", () => {
         events: state.storage.sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id).one()
           .n,
         kept: state.storage.sql
-          .exec<{ e: string | null }>("SELECT pending_event AS e FROM rcpt WHERE message_id = ?", id)
+          .exec<{ e: string | null }>("SELECT pending_event AS e FROM rcpt_all WHERE message_id = ?", id)
           .one().e,
       }));
       expect(rows.events).toBe(0); // no event row written for the outcome, none left to delete

@@ -102,6 +102,8 @@ describe("rows written per one-recipient email", () => {
         .join("\n"),
     );
     expect(total / n).toBeLessThanOrEqual(26);
+    // A one-recipient message keeps its recipient in its own row (durable-objects/outbox/rcpt.ts).
+    expect([...byQ.keys()].filter((q) => /\brcpt\b/.test(q))).toEqual([]);
   }, 60_000);
 
   it("journals nothing in a transport with a tiny core: every flush is a snapshot in its meta row, and a done attempt leaves no finished row and no admission row", async () => {
