@@ -28,7 +28,7 @@ function indexed(id: string) {
   return eventually(
     async () => {
       const r = await env.DB.prepare(
-        "SELECT count(*) AS n FROM recipients WHERE message_id = ? AND status != 'incoming'",
+        "SELECT count(*) AS n FROM recipients_all WHERE message_id = ? AND status != 'incoming'",
       )
         .bind(id)
         .first<{ n: number }>();
@@ -110,7 +110,7 @@ describe("GET /relay/queue", () => {
     expect(q.transports.find((t) => t.transport === "smtp")?.in_core).toBe(4);
     // The D1 index agrees: 4 recipients across two tenants, none final.
     const states = (
-      await env.DB.prepare("SELECT status, count(*) AS n FROM recipients GROUP BY status").all<{
+      await env.DB.prepare("SELECT status, count(*) AS n FROM recipients_all GROUP BY status").all<{
         status: string;
         n: number;
       }>()

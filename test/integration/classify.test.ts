@@ -91,7 +91,7 @@ describe("the classify consumer", () => {
       .first();
     expect(row).toEqual({ tenant_id: "acme", subject: "indexed", last_event: "queued" });
     const rcpts = await env.DB.prepare(
-      "SELECT address, status, transport, nexthop FROM recipients WHERE message_id = ? ORDER BY idx",
+      "SELECT address, status, transport, nexthop FROM recipients_all WHERE message_id = ? ORDER BY idx",
     )
       .bind(id)
       .all();

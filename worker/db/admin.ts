@@ -67,10 +67,10 @@ export const OPEN_SQL = OPEN_STATES.map((s) => `'${s}'`).join(", ");
 export async function stateCounts(db: D1Database): Promise<StateCountRow[]> {
   const [open, final] = await db.batch<StateCountRow>([
     db.prepare(
-      `SELECT status, transport, nexthop, count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
+      `SELECT status, transport, nexthop, count(*) AS n FROM recipients_all WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
     ),
     db.prepare(
-      `SELECT status, transport, nexthop, count(*) AS n FROM recipients WHERE status NOT IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
+      `SELECT status, transport, nexthop, count(*) AS n FROM recipients_all WHERE status NOT IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
     ),
   ]);
   return [...(open?.results ?? []), ...(final?.results ?? [])];
@@ -83,13 +83,13 @@ export async function openAges(
   ps: readonly number[],
 ): Promise<{ count: number; percentiles: { p: number; age_ms: number }[] }> {
   const count =
-    (await db.prepare(`SELECT count(*) AS n FROM recipients WHERE status IN (${OPEN_SQL})`).first<{ n: number }>())
+    (await db.prepare(`SELECT count(*) AS n FROM recipients_all WHERE status IN (${OPEN_SQL})`).first<{ n: number }>())
       ?.n ?? 0;
   const ranks = percentileRanks(count, ps);
   if (ranks.length === 0) return { count, percentiles: [] };
   // Youngest first: the rank-th youngest recipient's age is the percentile.
   const stmt = db.prepare(
-    `SELECT ?1 - m.created_at AS age FROM recipients r JOIN messages m ON m.id = r.message_id
+    `SELECT ?1 - m.created_at AS age FROM recipients_all r JOIN messages m ON m.id = r.message_id
      WHERE r.status IN (${OPEN_SQL}) ORDER BY m.created_at DESC LIMIT 1 OFFSET ?2`,
   );
   const rows = await db.batch<{ age: number }>(ranks.map((r) => stmt.bind(nowMs, r.rank)));
@@ -135,16 +135,23 @@ export async function searchMessages(
   if (q.id) add("m.id = ?", q.id);
   if (q.address || q.state) {
     const parts = ["r.message_id = m.id"];
+    const own = ["m.r_status IS NOT NULL"]; // a one-recipient message's, in its row (migration 0035)
     const rargs: unknown[] = [];
     if (q.address) {
       parts.push("r.address = ? COLLATE NOCASE");
+      own.push("m.r_address = ? COLLATE NOCASE");
       rargs.push(q.address);
     }
     if (q.state) {
       parts.push("r.status = ?");
+      own.push("m.r_status = ?");
       rargs.push(q.state);
     }
-    add(`EXISTS (SELECT 1 FROM recipients r WHERE ${parts.join(" AND ")})`, ...rargs);
+    add(
+      `(EXISTS (SELECT 1 FROM recipients r WHERE ${parts.join(" AND ")}) OR (${own.join(" AND ")}))`,
+      ...rargs,
+      ...rargs,
+    );
   }
   if (q.tag) {
     if (q.tag.value === null)
@@ -179,15 +186,18 @@ export async function searchMessages(
       : (
           await db
             .prepare(
-              `SELECT message_id, address, status, attempts, transport, nexthop FROM recipients ` +
-                `WHERE message_id IN (SELECT value FROM json_each(?)) ORDER BY message_id, idx`,
+              // Both forms named: SQLite does not push an IN (subquery) into the halves of recipients_all.
+              `SELECT message_id, idx, address, status, attempts, transport, nexthop FROM recipients ` +
+                `WHERE message_id IN (SELECT value FROM json_each(?1)) UNION ALL ` +
+                `SELECT id, 0, r_address, r_status, r_attempts, r_transport, r_nexthop FROM messages ` +
+                `WHERE id IN (SELECT value FROM json_each(?1)) AND r_status IS NOT NULL ORDER BY 1, 2`,
             )
             .bind(JSON.stringify(page.map((m) => m.id)))
-            .all<SearchHit["recipients"][number] & { message_id: string }>()
+            .all<SearchHit["recipients"][number] & { message_id: string; idx: number }>()
         ).results;
   const data = page.map((m) => ({
     ...m,
-    recipients: rcpts.filter((r) => r.message_id === m.id).map(({ message_id: _m, ...r }) => r),
+    recipients: rcpts.filter((r) => r.message_id === m.id).map(({ message_id: _m, idx: _i, ...r }) => r),
   }));
   return { data, hasMore: rows.length > q.limit };
 }
@@ -219,7 +229,7 @@ export async function messageEvents(db: D1Database, id: string, tenant: string, 
     await db
       .prepare(
         `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
-       json_object('recipients', (SELECT count(*) FROM recipients WHERE message_id = m.id)) AS data
+       json_object('recipients', (SELECT count(*) FROM recipients_all WHERE message_id = ?1)) AS data
      FROM messages m WHERE m.id = ?1 AND m.tenant_id = ?2
        AND NOT EXISTS (SELECT 1 FROM event_log WHERE email_id = ?1 AND type = 'email.accepted')
      UNION ALL

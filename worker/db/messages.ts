@@ -84,6 +84,7 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
   if (items.length === 0) return [];
   const messages = items.map(({ view: v, lastEvent }) => {
     const s = v.summary;
+    const one = v.recipients.length === 1 ? v.recipients[0]! : null;
     return {
       id: v.id,
       tenant: v.tenant,
@@ -98,6 +99,7 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
       last_event: lastEvent,
       version: versionOf(v),
       message_id: headerToIndex(v),
+      ...(one === null ? {} : rcptFields(one)),
     };
   });
   const messageColumns = jsonColumns([
@@ -114,58 +116,95 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
     "last_event",
     "version",
     "message_id",
+    ...RCPT_FIELDS,
   ]);
+  // A message of one recipient keeps it in its own row (migration 0035); one indexed before
+  // that keeps its recipients row (r_status stays NULL), which the update below moves instead.
   const upsertMessages = (chunk: readonly unknown[]) =>
     db
       .prepare(
         `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, ` +
-          `subject, last_event, updated_at, message_id)
+          `subject, last_event, updated_at, message_id, ${INLINE_COLUMNS.join(", ")})
      SELECT ${messageColumns}
      FROM json_each(?1) AS j WHERE true
-     ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at
+     ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at,
+       ${INLINE_COLUMNS.map((c) => `${c} = IIF(messages.r_status IS NULL, NULL, excluded.${c})`).join(", ")}
      WHERE excluded.updated_at >= messages.updated_at
        AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event ` +
           `OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
       )
       .bind(JSON.stringify(chunk));
-  const rcpts = items.flatMap(({ view: v }) =>
-    v.recipients.map(({ idx, email, status, transport, nexthop, attempts, next_attempt_at, updated_at }) => ({
-      m: v.id,
-      t: v.tenant,
-      idx,
-      email,
-      status,
-      transport,
-      nexthop,
-      attempts,
-      next_attempt_at,
-      updated_at,
-    })),
-  );
+  const rcptsOf = (one: boolean) =>
+    items
+      .filter(({ view: v }) => (v.recipients.length === 1) === one)
+      .flatMap(({ view: v }) => v.recipients.map((r) => ({ m: v.id, t: v.tenant, idx: r.idx, ...rcptFields(r) })));
+  const many = rcptsOf(false);
+  const ones = rcptsOf(true);
   const upsertRcpts = (chunk: readonly unknown[]) =>
     db
       .prepare(
         `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
-     SELECT ${jsonColumns(["m", "idx", "t", "email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"])}
+     SELECT ${jsonColumns(["m", "idx", "t", ...RCPT_FIELDS])}
      FROM json_each(?1) AS j WHERE true
-     ON CONFLICT (message_id, idx) DO UPDATE SET status = excluded.status, transport = excluded.transport,
-       nexthop = excluded.nexthop, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at
-     WHERE excluded.updated_at >= recipients.updated_at
-       AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
-         OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at ` +
-          `OR excluded.updated_at IS NOT recipients.updated_at)`,
+     ON CONFLICT (message_id, idx) DO UPDATE SET ${RCPT_SET}
+     WHERE ${RCPT_CHANGED}`,
+      )
+      .bind(JSON.stringify(chunk));
+  // The recipients row of a one-recipient message indexed before migration 0035, if any.
+  const updateOldRcpts = (chunk: readonly unknown[]) =>
+    db
+      .prepare(
+        `UPDATE recipients SET ${RCPT_SET.replace(/excluded\./g, "x.")}
+     FROM (SELECT ${jsonColumns(["m", "idx", ...RCPT_FIELDS], true)} FROM json_each(?1) AS j) AS x
+     WHERE recipients.message_id = x.m AND recipients.idx = x.idx AND ${RCPT_CHANGED.replace(/excluded\./g, "x.")}`,
       )
       .bind(JSON.stringify(chunk));
   // Chunked (ROW_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.
   return [
     ...chunkByJson(messages, ROW_CHUNK_BYTES).map(upsertMessages),
-    ...chunkByJson(rcpts, ROW_CHUNK_BYTES).map(upsertRcpts),
+    ...chunkByJson(many, ROW_CHUNK_BYTES).map(upsertRcpts),
+    ...chunkByJson(ones, ROW_CHUNK_BYTES).map(updateOldRcpts),
     ...tagStatements(
       db,
       items.map((i) => i.view),
     ),
   ];
 }
+
+/** A recipient's indexed fields, by the names the statements read (RCPT_FIELDS). */
+function rcptFields(r: MessageView["recipients"][number]) {
+  return {
+    email: r.email,
+    status: r.status,
+    transport: r.transport,
+    nexthop: r.nexthop,
+    attempts: r.attempts,
+    next_attempt_at: r.next_attempt_at,
+    updated_at: r.updated_at,
+  };
+}
+
+const RCPT_FIELDS = ["email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"];
+
+/** The messages columns of its one recipient, in RCPT_FIELDS' order (migration 0035). */
+const INLINE_COLUMNS = [
+  "r_address",
+  "r_status",
+  "r_transport",
+  "r_nexthop",
+  "r_attempts",
+  "r_next_attempt_at",
+  "r_updated_at",
+];
+
+const RCPT_SET = `status = excluded.status, transport = excluded.transport, nexthop = excluded.nexthop,
+       attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at`;
+
+const RCPT_CHANGED =
+  `excluded.updated_at >= recipients.updated_at
+       AND (excluded.status IS NOT recipients.status OR excluded.transport IS NOT recipients.transport OR excluded.nexthop IS NOT recipients.nexthop
+         OR excluded.attempts IS NOT recipients.attempts OR excluded.next_attempt_at IS NOT recipients.next_attempt_at ` +
+  `OR excluded.updated_at IS NOT recipients.updated_at)`;
 
 /** The messages' tags for search (migration 0005), a statement per ROW_CHUNK_BYTES of them; none when no message has tags. */
 function tagStatements(db: D1Database, views: readonly MessageView[]): D1PreparedStatement[] {

@@ -113,7 +113,9 @@ describe("cancel", () => {
     // The filter reads the D1 index.
     await eventually(
       async () =>
-        (await env.DB.prepare("SELECT count(*) AS n FROM recipients WHERE message_id IN (?, ?) AND status = 'ready'")
+        (await env.DB.prepare(
+          "SELECT count(*) AS n FROM recipients_all WHERE message_id IN (?, ?) AND status = 'ready'",
+        )
           .bind(a, b)
           .first<{ n: number }>())!.n === 3
           ? true

@@ -67,7 +67,9 @@ describe("the index of a message handed straight to delivery", () => {
     );
     expect(types).toEqual(["email.queued", "email.delivered"]);
     expect((await indexRow(id))?.last_event).toBe("delivered");
-    const rcpt = await env.DB.prepare("SELECT status, transport FROM recipients WHERE message_id = ?").bind(id).first();
+    const rcpt = await env.DB.prepare("SELECT status, transport FROM recipients_all WHERE message_id = ?")
+      .bind(id)
+      .first();
     expect(rcpt).toEqual({ status: "delivered", transport: "once" });
   });
 

@@ -82,7 +82,7 @@ async function matching(
   args.push(f.limit + 1);
   const rows = await db
     .prepare(
-      `SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients r ${join} WHERE ${where.join(" AND ")} LIMIT ?`,
+      `SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients_all r ${join} WHERE ${where.join(" AND ")} LIMIT ?`,
     )
     .bind(...args)
     .all<{ id: string; tenant: string }>();
