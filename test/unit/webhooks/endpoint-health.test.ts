@@ -38,15 +38,22 @@ describe("endpoint window", () => {
     expect(acquireSlot(s, NOW).decision).toEqual({ kind: "full" });
   });
 
-  it("opens by one per window's worth of successes, up to the maximum", () => {
+  it("opens by one per window's worth of successes with the window in use, up to the maximum", () => {
     let s = initialHealth(cfg);
     const trace: number[] = [];
     for (let i = 0; i < 12; i++) {
-      s = onDeliverySuccess(take(s, 1), cfg);
+      s = onDeliverySuccess(take(s, s.window - s.inflight), cfg);
       trace.push(s.window);
     }
     expect(trace).toEqual([2, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4]);
-    expect(s.inflight).toBe(0);
+  });
+
+  it("does not open while the window limits nothing: one event at a time leaves the state as it was", () => {
+    const first = onDeliverySuccess(take(initialHealth(cfg), 1), cfg);
+    let s = first;
+    for (let i = 0; i < 20; i++) s = onDeliverySuccess(take(s, 1), cfg);
+    expect(s).toEqual(first);
+    expect(s).toMatchObject({ window: 2, success: 0, inflight: 0 });
   });
 
   it("closes on failures but never below 1", () => {

@@ -20,7 +20,11 @@
  *   onDeliverySuccess(state, cfg) releases the slot; positive feedback of
  *   1/window per success opens the window by one per window's worth of
  *   successes (up to cfg.maxWindow), and any success clears the failure
- *   cohorts and the dead-period backoff.
+ *   cohorts and the dead-period backoff. Only a success with the window in
+ *   use (every slot taken) is feedback: a window that limited nothing has
+ *   shown nothing about a larger one (TCP's congestion window validation,
+ *   RFC 7661), and an endpoint sent one event at a time keeps a state that
+ *   does not change, so it is not written again per event.
  *
  *   onDeliveryFailure(state, nowMs, cfg, untilMs?) releases the slot;
  *   negative feedback of 1/window per failure closes the window by one per
@@ -122,7 +126,8 @@ export function isBlocked(state: EndpointHealth, nowMs: number): boolean {
 /** Records a delivery that succeeded (2xx): positive feedback, clears failure history. */
 export function onDeliverySuccess(state: EndpointHealth, cfg: HealthConfig = DEFAULT_HEALTH_CONFIG): EndpointHealth {
   let window = state.window;
-  let success = state.success + 1 / window;
+  // Feedback only while the window was in use (see the header).
+  let success = state.success + (state.inflight >= window ? 1 / window : 0);
   // Open by one per window's worth of successes, as Postfix's unthrottle does.
   while (success >= 1 - 1e-9) {
     success -= 1;
