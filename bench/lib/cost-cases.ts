@@ -10,8 +10,8 @@
  *        sink, email.sent and email.delivered at the receiver), the meter still with no object
  *        active: `toDelivery`,
  *        with the bytes held then (`bytes`, per message) and the workerd CPU used since 1, over
- *        the idle rate of the server's processes measured just before (IDLE_MS with nothing
- *        sent: wrangler's and workerd's own background, which no invocation is billed for);
+ *        the idle rate of the server's workerd processes measured just before (IDLE_MS with
+ *        nothing sent: the runtime's own background, which no invocation is billed for);
  *     3. retention passes (the last delivery + retentionMs + 2 s), the cron runs once (D1's
  *        retention), the sweepers' alarms purge until no message table holds a row, the meter
  *        stands still: `whole`, accept to purge;
@@ -298,7 +298,7 @@ export interface Measured {
   cron: Snapshot;
   /** Bytes each store held per message after delivery (D1, and by DO class). */
   bytes: { d1: number; do: Record<string, number> };
-  /** CPU the mail caused: the server's processes' CPU over their idle rate. */
+  /** CPU the mail caused: the server's workerd processes' CPU over their idle rate. */
   cpuMs: number;
   /** The same before the idle rate was taken off (an upper bound). */
   cpuRawMs: number;
