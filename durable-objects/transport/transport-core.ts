@@ -224,7 +224,15 @@ export abstract class TransportCore extends DurableObject<Env> {
   /** Arms the alarm at the earliest core wake-up, lease deadline or retry (wakeup.ts nextAlarmAt). */
   protected async arm(): Promise<void> {
     this.journal.flush(this.qmgr);
-    const at = nextAlarmAt(this.qmgr, this.journal, this.leases, this.ctx.storage.sql, this.env, this.done);
+    const at = nextAlarmAt(
+      this.qmgr,
+      this.journal,
+      this.leases,
+      this.ctx.storage.sql,
+      this.env,
+      this.done,
+      this.alarmAt,
+    );
     if (at === null || at === this.alarmAt) return; // a setAlarm is a billed write
     this.alarmAt = at;
     await this.ctx.storage.setAlarm(at);

@@ -3,9 +3,10 @@
  * core, the leases and its SQLite (nothing here sets an alarm).
  *
  * DESCRIPTION
- *   nextAlarmAt(qmgr, journal, leases, sql, env, done)  the alarm time (ms) the shell arms, or null:
- *                 the earliest core wake-up, lease deadline, record to forget, idle ring to
- *                 empty, agent check or retry.
+ *   nextAlarmAt(qmgr, journal, leases, sql, env, done, armedAt)  the alarm time (ms) the shell
+ *                 arms, or null: the earliest core wake-up, lease deadline, record to forget, idle
+ *                 ring to empty, agent check or retry (an armed alarm shortly after a forget is
+ *                 kept for it).
  *   settleRing(qmgr, journal, sql, env, done)     at an alarm: a checkpoint when finished
  *                 messages' records are due to go, the ring emptied with it when the queue is
  *                 idle, or an idle queue's ring emptied when nothing is left to forget.
@@ -39,7 +40,10 @@ function forgetAt(sql: SqlStorage, env: Env, done: DoneRecords, grid = false): n
  * The alarm time (ms) at the earliest core wake-up, lease deadline or retry, or null for none. A
  * core wake-up (a dead destination's revival, a rate's next token) fires at the last millisecond
  * of its second: the core counted it from the start of the second it decided in, so it is never
- * early.
+ * early. Records to forget are not urgent (they go at least their grace after they ended): an
+ * alarm already armed (`armedAt`) no more than an agent check's step after their time is kept
+ * for them, not moved earlier (a setAlarm is a billed write; a grace shorter than that step, as
+ * a short retention makes it, moved a lone email's alarm at its report).
  */
 export function nextAlarmAt(
   qmgr: Qmgr<StoredRecipient>,
@@ -48,6 +52,7 @@ export function nextAlarmAt(
   sql: SqlStorage,
   env: Env,
   done: DoneRecords,
+  armedAt: number | null = null,
 ): number | null {
   const check = settingsOf(env).agents ? leases.nextCheck(settingsOf(env).agentCheckMs) : null;
   const wake = nextWakeupAt(qmgr);
@@ -55,13 +60,18 @@ export function nextAlarmAt(
   // Idle with rows in the ring and no record left to forget (the forget empties the ring): empty it in a minute.
   const idle = qmgr.messages.size === 0 && journal.dirty && forget === null ? nowSec() + 60 : null;
   // Seconds, but the retries' due times are in ms (a retry is never early).
-  const times = [wake === null ? null : wake + 0.999, leases.nextUntil(), forget, idle, check]
+  const urgent = [wake === null ? null : wake + 0.999, leases.nextUntil(), idle, check]
     .filter((t): t is number => t !== null)
     .map((t) => t * 1000);
   const retry = nextRetryDue(sql);
-  if (retry !== null) times.push(retry);
-  if (times.length === 0) return null;
-  return Math.round(Math.min(...times));
+  if (retry !== null) urgent.push(retry);
+  const first = urgent.length === 0 ? null : Math.round(Math.min(...urgent));
+  if (forget === null) return first;
+  const f = Math.round(forget * 1000);
+  const step = settingsOf(env).agentCheckMs;
+  const kept = armedAt !== null && armedAt >= f && armedAt - f <= step && (first === null || first >= armedAt);
+  if (kept) return armedAt;
+  return first === null ? f : Math.min(first, f);
 }
 
 /** At an alarm: checkpoints (or, idle, empties) the journal ring when finished messages' records are due to go. */

@@ -123,6 +123,25 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(await alarm()).toBe(armed);
   });
 
+  it("a lone message's report keeps the alarm its dispatch armed when the grace of its records is shorter than the agent check's step (a short retention)", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("adm-alarm-short");
+    await tiny(stub);
+    await runInDurableObject(stub, (instance) => {
+      (instance as unknown as { done: { graceSec: number } }).done.graceSec = 1;
+    });
+    await stub.admit({ id: "s1", createTime: 1, rcpts: rcpts(1, "s.example") });
+    const { entries } = await stub.dispatch(10);
+    const alarm = () => runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    const armed = await alarm();
+    expect(armed).not.toBeNull();
+    for (const e of entries) await stub.report(e.entryId, { status: "ok" });
+    expect(await alarm()).toBe(armed);
+    // It forgets the records when it fires (here as soon as their grace is over).
+    await new Promise((r) => setTimeout(r, 1_100));
+    await runDurableObjectAlarm(stub);
+    expect(await runInDurableObject(stub, (i) => (i as unknown as Probe).done.waiting.size)).toBe(0);
+  });
+
   it("empties an idle ring of many rows for two rows written: the table dropped and made again, not each row deleted", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("ring-empty"); // the ring is used here (tiny 0)
     for (let i = 0; i < 20; i++) await stub.admit({ id: `e${i}`, createTime: 1, rcpts: rcpts(1, "e.example") });
