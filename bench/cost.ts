@@ -49,7 +49,7 @@ import { casesOf, runCase, type CaseDef, type Measured } from "./lib/cost-cases"
 import { printCase, summarise, type CaseResult } from "./lib/cost-report";
 import { running, setup, sleep, teardown, waitStill, type Counts, type Setup } from "./lib/cost-server";
 import { GRACE_S, rowsLeft, runCron, waitPurged } from "./lib/cost-retention";
-import { startWorld, type World } from "./lib/cost-worlds";
+import { startWorld, verifySender, type World } from "./lib/cost-worlds";
 
 const { values } = parseArgs({
   options: {
@@ -144,6 +144,7 @@ async function main(): Promise<number> {
     }
     s.world = world.mix;
     try {
+      await verifySender(s, world);
       // Start-up is not the mail's: every Outbox shard's tables (the cron wakes each), then ten
       // warm-up messages over their whole life (migrations, first alarms, key look-ups; the mx
       // world's MTA-STS discovery).

@@ -77,8 +77,11 @@ const CONCURRENCY = 10;
 export const TRICKLE_RETENTION_MS = 20_000;
 export const SPACING_MS = 40_000;
 
+/** The domain the cases send from (a verified sending domain: cost-worlds.ts verifySender). */
+export const SENDER_DOMAIN = "acme.example";
+
 export const email = (i: number, to: string[]) => ({
-  from: "Bench <bench@acme.example>",
+  from: `Bench <bench@${SENDER_DOMAIN}>`,
   to,
   subject: `Cost ${i}`,
   text: `Cost benchmark message ${i}.`,
@@ -142,7 +145,7 @@ export const inbound = (i: number, domain: string): Request => ({
 const TEMPLATE = {
   name: "bench",
   alias: "bench",
-  from: "Bench <bench@acme.example>",
+  from: `Bench <bench@${SENDER_DOMAIN}>`,
   subject: "Cost {{{N}}}",
   html: "<p>Cost benchmark message {{{N}}} for {{{WHO}}}.</p>",
   variables: [

@@ -12,10 +12,12 @@
  *                    second, Poisson, some 10-recipient messages and batches); answers the
  *                    recipients sent to;
  *     done()         until the sink has every deliverable recipient;
+ *     publish(d, rs) puts a domain's records in the resolver's answers (the sender's domain);
  *     close()        stops the sink and the resolver.
  */
 import { generateArrivals, type Arrival } from "./arrivals";
 import { startWorldDoh } from "./doh";
+import { publishRecords, zoneAnswer, type Zone } from "../../scripts/lib/doh-zone";
 import { deliverable } from "./phase";
 import { startWorldSink } from "./sink";
 import { MIX_FROM } from "./sides";
@@ -29,6 +31,8 @@ export type Post = (path: string, body: unknown) => Promise<unknown>;
 
 export interface MixCostWorld {
   vars: Record<string, string>;
+  /** Publishes a domain's records in the world's DNS (the sender's, verified as production requires). */
+  publish(domain: string, records: readonly { name: string; type: string; value: string }[]): void;
   warm(post: Post): Promise<void>;
   send(post: Post): Promise<number>;
   done(): Promise<void>;
@@ -46,7 +50,8 @@ const email = (m: Arrival["messages"][number]) => ({
 /** See the header. */
 export async function startMixCostWorld(messages: number): Promise<MixCostWorld> {
   const world = createWorld({ domains: 1000, shares: { down: 0, timeout: 0 }, backAfterMs: 10_000 });
-  const doh = await startWorldDoh(world);
+  const zone: Zone = new Map();
+  const doh = await startWorldDoh(world, { extra: (name, type) => zoneAnswer(zone, name, type) });
   const sink = await startWorldSink(world).catch(async (e: unknown) => {
     await doh.close();
     throw e;
@@ -54,6 +59,7 @@ export async function startMixCostWorld(messages: number): Promise<MixCostWorld>
   const arrivals = generateArrivals(world, { messages, ratePerSec: MIX_RATE, prefix: "c", seed: 11 });
   const wanted = arrivals.flatMap((a) => a.messages.flatMap((m) => m.to)).filter((r) => deliverable(world, r));
   return {
+    publish: (domain, records) => publishRecords(zone, domain, records),
     vars: {
       SMARTHOST: "",
       DEFAULT_TRANSPORT: "smtp",

@@ -8,7 +8,8 @@
  *       its address; any other type of a world name → NODATA (NOERROR, no answer, the zone's
  *       SOA); an unknown name under the world's suffix → NXDOMAIN. TTL 300 s by default.
  *   startWorldDoh(world, opts?)     an HTTP server on 127.0.0.1 (port 0) answering
- *       GET /dns-query?name=&type= with those answers (NXDOMAIN for names outside the world).
+ *       GET /dns-query?name=&type= with those answers; a name outside the world gets opts.extra's
+ *       answer (a sender's domain verified through it), or NXDOMAIN.
  *       Returns { url, queries(), firstMx(), reset(), close() }: queries() counts the queries by
  *       type and by "name/type" since the last reset(); firstMx() says when each domain's MX was
  *       first asked for.
@@ -68,7 +69,10 @@ export interface WorldDoh {
 }
 
 /** Starts the world's resolver on 127.0.0.1 (see the header). */
-export function startWorldDoh(world: World, opts: { ttlSec?: number } = {}): Promise<WorldDoh> {
+export function startWorldDoh(
+  world: World,
+  opts: { ttlSec?: number; extra?: (name: string, type: string) => object } = {},
+): Promise<WorldDoh> {
   const answer = worldDnsAnswer(world, opts.ttlSec);
   let q: DohQueries = { total: 0, byType: {}, byName: {} };
   let first = new Map<string, number>();
@@ -80,7 +84,7 @@ export function startWorldDoh(world: World, opts: { ttlSec?: number } = {}): Pro
     q.byType[type] = (q.byType[type] ?? 0) + 1;
     q.byName[`${name}/${type}`] = (q.byName[`${name}/${type}`] ?? 0) + 1;
     if (type === "MX" && !first.has(name)) first.set(name, Date.now());
-    const body = answer(name, type) ?? { Status: 3 };
+    const body = answer(name, type) ?? opts.extra?.(name, type) ?? { Status: 3 };
     res.writeHead(200, { "content-type": "application/dns-json" }).end(JSON.stringify(body));
   });
   server.keepAliveTimeout = 60_000;
