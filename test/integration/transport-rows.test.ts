@@ -37,6 +37,17 @@ function stored(stub: Stub): Promise<{ rows: string[]; kept: string[]; ring: num
   });
 }
 
+/** Admits and dispatches one lone message, and expects its report to leave the alarm its dispatch armed. */
+async function expectReportKeepsAlarm(stub: Stub, id: string, domain: string): Promise<void> {
+  await stub.admit({ id, createTime: 1, rcpts: rcpts(1, domain) });
+  const { entries } = await stub.dispatch(10);
+  const alarm = () => runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+  const armed = await alarm();
+  expect(armed).not.toBeNull();
+  for (const e of entries) await stub.report(e.entryId, { status: "ok" });
+  expect(await alarm()).toBe(armed);
+}
+
 async function evict(name: string): Promise<Stub> {
   await expect(
     runInDurableObject(env.TRANSPORT_QUEUE.getByName(name), (_i, state) => state.abort("evict for test")),
@@ -114,13 +125,7 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
   it("a lone message's report leaves the alarm its dispatch armed: the grace of its records ends on the agent check's grid", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("adm-alarm");
     await tiny(stub);
-    await stub.admit({ id: "a1", createTime: 1, rcpts: rcpts(1, "d.example") });
-    const { entries } = await stub.dispatch(10);
-    const alarm = () => runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
-    const armed = await alarm();
-    expect(armed).not.toBeNull();
-    for (const e of entries) await stub.report(e.entryId, { status: "ok" });
-    expect(await alarm()).toBe(armed);
+    await expectReportKeepsAlarm(stub, "a1", "d.example");
   });
 
   it("a lone message's report keeps the alarm its dispatch armed when the grace of its records is shorter than the agent check's step (a short retention)", async () => {
@@ -129,13 +134,7 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     await runInDurableObject(stub, (instance) => {
       (instance as unknown as { done: { graceSec: number } }).done.graceSec = 1;
     });
-    await stub.admit({ id: "s1", createTime: 1, rcpts: rcpts(1, "s.example") });
-    const { entries } = await stub.dispatch(10);
-    const alarm = () => runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
-    const armed = await alarm();
-    expect(armed).not.toBeNull();
-    for (const e of entries) await stub.report(e.entryId, { status: "ok" });
-    expect(await alarm()).toBe(armed);
+    await expectReportKeepsAlarm(stub, "s1", "s.example");
     // It forgets the records when it fires (here as soon as their grace is over).
     await new Promise((r) => setTimeout(r, 1_100));
     await runDurableObjectAlarm(stub);
