@@ -60,6 +60,63 @@ function stopGroup(child: ChildProcess): Promise<void> {
   });
 }
 
+/** Spawns wrangler dev on the bundle on fresh ports and waits for /health; returns its URL. */
+async function serve(
+  bundle: string,
+  state: string,
+  smarthost: string,
+  mailboxPort: number,
+  vars: Record<string, string>,
+  started: (child: ChildProcess) => void,
+  log: () => string,
+): Promise<string> {
+  const [port, inspector] = [await freePort(), await freePort()];
+  const child = spawn(
+    "npx",
+    [
+      "wrangler",
+      "dev",
+      join(bundle, "index.js"),
+      "--no-bundle",
+      "--config",
+      "wrangler.toml",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(inspector),
+      "--persist-to",
+      state,
+      "--show-interactive-dev-session=false",
+      "--log-level",
+      "warn",
+      "--var",
+      `SMARTHOST:${smarthost}`,
+      "--var",
+      `DEV_MAILBOX_URL:http://127.0.0.1:${mailboxPort}/messages`,
+      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+    ],
+    { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  started(child);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}\n${log()}`);
+      return (await fetch(`${url}/health`).then(
+        (r) => r.status === 200,
+        () => false,
+      ))
+        ? true
+        : undefined;
+    },
+    90_000,
+    `wrangler dev /health\n${log()}`,
+  );
+  return url;
+}
+
 /** Starts the relay (see header). */
 export async function startRelay(vars: Record<string, string> = {}): Promise<Relay> {
   const state = await mkdtemp(join(tmpdir(), "cohort-ops-"));
@@ -86,56 +143,35 @@ export async function startRelay(vars: Record<string, string> = {}): Promise<Rel
       cwd: ROOT,
       maxBuffer: 16 << 20,
     });
-    const [port, inspector] = [await freePort(), await freePort()];
     const smarthost = `[127.0.0.1]:${catcher.smtpPort}`;
-    child = spawn(
-      "npx",
-      [
-        "wrangler",
-        "dev",
-        join(bundle, "index.js"),
-        "--no-bundle",
-        "--config",
-        "wrangler.toml",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--inspector-port",
-        String(inspector),
-        "--persist-to",
-        state,
-        "--show-interactive-dev-session=false",
-        "--log-level",
-        "warn",
-        "--var",
-        `SMARTHOST:${smarthost}`,
-        "--var",
-        `DEV_MAILBOX_URL:http://127.0.0.1:${catcher.httpPort}/messages`,
-        ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
-      ],
-      { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    const append = (b: Buffer) => {
-      log = (log + b.toString()).slice(-20_000);
-    };
-    child.stdout?.on("data", append);
-    child.stderr?.on("data", append);
-    const url = `http://127.0.0.1:${port}`;
-    await waitFor(
-      async () => {
-        if (child?.exitCode !== null) throw new Error(`wrangler dev exited with ${child?.exitCode}\n${log}`);
-        return (await fetch(`${url}/health`).then(
-          (r) => r.status === 200,
-          () => false,
-        ))
-          ? true
-          : undefined;
-      },
-      90_000,
-      `wrangler dev /health\n${log}`,
-    );
-    return { url, operatorKey, tenantKey, smarthost, catcher, log: () => log, stop };
+    // A port found free can be taken by another process before wrangler binds it: start again on
+    // new ports when that is why it failed (at most 3 times).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const url = await serve(
+          bundle,
+          state,
+          smarthost,
+          catcher.httpPort,
+          vars,
+          (c) => {
+            child = c;
+            log = "";
+            const append = (b: Buffer) => {
+              log = (log + b.toString()).slice(-20_000);
+            };
+            c.stdout?.on("data", append);
+            c.stderr?.on("data", append);
+          },
+          () => log,
+        );
+        return { url, operatorKey, tenantKey, smarthost, catcher, log: () => log, stop };
+      } catch (e) {
+        if (child) await stopGroup(child);
+        if (attempt < 3 && /address already in use/i.test(log)) continue;
+        throw e;
+      }
+    }
   } catch (e) {
     await stop();
     throw e;
