@@ -90,7 +90,7 @@ function page(sql: SqlStorage, c: ForwardCursor): Finished[] {
 async function missingInD1(db: D1Database, kept: Map<string, number[]>): Promise<string[]> {
   if (kept.size === 0) return [];
   const { results } = await db
-    .prepare("SELECT email_id, source_seq FROM event_log WHERE email_id IN (SELECT value FROM json_each(?1))")
+    .prepare("SELECT email_id, source_seq FROM event_of_email WHERE of_email IN (SELECT value FROM json_each(?1))")
     .bind(JSON.stringify([...kept.keys()]))
     .all<{ email_id: string; source_seq: number }>();
   const logged = new Set(results.map((r) => `${r.email_id}:${r.source_seq}`));

@@ -102,14 +102,15 @@ describe("event ids that name their email (migration 0010)", () => {
     ).toContain("event_log_by_legacy_event_id");
     expect(
       await plan(
-        "SELECT seq FROM event_log WHERE email_id = ? AND event_id = ? AND +tenant_id = ?",
+        "SELECT seq FROM event_of_email WHERE of_email = ? AND event_id = ? AND +tenant_id = ?",
         "e",
         "evt_e_0123456789abcdef",
         "t",
       ),
     ).toContain("event_log_by_source");
     const claim = await plan(
-      "UPDATE event_log SET enqueued_at = 1 WHERE email_id IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2))",
+      "UPDATE event_log SET enqueued_at = 1 WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email " +
+        "WHERE of_email IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2)))",
       '["e"]',
       '["evt_e_0123456789abcdef"]',
     );

@@ -231,9 +231,9 @@ export async function messageEvents(db: D1Database, id: string, tenant: string, 
         `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
        json_object('recipients', (SELECT count(*) FROM recipients_all WHERE message_id = ?1)) AS data
      FROM messages m WHERE m.id = ?1 AND m.tenant_id = ?2
-       AND NOT EXISTS (SELECT 1 FROM event_log WHERE email_id = ?1 AND type = 'email.accepted')
+       AND NOT EXISTS (SELECT 1 FROM event_of_email WHERE of_email = ?1 AND type = 'email.accepted')
      UNION ALL
-     SELECT seq, type, recipient, created_at, data FROM event_log WHERE email_id = ?1 AND tenant_id = ?2 AND data IS NOT NULL
+     SELECT seq, type, recipient, created_at, data FROM event_of_email WHERE of_email = ?1 AND tenant_id = ?2 AND data IS NOT NULL
      ORDER BY created_at, seq LIMIT ?3`,
       )
       .bind(id, tenant, limit)

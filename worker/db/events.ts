@@ -1,6 +1,8 @@
 /**
  * The D1 event log (migrations/0007 `event_log`): one row per Outbox transition, carrying the
- * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order.
+ * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order. An email's
+ * events are found through event_of_email (migration 0036: the first row of each run of them is
+ * indexed by email, the rest follow it in seq).
  *
  * DESCRIPTION
  *   logInsertStatements(db, messages, nowMs)  idempotent inserts (by Outbox event and part) of
@@ -111,14 +113,17 @@ export interface MessageLog {
 
 /**
  * Idempotent inserts of messages' rows: one statement per tenant (per LOG_CHUNK_BYTES of rows),
- * however many messages, the rows in the given order. A row whose envelope id is already stored
- * (another transition gave the same webhook-id) keeps its transition without the envelope. The
- * stored ids of the statement's emails are read once per statement (an uncorrelated IN builds one
- * lookup table; a correlated look-up per row read each email's events once per row, quadratic in
- * a large message's), email by email (CROSS JOIN: with `email_id IN (…)` workerd's SQLite took
- * 2–3 times as long on a large message's chunks) through the index of their events: the log has
- * no index of event ids (migration 0010), and an event id names its email, so it is unique
- * among them.
+ * however many messages, the rows in the given order. A row already stored (by Outbox event and
+ * part) is left out; a row whose envelope id is already stored (another transition gave the same
+ * webhook-id) keeps its transition without the envelope. The stored events of the statement's
+ * emails are read once per statement (`known`: an uncorrelated look-up; a correlated one per row
+ * read each email's events once per row, quadratic in a large message's), email by email
+ * (CROSS JOIN: with `IN (…)` workerd's SQLite took 2–3 times as long on a large message's
+ * chunks) through event_of_email (migration 0036): the log has no index of event ids (migration
+ * 0010), and an event id names its email, so it is unique among them.
+ * An email's rows of one statement are one run (migration 0036): the first row written is its
+ * head (in event_log_by_source, `run` = how far the run's seqs go), the others have run -1 and
+ * no index entry.
  */
 export function logInsertStatements(
   db: D1Database,
@@ -140,16 +145,22 @@ export function logInsertStatements(
       const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
       return db
         .prepare(
-          `INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, ` +
-            `event_id, event_type, body, enqueued_at)
+          `WITH known AS MATERIALIZED (SELECT e.email_id, e.source_seq, e.part, e.event_id
+           FROM json_each(?5) AS m CROSS JOIN event_of_email e ON e.of_email = m.value)
+       INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, ` +
+            `event_id, event_type, body, enqueued_at, run)
        SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, ` +
             `r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
-         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4)
+         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4),
+         IIF(r.k = min(r.k) OVER run, max(r.k) OVER run - min(r.k) OVER run, -1)
        FROM (SELECT j.key AS k, ${logColumns},
-           json_extract(j.value, '$.event_id') IN (SELECT e.event_id FROM json_each(?5) AS m CROSS JOIN event_log e ON e.email_id = m.value
-             WHERE e.event_id IS NOT NULL) AS dup
+           json_extract(j.value, '$.event_id') IN (SELECT event_id FROM known WHERE event_id IS NOT NULL) AS dup,
+           (json_extract(j.value, '$.email_id'), json_extract(j.value, '$.source_seq'), json_extract(j.value, '$.part'))
+             IN (SELECT email_id, source_seq, part FROM known) AS stored
          FROM json_each(?2) AS j) AS r
-       WHERE NOT (r.dup AND r.data IS NULL)
+       WHERE NOT (r.dup AND r.data IS NULL) AND NOT r.stored
+       WINDOW run AS (PARTITION BY r.email_id)
+       ORDER BY r.k
        RETURNING ${RETURNED}`,
         )
         .bind(tenant, JSON.stringify(chunk), floor, nowMs, JSON.stringify([...new Set(chunk.map((r) => r.email_id))]));
@@ -185,29 +196,31 @@ export async function releaseFeedClaims(db: D1Database, ids: readonly string[], 
 }
 
 /**
- * Rows of the event ids bound as ?2 (JSON), found through their emails (?1, JSON) and the index
- * of each email's events: event ids name their email (core/event-id.ts), and the log keeps no
+ * Rows of the event ids bound as ?2 (JSON), found through their emails (?1, JSON) and the runs
+ * of each email's events (event_of_email): event ids name their email (core/event-id.ts), and the log keeps no
  * index of new event ids (migration 0010). The publications only ever hold ids of that form.
  */
-const BY_IDS = "email_id IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2))";
+const BY_IDS =
+  "(tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email " +
+  "WHERE of_email IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2)))";
 
 function emailsOf(ids: readonly string[]): string[] {
   return [...new Set(ids.map(emailOfEventId).filter((e): e is string => e !== null))];
 }
 
-/** The WHERE clause (and its parameters) that finds an event id: by its email, or for an id of the earlier form by the partial index that keeps those. */
-function whereEventId(id: string): { where: string; binds: string[] } {
+/** The rows (FROM and WHERE, with their parameters) that find an event id: by its email's events, or for an id of the earlier form by the partial index that keeps those. */
+function whereEventId(id: string): { from: string; where: string; binds: string[] } {
   const email = emailOfEventId(id);
   return email !== null
-    ? { where: "email_id = ? AND event_id = ?", binds: [email, id] }
-    : { where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
+    ? { from: "event_of_email", where: "of_email = ? AND event_id = ?", binds: [email, id] }
+    : { from: "event_log", where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
 }
 
 /** A stored envelope's body, or null. */
 export async function feedBodyOf(db: D1Database, eventId: string): Promise<string | null> {
-  const { where, binds } = whereEventId(eventId);
+  const { from, where, binds } = whereEventId(eventId);
   const r = await db
-    .prepare(`SELECT body FROM event_log WHERE ${where}`)
+    .prepare(`SELECT body FROM ${from} WHERE ${where}`)
     .bind(...binds)
     .first<{ body: string }>();
   return r?.body ?? null;
@@ -227,10 +240,10 @@ export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, l
 
 /** The tenant's seq of an event id, or null when the tenant has no such event. */
 export async function feedSeqOf(db: D1Database, tenant: string, eventId: string): Promise<number | null> {
-  const { where, binds } = whereEventId(eventId);
+  const { from, where, binds } = whereEventId(eventId);
   // `+tenant_id`: not the primary key's tenant prefix (every row of the tenant), the id's index.
   const r = await db
-    .prepare(`SELECT seq FROM event_log WHERE ${where} AND +tenant_id = ?`)
+    .prepare(`SELECT seq FROM ${from} WHERE ${where} AND +tenant_id = ?`)
     .bind(...binds, tenant)
     .first<{ seq: number }>();
   return r?.seq ?? null;

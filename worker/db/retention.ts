@@ -15,7 +15,7 @@
  * INVARIANTS
  *   Every statement finds its rows through an index: messages through messages_by_tenant_time
  *   (the tenants enumerated by seeks on it, never a scan), a message's rows through their
- *   primary keys or event_log_by_source, dead letters through webhook_dead_letters_by_time per
+ *   primary keys or event_log_by_source (event_of_email), dead letters through webhook_dead_letters_by_time per
  *   endpoint. A message that is not finished is never touched.
  */
 
@@ -41,9 +41,13 @@ export interface PurgeReport {
 const DAY_MS = 86_400_000;
 const FINISHED_SQL = FINISHED_EVENTS.map((e) => `'${e}'`).join(", ");
 
-/** The children of a set of messages, each deleted PURGE_ROWS at a time through an index. */
+/**
+ * The children of a set of messages, each deleted PURGE_ROWS at a time through an index. The rows
+ * of a run of events go before its head (migration 0036), so a delete cut short never leaves a
+ * row that its email's look-up cannot reach.
+ */
 const CHILDREN = [
-  "DELETE FROM event_log WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_log WHERE email_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",
+  "DELETE FROM event_log WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email WHERE of_email IN (SELECT value FROM json_each(?1)) ORDER BY run IS NOT -1 LIMIT ?2)",
   "DELETE FROM recipients WHERE (message_id, idx) IN (SELECT message_id, idx FROM recipients WHERE message_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",
   "DELETE FROM message_tags WHERE rowid IN (SELECT rowid FROM message_tags WHERE message_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",
   "DELETE FROM webhook_delay_notices WHERE rowid IN (SELECT rowid FROM webhook_delay_notices WHERE email_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",
