@@ -76,6 +76,17 @@ describe("runs of an email's events (migration 0036)", () => {
     expect(await eventsOf(email)).toEqual([1, 2, 3, 4]);
   });
 
+  it("stores a row given twice in one statement once (a message twice in a batch)", async () => {
+    const email = newMessageId(8);
+    expect(
+      await log("runs-6", [
+        { email, seqs: [1, 2] },
+        { email, seqs: [2, 3] },
+      ]),
+    ).toBe(4);
+    expect(await eventsOf(email)).toEqual([1, 2, 3]);
+  });
+
   it("keeps each email's events apart when runs of several emails interleave in one statement", async () => {
     const [a, b, c] = [newMessageId(2), newMessageId(3), newMessageId(4)];
     // a's rows come on both sides of b's: a's run spans b's seqs, which stay b's.

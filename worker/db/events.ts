@@ -131,9 +131,17 @@ export function logInsertStatements(
   nowMs: number,
 ): D1PreparedStatement[] {
   const byTenant = new Map<string, (LogRow & { email_id: string })[]>();
+  // A row given twice (a message twice in a batch) goes in once: only a run's head is in the
+  // unique index, so INSERT OR IGNORE no longer catches a repeat within one statement.
+  const given = new Set<string>();
   for (const m of messages) {
     const rows = byTenant.get(m.tenant) ?? [];
-    for (const r of m.rows) rows.push({ ...r, email_id: m.emailId });
+    for (const r of m.rows) {
+      const key = `${m.emailId}\u0000${r.source_seq}\u0000${r.part}`;
+      if (given.has(key)) continue;
+      given.add(key);
+      rows.push({ ...r, email_id: m.emailId });
+    }
     byTenant.set(m.tenant, rows);
   }
   const logColumns = jsonColumns(
