@@ -14,12 +14,15 @@
  *                         should one ever refuse, this throws and the recipients stay `incoming`.
  *   admitPlans(env, plans)  admitPlan for several messages: one Transport.admitMany request per
  *                         transport for all of them (a classify batch's), settled per plan.
- *   admitAll(storage, env, ids, nowMs)  for each of `ids` whose decided recipients are due
- *                         (claimClassifyWork), admitPlans, then one transaction
+ *   admitAll(storage, env, ids, nowMs, claimed?, lazy?)  for each of `ids` whose decided
+ *                         recipients are due (claimClassifyWork), admitPlans, then one transaction
  *                         marks the admitted recipients ready (markReady). Returns the messages
  *                         whose recipients all went into an active queue, and those whose
  *                         admission failed (still `incoming` with their decisions: classifying
- *                         them again admits the same recipients).
+ *                         them again admits the same recipients). With `lazy` (the accept's
+ *                         AdmissionBatch), a one-recipient message that went into an active queue
+ *                         is left unmarked and returned: its outcome marks it in the write it
+ *                         makes anyway, or its index lag does (unmarked.ts).
  *   inFlowDelayMsOf       IN_FLOW_DELAY_MS, the pause of an accept's answer while the Outbox's
  *                         inflow is over (Postfix's in_flow_delay; see Outbox.accept).
  *   AdmissionBatch        admission of accepted messages, coalesced only under load, by Nagle's
@@ -134,20 +137,26 @@ export async function admitPlans(
   });
 }
 
-/** Admits the due decided recipients of `ids` and marks them ready (`claimed`: their work, already read in this turn); see the header. */
+/**
+ * Admits the due decided recipients of `ids` and marks them ready (`claimed`: their work, already
+ * read in this turn); see the header. With `lazy`, a message of one recipient that went into an
+ * active queue is not marked: it is returned in `unmarked` (unmarked.ts).
+ */
 export async function admitAll(
   storage: DurableObjectStorage,
   env: Env,
   ids: string[],
   nowMs: number,
   claimed?: ReadonlyMap<string, ClassifyWork>,
-): Promise<{ active: Set<string>; failed: string[] }> {
+  lazy = false,
+): Promise<{ active: Set<string>; failed: string[]; unmarked: { id: string; idxs: number[] }[] }> {
   const plans = ids
     .map((id) => claimed?.get(id) ?? claimClassifyWork(storage.sql, id, nowMs))
     .filter((p): p is ClassifyWork => p !== null);
   const settled = await admitPlans(env, plans);
   const active = new Set<string>();
   const failed: string[] = [];
+  const unmarked: { id: string; idxs: number[] }[] = [];
   storage.transactionSync(() =>
     settled.forEach((s, i) => {
       const id = plans[i]!.id;
@@ -162,11 +171,12 @@ export async function admitAll(
         );
         return;
       }
-      markReady(storage.sql, id, s.value.idxs, Date.now());
       if (s.value.active) active.add(id);
+      if (lazy && s.value.active && plans[i]!.rcpts.length === 1) unmarked.push({ id, idxs: s.value.idxs });
+      else markReady(storage.sql, id, s.value.idxs, Date.now());
     }),
   );
-  return { active, failed };
+  return { active, failed, unmarked };
 }
 
 /** Most messages one coalesced admission takes (the rest wait for the next run). */

@@ -10,6 +10,8 @@
  *     bodies when a listing is due (the cron's wake), purges finished messages past their
  *     retention (found at the cron's wake: no alarm waits for a retention to end), and forwards
  *     lagging events.
+ *     Every run first marks ready the messages admitted without the mark (unmarked.ts) whose
+ *     index lag has passed.
  *     Between full runs (armed by Outbox.classify at INDEX_LAG_SECONDS when it left a
  *     message's index write to the delivery stage, and by recordOutcomes when a message
  *     finished): only the lagging events are forwarded, those of event rows and those that
@@ -26,6 +28,7 @@ import { dueForClassify, markClassifySent, unindexed } from "./classify-state";
 import { nextScheduledAt } from "./store";
 import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies, waitingAny } from "./sweep";
 import { ForwardWalk } from "./forward";
+import { UnmarkedAdmissions } from "./unmarked";
 import { settingsOf } from "../../worker/settings/settings";
 
 type AlarmEnv = {
@@ -51,6 +54,7 @@ export class OutboxAlarm {
     private readonly env: AlarmEnv,
     private readonly enqueue: (ids: string[]) => Promise<void>,
     private readonly sendNotices: (now: number) => Promise<string[]>,
+    private readonly unmarked = new UnmarkedAdmissions(),
   ) {
     this.walk = new ForwardWalk(sql);
   }
@@ -62,7 +66,10 @@ export class OutboxAlarm {
 
   /** One alarm (see the header); returns the next alarm time, or null. */
   async run(now: number): Promise<number | null> {
-    const { graceMs: grace, retentionMs } = settingsOf(this.env);
+    const { graceMs: grace, retentionMs, indexLagMs } = settingsOf(this.env);
+    // Admitted and still not reported on at their index lag: marked ready now, their email.queued
+    // dated at admission, so the forwarding below takes it (unmarked.ts).
+    this.unmarked.markDue(this.sql, now, indexLagMs);
     const lagging = await this.lagging(now, grace);
     // A run that finds nothing waiting is a full run at once (a few probes), and arms no other: the
     // purge comes with the cron's wake (sweep.ts nextSweepAt). A lone message's alarm: its lag.
@@ -83,7 +90,8 @@ export class OutboxAlarm {
     }
     const at = Math.min(
       this.sweepAt,
-      nextLagAt(this.sql, settingsOf(this.env).indexLagMs) ?? Infinity,
+      nextLagAt(this.sql, indexLagMs) ?? Infinity,
+      this.unmarked.nextAt(indexLagMs) ?? Infinity,
       this.walkAt ?? Infinity,
       nextScheduledAt(this.sql, now) ?? Infinity,
     );

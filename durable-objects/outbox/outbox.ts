@@ -44,6 +44,7 @@ import { OutcomeTally } from "./tally";
 import { DurableObject } from "cloudflare:workers";
 import { sqlRowCounts } from "../../worker/meter";
 import { AdmissionBatch, admitAll } from "./admit";
+import { UnmarkedAdmissions } from "./unmarked";
 import { FlowMeter } from "../core";
 import { migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
 import { storeAccepted } from "./accept";
@@ -82,6 +83,8 @@ export class Outbox extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
   private readonly admission: AdmissionBatch;
+  /** One-recipient messages admitted into an active queue and not marked ready (unmarked.ts). */
+  private readonly unmarked = new UnmarkedAdmissions();
   /** Recipients accepted here and leaving a delivery attempt (in memory): Postfix's in_flow_delay rule, core/flow.ts. */
   private readonly flow = new FlowMeter();
 
@@ -93,6 +96,7 @@ export class Outbox extends DurableObject<Env> {
       this.env,
       (ids) => enqueueForClassify(this.env.CLASSIFY, ids),
       (now) => sendNotices(this.ctx.storage, this.env, now),
+      this.unmarked,
     );
     this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => {
@@ -135,7 +139,8 @@ export class Outbox extends DurableObject<Env> {
   /** Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify queue for their index. */
   private async admitAccepted(ids: string[]): Promise<void> {
     const now = Date.now();
-    const { active } = await admitAll(this.ctx.storage, this.env, ids, now);
+    const { active, unmarked } = await admitAll(this.ctx.storage, this.env, ids, now, undefined, true);
+    for (const u of unmarked) this.unmarked.add(u.id, u.idxs, now);
     await afterChange(
       this.ctx.storage,
       this.env,
@@ -148,7 +153,7 @@ export class Outbox extends DurableObject<Env> {
 
   /** The message for its tenant, or null (unknown, or another tenant's). */
   async view(id: string, tenant: string): Promise<MessageView | null> {
-    const v = readView(this.sql, id, Date.now());
+    const v = readView(this.sql, id, Date.now(), this.unmarked.has(id));
     return v && v.tenant === tenant ? v : null;
   }
 
@@ -324,6 +329,7 @@ export class Outbox extends DurableObject<Env> {
       Math.floor(now / 1000),
     );
     const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
+    for (const id of touched) this.unmarked.forget(id); // marked by its outcome's write
     // Only a message that just finished with its body in R2 or kept for a notice has a body to delete.
     const bodies = items.filter((_, i) => results[i]!.bodyLeft).map((x) => x.id);
     // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
@@ -374,7 +380,7 @@ export class Outbox extends DurableObject<Env> {
   }
 
   private syncState(id: string, now: number): SyncState | null {
-    const view = readView(this.sql, id, now);
+    const view = readView(this.sql, id, now, this.unmarked.has(id));
     return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 

@@ -120,26 +120,23 @@ export function applyOutcomes(
   let wasIncoming = false;
   const applied: OutcomeReport[] = [];
   let inlineWrite: RcptWrite | null = null;
+  let queuedKept: string | null = null;
   const finishing = finishes(m, rcpts, reports);
   for (const r of reports) {
     const cur = rcpts.get(r.idx);
     if (!applies(m, cur, r)) continue;
     if (cur.status === "incoming" && m.unclassified === 1) {
-      // not yet marked ready (see below)
+      // Not marked ready (admitted lazily, admit.ts, or reported first): email.queued comes now,
+      // kept in the message row that this outcome writes for a message's own recipient.
       wasIncoming = true;
-      if (!again)
-        last = insertEvent(
-          sql,
-          {
-            message_id: id,
-            tenant: m.tenant,
-            type: "email.queued",
-            recipient: cur.address,
-            created_at: nowMs,
-            data: { transport: cur.transport, nexthop: cur.nexthop },
-          },
-          last,
-        );
+      const queued = { type: "email.queued", recipient: cur.address, created_at: nowMs };
+      const data = { transport: cur.transport, nexthop: cur.nexthop };
+      if (again) {
+        /* released or requeued: email.queued was said already */
+      } else if (m.inline === 1) {
+        last = Math.max(last + 1, nowMs * 1000);
+        queuedKept = JSON.stringify({ seq: last, ...queued, data } satisfies KeptEvent);
+      } else last = insertEvent(sql, { message_id: id, tenant: m.tenant, ...queued, data }, last);
     }
     const attempts = Math.max(cur.attempts, r.attempt);
     const type = OUTCOME_EVENT[r.status];
@@ -214,10 +211,10 @@ export function applyOutcomes(
   const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
   // With notices on, the body stays only for a message with a recipient a notice may report.
   const kept = finished && keepBody && [...rcpts.values()].some(failsForDsn);
-  if (finished) finishMessage(sql, id, nowMs, kept, inlineWrite);
+  if (finished) finishMessage(sql, id, nowMs, kept, inlineWrite, queuedKept);
   else {
-    if (inlineWrite !== null) writeInline(sql, id, inlineWrite, nowMs);
-    if (wasIncoming) updateUnclassified(sql, id);
+    if (inlineWrite !== null) writeInline(sql, id, inlineWrite, nowMs, queuedKept);
+    if (wasIncoming && queuedKept === null) updateUnclassified(sql, id);
   }
   return { applied, done: m.state === "done" || finished, bodyLeft: finished && (kept || m.body_r2 === 1) };
 }
@@ -259,7 +256,8 @@ const FINISH_SET =
 
 /**
  * Marks an open message done (every recipient final); its body goes unless `keepBody`. The
- * outcome of a message's own recipient (`inline`, rcpt.ts) goes in the same write.
+ * outcome of a message's own recipient (`inline`, rcpt.ts) goes in the same write, with its
+ * email.queued when it was not marked ready (`queued`).
  */
 function finishMessage(
   sql: SqlStorage,
@@ -267,16 +265,18 @@ function finishMessage(
   nowMs: number,
   keepBody: boolean,
   inline: RcptWrite | null = null,
+  queued: string | null = null,
 ): boolean {
   const keep = keepBody ? 1 : 0;
   const cursor =
     inline === null
       ? sql.exec(`UPDATE message SET ${FINISH_SET} WHERE id = ? AND state = 'open'`, nowMs, keep, id)
       : sql.exec(
-          `UPDATE message SET ${FINISH_SET}, ${INLINE_SET} WHERE id = ? AND state = 'open'`,
+          `UPDATE message SET ${FINISH_SET}, ${INLINE_SET}, queued_event = COALESCE(?, queued_event) WHERE id = ? AND state = 'open'`,
           nowMs,
           keep,
           ...rcptBinds(inline, nowMs),
+          queued,
           id,
         );
   return cursor.rowsWritten > 0;

@@ -107,7 +107,24 @@ export function rcptBinds(w: RcptWrite, nowMs: number): unknown[] {
   return [w.status, w.attempts, w.next, w.response, w.blockedBy, w.pending, nowMs];
 }
 
-/** An outcome of a message's own recipient that does not finish it: the message row, once. */
-export function writeInline(sql: SqlStorage, id: string, w: RcptWrite, nowMs: number): void {
-  sql.exec(`UPDATE message SET ${INLINE_SET} WHERE id = ?`, ...rcptBinds(w, nowMs), id);
+/**
+ * An outcome of a message's own recipient that does not finish it: the message row, once. With
+ * `queued` (the message was not marked ready: its email.queued), the same write marks it ready
+ * and keeps the event (`waiting` stays 1 until the event is forwarded).
+ */
+export function writeInline(
+  sql: SqlStorage,
+  id: string,
+  w: RcptWrite,
+  nowMs: number,
+  queued: string | null = null,
+): void {
+  if (queued === null) sql.exec(`UPDATE message SET ${INLINE_SET} WHERE id = ?`, ...rcptBinds(w, nowMs), id);
+  else
+    sql.exec(
+      `UPDATE message SET ${INLINE_SET}, unclassified = 0, queued_event = ? WHERE id = ?`,
+      ...rcptBinds(w, nowMs),
+      queued,
+      id,
+    );
 }

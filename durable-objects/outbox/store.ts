@@ -181,8 +181,8 @@ export function readWithSummary(sql: SqlStorage, id: string): MessageWithSummary
     .toArray()[0];
 }
 
-/** The message as the status API shows it, or null. */
-export function readView(sql: SqlStorage, id: string, nowMs: number): MessageView | null {
+/** The message as the status API shows it, or null (`admitted`: admitted though not marked ready, unmarked.ts). */
+export function readView(sql: SqlStorage, id: string, nowMs: number, admitted = false): MessageView | null {
   // One statement for the row, its control action (controlOf) and whether it drew a complaint (complainedOf).
   const m = sql
     .exec<MessageWithSummary & { action: string | null; complained: number }>(
@@ -205,7 +205,7 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
   const recipients: RcptView[] = rows.map((r) => ({
     idx: r.idx,
     email: r.address,
-    status: isAdmitted(m, r) ? "ready" : r.status,
+    status: isAdmitted(m, r, admitted) ? "ready" : r.status,
     transport: r.transport,
     nexthop: r.nexthop,
     attempts: r.attempts,
@@ -235,8 +235,12 @@ export function readView(sql: SqlStorage, id: string, nowMs: number): MessageVie
  * Whether a recipient stored `incoming` is in fact `ready`: decided, and its message admitted
  * (markReady cleared `unclassified` instead of rewriting every recipient row).
  */
-function isAdmitted(m: Pick<MessageRow, "unclassified">, r: { status: RcptStatus; transport: string | null }): boolean {
-  return r.status === "incoming" && r.transport !== null && m.unclassified === 0;
+function isAdmitted(
+  m: Pick<MessageRow, "unclassified">,
+  r: { status: RcptStatus; transport: string | null },
+  admitted: boolean,
+): boolean {
+  return r.status === "incoming" && r.transport !== null && (m.unclassified === 0 || admitted);
 }
 
 /**

@@ -119,6 +119,41 @@ describe("the Outbox's recipients", () => {
     expect(JSON.parse(got.kept.e!)).toMatchObject({ type: "email.delivered" });
   });
 
+  it("marks a one-recipient message admitted without the mark ready in its outcome's one write, with email.queued first", async () => {
+    const got = await inOutbox("rcpt-home-lazy", (sql, rows) => {
+      const row = (id: string) =>
+        sql
+          .exec<{ unclassified: number; waiting: number; queued: string | null; pending: string | null }>(
+            "SELECT unclassified, waiting, queued_event AS queued, r_pending_event AS pending FROM message WHERE id = ?",
+            id,
+          )
+          .one();
+      insertMessage(sql, "acme", message("m-done", ["x@example.com"]));
+      insertMessage(sql, "acme", message("m-later", ["y@example.com"]));
+      rows();
+      // Admitted (unmarked.ts): no markReady. The finishing outcome and a deferral.
+      applyOutcomes(sql, "m-done", [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250 } }], T0 + 1);
+      const finish = rows();
+      const deferral = { idx: 0, status: "deferred" as const, attempt: 1, nextAttemptAt: T0 + 5000 };
+      applyOutcomes(sql, "m-later", [deferral], T0 + 2);
+      const defer = rows();
+      const events = sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE type = 'email.queued'").one().n;
+      return { finish, defer, done: row("m-done"), later: row("m-later"), events };
+    });
+    // The finish writes the message row and its finished index entry, as after a mark; the deferral
+    // the message row (its delay notice is an event row), and no email.queued row.
+    expect(got.finish).toBe(2);
+    expect(got.events).toBe(0);
+    expect(got.done).toMatchObject({ unclassified: 0, waiting: 0 });
+    const [queued, delivered] = [JSON.parse(got.done.queued!), JSON.parse(got.done.pending!)];
+    expect(queued).toMatchObject({ type: "email.queued", data: { transport: "smtp", nexthop: "mx.example" } });
+    expect(delivered).toMatchObject({ type: "email.delivered" });
+    expect(queued.seq).toBeLessThan(delivered.seq);
+    expect(got.later).toMatchObject({ unclassified: 0, waiting: 1 });
+    expect(JSON.parse(got.later.queued!)).toMatchObject({ type: "email.queued" });
+    expect(got.defer).toBe(2); // the message row, and the email.delivery_delayed event row
+  });
+
   it("takes a deferral, a readmission, a late bounce and a cancel on a one-recipient message as on rcpt rows", async () => {
     const got = await inOutbox("rcpt-home-3", (sql) => {
       const view = () => readView(sql, "m-one", T0 + 10)!.recipients[0]!;

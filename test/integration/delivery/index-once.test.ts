@@ -77,13 +77,10 @@ describe("the index of a message handed straight to delivery", () => {
     const transport = env.TRANSPORT_QUEUE.getByName("lag");
     await transport.setPolicy("transport:lag", { suspendedUntil: Math.floor(Date.now() / 1000) + 3600 });
     try {
+      const t0 = Date.now();
       const id = await send("b@lag.test");
-      await recipientsWhen(key, id, (r) => r.status === "ready", "admitted", 5000);
-      // Classified and admitted, but nothing in D1 yet: the delivery stage was to write it.
-      expect(await indexRow(id)).toBeNull();
-      expect(await logged(id)).toEqual([]);
-      // email.queued is kept in the message row that marking it ready wrote (no event row), and the
-      // message stays in the index of waiting messages until it is forwarded.
+      // Admitted into an active queue and not marked ready (its outcome would mark it in the write it
+      // makes anyway: unmarked.ts), and nothing in D1 yet: the delivery stage was to write it.
       const outbox = env.OUTBOX.getByName(outboxName(shardOf(id)));
       const row = () =>
         runInDurableObject(outbox, (_o, state) => ({
@@ -91,26 +88,28 @@ describe("the index of a message handed straight to delivery", () => {
             .exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE message_id = ?", id)
             .one().n,
           ...state.storage.sql
-            .exec<{ waiting: number; queued: string | null }>(
-              "SELECT waiting, queued_event AS queued FROM message WHERE id = ?",
+            .exec<{ waiting: number; unclassified: number; queued: string | null }>(
+              "SELECT waiting, unclassified, queued_event AS queued FROM message WHERE id = ?",
               id,
             )
             .one(),
         }));
-      const before = await row();
-      expect(before).toMatchObject({ events: 0, waiting: 1 });
-      expect(JSON.parse(before.queued!)).toMatchObject({
-        type: "email.queued",
-        data: { transport: "lag", nexthop: expect.any(String) },
-      });
-      const t0 = Date.now();
+      expect(await row()).toEqual({ events: 0, waiting: 1, unclassified: 1, queued: null });
+      expect(await indexRow(id)).toBeNull();
+      expect(await logged(id)).toEqual([]);
+      // At the index lag the sweeper marks it ready, keeps email.queued (dated at admission) in that
+      // write (no event row), and forwards it.
       const indexed = await eventually(async () => (await indexRow(id)) ?? undefined, 10_000, "indexed by the sweeper");
       expect(Date.now() - t0).toBeGreaterThan(500); // not at once: after the lag
       expect(indexed.last_event).toBe("queued");
       expect(await logged(id)).toEqual(["email.queued"]);
+      const queuedAt = (await env.DB.prepare("SELECT created_at FROM event_log WHERE email_id = ?")
+        .bind(id)
+        .first<{ created_at: number }>())!.created_at;
+      expect(queuedAt).toBeLessThan(t0 + 1500); // at admission, not at the mark (the lag is 2 s)
       // Acknowledged: cleared, and out of the index, in one write.
       await eventually(async () => ((await row()).waiting === 0 ? true : undefined), 5000, "acknowledged");
-      expect(await row()).toEqual({ events: 0, waiting: 0, queued: null });
+      expect(await row()).toEqual({ events: 0, waiting: 0, unclassified: 0, queued: null });
       expect((await getEmail(key, id)).body.recipients[0]!.status).toBe("ready");
     } finally {
       await transport.setPolicy("transport:lag", null);

@@ -78,7 +78,7 @@ async function indexedDelivered(ids: string[]): Promise<void> {
 }
 
 describe("rows written per one-recipient email", () => {
-  it("stays within 26 DO rows, printed by object and statement", async () => {
+  it("stays within 7.5 DO rows, printed by object and statement", async () => {
     await indexedDelivered(await send(2));
     cursors.length = 0;
     const n = 20;
@@ -101,9 +101,13 @@ describe("rows written per one-recipient email", () => {
         .map(([q, v]) => `${(v / n).toFixed(2)}  ${q}`)
         .join("\n"),
     );
-    expect(total / n).toBeLessThanOrEqual(26);
+    expect(total / n).toBeLessThanOrEqual(7.5);
     // A one-recipient message keeps its recipient in its own row (durable-objects/outbox/rcpt.ts).
     expect([...byQ.keys()].filter((q) => /\brcpt\b/.test(q))).toEqual([]);
+    // ...and is marked ready by its outcome's write, not by a write of its own (outbox/unmarked.ts),
+    // unless its outcome came after the index lag (2 s here; a loaded machine can be that slow).
+    const marks = [...byQ].filter(([q]) => /SET unclassified = 0/.test(q)).reduce((a, [, v]) => a + v, 0);
+    expect(marks / n).toBeLessThanOrEqual(0.5);
   }, 60_000);
 
   it("journals nothing in a transport with a tiny core: every flush is a snapshot in its meta row, and a done attempt leaves no finished row and no admission row", async () => {
