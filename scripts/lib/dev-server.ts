@@ -20,6 +20,8 @@
  *                               stopNetworkCapture: a cost of local dev alone, which halved
  *                               delivery under a submission flood).
  *   freePort(port?)             a free TCP port on 127.0.0.1 (or `port`, rejecting when taken).
+ *   wranglerDevArgs(o)          `wrangler dev`'s arguments on 127.0.0.1 (for every local server:
+ *                               this one, the chaos runtime's, the CLI and browser tests').
  *   waitHealthy(url, child, log, limitMs?)  waits for GET /health → 200 (default 60 s).
  *   devFetch(url, init?, onReset?, resendRefused?, onRefused?)  fetch() to a wrangler dev
  *                               that sends a request again (up to 5 times) when wrangler's
@@ -99,6 +101,40 @@ export async function devFetch(
       return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
     onReset();
   }
+}
+
+/**
+ * `wrangler dev`'s arguments (after `npx`): `script` (the entry and its flags, as `-c <config>` or
+ * `<bundle> --no-bundle --config <toml>`), then the loopback address and ports, the state under
+ * `persistTo`, no interactive session, the log level, and each of `vars` as `--var`.
+ */
+export function wranglerDevArgs(o: {
+  port: number;
+  inspector: number;
+  persistTo: string;
+  script?: readonly string[];
+  logLevel?: string;
+  testScheduled?: boolean;
+  vars?: Record<string, string>;
+}): string[] {
+  return [
+    "wrangler",
+    "dev",
+    ...(o.script ?? []),
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(o.port),
+    "--inspector-port",
+    String(o.inspector),
+    "--persist-to",
+    o.persistTo,
+    "--show-interactive-dev-session=false",
+    "--log-level",
+    o.logLevel ?? "warn",
+    ...(o.testScheduled ? ["--test-scheduled"] : []),
+    ...Object.entries(o.vars ?? {}).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+  ];
 }
 
 /** A free TCP port on 127.0.0.1: any (0), or `port` itself, rejecting when it is taken. */
@@ -197,24 +233,15 @@ export async function startDevServer(opts: {
     const [port, inspector] = [await freePort(), await freePort()];
     const child = spawn(
       "npx",
-      [
-        "wrangler",
-        "dev",
-        ...config,
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--inspector-port",
-        String(inspector),
-        "--persist-to",
-        state,
-        "--show-interactive-dev-session=false",
-        "--log-level",
-        opts.logLevel ?? "warn",
-        ...(opts.testScheduled ? ["--test-scheduled"] : []),
-        ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
-      ],
+      wranglerDevArgs({
+        port,
+        inspector,
+        persistTo: state,
+        script: config,
+        ...(opts.logLevel ? { logLevel: opts.logLevel } : {}),
+        ...(opts.testScheduled ? { testScheduled: true } : {}),
+        vars,
+      }),
       { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] },
     );
     let output = "";

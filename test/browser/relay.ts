@@ -21,7 +21,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { freePort } from "../../scripts/lib/dev-server";
+import { freePort, wranglerDevArgs } from "../../scripts/lib/dev-server";
 import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
 import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
 
@@ -73,30 +73,13 @@ async function serve(
   const [port, inspector] = [await freePort(), await freePort()];
   const child = spawn(
     "npx",
-    [
-      "wrangler",
-      "dev",
-      join(bundle, "index.js"),
-      "--no-bundle",
-      "--config",
-      "wrangler.toml",
-      "--ip",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--inspector-port",
-      String(inspector),
-      "--persist-to",
-      state,
-      "--show-interactive-dev-session=false",
-      "--log-level",
-      "warn",
-      "--var",
-      `SMARTHOST:${smarthost}`,
-      "--var",
-      `DEV_MAILBOX_URL:http://127.0.0.1:${mailboxPort}/messages`,
-      ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
-    ],
+    wranglerDevArgs({
+      port,
+      inspector,
+      persistTo: state,
+      script: [join(bundle, "index.js"), "--no-bundle", "--config", "wrangler.toml"],
+      vars: { SMARTHOST: smarthost, DEV_MAILBOX_URL: `http://127.0.0.1:${mailboxPort}/messages`, ...vars },
+    }),
     { env: WRANGLER_ENV, cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] },
   );
   started(child);

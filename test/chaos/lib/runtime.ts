@@ -35,7 +35,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { freePort } from "../../../scripts/lib/dev-server";
+import { freePort, wranglerDevArgs } from "../../../scripts/lib/dev-server";
 import { stopNetworkCapture } from "../../../scripts/lib/cdp";
 import { createKey, WRANGLER_ENV } from "../../../scripts/lib/keys";
 
@@ -210,7 +210,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   let child: ChildProcess | null = null;
   let output = "";
   const errors: string[] = [];
-  const varArgs = Object.entries({ ...opts.vars, ...overrideVars }).flatMap(([k, v]) => ["--var", `${k}:${v}`]);
+  const vars = { ...opts.vars, ...overrideVars };
 
   // A port found free may be taken before wrangler binds it (by a sink listening on port 0, or as
   // the inspector's): wrangler then exits with "Address already in use" and is started again, on
@@ -237,23 +237,14 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     output = "";
     const c = spawn(
       "npx",
-      [
-        "wrangler",
-        "dev",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--inspector-port",
-        String(inspector),
-        "--persist-to",
-        state,
-        "--test-scheduled",
-        "--show-interactive-dev-session=false",
-        "--log-level",
-        process.env.CHAOS_LOG_LEVEL ?? "warn",
-        ...varArgs,
-      ],
+      wranglerDevArgs({
+        port,
+        inspector,
+        persistTo: state,
+        testScheduled: true,
+        logLevel: process.env.CHAOS_LOG_LEVEL ?? "warn",
+        vars,
+      }),
       { cwd: src, env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] },
     );
     const append = (b: Buffer) => {
