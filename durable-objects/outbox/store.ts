@@ -235,11 +235,7 @@ export function readView(sql: SqlStorage, id: string, nowMs: number, admitted = 
  * Whether a recipient stored `incoming` is in fact `ready`: decided, and its message admitted
  * (markReady cleared `unclassified` instead of rewriting every recipient row).
  */
-function isAdmitted(
-  m: Pick<MessageRow, "unclassified">,
-  r: { status: RcptStatus; transport: string | null },
-  admitted: boolean,
-): boolean {
+function isAdmitted(m: Pick<MessageRow, "unclassified">, r: Pick<RcptRow, "status" | "transport">, admitted: boolean) {
   return r.status === "incoming" && r.transport !== null && (m.unclassified === 0 || admitted);
 }
 
