@@ -129,14 +129,13 @@ export function applyOutcomes(
       // Not marked ready (admitted lazily, admit.ts, or reported first): email.queued comes now,
       // kept in the message row that this outcome writes for a message's own recipient.
       wasIncoming = true;
+      // Released or requeued (`again`): email.queued was said already.
       const queued = { type: "email.queued", recipient: cur.address, created_at: nowMs };
       const data = { transport: cur.transport, nexthop: cur.nexthop };
-      if (again) {
-        /* released or requeued: email.queued was said already */
-      } else if (m.inline === 1) {
+      if (!again && m.inline === 1) {
         last = Math.max(last + 1, nowMs * 1000);
         queuedKept = JSON.stringify({ seq: last, ...queued, data } satisfies KeptEvent);
-      } else last = insertEvent(sql, { message_id: id, tenant: m.tenant, ...queued, data }, last);
+      } else if (!again) last = insertEvent(sql, { message_id: id, tenant: m.tenant, ...queued, data }, last);
     }
     const attempts = Math.max(cur.attempts, r.attempt);
     const type = OUTCOME_EVENT[r.status];

@@ -119,12 +119,11 @@ export function writeInline(
   nowMs: number,
   queued: string | null = null,
 ): void {
-  if (queued === null) sql.exec(`UPDATE message SET ${INLINE_SET} WHERE id = ?`, ...rcptBinds(w, nowMs), id);
-  else
-    sql.exec(
-      `UPDATE message SET ${INLINE_SET}, unclassified = 0, queued_event = ? WHERE id = ?`,
-      ...rcptBinds(w, nowMs),
-      queued,
-      id,
-    );
+  const mark = queued === null ? "" : ", unclassified = 0, queued_event = ?";
+  sql.exec(
+    `UPDATE message SET ${INLINE_SET}${mark} WHERE id = ?`,
+    ...rcptBinds(w, nowMs),
+    ...(queued === null ? [] : [queued]),
+    id,
+  );
 }

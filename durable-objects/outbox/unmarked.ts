@@ -26,10 +26,6 @@ import { markReady } from "./classify-state";
 export class UnmarkedAdmissions {
   private readonly byId = new Map<string, { idxs: number[]; at: number }>();
 
-  get size(): number {
-    return this.byId.size;
-  }
-
   add(id: string, idxs: number[], atMs: number): void {
     this.byId.set(id, { idxs, at: atMs });
   }
@@ -42,15 +38,13 @@ export class UnmarkedAdmissions {
     this.byId.delete(id);
   }
 
-  /** Marks the admissions due (see the header); returns how many were still unmarked. */
-  markDue(sql: SqlStorage, nowMs: number, lagMs: number): number {
-    let marked = 0;
+  /** Marks the admissions due (see the header). */
+  markDue(sql: SqlStorage, nowMs: number, lagMs: number): void {
     for (const [id, a] of this.byId) {
       if (a.at > nowMs - lagMs) continue;
       this.byId.delete(id);
-      if (markReady(sql, id, a.idxs, a.at) > 0) marked++;
+      markReady(sql, id, a.idxs, a.at);
     }
-    return marked;
   }
 
   nextAt(lagMs: number): number | null {

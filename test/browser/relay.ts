@@ -21,7 +21,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { freePort, wranglerDevArgs } from "../../scripts/lib/dev-server";
+import { freePort, waitHealthy, wranglerDevArgs } from "../../scripts/lib/dev-server";
 import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
 import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
 
@@ -84,19 +84,7 @@ async function serve(
   );
   started(child);
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}\n${log()}`);
-      return (await fetch(`${url}/health`).then(
-        (r) => r.status === 200,
-        () => false,
-      ))
-        ? true
-        : undefined;
-    },
-    90_000,
-    `wrangler dev /health\n${log()}`,
-  );
+  await waitHealthy(url, child, log, 90_000);
   return url;
 }
 

@@ -12,21 +12,11 @@ import {
   feedTakeoverStatement,
   logInsertStatements,
   releaseFeedClaims,
-  type LogRow,
 } from "../../worker/db/events";
 import { eventId } from "../../worker/webhooks/core/event-id";
+import { deliveredRow } from "./log-rows";
 
-const row = (sourceSeq: number, id: string | null, at: number): LogRow => ({
-  source_seq: sourceSeq,
-  part: 0,
-  type: "email.delivered",
-  recipient: "r@x.example",
-  created_at: at,
-  data: "{}",
-  event_id: id,
-  event_type: id === null ? null : "email.delivered",
-  body: id === null ? null : JSON.stringify({ n: sourceSeq }),
-});
+const row = deliveredRow;
 
 async function plan(sql: string, ...binds: unknown[]): Promise<string> {
   const r = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)

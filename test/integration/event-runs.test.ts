@@ -10,21 +10,14 @@ import { newMessageId } from "../../worker/model/ids";
 import { feedBodyOf, logInsertStatements, type LogRow } from "../../worker/db/events";
 import { eventId } from "../../worker/webhooks/core/event-id";
 import { PURGE_SQL } from "../../worker/db/retention";
+import { deliveredRow } from "./log-rows";
 
-const row = (email: string, sourceSeq: number, at: number): LogRow => {
-  const id = eventId({ emailId: email, recipient: "r@x.example", attempt: sourceSeq, type: "email.delivered" });
-  return {
-    source_seq: sourceSeq,
-    part: 0,
-    type: "email.delivered",
-    recipient: "r@x.example",
-    created_at: at,
-    data: "{}",
-    event_id: id,
-    event_type: "email.delivered",
-    body: JSON.stringify({ n: sourceSeq }),
-  };
-};
+const row = (email: string, sourceSeq: number, at: number): LogRow =>
+  deliveredRow(
+    sourceSeq,
+    eventId({ emailId: email, recipient: "r@x.example", attempt: sourceSeq, type: "email.delivered" }),
+    at,
+  );
 
 async function log(tenant: string, messages: { email: string; seqs: number[] }[]): Promise<number> {
   const rs = await env.DB.batch(
