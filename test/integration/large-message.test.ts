@@ -8,7 +8,6 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { MessageView, OutboxEvent, RcptStatus, SyncState } from "../../worker/model/message";
 import { LOG_CHUNK_BYTES, listFeed } from "../../worker/db/events";
-import { indexStatements } from "../../worker/db/messages";
 import { publishEvents } from "../../worker/indexing/publish";
 
 const N = 400;
@@ -83,7 +82,7 @@ const queue = {
 const qenv = { ...env, WEBHOOKS: queue, WEBHOOKS_SLOW: queue } as Env;
 
 async function index(state: SyncState, lastEvent: string): Promise<void> {
-  await publishEvents(qenv, [state], indexStatements(env.DB, [{ view: state.view, lastEvent }]));
+  await publishEvents(qenv, [state], [{ view: state.view, lastEvent }]);
 }
 
 async function count(sql: string, ...args: unknown[]): Promise<number> {

@@ -126,9 +126,13 @@ describe("D1 retention", () => {
     await explain(PURGE_SQL.endpoints, "");
     await explain(PURGE_SQL.deadLetters, "e", 0, 500);
     await explain(PURGE_SQL.inboundReports, 0, 500);
+    // `SCAN event_of_email` reads the view's co-routine (the rows its arms found through indexes), not a table.
     const scans = plans.filter(
-      (p) => /^SCAN (?!json_each|j\b|CONSTANT)/.test(p) && !/USING (COVERING )?INDEX|USING PRIMARY KEY/.test(p),
+      (p) =>
+        /^SCAN (?!json_each|j\b|CONSTANT|event_of_email$)/.test(p) &&
+        !/USING (COVERING )?INDEX|USING PRIMARY KEY/.test(p),
     );
+    expect(plans.filter((p) => /^SEARCH (h|m|e) /.test(p)).length).toBeGreaterThan(0);
     expect(scans, plans.join("\n")).toEqual([]);
   });
 });

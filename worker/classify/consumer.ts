@@ -35,7 +35,6 @@
 import type { ClassifyJob } from "../model/message";
 import { byOutbox, isMessageId } from "../model/ids";
 import type { ClassifyResult, SyncState } from "../model/message";
-import { indexStatements } from "../db/messages";
 import { publishEvents } from "../indexing/publish";
 import { classifyMessage, decide } from "./classify-message";
 import { ackWritten, indexItemOf } from "../indexing/writes";
@@ -148,15 +147,11 @@ async function classifyItems(env: Env, items: Item[], lookups: Lookups): Promise
 async function indexAll(env: Env, done: Done[]): Promise<void> {
   if (done.length === 0) return;
   const now = Date.now();
-  const stmts = indexStatements(
-    env.DB,
-    done.map(({ state }) => indexItemOf(state, state.view.scheduled_at !== null && state.view.scheduled_at > now)),
-  );
   try {
     await publishEvents(
       env,
       done.map((d) => d.state),
-      stmts,
+      done.map(({ state }) => indexItemOf(state, state.view.scheduled_at !== null && state.view.scheduled_at > now)),
     );
   } catch (e) {
     for (const d of done) fail(d.msg, "index", e);

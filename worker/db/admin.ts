@@ -225,21 +225,20 @@ export interface MessageEvent {
  * one of their own and are shown instead.
  */
 export async function messageEvents(db: D1Database, id: string, tenant: string, limit = 500): Promise<MessageEvent[]> {
-  return (
-    await db
-      .prepare(
-        `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
+  return (await db.prepare(MESSAGE_EVENTS_SQL).bind(id, tenant, limit).all<MessageEvent>()).results;
+}
+
+/**
+ * The timeline's query (?1 email, ?2 tenant, ?3 limit), exported for its plan's test. The tenant
+ * is compared with `+`: as an index term it would lead SQLite to the tenant's whole log.
+ */
+export const MESSAGE_EVENTS_SQL = `SELECT 0 AS seq, 'email.accepted' AS type, NULL AS recipient, m.created_at,
        json_object('recipients', (SELECT count(*) FROM recipients_all WHERE message_id = ?1)) AS data
      FROM messages m WHERE m.id = ?1 AND m.tenant_id = ?2
        AND NOT EXISTS (SELECT 1 FROM event_of_email WHERE of_email = ?1 AND type = 'email.accepted')
      UNION ALL
-     SELECT seq, type, recipient, created_at, data FROM event_of_email WHERE of_email = ?1 AND tenant_id = ?2 AND data IS NOT NULL
-     ORDER BY created_at, seq LIMIT ?3`,
-      )
-      .bind(id, tenant, limit)
-      .all<MessageEvent>()
-  ).results;
-}
+     SELECT seq, type, recipient, created_at, data FROM event_of_email WHERE of_email = ?1 AND +tenant_id = ?2 AND data IS NOT NULL
+     ORDER BY created_at, seq LIMIT ?3`;
 
 /**
  * Event counts per (minute, type) for the outcome types of the throughput chart. The log has no

@@ -2,10 +2,11 @@
  * The D1 event log (migrations/0007 `event_log`): one row per Outbox transition, carrying the
  * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order. An email's
  * events are found through event_of_email (migration 0036: the first row of each run of them is
- * indexed by email, the rest follow it in seq).
+ * indexed by email, the rest follow it in seq; migration 0037: the first run of a message whose
+ * row was written with it is named by that row instead).
  *
  * DESCRIPTION
- *   logInsertStatements(db, messages, nowMs)  idempotent inserts (by Outbox event and part) of
+ *   logInsertStatements(db, messages, nowMs, named?)  idempotent inserts (by Outbox event and part) of
  *                                messages' transitions and envelopes, one statement per tenant
  *                                (not per message), `seq` continuing the
  *                                tenant's maximum (read inside the statement: D1 runs one
@@ -26,6 +27,7 @@
  *   seqFloor(ms)                 the least seq a row created at `ms` or later can have.
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
+import { chunkByJson, jsonColumns } from "./json-rows";
 
 /** A stored transition. */
 export interface EventRow {
@@ -76,32 +78,6 @@ export function seqFloor(ms: number): number {
   return Math.max(0, Math.floor(ms)) * SEQ_PER_MS;
 }
 
-const utf8 = new TextEncoder();
-
-/** Splits items into chunks whose JSON stays under `maxBytes` of UTF-8 (an oversize item gets its own). */
-export function chunkByJson<T>(items: readonly T[], maxBytes: number): T[][] {
-  const out: T[][] = [];
-  let cur: T[] = [];
-  let size = 2;
-  for (const it of items) {
-    const n = utf8.encode(JSON.stringify(it)).length + 1;
-    if (cur.length > 0 && size + n > maxBytes) {
-      out.push(cur);
-      cur = [];
-      size = 2;
-    }
-    cur.push(it);
-    size += n;
-  }
-  if (cur.length > 0) out.push(cur);
-  return out;
-}
-
-/** The select list reading `names` from a json_each row `j` (with `as`, each under its name). */
-export function jsonColumns(names: readonly string[], as = false): string {
-  return names.map((n) => `json_extract(j.value, '$.${n}')${as ? ` AS ${n}` : ""}`).join(", ");
-}
-
 const RETURNED = "tenant_id, seq, event_id, event_type AS type, body";
 
 /** A message's rows to log. */
@@ -123,12 +99,15 @@ export interface MessageLog {
  * 0010), and an event id names its email, so it is unique among them.
  * An email's rows of one statement are one run (migration 0036): the first row written is its
  * head (in event_log_by_source, `run` = how far the run's seqs go), the others have run -1 and
- * no index entry.
+ * no index entry. The first rows of an email in `named` (its messages row is inserted later in
+ * the same batch, and names them: migration 0037, messages.ts) all have run -1 when the log holds
+ * none of its rows and D1 no messages row of it yet.
  */
 export function logInsertStatements(
   db: D1Database,
   messages: readonly MessageLog[],
   nowMs: number,
+  named: ReadonlySet<string> = new Set(),
 ): D1PreparedStatement[] {
   const byTenant = new Map<string, (LogRow & { email_id: string })[]>();
   // A row given twice (a message twice in a batch) goes in once: only a run's head is in the
@@ -151,6 +130,7 @@ export function logInsertStatements(
   return [...byTenant].flatMap(([tenant, rows]) =>
     chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
       const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
+      const emails = [...new Set(chunk.map((r) => r.email_id))];
       return db
         .prepare(
           `WITH known AS MATERIALIZED (SELECT e.email_id, e.source_seq, e.part, e.event_id
@@ -160,8 +140,11 @@ export function logInsertStatements(
        SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, ` +
             `r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
          IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4),
-         IIF(r.k = min(r.k) OVER run, max(r.k) OVER run - min(r.k) OVER run, -1)
+         IIF(r.k = min(r.k) OVER run AND NOT r.named, max(r.k) OVER run - min(r.k) OVER run, -1)
        FROM (SELECT j.key AS k, ${logColumns},
+           json_extract(j.value, '$.email_id') IN (SELECT value FROM json_each(?6))
+             AND json_extract(j.value, '$.email_id') NOT IN (SELECT email_id FROM known)
+             AND NOT EXISTS (SELECT 1 FROM messages WHERE id = json_extract(j.value, '$.email_id')) AS named,
            json_extract(j.value, '$.event_id') IN (SELECT event_id FROM known WHERE event_id IS NOT NULL) AS dup,
            (json_extract(j.value, '$.email_id'), json_extract(j.value, '$.source_seq'), json_extract(j.value, '$.part'))
              IN (SELECT email_id, source_seq, part FROM known) AS stored
@@ -171,7 +154,14 @@ export function logInsertStatements(
        ORDER BY r.k
        RETURNING ${RETURNED}`,
         )
-        .bind(tenant, JSON.stringify(chunk), floor, nowMs, JSON.stringify([...new Set(chunk.map((r) => r.email_id))]));
+        .bind(
+          tenant,
+          JSON.stringify(chunk),
+          floor,
+          nowMs,
+          JSON.stringify(emails),
+          JSON.stringify(emails.filter((id) => named.has(id))),
+        );
     }),
   );
 }

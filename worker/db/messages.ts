@@ -2,13 +2,16 @@
  * The D1 message and recipient index: kept in step with the Outbox, read for GET /emails.
  *
  * DESCRIPTION
- *   indexStatements(db, items)             upserts of messages' rows and their recipient rows, a
+ *   indexStatements(db, items, tail?)      upserts of messages' rows and their recipient rows, a
  *                                          statement for all the messages (in chunks) and one for
  *                                          all their recipients, not one per message; a row only
  *                                          moves forward (an older snapshot applied late never
  *                                          overwrites a newer one) and is only rewritten when a
  *                                          value changed; plus the messages' tags (message_tags,
- *                                          for the admin search) when any has them.
+ *                                          for the admin search) when any has them. After `tail`
+ *                                          log rows written in the same batch (publish.ts), a new
+ *                                          messages row names its email's first run of them
+ *                                          (head_seq, head_run; migration 0037).
  *   listMessages(db, tenant, query)        one page of the tenant's messages, newest first,
  *                                          with cursors `after` (older than) / `before` (newer than).
  *   emailsByHeader(db, messageId, tenant)  the emails whose Message-ID header it is, through
@@ -20,7 +23,7 @@
 import { isMessageId } from "../model/ids";
 import { FINAL_STATUSES, type MessageView } from "../model/message";
 import { emailIdOf } from "../mail/arf";
-import { chunkByJson, jsonColumns } from "./events";
+import { chunkByJson, jsonColumns } from "./json-rows";
 
 /** A row of the message index as GET /emails lists it. */
 export interface IndexedMessage {
@@ -80,7 +83,7 @@ export interface IndexItem {
  * identity columns (tenant, address, Message-ID, created_at), so it rewrites no index entry but
  * recipients_open (migration 0009) while the recipient is open.
  */
-export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1PreparedStatement[] {
+export function indexStatements(db: D1Database, items: readonly IndexItem[], tail = 0): D1PreparedStatement[] {
   if (items.length === 0) return [];
   const messages = items.map(({ view: v, lastEvent }) => {
     const s = v.summary;
@@ -123,17 +126,20 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
   const upsertMessages = (chunk: readonly unknown[]) =>
     db
       .prepare(
-        `INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, bcc_json, reply_to_json, ` +
-          `subject, last_event, updated_at, message_id, ${INLINE_COLUMNS.join(", ")})
-     SELECT ${messageColumns}
-     FROM json_each(?1) AS j WHERE true
+        `${tail > 0 ? RUNS_NAMED : ""}INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, ` +
+          `bcc_json, reply_to_json, subject, last_event, updated_at, message_id, ${INLINE_COLUMNS.join(", ")}, head_seq, head_run)
+     SELECT ${messageColumns}, ${tail > 0 ? "h.lo, h.span" : "NULL, NULL"}
+     FROM json_each(?1) AS j ${tail > 0 ? "LEFT JOIN heads h ON h.email_id = json_extract(j.value, '$.id')" : ""} WHERE true
      ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at,
        ${INLINE_COLUMNS.map((c) => `${c} = IIF(messages.r_status IS NULL, NULL, excluded.${c})`).join(", ")}
      WHERE excluded.updated_at >= messages.updated_at
        AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event ` +
           `OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
       )
-      .bind(JSON.stringify(chunk));
+      .bind(
+        JSON.stringify(chunk),
+        ...(tail > 0 ? [tail, JSON.stringify([...new Set(chunk.map((m) => (m as { tenant: string }).tenant))])] : []),
+      );
   const rcptsOf = (one: boolean) =>
     items
       .filter(({ view: v }) => (v.recipients.length === 1) === one)
@@ -170,6 +176,19 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[]): D1
     ),
   ];
 }
+
+/**
+ * The runs of events a messages row names (migration 0037): the rows of the `?2` (at least as
+ * many as the batch wrote before this statement) last seqs of each tenant `?3` names, by email,
+ * for an email whose log has no run with an index entry. Those rows were written by this batch
+ * (D1 runs a batch as one transaction, and a tenant's seqs only grow), read once per statement.
+ */
+const RUNS_NAMED = `WITH tail AS MATERIALIZED (
+    SELECT e.email_id, e.seq FROM json_each(?3) AS t JOIN event_log e ON e.tenant_id = t.value
+      AND e.seq >= IFNULL((SELECT x.seq FROM event_log x WHERE x.tenant_id = t.value ORDER BY x.seq DESC LIMIT 1 OFFSET ?2 - 1), 0)),
+  heads AS MATERIALIZED (SELECT email_id, MIN(seq) AS lo, MAX(seq) - MIN(seq) AS span FROM tail
+    WHERE NOT EXISTS (SELECT 1 FROM event_log x WHERE x.email_id = tail.email_id AND x.run IS NOT -1) GROUP BY email_id)
+`;
 
 /** A recipient's indexed fields, by the names the statements read (RCPT_FIELDS). */
 function rcptFields(r: MessageView["recipients"][number]) {

@@ -4,11 +4,12 @@
  * the index upserts of the same messages, before the Outboxes are told the events are written.
  *
  * DESCRIPTION
- *   publishEvents(env, states, indexStatements?)  turns the messages' new internal rows into
+ *   publishEvents(env, states, index?)  turns the messages' new internal rows into
  *       Resend envelopes (core/publication.ts; delivery_delayed per WEBHOOK_DELAYED_* against the
- *       stored notice state), then in ONE D1 batch: the given index upserts, the event log rows
- *       (db/events.ts: each transition with the envelope it gives, if any; idempotent by Outbox
- *       event; this is also the pull feed), the notice states, suppressions for hard bounces
+ *       stored notice state), then in ONE D1 batch: the event log rows (db/events.ts: each
+ *       transition with the envelope it gives, if any; idempotent by Outbox event; this is also
+ *       the pull feed), the index upserts of `index` (db/messages.ts; after the log rows, so a
+ *       new messages row names its email's first run, migration 0037), the notice states, suppressions for hard bounces
  *       and complaints (core/suppression-policy.ts), a takeover of lapsed claims, and the
  *       tenants' enabled endpoints. Then it enqueues, per endpoint, one `webhooks` message
  *       (a bundle, jobs.ts) with every event of this publication the endpoint's filter takes,
@@ -36,6 +37,7 @@
  *   Throws on a D1 or queue failure; the caller's existing failure path retries the batch.
  */
 import type { SyncState } from "../model/message";
+import { indexStatements, type IndexItem } from "../db/messages";
 import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
 import {
   enabledEndpointsStatement,
@@ -167,16 +169,16 @@ function logRows(s: SyncState, planned: readonly PlannedEvent[], seen: Set<strin
   });
 }
 
-/** Writes and publishes the new events of `states` with the given index upserts (see the header). */
+/** Writes and publishes the new events of `states` with the index upserts of `index` (see the header). */
 export async function publishEvents(
   env: Env,
   states: readonly SyncState[],
-  indexStatements: readonly D1PreparedStatement[] = [],
+  index: readonly IndexItem[] = [],
 ): Promise<void> {
   const withEvents = states.filter((s) => s.events.length > 0);
   const sources = withEvents.map(toSource);
   if (sources.length === 0) {
-    if (indexStatements.length > 0) await env.DB.batch([...indexStatements]);
+    if (index.length > 0) await env.DB.batch(indexStatements(env.DB, index));
     return;
   }
   const cfg = settingsOf(env).webhooks;
@@ -190,22 +192,24 @@ export async function publishEvents(
     if (list) list.push(e);
     else byEmail.set(e.emailId, [e]);
   }
-  const inserts = logInsertStatements(
+  const logs = withEvents.map((s) => ({
+    tenant: s.view.tenant,
+    emailId: s.view.id,
+    rows: logRows(s, byEmail.get(s.view.id) ?? [], seen),
+  }));
+  const inserts = logInsertStatements(env.DB, logs, nowMs, new Set(index.map((i) => i.view.id)));
+  const upserts = indexStatements(
     env.DB,
-    withEvents.map((s) => ({
-      tenant: s.view.tenant,
-      emailId: s.view.id,
-      rows: logRows(s, byEmail.get(s.view.id) ?? [], seen),
-    })),
-    nowMs,
+    index,
+    logs.reduce((n, l) => n + l.rows.length, 0),
   );
   const suppressions = suppressionsOf(plan.events);
   const tenants = [...new Set(sources.map((s) => s.tenant))];
   const ids = [...plan.events.map((e) => e.id), ...plan.recheck];
   const pushing = ids.length > 0;
   const stmts = [
-    ...indexStatements,
     ...inserts,
+    ...upserts,
     ...(plan.notices.length > 0 ? [noticeUpsertStatement(env.DB, plan.notices)] : []),
     ...(suppressions.length > 0 ? [suppressionUpsertStatement(env.DB, suppressions)] : []),
     ...(pushing
@@ -214,8 +218,7 @@ export async function publishEvents(
   ];
   const results = await env.DB.batch(stmts);
   if (!pushing) return;
-  const first = indexStatements.length;
-  const rows = [...results.slice(first, first + inserts.length), results[results.length - 2]]
+  const rows = [...results.slice(0, inserts.length), results[results.length - 2]]
     .flatMap((r) => (r?.results ?? []) as FeedRow[])
     .filter((r) => r.event_id !== null);
   const endpoints = (

@@ -16,7 +16,7 @@
  */
 import { eventAcksOf, type SyncState } from "../model/message";
 import { lastEventOf } from "../model/status";
-import { indexStatements, type IndexItem } from "../db/messages";
+import type { IndexItem } from "../db/messages";
 import { publishEvents } from "./publish";
 import { byOutbox } from "../model/ids";
 import type { PendingAcks } from "./pending-acks";
@@ -52,12 +52,11 @@ export function indexItemOf(state: SyncState, scheduled = false): IndexItem {
 export async function indexMessages(env: Env, states: SyncState[], held?: PendingAcks): Promise<void> {
   if (states.length === 0) return;
   try {
-    const stmts = indexStatements(
-      env.DB,
+    await publishEvents(
+      env,
+      states,
       states.map((s) => indexItemOf(s)),
     );
-    if (stmts.length === 0) return;
-    await publishEvents(env, states, stmts);
     // Held (`held`) to ride on the agent's next request, or sent now.
     if (held) return held.add(eventAcksOf(states));
     await ackWritten(env, states);
