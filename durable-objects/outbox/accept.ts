@@ -41,7 +41,9 @@ export function storeAccepted(
       if (seen.kind !== "fresh") return seen;
       completeIdempotency(sql, req.tenant, req.idempotency, req.response, now);
     }
-    for (const m of req.messages) insertMessage(sql, req.tenant, m, now);
+    // Decided at accept: Outbox.accept admits it before it answers (AdmissionBatch).
+    for (const m of req.messages)
+      insertMessage(sql, req.tenant, m, now, m.decisions !== undefined && m.scheduledAt === null);
     const first = req.messages[0];
     if (first) rememberShard(sql, shardOf(first.id));
     return { kind: "accepted" };

@@ -26,8 +26,8 @@
  *   inFlowDelayMsOf       IN_FLOW_DELAY_MS, the pause of an accept's answer while the Outbox's
  *                         inflow is over (Postfix's in_flow_delay; see Outbox.accept).
  *   AdmissionBatch        admission of accepted messages, coalesced only under load, by Nagle's
- *                         rule: the Outbox answers an accept once the messages are stored, and
- *                         an idle shard (no run in flight, none started within ADMIT_BATCH_MS)
+ *                         rule: the Outbox answers an accept once the run that admits its
+ *                         messages has ended (add resolves then, failed or not), and an idle shard (no run in flight, none started within ADMIT_BATCH_MS)
  *                         admits them at once, with no timer. While a run is in flight, or one
  *                         started less than ADMIT_BATCH_MS ago, what arrives waits and goes in the
  *                         next run, one gap after the last began and not before it ended: one
@@ -41,9 +41,12 @@
  *
  * INVARIANTS
  *   The wait only ever delays work that is already durable: a message waiting in it is stored
- *   `incoming` with its decisions, and an Outbox that stops before admitting it (eviction, a
- *   failed run) leaves it to the sweeper, which hands unclassified messages to the classify
- *   queue after OUTBOX_GRACE_SECONDS; classifying admits the recorded decisions.
+ *   `incoming` with its decisions. The accept stores it out of the index of waiting messages (it
+ *   answers only after the admission, which the Transport DO then holds: an entry there would
+ *   be a row written for nothing); a failed run puts its messages in that index (keepWaiting),
+ *   and the sweeper hands them to the classify queue after OUTBOX_GRACE_SECONDS, whose consumer
+ *   admits the recorded decisions. An Outbox that stops before the run ended gave no answer; the
+ *   messages it stored are found by the cron's scan (unadmitted.ts) and classified likewise.
  */
 import { claimClassifyWork, markReady } from "./classify-state";
 import type { ClassifyWork } from "../../worker/model/message";
@@ -188,6 +191,8 @@ export const ADMIT_AT_ONCE = 10;
 /** Coalesced admission of accepted messages (see the header). */
 export class AdmissionBatch {
   private readonly pending = new Set<string>();
+  /** Per message given to add(), the callers waiting for the run that takes it to end. */
+  private readonly waiters = new Map<string, (() => void)[]>();
   private timer: ReturnType<typeof setTimeout> | null = null;
   private timerAt = 0;
   private running: Promise<void> = Promise.resolve();
@@ -206,15 +211,19 @@ export class AdmissionBatch {
     return this.pending.size;
   }
 
-  /** Adds accepted messages; with no gap, admits them before it returns (see the header). */
+  /** Adds accepted messages and returns once the run that takes them has ended (see the header). */
   async add(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     if (this.gapMs === 0) return this.serially([...ids]);
+    const done = Promise.all(
+      ids.map((id) => new Promise<void>((r) => this.waiters.set(id, [...(this.waiters.get(id) ?? []), r]))),
+    );
     for (const id of ids) this.pending.add(id);
     const wait = ids.length >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now());
     // Idle (no run in flight, none started within the gap): at once, no timer.
     if (wait === 0 && !this.busy) void this.flush();
     else this.arm(wait);
+    await done;
   }
 
   /** Runs a flush `ms` from now, unless one is due sooner. */
@@ -255,6 +264,10 @@ export class AdmissionBatch {
       );
     } finally {
       this.busy = false;
+      for (const id of ids) {
+        for (const r of this.waiters.get(id) ?? []) r();
+        this.waiters.delete(id);
+      }
     }
     // What arrived during the run (or a full run left behind) goes one gap after this run began.
     if (this.pending.size > 0)

@@ -18,7 +18,7 @@
 import { settingsOf } from "../../worker/settings/settings";
 import { dueAmong, markClassifySent } from "./classify-state";
 import { sendPendingDsns } from "./dsn";
-import { nextScheduledAt } from "./store";
+import { nextScheduledAt } from "./scheduled";
 import { deleteDoneBodies, enqueueForClassify } from "./sweep";
 
 /**

@@ -7,7 +7,8 @@
  *     A full run (the first after a start, then whenever nextSweepAt said, or when nothing waits
  *     for the sweeper: then it is a few probes and a purge of what is due): re-triggers
  *     classification of lost messages, sends pending notices, sweeps one page of orphan
- *     bodies when a listing is due (the cron's wake), purges finished messages past their
+ *     bodies and one of messages an accept did not admit (unadmitted.ts) when a listing is due
+ *     (the cron's wake), purges finished messages past their
  *     retention (found at the cron's wake: no alarm waits for a retention to end), and forwards
  *     lagging events.
  *     Every run first marks ready the messages admitted without the mark (unmarked.ts) whose
@@ -25,8 +26,9 @@
  *   run grows with the number of messages the shard retains (the orphan sweep pages R2).
  */
 import { dueForClassify, markClassifySent, unindexed } from "./classify-state";
-import { nextScheduledAt } from "./store";
-import { nextLagAt, nextSweepAt, purgeFinished, sweepOrphanBodies, waitingAny } from "./sweep";
+import { nextScheduledAt } from "./scheduled";
+import { nextLagAt, nextSweepAt, orphansDue, purgeFinished, sweepOrphanBodies, waitingAny } from "./sweep";
+import { UnadmittedScan } from "./unadmitted";
 import { ForwardWalk } from "./forward";
 import { UnmarkedAdmissions } from "./unmarked";
 import { settingsOf } from "../../worker/settings/settings";
@@ -48,6 +50,8 @@ export class OutboxAlarm {
   private walkAt: number | null = null;
   /** The walk of finished messages, and its cursor. */
   private readonly walk: ForwardWalk;
+  /** The scan for messages the accept stored and did not admit (unadmitted.ts). */
+  private readonly unadmitted = new UnadmittedScan();
 
   constructor(
     private readonly sql: SqlStorage,
@@ -74,6 +78,8 @@ export class OutboxAlarm {
     // A run that finds nothing waiting is a full run at once (a few probes), and arms no other: the
     // purge comes with the cron's wake (sweep.ts nextSweepAt). A lone message's alarm: its lag.
     if (this.sweepAt === null || now >= this.sweepAt || !waitingAny(this.sql)) {
+      // At the cron's wake: a page of the scan for messages an accept stored and did not admit.
+      if (orphansDue(this.sql)) this.unadmitted.sweep(this.sql, now);
       const due = dueForClassify(this.sql, now, grace, 500);
       markClassifySent(this.sql, due, now);
       await this.enqueue([...new Set([...due, ...lagging])]);

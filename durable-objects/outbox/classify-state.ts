@@ -174,9 +174,15 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
         recipient: e.recipient,
       } satisfies KeptEvent)
     : null;
-  // An unclassified message is waiting (its index entry): keeping email.queued, it stays so, and
-  // `waiting` is not assigned (assigning it, even unchanged, would rewrite the index entry).
-  const set = kept !== null ? "queued_event = ?2" : "waiting = (queued_event IS NOT NULL)";
+  // Keeping email.queued, the message must be waiting (in the index) until it is forwarded. One
+  // the accept admitted (store.ts `admitting`) is not yet; an unclassified one otherwise is, and
+  // `waiting` is not assigned then (assigning it, even unchanged, would rewrite the index entry).
+  const set =
+    kept === null
+      ? "waiting = (queued_event IS NOT NULL)"
+      : m.waiting === 1
+        ? "queued_event = ?2"
+        : "queued_event = ?2, waiting = 1";
   const ready =
     sql.exec(
       `UPDATE message SET unclassified = 0, ${set}
@@ -185,6 +191,15 @@ export function markReady(sql: SqlStorage, id: string, idxs: number[], nowMs: nu
     ).rowsWritten > 0;
   if (e && !ready) insertEvent(sql, e, last);
   return moved.length;
+}
+
+/**
+ * Puts messages the accept kept out of the index of waiting messages (store.ts `admitting`) into
+ * it, when their admission failed: the sweeper then classifies them again after the grace period.
+ */
+export function keepWaiting(sql: SqlStorage, ids: readonly string[]): void {
+  for (const id of ids)
+    sql.exec("UPDATE message SET waiting = 1 WHERE id = ? AND waiting = 0 AND unclassified = 1 AND state = 'open'", id);
 }
 
 /** The condition "classification is due and was not triggered since ?1", for the two queries below. */

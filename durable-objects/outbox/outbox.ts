@@ -48,10 +48,11 @@ import { UnmarkedAdmissions } from "./unmarked";
 import { FlowMeter } from "../core";
 import { migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
 import { storeAccepted } from "./accept";
-import { claimClassifyWork, recordDecisions } from "./classify-state";
+import { claimClassifyWork, keepWaiting, recordDecisions } from "./classify-state";
 import { applyOutcomes, readEnvelope } from "./outcomes";
 import { recordAfterDelivery, type AfterDelivery } from "./after-delivery";
-import { cancelMessage, readMessage, readView, rescheduleMessage } from "./store";
+import { readMessage, readView } from "./store";
+import { cancelMessage, rescheduleMessage } from "./scheduled";
 import { deleteEvents, readEvents } from "./events";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
@@ -136,10 +137,20 @@ export class Outbox extends DurableObject<Env> {
     return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0 };
   }
 
-  /** Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify queue for their index. */
+  /**
+   * Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify
+   * queue for their index. One whose admission failed joins the index of waiting messages (the
+   * accept kept it out), so the sweeper classifies it again.
+   */
   private async admitAccepted(ids: string[]): Promise<void> {
     const now = Date.now();
-    const { active, unmarked } = await admitAll(this.ctx.storage, this.env, ids, now, undefined, true);
+    const { active, unmarked, failed } = await admitAll(this.ctx.storage, this.env, ids, now, undefined, true).catch(
+      (e: unknown) => {
+        keepWaiting(this.sql, ids);
+        throw e;
+      },
+    );
+    keepWaiting(this.sql, failed);
     for (const u of unmarked) this.unmarked.add(u.id, u.idxs, now);
     await afterChange(
       this.ctx.storage,

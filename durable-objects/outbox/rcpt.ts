@@ -110,7 +110,8 @@ export function rcptBinds(w: RcptWrite, nowMs: number): unknown[] {
 /**
  * An outcome of a message's own recipient that does not finish it: the message row, once. With
  * `queued` (the message was not marked ready: its email.queued), the same write marks it ready
- * and keeps the event (`waiting` stays 1 until the event is forwarded).
+ * and keeps the event, and puts the message in the index of waiting messages until the event is
+ * forwarded (a message left unmarked was admitted by its accept, which kept it out of that index).
  */
 export function writeInline(
   sql: SqlStorage,
@@ -119,7 +120,7 @@ export function writeInline(
   nowMs: number,
   queued: string | null = null,
 ): void {
-  const mark = queued === null ? "" : ", unclassified = 0, queued_event = ?";
+  const mark = queued === null ? "" : ", unclassified = 0, queued_event = ?, waiting = 1";
   sql.exec(
     `UPDATE message SET ${INLINE_SET}${mark} WHERE id = ?`,
     ...rcptBinds(w, nowMs),

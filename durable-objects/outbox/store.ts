@@ -9,7 +9,7 @@
  *                        waits). Callers run it inside transactionSync with the idempotency
  *                        record, so accept is all or nothing.
  *   readView             what the status API reads (the index sync's events: events.ts).
- *   cancelMessage / rescheduleMessage   for scheduled messages not yet due.
+ *   cancelMessage / rescheduleMessage   for scheduled messages not yet due: scheduled.ts.
  *   readMessage          the message's own row (state, tenant, summary), without recipients.
  *   readHead             the row with its readmission flag and largest event seq, for a change.
  *
@@ -28,7 +28,7 @@ import {
 } from "../../worker/model/message";
 import { finishIfDone } from "./outcomes";
 import { LAST_SEQ, recordEvent } from "./events";
-import { execRcpt, type StoredRcpt } from "./rcpt";
+import type { StoredRcpt } from "./rcpt";
 
 export type MessageRow = {
   id: string;
@@ -66,10 +66,10 @@ export const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 export function readHead(
   sql: SqlStorage,
   id: string,
-): (MessageRow & { again: number; last_seq: number; body_r2: number; inline: number }) | undefined {
+): (MessageRow & { again: number; last_seq: number; body_r2: number; inline: number; waiting: number }) | undefined {
   return sql
-    .exec<MessageRow & { again: number; last_seq: number; body_r2: number; inline: number }>(
-      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, body_r2, r_status IS NOT NULL AS inline,
+    .exec<MessageRow & { again: number; last_seq: number; body_r2: number; inline: number; waiting: number }>(
+      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, waiting, body_r2, r_status IS NOT NULL AS inline,
        EXISTS (SELECT 1 FROM readmit WHERE message_id = ?1) AS again, ${LAST_SEQ} AS last_seq FROM message WHERE id = ?1`,
       id,
     )
@@ -88,8 +88,17 @@ function inlineBody(b: string | Uint8Array | undefined): string | ArrayBuffer | 
  * when the accepting worker made it (`m.decisions`; a scheduled message is decided when due).
  * A recipient decided `suppressed` ends so at once, with its event; a message with no open
  * recipient left is not counted unclassified (no index entry) and finishes in this write.
+ * `admitting`: the accept admits it before it answers (Outbox.accept), so it is not put in the
+ * index of waiting messages; the admission puts it there if it must wait (markReady, or a
+ * failed admission: keepWaiting).
  */
-export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, nowMs = m.createdAt): void {
+export function insertMessage(
+  sql: SqlStorage,
+  tenant: string,
+  m: NewMessage,
+  nowMs = m.createdAt,
+  admitting = false,
+): void {
   const decided = new Map(m.scheduledAt === null ? (m.decisions ?? []).map((d) => [d.idx, d]) : []);
   const open = m.rcptTo.some((_, idx) => decided.get(idx)?.status !== "suppressed");
   const rcpts = m.rcptTo.map((address, idx): StoredRcpt => {
@@ -104,7 +113,7 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
   sql.exec(
     "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path, " +
       "r_address, r_status, r_transport, r_nexthop, r_blocked_by, r_updated_at) " +
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?18, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     m.id,
     tenant,
     m.createdAt,
@@ -122,6 +131,7 @@ export function insertMessage(sql: SqlStorage, tenant: string, m: NewMessage, no
     one?.nexthop ?? null,
     one?.blocked_by ?? null,
     one === null ? null : m.createdAt,
+    open && !admitting ? 1 : 0,
   );
   rcpts.forEach((r, idx) => {
     if (one === null)
@@ -251,53 +261,4 @@ export function updateUnclassified(sql: SqlStorage, id: string): void {
       "WHERE id = ?1 AND unclassified = 1 AND NOT EXISTS (SELECT 1 FROM rcpt_all WHERE message_id = ?1 AND status = 'incoming')",
     id,
   );
-}
-
-/** Cancels a scheduled message that is not yet due: every incoming recipient ends `cancelled`. */
-export function cancelMessage(sql: SqlStorage, id: string, nowMs: number): boolean {
-  const m = readMessage(sql, id);
-  if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
-  execRcpt(
-    sql,
-    "UPDATE {T} SET {status} = 'cancelled', {blocked_by} = NULL, {updated_at} = ? WHERE {id} = ? AND {status} = 'incoming'",
-    nowMs,
-    id,
-  );
-  recordEvent(sql, {
-    message_id: id,
-    tenant: m.tenant,
-    type: "email.canceled",
-    recipient: null,
-    created_at: nowMs,
-    data: {},
-  });
-  updateUnclassified(sql, id);
-  finishIfDone(sql, id, nowMs);
-  return true;
-}
-
-/** Moves a scheduled message that is not yet due to `atMs`. */
-export function rescheduleMessage(sql: SqlStorage, id: string, atMs: number, nowMs: number): boolean {
-  const m = readMessage(sql, id);
-  if (!m || m.state !== "open" || m.scheduled_at === null || m.scheduled_at <= nowMs) return false;
-  sql.exec("UPDATE message SET scheduled_at = ?, classify_sent_at = NULL WHERE id = ?", atMs, id);
-  recordEvent(sql, {
-    message_id: id,
-    tenant: m.tenant,
-    type: "email.scheduled",
-    recipient: null,
-    created_at: nowMs,
-    data: { scheduled_at: new Date(atMs).toISOString() },
-  });
-  return true;
-}
-
-/** The earliest future scheduled time among unclassified messages, or null. */
-export function nextScheduledAt(sql: SqlStorage, nowMs: number): number | null {
-  return sql
-    .exec<{ at: number | null }>(
-      "SELECT min(scheduled_at) AS at FROM message WHERE waiting = 1 AND unclassified = 1 AND state = 'open' AND scheduled_at > ?",
-      nowMs,
-    )
-    .one().at;
 }

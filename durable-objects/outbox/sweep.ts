@@ -79,6 +79,11 @@ export function markOrphansDue(sql: SqlStorage): void {
   if (getMeta(sql, "orphans_due") === null) setMeta(sql, "orphans_due", "1");
 }
 
+/** Whether a listing of orphan bodies is due or under way (the cron's wake asked for one). */
+export function orphansDue(sql: SqlStorage): boolean {
+  return getMeta(sql, "orphans_due") !== null || getMeta(sql, "orphan_cursor") !== null;
+}
+
 /** Deletes one page of orphan bodies when a listing is due (see the header); returns how many bodies the page listed. */
 export async function sweepOrphanBodies(
   sql: SqlStorage,

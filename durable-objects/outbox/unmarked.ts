@@ -10,10 +10,10 @@
  * nothing (markReady).
  *
  * INVARIANTS
- *   Nothing here is needed for safety: after a restart the messages it held are still
- *   `unclassified`, and the sweeper classifies them again after the grace period (admission is
- *   idempotent by core message id, and a recipient already final is never sent again). Only their
- *   email.queued comes later then.
+ *   Nothing here is needed for safety: the Transport DO holds every admission it answered, and
+ *   the outcome it brings marks the message (a deferral too). After a restart the messages it held
+ *   are still `unclassified`, out of the index of waiting messages (the accept admitted them),
+ *   and their email.queued comes with their first outcome instead of at their index lag.
  *
  * DESCRIPTION
  *   add(id, idxs, atMs)        remembers an admission; forget(id) drops it (its outcome came);

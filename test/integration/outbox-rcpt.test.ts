@@ -128,9 +128,10 @@ describe("the Outbox's recipients", () => {
             id,
           )
           .one();
-      insertMessage(sql, "acme", message("m-done", ["x@example.com"]));
-      insertMessage(sql, "acme", message("m-later", ["y@example.com"]));
-      rows();
+      // As the accept stores a message it admits before it answers: out of the index of waiting messages.
+      insertMessage(sql, "acme", message("m-done", ["x@example.com"]), T0, true);
+      insertMessage(sql, "acme", message("m-later", ["y@example.com"]), T0, true);
+      const inserted = rows();
       // Admitted (unmarked.ts): no markReady. The finishing outcome and a deferral.
       applyOutcomes(sql, "m-done", [{ idx: 0, status: "delivered", attempt: 1, response: { code: 250 } }], T0 + 1);
       const finish = rows();
@@ -138,8 +139,9 @@ describe("the Outbox's recipients", () => {
       applyOutcomes(sql, "m-later", [deferral], T0 + 2);
       const defer = rows();
       const events = sql.exec<{ n: number }>("SELECT count(*) AS n FROM event WHERE type = 'email.queued'").one().n;
-      return { finish, defer, done: row("m-done"), later: row("m-later"), events };
+      return { inserted, finish, defer, done: row("m-done"), later: row("m-later"), events };
     });
+    expect(got.inserted).toBe(2); // a row each, no index entry
     // The finish writes the message row and its finished index entry, as after a mark; the deferral
     // the message row (its delay notice is an event row), and no email.queued row.
     expect(got.finish).toBe(2);
@@ -151,7 +153,9 @@ describe("the Outbox's recipients", () => {
     expect(queued.seq).toBeLessThan(delivered.seq);
     expect(got.later).toMatchObject({ unclassified: 0, waiting: 1 });
     expect(JSON.parse(got.later.queued!)).toMatchObject({ type: "email.queued" });
-    expect(got.defer).toBe(2); // the message row, and the email.delivery_delayed event row
+    // The message row, its entry in the index of waiting messages (its email.queued is to be
+    // forwarded), and the email.delivery_delayed event row.
+    expect(got.defer).toBe(3);
   });
 
   it("takes a deferral, a readmission, a late bounce and a cancel on a one-recipient message as on rcpt rows", async () => {

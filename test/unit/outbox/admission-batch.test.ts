@@ -29,7 +29,7 @@ function recorder(delayMs: number, opts: { hold?: boolean; fail?: boolean } = {}
 describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's rule)", () => {
   it("an idle shard admits at once, with no timer", async () => {
     const { batch, runs } = recorder(1000);
-    await batch.add(["a"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["a"]]);
     expect(vi.getTimerCount()).toBe(0);
@@ -37,11 +37,11 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
 
   it("what arrives within the gap after a run began waits, and goes together one gap after it", async () => {
     const { batch, runs } = recorder(1000);
-    await batch.add(["a"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(400);
-    await batch.add(["b", "c"]);
+    void batch.add(["b", "c"]);
     await vi.advanceTimersByTimeAsync(300);
-    await batch.add(["d"]);
+    void batch.add(["d"]);
     await vi.advanceTimersByTimeAsync(299);
     expect(runs).toEqual([["a"]]);
     expect(batch.waiting).toBe(3);
@@ -52,34 +52,35 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
 
   it("after a quiet gap, the next message is admitted at once again", async () => {
     const { batch, runs } = recorder(100);
-    await batch.add(["a"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(150);
-    await batch.add(["b"]);
+    void batch.add(["b"]);
     await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["a"], ["b"]]);
   });
 
   it("a message accepted twice (a retried accept) is admitted once per run", async () => {
     const { batch, runs } = recorder(100);
-    await batch.add(["x"]);
-    await batch.add(["a", "b"]);
-    await batch.add(["a"]);
+    void batch.add(["x"]);
+    await vi.advanceTimersByTimeAsync(0);
+    void batch.add(["a", "b"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(100);
     expect(runs).toEqual([["x"], ["a", "b"]]);
   });
 
   it(`a request of ${ADMIT_AT_ONCE} messages or more starts a run at once, taking what waited with it`, async () => {
     const { batch, runs } = recorder(1000);
-    await batch.add(["first"]);
+    void batch.add(["first"]);
     await vi.advanceTimersByTimeAsync(100);
-    await batch.add(["early"]);
+    void batch.add(["early"]);
     await vi.advanceTimersByTimeAsync(100);
     const big = Array.from({ length: ADMIT_AT_ONCE }, (_, i) => `b${i}`);
-    await batch.add(big);
+    void batch.add(big);
     await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["first"], ["early", ...big]]);
     // The next small one waits a gap after that run.
-    await batch.add(["late"]);
+    void batch.add(["late"]);
     await vi.advanceTimersByTimeAsync(999);
     expect(runs).toHaveLength(2);
     await vi.advanceTimersByTimeAsync(1);
@@ -94,12 +95,30 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
     expect(runs).toEqual([["a"]]);
   });
 
+  it("an accept's add returns once the run that takes its messages ended, failed or not (it answers after its admission)", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const { batch, releases } = recorder(100, { hold: true, fail: true });
+    const ended: string[] = [];
+    void batch.add(["a"]).then(() => ended.push("a"));
+    await vi.advanceTimersByTimeAsync(0);
+    void batch.add(["b"]).then(() => ended.push("b"));
+    await vi.advanceTimersByTimeAsync(200);
+    expect(ended).toEqual([]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ended).toEqual(["a"]);
+    releases.shift()!();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ended).toEqual(["a", "b"]);
+    errors.mockRestore();
+  });
+
   it("runs never overlap: messages accepted during a run wait for it", async () => {
     const { batch, runs, releases, maxInFlight } = recorder(100, { hold: true });
-    await batch.add(["a"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["a"]]);
-    await batch.add(["b"]);
+    void batch.add(["b"]);
     await vi.advanceTimersByTimeAsync(500); // b's gap ended while a's run still holds
     expect(runs).toEqual([["a"]]);
     releases.shift()!();
@@ -112,10 +131,10 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
 
   it("a slow run does not queue runs up: what arrived meanwhile is one run after it", async () => {
     const { batch, runs, releases } = recorder(100, { hold: true });
-    await batch.add(["a"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(0);
     for (const id of ["b", "c", "d"]) {
-      await batch.add([id]);
+      void batch.add([id]);
       await vi.advanceTimersByTimeAsync(300);
     }
     expect(runs).toEqual([["a"]]);
@@ -131,7 +150,7 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
     vi.useRealTimers();
     const { batch, runs } = recorder(20);
     const ids = Array.from({ length: ADMIT_BATCH_MAX + 20 }, (_, i) => `m${i}`);
-    await batch.add(ids);
+    void batch.add(ids);
     await vi.waitFor(() => expect(runs.length).toBe(2), { timeout: 2000 });
     expect(runs.map((r) => r.length)).toEqual([ADMIT_BATCH_MAX, 20]);
     expect(runs.flat()).toEqual(ids);
@@ -140,9 +159,9 @@ describe("AdmissionBatch: no delay when idle, runs together under load (Nagle's 
   it("a failed run is logged and does not stop later runs (its messages stay for the sweeper)", async () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     const { batch, runs } = recorder(100, { fail: true });
-    await batch.add(["a"]);
+    void batch.add(["a"]);
     await vi.advanceTimersByTimeAsync(100);
-    await batch.add(["b"]);
+    void batch.add(["b"]);
     await vi.advanceTimersByTimeAsync(0);
     expect(runs).toEqual([["a"], ["b"]]);
     expect(errors).toHaveBeenCalledTimes(2);

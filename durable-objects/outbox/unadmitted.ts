@@ -1,0 +1,56 @@
+/**
+ * Messages the accept stored out of the index of waiting messages and then did not admit.
+ *
+ * The accept stores a message it admits before it answers (Outbox.accept, store.ts `admitting`)
+ * without an entry in `message_waiting`: the Transport DO holds the admission, and its outcome
+ * marks the message. A failed admission puts the message in that index (keepWaiting). Only a stop
+ * of the Outbox between the accept's write and the admission's end (the client got no answer)
+ * leaves a message open, unclassified and in no index; this scan finds such messages and puts them
+ * in the index, so the sweeper classifies them as it did every unclassified message before:
+ * admission is idempotent, so one the Transport DO did take is not sent twice.
+ *
+ * DESCRIPTION
+ *   UnadmittedScan.sweep(sql, nowMs, ageMs)  reads the next PAGE message rows in key order (from a
+ *       cursor kept in memory, wrapping at the end) and puts those older than `ageMs`, open,
+ *       unclassified and not waiting in the index of waiting messages; returns their ids. The
+ *       Outbox runs it at the cron's wake (every 10 minutes), with the listing of orphan bodies.
+ *
+ * INVARIANTS
+ *   One sweep reads at most 2 × PAGE rows, through the primary key, whatever the shard holds; a
+ *   shard of N messages is covered every N / PAGE wakes. A message admitted and still without an
+ *   outcome after `ageMs` (a destination suspended for hours) is classified again: its admission
+ *   finds it in the Transport DO and only marks it ready.
+ */
+import { keepWaiting } from "./classify-state";
+
+/** Message rows one sweep reads (the range's bound, then the rows in it). */
+export const PAGE = 1000;
+
+/** How old an unadmitted message must be before a sweep takes it (an accept's admission takes milliseconds). */
+export const UNADMITTED_AGE_MS = 3_600_000;
+
+export class UnadmittedScan {
+  private cursor = "";
+
+  /** One page of the scan (see the header). */
+  sweep(sql: SqlStorage, nowMs: number, ageMs = UNADMITTED_AGE_MS): string[] {
+    const upper =
+      sql
+        .exec<{ id: string }>("SELECT id FROM message WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", this.cursor, PAGE - 1)
+        .toArray()[0]?.id ?? null;
+    // The bound as its own term (not `?2 IS NULL OR …`), so the read stops at it.
+    const ids = sql
+      .exec<{ id: string }>(
+        `SELECT id FROM message WHERE id > ?1 ${upper === null ? "" : "AND id <= ?3"}
+         AND unclassified = 1 AND waiting = 0 AND state = 'open' AND created_at < ?2`,
+        this.cursor,
+        nowMs - ageMs,
+        ...(upper === null ? [] : [upper]),
+      )
+      .toArray()
+      .map((r) => r.id);
+    keepWaiting(sql, ids);
+    this.cursor = upper ?? "";
+    return ids;
+  }
+}

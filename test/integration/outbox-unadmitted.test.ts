@@ -1,0 +1,99 @@
+/**
+ * A message the accept admits before it answers is stored out of the index of waiting messages
+ * (store.ts `admitting`); a failed admission puts it there (keepWaiting), and the cron's scan
+ * (unadmitted.ts) finds one an accept stored and never admitted (the Outbox stopped in between),
+ * a page of rows at a time, so the sweeper classifies it as before.
+ */
+import { env, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { insertMessage } from "../../durable-objects/outbox/store";
+import { dueForClassify, keepWaiting, markReady } from "../../durable-objects/outbox/classify-state";
+import { PAGE, UNADMITTED_AGE_MS, UnadmittedScan } from "../../durable-objects/outbox/unadmitted";
+import { migrateOutbox } from "../../durable-objects/outbox/schema";
+import type { NewMessage } from "../../worker/model/message";
+
+const T0 = 1_780_000_000_000;
+
+function message(id: string, createdAt = T0): NewMessage {
+  return {
+    id,
+    createdAt,
+    scheduledAt: null,
+    mailFrom: "bounce@acme.test",
+    rcptTo: [`${id}@example.com`],
+    size: 10,
+    summary: {
+      from: "a@acme.test",
+      to: [`${id}@example.com`],
+      cc: null,
+      bcc: null,
+      reply_to: null,
+      subject: "s",
+      html: null,
+      text: "t",
+      tags: null,
+    },
+    body: "t",
+    decisions: [{ idx: 0, status: "ready", address: `${id}@example.com`, transport: "smtp", nexthop: "example.com" }],
+  } as NewMessage;
+}
+
+const waitingOf = (sql: SqlStorage, id: string) =>
+  sql.exec<{ waiting: number }>("SELECT waiting FROM message WHERE id = ?", id).one().waiting;
+
+describe("messages the accept admits: out of the index of waiting messages", () => {
+  it("stores them out of the index, and puts one whose admission failed into it", async () => {
+    await runInDurableObject(env.OUTBOX.getByName("unadmitted-1"), (_o, state) => {
+      const sql = state.storage.sql;
+      migrateOutbox(sql);
+      insertMessage(sql, "acme", message("m-admitting"), T0, true);
+      insertMessage(sql, "acme", message("m-classified-later"), T0);
+      expect([waitingOf(sql, "m-admitting"), waitingOf(sql, "m-classified-later")]).toEqual([0, 1]);
+      expect(dueForClassify(sql, T0 + 60_000, 30_000, 10)).toEqual(["m-classified-later"]);
+      keepWaiting(sql, ["m-admitting"]);
+      expect(waitingOf(sql, "m-admitting")).toBe(1);
+      expect(dueForClassify(sql, T0 + 60_000, 30_000, 10).sort()).toEqual(["m-admitting", "m-classified-later"]);
+    });
+  });
+
+  it("the scan finds those an accept stored and never admitted, a page of rows at a time, and only those", async () => {
+    await runInDurableObject(env.OUTBOX.getByName("unadmitted-2"), (_o, state) => {
+      const sql = state.storage.sql;
+      migrateOutbox(sql);
+      const now = T0 + 2 * UNADMITTED_AGE_MS;
+      const old = Array.from({ length: 2 * PAGE + 500 }, (_, i) => `m-${String(i).padStart(5, "0")}`);
+      for (const id of old) insertMessage(sql, "acme", message(id), T0, true);
+      // Admitted and marked by its outcome's write; and one stored a minute ago (its accept may still run).
+      markReady(sql, old[7]!, [0], T0 + 10);
+      insertMessage(sql, "acme", message("m-young", now - 60_000), now - 60_000, true);
+      const scan = new UnadmittedScan();
+      const found: string[][] = [];
+      const reads: number[] = [];
+      const counting = new Proxy(sql, {
+        get: (t, k) =>
+          k === "exec"
+            ? (q: string, ...b: unknown[]) => {
+                const c = t.exec(q, ...b);
+                if (/^SELECT/.test(q)) {
+                  const rows = c.toArray();
+                  reads.push(c.rowsRead);
+                  return { toArray: () => rows, one: () => rows[0] };
+                }
+                return c;
+              }
+            : Reflect.get(t, k),
+      });
+      for (let i = 0; i < 4; i++) {
+        reads.length = 0;
+        found.push(scan.sweep(counting, now));
+        expect(reads.reduce((n, r) => n + r, 0)).toBeLessThanOrEqual(2 * PAGE + 2);
+      }
+      expect(found.map((f) => f.length)).toEqual([PAGE - 1, PAGE, 500, 0]);
+      const taken = new Set(found.flat());
+      expect(taken.has(old[7]!) || taken.has("m-young")).toBe(false);
+      expect(taken.size).toBe(old.length - 1);
+      expect(waitingOf(sql, old[0]!)).toBe(1);
+      expect(waitingOf(sql, "m-young")).toBe(0);
+    });
+  });
+});
