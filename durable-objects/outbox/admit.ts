@@ -211,6 +211,11 @@ export class AdmissionBatch {
     return this.pending.size;
   }
 
+  /** Whether a message waits for a run or is in the one under way. */
+  has(id: string): boolean {
+    return this.waiters.has(id);
+  }
+
   /** Adds accepted messages and returns once the run that takes them has ended (see the header). */
   async add(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;

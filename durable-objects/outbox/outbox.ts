@@ -53,6 +53,7 @@ import { applyOutcomes, readEnvelope } from "./outcomes";
 import { recordAfterDelivery, type AfterDelivery } from "./after-delivery";
 import { readMessage, readView } from "./store";
 import { cancelMessage, rescheduleMessage } from "./scheduled";
+import { replayedUnadmitted } from "./unadmitted";
 import { deleteEvents, readEvents } from "./events";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
@@ -111,6 +112,7 @@ export class Outbox extends DurableObject<Env> {
   async reserve(tenant: string, claim: IdempotencyClaim, token: string): Promise<IdempotencyResult> {
     const r = this.ctx.storage.transactionSync(() => reserveIdempotency(this.sql, tenant, claim, token, Date.now()));
     await armSweep(this.ctx.storage, this.env, Date.now());
+    if (r.kind === "replay") await this.admitReplayed(r.response.body);
     return r;
   }
 
@@ -123,6 +125,7 @@ export class Outbox extends DurableObject<Env> {
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
     const now = Date.now();
     const result = storeAccepted(this.ctx.storage, req, now, this.graceMs(), token);
+    if (result.kind === "replay") await this.admitReplayed(result.response.body);
     if (result.kind !== "accepted") return result;
     // Decided at accept: admitted with the next batch, or (none left open) finished now and indexed through the queue.
     const decided = req.messages.filter((m) => m.decisions !== undefined && m.scheduledAt === null).map((m) => m.id);
@@ -135,6 +138,13 @@ export class Outbox extends DurableObject<Env> {
       sec,
     ); // scheduled mail is not due
     return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0 };
+  }
+
+  /** Admits the messages of a replayed accept that its first try stored and did not admit (unadmitted.ts). */
+  private async admitReplayed(body: unknown): Promise<void> {
+    await this.admission.add(
+      replayedUnadmitted(this.sql, body, (id) => this.unmarked.has(id) || this.admission.has(id)),
+    );
   }
 
   /**

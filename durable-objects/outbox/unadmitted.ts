@@ -9,7 +9,14 @@
  * in the index, so the sweeper classifies them as it did every unclassified message before:
  * admission is idempotent, so one the Transport DO did take is not sent twice.
  *
+ * A retry of such an accept under its Idempotency-Key is answered with the stored response, the
+ * ids of those messages: before that answer, replayedUnadmitted names the ones still to admit, and
+ * the Outbox admits them (the client is told they are accepted, so they must not wait for a scan).
+ *
  * DESCRIPTION
+ *   replayedUnadmitted(sql, body, skip)  the ids of a stored response's JSON (`{id}`, or `{data: [{id}]}`)
+ *       that name a message of this shard open, unclassified, not waiting and not scheduled, but
+ *       for those `skip` holds (admitted and awaiting their outcome, or in an admission run).
  *   UnadmittedScan.sweep(sql, nowMs, ageMs)  reads the next PAGE message rows in key order (from a
  *       cursor kept in memory, wrapping at the end) and puts those older than `ageMs`, open,
  *       unclassified and not waiting in the index of waiting messages; returns their ids. The
@@ -53,4 +60,27 @@ export class UnadmittedScan {
     this.cursor = upper ?? "";
     return ids;
   }
+}
+
+/** The messages of a replayed response still to admit (see the header). */
+export function replayedUnadmitted(sql: SqlStorage, body: unknown, skip: (id: string) => boolean): string[] {
+  type Answer = { id?: unknown; data?: { id?: unknown }[] } | null;
+  let b: Answer;
+  try {
+    b = (typeof body === "string" ? JSON.parse(body) : body) as Answer; // the stored JSON text
+  } catch {
+    return [];
+  }
+  const ids = [b?.id, ...(Array.isArray(b?.data) ? b.data.map((d) => d?.id) : [])].filter(
+    (id): id is string => typeof id === "string" && !skip(id),
+  );
+  return ids.filter(
+    (id) =>
+      sql
+        .exec(
+          "SELECT 1 FROM message WHERE id = ? AND unclassified = 1 AND waiting = 0 AND state = 'open' AND scheduled_at IS NULL",
+          id,
+        )
+        .toArray().length > 0,
+  );
 }

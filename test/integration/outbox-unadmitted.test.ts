@@ -7,6 +7,8 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { insertMessage } from "../../durable-objects/outbox/store";
+import { completeIdempotency } from "../../durable-objects/outbox/schema";
+import { newMessageId, outboxName } from "../../worker/model/ids";
 import { dueForClassify, keepWaiting, markReady } from "../../durable-objects/outbox/classify-state";
 import { PAGE, UNADMITTED_AGE_MS, UnadmittedScan } from "../../durable-objects/outbox/unadmitted";
 import { migrateOutbox } from "../../durable-objects/outbox/schema";
@@ -95,5 +97,28 @@ describe("messages the accept admits: out of the index of waiting messages", () 
       expect(waitingOf(sql, old[0]!)).toBe(1);
       expect(waitingOf(sql, "m-young")).toBe(0);
     });
+  });
+
+  it("a retry under the Idempotency-Key of an accept that stored its message and stopped before admitting it admits it before the answer", async () => {
+    const stub = env.OUTBOX.getByName(outboxName(3));
+    const id = newMessageId(3);
+    const claim = { key: "retry-after-stop", hash: "h" };
+    // What the first try wrote before the Outbox stopped: the message out of the index, the key's answer.
+    await runInDurableObject(stub, (_o, state) => {
+      const sql = state.storage.sql;
+      migrateOutbox(sql);
+      insertMessage(sql, "acme", message(id, Date.now()), Date.now(), true);
+      completeIdempotency(sql, "acme", claim, { status: 200, body: JSON.stringify({ id }) }, Date.now());
+    });
+    const answer = await stub.reserve("acme", claim, "second-try");
+    expect(answer.kind).toBe("replay");
+    // Admitted before the answer: held until its outcome (unmarked.ts), or marked ready.
+    const admitted = await runInDurableObject(stub, (o, state) => {
+      const row = state.storage.sql
+        .exec<{ unclassified: number }>("SELECT unclassified FROM message WHERE id = ?", id)
+        .one();
+      return row.unclassified === 0 || (o as unknown as { unmarked: { has(id: string): boolean } }).unmarked.has(id);
+    });
+    expect(admitted).toBe(true);
   });
 });
