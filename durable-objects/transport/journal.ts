@@ -218,6 +218,11 @@ export class Journal<R extends ResolvedRecipient> {
     this.journalChars += cmd.length;
   }
 
+  /** Whether every command buffered since the last flush is a delivery report (and there is one). */
+  onlyReports(): boolean {
+    return this.buffered.length > 0 && this.buffered.every((c) => c.kind === "report");
+  }
+
   /** The hand-off of these entries returned (or, after a start, a consumer asked about their jobs): noted in the next row written (see the header). */
   handedOver(entryIds: readonly number[]): void {
     for (const id of entryIds) if (this.outstanding.delete(id)) this.marks.ok.push(id);

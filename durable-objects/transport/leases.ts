@@ -15,7 +15,7 @@
  *   cover(until)      moves the stored horizon past `until` (to until + slack) when it is not
  *                     already there: one row write per `slack` seconds of dispatching at most.
  *   take(entryId)     ends a lease (the entry is reported); its core message id, or null.
- *   has(entryId)      whether the entry is leased.
+ *   has(entryId)      whether the entry is leased; size: how many are.
  *   expired(now)      entries whose lease ran out (at most 500, oldest first).
  *   nextUntil()       the earliest lease deadline, or null.
  *   unconfirmed(nowMs, ageMs)  entries given, restored or last confirmed at least `ageMs` ago
@@ -174,6 +174,11 @@ export class Leases {
 
   has(entryId: number): boolean {
     return this.byEntry.has(entryId);
+  }
+
+  /** Entries leased now. */
+  get size(): number {
+    return this.byEntry.size;
   }
 
   expired(now: number): number[] {

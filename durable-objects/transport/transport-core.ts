@@ -166,8 +166,11 @@ export abstract class TransportCore extends DurableObject<Env> {
     for (const entryId of entryIds) this.reportCore(entryId, { status: "crash" }, []);
   }
 
-  /** In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the alarm. */
-  protected async pump(agent?: string): Promise<DeliverJob[]> {
+  /**
+   * In auto mode: dispatches everything selectable (`agent`'s jobs are returned); then re-arms the
+   * alarm. `ended`: the call only brought reports that each ended their message (see arm).
+   */
+  protected async pump(agent?: string, ended = false): Promise<DeliverJob[]> {
     const inline: DeliverJob[] = [];
     if (!this.incomingEmpty)
       this.incomingEmpty = drainIncoming(
@@ -203,7 +206,7 @@ export abstract class TransportCore extends DurableObject<Env> {
         }
       }
     }
-    await this.arm();
+    await this.arm(ended);
     return inline;
   }
 
@@ -221,9 +224,18 @@ export abstract class TransportCore extends DurableObject<Env> {
     return res;
   }
 
-  /** Arms the alarm at the earliest core wake-up, lease deadline or retry (wakeup.ts nextAlarmAt). */
-  protected async arm(): Promise<void> {
-    this.journal.flush(this.qmgr);
+  /**
+   * Arms the alarm at the earliest core wake-up, lease deadline or retry (wakeup.ts nextAlarmAt),
+   * after writing what the call changed. A call whose reports each ended their message (`ended`:
+   * every recipient final), while other entries are still leased, writes nothing more: the
+   * Outbox holds each outcome already (the agent records it there first), such a report writes no
+   * row of its own (no retry, no final-recipient note), and the next row written carries it (the
+   * report of the last entry in flight at the latest, or the alarm that crashes a lost one). A stop
+   * before then loses only these reports: their entries come back in flight, are crashed at their
+   * lease, and the retry finds every recipient final in the Outbox, so nothing is sent twice.
+   */
+  protected async arm(ended = false): Promise<void> {
+    if (!(ended && this.leases.size > 0 && this.journal.onlyReports())) this.journal.flush(this.qmgr);
     const at = nextAlarmAt(
       this.qmgr,
       this.journal,

@@ -100,8 +100,15 @@ export class TransportQueue extends TransportCore {
 
   /** reportMany for DeliveryAgent `agent`: the entries the pump then gives it come back here, not in a call of their own. */
   async reportAndTake(reports: EntryReport[], agent?: string): Promise<TakeAnswer> {
+    const messages = reports.map((r) => this.qmgr.busy.get(r.entryId)?.peer.job.message.id ?? null);
     const answers = reports.map((r) => this.reportCore(r.entryId, r.report, r.finalIdx));
-    return { answers, jobs: await this.pump(agent) };
+    // Each report ended its message (every recipient final in the Outbox): its write may wait (arm).
+    const ended = answers.every(
+      (a, i) =>
+        reports[i]!.report.status === "ok" &&
+        a.effects.some((x) => x.kind === "message-done" && x.messageId === messages[i]),
+    );
+    return { answers, jobs: await this.pump(agent, ended) };
   }
 
   /** The entry ids among `entryIds` that are still leased (dispatched and not yet reported). */

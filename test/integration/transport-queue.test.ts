@@ -50,6 +50,14 @@ function endedAgo(stub: DurableObjectStub<TransportQueue>, sec: number): Promise
   });
 }
 
+/** Writes what the object holds only in memory: reports that ended their message while other entries were in flight (TransportCore.arm). */
+function written(stub: DurableObjectStub<TransportQueue>): Promise<void> {
+  return runInDurableObject(stub, (instance) => {
+    const t = instance as unknown as { journal: { flush(q: unknown): void }; qmgr: unknown };
+    t.journal.flush(t.qmgr);
+  });
+}
+
 describe("TransportQueue Durable Object (shell over the core)", () => {
   it("admits, dispatches and completes through RPC, persisting the core state in its SQLite", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("smtp-basic");
@@ -173,6 +181,7 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
       });
     const sent = await stub.dispatch(30);
     for (const e of sent.entries.slice(0, 9)) await stub.report(e.entryId, { status: "ok" });
+    await written(stub); // reports that ended their message wait for the next row (transport-rows.test.ts)
     const rows = await runInDurableObject(
       stub,
       (_i, state) =>
@@ -342,6 +351,7 @@ describe("TransportQueue Durable Object (shell over the core)", () => {
     const { entries } = await stub.dispatch(10);
     const r0 = entries.filter((e) => e.messageId === "r0");
     for (const e of r0) await stub.report(e.entryId, { status: "ok" });
+    await written(stub); // r0's last report waited for the next row, r1 being in flight
     expect(await count(stub, "rcpt")).toBe(60);
     await expect(runInDurableObject(stub, (_i, state) => state.abort("evict for test"))).rejects.toThrow(
       "evict for test",

@@ -141,6 +141,42 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(await runInDurableObject(stub, (i) => (i as unknown as Probe).done.waiting.size)).toBe(0);
   });
 
+  it("a report that ends its message while other entries are in flight writes no row; a deferral does, and so does the last report", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("lazy-report");
+    await tiny(stub);
+    for (const id of ["r1", "r2", "r3"]) await stub.admit({ id, createTime: 1, rcpts: rcpts(1, `${id}.example`) });
+    const entries = (await stub.dispatch(10)).entries;
+    const entry = (id: string) => entries.find((e) => e.messageId === id)!.entryId;
+    const snapshot = () =>
+      runInDurableObject(stub, (_i, state) =>
+        state.storage.sql.exec<{ data: string | null }>("SELECT data FROM snapshot_meta").one(),
+      );
+    const dispatched = await snapshot();
+    await stub.report(entry("r1"), { status: "ok" }, [0]);
+    expect(await snapshot()).toEqual(dispatched);
+    await stub.report(entry("r2"), { status: "defer" });
+    const deferred = await snapshot();
+    expect(deferred).not.toEqual(dispatched);
+    expect(deferred.data).not.toContain('"r1"'); // the waiting report went with it
+    await stub.report(entry("r3"), { status: "ok" }, [0]);
+    expect((await snapshot()).data).not.toContain('"r3"');
+  });
+
+  it("a stop before that row loses only the report: its entry comes back in flight, leased, and is not dispatched again", async () => {
+    let stub = env.TRANSPORT_QUEUE.getByName("lazy-report-stop");
+    await tiny(stub);
+    for (const id of ["s1", "s2"]) await stub.admit({ id, createTime: 1, rcpts: rcpts(1, `${id}.example`) });
+    const entries = (await stub.dispatch(10)).entries;
+    await stub.report(entries.find((e) => e.messageId === "s1")!.entryId, { status: "ok" }, [0]);
+    stub = await evict("lazy-report-stop");
+    await tiny(stub);
+    const leased = await runInDurableObject(stub, (i) =>
+      (i as unknown as { leases: { list(): { coreId: string }[] } }).leases.list().map((l) => l.coreId),
+    );
+    expect(leased.sort()).toEqual(["s1", "s2"]);
+    expect((await stub.dispatch(10)).entries).toEqual([]);
+  });
+
   it("empties an idle ring of many rows for two rows written: the table dropped and made again, not each row deleted", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("ring-empty"); // the ring is used here (tiny 0)
     for (let i = 0; i < 20; i++) await stub.admit({ id: `e${i}`, createTime: 1, rcpts: rcpts(1, "e.example") });
