@@ -216,13 +216,18 @@ export class AdmissionBatch {
     return this.waiters.has(id);
   }
 
+  /** Resolves once the runs that take `ids` have ended: only for messages has() holds, or that add() takes. */
+  whenDone(ids: readonly string[]): Promise<unknown> {
+    return Promise.all(
+      ids.map((id) => new Promise<void>((r) => this.waiters.set(id, [...(this.waiters.get(id) ?? []), r]))),
+    );
+  }
+
   /** Adds accepted messages and returns once the run that takes them has ended (see the header). */
   async add(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     if (this.gapMs === 0) return this.serially([...ids]);
-    const done = Promise.all(
-      ids.map((id) => new Promise<void>((r) => this.waiters.set(id, [...(this.waiters.get(id) ?? []), r]))),
-    );
+    const done = this.whenDone(ids);
     for (const id of ids) this.pending.add(id);
     const wait = ids.length >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now());
     // Idle (no run in flight, none started within the gap): at once, no timer.

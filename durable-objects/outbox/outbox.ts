@@ -53,7 +53,7 @@ import { applyOutcomes, readEnvelope } from "./outcomes";
 import { recordAfterDelivery, type AfterDelivery } from "./after-delivery";
 import { readMessage, readView } from "./store";
 import { cancelMessage, rescheduleMessage } from "./scheduled";
-import { replayedUnadmitted } from "./unadmitted";
+import { replayedUnadmitted, unadmittedAmong } from "./unadmitted";
 import { deleteEvents, readEvents } from "./events";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
@@ -130,14 +130,26 @@ export class Outbox extends DurableObject<Env> {
     // Decided at accept: admitted with the next batch, or (none left open) finished now and indexed through the queue.
     const decided = req.messages.filter((m) => m.decisions !== undefined && m.scheduledAt === null).map((m) => m.id);
     const finished = decided.filter((id) => readMessage(this.sql, id)?.state === "done");
-    await this.admission.add(decided.filter((id) => !finished.includes(id)));
+    // Admitted with the next run; the worker waits for it with admitted(), out of its accept slot.
+    const admitting = decided.filter((id) => !finished.includes(id));
+    this.admission.add(admitting).catch(() => undefined); // a failed run is logged, its messages kept waiting
     await afterChange(this.ctx.storage, this.env, now, finished, finished);
     const sec = Math.floor(now / 1000);
     this.flow.arrive(
       req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0),
       sec,
     ); // scheduled mail is not due
-    return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0 };
+    return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0, admitting };
+  }
+
+  /**
+   * Returns once the admission of these accepted messages has ended (the accept's answer waits for
+   * it); admits those an Outbox restart since their accept left unadmitted (unadmitted.ts).
+   */
+  async admitted(ids: string[]): Promise<void> {
+    const inRun = ids.filter((id) => this.admission.has(id));
+    const lost = unadmittedAmong(this.sql, ids, (id) => this.unmarked.has(id) || this.admission.has(id));
+    await Promise.all([this.admission.whenDone(inRun), this.admission.add(lost)]);
   }
 
   /** Admits the messages of a replayed accept that its first try stored and did not admit (unadmitted.ts). */

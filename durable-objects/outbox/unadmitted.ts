@@ -15,8 +15,10 @@
  *
  * DESCRIPTION
  *   replayedUnadmitted(sql, body, skip)  the ids of a stored response's JSON (`{id}`, or `{data: [{id}]}`)
- *       that name a message of this shard open, unclassified, not waiting and not scheduled, but
- *       for those `skip` holds (admitted and awaiting their outcome, or in an admission run).
+ *       that unadmittedAmong keeps.
+ *   unadmittedAmong(sql, ids, skip)  those naming a message of this shard open, unclassified, not
+ *       waiting and not scheduled, but for those `skip` holds (admitted and awaiting their
+ *       outcome, or in an admission run).
  *   UnadmittedScan.sweep(sql, nowMs, ageMs)  reads the next PAGE message rows in key order (from a
  *       cursor kept in memory, wrapping at the end) and puts those older than `ageMs`, open,
  *       unclassified and not waiting in the index of waiting messages; returns their ids. The
@@ -71,11 +73,19 @@ export function replayedUnadmitted(sql: SqlStorage, body: unknown, skip: (id: st
   } catch {
     return [];
   }
-  const ids = [b?.id, ...(Array.isArray(b?.data) ? b.data.map((d) => d?.id) : [])].filter(
-    (id): id is string => typeof id === "string" && !skip(id),
+  const ids = [b?.id, ...(Array.isArray(b?.data) ? b.data.map((d) => d?.id) : [])];
+  return unadmittedAmong(
+    sql,
+    ids.filter((id): id is string => typeof id === "string"),
+    skip,
   );
+}
+
+/** Those of `ids` (but for those `skip` holds) stored open, unclassified, not waiting and not scheduled. */
+export function unadmittedAmong(sql: SqlStorage, ids: readonly string[], skip: (id: string) => boolean): string[] {
   return ids.filter(
     (id) =>
+      !skip(id) &&
       sql
         .exec(
           "SELECT 1 FROM message WHERE id = ? AND unclassified = 1 AND waiting = 0 AND state = 'open' AND scheduled_at IS NULL",

@@ -9,44 +9,8 @@ import { readmitMessage, recordLateBounce } from "../../durable-objects/outbox/c
 import { insertMessage, readView } from "../../durable-objects/outbox/store";
 import { markReady } from "../../durable-objects/outbox/classify-state";
 import { migrateOutbox } from "../../durable-objects/outbox/schema";
-import type { ClassifyResult, NewMessage } from "../../worker/model/message";
 
-const T0 = 1_780_000_000_000;
-
-function message(id: string, to: string[], decided = true): NewMessage {
-  return {
-    id,
-    createdAt: T0,
-    scheduledAt: null,
-    mailFrom: "bounce@acme.test",
-    rcptTo: to,
-    size: 100,
-    summary: {
-      from: "a@acme.test",
-      to,
-      cc: null,
-      bcc: null,
-      reply_to: null,
-      subject: "s",
-      html: null,
-      text: "t",
-      tags: null,
-      message_id: `<${id}@acme.test>`,
-    },
-    body: "Subject: s\r\n\r\nt\r\n",
-    ...(decided
-      ? {
-          decisions: to.map((address, idx): ClassifyResult => ({
-            idx,
-            address,
-            status: "ready",
-            transport: "smtp",
-            nexthop: "mx.example",
-          })),
-        }
-      : {}),
-  };
-}
+import { T0, message } from "./outbox-messages";
 
 /** Runs `f` in a fresh Outbox with an SqlStorage that adds up the rows each step writes. */
 function inOutbox<T>(name: string, f: (sql: SqlStorage, rows: () => number) => T): Promise<T> {

@@ -12,33 +12,10 @@ import { newMessageId, outboxName } from "../../worker/model/ids";
 import { dueForClassify, keepWaiting, markReady } from "../../durable-objects/outbox/classify-state";
 import { PAGE, UNADMITTED_AGE_MS, UnadmittedScan } from "../../durable-objects/outbox/unadmitted";
 import { migrateOutbox } from "../../durable-objects/outbox/schema";
-import type { NewMessage } from "../../worker/model/message";
+import { T0, message } from "./outbox-messages";
 
-const T0 = 1_780_000_000_000;
-
-function message(id: string, createdAt = T0): NewMessage {
-  return {
-    id,
-    createdAt,
-    scheduledAt: null,
-    mailFrom: "bounce@acme.test",
-    rcptTo: [`${id}@example.com`],
-    size: 10,
-    summary: {
-      from: "a@acme.test",
-      to: [`${id}@example.com`],
-      cc: null,
-      bcc: null,
-      reply_to: null,
-      subject: "s",
-      html: null,
-      text: "t",
-      tags: null,
-    },
-    body: "t",
-    decisions: [{ idx: 0, status: "ready", address: `${id}@example.com`, transport: "smtp", nexthop: "example.com" }],
-  } as NewMessage;
-}
+/** A one-recipient message decided at accept. */
+const one = (id: string, createdAt = T0) => message(id, [`${id}@example.com`], true, createdAt);
 
 const waitingOf = (sql: SqlStorage, id: string) =>
   sql.exec<{ waiting: number }>("SELECT waiting FROM message WHERE id = ?", id).one().waiting;
@@ -48,8 +25,8 @@ describe("messages the accept admits: out of the index of waiting messages", () 
     await runInDurableObject(env.OUTBOX.getByName("unadmitted-1"), (_o, state) => {
       const sql = state.storage.sql;
       migrateOutbox(sql);
-      insertMessage(sql, "acme", message("m-admitting"), T0, true);
-      insertMessage(sql, "acme", message("m-classified-later"), T0);
+      insertMessage(sql, "acme", one("m-admitting"), T0, true);
+      insertMessage(sql, "acme", one("m-classified-later"), T0);
       expect([waitingOf(sql, "m-admitting"), waitingOf(sql, "m-classified-later")]).toEqual([0, 1]);
       expect(dueForClassify(sql, T0 + 60_000, 30_000, 10)).toEqual(["m-classified-later"]);
       keepWaiting(sql, ["m-admitting"]);
@@ -64,10 +41,10 @@ describe("messages the accept admits: out of the index of waiting messages", () 
       migrateOutbox(sql);
       const now = T0 + 2 * UNADMITTED_AGE_MS;
       const old = Array.from({ length: 2 * PAGE + 500 }, (_, i) => `m-${String(i).padStart(5, "0")}`);
-      for (const id of old) insertMessage(sql, "acme", message(id), T0, true);
+      for (const id of old) insertMessage(sql, "acme", one(id), T0, true);
       // Admitted and marked by its outcome's write; and one stored a minute ago (its accept may still run).
       markReady(sql, old[7]!, [0], T0 + 10);
-      insertMessage(sql, "acme", message("m-young", now - 60_000), now - 60_000, true);
+      insertMessage(sql, "acme", one("m-young", now - 60_000), now - 60_000, true);
       const scan = new UnadmittedScan();
       const found: string[][] = [];
       const reads: number[] = [];
@@ -107,7 +84,7 @@ describe("messages the accept admits: out of the index of waiting messages", () 
     await runInDurableObject(stub, (_o, state) => {
       const sql = state.storage.sql;
       migrateOutbox(sql);
-      insertMessage(sql, "acme", message(id, Date.now()), Date.now(), true);
+      insertMessage(sql, "acme", one(id, Date.now()), Date.now(), true);
       completeIdempotency(sql, "acme", claim, { status: 200, body: JSON.stringify({ id }) }, Date.now());
     });
     const answer = await stub.reserve("acme", claim, "second-try");
@@ -120,5 +97,23 @@ describe("messages the accept admits: out of the index of waiting messages", () 
       return row.unclassified === 0 || (o as unknown as { unmarked: { has(id: string): boolean } }).unmarked.has(id);
     });
     expect(admitted).toBe(true);
+  });
+
+  it("admitted(), which the accept's answer waits for, admits what an Outbox restart since the accept left unadmitted", async () => {
+    const stub = env.OUTBOX.getByName(outboxName(4));
+    const id = newMessageId(4);
+    await runInDurableObject(stub, (_o, state) => {
+      migrateOutbox(state.storage.sql);
+      insertMessage(state.storage.sql, "acme", one(id, Date.now()), Date.now(), true);
+    });
+    await stub.admitted([id]);
+    const admitted = await runInDurableObject(
+      stub,
+      (o, state) =>
+        state.storage.sql.exec<{ u: number }>("SELECT unclassified AS u FROM message WHERE id = ?", id).one().u === 0 ||
+        (o as unknown as { unmarked: { has(id: string): boolean } }).unmarked.has(id),
+    );
+    expect(admitted).toBe(true);
+    await stub.admitted([id]); // again: nothing left to admit, answered at once
   });
 });

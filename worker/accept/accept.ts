@@ -51,6 +51,8 @@ export interface AcceptInput {
   idempotency: Idempotency | null;
   prepared: PreparedMessage[];
   response: StoredResponse;
+  /** Gives the accept slot back (the accept gate's leaveGate), once the messages are stored. */
+  leaveGate?: (() => void) | undefined;
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -104,6 +106,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
   const idem = input.idempotency;
   let undecided: NewMessage[] = input.prepared.map((p) => p.record);
   let pauseMs = 0;
+  let admitting: string[] = [];
   if (idem) {
     const seen = await outbox.reserve(input.tenant, idem.claim, idem.token);
     if (seen.kind !== "fresh") return resolveSeen(seen);
@@ -144,6 +147,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
       );
     if (res.kind !== "accepted") return resolveSeen(res);
     pauseMs = res.pauseMs ?? 0;
+    admitting = res.admitting ?? [];
   } catch (e) {
     if (idem) await outbox.release(input.tenant, idem.claim.key, idem.token).catch(() => undefined);
     throw e;
@@ -152,6 +156,10 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
   // Postfix's in_flow_delay: while mail arrives faster than it is delivered, the answer (the
   // message already safe) waits, so that a sender at full speed leaves the CPU to delivery.
   if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+  // The answer waits for the messages' admission (the Transport DO then holds them: their Outbox
+  // rows need no entry in the sweeper's index), out of the accept slot: waiting costs the isolate nothing.
+  input.leaveGate?.();
+  if (admitting.length > 0) await outbox.admitted(admitting);
   return input.response;
 }
 

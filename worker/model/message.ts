@@ -255,7 +255,13 @@ export type ClassifyJob =
 
 /** Result of accept: stored, or what the idempotency key said instead. */
 export type AcceptResult =
-  { kind: "accepted"; pauseMs?: number } | { kind: "stale" } | Exclude<IdempotencyResult, { kind: "fresh" }>;
+  | {
+      kind: "accepted";
+      pauseMs?: number;
+      /** Messages whose admission the answer waits for (Outbox.admitted). */ admitting?: string[];
+    }
+  | { kind: "stale" }
+  | Exclude<IdempotencyResult, { kind: "fresh" }>;
 
 /** Result of hold, release, requeue and operator cancel. */
 export interface ControlResult {

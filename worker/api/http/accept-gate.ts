@@ -117,10 +117,16 @@ export function acceptGate(): MiddlewareHandler<AppEnv> {
         { "Retry-After": "1" },
       );
     }
+    let held = true;
+    const leave = () => {
+      if (held) release();
+      held = false;
+    };
+    c.set("leaveGate", leave);
     try {
       await next();
     } finally {
-      release();
+      leave();
     }
   };
 }

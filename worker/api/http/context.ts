@@ -2,7 +2,13 @@
 import type { KeyAccess } from "../../db/domains";
 
 /** Per-request variables. */
-export type Vars = { requestId: string; tenant: string; key: KeyAccess };
+export type Vars = {
+  requestId: string;
+  tenant: string;
+  key: KeyAccess;
+  /** Gives the request's accept slot back before it ends (accept-gate.ts; at most once). */
+  leaveGate?: () => void;
+};
 
 /** The Hono environment of every route. */
 export type AppEnv = { Bindings: Env; Variables: Vars };

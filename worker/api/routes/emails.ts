@@ -136,6 +136,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     });
     const res = await storeAndQueue(c.env, {
       tenant,
+      leaveGate: c.get("leaveGate"),
       shard,
       idempotency: idem,
       prepared: [prepared],
@@ -168,6 +169,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     if (ok.length === 0) return c.json(body, 200);
     const res = await storeAndQueue(c.env, {
       tenant,
+      leaveGate: c.get("leaveGate"),
       shard,
       idempotency: idem,
       prepared: ok,

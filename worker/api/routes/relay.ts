@@ -55,6 +55,7 @@ export function relayRoutes() {
     });
     const res = await storeAndQueue(c.env, {
       tenant,
+      leaveGate: c.get("leaveGate"),
       shard,
       idempotency: idem,
       prepared: [prepared],
