@@ -69,7 +69,7 @@ export const RING = 16384;
 export const SMALL_SNAPSHOT_CHARS = 1_000_000;
 
 /** A core whose snapshot is at most this size is snapshotted at every flush instead of journaled, by default. */
-export const TINY_SNAPSHOT_CHARS = 16_384;
+export const TINY_SNAPSHOT_CHARS = 65_536;
 
 /** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */
 type Row = Command[] | { c: Command[]; s?: number[]; ok?: number[] };

@@ -10,7 +10,7 @@ import { eventually } from "./helpers";
 type Stub = DurableObjectStub<TransportQueue>;
 type Probe = { journal: { tinyChars: number }; done: { waiting: Map<string, number> } };
 
-function tiny(stub: Stub, chars = 16_384): Promise<void> {
+function tiny(stub: Stub, chars = 65_536): Promise<void> {
   return runInDurableObject(stub, (instance, state) => {
     (instance as unknown as Probe).journal.tinyChars = chars;
     admissionsOf(state.storage.sql).enabled = chars > 0;

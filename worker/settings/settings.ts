@@ -125,9 +125,9 @@ export const SETTINGS = {
   ),
   tinySnapshotChars: knob(
     "TRANSPORT_TINY_SNAPSHOT_CHARS",
-    "16384",
+    "65536",
     "a Transport DO whose snapshot is at most this many characters writes a snapshot at every flush instead of a journal row (0: always journal)",
-    nonNegative(16384),
+    nonNegative(65536),
   ),
   smarthost: knob(
     "SMARTHOST",
