@@ -226,7 +226,16 @@ export class AdmissionBatch {
   /** Adds accepted messages and returns once the run that takes them has ended (see the header). */
   async add(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    if (this.gapMs === 0) return this.serially([...ids]);
+    if (this.gapMs === 0) {
+      // Each accept's own run, before it returns; has() holds until it ends, as for a coalesced run.
+      void this.whenDone(ids);
+      const run = this.serially([...ids]);
+      run.then(
+        () => this.settle(ids),
+        () => this.settle(ids),
+      );
+      return run;
+    }
     const done = this.whenDone(ids);
     for (const id of ids) this.pending.add(id);
     const wait = ids.length >= ADMIT_AT_ONCE ? 0 : Math.max(0, this.lastStart + this.gapMs - this.now());
@@ -234,6 +243,14 @@ export class AdmissionBatch {
     if (wait === 0 && !this.busy) void this.flush();
     else this.arm(wait);
     await done;
+  }
+
+  /** The run that took `ids` ended: their waiters go on. */
+  private settle(ids: readonly string[]): void {
+    for (const id of ids) {
+      for (const r of this.waiters.get(id) ?? []) r();
+      this.waiters.delete(id);
+    }
   }
 
   /** Runs a flush `ms` from now, unless one is due sooner. */
@@ -274,10 +291,7 @@ export class AdmissionBatch {
       );
     } finally {
       this.busy = false;
-      for (const id of ids) {
-        for (const r of this.waiters.get(id) ?? []) r();
-        this.waiters.delete(id);
-      }
+      this.settle(ids);
     }
     // What arrived during the run (or a full run left behind) goes one gap after this run began.
     if (this.pending.size > 0)

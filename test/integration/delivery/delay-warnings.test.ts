@@ -8,6 +8,7 @@
  * backlog as they are when the core warns; the core's decision to warn (retry-policy.ts) has unit
  * tests of its own, so the effects are written here, one per message.
  */
+import { admissionsOf } from "../../../durable-objects/transport/admissions";
 import { env, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Effect } from "../../../durable-objects/core";
@@ -74,12 +75,15 @@ describe("delay warnings", () => {
     } as unknown as Env;
     await runInDurableObject(env.TRANSPORT_QUEUE.getByName("warnq"), async (_obj, state) => {
       const sql = state.storage.sql;
-      // Each message's attempt as the core names it (`<id>` or `<id>#<n>`).
+      // Each message's attempt as the core names it (`<id>` or `<id>#<n>`): its record is kept with a
+      // tiny core's snapshot (admissions.ts), else in an admission row.
       const effects: Effect[] = ids.map((id) => ({
         kind: "message-deferred",
-        messageId: sql
-          .exec<{ core_id: string }>("SELECT core_id FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$'", id)
-          .one().core_id,
+        messageId:
+          admissionsOf(sql).byMessage(id)?.coreId ??
+          sql
+            .exec<{ core_id: string }>("SELECT core_id FROM admission WHERE core_id >= ?1 AND core_id < ?1 || '$'", id)
+            .one().core_id,
         nextAttemptAt: Math.floor(Date.now() / 1000) + 60,
         warn: true,
         warnTime: -1,
