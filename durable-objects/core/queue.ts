@@ -61,24 +61,41 @@ export function updateReady(queue: Queue): void {
   }
 }
 
-/** Finds or creates a queue; reuses a remembered idle queue (spec §12.4). */
-export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedRecipient, now: number): Queue {
-  const found = t.queues.get(name);
-  if (found) {
-    if (found.idleSince >= 0) {
-      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0)
-        Object.assign(found, createWindowState(windowParamsOf(found)));
-      idleUnlink(q, found);
-    }
-    return found;
-  }
-  const queue: Queue = {
+/**
+ * The fields every new queue starts with at the same value (newQueue): a snapshot leaves out each
+ * field still at it, and restore puts it back (snapshot.ts). Not the window: a new queue's
+ * depends on the configuration, which may change between a snapshot and its restore.
+ */
+export const QUEUE_DEFAULTS = {
+  success: 0,
+  failure: 0,
+  failCohorts: 0,
+  todoCount: 0,
+  busyCount: 0,
+  dsn: null,
+  timerAt: 0,
+  blockerTag: 0,
+  lastDone: 0,
+  idleSince: -1,
+  egress: null,
+  site: null,
+} as const satisfies Partial<Queue>;
+
+/** A new queue object (not linked into its transport). Its fields' order is every queue's, a restored one's too. */
+export function newQueue(
+  t: Transport,
+  name: string,
+  nexthop: string,
+  egress: string | null,
+  site: string | null,
+): Queue {
+  return {
     window: t.p.initialConcurrency,
     success: 0,
     failure: 0,
     failCohorts: 0,
     name,
-    nexthop: r.nexthop,
+    nexthop,
     transport: t,
     todoCount: 0,
     busyCount: 0,
@@ -90,9 +107,23 @@ export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedReci
     idleSince: -1,
     idlePrev: null,
     idleNext: null,
-    egress: r.egress ?? null,
-    site: r.site ?? null,
+    egress,
+    site,
   };
+}
+
+/** Finds or creates a queue; reuses a remembered idle queue (spec §12.4). */
+export function obtainQueue(q: Qmgr, t: Transport, name: string, r: ResolvedRecipient, now: number): Queue {
+  const found = t.queues.get(name);
+  if (found) {
+    if (found.idleSince >= 0) {
+      if (now - found.idleSince >= q.cfg.global.destinationIdleMemory && found.window > 0)
+        Object.assign(found, createWindowState(windowParamsOf(found)));
+      idleUnlink(q, found);
+    }
+    return found;
+  }
+  const queue = newQueue(t, name, r.nexthop, r.egress ?? null, r.site ?? null);
   t.queues.set(name, queue);
   q.queueCount += 1;
   return queue;

@@ -17,7 +17,7 @@ import { obtainTransport } from "./assign";
 import type { SchedulerConfig } from "./config";
 import { invariant } from "./errors";
 import type { Entry, Job, PolicyCounter, Qmgr, RecipientSource, ResolvedRecipient } from "./model";
-import { NO_CHARGES, findPeer, updateReady } from "./queue";
+import { NO_CHARGES, findPeer, newQueue, updateReady } from "./queue";
 import { structuredCloneRule, type EntrySnap, type PeerSnap, type QmgrSnapshot, type TransportSnap } from "./snapshot";
 
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */
@@ -90,7 +90,9 @@ function restoreTransport<R extends ResolvedRecipient>(
     candCacheTime: ts.candCacheTime,
   });
   for (const qs of ts.queues) {
-    t.queues.set(qs.name, { ...qs, transport: t, readyShare: 0, idlePrev: null, idleNext: null });
+    // A new queue's fields, in their order, overwritten by the snapshot's (which leaves out those
+    // at their defaults, and the nexthop when it is the name); fields a queue gained later follow.
+    t.queues.set(qs.name, Object.assign(newQueue(t, qs.name, qs.name, null, null), qs));
     q.queueCount += 1;
   }
   for (const js of ts.jobs) {

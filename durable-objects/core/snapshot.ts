@@ -18,10 +18,16 @@
  *   this code does not read.
  */
 import type { Entry, Job, Message, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
+import { QUEUE_DEFAULTS } from "./queue";
 
 type MessageSnap = Omit<Message, "jobs"> & { jobs: string[] };
 
-type QueueSnap = Omit<Queue, "transport" | "readyShare" | "idlePrev" | "idleNext">;
+/** A queue without its links; the fields at QUEUE_DEFAULTS, and `nexthop` when it is the name, may be left out. */
+type QueueSnap = Omit<
+  Queue,
+  "transport" | "readyShare" | "idlePrev" | "idleNext" | keyof typeof QUEUE_DEFAULTS | "nexthop"
+> &
+  Partial<Pick<Queue, keyof typeof QUEUE_DEFAULTS | "nexthop">>;
 
 export interface PeerSnap {
   queue: string;
@@ -122,18 +128,25 @@ function snapEntry<R extends ResolvedRecipient>(e: Entry): EntrySnap<R> {
   };
 }
 
+const DEFAULT_OF = QUEUE_DEFAULTS as Readonly<Record<string, unknown>>;
+
 /**
  * A queue's state: every own field but its four links (transport, readyShare, idlePrev,
- * idleNext), copied in a loop. A rest copy (`{ transport, ...rest } = queue`) did the same at
- * five times the cost, and a tiny core is snapshotted at every flush (transport/journal.ts). The
- * loop keeps a field added to Queue later without a change here.
+ * idleNext) and those at their QUEUE_DEFAULTS (queue.ts; `nexthop` when it is the name), copied
+ * in a loop. A rest copy (`{ transport, ...rest } = queue`) cost five times as much, and a tiny
+ * core is snapshotted at every flush (transport/journal.ts); the core remembers an idle
+ * destination for destination_idle_memory, so with mail to many domains most of a snapshot is
+ * idle queues, and their defaults were most of each. The loop keeps a field added to Queue later
+ * without a change here.
  */
 function snapQueue(queue: Queue): QueueSnap {
   const from = queue as unknown as Record<string, unknown>;
   const s: Record<string, unknown> = {};
   for (const k in from) {
     if (k === "transport" || k === "readyShare" || k === "idlePrev" || k === "idleNext") continue;
-    s[k] = from[k];
+    const v = from[k];
+    if (k in DEFAULT_OF ? v === DEFAULT_OF[k] : k === "nexthop" && v === queue.name) continue;
+    s[k] = v;
   }
   return s as unknown as QueueSnap;
 }
