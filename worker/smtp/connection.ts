@@ -202,7 +202,15 @@ export class SmtpConnection {
   ): Promise<SessionEvent> {
     let body: ReadableStreamDefaultReader<Uint8Array>;
     try {
-      body = (await open()).getReader();
+      // Raced as every other wait is: a body that never opened (an R2 read that hangs) would hold
+      // the server's session after its 354, and the entry in its agent until its lease ran out.
+      const opening = Promise.resolve(open());
+      const opened = await this.timer.race(opening, ms);
+      if (opened === TIMED_OUT) {
+        void opening.then((s) => s.cancel()).catch(() => undefined);
+        return { kind: "failed", failure: createLocalFailure("timed out opening the message body") };
+      }
+      body = opened.getReader();
     } catch (e) {
       return { kind: "failed", failure: createLocalFailure(`cannot read message body: ${describeError(e)}`) };
     }

@@ -189,6 +189,20 @@ describe("socket adapter", () => {
     expect(outcome.siteFailure).toBeNull();
   });
 
+  it("defers when the body never opens (an R2 read that hangs), within the data timeout", async () => {
+    const port = await startRawServer(basicServer, "220 hi\r\n");
+    const started = Date.now();
+    const outcome = await deliver(port, { openBody: () => new Promise<ReadableStream<Uint8Array>>(() => undefined) });
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(outcome.transactions[0]?.recipients[0]).toMatchObject({
+      status: "deferred",
+      enhanced: "4.3.0",
+      source: "local",
+    });
+    expect(outcome.transactions[0]?.recipients[0]?.text).toContain("timed out opening the message body");
+    expect(outcome.siteFailure).toBeNull();
+  });
+
   it("does not wait for a close() that never settles", async () => {
     const port = await startRawServer(basicServer, "220 hi\r\n");
     const node = createNodeConnect();
