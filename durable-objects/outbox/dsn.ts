@@ -23,6 +23,8 @@
  *   the transaction leaves an orphan body (the sweeper deletes it) and the row, which is sent
  *   again: at least once, and never for a null-sender message. A notice that cannot be composed
  *   (a sender no 7-bit message can reach) is logged and dropped, so it never blocks the others.
+ *   An object whose table was found empty remembers it (NONE_PENDING) until it plans a notice, so
+ *   the follow-up of every change (after-change.ts) does not read the table to find nothing.
  */
 import { composeDsn, shouldBounce, type DsnRecipient } from "../../worker/mail/dsn";
 import { bodyKey, newMessageId, shardOf } from "../../worker/model/ids";
@@ -32,6 +34,9 @@ import type { OutcomeReport } from "../../worker/model/message";
 
 /** Largest header block quoted in a notice. */
 const HEADER_BYTES = 64 * 1024;
+
+/** The SQLite of objects whose `dsn_pending` was found empty and got no row since. */
+const NONE_PENDING = new WeakSet<SqlStorage>();
 
 /** Creates the pending-notice table if missing. */
 export function migrateDsn(sql: SqlStorage): void {
@@ -82,13 +87,14 @@ export function planDsn(sql: SqlStorage, id: string, applied: OutcomeReport[], n
       },
     ];
   });
-  if (rcpts.length > 0)
-    sql.exec(
-      "INSERT INTO dsn_pending (message_id, kind, rcpts, created_at) VALUES (?, 'failed', ?, ?)",
-      id,
-      JSON.stringify(rcpts),
-      nowMs,
-    );
+  if (rcpts.length === 0) return;
+  NONE_PENDING.delete(sql);
+  sql.exec(
+    "INSERT INTO dsn_pending (message_id, kind, rcpts, created_at) VALUES (?, 'failed', ?, ?)",
+    id,
+    JSON.stringify(rcpts),
+    nowMs,
+  );
 }
 
 /** Records a `delayed` notice for recipients still being retried. */
@@ -110,6 +116,7 @@ export function planDelayNotice(
     lastAttemptMs: nowMs,
     willRetryUntilMs: retryUntilMs,
   }));
+  NONE_PENDING.delete(sql);
   sql.exec(
     "INSERT INTO dsn_pending (message_id, kind, rcpts, created_at) VALUES (?, 'delayed', ?, ?)",
     id,
@@ -149,9 +156,11 @@ export async function sendPendingDsns(
   nowMs: number,
 ): Promise<string[]> {
   const sql = storage.sql;
+  if (NONE_PENDING.has(sql)) return [];
   const pending = sql
     .exec<Pending>("SELECT seq, message_id, kind, rcpts FROM dsn_pending ORDER BY seq LIMIT 50")
     .toArray();
+  if (pending.length === 0) NONE_PENDING.add(sql);
   const out: string[] = [];
   for (const p of pending) {
     const m = sql

@@ -69,9 +69,17 @@ export function nextLagAt(sql: SqlStorage, lagMs: number): number | null {
   return at === null ? null : at + lagMs;
 }
 
+/**
+ * The SQLite of objects whose shard was found in meta (it never changes), so that an accept does
+ * not read it again. Found, not written: a write inside a transaction that rolls back is undone.
+ */
+const SHARD_KEPT = new WeakSet<SqlStorage>();
+
 /** Remembers which shard this object is (its bodies' key prefix). */
 export function rememberShard(sql: SqlStorage, shard: number): void {
+  if (SHARD_KEPT.has(sql)) return;
   if (getMeta(sql, "shard") === null) setMeta(sql, "shard", String(shard));
+  else SHARD_KEPT.add(sql);
 }
 
 /** Asks the next full run for a listing of this shard's bodies (the cron's wake). */
