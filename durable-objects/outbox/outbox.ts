@@ -1,38 +1,30 @@
 /**
  * Outbox: the queue directory. One Durable Object per shard holds each message's authoritative
  * record (envelope, recipients and their states, idempotency records), like qmail's queue files.
+ * The RPC methods load, call the modules beside this one, and persist.
  *
  * DESCRIPTION
- *   accept            one transactionSync stores every envelope of a request, its recipients
- *                     (`incoming`, decided when the API classified them: then admitted here
- *                     within ADMIT_BATCH_MS, with the shard's other accepts: AdmissionBatch) and
- *                     its idempotency record; the bodies are already in R2. While recipients
- *                     arrive here faster than their outcomes come back (core/flow.ts), the
- *                     answer asks the route to wait IN_FLOW_DELAY_MS (Postfix's in_flow_delay).
+ *   accept / admitted   the accept's write and the admission its answer waits for (intake.ts):
+ *                     one transactionSync per request; the messages decided at accept go to the
+ *                     next AdmissionBatch run; while recipients arrive faster than their outcomes
+ *                     come back, the answer asks the route to wait (Postfix's in_flow_delay).
  *   reserve/release   an Idempotency-Key in flight (409 concurrent_idempotent_requests meanwhile).
  *   view              the message for GET /emails/:id (null for another tenant's message).
- *   beginClassify / classify(Many) / ackEventsMany   the classify consumer's side (see
- *                     worker/classify/consumer.ts): classify records its decisions and admits
- *                     them to the Transport DOs itself (storage/outbox-admit.ts); results only
- *                     ever move `incoming` recipients.
- *   cancel/reschedule scheduled messages that are not yet due.
+ *   beginClassify / classify(Many) / ackEventsMany   the classify consumer's side
+ *                     (worker/classify/consumer.ts; admission in admit.ts).
+ *   cancel/reschedule scheduled messages that are not yet due (scheduled.ts).
  *   envelope(s)       what the delivery stage sends: envelope sender, size, recipients and states.
- *   recordOutcome(s)  the delivery stage's per-recipient reports; when every recipient is final
- *                     the message is done and its body is deleted from R2. With DSN_NOTICES on,
- *                     bounced/expired recipients get a bounce notice (storage/outbox-dsn.ts);
+ *   recordOutcome(s)  the delivery stage's reports (record-outcomes.ts): a message whose every
+ *                     recipient is final is done; with DSN_NOTICES, bounce notices (dsn.ts);
  *                     delayNotices() are the core's delay warnings.
  *   holdMessage / releaseMessage / requeueMessage / cancelRecipients   operators' control
- *                     (postsuper -h/-H/-r/-d), see storage/outbox-operator.ts.
- *   afterDelivery     a complaint (email.complained) or late bounce (email.bounced) of a delivered
- *                     recipient, or what its next hop (Email Service) said of it later.
+ *                     (postsuper -h/-H/-r/-d; operator.ts).
+ *   afterDelivery     a complaint or late bounce of a delivered recipient, or what its next hop
+ *                     (Email Service) said of it later (after-delivery.ts).
  *   metrics           outcomes recorded since the object started, by status and reply class.
- *   ensureSweep/alarm the sweeper (storage/outbox-alarm.ts): after OUTBOX_GRACE_SECONDS it
- *                     re-triggers classification of lost messages, triggers scheduled messages
- *                     when due, deletes orphan bodies, forgets finished messages after
- *                     MESSAGE_RETENTION_DAYS (at the cron's wake, every 10 minutes, as D1's
- *                     rows); and it forwards events that waited
- *                     INDEX_LAG_SECONDS for the delivery stage's index write. It runs only
- *                     while there is work for it.
+ *   ensureSweep/alarm the sweeper (alarm.ts), only while there is work for it: classification of
+ *                     lost messages, scheduled messages when due, orphan bodies, retention at the
+ *                     cron's wake, and events that waited INDEX_LAG_SECONDS for their index write.
  *
  * INVARIANTS
  *   Every state change is written before anything is sent (queue, R2 delete: after-change.ts),
@@ -43,21 +35,18 @@
 import { OutcomeTally } from "./tally";
 import { DurableObject } from "cloudflare:workers";
 import { sqlRowCounts } from "../../worker/meter";
-import { AdmissionBatch, admitAll } from "./admit";
-import { UnmarkedAdmissions } from "./unmarked";
-import { FlowMeter } from "../core";
+import { OutboxIntake } from "./intake";
+import { recordOutcomesIn, type OutcomeSide } from "./record-outcomes";
 import { migrateOutbox, releaseIdempotency, reserveIdempotency } from "./schema";
-import { storeAccepted } from "./accept";
-import { claimClassifyWork, keepWaiting, recordDecisions } from "./classify-state";
-import { applyOutcomes, readEnvelope } from "./outcomes";
+import { claimClassifyWork } from "./classify-state";
+import { readEnvelope } from "./outcomes";
 import { recordAfterDelivery, type AfterDelivery } from "./after-delivery";
 import { readMessage, readView } from "./store";
 import { cancelMessage, rescheduleMessage } from "./scheduled";
-import { replayedUnadmitted, unadmittedAmong } from "./unadmitted";
 import { deleteEvents, readEvents } from "./events";
 import { migrateControl, type ComplaintResult } from "./control";
 import { cancelIn, holdIn, releaseIn, requeueIn } from "./operator";
-import { migrateDsn, planDelayNotice, planDsn } from "./dsn";
+import { migrateDsn, planDelayNotice } from "./dsn";
 import { enqueueForClassify, markOrphansDue, rememberShard } from "./sweep";
 import { OutboxAlarm } from "./alarm";
 import { afterChange, armAt, armSweep, sendNotices } from "./after-change";
@@ -84,23 +73,24 @@ export class Outbox extends DurableObject<Env> {
   private readonly tally = new OutcomeTally();
   private readonly sql: SqlStorage;
   private readonly sweeper: OutboxAlarm;
-  private readonly admission: AdmissionBatch;
-  /** One-recipient messages admitted into an active queue and not marked ready (unmarked.ts). */
-  private readonly unmarked = new UnmarkedAdmissions();
-  /** Recipients accepted here and leaving a delivery attempt (in memory): Postfix's in_flow_delay rule, core/flow.ts. */
-  private readonly flow = new FlowMeter();
+  /** The accept's and the classify consumer's side, with its admission runs (intake.ts). */
+  private readonly intake: OutboxIntake;
+  /** What recording outcomes uses (record-outcomes.ts). */
+  private readonly outcomeSide: OutcomeSide;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
+    const syncState = (id: string, now: number) => this.syncState(id, now);
+    this.intake = new OutboxIntake(ctx.storage, () => this.env, syncState);
+    this.outcomeSide = { storage: ctx.storage, env: () => this.env, tally: this.tally, intake: this.intake, syncState };
     this.sweeper = new OutboxAlarm(
       this.sql,
       this.env,
       (ids) => enqueueForClassify(this.env.CLASSIFY, ids),
       (now) => sendNotices(this.ctx.storage, this.env, now),
-      this.unmarked,
+      this.intake.unmarked,
     );
-    this.admission = new AdmissionBatch(settingsOf(this.env).admitBatchMs, (ids) => this.admitAccepted(ids));
     ctx.blockConcurrencyWhile(async () => {
       migrateOutbox(this.sql);
       migrateDsn(this.sql);
@@ -112,7 +102,7 @@ export class Outbox extends DurableObject<Env> {
   async reserve(tenant: string, claim: IdempotencyClaim, token: string): Promise<IdempotencyResult> {
     const r = this.ctx.storage.transactionSync(() => reserveIdempotency(this.sql, tenant, claim, token, Date.now()));
     await armSweep(this.ctx.storage, this.env, Date.now());
-    if (r.kind === "replay") await this.admitReplayed(r.response.body);
+    if (r.kind === "replay") await this.intake.admitReplayed(r.response.body);
     return r;
   }
 
@@ -121,25 +111,9 @@ export class Outbox extends DurableObject<Env> {
     releaseIdempotency(this.sql, tenant, key, token);
   }
 
-  /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch. */
+  /** Stores a request's messages and idempotency record atomically; those the API classified are admitted with the next AdmissionBatch (intake.ts). */
   async accept(req: AcceptRequest, token?: string): Promise<AcceptResult> {
-    const now = Date.now();
-    const result = storeAccepted(this.ctx.storage, req, now, this.graceMs(), token);
-    if (result.kind === "replay") await this.admitReplayed(result.response.body);
-    if (result.kind !== "accepted") return result;
-    // Decided at accept: admitted with the next batch, or (none left open) finished now and indexed through the queue.
-    const decided = req.messages.filter((m) => m.decisions !== undefined && m.scheduledAt === null).map((m) => m.id);
-    const finished = decided.filter((id) => readMessage(this.sql, id)?.state === "done");
-    // Admitted with the next run; the worker waits for it with admitted(), out of its accept slot.
-    const admitting = decided.filter((id) => !finished.includes(id));
-    this.admission.add(admitting).catch(() => undefined); // a failed run is logged, its messages kept waiting
-    await afterChange(this.ctx.storage, this.env, now, finished, finished);
-    const sec = Math.floor(now / 1000);
-    this.flow.arrive(
-      req.messages.reduce((n, m) => n + (m.scheduledAt === null ? m.rcptTo.length : 0), 0),
-      sec,
-    ); // scheduled mail is not due
-    return { kind: "accepted", pauseMs: this.flow.over(sec) ? settingsOf(this.env).inFlowDelayMs : 0, admitting };
+    return this.intake.accept(req, token);
   }
 
   /**
@@ -147,46 +121,12 @@ export class Outbox extends DurableObject<Env> {
    * it); admits those an Outbox restart since their accept left unadmitted (unadmitted.ts).
    */
   async admitted(ids: string[]): Promise<void> {
-    const inRun = ids.filter((id) => this.admission.has(id));
-    const lost = unadmittedAmong(this.sql, ids, (id) => this.unmarked.has(id) || this.admission.has(id));
-    await Promise.all([this.admission.whenDone(inRun), this.admission.add(lost)]);
-  }
-
-  /** Admits the messages of a replayed accept that its first try stored and did not admit (unadmitted.ts). */
-  private async admitReplayed(body: unknown): Promise<void> {
-    await this.admission.add(
-      replayedUnadmitted(this.sql, body, (id) => this.unmarked.has(id) || this.admission.has(id)),
-    );
-  }
-
-  /**
-   * Admits accepted messages (AdmissionBatch); those not all in an active queue go to the classify
-   * queue for their index. One whose admission failed joins the index of waiting messages (the
-   * accept kept it out), so the sweeper classifies it again.
-   */
-  private async admitAccepted(ids: string[]): Promise<void> {
-    const now = Date.now();
-    const { active, unmarked, failed } = await admitAll(this.ctx.storage, this.env, ids, now, undefined, true).catch(
-      (e: unknown) => {
-        keepWaiting(this.sql, ids);
-        throw e;
-      },
-    );
-    keepWaiting(this.sql, failed);
-    for (const u of unmarked) this.unmarked.add(u.id, u.idxs, now);
-    await afterChange(
-      this.ctx.storage,
-      this.env,
-      now,
-      ids,
-      ids.filter((id) => !active.has(id)),
-      active.size > 0,
-    );
+    return this.intake.admitted(ids);
   }
 
   /** The message for its tenant, or null (unknown, or another tenant's). */
   async view(id: string, tenant: string): Promise<MessageView | null> {
-    const v = readView(this.sql, id, Date.now(), this.unmarked.has(id));
+    const v = readView(this.sql, id, Date.now(), this.intake.unmarked.has(id));
     return v && v.tenant === tenant ? v : null;
   }
 
@@ -218,26 +158,7 @@ export class Outbox extends DurableObject<Env> {
     items: { id: string; results: ClassifyResult[] }[],
     admit = true,
   ): Promise<{ plan: ClassifyWork | null; sync: SyncState | null; indexLater: boolean; failed: boolean }[]> {
-    const now = Date.now();
-    // Only a message that finished here (every recipient suppressed) has a body to delete.
-    const finished = this.ctx.storage.transactionSync(() =>
-      items.filter((x) => x.results.length > 0 && recordDecisions(this.sql, x.id, x.results, now)).map((x) => x.id),
-    );
-    const plans = items.map((x) => claimClassifyWork(this.sql, x.id, now));
-    const ids = items.filter((_, i) => plans[i] !== null).map((x) => x.id);
-    const claimed = new Map(plans.flatMap((p) => (p ? [[p.id, p] as const] : [])));
-    const admitted = admit && ids.length > 0 ? await admitAll(this.ctx.storage, this.env, ids, now, claimed) : null;
-    await afterChange(this.ctx.storage, this.env, now, finished, [], (admitted?.active.size ?? 0) > 0);
-    // A message all in an active queue is indexed by the delivery stage: no state to read and send for it.
-    return items.map((x, i) => {
-      const indexLater = admitted?.active.has(x.id) ?? false;
-      return {
-        plan: plans[i] ?? null,
-        sync: indexLater ? null : this.syncState(x.id, Date.now()),
-        indexLater,
-        failed: admitted?.failed.includes(x.id) ?? false,
-      };
-    });
+    return this.intake.classifyMany(items, admit);
   }
 
   /** Forgets events written to D1, of several messages of this shard in one request (a batch's). */
@@ -343,44 +264,7 @@ export class Outbox extends DurableObject<Env> {
     indexedByCaller = false,
     acks: EventAck[] = [],
   ): Promise<{ applied: number; done: boolean; sync: SyncState | null }[]> {
-    const now = Date.now();
-    const dsn = settingsOf(this.env).dsnNotices;
-    deleteEvents(this.sql, acks); // ackEventsMany, riding along
-    const results = this.ctx.storage.transactionSync(() =>
-      items.map(({ id, reports }) => {
-        const r = applyOutcomes(this.sql, id, reports, now, dsn);
-        if (dsn) planDsn(this.sql, id, r.applied, now);
-        return r;
-      }),
-    );
-    const applied = results.map((r) => r.applied.length);
-    for (const r of results) this.tally.count(r.applied);
-    const doneIds = new Set(items.filter((_, i) => results[i]!.done).map((x) => x.id)); // an id twice: done after both
-    const done = items.map(({ id }) => doneIds.has(id));
-    this.flow.leave(
-      applied.reduce((n, a) => n + a, 0),
-      Math.floor(now / 1000),
-    );
-    const touched = items.filter((_, i) => applied[i]! > 0).map((x) => x.id);
-    for (const id of touched) this.unmarked.forget(id); // marked by its outcome's write
-    // Only a message that just finished with its body in R2 or kept for a notice has a body to delete.
-    const bodies = items.filter((_, i) => results[i]!.bodyLeft).map((x) => x.id);
-    // A message that finished keeps its last events in its rows: the sweeper forwards them unless acknowledged in time.
-    if (touched.length > 0)
-      await afterChange(
-        this.ctx.storage,
-        this.env,
-        now,
-        bodies,
-        indexedByCaller ? [] : touched,
-        done.some((d, i) => d && applied[i]! > 0),
-      );
-    // The caller that indexes gets the state to index with the answer (no second call to read it).
-    return items.map(({ id }, i) => ({
-      applied: applied[i]!,
-      done: done[i]!,
-      sync: indexedByCaller && applied[i]! > 0 ? this.syncState(id, now) : null,
-    }));
+    return recordOutcomesIn(this.outcomeSide, items, indexedByCaller, acks);
   }
 
   /** Outcomes recorded since the object started, by status and reply class (GET /metrics). */
@@ -413,7 +297,7 @@ export class Outbox extends DurableObject<Env> {
   }
 
   private syncState(id: string, now: number): SyncState | null {
-    const view = readView(this.sql, id, now, this.unmarked.has(id));
+    const view = readView(this.sql, id, now, this.intake.unmarked.has(id));
     return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 

@@ -19,10 +19,10 @@ let key: string;
 async function everyShard(arrived: number): Promise<void> {
   for (let s = 0; s < settingsOf(env).outboxShards; s++) {
     await runInDurableObject(env.OUTBOX.getByName(outboxName(s)), (instance) => {
-      const o = instance as unknown as { env: Env; flow: FlowMeter };
+      const o = instance as unknown as { env: Env; intake: { flow: FlowMeter } };
       o.env = { ...o.env, IN_FLOW_DELAY_MS: String(DELAY_MS) };
-      o.flow = new FlowMeter();
-      if (arrived > 0) o.flow.arrive(arrived, Math.floor(Date.now() / 1000));
+      o.intake.flow = new FlowMeter();
+      if (arrived > 0) o.intake.flow.arrive(arrived, Math.floor(Date.now() / 1000));
     });
   }
 }

@@ -94,7 +94,10 @@ describe("messages the accept admits: out of the index of waiting messages", () 
       const row = state.storage.sql
         .exec<{ unclassified: number }>("SELECT unclassified FROM message WHERE id = ?", id)
         .one();
-      return row.unclassified === 0 || (o as unknown as { unmarked: { has(id: string): boolean } }).unmarked.has(id);
+      return (
+        row.unclassified === 0 ||
+        (o as unknown as { intake: { unmarked: { has(id: string): boolean } } }).intake.unmarked.has(id)
+      );
     });
     expect(admitted).toBe(true);
   });
@@ -111,7 +114,7 @@ describe("messages the accept admits: out of the index of waiting messages", () 
       stub,
       (o, state) =>
         state.storage.sql.exec<{ u: number }>("SELECT unclassified AS u FROM message WHERE id = ?", id).one().u === 0 ||
-        (o as unknown as { unmarked: { has(id: string): boolean } }).unmarked.has(id),
+        (o as unknown as { intake: { unmarked: { has(id: string): boolean } } }).intake.unmarked.has(id),
     );
     expect(admitted).toBe(true);
     await stub.admitted([id]); // again: nothing left to admit, answered at once
