@@ -19,18 +19,15 @@
  * reports, each batching what arrives while it runs, so a report never waits for them; while other
  * sessions of the agent run they also wait AGENT_STAGE_MS to gather more, and an agent with nothing
  * else running writes at once unless the stage wrote less than AGENT_STAGE_MS ago (then at the end
- * of that interval): no timer keeps a lone email's agent awake, and a stream of lone retries still
- * writes once per interval. The index
- * stage's acks to the Outbox (the events it may forget) ride on the agent's next envelope or
- * outcome request to the same shard (pending-acks.ts), or go on their own after a second.
+ * of that interval): no timer keeps a lone email's agent awake. The index stage's acks to the
+ * Outbox ride on the agent's next request to the same shard (pending-acks.ts).
  *
  * DESCRIPTION
  *   new AgentWork(env, keepAlive)   keepAlive(p) keeps the object alive until p settles.
  *   take(jobs)                      starts the entries (returns at once).
- *   holding(entryIds)               those of the entries this agent holds: running, waiting for
- *                                   a session, or finished and not yet reported. The Transport DO
- *                                   asks about entries leased for long (a hand-off whose answer was
- *                                   lost, an agent that restarted) and retries the ones nobody holds.
+ *   holding(entryIds)               those of the entries this agent holds (held-entries.ts), and
+ *                                   logs those held in one step for STUCK_LOG_MS. The Transport DO
+ *                                   asks about entries leased for long and retries those nobody holds.
  *   idleSessions()                  cached connections held (tests and the dev view).
  *
  * INVARIANTS
@@ -54,6 +51,7 @@ import { readEnvelopes, type SessionPart } from "./session";
 import { SessionCache } from "./session-cache";
 import { settingsOf } from "../settings/settings";
 import { Ewma } from "../lib/ewma";
+import { HeldEntries, STUCK_LOG_MS } from "./held-entries";
 
 /** Times a failed finish is tried again before the entry is left to its lease. */
 const FINISH_TRIES = 5;
@@ -91,8 +89,8 @@ export class AgentWork {
   private readonly feedback: Coalescer<{ finished: Finished[]; site: string | null }, null>;
   private readonly index: Coalescer<SyncState[], null>;
   private active = 0;
-  /** Entries taken and not yet reported, given up or left to their lease (how many times each). */
-  private readonly held = new Map<number, number>();
+  /** Entries taken and not yet reported, given up or left to their lease, and where each waits. */
+  private readonly held = new HeldEntries();
   private readonly waiting: (() => void)[] = [];
   private mx: (MxContext & { at: number }) | null = null;
   /** TLS-RPT counts, written with the feedback stage. */
@@ -146,7 +144,7 @@ export class AgentWork {
   /** Starts the entries; each runs on its own session slot. */
   take(jobs: DeliverJob[]): void {
     for (const job of jobs) {
-      this.held.set(job.entryId, (this.held.get(job.entryId) ?? 0) + 1);
+      this.held.take(job.entryId);
       // Asked for now, all of them in this tick: one Outbox request for the jobs of one answer.
       const envelope = this.envelopes.add(job.messageId);
       envelope.catch(() => undefined); // awaited (and its failure handled) in run
@@ -155,7 +153,10 @@ export class AgentWork {
   }
 
   holding(entryIds: readonly number[]): number[] {
-    return entryIds.filter((id) => this.held.has(id));
+    const held = entryIds.filter((id) => this.held.has(id));
+    for (const s of this.held.stuck(held, STUCK_LOG_MS))
+      console.warn(JSON.stringify({ warning: "agent: entry held in one step for long", ...s }));
+    return held;
   }
 
   /** Cached connections held now. */
@@ -167,11 +168,16 @@ export class AgentWork {
     await this.acquire();
     const [run, started] = [++this.runs, Date.now()];
     this.running.set(run, started);
+    const step = (name: string) => this.held.step(job.entryId, name);
     let done: Done;
     try {
+      step("mx lookup");
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
+      step("provider rules");
       const { provider, site } = await providerAndSite(this.env, resolution);
+      step("envelope");
       const known = new Map([[job.messageId, await envelope]]);
+      step("session");
       const [part] = await sendGroup(
         this.env,
         [job],
@@ -191,13 +197,14 @@ export class AgentWork {
           detail: e instanceof Error ? e.message : String(e),
         }),
       );
-      this.drop(job.entryId);
+      this.held.drop(job.entryId);
       return;
     } finally {
       this.running.delete(run);
       this.release();
     }
     this.sessionMs.add(Date.now() - started);
+    step("finish");
     await this.finisher.add(done).catch((e: unknown) => this.again(done, "finish", e));
   }
 
@@ -211,7 +218,7 @@ export class AgentWork {
     for (const [site, group] of bySite) {
       const items: FinishItem[] = group.map((d) => ({
         job: d.job,
-        ack: () => this.drop(d.job.entryId),
+        ack: () => this.held.drop(d.job.entryId),
         retry: (stage, e) => this.again(d, stage, e),
       }));
       // The Transport DO answers with the entries it gives this agent next: no call of their own.
@@ -241,11 +248,12 @@ export class AgentWork {
       console.error(
         JSON.stringify({ error: `agent: ${stage} failed, left to the lease`, entryId: d.job.entryId, detail }),
       );
-      this.drop(d.job.entryId);
+      this.held.drop(d.job.entryId);
       return;
     }
     console.error(JSON.stringify({ error: `agent: ${stage} failed, tried again`, entryId: d.job.entryId, detail }));
     const next = { ...d, tries: d.tries + 1 };
+    this.held.step(d.job.entryId, `finish, try ${next.tries + 1}`);
     this.keepAlive(
       new Promise<void>((resolve) =>
         setTimeout(
@@ -259,13 +267,6 @@ export class AgentWork {
         ),
       ),
     );
-  }
-
-  /** One run of the entry is over (reported, given up, or left to its lease). */
-  private drop(entryId: number): void {
-    const n = (this.held.get(entryId) ?? 1) - 1;
-    if (n > 0) this.held.set(entryId, n);
-    else this.held.delete(entryId);
   }
 
   /** Whether a running session is likely to finish soon: within twice FINISH_LINGER_MS of its typical length (see there). */
