@@ -133,8 +133,8 @@ const DEFAULT_OF = QUEUE_DEFAULTS as Readonly<Record<string, unknown>>;
 /**
  * A queue's state: every own field but its four links (transport, readyShare, idlePrev,
  * idleNext) and those at their QUEUE_DEFAULTS (queue.ts; `nexthop` when it is the name), copied
- * in a loop. A rest copy (`{ transport, ...rest } = queue`) cost five times as much, and a tiny
- * core is snapshotted at every flush (transport/journal.ts); the core remembers an idle
+ * in a loop rather than by a rest copy (`{ transport, ...rest } = queue`), which is slower, since
+ * a tiny core is snapshotted at every flush (transport/journal.ts); the core remembers an idle
  * destination for destination_idle_memory, so with mail to many domains most of a snapshot is
  * idle queues, and their defaults were most of each. The loop keeps a field added to Queue later
  * without a change here.
@@ -180,7 +180,7 @@ function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): T
       rcptLimit: j.rcptLimit,
       message: j.message.id,
       stackParent: mid(j.stackParent),
-      stackChildren: j.stackChildren.length === 0 ? [] : j.stackChildren.map((c) => c.message.id),
+      stackChildren: j.stackChildren.map((c) => c.message.id),
       peers,
     });
   }
