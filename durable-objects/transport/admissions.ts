@@ -11,6 +11,13 @@
  *     attempts it names, and those added since the last snapshot would be in none (all go);
  *   - its attempt is deferred (the retry reads its recipients through retry_due), expires, is
  *     replaced or dropped (a `finished` record keeps it a day), or waits in the incoming queue.
+ * A record kept here also keeps the recipients of its attempt that became final while the attempt
+ * goes on (`final`: delivery-state.ts's final_rcpt rows, saved the same way); materialize writes
+ * them as rows with the record. The flush of the report that made them final stores them (a
+ * snapshot with the records, or a ring row once every record is a row). Were they lost, a retry
+ * would name a recipient that is final, and the Outbox gives no envelope for it (it holds every
+ * outcome first), so nothing is sent twice.
+ *
  * A record whose attempt ended done goes after its grace (done-records.ts); the stored snapshot
  * still names it until the next one is written, so forgetting one makes the snapshot `stale`,
  * and the journal writes a new one where it would have deleted the row (settle).
@@ -21,6 +28,8 @@
  *   add / get / has        by core id; byMessage(messageId) the first of a message's attempts.
  *   materialize(sql, id?)  writes one record (or every one) as an admission row, and forgets it here.
  *   forget(id)             drops a done attempt's record.
+ *   addFinal(id, idxs)     notes recipients of a kept record's attempt final; false when the
+ *                          record is not kept here (the caller writes final_rcpt rows).
  *   stored() / load(sql, text)  the JSON kept with a snapshot (null when none), and read back at load.
  *   stale                  a record the stored snapshot holds was forgotten since.
  *   insertAdmissionRow / admissionRowExists  the admission row's write and probe (sqlite-source.ts
@@ -35,6 +44,8 @@ export interface AdmissionRecord {
   priority: number;
   rcpts: string;
   fields: string | null;
+  /** Backlog indexes of recipients final while the attempt goes on (see the header). */
+  final?: number[];
 }
 
 /** The records of one Transport DO kept with its snapshot (see the header). */
@@ -78,11 +89,20 @@ export class SnapshotAdmissions {
     if (this.records.delete(coreId) && this.inSnapshot.has(coreId)) this.stale = true;
   }
 
-  /** Writes a record (every record, without `coreId`) as an admission row and forgets it here. */
+  /** Notes recipients of a kept record's attempt final; false when its record is not kept here. */
+  addFinal(coreId: string, idxs: readonly number[]): boolean {
+    const r = this.records.get(coreId);
+    if (!r) return false;
+    r.final = [...new Set([...(r.final ?? []), ...idxs])];
+    return true;
+  }
+
+  /** Writes a record (every record, without `coreId`) as an admission row, with its final recipients, and forgets it here. */
   materialize(sql: SqlStorage, coreId?: string): void {
     const list = coreId === undefined ? [...this.records.values()] : [this.records.get(coreId)].filter((r) => !!r);
     for (const r of list) {
       insertAdmissionRow(sql, r);
+      insertFinalRows(sql, r.coreId, r.final ?? []);
       this.records.delete(r.coreId);
     }
   }
@@ -123,6 +143,11 @@ export function insertAdmissionRow(
       r.fields,
     ).rowsWritten > 0
   );
+}
+
+/** Notes recipients (backlog indexes) of attempt `coreId` final as final_rcpt rows (delivery-state.ts). */
+export function insertFinalRows(sql: SqlStorage, coreId: string, idxs: readonly number[]): void {
+  for (const idx of idxs) sql.exec("INSERT OR IGNORE INTO final_rcpt (core_id, idx) VALUES (?, ?)", coreId, idx);
 }
 
 /** Whether a core message's admission is a row. */

@@ -6,7 +6,9 @@
  *                memory now (storage/leases.ts); takeLegacyLeases reads what a version-1
  *                object left and drops the table.
  *   final_rcpt   recipients (core message id, backlog index) that reached a final state while
- *                others of the same attempt did not (an attempt that ends writes none).
+ *                others of the same attempt did not (an attempt that ends writes none; one whose
+ *                admission record is kept with a tiny core's snapshot keeps them in the record,
+ *                admissions.ts).
  *   retry_due    messages the core deferred, with the time their next attempt is due, in ms: the
  *                configured back-off counted from the moment the attempt ended, never from the
  *                start of its second (the core's clock is whole seconds, and a retry armed at
@@ -29,6 +31,7 @@ import { Leases } from "./leases";
 import { parseCoreId, type AttemptRef } from "../../worker/model/delivery";
 import { settingsOf } from "../../worker/settings/settings";
 import { addMissingColumns } from "../../worker/lib/sql-columns";
+import { admissionsOf, insertFinalRows } from "./admissions";
 
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
@@ -194,9 +197,9 @@ export function takeLegacyLeases(sql: SqlStorage): [number, { coreId: string; un
   return rows.map((r) => [r.entry_id, { coreId: r.core_id, until: r.until }]);
 }
 
-/** Marks recipients of a core message final. */
+/** Marks recipients of a core message final: in its admission record while that is kept with the snapshot, else as rows. */
 export function markFinal(sql: SqlStorage, coreId: string, idxs: number[]): void {
-  for (const idx of idxs) sql.exec("INSERT OR IGNORE INTO final_rcpt (core_id, idx) VALUES (?, ?)", coreId, idx);
+  if (!admissionsOf(sql).addFinal(coreId, idxs)) insertFinalRows(sql, coreId, idxs);
 }
 
 /**
@@ -220,14 +223,10 @@ export function dueRetries(sql: SqlStorage, nowMs: number): string[] {
     .map((r) => r.core_id);
 }
 
-/** The recipients of a core message that are not final yet (its recipients minus final ones). */
+/** The recipients of a core message that are not final yet (its recipients minus final ones, rows or kept with its record). */
 export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] {
-  const final = new Set(
-    sql
-      .exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId)
-      .toArray()
-      .map((r) => r.idx),
-  );
+  const final = new Set(admissionsOf(sql).get(coreId)?.final);
+  for (const r of sql.exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId)) final.add(r.idx);
   return recipientsFrom(sql, coreId, 0).filter((r) => !final.has(r.idx));
 }
 

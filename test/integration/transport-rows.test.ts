@@ -2,6 +2,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { admissionsOf } from "../../durable-objects/transport/admissions";
 import { emptyRing } from "../../durable-objects/transport/journal-schema";
+import { pendingRecipients } from "../../durable-objects/transport/delivery-state";
 import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
 import { eventually } from "./helpers";
 
@@ -120,6 +121,44 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     stub = await evict("adm-rows");
     const all = (await stub.dispatch(10)).entries.map((e) => e.messageId).sort();
     expect(all).toEqual(["x1"]); // k1 and d1#2 are in flight, x1 replayed from the ring with its record
+  });
+
+  it("keeps recipients final while their attempt goes on in its record, not in rows; after an eviction the retry names only the others", async () => {
+    let stub = env.TRANSPORT_QUEUE.getByName("adm-final");
+    await tiny(stub);
+    const now = Math.floor(Date.now() / 1000);
+    const two = [...rcpts(1, "fa.example"), { address: "user1@fb.example", transport: "smtp", nexthop: "fb.example" }];
+    await stub.admit({ id: "f1", createTime: now, rcpts: two });
+    const sent = (await stub.dispatch(10)).entries;
+    const to = (domain: string) => sent.find((e) => e.nexthop === domain)!.entryId;
+    await stub.report(to("fa.example"), { status: "ok" }, [0]);
+    const kept = () =>
+      runInDurableObject(stub, (_i, state) => {
+        const sql = state.storage.sql;
+        const meta = sql.exec<{ admissions: string | null }>("SELECT admissions FROM snapshot_meta").one();
+        return {
+          rows: sql.exec<{ n: number }>("SELECT count(*) AS n FROM final_rcpt").one().n,
+          final: (JSON.parse(meta.admissions ?? "[]") as { coreId: string; final?: number[] }[]).map((r) => [
+            r.coreId,
+            r.final ?? [],
+          ]),
+        };
+      });
+    expect(await kept()).toEqual({ rows: 0, final: [["f1", [0]]] });
+    // What an expiry's notice and the operator's views read as the attempt's open recipients.
+    const pending = await runInDurableObject(stub, (_i, state) => pendingRecipients(state.storage.sql, "f1"));
+    expect(pending.map((r) => r.address)).toEqual(["user1@fb.example"]);
+
+    stub = await evict("adm-final");
+    await tiny(stub);
+    await stub.report(to("fb.example"), { status: "defer" });
+    expect((await stored(stub)).rows).toEqual(["f1"]); // deferred: the record is a row, its final recipient too
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("UPDATE retry_due SET due = 0");
+    });
+    await runDurableObjectAlarm(stub);
+    const retried = (await stub.dispatch(10)).entries.filter((e) => e.messageId === "f1#2");
+    expect(retried.flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(["user1@fb.example"]);
   });
 
   it("a lone message's report leaves the alarm its dispatch armed: the grace of its records ends on the agent check's grid", async () => {
