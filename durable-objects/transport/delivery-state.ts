@@ -32,6 +32,7 @@ import { parseCoreId, type AttemptRef } from "../../worker/model/delivery";
 import { settingsOf } from "../../worker/settings/settings";
 import { addMissingColumns } from "../../worker/lib/sql-columns";
 import { admissionsOf, insertFinalRows } from "./admissions";
+import { knownOf } from "./table-mins";
 
 /** Creates the delivery tables if missing (schema version 1). */
 export function migrateDelivery(sql: SqlStorage): void {
@@ -213,6 +214,7 @@ export function retryDueMs(nextAttemptAt: number, now: number, nowMs: number): n
 /** Schedules the next attempt of a deferred core message (due in ms). */
 export function scheduleRetry(sql: SqlStorage, coreId: string, dueMs: number): void {
   sql.exec("INSERT OR REPLACE INTO retry_due (core_id, due) VALUES (?, ?)", coreId, dueMs);
+  knownOf(sql).replaced("retry_due", dueMs);
 }
 
 /** Core messages whose next attempt is due at `nowMs`. */
@@ -232,18 +234,23 @@ export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipi
 
 /** Forgets the bookkeeping of a core message that was retried or finished. */
 export function forgetAttempt(sql: SqlStorage, coreId: string): void {
-  sql.exec("DELETE FROM retry_due WHERE core_id = ?", coreId);
+  if (sql.exec("DELETE FROM retry_due WHERE core_id = ?", coreId).rowsWritten > 0) knownOf(sql).changed("retry_due");
   sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
 }
 
-/** The earliest retry due time (ms), or null (through its index). */
+/** The earliest retry due time (ms), or null (through its index, or as known: table-mins.ts). */
 export function nextRetryDue(sql: SqlStorage): number | null {
-  return sql.exec<{ due: number }>("SELECT due FROM retry_due ORDER BY due LIMIT 1").toArray()[0]?.due ?? null;
+  return knownOf(sql).min(
+    "retry_due",
+    () => sql.exec<{ due: number }>("SELECT due FROM retry_due ORDER BY due LIMIT 1").toArray()[0]?.due ?? null,
+    Date.now(),
+  );
 }
 
 /** Makes every scheduled retry due now (postqueue -f; `nowMs` in ms). */
 export function flushRetries(sql: SqlStorage, nowMs: number): void {
   sql.exec("UPDATE retry_due SET due = ? WHERE due > ?", nowMs, nowMs);
+  knownOf(sql).changed("retry_due");
 }
 
 /** The core message ids of a message's attempts waiting for a retry. */

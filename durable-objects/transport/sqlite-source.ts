@@ -7,6 +7,7 @@ import type { MessageFields } from "../core/model";
 import { settingsOf } from "../../worker/settings/settings";
 import { addMissingColumns } from "../../worker/lib/sql-columns";
 import { admissionRowExists, admissionsOf, insertAdmissionRow } from "./admissions";
+import { knownOf } from "./table-mins";
 
 /** A stored recipient: the resolution the classify stage made, plus its index. */
 export interface StoredRecipient extends ResolvedRecipient {
@@ -134,7 +135,11 @@ export function admissionTtlSec(env: object): number {
 
 /** When the oldest finished record's admission expires (unix s), or null: one probe of the key. */
 export function nextForgetAt(sql: SqlStorage, ttlSec: number): number | null {
-  const at = sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM finished").one().at;
+  const at = knownOf(sql).min(
+    "finished",
+    () => sql.exec<{ at: number | null }>("SELECT min(at) AS at FROM finished").one().at,
+    Date.now() / 1000 - ttlSec,
+  );
   return at === null ? null : at + ttlSec;
 }
 
@@ -249,7 +254,8 @@ export class SqliteRecipientSource implements RecipientSource<StoredRecipient> {
 /** Remembers that a core message left for good (done, expired, retried as a new attempt, removed). */
 export function noteFinished(sql: SqlStorage, coreId: string, now: number): void {
   admissionsOf(sql).materialize(sql, coreId); // the record outlives the attempt by a day
-  sql.exec("INSERT OR IGNORE INTO finished (at, core_id) VALUES (?, ?)", now, coreId);
+  if (sql.exec("INSERT OR IGNORE INTO finished (at, core_id) VALUES (?, ?)", now, coreId).rowsWritten > 0)
+    knownOf(sql).inserted("finished", now);
 }
 
 /**
@@ -259,7 +265,13 @@ export function noteFinished(sql: SqlStorage, coreId: string, now: number): void
  * Returns `now`, the next call's `since`.
  */
 export function forgetFinished(sql: SqlStorage, since: number, now: number, ttlSec: number, limit = 500): number {
-  sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT core_id FROM finished WHERE at >= ?)", since);
+  const known = knownOf(sql);
+  // What is known of `finished` skips the statements that would find nothing (table-mins.ts).
+  if (known.finishedSince)
+    sql.exec("DELETE FROM rcpt WHERE message_id IN (SELECT core_id FROM finished WHERE at >= ?)", since);
+  known.finishedSince = false;
+  const first = nextForgetAt(sql, ttlSec);
+  if (first === null || first > now) return now;
   const old = sql
     .exec<{ at: number; core_id: string }>(
       "SELECT at, core_id FROM finished WHERE at <= ? ORDER BY at LIMIT ?",
@@ -271,5 +283,6 @@ export function forgetFinished(sql: SqlStorage, since: number, now: number, ttlS
     sql.exec("DELETE FROM admission WHERE core_id = ?", f.core_id);
     sql.exec("DELETE FROM finished WHERE at = ? AND core_id = ?", f.at, f.core_id);
   }
+  known.changed("finished");
   return now;
 }
