@@ -9,7 +9,7 @@
  *
  * USAGE
  *   npx cohort <command> [options]      (--url / COHORT_URL, --key / COHORT_API_KEY)
- *   queue                               qshape of the active and deferred queues, counts by state
+ *   queue                               qshape of the active and deferred queues, queue counts by state
  *   flush [--transport T]               retry deferred mail now, revive dead destinations
  *   suspend <destination|tenant|transport|site|egress> <name> --ttl 1h [--transport T]
  *   resume  <destination|tenant|transport|site|egress> <name> [--transport T]

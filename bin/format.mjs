@@ -40,7 +40,7 @@ export function queueText(q) {
     "",
     qshapeText("deferred queue:", q.deferred, q.buckets_min),
     "",
-    `recipients: total=${q.counts.total} ${states}`,
+    `recipients in the queue: total=${q.counts.total} ${states}`,
     `not yet final: ${q.open.count} (age ${ages})`,
     `transports: ${q.transports.map((t) => `${t.transport} in-core=${t.in_core} deferred=${t.deferred} inflight=${t.inflight}`).join("; ")}`,
   ].join("\n");

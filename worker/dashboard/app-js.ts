@@ -11,13 +11,15 @@ export const APP_JS = String.raw`/*
  * The operator dashboard's client: a login form (the API key is kept in sessionStorage only),
  * then views that read the JSON API with "Authorization: Bearer <key>" and render it with the
  * DOM (textContent only, never HTML from data) and hand-made SVG charts.
- * Views: overview (counts, age percentiles, qshape, throughput), destinations (window chart),
+ * Views: overview (queue counts, age percentiles, qshape, throughput), destinations (window chart),
  * messages (search, detail timeline), webhooks, suppressions; domains, API keys, templates and
  * received mail (views-resend.js); provider, policy and warm-up settings (views-settings.js).
  * Shared helpers: lib.js.
  */
 const STATES =
   ["incoming", "ready", "active", "deferred", "delivered", "bounced", "expired", "suppressed", "cancelled"];
+/** The states of a recipient in the queue (/relay/queue counts these; final ones are throughput). */
+const OPEN_STATES = ["incoming", "ready", "active", "deferred"];
 const VIEWS = ["overview", "destinations", "messages", "webhooks", "suppressions",
   "domains", "keys", "templates", "received", "settings"];
 const SERIES = [["delivered", "#2f855a"], ["bounced", "#c53030"], ["deferred", "#d69e2e"], ["failed", "#718096"]];
@@ -107,10 +109,10 @@ async function overview() {
         onclick: async () => { await api("/relay/flush", { method: "POST", body: "{}" }); await render(); },
       }, "Flush all (postqueue -f)"),
       el("span", { class: "muted" }, "generated " + fmtTime(q.generated_at))),
-    el("h2", {}, "Recipients by state"),
+    el("h2", {}, "Recipients in the queue, by state"),
     el("div", { class: "cards" },
       card("total", counts.total, "count-total"),
-      STATES.map((s) => card(s, counts.by_state[s] || 0, "count-" + s))),
+      OPEN_STATES.map((s) => card(s, counts.by_state[s] || 0, "count-" + s))),
     el("h2", {}, "Age of recipients not yet final"),
     el("div", { class: "cards" },
       card("open", q.open.count, "open-count"),
@@ -121,16 +123,16 @@ async function overview() {
       el("b", { "data-testid": "tp-" + name }, String(stats.totals[name]))))),
     throughputChart(stats.series),
     el("h2", {}, "By transport"),
-    table(["transport", "total"].concat(STATES),
+    table(["transport", "total"].concat(OPEN_STATES),
       counts.by_transport.map((g) => el("tr", { "data-testid": "transport-row" },
         el("td", {}, g.transport || "—"), el("td", { class: "num" }, g.total),
-        STATES.map((s) => el("td", { class: "num" }, g.states[s] || 0)))),
+        OPEN_STATES.map((s) => el("td", { class: "num" }, g.states[s] || 0)))),
       "by-transport"),
     el("h2", {}, "By destination"),
-    table(["transport", "destination", "total"].concat(STATES),
+    table(["transport", "destination", "total"].concat(OPEN_STATES),
       counts.by_destination.map((g) => el("tr", { "data-testid": "destination-row" },
         el("td", {}, g.transport || "—"), el("td", {}, g.destination || "—"), el("td", { class: "num" }, g.total),
-        STATES.map((s) => el("td", { class: "num" }, g.states[s] || 0)))),
+        OPEN_STATES.map((s) => el("td", { class: "num" }, g.states[s] || 0)))),
       "by-destination"),
     el("h2", {}, "Active queue (qshape)"),
     qshapeTable(q.qshape, "qshape-active"),
