@@ -6,13 +6,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newMessageId } from "../../worker/model/ids";
-import {
-  feedBodyOf,
-  feedSeqOf,
-  feedTakeoverStatement,
-  logInsertStatements,
-  releaseFeedClaims,
-} from "../../worker/db/events";
+import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims } from "../../worker/db/events";
+import { feedBodyOf, feedSeqOf } from "../../worker/db/feed";
 import { eventId } from "../../worker/webhooks/core/event-id";
 import { deliveredRow } from "./log-rows";
 

@@ -8,7 +8,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newMessageId } from "../../worker/model/ids";
-import { feedBodyOf, logInsertStatements, type LogRow } from "../../worker/db/events";
+import { logInsertStatements, type LogRow } from "../../worker/db/events";
+import { feedBodyOf } from "../../worker/db/feed";
 import { indexStatements } from "../../worker/db/messages";
 import { PURGE_SQL } from "../../worker/db/retention";
 import { MESSAGE_EVENTS_SQL } from "../../worker/db/admin";

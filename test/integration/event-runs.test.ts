@@ -7,7 +7,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newMessageId } from "../../worker/model/ids";
-import { feedBodyOf, logInsertStatements, type LogRow } from "../../worker/db/events";
+import { logInsertStatements, type LogRow } from "../../worker/db/events";
+import { feedBodyOf } from "../../worker/db/feed";
 import { eventId } from "../../worker/webhooks/core/event-id";
 import { PURGE_SQL } from "../../worker/db/retention";
 import { deliveredRow } from "./log-rows";

@@ -7,7 +7,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { MessageView, OutboxEvent, RcptStatus, SyncState } from "../../worker/model/message";
-import { LOG_CHUNK_BYTES, listFeed } from "../../worker/db/events";
+import { LOG_CHUNK_BYTES } from "../../worker/db/events";
+import { listFeed } from "../../worker/db/feed";
 import { publishEvents } from "../../worker/indexing/publish";
 
 const N = 400;

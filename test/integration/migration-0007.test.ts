@@ -5,7 +5,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import migration from "../../migrations/0007_one_event_log.sql?raw";
-import { feedSeqOf, listFeed, seqFloor } from "../../worker/db/events";
+import { seqFloor } from "../../worker/db/events";
+import { feedSeqOf, listFeed } from "../../worker/db/feed";
 
 describe("migration 0007", () => {
   it("moves events and event_feed into event_log", async () => {

@@ -19,12 +19,11 @@
  *                                writes nothing when none lapsed. releaseFeedClaims gives claims
  *                                up when the enqueue failed.
  *   listEvents(db, tenant, afterSeq, limit)  the tenant's transitions in order (tests).
- *   feedSeqOf(db, tenant, id)    the tenant's seq of an event id, or null.
- *   feedBodyOf(db, id)           a stored envelope's body, or null.
  *   Event ids are found through the index of their email's events (see BY_IDS).
- *   listFeed(db, tenant, q)      a page of envelopes after a seq, oldest first, optionally of some types.
- *   feedRange(db, tenant, q)     envelopes in a seq and time range, for replay.
  *   seqFloor(ms)                 the least seq a row created at `ms` or later can have.
+ *   The feed's readers, which give bodies back whole, are feed.ts. A body is stored compact
+ *   (core/stored-body.ts) by the publication that writes its email's messages row in the same
+ *   batch (indexing/publish.ts); what RETURNING gives is as stored.
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
 import { chunkByJson, jsonColumns } from "./json-rows";
@@ -40,10 +39,11 @@ export interface EventRow {
   data: string;
 }
 
-/** A stored pushed envelope (`type` is the envelope's type). */
+/** A stored pushed envelope (`type` is the envelope's type; `body` as stored: core/stored-body.ts). */
 export interface FeedRow {
   tenant_id: string;
   seq: number;
+  email_id: string;
   event_id: string;
   type: string;
   body: string;
@@ -78,7 +78,7 @@ export function seqFloor(ms: number): number {
   return Math.max(0, Math.floor(ms)) * SEQ_PER_MS;
 }
 
-const RETURNED = "tenant_id, seq, event_id, event_type AS type, body";
+const RETURNED = "tenant_id, seq, email_id, event_id, event_type AS type, body";
 
 /** A message's rows to log. */
 export interface MessageLog {
@@ -206,24 +206,6 @@ function emailsOf(ids: readonly string[]): string[] {
   return [...new Set(ids.map(emailOfEventId).filter((e): e is string => e !== null))];
 }
 
-/** The rows (FROM and WHERE, with their parameters) that find an event id: by its email's events, or for an id of the earlier form by the partial index that keeps those. */
-function whereEventId(id: string): { from: string; where: string; binds: string[] } {
-  const email = emailOfEventId(id);
-  return email !== null
-    ? { from: "event_of_email", where: "of_email = ? AND event_id = ?", binds: [email, id] }
-    : { from: "event_log", where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
-}
-
-/** A stored envelope's body, or null. */
-export async function feedBodyOf(db: D1Database, eventId: string): Promise<string | null> {
-  const { from, where, binds } = whereEventId(eventId);
-  const r = await db
-    .prepare(`SELECT body FROM ${from} WHERE ${where}`)
-    .bind(...binds)
-    .first<{ body: string }>();
-  return r?.body ?? null;
-}
-
 /** The tenant's transitions with seq > afterSeq, oldest first. */
 export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, limit = 100): Promise<EventRow[]> {
   const r = await db
@@ -234,56 +216,4 @@ export async function listEvents(db: D1Database, tenant: string, afterSeq = 0, l
     .bind(tenant, afterSeq, limit)
     .all<EventRow>();
   return r.results;
-}
-
-/** The tenant's seq of an event id, or null when the tenant has no such event. */
-export async function feedSeqOf(db: D1Database, tenant: string, eventId: string): Promise<number | null> {
-  const { from, where, binds } = whereEventId(eventId);
-  // `+tenant_id`: not the primary key's tenant prefix (every row of the tenant), the id's index.
-  const r = await db
-    .prepare(`SELECT seq FROM ${from} WHERE ${where} AND +tenant_id = ?`)
-    .bind(...binds, tenant)
-    .first<{ seq: number }>();
-  return r?.seq ?? null;
-}
-
-/**
- * A page of the tenant's envelopes with seq > afterSeq, oldest first. A type filter walks the
- * tenant's log in order and skips other types (no per-type index is written).
- */
-export async function listFeed(
-  db: D1Database,
-  tenant: string,
-  q: { afterSeq: number; limit: number; types?: readonly string[] },
-): Promise<{ rows: FeedRow[]; hasMore: boolean }> {
-  const typed = q.types !== undefined && q.types.length > 0;
-  const sql =
-    `SELECT ${RETURNED} FROM event_log ` +
-    `WHERE tenant_id = ?1 AND seq > ?2 AND event_id IS NOT NULL${typed ? " AND event_type IN (SELECT value FROM json_each(?4))" : ""}` +
-    ` ORDER BY seq LIMIT ?3`;
-  const stmt = typed
-    ? db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1, JSON.stringify(q.types))
-    : db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1);
-  const { results } = await stmt.all<FeedRow>();
-  return { rows: results.slice(0, q.limit), hasMore: results.length > q.limit };
-}
-
-/**
- * The tenant's envelopes in a seq range (exclusive after, inclusive until) and time range,
- * oldest first. The scan starts at the time range's seq floor.
- */
-export async function feedRange(
-  db: D1Database,
-  tenant: string,
-  q: { afterSeq: number; untilSeq: number; fromMs: number; toMs: number; limit: number },
-): Promise<FeedRow[]> {
-  const after = Math.max(q.afterSeq, seqFloor(q.fromMs) - 1);
-  const { results } = await db
-    .prepare(
-      `SELECT ${RETURNED} FROM event_log ` +
-        `WHERE tenant_id = ? AND seq > ? AND seq <= ? AND event_id IS NOT NULL AND created_at >= ? AND created_at <= ? ORDER BY seq LIMIT ?`,
-    )
-    .bind(tenant, after, q.untilSeq, q.fromMs, q.toMs, q.limit)
-    .all<FeedRow>();
-  return results;
 }

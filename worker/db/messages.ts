@@ -12,6 +12,7 @@
  *                                          log rows written in the same batch (publish.ts), a new
  *                                          messages row names its email's first run of them
  *                                          (head_seq, head_run; migration 0037).
+ *   messageFields(view)                    the row's columns its stored envelopes leave out.
  *   listMessages(db, tenant, query)        one page of the tenant's messages, newest first,
  *                                          with cursors `after` (older than) / `before` (newer than).
  *   emailsByHeader(db, messageId, tenant)  the emails whose Message-ID header it is, through
@@ -24,6 +25,7 @@ import { isMessageId } from "../model/ids";
 import { FINAL_STATUSES, type MessageView } from "../model/message";
 import { emailIdOf } from "../mail/arf";
 import { chunkByJson, jsonColumns } from "./json-rows";
+import type { MessageFields } from "../webhooks/core/stored-body";
 
 /** A row of the message index as GET /emails lists it. */
 export interface IndexedMessage {
@@ -69,6 +71,20 @@ function headerToIndex(v: MessageView): string | null {
   return mid === null || emailIdOf(mid, isMessageId) === v.id ? null : mid;
 }
 
+/**
+ * The columns of a message's row that its stored envelopes leave out (core/stored-body.ts), as
+ * the insert below writes them; an update never changes them.
+ */
+export function messageFields(v: MessageView): MessageFields {
+  return {
+    id: v.id,
+    created_at: v.created_at,
+    from_addr: v.summary.from,
+    to_json: JSON.stringify(v.summary.to),
+    subject: v.summary.subject ?? null,
+  };
+}
+
 /** A message to index: its view as the Outbox answered it, and the event GET /emails shows last. */
 export interface IndexItem {
   view: MessageView;
@@ -88,17 +104,18 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
   const messages = items.map(({ view: v, lastEvent }) => {
     const s = v.summary;
     const one = v.recipients.length === 1 ? v.recipients[0]! : null;
+    const fields = messageFields(v);
     return {
       id: v.id,
       tenant: v.tenant,
-      created_at: v.created_at,
+      created_at: fields.created_at,
       scheduled_at: v.scheduled_at,
-      from: s.from,
-      to: JSON.stringify(s.to),
+      from: fields.from_addr,
+      to: fields.to_json,
       cc: json(s.cc),
       bcc: json(s.bcc),
       reply_to: json(s.reply_to),
-      subject: s.subject ?? null,
+      subject: fields.subject,
       last_event: lastEvent,
       version: versionOf(v),
       message_id: headerToIndex(v),

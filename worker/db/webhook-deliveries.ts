@@ -68,7 +68,7 @@ export function healthUpsertStatement(db: D1Database, id: string, state: object,
     .bind(id, JSON.stringify(state), nowMs);
 }
 
-export { feedBodyOf } from "./events";
+export { feedBodyOf } from "./feed";
 
 /**
  * Dead-letters one delivery. An entry not yet replayed keeps its first reason (a duplicate queue

@@ -37,7 +37,8 @@
  *   Throws on a D1 or queue failure; the caller's existing failure path retries the batch.
  */
 import type { SyncState } from "../model/message";
-import { indexStatements, type IndexItem } from "../db/messages";
+import { indexStatements, messageFields, type IndexItem } from "../db/messages";
+import { compactBody, expandBody, type MessageFields } from "../webhooks/core/stored-body";
 import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
 import {
   enabledEndpointsStatement,
@@ -131,8 +132,16 @@ function suppressionsOf(events: readonly PlannedEvent[]): SuppressionInsert[] {
   });
 }
 
-/** The log rows of one message: each transition with its first envelope, further envelopes on rows of their own. */
-function logRows(s: SyncState, planned: readonly PlannedEvent[], seen: Set<string>): LogRow[] {
+/**
+ * The log rows of one message: each transition with its first envelope, further envelopes on rows
+ * of their own; the envelopes stored compact when `fields` (its messages row is written in the same batch).
+ */
+function logRows(
+  s: SyncState,
+  planned: readonly PlannedEvent[],
+  seen: Set<string>,
+  fields: MessageFields | null,
+): LogRow[] {
   const bySource = new Map<number, PlannedEvent[]>();
   for (const e of planned) {
     if (seen.has(e.id)) continue; // one envelope per webhook-id
@@ -144,7 +153,7 @@ function logRows(s: SyncState, planned: readonly PlannedEvent[], seen: Set<strin
     const env = (e: PlannedEvent | undefined) => ({
       event_id: e?.id ?? null,
       event_type: e?.type ?? null,
-      body: e?.body ?? null,
+      body: e === undefined ? null : fields === null ? e.body : compactBody(e.body, fields),
     });
     return [
       {
@@ -192,12 +201,14 @@ export async function publishEvents(
     if (list) list.push(e);
     else byEmail.set(e.emailId, [e]);
   }
+  const indexed = new Set(index.map((i) => i.view.id));
+  const fields = new Map(withEvents.map((s) => [s.view.id, messageFields(s.view)]));
   const logs = withEvents.map((s) => ({
     tenant: s.view.tenant,
     emailId: s.view.id,
-    rows: logRows(s, byEmail.get(s.view.id) ?? [], seen),
+    rows: logRows(s, byEmail.get(s.view.id) ?? [], seen, indexed.has(s.view.id) ? fields.get(s.view.id)! : null),
   }));
-  const inserts = logInsertStatements(env.DB, logs, nowMs, new Set(index.map((i) => i.view.id)));
+  const inserts = logInsertStatements(env.DB, logs, nowMs, indexed);
   const upserts = indexStatements(
     env.DB,
     index,
@@ -218,9 +229,12 @@ export async function publishEvents(
   ];
   const results = await env.DB.batch(stmts);
   if (!pushing) return;
+  // As stored: a compact body is made whole from the message it names (the columns its row holds);
+  // one of a message not in this publication (none is) would be left for the consumer to read whole.
   const rows = [...results.slice(0, inserts.length), results[results.length - 2]]
     .flatMap((r) => (r?.results ?? []) as FeedRow[])
-    .filter((r) => r.event_id !== null);
+    .filter((r) => r.event_id !== null)
+    .map((r) => ({ ...r, body: expandBody(r.body, fields.get(r.email_id) ?? null) }));
   const endpoints = (
     (results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]
   ).map(toPublishEndpoint);

@@ -61,14 +61,16 @@ export const MAX_DELAY_SECONDS = 43_200;
 const BATCH_BYTES = 200_000;
 const BATCH_MESSAGES = 100;
 
-/** A first-attempt job; the body is left out when too large. */
+/** A first-attempt job; the body is left out when too large or not given (the consumer reads it: feedBodyOf). */
 export function makeJob(
   tenant: string,
   endpointId: string,
-  event: { id: string; type: string; body: string },
+  event: { id: string; type: string; body: string | null },
 ): WebhookJob {
   const job: WebhookJob = { v: 1, tenant, endpointId, eventId: event.id, type: event.type, attempt: 1 };
-  return new TextEncoder().encode(event.body).length <= JOB_BODY_LIMIT_BYTES ? { ...job, body: event.body } : job;
+  return event.body !== null && new TextEncoder().encode(event.body).length <= JOB_BODY_LIMIT_BYTES
+    ? { ...job, body: event.body }
+    : job;
 }
 
 /** Whole seconds of queue delay until atMs (rounded up, capped at 12 h). */

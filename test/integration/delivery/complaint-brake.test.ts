@@ -12,6 +12,7 @@ import { beforeAll, describe, expect, inject, it } from "vitest";
 import worker from "../../../worker";
 import { callWithKey, email, eventually, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
+import { feedBodyOf } from "../../../worker/db/feed";
 
 const sink = inject("sink");
 let key: string;
@@ -63,14 +64,17 @@ async function deliveredEmail(k: string, to: string): Promise<string> {
   return id;
 }
 
+/** The tenant's relay.complaint_rate.exceeded rows, each with its envelope whole (as the feed gives it). */
 const brakeEvents = async (tenant: string) =>
-  (
-    await env.DB.prepare(
-      "SELECT email_id, body FROM event_log WHERE tenant_id = ? AND type = 'relay.complaint_rate.exceeded' AND body IS NOT NULL",
-    )
-      .bind(tenant)
-      .all<{ email_id: string; body: string }>()
-  ).results;
+  Promise.all(
+    (
+      await env.DB.prepare(
+        "SELECT email_id, event_id FROM event_log WHERE tenant_id = ? AND type = 'relay.complaint_rate.exceeded' AND body IS NOT NULL",
+      )
+        .bind(tenant)
+        .all<{ email_id: string; event_id: string }>()
+    ).results.map(async (r) => ({ email_id: r.email_id, body: (await feedBodyOf(env.DB, r.event_id))! })),
+  );
 const LOW = { COMPLAINT_MIN_DELIVERED: "2" };
 
 describe("the complaint-rate brake", () => {

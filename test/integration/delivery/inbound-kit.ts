@@ -11,6 +11,7 @@ import { handleInbound } from "../../../worker/inbound/email";
 import { signDkim } from "../../../worker/mail/dkim";
 import { eventually } from "../helpers";
 import { caught, type Caught } from "./observe";
+import { feedBodyOf } from "../../../worker/db/feed";
 
 const sink = inject("sink");
 
@@ -81,13 +82,18 @@ export const events = async (id: string, rcpt: string) =>
 
 /** The published envelopes of one recipient of an email. */
 export const envelopes = async (id: string, rcpt: string) =>
-  (
-    await env.DB.prepare(
-      "SELECT event_type, body FROM event_log WHERE email_id = ? AND recipient = ? AND body IS NOT NULL ORDER BY seq",
-    )
-      .bind(id, rcpt)
-      .all<{ event_type: string; body: string }>()
-  ).results.map((r) => ({ type: r.event_type, data: (JSON.parse(r.body) as { data: Record<string, unknown> }).data }));
+  Promise.all(
+    (
+      await env.DB.prepare(
+        "SELECT event_type, event_id FROM event_log WHERE email_id = ? AND recipient = ? AND body IS NOT NULL ORDER BY seq",
+      )
+        .bind(id, rcpt)
+        .all<{ event_type: string; event_id: string }>()
+    ).results.map(async (r) => ({
+      type: r.event_type,
+      data: (JSON.parse((await feedBodyOf(env.DB, r.event_id))!) as { data: Record<string, unknown> }).data,
+    })),
+  );
 
 /** Publishes a DNS answer at the fixture DoH server. */
 export async function publishRecord(name: string, type: "TXT" | "MX", data: string[]): Promise<void> {

@@ -11,6 +11,7 @@ import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { callWithKey, email, eventually, getEmail, newKey, newOperatorKey } from "../helpers";
 import { recipientsWhen } from "./observe";
+import { feedBodyOf } from "../../../worker/db/feed";
 
 const scripted = inject("scripted");
 let key: string;
@@ -57,14 +58,14 @@ describe("a reply rule", () => {
     const envelope = await eventually(
       async () =>
         (await env.DB.prepare(
-          "SELECT body FROM event_log WHERE email_id = ? AND event_type = 'relay.destination.throttled'",
+          "SELECT event_id FROM event_log WHERE email_id = ? AND event_type = 'relay.destination.throttled'",
         )
           .bind(id)
-          .first<{ body: string }>()) ?? undefined,
+          .first<{ event_id: string }>()) ?? undefined,
       10_000,
       "webhook envelope",
     );
-    expect(JSON.parse(envelope.body)).toMatchObject({
+    expect(JSON.parse((await feedBodyOf(env.DB, envelope.event_id))!)).toMatchObject({
       type: "relay.destination.throttled",
       data: {
         email_id: id,

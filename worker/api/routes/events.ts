@@ -20,7 +20,8 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { feedRange, feedSeqOf, listFeed, type FeedRow } from "../../db/events";
+import type { FeedRow } from "../../db/events";
+import { feedRange, feedSeqOf, listFeed } from "../../db/feed";
 import { listDeadLetters, markReplayed } from "../../db/webhook-deliveries";
 import { getEndpoint } from "../../db/webhooks";
 import { EMAIL_EVENT_TYPES } from "../../webhooks/core/envelope";
