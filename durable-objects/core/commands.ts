@@ -21,7 +21,8 @@
 import type { MessageIntake } from "./assign";
 import { reportDelivery, type DeliveryReport, type ReportResult } from "./complete";
 import { failTransport, flush } from "./timers";
-import type { Effect, Entry, PolicyRule, Qmgr, ResolvedRecipient } from "./model";
+import type { Entry, PolicyRule, Qmgr } from "./model";
+import type { Effect, ResolvedRecipient } from "./ports";
 import { clearPolicy, setPolicy } from "./policy";
 import { admitMessage, dispatchAll, drainEffects, nextWakeupAt, tick } from "./scheduler";
 import { obtainTransport } from "./assign";

@@ -23,7 +23,8 @@
  */
 import { entryDone, finishMessage, queueDied, queueRevived } from "./complete";
 import { releaseWindowBlockers } from "./job-list";
-import type { Entry, Qmgr, ResolvedRecipient } from "./model";
+import type { Entry, Qmgr } from "./model";
+import type { ResolvedRecipient } from "./ports";
 import { addTimer, blockerUpdate, updateReady } from "./queue";
 
 /** A Destination DO's answer: its window, and when it comes back if dead (0 = alive). */

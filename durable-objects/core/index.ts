@@ -17,6 +17,7 @@ export * from "./warmup";
 export * from "./flow";
 export * from "./errors";
 export type * from "./model";
+export type * from "./ports";
 export { obtainTransport, readBatchLimit, hasActiveRoom, READ_CAP, type MessageIntake } from "./assign";
 export { selectEntry, selectTransport, dispatch, transportReady } from "./select";
 export { reportDelivery, type DeliveryReport, type SiteFailure, type ReportResult } from "./complete";

@@ -8,9 +8,7 @@
  *   requests). Lists are intrusive and doubly linked so that every list operation the
  *   algorithm needs is O(1). snapshot.ts turns the graph into plain JSON data, restore.ts back.
  *
- *   RecipientSource is the port through which the core reads a message's recipients (the
- *   queue file in Postfix). It is synchronous, as a Durable Object's SQLite is; the core
- *   itself does no I/O.
+ *   The recipients the core reads, and the timers and effects it hands its shell, are ports.ts's.
  * INVARIANTS
  *   See each field. The jobs on a transport's schedList and timeList are exactly the linked
  *   jobs (stackLevel ≥ 0). An entry is on its peer's todo list iff it is todo. A peer exists
@@ -19,33 +17,7 @@
 import type { SchedulerConfig, TransportParams } from "./config";
 import type { Feedback } from "./feedback";
 import type { WindowState } from "./destination-window";
-
-/** A recipient as the classify stage resolved it. Extra fields are carried through untouched. */
-export interface ResolvedRecipient {
-  /** The recipient address (used for per-recipient queue names). */
-  address: string;
-  /** Transport name, e.g. "smtp" or "relay". */
-  transport: string;
-  /** Nexthop (destination), e.g. "example.com" or "[smtp.example.net]:587". */
-  nexthop: string;
-  /** Optional pickup-policy keys (spec §12.6): egress source and destination site. */
-  egress?: string;
-  site?: string;
-}
-
-/** One read of a message's recipients. */
-export interface RecipientBatch<R extends ResolvedRecipient = ResolvedRecipient> {
-  rcpts: R[];
-  /** Where the next read starts. */
-  nextOffset: number;
-  /** Upper bound of recipients not yet read after this batch (0 = fully read). */
-  unread: number;
-}
-
-/** The queue-file port: reads up to `limit` recipients of a message from `offset`. */
-export interface RecipientSource<R extends ResolvedRecipient = ResolvedRecipient> {
-  read(messageId: string, offset: number, limit: number): RecipientBatch<R>;
-}
+import type { Effect, RecipientSource, ResolvedRecipient, Timer } from "./ports";
 
 /** A message in the active queue (Postfix QMGR_MESSAGE). */
 export interface Message {
@@ -287,54 +259,6 @@ export interface PolicyCounter {
   day?: { start: number; n: number };
 }
 
-/** A timer the shell must honour by calling tick() at or after `at`. */
-export interface Timer {
-  at: number;
-  seq: number;
-  kind: "queue" | "transport" | "policy" | "idle";
-  /** Transport name ("" for the idle list). */
-  transport: string;
-  /** Queue name (queue, idle) or policy key (policy). */
-  ref: string;
-}
-
-/** Something the shell must do or record; drained after each call. */
-export type Effect =
-  | {
-      kind: "deferred";
-      messageId: string;
-      rcpts: ResolvedRecipient[];
-      reason: string;
-      transport: string;
-      nexthop: string;
-    }
-  | { kind: "message-done"; messageId: string }
-  | { kind: "message-deferred"; messageId: string; nextAttemptAt: number; warn: boolean; warnTime: number }
-  | { kind: "message-expired"; messageId: string }
-  | {
-      kind: "destination";
-      transport: string;
-      queue: string;
-      event: "dead" | "revived" | "suspended" | "resumed";
-      until?: number;
-      reason?: string;
-    }
-  | { kind: "transport"; transport: string; event: "dead" | "revived"; until?: number }
-  /** A reply rule matched a site failure of the entry `entryId` and suspended `key` until `until` (reply-rules.ts). */
-  | {
-      kind: "reply-rule";
-      entryId: number;
-      messageId: string;
-      transport: string;
-      queue: string;
-      rule: string;
-      action: string;
-      key: string;
-      until: number;
-      reply: string;
-      rate?: string;
-    };
-
 /** The whole in-core state of the queue manager. */
 export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
   cfg: SchedulerConfig;
@@ -369,4 +293,4 @@ export interface Qmgr<R extends ResolvedRecipient = ResolvedRecipient> {
 }
 
 /** Re-exported so callers need only this module for the state's vocabulary. */
-export type { Feedback, TransportParams, WindowState };
+export type { Feedback, ResolvedRecipient, Timer, TransportParams, WindowState };

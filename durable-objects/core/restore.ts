@@ -16,7 +16,8 @@
 import { obtainTransport } from "./assign";
 import type { SchedulerConfig } from "./config";
 import { invariant } from "./errors";
-import type { Entry, Job, PolicyCounter, Qmgr, RecipientSource, ResolvedRecipient } from "./model";
+import type { Entry, Job, PolicyCounter, Qmgr } from "./model";
+import type { RecipientSource, ResolvedRecipient } from "./ports";
 import { NO_CHARGES, findPeer, newQueue, updateReady } from "./queue";
 import { structuredCloneRule, type EntrySnap, type PeerSnap, type QmgrSnapshot, type TransportSnap } from "./snapshot";
 

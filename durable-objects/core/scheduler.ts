@@ -20,7 +20,8 @@
  */
 import { enqueueMessage, hasActiveRoom, type MessageIntake } from "./assign";
 import type { SchedulerConfig } from "./config";
-import type { Effect, Entry, Message, Qmgr, RecipientSource, ResolvedRecipient, Transport } from "./model";
+import type { Entry, Message, Qmgr, Transport } from "./model";
+import type { Effect, RecipientSource, ResolvedRecipient } from "./ports";
 import { policyBlock } from "./policy";
 import { dispatch, peerPolicyKeys, selectTransport } from "./select";
 import { runTimers } from "./timers";

@@ -17,7 +17,8 @@
  *   InvariantError if a snapshot refers to something it does not contain, or has a version
  *   this code does not read.
  */
-import type { Entry, Job, Message, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
+import type { Entry, Job, Message, PolicyCounter, Qmgr, Queue, Transport } from "./model";
+import type { ResolvedRecipient, Timer } from "./ports";
 import { QUEUE_DEFAULTS } from "./queue";
 
 type MessageSnap = Omit<Message, "jobs"> & { jobs: string[] };

@@ -13,7 +13,7 @@
  * ERRORS
  *   None.
  */
-import type { Timer } from "./model";
+import type { Timer } from "./ports";
 
 function less(a: Timer, b: Timer): boolean {
   return a.at < b.at || (a.at === b.at && a.seq < b.seq);
