@@ -7,6 +7,7 @@
  *   reads a clock, does I/O or uses randomness: time is always an argument, whole seconds.
  */
 export * from "./config";
+export { parseDurationSec, type SchedulerConfigInput } from "./config-schema";
 export * from "./feedback";
 export * from "./destination-window";
 export * from "./destination";
