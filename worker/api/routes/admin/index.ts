@@ -1,7 +1,8 @@
 /**
  * The admin API under /relay/ (issue 6): message search for every key, the queue, destination,
  * flush, suspension, policy, warm-up, egress, stats, inbound and provider-rule routes for operator
- * keys only. See queue.ts, policies.ts, warmup.ts, egress.ts, providers.ts and messages.ts.
+ * keys only. See queue.ts, suspensions.ts, inbound.ts, policies.ts, warmup.ts, egress.ts,
+ * providers.ts and messages.ts.
  */
 import { Hono } from "hono";
 import { type AppEnv } from "../../http/context";
@@ -9,6 +10,8 @@ import { devRoutes } from "./dev";
 import { messageRoutes } from "./messages";
 import { RoleCache, requireOperator } from "../../http/operator";
 import { queueRoutes } from "./queue";
+import { suspensionRoutes } from "./suspensions";
+import { inboundRoutes } from "./inbound";
 import { providerRoutes } from "./providers";
 import { policyRoutes } from "./policies";
 import { warmupRoutes } from "./warmup";
@@ -39,6 +42,8 @@ export function adminRoutes() {
   }
   r.route("/", devRoutes(roles));
   r.route("/", queueRoutes());
+  r.route("/", suspensionRoutes());
+  r.route("/", inboundRoutes());
   r.route("/", providerRoutes());
   r.route("/", policyRoutes());
   r.route("/", warmupRoutes());

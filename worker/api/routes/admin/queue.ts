@@ -1,5 +1,6 @@
 /**
  * Operator routes over the Transport and Destination DOs and the D1 index (operator key only).
+ * Suspensions are suspensions.ts's; the mail that came back, inbound.ts's.
  *
  * DESCRIPTION
  *   GET    /relay/queue          qshape across transports (destination × age bucket, TOTAL first)
@@ -16,51 +17,22 @@
  *                                under and why (its MX hosts and the suffix that matched).
  *   POST   /relay/flush          { transport? } retry deferred mail now and revive dead
  *                                destinations (postqueue -f), in one or every transport.
- *   POST   /relay/suspensions    { target, transport?, name, ttl_seconds } → 201; other policy
- *                                fields of the key (caps, rates) are kept.
- *   GET    /relay/suspensions    suspensions in force.
- *   DELETE /relay/suspensions/:target/:name?transport=   resume.
  *   GET    /relay/stats?window=  delivered / bounced / deferred / failed per minute (D1 events).
- *   GET    /relay/inbound?days=  mail that came back through Email Routing, by UTC day and kind
- *                                (bounce, complaint, auto_reply, rejected...: inbound/email.ts).
- *   GET    /relay/inbound/reports?days=&verdict=&limit=&before=  the DSNs and ARF reports that
- *                                came back, newest first, each with its verdict (acted,
- *                                unauthenticated, mismatch, ...), what it said and its first
- *                                64 KiB (inbound/reports.ts).
  *
  * ERRORS
  *   403 restricted_api_key for a tenant key; 422 validation_error for bad input; 404 not_found
- *   for an unknown transport, destination or suspension.
+ *   for an unknown transport or destination.
  */
 import { Hono, type Context } from "hono";
 import { transportParams, type Ceiling } from "../../../../durable-objects/core";
 import { schedulerConfigOf } from "../../../settings/scheduler";
 import { QSHAPE_BUCKETS_MIN } from "../../../../durable-objects/core/inspect";
 import { openAges, stateCounts, throughputRows } from "../../../db/admin";
-import {
-  activeSuspensions,
-  EVERYWHERE,
-  mergeQshape,
-  resumeRule,
-  suspendRule,
-  suspensionKey,
-  stateTable,
-  throughputSeries,
-  type SuspensionTarget,
-} from "../../../dashboard/core/operator-views";
+import { mergeQshape, stateTable, throughputSeries } from "../../../dashboard/core/operator-views";
 import { type AppEnv } from "../../http/context";
-import { parseInput, readJson, readOptionalJson } from "../../http/body";
+import { parseInput, readOptionalJson } from "../../http/body";
 import { ApiError } from "../../../model/errors";
-import { listReports } from "../../../db/inbound";
-import {
-  FlushSchema,
-  InboundQuerySchema,
-  ReportsQuerySchema,
-  ResumeQuerySchema,
-  StatsQuerySchema,
-  SuspendSchema,
-  SuspensionTargetSchema,
-} from "./schemas";
+import { FlushSchema, StatsQuerySchema } from "./schemas";
 import { providerOfDestination } from "./providers";
 import {
   allTransports,
@@ -70,12 +42,11 @@ import {
   transportStub,
   type Inspection,
 } from "../../../policy/transports";
-import { settingsOf } from "../../../settings/settings";
 
 /** Age percentiles reported by GET /relay/queue. */
 export const AGE_PERCENTILES = [50, 90, 95, 99] as const;
 
-const iso = (sec: number | null) => (sec === null || sec <= 0 ? null : new Date(sec * 1000).toISOString());
+export const iso = (sec: number | null) => (sec === null || sec <= 0 ? null : new Date(sec * 1000).toISOString());
 
 /** The destination_concurrency_limit of a transport (0 = unlimited), from SCHEDULER_CONFIG. */
 /** A learned session ceiling (relay §12.7) as the API shows it, or null. */
@@ -122,19 +93,6 @@ function destinationView(limit: (transport: string) => number, d: Inspection["de
 /** An optional JSON body: {} when empty. */
 async function optionalJson(c: Context<AppEnv>): Promise<unknown> {
   return (await readOptionalJson(c, 16 * 1024)) ?? {};
-}
-
-/** Where a suspension lives: its policy key and the transports whose DO holds it. */
-async function placeSuspension(env: Env, target: SuspensionTarget, name: string, transport: string | undefined) {
-  const all = await allTransports(env);
-  // A tenant, site, egress, campaign or bulk key is held by every transport (a site's domains may be routed to any).
-  const everywhere = EVERYWHERE.includes(target);
-  const t = target === "transport" ? name : (transport ?? settingsOf(env).defaultTransport);
-  if (!everywhere && !all.includes(t))
-    throw new ApiError(404, "not_found", `Transport ${JSON.stringify(t)} is not configured.`);
-  const key = suspensionKey(target, name, t);
-  if (key === null) throw new ApiError(422, "validation_error", "Invalid `name` for this target.");
-  return { key, transports: everywhere ? all : [t], transport: everywhere ? null : t };
 }
 
 /** The operator routes (mounted under /relay behind the API key and the operator check). */
@@ -251,65 +209,6 @@ export function queueRoutes() {
     });
   });
 
-  r.post("/suspensions", async (c) => {
-    const body = parseInput(SuspendSchema, (await readJson(c, 16 * 1024)).value);
-    const place = await placeSuspension(c.env, body.target, body.name, body.transport);
-    const until = Math.floor(Date.now() / 1000) + body.ttl_seconds;
-    const inspections = await inspectAll(c.env, place.transports);
-    await Promise.all(
-      inspections.map((i) =>
-        transportStub(c.env, i.transport).setPolicy(
-          place.key,
-          suspendRule(i.policies.find((p) => p.key === place.key)?.rule, until),
-        ),
-      ),
-    );
-    return c.json(
-      {
-        object: "suspension",
-        target: body.target,
-        transport: place.transport,
-        name: body.name,
-        key: place.key,
-        until: iso(until),
-        transports: place.transports,
-      },
-      201,
-    );
-  });
-
-  r.get("/suspensions", async (c) => {
-    const inspections = await inspectAll(c.env, await allTransports(c.env));
-    const policies = inspections.flatMap((i) =>
-      i.policies.map((p) => ({ transport: i.transport, key: p.key, rule: p.rule })),
-    );
-    const data = activeSuspensions(policies, Math.floor(Date.now() / 1000)).map((s) => ({
-      object: "suspension",
-      target: s.target,
-      transport: s.transport,
-      name: s.name,
-      key: s.key,
-      until: iso(s.until),
-      transports: s.transports,
-      set_by: s.setBy,
-    }));
-    return c.json({ object: "list", data });
-  });
-
-  r.delete("/suspensions/:target/:name", async (c) => {
-    const target = parseInput(SuspensionTargetSchema, c.req.param("target"), "`target`:");
-    const q = parseInput(ResumeQuerySchema, c.req.query());
-    const name = c.req.param("name");
-    const place = await placeSuspension(c.env, target, name, q.transport);
-    const now = Math.floor(Date.now() / 1000);
-    const holders = (await inspectAll(c.env, place.transports))
-      .map((i) => ({ transport: i.transport, rule: i.policies.find((p) => p.key === place.key)?.rule }))
-      .filter((h) => h.rule?.suspendedUntil !== undefined && h.rule.suspendedUntil > now);
-    if (holders.length === 0) throw new ApiError(404, "not_found", "Suspension not found.");
-    await Promise.all(holders.map((h) => transportStub(c.env, h.transport).setPolicy(place.key, resumeRule(h.rule))));
-    return c.json({ object: "suspension", target, transport: place.transport, name, key: place.key, deleted: true });
-  });
-
   r.get("/stats", async (c) => {
     const q = parseInput(StatsQuerySchema, c.req.query());
     const nowMs = Date.now();
@@ -337,51 +236,6 @@ export function queueRoutes() {
       totals,
       series: series.map((p) => ({ ...p, at: new Date(p.at).toISOString() })),
     });
-  });
-
-  r.get("/inbound/reports", async (c) => {
-    const q = parseInput(ReportsQuerySchema, c.req.query());
-    const now = Date.now();
-    const beforeMs = q.before ? Date.parse(q.before) : now + 1;
-    const rows = await listReports(c.env.DB, {
-      fromMs: now - q.days * 86_400_000,
-      beforeMs,
-      limit: q.limit + 1,
-      verdict: q.verdict ?? null,
-    });
-    const data = rows.slice(0, q.limit).map((r) => ({
-      object: "inbound_report" as const,
-      id: r.id,
-      received_at: new Date(r.received_at).toISOString(),
-      kind: r.kind,
-      verdict: r.verdict,
-      email_id: r.email_id,
-      tenant: r.tenant_id,
-      envelope_from: r.envelope_from,
-      envelope_to: r.envelope_to,
-      message_id: r.message_id,
-      detail: JSON.parse(r.detail) as Record<string, unknown>,
-      size: r.raw_size,
-      raw: r.raw,
-    }));
-    return c.json({ object: "list", has_more: rows.length > q.limit, data });
-  });
-
-  r.get("/inbound", async (c) => {
-    const q = parseInput(InboundQuerySchema, c.req.query());
-    const from = new Date(Date.now() - (q.days - 1) * 86_400_000).toISOString().slice(0, 10);
-    const rows = (
-      await c.env.DB.prepare("SELECT day, kind, n FROM inbound_counts WHERE day >= ? ORDER BY day, kind")
-        .bind(from)
-        .all<{ day: string; kind: string; n: number }>()
-    ).results;
-    const days = new Map<string, Record<string, number>>();
-    const totals: Record<string, number> = {};
-    for (const r of rows) {
-      days.set(r.day, { ...days.get(r.day), [r.kind]: r.n });
-      totals[r.kind] = (totals[r.kind] ?? 0) + r.n;
-    }
-    return c.json({ object: "inbound", from, totals, days: [...days].map(([day, counts]) => ({ day, counts })) });
   });
 
   return r;
