@@ -4,14 +4,14 @@
  * mail that came back, the stats; and the egress pools.
  *
  * INVARIANTS
- *   Each answers 403 to a tenant's key; response shapes are routes/admin/schemas.ts's.
+ *   Each answers 403 to a tenant's key; response shapes are routes/admin/responses.ts's.
  */
 import { z } from "zod";
 import type { Operation } from "./types";
 import { PolicyLimitsSchema } from "../routes/admin/policies";
 import { WarmupAdvanceSchema, WarmupPlanSchema } from "../routes/admin/warmup";
+import { AdminResponses as Admin } from "../routes/admin/responses";
 import {
-  AdminResponses as Admin,
   FlushSchema,
   InboundQuerySchema,
   ProviderRuleBodySchema,

@@ -6,7 +6,8 @@
 import { z } from "zod";
 import type { Operation } from "./types";
 import { CancelFilterSchema, CancelOneSchema, ComplaintSchema } from "../http/control-schemas";
-import { AdminResponses as Admin, EventsQuerySchema, SearchQuerySchema } from "../routes/admin/schemas";
+import { AdminResponses as Admin } from "../routes/admin/responses";
+import { EventsQuerySchema, SearchQuerySchema } from "../routes/admin/schemas";
 import { EmailBody } from "./emails";
 
 const ControlBody = z.object({
