@@ -40,6 +40,8 @@
  *   and, named in --cases only:
  *   compliance  200 one-recipient bulk messages (unsubscribe) to gmail.com: every rule of the
  *             compliance check at send time evaluated (it runs on every send; this case has the most).
+ *   html      200 one-recipient messages of the size senders send: a 19 KB HTML receipt and its
+ *             1 KB text part (cost-html.ts), 10 in flight, one destination.
  *   mx, mx-sts  200 one-recipient messages each to MX hosts (world "mx", bench/lib/mx-world.ts): a
  *             domain without MTA-STS, and one whose enforce policy the warm-up discovered and cached
  *             (each delivery then needs verified TLS and is counted for TLS-RPT).
@@ -47,6 +49,7 @@
 import { devFetch } from "../../scripts/lib/dev-server";
 import { api, cpuMs, sleep, waitDelivered, waitEvents, waitStill, type Setup, type Snapshot } from "./cost-server";
 import { runCron, waitPurged } from "./cost-retention";
+import { htmlEmail } from "./cost-html";
 
 export interface CaseDef {
   name: string;
@@ -273,6 +276,14 @@ export function casesOf(o: { messages: number; trickle: number; mixMessages: num
       about: "one-recipient bulk messages (unsubscribe) to gmail.com, every compliance rule evaluated",
       send: (s) =>
         sendAll(s, 200, (i) => ({ path: "/emails", body: { ...email(i, [`c${i}@gmail.com`]), unsubscribe: true } })),
+    },
+    {
+      name: "html",
+      messages: 200,
+      rcptsPer: 1,
+      about: "one-recipient messages of a 19 KB HTML receipt and its text part, 10 in flight, one destination",
+      send: (s) =>
+        sendAll(s, 200, (i) => ({ path: "/emails", body: htmlEmail(i, [`h${i}@one.example`], SENDER_DOMAIN) })),
     },
     {
       name: "mx",
