@@ -297,7 +297,7 @@ export class Outbox extends DurableObject<Env> {
   }
 
   private syncState(id: string, now: number): SyncState | null {
-    const view = readView(this.sql, id, now, this.intake.unmarked.has(id));
+    const view = readView(this.sql, id, now, this.intake.unmarked.has(id), false);
     return view ? { view, events: readEvents(this.sql, id) } : null;
   }
 

@@ -27,6 +27,7 @@ import {
   type RcptView,
 } from "../../worker/model/message";
 import { finishIfDone } from "./outcomes";
+import { packSummary, unpackSummary } from "./content";
 import { LAST_SEQ, recordEvent } from "./events";
 import type { StoredRcpt } from "./rcpt";
 
@@ -110,17 +111,18 @@ export function insertMessage(
   });
   // A message of one recipient keeps it in its own row (rcpt.ts).
   const one = rcpts.length === 1 ? rcpts[0]! : null;
+  const { summary, content } = packSummary(m.summary);
   sql.exec(
     "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path, " +
-      "r_address, r_status, r_transport, r_nexthop, r_blocked_by, r_updated_at) " +
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?18, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+      "r_address, r_status, r_transport, r_nexthop, r_blocked_by, r_updated_at, content) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?18, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19)",
     m.id,
     tenant,
     m.createdAt,
     m.scheduledAt,
     m.mailFrom,
     m.size,
-    JSON.stringify(m.summary),
+    summary,
     inlineBody(m.body),
     m.body === undefined ? 1 : 0,
     open ? 1 : 0,
@@ -132,6 +134,7 @@ export function insertMessage(
     one?.blocked_by ?? null,
     one === null ? null : m.createdAt,
     open && !admitting ? 1 : 0,
+    content,
   );
   rcpts.forEach((r, idx) => {
     if (one === null)
@@ -191,15 +194,26 @@ export function readWithSummary(sql: SqlStorage, id: string): MessageWithSummary
     .toArray()[0];
 }
 
-/** The message as the status API shows it, or null (`admitted`: admitted though not marked ready, unmarked.ts). */
-export function readView(sql: SqlStorage, id: string, nowMs: number, admitted = false): MessageView | null {
+/**
+ * The message as the status API shows it, or null (`admitted`: admitted though not marked ready,
+ * unmarked.ts); with `whole` false its summary's text and HTML are null when they are kept
+ * deflated (content.ts: the index and the publication never read them).
+ */
+export function readView(
+  sql: SqlStorage,
+  id: string,
+  nowMs: number,
+  admitted = false,
+  whole = true,
+): MessageView | null {
   // One statement for the row, its control action (controlOf) and whether it drew a complaint (complainedOf).
   const m = sql
-    .exec<MessageWithSummary & { action: string | null; complained: number }>(
-      `SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified,
+    .exec<MessageWithSummary & { action: string | null; complained: number; content: ArrayBuffer | null }>(
+      `SELECT id, tenant, created_at, scheduled_at, state, summary, mail_from, unclassified, IIF(?2, content, NULL) AS content,
        (SELECT action FROM control WHERE message_id = ?1) AS action, EXISTS (SELECT 1 FROM complaint WHERE message_id = ?1) AS complained
      FROM message WHERE id = ?1`,
       id,
+      whole ? 1 : 0,
     )
     .toArray()[0];
   if (!m) return null;
@@ -235,7 +249,7 @@ export function readView(sql: SqlStorage, id: string, nowMs: number, admitted = 
     created_at: m.created_at,
     scheduled_at: m.scheduled_at,
     state: m.state,
-    summary: JSON.parse(m.summary) as MessageSummary,
+    summary: unpackSummary(m.summary, m.content, whole),
     recipients,
     complained: m.complained === 1,
   };
