@@ -24,7 +24,7 @@ import { invariant } from "./errors";
 import { bumpCandidates, invalidateCandidateCache, isBlocker, moveLimits, obtainJob } from "./job-list";
 import type { Message, MessageFields, Qmgr, Transport } from "./model";
 import type { Effect, ResolvedRecipient } from "./ports";
-import { finishMessage } from "./complete";
+import { finishMessage } from "./entry-done";
 import { createEntry, obtainPeer, obtainQueue, queueName } from "./queue";
 import { initialWarnTime } from "./retry-policy";
 

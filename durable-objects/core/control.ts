@@ -21,7 +21,8 @@
  * ERRORS
  *   None; unknown transports, queues and messages are ignored (false / empty).
  */
-import { entryDone, finishMessage, queueDied, queueRevived } from "./complete";
+import { queueDied } from "./complete";
+import { entryDone, finishMessage, queueRevived } from "./entry-done";
 import { releaseWindowBlockers } from "./job-list";
 import type { Entry, Qmgr } from "./model";
 import type { ResolvedRecipient } from "./ports";

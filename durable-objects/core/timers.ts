@@ -21,7 +21,8 @@ import type { Qmgr, Transport } from "./model";
 import { boundWindow, windowParamsOf } from "./site-shape";
 import { addTimer, blockerUpdate, expireIdle, queueIdle, updateReady } from "./queue";
 import { popDueTimer } from "./timer-heap";
-import { deferAllTodo, queueRevived, transportAlive } from "./complete";
+import { deferAllTodo, transportAlive } from "./complete";
+import { queueRevived } from "./entry-done";
 
 /** The delivery service of a transport is unusable: suspend it and defer its work (§6.5). */
 export function failTransport(q: Qmgr, t: Transport, reason: string, now: number): void {
