@@ -18,13 +18,8 @@
  * ERRORS
  *   None for expected input; InvariantError on corrupt state.
  */
-import {
-  isConcurrencyRefusal,
-  learnCeiling,
-  onNegativeFeedback,
-  onPositiveFeedback,
-  refusalOnly,
-} from "./destination-window";
+import { isConcurrencyRefusal, learnCeiling, refusalOnly } from "./ceiling";
+import { onNegativeFeedback, onPositiveFeedback } from "./destination-window";
 import { entryDone, queueRevived } from "./entry-done";
 import { isBlocker } from "./job-list";
 import type { Entry, Qmgr, Queue, Transport } from "./model";

@@ -20,17 +20,9 @@
  * ERRORS
  *   None.
  */
-import {
-  isConcurrencyRefusal,
-  learnCeiling,
-  onNegativeFeedback,
-  onPositiveFeedback,
-  refusalOnly,
-  reviveWindow,
-  type FeedbackOutcome,
-  type WindowParams,
-  type WindowState,
-} from "./destination-window";
+import { isConcurrencyRefusal, learnCeiling, refusalOnly } from "./ceiling";
+import { onNegativeFeedback, onPositiveFeedback, reviveWindow } from "./destination-window";
+import type { FeedbackOutcome, WindowParams, WindowState } from "./window-state";
 
 /** A destination's stored record (version 1). */
 export interface DestinationRecord extends WindowState {

@@ -9,7 +9,17 @@
 export * from "./config";
 export { parseDurationSec, type SchedulerConfigInput } from "./config-schema";
 export * from "./feedback";
+export * from "./window-state";
 export * from "./destination-window";
+export {
+  PROBE_GAP_MIN,
+  PROBE_GAP_MAX,
+  PROBE_SETTLE_SEC,
+  COHORT_MEMORY,
+  isConcurrencyRefusal,
+  refusalOnly,
+  learnCeiling,
+} from "./ceiling";
 export * from "./destination";
 export * from "./retry-policy";
 export * from "./policy";

@@ -16,7 +16,7 @@
  */
 import type { SchedulerConfig, TransportParams } from "./config";
 import type { Feedback } from "./feedback";
-import type { WindowState } from "./destination-window";
+import type { WindowState } from "./window-state";
 import type { Effect, RecipientSource, ResolvedRecipient, Timer } from "./ports";
 
 /** A message in the active queue (Postfix QMGR_MESSAGE). */

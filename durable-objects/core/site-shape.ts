@@ -17,7 +17,7 @@
  * INVARIANTS
  *   Pure: no I/O, time passed in. A queue's window never exceeds its shape's limit.
  */
-import type { WindowParams } from "./destination-window";
+import type { WindowParams } from "./window-state";
 import type { PolicyRule, Qmgr, Queue } from "./model";
 import { formatRate, parseRate, setPolicy } from "./policy";
 

@@ -1,4 +1,4 @@
-// The learned session ceiling (relay, §12.7, destination-window.ts): a concurrency refusal
+// The learned session ceiling (relay, §12.7, ceiling.ts): a concurrency refusal
 // teaches the destination the server's limit, the window holds there and probes past it on a
 // backing-off schedule counted in deliveries (the relay's default, 1 h of memory); off (0) it is
 // Postfix's feedback, unchanged.
