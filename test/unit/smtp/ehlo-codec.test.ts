@@ -10,7 +10,7 @@ import {
 } from "../../../worker/smtp/core/commands";
 import { createEmptyCapabilities, parseEhloReply } from "../../../worker/smtp/core/ehlo";
 import { createReplyParser, feedReplyParser } from "../../../worker/smtp/core/reply";
-import { isTooManyRecipients } from "../../../worker/smtp/core/transaction";
+import { isTooManyRecipients } from "../../../worker/smtp/core/recipients";
 
 /** Parses one reply from text. */
 function reply(text: string) {

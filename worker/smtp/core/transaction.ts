@@ -4,15 +4,15 @@
  *
  * SUMMARY
  *   Sends each message of a session as one mail transaction and decides its
- *   recipients, like the message half of Postfix's smtp_proto.c (smtp_loop).
+ *   recipients, like the message half of Postfix's smtp_proto.c (smtp_loop);
+ *   the verdicts themselves are recipients.ts.
  *
  * DESCRIPTION
  *   beginTransaction(s, cfg) starts the next message, or QUITs when none is
- *   left. A message is refused here, without sending anything, when its
- *   sender address is unusable (5.1.7), it needs SMTPUTF8 and the server does
- *   not offer it (5.6.7), or it is larger than the server's announced SIZE
- *   (552 5.3.4). A recipient with an unusable address bounces locally
- *   (5.1.3). RSET precedes every transaction after the first one sent.
+ *   left. A message is refused here, without sending anything, when
+ *   recipients.ts's refuseBeforeSending says so; a recipient with an unusable
+ *   address bounces locally (BAD_RCPT, 5.1.3). RSET precedes every
+ *   transaction after the first one sent.
  *
  *   With PIPELINING, MAIL, every RCPT and DATA go out in one send (RFC 2920:
  *   DATA ends the group) and the replies are matched in order; without it,
@@ -21,11 +21,10 @@
  *   onTransactionEvent(s, event, cfg) handles replies in the "rset",
  *   "envelope" and "dot" phases and the adapter's "body-sent".
  *
- *   Recipient outcome: RCPT 4xx defers, 5xx bounces. A "too many recipients"
- *   reply (452, or 552 with x.5.3 / that text, RFC 5321 §4.5.3.1.10) defers
- *   that recipient and every later one not accepted. A recipient accepted at
- *   RCPT gets the reply to DATA (if DATA is refused) or to the final ".".
- *   A 421 at any point ends the session: open recipients are deferred.
+ *   Recipient outcome (recipients.ts): RCPT 4xx defers, 5xx bounces; a "too
+ *   many recipients" reply defers that recipient and every later one not
+ *   accepted. A 421 at any point ends the session: open recipients are
+ *   deferred.
  *
  * INVARIANTS
  *   A message's result is written once, when its transaction ends; a
@@ -36,10 +35,11 @@
  *   InvariantError if a transaction ends with an undecided recipient.
  */
 
-import { formatMailFrom, formatRcptTo, isSafeAddress, messageNeedsSmtpUtf8 } from "./commands";
+import { formatMailFrom, formatRcptTo, isSafeAddress } from "./commands";
 import type { SessionConfig, SmtpStep } from "./config";
 import { InvariantError, createProtocolFailure } from "./errors";
 import { abortSession, failConnection, finishSession, buildTransactionResult } from "./outcome";
+import { BAD_RCPT, decideAccepted, decideRcpt, refuseBeforeSending, type TxnContext } from "./recipients";
 import { formatReply, type SmtpReply } from "./reply";
 import {
   buildRecipientResult,
@@ -47,21 +47,11 @@ import {
   buildTemplate,
   waitIn,
   type PendingReply,
-  type ResultTemplate,
   type SessionState,
-  type TransactionProgress,
 } from "./state";
-import type { MessageEnvelope, SessionAction } from "./types";
+import type { SessionAction } from "./types";
 
 type TransactionEvent = { kind: "reply"; reply: SmtpReply } | { kind: "body-sent" };
-
-const BAD_RCPT: ResultTemplate = {
-  code: 550,
-  enhanced: "5.1.3",
-  text: "bad recipient address syntax",
-  status: "bounced",
-  source: "local",
-};
 
 /** Starts the next message (skipping messages refused locally), or ends the session. */
 export function beginTransaction(s: SessionState, cfg: SessionConfig): SessionAction[] {
@@ -110,35 +100,6 @@ function goIdle(s: SessionState): SessionAction[] {
   s.txn = null;
   s.probing = false;
   return [{ kind: "idle" }];
-}
-
-/** Returns why a message cannot be sent to this server at all, or null. */
-function refuseBeforeSending(s: SessionState, cfg: SessionConfig, env: MessageEnvelope): ResultTemplate | null {
-  const local = (code: number, enhanced: string, text: string): ResultTemplate => ({
-    code,
-    enhanced,
-    text,
-    status: "bounced",
-    source: "local",
-  });
-  if (!isSafeAddress(env.mailFrom)) return local(550, "5.1.7", "bad sender address syntax");
-  if (messageNeedsSmtpUtf8(env) && !s.caps.smtpUtf8) {
-    return local(550, "5.6.7", `SMTPUTF8 is required, but was not offered by host ${cfg.remoteHost}`);
-  }
-  const limit = s.caps.sizeLimitBytes;
-  if (limit !== null && env.sizeBytes > limit) {
-    const text = `message size ${env.sizeBytes} exceeds size limit ${limit} of server ${cfg.remoteHost}`;
-    return local(552, "5.3.4", text);
-  }
-  return null;
-}
-
-/** The session, its config, and the transaction in progress with its message. */
-interface TxnContext {
-  s: SessionState;
-  cfg: SessionConfig;
-  txn: TransactionProgress;
-  env: MessageEnvelope;
 }
 
 /** Sends MAIL (and with PIPELINING every RCPT and DATA in the same write). */
@@ -261,37 +222,6 @@ function onDataReply(c: TxnContext, reply: SmtpReply): SessionAction[] {
   // RFC 2920 §3.1: DATA was accepted although no recipient was; end it with an empty message.
   txn.pending.push({ cmd: "dot-discard" });
   return [{ kind: "send", data: ".\r\n" }];
-}
-
-/** Records a RCPT reply (see header for the too-many-recipients rule). */
-function decideRcpt({ txn, env }: TxnContext, i: number, reply: SmtpReply): void {
-  const addr = env.rcptTo[i] ?? "";
-  if (txn.mailRejected) {
-    txn.rcpt[i] = buildRecipientResult(addr, txn.mailRejected);
-  } else if (reply.code < 300) {
-    txn.accepted[i] = true;
-  } else if (txn.tooMany) {
-    txn.rcpt[i] = applyTemplate(addr, buildTemplate(txn.tooMany, "deferred"));
-  } else if (isTooManyRecipients(reply)) {
-    txn.tooMany = reply;
-    txn.rcpt[i] = applyTemplate(addr, buildTemplate(reply, "deferred"));
-  } else {
-    txn.rcpt[i] = buildRecipientResult(addr, reply);
-  }
-}
-
-/** Says whether a RCPT reply means "too many recipients" rather than a verdict on this one. */
-export function isTooManyRecipients(reply: SmtpReply): boolean {
-  if (reply.code !== 452 && reply.code !== 552) return false;
-  if (reply.enhanced?.endsWith(".5.3") || /too many recipients/i.test(reply.text)) return true;
-  return reply.code === 452 && reply.enhanced === undefined;
-}
-
-/** Gives every recipient accepted at RCPT and still open the reply to DATA or to ".". */
-function decideAccepted({ txn, env }: TxnContext, reply: SmtpReply): void {
-  txn.accepted.forEach((ok, i) => {
-    if (ok && txn.rcpt[i] === null) txn.rcpt[i] = buildRecipientResult(env.rcptTo[i] ?? "", reply);
-  });
 }
 
 /** Records the finished message and moves on to the next one. */
