@@ -39,7 +39,8 @@
  */
 import { createEgressConnect, type EgressPath } from "../net/socks5";
 import { DEFAULT_DOH_URL, resolveAddress, resolveMx } from "../net/mx";
-import type { MxHost, MxResolution } from "../net/core/mx";
+import type { MxResolution } from "../net/core/mx";
+import type { MxHost } from "../net/core/mx-hosts";
 import { mxCache } from "./mx-cache";
 import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
 import type { TransactionResult } from "../smtp/core/types";

@@ -18,7 +18,7 @@
  *   A recipient is sent by one member at most within an attempt: the next member is tried only
  *   when the session ended before any transaction completed.
  */
-import type { MxHost } from "../net/core/mx";
+import type { MxHost } from "../net/core/mx-hosts";
 import type { ProviderRule } from "../net/core/providers";
 import { createEgressConnect } from "../net/socks5";
 import { egressPoolsOf, healthOf, recordHealth, type Seen } from "../egress/egress";

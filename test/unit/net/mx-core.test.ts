@@ -8,13 +8,11 @@ import { normalizeDnsName, parseDohJson, selectAnswers, negativeTtlSec } from ".
 import {
   advanceMxLookup,
   createMxConfig,
-  orderMxHosts,
-  parseMxData,
-  siteKey,
   startMxLookup,
   type DohEvent,
   type MxResolution,
 } from "../../../worker/net/core/mx";
+import { orderMxHosts, parseMxData, siteKey } from "../../../worker/net/core/mx-hosts";
 
 const ANSWERS = JSON.parse(
   readFileSync(new URL("../../fixtures/net/doh-answers.json", import.meta.url), "utf8"),
