@@ -22,7 +22,8 @@
  *   Methods named dev* are the meter's own observation (GET /relay/dev/rows): never counted.
  *   Counting never changes what a method returns or when.
  */
-import { meterEmail, meterEnv, meterFetch, meterOn, meterQueue, meterScheduled } from "./meter";
+import { meterEmail, meterFetch, meterOn, meterQueue, meterScheduled } from "./invocations";
+import { meterEnv } from "./meter";
 import { meterStorage } from "./sql";
 import { activityOf, current, type Activity } from "./activity";
 import { add, reg, type DoClass } from "./registry";
