@@ -30,7 +30,8 @@
  *   In production a tenant's mail is signed only with a key of a domain it verified, never with
  *   the operator's keys or another tenant's.
  */
-import { sealedKey, sendingDomains, verifiedOwners, type KeyAccess } from "../db/domains";
+import { verifiedOwners } from "../db/domains";
+import { sealedKey, sendingDomains, type KeyAccess } from "../db/sending-domains";
 import { claimProblem, lineage } from "./core/names";
 
 /** Decrypted domain keys by "domainId/selector" (see privateKey). */

@@ -27,7 +27,7 @@ import { storeAndQueue } from "../accept/accept";
 import { limitsOf } from "../accept/limits";
 import { prepareRaw } from "../accept/raw";
 import { SenderPolicy } from "../domains/sender";
-import type { KeyAccess } from "../db/domains";
+import type { KeyAccess } from "../db/sending-domains";
 import { checkEndpointUrl, LOCAL_DEVELOPMENT } from "../net/core/ssrf";
 import { resolvedTarget } from "../net/fetch-guard";
 import { policyStrings } from "./core/mta-sts";

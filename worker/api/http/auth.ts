@@ -17,7 +17,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { hashApiKey } from "../../db/api-keys";
-import { keyAccess, type KeyAccess } from "../../db/domains";
+import { keyAccess, type KeyAccess } from "../../db/sending-domains";
 import { ApiError } from "../../model/errors";
 
 /** The endpoints a sending_access key may call. */

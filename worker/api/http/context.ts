@@ -1,5 +1,5 @@
 /** The Hono environment every route of the HTTP API runs in. */
-import type { KeyAccess } from "../../db/domains";
+import type { KeyAccess } from "../../db/sending-domains";
 
 /** Per-request variables. */
 export type Vars = {

@@ -15,7 +15,7 @@
  *                           about it (and sets no List-Unsubscribe of its own) gets the one-click
  *                           headers;
  *                           `"unsubscribe": false` opts one email out.
- *   The default is read in the query that authenticates a send request (db/domains.ts keyAccess).
+ *   The default is read in the query that authenticates a send request (db/sending-domains.ts keyAccess).
  *
  * ERRORS
  *   422 validation_error for a body that is not one of the above.
