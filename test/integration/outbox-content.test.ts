@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { outboxName, shardOf } from "../../worker/model/ids";
 import type { MessageSummary } from "../../worker/model/message";
 import { CONTENT_MIN_CHARS } from "../../durable-objects/outbox/content";
+import { message } from "./outbox-messages";
 
 const TENANT = "content";
 
@@ -26,34 +27,20 @@ const receipt = (rows: number) =>
 async function accept(summary: Partial<MessageSummary>): Promise<{ id: string; stub: DurableObjectStub<never> }> {
   const id = `01${crypto.randomUUID().slice(2)}`;
   const stub = env.OUTBOX.getByName(outboxName(shardOf(id)));
+  const m = message(id, ["r@example.com"], false, Date.now());
   const full: MessageSummary = {
+    ...m.summary,
     from: "Acme <orders@acme.test>",
-    to: ["r@example.com"],
-    cc: null,
-    bcc: null,
-    reply_to: null,
     subject: "Your receipt",
-    html: null,
     text: null,
     tags: [{ name: "kind", value: "receipt" }],
-    message_id: `<${id}@acme.test>`,
     ...summary,
   };
   await stub.accept({
     tenant: TENANT,
     idempotency: null,
     response: { status: 200, body: "{}" },
-    messages: [
-      {
-        id,
-        createdAt: Date.now(),
-        scheduledAt: null,
-        mailFrom: "orders@acme.test",
-        rcptTo: full.to,
-        size: 10,
-        summary: full,
-      },
-    ],
+    messages: [{ ...m, summary: full }],
   });
   return { id, stub: stub as unknown as DurableObjectStub<never> };
 }

@@ -1,4 +1,4 @@
-/** An accepted message as the Outbox stores it, for the tests of the Outbox's rows (outbox-rcpt, outbox-unadmitted). */
+/** An accepted message as the Outbox stores it, for the tests of the Outbox's rows (outbox-rcpt, outbox-unadmitted, outbox-content, stored-envelopes). */
 import type { ClassifyResult, NewMessage } from "../../worker/model/message";
 
 export const T0 = 1_780_000_000_000;

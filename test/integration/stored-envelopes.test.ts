@@ -12,6 +12,7 @@ import worker from "../../worker";
 import { indexMessages } from "../../worker/indexing/writes";
 import { feedBodyOf, feedRange, listFeed } from "../../worker/db/feed";
 import { isWebhookBundle, jobsOfBundle } from "../../worker/webhooks/jobs";
+import { message } from "./outbox-messages";
 
 const TENANT = "stored";
 
@@ -20,32 +21,18 @@ async function sendAndDeliver(cenv: Env, n: number): Promise<{ id: string; to: s
   const id = `01${crypto.randomUUID().slice(2)}`;
   const to = Array.from({ length: n }, (_, i) => `someone.${i}@mail-${i}.receiver-domain.example`);
   const stub = env.OUTBOX.getByName(outboxName(shardOf(id)));
+  const m = message(id, to, false, Date.now());
+  const summary = {
+    ...m.summary,
+    from: "Acme Notifications <notifications@send.acme.example>",
+    subject: "Your weekly report is ready",
+    tags: [{ name: "kind", value: "report" }],
+  };
   await stub.accept({
     tenant: TENANT,
     idempotency: null,
     response: { status: 200, body: "{}" },
-    messages: [
-      {
-        id,
-        createdAt: Date.now(),
-        scheduledAt: null,
-        mailFrom: "notifications@send.acme.example",
-        rcptTo: to,
-        size: 10,
-        summary: {
-          from: "Acme Notifications <notifications@send.acme.example>",
-          to,
-          cc: null,
-          bcc: null,
-          reply_to: null,
-          subject: "Your weekly report is ready",
-          html: null,
-          text: "t",
-          tags: [{ name: "kind", value: "report" }],
-          message_id: `<${id}@send.acme.example>`,
-        },
-      },
-    ],
+    messages: [{ ...m, summary }],
   });
   const batch = createMessageBatch("classify", [{ id: `c-${id}`, timestamp: new Date(), attempts: 1, body: { id } }]);
   const ctx = createExecutionContext();
