@@ -23,7 +23,8 @@
  *   accept handed it to, or put in that index when the run fails (keepWaiting), or found by a
  *   replayed accept, by admitted(), or by the cron's scan (unadmitted.ts).
  */
-import { AdmissionBatch, admitAll } from "./admit";
+import { admitAll } from "./admit";
+import { AdmissionBatch } from "./admission-batch";
 import { UnmarkedAdmissions } from "./unmarked";
 import { FlowMeter } from "../core";
 import { storeAccepted } from "./accept";

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch } from "../../../durable-objects/outbox/admit";
+import { ADMIT_AT_ONCE, ADMIT_BATCH_MAX, AdmissionBatch } from "../../../durable-objects/outbox/admission-batch";
 import { settingsOf } from "../../../worker/settings/settings";
 
 beforeEach(() => {
