@@ -21,7 +21,7 @@ import { admissionId, controlOf } from "./control";
 import { type ClassifyResult, type ClassifyWork } from "../../worker/model/message";
 import { insertEvent, recordEvent, type KeptEvent } from "./events";
 import { readHead, readMessage, readWithSummary, updateUnclassified } from "./store";
-import { finishIfDone } from "./outcomes";
+import { finishIfDone } from "./finish";
 import { execRcpt } from "./rcpt";
 
 /**

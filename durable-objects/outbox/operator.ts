@@ -13,7 +13,7 @@
  *               one email.canceled event each (cancelWithEvents).
  */
 import { beginControl, controlOf, noteAttempt, openTransports, readmitMessage } from "./control";
-import { cancelWithEvents } from "./outcomes";
+import { cancelWithEvents } from "./finish";
 import { FINAL_STATUSES, type ControlResult, type MessageView } from "../../worker/model/message";
 import { schedulerNames } from "../../worker/model/delivery";
 import { settingsOf } from "../../worker/settings/settings";

@@ -1,6 +1,6 @@
 /**
- * Delivery outcomes in the Outbox's SQLite: the envelope the delivery stage sends, each
- * recipient's outcome, and the message's end.
+ * Delivery outcomes in the Outbox's SQLite: the envelope the delivery stage sends and each
+ * recipient's outcome (the message's end is finish.ts).
  *
  * DESCRIPTION
  *   readEnvelope         what the delivery stage sends (sender, size, recipients).
@@ -11,19 +11,18 @@
  *                        of event rows: an event row is an insert
  *                        and, once forwarded, a delete; a finished message is found through the
  *                        index of finished messages instead (forward.ts).
- *   finishIfDone         marks a message done once every recipient is final.
- *   cancelWithEvents     the operator's cancel, with the events it owes.
- *   What comes back after delivery (a complaint, late bounce, unsubscribe) is after-delivery.ts.
+ *   What comes back after delivery (a complaint, late bounce, unsubscribe) is after-delivery.ts;
+ *   a message's end (finishIfDone, finishMessage) and the operator's cancel are finish.ts.
  *
  * INVARIANTS
  *   A final recipient never changes again. A message is `done` exactly when all its recipients
  *   are final.
  */
-import { cancelRecipients } from "./control";
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
-import { insertEvent, recordEvent, type KeptEvent } from "./events";
-import { FINAL_SQL, readHead, updateUnclassified, type MessageRow } from "./store";
-import { INLINE_SET, rcptBinds, writeInline, type RcptWrite } from "./rcpt";
+import { insertEvent, type KeptEvent } from "./events";
+import { readHead, updateUnclassified, type MessageRow } from "./store";
+import { writeInline, type RcptWrite } from "./rcpt";
+import { finishMessage } from "./finish";
 
 const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
   active: null,
@@ -235,70 +234,4 @@ function finishes(m: MessageRow, rcpts: ReadonlyMap<number, OutcomeRcpt>, report
     if (applies(m, cur, r)) after.set(r.idx, { ...cur, status: r.status, attempts: Math.max(cur.attempts, r.attempt) });
   }
   return m.state === "open" && [...after.values()].every((x) => FINAL_STATUSES.includes(x.status));
-}
-
-/**
- * Marks the message done when every recipient is final; true if it just finished. Its body is
- * then due for deletion (see outbox-sweep.ts deleteDoneBodies), so body_deleted is set in the
- * same write, and a body kept in the row goes in that write too, unless `keepBody` (a delivery
- * status notice may still quote its headers; deleteDoneBodies clears it then).
- */
-export function finishIfDone(sql: SqlStorage, id: string, nowMs: number, keepBody = false): boolean {
-  const open = sql
-    .exec<{ n: number }>(`SELECT count(*) AS n FROM rcpt_all WHERE message_id = ? AND status NOT IN (${FINAL_SQL})`, id)
-    .one().n;
-  return open === 0 && finishMessage(sql, id, nowMs, keepBody);
-}
-
-const FINISH_SET =
-  "state = 'done', done_at = ?, unclassified = 0, waiting = 0, body_deleted = 1, body = IIF(?, body, NULL)";
-
-/**
- * Marks an open message done (every recipient final); its body goes unless `keepBody`. The
- * outcome of a message's own recipient (`inline`, rcpt.ts) goes in the same write, with its
- * email.queued when it was not marked ready (`queued`).
- */
-function finishMessage(
-  sql: SqlStorage,
-  id: string,
-  nowMs: number,
-  keepBody: boolean,
-  inline: RcptWrite | null = null,
-  queued: string | null = null,
-): boolean {
-  const keep = keepBody ? 1 : 0;
-  const cursor =
-    inline === null
-      ? sql.exec(`UPDATE message SET ${FINISH_SET} WHERE id = ? AND state = 'open'`, nowMs, keep, id)
-      : sql.exec(
-          `UPDATE message SET ${FINISH_SET}, ${INLINE_SET}, queued_event = COALESCE(?, queued_event) WHERE id = ? AND state = 'open'`,
-          nowMs,
-          keep,
-          ...rcptBinds(inline, nowMs),
-          queued,
-          id,
-        );
-  return cursor.rowsWritten > 0;
-}
-
-/** cancelRecipients with one email.canceled event each, finishing the message if none is left open; returns how many. */
-export function cancelWithEvents(
-  sql: SqlStorage,
-  id: string,
-  tenant: string,
-  domain: string | null,
-  nowMs: number,
-): number {
-  const addresses = cancelRecipients(sql, id, domain, nowMs);
-  for (const a of addresses)
-    recordEvent(sql, {
-      message_id: id,
-      tenant,
-      type: "email.canceled",
-      recipient: a,
-      created_at: nowMs,
-      data: { reason: "cancelled by an operator" },
-    });
-  finishIfDone(sql, id, nowMs);
-  return addresses.length;
 }

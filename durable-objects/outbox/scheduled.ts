@@ -7,7 +7,7 @@
  *   rescheduleMessage(sql, id, atMs, nowMs)  moves it to `atMs`, with email.scheduled.
  *   nextScheduledAt(sql, nowMs)              the earliest future scheduled time among unclassified messages, or null.
  */
-import { finishIfDone } from "./outcomes";
+import { finishIfDone } from "./finish";
 import { recordEvent } from "./events";
 import { execRcpt } from "./rcpt";
 import { readMessage, updateUnclassified } from "./store";

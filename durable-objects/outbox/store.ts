@@ -26,7 +26,7 @@ import {
   type RcptStatus,
   type RcptView,
 } from "../../worker/model/message";
-import { finishIfDone } from "./outcomes";
+import { finishIfDone } from "./finish";
 import { packSummary, unpackSummary } from "./content";
 import { LAST_SEQ, recordEvent } from "./events";
 import type { StoredRcpt } from "./rcpt";

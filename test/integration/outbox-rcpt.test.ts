@@ -4,7 +4,8 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { applyOutcomes, cancelWithEvents } from "../../durable-objects/outbox/outcomes";
+import { applyOutcomes } from "../../durable-objects/outbox/outcomes";
+import { cancelWithEvents } from "../../durable-objects/outbox/finish";
 import { readmitMessage, recordLateBounce } from "../../durable-objects/outbox/control";
 import { insertMessage, readView } from "../../durable-objects/outbox/store";
 import { markReady } from "../../durable-objects/outbox/classify-state";
