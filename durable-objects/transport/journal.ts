@@ -1,17 +1,14 @@
 /**
  * The Transport DO's durable state as a snapshot plus a journal of commands.
  *
- * The scheduling core is deterministic, so instead of rewriting its whole state on every
- * call the shell journals the commands it ran (a few hundred bytes each), and now and then
- * writes a snapshot (split into chunks below the 2 MB value limit): after `checkpointEvery`
- * commands while the snapshot is small (at most SMALL_SNAPSHOT_CHARS), and once the journal
- * since the last snapshot has grown to half the snapshot's size when it is larger. A snapshot
- * is the whole core, so with a large backlog (100,000 messages: about 28 M characters and a
- * quarter of a second to serialise) a fixed interval would make every command's share of it
- * grow with the backlog; tied to the journal's volume, it stays a constant share.
- * After an eviction or a crash, load() restores the newest snapshot and replays the journal
- * rows written after it. The recipient backlog the core reads from must stay unchanged for
- * replay: rows of finished messages are deleted only at a checkpoint (see onCheckpoint).
+ * The scheduling core is deterministic, so instead of rewriting its whole state on every call the
+ * shell journals the commands it ran (a few hundred bytes each), and now and then writes a
+ * snapshot (split into chunks below the 2 MB value limit): after `checkpointEvery` commands while
+ * the snapshot is small (at most SMALL_SNAPSHOT_CHARS), and once the journal since the last
+ * snapshot has grown to half the snapshot's size when it is larger (why: journal-sizes.ts). After
+ * an eviction or a crash, load() restores the newest snapshot and replays the journal rows
+ * written after it. The recipient backlog the core reads from must stay unchanged for replay:
+ * rows of finished messages are deleted only at a checkpoint (see onCheckpoint).
  *
  * Rows are billed one by one, so run() only buffers a command and flush() writes everything
  * buffered as ONE row (a JSON array). The shell flushes before every await and at the end of
@@ -31,8 +28,7 @@
  * journaled: every flush writes a snapshot instead, in the snapshot_meta row itself (one row, as
  * a ring row is, and none to delete later), with its messages' admission records (admissions.ts;
  * a ring row is written only once every record is a row). Mail that comes one message at a time
- * leaves no journal behind. A snapshot of up to CHUNK_CHARS is kept in snapshot_meta, a larger
- * one in chunks.
+ * leaves no journal behind.
  *
  * Hand-offs: the shell journals a dispatch before it hands the entries over (the deliver queue,
  * the agents), so an entry is never delivered without being on record; but a stop inside the
@@ -58,21 +54,7 @@ import {
 } from "../core";
 import { emptyRing, migrateJournal, readSnapshotMeta } from "./journal-schema";
 import { admissionsOf } from "./admissions";
-
-/** Characters per snapshot chunk: 500k UTF-16 units stay under 2 MB of UTF-8. */
-const CHUNK_CHARS = 500_000;
-
-/** Slots of the journal ring by default: the most flushes between two checkpoints, and so the most rows replayed at load. */
-export const RING = 16384;
-
-/** A snapshot up to this size is written every checkpointEvery commands; a larger one once the journal has half its size. */
-export const SMALL_SNAPSHOT_CHARS = 1_000_000;
-
-/** A core whose snapshot is at most this size is snapshotted at every flush instead of journaled, by default. */
-export const TINY_SNAPSHOT_CHARS = 65_536;
-
-/** A ring row: the commands of one flush (an array, as before hand-off marks), or with marks: entries handed over (`s`) and hand-offs that returned (`ok`). */
-type Row = Command[] | { c: Command[]; s?: number[]; ok?: number[] };
+import { CHUNK_CHARS, RING, SMALL_SNAPSHOT_CHARS, TINY_SNAPSHOT_CHARS, type Row } from "./journal-sizes";
 
 /** A journal bound to one DO's SQLite. */
 export class Journal<R extends ResolvedRecipient> {

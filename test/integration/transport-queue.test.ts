@@ -2,7 +2,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { snapshotQmgr } from "../../durable-objects/core";
 import { restoreLeases } from "../../durable-objects/transport/delivery-state";
-import { SMALL_SNAPSHOT_CHARS } from "../../durable-objects/transport/journal";
+import { SMALL_SNAPSHOT_CHARS } from "../../durable-objects/transport/journal-sizes";
 import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
 import { expireLeases, leasesIn } from "./leases-probe";
 import { eventually } from "./helpers";
