@@ -25,7 +25,8 @@ import { bumpCandidates, invalidateCandidateCache, isBlocker, moveLimits, obtain
 import type { Message, MessageFields, Qmgr, Transport } from "./model";
 import type { Effect, ResolvedRecipient } from "./ports";
 import { finishMessage } from "./entry-done";
-import { createEntry, obtainPeer, obtainQueue, queueName } from "./queue";
+import { createEntry, obtainQueue, queueName } from "./queue";
+import { obtainPeer } from "./peer";
 import { initialWarnTime } from "./retry-policy";
 
 /** Hard cap on recipients per read (Postfix's latency cap). */

@@ -22,7 +22,8 @@ import { bumpCandidates, freeJob, moveLimits, releaseBlockers } from "./job-list
 import type { Entry, Message, Qmgr, Queue } from "./model";
 import { releasePolicies } from "./policy";
 import { boundWindow, windowParamsOf } from "./site-shape";
-import { addTimer, blockerUpdate, freePeer, queueIdle, unlinkTodo, updateReady } from "./queue";
+import { addTimer, blockerUpdate, queueIdle, unlinkTodo, updateReady } from "./queue";
+import { freePeer } from "./peer";
 import { decideAfterAttempt } from "./retry-policy";
 
 export function queueRevived(q: Qmgr, queue: Queue): void {

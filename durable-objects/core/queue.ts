@@ -1,7 +1,7 @@
 /*
  * NAME
- *   queue - destination queues, peers and entries of a transport (after Postfix nqmgr
- *   qmgr_queue.c, qmgr_peer.c, qmgr_entry.c)
+ *   queue - destination queues, entries and the peers' todo lists of a transport (after Postfix
+ *   nqmgr qmgr_queue.c, qmgr_peer.c, qmgr_entry.c; the jobs' peers are peer.ts)
  * DESCRIPTION
  *   queueName() names the queue a recipient goes to: the nexthop, or with a recipient limit
  *   of 1 the recipient itself (localpart without extension @ nexthop, spec §3.3).
@@ -13,8 +13,8 @@
  *   updateReady() keeps transport.readyTotal = Σ min(window - busy, todo) over ready queues,
  *   the "is there enough work" test of spec §4.1, in O(1) per change.
  *   blockerUpdate() releases the transport's blockers when a tagged queue gains room (§4.4).
- *   createEntry(), selectTodo() and unlinkTodo() maintain the peers' todo lists; obtainPeer()
- *   and freePeer() the jobs' peer lists; rotatePeerToTail() is the round-robin step.
+ *   createEntry(), selectTodo() and unlinkTodo() maintain the peers' todo lists (the jobs' peer
+ *   lists are peer.ts's).
  *   forEachTodo() visits a queue's todo entries (rare: a destination's death), by job.
  *   addTimer() schedules a timer on the heap.
  * INVARIANTS
@@ -27,9 +27,10 @@
 import { createWindowState } from "./destination-window";
 import { InvariantError } from "./errors";
 import { releaseWindowBlockers } from "./job-list";
-import type { Entry, Job, Peer, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
+import type { Entry, Peer, PolicyCounter, Qmgr, Queue, ResolvedRecipient, Timer, Transport } from "./model";
 import { pushTimer } from "./timer-heap";
 import { windowParamsOf } from "./site-shape";
+import { findPeer } from "./peer";
 
 /** The queue name of a recipient on a transport (spec §3.3). */
 export function queueName(t: Transport, r: ResolvedRecipient, delimiter: string): string {
@@ -195,65 +196,6 @@ export const NO_CHARGES: readonly PolicyCounter[] = Object.freeze([]);
 /** True while the entry is handed to a delivery agent. */
 export function isBusy(e: Entry): boolean {
   return e.flight !== null;
-}
-
-/** The job's live peer for a queue, if any (map if built, else a scan of its peer list). */
-export function findPeer(job: Job, queue: Queue): Peer | undefined {
-  if (job.peerByQueue) return job.peerByQueue.get(queue);
-  for (let p = job.peerHead; p; p = p.next) if (p.queue === queue) return p;
-  return undefined;
-}
-
-/** Finds or creates the peer of (job, queue) during assignment batch `batch`. */
-export function obtainPeer(job: Job, queue: Queue, batch: number): Peer {
-  if (!job.peerByQueue) {
-    if (job.peerHead === null) job.peerBatch = batch;
-    if (job.peerBatch === batch) {
-      // Same batch: recipients come sorted by queue, so only the last peer can match.
-      const last = job.peerTail;
-      if (last && last.queue === queue) return last;
-      return appendPeer(job, queue);
-    }
-    job.peerByQueue = new Map();
-    for (let p = job.peerHead; p; p = p.next) job.peerByQueue.set(p.queue, p);
-  }
-  const found = job.peerByQueue.get(queue);
-  if (found) return found;
-  const peer = appendPeer(job, queue);
-  job.peerByQueue.set(queue, peer);
-  return peer;
-}
-
-function appendPeer(job: Job, queue: Queue): Peer {
-  const peer: Peer = { job, queue, todoHead: null, todoTail: null, refcount: 0, prev: job.peerTail, next: null };
-  if (job.peerTail) job.peerTail.next = peer;
-  else job.peerHead = peer;
-  job.peerTail = peer;
-  return peer;
-}
-
-/** Removes a peer that has no entries left. */
-export function freePeer(peer: Peer): void {
-  const job = peer.job;
-  if (peer.prev) peer.prev.next = peer.next;
-  else job.peerHead = peer.next;
-  if (peer.next) peer.next.prev = peer.prev;
-  else job.peerTail = peer.prev;
-  peer.prev = peer.next = null;
-  job.peerByQueue?.delete(peer.queue);
-}
-
-/** Moves a chosen peer to the back of its job's peer list (round robin). */
-export function rotatePeerToTail(peer: Peer): void {
-  const job = peer.job;
-  if (job.peerTail === peer) return;
-  if (peer.prev) peer.prev.next = peer.next;
-  else job.peerHead = peer.next;
-  peer.next!.prev = peer.prev;
-  peer.prev = job.peerTail;
-  peer.next = null;
-  job.peerTail!.next = peer;
-  job.peerTail = peer;
 }
 
 /**

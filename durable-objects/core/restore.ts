@@ -18,7 +18,8 @@ import type { SchedulerConfig } from "./config";
 import { invariant } from "./errors";
 import type { Entry, Job, PolicyCounter, Qmgr } from "./model";
 import type { RecipientSource, ResolvedRecipient } from "./ports";
-import { NO_CHARGES, findPeer, newQueue, updateReady } from "./queue";
+import { NO_CHARGES, newQueue, updateReady } from "./queue";
+import { findPeer } from "./peer";
 import { structuredCloneRule, type EntrySnap, type PeerSnap, type QmgrSnapshot, type TransportSnap } from "./snapshot";
 
 /** Rebuilds the state from a snapshot, with the given configuration and recipient source. */

@@ -24,7 +24,8 @@ import { bumpCandidates, hasEntries, invalidateCandidateCache, isBlocker, retire
 import type { Entry, Job, Peer, Qmgr, Transport } from "./model";
 import { chargePolicies, policyBlock, policyKeysOf } from "./policy";
 import { tryPreempt } from "./preempt";
-import { addTimer, rotatePeerToTail, selectTodo } from "./queue";
+import { addTimer, selectTodo } from "./queue";
+import { rotatePeerToTail } from "./peer";
 import { refillMessage } from "./assign";
 
 /** The policy keys of a peer's entries. */

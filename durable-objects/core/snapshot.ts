@@ -167,7 +167,7 @@ function snapTransport(t: Transport, entries: EntrySnap<ResolvedRecipient>[]): T
       peers.push({ queue: p.queue.name, todo, refcount: p.refcount });
     }
     // Field by field (JobSnap's type names each of Job's, none optional, so a field added to Job
-    // fails to compile here). peerBatch and peerByQueue only speed up obtainPeer (queue.ts);
+    // fails to compile here). peerBatch and peerByQueue only speed up obtainPeer (peer.ts);
     // neither is state to keep.
     jobs.push({
       readEntries: j.readEntries,
