@@ -34,7 +34,7 @@
 import { isMessageId, outboxOf } from "../model/ids";
 import { COMPLAINT_FEEDBACK_TYPES, emailIdOf, readArf, type ArfComplaint } from "../mail/arf";
 import { bounceReply, type DsnRecipient, type InboundMail } from "../mail/inbound";
-import { emailsByHeader } from "../db/messages";
+import { emailsByHeader } from "../db/message-reads";
 import { reportSeen, saveReport } from "../db/inbound";
 import { recordComplaint } from "../policy/complaint-brake";
 import { settingsOf } from "../settings/settings";

@@ -32,7 +32,7 @@ import { COMPLAINT_FEEDBACK_TYPES } from "../http/control-schemas";
 import { recordComplaint } from "../../policy/complaint-brake";
 import { ApiError } from "../../model/errors";
 import { RoleCache, scopeOf } from "../http/operator";
-import { emailsByHeader } from "../../db/messages";
+import { emailsByHeader } from "../../db/message-reads";
 
 /** Largest report read. */
 const REPORT_LIMIT = 1024 * 1024;

@@ -34,7 +34,7 @@ import { ListQuerySchema, UpdateEmailSchema } from "../http/schemas";
 import { BatchSchema, BatchValidationSchema, sendSchemaOf } from "../../accept/schemas";
 import { TemplateSource } from "../../templates/templates";
 import { TopicSource } from "../../topics/topics";
-import { listMessages, type IndexedMessage } from "../../db/messages";
+import { listMessages, type IndexedMessage } from "../../db/message-reads";
 import { type AppEnv } from "../http/context";
 import { SenderPolicy } from "../../domains/sender";
 import { settingsOf } from "../../settings/settings";
