@@ -15,7 +15,7 @@
  *   blockerUpdate() releases the transport's blockers when a tagged queue gains room (§4.4).
  *   createEntry(), selectTodo() and unlinkTodo() maintain the peers' todo lists (the jobs' peer
  *   lists are peer.ts's).
- *   forEachTodo() visits a queue's todo entries (rare: a destination's death), by job.
+ *   todoEntriesOf() lists a queue's todo entries (rare: a destination's death), by job.
  *   addTimer() schedules a timer on the heap.
  * INVARIANTS
  *   An entry is on its peer's todo list iff it is todo; queue.todoCount counts them.

@@ -23,8 +23,6 @@
  *                         AdmissionBatch, admission-batch.ts), a one-recipient message that went
  *                         into an active queue is left unmarked and returned: its outcome marks it
  *                         in the write it makes anyway, or its index lag does (unmarked.ts).
- *   inFlowDelayMsOf       IN_FLOW_DELAY_MS, the pause of an accept's answer while the Outbox's
- *                         inflow is over (Postfix's in_flow_delay; see Outbox.accept).
  */
 import { claimClassifyWork, markReady } from "./classify-state";
 import type { ClassifyWork } from "../../worker/model/message";
