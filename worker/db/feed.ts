@@ -14,7 +14,7 @@
  *   and retention deletes an email's events before its row (db/retention.ts).
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
-import { expandBody, type MessageFields } from "../webhooks/core/stored-body";
+import { COMPACT_MARK, expandBody, type MessageFields } from "../webhooks/core/stored-body";
 import { seqFloor, type FeedRow } from "./events";
 
 /**
@@ -24,7 +24,7 @@ import { seqFloor, type FeedRow } from "./events";
 const FEED_COLUMNS =
   "e.tenant_id, e.seq, e.email_id, e.event_id, e.event_type AS type, e.body, m.id AS m_id, m.created_at AS m_created_at, " +
   "m.from_addr AS m_from_addr, m.to_json AS m_to_json, m.subject AS m_subject";
-const WITH_MESSAGE = "LEFT JOIN messages m ON substr(e.body, 1, 1) = '~' AND m.id = e.email_id";
+const WITH_MESSAGE = `LEFT JOIN messages m ON substr(e.body, 1, 1) = '${COMPACT_MARK}' AND m.id = e.email_id`;
 
 type JoinedRow = FeedRow & { [K in keyof MessageFields as `m_${K}`]: MessageFields[K] | null };
 

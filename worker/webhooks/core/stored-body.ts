@@ -37,8 +37,8 @@ export interface MessageFields {
   subject: string | null;
 }
 
-/** A compact body starts with this; a full one, a JSON object, never does. */
-const MARK = "~";
+/** A compact body starts with this; a full one, a JSON object, never does (db/feed.ts tests it in SQL). */
+export const COMPACT_MARK = "~";
 
 /** The fields of `data` the messages row holds, in the envelope's order (they come first). */
 const MOVED = ["email_id", "created_at", "from", "to", "subject"] as const;
@@ -66,7 +66,7 @@ export function compactBody(body: string, m: MessageFields): string {
   if (e === null || Object.keys(e.data).slice(0, MOVED.length).join() !== MOVED.join()) return body;
   const rest = { ...e.data };
   for (const k of MOVED) delete rest[k];
-  const compact = MARK + JSON.stringify({ type: e.type, created_at: e.created_at, data: rest });
+  const compact = COMPACT_MARK + JSON.stringify({ type: e.type, created_at: e.created_at, data: rest });
   try {
     return expandBody(compact, m) === body ? compact : body;
   } catch {
@@ -76,9 +76,9 @@ export function compactBody(body: string, m: MessageFields): string {
 
 /** The envelope a stored body stands for (see the header). */
 export function expandBody(stored: string, m: MessageFields | null): string | null {
-  if (!stored.startsWith(MARK)) return stored;
+  if (!stored.startsWith(COMPACT_MARK)) return stored;
   if (m === null) return null;
-  const e = JSON.parse(stored.slice(MARK.length)) as Envelope;
+  const e = JSON.parse(stored.slice(COMPACT_MARK.length)) as Envelope;
   return JSON.stringify({
     type: e.type,
     created_at: e.created_at,
