@@ -140,7 +140,7 @@ describe("GET /relay/queue", () => {
     expect([again.counts.total, again.counts.by_state.delivered]).toEqual([4, undefined]);
     const plan = (
       await env.DB.prepare(
-        `EXPLAIN QUERY PLAN SELECT status, transport, nexthop, count(*) AS n FROM recipients_all WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
+        `EXPLAIN QUERY PLAN SELECT status, transport, nexthop, count(*) AS n FROM recipients_open_all WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
       ).all<{ detail: string }>()
     ).results.map((r) => r.detail);
     expect(plan.join(" / ")).not.toMatch(/SCAN (recipients|messages)\b(?! USING)/);

@@ -61,8 +61,9 @@ export const OPEN_SQL = OPEN_STATES.map((s) => `'${s}'`).join(", ");
 
 /**
  * Counts of the recipients in the queue (not final) by (status, transport, nexthop) over every
- * tenant, from the partial indexes recipients_open and messages_r_open (migrations 0009 and
- * 0035, whose WHERE this repeats): the work follows the queue, not the retention. Final
+ * tenant, from the partial indexes recipients_open, messages_r_open and messages_rcpts_open
+ * (migrations 0009, 0035 and 0039; the view recipients_open_all reads each through its own): the
+ * work follows the queue, not the retention. Final
  * outcomes are counted over a window by the event log instead (throughputRows, /relay/stats):
  * counting them here read every recipient kept for the retention at each look at the queue.
  */
@@ -70,7 +71,7 @@ export async function stateCounts(db: D1Database): Promise<StateCountRow[]> {
   return (
     await db
       .prepare(
-        `SELECT status, transport, nexthop, count(*) AS n FROM recipients_all WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
+        `SELECT status, transport, nexthop, count(*) AS n FROM recipients_open_all WHERE status IN (${OPEN_SQL}) GROUP BY status, transport, nexthop`,
       )
       .all<StateCountRow>()
   ).results;
@@ -83,13 +84,16 @@ export async function openAges(
   ps: readonly number[],
 ): Promise<{ count: number; percentiles: { p: number; age_ms: number }[] }> {
   const count =
-    (await db.prepare(`SELECT count(*) AS n FROM recipients_all WHERE status IN (${OPEN_SQL})`).first<{ n: number }>())
-      ?.n ?? 0;
+    (
+      await db
+        .prepare(`SELECT count(*) AS n FROM recipients_open_all WHERE status IN (${OPEN_SQL})`)
+        .first<{ n: number }>()
+    )?.n ?? 0;
   const ranks = percentileRanks(count, ps);
   if (ranks.length === 0) return { count, percentiles: [] };
   // Youngest first: the rank-th youngest recipient's age is the percentile.
   const stmt = db.prepare(
-    `SELECT ?1 - m.created_at AS age FROM recipients_all r JOIN messages m ON m.id = r.message_id
+    `SELECT ?1 - m.created_at AS age FROM recipients_open_all r JOIN messages m ON m.id = r.message_id
      WHERE r.status IN (${OPEN_SQL}) ORDER BY m.created_at DESC LIMIT 1 OFFSET ?2`,
   );
   const rows = await db.batch<{ age: number }>(ranks.map((r) => stmt.bind(nowMs, r.rank)));
@@ -136,19 +140,24 @@ export async function searchMessages(
   if (q.address || q.state) {
     const parts = ["r.message_id = m.id"];
     const own = ["m.r_status IS NOT NULL"]; // a one-recipient message's, in its row (migration 0035)
+    const inRow = ["true"]; // those of two or more, in its row (migration 0039)
     const rargs: unknown[] = [];
     if (q.address) {
       parts.push("r.address = ? COLLATE NOCASE");
       own.push("m.r_address = ? COLLATE NOCASE");
+      inRow.push("j.value ->> 0 = ? COLLATE NOCASE");
       rargs.push(q.address);
     }
     if (q.state) {
       parts.push("r.status = ?");
       own.push("m.r_status = ?");
+      inRow.push("j.value ->> 1 = ?");
       rargs.push(q.state);
     }
     add(
-      `(EXISTS (SELECT 1 FROM recipients r WHERE ${parts.join(" AND ")}) OR (${own.join(" AND ")}))`,
+      `(EXISTS (SELECT 1 FROM recipients r WHERE ${parts.join(" AND ")}) OR (${own.join(" AND ")}) OR ` +
+        `(m.rcpts IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(m.rcpts) j WHERE ${inRow.join(" AND ")})))`,
+      ...rargs,
       ...rargs,
       ...rargs,
     );
@@ -186,11 +195,14 @@ export async function searchMessages(
       : (
           await db
             .prepare(
-              // Both forms named: SQLite does not push an IN (subquery) into the halves of recipients_all.
+              // The forms named: SQLite does not push an IN (subquery) into the parts of recipients_all.
               `SELECT message_id, idx, address, status, attempts, transport, nexthop FROM recipients ` +
                 `WHERE message_id IN (SELECT value FROM json_each(?1)) UNION ALL ` +
                 `SELECT id, 0, r_address, r_status, r_attempts, r_transport, r_nexthop FROM messages ` +
-                `WHERE id IN (SELECT value FROM json_each(?1)) AND r_status IS NOT NULL ORDER BY 1, 2`,
+                `WHERE id IN (SELECT value FROM json_each(?1)) AND r_status IS NOT NULL UNION ALL ` +
+                `SELECT m.id, CAST(j.key AS INTEGER), j.value ->> 0, j.value ->> 1, j.value ->> 4, j.value ->> 2, j.value ->> 3 ` +
+                `FROM messages m, json_each(m.rcpts) j WHERE m.id IN (SELECT value FROM json_each(?1)) AND m.rcpts IS NOT NULL ` +
+                `ORDER BY 1, 2`,
             )
             .bind(JSON.stringify(page.map((m) => m.id)))
             .all<SearchHit["recipients"][number] & { message_id: string; idx: number }>()

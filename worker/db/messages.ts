@@ -3,9 +3,10 @@
  * message-reads.ts).
  *
  * DESCRIPTION
- *   indexStatements(db, items, tail?)      upserts of messages' rows and their recipient rows, a
- *                                          statement for all the messages (in chunks) and one for
- *                                          all their recipients, not one per message; a row only
+ *   indexStatements(db, items, tail?)      upserts of messages' rows, which hold their recipients
+ *                                          (migrations 0035, 0039; recipients rows only for a
+ *                                          message indexed before), a statement for all the
+ *                                          messages (in chunks), not one per message; a row only
  *                                          moves forward (an older snapshot applied late never
  *                                          overwrites a newer one) and is only rewritten when a
  *                                          value changed; plus the messages' tags (message_tags,
@@ -93,6 +94,7 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
       version: versionOf(v),
       message_id: headerToIndex(v),
       ...(one === null ? {} : rcptFields(one)),
+      ...manyFields(v),
     };
   });
   const messageColumns = jsonColumns([
@@ -110,21 +112,25 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
     "version",
     "message_id",
     ...RCPT_FIELDS,
+    "rcpts",
+    "rcpts_open",
   ]);
-  // A message of one recipient keeps it in its own row (migration 0035); one indexed before
-  // that keeps its recipients row (r_status stays NULL), which the update below moves instead.
+  // A message keeps its recipients in its own row: one in the r_* columns (migration 0035), two
+  // or more in `rcpts` (migration 0039). One indexed before that keeps its recipients rows
+  // (r_status or rcpts stays NULL), which the statements below move instead.
   const upsertMessages = (chunk: readonly unknown[]) =>
     db
       .prepare(
         `${tail > 0 ? RUNS_NAMED : ""}INSERT INTO messages (id, tenant_id, created_at, scheduled_at, from_addr, to_json, cc_json, ` +
-          `bcc_json, reply_to_json, subject, last_event, updated_at, message_id, ${INLINE_COLUMNS.join(", ")}, head_seq, head_run)
+          `bcc_json, reply_to_json, subject, last_event, updated_at, message_id, ${INLINE_COLUMNS.join(", ")}, rcpts, rcpts_open, head_seq, head_run)
      SELECT ${messageColumns}, ${tail > 0 ? "h.lo, h.span" : "NULL, NULL"}
      FROM json_each(?1) AS j ${tail > 0 ? "LEFT JOIN heads h ON h.email_id = json_extract(j.value, '$.id')" : ""} WHERE true
      ON CONFLICT (id) DO UPDATE SET scheduled_at = excluded.scheduled_at, last_event = excluded.last_event, updated_at = excluded.updated_at,
-       ${INLINE_COLUMNS.map((c) => `${c} = IIF(messages.r_status IS NULL, NULL, excluded.${c})`).join(", ")}
+       ${INLINE_COLUMNS.map((c) => `${c} = IIF(messages.r_status IS NULL, NULL, excluded.${c})`).join(", ")},
+       rcpts = IIF(messages.rcpts IS NULL, NULL, excluded.rcpts), rcpts_open = IIF(messages.rcpts IS NULL, NULL, excluded.rcpts_open)
      WHERE excluded.updated_at >= messages.updated_at
        AND (excluded.updated_at <> messages.updated_at OR excluded.last_event IS NOT messages.last_event ` +
-          `OR excluded.scheduled_at IS NOT messages.scheduled_at)`,
+          `OR excluded.scheduled_at IS NOT messages.scheduled_at OR (messages.rcpts IS NOT NULL AND excluded.rcpts IS NOT messages.rcpts))`,
       )
       .bind(
         JSON.stringify(chunk),
@@ -136,12 +142,14 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
       .flatMap(({ view: v }) => v.recipients.map((r) => ({ m: v.id, t: v.tenant, idx: r.idx, ...rcptFields(r) })));
   const many = rcptsOf(false);
   const ones = rcptsOf(true);
+  // Rows only for a message whose row keeps none (indexed before migration 0039), or one whose
+  // recipients do not fit the row's form (manyFields); the message statement ran first.
   const upsertRcpts = (chunk: readonly unknown[]) =>
     db
       .prepare(
         `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
      SELECT ${jsonColumns(["m", "idx", "t", ...RCPT_FIELDS])}
-     FROM json_each(?1) AS j WHERE true
+     FROM json_each(?1) AS j WHERE NOT EXISTS (SELECT 1 FROM messages x WHERE x.id = json_extract(j.value, '$.m') AND x.rcpts IS NOT NULL)
      ON CONFLICT (message_id, idx) DO UPDATE SET ${RCPT_SET}
      WHERE ${RCPT_CHANGED}`,
       )
@@ -194,6 +202,18 @@ function rcptFields(r: MessageView["recipients"][number]) {
 }
 
 const RCPT_FIELDS = ["email", "status", "transport", "nexthop", "attempts", "next_attempt_at", "updated_at"];
+
+/**
+ * The `rcpts` and `rcpts_open` columns of a message of two or more recipients (migration 0039):
+ * each recipient as an array of RCPT_FIELDS' values at its idx, and 1 while any is open. None
+ * (recipients rows instead) when the idx are not 0, 1, 2, … in order, the form the array needs.
+ */
+function manyFields(v: MessageView): { rcpts: string | null; rcpts_open: 1 | null } {
+  const rs = v.recipients;
+  if (rs.length < 2 || rs.some((r, i) => r.idx !== i)) return { rcpts: null, rcpts_open: null };
+  const rows = rs.map((r) => Object.values(rcptFields(r)));
+  return { rcpts: JSON.stringify(rows), rcpts_open: rs.some((r) => !FINAL_STATUSES.includes(r.status)) ? 1 : null };
+}
 
 /** The messages columns of its one recipient, in RCPT_FIELDS' order (migration 0035). */
 const INLINE_COLUMNS = [

@@ -60,7 +60,7 @@ async function matching(
   f: z.infer<typeof CancelFilterSchema>,
   tenant: string | null,
 ): Promise<{ id: string; tenant: string }[]> {
-  // Open recipients, in the words of the partial index recipients_open (migration 0009).
+  // Open recipients, through their partial indexes (recipients_open_all, migration 0039).
   const where = [`r.status IN (${OPEN_SQL})`];
   const args: unknown[] = [];
   let join = "";
@@ -82,7 +82,7 @@ async function matching(
   args.push(f.limit + 1);
   const rows = await db
     .prepare(
-      `SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients_all r ${join} WHERE ${where.join(" AND ")} LIMIT ?`,
+      `SELECT DISTINCT r.message_id AS id, r.tenant_id AS tenant FROM recipients_open_all r ${join} WHERE ${where.join(" AND ")} LIMIT ?`,
     )
     .bind(...args)
     .all<{ id: string; tenant: string }>();
