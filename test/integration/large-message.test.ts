@@ -136,9 +136,9 @@ describe("a 400-recipient message in D1", () => {
     );
 
     expect(await count("SELECT count(*) AS n FROM messages WHERE id = ? AND last_event = 'delivered'", id)).toBe(1);
-    expect(await count("SELECT count(*) AS n FROM recipients_all WHERE message_id = ? AND status = 'delivered'", id)).toBe(
-      N,
-    );
+    expect(
+      await count("SELECT count(*) AS n FROM recipients_all WHERE message_id = ? AND status = 'delivered'", id),
+    ).toBe(N);
     expect(await count("SELECT count(*) AS n FROM event_log WHERE email_id = ? AND data IS NOT NULL", id)).toBe(
       1 + 2 * N,
     );
