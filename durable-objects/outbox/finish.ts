@@ -35,7 +35,8 @@ const FINISH_SET =
 /**
  * Marks an open message done (every recipient final); its body goes unless `keepBody`. The
  * outcome of a message's own recipient (`inline`, rcpt.ts) goes in the same write, with its
- * email.queued when it was not marked ready (`queued`).
+ * email.queued when it was not marked ready (`queued`); so does a message's list of recipients
+ * as its outcomes left it (`listed`, rcpt.ts).
  */
 export function finishMessage(
   sql: SqlStorage,
@@ -44,11 +45,20 @@ export function finishMessage(
   keepBody: boolean,
   inline: RcptWrite | null = null,
   queued: string | null = null,
+  listed: string | null = null,
 ): boolean {
   const keep = keepBody ? 1 : 0;
   const cursor =
     inline === null
-      ? sql.exec(`UPDATE message SET ${FINISH_SET} WHERE id = ? AND state = 'open'`, nowMs, keep, id)
+      ? listed === null
+        ? sql.exec(`UPDATE message SET ${FINISH_SET} WHERE id = ? AND state = 'open'`, nowMs, keep, id)
+        : sql.exec(
+            `UPDATE message SET ${FINISH_SET}, rcpts = ? WHERE id = ? AND state = 'open'`,
+            nowMs,
+            keep,
+            listed,
+            id,
+          )
       : sql.exec(
           `UPDATE message SET ${FINISH_SET}, ${INLINE_SET}, queued_event = COALESCE(?, queued_event) WHERE id = ? AND state = 'open'`,
           nowMs,

@@ -77,6 +77,7 @@ function page(sql: SqlStorage, c: ForwardCursor): Finished[] {
       `SELECT m.id, m.done_at, (SELECT json_group_array(s) FROM (
          SELECT json_extract(m.queued_event, '$.seq') AS s WHERE m.queued_event IS NOT NULL
          UNION ALL SELECT json_extract(r.pending_event, '$.seq') FROM rcpt r WHERE r.message_id = m.id AND r.pending_event IS NOT NULL
+         UNION ALL SELECT json_extract(j.value ->> 9, '$.seq') FROM json_each(m.rcpts) j WHERE j.value ->> 9 IS NOT NULL
          UNION ALL SELECT json_extract(m.r_pending_event, '$.seq') WHERE m.r_pending_event IS NOT NULL)) AS kept
      FROM message m WHERE m.state = 'done' AND (m.done_at, m.id) > (?1, ?2) ORDER BY m.done_at, m.id LIMIT ?3`,
       c.at,

@@ -21,7 +21,7 @@
 import { FINAL_STATUSES, type DeliveryEnvelope, type OutcomeReport, type RcptStatus } from "../../worker/model/message";
 import { insertEvent, type KeptEvent } from "./events";
 import { readHead, updateUnclassified, type MessageRow } from "./store";
-import { writeInline, type RcptWrite } from "./rcpt";
+import { RcptList, writeInline, type RcptWrite } from "./rcpt";
 import { finishMessage } from "./finish";
 
 const OUTCOME_EVENT: Record<OutcomeReport["status"], string | null> = {
@@ -119,6 +119,8 @@ export function applyOutcomes(
   let wasIncoming = false;
   const applied: OutcomeReport[] = [];
   let inlineWrite: RcptWrite | null = null;
+  // Recipients kept as a list in the row (rcpt.ts): changed here, written once after the loop.
+  const list = m.rcpts === null ? null : new RcptList(m.rcpts);
   let queuedKept: string | null = null;
   const finishing = finishes(m, rcpts, reports);
   for (const r of reports) {
@@ -165,6 +167,7 @@ export function applyOutcomes(
     };
     // A message's own recipient is written once, after the loop (with its finish when it finishes).
     if (m.inline === 1) inlineWrite = write;
+    else if (list !== null) list.apply(r.idx, write, nowMs);
     else
       sql.exec(
         `UPDATE rcpt SET status = ?, attempts = ?, next_attempt_at = ?, last_response = COALESCE(?, last_response), blocked_by = ?, updated_at = ?,
@@ -209,9 +212,11 @@ export function applyOutcomes(
   const finished = applied.length > 0 && [...rcpts.values()].every((r) => FINAL_STATUSES.includes(r.status));
   // With notices on, the body stays only for a message with a recipient a notice may report.
   const kept = finished && keepBody && [...rcpts.values()].some(failsForDsn);
-  if (finished) finishMessage(sql, id, nowMs, kept, inlineWrite, queuedKept);
+  const listed = list !== null && applied.length > 0 ? list.text : null;
+  if (finished) finishMessage(sql, id, nowMs, kept, inlineWrite, queuedKept, listed);
   else {
     if (inlineWrite !== null) writeInline(sql, id, inlineWrite, nowMs, queuedKept);
+    if (listed !== null) sql.exec("UPDATE message SET rcpts = ? WHERE id = ?", listed, id);
     if (wasIncoming && queuedKept === null) updateUnclassified(sql, id);
   }
   return { applied, done: m.state === "done" || finished, bodyLeft: finished && (kept || m.body_r2 === 1) };

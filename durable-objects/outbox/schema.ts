@@ -20,7 +20,8 @@
  *                       Schema 6 adds `message.return_path` (the VERP senders' domain),
  *                       schema 7 the `r_*` columns of a one-recipient message's recipient and
  *                       the view `rcpt_all` of both homes (rcpt.ts), schema 8 `message.content`
- *                       (a large text and HTML, deflated: content.ts).
+ *                       (a large text and HTML, deflated: content.ts), schema 9 `message.rcpts`
+ *                       (the recipients of a message of more than one, rcpt.ts).
  *   checkIdempotency    what a key means now: fresh, a replay of a finished request, a payload
  *                       mismatch, or a request still in flight.
  *   reserveIdempotency  marks a key in flight for a short lease, so a concurrent retry gets 409.
@@ -44,7 +45,7 @@ const MESSAGE_COLUMNS = `id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at I
     scheduled_at INTEGER, state TEXT NOT NULL DEFAULT 'open', unclassified INTEGER NOT NULL DEFAULT 1,
     mail_from TEXT NOT NULL, size INTEGER NOT NULL, summary TEXT NOT NULL, classify_sent_at INTEGER,
     done_at INTEGER, body_deleted INTEGER NOT NULL DEFAULT 0, body, body_r2 INTEGER NOT NULL DEFAULT 1,
-    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT, return_path TEXT, ${INLINE_COLUMNS}, content BLOB`;
+    waiting INTEGER NOT NULL DEFAULT 0, queued_event TEXT, return_path TEXT, ${INLINE_COLUMNS}, content BLOB, rcpts TEXT`;
 const EVENT_COLUMNS = `message_id TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL,
     recipient TEXT, created_at INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (message_id, seq)`;
 
@@ -116,6 +117,12 @@ export function migrateOutbox(sql: SqlStorage): void {
     for (const c of INLINE_COLUMNS.split(",")) sql.exec(`ALTER TABLE message ADD COLUMN ${c.trim()}`);
   // Schema 8: a large text and HTML kept deflated (content.ts).
   if (!/\bcontent\b/.test(ddl("message") ?? "content")) sql.exec("ALTER TABLE message ADD COLUMN content BLOB");
+  // Schema 9: a message's recipients, when more than one, as a JSON list in its row (rcpt.ts);
+  // the view of every recipient gains that home.
+  if (!/\brcpts\b/.test(ddl("message") ?? "rcpts")) {
+    sql.exec("ALTER TABLE message ADD COLUMN rcpts TEXT");
+    sql.exec("DROP VIEW IF EXISTS rcpt_all");
+  }
   for (const t of TABLES) sql.exec(t);
   sql.exec(RCPT_VIEW);
   startForwardCursor(sql, Date.now());

@@ -29,7 +29,7 @@ import {
 import { finishIfDone } from "./finish";
 import { packSummary, unpackSummary } from "./content";
 import { LAST_SEQ, recordEvent } from "./events";
-import type { StoredRcpt } from "./rcpt";
+import { packRcpts, type StoredRcpt } from "./rcpt";
 
 export type MessageRow = {
   id: string;
@@ -59,18 +59,18 @@ type RcptRow = {
 
 export const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
+/** What readHead adds to the message row. */
+type Head = { again: number; last_seq: number; body_r2: number; inline: number; waiting: number; rcpts: string | null };
+
 /**
  * The message row with what a change to it needs, in one statement instead of three: whether it
  * was readmitted (isReadmission), its largest event seq (lastSeq), where its body is, and whether
- * its one recipient is in its row (`inline`, rcpt.ts).
+ * its one recipient is in its row (`inline`) or its recipients' list (`rcpts`, rcpt.ts).
  */
-export function readHead(
-  sql: SqlStorage,
-  id: string,
-): (MessageRow & { again: number; last_seq: number; body_r2: number; inline: number; waiting: number }) | undefined {
+export function readHead(sql: SqlStorage, id: string): (MessageRow & Head) | undefined {
   return sql
-    .exec<MessageRow & { again: number; last_seq: number; body_r2: number; inline: number; waiting: number }>(
-      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, waiting, body_r2, r_status IS NOT NULL AS inline,
+    .exec<MessageRow & Head>(
+      `SELECT id, tenant, created_at, scheduled_at, state, mail_from, unclassified, waiting, body_r2, r_status IS NOT NULL AS inline, rcpts,
        EXISTS (SELECT 1 FROM readmit WHERE message_id = ?1) AS again, ${LAST_SEQ} AS last_seq FROM message WHERE id = ?1`,
       id,
     )
@@ -109,13 +109,13 @@ export function insertMessage(
       return { address: d.address, status: "incoming", transport: d.transport, nexthop: d.nexthop, blocked_by: null };
     return { address: d.address, status: "suppressed", transport: null, nexthop: null, blocked_by: "suppressed" };
   });
-  // A message of one recipient keeps it in its own row (rcpt.ts).
+  // A message keeps its recipients in its own row: one in columns, more as a list (rcpt.ts).
   const one = rcpts.length === 1 ? rcpts[0]! : null;
   const { summary, content } = packSummary(m.summary);
   sql.exec(
     "INSERT INTO message (id, tenant, created_at, scheduled_at, mail_from, size, summary, body, body_r2, unclassified, waiting, return_path, " +
-      "r_address, r_status, r_transport, r_nexthop, r_blocked_by, r_updated_at, content) " +
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?18, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19)",
+      "r_address, r_status, r_transport, r_nexthop, r_blocked_by, r_updated_at, content, rcpts) " +
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?10, ?18, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?19, ?20)",
     m.id,
     tenant,
     m.createdAt,
@@ -135,20 +135,9 @@ export function insertMessage(
     one === null ? null : m.createdAt,
     open && !admitting ? 1 : 0,
     content,
+    one === null ? packRcpts(rcpts, m.createdAt) : null,
   );
-  rcpts.forEach((r, idx) => {
-    if (one === null)
-      sql.exec(
-        "INSERT INTO rcpt (message_id, idx, address, status, transport, nexthop, blocked_by, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        m.id,
-        idx,
-        r.address,
-        r.status,
-        r.transport,
-        r.nexthop,
-        r.blocked_by,
-        m.createdAt,
-      );
+  rcpts.forEach((_, idx) => {
     const d = decided.get(idx);
     if (d?.status === "suppressed")
       recordEvent(sql, {
