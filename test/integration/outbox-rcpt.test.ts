@@ -12,28 +12,7 @@ import { insertMessage, readView } from "../../durable-objects/outbox/store";
 import { markReady } from "../../durable-objects/outbox/classify-state";
 import { migrateOutbox } from "../../durable-objects/outbox/schema";
 
-import { T0, message } from "./outbox-messages";
-
-/** Runs `f` in a fresh Outbox with an SqlStorage that adds up the rows each step writes. */
-function inOutbox<T>(name: string, f: (sql: SqlStorage, rows: () => number) => T): Promise<T> {
-  return runInDurableObject(env.OUTBOX.getByName(name), (_o, state) => {
-    const real = state.storage.sql;
-    let cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
-    const sql = {
-      exec: (q: string, ...b: unknown[]) => {
-        const c = real.exec(q, ...b);
-        cursors.push(c);
-        return c;
-      },
-    } as unknown as SqlStorage;
-    const rows = () => {
-      const n = cursors.reduce((s, c) => s + c.rowsWritten, 0);
-      cursors = [];
-      return n;
-    };
-    return f(sql, rows);
-  });
-}
+import { T0, inOutbox, message } from "./outbox-messages";
 
 describe("the Outbox's recipients", () => {
   it("keeps a one-recipient message's recipient in its row, with no rcpt row, and shows both forms alike", async () => {
