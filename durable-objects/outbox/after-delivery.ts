@@ -24,7 +24,7 @@ import {
 import type { MessageSummary } from "../../worker/model/message";
 import { recordEvent } from "./events";
 import { readWithSummary } from "./store";
-import { execRcpt, setListed } from "./rcpt";
+import { writeLateReport } from "./rcpt";
 
 /** What came back about a delivered recipient: a feedback-loop complaint, a late bounce, or an unsubscribe. */
 export type AfterDelivery =
@@ -110,15 +110,7 @@ export function recordAfterDelivery(
       .find((x) => x.address.toLowerCase() === report.address.trim().toLowerCase());
     if (!row) return { result: "no_recipient" };
     if (row.status !== "delivered") return { result: "not_delivered" };
-    if (!setListed(sql, id, row.idx, { last_response: JSON.stringify(report.response), updated_at: nowMs }))
-      execRcpt(
-        sql,
-        "UPDATE {T} SET {last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
-        JSON.stringify(report.response),
-        nowMs,
-        id,
-        row.idx,
-      );
+    writeLateReport(sql, id, row.idx, { last_response: JSON.stringify(report.response), updated_at: nowMs });
     if (report.delayed)
       recordEvent(sql, {
         message_id: id,

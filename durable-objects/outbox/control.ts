@@ -50,7 +50,7 @@
 import { coreIdOf } from "../../worker/model/delivery";
 import { FINAL_STATUSES } from "../../worker/model/message";
 import { tokenNames } from "../../worker/inbound/core/trust";
-import { execRcpt, setListed } from "./rcpt";
+import { execRcpt, writeLateReport } from "./rcpt";
 
 const FINAL_SQL = FINAL_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -172,29 +172,12 @@ export function recordLateBounce(
   if (outcome === "delayed") {
     if (r.status !== "delivered") return { result: "not_delivered" };
     if (r.last_response === json) return { result: "duplicate" };
-    if (!setListed(sql, id, r.idx, { last_response: json, updated_at: nowMs }))
-      execRcpt(
-        sql,
-        "UPDATE {T} SET {last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
-        json,
-        nowMs,
-        id,
-        r.idx,
-      );
+    writeLateReport(sql, id, r.idx, { last_response: json, updated_at: nowMs });
     return { result: "ok", address: r.address };
   }
   if (r.status === "bounced" || r.status === "expired") return { result: "duplicate" };
   if (r.status !== "delivered") return { result: "not_delivered" };
-  if (!setListed(sql, id, r.idx, { status: outcome, last_response: json, updated_at: nowMs }))
-    execRcpt(
-      sql,
-      "UPDATE {T} SET {status} = ?, {last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?",
-      outcome,
-      json,
-      nowMs,
-      id,
-      r.idx,
-    );
+  writeLateReport(sql, id, r.idx, { status: outcome, last_response: json, updated_at: nowMs });
   return { result: "ok", address: r.address };
 }
 

@@ -19,7 +19,7 @@
  *                         would scan): those name the homes themselves (forward.ts).
  *   packRcpts, RcptList   the JSON list of a new message's recipients; a list read, changed by
  *                         outcomes (apply) and written back whole (text).
- *   setListed             a late report's write to one recipient of a list (one row write).
+ *   writeLateReport       a late report's write to one recipient, in any home (a list: one row write).
  *   execRcpt(sql, t, …)   runs a write of recipients on both homes, from one template: `{T}` the
  *                         table, `{id}` the message id column, `{idx}` the recipient index and
  *                         `{col}` any other column; the message's form adds `r_status IS NOT
@@ -131,22 +131,33 @@ export class RcptList {
 
 /**
  * A late report on one recipient (a bounce or delay notice after delivery: control.ts,
- * after-delivery.ts) written into a message's list of recipients: one write of its row, where
- * execRcpt would move the list to rows first. False (nothing written) when the message keeps no
- * list: the caller writes through execRcpt.
+ * after-delivery.ts): its status (when given), last response and change time. A message's list of
+ * recipients takes it in one write of its row, where execRcpt would move the list to rows first;
+ * rows and a message's own recipient take it through execRcpt.
  */
-export function setListed(
+export function writeLateReport(
   sql: SqlStorage,
   id: string,
   idx: number,
   f: { status?: RcptStatus; last_response: string; updated_at: number },
-): boolean {
+): void {
   const text = sql.exec<{ rcpts: string | null }>("SELECT rcpts FROM message WHERE id = ?", id).toArray()[0]?.rcpts;
-  if (text === undefined || text === null) return false;
-  const list = new RcptList(text);
-  list.set(idx, f);
-  sql.exec("UPDATE message SET rcpts = ? WHERE id = ?", list.text, id);
-  return true;
+  if (text !== undefined && text !== null) {
+    const list = new RcptList(text);
+    list.set(idx, f);
+    sql.exec("UPDATE message SET rcpts = ? WHERE id = ?", list.text, id);
+    return;
+  }
+  const status = f.status === undefined ? [] : [f.status];
+  execRcpt(
+    sql,
+    `UPDATE {T} SET ${f.status === undefined ? "" : "{status} = ?, "}{last_response} = ?, {updated_at} = ? WHERE {id} = ? AND {idx} = ?`,
+    ...status,
+    f.last_response,
+    f.updated_at,
+    id,
+    idx,
+  );
 }
 
 /**
