@@ -47,26 +47,17 @@ export function finishMessage(
   queued: string | null = null,
   listed: string | null = null,
 ): boolean {
-  const keep = keepBody ? 1 : 0;
-  const cursor =
-    inline === null
-      ? listed === null
-        ? sql.exec(`UPDATE message SET ${FINISH_SET} WHERE id = ? AND state = 'open'`, nowMs, keep, id)
-        : sql.exec(
-            `UPDATE message SET ${FINISH_SET}, rcpts = ? WHERE id = ? AND state = 'open'`,
-            nowMs,
-            keep,
-            listed,
-            id,
-          )
-      : sql.exec(
-          `UPDATE message SET ${FINISH_SET}, ${INLINE_SET}, queued_event = COALESCE(?, queued_event) WHERE id = ? AND state = 'open'`,
-          nowMs,
-          keep,
-          ...rcptBinds(inline, nowMs),
-          queued,
-          id,
-        );
+  const set = [FINISH_SET];
+  const binds: unknown[] = [nowMs, keepBody ? 1 : 0];
+  if (inline !== null) {
+    set.push(INLINE_SET, "queued_event = COALESCE(?, queued_event)");
+    binds.push(...rcptBinds(inline, nowMs), queued);
+  }
+  if (listed !== null) {
+    set.push("rcpts = ?");
+    binds.push(listed);
+  }
+  const cursor = sql.exec(`UPDATE message SET ${set.join(", ")} WHERE id = ? AND state = 'open'`, ...binds, id);
   return cursor.rowsWritten > 0;
 }
 
