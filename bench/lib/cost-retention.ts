@@ -38,7 +38,7 @@ export const MESSAGE_TABLES = {
   d1: [
     "messages",
     "recipients",
-    "event_log",
+    "event_runs",
     "events",
     "event_feed",
     "message_tags",

@@ -376,7 +376,7 @@ describe("GET /relay/stats", () => {
     ];
     for (const [i, [type, at]] of rows.entries()) {
       await env.DB.prepare(
-        "INSERT INTO event_log (tenant_id, seq, email_id, source_seq, type, recipient, created_at, data) VALUES ('stats', ?, 'm', ?, ?, 'r@x', ?, '{}')",
+        "INSERT INTO event_runs (tenant_id, seq, email_id, source_seq, type, recipient, created_at, data) VALUES ('stats', ?, 'm', ?, ?, 'r@x', ?, '{}')",
       )
         .bind(at * 1000 + i, i, type, at)
         .run();

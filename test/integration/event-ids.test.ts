@@ -31,12 +31,10 @@ describe("event ids that name their email (migration 0010)", () => {
     expect(await feedBodyOf(env.DB, id)).toBe(JSON.stringify({ n: 1 }));
     expect(await feedSeqOf(env.DB, "other-tenant", id)).toBeNull();
     // The same webhook-id from another transition keeps its transition without an envelope.
-    const again = await logInsertStatements(
-      env.DB,
-      [{ tenant: "ids", emailId: email, rows: [row(2, id, 5001)] }],
-      6001,
-    )[0]!.all<{ event_id: string | null }>();
-    expect(again.results.map((r) => r.event_id)).toEqual([null]);
+    const again = await env.DB.batch<{ event_id: string | null }>(
+      logInsertStatements(env.DB, [{ tenant: "ids", emailId: email, rows: [row(2, id, 5001)] }], 6001),
+    );
+    expect(again.flatMap((r) => r.results.map((x) => x.event_id))).toEqual([null]);
     const stored = await env.DB.prepare(
       "SELECT source_seq, event_id FROM event_log WHERE email_id = ? ORDER BY source_seq",
     )
@@ -70,7 +68,7 @@ describe("event ids that name their email (migration 0010)", () => {
   it("finds an id of the earlier form through the partial index, and every look-up uses an index", async () => {
     const legacy = "evt_0123456789abcdef0123456789abcdef";
     await env.DB.prepare(
-      "INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, created_at, " +
+      "INSERT INTO event_runs (tenant_id, seq, email_id, source_seq, part, type, created_at, " +
         "event_id, event_type, body) VALUES ('old', 7000000, 'm-old', -1, 0, 'email.sent', 7000, " +
         "?, 'email.sent', '{}')",
     )
@@ -80,7 +78,7 @@ describe("event ids that name their email (migration 0010)", () => {
     expect(await feedBodyOf(env.DB, legacy)).toBe("{}");
     expect(
       await plan(
-        "SELECT seq FROM event_log WHERE event_id = ? AND instr(substr(event_id, 5), '_') = 0 AND +tenant_id = ?",
+        "SELECT seq FROM event_runs WHERE event_id = ? AND instr(substr(event_id, 5), '_') = 0 AND +tenant_id = ?",
         legacy,
         "old",
       ),
@@ -94,12 +92,12 @@ describe("event ids that name their email (migration 0010)", () => {
       ),
     ).toContain("event_log_by_source");
     const claim = await plan(
-      "UPDATE event_log SET enqueued_at = 1 WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email " +
+      "UPDATE event_runs SET enqueued_at = 1 WHERE (tenant_id, seq) IN (SELECT tenant_id, head_seq FROM event_of_email " +
         "WHERE of_email IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2)))",
       '["e"]',
       '["evt_e_0123456789abcdef"]',
     );
     expect(claim).toContain("event_log_by_source");
-    expect(claim).not.toMatch(/SCAN event_log(?! USING)/);
+    expect(claim).not.toMatch(/SCAN event_runs(?! USING)/);
   });
 });

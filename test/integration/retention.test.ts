@@ -32,8 +32,8 @@ async function seedMessage(
       "INSERT INTO webhook_delay_notices (email_id, recipient, deferrals, last_notice_ms, last_source_seq) VALUES (?, 'r0@example.com', 1, NULL, 1)",
     ).bind(id),
     env.DB.prepare(
-      `INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data)
-      SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1) + ?3 * 1000 + j.key + 1, ` +
+      `INSERT INTO event_runs (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data)
+      SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM event_runs WHERE tenant_id = ?1) + ?3 * 1000 + j.key + 1, ` +
         `?2, j.key, 0, 'email.delivered', 'r@example.com', ?3, '{}' FROM json_each(?4) AS j`,
     ).bind(tenant, id, at, JSON.stringify(Array.from({ length: events }, () => 0))),
   ]);
@@ -126,10 +126,10 @@ describe("D1 retention", () => {
     await explain(PURGE_SQL.endpoints, "");
     await explain(PURGE_SQL.deadLetters, "e", 0, 500);
     await explain(PURGE_SQL.inboundReports, 0, 500);
-    // `SCAN event_of_email` reads the view's co-routine (the rows its arms found through indexes), not a table.
+    // `SCAN event_rows_of_email` reads the view's co-routine (the rows its arms found through indexes), not a table.
     const scans = plans.filter(
       (p) =>
-        /^SCAN (?!json_each|j\b|CONSTANT|event_of_email$)/.test(p) &&
+        /^SCAN (?!json_each|j\b|CONSTANT|event_rows_of_email$)/.test(p) &&
         !/USING (COVERING )?INDEX|USING PRIMARY KEY/.test(p),
     );
     expect(plans.filter((p) => /^SEARCH (h|m|e) /.test(p)).length).toBeGreaterThan(0);

@@ -19,7 +19,7 @@
  *   No SQL is built from input: every value is bound. Search with q.tenant set never returns
  *   another tenant's rows.
  */
-import { seqFloor } from "./events";
+import { REST_MAX, seqFloor } from "./events";
 import { percentileRanks, THROUGHPUT_TYPES, type StateCountRow } from "../dashboard/core/operator-views";
 
 /** A key's role. */
@@ -255,7 +255,8 @@ export const MESSAGE_EVENTS_SQL = `SELECT 0 AS seq, 'email.accepted' AS type, NU
 /**
  * Event counts per (minute, type) for the outcome types of the throughput chart. The log has no
  * time index: the tenants are enumerated through its primary key (one seek each) and each
- * tenant's rows are read from the window's seq floor on.
+ * tenant's rows are read from the window's seq floor on (less REST_MAX for the events a row
+ * holds in its rest, migration 0040).
  */
 export async function throughputRows(
   db: D1Database,
@@ -265,15 +266,21 @@ export async function throughputRows(
   const types = Object.values(THROUGHPUT_TYPES);
   return (
     await db
-      .prepare(
-        `WITH RECURSIVE t(id) AS (
-       SELECT (SELECT MIN(tenant_id) FROM event_log)
-       UNION ALL SELECT (SELECT MIN(tenant_id) FROM event_log WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
-     SELECT e.created_at / 60000 AS minute, e.type, count(*) AS n FROM t JOIN event_log e ON e.tenant_id = t.id AND e.seq >= ?3
-     WHERE e.created_at >= ?1 AND e.created_at < ?2 AND e.data IS NOT NULL ` +
-          `AND e.type IN (${types.map((_, i) => `?${i + 4}`).join(", ")}) GROUP BY minute, e.type`,
-      )
+      .prepare(throughputSql(types.length))
       .bind(fromMs, toMs, seqFloor(fromMs), ...types)
       .all<{ minute: number; type: string; n: number }>()
   ).results;
+}
+
+/** throughputRows' query (?1 and ?2 the times, ?3 their seq floor, the `n` types after), exported for its plan's test. */
+export function throughputSql(n: number): string {
+  return (
+    `WITH RECURSIVE t(id) AS (
+       SELECT (SELECT MIN(tenant_id) FROM event_runs)
+       UNION ALL SELECT (SELECT MIN(tenant_id) FROM event_runs WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
+     SELECT e.created_at / 60000 AS minute, e.type, count(*) AS n FROM event_log e
+     WHERE e.tenant_id IN (SELECT id FROM t) AND e.seq >= ?3 AND e.head_seq >= ?3 - ${REST_MAX}
+       AND e.created_at >= ?1 AND e.created_at < ?2 AND e.data IS NOT NULL ` +
+    `AND e.type IN (${Array.from({ length: n }, (_, i) => `?${i + 4}`).join(", ")}) GROUP BY minute, e.type`
+  );
 }

@@ -1,19 +1,23 @@
 /**
- * The D1 event log (migrations/0007 `event_log`): one row per Outbox transition, carrying the
- * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order. An email's
- * events are found through event_of_email (migration 0036: the first row of each run of them is
- * indexed by email, the rest follow it in seq; migration 0037: the first run of a message whose
- * row was written with it is named by that row instead).
+ * The D1 event log (migrations/0007 `event_log`): an event per Outbox transition, carrying the
+ * envelope pushed to webhooks when there is one (the pull feed), in per-tenant order. The events
+ * an email's publication writes are one row of `event_runs` (migration 0040; the view event_log
+ * gives each event as a row). An email's events are found through event_of_email (migration
+ * 0036: the first row of each run of them is indexed by email, the rest follow it in seq;
+ * migration 0037: the first run of a message whose row was written with it is named by that row
+ * instead).
  *
  * DESCRIPTION
  *   logInsertStatements(db, messages, nowMs, named?)  idempotent inserts (by Outbox event and part) of
- *                                messages' transitions and envelopes, one statement per tenant
- *                                (not per message), `seq` continuing the
+ *                                messages' transitions and envelopes, two statements per tenant
+ *                                (not per message: a row per email, then a row per event of an
+ *                                email published before), `seq` continuing the
  *                                tenant's maximum (read inside the statement: D1 runs one
  *                                statement at a time) and never below created_at * 1000; they
  *                                return the envelopes they inserted, claimed for the queue at
- *                                `nowMs` (what is pushed). At most LOG_CHUNK_BYTES of rows per
- *                                statement (D1's statement and parameter limits).
+ *                                `nowMs` (what is pushed; read them with returnedEvents). At most
+ *                                LOG_CHUNK_BYTES of rows per statement (D1's statement and
+ *                                parameter limits).
  *   feedTakeoverStatement(db, ids, nowMs, leaseMs)  claims stored envelopes whose claim lapsed
  *                                (a publication that died before enqueueing) and returns them;
  *                                writes nothing when none lapsed. releaseFeedClaims gives claims
@@ -26,7 +30,10 @@
  *   batch (indexing/publish.ts); what RETURNING gives is as stored.
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
-import { chunkByJson, jsonColumns } from "./json-rows";
+import { chunkByJson } from "./json-rows";
+import { PACKED_INSERT, packRuns, RETURNED, ROWS_INSERT } from "./event-inserts";
+
+export { REST_MAX } from "./event-inserts";
 
 /** A stored transition. */
 export interface EventRow {
@@ -78,8 +85,6 @@ export function seqFloor(ms: number): number {
   return Math.max(0, Math.floor(ms)) * SEQ_PER_MS;
 }
 
-const RETURNED = "tenant_id, seq, email_id, event_id, event_type AS type, body";
-
 /** A message's rows to log. */
 export interface MessageLog {
   tenant: string;
@@ -88,15 +93,17 @@ export interface MessageLog {
 }
 
 /**
- * Idempotent inserts of messages' rows: one statement per tenant (per LOG_CHUNK_BYTES of rows),
- * however many messages, the rows in the given order. A row already stored (by Outbox event and
- * part) is left out; a row whose envelope id is already stored (another transition gave the same
- * webhook-id) keeps its transition without the envelope. The stored events of the statement's
- * emails are read once per statement (`known`: an uncorrelated look-up; a correlated one per row
- * read each email's events once per row, quadratic in a large message's), email by email
- * (CROSS JOIN: with `IN (…)` workerd's SQLite took 2–3 times as long on a large message's
- * chunks) through event_of_email (migration 0036): the log has no index of event ids (migration
- * 0010), and an event id names its email, so it is unique among them.
+ * Idempotent inserts of messages' events: two statements per tenant (per LOG_CHUNK_BYTES of
+ * rows), however many messages. The events of an email none of whose events is stored are one
+ * row (PACKED_INSERT; migration 0040), in pieces of 1 + REST_MAX; the others' go in a row each
+ * (ROWS_INSERT): an event already stored (by Outbox event and part) is left out, one whose
+ * envelope id is already stored (another transition gave the same webhook-id) keeps its
+ * transition without the envelope. The stored events of the statement's emails are read once per
+ * statement (`known`: an uncorrelated look-up; a correlated one per row read each email's events
+ * once per row, quadratic in a large message's) through event_of_email (migration 0036), the
+ * emails bound by IN, which SQLite pushes into each of the view's arms (a join to the view read
+ * the whole view since its arms read rests): the log has no index of event ids (migration 0010),
+ * and an event id names its email, so it is unique among them.
  * An email's rows of one statement are one run (migration 0036): the first row written is its
  * head (in event_log_by_source, `run` = how far the run's seqs go), the others have run -1 and
  * no index entry. The first rows of an email in `named` (its messages row is inserted later in
@@ -123,54 +130,46 @@ export function logInsertStatements(
     }
     byTenant.set(m.tenant, rows);
   }
-  const logColumns = jsonColumns(
-    ["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"],
-    true,
-  );
   return [...byTenant].flatMap(([tenant, rows]) =>
-    chunkByJson(rows, LOG_CHUNK_BYTES).map((chunk) => {
+    chunkByJson(rows, LOG_CHUNK_BYTES).flatMap((chunk) => {
       const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
       const emails = [...new Set(chunk.map((r) => r.email_id))];
-      return db
-        .prepare(
-          `WITH known AS MATERIALIZED (SELECT e.email_id, e.source_seq, e.part, e.event_id
-           FROM json_each(?5) AS m CROSS JOIN event_of_email e ON e.of_email = m.value)
-       INSERT OR IGNORE INTO event_log (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, ` +
-            `event_id, event_type, body, enqueued_at, run)
-       SELECT ?1, MAX((SELECT COALESCE(MAX(seq), 0) FROM event_log WHERE tenant_id = ?1), ?3) + r.k + 1, ` +
-            `r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
-         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4),
-         IIF(r.k = min(r.k) OVER run AND NOT r.named, max(r.k) OVER run - min(r.k) OVER run, -1)
-       FROM (SELECT j.key AS k, ${logColumns},
-           json_extract(j.value, '$.email_id') IN (SELECT value FROM json_each(?6))
-             AND json_extract(j.value, '$.email_id') NOT IN (SELECT email_id FROM known)
-             AND NOT EXISTS (SELECT 1 FROM messages WHERE id = json_extract(j.value, '$.email_id')) AS named,
-           json_extract(j.value, '$.event_id') IN (SELECT event_id FROM known WHERE event_id IS NOT NULL) AS dup,
-           (json_extract(j.value, '$.email_id'), json_extract(j.value, '$.source_seq'), json_extract(j.value, '$.part'))
-             IN (SELECT email_id, source_seq, part FROM known) AS stored
-         FROM json_each(?2) AS j) AS r
-       WHERE NOT (r.dup AND r.data IS NULL) AND NOT r.stored
-       WINDOW run AS (PARTITION BY r.email_id)
-       ORDER BY r.k
-       RETURNING ${RETURNED}`,
-        )
-        .bind(
-          tenant,
-          JSON.stringify(chunk),
-          floor,
-          nowMs,
-          JSON.stringify(emails),
-          JSON.stringify(emails.filter((id) => named.has(id))),
-        );
+      const binds = [floor, nowMs, JSON.stringify(emails), JSON.stringify(emails.filter((id) => named.has(id)))];
+      return [
+        db.prepare(PACKED_INSERT).bind(tenant, JSON.stringify(packRuns(chunk)), ...binds),
+        db.prepare(ROWS_INSERT).bind(tenant, JSON.stringify(chunk), ...binds),
+      ];
     }),
   );
+}
+
+/** A stored row as RETURNING gives it, with the events of its rest (migration 0040). */
+type ReturnedRow = FeedRow & { rest?: string | null };
+
+/**
+ * The envelopes (and transitions, event_id null) of rows RETURNING gave: each row's own, then
+ * those of its rest, with their seqs.
+ */
+export function returnedEvents(rows: readonly ReturnedRow[]): FeedRow[] {
+  return rows.flatMap(({ rest, ...row }) => [
+    row,
+    ...(rest ? (JSON.parse(rest) as unknown[][]) : []).map((e, i) => ({
+      tenant_id: row.tenant_id,
+      seq: row.seq + i + 1,
+      email_id: row.email_id,
+      event_id: e[6] as string,
+      type: e[7] as string,
+      body: e[8] as string,
+    })),
+  ]);
 }
 
 /**
  * Claims stored envelopes whose claim is older than `leaseMs` (or was released) and returns
  * them. The publication that inserted an envelope holds its claim from the insert, so in the
  * normal case this matches nothing and writes nothing; two concurrent publications thus enqueue
- * an event once.
+ * an event once. A claim is a row's (migration 0040): the envelopes stored with a lapsed one are
+ * taken with it (read its results with returnedEvents).
  */
 export function feedTakeoverStatement(
   db: D1Database,
@@ -180,7 +179,7 @@ export function feedTakeoverStatement(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE event_log SET enqueued_at = ?3 WHERE ${BY_IDS} AND (enqueued_at IS NULL OR enqueued_at < ?4) RETURNING ${RETURNED}`,
+      `UPDATE event_runs SET enqueued_at = ?3 WHERE ${BY_IDS} AND (enqueued_at IS NULL OR enqueued_at < ?4) RETURNING ${RETURNED}, rest`,
     )
     .bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), nowMs, nowMs - leaseMs);
 }
@@ -188,18 +187,18 @@ export function feedTakeoverStatement(
 /** Gives up claims (the enqueue failed), so a repeated publication enqueues them. */
 export async function releaseFeedClaims(db: D1Database, ids: readonly string[], claimedAtMs: number): Promise<void> {
   await db
-    .prepare(`UPDATE event_log SET enqueued_at = NULL WHERE ${BY_IDS} AND enqueued_at = ?3`)
+    .prepare(`UPDATE event_runs SET enqueued_at = NULL WHERE ${BY_IDS} AND enqueued_at = ?3`)
     .bind(JSON.stringify(emailsOf(ids)), JSON.stringify(ids), claimedAtMs)
     .run();
 }
 
 /**
- * Rows of the event ids bound as ?2 (JSON), found through their emails (?1, JSON) and the runs
+ * Rows holding the event ids bound as ?2 (JSON), found through their emails (?1, JSON) and the runs
  * of each email's events (event_of_email): event ids name their email (core/event-id.ts), and the log keeps no
  * index of new event ids (migration 0010). The publications only ever hold ids of that form.
  */
 const BY_IDS =
-  "(tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email " +
+  "(tenant_id, seq) IN (SELECT tenant_id, head_seq FROM event_of_email " +
   "WHERE of_email IN (SELECT value FROM json_each(?1)) AND event_id IN (SELECT value FROM json_each(?2)))";
 
 function emailsOf(ids: readonly string[]): string[] {

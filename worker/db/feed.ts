@@ -8,6 +8,8 @@
  *   Event ids are found through the index of their email's events (event_of_email).
  *   listFeed(db, tenant, q)      a page of envelopes after a seq, oldest first, optionally of some types.
  *   feedRange(db, tenant, q)     envelopes in a seq and time range, for replay.
+ *   Both read the rows of event_runs in order and the events each holds (migration 0040), never
+ *   more rows than the page and REST_MAX.
  *
  * INVARIANTS
  *   A compact body finds its messages row: it is written only in the batch that writes the row,
@@ -15,7 +17,7 @@
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
 import { COMPACT_MARK, expandBody, type MessageFields } from "../webhooks/core/stored-body";
-import { seqFloor, type FeedRow } from "./events";
+import { REST_MAX, seqFloor, type FeedRow } from "./events";
 
 /**
  * RETURNED of event_log `e` with the columns of its messages row `m` that a compact body leaves
@@ -51,7 +53,7 @@ function whereEventId(id: string): { from: string; where: string; binds: string[
   const email = emailOfEventId(id);
   return email !== null
     ? { from: "event_of_email", where: "of_email = ? AND event_id = ?", binds: [email, id] }
-    : { from: "event_log", where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
+    : { from: "event_runs", where: "event_id = ? AND instr(substr(event_id, 5), '_') = 0", binds: [id] };
 }
 
 /** A stored envelope's body, whole, or null. */
@@ -75,6 +77,36 @@ export async function feedSeqOf(db: D1Database, tenant: string, eventId: string)
   return r?.seq ?? null;
 }
 
+/** An envelope's columns, in a stored row (`h`) or in its rest (`j`, migration 0040). */
+type Cols = { id: string; type: string; at: string };
+const HEAD_COLS: Cols = { id: "h.event_id", type: "h.event_type", at: "h.created_at" };
+const REST_COLS: Cols = { id: "j.value ->> 6", type: "j.value ->> 7", at: "j.value ->> 4" };
+
+/**
+ * Up to `limit` envelopes with afterSeq < seq (≤ untilSeq) that `match` takes, oldest first. The
+ * rows holding one are read in the primary key's order from REST_MAX seqs before afterSeq (a
+ * row's rest starts there at most): `limit` of them, and as many as start in those REST_MAX seqs
+ * (usually the one row that held afterSeq, if any), since every later row holds one past
+ * afterSeq; rows' seqs never interleave, so that is enough and in order. ?1 tenant, ?2 afterSeq,
+ * ?3 limit, ?4 untilSeq; `match`'s parameters from ?5.
+ */
+function pageSql(match: (c: Cols) => string): string {
+  const takes = (c: Cols) => `${c.id} IS NOT NULL AND ${match(c)}`;
+  return `WITH h AS MATERIALIZED (SELECT tenant_id, seq, email_id, event_id, event_type, created_at, body, rest FROM event_runs h
+      WHERE tenant_id = ?1 AND seq > ?2 - ${REST_MAX} AND seq <= ?4
+        AND (${takes(HEAD_COLS)} OR EXISTS (SELECT 1 FROM json_each(rest) j WHERE ${takes(REST_COLS)}))
+      ORDER BY seq LIMIT ?3 + (SELECT count(*) FROM event_runs WHERE tenant_id = ?1 AND seq > ?2 - ${REST_MAX} AND seq <= ?2)),
+    ev AS (SELECT h.tenant_id, h.seq, h.email_id, h.event_id, h.event_type, h.body FROM h WHERE ${takes(HEAD_COLS)}
+      UNION ALL SELECT h.tenant_id, h.seq + j.key + 1, h.email_id, j.value ->> 6, j.value ->> 7, j.value ->> 8
+      FROM h, json_each(h.rest) j WHERE ${takes(REST_COLS)})
+    SELECT ${FEED_COLUMNS} FROM ev e ${WITH_MESSAGE} WHERE e.seq > ?2 AND e.seq <= ?4 ORDER BY e.seq LIMIT ?3`;
+}
+
+/** listFeed's query (?5: the types, when `typed`), exported for its plan's test. */
+export function listFeedSql(typed: boolean): string {
+  return pageSql((c) => (typed ? `${c.type} IN (SELECT value FROM json_each(?5))` : "1"));
+}
+
 /**
  * A page of the tenant's envelopes with seq > afterSeq, oldest first. A type filter walks the
  * tenant's log in order and skips other types (no per-type index is written).
@@ -85,14 +117,12 @@ export async function listFeed(
   q: { afterSeq: number; limit: number; types?: readonly string[] },
 ): Promise<{ rows: FeedRow[]; hasMore: boolean }> {
   const typed = q.types !== undefined && q.types.length > 0;
-  const sql =
-    `SELECT ${FEED_COLUMNS} FROM event_log e ${WITH_MESSAGE} ` +
-    `WHERE e.tenant_id = ?1 AND e.seq > ?2 AND e.event_id IS NOT NULL${typed ? " AND e.event_type IN (SELECT value FROM json_each(?4))" : ""}` +
-    ` ORDER BY e.seq LIMIT ?3`;
-  const stmt = typed
-    ? db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1, JSON.stringify(q.types))
-    : db.prepare(sql).bind(tenant, q.afterSeq, q.limit + 1);
-  const { results } = await stmt.all<JoinedRow>();
+  const sql = listFeedSql(typed);
+  const binds: unknown[] = [tenant, q.afterSeq, q.limit + 1, Number.MAX_SAFE_INTEGER];
+  const { results } = await db
+    .prepare(sql)
+    .bind(...binds, ...(typed ? [JSON.stringify(q.types)] : []))
+    .all<JoinedRow>();
   return { rows: results.slice(0, q.limit).map(whole), hasMore: results.length > q.limit };
 }
 
@@ -107,11 +137,8 @@ export async function feedRange(
 ): Promise<FeedRow[]> {
   const after = Math.max(q.afterSeq, seqFloor(q.fromMs) - 1);
   const { results } = await db
-    .prepare(
-      `SELECT ${FEED_COLUMNS} FROM event_log e ${WITH_MESSAGE} ` +
-        `WHERE e.tenant_id = ? AND e.seq > ? AND e.seq <= ? AND e.event_id IS NOT NULL AND e.created_at >= ? AND e.created_at <= ? ORDER BY e.seq LIMIT ?`,
-    )
-    .bind(tenant, after, q.untilSeq, q.fromMs, q.toMs, q.limit)
+    .prepare(pageSql((c) => `${c.at} >= ?5 AND ${c.at} <= ?6`))
+    .bind(tenant, after, q.limit, q.untilSeq, q.fromMs, q.toMs)
     .all<JoinedRow>();
   return results.map(whole);
 }

@@ -182,10 +182,10 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
  * (D1 runs a batch as one transaction, and a tenant's seqs only grow), read once per statement.
  */
 const RUNS_NAMED = `WITH tail AS MATERIALIZED (
-    SELECT e.email_id, e.seq FROM json_each(?3) AS t JOIN event_log e ON e.tenant_id = t.value
-      AND e.seq >= IFNULL((SELECT x.seq FROM event_log x WHERE x.tenant_id = t.value ORDER BY x.seq DESC LIMIT 1 OFFSET ?2 - 1), 0)),
+    SELECT e.email_id, e.seq FROM json_each(?3) AS t JOIN event_runs e ON e.tenant_id = t.value
+      AND e.seq >= IFNULL((SELECT x.seq FROM event_runs x WHERE x.tenant_id = t.value ORDER BY x.seq DESC LIMIT 1 OFFSET ?2 - 1), 0)),
   heads AS MATERIALIZED (SELECT email_id, MIN(seq) AS lo, MAX(seq) - MIN(seq) AS span FROM tail
-    WHERE NOT EXISTS (SELECT 1 FROM event_log x WHERE x.email_id = tail.email_id AND x.run IS NOT -1) GROUP BY email_id)
+    WHERE NOT EXISTS (SELECT 1 FROM event_runs x WHERE x.email_id = tail.email_id AND x.run IS NOT -1) GROUP BY email_id)
 `;
 
 /** A recipient's indexed fields, by the names the statements read (RCPT_FIELDS). */

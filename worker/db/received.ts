@@ -145,7 +145,7 @@ export async function purgeReceivedBefore(
   const rs = await db.batch([
     db
       .prepare(
-        "DELETE FROM event_log WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email WHERE of_email IN (SELECT value FROM json_each(?)))",
+        "DELETE FROM event_runs WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_rows_of_email WHERE of_email IN (SELECT value FROM json_each(?)))",
       )
       .bind(ids),
     db

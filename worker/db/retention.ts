@@ -47,7 +47,7 @@ const FINISHED_SQL = FINISHED_EVENTS.map((e) => `'${e}'`).join(", ");
  * row that its email's look-up cannot reach.
  */
 const CHILDREN = [
-  "DELETE FROM event_log WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_of_email WHERE of_email IN (SELECT value FROM json_each(?1)) ORDER BY run IS NOT -1 LIMIT ?2)",
+  "DELETE FROM event_runs WHERE (tenant_id, seq) IN (SELECT tenant_id, seq FROM event_rows_of_email WHERE of_email IN (SELECT value FROM json_each(?1)) ORDER BY run IS NOT -1 LIMIT ?2)",
   "DELETE FROM recipients WHERE (message_id, idx) IN (SELECT message_id, idx FROM recipients WHERE message_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",
   "DELETE FROM message_tags WHERE rowid IN (SELECT rowid FROM message_tags WHERE message_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",
   "DELETE FROM webhook_delay_notices WHERE rowid IN (SELECT rowid FROM webhook_delay_notices WHERE email_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)",

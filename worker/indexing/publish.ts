@@ -39,7 +39,14 @@
 import type { SyncState } from "../model/message";
 import { indexStatements, messageFields, type IndexItem } from "../db/messages";
 import { compactBody, expandBody, type MessageFields } from "../webhooks/core/stored-body";
-import { feedTakeoverStatement, logInsertStatements, releaseFeedClaims, type FeedRow, type LogRow } from "../db/events";
+import {
+  feedTakeoverStatement,
+  logInsertStatements,
+  releaseFeedClaims,
+  returnedEvents,
+  type FeedRow,
+  type LogRow,
+} from "../db/events";
 import {
   enabledEndpointsStatement,
   noticeUpsertStatement,
@@ -232,7 +239,7 @@ export async function publishEvents(
   // As stored: a compact body is made whole from the message it names (the columns its row holds);
   // one of a message not in this publication (none is) would be left for the consumer to read whole.
   const rows = [...results.slice(0, inserts.length), results[results.length - 2]]
-    .flatMap((r) => (r?.results ?? []) as FeedRow[])
+    .flatMap((r) => returnedEvents((r?.results ?? []) as FeedRow[]))
     .filter((r) => r.event_id !== null)
     .map((r) => ({ ...r, body: expandBody(r.body, fields.get(r.email_id) ?? null) }));
   const endpoints = (

@@ -146,7 +146,7 @@ async function egressFamilies(env: Env, nowMs: number): Promise<Family[]> {
 async function webhookAndRefusals(env: Env, nowMs: number): Promise<Family[]> {
   const [unclaimed, endpoints, refusals] = await env.DB.batch([
     env.DB.prepare(
-      `SELECT count(*) AS n FROM (SELECT 1 FROM event_log WHERE event_id IS NOT NULL AND enqueued_at IS NULL LIMIT ${METRIC_COUNT_CAP})`,
+      `SELECT count(*) AS n FROM (SELECT 1 FROM event_runs WHERE enqueued_at IS NULL AND (event_id IS NOT NULL OR rest_envelopes = 1) LIMIT ${METRIC_COUNT_CAP})`,
     ),
     env.DB.prepare("SELECT state FROM webhook_endpoint_health"),
     env.DB.prepare(
@@ -160,7 +160,7 @@ async function webhookAndRefusals(env: Env, nowMs: number): Promise<Family[]> {
   return [
     gauge(
       "cohort_webhook_unclaimed_events",
-      `Webhook envelopes whose enqueue failed, to be enqueued again (up to ${METRIC_COUNT_CAP}).`,
+      `Stored rows of webhook envelopes whose enqueue failed, to be enqueued again (up to ${METRIC_COUNT_CAP}; a row holds an email's envelopes of one publication).`,
       [{ value: waiting }],
     ),
     gauge("cohort_webhook_endpoints_blocked", "Webhook endpoints in a dead period or throttled by Retry-After now.", [

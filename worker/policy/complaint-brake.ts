@@ -33,15 +33,17 @@
  *   The counting runs only when a complaint is recorded, never on a message's path. Mail without
  *   unsubscribe (transactional) is never paused.
  */
+import { REST_MAX } from "../db/events";
 import { outboxOf } from "../model/ids";
 import { resumeRule, suspendRule } from "../dashboard/core/operator-views";
 import { allTransports, inspectAll, transportStub } from "./transports";
 import { settingsOf } from "../settings/settings";
 import type { ComplaintTarget } from "../../durable-objects/outbox/control";
 
-const RATE_SQL = `SELECT e.type AS type, lower(rtrim(substr(m.from_addr, instr(m.from_addr, '@') + 1), '> ')) AS domain, count(*) AS n
+/** complaintCounts' read (?1 tenant, ?2 its seq floor), exported for its plan's test. */
+export const RATE_SQL = `SELECT e.type AS type, lower(rtrim(substr(m.from_addr, instr(m.from_addr, '@') + 1), '> ')) AS domain, count(*) AS n
   FROM event_log e JOIN messages m ON m.id = e.email_id
-  WHERE e.tenant_id = ?1 AND e.seq >= ?2 AND e.type IN ('email.delivered', 'email.complained')
+  WHERE e.tenant_id = ?1 AND e.seq >= ?2 AND e.head_seq >= ?2 - ${REST_MAX} AND e.type IN ('email.delivered', 'email.complained')
   GROUP BY 1, 2`;
 
 /** See the header. */

@@ -23,7 +23,7 @@
  */
 import PostalMime from "postal-mime";
 import { countSince, insertReceivedStatement, receivingDomainOf, type ReceivedRow } from "../db/received";
-import { logInsertStatements, releaseFeedClaims, type FeedRow } from "../db/events";
+import { logInsertStatements, releaseFeedClaims, returnedEvents, type FeedRow } from "../db/events";
 import { enabledEndpointsStatement, toPublishEndpoint } from "../db/webhook-publication";
 import { eventId } from "../webhooks/core/event-id";
 import { endpointWants } from "../webhooks/core/publication";
@@ -152,7 +152,7 @@ async function publishReceived(env: Env, row: ReceivedRow, fields: ReceivedField
   ]);
   const feed = results
     .slice(1, 1 + inserts.length)
-    .flatMap((r) => (r.results ?? []) as FeedRow[])
+    .flatMap((r) => returnedEvents((r.results ?? []) as FeedRow[]))
     .filter((r) => r.event_id !== null);
   const endpoints = (
     (results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]

@@ -104,7 +104,7 @@ describe("email metrics", () => {
     events.forEach(([m, , type], i) =>
       stmts.push(
         env.DB.prepare(
-          "INSERT INTO event_log (tenant_id, seq, email_id, source_seq, part, type, created_at, " +
+          "INSERT INTO event_runs (tenant_id, seq, email_id, source_seq, part, type, created_at, " +
             "event_id, event_type, body) VALUES ('met-a', ?, ?, ?, 0, ?, ?, ?, ?, '{}')",
         ).bind((now - 60_000) * 1000 + i, `met-${m}`, i, type, now - 60_000, `evt_met-${m}_${i}`, type),
       ),
