@@ -9,6 +9,7 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newMessageId } from "../../worker/model/ids";
 import { logInsertStatements, REST_MAX, type LogRow } from "../../worker/db/events";
+import { IN_PAGE_BYTES } from "../../worker/db/event-inserts";
 import { feedBodyOf } from "../../worker/db/feed";
 import { eventId } from "../../worker/webhooks/core/event-id";
 import { PURGE_SQL } from "../../worker/db/retention";
@@ -124,6 +125,36 @@ describe("runs of an email's events (migrations 0036, 0040)", () => {
     expect(await eventsOf(a)).toEqual([1, 2]);
     expect(await eventsOf(b)).toEqual([1, 2]);
     expect(await eventsOf(c)).toEqual([1]);
+  });
+
+  it("keeps two events that would pass a row's page in a row each, and packs three", async () => {
+    const big = (email: string, s: number): LogRow => ({
+      ...row(email, s, 5_000),
+      body: "x".repeat(IN_PAGE_BYTES / 2),
+    });
+    const [two, three] = [newMessageId(11), newMessageId(12)];
+    const write = async (email: string, seqs: number[]) =>
+      (
+        await env.DB.batch(
+          logInsertStatements(
+            env.DB,
+            [{ tenant: "runs-8", emailId: email, rows: seqs.map((s) => big(email, s)) }],
+            6_000,
+          ),
+        )
+      ).reduce((n, r) => n + r.meta.rows_written, 0);
+    // Two rows, one index entry: the first row's run spans the second.
+    expect(await write(two, [1, 2])).toBe(3);
+    expect(await rowsOf(two)).toEqual([
+      { source_seq: 1, run: 1, rest: null },
+      { source_seq: 2, run: -1, rest: null },
+    ]);
+    expect(await write(three, [1, 2, 3])).toBe(2);
+    expect(await rowsOf(three)).toEqual([{ source_seq: 1, run: 0, rest: 2 }]);
+    expect([await eventsOf(two), await eventsOf(three)]).toEqual([
+      [1, 2],
+      [1, 2, 3],
+    ]);
   });
 
   it("keeps a large run in rows of at most 1 + REST_MAX events, one index entry for them all", async () => {

@@ -20,7 +20,30 @@ function restOf(r: LogRow): unknown[] {
 }
 
 /**
- * A chunk's rows as the rows PACKED_INSERT writes: each email's events in pieces of 1 + REST_MAX,
+ * The bytes of a row's payload SQLite keeps in its page for a `WITHOUT ROWID` table (a 4 KiB page:
+ * (4096 - 12) · 64/255 - 23 = 1,002), less a margin for the record's header and integers. A longer
+ * row keeps 489 bytes there and puts the rest in overflow pages of its own, 4 KiB each.
+ */
+export const IN_PAGE_BYTES = 900;
+
+const utf8 = new TextEncoder();
+const textBytes = (v: unknown) => (typeof v === "string" ? utf8.encode(v).length + 3 : 9);
+
+/**
+ * Whether an email's events of one statement go in one row: three or more (their rows and deletes
+ * saved outweigh the overflow page: a row and its delete are $2 per million emails, a 4 KiB page
+ * kept for the retention about $3), or two whose row stays in its page. Two that do not (an email's
+ * email.sent and email.delivered envelopes, about 750 bytes each) keep a row each.
+ */
+function packs(evs: readonly LogRow[]): boolean {
+  if (evs.length !== 2) return true;
+  // The row's tenant, seq and email id, then each event's fields.
+  return evs.flatMap(restOf).reduce<number>((n, v) => n + textBytes(v), 64) <= IN_PAGE_BYTES;
+}
+
+/**
+ * A chunk's rows as the rows PACKED_INSERT writes: each email's events in pieces of 1 + REST_MAX
+ * (of one each when they do not pack),
  * `o` the piece's first seq after the statement's base (seqs in the order of the emails' first
  * rows, each piece keeping a seq for every event it holds), `span` on an email's first piece how
  * far its other pieces' seqs go, `claim` whether the piece holds an envelope, `restClaim` one
@@ -45,8 +68,9 @@ export function packRuns(chunk: readonly (LogRow & { email_id: string })[]) {
   let o = 0;
   for (const [email_id, evs] of byEmail) {
     const start = out.length;
-    for (let i = 0; i < evs.length; i += REST_MAX + 1) {
-      const piece = evs.slice(i, i + REST_MAX + 1);
+    const size = packs(evs) ? REST_MAX + 1 : 1;
+    for (let i = 0; i < evs.length; i += size) {
+      const piece = evs.slice(i, i + size);
       out.push({
         email_id,
         o,
