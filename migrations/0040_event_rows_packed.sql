@@ -7,9 +7,11 @@
 -- with the columns the table had; readers keep reading it. Rows written before keep their form
 -- (rest NULL). Forward-only.
 --   rest      NULL, or a JSON array of the run's other events in order, each
---             [source_seq, part, type, recipient, created_at, data, event_id, event_type, body];
---             the i-th (from 0) has seq = seq + i + 1. Those seqs belong to the row: a writer
---             starts after the last row's seq + json_array_length(rest).
+--             [source_seq, part, type, recipient, created_at, data, event_id, event_type, body]
+--             with recipient 0 when it is the row's, event_id `_…` when it is `evt_<email_id>_…`,
+--             event_type 0 when it is the type (worker/db/event-inserts.ts restOf); the i-th
+--             (from 0) has seq = seq + i + 1. Those seqs belong to the row: a writer starts after
+--             the last row's seq + json_array_length(rest).
 --   run       on a row with rest: 0 (its own events only) or how far the seqs of its email's
 --             other rows of the same statement go (more than REST_MAX events), -1 on those.
 --   enqueued_at  one claim for the row's envelopes (they are pushed together).
@@ -33,8 +35,10 @@ CREATE VIEW event_log AS
     enqueued_at, run, seq AS head_seq
   FROM event_runs
   UNION ALL
-  SELECT h.tenant_id, h.seq + j.key + 1, h.email_id, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3,
-    j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, h.enqueued_at, -1, h.seq
+  SELECT h.tenant_id, h.seq + j.key + 1, h.email_id, j.value ->> 0, j.value ->> 1, j.value ->> 2,
+    IIF(j.value ->> 3 IS 0, h.recipient, j.value ->> 3), j.value ->> 4, j.value ->> 5,
+    IIF(substr(j.value ->> 6, 1, 1) = '_', 'evt_' || h.email_id || (j.value ->> 6), j.value ->> 6),
+    IIF(j.value ->> 7 IS 0, j.value ->> 2, j.value ->> 7), j.value ->> 8, h.enqueued_at, -1, h.seq
   FROM event_runs h, json_each(h.rest) j WHERE h.rest IS NOT NULL;
 
 -- The rows (not events) of an email, under its id (`of_email`), as event_of_email found them
@@ -61,7 +65,9 @@ CREATE VIEW event_of_email AS
   WHERE h.run IS NOT -1
   UNION ALL
   SELECT h.email_id, e.tenant_id, e.seq + j.key + 1, e.email_id, j.value ->> 0, j.value ->> 1, j.value ->> 2,
-    j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, e.enqueued_at, -1, e.seq
+    IIF(j.value ->> 3 IS 0, e.recipient, j.value ->> 3), j.value ->> 4, j.value ->> 5,
+    IIF(substr(j.value ->> 6, 1, 1) = '_', 'evt_' || e.email_id || (j.value ->> 6), j.value ->> 6),
+    IIF(j.value ->> 7 IS 0, j.value ->> 2, j.value ->> 7), j.value ->> 8, e.enqueued_at, -1, e.seq
   FROM event_runs h JOIN event_runs e
     ON e.tenant_id = h.tenant_id AND e.seq BETWEEN h.seq AND h.seq + IFNULL(h.run, 0) AND e.email_id = h.email_id,
     json_each(e.rest) j
@@ -74,7 +80,9 @@ CREATE VIEW event_of_email AS
   WHERE m.head_seq IS NOT NULL
   UNION ALL
   SELECT m.id, e.tenant_id, e.seq + j.key + 1, e.email_id, j.value ->> 0, j.value ->> 1, j.value ->> 2,
-    j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6, j.value ->> 7, j.value ->> 8, e.enqueued_at, -1, e.seq
+    IIF(j.value ->> 3 IS 0, e.recipient, j.value ->> 3), j.value ->> 4, j.value ->> 5,
+    IIF(substr(j.value ->> 6, 1, 1) = '_', 'evt_' || e.email_id || (j.value ->> 6), j.value ->> 6),
+    IIF(j.value ->> 7 IS 0, j.value ->> 2, j.value ->> 7), j.value ->> 8, e.enqueued_at, -1, e.seq
   FROM messages m JOIN event_runs e
     ON e.tenant_id = m.tenant_id AND e.seq BETWEEN m.head_seq AND m.head_seq + m.head_run AND e.email_id = m.id,
     json_each(e.rest) j

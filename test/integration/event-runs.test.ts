@@ -10,6 +10,8 @@ import { describe, expect, it } from "vitest";
 import { newMessageId } from "../../worker/model/ids";
 import { logInsertStatements, REST_MAX, type LogRow } from "../../worker/db/events";
 import { IN_PAGE_BYTES } from "../../worker/db/event-inserts";
+import { buildEvent } from "../../worker/webhooks/core/envelope";
+import { compactBody, expandBody } from "../../worker/webhooks/core/stored-body";
 import { feedBodyOf } from "../../worker/db/feed";
 import { eventId } from "../../worker/webhooks/core/event-id";
 import { PURGE_SQL } from "../../worker/db/retention";
@@ -155,6 +157,109 @@ describe("runs of an email's events (migrations 0036, 0040)", () => {
       [1, 2],
       [1, 2, 3],
     ]);
+  });
+
+  it("keeps a one-recipient email's email.sent and email.delivered envelopes in one row within its page", async () => {
+    const email = newMessageId(13);
+    const to = "someone.0@mail-0.receiver-domain.example";
+    const message = {
+      emailId: email,
+      createdAtMs: 1_796_612_624_900,
+      from: "Acme Notifications <notifications@send.acme.example>",
+      to: [to],
+      subject: "Your weekly report is ready",
+      messageId: `<${email}@send.acme.example>`,
+      tags: { kind: "report" },
+    };
+    const fields = {
+      id: email,
+      created_at: message.createdAtMs,
+      from_addr: message.from,
+      to_json: JSON.stringify([to]),
+      subject: message.subject,
+    };
+    const event = (sourceSeq: number, type: "email.sent" | "email.delivered", at: number, data: object): LogRow => {
+      const built = buildEvent({
+        type,
+        message,
+        recipient: to,
+        attempt: type === "email.sent" ? 0 : 1,
+        nowMs: at,
+        delivery:
+          type === "email.sent"
+            ? null
+            : {
+                smtpCode: 250,
+                enhancedCode: "2.0.0",
+                response: "250 2.0.0 Ok: queued as 4XyZ12abc",
+                mx: "mx.receiver-domain.example",
+                tls: true,
+              },
+      });
+      return {
+        source_seq: sourceSeq,
+        part: 0,
+        type: type === "email.sent" ? "email.queued" : type,
+        recipient: to,
+        created_at: at,
+        data: JSON.stringify(data),
+        event_id: built.id,
+        event_type: type,
+        body: compactBody(JSON.stringify(built.envelope), fields, { type, created_at: at, recipient: to }),
+      };
+    };
+    const rows = [
+      event(1_796_612_624_945_000, "email.sent", 1_796_612_624_945, {
+        transport: "smtp",
+        nexthop: "mail-0.receiver-domain.example",
+      }),
+      event(1_796_612_624_966_000, "email.delivered", 1_796_612_624_966, {
+        attempt: 1,
+        response: {
+          code: 250,
+          enhanced: "2.0.0",
+          text: "250 2.0.0 Ok: queued as 4XyZ12abc",
+          mx: "mx.receiver-domain.example",
+          tls: true,
+        },
+      }),
+    ];
+    // Its messages row, which the compact bodies take their email's fields from.
+    await env.DB.prepare(
+      "INSERT INTO messages (id, tenant_id, created_at, from_addr, to_json, subject, last_event, updated_at) VALUES (?, 'runs-9', ?, ?, ?, ?, 'delivered', 0)",
+    )
+      .bind(email, fields.created_at, fields.from_addr, fields.to_json, fields.subject)
+      .run();
+    await env.DB.batch(logInsertStatements(env.DB, [{ tenant: "runs-9", emailId: email, rows }], 1_796_612_625_000));
+    expect((await rowsOf(email)).map((r) => r.rest)).toEqual([1]);
+    // The row's text and blob columns, and its integers at 8 bytes: within the 1,002 bytes a page keeps.
+    const size = await env.DB.prepare(
+      "SELECT length(CAST(tenant_id AS BLOB)) + length(CAST(email_id AS BLOB)) + length(CAST(type AS BLOB)) + " +
+        "length(CAST(recipient AS BLOB)) + length(CAST(data AS BLOB)) + length(CAST(event_id AS BLOB)) + " +
+        "length(CAST(event_type AS BLOB)) + length(CAST(body AS BLOB)) + length(CAST(rest AS BLOB)) + 8 * 6 + 16 AS n " +
+        "FROM event_runs WHERE email_id = ?",
+    )
+      .bind(email)
+      .first<{ n: number }>();
+    expect(size!.n).toBeLessThan(1002);
+    // Read back as the rows were given, envelopes whole.
+    const back = await env.DB.prepare(
+      "SELECT source_seq, recipient, event_id, event_type FROM event_of_email WHERE of_email = ? ORDER BY seq",
+    )
+      .bind(email)
+      .all();
+    expect(back.results).toEqual(
+      rows.map((r) => ({
+        source_seq: r.source_seq,
+        recipient: r.recipient,
+        event_id: r.event_id,
+        event_type: r.event_type,
+      })),
+    );
+    for (const r of rows)
+      expect(await feedBodyOf(env.DB, r.event_id!)).toBe(
+        expandBody(r.body!, fields, { type: r.event_type, created_at: r.created_at, recipient: to }),
+      );
   });
 
   it("keeps a large run in rows of at most 1 + REST_MAX events, one index entry for them all", async () => {

@@ -99,7 +99,7 @@ describe("stored envelopes", () => {
     // email.sent and email.delivered of each recipient.
     expect(rows).toHaveLength(20 * 20);
     for (const r of rows) {
-      expect(r.body.startsWith("~")).toBe(true);
+      expect(r.body.startsWith("^")).toBe(true);
       // The text columns; the seven integers and the record header take at most 62 bytes more,
       // within SQLite's 1,002 bytes of such a row kept in its page.
       expect(r.row_bytes).toBeLessThan(940);

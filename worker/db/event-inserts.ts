@@ -9,25 +9,88 @@ import type { LogRow } from "./events";
 import { jsonColumns } from "./json-rows";
 
 /** The columns RETURNING gives of a stored row (FeedRow, and `rest` where a row may have one). */
-export const RETURNED = "tenant_id, seq, email_id, event_id, event_type AS type, body";
+export const RETURNED = "tenant_id, seq, email_id, event_id, event_type AS type, body, created_at, recipient";
 
 /** Events a row holds in `rest` at most (migration 0040): a reader's bound on seq reaches its row within this. */
 export const REST_MAX = 63;
 
-/** An event as an element of `rest` (migration 0040). */
-function restOf(r: LogRow): unknown[] {
+/** An event's fields, in the order of an element of `rest`. */
+function fieldsOf(r: LogRow): unknown[] {
   return [r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data, r.event_id, r.event_type, r.body];
 }
 
 /**
- * The bytes of a row's payload SQLite keeps in its page for a `WITHOUT ROWID` table (a 4 KiB page:
- * (4096 - 12) · 64/255 - 23 = 1,002), less a margin for the record's header and integers. A longer
- * row keeps 489 bytes there and puts the rest in overflow pages of its own, 4 KiB each.
+ * An event as an element of the rest of the row whose first event is `head` (migration 0040):
+ * its recipient 0 when it is the row's, its event id from the `_` after the email id, its
+ * envelope type 0 when it is its type. restColumns reads it back.
  */
-export const IN_PAGE_BYTES = 900;
+export function restOf(r: LogRow, emailId: string, head: LogRow): unknown[] {
+  const own = `evt_${emailId}_`;
+  return [
+    r.source_seq,
+    r.part,
+    r.type,
+    r.recipient === head.recipient ? 0 : r.recipient,
+    r.created_at,
+    r.data,
+    r.event_id !== null && r.event_id.startsWith(own) ? r.event_id.slice(own.length - 1) : r.event_id,
+    r.event_type !== null && r.event_type === r.type ? 0 : r.event_type,
+    r.body,
+  ];
+}
+
+/** An element of the rest of a row (email `emailId`, recipient `recipient`) as the columns RETURNED names. */
+export function restEvent(e: unknown[], emailId: string, recipient: string | null) {
+  const id = e[6] as string | null;
+  return {
+    recipient: e[3] === 0 ? recipient : (e[3] as string | null),
+    created_at: e[4] as number,
+    event_id: (id !== null && id.startsWith("_") ? `evt_${emailId}${id}` : id) as string,
+    type: (e[7] === 0 ? e[2] : e[7]) as string,
+    body: e[8] as string,
+  };
+}
+
+/**
+ * An element `j` of the rest of row `h` as columns (restOf's inverse; the views of migration 0040
+ * spell the same): recipient, event_id, event_type; the others are j.value ->> their index.
+ */
+export function restColumns(h: string, j: string): { recipient: string; event_id: string; event_type: string } {
+  return {
+    recipient: `IIF(${j}.value ->> 3 IS 0, ${h}.recipient, ${j}.value ->> 3)`,
+    event_id: `IIF(substr(${j}.value ->> 6, 1, 1) = '_', 'evt_' || ${h}.email_id || (${j}.value ->> 6), ${j}.value ->> 6)`,
+    event_type: `IIF(${j}.value ->> 7 IS 0, ${j}.value ->> 2, ${j}.value ->> 7)`,
+  };
+}
+
+/**
+ * The bytes of a row's payload (its record) SQLite keeps in its page for a `WITHOUT ROWID` table
+ * (a 4 KiB page: (4096 - 12) · 64/255 - 23 = 1,002), less a margin. A longer row keeps 489 bytes
+ * there and puts the rest in overflow pages of its own, 4 KiB each.
+ */
+export const IN_PAGE_BYTES = 990;
 
 const utf8 = new TextEncoder();
-const textBytes = (v: unknown) => (typeof v === "string" ? utf8.encode(v).length + 3 : 9);
+
+/** The bytes of a SQLite record of `values`: its header (a serial type each) and their bodies. */
+export function recordBytes(values: readonly unknown[]): number {
+  let header = 1;
+  let body = 0;
+  for (const v of values) {
+    if (typeof v === "string" || (typeof v === "object" && v !== null)) {
+      const n = utf8.encode(typeof v === "string" ? v : JSON.stringify(v)).length;
+      body += n;
+      header += 2 * n + 13 < 128 ? 1 : 2;
+    } else {
+      header += 1;
+      if (typeof v === "number" && Number.isInteger(v) && v !== 0 && v !== 1) {
+        const a = Math.abs(v);
+        body += a < 128 ? 1 : a < 32_768 ? 2 : a < 2 ** 23 ? 3 : a < 2 ** 31 ? 4 : a < 2 ** 47 ? 6 : 8;
+      } else if (typeof v === "number" && !Number.isInteger(v)) body += 8;
+    }
+  }
+  return header + body;
+}
 
 /**
  * Whether an email's events of one statement go in one row: three or more (their rows and deletes
@@ -35,10 +98,12 @@ const textBytes = (v: unknown) => (typeof v === "string" ? utf8.encode(v).length
  * kept for the retention about $3), or two whose row stays in its page. Two that do not (an email's
  * email.sent and email.delivered envelopes, about 750 bytes each) keep a row each.
  */
-function packs(evs: readonly LogRow[]): boolean {
+function packs(tenant: string, emailId: string, evs: readonly LogRow[]): boolean {
   if (evs.length !== 2) return true;
-  // The row's tenant, seq and email id, then each event's fields.
-  return evs.flatMap(restOf).reduce<number>((n, v) => n + textBytes(v), 64) <= IN_PAGE_BYTES;
+  // The row as PACKED_INSERT writes it (seq and the claim time at their largest).
+  const [h, rest] = [evs[0]!, [restOf(evs[1]!, emailId, evs[0]!)]];
+  const row = [tenant, 2 ** 53 - 1, emailId, h.source_seq, h.part, h.type, h.recipient, h.created_at, h.data];
+  return recordBytes([...row, h.event_id, h.event_type, h.body, 2 ** 47, -1, JSON.stringify(rest), 1]) <= IN_PAGE_BYTES;
 }
 
 /**
@@ -47,9 +112,10 @@ function packs(evs: readonly LogRow[]): boolean {
  * `o` the piece's first seq after the statement's base (seqs in the order of the emails' first
  * rows, each piece keeping a seq for every event it holds), `span` on an email's first piece how
  * far its other pieces' seqs go, `claim` whether the piece holds an envelope, `restClaim` one
- * past its first event.
+ * past its first event; `evs` its events' fields (what the statement checks against the stored),
+ * `rest` all but the first as stored (restOf).
  */
-export function packRuns(chunk: readonly (LogRow & { email_id: string })[]) {
+export function packRuns(tenant: string, chunk: readonly (LogRow & { email_id: string })[]) {
   const byEmail = new Map<string, LogRow[]>();
   for (const r of chunk) {
     const list = byEmail.get(r.email_id);
@@ -64,11 +130,12 @@ export function packRuns(chunk: readonly (LogRow & { email_id: string })[]) {
     claim: boolean;
     restClaim: boolean;
     evs: unknown[][];
+    rest: unknown[][] | null;
   }[] = [];
   let o = 0;
   for (const [email_id, evs] of byEmail) {
     const start = out.length;
-    const size = packs(evs) ? REST_MAX + 1 : 1;
+    const size = packs(tenant, email_id, evs) ? REST_MAX + 1 : 1;
     for (let i = 0; i < evs.length; i += size) {
       const piece = evs.slice(i, i + size);
       out.push({
@@ -78,7 +145,8 @@ export function packRuns(chunk: readonly (LogRow & { email_id: string })[]) {
         span: 0,
         claim: piece.some((e) => e.event_id !== null),
         restClaim: piece.slice(1).some((e) => e.event_id !== null),
-        evs: piece.map(restOf),
+        evs: piece.map(fieldsOf),
+        rest: piece.length > 1 ? piece.slice(1).map((e) => restOf(e, email_id, piece[0]!)) : null,
       });
       o += piece.length;
     }
@@ -119,7 +187,7 @@ export const PACKED_INSERT = `WITH ${KNOWN},
     ${[0, 1, 2, 3, 4, 5, 6, 7, 8].map(HEAD).join(", ")},
     IIF(p.v ->> '$.claim', ?4, NULL),
     IIF(p.named OR NOT (p.v ->> '$.first'), -1, p.v ->> '$.span'),
-    IIF(json_array_length(p.v, '$.evs') > 1, json_remove(p.v -> '$.evs', '$[0]'), NULL),
+    IIF(json_type(p.v, '$.rest') = 'array', p.v -> '$.rest', NULL),
     IIF(p.v ->> '$.restClaim', 1, NULL)
   FROM (SELECT j.key AS k, j.value AS v, j.value ->> '$.email_id' AS email_id, ${NAMED("j.value ->> '$.email_id'")} AS named
     FROM json_each(?2) AS j) AS p

@@ -31,7 +31,7 @@
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
 import { chunkByJson } from "./json-rows";
-import { PACKED_INSERT, packRuns, RETURNED, ROWS_INSERT } from "./event-inserts";
+import { PACKED_INSERT, packRuns, restEvent, RETURNED, ROWS_INSERT } from "./event-inserts";
 
 export { REST_MAX } from "./event-inserts";
 
@@ -54,6 +54,9 @@ export interface FeedRow {
   event_id: string;
   type: string;
   body: string;
+  /** The event row's columns a body compact of them leaves out (core/stored-body.ts). */
+  created_at: number;
+  recipient: string | null;
 }
 
 /** One row to log: a transition (part 0, with data) and/or an envelope. */
@@ -136,7 +139,7 @@ export function logInsertStatements(
       const emails = [...new Set(chunk.map((r) => r.email_id))];
       const binds = [floor, nowMs, JSON.stringify(emails), JSON.stringify(emails.filter((id) => named.has(id)))];
       return [
-        db.prepare(PACKED_INSERT).bind(tenant, JSON.stringify(packRuns(chunk)), ...binds),
+        db.prepare(PACKED_INSERT).bind(tenant, JSON.stringify(packRuns(tenant, chunk)), ...binds),
         db.prepare(ROWS_INSERT).bind(tenant, JSON.stringify(chunk), ...binds),
       ];
     }),
@@ -157,9 +160,7 @@ export function returnedEvents(rows: readonly ReturnedRow[]): FeedRow[] {
       tenant_id: row.tenant_id,
       seq: row.seq + i + 1,
       email_id: row.email_id,
-      event_id: e[6] as string,
-      type: e[7] as string,
-      body: e[8] as string,
+      ...restEvent(e, row.email_id, row.recipient),
     })),
   ]);
 }

@@ -16,17 +16,25 @@
  *   and retention deletes an email's events before its row (db/retention.ts).
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
-import { COMPACT_MARK, expandBody, type MessageFields } from "../webhooks/core/stored-body";
+import {
+  COMPACT_MARK,
+  expandBody,
+  ROW_COMPACT_MARK,
+  type EventFields,
+  type MessageFields,
+} from "../webhooks/core/stored-body";
 import { REST_MAX, seqFloor, type FeedRow } from "./events";
+import { restColumns } from "./event-inserts";
 
 /**
  * RETURNED of event_log `e` with the columns of its messages row `m` that a compact body leaves
  * out (core/stored-body.ts), joined only for such a body (a look-up by primary key).
  */
 const FEED_COLUMNS =
-  "e.tenant_id, e.seq, e.email_id, e.event_id, e.event_type AS type, e.body, m.id AS m_id, m.created_at AS m_created_at, " +
+  "e.tenant_id, e.seq, e.email_id, e.event_id, e.event_type AS type, e.body, e.created_at, e.recipient, " +
+  "m.id AS m_id, m.created_at AS m_created_at, " +
   "m.from_addr AS m_from_addr, m.to_json AS m_to_json, m.subject AS m_subject";
-const WITH_MESSAGE = `LEFT JOIN messages m ON substr(e.body, 1, 1) = '${COMPACT_MARK}' AND m.id = e.email_id`;
+const WITH_MESSAGE = `LEFT JOIN messages m ON substr(e.body, 1, 1) IN ('${COMPACT_MARK}', '${ROW_COMPACT_MARK}') AND m.id = e.email_id`;
 
 type JoinedRow = FeedRow & { [K in keyof MessageFields as `m_${K}`]: MessageFields[K] | null };
 
@@ -42,10 +50,16 @@ function whole(r: JoinedRow): FeedRow {
           to_json: r.m_to_json!,
           subject: r.m_subject,
         };
-  const body = expandBody(r.body, m);
+  const body = expandBody(r.body, m, eventFields(r));
   if (body === null)
     throw new Error(`event ${r.event_id}: its envelope is stored compact, and its messages row is gone`);
-  return { tenant_id: r.tenant_id, seq: r.seq, email_id: r.email_id, event_id: r.event_id, type: r.type, body };
+  const { tenant_id, seq, email_id, event_id, type, created_at, recipient } = r;
+  return { tenant_id, seq, email_id, event_id, type, body, created_at, recipient };
+}
+
+/** The columns of a stored event's row that a body compact of them leaves out. */
+export function eventFields(r: Pick<FeedRow, "type" | "created_at" | "recipient">): EventFields {
+  return { type: r.type, created_at: r.created_at, recipient: r.recipient };
 }
 
 /** The rows (FROM and WHERE, with their parameters) that find an event id: by its email's events, or for an id of the earlier form by the partial index that keeps those. */
@@ -80,7 +94,8 @@ export async function feedSeqOf(db: D1Database, tenant: string, eventId: string)
 /** An envelope's columns, in a stored row (`h`) or in its rest (`j`, migration 0040). */
 type Cols = { id: string; type: string; at: string };
 const HEAD_COLS: Cols = { id: "h.event_id", type: "h.event_type", at: "h.created_at" };
-const REST_COLS: Cols = { id: "j.value ->> 6", type: "j.value ->> 7", at: "j.value ->> 4" };
+const REST = restColumns("h", "j");
+const REST_COLS: Cols = { id: "j.value ->> 6", type: REST.event_type, at: "j.value ->> 4" };
 
 /**
  * Up to `limit` envelopes with afterSeq < seq (≤ untilSeq) that `match` takes, oldest first. The
@@ -92,12 +107,14 @@ const REST_COLS: Cols = { id: "j.value ->> 6", type: "j.value ->> 7", at: "j.val
  */
 function pageSql(match: (c: Cols) => string): string {
   const takes = (c: Cols) => `${c.id} IS NOT NULL AND ${match(c)}`;
-  return `WITH h AS MATERIALIZED (SELECT tenant_id, seq, email_id, event_id, event_type, created_at, body, rest FROM event_runs h
+  return `WITH h AS MATERIALIZED (SELECT tenant_id, seq, email_id, event_id, event_type, created_at, recipient, body, rest FROM event_runs h
       WHERE tenant_id = ?1 AND seq > ?2 - ${REST_MAX} AND seq <= ?4
         AND (${takes(HEAD_COLS)} OR EXISTS (SELECT 1 FROM json_each(rest) j WHERE ${takes(REST_COLS)}))
       ORDER BY seq LIMIT ?3 + (SELECT count(*) FROM event_runs WHERE tenant_id = ?1 AND seq > ?2 - ${REST_MAX} AND seq <= ?2)),
-    ev AS (SELECT h.tenant_id, h.seq, h.email_id, h.event_id, h.event_type, h.body FROM h WHERE ${takes(HEAD_COLS)}
-      UNION ALL SELECT h.tenant_id, h.seq + j.key + 1, h.email_id, j.value ->> 6, j.value ->> 7, j.value ->> 8
+    ev AS (SELECT h.tenant_id, h.seq, h.email_id, h.event_id, h.event_type, h.body, h.created_at, h.recipient
+      FROM h WHERE ${takes(HEAD_COLS)}
+      UNION ALL SELECT h.tenant_id, h.seq + j.key + 1, h.email_id, ${REST.event_id}, ${REST.event_type}, j.value ->> 8,
+        j.value ->> 4, ${REST.recipient}
       FROM h, json_each(h.rest) j WHERE ${takes(REST_COLS)})
     SELECT ${FEED_COLUMNS} FROM ev e ${WITH_MESSAGE} WHERE e.seq > ?2 AND e.seq <= ?4 ORDER BY e.seq LIMIT ?3`;
 }

@@ -39,6 +39,7 @@
 import type { SyncState } from "../model/message";
 import { indexStatements, messageFields, type IndexItem } from "../db/messages";
 import { compactBody, expandBody, type MessageFields } from "../webhooks/core/stored-body";
+import { eventFields } from "../db/feed";
 import {
   feedTakeoverStatement,
   logInsertStatements,
@@ -157,10 +158,16 @@ function logRows(
   }
   return s.events.flatMap((ev) => {
     const envs = bySource.get(ev.seq) ?? [];
-    const env = (e: PlannedEvent | undefined) => ({
+    // The row's columns a stored body may leave to it: event_type, created_at, recipient.
+    const env = (e: PlannedEvent | undefined, created_at: number, recipient: string | null) => ({
       event_id: e?.id ?? null,
       event_type: e?.type ?? null,
-      body: e === undefined ? null : fields === null ? e.body : compactBody(e.body, fields),
+      body:
+        e === undefined
+          ? null
+          : fields === null
+            ? e.body
+            : compactBody(e.body, fields, { type: e.type, created_at, recipient }),
     });
     return [
       {
@@ -170,7 +177,7 @@ function logRows(
         recipient: ev.recipient,
         created_at: ev.created_at,
         data: ev.data,
-        ...env(envs[0]),
+        ...env(envs[0], ev.created_at, ev.recipient),
       },
       ...envs.slice(1).map((e, i) => ({
         source_seq: ev.seq,
@@ -179,7 +186,7 @@ function logRows(
         recipient: e.recipient,
         created_at: e.createdAtMs,
         data: null,
-        ...env(e),
+        ...env(e, e.createdAtMs, e.recipient),
       })),
     ];
   });
@@ -241,7 +248,7 @@ export async function publishEvents(
   const rows = [...results.slice(0, inserts.length), results[results.length - 2]]
     .flatMap((r) => returnedEvents((r?.results ?? []) as FeedRow[]))
     .filter((r) => r.event_id !== null)
-    .map((r) => ({ ...r, body: expandBody(r.body, fields.get(r.email_id) ?? null) }));
+    .map((r) => ({ ...r, body: expandBody(r.body, fields.get(r.email_id) ?? null, eventFields(r)) }));
   const endpoints = (
     (results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]
   ).map(toPublishEndpoint);

@@ -5,7 +5,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { buildEvent, EMAIL_EVENT_TYPES, type MessageInfo } from "../../../worker/webhooks/core/envelope";
-import { compactBody, expandBody, type MessageFields } from "../../../worker/webhooks/core/stored-body";
+import {
+  compactBody,
+  expandBody,
+  ROW_COMPACT_MARK,
+  type EventFields,
+  type MessageFields,
+} from "../../../worker/webhooks/core/stored-body";
 
 /** The row indexStatements writes for a message (db/messages.ts messageFields). */
 function rowOf(m: MessageInfo, subject: string | null): MessageFields {
@@ -97,5 +103,34 @@ describe("stored envelopes", () => {
       }).envelope,
     );
     expect(expandBody(compactBody(b, row), null)).toBeNull();
+  });
+
+  it("a body compact of its event's row too is shorter still, and any row it does not match keeps it whole", () => {
+    const ev = fc.record({
+      type: fc.option(fc.constantFrom(...EMAIL_EVENT_TYPES), { nil: null }),
+      created_at: fc.integer({ min: 0, max: 4_000_000_000_000 }),
+      recipient: fc.option(text, { nil: null }),
+    });
+    fc.assert(
+      fc.property(message, event, ev, fc.boolean(), ({ subject, ...m }, e, other, own) => {
+        const info: MessageInfo = {
+          ...m,
+          subject: subject ?? "",
+          messageId: own ? `<${m.emailId}@relay.example>` : m.messageId,
+        };
+        const recipient = m.to[e.recipientIdx % m.to.length]!;
+        const body = JSON.stringify(buildEvent({ ...e, message: info, recipient }).envelope);
+        const row = rowOf(info, subject);
+        const mine: EventFields = { type: e.type, created_at: e.nowMs, recipient };
+        const stored = compactBody(body, row, mine);
+        expect(stored.startsWith(ROW_COMPACT_MARK)).toBe(true);
+        expect(stored.length).toBeLessThan(compactBody(body, row).length);
+        expect(expandBody(stored, row, mine)).toBe(body);
+        expect(expandBody(stored, row)).toBeNull();
+        // Another event's row: whatever form it takes gives the body back from that row.
+        expect(expandBody(compactBody(body, row, other), row, other)).toBe(body);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
