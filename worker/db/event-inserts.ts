@@ -1,12 +1,11 @@
 /**
- * The two statements that write the D1 event log (db/events.ts logInsertStatements; migration
- * 0040): a row per email whose events none is stored, holding them all (PACKED_INSERT, the rows
- * given by packRuns), then a row per event of the others (ROWS_INSERT). Both bind ?1 tenant,
- * ?2 the rows (JSON), ?3 the seq floor, ?4 the claim time, ?5 the statement's emails, ?6 those
- * of them whose messages row the batch writes after.
+ * The statement that writes the D1 event log (db/events.ts logInsertStatements; migration 0040):
+ * a row per email whose events none is stored, holding them all, and a row per event of the
+ * others (LOG_INSERT, given the pieces packRuns makes). It binds ?1 tenant, ?2 the pieces (JSON),
+ * ?3 the seq floor, ?4 the claim time, ?5 the statement's emails, ?6 those of them whose messages
+ * row the batch writes after.
  */
 import type { LogRow } from "./events";
-import { jsonColumns } from "./json-rows";
 
 /** The columns RETURNING gives of a stored row (FeedRow, and `rest` where a row may have one). */
 export const RETURNED = "tenant_id, seq, email_id, event_id, event_type AS type, body, created_at, recipient";
@@ -100,14 +99,14 @@ export function recordBytes(values: readonly unknown[]): number {
  */
 function packs(tenant: string, emailId: string, evs: readonly LogRow[]): boolean {
   if (evs.length !== 2) return true;
-  // The row as PACKED_INSERT writes it (seq and the claim time at their largest).
+  // The row as LOG_INSERT writes it (seq and the claim time at their largest).
   const [h, rest] = [evs[0]!, [restOf(evs[1]!, emailId, evs[0]!)]];
   const row = [tenant, 2 ** 53 - 1, emailId, h.source_seq, h.part, h.type, h.recipient, h.created_at, h.data];
   return recordBytes([...row, h.event_id, h.event_type, h.body, 2 ** 47, -1, JSON.stringify(rest), 1]) <= IN_PAGE_BYTES;
 }
 
 /**
- * A chunk's rows as the rows PACKED_INSERT writes: each email's events in pieces of 1 + REST_MAX
+ * A chunk's rows as the pieces LOG_INSERT writes: each email's events in pieces of 1 + REST_MAX
  * (of one each when they do not pack),
  * `o` the piece's first seq after the statement's base (seqs in the order of the emails' first
  * rows, each piece keeping a seq for every event it holds), `span` on an email's first piece how
@@ -172,60 +171,44 @@ const NAMED = (email: string) =>
 
 const HEAD = (i: number) => `p.v ->> '$.evs[0][${i}]'`;
 
+const COLUMNS =
+  "tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, event_id, event_type, body, " +
+  "enqueued_at, run, rest, rest_envelopes";
+
 /**
- * The pieces of packRuns (?2) of the emails none of whose events is stored (by Outbox event and
- * part, or by envelope id): one row each. ROWS_INSERT, after it, writes the others' events.
+ * The insert of a chunk's events (logInsertStatements), given as the pieces of packRuns (?2). The
+ * pieces of an email none of whose events is stored (by Outbox event and part, or by envelope id)
+ * are a row each. The other emails' events (a repeated publication) are a row each, the form
+ * before migration 0040: one already stored is left out, one whose envelope id is stored (another
+ * transition gave the same webhook-id) keeps its transition without the envelope, and an email's
+ * rows are one run (migration 0036). Every row's seq is the statement's base and the offset
+ * packRuns gave its first event, so no row takes another's seqs.
  */
-export const PACKED_INSERT = `WITH ${KNOWN},
-  stale AS MATERIALIZED (SELECT DISTINCT json_extract(p.value, '$.email_id') AS email_id
-    FROM json_each(?2) AS p, json_each(p.value, '$.evs') AS x
-    WHERE (json_extract(p.value, '$.email_id'), x.value ->> 0, x.value ->> 1) IN (SELECT email_id, source_seq, part FROM known)
-      OR x.value ->> 6 IN (SELECT event_id FROM known WHERE event_id IS NOT NULL))
-  INSERT OR IGNORE INTO event_runs (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data,
-    event_id, event_type, body, enqueued_at, run, rest, rest_envelopes)
-  SELECT ?1, MAX(IFNULL(${LAST_SEQ}, 0), ?3) + (p.v ->> '$.o') + 1, p.email_id,
+export const LOG_INSERT = `WITH ${KNOWN},
+  pieces AS MATERIALIZED (SELECT j.key AS k, j.value AS v, j.value ->> '$.email_id' AS email_id FROM json_each(?2) AS j),
+  stale AS MATERIALIZED (SELECT DISTINCT p.email_id FROM pieces p, json_each(p.v, '$.evs') AS x
+    WHERE (p.email_id, x.value ->> 0, x.value ->> 1) IN (SELECT email_id, source_seq, part FROM known)
+      OR x.value ->> 6 IN (SELECT event_id FROM known WHERE event_id IS NOT NULL)),
+  base AS MATERIALIZED (SELECT MAX(IFNULL(${LAST_SEQ}, 0), ?3) AS b),
+  flat AS (SELECT p.email_id, (p.v ->> '$.o') + x.key AS o, x.value AS e,
+      x.value ->> 6 IN (SELECT event_id FROM known WHERE event_id IS NOT NULL) AS dup,
+      (p.email_id, x.value ->> 0, x.value ->> 1) IN (SELECT email_id, source_seq, part FROM known) AS stored
+    FROM pieces p, json_each(p.v, '$.evs') AS x WHERE p.email_id IN (SELECT email_id FROM stale))
+  INSERT OR IGNORE INTO event_runs (${COLUMNS})
+  SELECT ?1, (SELECT b FROM base) + (p.v ->> '$.o') + 1, p.email_id,
     ${[0, 1, 2, 3, 4, 5, 6, 7, 8].map(HEAD).join(", ")},
     IIF(p.v ->> '$.claim', ?4, NULL),
-    IIF(p.named OR NOT (p.v ->> '$.first'), -1, p.v ->> '$.span'),
+    IIF(${NAMED("p.email_id")} OR NOT (p.v ->> '$.first'), -1, p.v ->> '$.span'),
     IIF(json_type(p.v, '$.rest') = 'array', p.v -> '$.rest', NULL),
     IIF(p.v ->> '$.restClaim', 1, NULL)
-  FROM (SELECT j.key AS k, j.value AS v, j.value ->> '$.email_id' AS email_id, ${NAMED("j.value ->> '$.email_id'")} AS named
-    FROM json_each(?2) AS j) AS p
-  WHERE p.email_id NOT IN (SELECT email_id FROM stale)
-  ORDER BY p.k
+  FROM pieces p WHERE p.email_id NOT IN (SELECT email_id FROM stale)
+  UNION ALL
+  SELECT ?1, (SELECT b FROM base) + f.o + 1, f.email_id,
+    f.e ->> 0, f.e ->> 1, f.e ->> 2, f.e ->> 3, f.e ->> 4, f.e ->> 5,
+    IIF(f.dup, NULL, f.e ->> 6), IIF(f.dup, NULL, f.e ->> 7), IIF(f.dup, NULL, f.e ->> 8),
+    IIF(f.dup OR f.e ->> 6 IS NULL, NULL, ?4),
+    IIF(f.o = min(f.o) OVER run, max(f.o) OVER run - min(f.o) OVER run, -1), NULL, NULL
+  FROM flat f WHERE NOT (f.dup AND f.e ->> 5 IS NULL) AND NOT f.stored
+  WINDOW run AS (PARTITION BY f.email_id)
+  ORDER BY 2
   RETURNING ${RETURNED}, rest`;
-
-const LOG_COLUMNS = jsonColumns(
-  ["email_id", "source_seq", "part", "type", "recipient", "created_at", "data", "event_id", "event_type", "body"],
-  true,
-);
-
-/**
- * A row per event (the form before migration 0040) of the events (?2) PACKED_INSERT left: those
- * of emails with an event already stored (a repeated publication), each left out when stored, and
- * without its envelope when another transition gave the same envelope id. An email's rows are one
- * run (migration 0036). An email PACKED_INSERT wrote is stale here only when its row has an index
- * entry (then every event of it is stored); one its messages row is to name is not found at all,
- * and so not stale.
- */
-export const ROWS_INSERT =
-  `WITH ${KNOWN},
-  stale AS MATERIALIZED (SELECT DISTINCT j.value ->> '$.email_id' AS email_id FROM json_each(?2) AS j
-    WHERE (j.value ->> '$.email_id', j.value ->> '$.source_seq', j.value ->> '$.part') IN (SELECT email_id, source_seq, part FROM known)
-      OR j.value ->> '$.event_id' IN (SELECT event_id FROM known WHERE event_id IS NOT NULL))
-       INSERT OR IGNORE INTO event_runs (tenant_id, seq, email_id, source_seq, part, type, recipient, created_at, data, ` +
-  `event_id, event_type, body, enqueued_at, run)
-       SELECT ?1, MAX(IFNULL(${LAST_SEQ}, 0), ?3) + r.k + 1, ` +
-  `r.email_id, r.source_seq, r.part, r.type, r.recipient, r.created_at, r.data,
-         IIF(r.dup, NULL, r.event_id), IIF(r.dup, NULL, r.event_type), IIF(r.dup, NULL, r.body), IIF(r.dup OR r.event_id IS NULL, NULL, ?4),
-         IIF(r.k = min(r.k) OVER run AND NOT r.named, max(r.k) OVER run - min(r.k) OVER run, -1)
-       FROM (SELECT j.key AS k, ${LOG_COLUMNS},
-           ${NAMED("json_extract(j.value, '$.email_id')")} AS named,
-           json_extract(j.value, '$.event_id') IN (SELECT event_id FROM known WHERE event_id IS NOT NULL) AS dup,
-           (json_extract(j.value, '$.email_id'), json_extract(j.value, '$.source_seq'), json_extract(j.value, '$.part'))
-             IN (SELECT email_id, source_seq, part FROM known) AS stored
-         FROM json_each(?2) AS j) AS r
-       WHERE NOT (r.dup AND r.data IS NULL) AND NOT r.stored AND r.email_id IN (SELECT email_id FROM stale)
-       WINDOW run AS (PARTITION BY r.email_id)
-       ORDER BY r.k
-       RETURNING ${RETURNED}`;

@@ -9,9 +9,9 @@
  *
  * DESCRIPTION
  *   logInsertStatements(db, messages, nowMs, named?)  idempotent inserts (by Outbox event and part) of
- *                                messages' transitions and envelopes, two statements per tenant
- *                                (not per message: a row per email, then a row per event of an
- *                                email published before), `seq` continuing the
+ *                                messages' transitions and envelopes, one statement per tenant
+ *                                (not per message: a row per email, a row per event of an email
+ *                                published before), `seq` continuing the
  *                                tenant's maximum (read inside the statement: D1 runs one
  *                                statement at a time) and never below created_at * 1000; they
  *                                return the envelopes they inserted, claimed for the queue at
@@ -31,7 +31,7 @@
  */
 import { emailOfEventId } from "../webhooks/core/event-id";
 import { chunkByJson } from "./json-rows";
-import { PACKED_INSERT, packRuns, restEvent, RETURNED, ROWS_INSERT } from "./event-inserts";
+import { LOG_INSERT, packRuns, restEvent, RETURNED } from "./event-inserts";
 
 export { REST_MAX } from "./event-inserts";
 
@@ -77,11 +77,12 @@ export interface LogRow {
 export const SEQ_PER_MS = 1000;
 
 /**
- * UTF-8 bytes of row JSON bound to one statement. D1 refuses a string or row above 2,000,000
- * bytes (SQLITE_TOOBIG); a pushed envelope repeats the message's `to`, so the envelopes of a
- * 400-recipient message can weigh 10 MB together.
+ * UTF-8 bytes of row JSON per statement. D1 refuses a string or row above 2,000,000 bytes
+ * (SQLITE_TOOBIG); a pushed envelope repeats the message's `to`, so the envelopes of a
+ * 400-recipient message can weigh 10 MB together; the statement binds each event twice (its
+ * fields, and as a row's rest stores it: event-inserts.ts packRuns).
  */
-export const LOG_CHUNK_BYTES = 1_000_000;
+export const LOG_CHUNK_BYTES = 450_000;
 
 /** The least seq of a row created at `ms` or later. */
 export function seqFloor(ms: number): number {
@@ -96,10 +97,10 @@ export interface MessageLog {
 }
 
 /**
- * Idempotent inserts of messages' events: two statements per tenant (per LOG_CHUNK_BYTES of
+ * Idempotent inserts of messages' events: one statement per tenant (per LOG_CHUNK_BYTES of
  * rows), however many messages. The events of an email none of whose events is stored are one
- * row (PACKED_INSERT; migration 0040), in pieces of 1 + REST_MAX; the others' go in a row each
- * (ROWS_INSERT): an event already stored (by Outbox event and part) is left out, one whose
+ * row (migration 0040), in pieces of 1 + REST_MAX; the others' go in a row each
+ * (event-inserts.ts LOG_INSERT): an event already stored (by Outbox event and part) is left out, one whose
  * envelope id is already stored (another transition gave the same webhook-id) keeps its
  * transition without the envelope. The stored events of the statement's emails are read once per
  * statement (`known`: an uncorrelated look-up; a correlated one per row read each email's events
@@ -138,10 +139,7 @@ export function logInsertStatements(
       const floor = seqFloor(Math.max(...chunk.map((r) => r.created_at)));
       const emails = [...new Set(chunk.map((r) => r.email_id))];
       const binds = [floor, nowMs, JSON.stringify(emails), JSON.stringify(emails.filter((id) => named.has(id)))];
-      return [
-        db.prepare(PACKED_INSERT).bind(tenant, JSON.stringify(packRuns(tenant, chunk)), ...binds),
-        db.prepare(ROWS_INSERT).bind(tenant, JSON.stringify(chunk), ...binds),
-      ];
+      return [db.prepare(LOG_INSERT).bind(tenant, JSON.stringify(packRuns(tenant, chunk)), ...binds)];
     }),
   );
 }
