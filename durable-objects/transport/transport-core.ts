@@ -47,6 +47,9 @@ import { admissionsOf } from "./admissions";
 import { schedulerConfigOf } from "../../worker/settings/scheduler";
 import { settingsOf } from "../../worker/settings/settings";
 
+/** How long a report that ended its message waits for the next row while mail flows (arm), ms. */
+export const REPORT_WAIT_MS = 250;
+
 export abstract class TransportCore extends DurableObject<Env> {
   protected qmgr!: Qmgr<StoredRecipient>;
   protected journal!: Journal<StoredRecipient>;
@@ -67,6 +70,10 @@ export abstract class TransportCore extends DurableObject<Env> {
   protected forgottenUpTo = 0;
   /** Attempts that ended done, whose records go at a checkpoint after a grace (done-records.ts). */
   protected readonly done: DoneRecords;
+  /** When the last two admissions came (ms): mail flows when both are recent (flowing). */
+  private admittedAt: [number, number] = [0, 0];
+  /** The write a waiting report's row gets if no other row comes first (writeSoon). */
+  private lateWrite: ReturnType<typeof setTimeout> | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -224,18 +231,52 @@ export abstract class TransportCore extends DurableObject<Env> {
     return res;
   }
 
+  /** An admission came now (ms): flowing() looks at the last two. */
+  protected noteAdmission(nowMs: number): void {
+    this.admittedAt = [this.admittedAt[1], nowMs];
+  }
+
+  /** Mail flows: the last two admissions came within REPORT_WAIT_MS of each other and of now. */
+  private flowing(nowMs: number): boolean {
+    const [before, last] = this.admittedAt;
+    return nowMs - last < REPORT_WAIT_MS && last - before < REPORT_WAIT_MS;
+  }
+
+  /**
+   * Writes what waits REPORT_WAIT_MS from now unless a row came first (a flush with nothing
+   * buffered writes nothing). The pending timer keeps the object active that long, at most.
+   */
+  private writeSoon(): void {
+    if (this.lateWrite !== null) return;
+    this.lateWrite = setTimeout(() => {
+      this.lateWrite = null;
+      try {
+        this.journal.flush(this.qmgr);
+      } catch (e) {
+        // Lost like a stop's (see arm): the entries come back in flight and find their outcome.
+        console.error(JSON.stringify({ error: "transport: a waiting report's row failed", detail: String(e) }));
+      }
+    }, REPORT_WAIT_MS);
+  }
+
   /**
    * Arms the alarm at the earliest core wake-up, lease deadline or retry (wakeup.ts nextAlarmAt),
    * after writing what the call changed. A call whose reports each ended their message (`ended`:
-   * every recipient final), while other entries are still leased, writes nothing more: the
-   * Outbox holds each outcome already (the agent records it there first), such a report writes no
-   * row of its own (no retry, no final-recipient note), and the next row written carries it (the
-   * report of the last entry in flight at the latest, or the alarm that crashes a lost one). A stop
-   * before then loses only these reports: their entries come back in flight, are crashed at their
-   * lease, and the retry finds every recipient final in the Outbox, so nothing is sent twice.
+   * every recipient final) writes nothing more while a later row is near: the Outbox holds each
+   * outcome already (the agent records it there first), such a report writes no row of its own
+   * (no retry, no final-recipient note), and the next row written carries it. Near means: other
+   * entries are leased (the report of the last one in flight writes at the latest, or the alarm
+   * that crashes a lost one), or, with none, mail flows (flowing()): the next admission's row, or
+   * this object's own write REPORT_WAIT_MS later if none came (writeSoon). A lone message's report
+   * writes at once: the object falls idle, and an eviction would lose the report. A stop before
+   * the row loses only these reports: their entries come back in flight, leased, are crashed at the
+   * agent check or their lease, and the retry finds every recipient final in the Outbox, so
+   * nothing is sent twice.
    */
   protected async arm(ended = false): Promise<void> {
-    if (!(ended && this.leases.size > 0 && this.journal.onlyReports())) this.journal.flush(this.qmgr);
+    const lazy = ended && this.journal.onlyReports();
+    if (lazy && this.leases.size === 0 && this.flowing(Date.now())) this.writeSoon();
+    else if (!(lazy && this.leases.size > 0)) this.journal.flush(this.qmgr);
     const at = nextAlarmAt(
       this.qmgr,
       this.journal,

@@ -71,6 +71,7 @@ export class TransportQueue extends TransportCore {
   /** admit() for several messages in one request (a classify batch's), then one pump; answers in order. */
   async admitMany(reqs: AdmitRequest[]): Promise<AdmitAnswer[]> {
     const auto = settingsOf(this.env).autoDispatch;
+    this.noteAdmission(Date.now());
     const answers = reqs.map((req) =>
       this.qmgr.messages.has(req.id)
         ? { admitted: true, effects: [], active: false }

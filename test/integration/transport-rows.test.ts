@@ -4,6 +4,7 @@ import { admissionsOf } from "../../durable-objects/transport/admissions";
 import { emptyRing } from "../../durable-objects/transport/journal-schema";
 import { pendingRecipients } from "../../durable-objects/transport/delivery-state";
 import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
+import { REPORT_WAIT_MS } from "../../durable-objects/transport/transport-core";
 import { eventually } from "./helpers";
 
 // The workers project runs with TRANSPORT_TINY_SNAPSHOT_CHARS 0 (its ring tests see the ring);
@@ -180,7 +181,7 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(await runInDurableObject(stub, (i) => (i as unknown as Probe).done.waiting.size)).toBe(0);
   });
 
-  it("a report that ends its message while other entries are in flight writes no row; a deferral does, and so does the last report", async () => {
+  it("a report that ends its message while other entries are in flight writes no row; a deferral does, and so does the last report, REPORT_WAIT_MS later while mail flows", async () => {
     const stub = env.TRANSPORT_QUEUE.getByName("lazy-report");
     await tiny(stub);
     for (const id of ["r1", "r2", "r3"]) await stub.admit({ id, createTime: 1, rcpts: rcpts(1, `${id}.example`) });
@@ -198,7 +199,28 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(deferred).not.toEqual(dispatched);
     expect(deferred.data).not.toContain('"r1"'); // the waiting report went with it
     await stub.report(entry("r3"), { status: "ok" }, [0]);
-    expect((await snapshot()).data).not.toContain('"r3"');
+    // Three admissions just came: mail flows, so the row waits for the next one, or REPORT_WAIT_MS.
+    expect(await snapshot()).toEqual(deferred);
+    await eventually(
+      async () => ((await snapshot()).data?.includes('"r3"') ? undefined : true),
+      REPORT_WAIT_MS * 8,
+      "the waiting report's row",
+    );
+  });
+
+  it("a lone message's report writes its row at once: nothing in flight and no mail flowing (an idle object could be evicted first)", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("lone-report");
+    await tiny(stub);
+    await stub.admit({ id: "l1", createTime: 1, rcpts: rcpts(1, "l1.example") });
+    const [entry] = (await stub.dispatch(10)).entries;
+    await runInDurableObject(stub, (i) => {
+      (i as unknown as { admittedAt: number[] }).admittedAt = [0, Date.now() - 60_000]; // the last came a minute ago
+    });
+    await stub.report(entry!.entryId, { status: "ok" }, [0]);
+    const data = await runInDurableObject(stub, (_i, state) =>
+      state.storage.sql.exec<{ data: string | null }>("SELECT data FROM snapshot_meta").one(),
+    );
+    expect(data.data).not.toContain('"l1"');
   });
 
   it("a stop before that row loses only the report: its entry comes back in flight, leased, and is not dispatched again", async () => {
