@@ -9,8 +9,15 @@
  * A record becomes a row (materialize) whenever something must find it outside a snapshot:
  *   - the journal writes a ring row: replaying it after a restart reads the records of the
  *     attempts it names, and those added since the last snapshot would be in none (all go);
- *   - its attempt is deferred (the retry reads its recipients through retry_due), expires, is
- *     replaced or dropped (a `finished` record keeps it a day), or waits in the incoming queue.
+ *   - its attempt expires or is dropped (a `finished` record keeps it a day), or waits in the
+ *     incoming queue.
+ * A record whose attempt is deferred stays here with its retry's due time (`due`: what a
+ * retry_due row holds, delivery-state.ts), while at most KEPT_RETRIES_MAX do: the deferral's
+ * flush stores it (a snapshot with the records, or a ring row once every record is a row, its
+ * retry a retry_due row then), and the retry reads its recipients from it. Mail deferred one
+ * message at a time saves the admission row, the retry_due row with its index entry and the
+ * final_rcpt rows, each written and later deleted. Beyond that many the retry is a row, so
+ * the records stored beside a snapshot stay small whatever the deferred backlog.
  * A record kept here also keeps the recipients of its attempt that became final while the attempt
  * goes on (`final`: delivery-state.ts's final_rcpt rows, saved the same way); materialize writes
  * them as rows with the record. The flush of the report that made them final stores them (a
@@ -30,11 +37,18 @@
  *   forget(id)             drops a done attempt's record.
  *   addFinal(id, idxs)     notes recipients of a kept record's attempt final; false when the
  *                          record is not kept here (the caller writes final_rcpt rows).
+ *   defer(id, dueMs)       keeps a deferred attempt's retry with its record; false when the record
+ *                          is not kept here or KEPT_RETRIES_MAX retries are (the caller writes rows).
+ *   retries()              the kept records waiting for a retry; clearAttempt(id) forgets one's
+ *                          retry and final recipients (retried or ended), flushDue(nowMs) makes
+ *                          every kept retry due by then.
  *   stored() / load(sql, text)  the JSON kept with a snapshot (null when none), and read back at load.
  *   stale                  a record the stored snapshot holds was forgotten since.
  *   insertAdmissionRow / admissionRowExists  the admission row's write and probe (sqlite-source.ts
  *                          recordAdmission's too).
  */
+
+import { knownOf } from "./table-mins";
 
 /** What an admission row holds, as the row's columns are (rcpts and fields as JSON text). */
 export interface AdmissionRecord {
@@ -46,7 +60,12 @@ export interface AdmissionRecord {
   fields: string | null;
   /** Backlog indexes of recipients final while the attempt goes on (see the header). */
   final?: number[];
+  /** When a deferred attempt's retry is due, ms (see the header). */
+  due?: number;
 }
+
+/** Deferred attempts whose retry is kept with the snapshot at most (see the header). */
+export const KEPT_RETRIES_MAX = 64;
 
 /** The records of one Transport DO kept with its snapshot (see the header). */
 export class SnapshotAdmissions {
@@ -97,12 +116,39 @@ export class SnapshotAdmissions {
     return true;
   }
 
-  /** Writes a record (every record, without `coreId`) as an admission row, with its final recipients, and forgets it here. */
+  /** Keeps a deferred attempt's retry, due at `dueMs`, with its record; false when not kept here or too many are. */
+  defer(coreId: string, dueMs: number): boolean {
+    const r = this.records.get(coreId);
+    if (!r || (r.due === undefined && this.retries().length >= KEPT_RETRIES_MAX)) return false;
+    r.due = dueMs;
+    return true;
+  }
+
+  /** The kept records whose attempt waits for a retry. */
+  retries(): AdmissionRecord[] {
+    return [...this.records.values()].filter((r) => r.due !== undefined);
+  }
+
+  /** Forgets a kept attempt's retry and final recipients (it was retried, or it ended). */
+  clearAttempt(coreId: string): void {
+    const r = this.records.get(coreId);
+    if (!r) return;
+    delete r.due;
+    delete r.final;
+  }
+
+  /** Makes every kept retry due by `nowMs` (postqueue -f). */
+  flushDue(nowMs: number): void {
+    for (const r of this.records.values()) if (r.due !== undefined && r.due > nowMs) r.due = nowMs;
+  }
+
+  /** Writes a record (every record, without `coreId`) as an admission row, with its final recipients and retry, and forgets it here. */
   materialize(sql: SqlStorage, coreId?: string): void {
     const list = coreId === undefined ? [...this.records.values()] : [this.records.get(coreId)].filter((r) => !!r);
     for (const r of list) {
       insertAdmissionRow(sql, r);
       insertFinalRows(sql, r.coreId, r.final ?? []);
+      if (r.due !== undefined) insertRetryRow(sql, r.coreId, r.due);
       this.records.delete(r.coreId);
     }
   }
@@ -143,6 +189,12 @@ export function insertAdmissionRow(
       r.fields,
     ).rowsWritten > 0
   );
+}
+
+/** Schedules attempt `coreId`'s retry as a retry_due row, due at `dueMs` (delivery-state.ts). */
+export function insertRetryRow(sql: SqlStorage, coreId: string, dueMs: number): void {
+  sql.exec("INSERT OR REPLACE INTO retry_due (core_id, due) VALUES (?, ?)", coreId, dueMs);
+  knownOf(sql).replaced("retry_due", dueMs);
 }
 
 /** Notes recipients (backlog indexes) of attempt `coreId` final as final_rcpt rows (delivery-state.ts). */

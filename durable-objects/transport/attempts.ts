@@ -10,8 +10,9 @@
  *                 retry is due its back-off after the attempt ended (in ms).
  *   noteFinalRecipients(sql, coreId, idxs, effects)   recipients final while their attempt goes
  *                 on (or is retried); an attempt that ended needs no record.
- *   retryAttempt(sql, coreId, admit)         admits `<id>#<attempt + 1>` with the recipients not
- *                 yet final, or forgets an attempt with none left (or whose message is gone).
+ *   retryAttempt(sql, coreId, admit, done)   admits `<id>#<attempt + 1>` with the recipients not
+ *                 yet final (the replaced attempt goes as a done one, after its grace), or
+ *                 forgets an attempt with none left (or whose message is gone).
  *
  * INVARIANTS
  *   An attempt's retry and final-recipient rows go when it leaves (finished, expired, or
@@ -22,7 +23,6 @@ import { coreIdOf, parseCoreId } from "../../worker/model/delivery";
 import { forgetAttempt, markFinal, nowSec, pendingRecipients, retryDueMs, scheduleRetry } from "./delivery-state";
 import { noteFinished, readMeta } from "./sqlite-source";
 import type { DoneRecords } from "./done-records";
-import { admissionsOf } from "./admissions";
 
 /** Admits an attempt of a message (TransportQueue's admitCore). */
 type Admit = (
@@ -42,8 +42,7 @@ export function settleAttempts(sql: SqlStorage, effects: readonly Effect[], now:
       else noteFinished(sql, e.messageId, now);
       forgetAttempt(sql, e.messageId);
     } else if (e.kind === "message-deferred") {
-      admissionsOf(sql).materialize(sql, e.messageId); // the retry reads it through retry_due
-      scheduleRetry(sql, e.messageId, retryDueMs(e.nextAttemptAt, now, Date.now()));
+      scheduleRetry(sql, e.messageId, retryDueMs(e.nextAttemptAt, now, Date.now())); // kept with its record, or rows
     }
   }
 }
@@ -61,8 +60,13 @@ export function noteFinalRecipients(
   if (coreId !== null && finalIdx.length > 0 && !ended) markFinal(sql, coreId, finalIdx);
 }
 
-/** Admits a new attempt of a deferred message with its not-yet-final recipients. */
-export function retryAttempt(sql: SqlStorage, coreId: string, admit: Admit): void {
+/**
+ * Admits a new attempt of a deferred message with its not-yet-final recipients. The attempt it
+ * replaces goes as a done one does (done-records.ts), after the grace: only an admit() already
+ * on its way could name it (its Outbox holds its recipients deferred, not incoming), and the new
+ * attempt's record carries what later ones read (readMeta).
+ */
+export function retryAttempt(sql: SqlStorage, coreId: string, admit: Admit, done: DoneRecords): void {
   const { messageId, attempt } = parseCoreId(coreId);
   const meta = readMeta(sql, messageId);
   const rcpts = pendingRecipients(sql, coreId).map(({ idx: _idx, ...r }) => r);
@@ -73,5 +77,5 @@ export function retryAttempt(sql: SqlStorage, coreId: string, admit: Admit): voi
   }
   admit(coreIdOf(messageId, attempt + 1), meta.createTime, meta.tenant, meta.priority, rcpts, meta.fields ?? null);
   forgetAttempt(sql, coreId);
-  noteFinished(sql, coreId, nowSec()); // its backlog rows go at the next checkpoint
+  done.note(coreId, nowSec()); // its record and backlog rows go at a checkpoint after the grace
 }

@@ -13,6 +13,8 @@
  *                configured back-off counted from the moment the attempt ended, never from the
  *                start of its second (the core's clock is whole seconds, and a retry armed at
  *                the core's second came up to 1 s early: greylisted mail met its greylist again).
+ *                A retry whose admission record is kept with a tiny core's snapshot is kept in
+ *                the record instead (admissions.ts `due`); every reader here takes both.
  *   incoming     admitted messages waiting for room in the active queue (Postfix's incoming
  *                queue: qmgr_message_active_limit bounds the core, not what is accepted), in
  *                arrival order; their recipients are already in the backlog.
@@ -31,7 +33,7 @@ import { Leases } from "./leases";
 import { parseCoreId, type AttemptRef } from "../../worker/model/delivery";
 import { settingsOf } from "../../worker/settings/settings";
 import { addMissingColumns } from "../../worker/lib/sql-columns";
-import { admissionsOf, insertFinalRows } from "./admissions";
+import { admissionsOf, insertFinalRows, insertRetryRow } from "./admissions";
 import { knownOf } from "./table-mins";
 
 /** Creates the delivery tables if missing (schema version 1). */
@@ -211,17 +213,29 @@ export function retryDueMs(nextAttemptAt: number, now: number, nowMs: number): n
   return Math.max(nextAttemptAt * 1000, nowMs + (nextAttemptAt - now) * 1000);
 }
 
-/** Schedules the next attempt of a deferred core message (due in ms). */
+/** Schedules the next attempt of a deferred core message (due in ms): with its kept record, else as a row. */
 export function scheduleRetry(sql: SqlStorage, coreId: string, dueMs: number): void {
-  sql.exec("INSERT OR REPLACE INTO retry_due (core_id, due) VALUES (?, ?)", coreId, dueMs);
-  knownOf(sql).replaced("retry_due", dueMs);
+  const kept = admissionsOf(sql);
+  if (kept.defer(coreId, dueMs)) return;
+  kept.materialize(sql, coreId); // the retry reads its record, and its final recipients, as rows
+  insertRetryRow(sql, coreId, dueMs);
 }
 
-/** Core messages whose next attempt is due at `nowMs`. */
+/** Core messages whose next attempt is due at `nowMs` (at most 100, earliest first). */
 export function dueRetries(sql: SqlStorage, nowMs: number): string[] {
-  return sql
-    .exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100", nowMs)
-    .toArray()
+  const rows = sql
+    .exec<{ core_id: string; due: number }>(
+      "SELECT core_id, due FROM retry_due WHERE due <= ? ORDER BY due LIMIT 100",
+      nowMs,
+    )
+    .toArray();
+  const kept = admissionsOf(sql)
+    .retries()
+    .filter((r) => r.due! <= nowMs)
+    .map((r) => ({ core_id: r.coreId, due: r.due! }));
+  return [...rows, ...kept]
+    .sort((a, b) => a.due - b.due)
+    .slice(0, 100)
     .map((r) => r.core_id);
 }
 
@@ -234,31 +248,48 @@ export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipi
 
 /** Forgets the bookkeeping of a core message that was retried or finished. */
 export function forgetAttempt(sql: SqlStorage, coreId: string): void {
+  admissionsOf(sql).clearAttempt(coreId);
   if (sql.exec("DELETE FROM retry_due WHERE core_id = ?", coreId).rowsWritten > 0) knownOf(sql).changed("retry_due");
   sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
 }
 
-/** The earliest retry due time (ms), or null (through its index, or as known: table-mins.ts). */
+/** The earliest retry due time (ms), or null (rows through their index, or as known: table-mins.ts; and kept ones). */
 export function nextRetryDue(sql: SqlStorage): number | null {
-  return knownOf(sql).min(
+  const row = knownOf(sql).min(
     "retry_due",
     () => sql.exec<{ due: number }>("SELECT due FROM retry_due ORDER BY due LIMIT 1").toArray()[0]?.due ?? null,
     Date.now(),
   );
+  const kept = admissionsOf(sql)
+    .retries()
+    .map((r) => r.due!);
+  return kept.length === 0 ? row : Math.min(...kept, ...(row === null ? [] : [row]));
 }
 
 /** Makes every scheduled retry due now (postqueue -f; `nowMs` in ms). */
 export function flushRetries(sql: SqlStorage, nowMs: number): void {
   sql.exec("UPDATE retry_due SET due = ? WHERE due > ?", nowMs, nowMs);
   knownOf(sql).changed("retry_due");
+  admissionsOf(sql).flushDue(nowMs);
 }
 
 /** The core message ids of a message's attempts waiting for a retry. */
 export function retriesOf(sql: SqlStorage, messageId: string): string[] {
-  return sql
+  const rows = sql
     .exec<{ core_id: string }>("SELECT core_id FROM retry_due WHERE core_id = ?1 OR core_id LIKE ?1 || '#%'", messageId)
     .toArray()
     .map((r) => r.core_id);
+  const kept = admissionsOf(sql)
+    .retries()
+    .map((r) => r.coreId)
+    .filter((id) => parseCoreId(id).messageId === messageId);
+  return [...rows, ...kept];
+}
+
+/** Deferred attempts waiting for a retry, at most `cap` (rows and kept records: GET /metrics). */
+export function retryCount(sql: SqlStorage, cap: number): number {
+  const rows = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (SELECT 1 FROM retry_due LIMIT ?)`, cap).one().n;
+  return Math.min(cap, rows + admissionsOf(sql).retries().length);
 }
 
 /**
@@ -294,5 +325,17 @@ export function deferredShape(sql: SqlStorage, now: number): ShapeRow[] {
        GROUP BY r.nexthop, m.create_time`,
     )
     .toArray();
-  return shapeOf(rows.map((r) => ({ destination: r.nexthop, ageSec: Math.max(0, now - r.create_time), n: r.n })));
+  const kept = admissionsOf(sql)
+    .retries()
+    .flatMap((r) =>
+      pendingRecipients(sql, r.coreId).map((p) => ({
+        destination: p.nexthop,
+        ageSec: Math.max(0, now - r.createTime),
+        n: 1,
+      })),
+    );
+  return shapeOf([
+    ...rows.map((r) => ({ destination: r.nexthop, ageSec: Math.max(0, now - r.create_time), n: r.n })),
+    ...kept,
+  ]);
 }

@@ -56,7 +56,8 @@ export class DoneRecords {
       )
       .toArray();
     for (const r of rows) if (!live(r.core_id)) this.note(r.core_id, ended);
-    for (const id of admissionsOf(sql).ids()) if (!live(id)) this.note(id, ended); // kept with the snapshot
+    const kept = admissionsOf(sql);
+    for (const id of kept.ids()) if (!live(id) && kept.get(id)?.due === undefined) this.note(id, ended); // kept with the snapshot, no retry
   }
 
   /** When the oldest waiting record's grace is over (unix s), or null when none waits. */

@@ -190,7 +190,8 @@ export class TransportQueue extends TransportCore {
     this.run({ kind: "tick", now: nowSec() });
     this.crash(this.leases.expired(nowSec()));
     if (settingsOf(this.env).agents) await this.checkAgents();
-    for (const coreId of dueRetries(sql, Date.now())) retryAttempt(sql, coreId, (...a) => this.admitCore(...a));
+    for (const coreId of dueRetries(sql, Date.now()))
+      retryAttempt(sql, coreId, (...a) => this.admitCore(...a), this.done);
     settleRing(this.qmgr, this.journal, sql, this.env, this.done); // finished messages' records, the ring (wakeup.ts)
     await this.pump();
   }

@@ -18,7 +18,7 @@ import {
   type TransportMetrics,
   type WaitReason,
 } from "../../worker/model/transport";
-import { deferredShape, incomingCount, incomingOf, pendingRecipients } from "./delivery-state";
+import { deferredShape, incomingCount, incomingOf, pendingRecipients, retryCount } from "./delivery-state";
 import { parseCoreId } from "../../worker/model/delivery";
 import type { StoredRecipient } from "./sqlite-source";
 
@@ -64,7 +64,7 @@ export function metricsOf(qmgr: Qmgr<StoredRecipient>, sql: SqlStorage, topN: nu
     inflight: qmgr.busy.size,
     todo: all.reduce((n, d) => n + d.todo, 0),
     incoming: capped("incoming"),
-    deferred: capped("retry_due"),
+    deferred: retryCount(sql, METRIC_COUNT_CAP),
     destinations: top.map((d) => ({ queue: d.queue, state: d.state, window: d.window, busy: d.busy, todo: d.todo })),
     other: {
       queues: rest.length,

@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { admissionsOf } from "../../durable-objects/transport/admissions";
+import { admissionsOf, KEPT_RETRIES_MAX, type AdmissionRecord } from "../../durable-objects/transport/admissions";
 import { emptyRing } from "../../durable-objects/transport/journal-schema";
 import { pendingRecipients } from "../../durable-objects/transport/delivery-state";
 import type { TransportQueue } from "../../durable-objects/transport/transport-queue";
@@ -36,6 +36,25 @@ function stored(stub: Stub): Promise<{ rows: string[]; kept: string[]; ring: num
       kept: (JSON.parse(meta?.admissions ?? "[]") as { coreId: string }[]).map((r) => r.coreId).sort(),
       ring: sql.exec<{ n: number }>("SELECT count(*) AS n FROM journal_ring").one().n,
     };
+  });
+}
+
+/** Retry and final-recipient rows. */
+function retryRows(stub: Stub): Promise<{ retries: number; finals: number }> {
+  return runInDurableObject(stub, (_i, state) => {
+    const sql = state.storage.sql;
+    return {
+      retries: sql.exec<{ n: number }>("SELECT count(*) AS n FROM retry_due").one().n,
+      finals: sql.exec<{ n: number }>("SELECT count(*) AS n FROM final_rcpt").one().n,
+    };
+  });
+}
+
+/** The records kept in memory now. */
+function keptRecords(stub: Stub): Promise<AdmissionRecord[]> {
+  return runInDurableObject(stub, (_i, state) => {
+    const kept = admissionsOf(state.storage.sql);
+    return [...kept.ids()].map((id) => ({ ...kept.get(id)! }));
   });
 }
 
@@ -92,7 +111,7 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(await stored(stub)).toEqual({ rows: [], kept: [], ring: 0 });
   });
 
-  it("writes a record as a row when its attempt is deferred (its retry reads it), and every record before the journal writes a ring row", async () => {
+  it("keeps a deferred attempt's retry with its record (no admission, retry_due or final_rcpt row); after an eviction the retry comes with the recipients not final, and every record and retry is a row before the journal writes a ring row", async () => {
     let stub = env.TRANSPORT_QUEUE.getByName("adm-rows");
     await tiny(stub);
     const now = Math.floor(Date.now() / 1000);
@@ -101,27 +120,51 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(await stored(stub)).toEqual({ rows: [], kept: ["d1", "k1"], ring: 0 });
     const sent = (await stub.dispatch(10)).entries;
     for (const e of sent.filter((x) => x.messageId === "d1")) await stub.report(e.entryId, { status: "defer" }, [0]);
-    expect((await stored(stub)).rows).toEqual(["d1"]);
+    expect(await stored(stub)).toEqual({ rows: [], kept: ["d1", "k1"], ring: 0 });
+    expect(await retryRows(stub)).toEqual({ retries: 0, finals: 0 });
+    const due = (await keptRecords(stub)).find((r) => r.coreId === "d1")!.due!;
+    expect(due).toBeGreaterThan(Date.now()); // the back-off, in ms
+    expect(await runInDurableObject(stub, (_i, state) => state.storage.getAlarm())).toBeLessThanOrEqual(due);
 
     stub = await evict("adm-rows");
     await tiny(stub);
-    await runInDurableObject(stub, (_o, state) => {
-      state.storage.sql.exec("UPDATE retry_due SET due = 0");
-    });
+    expect((await stub.metrics(5)).deferred).toBe(1);
+    expect((await stub.inspect()).deferred[0]).toMatchObject({ destination: "TOTAL", total: 1 });
+    await runInDurableObject(stub, (_o, state) => admissionsOf(state.storage.sql).flushDue(0));
     await runDurableObjectAlarm(stub);
     const retried = (await stub.dispatch(10)).entries.filter((e) => e.messageId === "d1#2");
     expect(retried.flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(["user1@b.example"]);
-    expect((await stored(stub)).kept).toEqual(["d1#2", "k1"]);
+    // d1 was replaced: its record goes after the grace, as a done attempt's does, with no row.
+    expect(await stored(stub)).toEqual({ rows: [], kept: ["d1", "d1#2", "k1"], ring: 0 });
+    expect((await keptRecords(stub)).every((r) => r.due === undefined && r.final === undefined)).toBe(true);
+    expect(await runInDurableObject(stub, (i) => [...(i as unknown as Probe).done.waiting.keys()])).toEqual(["d1"]);
 
     // No longer tiny: the next flush is a ring row, and every record is a row before it.
+    for (const e of sent.filter((x) => x.messageId === "k1")) await stub.report(e.entryId, { status: "defer" });
     await tiny(stub, 1);
     await stub.admit({ id: "x1", createTime: now, rcpts: rcpts(1, "c.example") });
     const after = await stored(stub);
     expect(after.ring).toBeGreaterThan(0);
     expect(after.rows).toEqual(["d1", "d1#2", "k1", "x1"]);
+    expect((await retryRows(stub)).retries).toBe(1); // k1's retry, a row with its record
     stub = await evict("adm-rows");
     const all = (await stub.dispatch(10)).entries.map((e) => e.messageId).sort();
-    expect(all).toEqual(["x1"]); // k1 and d1#2 are in flight, x1 replayed from the ring with its record
+    expect(all).toEqual(["x1"]); // d1#2 is in flight, k1 waits for its retry, x1 replayed from the ring with its record
+  });
+
+  it("keeps at most KEPT_RETRIES_MAX retries with the records: past them a deferred attempt's record and retry are rows", async () => {
+    const stub = env.TRANSPORT_QUEUE.getByName("adm-retry-cap");
+    await tiny(stub);
+    const now = Math.floor(Date.now() / 1000);
+    const n = KEPT_RETRIES_MAX + 2;
+    for (let i = 0; i < n; i++) await stub.admit({ id: `c${i}`, createTime: now, rcpts: rcpts(1, `c${i}.example`) });
+    const sent = (await stub.dispatch(n)).entries;
+    expect(sent.length).toBe(n);
+    for (const e of sent) await stub.report(e.entryId, { status: "defer" });
+    expect((await keptRecords(stub)).filter((r) => r.due !== undefined).length).toBe(KEPT_RETRIES_MAX);
+    expect(await retryRows(stub)).toEqual({ retries: 2, finals: 0 });
+    expect((await stored(stub)).rows.length).toBe(2);
+    expect((await stub.metrics(5)).deferred).toBe(n);
   });
 
   it("keeps recipients final while their attempt goes on in its record, not in rows; after an eviction the retry names only the others", async () => {
@@ -153,10 +196,10 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     stub = await evict("adm-final");
     await tiny(stub);
     await stub.report(to("fb.example"), { status: "defer" });
-    expect((await stored(stub)).rows).toEqual(["f1"]); // deferred: the record is a row, its final recipient too
-    await runInDurableObject(stub, (_o, state) => {
-      state.storage.sql.exec("UPDATE retry_due SET due = 0");
-    });
+    // Deferred: the record keeps its retry and its final recipient, no row.
+    expect(await stored(stub)).toMatchObject({ rows: [], kept: ["f1"] });
+    expect(await kept()).toEqual({ rows: 0, final: [["f1", [0]]] });
+    await runInDurableObject(stub, (_o, state) => admissionsOf(state.storage.sql).flushDue(0));
     await runDurableObjectAlarm(stub);
     const retried = (await stub.dispatch(10)).entries.filter((e) => e.messageId === "f1#2");
     expect(retried.flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(["user1@fb.example"]);
