@@ -20,7 +20,8 @@
  */
 import type { Effect, MessageFields, ResolvedRecipient } from "../core";
 import { coreIdOf, parseCoreId } from "../../worker/model/delivery";
-import { forgetAttempt, markFinal, nowSec, pendingRecipients, retryDueMs, scheduleRetry } from "./delivery-state";
+import { forgetAttempt, markFinal, nowSec, pendingRecipients } from "./delivery-state";
+import { retryDueMs, scheduleRetry } from "./retries";
 import { noteFinished, readMeta } from "./sqlite-source";
 import type { DoneRecords } from "./done-records";
 

@@ -40,7 +40,8 @@ import {
   type PolicyRule,
   type ResolvedRecipient,
 } from "../core";
-import { leaseUntil, nowSec, dueRetries, dropWaiting, flushRetries } from "./delivery-state";
+import { leaseUntil, nowSec } from "./delivery-state";
+import { dueRetries, dropWaiting, flushRetries } from "./retries";
 import { retryAttempt } from "./attempts";
 import { settleRing } from "./wakeup";
 import { type DispatchedEntry } from "./transport-types";

@@ -18,7 +18,8 @@ import {
   type TransportMetrics,
   type WaitReason,
 } from "../../worker/model/transport";
-import { deferredShape, incomingCount, incomingOf, pendingRecipients, retryCount } from "./delivery-state";
+import { incomingCount, incomingOf, pendingRecipients } from "./delivery-state";
+import { deferredShape, retryCount } from "./retries";
 import { parseCoreId } from "../../worker/model/delivery";
 import type { StoredRecipient } from "./sqlite-source";
 

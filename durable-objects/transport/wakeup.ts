@@ -17,7 +17,8 @@
  */
 import { nextWakeupAt, type Qmgr } from "../core";
 import { settingsOf } from "../../worker/settings/settings";
-import { nextRetryDue, nowSec } from "./delivery-state";
+import { nowSec } from "./delivery-state";
+import { nextRetryDue } from "./retries";
 import type { Journal } from "./journal";
 import type { Leases } from "./leases";
 import { admissionTtlSec, nextForgetAt, type StoredRecipient } from "./sqlite-source";

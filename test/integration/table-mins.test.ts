@@ -6,12 +6,8 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  flushRetries,
-  forgetAttempt,
-  nextRetryDue,
-  scheduleRetry,
-} from "../../durable-objects/transport/delivery-state";
+import { forgetAttempt } from "../../durable-objects/transport/delivery-state";
+import { flushRetries, nextRetryDue, scheduleRetry } from "../../durable-objects/transport/retries";
 import { forgetFinished, nextForgetAt, noteFinished } from "../../durable-objects/transport/sqlite-source";
 
 const TTL = 60;

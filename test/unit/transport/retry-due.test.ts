@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { retryDueMs } from "../../../durable-objects/transport/delivery-state";
+import { retryDueMs } from "../../../durable-objects/transport/retries";
 
 describe("retryDueMs", () => {
   it("counts the back-off the core chose from the moment the attempt ended, not from the start of its second", () => {
