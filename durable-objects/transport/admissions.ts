@@ -70,6 +70,8 @@ export const KEPT_RETRIES_MAX = 64;
 /** The records of one Transport DO kept with its snapshot (see the header). */
 export class SnapshotAdmissions {
   private readonly records = new Map<string, AdmissionRecord>();
+  /** Ids of the kept records with a retry (`due`), so its readers at every call scan nothing else. */
+  private readonly waiting = new Set<string>();
   /** Ids the stored snapshot holds. */
   private inSnapshot = new Set<string>();
   enabled = false;
@@ -93,6 +95,8 @@ export class SnapshotAdmissions {
 
   add(r: AdmissionRecord): void {
     this.records.set(r.coreId, r);
+    if (r.due !== undefined) this.waiting.add(r.coreId);
+    else this.waiting.delete(r.coreId);
   }
 
   /** The first recorded attempt of a message (`<id>` or `<id>#<n>`), as readMeta's range finds rows. */
@@ -105,6 +109,7 @@ export class SnapshotAdmissions {
 
   /** Drops a record (its attempt is done and its grace over). */
   forget(coreId: string): void {
+    this.waiting.delete(coreId);
     if (this.records.delete(coreId) && this.inSnapshot.has(coreId)) this.stale = true;
   }
 
@@ -119,14 +124,15 @@ export class SnapshotAdmissions {
   /** Keeps a deferred attempt's retry, due at `dueMs`, with its record; false when not kept here or too many are. */
   defer(coreId: string, dueMs: number): boolean {
     const r = this.records.get(coreId);
-    if (!r || (r.due === undefined && this.retries().length >= KEPT_RETRIES_MAX)) return false;
+    if (!r || (r.due === undefined && this.waiting.size >= KEPT_RETRIES_MAX)) return false;
     r.due = dueMs;
+    this.waiting.add(coreId);
     return true;
   }
 
   /** The kept records whose attempt waits for a retry. */
   retries(): AdmissionRecord[] {
-    return [...this.records.values()].filter((r) => r.due !== undefined);
+    return [...this.waiting].map((id) => this.records.get(id)!);
   }
 
   /** Forgets a kept attempt's retry and final recipients (it was retried, or it ended). */
@@ -135,11 +141,12 @@ export class SnapshotAdmissions {
     if (!r) return;
     delete r.due;
     delete r.final;
+    this.waiting.delete(coreId);
   }
 
   /** Makes every kept retry due by `nowMs` (postqueue -f). */
   flushDue(nowMs: number): void {
-    for (const r of this.records.values()) if (r.due !== undefined && r.due > nowMs) r.due = nowMs;
+    for (const r of this.retries()) if (r.due! > nowMs) r.due = nowMs;
   }
 
   /** Writes a record (every record, without `coreId`) as an admission row, with its final recipients and retry, and forgets it here. */
@@ -150,6 +157,7 @@ export class SnapshotAdmissions {
       insertFinalRows(sql, r.coreId, r.final ?? []);
       if (r.due !== undefined) insertRetryRow(sql, r.coreId, r.due);
       this.records.delete(r.coreId);
+      this.waiting.delete(r.coreId);
     }
   }
 
@@ -166,7 +174,8 @@ export class SnapshotAdmissions {
    */
   load(sql: SqlStorage, text: string | null): void {
     this.records.clear();
-    for (const r of text === null ? [] : (JSON.parse(text) as AdmissionRecord[])) this.records.set(r.coreId, r);
+    this.waiting.clear();
+    for (const r of text === null ? [] : (JSON.parse(text) as AdmissionRecord[])) this.add(r);
     this.inSnapshot = new Set(this.records.keys());
     this.stale = false;
     for (const id of [...this.records.keys()]) if (admissionRowExists(sql, id)) this.forget(id);

@@ -9,7 +9,7 @@
  *   dueRetries(sql, nowMs)                 attempts due (at most 100, earliest first).
  *   nextRetryDue(sql)                      the earliest due time, or null.
  *   flushRetries(sql, nowMs)               every retry due now (postqueue -f).
- *   retriesOf(sql, messageId) / retryCount(sql, cap)  a message's waiting attempts; how many wait.
+ *   retriesOf(sql, messageId)              a message's attempts waiting for a retry.
  *   dropWaiting(sql, messageId, now)       a message's attempts waiting outside the core taken out.
  *   deferredShape(sql, now)                the waiting recipients as qshape rows.
  */
@@ -85,12 +85,6 @@ export function retriesOf(sql: SqlStorage, messageId: string): string[] {
     .map((r) => r.coreId)
     .filter((id) => parseCoreId(id).messageId === messageId);
   return [...rows, ...kept];
-}
-
-/** Deferred attempts waiting for a retry, at most `cap` (rows and kept records: GET /metrics). */
-export function retryCount(sql: SqlStorage, cap: number): number {
-  const rows = sql.exec<{ n: number }>(`SELECT count(*) AS n FROM (SELECT 1 FROM retry_due LIMIT ?)`, cap).one().n;
-  return Math.min(cap, rows + admissionsOf(sql).retries().length);
 }
 
 /**

@@ -19,7 +19,8 @@ import {
   type WaitReason,
 } from "../../worker/model/transport";
 import { incomingCount, incomingOf, pendingRecipients } from "./delivery-state";
-import { deferredShape, retryCount } from "./retries";
+import { deferredShape } from "./retries";
+import { admissionsOf } from "./admissions";
 import { parseCoreId } from "../../worker/model/delivery";
 import type { StoredRecipient } from "./sqlite-source";
 
@@ -65,7 +66,7 @@ export function metricsOf(qmgr: Qmgr<StoredRecipient>, sql: SqlStorage, topN: nu
     inflight: qmgr.busy.size,
     todo: all.reduce((n, d) => n + d.todo, 0),
     incoming: capped("incoming"),
-    deferred: retryCount(sql, METRIC_COUNT_CAP),
+    deferred: Math.min(METRIC_COUNT_CAP, capped("retry_due") + admissionsOf(sql).retries().length), // rows and kept retries
     destinations: top.map((d) => ({ queue: d.queue, state: d.state, window: d.window, busy: d.busy, todo: d.todo })),
     other: {
       queues: rest.length,
