@@ -168,7 +168,8 @@ export function leaseUntil(env: object, now: number): number {
  * until the stored horizon (its job may be in the queue, and starting again must not extend
  * that); one whose hand-off to the deliver queue was cut short (the journal's `unconfirmed`) only
  * for AGENT_CHECK_SECONDS, unless a consumer picks its job up. With DELIVERY "agents" the agents
- * are asked about every entry instead (TransportQueue.checkAgents).
+ * are asked about every entry instead (TransportQueue.checkAgents), at the first check after the
+ * start: the restored leases count as checked AGENT_CHECK_SECONDS ago.
  */
 export function restoreLeases(
   sql: SqlStorage,
@@ -186,6 +187,10 @@ export function restoreLeases(
     leaseUntil(env, nowSec()),
     Math.ceil(settings.leaseSeconds / 2),
     unsure,
+    // Due at the first agent check (the next alarm on its grid): counted from the start, a check
+    // would be postponed by every start, and an object started more often than AGENT_CHECK_SECONDS
+    // (evicted between a lone email's alarms) would never ask about entries whose report was lost.
+    settings.agents ? Date.now() - settings.agentCheckMs : Date.now(),
   );
 }
 

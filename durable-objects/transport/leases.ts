@@ -3,12 +3,13 @@
  * consumer may still report, and until when.
  *
  * DESCRIPTION
- *   Leases.restore(sql, legacy, inFlight, fallback, slack, unsure?)  after a start: the leases
+ *   Leases.restore(sql, legacy, inFlight, fallback, slack, unsure?, checkedAt?)  after a start: the leases
  *                     of the version-1 table (storage/delivery-state.ts takeLegacyLeases), and for
  *                     every other entry the core has in flight (restored from the journal) a lease
  *                     until the stored horizon (or `fallback`, stored, when there is none yet);
  *                     entries in `unsure.ids` (their hand-off was not seen to return: the journal's
- *                     `unconfirmed`) only until `unsure.until`, unless picked up first.
+ *                     `unconfirmed`) only until `unsure.until`, unless picked up first. Each
+ *                     counts as last checked at `checkedAt` (ms; now by default).
  *   pickedUp(ids)     a consumer holds these entries' jobs: an unsure lease becomes a full one
  *                     (returns the entries that were unsure, for the journal's handedOver).
  *   add(entries, until)   leases entries whose jobs the deliver queue took (cover() first).
@@ -88,14 +89,14 @@ export class Leases {
     fallback: number,
     slack: number,
     unsure: { ids: ReadonlySet<number>; until: number } | null = null,
-    nowMs = Date.now(),
+    checkedAt = Date.now(),
   ): Leases {
     sql.exec(
       "CREATE TABLE IF NOT EXISTS lease_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL)",
     );
     const row = sql.exec<{ until: number }>("SELECT until FROM lease_horizon WHERE id = 0").toArray()[0];
     const l = new Leases(sql, row?.until ?? null, slack);
-    for (const [entryId, lease] of legacy) l.byEntry.set(entryId, { ...lease, checked: nowMs });
+    for (const [entryId, lease] of legacy) l.byEntry.set(entryId, { ...lease, checked: checkedAt });
     for (const [entryId, coreId] of inFlight) {
       if (l.byEntry.has(entryId)) continue;
       if (l.horizon === null) l.store(fallback);
@@ -103,7 +104,7 @@ export class Leases {
       l.byEntry.set(entryId, {
         coreId,
         until,
-        checked: nowMs,
+        checked: checkedAt,
         ...(until < l.horizon! ? { unsure: true as const } : {}),
       });
     }

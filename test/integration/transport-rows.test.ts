@@ -136,7 +136,13 @@ describe("a Transport DO's rows: admission records kept with a tiny core's snaps
     expect(retried.flatMap((e) => e.rcpts.map((r) => r.address))).toEqual(["user1@b.example"]);
     // d1 was replaced: its record goes after the grace, as a done attempt's does, with no row.
     expect(await stored(stub)).toEqual({ rows: [], kept: ["d1", "d1#2", "k1"], ring: 0 });
-    expect((await keptRecords(stub)).every((r) => r.due === undefined && r.final === undefined)).toBe(true);
+    // k1's entry, restored, was asked about at that alarm (a start's leases are due at the first
+    // check): no agent holds it (dispatched by hand), so it was crashed and waits for its retry.
+    const records = await keptRecords(stub);
+    expect(records.filter((r) => r.coreId !== "k1").every((r) => r.due === undefined && r.final === undefined)).toBe(
+      true,
+    );
+    expect(records.find((r) => r.coreId === "k1")?.due).toBeGreaterThan(Date.now());
     expect(await runInDurableObject(stub, (i) => [...(i as unknown as Probe).done.waiting.keys()])).toEqual(["d1"]);
 
     // No longer tiny: the next flush is a ring row, and every record is a row before it.

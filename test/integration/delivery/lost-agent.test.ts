@@ -117,14 +117,40 @@ describe.runIf(env.DELIVERY === "agents")("an agent that restarts with entries i
   );
 
   it(
+    "asks about them even when the Transport DO restarts more often than AGENT_CHECK_SECONDS: a start does not postpone the check",
+    { timeout: 40_000 },
+    async () => {
+      const { rcpts, ids, leased } = await inSessions("e");
+      const transport = () => env.TRANSPORT_QUEUE.getByName("lost"); // a stub breaks with its object
+      await abort(
+        env.DELIVERY_AGENT.getByName(agentName("lost", NEXTHOP, 0, agentPool(100))),
+        "agent restarted by the test",
+      );
+      // A start every 0.6 s (a probe starts it again), as an object evicted between a lone
+      // email's alarms is: each restores the three leases, and the check must still come.
+      const lost = new Set(leased.map((l) => l.entry_id));
+      let asked = false;
+      for (const end = Date.now() + 8_000; !asked && Date.now() < end;) {
+        await abort(transport(), "transport restarted by the test");
+        await new Promise((r) => setTimeout(r, 600));
+        asked = (await leasesIn(transport())).every((l) => !lost.has(l.entry_id));
+      }
+      expect(asked, "the lost entries are retried while the restarts go on").toBe(true);
+      await allDelivered(ids);
+      expect(new Set((await arrived()).filter((r) => r.startsWith("le")))).toEqual(new Set(rcpts));
+    },
+  );
+
+  it(
     "after only the Transport DO restarts, finds them held by their agent: they are reported once, not sent again",
     { timeout: 40_000 },
     async () => {
       const { rcpts, ids } = await inSessions("c", "lostlong", LONG); // 8 s sessions
       const restartedAt = Date.now();
       await abort(env.TRANSPORT_QUEUE.getByName("lostlong"), "transport restarted by the test");
-      // The restarted Transport DO asks the destination's agents 2–4 s after its start: the agent of
-      // slot 0 holds them (their sessions wait for the sink's reply), so their leases are confirmed.
+      // The restarted Transport DO asks the destination's agents at its first check, within 2 s of its
+      // start, and every 2 s after: the agent of slot 0 holds them (their sessions wait for the
+      // sink's reply), so their leases are confirmed.
       await eventually(
         async () => {
           const l = await leasesIn(env.TRANSPORT_QUEUE.getByName("lostlong"));
