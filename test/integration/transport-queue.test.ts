@@ -506,27 +506,33 @@ describe("DestinationQueue Durable Object", () => {
     );
 
     // This project runs DELIVERY = agents (the agents are asked instead); the leases as a queue-mode start restores them:
-    const restored = await runInDurableObject(fresh(), (instance, state) => {
-      const o = instance as unknown as {
-        journal: { unconfirmed: ReadonlySet<number> };
-        qmgr: { busy: Parameters<typeof restoreLeases>[2] };
-      };
-      const leases = restoreLeases(
-        state.storage.sql,
-        { ...env, DELIVERY: "queue" },
-        o.qmgr.busy,
-        o.journal.unconfirmed,
-      );
-      const until = () => new Map(leases.list().map((l) => [l.entryId, l.until]));
-      const before = until();
-      leases.pickedUp([cut]); // a deliver consumer asked about it: the job did reach the queue
-      return { unconfirmed: [...o.journal.unconfirmed], before, after: until() };
-    });
+    const queueStart = (pick: number[]) =>
+      runInDurableObject(fresh(), (instance, state) => {
+        const o = instance as unknown as {
+          journal: { unconfirmed: ReadonlySet<number> };
+          qmgr: { busy: Parameters<typeof restoreLeases>[2] };
+        };
+        const leases = restoreLeases(
+          state.storage.sql,
+          { ...env, DELIVERY: "queue" },
+          o.qmgr.busy,
+          o.journal.unconfirmed,
+        );
+        const until = () => new Map(leases.list().map((l) => [l.entryId, l.until]));
+        const before = until();
+        leases.pickedUp(pick);
+        return { unconfirmed: [...o.journal.unconfirmed], before, after: until() };
+      });
+    const restored = await queueStart([cut]); // a deliver consumer asked about it: the job did reach the queue
     const now = Date.now() / 1000;
     expect(restored.unconfirmed).toEqual([cut]);
     expect(restored.before.get(returned)).toBeGreaterThan(now + 600); // DELIVERY_LEASE_SECONDS: its job is in the queue
     expect(restored.before.get(cut)).toBeLessThanOrEqual(now + 61); // AGENT_CHECK_SECONDS (60 here): it may have no job anywhere
     expect(restored.after.get(cut)).toBe(restored.before.get(returned));
+    // A start a second later (as an object evicted again and again starts) keeps that short lease's end.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const again = (await queueStart([])).before;
+    expect(again.get(cut)).toBe(restored.before.get(cut));
 
     // Kept through this life's checkpoints while in flight (a second stop finds it again); dropped once reported.
     const sendingAfterCheckpoint = () =>
