@@ -171,9 +171,9 @@ export function leaseUntil(env: object, now: number): number {
  * until the stored horizon (its job may be in the queue, and starting again must not extend
  * that); one whose hand-off to the deliver queue was cut short (the journal's `unconfirmed`) only
  * for AGENT_CHECK_SECONDS from the first start that found it (unsureUntil), unless a consumer
- * picks its job up. With DELIVERY "agents" the agents
- * are asked about every entry instead (TransportQueue.checkAgents), at the first check after the
- * start: the restored leases count as checked AGENT_CHECK_SECONDS ago.
+ * picks its job up. With DELIVERY "agents" the agents are asked about every entry instead
+ * (TransportQueue.checkAgents), at the first check after the start: the restored leases count as
+ * checked AGENT_CHECK_SECONDS ago.
  */
 export function restoreLeases(
   sql: SqlStorage,
@@ -183,9 +183,10 @@ export function restoreLeases(
 ): Leases {
   const inFlight = [...busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
   const settings = settingsOf(env);
+  const cut = new Set([...unconfirmed].filter((id) => busy.has(id)));
   const unsure = settings.agents
     ? null
-    : { ids: unconfirmed, until: unsureUntil(sql, unconfirmed, nowSec() + settings.agentCheckMs / 1000) };
+    : { ids: cut, until: unsureUntil(sql, cut, nowSec() + settings.agentCheckMs / 1000) };
   return Leases.restore(
     sql,
     takeLegacyLeases(sql),
