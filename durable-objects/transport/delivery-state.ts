@@ -20,7 +20,7 @@
  *                arrival order; their recipients are already in the backlog.
  *   unsure_horizon  (DELIVERY "queue", made only when needed) one row: until when the entries
  *                whose hand-off a start found cut short are leased, and which they were, so
- *                that later starts keep that time (restoreLeases).
+ *                that later starts keep that time (leases.ts unsureUntil).
  *
  *   Each attempt of a message is its own core message (`<id>` for the first, `<id>#<n>` after),
  *   with its own backlog rows, so journal replay always reads exactly the rows it read live.
@@ -170,7 +170,7 @@ export function leaseUntil(env: object, now: number): number {
  * The Transport DO's leases after a start (storage/leases.ts): every entry in flight is leased
  * until the stored horizon (its job may be in the queue, and starting again must not extend
  * that); one whose hand-off to the deliver queue was cut short (the journal's `unconfirmed`) only
- * for AGENT_CHECK_SECONDS from the first start that found it (unsureUntil), unless a consumer
+ * for AGENT_CHECK_SECONDS from the first start that found it (leases.ts unsureUntil), unless a consumer
  * picks its job up. With DELIVERY "agents" the agents are asked about every entry instead
  * (TransportQueue.checkAgents), at the first check after the start: the restored leases count as
  * checked AGENT_CHECK_SECONDS ago.
@@ -183,10 +183,7 @@ export function restoreLeases(
 ): Leases {
   const inFlight = [...busy].map(([id, e]): [number, string] => [id, e.peer.job.message.id]);
   const settings = settingsOf(env);
-  const cut = new Set([...unconfirmed].filter((id) => busy.has(id)));
-  const unsure = settings.agents
-    ? null
-    : { ids: cut, until: unsureUntil(sql, cut, nowSec() + settings.agentCheckMs / 1000) };
+  const unsure = settings.agents ? null : { ids: unconfirmed, until: nowSec() + settings.agentCheckMs / 1000 };
   return Leases.restore(
     sql,
     takeLegacyLeases(sql),
@@ -199,31 +196,6 @@ export function restoreLeases(
     // (evicted between a lone email's alarms) would never ask about entries whose report was lost.
     settings.agents ? Date.now() - settings.agentCheckMs : Date.now(),
   );
-}
-
-/**
- * Until when entries whose hand-off was cut short are leased: `proposed` (AGENT_CHECK_SECONDS
- * from now) at the first start that finds them, and that same time at every later start that
- * finds any of them again. Counted from each start, a restart more often than that would move it
- * every time, and the entries would hold their destination's window until the lease horizon.
- * Entry ids are never reused, so a stored time for other entries is replaced. One row write at a
- * start with such entries; none otherwise.
- */
-function unsureUntil(sql: SqlStorage, ids: ReadonlySet<number>, proposed: number): number {
-  if (ids.size === 0) return proposed;
-  sql.exec(
-    "CREATE TABLE IF NOT EXISTS unsure_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL, ids TEXT NOT NULL)",
-  );
-  const row = sql
-    .exec<{ until: number; ids: string }>("SELECT until, ids FROM unsure_horizon WHERE id = 0")
-    .toArray()[0];
-  if (row && (JSON.parse(row.ids) as number[]).some((id) => ids.has(id))) return row.until;
-  sql.exec(
-    "INSERT INTO unsure_horizon (id, until, ids) VALUES (0, ?1, ?2) ON CONFLICT (id) DO UPDATE SET until = ?1, ids = ?2",
-    proposed,
-    JSON.stringify([...ids]),
-  );
-  return proposed;
 }
 
 /** The leases a version-1 object kept in its `lease` table (dropped here), by entry id. */

@@ -8,8 +8,9 @@
  *                     every other entry the core has in flight (restored from the journal) a lease
  *                     until the stored horizon (or `fallback`, stored, when there is none yet);
  *                     entries in `unsure.ids` (their hand-off was not seen to return: the journal's
- *                     `unconfirmed`) only until `unsure.until`, unless picked up first. Each
- *                     counts as last checked at `checkedAt` (ms; now by default).
+ *                     `unconfirmed`) only until `unsure.until` as the first start that found
+ *                     them stored it (unsureUntil), unless picked up first. Each counts as last
+ *                     checked at `checkedAt` (ms; now by default).
  *   pickedUp(ids)     a consumer holds these entries' jobs: an unsure lease becomes a full one
  *                     (returns the entries that were unsure, for the journal's handedOver).
  *   add(entries, until)   leases entries whose jobs the deliver queue took (cover() first).
@@ -43,7 +44,9 @@
  * the agents are asked much sooner). An entry whose hand-off the object never saw return (it
  * stopped inside sendBatch: the journal's `unconfirmed`) may have no job anywhere, and would hold
  * a slot of its destination's window all that time: it is restored `unsure`, with a short lease
- * that becomes a full one when a deliver consumer asks about it (pickedUp). Nothing is lost
+ * that becomes a full one when a deliver consumer asks about it (pickedUp). That lease's end is
+ * stored too, by the first start that finds the entry (the `unsure_horizon` row, written only
+ * then), for the same reason as the horizon. Nothing is lost
  * either way, and a job that does arrive after its entry was crashed finds it no longer leased
  * and is not sent.
  *
@@ -97,10 +100,13 @@ export class Leases {
     const row = sql.exec<{ until: number }>("SELECT until FROM lease_horizon WHERE id = 0").toArray()[0];
     const l = new Leases(sql, row?.until ?? null, slack);
     for (const [entryId, lease] of legacy) l.byEntry.set(entryId, { ...lease, checked: checkedAt });
-    for (const [entryId, coreId] of inFlight) {
+    const entries = [...inFlight];
+    const cut = new Set(unsure === null ? [] : entries.map(([id]) => id).filter((id) => unsure.ids.has(id)));
+    const short = unsure === null ? 0 : unsureUntil(sql, cut, unsure.until);
+    for (const [entryId, coreId] of entries) {
       if (l.byEntry.has(entryId)) continue;
       if (l.horizon === null) l.store(fallback);
-      const until = unsure?.ids.has(entryId) ? Math.min(unsure.until, l.horizon!) : l.horizon!;
+      const until = cut.has(entryId) ? Math.min(short, l.horizon!) : l.horizon!;
       l.byEntry.set(entryId, {
         coreId,
         until,
@@ -220,4 +226,29 @@ export class Leases {
   list(): { entryId: number; coreId: string; until: number; checked: number }[] {
     return [...this.byEntry].map(([entryId, l]) => ({ entryId, coreId: l.coreId, until: l.until, checked: l.checked }));
   }
+}
+
+/**
+ * Until when the entries in flight whose hand-off was cut short (`ids`) are leased: `proposed`
+ * at the first start that finds them, and that same time at every later start that finds any of
+ * them again. Counted from each start, restarts more often than that would move it every time,
+ * and the entries would hold their destination's window until the horizon. Entry ids are never
+ * reused, so a stored time for other entries is replaced. One row write at a start with such
+ * entries; no statement otherwise.
+ */
+function unsureUntil(sql: SqlStorage, ids: ReadonlySet<number>, proposed: number): number {
+  if (ids.size === 0) return proposed;
+  sql.exec(
+    "CREATE TABLE IF NOT EXISTS unsure_horizon (id INTEGER PRIMARY KEY CHECK (id = 0), until INTEGER NOT NULL, ids TEXT NOT NULL)",
+  );
+  const row = sql
+    .exec<{ until: number; ids: string }>("SELECT until, ids FROM unsure_horizon WHERE id = 0")
+    .toArray()[0];
+  if (row && (JSON.parse(row.ids) as number[]).some((id) => ids.has(id))) return row.until;
+  sql.exec(
+    "INSERT INTO unsure_horizon (id, until, ids) VALUES (0, ?1, ?2) ON CONFLICT (id) DO UPDATE SET until = ?1, ids = ?2",
+    proposed,
+    JSON.stringify([...ids]),
+  );
+  return proposed;
 }
