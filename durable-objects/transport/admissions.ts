@@ -39,9 +39,10 @@
  *                          record is not kept here (the caller writes final_rcpt rows).
  *   defer(id, dueMs)       keeps a deferred attempt's retry with its record; false when the record
  *                          is not kept here or KEPT_RETRIES_MAX retries are (the caller writes rows).
- *   retries()              the kept records waiting for a retry; clearAttempt(id) forgets one's
- *                          retry and final recipients (retried or ended), flushDue(nowMs) makes
- *                          every kept retry due by then.
+ *   retries()              the kept records waiting for a retry (retryCount of them, the earliest
+ *                          due at nextDue()); clearAttempt(id) forgets one's retry and final
+ *                          recipients (retried or ended), flushDue(nowMs) makes every kept retry
+ *                          due by then.
  *   stored() / load(sql, text)  the JSON kept with a snapshot (null when none), and read back at load.
  *   stale                  a record the stored snapshot holds was forgotten since.
  *   insertAdmissionRow / admissionRowExists  the admission row's write and probe (sqlite-source.ts
@@ -133,6 +134,21 @@ export class SnapshotAdmissions {
   /** The kept records whose attempt waits for a retry. */
   retries(): AdmissionRecord[] {
     return [...this.waiting].map((id) => this.records.get(id)!);
+  }
+
+  /** How many kept records wait for a retry. */
+  get retryCount(): number {
+    return this.waiting.size;
+  }
+
+  /** The earliest kept retry's due time (ms), or null: read at every call (wakeup.ts), so no copy. */
+  nextDue(): number | null {
+    let min: number | null = null;
+    for (const id of this.waiting) {
+      const due = this.records.get(id)!.due!;
+      if (min === null || due < min) min = due;
+    }
+    return min;
   }
 
   /** Forgets a kept attempt's retry and final recipients (it was retried, or it ended). */

@@ -61,10 +61,8 @@ export function nextRetryDue(sql: SqlStorage): number | null {
     () => sql.exec<{ due: number }>("SELECT due FROM retry_due ORDER BY due LIMIT 1").toArray()[0]?.due ?? null,
     Date.now(),
   );
-  const kept = admissionsOf(sql)
-    .retries()
-    .map((r) => r.due!);
-  return kept.length === 0 ? row : Math.min(...kept, ...(row === null ? [] : [row]));
+  const kept = admissionsOf(sql).nextDue();
+  return kept === null ? row : row === null ? kept : Math.min(kept, row);
 }
 
 /** Makes every scheduled retry due now (postqueue -f; `nowMs` in ms). */

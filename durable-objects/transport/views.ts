@@ -66,7 +66,7 @@ export function metricsOf(qmgr: Qmgr<StoredRecipient>, sql: SqlStorage, topN: nu
     inflight: qmgr.busy.size,
     todo: all.reduce((n, d) => n + d.todo, 0),
     incoming: capped("incoming"),
-    deferred: Math.min(METRIC_COUNT_CAP, capped("retry_due") + admissionsOf(sql).retries().length), // rows and kept retries
+    deferred: Math.min(METRIC_COUNT_CAP, capped("retry_due") + admissionsOf(sql).retryCount), // rows and kept retries
     destinations: top.map((d) => ({ queue: d.queue, state: d.state, window: d.window, busy: d.busy, todo: d.todo })),
     other: {
       queues: rest.length,
