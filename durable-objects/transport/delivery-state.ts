@@ -213,16 +213,27 @@ export function markFinal(sql: SqlStorage, coreId: string, idxs: number[]): void
   if (!admissionsOf(sql).addFinal(coreId, idxs)) insertFinalRows(sql, coreId, idxs);
 }
 
-/** The recipients of a core message that are not final yet (its recipients minus final ones, rows or kept with its record). */
+/**
+ * The recipients of a core message that are not final yet (its recipients minus final ones, rows
+ * or kept with its record). A record kept with the snapshot has no final_rcpt rows: they are
+ * written only for a record that is a row (admissions.ts materialize, or addFinal refusing).
+ */
 export function pendingRecipients(sql: SqlStorage, coreId: string): StoredRecipient[] {
-  const final = new Set(admissionsOf(sql).get(coreId)?.final);
-  for (const r of sql.exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId)) final.add(r.idx);
+  const kept = admissionsOf(sql).get(coreId);
+  const final = new Set(kept?.final);
+  if (!kept)
+    for (const r of sql.exec<{ idx: number }>("SELECT idx FROM final_rcpt WHERE core_id = ?", coreId)) final.add(r.idx);
   return recipientsFrom(sql, coreId, 0).filter((r) => !final.has(r.idx));
 }
 
-/** Forgets the bookkeeping of a core message that was retried or finished. */
+/**
+ * Forgets the bookkeeping of a core message that was retried or finished. While its record is
+ * kept with the snapshot its retry and final recipients are in the record, never rows (rows are
+ * written only with the record's own row: admissions.ts), so no statement is run for it.
+ */
 export function forgetAttempt(sql: SqlStorage, coreId: string): void {
-  admissionsOf(sql).clearAttempt(coreId);
+  const kept = admissionsOf(sql);
+  if (kept.has(coreId)) return kept.clearAttempt(coreId);
   if (sql.exec("DELETE FROM retry_due WHERE core_id = ?", coreId).rowsWritten > 0) knownOf(sql).changed("retry_due");
   sql.exec("DELETE FROM final_rcpt WHERE core_id = ?", coreId);
 }
