@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 import { buildApiMessages, submitMessages } from "../test/e2e/postfix/relay-api";
 import { startSmtpSink, type SmtpSink } from "../test/e2e/postfix/harness";
 import { startDevServer, type DevServer } from "../scripts/lib/dev-server";
-import { cdp, type Profile } from "../scripts/lib/cdp";
+import { cdp, sampleMs, type Profile } from "../scripts/lib/cdp";
 
 const { values } = parseArgs({
   options: {
@@ -34,13 +34,15 @@ const { values } = parseArgs({
 });
 const N = Number(values.messages);
 const TOP = Number(values.top);
+/** The profiler's sampling interval, µs. */
+const SAMPLING_US = 500;
 
 /** Self time per function (ms), from the samples. */
 function selfTimes(p: Profile): { fn: string; url: string; line: number; selfMs: number }[] {
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const self = new Map<number, number>();
-  for (let i = 0; i < p.samples.length; i++)
-    self.set(p.samples[i]!, (self.get(p.samples[i]!) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
+  const weights = sampleMs(p, SAMPLING_US);
+  for (let i = 0; i < p.samples.length; i++) self.set(p.samples[i]!, (self.get(p.samples[i]!) ?? 0) + weights[i]!);
   const byFn = new Map<string, { fn: string; url: string; line: number; selfMs: number }>();
   for (const [id, ms] of self) {
     const f = byId.get(id)!.callFrame;
@@ -73,7 +75,7 @@ async function main(): Promise<void> {
     while (sink.messages() < base + 20) await new Promise((r) => setTimeout(r, 200));
     const session = await cdp(relay.inspector);
     await session.send("Profiler.enable");
-    await session.send("Profiler.setSamplingInterval", { interval: 500 });
+    await session.send("Profiler.setSamplingInterval", { interval: SAMPLING_US });
     await session.send("Profiler.start");
     const t0 = Date.now();
     await submitMessages(relay, buildApiMessages(N, "example.test", run));

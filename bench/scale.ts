@@ -54,6 +54,8 @@ const S = Number(values.shards);
 const OUTBOX_SHARDS = 8;
 const AGENTS_PER_DESTINATION = 5;
 const CEILING = { requests: 1000, cpu_ms: 1000 };
+/** The profiler's sampling interval, µs. */
+const SAMPLING_US = 500;
 const RATES = [1_000, 10_000, 100_000];
 const CLASSES = ["Outbox", "TransportQueue", "DestinationQueue", "DeliveryAgent"] as const;
 const run = promisify(execFile);
@@ -167,7 +169,7 @@ async function main(): Promise<number> {
     await api(server, "POST", "/relay/dev/meter/reset");
     const session = await cdp(server.inspector);
     await session.send("Profiler.enable");
-    await session.send("Profiler.setSamplingInterval", { interval: 500 });
+    await session.send("Profiler.setSamplingInterval", { interval: SAMPLING_US });
     await session.send("Profiler.start");
     const { pick, top } = zipf(D);
     let seed = 7;
@@ -185,7 +187,7 @@ async function main(): Promise<number> {
       "GET",
       "/relay/dev/meter",
     );
-    const cpu = cpuByClass(profile, await readFile(`${server.state}/bundle/index.js`, "utf8"));
+    const cpu = cpuByClass(profile, await readFile(`${server.state}/bundle/index.js`, "utf8"), SAMPLING_US);
     const per = (c: Counts) => Object.fromEntries(Object.entries(c).map(([k, v]) => [k, round(v / N, 3)]));
     const hottest = Object.fromEntries(
       CLASSES.map((c) => {

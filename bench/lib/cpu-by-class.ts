@@ -3,7 +3,9 @@
  * spent it: the Worker itself, each Durable Object class, or code several share.
  *
  * DESCRIPTION
- *   cpuByClass(profile, bundle)  ms of CPU per class. Every sample's frames are mapped to their
+ *   cpuByClass(profile, bundle, intervalUs)  ms of CPU per class, each sample counting for its
+ *                                delta, at most four sampling intervals (`intervalUs`: a longer
+ *                                one is a gap in the sampling; scripts/lib/cdp.ts sampleMs). Every sample's frames are mapped to their
  *                                source file through the bundle's module markers (esbuild writes
  *                                `// <path>` before each module of an unminified bundle); the
  *                                sample goes to the class of the first frame, from the bottom of
@@ -18,7 +20,7 @@
  *   The profiler slows the thread it samples: compare shares, not absolute figures, with
  *   production.
  */
-import type { Profile } from "../../scripts/lib/cdp";
+import { sampleMs, type Profile } from "../../scripts/lib/cdp";
 
 /** Files only one class runs. */
 const FILE_CLASSES: [RegExp, string][] = [
@@ -66,7 +68,7 @@ const classOf = (table: [RegExp, string][], file: string | null) =>
   file === null ? null : (table.find(([re]) => re.test(file))?.[1] ?? null);
 
 /** ms of CPU per class (see the header). */
-export function cpuByClass(profile: Profile, bundle: string): Record<string, number> {
+export function cpuByClass(profile: Profile, bundle: string, intervalUs: number): Record<string, number> {
   const mods = modulesOf(bundle);
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -95,9 +97,10 @@ export function cpuByClass(profile: Profile, bundle: string): Record<string, num
     return out;
   };
   const ms: Record<string, number> = {};
+  const weights = sampleMs(profile, intervalUs);
   profile.samples.forEach((id, i) => {
     const c = classOfNode(id);
-    if (c !== "idle") ms[c] = (ms[c] ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000;
+    if (c !== "idle") ms[c] = (ms[c] ?? 0) + weights[i]!;
   });
   return ms;
 }

@@ -15,14 +15,18 @@
  *       (the root-most frame is the function an event or a resumed promise entered); a stack with
  *       no such frame is "other" (libraries, shared modules called from the runtime), and the
  *       profiler's own entries are "(idle)", "(program)" and "(garbage collector)".
+ *   Each sample counts for its delta from the one before, at most four sampling intervals
+ *   (scripts/lib/cdp.ts sampleMs: a longer delta is a gap in the sampling, mostly idle time).
+ *   With MIX_PROFILE_DUMP=<file>, stop() also writes the raw profile there and the bundle it
+ *   refers to beside it (<file>.bundle.js), for reading by hand.
  *   classOfPath(path)  the class a source path belongs to, or null.
  *
  * INVARIANTS
  *   The profile slows the Worker: compare shares between classes, not with unprofiled runs.
  */
-import { readFile } from "node:fs/promises";
+import { copyFile, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { cdp, type Profile } from "../../scripts/lib/cdp";
+import { cdp, sampleMs, type Profile } from "../../scripts/lib/cdp";
 import type { DevServer } from "../../scripts/lib/dev-server";
 
 /** Sampled ms by class (see the header), and the functions with the most self time in each. */
@@ -31,6 +35,9 @@ export interface ClassProfile {
   byClass: Record<string, number>;
   top: Record<string, { fn: string; module: string; ms: number }[]>;
 }
+
+/** The profiler's sampling interval, µs. */
+const SAMPLING_US = 1000;
 
 const CLASSES: [RegExp, string][] = [
   [/^durable-objects\/outbox\//, "Outbox"],
@@ -66,6 +73,7 @@ function moduleLines(bundle: string): (line: number) => string {
 
 /** Charges each sample to a class (see the header). */
 function charge(p: Profile, pathOf: (line: number) => string): ClassProfile {
+  const weights = sampleMs(p, SAMPLING_US);
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
@@ -93,7 +101,7 @@ function charge(p: Profile, pathOf: (line: number) => string): ClassProfile {
   const out: ClassProfile = { sampledMs: 0, byClass: {}, top: {} };
   const self = new Map<string, Map<string, number>>();
   for (let i = 0; i < p.samples.length; i++) {
-    const ms = (p.timeDeltas[i] ?? 0) / 1000;
+    const ms = weights[i]!;
     const cls = classOf(p.samples[i]!);
     out.byClass[cls] = (out.byClass[cls] ?? 0) + ms;
     out.sampledMs += ms;
@@ -117,12 +125,17 @@ export async function startClassProfile(server: DevServer): Promise<{ stop: () =
   const pathOf = moduleLines(await readFile(join(server.state, "bundle", "index.js"), "utf8"));
   const session = await cdp(server.inspector);
   await session.send("Profiler.enable");
-  await session.send("Profiler.setSamplingInterval", { interval: 1000 });
+  await session.send("Profiler.setSamplingInterval", { interval: SAMPLING_US });
   await session.send("Profiler.start");
   return {
     stop: async () => {
       const { profile } = (await session.send("Profiler.stop")) as { profile: Profile };
       session.close();
+      const dump = process.env.MIX_PROFILE_DUMP;
+      if (dump) {
+        await writeFile(dump, JSON.stringify(profile));
+        await copyFile(join(server.state, "bundle", "index.js"), `${dump}.bundle.js`);
+      }
       return charge(profile, pathOf);
     },
   };
