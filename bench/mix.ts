@@ -25,8 +25,9 @@
  *   Then a metered pass: a fresh relay with the meter on gets --metered messages (1,000) of the
  *   sustained stream, for DO requests and objects per email and $ per million operations.
  *   --var NAME=value overrides a wrangler.toml [vars] value of the relay (printed with the figures);
- *   --profile takes a CPU profile of the relay's sustained phase and charges it to object classes
- *   (world/class-profile.ts): the profiler slows the relay, so its figures are not the run's.
+ *   --profile takes a CPU profile of the relay's sustained phase (MIX_PROFILE_PHASE=saturation: of
+ *   that phase) and charges it to object classes (world/class-profile.ts): the profiler slows the
+ *   relay, so its figures are not the run's.
  *   Everything is loopback; everything started is stopped.
  *
  * Output
@@ -138,7 +139,7 @@ async function measure(
     const arrivals = phase === "saturation" ? saturation : sustained(out[0]?.deliveriesPerS ?? 0);
     log(`  ${side.name}: ${phase}, ${arrivals.length} requests`);
     const profile =
-      values.profile && phase === "sustained" && "server" in side
+      values.profile && phase === (process.env.MIX_PROFILE_PHASE ?? "sustained") && "server" in side
         ? await startClassProfile(side.server as DevServer)
         : null;
     const r = await runPhase(side, ctx, arrivals, {
