@@ -159,7 +159,11 @@ export function summarise(def: CaseDef, m: Measured): CaseResult {
       r2_deletes: round(snap.r2_deletes / n),
       rows_written_by_statement: sorted(snap.rows_written_by_statement, n),
       rows_read_by_statement: sorted(snap.rows_read_by_statement, n),
-      do_sql_statements: round(Object.values(snap.runs_by_statement ?? {}).reduce((a, v) => a + v, 0) / n),
+      do_sql_statements: round(
+        Object.entries(snap.runs_by_statement ?? {})
+          .filter(([k]) => !k.startsWith("D1: "))
+          .reduce((a, [, v]) => a + v, 0) / n,
+      ),
       runs_by_statement: sorted(snap.runs_by_statement, n),
       whole_life_do_requests_by_method: sorted(life.do_requests_by_method, n),
       whole_life_rows_written_by_statement: sorted(life.rows_written_by_statement, n),
@@ -211,6 +215,10 @@ export function printCase(name: string, r: CaseResult, vars: Record<string, stri
   console.log(
     `  DO SQL statements run per message to delivery: ${b.do_sql_statements} (not billed; each costs the object's thread)`,
   );
+  // D1 runs one query at a time: its statements per message set where the database binds (docs/scale.md).
+  const d1 = Object.entries(b.runs_by_statement).filter(([k, v]) => k.startsWith("D1: ") && v >= 0.05);
+  console.log(`  D1 statements run per message to delivery: ${b.d1_statements}, the most run:`);
+  for (const [k, v] of d1.slice(0, 8)) console.log(`    ${String(v).padStart(8)}  ${k}`);
   if (r.per_recipient?.transport_do_requests !== undefined)
     console.log(`  Transport DO requests per recipient: ${r.per_recipient.transport_do_requests}`);
   const p = r.all_in;

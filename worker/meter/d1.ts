@@ -34,6 +34,7 @@ export function recordD1(meta: D1Meta | undefined, q = "?"): void {
   if (typeof meta?.size_after === "number") levels.d1_bytes = meta.size_after;
   if (quiet > 0) return;
   reg.d1_statements++;
+  add(reg.runs_by_statement, statementKey("D1", q), 1);
   reg.d1_rows_read += meta?.rows_read ?? 0;
   const w = meta?.rows_written ?? 0;
   reg.d1_rows_written += w;

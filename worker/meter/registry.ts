@@ -135,7 +135,7 @@ export interface MeterSnapshot {
   rows_written_by_statement: Counts;
   /** Rows read per statement, keyed as rows_written_by_statement. */
   rows_read_by_statement: Counts;
-  /** DO SQL executions per statement, keyed as rows_written_by_statement: not billed, but each costs the object's thread. */
+  /** SQL executions per statement, keyed as rows_written_by_statement (a DO class or "D1"): not billed of themselves, but each costs the object's (or the database's) thread. */
   runs_by_statement: Counts;
   /** Wall-clock ms each class's objects were active (billed as duration), closed intervals only. */
   do_active_ms_by_class: Counts;
