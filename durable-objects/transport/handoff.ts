@@ -44,7 +44,7 @@ import { settingsOf } from "../../worker/settings/settings";
 /** How long check() waits for an agent's answer, ms. */
 const CHECK_ANSWER_MS = 10_000;
 /** Destinations in the warm map before those without an idle connection are dropped from it. */
-const WARM_PRUNE_AT = 1024;
+export const WARM_PRUNE_AT = 1024;
 
 export class Handoff {
   private readonly handing = new Set<number>();
@@ -184,10 +184,13 @@ export class Handoff {
     const warm = (this.warm.get(held.dest) ?? []).filter((w) => this.now() - w.at < SESSION_IDLE_MS);
     warm.push({ name: held.name, at: this.now() });
     // A destination's list outlives its idle connections only until the map grows: then every
-    // list whose newest connection has closed goes (one per destination ever seen, otherwise).
+    // list whose newest connection has closed goes (one per destination ever seen, otherwise),
+    // and an empty one (assign took its last agent, whose session then left nothing idle).
     if (this.warm.size >= WARM_PRUNE_AT)
-      for (const [dest, list] of this.warm)
-        if (this.now() - list[list.length - 1]!.at >= SESSION_IDLE_MS) this.warm.delete(dest);
+      for (const [dest, list] of this.warm) {
+        const newest = list[list.length - 1];
+        if (newest === undefined || this.now() - newest.at >= SESSION_IDLE_MS) this.warm.delete(dest);
+      }
     this.warm.set(held.dest, warm.slice(-4 * AGENT_SESSIONS));
   }
 
@@ -206,6 +209,7 @@ export class Handoff {
       if (this.now() - w.at >= SESSION_IDLE_MS) break;
       if ((this.load.get(w.name) ?? 0) < AGENT_SESSIONS) {
         warm.splice(i, 1);
+        if (warm.length === 0) this.warm.delete(dest);
         return this.take(e, w.name, dest);
       }
     }

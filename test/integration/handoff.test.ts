@@ -5,7 +5,7 @@
 // the server (a 421 from a server at its session limit).
 import { describe, expect, it, vi } from "vitest";
 import fc from "fast-check";
-import { Handoff } from "../../durable-objects/transport/handoff";
+import { Handoff, WARM_PRUNE_AT } from "../../durable-objects/transport/handoff";
 import type { DispatchedEntry } from "../../durable-objects/transport/transport-types";
 import { AGENT_SESSIONS, agentName, agentPool } from "../../worker/model/delivery";
 
@@ -156,6 +156,31 @@ describe("Handoff.check: which entries leased for long no agent holds", () => {
       0,
     ); // to #0, which answers
     expect(await h.check([coreEntry(1), coreEntry(9, 10)])).toEqual({ lost: [1], held: [] }); // 9 may be at #1
+  });
+});
+
+describe("Handoff: the map of agents with an idle connection", () => {
+  // A destination whose one idle agent the hand-off took, and whose session then left nothing
+  // idle (refused, lost), kept an empty list; once the map held WARM_PRUNE_AT destinations, every
+  // release that left a connection idle read that list's newest entry and threw, and with it the
+  // Transport DO's reportAndTake (bench:mix: 4,268 "Cannot read properties of undefined (reading
+  // 'at')" in one run, each report failing once and retried seconds later).
+  it("a destination left with no idle agent does not break the releases that prune the map", async () => {
+    const { h, tick } = setup();
+    await h.send([entry(1)], 0);
+    h.release(1, true); // its connection waits idle
+    await h.send([entry(2)], 0); // takes that agent
+    h.release(2, false); // refused: nothing idle there now
+    let id = 10;
+    for (let d = 0; d <= WARM_PRUNE_AT; d++) {
+      const e = entry(id++, `[192.0.2.${d % 250}]:${1000 + d}`);
+      await h.send([e], 0);
+      tick(1);
+      expect(() => h.release(e.entryId, true)).not.toThrow();
+    }
+    // The destination gets an agent of its own slots again, as any destination with none idle.
+    await h.send([entry(id)], 0);
+    h.release(id, true);
   });
 });
 
