@@ -53,7 +53,8 @@ export class Handoff {
   private readonly load = new Map<string, number>();
   /**
    * Per destination, the agents that finished an entry lately, most recent last, with the time
-   * (ms): each likely holds an idle cached connection, which the next entry should take.
+   * (ms): each likely holds an idle cached connection, which the next entry should take. Never
+   * an empty list: assign drops the list whose last agent it takes (the prune reads the newest).
    */
   private readonly warm = new Map<string, { name: string; at: number }[]>();
 
@@ -184,13 +185,10 @@ export class Handoff {
     const warm = (this.warm.get(held.dest) ?? []).filter((w) => this.now() - w.at < SESSION_IDLE_MS);
     warm.push({ name: held.name, at: this.now() });
     // A destination's list outlives its idle connections only until the map grows: then every
-    // list whose newest connection has closed goes (one per destination ever seen, otherwise),
-    // and an empty one (assign took its last agent, whose session then left nothing idle).
+    // list whose newest connection has closed goes (one per destination ever seen, otherwise).
     if (this.warm.size >= WARM_PRUNE_AT)
-      for (const [dest, list] of this.warm) {
-        const newest = list[list.length - 1];
-        if (newest === undefined || this.now() - newest.at >= SESSION_IDLE_MS) this.warm.delete(dest);
-      }
+      for (const [dest, list] of this.warm)
+        if (this.now() - list[list.length - 1]!.at >= SESSION_IDLE_MS) this.warm.delete(dest);
     this.warm.set(held.dest, warm.slice(-4 * AGENT_SESSIONS));
   }
 
