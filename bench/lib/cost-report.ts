@@ -63,6 +63,8 @@ const perN = (c: Counts | undefined, n: number) =>
       .sort()
       .map(([k, v]) => [k, round(v / n)]),
   );
+/** A runs_by_statement key of a D1 statement (worker/meter/d1.ts statementKey's owner "D1"). */
+const isD1 = (key: string) => key.startsWith("D1: ");
 const sorted = (c: Counts | undefined, n: number) =>
   Object.fromEntries(
     Object.entries(c ?? {})
@@ -161,7 +163,7 @@ export function summarise(def: CaseDef, m: Measured): CaseResult {
       rows_read_by_statement: sorted(snap.rows_read_by_statement, n),
       do_sql_statements: round(
         Object.entries(snap.runs_by_statement ?? {})
-          .filter(([k]) => !k.startsWith("D1: "))
+          .filter(([k]) => !isD1(k))
           .reduce((a, [, v]) => a + v, 0) / n,
       ),
       runs_by_statement: sorted(snap.runs_by_statement, n),
@@ -216,7 +218,7 @@ export function printCase(name: string, r: CaseResult, vars: Record<string, stri
     `  DO SQL statements run per message to delivery: ${b.do_sql_statements} (not billed; each costs the object's thread)`,
   );
   // D1 runs one query at a time: its statements per message set where the database binds (docs/scale.md).
-  const d1 = Object.entries(b.runs_by_statement).filter(([k, v]) => k.startsWith("D1: ") && v >= 0.05);
+  const d1 = Object.entries(b.runs_by_statement).filter(([k, v]) => isD1(k) && v >= 0.05);
   console.log(`  D1 statements run per message to delivery: ${b.d1_statements}, the most run:`);
   for (const [k, v] of d1.slice(0, 8)) console.log(`    ${String(v).padStart(8)}  ${k}`);
   if (r.per_recipient?.transport_do_requests !== undefined)
