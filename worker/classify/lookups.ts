@@ -9,11 +9,13 @@
  *                        D1 is single-threaded; one query per message was the consumer's
  *                        largest cost.
  *   AcceptLookups(db)    BatchLookups for the accepting worker: routing is read at most once per
- *                        ROUTING_TTL_MS per isolate and shared by its requests (a route changed
+ *                        ROUTING_TTL_MS per isolate and shared by its requests, never a read under
+ *                        way of another request (lib/shared-cache.ts; a route changed
  *                        in D1 applies to mail accepted from then on); suppressions are read per
  *                        request, never cached.
  */
 import { loadRouting, suppressedAmong, type Routing } from "../db/routing";
+import { SharedCache } from "../lib/shared-cache";
 
 /** The classify stage's reads. */
 export interface Lookups {
@@ -85,21 +87,19 @@ export class BatchLookups implements Lookups {
 /** How long the accepting worker's isolate reuses the routing it read (ms). */
 export const ROUTING_TTL_MS = 5000;
 
-/** Routing as last read by this isolate's accepting requests. */
-let shared: { at: number; routing: Promise<Routing> } | null = null;
+/** Routing as last read by this isolate's accepting requests: the value shared, a read under way only by its request's look-ups (lib/shared-cache.ts). */
+const lastRouting = new SharedCache<Routing>(1);
 
 /** BatchLookups whose routing is shared by the isolate's requests for ROUTING_TTL_MS (see the header). */
 export class AcceptLookups extends BatchLookups {
   override routing(): Promise<Routing> {
     const now = this.nowMs();
-    if (shared === null || now - shared.at >= ROUTING_TTL_MS || now < shared.at) {
-      const routing = loadRouting(this.db);
-      const mine = { at: now, routing };
-      shared = mine;
-      routing.catch(() => {
-        if (shared === mine) shared = null;
-      }); // a failed read is not kept
-    }
-    return shared.routing;
+    return lastRouting.lookup(
+      "",
+      this,
+      () => loadRouting(this.db),
+      now,
+      () => now + ROUTING_TTL_MS,
+    );
   }
 }

@@ -6,7 +6,7 @@
  *                                and logged, never used).
  *   putProviderRule(db, rule, nowMs)  insert or replace.
  *   deleteProviderRule(db, name) false when there was none.
- *   providerRulesOf(env)         the rules as the delivery stage reads them: once per
+ *   providerRulesOf(env, owner?) the rules as the delivery stage reads them: once per
  *                                PROVIDER_RULES_TTL_MS per isolate (a change applies to
  *                                deliveries from then on); the last rules read (or none) when D1
  *                                cannot answer, so delivery never waits on it. The accept path's
@@ -14,6 +14,7 @@
  *   forgetProviderRules()        drops this isolate's copy (tests, and after an edit here).
  */
 import { parseProviderRule, type ProviderRule } from "../net/core/providers";
+import { SharedCache } from "../lib/shared-cache";
 
 /** How long an isolate reuses the rules it read (ms). */
 export const PROVIDER_RULES_TTL_MS = 30_000;
@@ -50,30 +51,32 @@ export async function deleteProviderRule(db: D1Database, name: string): Promise<
   return (await db.prepare("DELETE FROM provider_rules WHERE name = ?").bind(name).run()).meta.changes > 0;
 }
 
-let cached: { at: number; rules: Promise<ProviderRule[]> } | null = null;
+/** This isolate's copy of the rules: the value shared, a read under way only by its owner's callers (lib/shared-cache.ts). */
+const copy = new SharedCache<ProviderRule[]>(1);
 let lastGood: ProviderRule[] = [];
 
 /** Drops this isolate's copy of the rules (see the header). */
 export function forgetProviderRules(): void {
-  cached = null;
+  copy.clear();
 }
 
-/** The rules for delivery (see the header). */
-export async function providerRulesOf(env: Pick<Env, "DB">, nowMs = Date.now()): Promise<ProviderRule[]> {
-  if (cached === null || nowMs - cached.at >= PROVIDER_RULES_TTL_MS || nowMs < cached.at) {
-    const rules = listProviderRules(env.DB)
-      .then((r) => (lastGood = r))
-      .catch((e: unknown) => {
-        console.error(
-          JSON.stringify({
-            error: "provider rules unreadable; the last ones read apply",
-            detail: e instanceof Error ? e.message : String(e),
-          }),
-        );
-        cached = null;
-        return lastGood;
-      });
-    cached = { at: nowMs, rules };
-  }
-  return cached.rules;
+/** The rules for delivery (see the header); `owner` shares its read under way (a new one by default). */
+export function providerRulesOf(env: Pick<Env, "DB">, owner: object = {}, nowMs = Date.now()): Promise<ProviderRule[]> {
+  return copy
+    .lookup(
+      "",
+      owner,
+      () => listProviderRules(env.DB).then((r) => (lastGood = r)),
+      nowMs,
+      () => nowMs + PROVIDER_RULES_TTL_MS,
+    )
+    .catch((e: unknown) => {
+      console.error(
+        JSON.stringify({
+          error: "provider rules unreadable; the last ones read apply",
+          detail: e instanceof Error ? e.message : String(e),
+        }),
+      );
+      return lastGood;
+    });
 }

@@ -174,7 +174,7 @@ export class AgentWork {
       step("mx lookup");
       const resolution = await lookupFor(job.nexthop, () => this.mxContext());
       step("provider rules");
-      const { provider, site } = await providerAndSite(this.env, resolution);
+      const { provider, site } = await providerAndSite(this.env, resolution, this);
       step("envelope");
       const known = new Map([[job.messageId, await envelope]]);
       step("session");
@@ -279,7 +279,7 @@ export class AgentWork {
 
   private mxContext(): MxContext {
     if (this.mx && Date.now() - this.mx.at < MX_TTL_MS) return this.mx;
-    const settings = mxSettingsOf(this.env);
+    const settings = mxSettingsOf(this.env, this);
     this.mx = { settings, lookup: createMxLookup(settings), at: Date.now() };
     return this.mx;
   }

@@ -94,15 +94,17 @@ async function liveItems(env: Env, items: Item[]): Promise<Item[]> {
 /**
  * The provider rule (worker/net/core/providers.ts) a resolved destination's MX hosts match, or
  * null; and the site its Destination DO is named after with DESTINATION_GROUPING = "site" (the
- * provider's, else the MX site), null otherwise.
+ * provider's, else the MX site), null otherwise. `stage` (the delivery agent, the invocation) shares
+ * its read of the rules under way.
  */
 export async function providerAndSite(
   env: Env,
   resolution: MxResolution | null,
+  stage: object,
 ): Promise<{ provider: ProviderMatch | null; site: string | null }> {
   if (resolution?.kind !== "hosts") return { provider: null, site: null };
   const provider = matchProvider(
-    await providerRulesOf(env),
+    await providerRulesOf(env, stage),
     resolution.hosts.map((h) => h.host),
   );
   return { provider, site: settingsOf(env).siteGrouping ? (provider?.rule.name ?? resolution.site) : null };
@@ -122,7 +124,7 @@ export interface StageExtras {
 /** The MTA-STS and TLS-RPT context of an MX delivery (null without a stage to count in). */
 async function stsContext(env: Env, domain: string, extras?: StageExtras) {
   if (!extras) return undefined;
-  const info = await stsInfo(env, domain, extras.background).catch((e: unknown) => {
+  const info = await stsInfo(env, domain, extras, extras.background).catch((e: unknown) => {
     console.error(
       JSON.stringify({
         error: "MTA-STS lookup failed; delivering without a policy",
@@ -192,7 +194,7 @@ async function deliverGroup(
   let site: string | null = null;
   try {
     const resolution = await lookupFor(items[0]!.job.nexthop, mx);
-    const found = await providerAndSite(env, resolution);
+    const found = await providerAndSite(env, resolution, extras);
     site = found.site;
     items = await liveItems(env, items);
     if (items.length === 0) return [];

@@ -7,9 +7,10 @@
  *
  * DESCRIPTION
  *   mxCache                      the isolate's cache (MAX_ENTRIES answers at most).
- *   mxCache.lookup(key, resolve, nowMs)  the cached answer for `key` while it has not expired, else
- *                                `resolve()`'s, cached: concurrent look-ups of one key share one
- *                                query (its promise is cached while it runs).
+ *   mxCache.lookup(key, owner, resolve, nowMs)  the cached answer for `key` while it has not
+ *                                expired, else `resolve()`'s, cached: concurrent look-ups of one
+ *                                key by one owner (a delivery stage) share one query; another
+ *                                owner's look-up under way is not shared (lib/shared-cache.ts).
  *   mxCache.stats()              what the cache costs and saves: entries held, an estimate of their
  *                                bytes, hits, misses (DNS look-ups made), evictions.
  *   mxCache.clear()              empties it (tests).
@@ -20,79 +21,31 @@
  *   (an isolate's, so each isolate in production asks DNS once per domain and TTL).
  */
 import type { MxResolution } from "../net/core/mx";
+import { SharedCache, type SharedCacheStats } from "../lib/shared-cache";
 
 /** Answers held at most (a few hundred bytes each). */
 const MAX_ENTRIES = 10_000;
 
-interface Entry {
-  /** Until when it may be used, ms (+Infinity while its look-up runs). */
-  expiresAt: number;
-  value: Promise<MxResolution>;
-  bytes: number;
-}
-
 /** What the cache holds and did (see the header). */
-export interface MxCacheStats {
-  entries: number;
-  bytes: number;
-  hits: number;
-  misses: number;
-  evictions: number;
-}
+export type MxCacheStats = SharedCacheStats;
 
 export class MxCache {
-  private readonly entries = new Map<string, Entry>();
-  private counts = { hits: 0, misses: 0, evictions: 0, bytes: 0 };
+  private readonly cache: SharedCache<MxResolution>;
 
-  constructor(private readonly max = MAX_ENTRIES) {}
+  constructor(max = MAX_ENTRIES) {
+    this.cache = new SharedCache(max, (key, r) => 2 * (key.length + JSON.stringify(r).length));
+  }
 
-  lookup(key: string, resolve: () => Promise<MxResolution>, nowMs: number): Promise<MxResolution> {
-    const hit = this.entries.get(key);
-    if (hit && hit.expiresAt > nowMs) {
-      this.counts.hits++;
-      return hit.value;
-    }
-    if (hit) this.drop(key, hit);
-    this.counts.misses++;
-    if (this.entries.size >= this.max) {
-      const [oldest, e] = this.entries.entries().next().value as [string, Entry];
-      this.drop(oldest, e);
-      this.counts.evictions++;
-    }
-    const entry: Entry = { expiresAt: Number.POSITIVE_INFINITY, value: resolve(), bytes: 0 };
-    this.entries.set(key, entry);
-    entry.value.then(
-      (r) => {
-        if (this.entries.get(key) !== entry) return;
-        entry.expiresAt = r.expiresAtMs;
-        entry.bytes = 2 * (key.length + JSON.stringify(r).length);
-        this.counts.bytes += entry.bytes;
-      },
-      () => {
-        if (this.entries.get(key) === entry) this.entries.delete(key);
-      },
-    );
-    return entry.value;
+  lookup(key: string, owner: object, resolve: () => Promise<MxResolution>, nowMs: number): Promise<MxResolution> {
+    return this.cache.lookup(key, owner, resolve, nowMs, (r) => r.expiresAtMs);
   }
 
   stats(): MxCacheStats {
-    return {
-      entries: this.entries.size,
-      bytes: this.counts.bytes,
-      hits: this.counts.hits,
-      misses: this.counts.misses,
-      evictions: this.counts.evictions,
-    };
+    return this.cache.stats();
   }
 
   clear(): void {
-    this.entries.clear();
-    this.counts = { hits: 0, misses: 0, evictions: 0, bytes: 0 };
-  }
-
-  private drop(key: string, e: Entry): void {
-    this.entries.delete(key);
-    this.counts.bytes -= e.bytes;
+    this.cache.clear();
   }
 }
 

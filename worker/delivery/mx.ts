@@ -8,8 +8,10 @@
  *   egressPathOf(value, secrets)   EGRESS "direct" (or empty) | "socks5://host:port" → the
  *                                  EgressPath for createEgressConnect (credentials from the
  *                                  secrets EGRESS_USERNAME / EGRESS_PASSWORD); throws otherwise.
- *   mxSettingsOf(env)              resolver URL (DOH_RESOLVER_URL), port (MX_PORT, default 25)
- *                                  and socket factory (EGRESS) of the mx kind.
+ *   mxSettingsOf(env, owner?)      resolver URL (DOH_RESOLVER_URL), port (MX_PORT, default 25)
+ *                                  and socket factory (EGRESS) of the mx kind; `owner` (the
+ *                                  delivery stage) shares its DNS look-ups under way, never
+ *                                  another's (lib/shared-cache.ts).
  *   createMxLookup(settings)       resolveMx through the isolate's cache (mx-cache.ts): an answer
  *                                  is reused until its DNS TTL runs out, across invocations.
  *   egressIdOf(env)                the egress's id for pickup policies and warm-up plans.
@@ -42,6 +44,7 @@ import { DEFAULT_DOH_URL, resolveAddress, resolveMx } from "../net/mx";
 import type { MxResolution } from "../net/core/mx";
 import type { MxHost } from "../net/core/mx-hosts";
 import { mxCache } from "./mx-cache";
+import { SharedCache } from "../lib/shared-cache";
 import { createSessionConfig, type SessionConfig } from "../smtp/core/config";
 import type { TransactionResult } from "../smtp/core/types";
 import type { ConnectSocket } from "../smtp/socket";
@@ -64,6 +67,8 @@ export interface MxSettings {
   connect: ConnectSocket;
   /** The egress the connections leave by, when it is not the deployment's one (an egress pool's member): part of the connection cache's key. */
   egress?: string;
+  /** Whose look-ups under way its own callers share (a delivery agent; lib/shared-cache.ts). */
+  owner: object;
 }
 
 /** Resolves a domain's mail hosts (cached by the answer's TTL, mx-cache.ts). */
@@ -91,20 +96,21 @@ export function egressIdOf(env: Pick<Env, "EGRESS">): string {
   return path.kind === "direct" ? "direct" : `${path.hostname}:${path.port}`;
 }
 
-/** The mx kind's settings from the environment. */
-export function mxSettingsOf(env: Env): MxSettings {
+/** The mx kind's settings from the environment; `owner` shares its look-ups under way (a new one by default). */
+export function mxSettingsOf(env: Env, owner: object = {}): MxSettings {
   const settings = settingsOf(env);
   const port = settings.mxPort;
   if (port === null) throw new Error(`MX_PORT must be a TCP port, not ${JSON.stringify(env.MX_PORT)}`);
   const connect = createEgressConnect(egressPathOf(settings.egress, env as unknown as EgressSecrets));
-  return { resolverUrl: settings.dohResolverUrl, port, connect };
+  return { resolverUrl: settings.dohResolverUrl, port, connect, owner };
 }
 
 /** A lookup function answering from the isolate's cache while the answer's TTL lasts. */
-export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLookup {
+export function createMxLookup(settings: Pick<MxSettings, "resolverUrl" | "owner">): MxLookup {
   return (domain) =>
     mxCache.lookup(
       `${settings.resolverUrl} ${domain.toLowerCase()}`,
+      settings.owner,
       () => resolveMx(domain, { resolverUrl: settings.resolverUrl }),
       Date.now(),
     );
@@ -112,18 +118,20 @@ export function createMxLookup(settings: Pick<MxSettings, "resolverUrl">): MxLoo
 
 /** How long an MX host's address is reused (ms). */
 const ADDRESS_TTL_MS = 300_000;
-const addresses = new Map<string, { at: number; ip: Promise<string | null> }>();
+/** MX hosts' addresses (null: unknown), per isolate. */
+const addresses = new SharedCache<string | null>();
 
 /** An MX host's IPv4 address (resolveAddress), cached per isolate for ADDRESS_TTL_MS; null when unknown. */
-function addressOf(resolverUrl: string | undefined, host: string): Promise<string | null> {
-  const key = `${resolverUrl ?? ""} ${host.toLowerCase()}`;
+function addressOf(settings: Pick<MxSettings, "resolverUrl" | "owner">, host: string): Promise<string | null> {
+  const { resolverUrl } = settings;
   const now = Date.now();
-  const hit = addresses.get(key);
-  if (hit && now - hit.at < ADDRESS_TTL_MS) return hit.ip;
-  if (addresses.size > 10_000) addresses.clear();
-  const ip = resolveAddress(host, { ...(resolverUrl ? { resolverUrl } : {}) }).catch(() => null);
-  addresses.set(key, { at: now, ip });
-  return ip;
+  return addresses.lookup(
+    `${resolverUrl ?? ""} ${host.toLowerCase()}`,
+    settings.owner,
+    () => resolveAddress(host, { ...(resolverUrl ? { resolverUrl } : {}) }).catch(() => null),
+    now,
+    () => now + ADDRESS_TTL_MS,
+  );
 }
 
 /** Session settings for one MX host: no AUTH, opportunistic STARTTLS (required when a provider rule says so). */
@@ -216,7 +224,7 @@ export async function runMxSessions(
     };
     // Connected by its address when the resolver gives one, so the report can name it (remoteip);
     // TLS is still verified against the host name.
-    const ip = await addressOf(settings.resolverUrl, host);
+    const ip = await addressOf(settings, host);
     const sent = await runSession(env, { host: ip ?? host, port: settings.port }, prepared, options);
     let parts = ip ? sent.map((p) => ({ ...p, remoteip: ip })) : sent;
     if (info?.rua || plan.mode !== "none") {

@@ -6,9 +6,10 @@
  * DESCRIPTION
  *   egressPoolsOf(env)        the parsed EGRESS_POOLS (null: none), once per env; a malformed value
  *                             is logged and ignored (mail leaves by EGRESS as before).
- *   healthOf(env, nowMs)      every egress's health (D1 `egress_health`), read at most once per
- *                             HEALTH_TTL_MS per isolate: a delivery in the happy path reads nothing
- *                             more and writes nothing.
+ *   healthOf(env, nowMs, owner?)  every egress's health (D1 `egress_health`), read at most once
+ *                             per HEALTH_TTL_MS per isolate (a read under way shared by `owner`'s
+ *                             callers only): a delivery in the happy path reads nothing more and
+ *                             writes nothing.
  *   recordHealth(env, seen)   what deliveries saw of egresses (failure or success) folded into
  *                             their health by core/health.ts; a row is written only when a failure
  *                             was seen or an egress on probation succeeded, and each suspension,
@@ -22,6 +23,7 @@
 import { parseEgressPools, type EgressPools } from "./core/pools";
 import { HEALTHY, observe, type EgressHealth } from "./core/health";
 import { settingsOf } from "../settings/settings";
+import { SharedCache } from "../lib/shared-cache";
 
 /** How long an isolate reuses the health it read, ms. */
 export const HEALTH_TTL_MS = 1_000;
@@ -38,7 +40,8 @@ export function egressPoolsOf(env: Env): EgressPools | null {
   return pools;
 }
 
-let cached: { at: number; health: Promise<Map<string, EgressHealth>> } | null = null;
+/** The health last read: the value shared, a read under way only by its owner's callers (lib/shared-cache.ts). */
+const lastRead = new SharedCache<Map<string, EgressHealth>>(1);
 
 async function readHealth(env: Env): Promise<Map<string, EgressHealth>> {
   const { results } = await env.DB.prepare("SELECT egress, health FROM egress_health").all<{
@@ -49,21 +52,24 @@ async function readHealth(env: Env): Promise<Map<string, EgressHealth>> {
 }
 
 /** See the header. */
-export function healthOf(env: Env, nowMs = Date.now()): Promise<Map<string, EgressHealth>> {
-  if (!cached || nowMs - cached.at >= HEALTH_TTL_MS || nowMs < cached.at) {
-    const health = readHealth(env).catch((e: unknown) => {
+export function healthOf(env: Env, nowMs = Date.now(), owner: object = {}): Promise<Map<string, EgressHealth>> {
+  return lastRead
+    .lookup(
+      "",
+      owner,
+      () => readHealth(env),
+      nowMs,
+      () => nowMs + HEALTH_TTL_MS,
+    )
+    .catch((e: unknown) => {
       console.error(
         JSON.stringify({
           error: "egress health unreadable; every egress is taken as healthy",
           detail: e instanceof Error ? e.message : String(e),
         }),
       );
-      cached = null;
       return new Map<string, EgressHealth>();
     });
-    cached = { at: nowMs, health };
-  }
-  return cached.health;
 }
 
 /** What one delivery saw of an egress. */
@@ -117,7 +123,7 @@ export async function recordHealth(env: Env, seen: Seen[], nowMs = Date.now()): 
     }
   }
   await env.DB.batch(stmts);
-  cached = { at: nowMs, health: Promise.resolve(fresh) };
+  lastRead.set("", fresh, nowMs + HEALTH_TTL_MS);
 }
 
 /** See the header. */

@@ -3,8 +3,10 @@
  * discovery serves every delivery agent and consumer.
  *
  * DESCRIPTION
- *   stsInfo(env, domain, background)  the domain's cache entry (core/mta-sts.ts StsCacheEntry)
- *       and its TLS-RPT rua (null: no record). Looked up in this isolate's memory (MEMORY_TTL_MS),
+ *   stsInfo(env, domain, owner, background)  the domain's cache entry (core/mta-sts.ts
+ *       StsCacheEntry) and its TLS-RPT rua (null: no record). Looked up in this isolate's memory
+ *       (MEMORY_TTL_MS; a discovery under way is shared by `owner`'s callers only, the delivery
+ *       stage's, lib/shared-cache.ts),
  *       else in D1 `mta_sts_policies` (one row read), else discovered now: the TXT records
  *       `_mta-sts.<domain>` and `_smtp._tls.<domain>` in parallel, and the policy fetched
  *       (https.ts) when the record's id is not the cached policy's; the entry is written back to
@@ -38,6 +40,7 @@ import {
 import { parseTlsRptRecord, type TlsResultType } from "./core/tlsrpt";
 import { fetchStsPolicy } from "./https";
 import { settingsOf } from "../settings/settings";
+import { SharedCache } from "../lib/shared-cache";
 
 /** How long this isolate reuses an entry it read, ms. */
 export const MEMORY_TTL_MS = 60_000;
@@ -52,7 +55,14 @@ export interface StsInfo {
   fetchError?: TlsResultType | null;
 }
 
-const memory = new Map<string, { at: number; info: Promise<StsInfo>; memoryOnly?: boolean }>();
+/** What this isolate remembers, by policy domain (lib/shared-cache.ts: values shared, look-ups under way not). */
+const memory = new SharedCache<StsInfo>();
+
+/** Until when this isolate reuses `info`, read at `nowMs` (see the header). */
+function keptUntil(info: StsInfo, nowMs: number): number {
+  const expires = info.entry.expiresAt * 1000;
+  return memoryOnly(info) ? expires : Math.min(nowMs + MEMORY_TTL_MS, expires);
+}
 
 /** Forgets what this isolate remembers (tests). */
 export function clearStsMemory(): void {
@@ -152,7 +162,7 @@ async function load(
     if (next === "use-and-refresh") {
       background(
         discover(env, domain, stored, nowSec)
-          .then((info) => memory.set(domain, { at: Date.now(), info: Promise.resolve(info) }))
+          .then((info) => memory.set(domain, info, keptUntil(info, Date.now())))
           .catch(() => undefined),
       );
     }
@@ -167,24 +177,19 @@ function memoryOnly(info: StsInfo): boolean {
 }
 
 /** See the header. */
-export async function stsInfo(env: Env, domain: string, background: (p: Promise<unknown>) => void): Promise<StsInfo> {
+export function stsInfo(
+  env: Env,
+  domain: string,
+  owner: object,
+  background: (p: Promise<unknown>) => void,
+): Promise<StsInfo> {
   const key = domain.toLowerCase().replace(/\.$/, "");
   const now = Date.now();
-  const hit = memory.get(key);
-  if (hit && (now - hit.at < MEMORY_TTL_MS || hit.memoryOnly)) {
-    const info = await hit.info;
-    if (Math.floor(now / 1000) < info.entry.expiresAt) return info;
-  }
-  const info = load(env, key, Math.floor(now / 1000), background);
-  if (memory.size > 10_000) memory.clear();
-  const held: { at: number; info: Promise<StsInfo>; memoryOnly?: boolean } = { at: now, info };
-  memory.set(key, held);
-  info.then(
-    (i) => {
-      // Not in D1 (discover wrote no row): the memory is the only cache, for the entry's lifetime.
-      held.memoryOnly = memoryOnly(i);
-    },
-    () => memory.delete(key),
+  return memory.lookup(
+    key,
+    owner,
+    () => load(env, key, Math.floor(now / 1000), background),
+    now,
+    (info) => keptUntil(info, now),
   );
-  return info;
 }

@@ -136,17 +136,18 @@ describe("MTA-STS cache", () => {
     await publishTxt("_mta-sts.plain-sts.test", []);
     await publishTxt("_smtp._tls.plain-sts.test", []);
     const bg = (p: Promise<unknown>) => void p.catch(() => undefined);
-    const info = await stsInfo(env, "plain-sts.test", bg);
+    const stage = {}; // the delivery stage whose discoveries under way its callers share
+    const info = await stsInfo(env, "plain-sts.test", stage, bg);
     expect(info.entry.policy).toBeNull();
     expect(info.rua).toBeNull();
     expect(await row("plain-sts.test")).toBeNull();
     const asked = (await queries())["_mta-sts.plain-sts.test/TXT"];
-    await stsInfo(env, "plain-sts.test", bg);
+    await stsInfo(env, "plain-sts.test", stage, bg);
     expect((await queries())["_mta-sts.plain-sts.test/TXT"]).toBe(asked);
     // A TLS-RPT address is worth a row (the daily report reads it), also without a policy.
     await publishTxt("_mta-sts.rpt-only.test", []);
     await publishTxt("_smtp._tls.rpt-only.test", ["v=TLSRPTv1; rua=mailto:tlsrpt@rpt-only.test"]);
-    expect((await stsInfo(env, "rpt-only.test", bg)).rua).toEqual(["mailto:tlsrpt@rpt-only.test"]);
+    expect((await stsInfo(env, "rpt-only.test", stage, bg)).rua).toEqual(["mailto:tlsrpt@rpt-only.test"]);
     expect(await row("rpt-only.test")).toEqual({ rua: JSON.stringify(["mailto:tlsrpt@rpt-only.test"]) });
   });
 });
