@@ -17,7 +17,8 @@
  *     deferredPct   deferrals over attempts, as the server sees them: a deferral is a 451 to a
  *                   RCPT, a 421 greeting, or a connection reset or never greeted; an attempt is
  *                   that or a final reply to a RCPT (250 or 550);
- *     cpuMs         the side's processes' CPU from the first arrival to the end of the settle time.
+ *     cpuMs         the side's processes' CPU from the first arrival to the end of the settle time;
+ *     slowest       the three slowest well-behaved recipients (printed: where a maximum comes from).
  *   deliverable(world, address)  whether the sink will ever take the recipient (not a down or
  *                   silent domain, not an unknown user of a strict one).
  *   quantile(sorted, q)  nearest-rank quantile.
@@ -50,6 +51,8 @@ export interface PhaseResult {
   missing: number;
   /** Up to ten of the missing recipients, with their domain's kind. */
   missingSample: string[];
+  /** The three slowest well-behaved recipients: address, seconds from arrival to delivery, and the arrival's offset in the phase. */
+  slowest: string[];
   duplicates: number;
   deliveriesPerS: number;
   goodRecipients: number;
@@ -198,6 +201,7 @@ export async function runPhase(
   const deliveries = sink.deliveries();
   let lastGood = t0;
   const lat: number[] = [];
+  const byLatency: [string, number][] = [];
   let goodN = 0;
   for (const a of expected) {
     if (!good(world, a)) continue;
@@ -205,6 +209,7 @@ export async function runPhase(
     const times = deliveries.get(a);
     if (!times) continue;
     lat.push(times[0]! - played.at.get(a)!);
+    byLatency.push([a, times[0]! - played.at.get(a)!]);
     lastGood = Math.max(lastGood, times[0]!);
   }
   lat.sort((a, b) => a - b);
@@ -245,6 +250,12 @@ export async function runPhase(
       .filter((a) => !deliveries.has(a))
       .slice(0, 10)
       .map((a) => `${a} (${domainByName(world, a.slice(a.indexOf("@") + 1))?.kind ?? "?"})`),
+    slowest: byLatency
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, 3)
+      .map(
+        ([a, ms]) => `${a} ${(ms / 1000).toFixed(3)} s (arrived +${((played.at.get(a)! - t0) / 1000).toFixed(1)} s)`,
+      ),
     deliveriesPerS: lastGood > t0 ? (inSpan * 1000) / (lastGood - t0) : 0,
     goodRecipients: goodN,
     latencyMs: { p50: quantile(lat, 0.5), p90: quantile(lat, 0.9), p99: quantile(lat, 0.99), max: lat.at(-1) ?? 0 },

@@ -67,6 +67,7 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
       .map(([k, v]) => `${k} ${r1(v / 1000)}`);
     console.log(`  CPU s by process, ${r.side} ${r.phase}: ${top.join(", ")}`);
   }
+  for (const r of results) console.log(`  slowest well-behaved, ${r.side} ${r.phase}: ${r.slowest.join("; ")}`);
   for (const r of results) {
     if (!r.classes) continue;
     const total = r.classes.sampledMs;
