@@ -37,7 +37,8 @@
  *   rows_left_after_retention: rows of message tables each server still holds after its last case's purge.
  *   --var overrides a wrangler.toml [vars] value for the whole run, printed with the figures.
  *   --budget: exits 1 when a figure of a case named in bench/cost-budget.json exceeds it, or when
- *   retention left any row. CI runs `--cases 1rcpt,trickle --messages 200 --trickle 3 --budget`.
+ *   retention left any row. CI runs `--cases 1rcpt,trickle --messages 200 --trickle 3
+ *   --retention-s 20 --budget` (one server for both cases).
  *
  * OUTPUT
  *   Tables per case; with --json the last line is one JSON object:
