@@ -7,7 +7,6 @@
  *   new SharedCache<V>(max, sizeOf?)   at most `max` keys; when full, the oldest goes. sizeOf
  *                             estimates an entry's bytes, for stats().
  *   cache.fresh(key, nowMs)   the value while it is fresh, else undefined.
- *   cache.stale(key)          the last value kept, fresh or not (undefined: none).
  *   cache.lookup(key, owner, load, nowMs, untilOf)
  *       the fresh value; else the look-up of `key` that `owner` has under way; else a new one,
  *       load(), which only this owner's callers await. When it resolves, its value is kept for
@@ -15,7 +14,7 @@
  *   cache.set(key, value, untilMs)   keeps a value found another way (a background refresh).
  *   cache.stats()             entries, bytes (by sizeOf), hits (a fresh value or a look-up joined),
  *                             misses (look-ups made), evictions.
- *   cache.delete(key), cache.clear(), cache.size
+ *   cache.clear()             forgets every value and count (tests).
  *
  * INVARIANTS
  *   A promise made for one owner is never handed to another. In workerd, an object or request
@@ -54,17 +53,9 @@ export class SharedCache<V> {
     private readonly sizeOf: (key: string, value: V) => number = () => 0,
   ) {}
 
-  get size(): number {
-    return this.values.size;
-  }
-
   fresh(key: string, nowMs: number): V | undefined {
     const k = this.values.get(key);
     return k !== undefined && k.until > nowMs ? k.value : undefined;
-  }
-
-  stale(key: string): V | undefined {
-    return this.values.get(key)?.value;
   }
 
   lookup(key: string, owner: object, load: () => Promise<V>, nowMs: number, untilOf: (v: V) => number): Promise<V> {
@@ -107,7 +98,7 @@ export class SharedCache<V> {
     this.values.set(key, { value, until: untilMs, bytes });
   }
 
-  delete(key: string): void {
+  private delete(key: string): void {
     const k = this.values.get(key);
     if (k === undefined) return;
     this.values.delete(key);
