@@ -21,10 +21,8 @@
  *   that awaits a promise another one's I/O settles runs its continuation in the other's I/O
  *   context: its own socket then fails with "Cannot perform I/O on behalf of a different Durable
  *   Object", and it waits forever ("Promise will never complete") when that context ends first.
- *   Both errors appeared in the dev log of every full bench:mix (3 to 8 a run) while the MX,
- *   address and MTA-STS caches handed their look-ups under way to every delivery agent. A value
- *   is plain data and is shared freely. Owners are held weakly: a finished request's look-ups go
- *   with it.
+ *   (docs/delivery.md tells what that did to the delivery agents.) A value is plain data and is
+ *   shared freely. Owners are held weakly: a finished request's look-ups go with it.
  */
 
 interface Kept<V> {
