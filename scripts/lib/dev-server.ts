@@ -54,6 +54,7 @@ import { promisify } from "node:util";
 import type { KeyRole } from "../../worker/db/admin";
 import { stopNetworkCapture } from "./cdp";
 import { createKey, WRANGLER_ENV } from "./keys";
+import { migratedState } from "./migrated-state";
 
 const run = promisify(execFile);
 
@@ -214,9 +215,7 @@ export async function startDevServer(opts: {
 }): Promise<DevServer> {
   const vars = { METER: opts.meter ? "on" : "off", ...opts.vars };
   const state = await mkdtemp(join(tmpdir(), "cohort-dev-"));
-  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
-    env: WRANGLER_ENV,
-  });
+  await migratedState(state);
   const key = await createKey({ tenant: opts.tenant, name: "dev-server", persistTo: state, role: opts.role });
   const config = opts.frozen
     ? [

@@ -23,6 +23,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { freePort, waitHealthy, wranglerDevArgs } from "../../scripts/lib/dev-server";
 import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
+import { migratedState } from "../../scripts/lib/migrated-state";
 import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
 
 const run = promisify(execFile);
@@ -100,10 +101,7 @@ export async function startRelay(vars: Record<string, string> = {}): Promise<Rel
     await rm(state, { recursive: true, force: true });
   };
   try {
-    await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
-      env: WRANGLER_ENV,
-      cwd: ROOT,
-    });
+    await migratedState(state, ROOT);
     const operatorKey = await createKey({ tenant: "ops", name: "operator", persistTo: state, role: "operator" });
     const tenantKey = await createKey({ tenant: "acme", name: "tenant", persistTo: state });
     // Bundle once and serve that bundle, so edits to the source tree while the tests run do not

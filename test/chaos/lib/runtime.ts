@@ -38,6 +38,7 @@ import { promisify } from "node:util";
 import { freePort, wranglerDevArgs } from "../../../scripts/lib/dev-server";
 import { stopNetworkCapture } from "../../../scripts/lib/cdp";
 import { createKey, WRANGLER_ENV } from "../../../scripts/lib/keys";
+import { migratedState } from "../../../scripts/lib/migrated-state";
 
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL("../../..", import.meta.url));
@@ -197,10 +198,7 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const src = join(root, "src"),
     state = join(root, "state");
   await snapshot(src);
-  await run("npx", ["wrangler", "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
-    cwd: src,
-    env: WRANGLER_ENV,
-  });
+  await migratedState(state, src);
   const key = await createKey({ tenant: opts.tenant, name: "chaos", persistTo: state });
   if (opts.routes.length > 0) await d1(src, state, routeSql(opts.routes));
   const operatorKey = await createOperatorKey(src, state, opts.tenant);
