@@ -15,14 +15,17 @@ import autocannon from "autocannon";
 import { parseArgs } from "node:util";
 import { compose } from "../worker/mail/compose";
 import { startDevServer, type DevServer, devFetch } from "../scripts/lib/dev-server";
+import { commandLine } from "../scripts/lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    duration: { type: "string", default: "10" },
-    connections: { type: "string", default: "10" },
-    json: { type: "boolean", default: false },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      duration: { type: "string", default: "10" },
+      connections: { type: "string", default: "10" },
+      json: { type: "boolean", default: false },
+    },
+  }),
+);
 const DURATION_S = Math.max(1, Number(values.duration));
 const CONNECTIONS = Math.max(1, Number(values.connections));
 const TARGET_BYTES = 2048;

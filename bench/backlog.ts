@@ -76,6 +76,7 @@ import { createKey, WRANGLER_ENV } from "../scripts/lib/keys";
 import { cdp, type Profile } from "../scripts/lib/cdp";
 import { startCatcher, type Catcher } from "../scripts/lib/smtp-catcher";
 import { startPostLoops, type PostLoopResult } from "./lib/post-loops";
+import { commandLine } from "../scripts/lib/command-line";
 
 const run = promisify(execFile);
 
@@ -140,19 +141,21 @@ interface Relay {
 }
 
 function parseCli(): Cli {
-  const { values } = parseArgs({
-    options: {
-      messages: { type: "string", default: "5000" },
-      warmup: { type: "string" },
-      backlog: { type: "string", default: "100000" },
-      rcpts: { type: "string", default: "10" },
-      "load-workers": { type: "string", default: "64" },
-      json: { type: "boolean", default: false },
-      profile: { type: "string" },
-      meter: { type: "boolean", default: false },
-      var: { type: "string", multiple: true, default: [] },
-    },
-  });
+  const { values } = commandLine(import.meta.url, () =>
+    parseArgs({
+      options: {
+        messages: { type: "string", default: "5000" },
+        warmup: { type: "string" },
+        backlog: { type: "string", default: "100000" },
+        rcpts: { type: "string", default: "10" },
+        "load-workers": { type: "string", default: "64" },
+        json: { type: "boolean", default: false },
+        profile: { type: "string" },
+        meter: { type: "boolean", default: false },
+        var: { type: "string", multiple: true, default: [] },
+      },
+    }),
+  );
   const vars: Record<string, string> = {};
   for (const kv of values.var) {
     const eq = kv.indexOf("=");

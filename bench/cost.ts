@@ -51,19 +51,22 @@ import { printCase, summarise, type CaseResult } from "./lib/cost-report";
 import { running, setup, sleep, teardown, waitStill, type Counts, type Setup } from "./lib/cost-server";
 import { GRACE_S, rowsLeft, runCron, waitPurged } from "./lib/cost-retention";
 import { startWorld, verifySender, type World } from "./lib/cost-worlds";
+import { commandLine } from "../scripts/lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    messages: { type: "string", default: "1000" },
-    trickle: { type: "string", default: "5" },
-    cases: { type: "string", default: "1rcpt,10rcpt,batch100,trickle,deferred,spread,template,received,mix" },
-    "mix-messages": { type: "string", default: "500" },
-    "retention-s": { type: "string", default: "60" },
-    json: { type: "boolean", default: false },
-    budget: { type: "boolean", default: false },
-    var: { type: "string", multiple: true, default: [] },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      messages: { type: "string", default: "1000" },
+      trickle: { type: "string", default: "5" },
+      cases: { type: "string", default: "1rcpt,10rcpt,batch100,trickle,deferred,spread,template,received,mix" },
+      "mix-messages": { type: "string", default: "500" },
+      "retention-s": { type: "string", default: "60" },
+      json: { type: "boolean", default: false },
+      budget: { type: "boolean", default: false },
+      var: { type: "string", multiple: true, default: [] },
+    },
+  }),
+);
 
 /** --var NAME=value overrides of wrangler.toml [vars]. */
 const VARS: Record<string, string> = Object.fromEntries(

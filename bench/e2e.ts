@@ -33,6 +33,7 @@ import {
   type ApiMessage,
 } from "../test/e2e/postfix/relay-api";
 import { measurePostfixBaseline } from "./e2e-baseline";
+import { commandLine } from "../scripts/lib/command-line";
 
 /** The relay's side of the run. */
 interface RelayResult {
@@ -120,13 +121,15 @@ async function measureRelay(n: number, sink: SmtpSink): Promise<RelayResult> {
 }
 
 function parseCli(): { messages: number; sessions: number; json: boolean } {
-  const { values } = parseArgs({
-    options: {
-      messages: { type: "string", default: "1000" },
-      sessions: { type: "string", default: "10" },
-      json: { type: "boolean", default: false },
-    },
-  });
+  const { values } = commandLine(import.meta.url, () =>
+    parseArgs({
+      options: {
+        messages: { type: "string", default: "1000" },
+        sessions: { type: "string", default: "10" },
+        json: { type: "boolean", default: false },
+      },
+    }),
+  );
   const messages = Number(values.messages);
   const sessions = Number(values.sessions);
   if (!Number.isInteger(messages) || messages < 1) throw new Error("--messages needs a positive integer");

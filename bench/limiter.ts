@@ -49,6 +49,7 @@ import { postfixWindows } from "./lib/postfix-feedback-log";
 import { startSessionMeter, type SessionMeter, type SessionReport } from "./lib/session-meter";
 import { postfixUnavailableReason, startRelayingPostfix, type PostfixInstance } from "../test/e2e/postfix/harness";
 import { relayCall } from "../test/e2e/postfix/relay-api";
+import { commandLine } from "../scripts/lib/command-line";
 
 const PER_MESSAGE = 50;
 const RUN_LIMIT_MS = 8 * 60_000;
@@ -78,16 +79,18 @@ interface Cli {
 }
 
 function parseCli(): Cli {
-  const { values } = parseArgs({
-    options: {
-      recipients: { type: "string", default: "400" },
-      "delay-ms": { type: "string", default: "200" },
-      "jitter-ms": { type: "string", default: "40" },
-      only: { type: "string" },
-      feedback: { type: "string" },
-      json: { type: "boolean", default: false },
-    },
-  });
+  const { values } = commandLine(import.meta.url, () =>
+    parseArgs({
+      options: {
+        recipients: { type: "string", default: "400" },
+        "delay-ms": { type: "string", default: "200" },
+        "jitter-ms": { type: "string", default: "40" },
+        only: { type: "string" },
+        feedback: { type: "string" },
+        json: { type: "boolean", default: false },
+      },
+    }),
+  );
   const int = (name: string, v: string, min: number) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < min) throw new Error(`--${name} needs an integer ≥ ${min}`);

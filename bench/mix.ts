@@ -63,23 +63,26 @@ import { createWorld, kindCounts } from "./world/world";
 import { startClassProfile } from "./world/class-profile";
 import type { DevServer } from "../scripts/lib/dev-server";
 import { postfixUnavailableReason } from "../test/e2e/postfix/harness";
+import { commandLine } from "../scripts/lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    domains: { type: "string" },
-    sustained: { type: "string" },
-    saturation: { type: "string" },
-    rate: { type: "string" },
-    "saturation-rate": { type: "string" },
-    metered: { type: "string" },
-    only: { type: "string" },
-    seed: { type: "string", default: "41" },
-    var: { type: "string", multiple: true, default: [] },
-    profile: { type: "boolean", default: false },
-    ci: { type: "boolean", default: false },
-    json: { type: "boolean", default: false },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      domains: { type: "string" },
+      sustained: { type: "string" },
+      saturation: { type: "string" },
+      rate: { type: "string" },
+      "saturation-rate": { type: "string" },
+      metered: { type: "string" },
+      only: { type: "string" },
+      seed: { type: "string", default: "41" },
+      var: { type: "string", multiple: true, default: [] },
+      profile: { type: "boolean", default: false },
+      ci: { type: "boolean", default: false },
+      json: { type: "boolean", default: false },
+    },
+  }),
+);
 const num = (v: string | undefined, def: number) => {
   const n = v === undefined ? def : Number(v);
   if (!Number.isFinite(n) || n < 0) throw new Error(`not a number: ${v}`);

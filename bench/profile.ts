@@ -23,15 +23,18 @@ import { buildApiMessages, submitMessages } from "../test/e2e/postfix/relay-api"
 import { startSmtpSink, type SmtpSink } from "../test/e2e/postfix/harness";
 import { startDevServer, type DevServer } from "../scripts/lib/dev-server";
 import { cdp, sampleMs, type Profile } from "../scripts/lib/cdp";
+import { commandLine } from "../scripts/lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    messages: { type: "string", default: "1000" },
-    top: { type: "string", default: "25" },
-    out: { type: "string" },
-    json: { type: "boolean", default: false },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      messages: { type: "string", default: "1000" },
+      top: { type: "string", default: "25" },
+      out: { type: "string" },
+      json: { type: "boolean", default: false },
+    },
+  }),
+);
 const N = Number(values.messages);
 const TOP = Number(values.top);
 /** The profiler's sampling interval, µs. */

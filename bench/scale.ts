@@ -39,15 +39,18 @@ import { devFetch, startDevServer, type DevServer } from "../scripts/lib/dev-ser
 import { WRANGLER_ENV } from "../scripts/lib/keys";
 import { cdp, type Profile } from "../scripts/lib/cdp";
 import { cpuByClass } from "./lib/cpu-by-class";
+import { commandLine } from "../scripts/lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    messages: { type: "string", default: "2000" },
-    domains: { type: "string", default: "32" },
-    shards: { type: "string", default: "4" },
-    json: { type: "boolean", default: false },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      messages: { type: "string", default: "2000" },
+      domains: { type: "string", default: "32" },
+      shards: { type: "string", default: "4" },
+      json: { type: "boolean", default: false },
+    },
+  }),
+);
 const N = Number(values.messages);
 const D = Number(values.domains);
 const S = Number(values.shards);

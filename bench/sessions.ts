@@ -49,6 +49,7 @@ import {
 } from "../test/e2e/postfix/harness";
 import { buildApiMessages, submitMessages, type ApiMessage } from "../test/e2e/postfix/relay-api";
 import { runSmtpSource } from "./e2e-baseline";
+import { commandLine } from "../scripts/lib/command-line";
 
 const WARMUP = 20;
 /** Upper bound on one side's measured run, ms. */
@@ -73,18 +74,20 @@ interface Cli {
 }
 
 function parseCli(): Cli {
-  const { values } = parseArgs({
-    options: {
-      messages: { type: "string", default: "1000" },
-      "max-sessions": { type: "string", default: "5" },
-      sessions: { type: "string", default: "10" },
-      timeline: { type: "boolean", default: false },
-      json: { type: "boolean", default: false },
-      rcpts: { type: "string", default: "1" },
-      "rcpt-delay-ms": { type: "string", default: "0" },
-      "rcpt-jitter-ms": { type: "string", default: "0" },
-    },
-  });
+  const { values } = commandLine(import.meta.url, () =>
+    parseArgs({
+      options: {
+        messages: { type: "string", default: "1000" },
+        "max-sessions": { type: "string", default: "5" },
+        sessions: { type: "string", default: "10" },
+        timeline: { type: "boolean", default: false },
+        json: { type: "boolean", default: false },
+        rcpts: { type: "string", default: "1" },
+        "rcpt-delay-ms": { type: "string", default: "0" },
+        "rcpt-jitter-ms": { type: "string", default: "0" },
+      },
+    }),
+  );
   const int = (name: string, v: string) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} needs a positive integer`);

@@ -28,16 +28,19 @@ import { startReceiver, type Receiver } from "../test/integration/webhooks/recei
 import { startDevServer, type DevServer, devFetch } from "../scripts/lib/dev-server";
 import { WRANGLER_ENV } from "../scripts/lib/keys";
 import { startCatcher, type Catcher } from "../scripts/lib/smtp-catcher";
+import { commandLine } from "../scripts/lib/command-line";
 
 const run = promisify(execFile);
-const { values } = parseArgs({
-  options: {
-    messages: { type: "string", default: "100" },
-    rcpts: { type: "string", default: "5" },
-    concurrency: { type: "string", default: "10" },
-    json: { type: "boolean", default: false },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      messages: { type: "string", default: "100" },
+      rcpts: { type: "string", default: "5" },
+      concurrency: { type: "string", default: "10" },
+      json: { type: "boolean", default: false },
+    },
+  }),
+);
 const MESSAGES = Math.max(1, Number(values.messages));
 const RCPTS = Math.max(1, Math.min(50, Number(values.rcpts)));
 const CONCURRENCY = Math.max(1, Number(values.concurrency));

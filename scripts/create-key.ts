@@ -9,16 +9,19 @@
 import { parseArgs } from "node:util";
 import { isTenantId } from "../worker/db/api-keys";
 import { createKey } from "./lib/keys";
+import { commandLine } from "./lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    tenant: { type: "string" },
-    name: { type: "string", default: "" },
-    remote: { type: "boolean", default: false },
-    "persist-to": { type: "string" },
-    operator: { type: "boolean", default: false },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      tenant: { type: "string" },
+      name: { type: "string", default: "" },
+      remote: { type: "boolean", default: false },
+      "persist-to": { type: "string" },
+      operator: { type: "boolean", default: false },
+    },
+  }),
+);
 if (!values.tenant || !isTenantId(values.tenant)) {
   console.error(
     "usage: npm run key:create -- --tenant <id> [--name <label>] [--operator] [--remote] " +

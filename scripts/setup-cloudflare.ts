@@ -17,11 +17,14 @@ import { parseArgs, promisify } from "node:util";
 import { generateApiKey } from "../worker/db/api-keys";
 import { WRANGLER_ENV, storeKey } from "./lib/keys";
 import { parseD1Id, planSetup, setDatabaseId, type Seen, type Step } from "./lib/setup-plan";
+import { commandLine } from "./lib/command-line";
 
 const run = promisify(execFile);
-const { values } = parseArgs({
-  options: { "dry-run": { type: "boolean", default: false }, remote: { type: "boolean", default: false } },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: { "dry-run": { type: "boolean", default: false }, remote: { type: "boolean", default: false } },
+  }),
+);
 const TOML = new URL("../wrangler.toml", import.meta.url);
 
 async function wrangler(args: string[], stdin?: string): Promise<string> {

@@ -24,22 +24,25 @@ import { lostConnections, proxyResets, refusals } from "./lib/api";
 import type { Fault } from "./lib/fault-sink";
 import { formatTable, mergeResults, type CampaignResult } from "./lib/report";
 import { overrideVars, stopAllRuntimes } from "./lib/runtime";
+import { commandLine } from "../../scripts/lib/command-line";
 
-const { values } = parseArgs({
-  options: {
-    quick: { type: "boolean", default: false },
-    only: { type: "string", default: "crash,faults,fuzz,load" },
-    seed: { type: "string", default: "20261122" },
-    json: { type: "boolean", default: false },
-    "no-docs": { type: "boolean", default: false },
-    messages: { type: "string" },
-    kills: { type: "string" },
-    requests: { type: "string" },
-    "load-seconds": { type: "string" },
-    faults: { type: "string" },
-    var: { type: "string", multiple: true, default: [] },
-  },
-});
+const { values } = commandLine(import.meta.url, () =>
+  parseArgs({
+    options: {
+      quick: { type: "boolean", default: false },
+      only: { type: "string", default: "crash,faults,fuzz,load" },
+      seed: { type: "string", default: "20261122" },
+      json: { type: "boolean", default: false },
+      "no-docs": { type: "boolean", default: false },
+      messages: { type: "string" },
+      kills: { type: "string" },
+      requests: { type: "string" },
+      "load-seconds": { type: "string" },
+      faults: { type: "string" },
+      var: { type: "string", multiple: true, default: [] },
+    },
+  }),
+);
 for (const kv of values.var) {
   const eq = kv.indexOf("=");
   if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
