@@ -22,7 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { freePort, waitHealthy, wranglerDevArgs } from "../../scripts/lib/dev-server";
-import { createKey, WRANGLER_ENV } from "../../scripts/lib/keys";
+import { createKeys, WRANGLER_ENV } from "../../scripts/lib/keys";
 import { migratedState } from "../../scripts/lib/migrated-state";
 import { startCatcher, type Catcher } from "../../scripts/lib/smtp-catcher";
 
@@ -102,8 +102,10 @@ export async function startRelay(vars: Record<string, string> = {}): Promise<Rel
   };
   try {
     await migratedState(state, ROOT);
-    const operatorKey = await createKey({ tenant: "ops", name: "operator", persistTo: state, role: "operator" });
-    const tenantKey = await createKey({ tenant: "acme", name: "tenant", persistTo: state });
+    const [operatorKey, tenantKey] = await createKeys([
+      { tenant: "ops", name: "operator", persistTo: state, role: "operator" },
+      { tenant: "acme", name: "tenant", persistTo: state },
+    ]);
     // Bundle once and serve that bundle, so edits to the source tree while the tests run do not
     // make wrangler rebuild and restart the worker under them.
     const bundle = join(state, "bundle");

@@ -5,9 +5,9 @@
  *
  * DESCRIPTION
  *   createRuntime(opts)   a snapshot of the worker's sources (see snapshot()), fresh temp state,
- *                         migrations applied, an API key (and an operator key when the schema has
- *                         roles), the routes/transports given inserted into D1; nothing running
- *                         yet. Returns a Runtime:
+ *                         migrations applied (migrated-state.ts), an API key, an operator key
+ *                         and the routes/transports given inserted into D1 (one wrangler call);
+ *                         nothing running yet. Returns a Runtime:
  *     start()             spawns wrangler dev (own process group, same HTTP port every time) and
  *                         waits for GET /health; then wakes the Outbox sweepers (/__scheduled).
  *                         A port taken meanwhile ("Address already in use") is tried again: a new
@@ -37,7 +37,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { freePort, wranglerDevArgs } from "../../../scripts/lib/dev-server";
 import { stopNetworkCapture } from "../../../scripts/lib/cdp";
-import { createKey, WRANGLER_ENV } from "../../../scripts/lib/keys";
+import { keySql, WRANGLER_ENV } from "../../../scripts/lib/keys";
+import { generateApiKey } from "../../../worker/db/api-keys";
 import { migratedState } from "../../../scripts/lib/migrated-state";
 
 const run = promisify(execFile);
@@ -82,8 +83,8 @@ export interface RuntimeOptions {
 export interface Runtime {
   url: string;
   key: string;
-  /** A key with the operator role (admin routes), or null when the schema has no roles. */
-  operatorKey: string | null;
+  /** A key with the operator role (admin routes). */
+  operatorKey: string;
   state: string;
   start(): Promise<void>;
   kill9(): Promise<number>;
@@ -170,17 +171,6 @@ async function waitHealthy(url: string, child: ChildProcess, log: () => string):
   throw new Error(`wrangler dev did not answer /health within 90 s\n${log()}`);
 }
 
-/** A second key promoted to the operator role; null when api_keys has no `role` column. */
-async function createOperatorKey(cwd: string, state: string, tenant: string): Promise<string | null> {
-  const key = await createKey({ tenant, name: "chaos-operator", persistTo: state });
-  try {
-    await d1(cwd, state, "UPDATE api_keys SET role = 'operator' WHERE name = 'chaos-operator'");
-    return key;
-  } catch {
-    return null;
-  }
-}
-
 /** Stop functions of the runtimes not disposed yet (for Ctrl-C). */
 const live = new Set<() => Promise<void>>();
 
@@ -199,9 +189,17 @@ export async function createRuntime(opts: RuntimeOptions): Promise<Runtime> {
     state = join(root, "state");
   await snapshot(src);
   await migratedState(state, src);
-  const key = await createKey({ tenant: opts.tenant, name: "chaos", persistTo: state });
-  if (opts.routes.length > 0) await d1(src, state, routeSql(opts.routes));
-  const operatorKey = await createOperatorKey(src, state, opts.tenant);
+  // The keys (hashed) and the routes with one wrangler call: each costs about 3 s.
+  const [key, operatorKey] = [generateApiKey(), generateApiKey()];
+  await d1(
+    src,
+    state,
+    [
+      await keySql(key, { tenant: opts.tenant, name: "chaos" }),
+      await keySql(operatorKey, { tenant: opts.tenant, name: "chaos-operator", role: "operator" }),
+      ...(opts.routes.length > 0 ? [routeSql(opts.routes)] : []),
+    ].join(" "),
+  );
   let port = await freePort();
   let url = `http://127.0.0.1:${port}`;
   let started = false;
