@@ -154,12 +154,22 @@ describe("npx cohort", () => {
     expect(all.code).toBe(0);
     const lines = all.stdout.trim().split("\n");
     expect(lines.some((l) => /email\.delivered/.test(l))).toBe(true);
-    const json = await cohort(["tail", "--once", "--json", "--type", "email.delivered"], relay.tenantKey);
-    const events = json.stdout
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as { id: string; type: string });
-    expect(events.length).toBeGreaterThanOrEqual(3);
+    // The three deliveries of the tests above are in the message API at once, and in the event
+    // feed once the delivery stage's index write lands (a second or so later): wait for them.
+    const events = await waitFor(
+      async () => {
+        const json = await cohort(["tail", "--once", "--json", "--type", "email.delivered"], relay.tenantKey);
+        expect(json.code).toBe(0);
+        const got = json.stdout
+          .trim()
+          .split("\n")
+          .filter((l) => l !== "")
+          .map((l) => JSON.parse(l) as { id: string; type: string });
+        return got.length >= 3 ? got : undefined;
+      },
+      30_000,
+      "three email.delivered events in the feed",
+    );
     expect(new Set(events.map((e) => e.type))).toEqual(new Set(["email.delivered"]));
     // --count stops after that many events; --after continues from an id.
     const two = await cohort(["tail", "--count", "2", "--json"], relay.tenantKey);
