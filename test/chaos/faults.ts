@@ -287,7 +287,6 @@ async function siteFailuresOf(
   rt: Runtime,
   run: Run,
 ): Promise<{ lines: number; siteFailures: number; died: boolean } | null> {
-  if (!rt.operatorKey) return null;
   const queues = run.queues.size > 0 ? [...run.queues] : [`[127.0.0.1]:${run.sink.port}`];
   let lines = 0,
     siteFailures = 0,

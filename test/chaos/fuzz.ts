@@ -358,8 +358,7 @@ async function campaign(rt: Runtime, sink: Catcher, o: FuzzOptions): Promise<Cam
   );
   const sendS = (Date.now() - t0) / 1000;
   const d = await checkDelivery(rt, sink, t, 300, o.log);
-  const queue =
-    rt.operatorKey && d.missing > 0 ? await request({ url: rt.url, key: rt.operatorKey }, "GET", "/relay/queue") : null;
+  const queue = d.missing > 0 ? await request({ url: rt.url, key: rt.operatorKey }, "GET", "/relay/queue") : null;
   const failures: string[] = [];
   if (t.fiveXx.length)
     failures.push(`${t.fiveXx.length} 5xx/connection failures, e.g. ${t.fiveXx.slice(0, 3).join(" | ")}`);

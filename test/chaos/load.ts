@@ -406,7 +406,7 @@ async function campaign(
   const flapAccepted = counter.flap,
     flapArrived = sinks.flap.received.filter((m) => !m.dropped).reduce((a, m) => a + m.rcptTo.length, 0);
   // Where the backlog sits (incoming = not classified yet, ready/active/deferred = scheduled).
-  const queue = rt.operatorKey ? await request({ url: rt.url, key: rt.operatorKey }, "GET", "/relay/queue") : null;
+  const queue = await request({ url: rt.url, key: rt.operatorKey }, "GET", "/relay/queue");
   const states = queue?.status === 200 ? ((queue.body as { counts?: unknown }).counts ?? null) : null;
   if (states) o.log(`  backlog by state after the drain: ${JSON.stringify(states).slice(0, 600)}`);
   const rss = s.samples.map((x) => x.rssMb);
