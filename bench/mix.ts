@@ -1,6 +1,6 @@
 /*
  * npm run bench:mix [-- --domains N] [--sustained N] [--saturation N] [--rate R] [--saturation-rate R]
- *                      [--metered N] [--only relay|postfix] [--var NAME=value …] [--profile] [--ci] [--json]
+ *                      [--metered N] [--metered-phase sustained|saturation] [--only relay|postfix] [--var NAME=value …] [--profile] [--ci] [--json]
  *
  * Real traffic: the relay and a private Postfix deliver the same arrival stream to the same mail
  * world of many domains (bench/world/), in the same run, one after the other.
@@ -23,7 +23,9 @@
  *   back-off 5 s / 20 s (the world's greylist delay is 5 s, as postgrey's default delay equals
  *   Postfix's default back-off of 300 s) and the same connect and greeting timeouts (5 s, 10 s).
  *   Then a metered pass: a fresh relay with the meter on gets --metered messages (1,000) of the
- *   sustained stream, for DO requests and objects per email and $ per million operations.
+ *   sustained stream, for DO requests and objects per email (by class and by method) and $ per
+ *   million operations; --metered-phase saturation meters the saturation stream's first --metered
+ *   messages instead (where batching differs), which also prices that load.
  *   --var NAME=value overrides a wrangler.toml [vars] value of the relay (printed with the figures);
  *   --profile takes a CPU profile of the relay's sustained phase (MIX_PROFILE_PHASE=saturation: of
  *   that phase) and charges it to object classes (world/class-profile.ts): the profiler slows the
@@ -74,6 +76,7 @@ const { values } = commandLine(import.meta.url, () =>
       rate: { type: "string" },
       "saturation-rate": { type: "string" },
       metered: { type: "string" },
+      "metered-phase": { type: "string", default: "sustained" },
       only: { type: "string" },
       seed: { type: "string", default: "41" },
       var: { type: "string", multiple: true, default: [] },
@@ -97,7 +100,10 @@ const CFG = {
   saturationRate: num(values["saturation-rate"], 400),
   metered: num(values.metered, CI ? 0 : 1000),
   seed: num(values.seed, 41),
+  meteredPhase: values["metered-phase"],
 };
+if (CFG.meteredPhase !== "sustained" && CFG.meteredPhase !== "saturation")
+  throw new Error(`--metered-phase is sustained or saturation, not ${CFG.meteredPhase}`);
 /** --var NAME=value overrides of the relay's [vars]. */
 const VARS: Record<string, string> = Object.fromEntries(
   values.var.map((kv) => {
@@ -170,7 +176,7 @@ async function metered(
   ctx: PhaseContext,
   stream: Arrival[],
   sinkPort: number,
-): Promise<OpsPerEmail & { messages: number }> {
+): Promise<OpsPerEmail & { messages: number; phase: string }> {
   const arrivals: Arrival[] = [];
   let n = 0;
   for (const a of stream) {
@@ -191,7 +197,7 @@ async function metered(
       settleMs: SETTLE_MS,
       log,
     });
-    return { ...opsOf(before, await readMeter(side.server), n), messages: n };
+    return { ...opsOf(before, await readMeter(side.server), n), messages: n, phase: CFG.meteredPhase };
   } finally {
     await side.stop();
   }
@@ -260,7 +266,10 @@ async function main(): Promise<number> {
       .flatMap((a) => a.messages.flatMap((m) => m.to))
       .filter((r) => !deliverable(world, r)).length;
     log(`  streams: ${JSON.stringify(stats)}; ${undeliverable} recipients never deliverable`);
-    const ops = only === "postfix" || CFG.metered === 0 ? null : await metered(ctx, sustained ?? [], sink.port);
+    const ops =
+      only === "postfix" || CFG.metered === 0
+        ? null
+        : await metered(ctx, CFG.meteredPhase === "saturation" ? saturation : (sustained ?? []), sink.port);
     printPhases(results, ops);
     const out = {
       ...summary({ world, stats, results, ops, cfg: { ...CFG, rate }, timers: TIMERS }),

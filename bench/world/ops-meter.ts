@@ -21,11 +21,18 @@ export interface MeterSnapshot {
   worker_invocations: number;
   do_requests: number;
   do_requests_by_class: Counts;
+  do_requests_by_method?: Counts;
   do_names: Record<string, string[]>;
   do_rows_read: number;
+  do_rows_read_by_class?: Counts;
   do_rows_written: number;
+  do_rows_written_by_class?: Counts;
+  do_sql_statements_by_class?: Counts;
   d1_rows_read: number;
   d1_rows_written: number;
+  d1_statements?: number;
+  rows_read_by_statement?: Counts;
+  runs_by_statement?: Counts;
   queue_ops: number;
   r2_class_a: number;
   r2_class_b: number;
@@ -50,9 +57,15 @@ export const resetMeter = (s: DevServer) => dev<unknown>(s, "POST", "/relay/dev/
 export interface OpsPerEmail {
   do_requests: number;
   do_requests_by_class: Counts;
+  /** Class.method → requests per email, the most first. */
+  do_requests_by_method: Counts;
   do_objects_created: Counts;
   rows_written: number;
   rows_read: number;
+  /** Per email, by store (D1, and each DO class): rows read, rows written, SQL statements. */
+  by_store: Record<string, { rows_read: number; rows_written: number; statements: number }>;
+  /** The statements that read the most rows, and those run the most: per email, the most first (ten of each). */
+  top_statements: { rows_read: Counts; runs: Counts };
   queue_ops: number;
   usd_per_million_ops: number;
   bill: Pick<AllInInput, "toDelivery" | "activeMs" | "bytes">;
@@ -99,11 +112,54 @@ export function opsOf(before: MeterSnapshot, after: MeterSnapshot, messages: num
         .sort()
         .map(([k, v]) => [k, round(per(v))]),
     ),
+    do_requests_by_method: Object.fromEntries(
+      Object.entries(after.do_requests_by_method ?? {})
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => [k, round(per(v))]),
+    ),
     do_objects_created: created,
     rows_written: round(ops.rows_written),
     rows_read: round(ops.rows_read),
+    by_store: byStore(after, per),
+    top_statements: { rows_read: top(after.rows_read_by_statement, per), runs: top(after.runs_by_statement, per) },
     queue_ops: round(ops.queue_ops),
     usd_per_million_ops: priceOps(ops),
     bill,
   };
+}
+
+/** Rows read and written and SQL statements per email, for D1 and each DO class. */
+function byStore(
+  m: MeterSnapshot,
+  per: (n: number) => number,
+): Record<string, { rows_read: number; rows_written: number; statements: number }> {
+  const out: Record<string, { rows_read: number; rows_written: number; statements: number }> = {
+    D1: {
+      rows_read: round(per(m.d1_rows_read)),
+      rows_written: round(per(m.d1_rows_written)),
+      statements: round(per(m.d1_statements ?? 0)),
+    },
+  };
+  const classes = new Set([
+    ...Object.keys(m.do_rows_read_by_class ?? {}),
+    ...Object.keys(m.do_rows_written_by_class ?? {}),
+    ...Object.keys(m.do_sql_statements_by_class ?? {}),
+  ]);
+  for (const c of [...classes].sort())
+    out[c] = {
+      rows_read: round(per(m.do_rows_read_by_class?.[c] ?? 0)),
+      rows_written: round(per(m.do_rows_written_by_class?.[c] ?? 0)),
+      statements: round(per(m.do_sql_statements_by_class?.[c] ?? 0)),
+    };
+  return out;
+}
+
+/** The ten largest counts, per email, the largest first. */
+function top(c: Counts | undefined, per: (n: number) => number): Counts {
+  return Object.fromEntries(
+    Object.entries(c ?? {})
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 10)
+      .map(([k, v]) => [k, round(per(v))]),
+  );
 }

@@ -20,7 +20,10 @@ const r3 = (n: number) => Math.round(n * 1000) / 1000;
 const s3 = (ms: number) => r3(ms / 1000);
 
 /** Prints the table (see the header). */
-export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messages: number }) | null): void {
+export function printPhases(
+  results: PhaseResult[],
+  ops: (OpsPerEmail & { messages: number; phase?: string }) | null,
+): void {
   const cols: [string, (r: PhaseResult) => string][] = [
     ["messages / recipients", (r) => `${r.messages} / ${r.recipients}`],
     ["requests", (r) => String(r.requests)],
@@ -95,8 +98,14 @@ export function printPhases(results: PhaseResult[], ops: (OpsPerEmail & { messag
     }
   }
   if (ops) {
-    console.log(`\nrelay, metered pass (${ops.messages} messages of the sustained stream, meter on):`);
+    console.log(
+      `\nrelay, metered pass (${ops.messages} messages of the ${ops.phase ?? "sustained"} stream, meter on):`,
+    );
     console.log(`  DO requests per email ${ops.do_requests}: ${JSON.stringify(ops.do_requests_by_class)}`);
+    console.log(`  by method: ${JSON.stringify(ops.do_requests_by_method)}`);
+    console.log(`  rows and SQL statements by store: ${JSON.stringify(ops.by_store)}`);
+    console.log(`  statements reading the most rows: ${JSON.stringify(ops.top_statements.rows_read)}`);
+    console.log(`  statements run the most: ${JSON.stringify(ops.top_statements.runs)}`);
     console.log(`  DO objects created per class: ${JSON.stringify(ops.do_objects_created)}`);
     console.log(
       `  rows written ${ops.rows_written}, rows read ${ops.rows_read}, queue ops ${ops.queue_ops} per email; ` +
@@ -110,7 +119,7 @@ export function summary(o: {
   world: World;
   stats: { messages: number; recipients: number; domains: number };
   results: PhaseResult[];
-  ops: (OpsPerEmail & { messages: number }) | null;
+  ops: (OpsPerEmail & { messages: number; phase?: string }) | null;
   cfg: { sustained: number; saturation: number; rate: number; saturationRate: number };
   timers: Timers;
 }): Record<string, unknown> {
@@ -187,6 +196,9 @@ export function summary(o: {
     duplicates: o.results.reduce((n, r) => n + r.duplicates, 0),
     do_requests_per_email: o.ops?.do_requests ?? null,
     do_requests_per_email_by_class: o.ops?.do_requests_by_class ?? null,
+    do_requests_per_email_by_method: o.ops?.do_requests_by_method ?? null,
+    rows_per_email_by_store: o.ops?.by_store ?? null,
+    metered_phase: o.ops ? (o.ops.phase ?? "sustained") : null,
     do_objects_created: o.ops?.do_objects_created ?? null,
     timers_s: o.timers,
     ...(rs?.classes
