@@ -1,6 +1,6 @@
 /*
  * npm run bench:mix [-- --domains N] [--sustained N] [--saturation N] [--rate R] [--saturation-rate R]
- *                      [--metered N] [--metered-phase sustained|saturation] [--only relay|postfix] [--var NAME=value …] [--profile] [--ci] [--json]
+ *                      [--metered N] [--metered-phase sustained|saturation] [--only relay|postfix] [--var NAME=value …] [--floor] [--profile] [--ci] [--json]
  *
  * Real traffic: the relay and a private Postfix deliver the same arrival stream to the same mail
  * world of many domains (bench/world/), in the same run, one after the other.
@@ -30,6 +30,10 @@
  *   --profile takes a CPU profile of the relay's sustained phase (MIX_PROFILE_PHASE=saturation: of
  *   that phase) and charges it to object classes (world/class-profile.ts): the profiler slows the
  *   relay, so its figures are not the run's.
+ *   --floor runs a third side between the two, the floor (bench/floor/worker.ts): the least a relay on
+ *   Workers does per email (accept, one object's SQLite, one SMTP transaction), on the same
+ *   workerd; its saturation rate against Postfix's is floor_ratio, the most any design could
+ *   reach on this runtime and machine.
  *   Everything is loopback; everything started is stopped.
  *
  * Output
@@ -61,6 +65,7 @@ import { deliverable, runPhase, type PhaseContext, type PhaseResult } from "./wo
 import { printPhases, summary } from "./world/report";
 import { startPostfixSide, startRelaySide, type MixSide, type Timers } from "./world/sides";
 import { startWorldSink } from "./world/sink";
+import { startFloorSide } from "./world/floor-side";
 import { createWorld, kindCounts } from "./world/world";
 import { startClassProfile } from "./world/class-profile";
 import type { DevServer } from "../scripts/lib/dev-server";
@@ -80,6 +85,7 @@ const { values } = commandLine(import.meta.url, () =>
       only: { type: "string" },
       seed: { type: "string", default: "41" },
       var: { type: "string", multiple: true, default: [] },
+      floor: { type: "boolean", default: false },
       profile: { type: "boolean", default: false },
       ci: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
@@ -244,20 +250,21 @@ async function main(): Promise<number> {
     log(`  saturation stream: ${JSON.stringify(sat)}`);
     if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
-    if (only !== "postfix") {
-      const relay = await startRelaySide({ sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS });
+    const starts: [boolean, () => Promise<MixSide>][] = [
+      [only !== "postfix", () => startRelaySide({ sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS })],
+      [values.floor, () => startFloorSide(world, { sinkPort: sink.port })],
+      [
+        only !== "relay",
+        () => startPostfixSide(world, { sinkPort: sink.port, timers: TIMERS, connections: CONCURRENCY }),
+      ],
+    ];
+    for (const [wanted, start] of starts) {
+      if (!wanted) continue;
+      const side = await start();
       try {
-        results.push(...(await measure(relay, ctx, saturation, sustainedAt)));
+        results.push(...(await measure(side, ctx, saturation, sustainedAt)));
       } finally {
-        await relay.stop();
-      }
-    }
-    if (only !== "relay") {
-      const postfix = await startPostfixSide(world, { sinkPort: sink.port, timers: TIMERS, connections: CONCURRENCY });
-      try {
-        results.push(...(await measure(postfix, ctx, saturation, sustainedAt)));
-      } finally {
-        await postfix.stop();
+        await side.stop();
       }
     }
     const all = [...(sustained ?? []), ...saturation];

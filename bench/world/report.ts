@@ -32,6 +32,7 @@ export function printPhases(
     ["deliverable / delivered", (r) => `${r.deliverable} / ${r.delivered}`],
     ["missing / duplicates", (r) => `${r.missing} / ${r.duplicates}`],
     ["deliveries/s", (r) => r1(r.deliveriesPerS).toString()],
+    ["deliveries/s to 95 % of good", (r) => r1(r.deliveriesPerS95).toString()],
     ["good latency p50 s", (r) => s3(r.latencyMs.p50).toString()],
     ["good latency p90 s", (r) => s3(r.latencyMs.p90).toString()],
     ["good latency p99 s", (r) => s3(r.latencyMs.p99).toString()],
@@ -163,6 +164,9 @@ export function summary(o: {
     relay_deferred_pct: deferred("relay"),
     postfix_deferred_pct: deferred("postfix"),
     usd_per_million_all_in: bill?.usd_per_million_all_in ?? null,
+    relay_deliveries_per_s_95: rx ? r1(rx.deliveriesPerS95) : null,
+    postfix_deliveries_per_s_95: px ? r1(px.deliveriesPerS95) : null,
+    ratio_95: rx && px && px.deliveriesPerS95 > 0 ? r3(rx.deliveriesPerS95 / px.deliveriesPerS95) : null,
     all_in: bill?.parts ?? null,
     all_in_after_delivery: false,
     usd_per_million_ops: ops,
@@ -191,6 +195,7 @@ export function summary(o: {
     postfix_sessions_per_delivery: px ? r3(px.sessionsPerDelivery) : null,
     relay_idle_gap_ms_mean: rx ? r1(rx.idleGapMs.mean) : null,
     postfix_idle_gap_ms_mean: px ? r1(px.idleGapMs.mean) : null,
+    ...floorKeys(get("floor", "saturation"), get("floor", "sustained"), rx, px),
     relay_dns_mx_queries_sustained: rs ? (rs.dnsQueries.MX ?? 0) : null,
     lost: o.results.reduce((n, r) => n + r.missing, 0),
     duplicates: o.results.reduce((n, r) => n + r.duplicates, 0),
@@ -215,3 +220,26 @@ export function summary(o: {
 
 /** Messages in a stream (for callers that cut one). */
 export const messagesOf = (arrivals: readonly Arrival[]) => arrivals.reduce((n, a) => n + a.messages.length, 0);
+
+/** bench:mix --floor's keys: the floor's rates and CPU, and the ratios that place the relay and Postfix against it. */
+function floorKeys(
+  fx: PhaseResult | null,
+  fs: PhaseResult | null,
+  rx: PhaseResult | null,
+  px: PhaseResult | null,
+): Record<string, number | null> {
+  if (!fx) return {};
+  const ratio = (a: PhaseResult | null, b: PhaseResult | null) =>
+    a && b && b.deliveriesPerS > 0 ? r3(a.deliveriesPerS / b.deliveriesPerS) : null;
+  return {
+    floor_deliveries_per_s: r1(fx.deliveriesPerS),
+    floor_ratio: ratio(fx, px),
+    floor_deliveries_per_s_95: r1(fx.deliveriesPerS95),
+    floor_ratio_95: fx && px && px.deliveriesPerS95 > 0 ? r3(fx.deliveriesPerS95 / px.deliveriesPerS95) : null,
+    relay_share_of_floor: ratio(rx, fx),
+    floor_cpu_ms_per_email_saturation: r1(fx.cpuMsPerEmail),
+    floor_cpu_ms_per_email: fs ? r1(fs.cpuMsPerEmail) : null,
+    floor_p50_good_s: fs ? s3(fs.latencyMs.p50) : null,
+    floor_p99_good_s: fs ? s3(fs.latencyMs.p99) : null,
+  };
+}

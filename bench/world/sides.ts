@@ -61,6 +61,38 @@ function apiEmail(m: MixMessage) {
   return { from: `Mix <${MIX_FROM}>`, to: m.to, subject: subjectOf(m), text: TEXT, headers: { "X-Mix-Id": m.id } };
 }
 
+/**
+ * send() and refused() of a side that takes the relay's API at `url`: one request per arrival
+ * (POST /emails, or /emails/batch), a 429 sent again after its Retry-After and counted.
+ */
+export function apiSender(
+  name: string,
+  url: string,
+  headers: Record<string, string>,
+): Pick<MixSide, "send" | "refused"> {
+  let refused = 0;
+  const post = async (path: string, body: unknown) => {
+    const res = await devFetch(
+      `${url}${path}`,
+      () => ({
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+      undefined,
+      true,
+      () => void refused++,
+    );
+    if (!res.ok) throw new Error(`${name} ${path}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    await res.arrayBuffer();
+  };
+  return {
+    send: (a) =>
+      a.kind === "batch" ? post("/emails/batch", a.messages.map(apiEmail)) : post("/emails", apiEmail(a.messages[0]!)),
+    refused: () => refused,
+  };
+}
+
 /** The relay under wrangler dev (see the header). */
 export async function startRelaySide(o: {
   sinkPort: number;
@@ -89,29 +121,12 @@ export async function startRelaySide(o: {
       ...o.vars,
     },
   });
-  let refused = 0;
-  const post = async (path: string, body: unknown) => {
-    const res = await devFetch(
-      `${server.url}${path}`,
-      () => ({
-        method: "POST",
-        headers: { authorization: `Bearer ${server.key}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      }),
-      undefined,
-      true,
-      () => void refused++,
-    );
-    if (!res.ok) throw new Error(`relay ${path}: ${res.status} ${(await res.text()).slice(0, 200)}`);
-    await res.arrayBuffer();
-  };
+  const api = apiSender("relay", server.url, { authorization: `Bearer ${server.key}` });
   return {
     name: "relay",
     server,
-    send: (a) =>
-      a.kind === "batch" ? post("/emails/batch", a.messages.map(apiEmail)) : post("/emails", apiEmail(a.messages[0]!)),
+    ...api,
     cpu: () => cpuSample(byGroup(server.pid)),
-    refused: () => refused,
     stop: () => server.stop(),
   };
 }

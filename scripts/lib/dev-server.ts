@@ -150,7 +150,8 @@ export function freePort(port = 0): Promise<number> {
   });
 }
 
-function stopGroup(child: ChildProcess): Promise<void> {
+/** Stops a child's whole process group: SIGTERM, then SIGKILL after 5 s. */
+export function stopGroup(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.pid === undefined) return resolve();
     const kill = (sig: NodeJS.Signals) => {
