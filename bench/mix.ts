@@ -1,6 +1,6 @@
 /*
  * npm run bench:mix [-- --domains N] [--sustained N] [--saturation N] [--rate R] [--saturation-rate R]
- *                      [--metered N] [--metered-phase sustained|saturation] [--only relay|postfix] [--var NAME=value …] [--floor] [--profile] [--ci] [--json]
+ *                      [--metered N] [--metered-phase sustained|saturation] [--only relay|floor|postfix] [--var NAME=value …] [--floor [--rungs d1,hops]] [--profile] [--ci] [--json]
  *
  * Real traffic: the relay and a private Postfix deliver the same arrival stream to the same mail
  * world of many domains (bench/world/), in the same run, one after the other.
@@ -33,7 +33,7 @@
  *   --floor runs a third side between the two, the floor (bench/floor/worker.ts): the least a relay on
  *   Workers does per email (accept, one object's SQLite, one SMTP transaction), on the same
  *   workerd; its saturation rate against Postfix's is floor_ratio, the most any design could
- *   reach on this runtime and machine.
+ *   reach on this runtime and machine. --rungs adds promises to it, one at a time (its header).
  *   Everything is loopback; everything started is stopped.
  *
  * Output
@@ -86,6 +86,7 @@ const { values } = commandLine(import.meta.url, () =>
       seed: { type: "string", default: "41" },
       var: { type: "string", multiple: true, default: [] },
       floor: { type: "boolean", default: false },
+      rungs: { type: "string", default: "" },
       profile: { type: "boolean", default: false },
       ci: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
@@ -211,7 +212,7 @@ async function metered(
 
 async function main(): Promise<number> {
   const only = values.only;
-  const reason = only === "relay" ? null : postfixUnavailableReason();
+  const reason = only === "relay" || only === "floor" ? null : postfixUnavailableReason();
   if (reason) throw new Error(reason);
   const world = createWorld({ domains: CFG.domains, seed: CFG.seed, ...(CI ? { backAfterMs: 8000 } : {}) });
   const [doh, sink] = [await startWorldDoh(world), await startWorldSink(world)];
@@ -231,7 +232,7 @@ async function main(): Promise<number> {
     const rcptsPerMessage = sat.messages > 0 ? sat.recipients / sat.messages : 1;
     const sustainedAt = (relaySat: number) => {
       if (sustained) return sustained;
-      if (CFG.rate === null && only === "postfix") throw new Error("--only postfix needs --rate");
+      if (CFG.rate === null && only !== undefined && only !== "relay") throw new Error(`--only ${only} needs --rate`);
       rate = CFG.rate ?? Math.max(1, Math.round(((relaySat * AUTO_RATE_SHARE) / rcptsPerMessage) * 10) / 10);
       sustained = generateArrivals(world, {
         messages: CFG.sustained,
@@ -251,10 +252,13 @@ async function main(): Promise<number> {
     if (Object.keys(VARS).length > 0) console.log(`relay --var ${JSON.stringify(VARS)}`);
     const results: PhaseResult[] = [];
     const starts: [boolean, () => Promise<MixSide>][] = [
-      [only !== "postfix", () => startRelaySide({ sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS })],
-      [values.floor, () => startFloorSide(world, { sinkPort: sink.port })],
       [
-        only !== "relay",
+        only === undefined || only === "relay",
+        () => startRelaySide({ sinkPort: sink.port, dohUrl: doh.url, timers: TIMERS, vars: VARS }),
+      ],
+      [values.floor || only === "floor", () => startFloorSide(world, { sinkPort: sink.port, rungs: values.rungs })],
+      [
+        only === undefined || only === "postfix",
         () => startPostfixSide(world, { sinkPort: sink.port, timers: TIMERS, connections: CONCURRENCY }),
       ],
     ];
@@ -274,7 +278,7 @@ async function main(): Promise<number> {
       .filter((r) => !deliverable(world, r)).length;
     log(`  streams: ${JSON.stringify(stats)}; ${undeliverable} recipients never deliverable`);
     const ops =
-      only === "postfix" || CFG.metered === 0
+      (only !== undefined && only !== "relay") || CFG.metered === 0
         ? null
         : await metered(ctx, CFG.meteredPhase === "saturation" ? saturation : (sustained ?? []), sink.port);
     printPhases(results, ops);

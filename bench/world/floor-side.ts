@@ -5,7 +5,7 @@
  *
  * DESCRIPTION
  *   startFloorSide(world, o)  writes a wrangler.toml (the floor's entry, ROUTES and PORT vars, one
- *       SQLite-backed class) in a temp directory, bundles the floor once and serves that bundle
+ *       SQLite-backed class; RUNGS from o.rungs, bench/floor/worker.ts) in a temp directory, bundles the floor once and serves that bundle
  *       (as the relay's frozen server), starts wrangler dev on free loopback ports,
  *       waits for GET /health and turns off the inspector's Network capture, as the relay's
  *       server does. send() makes the relay side's requests (the same bodies, paths and
@@ -31,7 +31,7 @@ const run = promisify(execFile);
 const ENTRY = fileURLToPath(new URL("../floor/worker.ts", import.meta.url));
 
 /** The floor's wrangler.toml (the relay's compatibility date and flags, the routes as a var), serving its bundle. */
-async function floorToml(dir: string, world: World, sinkPort: number): Promise<string> {
+async function floorToml(dir: string, world: World, sinkPort: number, rungs: string): Promise<string> {
   const relay = await readFile(fileURLToPath(new URL("../../wrangler.toml", import.meta.url)), "utf8");
   const date = /^compatibility_date = .*$/m.exec(relay)?.[0] ?? "";
   const flags = /^compatibility_flags = .*$/m.exec(relay)?.[0] ?? "";
@@ -46,12 +46,20 @@ async function floorToml(dir: string, world: World, sinkPort: number): Promise<s
     "[vars]",
     `ROUTES = ${JSON.stringify(JSON.stringify(routes))}`,
     `PORT = "${sinkPort}"`,
+    `RUNGS = ${JSON.stringify(rungs)}`,
     "[[durable_objects.bindings]]",
     `name = "FLOOR"`,
     `class_name = "Floor"`,
+    "[[durable_objects.bindings]]",
+    `name = "HOP"`,
+    `class_name = "Hop"`,
+    "[[d1_databases]]",
+    `binding = "DB"`,
+    `database_name = "floor"`,
+    `database_id = "floor"`,
     "[[migrations]]",
     `tag = "v1"`,
-    `new_sqlite_classes = ["Floor"]`,
+    `new_sqlite_classes = ["Floor", "Hop"]`,
   ].join("\n");
   const path = join(dir, "wrangler.toml");
   await writeFile(path, `${toml}\n`);
@@ -68,9 +76,12 @@ async function floorToml(dir: string, world: World, sinkPort: number): Promise<s
 }
 
 /** The floor under wrangler dev (see the header). */
-export async function startFloorSide(world: World, o: { sinkPort: number }): Promise<MixSide & { pid: number }> {
+export async function startFloorSide(
+  world: World,
+  o: { sinkPort: number; rungs?: string },
+): Promise<MixSide & { pid: number }> {
   const dir = await mkdtemp(join(tmpdir(), "cohort-floor-"));
-  const toml = await floorToml(dir, world, o.sinkPort);
+  const toml = await floorToml(dir, world, o.sinkPort, o.rungs ?? "");
   const [port, inspector] = [await freePort(), await freePort()];
   const child = spawn(
     "npx",
