@@ -64,8 +64,8 @@ export interface OpsPerEmail {
   rows_read: number;
   /** Per email, by store (D1, and each DO class): rows read, rows written, SQL statements. */
   by_store: Record<string, { rows_read: number; rows_written: number; statements: number }>;
-  /** The statements that read the most rows, and those run the most: per email, the most first (ten of each). */
-  top_statements: { rows_read: Counts; runs: Counts };
+  /** The statements that read the most rows, those run the most, and the D1 ones run the most: per email, the most first (ten of each). */
+  top_statements: { rows_read: Counts; runs: Counts; d1_runs: Counts };
   queue_ops: number;
   usd_per_million_ops: number;
   bill: Pick<AllInInput, "toDelivery" | "activeMs" | "bytes">;
@@ -121,7 +121,11 @@ export function opsOf(before: MeterSnapshot, after: MeterSnapshot, messages: num
     rows_written: round(ops.rows_written),
     rows_read: round(ops.rows_read),
     by_store: byStore(after, per),
-    top_statements: { rows_read: top(after.rows_read_by_statement, per), runs: top(after.runs_by_statement, per) },
+    top_statements: {
+      rows_read: top(after.rows_read_by_statement, per),
+      runs: top(after.runs_by_statement, per),
+      d1_runs: top(only(after.runs_by_statement, "D1: "), per),
+    },
     queue_ops: round(ops.queue_ops),
     usd_per_million_ops: priceOps(ops),
     bill,
@@ -152,6 +156,11 @@ function byStore(
       statements: round(per(m.do_sql_statements_by_class?.[c] ?? 0)),
     };
   return out;
+}
+
+/** The counts whose key starts with `prefix`. */
+function only(c: Counts | undefined, prefix: string): Counts {
+  return Object.fromEntries(Object.entries(c ?? {}).filter(([k]) => k.startsWith(prefix)));
 }
 
 /** The ten largest counts, per email, the largest first. */

@@ -107,6 +107,7 @@ export function printPhases(
     console.log(`  rows and SQL statements by store: ${JSON.stringify(ops.by_store)}`);
     console.log(`  statements reading the most rows: ${JSON.stringify(ops.top_statements.rows_read)}`);
     console.log(`  statements run the most: ${JSON.stringify(ops.top_statements.runs)}`);
+    console.log(`  D1 statements run the most: ${JSON.stringify(ops.top_statements.d1_runs)}`);
     console.log(`  DO objects created per class: ${JSON.stringify(ops.do_objects_created)}`);
     console.log(
       `  rows written ${ops.rows_written}, rows read ${ops.rows_read}, queue ops ${ops.queue_ops} per email; ` +

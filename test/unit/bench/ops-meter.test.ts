@@ -57,5 +57,6 @@ describe("opsOf", () => {
     expect(read[0]).toEqual(["D1: q11", 3]);
     expect(read[9]).toEqual(["D1: q2", 0.75]);
     expect(o.top_statements.runs).toEqual({ "Outbox: SELECT a": 2, "D1: SELECT b": 0.5 });
+    expect(o.top_statements.d1_runs).toEqual({ "D1: SELECT b": 0.5 });
   });
 });
