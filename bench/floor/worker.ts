@@ -11,8 +11,9 @@
  *   (message, domain) pair at once over our own ESMTP client (worker/smtp), through a lane per
  *   domain of at most LANE_SESSIONS connections, each reused for the lane's next job while there
  *   is one (Postfix's connection cache on demand); a temporary failure is tried again after the
- *   bench's back-off (doubling from MIN_BACKOFF_MS to MAX_BACKOFF_MS), in memory; a message's row
- *   is deleted once every recipient is final.
+ *   bench's back-off (doubling from MIN_BACKOFF_MS to MAX_BACKOFF_MS), in memory, and never given
+ *   up (a run lasts minutes; a dead domain's recipients are tried until the server stops); a
+ *   message's row is deleted once every recipient is final (delivered or refused with a 5xx).
  *   Not done: events, webhooks, the D1 index, a status API, scheduling fairness, concurrency
  *   feedback, retries that survive a restart, DNS (the routes come as a var, as Postfix's
  *   transport map gives them), a second Outbox shard. So what it costs is a floor: no relay that
