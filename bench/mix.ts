@@ -109,6 +109,8 @@ const CFG = {
   seed: num(values.seed, 41),
   meteredPhase: values["metered-phase"],
 };
+for (const r of values.rungs.split(",").filter(Boolean))
+  if (!["d1", "hops", "sql"].includes(r)) throw new Error(`--rungs takes d1, hops and sql, not ${r}`);
 if (CFG.meteredPhase !== "sustained" && CFG.meteredPhase !== "saturation")
   throw new Error(`--metered-phase is sustained or saturation, not ${CFG.meteredPhase}`);
 /** --var NAME=value overrides of the relay's [vars]. */

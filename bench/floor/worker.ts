@@ -25,7 +25,7 @@
  *         (the index): two statements per email, against the relay's 3.65.
  *   hops  the relay's object-to-object requests around each delivery: the admission to a
  *         scheduler, its hand-off to an agent, the agent's envelope read, outcome record and report
- *         (five more RPCs per message and domain, to Hop objects, one per domain hash of 16, with
+ *         (five more RPCs per message and domain, to Hop objects, 16 of them, chosen by the domain name's length, with
  *         the envelope or the outcome as payload), against the relay's 5.7 DO requests per email.
  *   sql   the relay's SQLite work per email in its objects (about 26 statements: 19.7 in the
  *         Outbox, 6.5 in the Transport DO): 24 more statements on the stored row, 8 at accept
@@ -151,12 +151,14 @@ export class Floor extends DurableObject<Env> {
   private readonly config = new Map<string, SessionConfig>();
   private readonly hops: boolean;
   private readonly sql: boolean;
+  private readonly d1: boolean;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.routes = JSON.parse(env.ROUTES) as Record<string, string>;
     this.hops = rung(env, "hops");
     this.sql = rung(env, "sql");
+    this.d1 = rung(env, "d1");
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS mail (id TEXT PRIMARY KEY, mail_from TEXT, rcpts TEXT, raw TEXT)");
   }
 
@@ -261,7 +263,7 @@ export class Floor extends DurableObject<Env> {
     else {
       this.open.delete(id);
       this.ctx.storage.sql.exec("DELETE FROM mail WHERE id = ?", id);
-      if (rung(this.env, "d1"))
+      if (this.d1)
         void this.env.DB.prepare("INSERT OR REPLACE INTO idx VALUES (?, 'done', ?)").bind(id, Date.now()).run();
     }
   }
