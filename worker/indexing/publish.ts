@@ -10,8 +10,10 @@
  *       transition with the envelope it gives, if any; idempotent by Outbox event; this is also
  *       the pull feed), the index upserts of `index` (db/messages.ts; after the log rows, so a
  *       new messages row names its email's first run, migration 0037), the notice states, suppressions for hard bounces
- *       and complaints (core/suppression-policy.ts), a takeover of lapsed claims, and the
- *       tenants' enabled endpoints. Then it enqueues, per endpoint, one `webhooks` message
+ *       and complaints (core/suppression-policy.ts), and the tenants' enabled endpoints; when an
+ *       endpoint is enabled and an envelope to push was not stored by this batch (a repeated
+ *       publication, a deferral counted before), a second batch takes over its claim if it
+ *       lapsed. Then it enqueues, per endpoint, one `webhooks` message
  *       (a bundle, jobs.ts) with every event of this publication the endpoint's filter takes,
  *       carrying the stored bodies.
  *
@@ -237,21 +239,29 @@ export async function publishEvents(
     ...upserts,
     ...(plan.notices.length > 0 ? [noticeUpsertStatement(env.DB, plan.notices)] : []),
     ...(suppressions.length > 0 ? [suppressionUpsertStatement(env.DB, suppressions)] : []),
-    ...(pushing
-      ? [feedTakeoverStatement(env.DB, ids, nowMs, CLAIM_LEASE_MS), enabledEndpointsStatement(env.DB, tenants)]
-      : []),
+    ...(pushing ? [enabledEndpointsStatement(env.DB, tenants)] : []),
   ];
   const results = await env.DB.batch(stmts);
   if (!pushing) return;
-  // As stored: a compact body is made whole from the message it names (the columns its row holds);
-  // one of a message not in this publication (none is) would be left for the consumer to read whole.
-  const rows = [...results.slice(0, inserts.length), results[results.length - 2]]
-    .flatMap((r) => returnedEvents((r?.results ?? []) as FeedRow[]))
-    .filter((r) => r.event_id !== null)
-    .map((r) => ({ ...r, body: expandBody(r.body, fields.get(r.email_id) ?? null, eventFields(r)) }));
   const endpoints = (
     (results[results.length - 1]?.results ?? []) as { id: string; tenant_id: string; events: string | null }[]
   ).map(toPublishEndpoint);
+  if (endpoints.length === 0) return; // nothing to push: the claims the inserts took lapse unused
+  const returned = results.slice(0, inserts.length).flatMap((r) => returnedEvents((r?.results ?? []) as FeedRow[]));
+  // The inserts return every envelope they stored, claimed. Only one they did not store (a repeated
+  // publication's, a deferral counted before) can have a claim that lapsed: the takeover, a second
+  // batch, runs for those alone, and a first publication (the normal case) makes no such statement.
+  const got = new Set(returned.map((r) => r.event_id));
+  const missing = ids.filter((id) => !got.has(id));
+  if (missing.length > 0) {
+    const [taken] = await env.DB.batch([feedTakeoverStatement(env.DB, missing, nowMs, CLAIM_LEASE_MS)]);
+    returned.push(...returnedEvents((taken?.results ?? []) as FeedRow[]));
+  }
+  // As stored: a compact body is made whole from the message it names (the columns its row holds);
+  // one of a message not in this publication (none is) would be left for the consumer to read whole.
+  const rows = returned
+    .filter((r) => r.event_id !== null)
+    .map((r) => ({ ...r, body: expandBody(r.body, fields.get(r.email_id) ?? null, eventFields(r)) }));
   const jobs = rows.flatMap((row) =>
     endpoints
       .filter((ep) => ep.tenant_id === row.tenant_id && endpointWants(ep.events, row.type))
