@@ -5,7 +5,8 @@
  * DESCRIPTION
  *   indexStatements(db, items, tail?)      upserts of messages' rows, which hold their recipients
  *                                          (migrations 0035, 0039; recipients rows only for a
- *                                          message indexed before), a statement for all the
+ *                                          message whose recipients' idx are not 0, 1, 2, …;
+ *                                          those indexed before moved, 0041), a statement for all the
  *                                          messages (in chunks), not one per message; a row only
  *                                          moves forward (an older snapshot applied late never
  *                                          overwrites a newer one) and is only rewritten when a
@@ -67,7 +68,8 @@ export interface IndexItem {
 
 /**
  * Upserts for messages and their recipients: one statement for the message rows, one per
- * ROW_CHUNK_BYTES of recipient rows, and one for the tags (message_tags, for the admin search)
+ * ROW_CHUNK_BYTES of recipient rows when a message's recipients do not fit its row (none in the
+ * usual case), and one for the tags (message_tags, for the admin search)
  * when any has tags, however many messages there are (each statement reads its rows from a JSON
  * array, json_each). An update writes only when something changed and never touches the indexed
  * identity columns (tenant, address, Message-ID, created_at), so it rewrites no index entry but
@@ -116,8 +118,8 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
     "rcpts_open",
   ]);
   // A message keeps its recipients in its own row: one in the r_* columns (migration 0035), two
-  // or more in `rcpts` (migration 0039). One indexed before that keeps its recipients rows
-  // (r_status or rcpts stays NULL), which the statements below move instead.
+  // or more in `rcpts` (migration 0039). One whose recipients do not fit the row's form keeps
+  // recipients rows (rcpts stays NULL), which the statement below moves instead.
   const upsertMessages = (chunk: readonly unknown[]) =>
     db
       .prepare(
@@ -136,38 +138,26 @@ export function indexStatements(db: D1Database, items: readonly IndexItem[], tai
         JSON.stringify(chunk),
         ...(tail > 0 ? [tail, JSON.stringify([...new Set(chunk.map((m) => (m as { tenant: string }).tenant))])] : []),
       );
-  const rcptsOf = (one: boolean) =>
-    items
-      .filter(({ view: v }) => (v.recipients.length === 1) === one)
-      .flatMap(({ view: v }) => v.recipients.map((r) => ({ m: v.id, t: v.tenant, idx: r.idx, ...rcptFields(r) })));
-  const many = rcptsOf(false);
-  const ones = rcptsOf(true);
-  // Rows only for a message whose row keeps none (indexed before migration 0039), or one whose
-  // recipients do not fit the row's form (manyFields); the message statement ran first.
+  // Recipients rows only for a message of two or more whose recipients do not fit the row's form
+  // (manyFields): those of messages indexed before migrations 0035 and 0039 moved into their rows
+  // (migration 0041), so no statement names the rows of any other message.
+  const irregular = items
+    .filter(({ view: v }) => v.recipients.length >= 2 && manyFields(v).rcpts === null)
+    .flatMap(({ view: v }) => v.recipients.map((r) => ({ m: v.id, t: v.tenant, idx: r.idx, ...rcptFields(r) })));
   const upsertRcpts = (chunk: readonly unknown[]) =>
     db
       .prepare(
         `INSERT INTO recipients (message_id, idx, tenant_id, address, status, transport, nexthop, attempts, next_attempt_at, updated_at)
      SELECT ${jsonColumns(["m", "idx", "t", ...RCPT_FIELDS])}
-     FROM json_each(?1) AS j WHERE NOT EXISTS (SELECT 1 FROM messages x WHERE x.id = json_extract(j.value, '$.m') AND x.rcpts IS NOT NULL)
+     FROM json_each(?1) AS j WHERE true
      ON CONFLICT (message_id, idx) DO UPDATE SET ${RCPT_SET}
      WHERE ${RCPT_CHANGED}`,
-      )
-      .bind(JSON.stringify(chunk));
-  // The recipients row of a one-recipient message indexed before migration 0035, if any.
-  const updateOldRcpts = (chunk: readonly unknown[]) =>
-    db
-      .prepare(
-        `UPDATE recipients SET ${RCPT_SET.replace(/excluded\./g, "x.")}
-     FROM (SELECT ${jsonColumns(["m", "idx", ...RCPT_FIELDS], true)} FROM json_each(?1) AS j) AS x
-     WHERE recipients.message_id = x.m AND recipients.idx = x.idx AND ${RCPT_CHANGED.replace(/excluded\./g, "x.")}`,
       )
       .bind(JSON.stringify(chunk));
   // Chunked (ROW_CHUNK_BYTES), so a large batch or message stays within D1's statement limits.
   return [
     ...chunkByJson(messages, ROW_CHUNK_BYTES).map(upsertMessages),
-    ...chunkByJson(many, ROW_CHUNK_BYTES).map(upsertRcpts),
-    ...chunkByJson(ones, ROW_CHUNK_BYTES).map(updateOldRcpts),
+    ...chunkByJson(irregular, ROW_CHUNK_BYTES).map(upsertRcpts),
     ...tagStatements(
       db,
       items.map((i) => i.view),
