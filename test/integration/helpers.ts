@@ -34,7 +34,12 @@ export function callWithKey(
       ...headers,
     },
   };
-  if (body !== undefined) init.body = typeof body === "string" ? body : JSON.stringify(body);
+  if (body !== undefined) {
+    const text = typeof body === "string" ? body : JSON.stringify(body);
+    init.body = text;
+    // As an HTTP client sends it (the send path reads a small body with its key: send-reads.ts).
+    (init.headers as Record<string, string>)["content-length"] ??= String(new TextEncoder().encode(text).byteLength);
+  }
   return call(path, init);
 }
 

@@ -33,6 +33,7 @@ import type { IdempotencyClaim, IdempotencyResult, StoredResponse } from "../mod
 import type { ClassifyJob } from "../model/message";
 import { bulkOf, type NewMessage } from "../model/message";
 import { decideNew } from "../classify/classify-message";
+import type { SuppressionPrefetch } from "../classify/lookups";
 import { ApiError } from "../model/errors";
 import type { PreparedMessage } from "./prepare";
 import { IdempotencyKeySchema } from "./schemas";
@@ -53,6 +54,8 @@ export interface AcceptInput {
   response: StoredResponse;
   /** Gives the accept slot back (the accept gate's leaveGate), once the messages are stored. */
   leaveGate?: (() => void) | undefined;
+  /** The suppression entries the request read with its key (api/http/send-reads.ts), if it did. */
+  prefetch?: SuppressionPrefetch | undefined;
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -124,6 +127,7 @@ export async function storeAndQueue(env: Env, input: AcceptInput): Promise<Store
         env,
         input.tenant,
         input.prepared.map((p) => p.record),
+        input.prefetch,
       ),
       ...input.prepared
         .filter((_, i) => !inline[i])

@@ -12,7 +12,7 @@
  *                                    (storage/outbox-admit.ts) and marks them ready in that one
  *                                    call. Returns the state the index must reflect, and
  *                                    whether the delivery stage will write it instead.
- *   decideNew(env, tenant, messages)  decide() for newly accepted messages, in the accepting
+ *   decideNew(env, tenant, messages, prefetch?)  decide() for newly accepted messages, in the accepting
  *                                    worker (the Outbox stores them decided in its accept
  *                                    request and admits them with its next AdmissionBatch); null (the classify queue decides) for a scheduled
  *                                    message (decided when due), for one of more than
@@ -31,7 +31,7 @@
 import { outboxOf } from "../model/ids";
 import { bulkOf, type ClassifyResult, type ClassifyWork, type NewMessage, type SyncState } from "../model/message";
 import { suppressionScopes } from "../webhooks/core/suppression-policy";
-import { AcceptLookups, type Lookups } from "./lookups";
+import { AcceptLookups, type Lookups, type SuppressionPrefetch } from "./lookups";
 import { resolveRecipient, rewriteAddress, type RouteDefaults } from "./resolve";
 import { settingsOf } from "../settings/settings";
 
@@ -85,8 +85,9 @@ export async function decideNew(
   env: Env,
   tenant: string,
   messages: Pick<NewMessage, "rcptTo" | "scheduledAt" | "summary">[],
+  prefetch?: SuppressionPrefetch,
 ): Promise<(ClassifyResult[] | null)[]> {
-  const lookups = new AcceptLookups(env.DB);
+  const lookups = new AcceptLookups(env.DB, Date.now, prefetch);
   const max = settingsOf(env).classifyAtAcceptMaxRcpts;
   try {
     return await Promise.all(

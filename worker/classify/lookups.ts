@@ -12,9 +12,12 @@
  *                        ROUTING_TTL_MS per isolate and shared by its requests, never a read under
  *                        way of another request (lib/shared-cache.ts; a route changed
  *                        in D1 applies to mail accepted from then on); suppressions are read per
- *                        request, never cached.
+ *                        request, never cached: with `prefetch` (the rows the request read with
+ *                        its key, api/http/send-reads.ts) a check of its tenant's addresses that
+ *                        the prefetch covers is answered from those rows (db/routing.ts
+ *                        suppressedIn), any other from D1.
  */
-import { loadRouting, suppressedAmong, type Routing } from "../db/routing";
+import { loadRouting, suppressedAmong, suppressedIn, type Routing, type SuppressionRow } from "../db/routing";
 import { SharedCache } from "../lib/shared-cache";
 
 /** The classify stage's reads. */
@@ -90,8 +93,32 @@ export const ROUTING_TTL_MS = 5000;
 /** Routing as last read by this isolate's accepting requests: the value shared, a read under way only by its request's look-ups (lib/shared-cache.ts). */
 const lastRouting = new SharedCache<Routing>(1);
 
+/** A send request's suppression entries read with its key (api/http/send-reads.ts SendPrefetch). */
+export interface SuppressionPrefetch {
+  tenant: string;
+  addresses: ReadonlySet<string>;
+  rows: readonly SuppressionRow[];
+}
+
 /** BatchLookups whose routing is shared by the isolate's requests for ROUTING_TTL_MS (see the header). */
 export class AcceptLookups extends BatchLookups {
+  constructor(
+    db: D1Database,
+    nowMs: () => number = Date.now,
+    private readonly prefetch?: SuppressionPrefetch,
+  ) {
+    super(db, nowMs);
+  }
+
+  override suppressed(tenant: string, addresses: string[], scopes?: readonly string[]): Promise<Map<string, string>> {
+    const p = this.prefetch;
+    if (p && p.tenant === tenant && addresses.every((a) => p.addresses.has(a.toLowerCase()))) {
+      const hit = suppressedIn(p.rows, addresses, this.nowMs(), scopes);
+      if (hit !== null) return Promise.resolve(hit);
+    }
+    return super.suppressed(tenant, addresses, scopes);
+  }
+
   override routing(): Promise<Routing> {
     const now = this.nowMs();
     return lastRouting.lookup(

@@ -175,14 +175,23 @@ export async function promoteKey(db: D1Database, domainId: string, selector: str
 /** See the header. */
 export async function verifiedOwners(db: D1Database, names: readonly string[]): Promise<Map<string, string>> {
   if (names.length === 0) return new Map();
-  const rows = (
-    await db
-      .prepare(
-        "SELECT name, tenant_id FROM domains WHERE verified_at IS NOT NULL AND name IN (SELECT value FROM json_each(?))",
-      )
-      .bind(JSON.stringify(names))
-      .all<{ name: string; tenant_id: string }>()
-  ).results;
+  return ownersOf((await verifiedOwnersStatement(db, names).all<OwnerRow>()).results);
+}
+
+/** A row of verifiedOwnersStatement. */
+export type OwnerRow = { name: string; tenant_id: string };
+
+/** verifiedOwners' one statement, for a caller that batches it with others (`names` not empty). */
+export function verifiedOwnersStatement(db: D1Database, names: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare(
+      "SELECT name, tenant_id FROM domains WHERE verified_at IS NOT NULL AND name IN (SELECT value FROM json_each(?))",
+    )
+    .bind(JSON.stringify(names));
+}
+
+/** verifiedOwners' answer from its statement's rows. */
+export function ownersOf(rows: readonly OwnerRow[]): Map<string, string> {
   return new Map(rows.map((r) => [r.name, r.tenant_id]));
 }
 

@@ -11,6 +11,13 @@
  *                                         suppressionScopes), each with that entry's scope ("" first);
  *                                         for bulk mail of a topic whose default is opt_out, also
  *                                         every address without an opt-in (scope 'bulk:<topic>').
+ *   suppressionRowsStatement(db, keyHash, addrs, nowMs)  every unexpired entry, of any scope, for
+ *                                         the tenant of the live key `keyHash` or for every
+ *                                         tenant, of the (lower-cased) `addrs`: what a send
+ *                                         request reads with its key (api/http/send-reads.ts).
+ *   suppressedIn(rows, addrs, nowMs, scopes)  suppressedAmong's answer from such rows, for scopes
+ *                                         without a topic's opt-out (`bulk:<topic>`), whose
+ *                                         opt-ins only suppressedAmong reads.
  *
  * INVARIANTS
  *   Suppression addresses are stored lower-case; lookups lower-case their input.
@@ -75,6 +82,42 @@ export async function suppressedAmong(
       .bind(tenant, nowMs, ...scopes, ...chunk, ...(topic === undefined ? [] : [JSON.stringify(chunk), tenant, topic]))
       .all<{ address: string; scope: string }>();
     for (const row of r.results) if (!out.has(row.address) || row.scope === "") out.set(row.address, row.scope);
+  }
+  return out;
+}
+
+/** An entry as suppressionRowsStatement reads it. */
+export type SuppressionRow = { address: string; scope: string; expires_at: number | null };
+
+/** See the header. */
+export function suppressionRowsStatement(
+  db: D1Database,
+  keyHash: string,
+  addresses: readonly string[],
+  nowMs: number,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT address, scope, expires_at FROM suppressions WHERE tenant_id IN ((SELECT tenant_id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL), '*')
+       AND address IN (SELECT value FROM json_each(?2)) AND (expires_at IS NULL OR expires_at > ?3)`,
+    )
+    .bind(keyHash, JSON.stringify(addresses), nowMs);
+}
+
+/** See the header: the same answer suppressedAmong gives for the same entries, or null for a topic's scopes. */
+export function suppressedIn(
+  rows: readonly SuppressionRow[],
+  addresses: readonly string[],
+  nowMs: number,
+  scopes: readonly string[] = [""],
+): Map<string, string> | null {
+  if (scopes.some((s) => s.startsWith("bulk:"))) return null;
+  const asked = new Set(addresses.map((a) => a.toLowerCase()));
+  const out = new Map<string, string>();
+  for (const row of rows) {
+    if (!asked.has(row.address) || !scopes.includes(row.scope)) continue;
+    if (row.expires_at !== null && row.expires_at <= nowMs) continue;
+    if (!out.has(row.address) || row.scope === "") out.set(row.address, row.scope);
   }
   return out;
 }

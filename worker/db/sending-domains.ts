@@ -10,6 +10,7 @@
  *                                the complaint-rate brake's bulk_paused_until),
  *                                and with `withDomains` (the send endpoints) the tenant's verified
  *                                domains with their active selector, in the same query.
+ *   keyAccessStatement / keyAccessOf  the same as a statement to batch and its row's reading.
  *   sealedKey(db, domainId, selector)  the sealed private key of one domain key.
  */
 
@@ -73,7 +74,20 @@ export interface KeyAccess {
   compliance?: "warn" | "strict";
 }
 
-export async function keyAccess(db: D1Database, keyHash: string, withDomains = false): Promise<KeyAccess | null> {
+/** The row keyAccessStatement reads. */
+export type KeyRow = {
+  id: string;
+  tenant_id: string;
+  role: "tenant" | "operator";
+  permission: "full_access" | "sending_access";
+  domain_id: string | null;
+  domain_name: string | null;
+  verified: string | null;
+  settings: string | null;
+};
+
+/** keyAccess's one statement (bound to the key's hash), for a caller that batches it with others. */
+export function keyAccessStatement(db: D1Database, keyHash: string, withDomains = false): D1PreparedStatement {
   const domains = withDomains
     ? `(SELECT json_group_array(json_array(vd.id, vd.name, vk.selector, vk.algorithm, vd.return_path, vd.dmarc)) FROM domains vd
          JOIN domain_keys vk ON vk.domain_id = vd.id AND vk.state = 'active' WHERE vd.tenant_id = k.tenant_id AND vd.status = 'verified')`
@@ -81,22 +95,16 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
   const settings = withDomains
     ? "(SELECT json_array(unsubscribe, bulk_paused_until, compliance) FROM tenant_settings WHERE tenant_id = k.tenant_id)"
     : "NULL";
-  const row = await db
+  return db
     .prepare(
       `SELECT k.id, k.tenant_id, k.role, k.permission, k.domain_id, d.name AS domain_name, ${domains} AS verified, ${settings} AS settings FROM api_keys k
       LEFT JOIN domains d ON d.id = k.domain_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
     )
-    .bind(keyHash)
-    .first<{
-      id: string;
-      tenant_id: string;
-      role: "tenant" | "operator";
-      permission: "full_access" | "sending_access";
-      domain_id: string | null;
-      domain_name: string | null;
-      verified: string | null;
-      settings: string | null;
-    }>();
+    .bind(keyHash);
+}
+
+/** What keyAccessStatement's row (or its absence) says of the key. */
+export function keyAccessOf(row: KeyRow | null | undefined): KeyAccess | null {
   if (!row) return null;
   const verified =
     row.verified === null
@@ -121,6 +129,10 @@ export async function keyAccess(db: D1Database, keyHash: string, withDomains = f
     bulkPausedUntil: pausedUntil,
     compliance: compliance === "strict" ? "strict" : "warn",
   };
+}
+
+export async function keyAccess(db: D1Database, keyHash: string, withDomains = false): Promise<KeyAccess | null> {
+  return keyAccessOf(await keyAccessStatement(db, keyHash, withDomains).first<KeyRow>());
 }
 
 /** The sealed private key of one domain key, or null. */

@@ -2,7 +2,8 @@
  * Who may send as which domain, and with which DKIM key (the accept path's sender policy).
  *
  * DESCRIPTION
- *   new SenderPolicy(env, tenant, key)  one per request.
+ *   new SenderPolicy(env, tenant, key, prefetch?)  one per request; `prefetch` (api/http/
+ *                       send-reads.ts) answers the owners of the names it read, instead of D1.
  *   authorize(domain)   the DKIM signers to use for mail from `domain`, or an ApiError:
  *     - a sending_access key restricted to a domain sends only from it (401 restricted_api_key);
  *     - a domain the tenant verified signs with its own active key (decrypted here; the private
@@ -62,7 +63,14 @@ export class SenderPolicy {
     private readonly env: Env,
     readonly tenant: string,
     private readonly key: KeyAccess | undefined,
+    private readonly prefetch?: { ownerNames: ReadonlySet<string>; owners: ReadonlyMap<string, string> },
   ) {}
+
+  /** Which tenants verified `names` (name → tenant): as read with the key when it read them all, else from D1. */
+  private async owners(names: string[]): Promise<ReadonlyMap<string, string>> {
+    const p = this.prefetch;
+    return p && names.every((n) => p.ownerNames.has(n)) ? p.owners : verifiedOwners(this.env.DB, names);
+  }
 
   /** See the header. `domain` is an ASCII domain (punycode), any case. */
   authorize(domain: string): Promise<DkimSigner[]> {
@@ -108,7 +116,7 @@ export class SenderPolicy {
     // The fallbacks below (development, the operator's DKIM_KEYS) never cover a domain that
     // another tenant proved it owns: one row read, only on these paths.
     const fallback = settingsOf(this.env).local || key?.role === "operator";
-    if (fallback && claimProblem(domain, this.tenant, await verifiedOwners(this.env.DB, lineage(domain))) !== null)
+    if (fallback && claimProblem(domain, this.tenant, await this.owners(lineage(domain))) !== null)
       throw notVerified(domain);
     if (settingsOf(this.env).local) {
       this.unverified.add(domain);

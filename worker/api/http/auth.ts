@@ -6,7 +6,9 @@
  *                    row read, by its unique index), so a revoked key is refused on its very next
  *                    request in every isolate, and sets `tenant` and `key` (role, Resend
  *                    permission, domain restriction). A `sending_access` key may only send:
- *                    POST /emails, POST /emails/batch and POST /relay/messages/raw.
+ *                    POST /emails, POST /emails/batch and POST /relay/messages/raw. On a send
+ *                    request with a small body the look-up is one statement of a batch that also
+ *                    reads what the request will ask next (send-reads.ts), set as `prefetch`.
  *
  * INVARIANTS
  *   Only key hashes are compared or stored; a key is never logged or returned.
@@ -19,12 +21,14 @@ import type { MiddlewareHandler } from "hono";
 import { hashApiKey } from "../../db/api-keys";
 import { keyAccess, type KeyAccess } from "../../db/sending-domains";
 import { ApiError } from "../../model/errors";
+import type { AppEnv } from "./context";
+import { sendReads } from "./send-reads";
 
 /** The endpoints a sending_access key may call. */
 const SEND_ONLY = new Set(["POST /emails", "POST /emails/batch", "POST /relay/messages/raw"]);
 
 /** Authenticates the request and sets the `tenant` and `key` variables. */
-export function requireApiKey(): MiddlewareHandler<{ Bindings: Env; Variables: { tenant: string; key: KeyAccess } }> {
+export function requireApiKey(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "");
     if (!m) {
@@ -36,7 +40,10 @@ export function requireApiKey(): MiddlewareHandler<{ Bindings: Env; Variables: {
     }
     const sending = SEND_ONLY.has(`${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`);
     // On the send endpoints the same query brings the tenant's verified domains (domains/sender.ts).
-    const access = await keyAccess(c.env.DB, await hashApiKey(m[1]!), sending);
+    const hash = await hashApiKey(m[1]!);
+    const read = sending ? await sendReads(c, hash) : null;
+    const access: KeyAccess | null = read ? read.access : await keyAccess(c.env.DB, hash, sending);
+    if (read && read.access) c.set("prefetch", read.prefetch);
     if (access === null) throw new ApiError(403, "invalid_api_key", "API key is invalid.");
     if (access.permission === "sending_access" && !sending) {
       throw new ApiError(401, "restricted_api_key", "This API key is restricted to only send emails.");

@@ -7,7 +7,9 @@
  *                              base64 inside JSON.
  *   readBody(c, maxBytes)      the body as bytes, within the limit, whatever its framing
  *                              (Content-Length or chunked): the stream is read and cut off at the
- *                              limit, so an oversized body is never held in full.
+ *                              limit, so an oversized body is never held in full. A body read
+ *                              before (holdBody: send-reads.ts reads it with the key) is given
+ *                              back instead, checked against the limit the same way.
  *   readJson(c, maxBytes)      the raw text and the parsed value.
  *   readOptionalJson(c, maxBytes)  as readJson, but an empty body (none sent) is `undefined`.
  *   parseInput(schema, value)  zod validation with Resend's error names.
@@ -31,10 +33,23 @@ function tooLarge(size: number, max: number): ApiError {
   return new ApiError(413, "validation_error", `The request body is ${size} bytes; the limit is ${max} bytes.`);
 }
 
+/** The bodies read before their route, by request. */
+const HELD = new WeakMap<Request, ArrayBuffer>();
+
+/** Keeps the body read from `c`'s stream for the route's readBody. */
+export function holdBody(c: Context, bytes: ArrayBuffer): void {
+  HELD.set(c.req.raw, bytes);
+}
+
 /** Reads a body of at most `maxBytes` (413 beyond), from its stream, whatever the framing. */
 export async function readBody(c: Context, maxBytes: number): Promise<ArrayBuffer> {
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > maxBytes) throw tooLarge(declared, maxBytes);
+  const held = HELD.get(c.req.raw);
+  if (held !== undefined) {
+    if (held.byteLength > maxBytes) throw tooLarge(held.byteLength, maxBytes);
+    return held;
+  }
   const stream = c.req.raw.body;
   if (stream === null) return new ArrayBuffer(0);
   const reader = stream.getReader();

@@ -1,5 +1,6 @@
 /** The Hono environment every route of the HTTP API runs in. */
 import type { KeyAccess } from "../../db/sending-domains";
+import type { SendPrefetch } from "./send-reads";
 
 /** Per-request variables. */
 export type Vars = {
@@ -8,6 +9,8 @@ export type Vars = {
   key: KeyAccess;
   /** Gives the request's accept slot back before it ends (accept-gate.ts; at most once). */
   leaveGate?: () => void;
+  /** What a send request read with its key (send-reads.ts), when it did. */
+  prefetch?: SendPrefetch;
 };
 
 /** The Hono environment of every route. */

@@ -126,7 +126,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const input = parseInput(sendSchemaOf(value), value);
     const tenant = c.get("tenant");
     const shard = await shardFor(c, idem, limits.shards, 1);
-    const sender = new SenderPolicy(c.env, tenant, c.get("key"));
+    const sender = new SenderPolicy(c.env, tenant, c.get("key"), c.get("prefetch"));
     const prepared = await prepareEmail(c.env, input, {
       shard,
       nowMs: Date.now(),
@@ -137,6 +137,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const res = await storeAndQueue(c.env, {
       tenant,
       leaveGate: c.get("leaveGate"),
+      prefetch: c.get("prefetch"),
       shard,
       idempotency: idem,
       prepared: [prepared],
@@ -157,7 +158,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const items = parseInput(BatchSchema, value, "Batch:");
     const tenant = c.get("tenant");
     const shard = await shardFor(c, idem, limits.shards, items.length);
-    const sender = new SenderPolicy(c.env, tenant, c.get("key"));
+    const sender = new SenderPolicy(c.env, tenant, c.get("key"), c.get("prefetch"));
     const { ok, errors } = await prepareBatch(c, items, shard, sender);
     const first = errors[0];
     if (first && mode === "strict")
@@ -170,6 +171,7 @@ function addSendRoutes(r: Hono<AppEnv>): void {
     const res = await storeAndQueue(c.env, {
       tenant,
       leaveGate: c.get("leaveGate"),
+      prefetch: c.get("prefetch"),
       shard,
       idempotency: idem,
       prepared: ok,
