@@ -57,7 +57,6 @@
  *   Postfix installed and run as root (scripts/postfix/install.sh; the npm script runs it first),
  *   Linux /proc for CPU. The machine is shared: compare the two sides within one run only.
  */
-import { parseArgs } from "node:util";
 import { generateArrivals, streamStats, type Arrival } from "./world/arrivals";
 import { startWorldDoh } from "./world/doh";
 import { opsOf, readMeter, resetMeter, type OpsPerEmail } from "./world/ops-meter";
@@ -70,57 +69,10 @@ import { createWorld, kindCounts } from "./world/world";
 import { startClassProfile } from "./world/class-profile";
 import type { DevServer } from "../scripts/lib/dev-server";
 import { postfixUnavailableReason } from "../test/e2e/postfix/harness";
-import { commandLine } from "../scripts/lib/command-line";
+import { mixArgs } from "./world/mix-args";
 
-const { values } = commandLine(import.meta.url, () =>
-  parseArgs({
-    options: {
-      domains: { type: "string" },
-      sustained: { type: "string" },
-      saturation: { type: "string" },
-      rate: { type: "string" },
-      "saturation-rate": { type: "string" },
-      metered: { type: "string" },
-      "metered-phase": { type: "string", default: "sustained" },
-      only: { type: "string" },
-      seed: { type: "string", default: "41" },
-      var: { type: "string", multiple: true, default: [] },
-      floor: { type: "boolean", default: false },
-      rungs: { type: "string", default: "" },
-      profile: { type: "boolean", default: false },
-      ci: { type: "boolean", default: false },
-      json: { type: "boolean", default: false },
-    },
-  }),
-);
-const num = (v: string | undefined, def: number) => {
-  const n = v === undefined ? def : Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`not a number: ${v}`);
-  return n;
-};
+const { values, CFG, VARS } = mixArgs(import.meta.url);
 const CI = values.ci;
-const CFG = {
-  domains: num(values.domains, CI ? 300 : 2000),
-  sustained: num(values.sustained, CI ? 300 : 2500),
-  saturation: num(values.saturation, CI ? 300 : 2500),
-  rate: values.rate === undefined || values.rate === "auto" ? null : num(values.rate, 0),
-  saturationRate: num(values["saturation-rate"], 400),
-  metered: num(values.metered, CI ? 0 : 1000),
-  seed: num(values.seed, 41),
-  meteredPhase: values["metered-phase"],
-};
-for (const r of values.rungs.split(",").filter(Boolean))
-  if (!["d1", "hops", "sql"].includes(r)) throw new Error(`--rungs takes d1, hops and sql, not ${r}`);
-if (CFG.meteredPhase !== "sustained" && CFG.meteredPhase !== "saturation")
-  throw new Error(`--metered-phase is sustained or saturation, not ${CFG.meteredPhase}`);
-/** --var NAME=value overrides of the relay's [vars]. */
-const VARS: Record<string, string> = Object.fromEntries(
-  values.var.map((kv) => {
-    const eq = kv.indexOf("=");
-    if (eq < 1) throw new Error(`--var needs NAME=value, got ${kv}`);
-    return [kv.slice(0, eq), kv.slice(eq + 1)];
-  }),
-);
 const TIMERS: Timers = { minimalBackoff: 5, maximalBackoff: 20, connectTimeout: 5, heloTimeout: 10 };
 const CONCURRENCY = 32;
 const PHASE_LIMIT_MS = 6 * 60_000;
@@ -234,7 +186,6 @@ async function main(): Promise<number> {
     const rcptsPerMessage = sat.messages > 0 ? sat.recipients / sat.messages : 1;
     const sustainedAt = (relaySat: number) => {
       if (sustained) return sustained;
-      if (CFG.rate === null && only !== undefined && only !== "relay") throw new Error(`--only ${only} needs --rate`);
       rate = CFG.rate ?? Math.max(1, Math.round(((relaySat * AUTO_RATE_SHARE) / rcptsPerMessage) * 10) / 10);
       sustained = generateArrivals(world, {
         messages: CFG.sustained,

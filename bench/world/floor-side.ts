@@ -6,22 +6,21 @@
  * DESCRIPTION
  *   startFloorSide(world, o)  writes a wrangler.toml (the floor's entry, ROUTES and PORT vars, one
  *       SQLite-backed class; RUNGS from o.rungs, bench/floor/worker.ts) in a temp directory, bundles the floor once and serves that bundle
- *       (as the relay's frozen server), starts wrangler dev on free loopback ports,
- *       waits for GET /health and turns off the inspector's Network capture, as the relay's
- *       server does. send() makes the relay side's requests (the same bodies, paths and
+ *       (as the relay's frozen server), and starts it as the relay's server is started
+ *       (scripts/lib/dev-server.ts startWrangler: free loopback ports, again on new ones when
+ *       one was taken, GET /health, the inspector's Network capture off). send() makes the relay side's requests (the same bodies, paths and
  *       a 429's retry), with no key. cpu() reads wrangler's process group, as the relay's.
  *
  * ERRORS
  *   Rejects when wrangler exits early or /health does not answer in 60 s (after stopping it).
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { stopNetworkCapture } from "../../scripts/lib/cdp";
-import { freePort, stopGroup, waitHealthy, wranglerDevArgs } from "../../scripts/lib/dev-server";
+import { startWrangler } from "../../scripts/lib/dev-server";
 import { WRANGLER_ENV } from "../../scripts/lib/keys";
 import { apiSender, type MixSide } from "./sides";
 import { byGroup, cpuSample } from "./cpu";
@@ -81,34 +80,22 @@ export async function startFloorSide(
   o: { sinkPort: number; rungs?: string },
 ): Promise<MixSide & { pid: number }> {
   const dir = await mkdtemp(join(tmpdir(), "cohort-floor-"));
-  const toml = await floorToml(dir, world, o.sinkPort, o.rungs ?? "");
-  const [port, inspector] = [await freePort(), await freePort()];
-  const child = spawn(
-    "npx",
-    wranglerDevArgs({ port, inspector, persistTo: join(dir, "state"), script: ["-c", toml] }),
-    { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let output = "";
-  const append = (b: Buffer) => void (output = (output + b.toString()).slice(-20_000));
-  child.stdout?.on("data", append);
-  child.stderr?.on("data", append);
-  const url = `http://127.0.0.1:${port}`;
+  const w = await floorToml(dir, world, o.sinkPort, o.rungs ?? "")
+    .then((toml) => startWrangler({ persistTo: join(dir, "state"), script: ["-c", toml] }))
+    .catch(async (e: unknown) => {
+      await rm(dir, { recursive: true, force: true });
+      throw e;
+    });
+  const { url, pid } = w;
   const stop = async () => {
-    await stopGroup(child);
+    await w.stop();
     await rm(dir, { recursive: true, force: true });
   };
-  try {
-    await waitHealthy(url, child, () => output);
-    await stopNetworkCapture(inspector); // as the relay's server does (dev-server.ts)
-  } catch (e) {
-    await stop();
-    throw e;
-  }
   return {
     name: "floor",
-    pid: child.pid!,
+    pid,
     ...apiSender("floor", url, {}),
-    cpu: () => cpuSample(byGroup(child.pid!)),
+    cpu: () => cpuSample(byGroup(pid)),
     stop,
   };
 }

@@ -11,6 +11,8 @@
  *       --help on stderr and exits 2.
  *   usageOf(fileUrl)  the text of the file's header (the comment block it opens with), without
  *       its comment marks.
+ *   argumentError(message)  an error commandLine reports as it reports parseArgs' own: for a
+ *       value parseArgs took but the command refuses (thrown inside `parse`).
  */
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -31,6 +33,11 @@ export function usageOf(fileUrl: string): string {
 function isArgumentError(e: unknown): e is Error {
   const code = (e as { code?: unknown } | null)?.code;
   return e instanceof Error && typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_");
+}
+
+/** See the header. */
+export function argumentError(message: string): Error {
+  return Object.assign(new Error(message), { code: "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" });
 }
 
 /** See the header. */

@@ -19,6 +19,8 @@
  *                               proxy has the Worker send for every subrequest (cdp.ts,
  *                               stopNetworkCapture: a cost of local dev alone, which halved
  *                               delivery under a submission flood).
+ *   startWrangler(o)            the start itself (ports, the retry, /health, the Network capture
+ *                               off) for any wrangler.toml: this server's and bench:mix's floor.
  *   freePort(port?)             a free TCP port on 127.0.0.1 (or `port`, rejecting when taken).
  *   wranglerDevArgs(o)          `wrangler dev`'s arguments on 127.0.0.1 (for every local server:
  *                               this one, the chaos runtime's, the CLI and browser tests').
@@ -227,23 +229,51 @@ export async function startDevServer(opts: {
         }),
       ]
     : [];
+  try {
+    const w = await startWrangler({
+      persistTo: state,
+      script: config,
+      ...(opts.logLevel ? { logLevel: opts.logLevel } : {}),
+      ...(opts.testScheduled ? { testScheduled: true } : {}),
+      vars,
+    });
+    const stop = async () => {
+      await w.stop();
+      await rm(state, { recursive: true, force: true });
+    };
+    return { url: w.url, key, state, inspector: w.inspector, pid: w.pid, stop };
+  } catch (e) {
+    await rm(state, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+/** A running wrangler dev (startWrangler): its URL, inspector port, process group leader and stop. */
+export interface Wrangler {
+  url: string;
+  inspector: number;
+  pid: number;
+  /** Stops its whole process group. */
+  stop: () => Promise<void>;
+}
+
+/**
+ * Starts wrangler dev with `o` (wranglerDevArgs, on ports found free) and waits for GET /health and
+ * the Network capture turned off (see the header); starts again on new ports (up to 3 times) when
+ * a port found free was taken before wrangler bound it. Rejects after stopping what it started.
+ */
+export async function startWrangler(
+  o: Omit<Parameters<typeof wranglerDevArgs>[0], "port" | "inspector">,
+): Promise<Wrangler> {
   // A port found free can be taken by another process before wrangler binds it: start again on
   // new ports when that is why it failed (at most 3 times).
   for (let attempt = 1; ; attempt++) {
     const [port, inspector] = [await freePort(), await freePort()];
-    const child = spawn(
-      "npx",
-      wranglerDevArgs({
-        port,
-        inspector,
-        persistTo: state,
-        script: config,
-        ...(opts.logLevel ? { logLevel: opts.logLevel } : {}),
-        ...(opts.testScheduled ? { testScheduled: true } : {}),
-        vars,
-      }),
-      { env: WRANGLER_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] },
-    );
+    const child = spawn("npx", wranglerDevArgs({ ...o, port, inspector }), {
+      env: WRANGLER_ENV,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     const append = (b: Buffer) => {
       output = (output + b.toString()).slice(-20_000);
@@ -252,10 +282,6 @@ export async function startDevServer(opts: {
     child.stdout?.on("data", append);
     child.stderr?.on("data", append);
     const url = `http://127.0.0.1:${port}`;
-    const stop = async () => {
-      await stopGroup(child);
-      await rm(state, { recursive: true, force: true });
-    };
     try {
       await waitHealthy(url, child, () => output);
       await stopNetworkCapture(inspector).catch((e: unknown) => {
@@ -266,9 +292,8 @@ export async function startDevServer(opts: {
     } catch (e) {
       await stopGroup(child);
       if (attempt < 3 && /address already in use/i.test(output)) continue;
-      await rm(state, { recursive: true, force: true });
       throw e;
     }
-    return { url, key, state, inspector, pid: child.pid!, stop };
+    return { url, inspector, pid: child.pid!, stop: () => stopGroup(child) };
   }
 }

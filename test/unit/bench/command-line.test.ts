@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { commandLine, usageOf } from "../../../scripts/lib/command-line";
+import { argumentError, commandLine, usageOf } from "../../../scripts/lib/command-line";
 
 describe("command line of the benchmarks and scripts", () => {
   let dir = "";
@@ -67,5 +67,16 @@ describe("command line of the benchmarks and scripts", () => {
         throw new Error("a bug");
       }, []),
     ).toThrow("a bug");
+  });
+
+  it("a value the command refuses (argumentError) is one line and exit 2 too", async () => {
+    const url = await script("/**\n * npm run tool\n */\n");
+    const out = exits();
+    expect(() =>
+      commandLine(url, () => {
+        throw argumentError("--rungs takes d1, hops and sql, not foo");
+      }, []),
+    ).toThrow("exit 2");
+    expect(out.err).toBe("tool.ts: --rungs takes d1, hops and sql, not foo\n(--help lists the options)");
   });
 });
