@@ -6,13 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import migration from "../../migrations/0018_domain_claims.sql?raw";
-
-const statements = (sql: string) =>
-  sql
-    .replace(/--[^\n]*\n/g, "")
-    .split(";")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
+import { statements } from "./migration-sql";
 
 describe("migration 0018", () => {
   it("keeps the rows, backfills verified_at, and turns the one-name rule into one claim per tenant and one owner per name", async () => {

@@ -7,16 +7,10 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import migration from "../../migrations/0041_old_recipients_into_messages.sql?raw";
+import { statements } from "./migration-sql";
 import { newMessageId } from "../../worker/model/ids";
 import { indexStatements } from "../../worker/db/messages";
 import { view } from "./index-views";
-
-const statements = (sql: string) =>
-  sql
-    .replace(/--[^\n]*\n/g, "")
-    .split(";")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
 
 /** A message row as the index wrote it before migration 0035, with recipients rows of `statuses` at `idx`. */
 function oldMessage(id: string, statuses: string[], idx = statuses.map((_, i) => i)): D1PreparedStatement[] {

@@ -38,10 +38,11 @@ export function requireApiKey(): MiddlewareHandler<AppEnv> {
         "Missing API key in the authorization header. Include the following header in the request: Authorization: Bearer YOUR_API_KEY",
       );
     }
-    const sending = SEND_ONLY.has(`${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`);
+    const route = `${c.req.method} ${new URL(c.req.url).pathname.replace(/\/+$/, "")}`;
+    const sending = SEND_ONLY.has(route);
     // On the send endpoints the same query brings the tenant's verified domains (domains/sender.ts).
     const hash = await hashApiKey(m[1]!);
-    const read = sending ? await sendReads(c, hash) : null;
+    const read = sending ? await sendReads(c, hash, route) : null;
     const access: KeyAccess | null = read ? read.access : await keyAccess(c.env.DB, hash, sending);
     if (read && read.access) c.set("prefetch", read.prefetch);
     if (access === null) throw new ApiError(403, "invalid_api_key", "API key is invalid.");

@@ -3,7 +3,7 @@
  * its sender domains' owners, batched instead of read one after another as the request goes on.
  *
  * DESCRIPTION
- *   sendReads(c, keyHash)  for POST /emails and POST /emails/batch whose declared body
+ *   sendReads(c, keyHash, route)  for POST /emails and POST /emails/batch whose declared body
  *       (Content-Length) is at most PREFETCH_BODY_BYTES: reads the body (held for readBody, so
  *       the route reads the same bytes), and runs ONE D1 batch of
  *         - the key's look-up (db/sending-domains.ts keyAccessStatement, with its domains);
@@ -33,6 +33,7 @@ import type { AppEnv } from "./context";
 import { holdBody, readBody, requestLimitBytes } from "./body";
 import { keyAccessOf, keyAccessStatement, type KeyAccess, type KeyRow } from "../../db/sending-domains";
 import { suppressionRowsStatement, type SuppressionRow } from "../../db/routing";
+import type { SuppressionPrefetch } from "../../classify/lookups";
 import { ownersOf, verifiedOwnersStatement, type OwnerRow } from "../../db/domains";
 import { limitsOf } from "../../accept/limits";
 import { lineage } from "../../domains/core/names";
@@ -44,18 +45,15 @@ export const PREFETCH_BODY_BYTES = 64 * 1024;
 /** At most this many addresses are looked up with the key; a larger request's are read as before. */
 const MAX_ADDRESSES = 500;
 
-/** What a send request read with its key (see the header). */
-export interface SendPrefetch {
-  /** The tenant the key belongs to: the entries below are that tenant's and every tenant's. */
-  tenant: string;
-  /** The lower-cased addresses whose entries `rows` holds (all of them, found or not). */
-  addresses: ReadonlySet<string>;
-  rows: readonly SuppressionRow[];
-  nowMs: number;
+/** What a send request read with its key (see the header): its suppression entries, and owners. */
+export interface SendPrefetch extends SuppressionPrefetch {
   /** The names whose owners were read, and the owners (name → tenant) among them. */
   ownerNames: ReadonlySet<string>;
   owners: ReadonlyMap<string, string>;
 }
+
+/** The routes whose reads are batched with the key ("<METHOD> <path>", as auth.ts names them). */
+const PREFETCHED = new Set(["POST /emails", "POST /emails/batch"]);
 
 /** The bare address of a `Name <address>` or `address` field value, lower-cased. */
 function bare(v: string): string {
@@ -78,8 +76,9 @@ function named(value: unknown): { addresses: string[]; domains: string[] } {
   for (const e of emails) {
     for (const f of ["to", "cc", "bcc"]) for (const a of strings(e[f])) addresses.add(bare(a));
     const from = strings(e.from)[0];
-    const at = from === undefined ? -1 : bare(from).lastIndexOf("@");
-    if (from !== undefined && at > 0) domains.add(bare(from).slice(at + 1));
+    const sender = from === undefined ? "" : bare(from);
+    const at = sender.lastIndexOf("@");
+    if (at > 0) domains.add(sender.slice(at + 1));
   }
   return { addresses: addresses.size > MAX_ADDRESSES ? [] : [...addresses], domains: [...domains] };
 }
@@ -92,13 +91,13 @@ function parsed(bytes: ArrayBuffer): unknown {
   }
 }
 
-/** See the header. */
+/** See the header; `route` is the request's "<METHOD> <path>" (auth.ts). */
 export async function sendReads(
   c: Context<AppEnv>,
   keyHash: string,
+  route: string,
 ): Promise<{ access: KeyAccess | null; prefetch: SendPrefetch } | null> {
-  const path = new URL(c.req.url).pathname.replace(/\/+$/, "");
-  if (c.req.method !== "POST" || (path !== "/emails" && path !== "/emails/batch")) return null;
+  if (!PREFETCHED.has(route)) return null;
   const declared = c.req.header("content-length");
   if (declared === undefined || !(Number(declared) <= PREFETCH_BODY_BYTES)) return null;
   const bytes = await readBody(c, requestLimitBytes(limitsOf(c.env)));
@@ -125,7 +124,6 @@ export async function sendReads(
       tenant: access?.tenant ?? "",
       addresses: new Set(addresses),
       rows: (rows?.results ?? []) as SuppressionRow[],
-      nowMs,
       ownerNames: new Set(names),
       owners: ownersOf((owners?.results ?? []) as OwnerRow[]),
     },
